@@ -1,0 +1,156 @@
+/* Errors, version, features and the thread pool shared by every module. */
+#define _GNU_SOURCE
+#include <fp4scope/common.h>
+#include <fp4scope/version.h>
+#include <fp4scope/quant.h>
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fp4s_config.h"
+
+#define DETAIL_MAX 1024
+static _Thread_local char err_detail[DETAIL_MAX];
+
+const char *fp4s_strerror(int code)
+{
+    switch (code) {
+    case FP4S_OK:        return "success";
+    case FP4S_EINVAL:    return "invalid argument";
+    case FP4S_ENOMEM:    return "out of memory";
+    case FP4S_EOPEN:     return "cannot open or read input";
+    case FP4S_EFORMAT:   return "malformed input";
+    case FP4S_EDTYPE:    return "unsupported data type";
+    case FP4S_ESHAPE:    return "wrong rank or shape";
+    case FP4S_ENOTFOUND: return "not found";
+    case FP4S_EWRITE:    return "cannot write output";
+    case FP4S_EVERSION:  return "unsupported (newer) file version";
+    case FP4S_ENOTSUP:   return "not supported";
+    case FP4S_ERANGE:    return "value out of range";
+    case FP4S_EEMPTY:    return "empty input or selection";
+    case FP4S_ECHECK:    return "check failed";
+    case FP4S_EDUP:      return "conflicting duplicate";
+    case FP4S_EINTERNAL: return "internal error";
+    default:             return "unknown error";
+    }
+}
+
+const char *fp4s_last_error(void) { return err_detail; }
+
+void fp4s_error_clear(void) { err_detail[0] = '\0'; }
+
+int fp4s_error_set(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err_detail, sizeof err_detail, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void fp4s_error_prefix(const char *fmt, ...)
+{
+    char pre[DETAIL_MAX], old[DETAIL_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pre, sizeof pre, fmt, ap);
+    va_end(ap);
+    memcpy(old, err_detail, sizeof old);
+    if (old[0])
+        snprintf(err_detail, sizeof err_detail, "%s: %s", pre, old);
+    else
+        snprintf(err_detail, sizeof err_detail, "%s", pre);
+}
+
+int fp4s_exit_status(int code)
+{
+    switch (code) {
+    case FP4S_OK:        return FP4S_EXIT_OK;
+    case FP4S_ECHECK:    return FP4S_EXIT_CHECK;
+    case FP4S_EINVAL:
+    case FP4S_ENOTSUP:   return FP4S_EXIT_USAGE;
+    case FP4S_EWRITE:    return FP4S_EXIT_OUTPUT;
+    case FP4S_ENOMEM:
+    case FP4S_EINTERNAL: return FP4S_EXIT_INTERNAL;
+    default:             return FP4S_EXIT_INPUT;
+    }
+}
+
+const char *fp4s_version(void) { return FP4S_VERSION_STRING; }
+
+const char *fp4s_features(void)
+{
+    static _Thread_local char buf[256];
+    snprintf(buf, sizeof buf, "hdf5%s%s%s%s simd=%s threads=%d",
+             FP4S_HAVE_GSL ? " gsl" : "", FP4S_HAVE_JANSSON ? " jansson" : "",
+             FP4S_HAVE_BLAS ? " blas" : "", FP4S_HAVE_CUDA ? " cuda" : "",
+             fp4s_kernels_level(), fp4s_get_threads());
+    return buf;
+}
+
+/* ---- threads ----------------------------------------------------------------- */
+static int n_threads_set;
+
+void fp4s_set_threads(int n) { n_threads_set = n > 0 ? n : 0; }
+
+int fp4s_get_threads(void)
+{
+    if (n_threads_set > 0) return n_threads_set;
+    const char *e = getenv("FP4S_THREADS");
+    if (e && *e) {
+        char *end;
+        long v = strtol(e, &end, 10);
+        if (*end == '\0' && v > 0 && v <= 1024) return (int)v;
+    }
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    return c > 0 ? (int)(c > 256 ? 256 : c) : 1;
+}
+
+struct pf_job {
+    fp4s_range_fn fn;
+    void *arg;
+    size_t begin, end;
+    int worker, rc;
+};
+
+static void *pf_run(void *p)
+{
+    struct pf_job *j = p;
+    j->rc = j->fn(j->arg, j->begin, j->end, j->worker);
+    return NULL;
+}
+
+int fp4s_parallel_for(size_t n, size_t grain, fp4s_range_fn fn, void *arg)
+{
+    if (n == 0) return 0;
+    if (grain == 0) grain = 1;
+    size_t nt = (size_t)fp4s_get_threads();
+    size_t max_by_grain = (n + grain - 1) / grain;
+    if (nt > max_by_grain) nt = max_by_grain;
+    if (nt <= 1) return fn(arg, 0, n, 0);
+
+    struct pf_job jobs[256];
+    pthread_t tid[256];
+    bool started[256] = {0};
+    size_t per = n / nt, rem = n % nt, pos = 0;
+    for (size_t w = 0; w < nt; w++) {
+        size_t len = per + (w < rem ? 1 : 0);
+        jobs[w] = (struct pf_job){fn, arg, pos, pos + len, (int)w, 0};
+        pos += len;
+    }
+    for (size_t w = 1; w < nt; w++)
+        started[w] = pthread_create(&tid[w], NULL, pf_run, &jobs[w]) == 0;
+    pf_run(&jobs[0]);
+    /* a worker that could not be started runs here, in order */
+    for (size_t w = 1; w < nt; w++) {
+        if (started[w]) pthread_join(tid[w], NULL);
+        else pf_run(&jobs[w]);
+    }
+    for (size_t w = 0; w < nt; w++)
+        if (jobs[w].rc) return jobs[w].rc;
+    return 0;
+}

@@ -1,0 +1,110 @@
+/* Quantize and dequantize row-major float32 tensors with a fp4s_spec.
+ *
+ * The flow is two passes for formats with a tensor scale (NVFP4, FP8 per
+ * tensor): fp4s_amax() over the whole tensor (chunk by chunk, merged with
+ * fmaxf), fp4s_tscale_init(), then fp4s_quantize() chunk by chunk. Chunks are
+ * whole rows; all but the last must hold a multiple of fp4s_spec_row_align()
+ * rows. Blocks run along the last dimension; cols must be a multiple of the
+ * block size (callers pad with zeros first, see fp4-quant --pad).
+ *
+ * Outputs are unpacked: one code byte per element (E2M1 code 0..15 with the
+ * sign in bit 3, or the E4M3 byte for FP8), one scale byte per block (E8M0 or
+ * E4M3, as the engine stores it) or, for FP8, one float32 scale per tile.
+ * fp4s_pack_e2m1() makes the packed nibble layout of the spec.
+ *
+ * Kernels: a scalar C reference and, picked at run time, AVX2 and AVX-512
+ * paths; all are bit-identical (tests/quant/tester checks). FP4S_FORCE_REF=1 in
+ * the environment or fp4s_kernels_force_ref(true) forces the reference.
+ * Large chunks are split over fp4s_get_threads() threads. */
+#ifndef FP4SCOPE_QUANT_H
+#define FP4SCOPE_QUANT_H
+
+#include <fp4scope/spec.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The tensor-level scale of a quantization, derived from the tensor amax. */
+typedef struct fp4s_tscale {
+    float amax;     /* max |x| over the finite entries of the tensor */
+    float s_enc;    /* NVFP4: encode scale (TE: 2688/amax, 1 if amax is 0 or not finite) */
+    float s_dec;    /* NVFP4: decode scale (TE: 1/s_enc; torchao/ModelOpt: amax/2688) */
+    float stored;   /* the value recorded as the tensor scale (spec->global_scale) */
+    float fp8_scale;/* FP8 per tensor: amax/448 (1 if amax is 0) */
+} fp4s_tscale;
+
+/* Counters and sums filled by fp4s_quantize (added to, never reset: zero the
+ * struct first). Sums are over finite inputs only. */
+typedef struct fp4s_qstats {
+    uint64_t elements;      /* elements quantized */
+    uint64_t blocks;        /* blocks (or FP8 tiles) */
+    uint64_t saturated;     /* elements whose |x/scale| exceeded the top of the grid (clipped) */
+    uint64_t zero_blocks;   /* blocks whose amax is 0 */
+    uint64_t nonfinite;     /* NaN or Inf inputs */
+    uint64_t nan;
+    uint64_t inf;
+    uint64_t nonfinite_blocks; /* blocks holding any NaN/Inf */
+    uint64_t neg_zero;      /* elements encoded as -0 (code 8) */
+    uint64_t scale_underflow;  /* NVFP4: blocks with a zero or subnormal E4M3 scale; MX: k clamped at code 0 */
+    double err2;            /* sum over finite elements of (Q(x)-x)^2 (Kahan-compensated per chunk) */
+    double x2;              /* sum of x^2 over finite elements */
+} fp4s_qstats;
+
+FP4S_API void fp4s_qstats_merge(fp4s_qstats *into, const fp4s_qstats *from);
+
+/* Max |x| over finite values of a row-major [rows, cols] array with row
+ * stride ld (elements); non-finite values are counted in *nonfinite if not NULL. */
+FP4S_API float fp4s_amax(const float *x, size_t rows, size_t cols, size_t ld, uint64_t *nonfinite);
+
+/* Tensor scale for a spec from the tensor amax. */
+FP4S_API int fp4s_tscale_init(const fp4s_spec *s, float amax, fp4s_tscale *ts);
+
+/* Output buffers of one chunk. Any pointer may be NULL to skip that output
+ * (except that quantize needs codes or dequant). Leading dimensions are in
+ * elements of the buffer. */
+typedef struct fp4s_qout {
+    uint8_t *codes;   size_t ld_codes;    /* [rows, cols] */
+    uint8_t *scales;  size_t ld_scales;   /* [rows, cols/block] (FP4 formats; 2-D: repeated per row) */
+    float   *scale_f32; size_t ld_scale_f32; /* FP8: [ceil(rows/tile_rows), cols/128] or [1,1] per tensor */
+    float   *dequant; size_t ld_dequant;  /* [rows, cols] dequantized values */
+} fp4s_qout;
+
+/* Quantize rows [0, rows) of x (row stride ld) into out. row0 is the index of
+ * the chunk's first row in the whole tensor (used for 2-D tiles). st may be NULL. */
+FP4S_API int fp4s_quantize(const fp4s_spec *s, const fp4s_tscale *ts,
+                           const float *x, size_t rows, size_t cols, size_t ld,
+                           size_t row0, const fp4s_qout *out, fp4s_qstats *st);
+
+/* Dequantize codes + scales back to float32 (the inverse of the above). */
+FP4S_API int fp4s_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
+                             const uint8_t *codes, size_t ld_codes,
+                             const uint8_t *scales, size_t ld_scales,
+                             const float *scale_f32, size_t ld_scale_f32,
+                             size_t rows, size_t cols, size_t row0,
+                             float *out, size_t ld_out);
+
+/* Decoded value of one block scale byte (E8M0 or E4M3 as the spec stores it),
+ * not including the NVFP4 tensor decode scale. */
+FP4S_API float fp4s_scale_decode(const fp4s_spec *s, uint8_t code);
+
+/* Pack one row of E2M1 codes (cols even; split packing needs cols % 32 == 0)
+ * into cols/2 bytes in the spec's nibble layout, and back. */
+FP4S_API int fp4s_pack_e2m1(fp4s_packing p, const uint8_t *codes, size_t cols, uint8_t *packed);
+FP4S_API int fp4s_unpack_e2m1(fp4s_packing p, const uint8_t *packed, size_t cols, uint8_t *codes);
+
+/* ---- kernel selection ------------------------------------------------------ */
+/* Force the scalar reference kernels (true) or allow the fastest (false). */
+FP4S_API void fp4s_kernels_force_ref(bool force);
+/* Name of the kernel level in use: "ref", "avx2" or "avx512". */
+FP4S_API const char *fp4s_kernels_level(void);
+/* Highest level the CPU supports, ignoring the force switch. */
+FP4S_API const char *fp4s_kernels_cpu_level(void);
+/* Select a level by name for testing ("ref", "avx2", "avx512"); FP4S_ENOTSUP if
+ * the CPU or build lacks it. */
+FP4S_API int fp4s_kernels_select(const char *level);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

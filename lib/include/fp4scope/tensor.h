@@ -1,0 +1,94 @@
+/* Tensor input and output.
+ *
+ * A source opens any supported tensor by one string and yields float32 rows:
+ *   file.npy                    float32/float64/float16, C order, 1-D or 2-D
+ *   file.safetensors:NAME       F32, F16, BF16, 1-D or 2-D
+ *   file.h5:/path/to/dataset    float32, float64, float16, or BF16 stored as
+ *                               uint16 with attribute dtype = "bfloat16"
+ * A 1-D tensor reads as one row. Rows are read on demand (HDF5 by hyperslab,
+ * .npy and safetensors by pread), so memory stays bounded by the chunk.
+ *
+ * Outputs are written atomically: to a temporary file beside the target that is
+ * renamed over it on commit and removed on abort, so a failed run leaves no
+ * half-written file. */
+#ifndef FP4SCOPE_TENSOR_H
+#define FP4SCOPE_TENSOR_H
+
+#include <fp4scope/common.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum fp4s_dtype {
+    FP4S_DT_F32 = 0, FP4S_DT_F64, FP4S_DT_F16, FP4S_DT_BF16,
+    FP4S_DT_U8, FP4S_DT_U16, FP4S_DT_I32, FP4S_DT_I64
+} fp4s_dtype;
+
+FP4S_API const char *fp4s_dtype_name(fp4s_dtype d); /* "float32", "bfloat16", ... */
+FP4S_API size_t fp4s_dtype_size(fp4s_dtype d);
+
+/* ---- sources ----------------------------------------------------------------- */
+typedef struct fp4s_source fp4s_source;
+
+/* Open `spec` (see above). On failure *out is NULL and the detail names the
+ * file, the tensor or dataset and the problem. The source owns its file handle;
+ * close with fp4s_source_close. */
+FP4S_API int fp4s_source_open(const char *spec, fp4s_source **out);
+FP4S_API void fp4s_source_close(fp4s_source **src);
+
+FP4S_API size_t fp4s_source_rows(const fp4s_source *src);
+FP4S_API size_t fp4s_source_cols(const fp4s_source *src);
+FP4S_API int fp4s_source_rank(const fp4s_source *src);   /* 1 or 2, as stored */
+FP4S_API fp4s_dtype fp4s_source_dtype(const fp4s_source *src); /* stored dtype */
+FP4S_API const char *fp4s_source_path(const fp4s_source *src); /* file part */
+FP4S_API const char *fp4s_source_name(const fp4s_source *src); /* tensor/dataset part, "" for .npy */
+
+/* Read rows [row0, row0+nrows) converted to float32 into out (row stride ld >=
+ * cols elements). Thread-safe for distinct sources only. */
+FP4S_API int fp4s_source_read(fp4s_source *src, size_t row0, size_t nrows, float *out, size_t ld);
+
+/* Read the raw stored bytes of rows (no conversion; for bit-exact import). */
+FP4S_API int fp4s_source_read_raw(fp4s_source *src, size_t row0, size_t nrows, void *out);
+
+/* Read a whole source into a newly malloc'ed float32 array [rows*cols]; the
+ * caller frees *data. Convenience for small tensors and tests. */
+FP4S_API int fp4s_source_read_all(const char *spec, float **data, size_t *rows, size_t *cols);
+
+/* ---- atomic output files -------------------------------------------------------- */
+typedef struct fp4s_outfile fp4s_outfile;
+
+/* Begin writing `path`: creates a temporary "<path>.tmp.XXXXXX" in the same
+ * directory (checked writable now). "-" means stdout where the writer supports it. */
+FP4S_API int fp4s_outfile_begin(const char *path, fp4s_outfile **out);
+FP4S_API const char *fp4s_outfile_tmppath(const fp4s_outfile *o); /* write here */
+FP4S_API int fp4s_outfile_commit(fp4s_outfile **o);  /* fsync + rename */
+FP4S_API void fp4s_outfile_abort(fp4s_outfile **o);  /* unlink the temporary; NULL ok */
+
+/* ---- .npy writer (streaming rows) --------------------------------------------------- */
+typedef struct fp4s_npy_writer fp4s_npy_writer;
+/* dtype: F32, U8, U16, I32 ...; rank 1 (cols ignored, rows = length) or 2. */
+FP4S_API int fp4s_npy_writer_open(const char *path, fp4s_dtype dt, int rank,
+                                  size_t rows, size_t cols, fp4s_npy_writer **out);
+FP4S_API int fp4s_npy_writer_rows(fp4s_npy_writer *w, const void *data, size_t nrows);
+/* Commits when all rows were written, else aborts with FP4S_EINTERNAL. */
+FP4S_API int fp4s_npy_writer_close(fp4s_npy_writer **w);
+FP4S_API void fp4s_npy_writer_abort(fp4s_npy_writer **w);
+/* One-shot: write a whole array. */
+FP4S_API int fp4s_npy_write(const char *path, fp4s_dtype dt, int rank, size_t rows,
+                            size_t cols, const void *data);
+
+/* ---- HDF5 helpers shared by the writers ---------------------------------------------- */
+/* Write a 2-D float32 dataset [rows, cols] at `dset` into an already-open HDF5
+ * file id (hid_t passed as int64_t so this header needs no HDF5), chunked and
+ * optionally gzip-compressed (level 0 = none). Intermediate groups are created. */
+FP4S_API int fp4s_h5_write_f32(int64_t file, const char *dset, const float *data,
+                               size_t rows, size_t cols, int gzip);
+FP4S_API int fp4s_h5_attr_str(int64_t obj, const char *name, const char *value);
+FP4S_API int fp4s_h5_attr_f64(int64_t obj, const char *name, double value);
+FP4S_API int fp4s_h5_attr_i64(int64_t obj, const char *name, int64_t value);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,50 @@
+/* Helpers shared by the fp4-* tools: messages, exit codes, strict number
+ * parsing, --version, JSON output. Not part of the library API.
+ *
+ * Messages: "fp4-xxx: <detail>" on stderr. Exit statuses are the FP4S_EXIT_*
+ * values of <fp4scope/common.h>: 0 ok, 1 a requested check failed, 2 usage,
+ * 3 input unreadable or malformed, 4 output not written, 5 internal. */
+#ifndef FP4S_TOOLS_CLI_H
+#define FP4S_TOOLS_CLI_H
+
+#include <fp4scope/common.h>
+#include <jansson.h>
+#include <stdio.h>
+
+/* Set the program name used in messages (call first in main). */
+void cli_init(const char *prog);
+const char *cli_prog(void);
+
+/* Print "prog: <fmt>" to stderr and exit with status. */
+_Noreturn void cli_die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print "prog: <fmt>\nTry 'prog --help'." and exit 2. */
+_Noreturn void cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Report a library failure: "prog: <fp4s_last_error() or fp4s_strerror(code)>"
+ * and exit with fp4s_exit_status(code). */
+_Noreturn void cli_fail(int code);
+/* Same, with "context: " before the detail. */
+_Noreturn void cli_failf(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print the library detail (or strerror) with "prog: " and return the exit status. */
+int cli_report(int code);
+
+/* Strict parsers: the whole string must be a number in range, else a usage
+ * error naming the option and the expected form. */
+long long cli_parse_int(const char *opt, const char *arg, long long lo, long long hi);
+double cli_parse_double(const char *opt, const char *arg, double lo, double hi);
+/* Comma-separated list of integers, ranges "a-b" or "a:b:step" allowed
+ * ("0,5,10-20"). Returns a malloc'ed sorted unique array and its length. */
+long long *cli_parse_int_list(const char *opt, const char *arg, size_t *n);
+
+/* "--version" text: "prog (fp4scope) X.Y.Z\nfeatures: ...". */
+void cli_version(void);
+
+/* Dump JSON to stdout (indent 2, keys in insertion order, real numbers with 17
+ * significant digits), then decref. Returns an exit status. */
+int cli_json_print(json_t *j);
+/* JSON number for a double: NaN and Inf become null (JSON has neither). */
+json_t *cli_json_real(double v);
+
+/* Write a whole text blob to path atomically ("-" = stdout). */
+int cli_write_text(const char *path, const char *text, size_t len);
+
+#endif
