@@ -1,0 +1,46 @@
+/* Internal kernel interface (not installed). One prototype per hot loop; a
+ * backend table is filled with the scalar reference first, then overridden by
+ * the best SIMD level the CPU has (dispatch.c). A backend may decline a spec it
+ * does not implement by returning FP4S_ENOTSUP: the caller then runs the
+ * reference for that call, so every spec always works.
+ *
+ * Kernels work on one contiguous range of whole rows; threading, stats merge and
+ * argument checks are done by the front end (lib/core/quant.c). row0 is the
+ * index of the first row in the whole tensor (2-D tiles and FP8 128x128 tiles
+ * need it). Stats are added into *st (never NULL here). */
+#ifndef FP4S_KERNELS_H
+#define FP4S_KERNELS_H
+
+#include <fp4scope/quant.h>
+
+typedef int (*fp4s_quant_fn)(const fp4s_spec *s, const fp4s_tscale *ts,
+                             const float *x, size_t rows, size_t cols, size_t ld,
+                             size_t row0, const fp4s_qout *out, fp4s_qstats *st);
+
+typedef int (*fp4s_dequant_fn)(const fp4s_spec *s, const fp4s_tscale *ts,
+                               const uint8_t *codes, size_t ld_codes,
+                               const uint8_t *scales, size_t ld_scales,
+                               const float *scale_f32, size_t ld_scale_f32,
+                               size_t rows, size_t cols, size_t row0,
+                               float *out, size_t ld_out);
+
+typedef float (*fp4s_amax_fn)(const float *x, size_t rows, size_t cols, size_t ld,
+                              uint64_t *nonfinite);
+
+typedef struct fp4s_kernel_table {
+    const char *name;          /* "ref", "avx2", "avx512" */
+    fp4s_quant_fn quantize;
+    fp4s_dequant_fn dequantize;
+    fp4s_amax_fn amax;
+} fp4s_kernel_table;
+
+/* The scalar reference (quant_ref.c). */
+extern const fp4s_kernel_table fp4s_kernels_ref;
+/* SIMD tables (quant_avx2.c, quant_avx512.c); only linked when built. */
+extern const fp4s_kernel_table fp4s_kernels_avx2;
+extern const fp4s_kernel_table fp4s_kernels_avx512;
+
+/* The table in use (dispatch.c): honours FP4S_FORCE_REF and fp4s_kernels_*(). */
+const fp4s_kernel_table *fp4s_kernels_active(void);
+
+#endif
