@@ -1,0 +1,21 @@
+#!/bin/sh
+# Install the Debian packages fp4scope needs, only those that are missing.
+# Run as root (or with sudo available). Used by the README quick start and .ci/run.
+set -eu
+pkgs="build-essential meson ninja-build pkg-config libhdf5-dev hdf5-tools libgsl-dev check
+libjansson-dev libopenblas-dev gnuplot-nox python3 python3-numpy python3-h5py"
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -z "$missing" ]; then
+    echo "deps: all packages present"
+    exit 0
+fi
+echo "deps: installing:$missing"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing
