@@ -85,6 +85,11 @@ FP4S_API int fp4s_npy_write(const char *path, fp4s_dtype dt, int rank, size_t ro
 FP4S_API int fp4s_h5_write_f32(int64_t file, const char *dset, const float *data,
                                size_t rows, size_t cols, int gzip);
 FP4S_API int fp4s_h5_attr_str(int64_t obj, const char *name, const char *value);
+/* Create an HDF5 file atomically: *file is open on a temporary beside `path`
+ * (see fp4s_outfile_begin). fp4s_h5_finish closes it and, when commit is
+ * true, renames it into place; otherwise (or if closing fails) removes it. */
+FP4S_API int fp4s_h5_create(const char *path, fp4s_outfile **of, int64_t *file);
+FP4S_API int fp4s_h5_finish(fp4s_outfile **of, int64_t *file, bool commit);
 FP4S_API int fp4s_h5_attr_f64(int64_t obj, const char *name, double value);
 FP4S_API int fp4s_h5_attr_i64(int64_t obj, const char *name, int64_t value);
 

@@ -1,0 +1,155 @@
+/* Atomic output files: a temporary "<path>.tmp.XXXXXX" beside the target,
+ * fsync'ed and renamed over it on commit, unlinked on abort. */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct fp4s_outfile {
+    char *path;
+    char *tmp;
+    bool is_stdout;
+};
+
+static pthread_once_t mode_once = PTHREAD_ONCE_INIT;
+static mode_t new_file_mode = 0644;
+
+/* mkstemp creates 0600; give the result the mode open(2) would have. */
+static void mode_init(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[128];
+    if (f) {
+        while (fgets(line, sizeof line, f)) {
+            unsigned m;
+            if (sscanf(line, "Umask: %o", &m) == 1) {
+                new_file_mode = (mode_t)(0666 & ~m);
+                fclose(f);
+                return;
+            }
+        }
+        fclose(f);
+    }
+    mode_t m = umask(022);
+    umask(m);
+    new_file_mode = (mode_t)(0666 & ~m);
+}
+
+int fp4s_outfile_begin(const char *path, fp4s_outfile **out)
+{
+    if (!out) return fp4s_error_set(FP4S_EINVAL, "fp4s_outfile_begin: out is NULL");
+    *out = NULL;
+    if (!path || !*path) return fp4s_error_set(FP4S_EINVAL, "empty output file name");
+    fp4s_outfile *o = calloc(1, sizeof *o);
+    if (!o || !(o->path = strdup(path))) {
+        free(o);
+        return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
+    }
+    if (strcmp(path, "-") == 0) {
+        o->is_stdout = true;
+        o->tmp = strdup("/dev/stdout");
+        if (!o->tmp) {
+            fp4s_outfile_abort(&o);
+            return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
+        }
+        *out = o;
+        return 0;
+    }
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fp4s_outfile_abort(&o);
+        return fp4s_error_set(FP4S_EWRITE, "%s: is a directory", path);
+    }
+    size_t n = strlen(path) + sizeof ".tmp.XXXXXX";
+    o->tmp = malloc(n);
+    if (!o->tmp) {
+        fp4s_outfile_abort(&o);
+        return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
+    }
+    snprintf(o->tmp, n, "%s.tmp.XXXXXX", path);
+    int fd = mkostemp(o->tmp, O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        free(o->tmp);
+        o->tmp = NULL;
+        fp4s_outfile_abort(&o);
+        return fp4s_error_set(FP4S_EWRITE, "%s: cannot create output: %s", path, strerror(e));
+    }
+    pthread_once(&mode_once, mode_init);
+    (void)fchmod(fd, new_file_mode);
+    close(fd);
+    *out = o;
+    return 0;
+}
+
+const char *fp4s_outfile_tmppath(const fp4s_outfile *o) { return o ? o->tmp : NULL; }
+
+static void fsync_dir_of(const char *path)
+{
+    char *d = strdup(path);
+    if (!d) return;
+    char *slash = strrchr(d, '/');
+    const char *dir = ".";
+    if (slash == d) dir = "/";
+    else if (slash) {
+        *slash = '\0';
+        dir = d;
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+    free(d);
+}
+
+int fp4s_outfile_commit(fp4s_outfile **op)
+{
+    if (!op || !*op) return fp4s_error_set(FP4S_EINVAL, "fp4s_outfile_commit: NULL outfile");
+    fp4s_outfile *o = *op;
+    if (o->is_stdout) {
+        free(o->tmp);
+        free(o->path);
+        free(o);
+        *op = NULL;
+        return 0;
+    }
+    int fd = open(o->tmp, O_RDONLY | O_CLOEXEC);
+    int rc = 0;
+    if (fd < 0) {
+        rc = fp4s_error_set(FP4S_EWRITE, "%s: temporary %s vanished: %s", o->path, o->tmp, strerror(errno));
+    } else {
+        if (fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
+            rc = fp4s_error_set(FP4S_EWRITE, "%s: fsync failed: %s", o->path, strerror(errno));
+        close(fd);
+    }
+    if (!rc && rename(o->tmp, o->path) != 0)
+        rc = fp4s_error_set(FP4S_EWRITE, "%s: cannot rename the temporary into place: %s", o->path, strerror(errno));
+    if (rc) {
+        fp4s_outfile_abort(op);
+        return rc;
+    }
+    fsync_dir_of(o->path);
+    free(o->tmp);
+    free(o->path);
+    free(o);
+    *op = NULL;
+    return 0;
+}
+
+void fp4s_outfile_abort(fp4s_outfile **op)
+{
+    if (!op || !*op) return;
+    fp4s_outfile *o = *op;
+    if (o->tmp && !o->is_stdout) (void)unlink(o->tmp);
+    free(o->tmp);
+    free(o->path);
+    free(o);
+    *op = NULL;
+}

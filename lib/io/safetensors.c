@@ -1,0 +1,173 @@
+/* .safetensors: an 8-byte little-endian header length N, N bytes of JSON
+ * ({"NAME": {"dtype": "F32", "shape": [r, c], "data_offsets": [b, e]}, ...,
+ * "__metadata__": {...}}), then the byte buffer the offsets index. Every number
+ * is checked against the others and the file size, overflow-safe. */
+#include "internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ST_MAX_HEADER ((uint64_t)100 << 20)
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* "a, b, c" (sorted, at most 20 names) of the tensors in the header. */
+static void list_names(json_t *root, char *buf, size_t n)
+{
+    size_t cnt = 0, k = 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) if (strcmp(key, "__metadata__") != 0) cnt++;
+    buf[0] = '\0';
+    if (cnt == 0) {
+        snprintf(buf, n, "(none)");
+        return;
+    }
+    const char **names = malloc(cnt * sizeof *names);
+    if (!names) return;
+    size_t i = 0;
+    json_object_foreach(root, key, v) if (strcmp(key, "__metadata__") != 0) names[i++] = key;
+    qsort(names, cnt, sizeof *names, cmp_str);
+    for (i = 0; i < cnt && i < 20 && k + 1 < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", names[i]);
+    if (cnt > 20 && k + 1 < n) snprintf(buf + k, n - k, ", ... (%zu in all)", cnt);
+    free(names);
+}
+
+static int get_u64(json_t *v, uint64_t *out)
+{
+    if (!json_is_integer(v)) return -1;
+    json_int_t x = json_integer_value(v);
+    if (x < 0) return -1;
+    *out = (uint64_t)x;
+    return 0;
+}
+
+int fp4s_st_src_open(struct fp4s_source *s, uint64_t fsize)
+{
+    const char *P = s->path, *N = s->name;
+    if (fsize < 8)
+        return fp4s_error_set(FP4S_EFORMAT, "%s: %" PRIu64 " bytes is too short for a safetensors file "
+                              "(and not .npy or HDF5)", P, fsize);
+    unsigned char lb[8];
+    if (fp4s_pread_full(s->fd, lb, 8, 0) != 8)
+        return fp4s_error_set(FP4S_EOPEN, "%s: cannot read: %s", P, strerror(errno));
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | lb[i];
+    if (hlen == 0 || hlen > fsize - 8)
+        return fp4s_error_set(FP4S_EFORMAT, "%s: safetensors header length %" PRIu64 " does not fit the "
+                              "%" PRIu64 "-byte file (not a safetensors, .npy or HDF5 file?)", P, hlen, fsize);
+    if (hlen > ST_MAX_HEADER)
+        return fp4s_error_set(FP4S_EFORMAT, "%s: safetensors header length %" PRIu64 " exceeds the 100 MB limit", P, hlen);
+    char *hb = malloc((size_t)hlen);
+    if (!hb) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory for the header", P);
+    if (fp4s_pread_full(s->fd, hb, (size_t)hlen, 8) != (ssize_t)hlen) {
+        free(hb);
+        return fp4s_error_set(FP4S_EOPEN, "%s: cannot read the header: %s", P, strerror(errno));
+    }
+    if (hb[0] != '{') {
+        free(hb);
+        return fp4s_error_set(FP4S_EFORMAT, "%s: safetensors header does not start with '{' "
+                              "(not a safetensors, .npy or HDF5 file?)", P);
+    }
+    json_error_t jerr;
+    json_t *root = json_loadb(hb, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
+    free(hb);
+    if (!root)
+        return fp4s_error_set(FP4S_EFORMAT, "%s: safetensors header is not valid JSON: %s (at byte %d)",
+                              P, jerr.text, jerr.position);
+    int rc = 0;
+    char names[1024];
+    json_t *e = NULL;
+    if (!json_is_object(root)) {
+        rc = fp4s_error_set(FP4S_EFORMAT, "%s: safetensors header is not a JSON object", P);
+        goto out;
+    }
+    if (!*N) {
+        list_names(root, names, sizeof names);
+        rc = fp4s_error_set(FP4S_ENOTFOUND, "%s: name a tensor as %s:NAME; tensors: %s", P, P, names);
+        goto out;
+    }
+    e = strcmp(N, "__metadata__") == 0 ? NULL : json_object_get(root, N);
+    if (!e) {
+        list_names(root, names, sizeof names);
+        rc = fp4s_error_set(FP4S_ENOTFOUND, "%s: %s: tensor not found; tensors: %s", P, N, names);
+        goto out;
+    }
+    if (!json_is_object(e)) {
+        rc = fp4s_error_set(FP4S_EFORMAT, "%s: %s: header entry is not an object", P, N);
+        goto out;
+    }
+    json_t *jd = json_object_get(e, "dtype"), *js = json_object_get(e, "shape"),
+           *jo = json_object_get(e, "data_offsets");
+    if (!json_is_string(jd) || !json_is_array(js) || !json_is_array(jo)) {
+        rc = fp4s_error_set(FP4S_EFORMAT, "%s: %s: header entry needs string 'dtype', array 'shape' and array 'data_offsets'", P, N);
+        goto out;
+    }
+    const char *dts = json_string_value(jd);
+    if (strcmp(dts, "F32") == 0) s->dt = FP4S_DT_F32;
+    else if (strcmp(dts, "F16") == 0) s->dt = FP4S_DT_F16;
+    else if (strcmp(dts, "BF16") == 0) s->dt = FP4S_DT_BF16;
+    else if (strcmp(dts, "F64") == 0) s->dt = FP4S_DT_F64;
+    else {
+        rc = fp4s_error_set(FP4S_EDTYPE, "%s: %s: dtype %s is not supported; expected F32, F16, BF16 or F64", P, N, dts);
+        goto out;
+    }
+    size_t nd = json_array_size(js);
+    uint64_t dims[2] = {0, 0};
+    for (size_t i = 0; i < nd && i < 2; i++)
+        if (get_u64(json_array_get(js, i), &dims[i])) {
+            rc = fp4s_error_set(FP4S_EFORMAT, "%s: %s: shape[%zu] is not a non-negative integer", P, N, i);
+            goto out;
+        }
+    if (nd == 0 || nd > 2) {
+        rc = fp4s_error_set(FP4S_ESHAPE, "%s: %s: shape has rank %zu, expected 1 or 2", P, N, nd);
+        goto out;
+    }
+    s->rank = (int)nd;
+    uint64_t r = nd == 2 ? dims[0] : 1, c = nd == 2 ? dims[1] : dims[0];
+    uint64_t cnt, bytes;
+    if (__builtin_mul_overflow(r, c, &cnt) ||
+        __builtin_mul_overflow(cnt, (uint64_t)fp4s_dtype_size(s->dt), &bytes) ||
+        cnt > (uint64_t)SIZE_MAX / sizeof(float)) {
+        rc = fp4s_error_set(FP4S_ERANGE, "%s: %s: shape [%" PRIu64 ", %" PRIu64 "] overflows", P, N, r, c);
+        goto out;
+    }
+    uint64_t b, en;
+    if (json_array_size(jo) != 2 || get_u64(json_array_get(jo, 0), &b) || get_u64(json_array_get(jo, 1), &en)) {
+        rc = fp4s_error_set(FP4S_EFORMAT, "%s: %s: data_offsets is not a pair of non-negative integers", P, N);
+        goto out;
+    }
+    uint64_t buflen = fsize - 8 - hlen;
+    if (b > en) {
+        rc = fp4s_error_set(FP4S_EFORMAT, "%s: %s: data_offsets [%" PRIu64 ", %" PRIu64 "] end before they begin", P, N, b, en);
+        goto out;
+    }
+    if (en > buflen) {
+        rc = fp4s_error_set(FP4S_EFORMAT, "%s: %s: data_offsets [%" PRIu64 ", %" PRIu64 "] run past the %" PRIu64
+                            "-byte data buffer (file truncated?)", P, N, b, en, buflen);
+        goto out;
+    }
+    if (en - b != bytes) {
+        rc = fp4s_error_set(FP4S_EFORMAT, "%s: %s: data_offsets span %" PRIu64 " bytes but shape [%" PRIu64 ", %" PRIu64
+                            "] of %s needs %" PRIu64, P, N, en - b, r, c, dts, bytes);
+        goto out;
+    }
+    if (cnt == 0) {
+        rc = fp4s_error_set(FP4S_EEMPTY, "%s: %s: tensor is empty (shape [%" PRIu64 ", %" PRIu64 "])", P, N, r, c);
+        goto out;
+    }
+    s->rows = (size_t)r;
+    s->cols = (size_t)c;
+    s->data_off = 8 + hlen + b;
+out:
+    json_decref(root);
+    return rc;
+}
