@@ -82,6 +82,9 @@ static int split_spec(const char *spec, char **file, char **name)
     if (!is_regular(spec) && colon && colon[1] != '\0' && colon != spec) {
         *file = strndup(spec, (size_t)(colon - spec));
         *name = strdup(colon + 1);
+    } else if (!is_regular(spec) && colon && colon[1] == '\0' && colon != spec) {
+        *file = strndup(spec, (size_t)(colon - spec)); /* "file.h5:" = no name */
+        *name = strdup("");
     } else {
         *file = strdup(spec);
         *name = strdup("");

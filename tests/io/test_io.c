@@ -1,0 +1,765 @@
+/* Unit tests of lib/io: every reader and writer, and every kind of bad input.
+ * Fixtures are written by the tests themselves into a fresh temporary
+ * directory (raw bytes for .npy and safetensors, the HDF5 C API for .h5). */
+#include <fp4scope/tensor.h>
+#include <fp4scope/codec.h>
+
+#include <check.h>
+#include <hdf5.h>
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* internal entry point, tested directly */
+int fp4s_npy_parse_header(const char *what, const unsigned char *buf, size_t len,
+                          fp4s_dtype *dt, int *rank, uint64_t shape[2], uint64_t *data_off);
+
+/* common.c's fp4s_features() names the kernel level; the io tests never call
+ * it. Weak, so the real definition (lib/core dispatch) wins whenever linked. */
+__attribute__((weak)) const char *fp4s_kernels_level(void) { return "ref"; }
+
+static char tmpdir[256];
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/fp4s_test_io.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+    DIR *d = opendir(tmpdir);
+    if (d) {
+        struct dirent *e;
+        char p[512];
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+                snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
+                unlink(p);
+            }
+        closedir(d);
+    }
+    rmdir(tmpdir);
+}
+
+static const char *tp(const char *name)
+{
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
+    return buf[k];
+}
+
+static int count_files(void)
+{
+    DIR *d = opendir(tmpdir);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    closedir(d);
+    return n;
+}
+
+static void write_bytes(const char *path, const void *a, size_t na, const void *b, size_t nb)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    if (na) ck_assert_uint_eq(fwrite(a, 1, na, f), na);
+    if (nb) ck_assert_uint_eq(fwrite(b, 1, nb, f), nb);
+    fclose(f);
+}
+
+/* A .npy v1.0 file with the given dict text (padded, newline added). */
+static void make_npy(const char *path, const char *dict, const void *data, size_t nbytes)
+{
+    unsigned char hdr[512];
+    size_t dl = strlen(dict);
+    size_t total = (10 + dl + 1 + 63) / 64 * 64;
+    size_t hl = total - 10;
+    memcpy(hdr, "\x93NUMPY\x01\x00", 8);
+    hdr[8] = (unsigned char)(hl & 0xff);
+    hdr[9] = (unsigned char)(hl >> 8);
+    memcpy(hdr + 10, dict, dl);
+    memset(hdr + 10 + dl, ' ', hl - dl - 1);
+    hdr[total - 1] = '\n';
+    write_bytes(path, hdr, total, data, nbytes);
+}
+
+/* Parse a dict text through fp4s_npy_parse_header. */
+static int parse_dict(const char *dict, fp4s_dtype *dt, int *rank, uint64_t sh[2])
+{
+    unsigned char hdr[512];
+    size_t dl = strlen(dict), total = (10 + dl + 1 + 63) / 64 * 64, hl = total - 10;
+    memcpy(hdr, "\x93NUMPY\x01\x00", 8);
+    hdr[8] = (unsigned char)hl;
+    hdr[9] = 0;
+    memcpy(hdr + 10, dict, dl);
+    memset(hdr + 10 + dl, ' ', hl - dl - 1);
+    hdr[total - 1] = '\n';
+    uint64_t off;
+    return fp4s_npy_parse_header("t.npy", hdr, total, dt, rank, sh, &off);
+}
+
+static bool detail_has(const char *s) { return strstr(fp4s_last_error(), s) != NULL; }
+
+#define ASSERT_DETAIL(s) ck_assert_msg(detail_has(s), "detail '%s' lacks '%s'", fp4s_last_error(), (s))
+
+/* ---- dtype ------------------------------------------------------------------ */
+START_TEST(dtype_names_and_sizes)
+{
+    ck_assert_str_eq(fp4s_dtype_name(FP4S_DT_F32), "float32");
+    ck_assert_str_eq(fp4s_dtype_name(FP4S_DT_BF16), "bfloat16");
+    ck_assert_str_eq(fp4s_dtype_name(FP4S_DT_U8), "uint8");
+    ck_assert_uint_eq(fp4s_dtype_size(FP4S_DT_F64), 8);
+    ck_assert_uint_eq(fp4s_dtype_size(FP4S_DT_F16), 2);
+    ck_assert_uint_eq(fp4s_dtype_size(FP4S_DT_U8), 1);
+    ck_assert_uint_eq(fp4s_dtype_size(FP4S_DT_I64), 8);
+}
+END_TEST
+
+/* ---- npy header --------------------------------------------------------------- */
+START_TEST(npy_header_accepts_numpy_forms)
+{
+    fp4s_dtype dt;
+    int rank;
+    uint64_t sh[2];
+    ck_assert_int_eq(parse_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }", &dt, &rank, sh), 0);
+    ck_assert_int_eq(dt, FP4S_DT_F32);
+    ck_assert_int_eq(rank, 2);
+    ck_assert_uint_eq(sh[0], 3);
+    ck_assert_uint_eq(sh[1], 4);
+    ck_assert_int_eq(parse_dict("{\"shape\":(7,),\"fortran_order\":False,\"descr\":\"<f8\"}", &dt, &rank, sh), 0);
+    ck_assert_int_eq(dt, FP4S_DT_F64);
+    ck_assert_int_eq(rank, 1);
+    ck_assert_uint_eq(sh[0], 1);
+    ck_assert_uint_eq(sh[1], 7);
+    ck_assert_int_eq(parse_dict("{'descr': '<f2', 'fortran_order': False, 'shape': (2,3,)}", &dt, &rank, sh), 0);
+    ck_assert_int_eq(dt, FP4S_DT_F16);
+}
+END_TEST
+
+START_TEST(npy_header_rejects_malformed)
+{
+    fp4s_dtype dt;
+    int rank;
+    uint64_t sh[2];
+    struct { const char *dict; int code; const char *msg; } cases[] = {
+        {"{'descr': '<f4', 'fortran_order': True, 'shape': (3, 4), }", FP4S_EFORMAT, "fortran_order is True"},
+        {"{'descr': '>f4', 'fortran_order': False, 'shape': (3, 4), }", FP4S_EDTYPE, "big-endian"},
+        {"{'descr': '<i4', 'fortran_order': False, 'shape': (3, 4), }", FP4S_EDTYPE, "'<i4' is not supported"},
+        {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3,), }", FP4S_EDTYPE, "structured"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 4), }", FP4S_ESHAPE, "shape (2, 3, 4) has rank 3"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (), }", FP4S_ESHAPE, "scalar"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (3), }", FP4S_EFORMAT, "not a tuple"},
+        {"{'descr': '<f4', 'fortran_order': False, }", FP4S_EFORMAT, "missing key 'shape'"},
+        {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (3,)}", FP4S_EFORMAT, "duplicate key"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,), 'x': 1}", FP4S_EFORMAT, "unexpected key 'x'"},
+        {"{'descr': '<f4', 'fortran_order': 0, 'shape': (3,)}", FP4S_EFORMAT, "not True or False"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", FP4S_ERANGE, "overflows"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (-3,)}", FP4S_EFORMAT, "non-negative integer"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,)} junk", FP4S_EFORMAT, "after the dictionary"},
+        {"'descr': '<f4'", FP4S_EFORMAT, "does not start with '{'"},
+        {"{'descr: '<f4', 'fortran_order': False, 'shape': (3,)}", FP4S_EFORMAT, "header"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = parse_dict(cases[i].dict, &dt, &rank, sh);
+        ck_assert_msg(rc == cases[i].code, "case %zu: rc %d, expected %d (%s)", i, rc, cases[i].code, fp4s_last_error());
+        ASSERT_DETAIL(cases[i].msg);
+        ASSERT_DETAIL("t.npy");
+    }
+}
+END_TEST
+
+START_TEST(npy_header_rejects_bad_prefix)
+{
+    fp4s_dtype dt;
+    int rank;
+    uint64_t sh[2], off;
+    unsigned char b[16] = "\x93NUMPY\x04\x00\x10\x00";
+    ck_assert_int_eq(fp4s_npy_parse_header("v.npy", b, 16, &dt, &rank, sh, &off), FP4S_EVERSION);
+    ASSERT_DETAIL("version 4.0");
+    memcpy(b, "\x93NUMPY\x01\x00\x76\x00", 10);
+    ck_assert_int_eq(fp4s_npy_parse_header("v.npy", b, 16, &dt, &rank, sh, &off), FP4S_EFORMAT);
+    ASSERT_DETAIL("truncated");
+    ck_assert_int_eq(fp4s_npy_parse_header("v.npy", b, 5, &dt, &rank, sh, &off), FP4S_EFORMAT);
+    memcpy(b, "PK\x03\x04zzzzzzzz", 12);
+    ck_assert_int_eq(fp4s_npy_parse_header("v.npy", b, 16, &dt, &rank, sh, &off), FP4S_EFORMAT);
+    ASSERT_DETAIL("magic");
+    /* header text not ending in '\n' */
+    memcpy(b, "\x93NUMPY\x01\x00\x06\x00{}    ", 16);
+    ck_assert_int_eq(fp4s_npy_parse_header("v.npy", b, 16, &dt, &rank, sh, &off), FP4S_EFORMAT);
+    ASSERT_DETAIL("newline");
+}
+END_TEST
+
+/* ---- npy source --------------------------------------------------------------- */
+START_TEST(npy_reads_float32_float64_float16)
+{
+    float f[6] = {1, -2, 3.5f, 0, -0.0f, 1e-30f};
+    make_npy(tp("a.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", f, sizeof f);
+    float *d;
+    size_t r, c;
+    ck_assert_int_eq(fp4s_source_read_all(tp("a.npy"), &d, &r, &c), 0);
+    ck_assert_uint_eq(r, 2);
+    ck_assert_uint_eq(c, 3);
+    ck_assert_mem_eq(d, f, sizeof f);
+    free(d);
+
+    double g[4] = {1.0, 0.1, -1e300, 3};
+    make_npy(tp("b.npy"), "{'descr': '<f8', 'fortran_order': False, 'shape': (4,), }", g, sizeof g);
+    fp4s_source *s;
+    ck_assert_int_eq(fp4s_source_open(tp("b.npy"), &s), 0);
+    ck_assert_int_eq(fp4s_source_rank(s), 1);
+    ck_assert_uint_eq(fp4s_source_rows(s), 1);
+    ck_assert_uint_eq(fp4s_source_cols(s), 4);
+    ck_assert_int_eq(fp4s_source_dtype(s), FP4S_DT_F64);
+    ck_assert_str_eq(fp4s_source_name(s), "");
+    float out[4];
+    ck_assert_int_eq(fp4s_source_read(s, 0, 1, out, 4), 0);
+    ck_assert(out[0] == 1.0f && out[1] == (float)0.1 && isinf(out[2]) && out[2] < 0 && out[3] == 3.0f);
+    double raw[4];
+    ck_assert_int_eq(fp4s_source_read_raw(s, 0, 1, raw), 0);
+    ck_assert_mem_eq(raw, g, sizeof g);
+    fp4s_source_close(&s);
+    ck_assert_ptr_null(s);
+    fp4s_source_close(&s); /* NULL is fine */
+
+    uint16_t h[4] = {0x3c00, 0xc000, 0x0001, 0x7c00}; /* 1, -2, 2^-24, inf */
+    make_npy(tp("c.npy"), "{'descr': '<f2', 'fortran_order': False, 'shape': (2, 2), }", h, sizeof h);
+    ck_assert_int_eq(fp4s_source_read_all(tp("c.npy"), &d, &r, &c), 0);
+    ck_assert(d[0] == 1.0f && d[1] == -2.0f && d[2] == ldexpf(1, -24) && isinf(d[3]));
+    free(d);
+}
+END_TEST
+
+START_TEST(npy_rejects_bad_files)
+{
+    fp4s_source *s = (fp4s_source *)1;
+    ck_assert_int_eq(fp4s_source_open(tp("missing.npy"), &s), FP4S_EOPEN);
+    ck_assert_ptr_null(s);
+    ASSERT_DETAIL("missing.npy");
+    ASSERT_DETAIL("No such file");
+
+    write_bytes(tp("empty.npy"), NULL, 0, NULL, 0);
+    ck_assert_int_eq(fp4s_source_open(tp("empty.npy"), &s), FP4S_EEMPTY);
+    ASSERT_DETAIL("empty.npy: file is empty");
+
+    float f[6] = {0};
+    make_npy(tp("trunc.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", f, 20);
+    ck_assert_int_eq(fp4s_source_open(tp("trunc.npy"), &s), FP4S_EFORMAT);
+    ASSERT_DETAIL("trunc.npy: truncated: shape (2, 3) float32 needs 24 data bytes, the file has 20");
+
+    make_npy(tp("long.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3), }", f, 16);
+    ck_assert_int_eq(fp4s_source_open(tp("long.npy"), &s), FP4S_EFORMAT);
+    ASSERT_DETAIL("4 unexpected bytes");
+
+    make_npy(tp("ovf.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", f, 24);
+    ck_assert_int_eq(fp4s_source_open(tp("ovf.npy"), &s), FP4S_ERANGE);
+    ASSERT_DETAIL("overflows");
+
+    make_npy(tp("big.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (100000, 100000), }", f, 24);
+    ck_assert_int_eq(fp4s_source_open(tp("big.npy"), &s), FP4S_EFORMAT);
+    ASSERT_DETAIL("truncated");
+
+    make_npy(tp("zero.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3), }", NULL, 0);
+    ck_assert_int_eq(fp4s_source_open(tp("zero.npy"), &s), FP4S_EEMPTY);
+    ASSERT_DETAIL("zero.npy: shape (0, 3) is empty");
+
+    make_npy(tp("r3.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 3), }", f, 24);
+    ck_assert_int_eq(fp4s_source_open(tp("r3.npy"), &s), FP4S_ESHAPE);
+    ASSERT_DETAIL("r3.npy: shape (1, 2, 3) has rank 3");
+
+    make_npy(tp("i8.npy"), "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }", f, 24);
+    ck_assert_int_eq(fp4s_source_open(tp("i8.npy"), &s), FP4S_EDTYPE);
+    ASSERT_DETAIL("i8.npy: dtype '<i8' is not supported");
+
+    write_bytes(tp("short.npy"), "\x93NUMPY\x01", 7, NULL, 0);
+    ck_assert_int_eq(fp4s_source_open(tp("short.npy"), &s), FP4S_EFORMAT);
+    ASSERT_DETAIL("short.npy: truncated .npy header");
+
+    write_bytes(tp("hdr.npy"), "\x93NUMPY\x01\x00\xff\x00{'descr'", 17, NULL, 0);
+    ck_assert_int_eq(fp4s_source_open(tp("hdr.npy"), &s), FP4S_EFORMAT);
+    ASSERT_DETAIL("hdr.npy: truncated .npy header (17 of 265 bytes)");
+
+    /* a tensor name on a .npy */
+    make_npy(tp("a.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", f, 24);
+    char spec[600];
+    snprintf(spec, sizeof spec, "%s:w", tp("a.npy"));
+    ck_assert_int_eq(fp4s_source_open(spec, &s), FP4S_ENOTFOUND);
+    ASSERT_DETAIL("no tensor name expected");
+
+    ck_assert_int_eq(fp4s_source_open(tmpdir, &s), FP4S_EOPEN);
+    ASSERT_DETAIL("is a directory");
+    ck_assert_int_eq(fp4s_source_open("", &s), FP4S_EINVAL);
+    ck_assert_ptr_null(s);
+}
+END_TEST
+
+START_TEST(source_read_rows_stride_and_range)
+{
+    float f[12];
+    for (int i = 0; i < 12; i++) f[i] = (float)i;
+    make_npy(tp("m.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 3), }", f, sizeof f);
+    fp4s_source *s;
+    ck_assert_int_eq(fp4s_source_open(tp("m.npy"), &s), 0);
+    float out[2 * 5];
+    for (int i = 0; i < 10; i++) out[i] = -1;
+    ck_assert_int_eq(fp4s_source_read(s, 1, 2, out, 5), 0);
+    ck_assert(out[0] == 3 && out[1] == 4 && out[2] == 5 && out[3] == -1 && out[4] == -1);
+    ck_assert(out[5] == 6 && out[6] == 7 && out[7] == 8 && out[8] == -1);
+    ck_assert_int_eq(fp4s_source_read(s, 3, 2, out, 3), FP4S_ERANGE);
+    ASSERT_DETAIL("outside the 4 rows");
+    ck_assert_int_eq(fp4s_source_read(s, SIZE_MAX, 2, out, 3), FP4S_ERANGE);
+    ck_assert_int_eq(fp4s_source_read(s, 0, 1, out, 2), FP4S_EINVAL);
+    ASSERT_DETAIL("row stride 2");
+    ck_assert_int_eq(fp4s_source_read(s, 0, 1, NULL, 3), FP4S_EINVAL);
+    ck_assert_int_eq(fp4s_source_read(s, 4, 0, out, 3), 0);
+    fp4s_source_close(&s);
+}
+END_TEST
+
+/* ---- safetensors ----------------------------------------------------------------- */
+static void make_st(const char *path, const char *json, const void *data, size_t nbytes, int64_t hlen_override)
+{
+    size_t jl = strlen(json);
+    uint64_t hl = hlen_override >= 0 ? (uint64_t)hlen_override : jl;
+    unsigned char *buf = malloc(8 + jl);
+    for (int i = 0; i < 8; i++) buf[i] = (unsigned char)(hl >> (8 * i));
+    memcpy(buf + 8, json, jl);
+    write_bytes(path, buf, 8 + jl, data, nbytes);
+    free(buf);
+}
+
+static char *st_spec(const char *file, const char *name)
+{
+    static char b[600];
+    snprintf(b, sizeof b, "%s:%s", tp(file), name);
+    return b;
+}
+
+START_TEST(safetensors_reads_f32_f16_bf16)
+{
+    unsigned char data[24 + 8 + 8];
+    float f[6] = {1, 2, 3, 4, 5, -6};
+    uint16_t h[4] = {0x3c00, 0x3800, 0xbc00, 0x0000};  /* 1 .5 -1 0 */
+    uint16_t b[4] = {0x3f80, 0x4040, 0xc0c0, 0x7f80};  /* 1 3 -6 inf */
+    memcpy(data, f, 24);
+    memcpy(data + 24, h, 8);
+    memcpy(data + 32, b, 8);
+    make_st(tp("m.safetensors"),
+            "{\"__metadata__\":{\"format\":\"pt\"},"
+            "\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
+            "\"h\":{\"dtype\":\"F16\",\"shape\":[4],\"data_offsets\":[24,32]},"
+            "\"b\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[32,40]}}   ",
+            data, sizeof data, -1);
+    float *d;
+    size_t r, c;
+    ck_assert_int_eq(fp4s_source_read_all(st_spec("m.safetensors", "w"), &d, &r, &c), 0);
+    ck_assert_uint_eq(r, 2);
+    ck_assert_uint_eq(c, 3);
+    ck_assert_mem_eq(d, f, 24);
+    free(d);
+    fp4s_source *s;
+    ck_assert_int_eq(fp4s_source_open(st_spec("m.safetensors", "h"), &s), 0);
+    ck_assert_int_eq(fp4s_source_rank(s), 1);
+    ck_assert_int_eq(fp4s_source_dtype(s), FP4S_DT_F16);
+    ck_assert_str_eq(fp4s_source_name(s), "h");
+    ck_assert_str_eq(fp4s_source_path(s), tp("m.safetensors"));
+    float o[4];
+    ck_assert_int_eq(fp4s_source_read(s, 0, 1, o, 4), 0);
+    ck_assert(o[0] == 1 && o[1] == 0.5f && o[2] == -1 && o[3] == 0);
+    fp4s_source_close(&s);
+    ck_assert_int_eq(fp4s_source_read_all(st_spec("m.safetensors", "b"), &d, &r, &c), 0);
+    ck_assert(d[0] == 1 && d[1] == 3 && d[2] == -6 && isinf(d[3]));
+    free(d);
+    uint16_t raw[4];
+    ck_assert_int_eq(fp4s_source_open(st_spec("m.safetensors", "b"), &s), 0);
+    ck_assert_int_eq(fp4s_source_read_raw(s, 1, 1, raw), 0);
+    ck_assert_uint_eq(raw[0], 0xc0c0);
+    ck_assert_uint_eq(raw[1], 0x7f80);
+    fp4s_source_close(&s);
+}
+END_TEST
+
+START_TEST(safetensors_rejects_lies)
+{
+    unsigned char data[64] = {0};
+    fp4s_source *s;
+    struct { const char *json; int64_t hlen; size_t nbytes; const char *name; int code; const char *msg; } cases[] = {
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}", -1, 24, "x", FP4S_ENOTFOUND, "x: tensor not found; tensors: w"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[24,28]}}", -1, 28, "", FP4S_ENOTFOUND, "tensors: a, w"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}", 100000, 24, "w", FP4S_EFORMAT, "header length 100000 does not fit"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}", 0, 24, "w", FP4S_EFORMAT, "header length 0"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}", 20, 24, "w", FP4S_EFORMAT, "not valid JSON"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}", -1, 20, "w", FP4S_EFORMAT, "run past the 20-byte data buffer"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[8,4]}}", -1, 24, "w", FP4S_EFORMAT, "end before they begin"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,24]}}", -1, 24, "w", FP4S_EFORMAT, "span 24 bytes but shape [2, 4] of F32 needs 32"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,24]}}", -1, 24, "w", FP4S_ERANGE, "overflows"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,-3],\"data_offsets\":[0,24]}}", -1, 24, "w", FP4S_EFORMAT, "shape[1] is not a non-negative integer"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,99999999999999999999]}}", -1, 24, "w", FP4S_EFORMAT, "not valid JSON"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0]}}", -1, 24, "w", FP4S_EFORMAT, "not a pair"},
+        {"{\"w\":{\"dtype\":\"I64\",\"shape\":[3],\"data_offsets\":[0,24]}}", -1, 24, "w", FP4S_EDTYPE, "dtype I64 is not supported"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[1,2,3],\"data_offsets\":[0,24]}}", -1, 24, "w", FP4S_ESHAPE, "rank 3"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]}}", -1, 24, "w", FP4S_ESHAPE, "rank 0"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[0,3],\"data_offsets\":[0,0]}}", -1, 24, "w", FP4S_EEMPTY, "empty"},
+        {"{\"w\":{\"dtype\":\"F32\"}}", -1, 24, "w", FP4S_EFORMAT, "needs string 'dtype'"},
+        {"{\"w\":7}", -1, 24, "w", FP4S_EFORMAT, "not an object"},
+        {"[1,2]", -1, 24, "w", FP4S_EFORMAT, "does not start with '{'"},
+        {"{\"w\":{},\"w\":{}}", -1, 24, "w", FP4S_EFORMAT, "not valid JSON"},
+        {"{\"__metadata__\":{}}", -1, 0, "__metadata__", FP4S_ENOTFOUND, "tensors: (none)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        make_st(tp("bad.safetensors"), cases[i].json, data, cases[i].nbytes, cases[i].hlen);
+        s = (fp4s_source *)1;
+        int rc = fp4s_source_open(st_spec("bad.safetensors", cases[i].name), &s);
+        ck_assert_msg(rc == cases[i].code, "case %zu: rc %d, expected %d (%s)", i, rc, cases[i].code, fp4s_last_error());
+        ck_assert_ptr_null(s);
+        ASSERT_DETAIL(cases[i].msg);
+        ASSERT_DETAIL("bad.safetensors");
+    }
+    write_bytes(tp("tiny.safetensors"), "abc", 3, NULL, 0);
+    ck_assert_int_eq(fp4s_source_open(st_spec("tiny.safetensors", "w"), &s), FP4S_EFORMAT);
+    ASSERT_DETAIL("too short");
+}
+END_TEST
+
+/* ---- HDF5 ------------------------------------------------------------------------- */
+static void h5_dset(hid_t f, const char *name, hid_t ftype, hid_t mtype, int rank, const hsize_t *dims,
+                    const void *data, const char *dtype_attr)
+{
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    hid_t sp = rank ? H5Screate_simple(rank, dims, NULL) : H5Screate(H5S_SCALAR);
+    hid_t d = H5Dcreate2(f, name, ftype, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    ck_assert(d >= 0);
+    ck_assert(H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0);
+    if (dtype_attr) ck_assert_int_eq(fp4s_h5_attr_str(d, "dtype", dtype_attr), 0);
+    H5Dclose(d);
+    H5Sclose(sp);
+    H5Pclose(lcpl);
+}
+
+static hid_t half_type(void)
+{
+    hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+    H5Tset_fields(t, 15, 10, 5, 0, 10);
+    H5Tset_size(t, 2);
+    H5Tset_ebias(t, 15);
+    return t;
+}
+
+static void make_h5(const char *path)
+{
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    ck_assert(f >= 0);
+    float a[6] = {1, 2, 3, 4, 5, 6};
+    double b[3] = {0.5, -0.25, 1e40};
+    uint16_t bf[4] = {0x3f80, 0xbf80, 0x4000, 0x0001};
+    uint16_t hf[2] = {0x3c00, 0x8001};
+    int32_t ii[2] = {1, 2};
+    hsize_t d23[2] = {2, 3}, d3[1] = {3}, d22[2] = {2, 2}, d2[1] = {2}, d111[3] = {1, 1, 2};
+    h5_dset(f, "/act/x", H5T_IEEE_F32BE, H5T_NATIVE_FLOAT, 2, d23, a, NULL);
+    h5_dset(f, "/d", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, d3, b, NULL);
+    h5_dset(f, "/bf", H5T_STD_U16LE, H5T_NATIVE_UINT16, 2, d22, bf, "bfloat16");
+    hid_t ht = half_type();
+    hid_t mt = H5Tcopy(ht);
+    h5_dset(f, "/half", ht, mt, 1, d2, hf, NULL);
+    H5Tclose(mt);
+    H5Tclose(ht);
+    h5_dset(f, "/u16", H5T_STD_U16LE, H5T_NATIVE_UINT16, 2, d22, bf, NULL);
+    h5_dset(f, "/i32", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, d2, ii, NULL);
+    h5_dset(f, "/r3", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 3, d111, a, NULL);
+    h5_dset(f, "/scalar", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 0, NULL, a, NULL);
+    H5Fclose(f);
+}
+
+static char *h5_spec(const char *file, const char *name)
+{
+    static char b[600];
+    snprintf(b, sizeof b, "%s:%s", tp(file), name);
+    return b;
+}
+
+START_TEST(h5_reads_float_and_bfloat16)
+{
+    make_h5(tp("t.h5"));
+    float *d;
+    size_t r, c;
+    ck_assert_int_eq(fp4s_source_read_all(h5_spec("t.h5", "/act/x"), &d, &r, &c), 0);
+    ck_assert_uint_eq(r, 2);
+    ck_assert_uint_eq(c, 3);
+    for (int i = 0; i < 6; i++) ck_assert(d[i] == (float)(i + 1));
+    free(d);
+    ck_assert_int_eq(fp4s_source_read_all(h5_spec("t.h5", "act/x"), &d, &r, &c), 0);
+    free(d);
+    fp4s_source *s;
+    ck_assert_int_eq(fp4s_source_open(h5_spec("t.h5", "/d"), &s), 0);
+    ck_assert_int_eq(fp4s_source_dtype(s), FP4S_DT_F64);
+    ck_assert_int_eq(fp4s_source_rank(s), 1);
+    float o[3];
+    ck_assert_int_eq(fp4s_source_read(s, 0, 1, o, 3), 0);
+    ck_assert(o[0] == 0.5f && o[1] == -0.25f && isinf(o[2]));
+    fp4s_source_close(&s);
+
+    ck_assert_int_eq(fp4s_source_open(h5_spec("t.h5", "/bf"), &s), 0);
+    ck_assert_int_eq(fp4s_source_dtype(s), FP4S_DT_BF16);
+    float ob[2 * 4];
+    ck_assert_int_eq(fp4s_source_read(s, 0, 2, ob, 4), 0);
+    ck_assert(ob[0] == 1 && ob[1] == -1 && ob[4] == 2 && ob[5] == fp4s_bf16_decode(1));
+    ck_assert_int_eq(fp4s_source_read(s, 1, 1, ob, 2), 0);
+    ck_assert(ob[0] == 2);
+    uint16_t raw[2];
+    ck_assert_int_eq(fp4s_source_read_raw(s, 1, 1, raw), 0);
+    ck_assert_uint_eq(raw[0], 0x4000);
+    ck_assert_uint_eq(raw[1], 0x0001);
+    fp4s_source_close(&s);
+
+    ck_assert_int_eq(fp4s_source_read_all(h5_spec("t.h5", "/half"), &d, &r, &c), 0);
+    ck_assert(d[0] == 1.0f && d[1] == -ldexpf(1, -24));
+    free(d);
+}
+END_TEST
+
+START_TEST(h5_rejects_bad_datasets)
+{
+    make_h5(tp("t.h5"));
+    fp4s_source *s = (fp4s_source *)1;
+    struct { const char *name; int code; const char *msg; } cases[] = {
+        {"/nope", FP4S_ENOTFOUND, "/nope: dataset not found; datasets: /act/x, /bf, /d"},
+        {"/act/y/z", FP4S_ENOTFOUND, "dataset not found"},
+        {"/act", FP4S_ENOTFOUND, "/act: is a group, not a dataset"},
+        {"/u16", FP4S_EDTYPE, "uint16 dataset without attribute dtype = \"bfloat16\""},
+        {"/i32", FP4S_EDTYPE, "int32 dataset is not supported"},
+        {"/r3", FP4S_ESHAPE, "found 3-D float32"},
+        {"/scalar", FP4S_ESHAPE, "found a scalar"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = fp4s_source_open(h5_spec("t.h5", cases[i].name), &s);
+        ck_assert_msg(rc == cases[i].code, "case %zu: rc %d, expected %d (%s)", i, rc, cases[i].code, fp4s_last_error());
+        ck_assert_ptr_null(s);
+        ASSERT_DETAIL(cases[i].msg);
+        ASSERT_DETAIL("t.h5");
+    }
+    ck_assert_int_eq(fp4s_source_open(tp("t.h5"), &s), FP4S_ENOTFOUND);
+    ASSERT_DETAIL("name a dataset as");
+    write_bytes(tp("fake.h5"), "not an hdf5 file at all", 23, NULL, 0);
+    ck_assert_int_eq(fp4s_source_open(h5_spec("fake.h5", "/x"), &s), FP4S_EFORMAT);
+    ASSERT_DETAIL("fake.h5: not a readable HDF5 file");
+    char sp[600];
+    snprintf(sp, sizeof sp, "%s/missing.h5:/x", tmpdir);
+    ck_assert_int_eq(fp4s_source_open(sp, &s), FP4S_EOPEN);
+    ASSERT_DETAIL("missing.h5:/x: cannot open");
+}
+END_TEST
+
+START_TEST(spec_path_with_colon)
+{
+    float f[2] = {7, 8};
+    make_npy(tp("odd:name.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", f, sizeof f);
+    float *d;
+    size_t r, c;
+    ck_assert_int_eq(fp4s_source_read_all(tp("odd:name.npy"), &d, &r, &c), 0);
+    ck_assert(c == 2 && d[1] == 8);
+    free(d);
+    make_h5(tp("h:5.h5"));
+    ck_assert_int_eq(fp4s_source_read_all(h5_spec("h:5.h5", "/d"), &d, &r, &c), 0);
+    ck_assert_uint_eq(c, 3);
+    free(d);
+}
+END_TEST
+
+/* ---- outfile ------------------------------------------------------------------------- */
+START_TEST(outfile_commit_and_abort)
+{
+    fp4s_outfile *o;
+    ck_assert_int_eq(fp4s_outfile_begin(tp("o.txt"), &o), 0);
+    const char *t = fp4s_outfile_tmppath(o);
+    ck_assert(strstr(t, "o.txt.tmp.") != NULL);
+    ck_assert_int_eq(access(t, F_OK), 0);
+    FILE *f = fopen(t, "w");
+    fputs("hello", f);
+    fclose(f);
+    ck_assert_int_eq(access(tp("o.txt"), F_OK), -1);
+    ck_assert_int_eq(fp4s_outfile_commit(&o), 0);
+    ck_assert_ptr_null(o);
+    ck_assert_int_eq(access(tp("o.txt"), F_OK), 0);
+    ck_assert_int_eq(count_files(), 1);
+    struct stat st;
+    stat(tp("o.txt"), &st);
+    ck_assert((st.st_mode & 0444) == 0444 || (st.st_mode & 0400)); /* not left at mkstemp's 0600 only if umask allows */
+
+    ck_assert_int_eq(fp4s_outfile_begin(tp("p.txt"), &o), 0);
+    ck_assert_int_eq(count_files(), 2);
+    fp4s_outfile_abort(&o);
+    ck_assert_ptr_null(o);
+    ck_assert_int_eq(count_files(), 1);
+    fp4s_outfile_abort(&o);
+
+    ck_assert_int_eq(fp4s_outfile_begin("/nonexistent-dir-fp4s/x.npy", &o), FP4S_EWRITE);
+    ck_assert_ptr_null(o);
+    ASSERT_DETAIL("/nonexistent-dir-fp4s/x.npy: cannot create output");
+    ck_assert_int_eq(fp4s_outfile_begin(tmpdir, &o), FP4S_EWRITE);
+    ASSERT_DETAIL("is a directory");
+}
+END_TEST
+
+/* ---- npy writer -------------------------------------------------------------------------- */
+START_TEST(npy_writer_round_trip)
+{
+    float f[6] = {1, 2, 3, 4, 5, 6};
+    fp4s_npy_writer *w;
+    ck_assert_int_eq(fp4s_npy_writer_open(tp("w.npy"), FP4S_DT_F32, 2, 2, 3, &w), 0);
+    ck_assert_int_eq(fp4s_npy_writer_rows(w, f, 1), 0);
+    ck_assert_int_eq(access(tp("w.npy"), F_OK), -1);
+    ck_assert_int_eq(fp4s_npy_writer_rows(w, f + 3, 1), 0);
+    ck_assert_int_eq(fp4s_npy_writer_close(&w), 0);
+    ck_assert_ptr_null(w);
+    float *d;
+    size_t r, c;
+    ck_assert_int_eq(fp4s_source_read_all(tp("w.npy"), &d, &r, &c), 0);
+    ck_assert(r == 2 && c == 3);
+    ck_assert_mem_eq(d, f, sizeof f);
+    free(d);
+    /* header of a uint8 array parses as numpy would write it; 64-byte aligned */
+    uint8_t u[5] = {0, 1, 2, 15, 255};
+    ck_assert_int_eq(fp4s_npy_write(tp("u.npy"), FP4S_DT_U8, 1, 5, 0, u), 0);
+    FILE *fp = fopen(tp("u.npy"), "rb");
+    unsigned char hb[512];
+    size_t n = fread(hb, 1, sizeof hb, fp);
+    fclose(fp);
+    size_t hl = 10 + (size_t)(hb[8] | hb[9] << 8);
+    ck_assert_uint_eq(hl % 64, 0);
+    ck_assert_uint_eq(n, hl + 5);
+    ck_assert(memmem(hb, hl, "'descr': '|u1'", 14) != NULL);
+    ck_assert(memmem(hb, hl, "'shape': (5,)", 13) != NULL);
+    ck_assert_uint_eq(hb[hl - 1], '\n');
+    ck_assert_mem_eq(hb + hl, u, 5);
+    ck_assert_int_eq(count_files(), 2);
+}
+END_TEST
+
+START_TEST(npy_writer_incomplete_is_discarded)
+{
+    float f[6] = {0};
+    fp4s_npy_writer *w;
+    ck_assert_int_eq(fp4s_npy_writer_open(tp("w.npy"), FP4S_DT_F32, 2, 2, 3, &w), 0);
+    ck_assert_int_eq(fp4s_npy_writer_rows(w, f, 3), FP4S_EINVAL);
+    ck_assert_int_eq(fp4s_npy_writer_rows(w, f, 1), 0);
+    ck_assert_int_eq(fp4s_npy_writer_close(&w), FP4S_EINTERNAL);
+    ASSERT_DETAIL("only 1 of 2 rows written");
+    ck_assert_ptr_null(w);
+    ck_assert_int_eq(count_files(), 0);
+    ck_assert_int_eq(fp4s_npy_writer_open(tp("w.npy"), FP4S_DT_F32, 2, 2, 3, &w), 0);
+    fp4s_npy_writer_abort(&w);
+    ck_assert_int_eq(count_files(), 0);
+    ck_assert_int_eq(fp4s_npy_writer_open(tp("w.npy"), FP4S_DT_BF16, 2, 2, 3, &w), FP4S_EDTYPE);
+    ck_assert_int_eq(fp4s_npy_writer_open(tp("w.npy"), FP4S_DT_F32, 3, 2, 3, &w), FP4S_EINVAL);
+    ck_assert_int_eq(fp4s_npy_write("/nonexistent-dir-fp4s/w.npy", FP4S_DT_F32, 2, 2, 3, f), FP4S_EWRITE);
+    ck_assert_int_eq(count_files(), 0);
+}
+END_TEST
+
+/* ---- HDF5 writer helpers ------------------------------------------------------------------ */
+START_TEST(h5_write_f32_and_attrs)
+{
+    fp4s_outfile *o;
+    int64_t f;
+    float a[3 * 1000];
+    for (int i = 0; i < 3000; i++) a[i] = (float)i * 0.5f;
+    ck_assert_int_eq(fp4s_h5_create(tp("w.h5"), &o, &f), 0);
+    ck_assert_int_eq(fp4s_h5_write_f32(f, "/g/h/x", a, 3, 1000, 4), 0);
+    ck_assert_int_eq(fp4s_h5_write_f32(f, "plain", a, 1000, 3, 0), 0);
+    ck_assert_int_eq(fp4s_h5_attr_str(f, "who", "fp4scope"), 0);
+    ck_assert_int_eq(fp4s_h5_attr_str(f, "who", "fp4scope again"), 0);
+    ck_assert_int_eq(fp4s_h5_attr_f64(f, "pi", 3.25), 0);
+    ck_assert_int_eq(fp4s_h5_attr_i64(f, "n", -7), 0);
+    ck_assert_int_eq(fp4s_h5_write_f32(f, "bad", a, 3, 1000, 12), FP4S_EINVAL);
+    ck_assert_int_eq(access(tp("w.h5"), F_OK), -1);
+    ck_assert_int_eq(fp4s_h5_finish(&o, &f, true), 0);
+    ck_assert_ptr_null(o);
+    ck_assert_int_eq(count_files(), 1);
+
+    float *d;
+    size_t r, c;
+    ck_assert_int_eq(fp4s_source_read_all(h5_spec("w.h5", "/g/h/x"), &d, &r, &c), 0);
+    ck_assert(r == 3 && c == 1000);
+    ck_assert_mem_eq(d, a, sizeof a);
+    free(d);
+    hid_t h = H5Fopen(tp("w.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t at = H5Aopen(h, "n", H5P_DEFAULT);
+    int64_t v;
+    H5Aread(at, H5T_NATIVE_INT64, &v);
+    ck_assert_int_eq(v, -7);
+    H5Aclose(at);
+    at = H5Aopen(h, "who", H5P_DEFAULT);
+    hid_t st = H5Aget_type(at);
+    char *sv = NULL;
+    H5Aread(at, st, &sv);
+    ck_assert_str_eq(sv, "fp4scope again");
+    H5free_memory(sv);
+    H5Tclose(st);
+    H5Aclose(at);
+    hid_t ds = H5Dopen2(h, "/g/h/x", H5P_DEFAULT);
+    hid_t pl = H5Dget_create_plist(ds);
+    ck_assert_int_eq(H5Pget_layout(pl), H5D_CHUNKED);
+    ck_assert_int_ge(H5Pget_nfilters(pl), 2);
+    H5Pclose(pl);
+    H5Dclose(ds);
+    H5Fclose(h);
+
+    /* abort: nothing left behind */
+    ck_assert_int_eq(fp4s_h5_create(tp("x.h5"), &o, &f), 0);
+    ck_assert_int_eq(fp4s_h5_write_f32(f, "x", a, 3, 1000, 0), 0);
+    ck_assert_int_eq(fp4s_h5_finish(&o, &f, false), 0);
+    ck_assert_int_eq(count_files(), 1);
+    ck_assert_int_eq(fp4s_h5_create("/nonexistent-dir-fp4s/x.h5", &o, &f), FP4S_EWRITE);
+    ck_assert_int_eq(count_files(), 1);
+}
+END_TEST
+
+static Suite *io_suite(void)
+{
+    Suite *s = suite_create("io");
+    struct { const char *name; const TTest *fn; } tests[] = {
+        {"dtype_names_and_sizes", dtype_names_and_sizes},
+        {"npy_header_accepts_numpy_forms", npy_header_accepts_numpy_forms},
+        {"npy_header_rejects_malformed", npy_header_rejects_malformed},
+        {"npy_header_rejects_bad_prefix", npy_header_rejects_bad_prefix},
+        {"npy_reads_float32_float64_float16", npy_reads_float32_float64_float16},
+        {"npy_rejects_bad_files", npy_rejects_bad_files},
+        {"source_read_rows_stride_and_range", source_read_rows_stride_and_range},
+        {"safetensors_reads_f32_f16_bf16", safetensors_reads_f32_f16_bf16},
+        {"safetensors_rejects_lies", safetensors_rejects_lies},
+        {"h5_reads_float_and_bfloat16", h5_reads_float_and_bfloat16},
+        {"h5_rejects_bad_datasets", h5_rejects_bad_datasets},
+        {"spec_path_with_colon", spec_path_with_colon},
+        {"outfile_commit_and_abort", outfile_commit_and_abort},
+        {"npy_writer_round_trip", npy_writer_round_trip},
+        {"npy_writer_incomplete_is_discarded", npy_writer_incomplete_is_discarded},
+        {"h5_write_f32_and_attrs", h5_write_f32_and_attrs},
+    };
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        TCase *tc = tcase_create(tests[i].name);
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_add_test(tc, tests[i].fn);
+        suite_add_tcase(s, tc);
+    }
+    return s;
+}
+
+int main(void)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    SRunner *sr = srunner_create(io_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
