@@ -1,0 +1,286 @@
+/* Scalar codecs: E2M1, E4M3, E8M0, BF16, FP16.
+ *
+ * Every encoder rounds on the integer bit pattern of the float32 input, never
+ * through a float multiply-and-round, so there is exactly one rounding and the
+ * tie rule sees the exact remainder. The one generic routine, round_mag(),
+ * handles a target format with M mantissa bits and minimum normal exponent
+ * emin (subnormals below it) and returns the unsaturated magnitude code; each
+ * codec then applies its own saturation and specials. */
+#include <fp4scope/codec.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "core/codec_internal.h"
+
+int fp4s_tie_parse(const char *s, fp4s_tie *out)
+{
+    if (!s || !out) return fp4s_error_set(FP4S_EINVAL, "tie rule: missing value");
+    if (!strcmp(s, "rne") || !strcmp(s, "even")) { *out = FP4S_TIE_EVEN; return 0; }
+    if (!strcmp(s, "rtz") || !strcmp(s, "zero")) { *out = FP4S_TIE_ZERO; return 0; }
+    if (!strcmp(s, "rha") || !strcmp(s, "away")) { *out = FP4S_TIE_AWAY; return 0; }
+    return fp4s_error_set(FP4S_EINVAL, "tie rule '%s': expected rne, rtz or rha", s);
+}
+
+const char *fp4s_tie_name(fp4s_tie t)
+{
+    switch (t) {
+    case FP4S_TIE_EVEN: return "rne";
+    case FP4S_TIE_ZERO: return "rtz";
+    case FP4S_TIE_AWAY: return "rha";
+    }
+    return "?";
+}
+
+/* ---- the generic exact rounding ----------------------------------------------- */
+
+uint32_t fp4s_round_mag(uint32_t u, int M, int emin, fp4s_tie tie)
+{
+    /* u: float32 magnitude bits (sign clear), not NaN; Inf is treated as 2^128
+     * so that it lands above every finite target and saturates. */
+    if (u == 0) return 0;
+    uint32_t e32 = u >> 23, m32 = u & 0x7FFFFFu;
+    uint32_t sig;
+    int se, lg;
+    if (e32 == 0) {
+        sig = m32;
+        se = -149;
+        lg = -149 + (31 - __builtin_clz(m32));
+    } else {
+        sig = m32 | 0x800000u;
+        se = (int)e32 - 150;
+        lg = (int)e32 - 127;
+        if (e32 == 255) sig = 0x800000u;
+    }
+    int te = lg > emin ? lg : emin;       /* exponent of the target binade */
+    int shift = (te - M) - se;            /* quantum 2^(te-M) over 2^se */
+    uint32_t n;
+    if (shift <= 0) {
+        n = sig << -shift;                /* exact: finer target grid (not used) */
+    } else if (shift > 31) {
+        n = 0;                            /* value < 2^-1 quantum: rounds to 0 */
+    } else {
+        n = sig >> shift;
+        uint32_t rem = sig & ((1u << shift) - 1u);
+        uint32_t half = 1u << (shift - 1);
+        if (rem > half ||
+            (rem == half && (tie == FP4S_TIE_AWAY || (tie == FP4S_TIE_EVEN && (n & 1u)))))
+            n++;
+    }
+    /* code = (biased exponent << M) | mantissa, which for te >= emin is
+     * (te - emin) << M plus n (n carries into the exponent on overflow). */
+    return ((uint32_t)(te - emin) << M) + n;
+}
+
+/* ---- E2M1 ---------------------------------------------------------------------- */
+
+static const float e2m1_vals[16] = {
+    0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+    -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f,
+};
+
+uint8_t fp4s_e2m1_encode(float v, fp4s_tie tie, bool keep_neg_zero)
+{
+    uint32_t u = fp4s_f32_bits(v);
+    uint32_t sign = u >> 31, a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return 0;         /* NaN: +0, counted by the caller */
+    uint32_t m = fp4s_round_mag(a, 1, 0, tie);
+    if (m > 7) m = 7;                      /* satfinite (also +-Inf) */
+    if (m == 0) return (sign && keep_neg_zero) ? 8 : 0;
+    return (uint8_t)(m | (sign << 3));
+}
+
+float fp4s_e2m1_decode(uint8_t code) { return e2m1_vals[code & 15]; }
+
+/* ---- E4M3 ---------------------------------------------------------------------- */
+
+uint8_t fp4s_e4m3_encode(float v, fp4s_tie tie)
+{
+    uint32_t u = fp4s_f32_bits(v);
+    uint32_t sign = u >> 31, a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return 0x7F;
+    uint32_t m = fp4s_round_mag(a, 3, -6, tie);
+    if (m > 0x7E) m = 0x7E;                /* satfinite: 448 (also +-Inf) */
+    return (uint8_t)(m | (sign << 7));
+}
+
+float fp4s_e4m3_decode(uint8_t code)
+{
+    uint32_t e = (code >> 3) & 15u, m = code & 7u;
+    float mag;
+    if (e == 15 && m == 7) return NAN;
+    if (e == 0) mag = ldexpf((float)m, -9);
+    else mag = ldexpf((float)(8u + m), (int)e - 10);
+    return (code & 0x80) ? -mag : mag;
+}
+
+/* ggml's UE4M3 encoder (ggml-impl.h ggml_fp32_to_ue4m3), reproduced from its
+ * documented behaviour: not > 0 (or NaN) -> 0; inputs above 448 clamp to 448;
+ * a result with E4M3 exponent field >= 15 (any value >= 256, and roundings
+ * that carry into it) becomes 0x7E; normal range: the top 3 fp32 mantissa bits
+ * plus the 4th (round half up on the magnitude); subnormal range: the integer
+ * part of (v*512 + 0.5) computed in float32 (as ggml does, including the
+ * float rounding of that sum), clamped to 1..7, 0 below 1. */
+uint8_t fp4s_ue4m3_encode_ggml(float v)
+{
+    if (!(v > 0.0f)) return 0;
+    if (v > 448.0f) v = 448.0f;
+    uint32_t u = fp4s_f32_bits(v);
+    int e = (int)((u >> 23) & 0xFFu) - 127 + 7;
+    if (e <= 0) {
+        volatile float t = v * 512.0f;     /* exact (power of two) */
+        float r = t + 0.5f;                /* one float32 rounding, as ggml */
+        int man = (int)r;
+        if (man > 7) man = 7;
+        if (man < 1) return 0;
+        return (uint8_t)man;
+    }
+    if (e >= 15) return 0x7E;
+    int man = (int)((u >> 20) & 7u) + (int)((u >> 19) & 1u);
+    if (man > 7) {
+        man = 0;
+        e++;
+        if (e >= 15) return 0x7E;
+    }
+    return (uint8_t)((e << 3) | man);
+}
+
+float fp4s_ue4m3_decode_ggml(uint8_t code)
+{
+    if (code == 0 || code == 0x7F) return 0.0f;
+    uint32_t e = (code >> 3) & 15u, m = code & 7u;
+    if (e == 0) return ldexpf((float)m, -9);
+    return ldexpf((float)(8u + m), (int)e - 10);
+}
+
+/* ---- E8M0 ---------------------------------------------------------------------- */
+
+float fp4s_e8m0_decode(uint8_t code)
+{
+    if (code == 0xFF) return NAN;
+    if (code == 0) return fp4s_bits_f32(0x00400000u); /* 2^-127, fp32 subnormal */
+    return fp4s_bits_f32((uint32_t)code << 23);
+}
+
+/* ---- BF16 ---------------------------------------------------------------------- */
+
+uint16_t fp4s_bf16_encode(float v, fp4s_tie tie)
+{
+    uint32_t u = fp4s_f32_bits(v);
+    uint32_t sign = u >> 31, a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
+    uint32_t m = fp4s_round_mag(a, 7, -126, tie);
+    if (m > 0x7F80u) m = 0x7F80u;          /* IEEE overflow -> Inf */
+    return (uint16_t)(m | (sign << 15));
+}
+
+float fp4s_bf16_decode(uint16_t bits) { return fp4s_bits_f32((uint32_t)bits << 16); }
+
+/* ---- FP16 ---------------------------------------------------------------------- */
+
+uint16_t fp4s_fp16_encode(float v, fp4s_tie tie)
+{
+    uint32_t u = fp4s_f32_bits(v);
+    uint32_t sign = u >> 31, a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u)
+        return (uint16_t)((sign << 15) | 0x7E00u | ((a >> 13) & 0x1FFu));
+    uint32_t m = fp4s_round_mag(a, 10, -14, tie);
+    if (m > 0x7C00u) m = 0x7C00u;          /* IEEE overflow -> Inf */
+    return (uint16_t)(m | (sign << 15));
+}
+
+float fp4s_fp16_decode(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h >> 15) << 31;
+    uint32_t e = (h >> 10) & 31u, m = h & 0x3FFu;
+    uint32_t u;
+    if (e == 31) {
+        u = sign | 0x7F800000u | (m << 13);
+    } else if (e == 0) {
+        if (m == 0) {
+            u = sign;
+        } else {
+            /* subnormal m * 2^-24: normalise */
+            int lz = __builtin_clz(m) - 21; /* leading zeros within 11 bits */
+            int shift = lz;                 /* bring the leading 1 to bit 10 */
+            m <<= shift;
+            m &= 0x3FFu;
+            u = sign | ((uint32_t)(127 - 15 + 1 - shift) << 23) | (m << 13);
+        }
+    } else {
+        u = sign | ((e + 112u) << 23) | (m << 13);
+    }
+    return fp4s_bits_f32(u);
+}
+
+/* ---- bulk ------------------------------------------------------------------------ */
+
+void fp4s_bf16_to_f32(const uint16_t *in, float *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) out[i] = fp4s_bf16_decode(in[i]);
+}
+
+void fp4s_fp16_to_f32(const uint16_t *in, float *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) out[i] = fp4s_fp16_decode(in[i]);
+}
+
+void fp4s_f32_to_bf16(const float *in, uint16_t *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) out[i] = fp4s_bf16_encode(in[i], FP4S_TIE_EVEN);
+}
+
+/* ---- MXFP4 shared-exponent rules ------------------------------------------------ */
+
+static int clamp_k(int k, bool *low)
+{
+    if (k < -127) {
+        if (low) *low = true;
+        return -127;
+    }
+    return k > 127 ? 127 : k;
+}
+
+int fp4s_mx_k(fp4s_mx_rule rule, float amax, bool *clamped_low)
+{
+    if (clamped_low) *clamped_low = false;
+    uint32_t u = fp4s_f32_bits(amax) & 0x7FFFFFFFu;
+    uint32_t e32 = u >> 23;
+    switch (rule) {
+    case FP4S_MX_FLOOR:
+        /* exponent field - bias - 2; a subnormal amax reads as 2^-127 */
+        return clamp_k((int)e32 - 127 - 2, clamped_low);
+    case FP4S_MX_EVEN: {
+        /* round amax at the 2nd mantissa bit (add half of it), then FLOOR */
+        uint32_t r = u + (1u << 21);
+        return clamp_k((int)((r >> 23) & 0xFFu) - 127 - 2, clamped_low);
+    }
+    case FP4S_MX_CEIL: {
+        if (e32 == 255) return 127;
+        /* amax = f * 2^lg with f in [1,2): 6*2^k >= amax  <=>  k >= lg - 2
+         * when f <= 1.5, else k >= lg - 1 (no division, exact). */
+        int lg;
+        uint32_t frac; /* fraction bits of f in 23-bit fixed point */
+        if (e32 == 0) {
+            int p = 31 - __builtin_clz(u); /* u != 0 here */
+            lg = -149 + p;
+            frac = (u << (23 - p)) & 0x7FFFFFu;
+        } else {
+            lg = (int)e32 - 127;
+            frac = u & 0x7FFFFFu;
+        }
+        return clamp_k(frac <= 0x400000u ? lg - 2 : lg - 1, clamped_low);
+    }
+    case FP4S_MX_LOG2F: {
+        float l = floorf(log2f(amax));
+        if (!(l < 200.0f)) return 127;       /* +Inf */
+        return clamp_k((int)l - 2, clamped_low);
+    }
+    case FP4S_MX_RTN: {
+        float l = rintf(log2f(amax));
+        if (!(l < 200.0f)) return 127;
+        return clamp_k((int)l - 2, clamped_low);
+    }
+    }
+    return 0;
+}

@@ -1,0 +1,41 @@
+/* Internal helpers shared by the codecs, the reference kernels and the tests
+ * (not installed, not exported from the shared library). */
+#ifndef FP4S_CODEC_INTERNAL_H
+#define FP4S_CODEC_INTERNAL_H
+
+#include <fp4scope/spec.h>
+
+#include <string.h>
+
+static inline uint32_t fp4s_f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float fp4s_bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Exact rounding of a float32 magnitude (bits u, sign clear, not NaN; Inf is
+ * treated as 2^128) to a format with M mantissa bits and minimum normal
+ * exponent emin: returns (biased exponent << M | mantissa) without saturation,
+ * where the biased exponent of the subnormal binade is 0. */
+uint32_t fp4s_round_mag(uint32_t u, int M, int emin, fp4s_tie tie);
+
+/* ggml's UE4M3 decoder without its 0.5 factor: 0x00 and 0x7F decode to 0,
+ * bit 7 is ignored, otherwise the E4M3 value. */
+float fp4s_ue4m3_decode_ggml(uint8_t code);
+
+/* MXFP4 shared exponent k of a block (scale 2^k) for a rule, from amax (finite
+ * or +Inf, >= 0), clamped to the E8M0 range [-127, 127]. amax == 0 is the
+ * caller's (zero-block code). *clamped_low is set when the unclamped k was
+ * below -127 (counted as scale underflow). Inf: FLOOR/EVEN give 126 (the
+ * exponent field 255 read as 128), CEIL/LOG2F/RTN clamp to 127. */
+int fp4s_mx_k(fp4s_mx_rule rule, float amax, bool *clamped_low);
+
+#endif
