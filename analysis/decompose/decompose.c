@@ -1,0 +1,941 @@
+/* The three-way decomposition of FP4 quantization error: per-block kernel,
+ * exact mergeable accumulators, groups, and the streaming driver. See
+ * <fp4scope/decompose.h> for the definitions. */
+#include <fp4scope/decompose.h>
+#include <fp4scope/tensor.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decomp_internal.h"
+
+/* ---- names ------------------------------------------------------------------ */
+int fp4s_dz_tie_parse(const char *s, fp4s_dz_tie *out)
+{
+    if (!s || !out) return fp4s_error_set(FP4S_EINVAL, "dead-zone tie: missing value");
+    if (!strcmp(s, "spec")) *out = FP4S_DZ_TIE_SPEC;
+    else if (!strcmp(s, "in")) *out = FP4S_DZ_TIE_IN;
+    else if (!strcmp(s, "out")) *out = FP4S_DZ_TIE_OUT;
+    else return fp4s_error_set(FP4S_EINVAL, "dead-zone tie '%s': expected spec, in or out", s);
+    return 0;
+}
+
+const char *fp4s_dz_tie_name(fp4s_dz_tie t)
+{
+    switch (t) {
+    case FP4S_DZ_TIE_SPEC: return "spec";
+    case FP4S_DZ_TIE_IN: return "in";
+    case FP4S_DZ_TIE_OUT: return "out";
+    }
+    return "?";
+}
+
+int fp4s_group_parse(const char *s, fp4s_group *out)
+{
+    if (!s || !out) return fp4s_error_set(FP4S_EINVAL, "grouping: missing value");
+    if (!strcmp(s, "tensor")) *out = FP4S_GROUP_TENSOR;
+    else if (!strcmp(s, "block")) *out = FP4S_GROUP_BLOCK;
+    else if (!strcmp(s, "row") || !strcmp(s, "token")) *out = FP4S_GROUP_ROW;
+    else if (!strcmp(s, "channel") || !strcmp(s, "column")) *out = FP4S_GROUP_CHANNEL;
+    else return fp4s_error_set(FP4S_EINVAL, "grouping '%s': expected tensor, block, row or channel", s);
+    return 0;
+}
+
+const char *fp4s_group_name(fp4s_group g)
+{
+    switch (g) {
+    case FP4S_GROUP_TENSOR: return "tensor";
+    case FP4S_GROUP_BLOCK: return "block";
+    case FP4S_GROUP_ROW: return "row";
+    case FP4S_GROUP_CHANNEL: return "channel";
+    }
+    return "?";
+}
+
+void fp4s_decomp_opts_defaults(fp4s_decomp_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->dz_tie = FP4S_DZ_TIE_SPEC;
+    o->by = FP4S_GROUP_TENSOR;
+    o->chunk_elems = (size_t)1 << 21;
+    o->max_groups = (size_t)1 << 20;
+}
+
+/* ---- the field table ---------------------------------------------------------- */
+#define FC(f, d) {#f, true, offsetof(fp4s_decomp_result, f), d}
+#define FD(f, d) {#f, false, offsetof(fp4s_decomp_result, f), d}
+static const fp4s_decomp_field fields[] = {
+    FC(n, "finite elements decomposed"),
+    FD(energy_total, "||e||^2, e = Q(x) - x"),
+    FD(energy_scale, "||e_scale||^2, e_scale = Q(x) - Q*(x)"),
+    FD(energy_deadzone, "||e_dz||^2 (Q*(x) - x on the dead zone)"),
+    FD(energy_grid, "||e_grid||^2 (Q*(x) - x elsewhere)"),
+    FD(cross_scale_grid, "2<e_scale, e_grid>"),
+    FD(cross_scale_deadzone, "2<e_scale, e_dz> (0 under CEIL)"),
+    FD(cross_deadzone_grid, "2<e_dz, e_grid> (0: disjoint supports)"),
+    FD(ratio_scale, "energy_scale / energy_total"),
+    FD(ratio_deadzone, "energy_deadzone / energy_total"),
+    FD(ratio_grid, "energy_grid / energy_total"),
+    FD(cos_scale_grid, "cos(e_scale, e_grid)"),
+    FD(deadzone_fraction, "share of elements in the dead zone"),
+    FD(relative_error, "||e|| / ||x||"),
+    FD(snr_db, "10 log10(||x||^2/||e||^2), dB"),
+    FD(ratio_cross, "sum of the cross terms / energy_total"),
+    FD(energy_x, "||x||^2"),
+    FD(energy_scale_round, "e_scale energy on rounding elements"),
+    FD(energy_scale_clip, "e_scale energy on clipped elements"),
+    FD(energy_scale_underflow, "e_scale energy in underflowing blocks"),
+    FD(residual_norm, "||e||"),
+    FD(mean_abs_error, "mean |e|"),
+    FD(clip_fraction, "share of elements that saturate"),
+    FD(underflow_fraction, "share of blocks whose scale underflows"),
+    FD(gamma_mean, "mean of gamma = s_b / s*_b over blocks"),
+    FD(gamma_std, "std of gamma"),
+    FD(gamma_min, "min gamma"),
+    FD(gamma_max, "max gamma"),
+    FD(delta_mean, "mean of delta = log2 gamma"),
+    FD(delta_std, "std of delta"),
+    FD(delta_min, "min delta"),
+    FD(delta_max, "max delta"),
+    FD(amax, "max |x|"),
+    FD(max_residual, "worst |e - (e_scale + e_dz + e_grid)| of one element"),
+    FD(identity_residual, "relative residual of the energy identity"),
+    FC(blocks, "blocks decomposed"),
+    FC(zero_blocks, "all-zero blocks"),
+    FC(underflow_blocks, "blocks whose real scale underflows"),
+    FC(gamma_blocks, "blocks with amax > 0"),
+    FC(deadzone, "elements in the dead zone"),
+    FC(deadzone_ties, "elements exactly at |x/s*| = 0.25"),
+    FC(zeros, "elements exactly 0"),
+    FC(clipped, "elements that saturate"),
+    FC(nonfinite, "NaN or Inf inputs"),
+    FC(nan, "NaN inputs"),
+    FC(inf, "Inf inputs"),
+    FC(nonfinite_blocks, "blocks excluded for non-finite input"),
+    FC(excluded, "finite elements excluded with those blocks"),
+    FC(nonfinite_output, "blocks excluded because Q(x) was not finite"),
+};
+
+const fp4s_decomp_field *fp4s_decomp_fields(size_t *n)
+{
+    if (n) *n = sizeof fields / sizeof fields[0];
+    return fields;
+}
+
+double fp4s_decomp_field_value(const fp4s_decomp_result *r, const fp4s_decomp_field *f)
+{
+    const char *p = (const char *)r + f->offset;
+    if (f->is_count) {
+        uint64_t v;
+        memcpy(&v, p, sizeof v);
+        return (double)v;
+    }
+    double v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* ---- E2M1 rounding of the ideal quantizer, in double --------------------------- */
+double fp4s_decomp_e2m1_round(double t, fp4s_tie tie, fp4s_dz_tie dzt)
+{
+    if (!(t < 6.0)) return 6.0;
+    double lo;
+    int clo;
+    if (t < 2.0) {
+        double k = floor(t * 2.0);
+        lo = k * 0.5;
+        clo = (int)k;
+    } else if (t < 4.0) {
+        lo = floor(t);
+        clo = (int)lo + 2;
+    } else {
+        lo = 4.0;
+        clo = 6;
+    }
+    double hi = clo <= 3 ? lo + 0.5 : (clo <= 5 ? lo + 1.0 : 6.0);
+    double mid = 0.5 * (lo + hi);
+    if (t < mid) return lo;
+    if (t > mid) return hi;
+    if (clo == 0 && dzt != FP4S_DZ_TIE_SPEC) return dzt == FP4S_DZ_TIE_IN ? 0.0 : 0.5;
+    switch (tie) {
+    case FP4S_TIE_ZERO: return lo;
+    case FP4S_TIE_AWAY: return hi;
+    case FP4S_TIE_EVEN:
+    default: return (clo & 1) ? hi : lo;
+    }
+}
+
+/* ---- accumulators ------------------------------------------------------------------ */
+void fp4s_xacc_add_part(xacc *a, const part *p)
+{
+    for (int i = 0; i < S_N; i++) xs_add(&a->s[i], p->s[i]);
+    for (int i = 0; i < C_NUM; i++) a->c[i] += p->c[i];
+    if (p->gmin < a->gmin) a->gmin = p->gmin;
+    if (p->dmin < a->dmin) a->dmin = p->dmin;
+    if (p->gmax > a->gmax) a->gmax = p->gmax;
+    if (p->dmax > a->dmax) a->dmax = p->dmax;
+    if (p->amax > a->amax) a->amax = p->amax;
+    if (p->res > a->res) a->res = p->res;
+}
+
+void fp4s_xacc_init(xacc *a)
+{
+    memset(a, 0, sizeof *a);
+    a->gmin = a->dmin = INFINITY;
+    a->gmax = a->dmax = -INFINITY;
+}
+
+void fp4s_part_init(part *p)
+{
+    memset(p, 0, sizeof *p);
+    p->gmin = p->dmin = INFINITY;
+    p->gmax = p->dmax = -INFINITY;
+}
+
+void fp4s_xacc_merge(xacc *a, const xacc *b)
+{
+    for (int i = 0; i < S_N; i++) xs_merge(&a->s[i], &b->s[i]);
+    for (int i = 0; i < C_NUM; i++) a->c[i] += b->c[i];
+    if (b->gmin < a->gmin) a->gmin = b->gmin;
+    if (b->dmin < a->dmin) a->dmin = b->dmin;
+    if (b->gmax > a->gmax) a->gmax = b->gmax;
+    if (b->dmax > a->dmax) a->dmax = b->dmax;
+    if (b->amax > a->amax) a->amax = b->amax;
+    if (b->res > a->res) a->res = b->res;
+}
+
+static void chacc_merge(chacc *a, const chacc *b)
+{
+    for (int i = 0; i < S_CH; i++) xs_merge(&a->s[i], &b->s[i]);
+    for (int i = 0; i < C_CH; i++) a->c[i] += b->c[i];
+    if (b->amax > a->amax) a->amax = b->amax;
+    if (b->res > a->res) a->res = b->res;
+}
+
+static double safe_div(double a, double b) { return b != 0.0 ? a / b : NAN; }
+
+/* Turn sums, counts and extremes into a result. s has ns sums (S_CH for
+ * channels: no block statistics). */
+static void finish(const double *s, int ns, const uint64_t *c, int nc, double gmin,
+                   double gmax, double dmin, double dmax, double amax, double res,
+                   fp4s_decomp_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->n = c[C_ELEM];
+    r->deadzone = c[C_DZ];
+    r->deadzone_ties = c[C_DZTIE];
+    r->zeros = c[C_ZEROS];
+    r->clipped = c[C_CLIP];
+    r->nan = c[C_NAN];
+    r->inf = c[C_INF];
+    r->nonfinite = r->nan + r->inf;
+    r->excluded = c[C_EXCL];
+    if (nc > C_CH) {
+        r->blocks = c[C_BLOCKS];
+        r->zero_blocks = c[C_ZB];
+        r->underflow_blocks = c[C_UFB];
+        r->gamma_blocks = c[C_GB];
+        r->nonfinite_blocks = c[C_NFB];
+        r->nonfinite_output = c[C_NFOUT];
+    }
+    r->energy_x = s[S_X2];
+    r->energy_total = s[S_E2];
+    r->energy_scale = s[S_ES2];
+    r->energy_deadzone = s[S_EDZ2];
+    r->energy_grid = s[S_EG2];
+    r->cross_scale_grid = 2.0 * s[S_CSG];
+    r->cross_scale_deadzone = 2.0 * s[S_CSD];
+    r->cross_deadzone_grid = 2.0 * s[S_CDG];
+    r->energy_scale_round = s[S_ER2];
+    r->energy_scale_clip = s[S_EC2];
+    r->energy_scale_underflow = s[S_EU2];
+    double e2 = r->energy_total;
+    r->ratio_scale = safe_div(r->energy_scale, e2);
+    r->ratio_deadzone = safe_div(r->energy_deadzone, e2);
+    r->ratio_grid = safe_div(r->energy_grid, e2);
+    r->ratio_cross = safe_div(r->cross_scale_grid + r->cross_scale_deadzone + r->cross_deadzone_grid, e2);
+    r->cos_scale_grid = safe_div(s[S_CSG], sqrt(s[S_ES2]) * sqrt(s[S_EG2]));
+    double n = (double)r->n;
+    r->deadzone_fraction = safe_div((double)r->deadzone, n);
+    r->clip_fraction = safe_div((double)r->clipped, n);
+    r->relative_error = e2 == 0.0 && s[S_X2] == 0.0 ? NAN : sqrt(safe_div(e2, s[S_X2]));
+    r->snr_db = (e2 > 0.0 && s[S_X2] > 0.0) ? 10.0 * log10(s[S_X2] / e2)
+                : (e2 == 0.0 && s[S_X2] > 0.0 ? INFINITY : NAN);
+    r->mean_abs_error = safe_div(s[S_EABS], n);
+    r->residual_norm = sqrt(e2);
+    r->amax = r->n ? amax : NAN;
+    r->max_residual = r->n ? res : NAN;
+    double sum_parts = s[S_ES2] + s[S_EDZ2] + s[S_EG2] + 2.0 * (s[S_CSG] + s[S_CSD] + s[S_CDG]);
+    r->identity_residual = e2 > 0.0 ? fabs(e2 - sum_parts) / e2 : (sum_parts == 0.0 ? 0.0 : NAN);
+    if (ns > S_CH && nc > C_CH) {
+        r->underflow_fraction = safe_div((double)r->underflow_blocks, (double)r->blocks);
+        double gb = (double)r->gamma_blocks;
+        if (gb > 0) {
+            r->gamma_mean = s[S_GAM] / gb;
+            r->gamma_std = sqrt(fmax(0.0, s[S_GAM2] / gb - r->gamma_mean * r->gamma_mean));
+            r->delta_mean = s[S_DEL] / gb;
+            r->delta_std = sqrt(fmax(0.0, s[S_DEL2] / gb - r->delta_mean * r->delta_mean));
+            r->gamma_min = gmin;
+            r->gamma_max = gmax;
+            r->delta_min = dmin;
+            r->delta_max = dmax;
+        } else {
+            r->gamma_mean = r->gamma_std = r->gamma_min = r->gamma_max = NAN;
+            r->delta_mean = r->delta_std = r->delta_min = r->delta_max = NAN;
+        }
+    } else {
+        r->underflow_fraction = NAN;
+        r->gamma_mean = r->gamma_std = r->gamma_min = r->gamma_max = NAN;
+        r->delta_mean = r->delta_std = r->delta_min = r->delta_max = NAN;
+    }
+}
+
+void fp4s_xacc_finish(const xacc *a, fp4s_decomp_result *r)
+{
+    double s[S_N];
+    for (int i = 0; i < S_N; i++) s[i] = xs_value(&a->s[i]);
+    finish(s, S_N, a->c, C_NUM, a->gmin, a->gmax, a->dmin, a->dmax, a->amax, a->res, r);
+}
+
+static void part_finish(const part *p, fp4s_decomp_result *r)
+{
+    finish(p->s, S_N, p->c, C_NUM, p->gmin, p->gmax, p->dmin, p->dmax, p->amax, p->res, r);
+}
+
+static void chacc_finish(const chacc *a, fp4s_decomp_result *r)
+{
+    double s[S_CH];
+    for (int i = 0; i < S_CH; i++) s[i] = xs_value(&a->s[i]);
+    finish(s, S_CH, a->c, C_CH, 0, 0, 0, 0, a->amax, a->res, r);
+}
+
+/* ---- the accumulator object ------------------------------------------------------------ */
+typedef struct worker {
+    xacc tot;
+    uint64_t hd[FP4S_HIST_BINS], he[FP4S_HIST_BINS];
+    chacc *ch; /* [cols] in channel mode */
+    int used;
+} worker;
+
+#define MAX_WORKERS 64
+
+struct fp4s_decomp {
+    fp4s_spec spec;
+    fp4s_tscale ts;
+    fp4s_decomp_opts opts;
+    size_t rows, cols, nblk;
+    xacc tot;
+    uint64_t hd[FP4S_HIST_BINS], he[FP4S_HIST_BINS];
+    /* groups */
+    size_t ngroups;
+    fp4s_decomp_result *unit; /* row or block groups, filled once */
+    uint8_t *filled;
+    chacc *ch;                /* channel groups */
+    worker *wk[MAX_WORKERS];
+    /* quantize scratch */
+    float *q;
+    uint8_t *codes, *scales;
+    size_t scratch_rows;
+};
+
+static int spec_supported(const fp4s_spec *s)
+{
+    if (s->format != FP4S_MXFP4 && s->format != FP4S_NVFP4)
+        return fp4s_error_set(FP4S_ENOTSUP, "decomposition: format %s not supported (MXFP4 and NVFP4 only)",
+                              fp4s_format_name(s->format));
+    if (s->block == 0 || s->block > 256)
+        return fp4s_error_set(FP4S_EINVAL, "decomposition: block size %u out of range", s->block);
+    return 0;
+}
+
+int fp4s_decomp_open(const fp4s_spec *s, const fp4s_tscale *ts, const fp4s_decomp_opts *o,
+                     size_t rows, size_t cols, fp4s_decomp **out)
+{
+    if (!out) return fp4s_error_set(FP4S_EINVAL, "decomposition: NULL output");
+    *out = NULL;
+    if (!s) return fp4s_error_set(FP4S_EINVAL, "decomposition: NULL spec");
+    int rc = spec_supported(s);
+    if (rc) return rc;
+    fp4s_decomp_opts def;
+    if (!o) {
+        fp4s_decomp_opts_defaults(&def);
+        o = &def;
+    }
+    if (cols % s->block)
+        return fp4s_error_set(FP4S_ESHAPE, "decomposition: %zu columns is not a multiple of the block size %u",
+                              cols, s->block);
+    if ((rows == 0) != (cols == 0) || (rows == 0 && o->by != FP4S_GROUP_TENSOR))
+        return fp4s_error_set(FP4S_EEMPTY, "decomposition: empty tensor [%zu, %zu]", rows, cols);
+    fp4s_decomp *d = calloc(1, sizeof *d);
+    if (!d) return fp4s_error_set(FP4S_ENOMEM, "decomposition: out of memory");
+    d->spec = *s;
+    if (ts) d->ts = *ts;
+    else {
+        d->ts.s_enc = d->ts.s_dec = d->ts.stored = d->ts.fp8_scale = 1.0f;
+    }
+    d->opts = *o;
+    d->rows = rows;
+    d->cols = cols;
+    d->nblk = cols / s->block;
+    fp4s_xacc_init(&d->tot);
+    size_t ng = 0;
+    switch (o->by) {
+    case FP4S_GROUP_TENSOR: ng = 0; break;
+    case FP4S_GROUP_ROW: ng = rows; break;
+    case FP4S_GROUP_BLOCK: ng = rows * d->nblk; break;
+    case FP4S_GROUP_CHANNEL: ng = cols; break;
+    default:
+        free(d);
+        return fp4s_error_set(FP4S_EINVAL, "decomposition: unknown grouping %d", (int)o->by);
+    }
+    if ((o->by == FP4S_GROUP_ROW || o->by == FP4S_GROUP_BLOCK) && ng > o->max_groups) {
+        free(d);
+        return fp4s_error_set(FP4S_ERANGE,
+                              "decomposition: %zu %s groups exceed the limit of %zu (use a coarser grouping)",
+                              ng, fp4s_group_name(o->by), o->max_groups);
+    }
+    d->ngroups = ng;
+    if (o->by == FP4S_GROUP_ROW || o->by == FP4S_GROUP_BLOCK) {
+        d->unit = calloc(ng ? ng : 1, sizeof *d->unit);
+        d->filled = calloc(ng ? ng : 1, 1);
+        if (!d->unit || !d->filled) goto nomem;
+    } else if (o->by == FP4S_GROUP_CHANNEL) {
+        d->ch = calloc(ng ? ng : 1, sizeof *d->ch);
+        if (!d->ch) goto nomem;
+    }
+    *out = d;
+    return 0;
+nomem:
+    fp4s_decomp_close(&d);
+    return fp4s_error_set(FP4S_ENOMEM, "decomposition: out of memory for %zu groups", ng);
+}
+
+void fp4s_decomp_close(fp4s_decomp **dp)
+{
+    if (!dp || !*dp) return;
+    fp4s_decomp *d = *dp;
+    for (int w = 0; w < MAX_WORKERS; w++) {
+        if (d->wk[w]) free(d->wk[w]->ch);
+        free(d->wk[w]);
+    }
+    free(d->unit);
+    free(d->filled);
+    free(d->ch);
+    free(d->q);
+    free(d->codes);
+    free(d->scales);
+    free(d);
+    *dp = NULL;
+}
+
+fp4s_group fp4s_decomp_by(const fp4s_decomp *d) { return d->opts.by; }
+size_t fp4s_decomp_rows(const fp4s_decomp *d) { return d->rows; }
+size_t fp4s_decomp_cols(const fp4s_decomp *d) { return d->cols; }
+const fp4s_spec *fp4s_decomp_spec(const fp4s_decomp *d) { return &d->spec; }
+size_t fp4s_decomp_ngroups(const fp4s_decomp *d) { return d ? d->ngroups : 0; }
+
+/* The real block scale (including the NVFP4 tensor decode scale) and whether
+ * it underflows. */
+static double block_scale(const fp4s_decomp *d, uint8_t code, bool *uf)
+{
+    double sc = (double)fp4s_scale_decode(&d->spec, code);
+    if (d->spec.format == FP4S_NVFP4) {
+        *uf = (code & 0x78) == 0;
+        sc *= (double)d->ts.s_dec;
+    } else {
+        *uf = code == 0;
+    }
+    return sc;
+}
+
+static inline int hist_bin(double v, double lo, double hi)
+{
+    double f = (v - lo) / (hi - lo) * FP4S_HIST_BINS;
+    if (!(f >= 0)) return 0; /* also NaN, never expected */
+    if (f >= FP4S_HIST_BINS) return FP4S_HIST_BINS - 1;
+    return (int)f;
+}
+
+#define HD_LO (-2.0)
+#define HD_HI 2.0
+#define HE_LO (-4.0)
+#define HE_HI 4.0
+
+/* Decompose one block of bs elements. ch (channel mode) points at the
+ * accumulators of the block's first column. */
+static void decomp_block(const fp4s_decomp *d, const float *x, const float *q,
+                         const uint8_t *codes, uint8_t scode, part *p, chacc *ch,
+                         uint64_t *hd, uint64_t *he)
+{
+    const size_t bs = d->spec.block;
+    float m = 0.0f;
+    bool nf = false, nfo = false;
+    for (size_t i = 0; i < bs; i++) {
+        float a = fabsf(x[i]);
+        if (!isfinite(a)) nf = true;
+        else if (a > m) m = a;
+        if (!isfinite(q[i])) nfo = true;
+    }
+    if (nf || nfo) {
+        if (nf) p->c[C_NFB]++;
+        else p->c[C_NFOUT]++;
+        for (size_t i = 0; i < bs; i++) {
+            int k = isnan(x[i]) ? C_NAN : (isinf(x[i]) ? C_INF : C_EXCL);
+            p->c[k]++;
+            if (ch) ch[i].c[k]++;
+        }
+        return;
+    }
+    const double md = m;
+    const double sstar = md / 6.0;
+    bool uf = false;
+    double seff = block_scale(d, scode, &uf);
+    p->c[C_BLOCKS]++;
+    if (m == 0.0f) {
+        p->c[C_ZB]++;
+        uf = false;
+    } else {
+        double gam = 6.0 * seff / md;
+        double del = log2(gam);
+        p->c[C_GB]++;
+        if (uf) p->c[C_UFB]++;
+        p->s[S_GAM] += gam;
+        p->s[S_GAM2] += gam * gam;
+        p->s[S_DEL] += del;
+        p->s[S_DEL2] += del * del;
+        if (gam < p->gmin) p->gmin = gam;
+        if (gam > p->gmax) p->gmax = gam;
+        if (del < p->dmin) p->dmin = del;
+        if (del > p->dmax) p->dmax = del;
+        hd[hist_bin(del, HD_LO, HD_HI)]++;
+    }
+    if (md > p->amax) p->amax = md;
+    const fp4s_tie tie = d->spec.tie;
+    const fp4s_dz_tie dzt = d->opts.dz_tie;
+    double ls[S_CH] = {0};
+    uint64_t ndz = 0, nties = 0, nzero = 0, nclip = 0;
+    double res = p->res;
+    for (size_t i = 0; i < bs; i++) {
+        const double xv = x[i], qv = q[i];
+        const double a = fabs(xv);
+        double g = 0.0, t = 0.0;
+        if (m != 0.0f) {
+            t = 6.0 * a / md;
+            g = fp4s_decomp_e2m1_round(t, tie, dzt);
+        }
+        const double qs = g == 0.0 ? 0.0 : copysign(g * md / 6.0, xv);
+        const double e = qv - xv, es = qv - qs, est = qs - xv;
+        const bool dz = g == 0.0;
+        const double edz = dz ? est : 0.0, eg = dz ? 0.0 : est;
+        const bool clip = !uf && (codes[i] & 7) == 7 && a > fabs(qv);
+        const double r = fabs(e - (es + edz + eg));
+        double t2[S_CH];
+        t2[S_X2] = xv * xv;
+        t2[S_E2] = e * e;
+        t2[S_ES2] = es * es;
+        t2[S_EDZ2] = edz * edz;
+        t2[S_EG2] = eg * eg;
+        t2[S_CSG] = es * eg;
+        t2[S_CSD] = es * edz;
+        t2[S_CDG] = edz * eg;
+        t2[S_ER2] = (!uf && !clip) ? t2[S_ES2] : 0.0;
+        t2[S_EC2] = clip ? t2[S_ES2] : 0.0;
+        t2[S_EU2] = uf ? t2[S_ES2] : 0.0;
+        t2[S_EABS] = fabs(e);
+        for (int k = 0; k < S_CH; k++) ls[k] += t2[k];
+        ndz += dz;
+        nties += (t == 0.25);
+        nzero += (xv == 0.0);
+        nclip += clip;
+        if (r > res) res = r;
+        if (m != 0.0f) he[hist_bin(e / sstar, HE_LO, HE_HI)]++;
+        if (ch) {
+            chacc *c = &ch[i];
+            for (int k = 0; k < S_CH; k++) xs_add(&c->s[k], t2[k]);
+            c->c[C_ELEM]++;
+            c->c[C_DZ] += dz;
+            c->c[C_DZTIE] += (t == 0.25);
+            c->c[C_ZEROS] += (xv == 0.0);
+            c->c[C_CLIP] += clip;
+            if (a > c->amax) c->amax = a;
+            if (r > c->res) c->res = r;
+        }
+    }
+    for (int k = 0; k < S_CH; k++) p->s[k] += ls[k];
+    p->c[C_ELEM] += bs;
+    p->c[C_DZ] += ndz;
+    p->c[C_DZTIE] += nties;
+    p->c[C_ZEROS] += nzero;
+    p->c[C_CLIP] += nclip;
+    p->res = res;
+}
+
+struct add_job {
+    fp4s_decomp *d;
+    const float *x;
+    size_t ld;
+    const float *q;
+    size_t ldq;
+    const uint8_t *codes;
+    size_t ldc;
+    const uint8_t *scales;
+    size_t lds;
+    size_t row0;
+};
+
+static int add_rows(void *arg, size_t begin, size_t end, int w)
+{
+    struct add_job *j = arg;
+    fp4s_decomp *d = j->d;
+    worker *wk = d->wk[w];
+    const size_t bs = d->spec.block;
+    for (size_t r = begin; r < end; r++) {
+        const size_t grow = j->row0 + r;
+        xacc rowacc;
+        bool by_row = d->opts.by == FP4S_GROUP_ROW;
+        if (by_row) fp4s_xacc_init(&rowacc);
+        for (size_t b = 0; b < d->nblk; b++) {
+            part p;
+            fp4s_part_init(&p);
+            size_t c0 = b * bs;
+            decomp_block(d, j->x + r * j->ld + c0, j->q + r * j->ldq + c0, j->codes + r * j->ldc + c0,
+                         j->scales[r * j->lds + b], &p, wk->ch ? wk->ch + c0 : NULL, wk->hd, wk->he);
+            fp4s_xacc_add_part(&wk->tot, &p);
+            if (by_row) fp4s_xacc_add_part(&rowacc, &p);
+            if (d->opts.by == FP4S_GROUP_BLOCK) {
+                size_t gi = grow * d->nblk + b;
+                part_finish(&p, &d->unit[gi]);
+                d->filled[gi] = 1;
+            }
+        }
+        if (by_row) {
+            fp4s_xacc_finish(&rowacc, &d->unit[grow]);
+            d->filled[grow] = 1;
+        }
+    }
+    wk->used = 1;
+    return 0;
+}
+
+static int ensure_workers(fp4s_decomp *d, int nt)
+{
+    if (nt > MAX_WORKERS) nt = MAX_WORKERS;
+    for (int w = 0; w < nt; w++) {
+        if (d->wk[w]) continue;
+        d->wk[w] = calloc(1, sizeof *d->wk[w]);
+        if (!d->wk[w]) return fp4s_error_set(FP4S_ENOMEM, "decomposition: out of memory");
+        fp4s_xacc_init(&d->wk[w]->tot);
+        if (d->opts.by == FP4S_GROUP_CHANNEL) {
+            d->wk[w]->ch = calloc(d->cols, sizeof(chacc));
+            if (!d->wk[w]->ch) return fp4s_error_set(FP4S_ENOMEM, "decomposition: out of memory");
+        }
+    }
+    return nt;
+}
+
+/* Fold the workers' partial accumulators into the totals and clear them. */
+static void fold_workers(fp4s_decomp *d)
+{
+    for (int w = 0; w < MAX_WORKERS; w++) {
+        worker *wk = d->wk[w];
+        if (!wk || !wk->used) continue;
+        fp4s_xacc_merge(&d->tot, &wk->tot);
+        fp4s_xacc_init(&wk->tot);
+        for (int i = 0; i < FP4S_HIST_BINS; i++) {
+            d->hd[i] += wk->hd[i];
+            d->he[i] += wk->he[i];
+        }
+        memset(wk->hd, 0, sizeof wk->hd);
+        memset(wk->he, 0, sizeof wk->he);
+        if (wk->ch) {
+            for (size_t c = 0; c < d->cols; c++) chacc_merge(&d->ch[c], &wk->ch[c]);
+            memset(wk->ch, 0, d->cols * sizeof(chacc));
+        }
+        wk->used = 0;
+    }
+}
+
+int fp4s_decomp_add_quantized(fp4s_decomp *d, const float *x, size_t ld, const float *q, size_t ldq,
+                              const uint8_t *codes, size_t ldc, const uint8_t *scales, size_t lds,
+                              size_t nrows, size_t row0)
+{
+    if (!d || (nrows && (!x || !q || !codes || !scales)))
+        return fp4s_error_set(FP4S_EINVAL, "decomposition: NULL argument");
+    if (nrows == 0) return 0;
+    if (row0 > d->rows || nrows > d->rows - row0)
+        return fp4s_error_set(FP4S_ERANGE, "decomposition: rows [%zu, %zu) outside the tensor's %zu rows",
+                              row0, row0 + nrows, d->rows);
+    if (ld < d->cols || ldq < d->cols || ldc < d->cols || lds < d->nblk)
+        return fp4s_error_set(FP4S_EINVAL, "decomposition: leading dimension smaller than the row");
+    if (d->unit) {
+        size_t g0 = d->opts.by == FP4S_GROUP_ROW ? row0 : row0 * d->nblk;
+        size_t g1 = d->opts.by == FP4S_GROUP_ROW ? row0 + nrows : (row0 + nrows) * d->nblk;
+        for (size_t g = g0; g < g1; g++)
+            if (d->filled[g])
+                return fp4s_error_set(FP4S_EDUP, "decomposition: row %zu added twice",
+                                      d->opts.by == FP4S_GROUP_ROW ? g : g / d->nblk);
+    }
+    int nt = fp4s_get_threads();
+    size_t grain = d->cols ? ((size_t)1 << 16) / d->cols + 1 : 1;
+    if (d->opts.by == FP4S_GROUP_CHANNEL && nrows < 64 * (size_t)nt) nt = 1; /* merging costs more */
+    nt = ensure_workers(d, nt);
+    if (nt < 0) return nt;
+    struct add_job j = {d, x, ld, q, ldq, codes, ldc, scales, lds, row0};
+    int rc;
+    if (nt <= 1 || nrows < 2) {
+        rc = add_rows(&j, 0, nrows, 0);
+    } else {
+        rc = fp4s_parallel_for(nrows, grain, add_rows, &j);
+    }
+    fold_workers(d);
+    return rc;
+}
+
+int fp4s_decomp_add(fp4s_decomp *d, const float *x, size_t nrows, size_t ld, size_t row0)
+{
+    if (!d || (nrows && !x)) return fp4s_error_set(FP4S_EINVAL, "decomposition: NULL argument");
+    if (nrows == 0) return 0;
+    if (nrows > d->scratch_rows) {
+        size_t n = nrows * d->cols;
+        float *q = realloc(d->q, n * sizeof *q);
+        if (q) d->q = q;
+        uint8_t *c = realloc(d->codes, n);
+        if (c) d->codes = c;
+        uint8_t *s = realloc(d->scales, nrows * (d->nblk ? d->nblk : 1));
+        if (s) d->scales = s;
+        if (!q || !c || !s) return fp4s_error_set(FP4S_ENOMEM, "decomposition: out of memory for %zu rows", nrows);
+        d->scratch_rows = nrows;
+    }
+    fp4s_qout out;
+    memset(&out, 0, sizeof out);
+    out.codes = d->codes;
+    out.ld_codes = d->cols;
+    out.scales = d->scales;
+    out.ld_scales = d->nblk;
+    out.dequant = d->q;
+    out.ld_dequant = d->cols;
+    int rc = fp4s_quantize(&d->spec, &d->ts, x, nrows, d->cols, ld, row0, &out, NULL);
+    if (rc) return rc;
+    return fp4s_decomp_add_quantized(d, x, ld, d->q, d->cols, d->codes, d->cols, d->scales, d->nblk,
+                                     nrows, row0);
+}
+
+static bool same_spec(const fp4s_spec *a, const fp4s_spec *b)
+{
+    return a->format == b->format && a->block == b->block && a->tie == b->tie &&
+           a->mx_rule == b->mx_rule && a->nv_recipe == b->nv_recipe && a->tile2d == b->tile2d &&
+           a->global_scale == b->global_scale && a->nonfinite == b->nonfinite &&
+           a->mx_scale_is_ggml == b->mx_scale_is_ggml && a->mx_zero_block_code == b->mx_zero_block_code;
+}
+
+int fp4s_decomp_merge(fp4s_decomp *into, const fp4s_decomp *from)
+{
+    if (!into || !from) return fp4s_error_set(FP4S_EINVAL, "decomposition merge: NULL argument");
+    if (!same_spec(&into->spec, &from->spec))
+        return fp4s_error_set(FP4S_EINVAL, "decomposition merge: different quantizer specs");
+    if (into->opts.dz_tie != from->opts.dz_tie)
+        return fp4s_error_set(FP4S_EINVAL, "decomposition merge: different dead-zone tie conventions");
+    bool groups = into->opts.by != FP4S_GROUP_TENSOR;
+    if (groups && (into->opts.by != from->opts.by || into->rows != from->rows || into->cols != from->cols))
+        return fp4s_error_set(FP4S_ESHAPE, "decomposition merge: groups of different shape or kind");
+    if (groups && into->unit) {
+        for (size_t g = 0; g < into->ngroups; g++)
+            if (into->filled[g] && from->filled[g])
+                return fp4s_error_set(FP4S_EDUP, "decomposition merge: %s group %zu present in both",
+                                      fp4s_group_name(into->opts.by), g);
+        for (size_t g = 0; g < into->ngroups; g++)
+            if (from->filled[g]) {
+                into->unit[g] = from->unit[g];
+                into->filled[g] = 1;
+            }
+    } else if (groups && into->ch) {
+        for (size_t c = 0; c < into->cols; c++) chacc_merge(&into->ch[c], &from->ch[c]);
+    }
+    fp4s_xacc_merge(&into->tot, &from->tot);
+    for (int i = 0; i < FP4S_HIST_BINS; i++) {
+        into->hd[i] += from->hd[i];
+        into->he[i] += from->he[i];
+    }
+    return 0;
+}
+
+int fp4s_decomp_summary(const fp4s_decomp *d, fp4s_decomp_result *r)
+{
+    if (!d || !r) return fp4s_error_set(FP4S_EINVAL, "decomposition: NULL argument");
+    fp4s_xacc_finish(&d->tot, r);
+    return 0;
+}
+
+int fp4s_decomp_group(const fp4s_decomp *d, size_t i, fp4s_decomp_result *r)
+{
+    if (!d || !r) return fp4s_error_set(FP4S_EINVAL, "decomposition: NULL argument");
+    if (i >= d->ngroups)
+        return fp4s_error_set(FP4S_ERANGE, "decomposition: group %zu of %zu", i, d->ngroups);
+    if (d->unit) {
+        if (d->filled[i]) *r = d->unit[i];
+        else {
+            part p;
+            fp4s_part_init(&p);
+            part_finish(&p, r);
+        }
+    } else {
+        chacc_finish(&d->ch[i], r);
+    }
+    return 0;
+}
+
+int fp4s_decomp_hist_get(const fp4s_decomp *d, fp4s_decomp_hist_kind k, fp4s_decomp_hist *h)
+{
+    if (!d || !h) return fp4s_error_set(FP4S_EINVAL, "decomposition: NULL argument");
+    if (k == FP4S_HIST_DELTA) {
+        h->lo = HD_LO;
+        h->hi = HD_HI;
+        memcpy(h->counts, d->hd, sizeof h->counts);
+    } else if (k == FP4S_HIST_ERROR) {
+        h->lo = HE_LO;
+        h->hi = HE_HI;
+        memcpy(h->counts, d->he, sizeof h->counts);
+    } else {
+        return fp4s_error_set(FP4S_EINVAL, "decomposition: unknown histogram %d", (int)k);
+    }
+    return 0;
+}
+
+/* ---- streaming driver ---------------------------------------------------------------- */
+struct reader {
+    fp4s_source *src;
+    size_t rows, cols, chunk;
+    float *buf[2];
+    size_t next_row;  /* first row of the chunk being read */
+    int rc;
+    char err[1024];
+};
+
+static int read_chunk(struct reader *rd, int slot, size_t row0)
+{
+    size_t n = rd->rows - row0 < rd->chunk ? rd->rows - row0 : rd->chunk;
+    int rc = fp4s_source_read(rd->src, row0, n, rd->buf[slot], rd->cols);
+    if (rc) {
+        rd->rc = rc;
+        snprintf(rd->err, sizeof rd->err, "%s", fp4s_last_error());
+    }
+    return rc;
+}
+
+struct read_arg {
+    struct reader *rd;
+    int slot;
+    size_t row0;
+};
+
+static void *read_thread(void *p)
+{
+    struct read_arg *a = p;
+    read_chunk(a->rd, a->slot, a->row0);
+    return NULL;
+}
+
+int fp4s_decomp_source(const fp4s_spec *s, const fp4s_decomp_opts *o, const char *spec_str,
+                       fp4s_decomp **out)
+{
+    if (!out) return fp4s_error_set(FP4S_EINVAL, "decomposition: NULL output");
+    *out = NULL;
+    if (!s || !spec_str) return fp4s_error_set(FP4S_EINVAL, "decomposition: NULL argument");
+    int rc = spec_supported(s);
+    if (rc) return rc;
+    fp4s_decomp_opts def;
+    if (!o) {
+        fp4s_decomp_opts_defaults(&def);
+        o = &def;
+    }
+    fp4s_source *src = NULL;
+    rc = fp4s_source_open(spec_str, &src);
+    if (rc) return rc;
+    struct reader rd;
+    memset(&rd, 0, sizeof rd);
+    rd.src = src;
+    rd.rows = fp4s_source_rows(src);
+    rd.cols = fp4s_source_cols(src);
+    fp4s_decomp *d = NULL;
+    if (rd.rows == 0 || rd.cols == 0) {
+        rc = fp4s_error_set(FP4S_EEMPTY, "%s: empty tensor [%zu, %zu]", spec_str, rd.rows, rd.cols);
+        goto done;
+    }
+    if (rd.cols % s->block) {
+        rc = fp4s_error_set(FP4S_ESHAPE, "%s: %zu columns is not a multiple of the block size %u (pad first)",
+                            spec_str, rd.cols, s->block);
+        goto done;
+    }
+    size_t align = fp4s_spec_row_align(s);
+    if (align == 0) align = 1;
+    size_t ce = o->chunk_elems ? o->chunk_elems : ((size_t)1 << 21);
+    rd.chunk = ce / rd.cols;
+    rd.chunk -= rd.chunk % align;
+    if (rd.chunk < align) rd.chunk = align;
+    if (rd.chunk > rd.rows) rd.chunk = rd.rows;
+    rd.buf[0] = malloc(rd.chunk * rd.cols * sizeof(float));
+    rd.buf[1] = malloc(rd.chunk * rd.cols * sizeof(float));
+    if (!rd.buf[0] || !rd.buf[1]) {
+        rc = fp4s_error_set(FP4S_ENOMEM, "%s: out of memory for chunks of %zu rows", spec_str, rd.chunk);
+        goto done;
+    }
+    fp4s_tscale ts;
+    memset(&ts, 0, sizeof ts);
+    float amax = 0.0f;
+    if (s->format == FP4S_NVFP4) {
+        for (size_t r0 = 0; r0 < rd.rows; r0 += rd.chunk) {
+            size_t n = rd.rows - r0 < rd.chunk ? rd.rows - r0 : rd.chunk;
+            rc = fp4s_source_read(src, r0, n, rd.buf[0], rd.cols);
+            if (rc) goto done;
+            float a = fp4s_amax(rd.buf[0], n, rd.cols, rd.cols, NULL);
+            if (a > amax) amax = a;
+        }
+    }
+    rc = fp4s_tscale_init(s, amax, &ts);
+    if (rc) goto done;
+    rc = fp4s_decomp_open(s, &ts, o, rd.rows, rd.cols, &d);
+    if (rc) goto done;
+    /* pipeline: read chunk i+1 on a thread while chunk i is decomposed */
+    if (read_chunk(&rd, 0, 0)) {
+        rc = rd.rc;
+        fp4s_error_set(rc, "%s", rd.err);
+        goto done;
+    }
+    int slot = 0;
+    for (size_t r0 = 0; r0 < rd.rows; r0 += rd.chunk) {
+        size_t n = rd.rows - r0 < rd.chunk ? rd.rows - r0 : rd.chunk;
+        size_t nx = r0 + n;
+        pthread_t th;
+        struct read_arg ra = {&rd, 1 - slot, nx};
+        bool threaded = false;
+        if (nx < rd.rows) {
+            threaded = pthread_create(&th, NULL, read_thread, &ra) == 0;
+            if (!threaded) read_chunk(&rd, 1 - slot, nx);
+        }
+        rc = fp4s_decomp_add(d, rd.buf[slot], n, rd.cols, r0);
+        if (threaded) pthread_join(th, NULL);
+        if (rc) {
+            fp4s_error_prefix("%s", spec_str);
+            goto done;
+        }
+        if (rd.rc) {
+            rc = rd.rc;
+            fp4s_error_set(rc, "%s", rd.err);
+            goto done;
+        }
+        slot = 1 - slot;
+    }
+done:
+    free(rd.buf[0]);
+    free(rd.buf[1]);
+    fp4s_source_close(&src);
+    if (rc) {
+        fp4s_decomp_close(&d);
+        return rc;
+    }
+    *out = d;
+    return 0;
+}

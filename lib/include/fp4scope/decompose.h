@@ -1,0 +1,223 @@
+/* The three-way decomposition of 4-bit quantization error (ANALYSIS.md 1).
+ *
+ * For each block b (along the last dimension) with maximum magnitude m_b, the
+ * ideal scale is s*_b = m_b / 6 in double, unrounded. Q* rounds x / s*_b to the
+ * E2M1 grid (the spec's tie rule) and multiplies back, in double. Q is the
+ * library's real quantizer (fp4s_quantize with the spec). Element by element:
+ *
+ *   e        = Q(x) - x
+ *   e_scale  = Q(x) - Q*(x)                      (scale bias)
+ *   e_dz     = Q*(x) - x   where Q*(x) == 0      (dead zone D_b)
+ *   e_grid   = Q*(x) - x   elsewhere             (grid noise)
+ *
+ * and e_scale splits by element class into three disjoint parts:
+ *   underflow: every element of a block whose real scale underflows (NVFP4:
+ *              zero or subnormal E4M3 scale; MXFP4: E8M0 code 0 with m_b > 0);
+ *   clip:      elsewhere, elements that saturate (top code 6 with |x| > |Q(x)|);
+ *   round:     every other element.
+ * The three parts have disjoint supports, so they sum to e_scale element by
+ * element and their energies sum to ||e_scale||^2 exactly.
+ *
+ * Dead-zone tie: an entry with |x / s*| == 0.25 exactly (|x| == m_b/24) is a
+ * tie of Q*. FP4S_DZ_TIE_SPEC (default) lets Q* use the spec's element tie rule
+ * (rne and rtz send it to 0, so it is in D_b; rha sends it to 0.5). IN and OUT
+ * force it into or out of D_b. Ties are detected exactly: the quotient
+ * 6|x|/m_b is computed in double, where it is exactly 0.25 iff |x| = m_b/24.
+ *
+ * Non-finite input: a block holding NaN or Inf is excluded from every sum (its
+ * s* is undefined) and counted (nan, inf, nonfinite_blocks, excluded). A block
+ * whose Q(x) is non-finite for finite input is excluded and counted too.
+ * Exact zeros are sent to zero by Q*, so they belong to D_b (counted also as
+ * `zeros`). All-zero blocks have no gamma and are counted in zero_blocks.
+ *
+ * Accumulation is exact: every term (per-block partial sums in double for the
+ * tensor and row/block groups, per-element terms for channel groups) is added
+ * to a fixed-point superaccumulator covering 2^-416 .. 2^352 (terms below
+ * 2^-416 are truncated toward zero, deterministically). Results therefore do
+ * not depend on chunking, thread count or merge order: bit for bit.
+ *
+ * Formats: MXFP4 (every scale rule and profile) and NVFP4 (every profile).
+ * FP8 is refused (FP4S_ENOTSUP). */
+#ifndef FP4SCOPE_DECOMPOSE_H
+#define FP4SCOPE_DECOMPOSE_H
+
+#include <fp4scope/quant.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum fp4s_dz_tie {
+    FP4S_DZ_TIE_SPEC = 0, /* Q* uses the spec's tie rule at 0.25 (default) */
+    FP4S_DZ_TIE_IN   = 1, /* |x/s*| == 0.25 is in the dead zone (Q* -> 0) */
+    FP4S_DZ_TIE_OUT  = 2  /* |x/s*| == 0.25 is outside (Q* -> 0.5 s*) */
+} fp4s_dz_tie;
+
+typedef enum fp4s_group {
+    FP4S_GROUP_TENSOR  = 0, /* only the tensor summary */
+    FP4S_GROUP_BLOCK   = 1, /* one group per block, index row*blocks_per_row + b */
+    FP4S_GROUP_ROW     = 2, /* one group per row (token) */
+    FP4S_GROUP_CHANNEL = 3  /* one group per column (channel) */
+} fp4s_group;
+
+/* "spec"/"in"/"out" and "tensor"/"block"/"row"/"channel"; FP4S_EINVAL. */
+FP4S_API int fp4s_dz_tie_parse(const char *s, fp4s_dz_tie *out);
+FP4S_API const char *fp4s_dz_tie_name(fp4s_dz_tie t);
+FP4S_API int fp4s_group_parse(const char *s, fp4s_group *out);
+FP4S_API const char *fp4s_group_name(fp4s_group g);
+
+typedef struct fp4s_decomp_opts {
+    fp4s_dz_tie dz_tie;     /* default FP4S_DZ_TIE_SPEC */
+    fp4s_group by;          /* default FP4S_GROUP_TENSOR */
+    size_t chunk_elems;     /* streaming driver: elements per chunk (default 2^21) */
+    size_t max_groups;      /* block/row groups allowed (default 2^20) */
+} fp4s_decomp_opts;
+
+FP4S_API void fp4s_decomp_opts_defaults(fp4s_decomp_opts *o);
+
+/* One finished report (tensor summary, roll-up, or one group). Ratios and
+ * derived values are NaN where undefined (0/0). Block statistics (gamma,
+ * delta, blocks, underflow) are NaN/0 for channel groups, whose elements come
+ * from many blocks. */
+typedef struct fp4s_decomp_result {
+    uint64_t n;                /* finite elements decomposed */
+    uint64_t blocks;           /* blocks decomposed (finite) */
+    uint64_t zero_blocks;      /* of which all-zero (no gamma) */
+    uint64_t underflow_blocks; /* of which the real scale underflows (see above) */
+    uint64_t gamma_blocks;     /* blocks with m_b > 0 (the gamma statistics) */
+    uint64_t deadzone;         /* |D|: elements Q* sends to zero (zeros included) */
+    uint64_t deadzone_ties;    /* elements exactly at |x/s*| = 0.25 */
+    uint64_t zeros;            /* elements exactly 0 */
+    uint64_t clipped;          /* elements that saturate under Q */
+    uint64_t nonfinite, nan, inf;  /* non-finite inputs */
+    uint64_t nonfinite_blocks; /* blocks excluded for non-finite input */
+    uint64_t excluded;         /* finite elements excluded with those blocks */
+    uint64_t nonfinite_output; /* blocks excluded because Q(x) was not finite */
+    double energy_x;           /* ||x||^2 */
+    double energy_total;       /* ||e||^2 */
+    double energy_scale, energy_deadzone, energy_grid;
+    double cross_scale_grid, cross_scale_deadzone, cross_deadzone_grid; /* 2<a,b> */
+    double energy_scale_round, energy_scale_clip, energy_scale_underflow;
+    double ratio_scale, ratio_deadzone, ratio_grid;     /* energy / energy_total */
+    double ratio_cross;        /* (sum of the three cross terms) / energy_total */
+    double cos_scale_grid;     /* <e_scale,e_grid> / (||e_scale|| ||e_grid||) */
+    double deadzone_fraction;  /* deadzone / n */
+    double clip_fraction;      /* clipped / n */
+    double underflow_fraction; /* underflow_blocks / blocks */
+    double relative_error;     /* ||e|| / ||x|| */
+    double snr_db;             /* 10 log10(||x||^2 / ||e||^2) */
+    double mean_abs_error;     /* sum |e| / n */
+    double residual_norm;      /* ||e|| */
+    double gamma_mean, gamma_std, gamma_min, gamma_max;  /* gamma = s_b / s*_b */
+    double delta_mean, delta_std, delta_min, delta_max;  /* delta = log2 gamma */
+    double amax;               /* max |x| over decomposed elements */
+    double max_residual;       /* worst |e - (e_scale + e_dz + e_grid)| of one element */
+    double identity_residual;  /* |energy_total - (3 energies + 3 cross terms)| / energy_total */
+} fp4s_decomp_result;
+
+/* The fields of fp4s_decomp_result in report order, for writers (JSON, CSV,
+ * HDF5): the name used in every output, whether it is a count (uint64_t) or a
+ * double, its offset in the struct and a short description with its unit. */
+typedef struct fp4s_decomp_field {
+    const char *name;
+    bool is_count;
+    size_t offset;
+    const char *desc;
+} fp4s_decomp_field;
+
+/* Static table; *n receives its length. */
+FP4S_API const fp4s_decomp_field *fp4s_decomp_fields(size_t *n);
+/* Value of field f of r as a double (counts converted). */
+FP4S_API double fp4s_decomp_field_value(const fp4s_decomp_result *r, const fp4s_decomp_field *f);
+
+/* Histograms with fixed edges (so that they merge by adding counts). Values
+ * beyond the outer edges are counted in the first or last bin. */
+typedef enum fp4s_decomp_hist_kind {
+    FP4S_HIST_DELTA = 0,  /* delta = log2 gamma per block: [-2, 2], 160 bins */
+    FP4S_HIST_ERROR = 1   /* e / s*_b per element: [-4, 4], 160 bins */
+} fp4s_decomp_hist_kind;
+
+#define FP4S_HIST_BINS 160
+
+typedef struct fp4s_decomp_hist {
+    double lo, hi;                   /* outer edges; bin width (hi-lo)/FP4S_HIST_BINS */
+    uint64_t counts[FP4S_HIST_BINS];
+} fp4s_decomp_hist;
+
+typedef struct fp4s_decomp fp4s_decomp;
+
+/* Open an accumulator for a [rows, cols] tensor quantized with spec s and
+ * tensor scale ts (fp4s_tscale_init from the tensor amax; needed for NVFP4,
+ * may be NULL for MXFP4). rows = cols = 0 with by = TENSOR gives a roll-up that
+ * only receives merges. The spec and ts are copied. */
+FP4S_API int fp4s_decomp_open(const fp4s_spec *s, const fp4s_tscale *ts,
+                              const fp4s_decomp_opts *o, size_t rows, size_t cols,
+                              fp4s_decomp **out);
+FP4S_API void fp4s_decomp_close(fp4s_decomp **d);
+
+/* Quantize rows [row0, row0+nrows) of x (row stride ld, all `cols` columns)
+ * with the spec and add their decomposition. Chunks must respect
+ * fp4s_spec_row_align (all but the last). Uses fp4s_get_threads() threads. */
+FP4S_API int fp4s_decomp_add(fp4s_decomp *d, const float *x, size_t nrows, size_t ld,
+                             size_t row0);
+
+/* Same, with Q(x) already computed by the caller: q = dequantized values,
+ * codes and scales as fp4s_quantize writes them (unpacked). */
+FP4S_API int fp4s_decomp_add_quantized(fp4s_decomp *d, const float *x, size_t ld,
+                                       const float *q, size_t ldq,
+                                       const uint8_t *codes, size_t ldc,
+                                       const uint8_t *scales, size_t lds,
+                                       size_t nrows, size_t row0);
+
+/* Merge `from` into `into` (exact). Both must have the same spec; the tensor
+ * summaries always merge. Groups merge when both have the same grouping and
+ * shape; an `into` with by = TENSOR takes only the summary (a roll-up).
+ * Row and block groups are filled once: merging two accumulators that both
+ * hold the same row or block is refused (FP4S_EDUP). */
+FP4S_API int fp4s_decomp_merge(fp4s_decomp *into, const fp4s_decomp *from);
+
+/* Finish: the tensor (or roll-up) summary. */
+FP4S_API int fp4s_decomp_summary(const fp4s_decomp *d, fp4s_decomp_result *r);
+/* Number of groups (0 for by = TENSOR) and one group's result. */
+FP4S_API size_t fp4s_decomp_ngroups(const fp4s_decomp *d);
+FP4S_API int fp4s_decomp_group(const fp4s_decomp *d, size_t i, fp4s_decomp_result *r);
+FP4S_API int fp4s_decomp_hist_get(const fp4s_decomp *d, fp4s_decomp_hist_kind k,
+                                  fp4s_decomp_hist *h);
+FP4S_API fp4s_group fp4s_decomp_by(const fp4s_decomp *d);
+FP4S_API size_t fp4s_decomp_rows(const fp4s_decomp *d);
+FP4S_API size_t fp4s_decomp_cols(const fp4s_decomp *d);
+/* The spec the accumulator was opened with (owned by it). */
+FP4S_API const fp4s_spec *fp4s_decomp_spec(const fp4s_decomp *d);
+
+/* Streaming driver: open source `spec_str` (see tensor.h), check its shape,
+ * take the tensor amax first when the format has a tensor scale (NVFP4: a
+ * second read), then read row chunks (reads overlap the computation) and
+ * decompose them. cols must be a multiple of the block size. */
+FP4S_API int fp4s_decomp_source(const fp4s_spec *s, const fp4s_decomp_opts *o,
+                                const char *spec_str, fp4s_decomp **out);
+
+/* One input of a report: its accumulator and where it came from. step < 0
+ * and site/side NULL when the input is not from a capture. */
+typedef struct fp4s_decomp_item {
+    const char *source;
+    int64_t step;
+    const char *site, *side;
+    bool synthetic;
+    const fp4s_decomp *acc;
+} fp4s_decomp_item;
+
+/* Write an HDF5 report (layout in fp4-decompose(1)) atomically to path:
+ * every input's summary as attributes, its histograms and its groups as 1-D
+ * datasets, and the roll-up (may be NULL). */
+FP4S_API int fp4s_decomp_write_h5(const char *path, const fp4s_spec *s,
+                                  const fp4s_decomp_item *items, size_t n,
+                                  const fp4s_decomp *rollup);
+
+/* Whether the HDF5 file `path` has a root attribute synthetic = 1 (false for
+ * other files, for files that are not HDF5 and when the attribute is absent). */
+FP4S_API bool fp4s_decomp_file_synthetic(const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
