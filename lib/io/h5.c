@@ -60,8 +60,9 @@ static void list_datasets(hid_t f, char *buf, size_t n)
 }
 
 /* Read a string attribute (fixed or variable length) into out; 0 if found. */
-static int read_str_attr(hid_t obj, const char *name, char *out, size_t n)
+int fp4s_h5_read_str_attr(int64_t obj_, const char *name, char *out, size_t n)
 {
+    hid_t obj = (hid_t)obj_;
     if (H5Aexists(obj, name) <= 0) return -1;
     hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
     if (a < 0) return -1;
@@ -154,7 +155,7 @@ int fp4s_h5_src_open(struct fp4s_source *s)
     size_t sz = H5Tget_size(t);
     char tb[64], dtattr[64] = "";
     h5_type_desc(t, tb, sizeof tb);
-    int has_dtattr = read_str_attr(d, "dtype", dtattr, sizeof dtattr) == 0;
+    int has_dtattr = fp4s_h5_read_str_attr(d, "dtype", dtattr, sizeof dtattr) == 0;
     int rc = 0;
     if (cls == H5T_FLOAT && sz == 4) {
         s->dt = FP4S_DT_F32;

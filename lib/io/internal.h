@@ -52,6 +52,8 @@ int fp4s_src_scratch(struct fp4s_source *s, size_t n);
  * innermost HDF5 error description into buf. */
 void fp4s_h5_quiet(void);
 const char *fp4s_h5_errdesc(char *buf, size_t n);
+/* Read a scalar string attribute (fixed or variable length); 0 if found. */
+int fp4s_h5_read_str_attr(int64_t obj, const char *name, char *out, size_t n);
 
 /* Full pread/pwrite-style loops (EINTR, short transfers). read returns the
  * number of bytes read (less than n only at end of file) or -1. */
