@@ -20,6 +20,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/codec_internal.h"
 #include "cpu/kernels.h"
 
 #define ABS_MASK 0x7fffffffu
@@ -148,15 +149,10 @@ static inline int mx_code_bits(fp4s_mx_rule rule, uint32_t a, bool *under)
 }
 
 /* For the libm rules: the reference's formula, same libm call. */
+/* The libm rules (log2f, rtn): the reference's own helper, per block. */
 static inline int mx_code_libm(fp4s_mx_rule rule, float amax, bool *under)
 {
-    float l = log2f(amax);
-    float k = rule == FP4S_MX_LOG2F ? floorf(l) : rintf(l);
-    int code = (int)k - 2 + 127;
-    *under = code < 0;
-    if (code < 0) code = 0;
-    if (code > 254) code = 254;
-    return code;
+    return fp4s_mx_k(rule, amax, under) + 127;
 }
 
 static int mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
