@@ -1,0 +1,357 @@
+/* fp4-channels: per-channel 4-bit error report of an activation [tokens, K],
+ * ranking, selection of a compensation set, coverage curve and its cost. */
+#include "cli.h"
+
+#include <fp4scope/channels.h>
+#include <fp4scope/spec.h>
+#include <fp4scope/tensor.h>
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage_text(void)
+{
+    printf(
+        "Usage: fp4-channels [OPTION]... INPUT\n"
+        "Per-channel quantization error of an activation INPUT [tokens, K] quantized\n"
+        "along K: rank the channels, select a compensation set, print the coverage\n"
+        "curve and the cost of compensating the set in a GEMM.\n"
+        "\n"
+        "INPUT and W are file.npy, file.safetensors:NAME or file.h5:/dataset.\n"
+        "\n"
+        "  -f, --format FMT      mxfp4 (default) or nvfp4\n"
+        "  -p, --profile NAME    quantizer profile (default: the format's default)\n"
+        "      --scale-rule R    MXFP4 scale rule: floor, ceil, even, log2f, rtn\n"
+        "      --score S         residual (default), relative, hcp (needs --weight), deadzone\n"
+        "      --top K           select the K best channels\n"
+        "      --ratio R         select ceil(R*K) channels, 0 < R <= 1 (default 0.125)\n"
+        "      --weight W        weight [N, K] of the GEMM (for hcp and the cost)\n"
+        "      --weight-2d M     NVFP4 weight scaling: auto (default: 2-D for te), on, off\n"
+        "      --n-out N         GEMM outputs N for the cost when no weight is given\n"
+        "      --dz-tie T        dead-zone tie at |x/s*| = 0.25: spec (default), in, out\n"
+        "      --show N          channels listed in the table (default 20, 0 = all)\n"
+        "      --json            JSON on stdout\n"
+        "      --csv             CSV of the channels on stdout, best first\n"
+        "  -o, --output FILE     write the selected set: FILE.json as JSON, else HDF5\n"
+        "      --threads N       worker threads (default: all CPUs)\n"
+        "      --chunk N         elements per read chunk (default 2097152)\n"
+        "      --help            show this help and exit\n"
+        "      --version         show version and features and exit\n"
+        "\n"
+        "Exit status: 0 ok, 2 usage, 3 input unreadable or malformed, 4 output not\n"
+        "written, 5 internal error.\n");
+}
+
+enum {
+    OPT_SCALE_RULE = 256, OPT_SCORE, OPT_TOP, OPT_RATIO, OPT_WEIGHT, OPT_W2D, OPT_NOUT, OPT_DZTIE,
+    OPT_SHOW, OPT_JSON, OPT_CSV, OPT_THREADS, OPT_CHUNK, OPT_HELP, OPT_VERSION
+};
+
+static json_t *stat_json(const fp4s_channel_stat *c)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "channel", json_integer((json_int_t)c->channel));
+    json_object_set_new(o, "rank", json_integer((json_int_t)c->rank));
+    json_object_set_new(o, "score", cli_json_real(c->score));
+    json_object_set_new(o, "selected", json_boolean(c->selected));
+    json_object_set_new(o, "energy_total", cli_json_real(c->energy_total));
+    json_object_set_new(o, "energy_scale", cli_json_real(c->energy_scale));
+    json_object_set_new(o, "energy_deadzone", cli_json_real(c->energy_deadzone));
+    json_object_set_new(o, "energy_grid", cli_json_real(c->energy_grid));
+    json_object_set_new(o, "relative_error", cli_json_real(c->relative_error));
+    json_object_set_new(o, "residual_norm", cli_json_real(c->residual_norm));
+    json_object_set_new(o, "amax", cli_json_real(c->amax));
+    json_object_set_new(o, "deadzone_fraction", cli_json_real(c->deadzone_fraction));
+    json_object_set_new(o, "mean_abs_dx", cli_json_real(c->mean_abs_dx));
+    json_object_set_new(o, "mean_abs_dw", cli_json_real(c->mean_abs_dw));
+    json_object_set_new(o, "hcp", cli_json_real(c->hcp));
+    json_object_set_new(o, "n", json_integer((json_int_t)c->n));
+    json_object_set_new(o, "nonfinite", json_integer((json_int_t)c->nonfinite));
+    return o;
+}
+
+static json_t *summary_json(const fp4s_decomp_result *r)
+{
+    json_t *o = json_object();
+    size_t nf;
+    const fp4s_decomp_field *f = fp4s_decomp_fields(&nf);
+    for (size_t i = 0; i < nf; i++) {
+        double v = fp4s_decomp_field_value(r, &f[i]);
+        json_object_set_new(o, f[i].name, f[i].is_count ? json_integer((json_int_t)v) : cli_json_real(v));
+    }
+    return o;
+}
+
+static json_t *report_json(const fp4s_spec *spec, const fp4s_channels_report *r, const char *src,
+                           const char *weight)
+{
+    json_t *root = json_object();
+    json_object_set_new(root, "tool", json_string("fp4-channels"));
+    json_object_set_new(root, "format", json_string(fp4s_format_name(spec->format)));
+    json_object_set_new(root, "profile", json_string(spec->profile));
+    json_object_set_new(root, "score", json_string(fp4s_chscore_name(r->score)));
+    json_t *sel = json_object();
+    json_object_set_new(sel, "top", r->top ? json_integer((json_int_t)r->top) : json_null());
+    json_object_set_new(sel, "ratio", isnan(r->ratio) ? json_null() : json_real(r->ratio));
+    json_object_set_new(sel, "count", json_integer((json_int_t)r->count));
+    json_object_set_new(root, "selection", sel);
+    json_object_set_new(root, "source", json_string(src));
+    json_object_set_new(root, "weight", weight ? json_string(weight) : json_null());
+    json_object_set_new(root, "tokens", json_integer((json_int_t)r->tokens));
+    json_object_set_new(root, "k", json_integer((json_int_t)r->k));
+    char desc[512];
+    fp4s_spec_describe(spec, desc, sizeof desc);
+    json_object_set_new(root, "spec", json_string(desc));
+    json_t *chs = json_array();
+    for (size_t i = 0; i < r->k; i++) json_array_append_new(chs, stat_json(&r->ch[i]));
+    json_object_set_new(root, "channels", chs);
+    json_t *cov = json_array();
+    for (size_t i = 0; i < r->ncoverage; i++) {
+        json_t *p = json_object();
+        json_object_set_new(p, "ratio", json_real(r->coverage[i].ratio));
+        json_object_set_new(p, "channels", json_integer((json_int_t)r->coverage[i].channels));
+        json_object_set_new(p, "share", cli_json_real(r->coverage[i].share));
+        json_array_append_new(cov, p);
+    }
+    json_object_set_new(root, "coverage", cov);
+    json_t *cost = json_object();
+    const fp4s_channels_cost *c = &r->cost;
+    json_object_set_new(cost, "tokens", json_integer((json_int_t)c->tokens));
+    json_object_set_new(cost, "n_out", json_integer((json_int_t)c->n_out));
+    json_object_set_new(cost, "n_out_assumed", json_boolean(c->n_out_assumed));
+    json_object_set_new(cost, "k", json_integer((json_int_t)c->k));
+    json_object_set_new(cost, "selected", json_integer((json_int_t)c->selected));
+    json_object_set_new(cost, "padded", json_integer((json_int_t)c->padded));
+    json_object_set_new(cost, "flops_base", cli_json_real(c->flops_base));
+    json_object_set_new(cost, "flops_extra", cli_json_real(c->flops_extra));
+    json_object_set_new(cost, "flops_ratio", cli_json_real(c->flops_ratio));
+    json_object_set_new(cost, "bytes_base", cli_json_real(c->bytes_base));
+    json_object_set_new(cost, "bytes_extra", cli_json_real(c->bytes_extra));
+    json_object_set_new(cost, "bytes_ratio", cli_json_real(c->bytes_ratio));
+    json_object_set_new(root, "cost", cost);
+    json_object_set_new(root, "summary", summary_json(&r->summary));
+    if (r->have_weight) {
+        json_object_set_new(root, "weight_tile2d", json_boolean(r->weight_tile2d));
+        json_object_set_new(root, "weight_summary", summary_json(&r->weight_summary));
+    }
+    return root;
+}
+
+static void fmtv(char *b, size_t n, const char *f, double v)
+{
+    if (isfinite(v)) snprintf(b, n, f, v);
+    else snprintf(b, n, "%s", "-");
+}
+
+static bool ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+int main(int argc, char **argv)
+{
+    cli_init("fp4-channels");
+    const char *fmt_s = NULL, *profile = NULL, *rule_s = NULL, *score_s = NULL, *weight = NULL;
+    const char *w2d = NULL, *dz_s = NULL, *outpath = NULL;
+    bool json = false, csv = false, have_top = false, have_ratio = false;
+    long long top = 0, show = 20, nout = 0;
+    double ratio = 0.125;
+    size_t chunk = 0;
+    static const struct option lo[] = {
+        {"format", required_argument, NULL, 'f'},
+        {"profile", required_argument, NULL, 'p'},
+        {"output", required_argument, NULL, 'o'},
+        {"scale-rule", required_argument, NULL, OPT_SCALE_RULE},
+        {"score", required_argument, NULL, OPT_SCORE},
+        {"top", required_argument, NULL, OPT_TOP},
+        {"ratio", required_argument, NULL, OPT_RATIO},
+        {"weight", required_argument, NULL, OPT_WEIGHT},
+        {"weight-2d", required_argument, NULL, OPT_W2D},
+        {"n-out", required_argument, NULL, OPT_NOUT},
+        {"dz-tie", required_argument, NULL, OPT_DZTIE},
+        {"show", required_argument, NULL, OPT_SHOW},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"csv", no_argument, NULL, OPT_CSV},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"chunk", required_argument, NULL, OPT_CHUNK},
+        {"help", no_argument, NULL, OPT_HELP},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {NULL, 0, NULL, 0}};
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":f:p:o:", lo, NULL)) != -1) {
+        switch (c) {
+        case 'f': fmt_s = optarg; break;
+        case 'p': profile = optarg; break;
+        case 'o': outpath = optarg; break;
+        case OPT_SCALE_RULE: rule_s = optarg; break;
+        case OPT_SCORE: score_s = optarg; break;
+        case OPT_TOP: top = cli_parse_int("--top", optarg, 1, (long long)1 << 40); have_top = true; break;
+        case OPT_RATIO:
+            ratio = cli_parse_double("--ratio", optarg, 0.0, 1.0);
+            if (!(ratio > 0.0)) cli_usage("--ratio: expected a number in (0, 1], got '%s'", optarg);
+            have_ratio = true;
+            break;
+        case OPT_WEIGHT: weight = optarg; break;
+        case OPT_W2D: w2d = optarg; break;
+        case OPT_NOUT: nout = cli_parse_int("--n-out", optarg, 1, (long long)1 << 40); break;
+        case OPT_DZTIE: dz_s = optarg; break;
+        case OPT_SHOW: show = cli_parse_int("--show", optarg, 0, (long long)1 << 40); break;
+        case OPT_JSON: json = true; break;
+        case OPT_CSV: csv = true; break;
+        case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 256)); break;
+        case OPT_CHUNK: chunk = (size_t)cli_parse_int("--chunk", optarg, 1, (long long)1 << 40); break;
+        case OPT_HELP: usage_text(); return 0;
+        case OPT_VERSION: cli_version(); return 0;
+        case ':': cli_usage("option '%s' needs a value", argv[optind - 1]);
+        default: cli_usage("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (json && csv) cli_usage("--json and --csv exclude each other");
+    if (have_top && have_ratio) cli_usage("--top and --ratio exclude each other");
+    if (optind >= argc) cli_usage("no INPUT given");
+    if (optind + 1 < argc) cli_usage("one INPUT expected, got %d", argc - optind);
+    const char *input = argv[optind];
+
+    fp4s_format fmt = FP4S_MXFP4;
+    if (fmt_s && fp4s_format_parse(fmt_s, &fmt)) cli_usage("-f: %s", fp4s_last_error());
+    if (fmt != FP4S_MXFP4 && fmt != FP4S_NVFP4) cli_usage("-f: per-channel reports are defined for mxfp4 and nvfp4");
+    fp4s_spec spec;
+    if (!profile) profile = fp4s_default_profile(fmt);
+    int rc = fp4s_spec_profile(&spec, fmt, profile);
+    if (rc) cli_usage("-p: %s", *fp4s_last_error() ? fp4s_last_error() : fp4s_strerror(rc));
+    if (rule_s) {
+        if (fmt != FP4S_MXFP4) cli_usage("--scale-rule applies to mxfp4 only");
+        if (fp4s_mx_rule_parse(rule_s, &spec.mx_rule)) cli_usage("--scale-rule: %s", fp4s_last_error());
+    }
+    if ((rc = fp4s_spec_check(&spec))) cli_usage("%s", fp4s_last_error());
+    fp4s_channels_opts o;
+    fp4s_channels_opts_defaults(&o);
+    if (score_s && fp4s_chscore_parse(score_s, &o.score)) cli_usage("--score: %s", fp4s_last_error());
+    if (o.score == FP4S_SCORE_HCP && !weight) cli_usage("--score hcp needs --weight W");
+    if (have_top) o.top = (size_t)top;
+    o.ratio = ratio;
+    if (w2d) {
+        if (!strcmp(w2d, "auto")) o.weight_tile2d = -1;
+        else if (!strcmp(w2d, "on")) o.weight_tile2d = 1;
+        else if (!strcmp(w2d, "off")) o.weight_tile2d = 0;
+        else cli_usage("--weight-2d: expected auto, on or off, got '%s'", w2d);
+    }
+    o.n_out = (size_t)nout;
+    if (dz_s && fp4s_dz_tie_parse(dz_s, &o.decomp.dz_tie)) cli_usage("--dz-tie: %s", fp4s_last_error());
+    if (chunk) o.decomp.chunk_elems = chunk;
+
+    fp4s_channels_report *r = NULL;
+    rc = fp4s_channels_run(&spec, &o, input, weight, &r);
+    if (rc) exit(cli_report(rc));
+
+    if (outpath) {
+        if (ends_with(outpath, ".json")) {
+            json_t *j = report_json(&spec, r, input, weight);
+            char *txt = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+            json_decref(j);
+            if (!txt) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+            size_t len = strlen(txt);
+            char *t2 = realloc(txt, len + 2);
+            if (!t2) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+            t2[len] = '\n';
+            t2[len + 1] = '\0';
+            rc = cli_write_text(outpath, t2, len + 1);
+            free(t2);
+        } else {
+            rc = fp4s_channels_write_h5(outpath, &spec, r, input, weight);
+        }
+        if (rc) exit(cli_report(rc));
+    }
+
+    int status = 0;
+    if (json) {
+        status = cli_json_print(report_json(&spec, r, input, weight));
+    } else if (csv) {
+        printf("rank,channel,score,selected,energy_total,energy_scale,energy_deadzone,energy_grid,"
+               "relative_error,residual_norm,amax,deadzone_fraction,mean_abs_dx,mean_abs_dw,hcp\n");
+        for (size_t i = 0; i < r->k; i++) {
+            const fp4s_channel_stat *s = &r->ch[i];
+            double v[] = {s->score, NAN, s->energy_total, s->energy_scale, s->energy_deadzone, s->energy_grid,
+                          s->relative_error, s->residual_norm, s->amax, s->deadzone_fraction,
+                          s->mean_abs_dx, s->mean_abs_dw, s->hcp};
+            printf("%zu,%zu", s->rank, s->channel);
+            for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+                if (k == 1) {
+                    printf(",%d", s->selected ? 1 : 0);
+                    continue;
+                }
+                if (isfinite(v[k])) printf(",%.17g", v[k]);
+                else putchar(',');
+            }
+            putchar('\n');
+        }
+        if (fflush(stdout) != 0) status = FP4S_EXIT_OUTPUT;
+    } else {
+        char desc[512];
+        fp4s_spec_describe(&spec, desc, sizeof desc);
+        printf("quantizer: %s\n", desc);
+        printf("activation: %s  [%zu tokens x %zu channels]\n", input, r->tokens, r->k);
+        if (r->have_weight)
+            printf("weight:     %s  [%zu x %zu], %s scaling\n", weight, r->weight_rows, r->k,
+                   r->weight_tile2d ? "2-D 16x16" : "1-D");
+        char a[32], b[32];
+        fmtv(a, sizeof a, "%.4g", r->summary.relative_error);
+        fmtv(b, sizeof b, "%.2f", r->summary.snr_db);
+        printf("tensor: relative error %s, SNR %s dB, error energy %.6g\n", a, b, r->summary.energy_total);
+        if (r->summary.nonfinite)
+            printf("non-finite inputs: %llu (their blocks excluded)\n", (unsigned long long)r->summary.nonfinite);
+        printf("score: %s; selected %zu of %zu channels (%s)\n\n", fp4s_chscore_name(r->score), r->count, r->k,
+               r->top ? "--top" : "--ratio");
+        printf("%6s %8s %12s %12s %10s %10s %8s %8s %8s %8s", "rank", "channel", "score", "||e_j||",
+               "rel.err", "amax", "dz frac", "scale", "deadzone", "grid");
+        if (r->have_weight) printf(" %10s %10s %10s", "mean|dX|", "mean|dW|", "hcp");
+        putchar('\n');
+        size_t lim = show == 0 || (size_t)show > r->k ? r->k : (size_t)show;
+        for (size_t i = 0; i < lim; i++) {
+            const fp4s_channel_stat *s = &r->ch[i];
+            char sc[32], rn[32], re[32], am[32], dz[32], p1[32], p2[32], p3[32];
+            fmtv(sc, 32, "%.5g", s->score);
+            fmtv(rn, 32, "%.5g", s->residual_norm);
+            fmtv(re, 32, "%.4g", s->relative_error);
+            fmtv(am, 32, "%.4g", s->amax);
+            fmtv(dz, 32, "%.2f%%", 100.0 * s->deadzone_fraction);
+            double et = s->energy_total;
+            fmtv(p1, 32, "%.1f%%", et > 0 ? 100.0 * s->energy_scale / et : NAN);
+            fmtv(p2, 32, "%.1f%%", et > 0 ? 100.0 * s->energy_deadzone / et : NAN);
+            fmtv(p3, 32, "%.1f%%", et > 0 ? 100.0 * s->energy_grid / et : NAN);
+            printf("%6zu %8zu %12s %12s %10s %10s %8s %8s %8s %8s%s", s->rank, s->channel, sc, rn, re, am, dz, p1,
+                   p2, p3, "");
+            if (r->have_weight) {
+                char x1[32], x2[32], x3[32];
+                fmtv(x1, 32, "%.4g", s->mean_abs_dx);
+                fmtv(x2, 32, "%.4g", s->mean_abs_dw);
+                fmtv(x3, 32, "%.4g", s->hcp);
+                printf(" %10s %10s %10s", x1, x2, x3);
+            }
+            printf("%s\n", s->selected ? "  *" : "");
+        }
+        if (lim < r->k) printf("%6s (%zu more; --show 0 lists all)\n", "...", r->k - lim);
+        printf("\ncoverage: share of the activation error energy held by the top r of channels\n");
+        printf("%8s %9s %9s\n", "r", "channels", "share");
+        for (size_t i = 0; i < r->ncoverage; i++) {
+            char sh[32];
+            fmtv(sh, 32, "%.2f%%", 100.0 * r->coverage[i].share);
+            printf("%7.1f%% %9zu %9s\n", 100.0 * r->coverage[i].ratio, r->coverage[i].channels, sh);
+        }
+        const fp4s_channels_cost *cst = &r->cost;
+        printf("\ncost of compensating %zu channels (padded to %zu) in a GEMM [%zu x %zu] x [%zu x %zu]%s:\n",
+               cst->selected, cst->padded, cst->tokens, cst->k, cst->k, cst->n_out,
+               cst->n_out_assumed ? " (N = K assumed; give --weight or --n-out)" : "");
+        printf("  extra FLOPs %.4g (%.2f%% of %.4g)\n", cst->flops_extra, 100.0 * cst->flops_ratio, cst->flops_base);
+        printf("  extra bytes %.4g (%.2f%% of %.4g FP4 operand bytes)\n", cst->bytes_extra,
+               100.0 * cst->bytes_ratio, cst->bytes_base);
+        if (fflush(stdout) != 0) status = FP4S_EXIT_OUTPUT;
+    }
+    fp4s_channels_free(&r);
+    return status;
+}

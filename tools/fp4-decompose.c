@@ -1,0 +1,510 @@
+/* fp4-decompose: split 4-bit quantization error into scale bias, dead zone and
+ * grid noise, per tensor, block, row or channel, over one or many inputs. */
+#include "cli.h"
+
+#include <fp4scope/capture.h>
+#include <fp4scope/decompose.h>
+#include <fp4scope/spec.h>
+#include <fp4scope/tensor.h>
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void usage_text(void)
+{
+    printf(
+        "Usage: fp4-decompose [OPTION]... INPUT...\n"
+        "Split the 4-bit quantization error e = Q(x) - x of each INPUT into scale bias,\n"
+        "dead zone and grid noise (and e_scale into rounding, clipping and underflow).\n"
+        "\n"
+        "INPUT is file.npy, file.safetensors:NAME, file.h5:/dataset, or with --sites or\n"
+        "--steps a capture file (fp4scope-capture/1) whose selected datasets are all used.\n"
+        "\n"
+        "  -f, --format FMT      mxfp4 (default) or nvfp4\n"
+        "  -p, --profile NAME    quantizer profile (default: the format's default)\n"
+        "      --scale-rule R    MXFP4 scale rule: floor, ceil, even, log2f, rtn\n"
+        "      --by G            tensor (default), block, row or channel groups\n"
+        "      --dz-tie T        dead-zone tie at |x/s*| = 0.25: spec (default), in, out\n"
+        "      --sites GLOB      capture sites to use (fnmatch; default all)\n"
+        "      --steps LIST      capture steps, e.g. 0,5,10-20 or 0:100:10 (default all)\n"
+        "      --sides LIST      capture sides: trainer,rollout,weight (default all three)\n"
+        "      --json            JSON on stdout\n"
+        "      --csv             CSV on stdout (one line per input, group and roll-up)\n"
+        "  -o, --output FILE     also write an HDF5 report (layout in fp4-decompose(1))\n"
+        "      --threads N       worker threads (default: all CPUs)\n"
+        "      --chunk N         elements per read chunk (default 2097152)\n"
+        "      --help            show this help and exit\n"
+        "      --version         show version and features and exit\n"
+        "\n"
+        "Exit status: 0 ok, 2 usage, 3 input unreadable or malformed or empty selection,\n"
+        "4 output not written, 5 internal error.\n");
+}
+
+enum {
+    OPT_SCALE_RULE = 256, OPT_BY, OPT_DZTIE, OPT_SITES, OPT_STEPS, OPT_SIDES, OPT_JSON, OPT_CSV,
+    OPT_THREADS, OPT_CHUNK, OPT_HELP, OPT_VERSION
+};
+
+typedef struct item {
+    char *source;    /* source spec string */
+    char *label;     /* what the user named: INPUT or capture entry */
+    int64_t step;    /* -1 none */
+    char *site, *side;
+    bool synthetic;
+    size_t rows, cols;
+    fp4s_decomp *acc;
+} item;
+
+static char *xstrdup(const char *s)
+{
+    char *d = strdup(s ? s : "");
+    if (!d) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    return d;
+}
+
+/* The file part of a source spec: before the last ':' when that names a file. */
+static char *file_part(const char *spec)
+{
+    char *f = xstrdup(spec);
+    if (access(f, F_OK) == 0) return f;
+    char *c = strrchr(f, ':');
+    if (c) *c = '\0';
+    return f;
+}
+
+static bool side_wanted(const char *sides, const char *side)
+{
+    if (!sides) return !strcmp(side, "trainer") || !strcmp(side, "rollout") || !strcmp(side, "weight");
+    size_t n = strlen(side);
+    for (const char *p = sides; *p;) {
+        const char *e = strchr(p, ',');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l == n && !strncmp(p, side, n)) return true;
+        if (!e) break;
+        p = e + 1;
+    }
+    return false;
+}
+
+static bool step_wanted(const long long *steps, size_t ns, int64_t step)
+{
+    if (!steps) return true;
+    if (step < 0) return false;
+    for (size_t i = 0; i < ns; i++)
+        if (steps[i] == step) return true;
+    return false;
+}
+
+static json_t *result_json(const fp4s_decomp_result *r, json_t *o)
+{
+    size_t nf;
+    const fp4s_decomp_field *f = fp4s_decomp_fields(&nf);
+    for (size_t i = 0; i < nf; i++) {
+        if (f[i].is_count) {
+            uint64_t v;
+            memcpy(&v, (const char *)r + f[i].offset, sizeof v);
+            json_object_set_new(o, f[i].name, json_integer((json_int_t)v));
+        } else {
+            json_object_set_new(o, f[i].name, cli_json_real(fp4s_decomp_field_value(r, &f[i])));
+        }
+    }
+    return o;
+}
+
+static json_t *hist_json(const fp4s_decomp *acc, fp4s_decomp_hist_kind k)
+{
+    fp4s_decomp_hist h;
+    fp4s_decomp_hist_get(acc, k, &h);
+    json_t *o = json_object(), *e = json_array(), *c = json_array();
+    for (int i = 0; i <= FP4S_HIST_BINS; i++)
+        json_array_append_new(e, json_real(h.lo + (h.hi - h.lo) * i / FP4S_HIST_BINS));
+    for (int i = 0; i < FP4S_HIST_BINS; i++) json_array_append_new(c, json_integer((json_int_t)h.counts[i]));
+    json_object_set_new(o, "edges", e);
+    json_object_set_new(o, "counts", c);
+    return o;
+}
+
+static void csv_str(const char *s)
+{
+    if (!s) return;
+    if (strpbrk(s, ",\"\n")) {
+        putchar('"');
+        for (; *s; s++) {
+            if (*s == '"') putchar('"');
+            putchar(*s);
+        }
+        putchar('"');
+    } else {
+        fputs(s, stdout);
+    }
+}
+
+static void csv_row(const char *kind, long long input, const item *it, long long group,
+                    const fp4s_decomp_result *r)
+{
+    printf("%s,", kind);
+    if (input >= 0) printf("%lld", input);
+    putchar(',');
+    if (it) csv_str(it->label);
+    putchar(',');
+    if (it && it->step >= 0) printf("%lld", (long long)it->step);
+    putchar(',');
+    if (it && it->site) csv_str(it->site);
+    putchar(',');
+    if (it && it->side) csv_str(it->side);
+    putchar(',');
+    if (group >= 0) printf("%lld", group);
+    size_t nf;
+    const fp4s_decomp_field *f = fp4s_decomp_fields(&nf);
+    for (size_t i = 0; i < nf; i++) {
+        putchar(',');
+        double v = fp4s_decomp_field_value(r, &f[i]);
+        if (f[i].is_count) printf("%.0f", v);
+        else if (isfinite(v)) printf("%.17g", v);
+        else if (!isnan(v)) printf("%s", v > 0 ? "inf" : "-inf");
+    }
+    putchar('\n');
+}
+
+static void pct(char *buf, size_t n, double v)
+{
+    if (isfinite(v)) snprintf(buf, n, "%8.2f%%", 100.0 * v);
+    else snprintf(buf, n, "%9s", "-");
+}
+
+static void num(char *buf, size_t n, double v, const char *fmt)
+{
+    if (isfinite(v)) snprintf(buf, n, fmt, v);
+    else snprintf(buf, n, "%s", isnan(v) ? "-" : (v > 0 ? "inf" : "-inf"));
+}
+
+static void human_result(const fp4s_decomp_result *r, bool blockstats)
+{
+    char a[32], b[32], m[32];
+    num(a, sizeof a, r->relative_error, "%.4g");
+    num(b, sizeof b, r->snr_db, "%.2f");
+    num(m, sizeof m, r->mean_abs_error, "%.4g");
+    printf("  elements %llu   relative error %s   SNR %s dB   mean |e| %s\n", (unsigned long long)r->n, a, b, m);
+    printf("  %-28s %14s %10s\n", "component", "energy", "of ||e||^2");
+    struct { const char *n; double e; } rows[] = {
+        {"total ||e||^2", r->energy_total},
+        {"scale ||e_scale||^2", r->energy_scale},
+        {"  rounding part", r->energy_scale_round},
+        {"  clipping part", r->energy_scale_clip},
+        {"  underflow part", r->energy_scale_underflow},
+        {"dead zone ||e_dz||^2", r->energy_deadzone},
+        {"grid ||e_grid||^2", r->energy_grid},
+        {"cross 2<e_scale,e_grid>", r->cross_scale_grid},
+        {"cross 2<e_scale,e_dz>", r->cross_scale_deadzone},
+        {"cross 2<e_dz,e_grid>", r->cross_deadzone_grid},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        num(a, sizeof a, rows[i].e, "%14.6g");
+        pct(b, sizeof b, r->energy_total > 0 ? rows[i].e / r->energy_total : NAN);
+        printf("  %-28s %14s %10s\n", rows[i].n, a, b);
+    }
+    num(a, sizeof a, r->cos_scale_grid, "%.4f");
+    printf("  cos(e_scale, e_grid) %s   ||x||^2 %.6g   amax %.6g\n", a, r->energy_x, r->amax);
+    pct(a, sizeof a, r->deadzone_fraction);
+    pct(b, sizeof b, r->clip_fraction);
+    printf("  dead zone %s of elements (%llu, %llu ties at 0.25, %llu zeros)   clipped %s (%llu)\n", a,
+           (unsigned long long)r->deadzone, (unsigned long long)r->deadzone_ties,
+           (unsigned long long)r->zeros, b, (unsigned long long)r->clipped);
+    if (blockstats) {
+        char g1[32], g2[32], g3[32], g4[32], d1[32], d2[32], d3[32], d4[32];
+        num(g1, 32, r->gamma_mean, "%.4f");
+        num(g2, 32, r->gamma_std, "%.4f");
+        num(g3, 32, r->gamma_min, "%.4f");
+        num(g4, 32, r->gamma_max, "%.4f");
+        num(d1, 32, r->delta_mean, "%.4f");
+        num(d2, 32, r->delta_std, "%.4f");
+        num(d3, 32, r->delta_min, "%.4f");
+        num(d4, 32, r->delta_max, "%.4f");
+        printf("  blocks %llu (%llu all-zero)   gamma = s/s*: mean %s std %s min %s max %s\n",
+               (unsigned long long)r->blocks, (unsigned long long)r->zero_blocks, g1, g2, g3, g4);
+        pct(a, sizeof a, r->underflow_fraction);
+        printf("  delta = log2 gamma: mean %s std %s min %s max %s   scale underflow %s of blocks (%llu)\n",
+               d1, d2, d3, d4, a, (unsigned long long)r->underflow_blocks);
+    }
+    num(a, sizeof a, r->max_residual, "%.3g");
+    num(b, sizeof b, r->identity_residual, "%.3g");
+    printf("  check: worst element residual %s, energy identity residual %s\n", a, b);
+    if (r->nonfinite || r->nonfinite_output)
+        printf("  non-finite: %llu NaN, %llu Inf; %llu blocks excluded (%llu finite elements), %llu blocks with non-finite Q(x)\n",
+               (unsigned long long)r->nan, (unsigned long long)r->inf,
+               (unsigned long long)r->nonfinite_blocks, (unsigned long long)r->excluded,
+               (unsigned long long)r->nonfinite_output);
+}
+
+int main(int argc, char **argv)
+{
+    cli_init("fp4-decompose");
+    const char *fmt_s = NULL, *profile = NULL, *rule_s = NULL, *by_s = NULL, *dz_s = NULL;
+    const char *sites = NULL, *steps_s = NULL, *sides = NULL, *outpath = NULL;
+    bool json = false, csv = false;
+    size_t chunk = 0;
+    static const struct option lo[] = {
+        {"format", required_argument, NULL, 'f'},
+        {"profile", required_argument, NULL, 'p'},
+        {"output", required_argument, NULL, 'o'},
+        {"scale-rule", required_argument, NULL, OPT_SCALE_RULE},
+        {"by", required_argument, NULL, OPT_BY},
+        {"dz-tie", required_argument, NULL, OPT_DZTIE},
+        {"sites", required_argument, NULL, OPT_SITES},
+        {"steps", required_argument, NULL, OPT_STEPS},
+        {"sides", required_argument, NULL, OPT_SIDES},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"csv", no_argument, NULL, OPT_CSV},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"chunk", required_argument, NULL, OPT_CHUNK},
+        {"help", no_argument, NULL, OPT_HELP},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {NULL, 0, NULL, 0}};
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":f:p:o:", lo, NULL)) != -1) {
+        switch (c) {
+        case 'f': fmt_s = optarg; break;
+        case 'p': profile = optarg; break;
+        case 'o': outpath = optarg; break;
+        case OPT_SCALE_RULE: rule_s = optarg; break;
+        case OPT_BY: by_s = optarg; break;
+        case OPT_DZTIE: dz_s = optarg; break;
+        case OPT_SITES: sites = optarg; break;
+        case OPT_STEPS: steps_s = optarg; break;
+        case OPT_SIDES: sides = optarg; break;
+        case OPT_JSON: json = true; break;
+        case OPT_CSV: csv = true; break;
+        case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 256)); break;
+        case OPT_CHUNK: chunk = (size_t)cli_parse_int("--chunk", optarg, 1, (long long)1 << 40); break;
+        case OPT_HELP: usage_text(); return 0;
+        case OPT_VERSION: cli_version(); return 0;
+        case ':': cli_usage("option '%s' needs a value", argv[optind - 1]);
+        default: cli_usage("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (json && csv) cli_usage("--json and --csv exclude each other");
+    if (optind >= argc) cli_usage("no INPUT given");
+
+    fp4s_format fmt = FP4S_MXFP4;
+    if (fmt_s && fp4s_format_parse(fmt_s, &fmt)) cli_usage("-f: %s", fp4s_last_error());
+    if (fmt != FP4S_MXFP4 && fmt != FP4S_NVFP4) cli_usage("-f: the decomposition is defined for mxfp4 and nvfp4");
+    fp4s_spec spec;
+    if (!profile) profile = fp4s_default_profile(fmt);
+    int rc = fp4s_spec_profile(&spec, fmt, profile);
+    if (rc) cli_usage("-p: %s", *fp4s_last_error() ? fp4s_last_error() : fp4s_strerror(rc));
+    if (rule_s) {
+        if (fmt != FP4S_MXFP4) cli_usage("--scale-rule applies to mxfp4 only");
+        if (fp4s_mx_rule_parse(rule_s, &spec.mx_rule)) cli_usage("--scale-rule: %s", fp4s_last_error());
+    }
+    if ((rc = fp4s_spec_check(&spec))) cli_usage("%s", fp4s_last_error());
+    fp4s_decomp_opts opts;
+    fp4s_decomp_opts_defaults(&opts);
+    if (by_s && fp4s_group_parse(by_s, &opts.by)) cli_usage("--by: %s", fp4s_last_error());
+    if (dz_s && fp4s_dz_tie_parse(dz_s, &opts.dz_tie)) cli_usage("--dz-tie: %s", fp4s_last_error());
+    if (chunk) opts.chunk_elems = chunk;
+    long long *steps = NULL;
+    size_t nsteps = 0;
+    if (steps_s) steps = cli_parse_int_list("--steps", steps_s, &nsteps);
+    if (sides) {
+        for (const char *p = sides; *p; p++)
+            if (!strchr("abcdefghijklmnopqrstuvwxyz,", *p)) cli_usage("--sides: expected a list like trainer,rollout");
+    }
+    bool capture_mode = sites || steps_s || sides;
+
+    /* collect the inputs */
+    size_t cap = 16, n = 0;
+    item *items = calloc(cap, sizeof *items);
+    if (!items) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    for (int a = optind; a < argc; a++) {
+        if (!capture_mode) {
+            if (n == cap) {
+                cap *= 2;
+                items = realloc(items, cap * sizeof *items);
+                if (!items) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+            }
+            char *fp = file_part(argv[a]);
+            items[n] = (item){xstrdup(argv[a]), xstrdup(argv[a]), -1, NULL, NULL,
+                              fp4s_decomp_file_synthetic(fp), 0, 0, NULL};
+            free(fp);
+            n++;
+            continue;
+        }
+        fp4s_capture_entry *ents = NULL;
+        size_t ne = 0;
+        rc = fp4s_capture_list(argv[a], &ents, &ne);
+        if (rc) exit(cli_report(rc));
+        bool syn = fp4s_decomp_file_synthetic(argv[a]);
+        for (size_t i = 0; i < ne; i++) {
+            const fp4s_capture_entry *e = &ents[i];
+            if (!strcmp(e->site, "logprobs")) continue;
+            if (sites && !fp4s_site_match(sites, e->site)) continue;
+            if (!step_wanted(steps, nsteps, e->step)) continue;
+            if (!side_wanted(sides, e->side)) continue;
+            if (n == cap) {
+                cap *= 2;
+                items = realloc(items, cap * sizeof *items);
+                if (!items) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+            }
+            size_t need = fp4s_capture_entry_spec(argv[a], e, NULL, 0);
+            char *sp = malloc(need + 1);
+            if (!sp) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+            fp4s_capture_entry_spec(argv[a], e, sp, need + 1);
+            items[n] = (item){sp, xstrdup(sp), e->step, xstrdup(e->site), xstrdup(e->side), syn, 0, 0, NULL};
+            n++;
+        }
+        free(ents);
+    }
+    if (n == 0)
+        cli_die(FP4S_EXIT_INPUT, "empty selection: no dataset matches%s%s%s%s%s%s",
+                sites ? " --sites " : "", sites ? sites : "", steps_s ? " --steps " : "",
+                steps_s ? steps_s : "", sides ? " --sides " : "", sides ? sides : "");
+
+    /* decompose */
+    fp4s_decomp *roll = NULL;
+    fp4s_decomp_opts ropts = opts;
+    ropts.by = FP4S_GROUP_TENSOR;
+    if ((rc = fp4s_decomp_open(&spec, NULL, &ropts, 0, 0, &roll))) exit(cli_report(rc));
+    for (size_t i = 0; i < n; i++) {
+        rc = fp4s_decomp_source(&spec, &opts, items[i].source, &items[i].acc);
+        if (rc) exit(cli_report(rc));
+        items[i].rows = fp4s_decomp_rows(items[i].acc);
+        items[i].cols = fp4s_decomp_cols(items[i].acc);
+        if ((rc = fp4s_decomp_merge(roll, items[i].acc))) exit(cli_report(rc));
+    }
+
+    if (outpath) {
+        fp4s_decomp_item *di = calloc(n, sizeof *di);
+        if (!di) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+        for (size_t i = 0; i < n; i++)
+            di[i] = (fp4s_decomp_item){items[i].label, items[i].step, items[i].site, items[i].side,
+                                       items[i].synthetic, items[i].acc};
+        rc = fp4s_decomp_write_h5(outpath, &spec, di, n, roll);
+        free(di);
+        if (rc) exit(cli_report(rc));
+    }
+
+    fp4s_decomp_result rr;
+    fp4s_decomp_summary(roll, &rr);
+    int status = 0;
+    if (json) {
+        json_t *root = json_object();
+        json_object_set_new(root, "tool", json_string("fp4-decompose"));
+        json_object_set_new(root, "format", json_string(fp4s_format_name(spec.format)));
+        json_object_set_new(root, "profile", json_string(spec.profile));
+        json_object_set_new(root, "by", json_string(fp4s_group_name(opts.by)));
+        if (spec.format == FP4S_MXFP4)
+            json_object_set_new(root, "scale_rule", json_string(fp4s_mx_rule_name(spec.mx_rule)));
+        json_object_set_new(root, "dz_tie", json_string(fp4s_dz_tie_name(opts.dz_tie)));
+        char desc[512];
+        fp4s_spec_describe(&spec, desc, sizeof desc);
+        json_object_set_new(root, "spec", json_string(desc));
+        json_t *ins = json_array();
+        for (size_t i = 0; i < n; i++) {
+            const item *it = &items[i];
+            json_t *o = json_object();
+            json_object_set_new(o, "source", json_string(it->label));
+            json_object_set_new(o, "step", it->step >= 0 ? json_integer(it->step) : json_null());
+            json_object_set_new(o, "site", it->site ? json_string(it->site) : json_null());
+            json_object_set_new(o, "side", it->side ? json_string(it->side) : json_null());
+            json_object_set_new(o, "synthetic", json_boolean(it->synthetic));
+            json_object_set_new(o, "rows", json_integer((json_int_t)it->rows));
+            json_object_set_new(o, "cols", json_integer((json_int_t)it->cols));
+            fp4s_decomp_result r;
+            fp4s_decomp_summary(it->acc, &r);
+            json_object_set_new(o, "summary", result_json(&r, json_object()));
+            json_t *h = json_object();
+            json_object_set_new(h, "delta", hist_json(it->acc, FP4S_HIST_DELTA));
+            json_object_set_new(h, "error", hist_json(it->acc, FP4S_HIST_ERROR));
+            json_object_set_new(o, "histograms", h);
+            if (opts.by != FP4S_GROUP_TENSOR) {
+                json_t *gs = json_array();
+                size_t ng = fp4s_decomp_ngroups(it->acc);
+                for (size_t g = 0; g < ng; g++) {
+                    fp4s_decomp_group(it->acc, g, &r);
+                    json_t *go = json_object();
+                    json_object_set_new(go, "index", json_integer((json_int_t)g));
+                    if (opts.by == FP4S_GROUP_BLOCK) {
+                        size_t nb = it->cols / spec.block;
+                        json_object_set_new(go, "row", json_integer((json_int_t)(g / nb)));
+                        json_object_set_new(go, "block", json_integer((json_int_t)(g % nb)));
+                    }
+                    json_array_append_new(gs, result_json(&r, go));
+                }
+                json_object_set_new(o, "groups", gs);
+            }
+            json_array_append_new(ins, o);
+        }
+        json_object_set_new(root, "inputs", ins);
+        json_object_set_new(root, "rollup", result_json(&rr, json_object()));
+        status = cli_json_print(root);
+    } else if (csv) {
+        printf("kind,input,source,step,site,side,group");
+        size_t nf;
+        const fp4s_decomp_field *f = fp4s_decomp_fields(&nf);
+        for (size_t i = 0; i < nf; i++) printf(",%s", f[i].name);
+        putchar('\n');
+        for (size_t i = 0; i < n; i++) {
+            fp4s_decomp_result r;
+            fp4s_decomp_summary(items[i].acc, &r);
+            csv_row("input", (long long)i, &items[i], -1, &r);
+            size_t ng = fp4s_decomp_ngroups(items[i].acc);
+            for (size_t g = 0; g < ng; g++) {
+                fp4s_decomp_group(items[i].acc, g, &r);
+                csv_row("group", (long long)i, &items[i], (long long)g, &r);
+            }
+        }
+        csv_row("rollup", -1, NULL, -1, &rr);
+        if (fflush(stdout) != 0) status = FP4S_EXIT_OUTPUT;
+    } else {
+        char desc[512];
+        fp4s_spec_describe(&spec, desc, sizeof desc);
+        printf("quantizer: %s\n", desc);
+        printf("dead-zone tie at |x/s*| = 0.25: %s\n", fp4s_dz_tie_name(opts.dz_tie));
+        for (size_t i = 0; i < n; i++) {
+            const item *it = &items[i];
+            fp4s_decomp_result r;
+            fp4s_decomp_summary(it->acc, &r);
+            printf("\n[%zu] %s  [%zu x %zu]%s\n", i, it->label, it->rows, it->cols,
+                   it->synthetic ? "  (synthetic capture)" : "");
+            human_result(&r, true);
+            size_t ng = fp4s_decomp_ngroups(it->acc);
+            if (ng) {
+                printf("  %s groups:\n  %8s %10s %11s %9s %9s %9s %9s %9s\n", fp4s_group_name(opts.by),
+                       "index", "n", "rel.error", "scale", "deadzone", "grid", "cos", "dz frac");
+                for (size_t g = 0; g < ng; g++) {
+                    fp4s_decomp_group(it->acc, g, &r);
+                    char re[32], s1[32], s2[32], s3[32], co[32], dz[32];
+                    num(re, 32, r.relative_error, "%11.4g");
+                    pct(s1, 32, r.ratio_scale);
+                    pct(s2, 32, r.ratio_deadzone);
+                    pct(s3, 32, r.ratio_grid);
+                    num(co, 32, r.cos_scale_grid, "%9.4f");
+                    pct(dz, 32, r.deadzone_fraction);
+                    printf("  %8zu %10llu %11s %9s %9s %9s %9s %9s\n", g, (unsigned long long)r.n, re, s1, s2,
+                           s3, co, dz);
+                }
+            }
+        }
+        if (n > 1) {
+            printf("\nroll-up over %zu inputs\n", n);
+            human_result(&rr, true);
+        }
+        if (fflush(stdout) != 0) status = FP4S_EXIT_OUTPUT;
+    }
+    for (size_t i = 0; i < n; i++) {
+        fp4s_decomp_close(&items[i].acc);
+        free(items[i].source);
+        free(items[i].label);
+        free(items[i].site);
+        free(items[i].side);
+    }
+    free(items);
+    free(steps);
+    fp4s_decomp_close(&roll);
+    return status;
+}
