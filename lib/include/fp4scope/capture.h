@@ -14,9 +14,29 @@
  * <step> is a decimal integer, <site> a module path (dots, no slashes), e.g.
  * layers.3.mlp.experts.7.down_proj.
  *
+ * Datasets are stored as float32, float16 (HDF5 IEEE half) or BF16 (uint16
+ * with attribute dtype = "bfloat16"), exactly as they were put: nothing is
+ * converted. Activations and weights are chunked and extendible along rows;
+ * log-prob fields are 1-D and extendible.
+ *
  * Thread-safety and ownership: a fp4s_capture handle belongs to one thread at
- * a time (HDF5 serial builds are not thread-safe). One writer per file; ranks
- * write one file each and `fp4-capture merge` joins them. */
+ * a time (HDF5 serial builds are not thread-safe: do not call any fp4s
+ * function that opens an HDF5 file from two threads at once). One writer per
+ * file: a second writer on the same file fails (HDF5 file locking) with
+ * FP4S_EOPEN. Ranks write one file each and `fp4-capture merge` joins them.
+ * Every pointer passed to a put function stays owned by the caller and is not
+ * kept after the call returns.
+ *
+ * Crash safety (HDF5 1.10): the writer keeps all HDF5 metadata in memory
+ * between flushes (metadata cache evictions off) and never reuses file space
+ * (file-space strategy "none"), so the bytes on disk describe exactly the state
+ * of the last fp4s_capture_flush() until the next one. A writer killed at any
+ * point outside a flush (SIGKILL, OOM, a crashed rank) leaves a file that
+ * opens and holds every step flushed before, bit for bit; what was put after
+ * the last flush is lost. A kill during a flush itself may lose the steps of
+ * that flush (not earlier ones: tests/capture/test_crash checks both). The
+ * root attribute writer_state is "open" until fp4s_capture_close(); readers
+ * report such a file as interrupted (fp4s_capture_info). */
 #ifndef FP4SCOPE_CAPTURE_H
 #define FP4SCOPE_CAPTURE_H
 
@@ -41,7 +61,9 @@ typedef struct fp4s_capture_entry {
 
 /* List every dataset of a capture file, sorted by (step, site, side). Checks
  * the schema attribute and refuses a newer major version (FP4S_EVERSION). The
- * caller frees *entries with free(). */
+ * caller frees *entries with free(). In an interrupted file (see below) links
+ * left dangling by a writer killed while committing a flush are skipped, not
+ * errors; fp4s_capture_info_read reports how many. */
 FP4S_API int fp4s_capture_list(const char *file, fp4s_capture_entry **entries, size_t *n);
 
 /* Source spec string ("file.h5:/steps/3/site/rollout") for an entry, for
@@ -51,6 +73,154 @@ FP4S_API size_t fp4s_capture_entry_spec(const char *file, const fp4s_capture_ent
 
 /* Glob match of a site name (fnmatch(3) rules, '*' matches dots too). */
 FP4S_API bool fp4s_site_match(const char *pattern, const char *site);
+
+/* ---- file information ---------------------------------------------------------- */
+typedef struct fp4s_capture_info {
+    char schema[64];        /* root attribute fp4scope_schema */
+    int major, minor;       /* parsed from it ("fp4scope-capture/1" is 1.0) */
+    char producer[128];     /* root attribute producer ("" if absent) */
+    char created[64];       /* root attribute created, ISO 8601 UTC ("" if absent) */
+    bool synthetic;         /* root attribute synthetic = 1 (fp4-capture synth) */
+    bool interrupted;       /* writer_state is "open": the writer did not close it
+                               (killed, or still running); only flushed steps are there */
+    size_t nsteps;          /* number of /steps/<step> groups */
+    size_t skipped;         /* interrupted files only: unreadable objects that the
+                               listing skipped (the commit the writer was killed in) */
+    int64_t first_step, last_step; /* -1 when there are none */
+} fp4s_capture_info;
+
+/* Read the root attributes of a capture. Errors: FP4S_EOPEN (missing,
+ * unreadable, locked by a running writer), FP4S_EFORMAT (not HDF5, truncated,
+ * missing or malformed fp4scope_schema), FP4S_EVERSION (newer major version). */
+FP4S_API int fp4s_capture_info_read(const char *file, fp4s_capture_info *info);
+
+/* Find the trainer and rollout entries of (step, site). FP4S_ENOTFOUND names
+ * the missing step, site or side; FP4S_ESHAPE when the two shapes differ.
+ * Either output pointer may be NULL. */
+FP4S_API int fp4s_capture_pair(const char *file, int64_t step, const char *site,
+                               fp4s_capture_entry *trainer, fp4s_capture_entry *rollout);
+
+/* Check a whole capture: trainer/rollout shapes equal per (step, site), weight
+ * K equal to the activation K, log-prob fields of one length per step, site
+ * names well-formed. Returns 0 or the first problem (FP4S_ESHAPE/EFORMAT). */
+FP4S_API int fp4s_capture_verify(const char *file);
+
+/* ---- writer ---------------------------------------------------------------------- */
+typedef struct fp4s_capture fp4s_capture;
+
+#define FP4S_CAPTURE_CONST_STEP (-1) /* step for weights that do not change: /weights/<site> */
+
+typedef struct fp4s_capture_opts {
+    int gzip;              /* 0 = no compression (default), 1..9 = deflate level */
+    bool shuffle;          /* byte shuffle before deflate (default true; only with gzip) */
+    size_t chunk_rows;     /* rows per chunk of new datasets; 0 = about 1 MiB (default) */
+    const char *producer;  /* root attribute on create; NULL = "libfp4scope <version>" */
+    bool overwrite;        /* create: replace an existing file (default false) */
+} fp4s_capture_opts;
+
+FP4S_API void fp4s_capture_opts_defaults(fp4s_capture_opts *o);
+
+/* Create a new capture at `path` (written in place, not through a temporary,
+ * so that flushed steps survive a crash). Fails with FP4S_EWRITE if the file
+ * exists and !o->overwrite. o may be NULL for the defaults. */
+FP4S_API int fp4s_capture_create(const char *path, const fp4s_capture_opts *o, fp4s_capture **out);
+
+/* Open an existing capture to append (new steps, sites, or rows of existing
+ * datasets). Checks the schema like the readers. Compression and chunking of
+ * datasets that exist are kept; o applies to new ones. */
+FP4S_API int fp4s_capture_open_append(const char *path, const fp4s_capture_opts *o, fp4s_capture **out);
+
+/* Optional attributes of an activation or weight dataset, written when the
+ * dataset is created (ignored when rows are appended to an existing one). */
+typedef struct fp4s_capture_meta {
+    int64_t token_offset;  /* index of the first row in the step's token stream; -1 = none (default) */
+    int64_t layer;         /* -2 = parse "layers.<n>" from the site (default), -1 = none */
+    int64_t expert;        /* -2 = parse "experts.<n>" from the site (default), -1 = none */
+} fp4s_capture_meta;
+
+FP4S_API void fp4s_capture_meta_defaults(fp4s_capture_meta *m);
+
+/* Append rows [rows, cols] (row stride ld elements, ld >= cols) of dtype dt
+ * (FP4S_DT_F32, FP4S_DT_F16 or FP4S_DT_BF16, stored as given, bit for bit) to
+ * /steps/<step>/<site>/<side> (side "trainer", "rollout" or "weight"), or to
+ * /weights/<site> when step is FP4S_CAPTURE_CONST_STEP and side is "weight".
+ * The dataset is created on first use; later puts must have the same cols
+ * (FP4S_ESHAPE) and dtype (FP4S_EDTYPE). Putting a side whose sibling side
+ * already has a different cols fails with FP4S_ESHAPE. meta may be NULL. */
+FP4S_API int fp4s_capture_put(fp4s_capture *c, int64_t step, const char *site, const char *side,
+                              fp4s_dtype dt, const void *data, size_t rows, size_t cols,
+                              size_t ld, const fp4s_capture_meta *meta);
+
+/* Append n per-token log-probs of one step: trainer and rollout (float32) and
+ * seq (int64) are required; pos (int64) and mask (uint8) may be NULL, but
+ * every block of a step must give the same set of fields (FP4S_EINVAL). */
+FP4S_API int fp4s_capture_put_logprobs(fp4s_capture *c, int64_t step, const float *trainer,
+                                       const float *rollout, const int64_t *seq,
+                                       const int64_t *pos, const uint8_t *mask, size_t n);
+
+/* Attributes on the root ("/" or NULL) or any group/dataset path of the file
+ * that exists ("/steps/3/layers.0.mlp/trainer"). The writer owns the root
+ * attributes fp4scope_schema, producer, created and writer_state. */
+FP4S_API int fp4s_capture_attr_str(fp4s_capture *c, const char *obj, const char *name, const char *value);
+FP4S_API int fp4s_capture_attr_f64(fp4s_capture *c, const char *obj, const char *name, double value);
+FP4S_API int fp4s_capture_attr_i64(fp4s_capture *c, const char *obj, const char *name, int64_t value);
+
+/* Make everything put so far durable (H5Fflush + fsync). Call at each step
+ * boundary: it is the crash-safety point described at the top. */
+FP4S_API int fp4s_capture_flush(fp4s_capture *c);
+
+/* Mark the file closed (writer_state = "closed"), flush and close. Returns the
+ * first error of the final flush; *c is NULL afterwards either way. NULL ok. */
+FP4S_API int fp4s_capture_close(fp4s_capture **c);
+
+/* ---- merge --------------------------------------------------------------------- */
+/* Join captures into a new file `out` (written in place; callers that want
+ * atomic output pass a temporary path). A dataset present in several inputs
+ * must be identical (same dtype, shape and bytes) or the merge fails with
+ * FP4S_EDUP naming both files and the path. Root attributes come from the
+ * first input that has them; synthetic is set if any input is synthetic, and
+ * merged_from lists the inputs. */
+FP4S_API int fp4s_capture_merge(const char *const *inputs, size_t n, const char *out,
+                                const fp4s_capture_opts *o);
+
+/* ---- synthetic captures -------------------------------------------------------- */
+/* Parameters of fp4-capture synth (every one is stored as a root attribute
+ * "synth_<name>", with synthetic = 1 and producer "fp4-capture synth"). */
+typedef struct fp4s_synth_opts {
+    uint64_t seed;         /* 1 */
+    int steps;             /* 8: steps with log-probs */
+    int act_every;         /* 4: activations at steps 0, act_every, 2*act_every, ... */
+    int layers;            /* 2 */
+    int experts;           /* 4 (0 = dense MLP only) */
+    int top_k;             /* 2 experts per token */
+    double route_skew;     /* 1.0: Zipf exponent of expert popularity (uneven tokens per expert) */
+    int tokens;            /* 128 tokens per step */
+    int hidden;            /* 256 = K of every site */
+    int out_features;      /* 128 = N of the weights */
+    double scale_sigma;    /* 1.0: per-channel scales exp(N(0, sigma^2)) */
+    int hot_channels;      /* 4 persistent hot channels per layer */
+    double hot_factor;     /* 40: their scale multiplier */
+    double tail_df;        /* 4: Student-t degrees of freedom of the elements (0 = Gaussian) */
+    double drift;          /* 0.02: per-step log-scale random walk */
+    double kernel_noise;   /* 2^-9: relative fp32 perturbation before the rollout's BF16 rounding */
+    bool bf16;             /* true: store BF16 (two BF16 engines); false: float32 */
+    bool weights_per_step; /* false: weights once under /weights/<site> */
+    int seqs;              /* 8 sequences per step */
+    int seq_len;           /* 32 tokens per sequence */
+    double lp_mismatch;    /* 0.002: std of rollout - trainer log-prob before the onset */
+    int onset_step;        /* 5: first step whose mismatch grows (-1 = never) */
+    double lp_growth;      /* 2.0: mismatch multiplied by this each step from the onset */
+    int gzip;              /* 4: deflate level of the output (0 = none) */
+} fp4s_synth_opts;
+
+FP4S_API void fp4s_synth_opts_defaults(fp4s_synth_opts *o);
+
+/* Name of the random generator in use: "gsl_rng_mt19937" when built with GSL,
+ * else "fp4s-xoshiro256ss" (same seed, different stream). */
+FP4S_API const char *fp4s_synth_rng_name(void);
+
+/* Write a synthetic capture to `path` (created or overwritten). */
+FP4S_API int fp4s_capture_synth(const char *path, const fp4s_synth_opts *o);
 
 #ifdef __cplusplus
 }

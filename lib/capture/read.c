@@ -1,0 +1,442 @@
+/* The read side of captures: listing, info, (step, site) pairs, verification. */
+#include "h5util.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool fp4s_site_match(const char *pattern, const char *site)
+{
+    if (!pattern || !site) return false;
+    return fnmatch(pattern, site, 0) == 0;
+}
+
+size_t fp4s_capture_entry_spec(const char *file, const fp4s_capture_entry *e, char *buf, size_t n)
+{
+    int len = snprintf(buf, n, "%s:%s", file, e->path);
+    return len < 0 ? 0 : (size_t)len;
+}
+
+/* ---- listing ---------------------------------------------------------------- */
+typedef struct list_ctx {
+    const char *file;
+    hid_t f;
+    fp4s_capture_entry *v;
+    size_t n, cap;
+    int rc;
+    /* current position while iterating */
+    int64_t step;
+    const char *site;
+    char prefix[512];
+    fp4s_capture_info *info;
+    bool tolerant;         /* interrupted file: skip unreadable objects */
+    size_t skipped;
+} list_ctx;
+
+static int side_rank(const char *site, const char *side)
+{
+    static const char *act[] = {"trainer", "rollout", "weight"};
+    static const char *lp[] = {"trainer", "rollout", "seq", "pos", "mask"};
+    const char **t = strcmp(site, "logprobs") == 0 ? lp : act;
+    int m = strcmp(site, "logprobs") == 0 ? 5 : 3;
+    for (int i = 0; i < m; i++)
+        if (strcmp(t[i], side) == 0) return i;
+    return m;
+}
+
+static int entry_cmp(const void *pa, const void *pb)
+{
+    const fp4s_capture_entry *a = pa, *b = pb;
+    if (a->step != b->step) return a->step < b->step ? -1 : 1;
+    int la = strcmp(a->site, "logprobs") == 0, lb = strcmp(b->site, "logprobs") == 0;
+    if (la != lb) return la - lb; /* log-probs after the sites of a step */
+    int c = cap_natcmp(a->site, b->site);
+    if (c) return c;
+    int ra = side_rank(a->site, a->side), rb = side_rank(b->site, b->side);
+    if (ra != rb) return ra - rb;
+    return strcmp(a->side, b->side);
+}
+
+static int add_dataset_at(list_ctx *c, const char *site, const char *side, const char *path)
+{
+    if (c->n == c->cap) {
+        size_t nc = c->cap ? c->cap * 2 : 256;
+        fp4s_capture_entry *nv = realloc(c->v, nc * sizeof *nv);
+        if (!nv) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory listing datasets", c->file);
+        c->v = nv;
+        c->cap = nc;
+    }
+    fp4s_capture_entry *e = &c->v[c->n];
+    memset(e, 0, sizeof *e);
+    e->step = c->step;
+    if (strlen(site) >= sizeof e->site || strlen(side) >= sizeof e->side ||
+        strlen(path) >= sizeof e->path)
+        return fp4s_error_set(FP4S_EFORMAT, "%s: %s: name too long", c->file, path);
+    strcpy(e->site, site);
+    strcpy(e->side, side);
+    strcpy(e->path, path);
+    hid_t d = H5Dopen2(c->f, e->path, H5P_DEFAULT);
+    if (d < 0 && c->tolerant) {
+        c->skipped++;
+        return 0;
+    }
+    if (d < 0)
+        return fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot open dataset: %s", c->file, e->path,
+                              cap_h5_msg());
+    int rc = cap_dset_dtype(d, &e->dtype);
+    if (rc) {
+        H5Dclose(d);
+        return fp4s_error_set(FP4S_EFORMAT, "%s: %s: unsupported element type (expected float32, "
+                              "float16, bfloat16 as uint16, uint8 or int64)", c->file, e->path);
+    }
+    hid_t sp = H5Dget_space(d);
+    int rank = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+    hsize_t dims[2] = {0, 0};
+    if (rank == 1 || rank == 2) H5Sget_simple_extent_dims(sp, dims, NULL);
+    if (sp >= 0) H5Sclose(sp);
+    H5Dclose(d);
+    if (rank == 1) {
+        e->rows = 1;
+        e->cols = (size_t)dims[0];
+    } else if (rank == 2) {
+        e->rows = (size_t)dims[0];
+        e->cols = (size_t)dims[1];
+    } else {
+        return fp4s_error_set(FP4S_EFORMAT, "%s: %s: expected a 1-D or 2-D dataset, found rank %d",
+                              c->file, e->path, rank);
+    }
+    c->n++;
+    return 0;
+}
+
+static int add_dataset(list_ctx *c, const char *side)
+{
+    char path[600];
+    int pl = snprintf(path, sizeof path, "%s/%s", c->prefix, side);
+    if (pl < 0 || (size_t)pl >= sizeof path)
+        return fp4s_error_set(FP4S_EFORMAT, "%s: %s/%s: path too long", c->file, c->prefix, side);
+    return add_dataset_at(c, c->site, side, path);
+}
+
+/* Iterate the children of the group at c->prefix; for each dataset call
+ * add_dataset, for each group call `sub` (may be NULL: groups are an error). */
+typedef int (*child_fn)(list_ctx *c, const char *name, H5O_type_t type);
+
+typedef struct iter_arg {
+    list_ctx *c;
+    child_fn fn;
+} iter_arg;
+
+static herr_t iter_cb(hid_t g, const char *name, const H5L_info_t *li, void *op)
+{
+    iter_arg *ia = op;
+    (void)li;
+    /* Object type only (H5O_INFO_BASIC: no attribute or header statistics). */
+    H5O_type_t type;
+#if H5_VERSION_GE(1, 12, 0)
+    H5O_info2_t oi;
+    herr_t r = H5Oget_info_by_name3(g, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT);
+#elif H5_VERSION_GE(1, 10, 3)
+    H5O_info_t oi;
+    herr_t r = H5Oget_info_by_name2(g, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT);
+#else
+    H5O_info_t oi;
+    herr_t r = H5Oget_info_by_name(g, name, &oi, H5P_DEFAULT);
+#endif
+    if (r < 0 && ia->c->tolerant) {
+        ia->c->skipped++;
+        return 0;
+    }
+    if (r < 0) {
+        ia->c->rc = fp4s_error_set(FP4S_EFORMAT, "%s: %s/%s: cannot read object: %s", ia->c->file,
+                                   ia->c->prefix, name, cap_h5_msg());
+        return -1;
+    }
+    type = oi.type;
+    int rc = ia->fn(ia->c, name, type);
+    if (rc) {
+        ia->c->rc = rc;
+        return -1;
+    }
+    return 0;
+}
+
+static int iterate(list_ctx *c, child_fn fn)
+{
+    hid_t g = H5Gopen2(c->f, c->prefix, H5P_DEFAULT);
+    if (g < 0 && c->tolerant) {
+        c->skipped++;
+        return 0;
+    }
+    if (g < 0)
+        return fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot open group: %s", c->file, c->prefix,
+                              cap_h5_msg());
+    iter_arg ia = {c, fn};
+    hsize_t idx = 0;
+    c->rc = 0;
+    herr_t r = H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, iter_cb, &ia);
+    H5Gclose(g);
+    if (c->rc) return c->rc;
+    if (r < 0 && c->tolerant) {
+        c->skipped++;
+        return 0;
+    }
+    if (r < 0)
+        return fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot list group: %s", c->file, c->prefix,
+                              cap_h5_msg());
+    return 0;
+}
+
+static int side_child(list_ctx *c, const char *name, H5O_type_t type)
+{
+    if (type != H5O_TYPE_DATASET) return 0; /* unknown groups inside a site are ignored */
+    return add_dataset(c, name);
+}
+
+static int site_child(list_ctx *c, const char *name, H5O_type_t type)
+{
+    if (type != H5O_TYPE_GROUP)
+        return fp4s_error_set(FP4S_EFORMAT, "%s: %s/%s: expected a site group, found a dataset",
+                              c->file, c->prefix, name);
+    size_t pl = strlen(c->prefix);
+    int w = snprintf(c->prefix + pl, sizeof c->prefix - pl, "/%s", name);
+    if (w < 0 || (size_t)w >= sizeof c->prefix - pl)
+        return fp4s_error_set(FP4S_EFORMAT, "%s: %s/%s: path too long", c->file, c->prefix, name);
+    const char *old = c->site;
+    c->site = name;
+    int rc = iterate(c, side_child);
+    c->site = old;
+    c->prefix[pl] = '\0';
+    return rc;
+}
+
+static int parse_step(const char *name, int64_t *out)
+{
+    if (!name[0] || strlen(name) > 18) return -1;
+    for (const char *p = name; *p; p++)
+        if (*p < '0' || *p > '9') return -1;
+    if (name[0] == '0' && name[1]) return -1;
+    *out = (int64_t)strtoll(name, NULL, 10);
+    return 0;
+}
+
+static int step_child(list_ctx *c, const char *name, H5O_type_t type)
+{
+    int64_t st;
+    if ((parse_step(name, &st) || type != H5O_TYPE_GROUP) && c->tolerant) {
+        c->skipped++;
+        return 0;
+    }
+    if (parse_step(name, &st) || type != H5O_TYPE_GROUP)
+        return fp4s_error_set(FP4S_EFORMAT, "%s: /steps/%s: step groups must be named by a "
+                              "decimal integer", c->file, name);
+    if (c->info) {
+        if (c->info->nsteps == 0 || st < c->info->first_step) c->info->first_step = st;
+        if (c->info->nsteps == 0 || st > c->info->last_step) c->info->last_step = st;
+        c->info->nsteps++;
+    }
+    c->step = st;
+    snprintf(c->prefix, sizeof c->prefix, "/steps/%s", name);
+    return iterate(c, site_child);
+}
+
+static int list_open(const char *file, hid_t f, fp4s_capture_info *info, fp4s_capture_entry **entries,
+                     size_t *n)
+{
+    list_ctx c;
+    memset(&c, 0, sizeof c);
+    c.file = file;
+    c.f = f;
+    c.info = info;
+    c.tolerant = info->interrupted;
+    int rc = 0;
+    if (cap_path_exists(f, "/weights")) {
+        c.step = FP4S_CAPTURE_CONST_STEP;
+        strcpy(c.prefix, "/weights");
+        /* /weights/<site> is a dataset directly */
+        hid_t g = H5Gopen2(f, "/weights", H5P_DEFAULT);
+        if (g < 0) {
+            rc = fp4s_error_set(FP4S_EFORMAT, "%s: /weights: expected a group", file);
+            goto out;
+        }
+        H5G_info_t gi;
+        if (H5Gget_info(g, &gi) < 0) {
+            H5Gclose(g);
+            rc = fp4s_error_set(FP4S_EFORMAT, "%s: /weights: cannot list", file);
+            goto out;
+        }
+        char name[256];
+        for (hsize_t i = 0; i < gi.nlinks && !rc; i++) {
+            ssize_t l = H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_NATIVE, i, name,
+                                           sizeof name, H5P_DEFAULT);
+            if (l < 0 || (size_t)l >= sizeof name) {
+                rc = fp4s_error_set(FP4S_EFORMAT, "%s: /weights: bad link name", file);
+                break;
+            }
+            char path[600];
+            snprintf(path, sizeof path, "/weights/%s", name);
+            rc = add_dataset_at(&c, name, "weight", path);
+        }
+        H5Gclose(g);
+        if (rc) goto out;
+    }
+    if (cap_path_exists(f, "/steps")) {
+        strcpy(c.prefix, "/steps");
+        rc = iterate(&c, step_child);
+        if (rc) goto out;
+    }
+    /* logprob groups were listed as site "logprobs": nothing more to do */
+    qsort(c.v, c.n, sizeof *c.v, entry_cmp);
+    info->skipped = c.skipped;
+    *entries = c.v;
+    *n = c.n;
+    return 0;
+out:
+    free(c.v);
+    return rc;
+}
+
+int fp4s_capture_list(const char *file, fp4s_capture_entry **entries, size_t *n)
+{
+    *entries = NULL;
+    *n = 0;
+    cap_quiet q;
+    cap_quiet_begin(&q);
+    hid_t f;
+    fp4s_capture_info info;
+    int rc = cap_open_read(file, &f, &info);
+    if (!rc) {
+        info.nsteps = 0;
+        rc = list_open(file, f, &info, entries, n);
+        H5Fclose(f);
+    }
+    cap_quiet_end(&q);
+    return rc;
+}
+
+int fp4s_capture_info_read(const char *file, fp4s_capture_info *info)
+{
+    cap_quiet q;
+    cap_quiet_begin(&q);
+    hid_t f;
+    int rc = cap_open_read(file, &f, info);
+    if (!rc) {
+        fp4s_capture_entry *v = NULL;
+        size_t n = 0;
+        info->nsteps = 0;
+        info->first_step = info->last_step = -1;
+        rc = list_open(file, f, info, &v, &n);
+        free(v);
+        H5Fclose(f);
+    }
+    cap_quiet_end(&q);
+    return rc;
+}
+
+/* ---- pairs and verification --------------------------------------------------------- */
+static const fp4s_capture_entry *find(const fp4s_capture_entry *v, size_t n, int64_t step,
+                                      const char *site, const char *side)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i].step == step && strcmp(v[i].site, site) == 0 && strcmp(v[i].side, side) == 0)
+            return &v[i];
+    return NULL;
+}
+
+static int pair_in(const char *file, const fp4s_capture_entry *v, size_t n, int64_t step,
+                   const char *site, fp4s_capture_entry *tr, fp4s_capture_entry *ro)
+{
+    bool have_step = false, have_site = false;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].step != step) continue;
+        have_step = true;
+        if (strcmp(v[i].site, site) == 0) have_site = true;
+    }
+    if (!have_step) {
+        int64_t lo = -1, hi = -1;
+        size_t ns = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (v[i].step < 0) continue;
+            if (!ns || v[i].step < lo) lo = v[i].step;
+            if (!ns || v[i].step > hi) hi = v[i].step;
+            ns++;
+        }
+        if (!ns)
+            return fp4s_error_set(FP4S_ENOTFOUND, "%s: step %" PRId64 " not found (the capture has "
+                                  "no steps)", file, step);
+        return fp4s_error_set(FP4S_ENOTFOUND, "%s: step %" PRId64 " not found (steps %" PRId64
+                              "..%" PRId64 ")", file, step, lo, hi);
+    }
+    if (!have_site)
+        return fp4s_error_set(FP4S_ENOTFOUND, "%s: step %" PRId64 ": site '%s' not found "
+                              "(fp4-capture ls %s lists the sites)", file, step, site, file);
+    const fp4s_capture_entry *t = find(v, n, step, site, "trainer");
+    const fp4s_capture_entry *r = find(v, n, step, site, "rollout");
+    if (!t || !r)
+        return fp4s_error_set(FP4S_ENOTFOUND, "%s: /steps/%" PRId64 "/%s: no %s side", file, step,
+                              site, !t ? "trainer" : "rollout");
+    if (t->rows != r->rows || t->cols != r->cols)
+        return fp4s_error_set(FP4S_ESHAPE, "%s: /steps/%" PRId64 "/%s: trainer is [%zu, %zu] but "
+                              "rollout is [%zu, %zu]; both sides must hold the same tokens",
+                              file, step, site, t->rows, t->cols, r->rows, r->cols);
+    if (tr) *tr = *t;
+    if (ro) *ro = *r;
+    return 0;
+}
+
+int fp4s_capture_pair(const char *file, int64_t step, const char *site, fp4s_capture_entry *tr,
+                      fp4s_capture_entry *ro)
+{
+    fp4s_capture_entry *v;
+    size_t n;
+    int rc = fp4s_capture_list(file, &v, &n);
+    if (rc) return rc;
+    rc = pair_in(file, v, n, step, site, tr, ro);
+    free(v);
+    return rc;
+}
+
+int fp4s_capture_verify(const char *file)
+{
+    fp4s_capture_entry *v;
+    size_t n;
+    int rc = fp4s_capture_list(file, &v, &n);
+    if (rc) return rc;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const fp4s_capture_entry *e = &v[i];
+        if (strcmp(e->site, "logprobs") == 0) {
+            const fp4s_capture_entry *t = find(v, n, e->step, "logprobs", "trainer");
+            if (!t || !find(v, n, e->step, "logprobs", "rollout") ||
+                !find(v, n, e->step, "logprobs", "seq"))
+                rc = fp4s_error_set(FP4S_EFORMAT, "%s: /steps/%" PRId64 "/logprobs: trainer, "
+                                    "rollout and seq are all required", file, e->step);
+            else if (e->cols != t->cols || e->rows != 1)
+                rc = fp4s_error_set(FP4S_ESHAPE, "%s: %s: length %zu differs from logprobs/trainer "
+                                    "(%zu)", file, e->path, e->cols, t->cols);
+            continue;
+        }
+        if (strchr(e->site, '/') || e->site[0] == '.' || !e->site[0])
+            rc = fp4s_error_set(FP4S_EFORMAT, "%s: %s: malformed site name", file, e->path);
+        else if (e->dtype != FP4S_DT_F32 && e->dtype != FP4S_DT_F16 && e->dtype != FP4S_DT_BF16 &&
+                 e->dtype != FP4S_DT_F64)
+            rc = fp4s_error_set(FP4S_EFORMAT, "%s: %s: activations and weights must be float32, "
+                                "float16 or bfloat16, found %s", file, e->path,
+                                fp4s_dtype_name(e->dtype));
+        else if (strcmp(e->side, "trainer") == 0 || strcmp(e->side, "rollout") == 0) {
+            const char *other = strcmp(e->side, "trainer") == 0 ? "rollout" : "trainer";
+            const fp4s_capture_entry *o = find(v, n, e->step, e->site, other);
+            if (o && (o->rows != e->rows || o->cols != e->cols))
+                rc = pair_in(file, v, n, e->step, e->site, NULL, NULL);
+            const fp4s_capture_entry *w = find(v, n, e->step, e->site, "weight");
+            if (!w) w = find(v, n, FP4S_CAPTURE_CONST_STEP, e->site, "weight");
+            if (!rc && w && w->cols != e->cols)
+                rc = fp4s_error_set(FP4S_ESHAPE, "%s: %s has K = %zu but the weight %s has K = %zu",
+                                    file, e->path, e->cols, w->path, w->cols);
+        }
+    }
+    free(v);
+    return rc;
+}

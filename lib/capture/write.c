@@ -1,0 +1,827 @@
+/* The capture writer: create / open for append, put blocks, flush, close.
+ *
+ * Crash safety on HDF5 1.10 (see capture.h): the file access list turns off
+ * metadata cache evictions and automatic resizing, so metadata is written only
+ * by H5Fflush/H5Fclose; the creation list sets the file-space strategy to
+ * "none", so space freed while writing is never handed out again and raw data
+ * written between flushes can only land beyond what the last flush
+ * references. */
+#include "h5util.h"
+
+#include <fp4scope/version.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Open datasets kept between puts (closed at each flush), by path. */
+typedef struct dslot {
+    char *path;    /* NULL = empty */
+    hid_t d;
+    size_t rows, cols;
+    fp4s_dtype dt;
+} dslot;
+
+/* Objects created since the last flush, not yet linked into the file: the
+ * groups of new steps (anonymous until the flush commits them) and new
+ * constant weights. Also steps that existed and were reopened to append. */
+typedef struct pend {
+    int64_t step;     /* >= 0: a step group; FP4S_CAPTURE_CONST_STEP: /weights/<name> */
+    char name[256];
+    hid_t obj;
+    bool anon;        /* created in this flush interval: link at commit */
+} pend;
+
+struct fp4s_capture {
+    hid_t file;
+    char *path;
+    fp4s_capture_opts opts;
+    dslot *slots;
+    size_t nslots, used;
+    pend *pend;
+    size_t npend, cappend;
+};
+
+void fp4s_capture_opts_defaults(fp4s_capture_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->gzip = 0;
+    o->shuffle = true;
+    o->chunk_rows = 0;
+    o->producer = NULL;
+    o->overwrite = false;
+}
+
+void fp4s_capture_meta_defaults(fp4s_capture_meta *m)
+{
+    m->token_offset = -1;
+    m->layer = -2;
+    m->expert = -2;
+}
+
+/* ---- dataset cache ------------------------------------------------------------ */
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static dslot *slot_find(fp4s_capture *c, const char *path)
+{
+    if (!c->nslots) return NULL;
+    size_t i = hash_str(path) & (c->nslots - 1);
+    while (c->slots[i].path) {
+        if (strcmp(c->slots[i].path, path) == 0) return &c->slots[i];
+        i = (i + 1) & (c->nslots - 1);
+    }
+    return NULL;
+}
+
+static int slot_add(fp4s_capture *c, const char *path, hid_t d, size_t rows, size_t cols,
+                    fp4s_dtype dt, dslot **out);
+
+static int slots_grow(fp4s_capture *c)
+{
+    size_t nn = c->nslots ? c->nslots * 2 : 64;
+    dslot *old = c->slots;
+    size_t on = c->nslots;
+    c->slots = calloc(nn, sizeof *c->slots);
+    if (!c->slots) {
+        c->slots = old;
+        return FP4S_ENOMEM;
+    }
+    c->nslots = nn;
+    c->used = 0;
+    for (size_t i = 0; i < on; i++)
+        if (old[i].path) {
+            size_t j = hash_str(old[i].path) & (nn - 1);
+            while (c->slots[j].path) j = (j + 1) & (nn - 1);
+            c->slots[j] = old[i];
+            c->used++;
+        }
+    free(old);
+    return 0;
+}
+
+static int slot_add(fp4s_capture *c, const char *path, hid_t d, size_t rows, size_t cols,
+                    fp4s_dtype dt, dslot **out)
+{
+    if ((c->used + 1) * 2 > c->nslots && slots_grow(c))
+        return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", c->path);
+    size_t i = hash_str(path) & (c->nslots - 1);
+    while (c->slots[i].path) i = (i + 1) & (c->nslots - 1);
+    c->slots[i].path = strdup(path);
+    if (!c->slots[i].path) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", c->path);
+    c->slots[i].d = d;
+    c->slots[i].rows = rows;
+    c->slots[i].cols = cols;
+    c->slots[i].dt = dt;
+    c->used++;
+    *out = &c->slots[i];
+    return 0;
+}
+
+static int slots_close(fp4s_capture *c)
+{
+    int bad = 0;
+    for (size_t i = 0; i < c->nslots; i++)
+        if (c->slots[i].path) {
+            if (H5Dclose(c->slots[i].d) < 0) bad = 1;
+            free(c->slots[i].path);
+            c->slots[i].path = NULL;
+        }
+    c->used = 0;
+    return bad;
+}
+
+/* ---- open / create ----------------------------------------------------------------- */
+static hid_t writer_fapl(void)
+{
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0) return fapl;
+    H5AC_cache_config_t mdc;
+    memset(&mdc, 0, sizeof mdc);
+    mdc.version = H5AC__CURR_CACHE_CONFIG_VERSION;
+    if (H5Pget_mdc_config(fapl, &mdc) >= 0) {
+        /* No evictions and no automatic resizing: dirty metadata stays in memory
+         * until H5Fflush, so an unflushed step never reaches the disk half-done. */
+        mdc.evictions_enabled = 0;
+        mdc.incr_mode = H5C_incr__off;
+        mdc.flash_incr_mode = H5C_flash_incr__off;
+        mdc.decr_mode = H5C_decr__off;
+        mdc.set_initial_size = 1;
+        mdc.initial_size = 4 * 1024 * 1024;
+        mdc.min_size = 1024 * 1024;
+        mdc.max_size = 64 * 1024 * 1024;
+        H5Pset_mdc_config(fapl, &mdc);
+    }
+    H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
+    return fapl;
+}
+
+static void iso_now(char *buf, size_t n)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static int set_state(fp4s_capture *c, const char *state)
+{
+    if (cap_attr_put_str(c->file, "writer_state", state) < 0)
+        return fp4s_error_set(FP4S_EWRITE, "%s: cannot write root attribute writer_state: %s",
+                              c->path, cap_h5_msg());
+    return 0;
+}
+
+static int sync_file(fp4s_capture *c)
+{
+    if (H5Fflush(c->file, H5F_SCOPE_GLOBAL) < 0)
+        return fp4s_error_set(FP4S_EWRITE, "%s: flush failed: %s", c->path, cap_h5_msg());
+    void *handle = NULL;
+    if (H5Fget_vfd_handle(c->file, H5P_DEFAULT, &handle) >= 0 && handle) {
+        int fd = *(int *)handle;
+        if (fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
+            return fp4s_error_set(FP4S_EWRITE, "%s: fsync failed: %s", c->path, strerror(errno));
+    }
+    return 0;
+}
+
+static fp4s_capture *cap_alloc(const char *path, const fp4s_capture_opts *o)
+{
+    fp4s_capture *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->path = strdup(path);
+    if (!c->path) {
+        free(c);
+        return NULL;
+    }
+    if (o)
+        c->opts = *o;
+    else
+        fp4s_capture_opts_defaults(&c->opts);
+    c->opts.producer = NULL; /* not kept: only used at create */
+    c->file = -1;
+    return c;
+}
+
+static void cap_free(fp4s_capture *c)
+{
+    if (!c) return;
+    free(c->slots);
+    free(c->pend);
+    free(c->path);
+    free(c);
+}
+
+static int check_opts(const char *path, const fp4s_capture_opts *o)
+{
+    if (!o) return 0;
+    if (o->gzip < 0 || o->gzip > 9)
+        return fp4s_error_set(FP4S_EINVAL, "%s: gzip level %d out of range 0..9", path, o->gzip);
+    if (o->gzip > 0 && H5Zfilter_avail(H5Z_FILTER_DEFLATE) <= 0)
+        return fp4s_error_set(FP4S_ENOTSUP, "%s: this HDF5 has no deflate filter", path);
+    return 0;
+}
+
+int fp4s_capture_create(const char *path, const fp4s_capture_opts *o, fp4s_capture **out)
+{
+    *out = NULL;
+    if (!path || !path[0]) return fp4s_error_set(FP4S_EINVAL, "capture: empty output path");
+    int rc = check_opts(path, o);
+    if (rc) return rc;
+    struct stat stb;
+    bool overwrite = o ? o->overwrite : false;
+    if (!overwrite && stat(path, &stb) == 0)
+        return fp4s_error_set(FP4S_EWRITE, "%s: already exists (append with -a, or overwrite)", path);
+    fp4s_capture *c = cap_alloc(path, o);
+    if (!c) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
+    cap_quiet q;
+    cap_quiet_begin(&q);
+    hid_t fapl = writer_fapl();
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+    /* Never reuse freed space (see the top of this file). */
+    H5Pset_file_space_strategy(fcpl, H5F_FSPACE_STRATEGY_NONE, 0, (hsize_t)1);
+    c->file = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl);
+    H5Pclose(fcpl);
+    H5Pclose(fapl);
+    if (c->file < 0) {
+        const char *m = cap_h5_msg();
+        rc = fp4s_error_set(strstr(m, "lock") ? FP4S_EOPEN : FP4S_EWRITE,
+                            "%s: cannot create: %s%s", path, m[0] ? m : strerror(errno),
+                            strstr(m, "lock") ? " (another writer has it open)" : "");
+        goto fail;
+    }
+    char when[32];
+    iso_now(when, sizeof when);
+    char prod[128];
+    snprintf(prod, sizeof prod, "libfp4scope %s", fp4s_version());
+    if (cap_attr_put_str(c->file, "fp4scope_schema", FP4S_CAPTURE_SCHEMA) < 0 ||
+        cap_attr_put_str(c->file, "producer", o && o->producer ? o->producer : prod) < 0 ||
+        cap_attr_put_str(c->file, "created", when) < 0 || set_state(c, "open") < 0) {
+        rc = fp4s_error_set(FP4S_EWRITE, "%s: cannot write root attributes: %s", path, cap_h5_msg());
+        goto fail;
+    }
+    rc = sync_file(c);
+    if (rc) goto fail;
+    cap_quiet_end(&q);
+    *out = c;
+    return 0;
+fail:
+    if (c->file >= 0) H5Fclose(c->file);
+    cap_quiet_end(&q);
+    cap_free(c);
+    return rc;
+}
+
+int fp4s_capture_open_append(const char *path, const fp4s_capture_opts *o, fp4s_capture **out)
+{
+    *out = NULL;
+    int rc = check_opts(path, o);
+    if (rc) return rc;
+    struct stat stb;
+    if (stat(path, &stb) != 0)
+        return fp4s_error_set(FP4S_EOPEN, "%s: cannot open for append: %s", path, strerror(errno));
+    cap_quiet q;
+    cap_quiet_begin(&q);
+    if (H5Fis_hdf5(path) <= 0) {
+        cap_quiet_end(&q);
+        return fp4s_error_set(FP4S_EFORMAT, "%s: not an HDF5 file (no superblock)", path);
+    }
+    fp4s_capture *c = cap_alloc(path, o);
+    if (!c) {
+        cap_quiet_end(&q);
+        return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
+    }
+    hid_t fapl = writer_fapl();
+    c->file = H5Fopen(path, H5F_ACC_RDWR, fapl);
+    H5Pclose(fapl);
+    if (c->file < 0) {
+        const char *m = cap_h5_msg();
+        if (strstr(m, "lock"))
+            rc = fp4s_error_set(FP4S_EOPEN, "%s: locked by another writer (one writer per file): %s",
+                                path, m);
+        else
+            rc = fp4s_error_set(FP4S_EFORMAT, "%s: cannot open for append (damaged, truncated or "
+                                "read-only): %s", path, m);
+        goto fail;
+    }
+    rc = cap_check_schema(c->file, path, NULL);
+    if (rc) goto fail;
+    /* Files not made by this writer may reuse space; appending to them keeps
+     * their strategy, and the crash guarantee is only as good as theirs. */
+    rc = set_state(c, "open");
+    if (!rc) rc = sync_file(c);
+    if (rc) goto fail;
+    cap_quiet_end(&q);
+    *out = c;
+    return 0;
+fail:
+    if (c->file >= 0) H5Fclose(c->file);
+    cap_quiet_end(&q);
+    cap_free(c);
+    return rc;
+}
+
+static int pend_add(fp4s_capture *c, int64_t step, const char *name, hid_t obj, bool anon)
+{
+    if (c->npend == c->cappend) {
+        size_t nc = c->cappend ? c->cappend * 2 : 16;
+        pend *np = realloc(c->pend, nc * sizeof *np);
+        if (!np) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", c->path);
+        c->pend = np;
+        c->cappend = nc;
+    }
+    pend *p = &c->pend[c->npend++];
+    p->step = step;
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->obj = obj;
+    p->anon = anon;
+    return 0;
+}
+
+/* The parent groups /steps and /weights; a large local heap so that adding
+ * step names rewrites the heap in place instead of moving it. */
+static hid_t parent_group(fp4s_capture *c, const char *path)
+{
+    if (H5Lexists(c->file, path, H5P_DEFAULT) > 0) return H5Gopen2(c->file, path, H5P_DEFAULT);
+    hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
+    H5Pset_local_heap_size_hint(gcpl, 32768);
+    hid_t g = H5Gcreate2(c->file, path, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    H5Pclose(gcpl);
+    return g;
+}
+
+/* Two-phase commit. Phase 1 writes every new object while nothing that the
+ * file already references points to it (new steps are anonymous groups), so
+ * a kill there leaves the last committed state untouched. Phase 2 links the
+ * new steps into /steps (a few small in-place metadata writes) and flushes
+ * again. */
+static int commit(fp4s_capture *c)
+{
+    int rc = 0;
+    if (slots_close(c))
+        rc = fp4s_error_set(FP4S_EWRITE, "%s: closing datasets failed: %s", c->path, cap_h5_msg());
+    if (!rc && H5Fflush(c->file, H5F_SCOPE_GLOBAL) < 0)
+        rc = fp4s_error_set(FP4S_EWRITE, "%s: flush failed: %s", c->path, cap_h5_msg());
+    hid_t steps = -1, weights = -1;
+    for (size_t i = 0; i < c->npend; i++) {
+        pend *p = &c->pend[i];
+        if (!rc && p->anon) {
+            hid_t *par = p->step >= 0 ? &steps : &weights;
+            if (*par < 0) *par = parent_group(c, p->step >= 0 ? "/steps" : "/weights");
+            if (*par < 0 || H5Olink(p->obj, *par, p->name, H5P_DEFAULT, H5P_DEFAULT) < 0)
+                rc = fp4s_error_set(FP4S_EWRITE, "%s: cannot link %s/%s: %s", c->path,
+                                    p->step >= 0 ? "/steps" : "/weights", p->name, cap_h5_msg());
+        }
+        H5Oclose(p->obj);
+    }
+    c->npend = 0;
+    if (steps >= 0) H5Gclose(steps);
+    if (weights >= 0) H5Gclose(weights);
+    if (!rc) rc = sync_file(c);
+    return rc;
+}
+
+int fp4s_capture_flush(fp4s_capture *c)
+{
+    if (!c) return fp4s_error_set(FP4S_EINVAL, "capture: flush of a NULL handle");
+    cap_quiet q;
+    cap_quiet_begin(&q);
+    int rc = commit(c);
+    cap_quiet_end(&q);
+    return rc;
+}
+
+int fp4s_capture_close(fp4s_capture **pc)
+{
+    if (!pc || !*pc) return 0;
+    fp4s_capture *c = *pc;
+    *pc = NULL;
+    cap_quiet q;
+    cap_quiet_begin(&q);
+    int rc = commit(c);
+    if (!rc) rc = set_state(c, "closed");
+    if (!rc) rc = sync_file(c);
+    if (H5Fclose(c->file) < 0 && !rc)
+        rc = fp4s_error_set(FP4S_EWRITE, "%s: close failed: %s", c->path, cap_h5_msg());
+    cap_quiet_end(&q);
+    cap_free(c);
+    return rc;
+}
+
+/* ---- names ------------------------------------------------------------------------ */
+static int check_site(const fp4s_capture *c, const char *site)
+{
+    if (!site || !site[0])
+        return fp4s_error_set(FP4S_EINVAL, "%s: empty site name", c->path);
+    size_t n = strlen(site);
+    if (n >= sizeof(((fp4s_capture_entry *)0)->site))
+        return fp4s_error_set(FP4S_EINVAL, "%s: site name '%.40s...' longer than 255 bytes",
+                              c->path, site);
+    if (strcmp(site, "logprobs") == 0)
+        return fp4s_error_set(FP4S_EINVAL, "%s: 'logprobs' is reserved for log-probs, not a site",
+                              c->path);
+    if (site[0] == '.')
+        return fp4s_error_set(FP4S_EINVAL, "%s: site '%s' must not start with '.'", c->path, site);
+    for (const char *p = site; *p; p++)
+        if (*p == '/' || (unsigned char)*p < 0x20 || *p == 0x7f)
+            return fp4s_error_set(FP4S_EINVAL, "%s: site '%s': slashes and control characters "
+                                  "are not allowed (use dots: layers.3.mlp)", c->path, site);
+    return 0;
+}
+
+static int64_t parse_index(const char *site, const char *key)
+{
+    size_t kl = strlen(key);
+    for (const char *p = site; (p = strstr(p, key)) != NULL; p++) {
+        if (p != site && p[-1] != '.') continue;
+        const char *q = p + kl;
+        if (*q != '.' || !isdigit((unsigned char)q[1])) continue;
+        q++;
+        int64_t v = 0;
+        while (isdigit((unsigned char)*q) && v < INT64_MAX / 10) v = v * 10 + (*q++ - '0');
+        if (*q == '.' || *q == '\0') return v;
+    }
+    return -1;
+}
+
+/* The group of a step: pending (anonymous) if created since the last flush,
+ * the linked /steps/<step> if it exists, else a new anonymous group. */
+static int step_group(fp4s_capture *c, int64_t step, hid_t *g)
+{
+    for (size_t i = 0; i < c->npend; i++)
+        if (c->pend[i].step == step && step >= 0) {
+            *g = c->pend[i].obj;
+            return 0;
+        }
+    char name[32], path[64];
+    snprintf(name, sizeof name, "%" PRId64, step);
+    snprintf(path, sizeof path, "/steps/%s", name);
+    hid_t h;
+    bool anon = false;
+    if (cap_path_exists(c->file, path)) {
+        h = H5Gopen2(c->file, path, H5P_DEFAULT);
+    } else {
+        h = H5Gcreate_anon(c->file, H5P_DEFAULT, H5P_DEFAULT);
+        anon = true;
+        if (h >= 0 && cap_attr_put_i64(h, "step", step) < 0) {
+            H5Gclose(h);
+            h = -1;
+        }
+    }
+    if (h < 0)
+        return fp4s_error_set(FP4S_EWRITE, "%s: %s: cannot create group: %s", c->path, path,
+                              cap_h5_msg());
+    int rc = pend_add(c, step, name, h, anon);
+    if (rc) {
+        H5Gclose(h);
+        return rc;
+    }
+    *g = h;
+    return 0;
+}
+
+static int ensure_sub(fp4s_capture *c, hid_t g, const char *name, const char *what)
+{
+    if (H5Lexists(g, name, H5P_DEFAULT) > 0) return 0;
+    hid_t s = H5Gcreate2(g, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (s < 0)
+        return fp4s_error_set(FP4S_EWRITE, "%s: %s: cannot create group: %s", c->path, what,
+                              cap_h5_msg());
+    H5Gclose(s);
+    return 0;
+}
+
+/* Shape of an existing dataset (cached or in the file): 1 found, 0 not. */
+static int peek_cols(fp4s_capture *c, const char *path, size_t *cols)
+{
+    dslot *s = slot_find(c, path);
+    if (s) {
+        *cols = s->cols;
+        return 1;
+    }
+    if (!cap_path_exists(c->file, path)) return 0;
+    hid_t d = H5Dopen2(c->file, path, H5P_DEFAULT);
+    if (d < 0) return 0;
+    hid_t sp = H5Dget_space(d);
+    hsize_t dims[2] = {0, 0};
+    int r = H5Sget_simple_extent_ndims(sp);
+    if (r == 2) H5Sget_simple_extent_dims(sp, dims, NULL);
+    H5Sclose(sp);
+    H5Dclose(d);
+    if (r != 2) return 0;
+    *cols = (size_t)dims[1];
+    return 1;
+}
+
+static int sibling_check(fp4s_capture *c, int64_t step, const char *site, const char *side,
+                         size_t cols)
+{
+    static const char *sides[] = {"trainer", "rollout", "weight"};
+    char p[600];
+    for (int i = 0; i < 4; i++) {
+        if (i < 3) {
+            if (strcmp(sides[i], side) == 0 || step < 0) continue;
+            snprintf(p, sizeof p, "/steps/%" PRId64 "/%s/%s", step, site, sides[i]);
+        } else {
+            if (step < 0) continue;
+            snprintf(p, sizeof p, "/weights/%s", site);
+        }
+        size_t oc;
+        if (peek_cols(c, p, &oc) == 1 && oc != cols)
+            return fp4s_error_set(FP4S_ESHAPE, "%s: step %" PRId64 ": %s/%s has %zu columns but %s "
+                                  "has %zu; trainer, rollout and weight of a site share K",
+                                  c->path, step, site, side, cols, p, oc);
+    }
+    return 0;
+}
+
+static size_t auto_chunk_rows(const fp4s_capture *c, size_t first_rows, size_t row_bytes)
+{
+    if (c->opts.chunk_rows) return c->opts.chunk_rows;
+    size_t cap = (1u << 20) / (row_bytes ? row_bytes : 1);
+    if (cap < 1) cap = 1;
+    size_t r = first_rows ? first_rows : 1;
+    return r < cap ? r : cap;
+}
+
+static const char *dtype_attr(fp4s_dtype dt)
+{
+    return dt == FP4S_DT_BF16 ? "bfloat16" : dt == FP4S_DT_F16 ? "float16" :
+           dt == FP4S_DT_F32 ? "float32" : NULL;
+}
+
+/* Open or create an extendible dataset of rank 1 or 2. */
+static int get_dataset(fp4s_capture *c, const char *path, int64_t step, const char *group,
+                       const char *leaf, fp4s_dtype dt, int rank, size_t cols, size_t first_rows,
+                       const fp4s_capture_meta *meta, const char *site, dslot **out)
+{
+    dslot *s = slot_find(c, path);
+    if (s) {
+        *out = s;
+        return 0;
+    }
+    hid_t d = -1;
+    size_t rows = 0;
+    if (cap_path_exists(c->file, path)) {
+        d = H5Dopen2(c->file, path, H5P_DEFAULT);
+        if (d < 0)
+            return fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot open: %s", c->path, path, cap_h5_msg());
+        fp4s_dtype have;
+        hid_t sp = H5Dget_space(d);
+        int r = H5Sget_simple_extent_ndims(sp);
+        hsize_t dims[2] = {0, 0}, maxd[2] = {0, 0};
+        if (r == 1 || r == 2) H5Sget_simple_extent_dims(sp, dims, maxd);
+        H5Sclose(sp);
+        int rc = 0;
+        if (cap_dset_dtype(d, &have) || have != dt)
+            rc = fp4s_error_set(FP4S_EDTYPE, "%s: %s: stored as %s, cannot append %s rows", c->path,
+                                path, cap_dset_dtype(d, &have) ? "an unsupported type" :
+                                fp4s_dtype_name(have), fp4s_dtype_name(dt));
+        else if (r != rank || (rank == 2 && dims[1] != cols))
+            rc = fp4s_error_set(FP4S_ESHAPE, "%s: %s: has shape [%llu, %llu], cannot append rows of "
+                                "%zu columns", c->path, path, (unsigned long long)dims[0],
+                                (unsigned long long)(r == 2 ? dims[1] : 0), cols);
+        else if (maxd[0] != H5S_UNLIMITED)
+            rc = fp4s_error_set(FP4S_EWRITE, "%s: %s: dataset is not extendible (not written by "
+                                "the capture writer)", c->path, path);
+        if (rc) {
+            H5Dclose(d);
+            return rc;
+        }
+        rows = (size_t)dims[0];
+    } else {
+        hid_t parent = -1;
+        if (step >= 0) {
+            int rc = step_group(c, step, &parent);
+            if (!rc) rc = ensure_sub(c, parent, group, path);
+            if (rc) return rc;
+        }
+        hsize_t dims[2] = {0, (hsize_t)cols}, maxd[2] = {H5S_UNLIMITED, (hsize_t)cols};
+        size_t esz = fp4s_dtype_size(dt);
+        size_t crow = auto_chunk_rows(c, first_rows, (rank == 2 ? cols : 1) * esz);
+        if (rank == 1 && crow < 4096 && !c->opts.chunk_rows) crow = first_rows > 4096 ? first_rows : 4096;
+        if (crow > (1u << 20) / esz && rank == 1) crow = (1u << 20) / esz;
+        hsize_t chunk[2] = {(hsize_t)crow, (hsize_t)cols};
+        hid_t sp = H5Screate_simple(rank, dims, maxd);
+        hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+        H5Pset_chunk(dcpl, rank, chunk);
+        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+        if (c->opts.gzip > 0) {
+            if (c->opts.shuffle) H5Pset_shuffle(dcpl);
+            H5Pset_deflate(dcpl, (unsigned)c->opts.gzip);
+        }
+        hid_t ft = cap_h5_type(dt);
+        char rel[600];
+        snprintf(rel, sizeof rel, "%s/%s", group, leaf);
+        if (step >= 0)
+            d = H5Dcreate2(parent, rel, ft, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+        else
+            d = H5Dcreate_anon(c->file, ft, sp, dcpl, H5P_DEFAULT);
+        H5Tclose(ft);
+        H5Pclose(dcpl);
+        H5Sclose(sp);
+        if (d < 0)
+            return fp4s_error_set(FP4S_EWRITE, "%s: %s: cannot create dataset: %s", c->path, path,
+                                  cap_h5_msg());
+        const char *da = dtype_attr(dt);
+        int bad = da && cap_attr_put_str(d, "dtype", da) < 0;
+        if (site && rank == 2) {
+            fp4s_capture_meta m;
+            fp4s_capture_meta_defaults(&m);
+            if (meta) m = *meta;
+            int64_t layer = m.layer == -2 ? parse_index(site, "layers") : m.layer;
+            if (layer == -1 && m.layer == -2) layer = parse_index(site, "layer");
+            int64_t expert = m.expert == -2 ? parse_index(site, "experts") : m.expert;
+            if (layer >= 0) bad |= cap_attr_put_i64(d, "layer", layer) < 0;
+            if (expert >= 0) bad |= cap_attr_put_i64(d, "expert", expert) < 0;
+            if (m.token_offset >= 0) bad |= cap_attr_put_i64(d, "token_offset", m.token_offset) < 0;
+        }
+        if (bad) {
+            H5Dclose(d);
+            return fp4s_error_set(FP4S_EWRITE, "%s: %s: cannot write attributes", c->path, path);
+        }
+        if (step < 0) {
+            /* a new constant weight: linked into /weights at the next flush */
+            H5Iinc_ref(d);
+            int prc = pend_add(c, step, site, d, true);
+            if (prc) {
+                H5Idec_ref(d);
+                H5Dclose(d);
+                return prc;
+            }
+        }
+    }
+    int rc = slot_add(c, path, d, rows, cols, dt, out);
+    if (rc) H5Dclose(d);
+    return rc;
+}
+
+/* Append rows (rank 2: [rows, cols] with stride ld; rank 1: rows elements). */
+static int append(fp4s_capture *c, dslot *s, int rank, const void *data, size_t rows, size_t ld)
+{
+    if (rows == 0) return 0;
+    hsize_t nd[2] = {(hsize_t)(s->rows + rows), (hsize_t)s->cols};
+    if (H5Dset_extent(s->d, nd) < 0)
+        return fp4s_error_set(FP4S_EWRITE, "%s: %s: cannot extend: %s", c->path, s->path, cap_h5_msg());
+    hid_t fs = H5Dget_space(s->d);
+    hsize_t start[2] = {(hsize_t)s->rows, 0}, count[2] = {(hsize_t)rows, (hsize_t)s->cols};
+    H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
+    hsize_t md[2] = {(hsize_t)rows, (hsize_t)(rank == 2 ? ld : 1)};
+    hid_t ms = H5Screate_simple(rank, md, NULL);
+    if (rank == 2 && ld != s->cols) {
+        hsize_t z[2] = {0, 0};
+        H5Sselect_hyperslab(ms, H5S_SELECT_SET, z, NULL, count, NULL);
+    }
+    hid_t mt = cap_h5_type(s->dt);
+    herr_t w = H5Dwrite(s->d, mt, ms, fs, H5P_DEFAULT, data);
+    H5Tclose(mt);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    if (w < 0)
+        return fp4s_error_set(FP4S_EWRITE, "%s: %s: write failed: %s", c->path, s->path, cap_h5_msg());
+    s->rows += rows;
+    return 0;
+}
+
+int fp4s_capture_put(fp4s_capture *c, int64_t step, const char *site, const char *side,
+                     fp4s_dtype dt, const void *data, size_t rows, size_t cols, size_t ld,
+                     const fp4s_capture_meta *meta)
+{
+    if (!c) return fp4s_error_set(FP4S_EINVAL, "capture: put on a NULL handle");
+    int rc = check_site(c, site);
+    if (rc) return rc;
+    if (!side || (strcmp(side, "trainer") && strcmp(side, "rollout") && strcmp(side, "weight")))
+        return fp4s_error_set(FP4S_EINVAL, "%s: side '%s' is not trainer, rollout or weight",
+                              c->path, side ? side : "(null)");
+    if (step < 0 && !(step == FP4S_CAPTURE_CONST_STEP && strcmp(side, "weight") == 0))
+        return fp4s_error_set(FP4S_EINVAL, "%s: step %" PRId64 " is negative (only constant "
+                              "weights use FP4S_CAPTURE_CONST_STEP)", c->path, step);
+    if (dt != FP4S_DT_F32 && dt != FP4S_DT_F16 && dt != FP4S_DT_BF16)
+        return fp4s_error_set(FP4S_EDTYPE, "%s: %s/%s: put takes float32, float16 or bfloat16, "
+                              "not %s", c->path, site, side, fp4s_dtype_name(dt));
+    if (cols == 0 || ld < cols)
+        return fp4s_error_set(FP4S_ESHAPE, "%s: %s/%s: need cols > 0 and ld >= cols (cols %zu, "
+                              "ld %zu)", c->path, site, side, cols, ld);
+    if (rows && !data) return fp4s_error_set(FP4S_EINVAL, "%s: %s/%s: NULL data", c->path, site, side);
+    char path[600];
+    if (step < 0)
+        snprintf(path, sizeof path, "/weights/%s", site);
+    else
+        snprintf(path, sizeof path, "/steps/%" PRId64 "/%s/%s", step, site, side);
+    cap_quiet q;
+    cap_quiet_begin(&q);
+    dslot *s = slot_find(c, path);
+    if (!s) rc = sibling_check(c, step, site, side, cols);
+    if (!rc) rc = get_dataset(c, path, step, site, side, dt, 2, cols, rows, meta, site, &s);
+    if (!rc && s->cols != cols)
+        rc = fp4s_error_set(FP4S_ESHAPE, "%s: %s: has %zu columns, cannot append %zu", c->path, path,
+                            s->cols, cols);
+    if (!rc && s->dt != dt)
+        rc = fp4s_error_set(FP4S_EDTYPE, "%s: %s: stored as %s, cannot append %s", c->path, path,
+                            fp4s_dtype_name(s->dt), fp4s_dtype_name(dt));
+    if (!rc) rc = append(c, s, 2, data, rows, ld);
+    cap_quiet_end(&q);
+    return rc;
+}
+
+int fp4s_capture_put_logprobs(fp4s_capture *c, int64_t step, const float *trainer,
+                              const float *rollout, const int64_t *seq, const int64_t *pos,
+                              const uint8_t *mask, size_t n)
+{
+    if (!c) return fp4s_error_set(FP4S_EINVAL, "capture: put on a NULL handle");
+    if (step < 0)
+        return fp4s_error_set(FP4S_EINVAL, "%s: logprobs: step %" PRId64 " is negative", c->path, step);
+    if (n && (!trainer || !rollout || !seq))
+        return fp4s_error_set(FP4S_EINVAL, "%s: step %" PRId64 ": logprobs need trainer, rollout "
+                              "and seq", c->path, step);
+    const char *names[5] = {"trainer", "rollout", "seq", "pos", "mask"};
+    const void *ptrs[5] = {trainer, rollout, seq, pos, mask};
+    fp4s_dtype dts[5] = {FP4S_DT_F32, FP4S_DT_F32, FP4S_DT_I64, FP4S_DT_I64, FP4S_DT_U8};
+    char path[5][128];
+    int rc = 0;
+    cap_quiet q;
+    cap_quiet_begin(&q);
+    /* Consistency first: optional fields present in the file iff given now. */
+    size_t len = (size_t)-1;
+    bool exists_any = false;
+    for (int i = 0; i < 5; i++) {
+        snprintf(path[i], sizeof path[i], "/steps/%" PRId64 "/logprobs/%s", step, names[i]);
+        dslot *s = slot_find(c, path[i]);
+        bool ex = s || cap_path_exists(c->file, path[i]);
+        if (i == 0) exists_any = ex;
+        if (i >= 3 && exists_any && ex != (ptrs[i] != NULL)) {
+            rc = fp4s_error_set(FP4S_EINVAL, "%s: %s: %s in earlier blocks of this step; every "
+                                "block must give the same fields", c->path, path[i],
+                                ex ? "present" : "absent");
+            goto out;
+        }
+    }
+    for (int i = 0; i < 5 && !rc; i++) {
+        if (!ptrs[i]) continue;
+        dslot *s;
+        rc = get_dataset(c, path[i], step, "logprobs", names[i], dts[i], 1, 1, n, NULL, NULL, &s);
+        if (rc) break;
+        if (len == (size_t)-1) len = s->rows;
+        else if (s->rows != len) {
+            rc = fp4s_error_set(FP4S_EFORMAT, "%s: %s: length %zu differs from logprobs/trainer "
+                                "(%zu)", c->path, path[i], s->rows, len);
+            break;
+        }
+        rc = append(c, s, 1, ptrs[i], n, 1);
+    }
+out:
+    cap_quiet_end(&q);
+    return rc;
+}
+
+static int attr_obj(fp4s_capture *c, const char *obj, hid_t *o)
+{
+    const char *p = obj && obj[0] ? obj : "/";
+    if (strcmp(p, "/") && !cap_path_exists(c->file, p))
+        return fp4s_error_set(FP4S_ENOTFOUND, "%s: %s: no such object for the attribute", c->path, p);
+    *o = H5Oopen(c->file, p, H5P_DEFAULT);
+    if (*o < 0) return fp4s_error_set(FP4S_ENOTFOUND, "%s: %s: cannot open: %s", c->path, p, cap_h5_msg());
+    return 0;
+}
+
+static int reserved(fp4s_capture *c, const char *obj, const char *name)
+{
+    if ((!obj || !obj[0] || strcmp(obj, "/") == 0) &&
+        (!strcmp(name, "fp4scope_schema") || !strcmp(name, "writer_state")))
+        return fp4s_error_set(FP4S_EINVAL, "%s: root attribute %s belongs to the writer", c->path, name);
+    return 0;
+}
+
+#define ATTR_FN(fname, T, setter)                                                            \
+    int fname(fp4s_capture *c, const char *obj, const char *name, T value)                 \
+    {                                                                                        \
+        if (!c || !name || !name[0]) return fp4s_error_set(FP4S_EINVAL, "capture: bad attribute call"); \
+        int rc = reserved(c, obj, name);                                                     \
+        if (rc) return rc;                                                                   \
+        cap_quiet q;                                                                         \
+        cap_quiet_begin(&q);                                                                 \
+        hid_t o;                                                                             \
+        rc = attr_obj(c, obj, &o);                                                           \
+        if (!rc) {                                                                           \
+            if (setter(o, name, value) < 0)                                                  \
+                rc = fp4s_error_set(FP4S_EWRITE, "%s: attribute %s: write failed: %s", c->path, \
+                                    name, cap_h5_msg());                                     \
+            H5Oclose(o);                                                                     \
+        }                                                                                    \
+        cap_quiet_end(&q);                                                                   \
+        return rc;                                                                           \
+    }
+
+ATTR_FN(fp4s_capture_attr_str, const char *, cap_attr_put_str)
+ATTR_FN(fp4s_capture_attr_f64, double, cap_attr_put_f64)
+ATTR_FN(fp4s_capture_attr_i64, int64_t, cap_attr_put_i64)

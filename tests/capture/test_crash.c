@@ -1,0 +1,255 @@
+/* Crash safety of the capture writer: a child process writes steps and
+ * reports each step whose fp4s_capture_flush() returned; the parent SIGKILLs
+ * it at a random moment (mid-step, mid-put or mid-flush), reopens the file and
+ * checks that every reported step is listed and holds exactly the bytes that
+ * were written. FP4S_CRASH_ROUNDS sets the number of kills (default 12; the
+ * slow suite runs 200). */
+#include <fp4scope/capture.h>
+
+#include <check.h>
+#include <hdf5.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NSITES 6
+#define ROWS 48
+#define COLS 128
+#define BLOCKS 3 /* puts per (step, site, side) */
+
+static float value(int64_t step, int site, int side, size_t r, size_t c)
+{
+    return (float)(step * 1000 + site * 10 + side) + (float)r * 0.25f + (float)c * 1e-3f;
+}
+
+static void site_name(int j, char *buf, size_t n)
+{
+    snprintf(buf, n, "layers.%d.mlp.experts.%d.up_proj", j / 3, j % 3);
+}
+
+static _Noreturn void child_writer(const char *path, int wfd, unsigned seed)
+{
+    fp4s_capture_opts o;
+    fp4s_capture_opts_defaults(&o);
+    o.overwrite = true;
+    o.gzip = (seed & 1) ? 1 : 0; /* half the rounds compressed */
+    fp4s_capture *c;
+    if (fp4s_capture_create(path, &o, &c)) _exit(3);
+    static float buf[ROWS * COLS];
+    for (int64_t s = 0;; s++) {
+        for (int j = 0; j < NSITES; j++) {
+            char site[64];
+            site_name(j, site, sizeof site);
+            for (int side = 0; side < 2; side++)
+                for (int b = 0; b < BLOCKS; b++) {
+                    for (size_t r = 0; r < ROWS; r++)
+                        for (size_t k = 0; k < COLS; k++)
+                            buf[r * COLS + k] = value(s, j, side, b * ROWS + r, k);
+                    if (fp4s_capture_put(c, s, site, side ? "rollout" : "trainer", FP4S_DT_F32, buf,
+                                         ROWS, COLS, COLS, NULL))
+                        _exit(4);
+                }
+        }
+        float lp[16];
+        int64_t seq[16];
+        for (int i = 0; i < 16; i++) {
+            lp[i] = -(float)(s + i);
+            seq[i] = i / 4;
+        }
+        if (fp4s_capture_put_logprobs(c, s, lp, lp, seq, NULL, NULL, 16)) _exit(5);
+        if (fp4s_capture_flush(c)) _exit(6);
+        if (write(wfd, &s, sizeof s) != (ssize_t)sizeof s) _exit(7);
+    }
+}
+
+/* Read a dataset with plain HDF5 and compare with the values written. */
+static int check_dataset(hid_t f, int64_t s, int j, int side)
+{
+    char site[64], path[256];
+    site_name(j, site, sizeof site);
+    snprintf(path, sizeof path, "/steps/%" PRId64 "/%s/%s", s, site, side ? "rollout" : "trainer");
+    hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
+    if (d < 0) return -1;
+    hid_t sp = H5Dget_space(d);
+    hsize_t dims[2];
+    H5Sget_simple_extent_dims(sp, dims, NULL);
+    H5Sclose(sp);
+    int bad = 0;
+    if (dims[0] != ROWS * BLOCKS || dims[1] != COLS) bad = 1;
+    float *v = malloc(sizeof(float) * ROWS * BLOCKS * COLS);
+    if (!bad && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0) bad = 1;
+    for (size_t r = 0; !bad && r < ROWS * BLOCKS; r++)
+        for (size_t k = 0; k < COLS; k++)
+            if (v[r * COLS + k] != value(s, j, side, r, k)) {
+                bad = 1;
+                break;
+            }
+    free(v);
+    H5Dclose(d);
+    return bad ? -1 : 0;
+}
+
+static void one_round(const char *path, unsigned seed)
+{
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(p[0]);
+        child_writer(path, p[1], seed);
+    }
+    close(p[1]);
+    srand(seed);
+    int want = 1 + rand() % 4; /* steps to see flushed before the kill window opens */
+    int64_t s, last = -1;
+    while (last + 1 < want) {
+        ssize_t r = read(p[0], &s, sizeof s);
+        ck_assert_msg(r == (ssize_t)sizeof s, "writer died early (round seed %u)", seed);
+        last = s;
+    }
+    /* Kill somewhere in the next step or two: put, extend, flush or report. */
+    struct timespec ts = {0, (long)(rand() % 40000) * 1000L};
+    nanosleep(&ts, NULL);
+    kill(pid, SIGKILL);
+    int st;
+    waitpid(pid, &st, 0);
+    ck_assert_msg(WIFSIGNALED(st), "writer exited by itself with %d", WEXITSTATUS(st));
+    while (read(p[0], &s, sizeof s) == (ssize_t)sizeof s) last = s;
+    close(p[0]);
+
+    /* The library reader must open it and list every reported step. */
+    fp4s_capture_info info;
+    ck_assert_msg(fp4s_capture_info_read(path, &info) == 0, "info after kill: %s", fp4s_last_error());
+    ck_assert(info.interrupted);
+    fp4s_capture_entry *e;
+    size_t n;
+    ck_assert_msg(fp4s_capture_list(path, &e, &n) == 0, "list after kill (seed %u): %s", seed,
+                  fp4s_last_error());
+    for (int64_t k = 0; k <= last; k++) {
+        size_t found = 0;
+        for (size_t i = 0; i < n; i++)
+            if (e[i].step == k && strcmp(e[i].site, "logprobs") != 0) found++;
+        ck_assert_msg(found == 2 * NSITES, "step %" PRId64 " of %" PRId64 " flushed: %zu datasets "
+                      "listed (seed %u)", k, last, found, seed);
+    }
+    free(e);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert_int_ge(f, 0);
+    for (int64_t k = 0; k <= last; k++)
+        for (int j = 0; j < NSITES; j++)
+            for (int side = 0; side < 2; side++)
+                ck_assert_msg(check_dataset(f, k, j, side) == 0, "step %" PRId64 " site %d side %d "
+                              "damaged after kill (seed %u)", k, j, side, seed);
+    H5Fclose(f);
+
+    /* And the writer can append to it afterwards. */
+    fp4s_capture *c;
+    ck_assert_msg(fp4s_capture_open_append(path, NULL, &c) == 0, "append after kill: %s",
+                  fp4s_last_error());
+    float row[COLS] = {0};
+    ck_assert_int_eq(fp4s_capture_put(c, last + 100, "after.kill", "trainer", FP4S_DT_F32, row, 1,
+                                      COLS, COLS, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    ck_assert_int_eq(fp4s_capture_info_read(path, &info), 0);
+    ck_assert(!info.interrupted);
+}
+
+START_TEST(kill_mid_step_keeps_flushed_steps)
+{
+    char dir[] = "/tmp/fp4s_crash_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/cap.h5", dir);
+    const char *env = getenv("FP4S_CRASH_ROUNDS");
+    int rounds = env ? atoi(env) : 12;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    unsigned base = (unsigned)time(NULL);
+    for (int r = 0; r < rounds; r++) one_round(path, base + (unsigned)r);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(unflushed_step_is_absent_after_kill)
+{
+    /* Deterministic: flush step 0, write all of step 1 without flushing, kill. */
+    char dir[] = "/tmp/fp4s_crash_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/cap.h5", dir);
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        fp4s_capture *c;
+        if (fp4s_capture_create(path, NULL, &c)) _exit(3);
+        static float buf[ROWS * COLS];
+        for (int64_t s = 0; s < 2; s++) {
+            for (int j = 0; j < NSITES; j++) {
+                char site[64];
+                site_name(j, site, sizeof site);
+                for (int side = 0; side < 2; side++)
+                    for (int b = 0; b < BLOCKS; b++) {
+                        for (size_t r = 0; r < ROWS; r++)
+                            for (size_t k = 0; k < COLS; k++)
+                                buf[r * COLS + k] = value(s, j, side, b * ROWS + r, k);
+                        if (fp4s_capture_put(c, s, site, side ? "rollout" : "trainer", FP4S_DT_F32,
+                                             buf, ROWS, COLS, COLS, NULL))
+                            _exit(4);
+                    }
+            }
+            if (s == 0 && fp4s_capture_flush(c)) _exit(6);
+        }
+        char ok = 1;
+        if (write(p[1], &ok, 1) != 1) _exit(7);
+        pause();
+        _exit(0);
+    }
+    close(p[1]);
+    char ok;
+    ck_assert_int_eq(read(p[0], &ok, 1), 1);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(p[0]);
+    fp4s_capture_entry *e;
+    size_t n;
+    ck_assert_msg(fp4s_capture_list(path, &e, &n) == 0, "%s", fp4s_last_error());
+    ck_assert_uint_eq(n, 2 * NSITES);
+    for (size_t i = 0; i < n; i++) ck_assert_int_eq(e[i].step, 0);
+    free(e);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert_int_ge(f, 0);
+    for (int j = 0; j < NSITES; j++)
+        for (int side = 0; side < 2; side++) ck_assert_int_eq(check_dataset(f, 0, j, side), 0);
+    H5Fclose(f);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("capture_crash");
+    TCase *t1 = tcase_create("kill_mid_step_keeps_flushed_steps");
+    tcase_add_test(t1, kill_mid_step_keeps_flushed_steps);
+    tcase_set_timeout(t1, 600);
+    suite_add_tcase(s, t1);
+    TCase *t2 = tcase_create("unflushed_step_is_absent_after_kill");
+    tcase_add_test(t2, unflushed_step_is_absent_after_kill);
+    suite_add_tcase(s, t2);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? 1 : 0;
+}
