@@ -1,0 +1,903 @@
+/* fp4-quant: quantize a tensor to MXFP4, NVFP4 or FP8 exactly as a named engine
+ * does, write codes/scales/dequantized values, summarize, or diff two profiles
+ * element by element (man/fp4-quant.1). */
+#include "cli.h"
+
+#include <fp4scope/qfile.h>
+#include <fp4scope/quant.h>
+#include <fp4scope/spec.h>
+#include <fp4scope/tensor.h>
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum {
+    OPT_FORMAT = 256, OPT_PROFILE, OPT_SCALE_RULE, OPT_ROUND, OPT_PAD, OPT_OUT, OPT_CODES, OPT_SCALES,
+    OPT_DEQUANT, OPT_JSON, OPT_DIFF, OPT_LIST, OPT_ZERO_SIGN, OPT_PACKING, OPT_NONFINITE, OPT_GLOBAL,
+    OPT_RECIPE, OPT_2D, OPT_1D, OPT_FP8_GRAN, OPT_ZERO_BLOCK, OPT_THREADS, OPT_REF, OPT_CHUNK, OPT_GZIP,
+    OPT_SHOW, OPT_HELP, OPT_VERSION
+};
+
+static const struct option longopts[] = {
+    {"format", required_argument, NULL, OPT_FORMAT},
+    {"profile", required_argument, NULL, OPT_PROFILE},
+    {"scale-rule", required_argument, NULL, OPT_SCALE_RULE},
+    {"round", required_argument, NULL, OPT_ROUND},
+    {"pad", no_argument, NULL, OPT_PAD},
+    {"output", required_argument, NULL, OPT_OUT},
+    {"codes", required_argument, NULL, OPT_CODES},
+    {"scales", required_argument, NULL, OPT_SCALES},
+    {"dequant", required_argument, NULL, OPT_DEQUANT},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"diff", required_argument, NULL, OPT_DIFF},
+    {"list-profiles", no_argument, NULL, OPT_LIST},
+    {"zero-sign", required_argument, NULL, OPT_ZERO_SIGN},
+    {"packing", required_argument, NULL, OPT_PACKING},
+    {"nonfinite", required_argument, NULL, OPT_NONFINITE},
+    {"global-scale", required_argument, NULL, OPT_GLOBAL},
+    {"recipe", required_argument, NULL, OPT_RECIPE},
+    {"2d", no_argument, NULL, OPT_2D},
+    {"1d", no_argument, NULL, OPT_1D},
+    {"fp8-gran", required_argument, NULL, OPT_FP8_GRAN},
+    {"zero-block-code", required_argument, NULL, OPT_ZERO_BLOCK},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"ref", no_argument, NULL, OPT_REF},
+    {"chunk-rows", required_argument, NULL, OPT_CHUNK},
+    {"gzip", required_argument, NULL, OPT_GZIP},
+    {"show", required_argument, NULL, OPT_SHOW},
+    {"help", no_argument, NULL, OPT_HELP},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+static void usage(void)
+{
+    printf("Usage: fp4-quant [-f mxfp4|nvfp4|fp8] [-p PROFILE] [--scale-rule R] [--round rne|rtz|rha]\n"
+           "                 [--pad] [-o OUT.h5] [--codes C.npy] [--scales S.npy] [--dequant D.npy]\n"
+           "                 [--json] [--diff PROFILE] [--list-profiles] INPUT\n"
+           "Quantize a tensor exactly as the engine a profile names does, and report what\n"
+           "it did; or run it through two profiles and show where they disagree.\n"
+           "INPUT: file.npy, file.safetensors:NAME or file.h5:/dataset (1-D or 2-D; blocks\n"
+           "run along the last dimension).\n\n"
+           "Quantizer (a profile fills every rule; options override it):\n"
+           "  -f, --format F        mxfp4 (default), nvfp4 or fp8\n"
+           "  -p, --profile P       engine profile (default: ocp for mxfp4, te for nvfp4);\n"
+           "                        see --list-profiles\n"
+           "      --scale-rule R    MXFP4 shared-exponent rule: floor, ceil, even, log2f, rtn\n"
+           "      --round T         element tie rule: rne, rtz, rha\n"
+           "      --zero-sign Z     keep (negatives rounding to 0 give -0) or drop\n"
+           "      --packing K       nibble packing of -o: pairs or split\n"
+           "      --nonfinite N     NaN/Inf policy: scale-nan, block-nan, ignore\n"
+           "      --global-scale G  NVFP4 recorded tensor scale: encode, decode, none\n"
+           "      --recipe R        NVFP4 order of operations: te, torchao, modelopt, ggml\n"
+           "      --2d, --1d        NVFP4 16x16 2-D (weights) or 1-D block scaling\n"
+           "      --fp8-gran G      FP8 scale granularity: tensor, 1x128, 128x128\n"
+           "      --zero-block-code C  MXFP4 E8M0 code of an all-zero block (0..254)\n"
+           "      --pad             zero-pad the last dimension to a multiple of the block\n"
+           "                        (without it a non-multiple is an error)\n"
+           "Outputs (written atomically; a failure leaves none of them):\n"
+           "  -o, --output OUT.h5   packed HDF5: codes, scales, tensor_scale, self-describing\n"
+           "                        attributes and a numpy decode recipe\n"
+           "      --codes C.npy     one code per element as uint8 (E2M1 0..15, sign in bit 3;\n"
+           "                        FP8: the E4M3 byte), in the input's shape\n"
+           "      --scales S.npy    scale bytes uint8 [rows, cols/block] (FP8: float32 tiles)\n"
+           "      --dequant D.npy   dequantized float32 in the input's shape\n"
+           "      --gzip L          gzip level 0..9 for -o (default 0)\n"
+           "Report:\n"
+           "      --json            summary as JSON on stdout instead of the table\n"
+           "      --diff P2         also quantize with profile P2 (same format, its own\n"
+           "                        rules) and report differing scale and element codes\n"
+           "      --show N          differing positions listed by --diff (default 8)\n"
+           "      --list-profiles   list the profiles and what each reproduces, then exit\n"
+           "Execution:\n"
+           "      --threads N       worker threads (default: FP4S_THREADS or all CPUs)\n"
+           "      --ref             force the scalar reference kernels (as FP4S_FORCE_REF=1)\n"
+           "      --chunk-rows N    rows per streamed chunk (default: about 1M elements)\n"
+           "      --help, --version\n\n"
+           "Exit status: 0 ok, 2 usage, 3 input unreadable, malformed or of the wrong\n"
+           "shape, 4 output not written, 5 internal error.\n");
+}
+
+/* ---- option parsing helpers ---------------------------------------------------- */
+typedef const char *(*name_fn)(int);
+
+static int parse_enum(const char *opt, const char *arg, const char *(*name)(int), int n, const char *alts)
+{
+    for (int i = 0; i < n; i++) {
+        const char *nm = name(i);
+        if (nm && strcmp(nm, arg) == 0) return i;
+    }
+    cli_usage("%s: expected one of %s, got '%s'", opt, alts, arg);
+}
+
+static const char *nf_name(int i) { return fp4s_nonfinite_name((fp4s_nonfinite)i); }
+static const char *gs_name(int i) { return fp4s_global_scale_name((fp4s_global_scale)i); }
+static const char *pk_name(int i) { return fp4s_packing_name((fp4s_packing)i); }
+static const char *nv_name(int i) { return fp4s_nv_recipe_name((fp4s_nv_recipe)i); }
+static const char *g8_name(int i) { return fp4s_fp8_gran_name((fp4s_fp8_gran)i); }
+
+static const char *list_names(const char *(*name)(int), int n, char *buf, size_t sz)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && k + 1 < sz; i++)
+        k += (size_t)snprintf(buf + k, sz - k, "%s%s", i ? ", " : "", name(i));
+    return buf;
+}
+
+/* Explicit overrides of the profile's fields (-1 / NULL: not given). */
+typedef struct {
+    int mx_rule, tie, keep_neg_zero, packing, nonfinite, global_scale, recipe, tile2d, fp8_gran, zero_block;
+} overrides;
+
+static void apply_overrides(fp4s_spec *s, const overrides *o)
+{
+    if (o->mx_rule >= 0) s->mx_rule = (fp4s_mx_rule)o->mx_rule;
+    if (o->tie >= 0) s->tie = (fp4s_tie)o->tie;
+    if (o->keep_neg_zero >= 0) s->keep_neg_zero = o->keep_neg_zero;
+    if (o->packing >= 0) s->packing = (fp4s_packing)o->packing;
+    if (o->nonfinite >= 0) s->nonfinite = (fp4s_nonfinite)o->nonfinite;
+    if (o->global_scale >= 0) s->global_scale = (fp4s_global_scale)o->global_scale;
+    if (o->recipe >= 0) s->nv_recipe = (fp4s_nv_recipe)o->recipe;
+    if (o->tile2d >= 0) s->tile2d = o->tile2d;
+    if (o->fp8_gran >= 0) s->fp8_gran = (fp4s_fp8_gran)o->fp8_gran;
+    if (o->zero_block >= 0) s->mx_zero_block_code = (uint8_t)o->zero_block;
+}
+
+static void make_spec(fp4s_spec *s, fp4s_format fmt, const char *profile, const overrides *o, const char *what)
+{
+    int rc = fp4s_spec_profile(s, fmt, profile);
+    if (rc == FP4S_EINVAL) {
+        char names[512];
+        size_t k = 0;
+        names[0] = '\0';
+        for (const fp4s_profile_info *p = fp4s_profile_list(); p && p->name && k + 1 < sizeof names; p++)
+            if (p->formats & (1u << fmt)) k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", k ? ", " : "", p->name);
+        cli_usage("%s: unknown profile '%s' for %s; profiles: %s", what, profile, fp4s_format_name(fmt), names);
+    }
+    if (rc == FP4S_ENOTSUP) cli_usage("%s: profile '%s' does not define %s", what, profile, fp4s_format_name(fmt));
+    if (rc) cli_fail(rc);
+    if (o) apply_overrides(s, o);
+    rc = fp4s_spec_check(s);
+    if (rc) {
+        const char *d = fp4s_last_error();
+        cli_usage("%s: %s", what, (d && *d) ? d : fp4s_strerror(rc));
+    }
+}
+
+static void list_profiles(void)
+{
+    printf("%-14s %-18s %s\n", "profile", "formats", "reproduces");
+    for (const fp4s_profile_info *p = fp4s_profile_list(); p && p->name; p++) {
+        char f[64] = "";
+        size_t k = 0;
+        for (int fm = FP4S_MXFP4; fm <= FP4S_FP8; fm++)
+            if (p->formats & (1u << fm)) k += (size_t)snprintf(f + k, sizeof f - k, "%s%s", k ? "," : "", fp4s_format_name((fp4s_format)fm));
+        printf("%-14s %-18s %s\n", p->name, f, p->reproduces ? p->reproduces : "");
+    }
+}
+
+/* ---- one quantizer run over a chunk ---------------------------------------------- */
+typedef struct {
+    fp4s_spec spec;
+    fp4s_tscale ts;
+    fp4s_qstats st;
+    uint8_t *codes, *scales;
+    float *sf32, *deq;
+    size_t scale_cols;    /* FP4: blocks per row; FP8: scale columns */
+    size_t sf_rows_chunk; /* FP8 scale rows per chunk buffer */
+} run_t;
+
+static bool is_fp4(const fp4s_spec *s) { return s->format != FP4S_FP8; }
+
+static size_t fp8_tile_rows(const fp4s_spec *s, size_t rows)
+{
+    if (s->fp8_gran == FP4S_FP8_TENSOR) return rows;
+    return s->fp8_gran == FP4S_FP8_128x128 ? 128 : 1;
+}
+
+static void *xcalloc(size_t n, size_t sz)
+{
+    void *p = calloc(n ? n : 1, sz);
+    if (!p) cli_die(FP4S_EXIT_INTERNAL, "out of memory (%zu x %zu bytes)", n, sz);
+    return p;
+}
+
+static void run_alloc(run_t *r, size_t chunk, size_t rows, size_t pcols, bool need_deq)
+{
+    r->codes = xcalloc(chunk, pcols);
+    if (is_fp4(&r->spec)) {
+        r->scale_cols = fp4s_spec_blocks_per_row(&r->spec, pcols);
+        r->scales = xcalloc(chunk, r->scale_cols);
+    } else if (r->spec.fp8_gran == FP4S_FP8_TENSOR) {
+        r->scale_cols = 1;
+        r->sf_rows_chunk = 1;
+        r->sf32 = xcalloc(1, sizeof(float));
+    } else {
+        r->scale_cols = fp4s_spec_blocks_per_row(&r->spec, pcols);
+        size_t tr = fp8_tile_rows(&r->spec, rows);
+        r->sf_rows_chunk = (chunk + tr - 1) / tr;
+        r->sf32 = xcalloc(r->sf_rows_chunk * r->scale_cols, sizeof(float));
+    }
+    if (need_deq) r->deq = xcalloc(chunk * pcols, sizeof(float));
+}
+
+static void run_free(run_t *r)
+{
+    free(r->codes);
+    free(r->scales);
+    free(r->sf32);
+    free(r->deq);
+}
+
+static int run_chunk(run_t *r, const float *x, size_t n, size_t pcols, size_t row0)
+{
+    fp4s_qout o = {0};
+    o.codes = r->codes;
+    o.ld_codes = pcols;
+    if (r->scales) {
+        o.scales = r->scales;
+        o.ld_scales = r->scale_cols;
+    }
+    if (r->sf32) {
+        o.scale_f32 = r->sf32;
+        o.ld_scale_f32 = r->scale_cols;
+    }
+    if (r->deq) {
+        o.dequant = r->deq;
+        o.ld_dequant = pcols;
+    }
+    return fp4s_quantize(&r->spec, &r->ts, x, n, pcols, pcols, row0, &o, &r->st);
+}
+
+static bool needs_amax(const fp4s_spec *s)
+{
+    return s->format == FP4S_NVFP4 || (s->format == FP4S_FP8 && s->fp8_gran == FP4S_FP8_TENSOR);
+}
+
+/* ---- diff accounting ---------------------------------------------------------------- */
+typedef struct {
+    size_t row, col;
+    float x, d1, d2;
+    uint8_t c1, c2;
+} diffpos;
+
+typedef struct {
+    uint64_t scales_total, scales_diff;
+    uint64_t elems_total, elems_diff, deq_diff, nan_mismatch;
+    double max_abs;
+    size_t max_row, max_col;
+    float max_x, max_d1, max_d2;
+    bool have_max;
+    uint64_t scale_first_row, scale_first_blk;
+    bool have_scale_first;
+    diffpos *pos;
+    size_t npos, show;
+} diffacc;
+
+static void diff_chunk(diffacc *a, const run_t *r1, const run_t *r2, const float *x, size_t n, size_t pcols,
+                       size_t cols, size_t row0)
+{
+    if (is_fp4(&r1->spec)) {
+        /* scale bytes of real (non-padding) blocks */
+        size_t blk = r1->spec.block, nb = (cols + blk - 1) / blk;
+        for (size_t i = 0; i < n; i++)
+            for (size_t b = 0; b < nb; b++) {
+                a->scales_total++;
+                if (r1->scales[i * r1->scale_cols + b] != r2->scales[i * r2->scale_cols + b]) {
+                    if (!a->have_scale_first) {
+                        a->scale_first_row = row0 + i;
+                        a->scale_first_blk = b;
+                        a->have_scale_first = true;
+                    }
+                    a->scales_diff++;
+                }
+            }
+    } else {
+        size_t tr = fp8_tile_rows(&r1->spec, SIZE_MAX);
+        size_t srows = r1->spec.fp8_gran == FP4S_FP8_TENSOR ? (row0 == 0) : (n + tr - 1) / tr;
+        for (size_t i = 0; i < srows * r1->scale_cols; i++) {
+            a->scales_total++;
+            uint32_t u, v;
+            memcpy(&u, &r1->sf32[i], 4);
+            memcpy(&v, &r2->sf32[i], 4);
+            if (u != v) a->scales_diff++;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < cols; j++) {
+            size_t k = i * pcols + j;
+            a->elems_total++;
+            uint8_t c1 = r1->codes[k], c2 = r2->codes[k];
+            float d1 = r1->deq[k], d2 = r2->deq[k];
+            bool cd = c1 != c2;
+            uint32_t u, v;
+            memcpy(&u, &d1, 4);
+            memcpy(&v, &d2, 4);
+            bool dd = u != v;
+            if (cd) a->elems_diff++;
+            if (dd) a->deq_diff++;
+            if (isnan(d1) != isnan(d2)) a->nan_mismatch++;
+            if ((cd || dd) && a->npos < a->show) {
+                diffpos p = {row0 + i, j, x[k], d1, d2, c1, c2};
+                a->pos[a->npos++] = p;
+            }
+            if (isfinite(d1) && isfinite(d2)) {
+                double e = fabs((double)d1 - (double)d2);
+                if (e > 0 && (!a->have_max || e > a->max_abs)) {
+                    a->max_abs = e;
+                    a->max_row = row0 + i;
+                    a->max_col = j;
+                    a->max_x = x[k];
+                    a->max_d1 = d1;
+                    a->max_d2 = d2;
+                    a->have_max = true;
+                }
+            }
+        }
+}
+
+/* ---- outputs, all committed together at the end --------------------------------------- */
+typedef struct {
+    const char *out_h5, *codes, *scales, *dequant;
+    fp4s_qfile *qf;
+    fp4s_npy_writer *wc, *ws, *wd;
+} outputs;
+
+static void outputs_abort(outputs *o)
+{
+    fp4s_qfile_abort(&o->qf);
+    fp4s_npy_writer_abort(&o->wc);
+    fp4s_npy_writer_abort(&o->ws);
+    fp4s_npy_writer_abort(&o->wd);
+}
+
+static _Noreturn void fail_out(outputs *o, int rc)
+{
+    int st = cli_report(rc);
+    outputs_abort(o);
+    exit(st);
+}
+
+/* ---- report helpers -------------------------------------------------------------------------- */
+static double pct(uint64_t a, uint64_t b) { return b ? 100.0 * (double)a / (double)b : 0.0; }
+
+static double rel_err(const fp4s_qstats *st) { return st->x2 > 0 ? sqrt(st->err2 / st->x2) : 0.0; }
+
+static json_t *spec_json(const fp4s_spec *s)
+{
+    char desc[1024];
+    fp4s_spec_describe(s, desc, sizeof desc);
+    json_t *j = json_object();
+    json_object_set_new(j, "profile", json_string(s->profile));
+    json_object_set_new(j, "format", json_string(fp4s_format_name(s->format)));
+    json_object_set_new(j, "block", json_integer(s->block));
+    json_object_set_new(j, "round", json_string(fp4s_tie_name(s->tie)));
+    json_object_set_new(j, "zero_sign", json_string(s->keep_neg_zero ? "keep" : "drop"));
+    json_object_set_new(j, "packing", json_string(fp4s_packing_name(s->packing)));
+    json_object_set_new(j, "nonfinite", json_string(fp4s_nonfinite_name(s->nonfinite)));
+    if (s->format == FP4S_MXFP4) {
+        json_object_set_new(j, "scale_rule", json_string(fp4s_mx_rule_name(s->mx_rule)));
+        json_object_set_new(j, "zero_block_code", json_integer(s->mx_zero_block_code));
+        json_object_set_new(j, "scale_is_ggml", json_boolean(s->mx_scale_is_ggml));
+    } else if (s->format == FP4S_NVFP4) {
+        json_object_set_new(j, "recipe", json_string(fp4s_nv_recipe_name(s->nv_recipe)));
+        json_object_set_new(j, "global_scale", json_string(fp4s_global_scale_name(s->global_scale)));
+        json_object_set_new(j, "scaling", json_string(s->tile2d ? "2d" : "1d"));
+    } else {
+        json_object_set_new(j, "fp8_gran", json_string(fp4s_fp8_gran_name(s->fp8_gran)));
+    }
+    json_object_set_new(j, "describe", json_string(desc));
+    return j;
+}
+
+static json_t *stats_json(const run_t *r)
+{
+    const fp4s_qstats *st = &r->st;
+    json_t *j = json_object();
+    json_t *ts = json_object();
+    json_object_set_new(ts, "amax", cli_json_real(r->ts.amax));
+    if (r->spec.format == FP4S_NVFP4) {
+        json_object_set_new(ts, "stored", cli_json_real(r->spec.global_scale == FP4S_GS_NONE ? 1.0 : r->ts.stored));
+        json_object_set_new(ts, "s_enc", cli_json_real(r->ts.s_enc));
+        json_object_set_new(ts, "s_dec", cli_json_real(r->ts.s_dec));
+        json_object_set_new(ts, "convention", json_string(fp4s_global_scale_name(r->spec.global_scale)));
+    } else if (r->spec.format == FP4S_FP8 && r->spec.fp8_gran == FP4S_FP8_TENSOR) {
+        json_object_set_new(ts, "stored", cli_json_real(r->ts.fp8_scale));
+    } else {
+        json_object_set_new(ts, "stored", json_null());
+    }
+    json_object_set_new(j, "tensor_scale", ts);
+    json_object_set_new(j, "elements", json_integer((json_int_t)st->elements));
+    json_object_set_new(j, "blocks", json_integer((json_int_t)st->blocks));
+    json_object_set_new(j, "saturated", json_integer((json_int_t)st->saturated));
+    json_object_set_new(j, "zero_blocks", json_integer((json_int_t)st->zero_blocks));
+    json_t *nf = json_object();
+    json_object_set_new(nf, "total", json_integer((json_int_t)st->nonfinite));
+    json_object_set_new(nf, "nan", json_integer((json_int_t)st->nan));
+    json_object_set_new(nf, "inf", json_integer((json_int_t)st->inf));
+    json_object_set_new(nf, "blocks", json_integer((json_int_t)st->nonfinite_blocks));
+    json_object_set_new(nf, "policy", json_string(fp4s_nonfinite_name(r->spec.nonfinite)));
+    json_object_set_new(j, "nonfinite", nf);
+    json_object_set_new(j, "neg_zero", json_integer((json_int_t)st->neg_zero));
+    json_object_set_new(j, "scale_underflow", json_integer((json_int_t)st->scale_underflow));
+    json_object_set_new(j, "rel_error", cli_json_real(rel_err(st)));
+    return j;
+}
+
+static void print_row(const char *label, const char *a, const char *b)
+{
+    if (b) printf("  %-26s %-22s %s\n", label, a, b);
+    else printf("  %-26s %s\n", label, a);
+}
+
+static const char *fmt_count(char *buf, size_t n, uint64_t c, uint64_t of)
+{
+    if (of) snprintf(buf, n, "%llu (%.4g%%)", (unsigned long long)c, pct(c, of));
+    else snprintf(buf, n, "%llu", (unsigned long long)c);
+    return buf;
+}
+
+static void rules_rows(const fp4s_spec *a, const fp4s_spec *b)
+{
+    char x[96], y[96];
+#define ROW(label, fa, fb) do { snprintf(x, sizeof x, "%s", fa); if (b) snprintf(y, sizeof y, "%s", fb); \
+        print_row(label, x, b ? y : NULL); } while (0)
+    if (a->format == FP4S_MXFP4) ROW("scale rule", fp4s_mx_rule_name(a->mx_rule), b ? fp4s_mx_rule_name(b->mx_rule) : "");
+    if (a->format == FP4S_NVFP4) {
+        ROW("recipe (fp32 op order)", fp4s_nv_recipe_name(a->nv_recipe), b ? fp4s_nv_recipe_name(b->nv_recipe) : "");
+        ROW("tensor scale stored as", fp4s_global_scale_name(a->global_scale), b ? fp4s_global_scale_name(b->global_scale) : "");
+        ROW("block scaling", a->tile2d ? "2-D 16x16" : "1-D", b ? (b->tile2d ? "2-D 16x16" : "1-D") : "");
+    }
+    if (a->format == FP4S_FP8) ROW("scale granularity", fp4s_fp8_gran_name(a->fp8_gran), b ? fp4s_fp8_gran_name(b->fp8_gran) : "");
+    ROW("element ties", fp4s_tie_name(a->tie), b ? fp4s_tie_name(b->tie) : "");
+    ROW("negative zero", a->keep_neg_zero ? "kept (-0)" : "dropped (+0)", b ? (b->keep_neg_zero ? "kept (-0)" : "dropped (+0)") : "");
+    ROW("NaN/Inf policy", fp4s_nonfinite_name(a->nonfinite), b ? fp4s_nonfinite_name(b->nonfinite) : "");
+    if (a->format == FP4S_MXFP4) {
+        snprintf(x, sizeof x, "%u", a->mx_zero_block_code);
+        if (b) snprintf(y, sizeof y, "%u", b->mx_zero_block_code);
+        print_row("all-zero block scale code", x, b ? y : NULL);
+    }
+    if (a->format != FP4S_FP8) ROW("nibble packing", fp4s_packing_name(a->packing), b ? fp4s_packing_name(b->packing) : "");
+#undef ROW
+}
+
+static void stats_rows(const run_t *a, const run_t *b)
+{
+    char x[96], y[96];
+    snprintf(x, sizeof x, "%.6g", rel_err(&a->st));
+    if (b) snprintf(y, sizeof y, "%.6g", rel_err(&b->st));
+    print_row("rel. error ||Q(x)-x||/||x||", x, b ? y : NULL);
+    if (a->spec.format == FP4S_NVFP4 || (a->spec.format == FP4S_FP8 && a->spec.fp8_gran == FP4S_FP8_TENSOR)) {
+        float va = a->spec.format == FP4S_NVFP4 ? (a->spec.global_scale == FP4S_GS_NONE ? 1.0f : a->ts.stored) : a->ts.fp8_scale;
+        snprintf(x, sizeof x, "%.9g", va);
+        if (b) {
+            float vb = b->spec.format == FP4S_NVFP4 ? (b->spec.global_scale == FP4S_GS_NONE ? 1.0f : b->ts.stored) : b->ts.fp8_scale;
+            snprintf(y, sizeof y, "%.9g", vb);
+        }
+        print_row("tensor scale", x, b ? y : NULL);
+    }
+    print_row("saturated elements", fmt_count(x, sizeof x, a->st.saturated, a->st.elements),
+              b ? fmt_count(y, sizeof y, b->st.saturated, b->st.elements) : NULL);
+    print_row("all-zero blocks", fmt_count(x, sizeof x, a->st.zero_blocks, a->st.blocks),
+              b ? fmt_count(y, sizeof y, b->st.zero_blocks, b->st.blocks) : NULL);
+    if (a->spec.format != FP4S_FP8)
+        print_row("elements coded -0", fmt_count(x, sizeof x, a->st.neg_zero, a->st.elements),
+                  b ? fmt_count(y, sizeof y, b->st.neg_zero, b->st.elements) : NULL);
+    if (a->spec.format != FP4S_FP8 && (a->st.scale_underflow || (b && b->st.scale_underflow)))
+        print_row("scale underflow blocks", fmt_count(x, sizeof x, a->st.scale_underflow, a->st.blocks),
+                  b ? fmt_count(y, sizeof y, b->st.scale_underflow, b->st.blocks) : NULL);
+}
+
+static const char *code_str(const fp4s_spec *s, uint8_t c, char *buf, size_t n)
+{
+    if (s->format == FP4S_FP8) snprintf(buf, n, "0x%02x", c);
+    else snprintf(buf, n, "%2u", c);
+    return buf;
+}
+
+/* ---- main --------------------------------------------------------------------------------------- */
+int main(int argc, char **argv)
+{
+    cli_init("fp4-quant");
+    const char *fmt_s = "mxfp4", *profile = NULL, *diff_profile = NULL;
+    overrides ov = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    bool pad = false, json = false, list = false;
+    long long chunk_rows = 0, show = 8;
+    int gzip = 0;
+    outputs out = {0};
+    char alts[256];
+
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":f:p:o:", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'f': case OPT_FORMAT: fmt_s = optarg; break;
+        case 'p': case OPT_PROFILE: profile = optarg; break;
+        case 'o': case OPT_OUT: out.out_h5 = optarg; break;
+        case OPT_SCALE_RULE: {
+            fp4s_mx_rule r;
+            if (fp4s_mx_rule_parse(optarg, &r)) cli_usage("--scale-rule: expected floor, ceil, even, log2f or rtn, got '%s'", optarg);
+            ov.mx_rule = (int)r;
+            break;
+        }
+        case OPT_ROUND: {
+            fp4s_tie t;
+            if (fp4s_tie_parse(optarg, &t)) cli_usage("--round: expected rne, rtz or rha, got '%s'", optarg);
+            ov.tie = (int)t;
+            break;
+        }
+        case OPT_ZERO_SIGN:
+            if (strcmp(optarg, "keep") == 0) ov.keep_neg_zero = 1;
+            else if (strcmp(optarg, "drop") == 0) ov.keep_neg_zero = 0;
+            else cli_usage("--zero-sign: expected keep or drop, got '%s'", optarg);
+            break;
+        case OPT_PACKING: ov.packing = parse_enum("--packing", optarg, pk_name, 2, list_names(pk_name, 2, alts, sizeof alts)); break;
+        case OPT_NONFINITE: ov.nonfinite = parse_enum("--nonfinite", optarg, nf_name, 3, list_names(nf_name, 3, alts, sizeof alts)); break;
+        case OPT_GLOBAL: ov.global_scale = parse_enum("--global-scale", optarg, gs_name, 3, list_names(gs_name, 3, alts, sizeof alts)); break;
+        case OPT_RECIPE: ov.recipe = parse_enum("--recipe", optarg, nv_name, 4, list_names(nv_name, 4, alts, sizeof alts)); break;
+        case OPT_FP8_GRAN: ov.fp8_gran = parse_enum("--fp8-gran", optarg, g8_name, 3, list_names(g8_name, 3, alts, sizeof alts)); break;
+        case OPT_2D: ov.tile2d = 1; break;
+        case OPT_1D: ov.tile2d = 0; break;
+        case OPT_ZERO_BLOCK: ov.zero_block = (int)cli_parse_int("--zero-block-code", optarg, 0, 254); break;
+        case OPT_PAD: pad = true; break;
+        case OPT_CODES: out.codes = optarg; break;
+        case OPT_SCALES: out.scales = optarg; break;
+        case OPT_DEQUANT: out.dequant = optarg; break;
+        case OPT_JSON: json = true; break;
+        case OPT_DIFF: diff_profile = optarg; break;
+        case OPT_LIST: list = true; break;
+        case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 4096)); break;
+        case OPT_REF: fp4s_kernels_force_ref(true); break;
+        case OPT_CHUNK: chunk_rows = cli_parse_int("--chunk-rows", optarg, 1, 1LL << 40); break;
+        case OPT_GZIP: gzip = (int)cli_parse_int("--gzip", optarg, 0, 9); break;
+        case OPT_SHOW: show = cli_parse_int("--show", optarg, 0, 10000); break;
+        case OPT_HELP: usage(); return 0;
+        case OPT_VERSION: cli_version(); return 0;
+        case ':': cli_usage("option '%s' needs an argument", argv[optind - 1]);
+        default: cli_usage("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (list) {
+        list_profiles();
+        return 0;
+    }
+    if (optind >= argc) cli_usage("missing INPUT");
+    if (optind + 1 < argc) cli_usage("one INPUT expected, got %d ('%s' ...)", argc - optind, argv[optind + 1]);
+    const char *input = argv[optind];
+
+    fp4s_format fmt;
+    if (fp4s_format_parse(fmt_s, &fmt)) cli_usage("-f: expected mxfp4, nvfp4 or fp8, got '%s'", fmt_s);
+    if (!profile) profile = fp4s_default_profile(fmt);
+    run_t r1 = {0}, r2 = {0};
+    make_spec(&r1.spec, fmt, profile, &ov, "-p");
+    bool diff = diff_profile != NULL;
+    if (diff) make_spec(&r2.spec, fmt, diff_profile, NULL, "--diff");
+
+    /* Outputs that name the same file twice would race. */
+    const char *paths[4] = {out.out_h5, out.codes, out.scales, out.dequant};
+    for (int i = 0; i < 4; i++)
+        for (int j = i + 1; j < 4; j++)
+            if (paths[i] && paths[j] && strcmp(paths[i], paths[j]) == 0)
+                cli_usage("the same output file '%s' is named twice", paths[i]);
+
+    fp4s_source *src;
+    int rc = fp4s_source_open(input, &src);
+    if (rc) cli_fail(rc);
+    size_t rows = fp4s_source_rows(src), cols = fp4s_source_cols(src);
+    int rank = fp4s_source_rank(src);
+    fp4s_dtype in_dt = fp4s_source_dtype(src);
+    size_t blk = r1.spec.block, pcols = cols;
+    char shape[64];
+    if (rank == 1) snprintf(shape, sizeof shape, "(%zu,)", cols);
+    else snprintf(shape, sizeof shape, "(%zu, %zu)", rows, cols);
+    if (cols % blk) {
+        if (!pad) {
+            fp4s_source_close(&src);
+            cli_die(FP4S_EXIT_INPUT, "%s: shape %s: last dimension %zu is not a multiple of the %s block size %zu "
+                    "(use --pad to zero-pad it to %zu)", input, shape, cols, fp4s_format_name(fmt), blk,
+                    (cols + blk - 1) / blk * blk);
+        }
+        pcols = (cols + blk - 1) / blk * blk;
+    }
+    if (r1.spec.packing == FP4S_PACK_SPLIT && pcols % 32 && out.out_h5) {
+        fp4s_source_close(&src);
+        cli_usage("--packing split needs the last dimension to be a multiple of 32 (%zu)", pcols);
+    }
+
+    /* chunking */
+    size_t align = fp4s_spec_row_align(&r1.spec);
+    if (diff) {
+        size_t a2 = fp4s_spec_row_align(&r2.spec);
+        if (a2 > align) align = a2;
+        if (align % a2) align *= a2;
+    }
+    size_t chunk = chunk_rows ? (size_t)chunk_rows : ((size_t)1 << 20) / pcols;
+    if (chunk < 1) chunk = 1;
+    chunk = (chunk + align - 1) / align * align;
+    if (chunk > rows) chunk = rows;
+    float *x = xcalloc(chunk, pcols * sizeof(float)); /* padding columns stay zero */
+
+    /* pass 1: amax */
+    float amax = 0.0f;
+    if (needs_amax(&r1.spec) || (diff && needs_amax(&r2.spec))) {
+        for (size_t r0 = 0; r0 < rows; r0 += chunk) {
+            size_t n = rows - r0 < chunk ? rows - r0 : chunk;
+            rc = fp4s_source_read(src, r0, n, x, pcols);
+            if (rc) cli_fail(rc);
+            amax = fmaxf(amax, fp4s_amax(x, n, pcols, pcols, NULL));
+        }
+    }
+    rc = fp4s_tscale_init(&r1.spec, amax, &r1.ts);
+    if (!rc && diff) rc = fp4s_tscale_init(&r2.spec, amax, &r2.ts);
+    if (rc) cli_fail(rc);
+
+    bool need_deq = diff || out.dequant;
+    run_alloc(&r1, chunk, rows, pcols, need_deq);
+    if (diff) run_alloc(&r2, chunk, rows, pcols, true);
+
+    /* open every output now: unwritable paths fail before any work */
+    if (out.out_h5) {
+        fp4s_qfile_opts qo;
+        fp4s_qfile_opts_defaults(&qo);
+        qo.source = input;
+        qo.source_cols = cols;
+        qo.source_rank = rank;
+        qo.gzip = gzip;
+        qo.tool = "fp4-quant";
+        rc = fp4s_qfile_create(out.out_h5, &r1.spec, &r1.ts, rows, pcols, &qo, &out.qf);
+        if (rc) fail_out(&out, rc);
+    }
+    if (out.codes) {
+        rc = rank == 1 ? fp4s_npy_writer_open(out.codes, FP4S_DT_U8, 1, cols, 0, &out.wc)
+                       : fp4s_npy_writer_open(out.codes, FP4S_DT_U8, 2, rows, cols, &out.wc);
+        if (rc) fail_out(&out, rc);
+    }
+    size_t srows_total = 0;
+    if (out.scales) {
+        if (is_fp4(&r1.spec)) {
+            srows_total = rows;
+            rc = fp4s_npy_writer_open(out.scales, FP4S_DT_U8, 2, rows, r1.scale_cols, &out.ws);
+        } else {
+            size_t tr = fp8_tile_rows(&r1.spec, rows);
+            srows_total = r1.spec.fp8_gran == FP4S_FP8_TENSOR ? 1 : (rows + tr - 1) / tr;
+            rc = fp4s_npy_writer_open(out.scales, FP4S_DT_F32, 2, srows_total, r1.scale_cols, &out.ws);
+        }
+        if (rc) fail_out(&out, rc);
+    }
+    if (out.dequant) {
+        rc = rank == 1 ? fp4s_npy_writer_open(out.dequant, FP4S_DT_F32, 1, cols, 0, &out.wd)
+                       : fp4s_npy_writer_open(out.dequant, FP4S_DT_F32, 2, rows, cols, &out.wd);
+        if (rc) fail_out(&out, rc);
+    }
+
+    diffacc da = {0};
+    da.show = (size_t)show;
+    da.pos = xcalloc(da.show + 1, sizeof *da.pos);
+    uint8_t *crop8 = pcols != cols && out.codes ? xcalloc(chunk, cols) : NULL;
+    float *cropf = pcols != cols && out.dequant ? xcalloc(chunk, cols * sizeof(float)) : NULL;
+
+    /* pass 2: quantize chunk by chunk */
+    for (size_t r0 = 0; r0 < rows; r0 += chunk) {
+        size_t n = rows - r0 < chunk ? rows - r0 : chunk;
+        rc = fp4s_source_read(src, r0, n, x, pcols);
+        if (rc) fail_out(&out, rc);
+        rc = run_chunk(&r1, x, n, pcols, r0);
+        if (rc) fail_out(&out, rc);
+        if (diff) {
+            rc = run_chunk(&r2, x, n, pcols, r0);
+            if (rc) fail_out(&out, rc);
+            diff_chunk(&da, &r1, &r2, x, n, pcols, cols, r0);
+        }
+        if (out.qf) {
+            rc = fp4s_qfile_write(out.qf, n, r1.codes, pcols, r1.scales, r1.scale_cols, r1.sf32, r1.scale_cols);
+            if (rc) fail_out(&out, rc);
+        }
+        if (out.wc) {
+            const uint8_t *src8 = r1.codes;
+            if (crop8) {
+                for (size_t i = 0; i < n; i++) memcpy(crop8 + i * cols, r1.codes + i * pcols, cols);
+                src8 = crop8;
+            }
+            rc = fp4s_npy_writer_rows(out.wc, src8, rank == 1 ? cols : n);
+            if (rc) fail_out(&out, rc);
+        }
+        if (out.wd) {
+            const float *srcf = r1.deq;
+            if (cropf) {
+                for (size_t i = 0; i < n; i++) memcpy(cropf + i * cols, r1.deq + i * pcols, cols * sizeof(float));
+                srcf = cropf;
+            }
+            rc = fp4s_npy_writer_rows(out.wd, srcf, rank == 1 ? cols : n);
+            if (rc) fail_out(&out, rc);
+        }
+        if (out.ws) {
+            if (is_fp4(&r1.spec)) {
+                rc = fp4s_npy_writer_rows(out.ws, r1.scales, n);
+            } else {
+                size_t tr = fp8_tile_rows(&r1.spec, rows);
+                size_t ns = r1.spec.fp8_gran == FP4S_FP8_TENSOR ? (r0 == 0) : (n + tr - 1) / tr;
+                rc = fp4s_npy_writer_rows(out.ws, r1.sf32, ns);
+            }
+            if (rc) fail_out(&out, rc);
+        }
+    }
+    fp4s_source_close(&src);
+    (void)srows_total;
+
+    /* commit every output; if one fails, remove the ones already in place */
+    const char *done[4];
+    int ndone = 0;
+    if (out.qf) {
+        rc = fp4s_qfile_set_stats(out.qf, &r1.st);
+        if (!rc) rc = fp4s_qfile_close(&out.qf);
+        if (rc) fail_out(&out, rc);
+        done[ndone++] = out.out_h5;
+    }
+    fp4s_npy_writer **ws[3] = {&out.wc, &out.ws, &out.wd};
+    const char *wn[3] = {out.codes, out.scales, out.dequant};
+    for (int i = 0; i < 3; i++) {
+        if (!*ws[i]) continue;
+        rc = fp4s_npy_writer_close(ws[i]);
+        if (rc) {
+            int st = cli_report(rc);
+            outputs_abort(&out);
+            for (int k = 0; k < ndone; k++)
+                if (strcmp(done[k], "-") != 0) unlink(done[k]);
+            return st;
+        }
+        done[ndone++] = wn[i];
+    }
+
+    /* ---- report (none when an output went to stdout) ---- */
+    uint64_t nblocks = r1.st.blocks;
+    bool to_stdout = false;
+    for (int i = 0; i < 4; i++)
+        if (paths[i] && strcmp(paths[i], "-") == 0) to_stdout = true;
+    if (to_stdout) {
+        rc = 0;
+    } else if (json) {
+        json_t *j = json_object();
+        json_object_set_new(j, "input", json_string(input));
+        json_object_set_new(j, "dtype", json_string(fp4s_dtype_name(in_dt)));
+        json_t *sh = json_array();
+        if (rank == 2) json_array_append_new(sh, json_integer((json_int_t)rows));
+        json_array_append_new(sh, json_integer((json_int_t)cols));
+        json_object_set_new(j, "shape", sh);
+        json_object_set_new(j, "padded_cols", json_integer((json_int_t)(pcols - cols)));
+        json_object_set_new(j, "format", json_string(fp4s_format_name(fmt)));
+        json_object_set_new(j, "profile", json_string(r1.spec.profile));
+        json_object_set_new(j, "rules", spec_json(&r1.spec));
+        json_object_set_new(j, "block", json_integer((json_int_t)blk));
+        json_t *st = stats_json(&r1);
+        json_object_update(j, st);
+        json_decref(st);
+        json_object_set_new(j, "kernels", json_string(fp4s_kernels_level()));
+        json_object_set_new(j, "threads", json_integer(fp4s_get_threads()));
+        if (diff) {
+            json_t *d = json_object();
+            json_object_set_new(d, "profile", json_string(r2.spec.profile));
+            json_object_set_new(d, "rules", spec_json(&r2.spec));
+            json_t *s2 = stats_json(&r2);
+            json_object_update(d, s2);
+            json_decref(s2);
+            json_object_set_new(d, "scale_codes_compared", json_integer((json_int_t)da.scales_total));
+            json_object_set_new(d, "scale_codes_differ", json_integer((json_int_t)da.scales_diff));
+            json_object_set_new(d, "scale_codes_differ_fraction", cli_json_real(da.scales_total ? (double)da.scales_diff / (double)da.scales_total : 0));
+            json_object_set_new(d, "element_codes_compared", json_integer((json_int_t)da.elems_total));
+            json_object_set_new(d, "element_codes_differ", json_integer((json_int_t)da.elems_diff));
+            json_object_set_new(d, "element_codes_differ_fraction", cli_json_real(da.elems_total ? (double)da.elems_diff / (double)da.elems_total : 0));
+            json_object_set_new(d, "dequant_values_differ", json_integer((json_int_t)da.deq_diff));
+            json_object_set_new(d, "nan_mismatch", json_integer((json_int_t)da.nan_mismatch));
+            json_t *mx = json_object();
+            json_object_set_new(mx, "abs", cli_json_real(da.have_max ? da.max_abs : 0.0));
+            if (da.have_max) {
+                json_object_set_new(mx, "row", json_integer((json_int_t)da.max_row));
+                json_object_set_new(mx, "col", json_integer((json_int_t)da.max_col));
+                json_object_set_new(mx, "x", cli_json_real(da.max_x));
+                json_object_set_new(mx, "a", cli_json_real(da.max_d1));
+                json_object_set_new(mx, "b", cli_json_real(da.max_d2));
+            }
+            json_object_set_new(d, "max_dequant_diff", mx);
+            json_t *fp = json_array();
+            for (size_t i = 0; i < da.npos; i++) {
+                json_t *p = json_object();
+                json_object_set_new(p, "row", json_integer((json_int_t)da.pos[i].row));
+                json_object_set_new(p, "col", json_integer((json_int_t)da.pos[i].col));
+                json_object_set_new(p, "x", cli_json_real(da.pos[i].x));
+                json_object_set_new(p, "code_a", json_integer(da.pos[i].c1));
+                json_object_set_new(p, "code_b", json_integer(da.pos[i].c2));
+                json_object_set_new(p, "a", cli_json_real(da.pos[i].d1));
+                json_object_set_new(p, "b", cli_json_real(da.pos[i].d2));
+                json_array_append_new(fp, p);
+            }
+            json_object_set_new(d, "first_differences", fp);
+            json_object_set_new(j, "diff", d);
+        }
+        json_t *o = json_object();
+        if (out.out_h5) json_object_set_new(o, "h5", json_string(out.out_h5));
+        if (out.codes) json_object_set_new(o, "codes", json_string(out.codes));
+        if (out.scales) json_object_set_new(o, "scales", json_string(out.scales));
+        if (out.dequant) json_object_set_new(o, "dequant", json_string(out.dequant));
+        json_object_set_new(j, "outputs", o);
+        rc = cli_json_print(j);
+    } else {
+        FILE *so = stdout;
+        char a[256], b[128];
+        const char *pn1 = r1.spec.profile, *pn2 = diff ? r2.spec.profile : NULL;
+        if (diff)
+            printf("fp4-quant: %s through two %s profiles, %s vs %s\n", input, fp4s_format_name(fmt), pn1, pn2);
+        else
+            printf("fp4-quant: %s as %s, profile %s\n", input, fp4s_format_name(fmt), pn1);
+        snprintf(a, sizeof a, "%s %s", shape, pad && pcols != cols ? "(padded)" : "");
+        print_row("shape", a, NULL);
+        print_row("stored dtype", fp4s_dtype_name(in_dt), NULL);
+        if (pcols != cols) {
+            snprintf(a, sizeof a, "%zu zero columns added (last dim %zu -> %zu)", pcols - cols, cols, pcols);
+            print_row("padding", a, NULL);
+        }
+        if (fmt == FP4S_FP8)
+            snprintf(a, sizeof a, "%llu scale tiles (%s)", (unsigned long long)nblocks, fp4s_fp8_gran_name(r1.spec.fp8_gran));
+        else
+            snprintf(a, sizeof a, "%llu blocks of %zu", (unsigned long long)nblocks, blk);
+        print_row("blocks", a, NULL);
+        snprintf(a, sizeof a, "%.9g", (double)r1.ts.amax);
+        if (needs_amax(&r1.spec) || (diff && needs_amax(&r2.spec))) print_row("tensor amax", a, NULL);
+        snprintf(a, sizeof a, "%llu (NaN %llu, Inf %llu) in %llu blocks", (unsigned long long)r1.st.nonfinite,
+                 (unsigned long long)r1.st.nan, (unsigned long long)r1.st.inf, (unsigned long long)r1.st.nonfinite_blocks);
+        print_row("non-finite inputs", a, NULL);
+        printf("\n");
+        if (diff) print_row("", pn1, pn2);
+        else print_row("rules", "", NULL);
+        rules_rows(&r1.spec, diff ? &r2.spec : NULL);
+        stats_rows(&r1, diff ? &r2 : NULL);
+        if (diff) {
+            printf("\n  where they disagree\n");
+            print_row(fmt == FP4S_FP8 ? "scales differing" : "scale codes differing",
+                      fmt_count(a, sizeof a, da.scales_diff, da.scales_total), NULL);
+            snprintf(b, sizeof b, "of %llu %s", (unsigned long long)da.scales_total, fmt == FP4S_FP8 ? "tiles" : "blocks");
+            printf("  %-26s %s\n", "", b);
+            print_row("element codes differing", fmt_count(a, sizeof a, da.elems_diff, da.elems_total), NULL);
+            snprintf(b, sizeof b, "of %llu elements", (unsigned long long)da.elems_total);
+            printf("  %-26s %s\n", "", b);
+            print_row("dequantized values differ", fmt_count(a, sizeof a, da.deq_diff, da.elems_total), NULL);
+            if (da.nan_mismatch) print_row("NaN in one only", fmt_count(a, sizeof a, da.nan_mismatch, da.elems_total), NULL);
+            if (da.have_max) {
+                snprintf(a, sizeof a, "%.6g at (row %zu, col %zu)", da.max_abs, da.max_row, da.max_col);
+                print_row("largest |dequant diff|", a, NULL);
+                snprintf(a, sizeof a, "x = %.6g: %s gives %.6g, %s gives %.6g", (double)da.max_x, pn1, (double)da.max_d1,
+                         pn2, (double)da.max_d2);
+                printf("  %-26s %s\n", "", a);
+            } else {
+                print_row("largest |dequant diff|", "0 (identical dequantized values)", NULL);
+            }
+            if (da.npos) {
+                printf("\n  first differing elements\n");
+                printf("  %8s %8s %14s %6s %14s %6s %14s\n", "row", "col", "x", "code", pn1, "code", pn2);
+                for (size_t i = 0; i < da.npos; i++) {
+                    char c1[8], c2[8];
+                    printf("  %8zu %8zu %14.7g %6s %14.7g %6s %14.7g\n", da.pos[i].row, da.pos[i].col, (double)da.pos[i].x,
+                           code_str(&r1.spec, da.pos[i].c1, c1, sizeof c1), (double)da.pos[i].d1,
+                           code_str(&r2.spec, da.pos[i].c2, c2, sizeof c2), (double)da.pos[i].d2);
+                }
+            }
+        }
+        if (ndone) {
+            printf("\n");
+            for (int i = 0; i < ndone; i++) print_row(i ? "" : "written", done[i], NULL);
+        }
+        rc = fflush(so) ? FP4S_EXIT_OUTPUT : 0;
+        if (rc) fprintf(stderr, "fp4-quant: stdout: write failed\n");
+    }
+    free(x);
+    free(da.pos);
+    free(crop8);
+    free(cropf);
+    run_free(&r1);
+    run_free(&r2);
+    return rc;
+}
