@@ -1,0 +1,523 @@
+/* Per-step mismatch accumulator: token sums, per-sequence sums, |rho| values. */
+#include "mm_internal.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const double pct_levels[FP4S_MM_NPCT] = {99.9, 99.0, 95.0, 90.0, 50.0, 10.0, 1.0};
+
+const double *fp4s_mm_percentile_levels(void) { return pct_levels; }
+
+void fp4s_mm_opts_defaults(fp4s_mm_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->is_cap = 2.0;
+    o->clamp = 20.0;
+}
+
+/* ---- metric table ------------------------------------------------------------- */
+typedef struct metric_def {
+    const char *name;
+    size_t off;
+    const char *label;
+} metric_def;
+
+#define M(field, label) {#field, offsetof(fp4s_mm_metrics, field), label}
+#define P(i, name, label) {name, offsetof(fp4s_mm_metrics, abs_pct) + (i) * sizeof(double), label}
+static const metric_def metrics[] = {
+    M(mean_abs, "mean |rho| (nats)"),
+    M(mean_abs_per_seq, "mean of per-sequence mean |rho| (nats)"),
+    M(max_abs, "max |rho| (nats)"),
+    M(k1, "k1 = mean(lp_rollout - lp_trainer) (nats)"),
+    M(k2, "k2 = mean(rho^2/2) (nats)"),
+    M(k3, "k3 = mean(exp(rho) - rho - 1) (nats)"),
+    M(chi2_token, "chi^2 token = mean(w^2) - 1"),
+    M(chi2_seq, "chi^2 sequence = mean((prod w)^2) - 1"),
+    M(probs_diff_mean, "mean |p_trainer - p_rollout| (probability)"),
+    M(probs_diff_max, "max |p_trainer - p_rollout| (probability)"),
+    M(probs_diff_std, "std |p_trainer - p_rollout| (probability)"),
+    M(probs_pearson, "Pearson r of p_trainer, p_rollout"),
+    M(ppl_trainer, "trainer perplexity (per-sequence mean)"),
+    M(ppl_rollout, "rollout perplexity (per-sequence mean)"),
+    M(log_ppl_diff_mean, "mean log-PPL difference (nats)"),
+    M(log_ppl_abs_diff, "mean |log-PPL difference| (nats)"),
+    M(log_ppl_diff_max, "max log-PPL difference (nats)"),
+    M(log_ppl_diff_min, "min log-PPL difference (nats)"),
+    M(ppl_ratio, "mean PPL ratio trainer/rollout"),
+    M(is_mean, "mean IS weight w"),
+    M(is_max, "max IS weight w"),
+    M(is_min, "min IS weight w"),
+    M(is_std, "std of IS weight (clamped to [1/C, C])"),
+    M(is_ess, "IS effective sample size (fraction)"),
+    M(is_frac_high, "fraction of tokens with w > C"),
+    M(is_frac_low, "fraction of tokens with w < 1/C"),
+    P(0, "abs_p99_9", "99.9th percentile of |rho| (nats)"),
+    P(1, "abs_p99", "99th percentile of |rho| (nats)"),
+    P(2, "abs_p95", "95th percentile of |rho| (nats)"),
+    P(3, "abs_p90", "90th percentile of |rho| (nats)"),
+    P(4, "abs_p50", "median |rho| (nats)"),
+    P(5, "abs_p10", "10th percentile of |rho| (nats)"),
+    P(6, "abs_p1", "1st percentile of |rho| (nats)"),
+};
+#undef M
+#undef P
+
+size_t fp4s_mm_metric_count(void) { return sizeof metrics / sizeof metrics[0]; }
+const char *fp4s_mm_metric_name(size_t i) { return i < fp4s_mm_metric_count() ? metrics[i].name : NULL; }
+const char *fp4s_mm_metric_label(size_t i) { return i < fp4s_mm_metric_count() ? metrics[i].label : NULL; }
+
+int fp4s_mm_metric_index(const char *name)
+{
+    if (!name) return -1;
+    for (size_t i = 0; i < fp4s_mm_metric_count(); i++)
+        if (strcmp(metrics[i].name, name) == 0) return (int)i;
+    return -1;
+}
+
+double fp4s_mm_metric_value(const fp4s_mm_metrics *m, size_t i)
+{
+    if (!m || i >= fp4s_mm_metric_count()) return NAN;
+    double v;
+    memcpy(&v, (const char *)m + metrics[i].off, sizeof v);
+    return v;
+}
+
+/* ---- sequence table (open addressing, int64 keys) ----------------------------- */
+static uint64_t hash64(int64_t k)
+{
+    uint64_t x = (uint64_t)k;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static int seq_grow(fp4s_mm_acc *a)
+{
+    size_t ncap = a->seq_cap ? a->seq_cap * 2 : 1024;
+    mm_seq *nt = calloc(ncap, sizeof *nt);
+    if (!nt) return fp4s_error_set(FP4S_ENOMEM, "mismatch: out of memory for %zu sequences", ncap / 2);
+    for (size_t i = 0; i < a->seq_cap; i++) {
+        if (!a->seqs[i].used) continue;
+        size_t h = hash64(a->seqs[i].id) & (ncap - 1);
+        while (nt[h].used) h = (h + 1) & (ncap - 1);
+        nt[h] = a->seqs[i];
+    }
+    free(a->seqs);
+    a->seqs = nt;
+    a->seq_cap = ncap;
+    a->last_slot = SIZE_MAX;
+    return 0;
+}
+
+/* Slot of sequence id, inserting it if needed; SIZE_MAX on out of memory. */
+static size_t seq_slot(fp4s_mm_acc *a, int64_t id)
+{
+    if (a->last_slot != SIZE_MAX && a->last_id == id) return a->last_slot;
+    if ((a->seq_used + 1) * 2 > a->seq_cap && seq_grow(a) != 0) return SIZE_MAX;
+    size_t mask = a->seq_cap - 1, h = hash64(id) & mask;
+    while (a->seqs[h].used && a->seqs[h].id != id) h = (h + 1) & mask;
+    if (!a->seqs[h].used) {
+        memset(&a->seqs[h], 0, sizeof a->seqs[h]);
+        a->seqs[h].used = 1;
+        a->seqs[h].id = id;
+        a->seq_used++;
+    }
+    a->last_id = id;
+    a->last_slot = h;
+    return h;
+}
+
+static int abs_reserve(fp4s_mm_acc *a, size_t extra)
+{
+    if (a->nabs + extra <= a->abs_cap) return 0;
+    size_t ncap = a->abs_cap ? a->abs_cap : 4096;
+    while (ncap < a->nabs + extra) ncap *= 2;
+    double *nv = realloc(a->absv, ncap * sizeof *nv);
+    if (!nv) return fp4s_error_set(FP4S_ENOMEM, "mismatch: out of memory for %zu tokens of one step", ncap);
+    a->absv = nv;
+    a->abs_cap = ncap;
+    return 0;
+}
+
+/* ---- accumulator ----------------------------------------------------------------- */
+int fp4s_mm_acc_open(const fp4s_mm_opts *o, fp4s_mm_acc **out)
+{
+    *out = NULL;
+    fp4s_mm_opts d;
+    if (!o) {
+        fp4s_mm_opts_defaults(&d);
+        o = &d;
+    }
+    if (!(o->is_cap > 1.0) || !isfinite(o->is_cap))
+        return fp4s_error_set(FP4S_EINVAL, "mismatch: IS cap must be a finite number > 1, got %g", o->is_cap);
+    if (!(o->clamp > 0.0) || !isfinite(o->clamp))
+        return fp4s_error_set(FP4S_EINVAL, "mismatch: clamp must be a finite number > 0, got %g", o->clamp);
+    fp4s_mm_acc *a = calloc(1, sizeof *a);
+    if (!a) return fp4s_error_set(FP4S_ENOMEM, "mismatch: out of memory");
+    a->o = *o;
+    fp4s_mm_acc_reset(a);
+    *out = a;
+    return 0;
+}
+
+void fp4s_mm_acc_close(fp4s_mm_acc **a)
+{
+    if (!a || !*a) return;
+    free((*a)->seqs);
+    free((*a)->absv);
+    free(*a);
+    *a = NULL;
+}
+
+void fp4s_mm_acc_reset(fp4s_mm_acc *a)
+{
+    memset(&a->s, 0, sizeof a->s);
+    a->s.max_abs = -INFINITY;
+    a->s.max_w = -INFINITY;
+    a->s.min_w = INFINITY;
+    a->s.max_d = -INFINITY;
+    if (a->seqs && a->seq_used) memset(a->seqs, 0, a->seq_cap * sizeof *a->seqs);
+    a->seq_used = 0;
+    a->last_slot = SIZE_MAX;
+    a->nabs = 0;
+}
+
+static inline int counted(const uint8_t *mask, size_t i) { return !mask || mask[i] != 0; }
+
+int fp4s_mm_acc_add(fp4s_mm_acc *a, size_t n, const double *trainer, const double *rollout,
+                    const int64_t *seq, const uint8_t *mask, uint8_t *first_out)
+{
+    if (!a || (n && (!trainer || !rollout || !seq)))
+        return fp4s_error_set(FP4S_EINVAL, "mismatch: add: NULL argument");
+    if (!a->o.allow_positive) {
+        for (size_t i = 0; i < n; i++) {
+            if (!counted(mask, i)) continue;
+            if (trainer[i] > 0 && isfinite(trainer[i]))
+                return fp4s_error_set(FP4S_EFORMAT, "token %zu: trainer log-prob %.9g is positive "
+                                      "(log-probs are <= 0; --allow-positive accepts it)", i, trainer[i]);
+            if (rollout[i] > 0 && isfinite(rollout[i]))
+                return fp4s_error_set(FP4S_EFORMAT, "token %zu: rollout log-prob %.9g is positive "
+                                      "(log-probs are <= 0; --allow-positive accepts it)", i, rollout[i]);
+        }
+    }
+    int rc = abs_reserve(a, n);
+    if (rc) return rc;
+    const double C = a->o.is_cap, Cl = 1.0 / C, B = a->o.clamp;
+    const double wB = exp(B), wmB = exp(-B);
+    mm_sums s = a->s;
+    double *absv = a->absv + a->nabs;
+    size_t nabs = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (first_out) first_out[i] = 0;
+        if (!counted(mask, i)) {
+            s.masked++;
+            continue;
+        }
+        const double lt = trainer[i], lr = rollout[i];
+        if (!isfinite(lt) || !isfinite(lr)) {
+            s.nonfinite++;
+            continue;
+        }
+        const double rho = lt - lr, ab = fabs(rho);
+        const double e = exp(rho);
+        const double w = rho > B ? wB : (rho < -B ? wmB : e);
+        s.n++;
+        s.s_abs += ab;
+        if (ab > s.max_abs) s.max_abs = ab;
+        s.s_rho += rho;
+        s.s_rho2 += rho * rho;
+        s.s_k3 += e - rho - 1.0;
+        s.s_w += w;
+        s.s_w2 += w * w;
+        if (w > s.max_w) s.max_w = w;
+        if (w < s.min_w) s.min_w = w;
+        const double wc = w < Cl ? Cl : (w > C ? C : w);
+        s.s_wc += wc;
+        s.s_wc2 += wc * wc;
+        s.n_hi += w > C;
+        s.n_lo += w < Cl;
+        const double pt = exp(lt), pr = exp(lr), d = fabs(pt - pr);
+        s.s_d += d;
+        s.s_d2 += d * d;
+        if (d > s.max_d) s.max_d = d;
+        s.s_pt += pt;
+        s.s_pr += pr;
+        s.s_pt2 += pt * pt;
+        s.s_pr2 += pr * pr;
+        s.s_ptpr += pt * pr;
+        absv[nabs++] = ab;
+        size_t slot = seq_slot(a, seq[i]);
+        if (slot == SIZE_MAX) {
+            a->s = s; /* keep what was counted consistent with the sequences */
+            a->nabs += nabs;
+            return fp4s_error_set(FP4S_ENOMEM, "mismatch: out of memory for the sequence table");
+        }
+        mm_seq *q = &a->seqs[slot];
+        if (q->n == 0 && first_out) first_out[i] = 1;
+        q->n++;
+        q->s_abs += ab;
+        q->s_rho += rho;
+        q->s_lt += lt;
+        q->s_lr += lr;
+    }
+    a->s = s;
+    a->nabs += nabs;
+    return 0;
+}
+
+int fp4s_mm_acc_merge(fp4s_mm_acc *dst, const fp4s_mm_acc *src)
+{
+    if (!dst || !src) return fp4s_error_set(FP4S_EINVAL, "mismatch: merge: NULL argument");
+    if (dst->o.is_cap != src->o.is_cap || dst->o.clamp != src->o.clamp)
+        return fp4s_error_set(FP4S_EINVAL, "mismatch: merge: accumulators have different options");
+    int rc = abs_reserve(dst, src->nabs);
+    if (rc) return rc;
+    if (src->nabs) memcpy(dst->absv + dst->nabs, src->absv, src->nabs * sizeof *src->absv);
+    dst->nabs += src->nabs;
+    for (size_t i = 0; i < src->seq_cap; i++) {
+        const mm_seq *q = &src->seqs[i];
+        if (!q->used) continue;
+        size_t slot = seq_slot(dst, q->id);
+        if (slot == SIZE_MAX) return fp4s_error_set(FP4S_ENOMEM, "mismatch: out of memory for the sequence table");
+        mm_seq *d = &dst->seqs[slot];
+        d->n += q->n;
+        d->s_abs += q->s_abs;
+        d->s_rho += q->s_rho;
+        d->s_lt += q->s_lt;
+        d->s_lr += q->s_lr;
+    }
+    mm_sums *a = &dst->s;
+    const mm_sums *b = &src->s;
+    a->n += b->n;
+    a->masked += b->masked;
+    a->nonfinite += b->nonfinite;
+    a->n_hi += b->n_hi;
+    a->n_lo += b->n_lo;
+    a->s_abs += b->s_abs;
+    a->s_rho += b->s_rho;
+    a->s_rho2 += b->s_rho2;
+    a->s_k3 += b->s_k3;
+    a->s_w += b->s_w;
+    a->s_w2 += b->s_w2;
+    a->s_wc += b->s_wc;
+    a->s_wc2 += b->s_wc2;
+    a->s_d += b->s_d;
+    a->s_d2 += b->s_d2;
+    a->s_pt += b->s_pt;
+    a->s_pr += b->s_pr;
+    a->s_pt2 += b->s_pt2;
+    a->s_pr2 += b->s_pr2;
+    a->s_ptpr += b->s_ptpr;
+    if (b->max_abs > a->max_abs) a->max_abs = b->max_abs;
+    if (b->max_w > a->max_w) a->max_w = b->max_w;
+    if (b->min_w < a->min_w) a->min_w = b->min_w;
+    if (b->max_d > a->max_d) a->max_d = b->max_d;
+    return 0;
+}
+
+int fp4s_mm_acc_finish(fp4s_mm_acc *a, fp4s_mm_metrics *out)
+{
+    if (!a || !out) return fp4s_error_set(FP4S_EINVAL, "mismatch: finish: NULL argument");
+    int64_t step = out->step;
+    memset(out, 0, sizeof *out);
+    out->step = step;
+    const mm_sums *s = &a->s;
+    out->masked = s->masked;
+    out->nonfinite = s->nonfinite;
+    out->tokens = s->n;
+    if (s->n == 0) {
+        double *f = &out->mean_abs;
+        for (size_t i = 0; i < fp4s_mm_metric_count(); i++) f[i] = NAN;
+        return fp4s_error_set(FP4S_EEMPTY, "no counted token (all masked or non-finite)");
+    }
+    const double n = (double)s->n, C = a->o.is_cap, B = a->o.clamp;
+    out->mean_abs = s->s_abs / n;
+    out->max_abs = s->max_abs;
+    out->k1 = -s->s_rho / n;
+    out->k2 = s->s_rho2 / (2.0 * n);
+    out->k3 = s->s_k3 / n;
+    out->chi2_token = s->s_w2 / n - 1.0;
+    out->probs_diff_mean = s->s_d / n;
+    out->probs_diff_max = s->max_d;
+    if (s->n > 1) {
+        double var = (s->s_d2 - s->s_d * s->s_d / n) / (n - 1.0);
+        out->probs_diff_std = sqrt(var > 0 ? var : 0);
+        double cxy = s->s_ptpr - s->s_pt * s->s_pr / n;
+        double cxx = s->s_pt2 - s->s_pt * s->s_pt / n;
+        double cyy = s->s_pr2 - s->s_pr * s->s_pr / n;
+        out->probs_pearson = (cxx > 0 && cyy > 0) ? cxy / sqrt(cxx * cyy) : NAN;
+    } else {
+        out->probs_diff_std = NAN;
+        out->probs_pearson = NAN;
+    }
+    out->is_mean = s->s_w / n;
+    out->is_max = s->max_w;
+    out->is_min = s->min_w;
+    out->is_frac_high = (double)s->n_hi / n;
+    out->is_frac_low = (double)s->n_lo / n;
+    const double mc = s->s_wc / n, m2c = s->s_wc2 / n;
+    if (s->n > 1) {
+        double var = m2c - mc * mc;
+        out->is_std = sqrt(var > 0 ? var : 0);
+    } else {
+        out->is_std = 0.0;
+    }
+    out->is_ess = 1.0 / (m2c / ((mc + 1e-8) * (mc + 1e-8)));
+    (void)C;
+
+    /* sequences */
+    double ns = 0, sabs = 0, schi = 0, spt = 0, spr = 0, sd = 0, sad = 0, sed = 0;
+    double dmax = -INFINITY, dmin = INFINITY;
+    for (size_t i = 0; i < a->seq_cap; i++) {
+        const mm_seq *q = &a->seqs[i];
+        if (!q->used || q->n == 0) continue;
+        const double qn = (double)q->n;
+        ns += 1;
+        sabs += q->s_abs / qn;
+        double r = q->s_rho;
+        r = r > B ? B : (r < -B ? -B : r);
+        schi += exp(2.0 * r);
+        const double mt = q->s_lt / qn, mr = q->s_lr / qn, d = mr - mt;
+        spt += exp(-mt);
+        spr += exp(-mr);
+        sd += d;
+        sad += fabs(d);
+        sed += exp(d);
+        if (d > dmax) dmax = d;
+        if (d < dmin) dmin = d;
+    }
+    out->sequences = (uint64_t)ns;
+    out->mean_abs_per_seq = sabs / ns;
+    out->chi2_seq = schi / ns - 1.0;
+    out->ppl_trainer = spt / ns;
+    out->ppl_rollout = spr / ns;
+    out->log_ppl_diff_mean = sd / ns;
+    out->log_ppl_abs_diff = sad / ns;
+    out->log_ppl_diff_max = dmax;
+    out->log_ppl_diff_min = dmin;
+    out->ppl_ratio = sed / ns;
+
+    double fr[FP4S_MM_NPCT];
+    for (int k = 0; k < FP4S_MM_NPCT; k++) fr[k] = pct_levels[k] / 100.0;
+    fp4s_percentiles(a->absv, a->nabs, fr, FP4S_MM_NPCT, out->abs_pct);
+    return 0;
+}
+
+/* ---- percentiles (multi-quickselect) ------------------------------------------------ */
+static uint64_t xs_next(uint64_t *st)
+{
+    uint64_t x = *st;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *st = x;
+}
+
+static void insertion_sort(double *a, size_t lo, size_t hi)
+{
+    for (size_t i = lo + 1; i < hi; i++) {
+        double v = a[i];
+        size_t j = i;
+        while (j > lo && a[j - 1] > v) {
+            a[j] = a[j - 1];
+            j--;
+        }
+        a[j] = v;
+    }
+}
+
+/* Put the elements of the given (sorted, unique) ranks of a[lo, hi) in place. */
+static void mselect(double *a, size_t lo, size_t hi, const size_t *r, size_t nr, uint64_t *st)
+{
+    while (nr > 0) {
+        if (hi - lo <= 24) {
+            insertion_sort(a, lo, hi);
+            return;
+        }
+        size_t span = hi - lo;
+        double x = a[lo + xs_next(st) % span], y = a[lo + xs_next(st) % span], z = a[lo + xs_next(st) % span];
+        double p = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+        size_t lt = lo, i = lo, gt = hi;
+        while (i < gt) {
+            double v = a[i];
+            if (v < p) {
+                a[i] = a[lt];
+                a[lt] = v;
+                lt++;
+                i++;
+            } else if (v > p) {
+                gt--;
+                a[i] = a[gt];
+                a[gt] = v;
+            } else {
+                i++;
+            }
+        }
+        size_t nl = 0;
+        while (nl < nr && r[nl] < lt) nl++;
+        size_t nm = nl;
+        while (nm < nr && r[nm] < gt) nm++;
+        if (nl) mselect(a, lo, lt, r, nl, st);
+        r += nm;
+        nr -= nm;
+        lo = gt;
+    }
+}
+
+static int cmp_size(const void *x, const void *y)
+{
+    size_t a = *(const size_t *)x, b = *(const size_t *)y;
+    return (a > b) - (a < b);
+}
+
+void fp4s_percentiles(double *data, size_t n, const double *fractions, size_t k, double *out)
+{
+    if (n == 0) {
+        for (size_t j = 0; j < k; j++) out[j] = NAN;
+        return;
+    }
+    size_t *ranks = malloc((2 * k + 2) * sizeof *ranks);
+    size_t nr = 0;
+    if (!ranks) { /* fall back to a full sort */
+        for (size_t j = 0; j < k; j++) out[j] = NAN;
+        return;
+    }
+    for (size_t j = 0; j < k; j++) {
+        double f = fractions[j];
+        if (f <= 0) f = 0;
+        if (f >= 1) f = 1;
+        double p = f * (double)(n - 1);
+        size_t ip = (size_t)p;
+        if (ip > n - 1) ip = n - 1;
+        ranks[nr++] = ip;
+        if (ip + 1 < n) ranks[nr++] = ip + 1;
+    }
+    qsort(ranks, nr, sizeof *ranks, cmp_size);
+    size_t u = 0;
+    for (size_t i = 0; i < nr; i++)
+        if (u == 0 || ranks[u - 1] != ranks[i]) ranks[u++] = ranks[i];
+    uint64_t st = 0x9e3779b97f4a7c15ULL ^ (uint64_t)n;
+    mselect(data, 0, n, ranks, u, &st);
+    free(ranks);
+    for (size_t j = 0; j < k; j++) {
+        double f = fractions[j];
+        if (f <= 0) {
+            out[j] = data[0];
+            continue;
+        }
+        if (f >= 1) {
+            out[j] = data[n - 1];
+            continue;
+        }
+        double p = f * (double)(n - 1);
+        size_t ip = (size_t)p;
+        double fr = p - (double)ip;
+        size_t i2 = ip + 1 < n ? ip + 1 : n - 1;
+        out[j] = (1.0 - fr) * data[ip] + fr * data[i2];
+    }
+}

@@ -1,0 +1,344 @@
+/* Stream a trace, one step at a time per run, into per-step metrics. */
+#include "mm_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *mm_base_name(const char *p);
+
+typedef struct run_state {
+    fp4s_mm_run run;
+    size_t cap;
+    fp4s_mm_acc *acc, *first, *rest;
+    int has_cur;
+    int64_t cur;
+} run_state;
+
+typedef struct driver {
+    const fp4s_mm_opts *o;
+    mm_reader *r;
+    run_state *rs;
+    size_t nrs;
+    /* gather buffers for the by-position split */
+    double *glt, *glr;
+    int64_t *gseq;
+    uint8_t *gmask, *first;
+    size_t gcap;
+} driver;
+
+static char *dupstr(const char *s)
+{
+    size_t n = strlen(s);
+    char *d = malloc(n + 1);
+    if (d) memcpy(d, s, n + 1);
+    return d;
+}
+
+static void run_free(fp4s_mm_run *r)
+{
+    free(r->name);
+    free(r->source);
+    free(r->steps);
+    free(r->first);
+    free(r->rest);
+    memset(r, 0, sizeof *r);
+}
+
+static void state_free(run_state *s)
+{
+    fp4s_mm_acc_close(&s->acc);
+    fp4s_mm_acc_close(&s->first);
+    fp4s_mm_acc_close(&s->rest);
+}
+
+static char *run_name(const char *path, const char *name, const char *col)
+{
+    char buf[1024];
+    if (name && col) snprintf(buf, sizeof buf, "%s/%s", name, col);
+    else if (name) snprintf(buf, sizeof buf, "%s", name);
+    else if (col) snprintf(buf, sizeof buf, "%s", col);
+    else {
+        const char *b = strcmp(path, "-") == 0 ? "stdin" : mm_base_name(path);
+        snprintf(buf, sizeof buf, "%s", b);
+        char *dot = strrchr(buf, '.');
+        if (dot && dot != buf) *dot = '\0';
+    }
+    return dupstr(buf);
+}
+
+static int get_state(driver *d, uint32_t idx, const char *path, const char *name, run_state **out)
+{
+    while (d->nrs <= idx) {
+        run_state *n = realloc(d->rs, (d->nrs + 1) * sizeof *n);
+        if (!n) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
+        d->rs = n;
+        run_state *s = &d->rs[d->nrs];
+        memset(s, 0, sizeof *s);
+        d->nrs++;
+        const char *col = mm_reader_run_name(d->r, d->nrs - 1);
+        s->run.name = run_name(path, name, col);
+        s->run.source = dupstr(path);
+        if (!s->run.name || !s->run.source) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
+        int rc = fp4s_mm_acc_open(d->o, &s->acc);
+        if (!rc && d->o->by_position) rc = fp4s_mm_acc_open(d->o, &s->first);
+        if (!rc && d->o->by_position) rc = fp4s_mm_acc_open(d->o, &s->rest);
+        if (rc) return rc;
+    }
+    *out = &d->rs[idx];
+    return 0;
+}
+
+static int push_step(run_state *s, const fp4s_mm_metrics *m, const fp4s_mm_metrics *f, const fp4s_mm_metrics *r,
+                     int bypos)
+{
+    if (s->run.nsteps == s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 64;
+        fp4s_mm_metrics *a = realloc(s->run.steps, nc * sizeof *a);
+        if (!a) return fp4s_error_set(FP4S_ENOMEM, "out of memory");
+        s->run.steps = a;
+        if (bypos) {
+            a = realloc(s->run.first, nc * sizeof *a);
+            if (!a) return fp4s_error_set(FP4S_ENOMEM, "out of memory");
+            s->run.first = a;
+            a = realloc(s->run.rest, nc * sizeof *a);
+            if (!a) return fp4s_error_set(FP4S_ENOMEM, "out of memory");
+            s->run.rest = a;
+        }
+        s->cap = nc;
+    }
+    s->run.steps[s->run.nsteps] = *m;
+    if (bypos) {
+        s->run.first[s->run.nsteps] = *f;
+        s->run.rest[s->run.nsteps] = *r;
+    }
+    s->run.nsteps++;
+    return 0;
+}
+
+static int finish_step(driver *d, run_state *s)
+{
+    if (!s->has_cur) return 0;
+    fp4s_mm_metrics m, f, r;
+    memset(&m, 0, sizeof m);
+    memset(&f, 0, sizeof f);
+    memset(&r, 0, sizeof r);
+    m.step = f.step = r.step = s->cur;
+    int rc = fp4s_mm_acc_finish(s->acc, &m);
+    s->run.tokens += m.tokens;
+    s->run.masked += m.masked;
+    s->run.nonfinite += m.nonfinite;
+    if (rc == FP4S_EEMPTY) {
+        if (!d->o->skip_empty)
+            return fp4s_error_set(FP4S_EEMPTY, "%s: run '%s': step %lld: no counted token (%llu masked, %llu with "
+                                  "NaN/Inf log-probs; --skip-empty skips such steps)", s->run.source, s->run.name,
+                                  (long long)s->cur, (unsigned long long)m.masked, (unsigned long long)m.nonfinite);
+        s->run.skipped_steps++;
+        s->has_cur = 0;
+        fp4s_mm_acc_reset(s->acc);
+        if (s->first) fp4s_mm_acc_reset(s->first);
+        if (s->rest) fp4s_mm_acc_reset(s->rest);
+        return 0;
+    }
+    if (rc) return rc;
+    if (d->o->by_position) {
+        rc = fp4s_mm_acc_finish(s->first, &f);
+        if (rc && rc != FP4S_EEMPTY) return rc;
+        rc = fp4s_mm_acc_finish(s->rest, &r);
+        if (rc && rc != FP4S_EEMPTY) return rc;
+        fp4s_mm_acc_reset(s->first);
+        fp4s_mm_acc_reset(s->rest);
+    }
+    fp4s_mm_acc_reset(s->acc);
+    s->has_cur = 0;
+    return push_step(s, &m, &f, &r, d->o->by_position);
+}
+
+static int seen_step(const run_state *s, int64_t step)
+{
+    for (size_t i = s->run.nsteps; i-- > 0;)
+        if (s->run.steps[i].step == step) return 1;
+    return 0;
+}
+
+/* Tokens [i0, i1) of b belong to one run and one step. */
+static int add_segment(driver *d, run_state *s, const mm_batch *b, size_t i0, size_t i1)
+{
+    size_t n = i1 - i0;
+    if (!d->o->allow_positive) {
+        for (size_t i = i0; i < i1; i++) {
+            if (!b->mask[i]) continue;
+            double v = b->lt[i] > 0 && isfinite(b->lt[i]) ? b->lt[i] : b->lr[i];
+            if ((b->lt[i] > 0 && isfinite(b->lt[i])) || (b->lr[i] > 0 && isfinite(b->lr[i]))) {
+                char where[1200];
+                mm_reader_where(d->r, b, i, where, sizeof where);
+                return fp4s_error_set(FP4S_EFORMAT, "%s: %s log-prob %.9g is positive (log-probs are <= 0; "
+                                      "--allow-positive accepts it)", where,
+                                      b->lt[i] > 0 && isfinite(b->lt[i]) ? "trainer" : "rollout", v);
+            }
+        }
+    }
+    int bypos = d->o->by_position;
+    int rc = fp4s_mm_acc_add(s->acc, n, b->lt + i0, b->lr + i0, b->seq + i0, b->mask + i0,
+                             bypos ? d->first : NULL);
+    if (rc) return rc;
+    if (!bypos) return 0;
+    int has_pos = mm_reader_has_pos(d->r);
+    for (int part = 0; part < 2; part++) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            int is_first = has_pos ? b->pos[i0 + i] == 0 : d->first[i];
+            if (is_first != (part == 0)) continue;
+            d->glt[k] = b->lt[i0 + i];
+            d->glr[k] = b->lr[i0 + i];
+            d->gseq[k] = b->seq[i0 + i];
+            d->gmask[k] = b->mask[i0 + i];
+            k++;
+        }
+        rc = fp4s_mm_acc_add(part == 0 ? s->first : s->rest, k, d->glt, d->glr, d->gseq, d->gmask, NULL);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static int cmp_metrics_idx(const void *a, const void *b, void *ctx)
+{
+    const fp4s_mm_metrics *m = ctx;
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (m[x].step > m[y].step) - (m[x].step < m[y].step);
+}
+
+static int sort_run(fp4s_mm_run *r)
+{
+    size_t n = r->nsteps;
+    int sorted = 1;
+    for (size_t i = 1; i < n; i++)
+        if (r->steps[i].step < r->steps[i - 1].step) sorted = 0;
+    if (sorted) return 0;
+    size_t *idx = malloc(n * sizeof *idx);
+    fp4s_mm_metrics *tmp = malloc(n * sizeof *tmp);
+    if (!idx || !tmp) {
+        free(idx);
+        free(tmp);
+        return fp4s_error_set(FP4S_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) idx[i] = i;
+    qsort_r(idx, n, sizeof *idx, cmp_metrics_idx, r->steps);
+    fp4s_mm_metrics *arrs[3] = {r->steps, r->first, r->rest};
+    for (int k = 0; k < 3; k++) {
+        if (!arrs[k]) continue;
+        for (size_t i = 0; i < n; i++) tmp[i] = arrs[k][idx[i]];
+        memcpy(arrs[k], tmp, n * sizeof *tmp);
+    }
+    free(idx);
+    free(tmp);
+    return 0;
+}
+
+int fp4s_mm_analyze(const char *path, const char *name, const fp4s_mm_opts *o, const fp4s_trace_opts *t,
+                    fp4s_mm_result *res)
+{
+    if (!path || !res) return fp4s_error_set(FP4S_EINVAL, "mismatch: analyze: NULL argument");
+    fp4s_mm_opts od;
+    if (!o) {
+        fp4s_mm_opts_defaults(&od);
+        o = &od;
+    }
+    driver d;
+    memset(&d, 0, sizeof d);
+    d.o = o;
+    mm_batch b;
+    memset(&b, 0, sizeof b);
+    int rc = mm_reader_open(path, t, o->skip_empty, &d.r);
+    if (rc) return rc;
+    size_t cap = (size_t)1 << 16;
+    rc = mm_batch_init(&b, cap);
+    if (rc) goto done;
+    if (o->by_position) {
+        d.gcap = cap;
+        d.glt = malloc(cap * sizeof *d.glt);
+        d.glr = malloc(cap * sizeof *d.glr);
+        d.gseq = malloc(cap * sizeof *d.gseq);
+        d.gmask = malloc(cap);
+        d.first = malloc(cap);
+        if (!d.glt || !d.glr || !d.gseq || !d.gmask || !d.first) {
+            rc = fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
+            goto done;
+        }
+    }
+    for (;;) {
+        rc = mm_reader_next(d.r, &b);
+        if (rc || b.n == 0) break;
+        size_t i0 = 0;
+        while (i0 < b.n) {
+            size_t i1 = i0 + 1;
+            while (i1 < b.n && b.run[i1] == b.run[i0] && b.step[i1] == b.step[i0]) i1++;
+            run_state *s = NULL;
+            rc = get_state(&d, b.run[i0], path, name, &s);
+            if (rc) goto done;
+            if (!s->has_cur || s->cur != b.step[i0]) {
+                rc = finish_step(&d, s);
+                if (rc) goto done;
+                if (seen_step(s, b.step[i0])) {
+                    char where[1200];
+                    mm_reader_where(d.r, &b, i0, where, sizeof where);
+                    rc = fp4s_error_set(FP4S_EFORMAT, "%s: step %lld of run '%s' comes back after other steps: rows "
+                                        "must be grouped by step (sort the trace by run, then step)", where,
+                                        (long long)b.step[i0], s->run.name);
+                    goto done;
+                }
+                s->has_cur = 1;
+                s->cur = b.step[i0];
+            }
+            rc = add_segment(&d, s, &b, i0, i1);
+            if (rc) goto done;
+            i0 = i1;
+        }
+    }
+    if (rc) goto done;
+    for (size_t i = 0; i < d.nrs && !rc; i++) rc = finish_step(&d, &d.rs[i]);
+    if (rc) goto done;
+    if (d.nrs == 0 || (d.nrs == 1 && d.rs[0].run.nsteps == 0 && d.rs[0].run.skipped_steps == 0 &&
+                       mm_reader_skipped(d.r) == 0)) {
+        rc = fp4s_error_set(FP4S_EEMPTY, "%s: no tokens in the trace", mm_reader_path(d.r));
+        goto done;
+    }
+    if (d.nrs == 1) d.rs[0].run.skipped_steps += mm_reader_skipped(d.r);
+    for (size_t i = 0; i < d.nrs && !rc; i++) rc = sort_run(&d.rs[i].run);
+    if (rc) goto done;
+    {
+        fp4s_mm_run *nr = realloc(res->runs, (res->nruns + d.nrs) * sizeof *nr);
+        if (!nr) {
+            rc = fp4s_error_set(FP4S_ENOMEM, "out of memory");
+            goto done;
+        }
+        res->runs = nr;
+        for (size_t i = 0; i < d.nrs; i++) {
+            res->runs[res->nruns++] = d.rs[i].run;
+            memset(&d.rs[i].run, 0, sizeof d.rs[i].run);
+        }
+    }
+done:
+    for (size_t i = 0; i < d.nrs; i++) {
+        state_free(&d.rs[i]);
+        run_free(&d.rs[i].run);
+    }
+    free(d.rs);
+    free(d.glt);
+    free(d.glr);
+    free(d.gseq);
+    free(d.gmask);
+    free(d.first);
+    mm_batch_free(&b);
+    mm_reader_close(&d.r);
+    return rc;
+}
+
+void fp4s_mm_result_free(fp4s_mm_result *res)
+{
+    if (!res) return;
+    for (size_t i = 0; i < res->nruns; i++) run_free(&res->runs[i]);
+    free(res->runs);
+    res->runs = NULL;
+    res->nruns = 0;
+}

@@ -1,0 +1,211 @@
+/* Rollout / trainer log-prob mismatch over training steps (man/fp4-mismatch.1).
+ *
+ * Per token t of a response: lp_t = trainer log-prob, lp_r = rollout log-prob of
+ * the same token, rho = lp_t - lp_r, w = exp(rho). Over the counted tokens of
+ * one step (mask = 1, both log-probs finite) the accumulator computes the
+ * metrics the RL frameworks log, with their formulas:
+ *
+ *   mean_abs          mean |rho|                                    (slime, token mean)
+ *   mean_abs_per_seq  mean over sequences of the sequence mean |rho| (slime
+ *                     train_rollout_logprob_abs_diff, sum_of_sample_mean)
+ *   max_abs           max |rho|                                     (QUADS "max gap")
+ *   k1                mean(lp_r - lp_t)       (verl rollout_corr/kl, OpenRLHF vllm_kl)
+ *   k2                mean(rho^2 / 2)
+ *   k3                mean(exp(rho) - rho - 1), rho not clamped     (verl k3_kl)
+ *   chi2_token        mean(exp(clamp(rho))^2) - 1                   (verl)
+ *   chi2_seq          mean over sequences of exp(2 clamp(sum rho)) - 1 (verl)
+ *   probs_diff_*      mean / max / std (n-1) of |exp(lp_t) - exp(lp_r)|,
+ *   probs_pearson     Pearson correlation of exp(lp_t), exp(lp_r) (verl training/)
+ *   ppl_trainer/rollout  mean over sequences of exp(-sequence mean lp)  (verl)
+ *   log_ppl_diff_mean/abs_diff/max/min, ppl_ratio: d_s = mean_s(lp_r) - mean_s(lp_t),
+ *                     mean d, mean |d|, max d, min d, mean exp(d)   (verl)
+ *   is_mean/max/min   of w = exp(clamp(rho))                        (verl token IS)
+ *   is_std, is_ess    std and 1/mean((wc/(mean wc + 1e-8))^2) of wc = w clamped
+ *                     to [1/C, C]                                   (verl compute_is_metrics)
+ *   is_frac_high/low  fraction of tokens with w > C, w < 1/C        (verl)
+ *   abs_p99_9 ... abs_p1  percentiles of |rho| with llama.cpp's rule
+ *                     (linear interpolation at fraction * (n - 1) of the sorted values)
+ *
+ * clamp is verl's SAFETY_BOUND (20). C is the IS cap (default 2, verl's
+ * rollout_is_threshold). The accumulator divides by the exact token / sequence
+ * counts (verl adds 1e-8 to its masked_mean denominators; the difference is
+ * below 1e-8 relative).
+ *
+ * Thread-safety: an accumulator belongs to one thread at a time; merge
+ * partials built on several threads with fp4s_mm_acc_merge. */
+#ifndef FP4SCOPE_MISMATCH_H
+#define FP4SCOPE_MISMATCH_H
+
+#include <fp4scope/common.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FP4S_MM_NPCT 7
+/* The percentile levels of |rho| (percent), in the order of abs_pct[]. */
+FP4S_API const double *fp4s_mm_percentile_levels(void);
+
+typedef struct fp4s_mm_opts {
+    double is_cap;        /* C: IS fractions and the clamp of is_std / is_ess; default 2 */
+    double clamp;         /* |rho| bound before exp where verl clamps; default 20 */
+    bool allow_positive;  /* accept log-probs > 0 (default false: an error) */
+    bool by_position;     /* also split each step into first token / rest */
+    bool skip_empty;      /* skip steps with no counted token (default: error) */
+} fp4s_mm_opts;
+
+FP4S_API void fp4s_mm_opts_defaults(fp4s_mm_opts *o);
+
+/* Metrics of one step (or one part of it with by_position). */
+typedef struct fp4s_mm_metrics {
+    int64_t step;
+    uint64_t tokens;      /* counted tokens */
+    uint64_t sequences;   /* sequences with at least one counted token */
+    uint64_t masked;      /* tokens with mask = 0 */
+    uint64_t nonfinite;   /* unmasked tokens excluded because a log-prob was NaN or +-Inf */
+    double mean_abs, mean_abs_per_seq, max_abs;
+    double k1, k2, k3, chi2_token, chi2_seq;
+    double probs_diff_mean, probs_diff_max, probs_diff_std, probs_pearson;
+    double ppl_trainer, ppl_rollout;
+    double log_ppl_diff_mean, log_ppl_abs_diff, log_ppl_diff_max, log_ppl_diff_min, ppl_ratio;
+    double is_mean, is_max, is_min, is_std, is_ess, is_frac_high, is_frac_low;
+    double abs_pct[FP4S_MM_NPCT]; /* abs_p99_9, abs_p99, abs_p95, abs_p90, abs_p50, abs_p10, abs_p1 */
+} fp4s_mm_metrics;
+
+/* The double-valued metrics by name (the JSON field names), for --metric,
+ * tables and plots. Index i in [0, fp4s_mm_metric_count()). */
+FP4S_API size_t fp4s_mm_metric_count(void);
+FP4S_API const char *fp4s_mm_metric_name(size_t i);
+/* Short description with the unit, for axis labels ("mean |rho| (nats)"). */
+FP4S_API const char *fp4s_mm_metric_label(size_t i);
+/* Index of a metric name, or -1 when unknown. */
+FP4S_API int fp4s_mm_metric_index(const char *name);
+FP4S_API double fp4s_mm_metric_value(const fp4s_mm_metrics *m, size_t i);
+
+/* ---- accumulator (init / add / merge / finish) --------------------------------- */
+typedef struct fp4s_mm_acc fp4s_mm_acc;
+
+/* o may be NULL (defaults). */
+FP4S_API int fp4s_mm_acc_open(const fp4s_mm_opts *o, fp4s_mm_acc **out);
+FP4S_API void fp4s_mm_acc_close(fp4s_mm_acc **a);
+/* Forget all tokens (keeps the options and the buffers). */
+FP4S_API void fp4s_mm_acc_reset(fp4s_mm_acc *a);
+
+/* Add n tokens. seq: sequence id of each token (required); mask NULL = all
+ * counted. Tokens with a NaN or infinite log-prob are excluded and counted in
+ * `nonfinite`. A positive log-prob is FP4S_EFORMAT unless allow_positive
+ * (nothing of this call is added then). If first_out is not NULL, first_out[i]
+ * is set to 1 when token i is the first counted token of its sequence in this
+ * accumulator, else 0. The accumulator keeps |rho| of every counted token
+ * (8 bytes each) for the exact percentiles, so feed it one step at a time. */
+FP4S_API int fp4s_mm_acc_add(fp4s_mm_acc *a, size_t n, const double *trainer,
+                             const double *rollout, const int64_t *seq,
+                             const uint8_t *mask, uint8_t *first_out);
+
+/* Fold src into dst (sums add; sequences with the same id are joined; |rho|
+ * values are appended). Both must have the same options. */
+FP4S_API int fp4s_mm_acc_merge(fp4s_mm_acc *dst, const fp4s_mm_acc *src);
+
+/* Compute the metrics (out->step is left as it was). FP4S_EEMPTY when no token
+ * was counted. The accumulator is unchanged and may keep growing. */
+FP4S_API int fp4s_mm_acc_finish(fp4s_mm_acc *a, fp4s_mm_metrics *out);
+
+/* ---- traces --------------------------------------------------------------------- */
+typedef enum fp4s_trace_format {
+    FP4S_TRACE_AUTO = 0, FP4S_TRACE_CSV, FP4S_TRACE_JSONL, FP4S_TRACE_CAPTURE
+} fp4s_trace_format;
+
+typedef struct fp4s_trace_opts {
+    fp4s_trace_format format; /* AUTO: by extension (.h5 .hdf5 .csv .tsv .jsonl .ndjson), else by content */
+    char delim;               /* CSV delimiter; 0 = auto from the header (tab, comma, semicolon) */
+    const char *col_step, *col_seq, *col_trainer, *col_rollout; /* required columns */
+    const char *col_pos, *col_mask, *col_run;                   /* optional columns */
+} fp4s_trace_opts;
+
+/* Default column names: step, seq, trainer_logprob, rollout_logprob, pos, mask, run. */
+FP4S_API void fp4s_trace_opts_defaults(fp4s_trace_opts *o);
+
+/* ---- whole-trace analysis -------------------------------------------------------- */
+typedef struct fp4s_mm_run {
+    char *name;              /* run name: the --name given, else the run column value, else the file name */
+    char *source;            /* the input path */
+    size_t nsteps;
+    fp4s_mm_metrics *steps;  /* sorted by step */
+    fp4s_mm_metrics *first;  /* by_position: first-token metrics per step (tokens = 0 if none), else NULL */
+    fp4s_mm_metrics *rest;   /* by_position: the other tokens, else NULL */
+    uint64_t tokens, masked, nonfinite; /* totals over the run */
+    size_t skipped_steps;    /* empty steps skipped with skip_empty */
+} fp4s_mm_run;
+
+typedef struct fp4s_mm_result {
+    size_t nruns;
+    fp4s_mm_run *runs;
+} fp4s_mm_result;
+
+/* Stream one trace (CSV/TSV, JSONL or capture file; "-" = stdin for CSV and
+ * JSONL) and append its runs to res (zero-initialise res before the first call).
+ * Rows of a run must arrive grouped by step: a step that comes back after
+ * another step of the same run began is FP4S_EFORMAT (sort the trace by run
+ * and step first). Memory is bounded by the largest step (about 8 bytes per
+ * token plus 48 bytes per sequence). name: NULL, or the run name to use (a
+ * file with a run column then gets "name/value"). Errors name the file, the
+ * line or dataset and the problem; on error res keeps the runs of earlier
+ * calls only. */
+FP4S_API int fp4s_mm_analyze(const char *path, const char *name, const fp4s_mm_opts *o,
+                             const fp4s_trace_opts *t, fp4s_mm_result *res);
+FP4S_API void fp4s_mm_result_free(fp4s_mm_result *res);
+
+/* ---- onset of divergence and trend ----------------------------------------------- */
+typedef struct fp4s_mm_onset_opts {
+    size_t baseline_steps; /* first steps used for the baseline; default 10 */
+    double margin;         /* relative margin over |baseline|; default 0.5 */
+    double sigma;          /* robust sigmas (1.4826 MAD of the baseline) over the baseline; default 3 */
+    size_t consecutive;    /* steps in a row above the threshold; default 5 */
+} fp4s_mm_onset_opts;
+
+FP4S_API void fp4s_mm_onset_opts_defaults(fp4s_mm_onset_opts *o);
+
+typedef struct fp4s_mm_onset {
+    bool found;
+    int64_t step;          /* first step of the first run of `consecutive` steps above threshold */
+    size_t index;          /* its index in the series */
+    double value;          /* the metric there */
+    double baseline;       /* median of the baseline steps */
+    double spread;         /* 1.4826 * MAD of the baseline steps */
+    double threshold;      /* baseline + max(margin * |baseline|, sigma * spread) */
+    size_t baseline_n;     /* steps in the baseline (finite values) */
+} fp4s_mm_onset;
+
+/* Onset in a series (steps ascending). FP4S_EEMPTY when the series is shorter
+ * than baseline_steps + consecutive (out->found is false and the baseline is
+ * filled when possible). NaN values are never above the threshold. */
+FP4S_API int fp4s_mm_onset_find(const int64_t *steps, const double *values, size_t n,
+                                const fp4s_mm_onset_opts *o, fp4s_mm_onset *out);
+
+typedef struct fp4s_mm_trend {
+    bool valid;
+    size_t n;              /* points used (finite, positive values) */
+    double slope;          /* d ln(metric) / d step, bisquare robust fit */
+    double se;             /* its standard error */
+    double lo, hi;         /* confidence interval at `level` (Student t, n - 2 dof) */
+    double level;
+    double intercept;
+} fp4s_mm_trend;
+
+/* Robust linear fit of ln(value) against step (GSL gsl_multifit_robust,
+ * bisquare). Needs 3 or more positive values (FP4S_EEMPTY otherwise).
+ * FP4S_ENOTSUP when the library was built without GSL. */
+FP4S_API int fp4s_mm_trend_fit(const int64_t *steps, const double *values, size_t n,
+                               double level, fp4s_mm_trend *out);
+
+/* Percentile of data (n values, reordered in place) with llama.cpp's rule:
+ * fraction f in [0, 1], p = f (n - 1), linear interpolation between the
+ * values of rank floor(p) and floor(p) + 1. Returns NaN for n = 0. Several
+ * at once: fractions[k] -> out[k] (any order), O(n) expected time. */
+FP4S_API void fp4s_percentiles(double *data, size_t n, const double *fractions, size_t k,
+                               double *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

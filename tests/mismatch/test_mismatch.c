@@ -1,0 +1,661 @@
+/* Unit tests of analysis/mismatch: hand-computed cases, clamp, bad input,
+ * merge, percentiles, onset, trend and the trace readers. */
+#include <fp4scope/mismatch.h>
+
+#include <check.h>
+#include <hdf5.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fp4s_config.h"
+
+static char tmpdir[256];
+
+static const char *tp(const char *name)
+{
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
+    return buf[k];
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/fp4s_mm_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+#define CLOSE(a, b) ck_assert_msg(fabs((double)(a) - (double)(b)) <= 1e-12 * (1 + fabs((double)(b))), "%s = %.17g, expected %.17g", #a, \
+                                  (double)(a), (double)(b))
+
+static fp4s_mm_metrics run_acc(const double *lt, const double *lr, const int64_t *seq, const uint8_t *mask, size_t n,
+                               const fp4s_mm_opts *o, int expect)
+{
+    fp4s_mm_acc *a;
+    ck_assert_int_eq(fp4s_mm_acc_open(o, &a), 0);
+    ck_assert_int_eq(fp4s_mm_acc_add(a, n, lt, lr, seq, mask, NULL), 0);
+    fp4s_mm_metrics m;
+    m.step = 7;
+    ck_assert_int_eq(fp4s_mm_acc_finish(a, &m), expect);
+    ck_assert_int_eq(m.step, 7);
+    fp4s_mm_acc_close(&a);
+    ck_assert_ptr_null(a);
+    return m;
+}
+
+/* ---- accumulator ------------------------------------------------------------------ */
+START_TEST(acc_hand_three_tokens)
+{
+    /* rho = 0.5, 0, -0.25 ; sequences {0: 0.5, 0}, {1: -0.25} */
+    const double lt[] = {-1.0, -2.0, -0.5}, lr[] = {-1.5, -2.0, -0.25};
+    const int64_t seq[] = {0, 0, 1};
+    fp4s_mm_metrics m = run_acc(lt, lr, seq, NULL, 3, NULL, 0);
+    ck_assert_uint_eq(m.tokens, 3);
+    ck_assert_uint_eq(m.sequences, 2);
+    CLOSE(m.mean_abs, 0.25);
+    CLOSE(m.max_abs, 0.5);
+    CLOSE(m.k1, -0.25 / 3);
+    CLOSE(m.k2, (0.25 + 0.0625) / 6);
+    CLOSE(m.k3, ((exp(0.5) - 1.5) + 0 + (exp(-0.25) - 0.75)) / 3);
+    CLOSE(m.chi2_token, (exp(1.0) + 1 + exp(-0.5)) / 3 - 1);
+    CLOSE(m.mean_abs_per_seq, (0.25 + 0.25) / 2);
+    CLOSE(m.chi2_seq, (exp(1.0) + exp(-0.5)) / 2 - 1);
+    CLOSE(m.ppl_trainer, (exp(1.5) + exp(0.5)) / 2);
+    CLOSE(m.ppl_rollout, (exp(1.75) + exp(0.25)) / 2);
+    CLOSE(m.log_ppl_diff_mean, ((-1.75 + 1.5) + (-0.25 + 0.5)) / 2);
+    CLOSE(m.log_ppl_abs_diff, 0.25);
+    CLOSE(m.log_ppl_diff_max, 0.25);
+    CLOSE(m.log_ppl_diff_min, -0.25);
+    CLOSE(m.ppl_ratio, (exp(-0.25) + exp(0.25)) / 2);
+    CLOSE(m.is_mean, (exp(0.5) + 1 + exp(-0.25)) / 3);
+    CLOSE(m.is_max, exp(0.5));
+    CLOSE(m.is_min, exp(-0.25));
+    CLOSE(m.is_frac_high, 0);
+    CLOSE(m.is_frac_low, 0);
+    /* percentiles of {0, 0.25, 0.5}, llama.cpp rule */
+    CLOSE(m.abs_pct[4], 0.25);                        /* 50 */
+    CLOSE(m.abs_pct[3], 0.2 * 0.25 + 0.8 * 0.5);      /* 90: p = 1.8 */
+    CLOSE(m.abs_pct[5], 0.8 * 0.0 + 0.2 * 0.25);      /* 10: p = 0.2 */
+    double d0 = fabs(exp(-1.0) - exp(-1.5)), d2 = fabs(exp(-0.5) - exp(-0.25));
+    CLOSE(m.probs_diff_mean, (d0 + d2) / 3);
+    CLOSE(m.probs_diff_max, d0 > d2 ? d0 : d2);
+    double mu = (d0 + d2) / 3;
+    CLOSE(m.probs_diff_std, sqrt(((d0 - mu) * (d0 - mu) + mu * mu + (d2 - mu) * (d2 - mu)) / 2));
+}
+END_TEST
+
+START_TEST(acc_is_cap_fractions_and_ess)
+{
+    /* w = e^1 (> 2), 1, e^-1 (< 1/2) with C = 2 */
+    const double lt[] = {0.0, -1.0, -2.0}, lr[] = {-1.0, -1.0, -1.0};
+    const int64_t seq[] = {0, 1, 2};
+    fp4s_mm_metrics m = run_acc(lt, lr, seq, NULL, 3, NULL, 0);
+    CLOSE(m.is_frac_high, 1.0 / 3);
+    CLOSE(m.is_frac_low, 1.0 / 3);
+    /* clamped to [0.5, 2]: 2, 1, 0.5 */
+    double mc = 3.5 / 3, m2 = (4 + 1 + 0.25) / 3;
+    CLOSE(m.is_std, sqrt(m2 - mc * mc));
+    CLOSE(m.is_ess, 1.0 / (m2 / ((mc + 1e-8) * (mc + 1e-8))));
+    fp4s_mm_opts o;
+    fp4s_mm_opts_defaults(&o);
+    o.is_cap = 3.0;
+    m = run_acc(lt, lr, seq, NULL, 3, &o, 0);
+    CLOSE(m.is_frac_high, 0);
+    CLOSE(m.is_frac_low, 0);
+}
+END_TEST
+
+START_TEST(acc_clamp_at_20)
+{
+    const double lt[] = {0.0, -30.0}, lr[] = {-25.0, 0.0};
+    const int64_t seq[] = {0, 1};
+    fp4s_mm_metrics m = run_acc(lt, lr, seq, NULL, 2, NULL, 0);
+    CLOSE(m.is_max, exp(20.0));
+    CLOSE(m.is_min, exp(-20.0));
+    CLOSE(m.chi2_token, (exp(40.0) + exp(-40.0)) / 2 - 1);
+    CLOSE(m.k3, ((exp(25.0) - 26) + (exp(-30.0) + 29)) / 2); /* k3 is not clamped (verl) */
+    CLOSE(m.chi2_seq, (exp(40.0) + exp(-40.0)) / 2 - 1);
+    CLOSE(m.max_abs, 30.0);
+}
+END_TEST
+
+START_TEST(acc_positive_rejected)
+{
+    const double lt[] = {-1.0, 0.25}, lr[] = {-1.0, -1.0};
+    const int64_t seq[] = {0, 0};
+    fp4s_mm_acc *a;
+    ck_assert_int_eq(fp4s_mm_acc_open(NULL, &a), 0);
+    ck_assert_int_eq(fp4s_mm_acc_add(a, 2, lt, lr, seq, NULL, NULL), FP4S_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "positive"));
+    fp4s_mm_metrics m;
+    ck_assert_int_eq(fp4s_mm_acc_finish(a, &m), FP4S_EEMPTY); /* nothing was added */
+    fp4s_mm_acc_close(&a);
+    fp4s_mm_opts o;
+    fp4s_mm_opts_defaults(&o);
+    o.allow_positive = true;
+    m = run_acc(lt, lr, seq, NULL, 2, &o, 0);
+    ck_assert_uint_eq(m.tokens, 2);
+    /* a masked positive value is not an error */
+    const uint8_t mask[] = {1, 0};
+    m = run_acc(lt, lr, seq, mask, 2, NULL, 0);
+    ck_assert_uint_eq(m.tokens, 1);
+    ck_assert_uint_eq(m.masked, 1);
+}
+END_TEST
+
+START_TEST(acc_nan_excluded_and_counted)
+{
+    const double lt[] = {-1.0, NAN, -0.5, -INFINITY}, lr[] = {-1.5, -1.0, NAN, -1.0};
+    const int64_t seq[] = {0, 0, 1, 1};
+    fp4s_mm_metrics m = run_acc(lt, lr, seq, NULL, 4, NULL, 0);
+    ck_assert_uint_eq(m.tokens, 1);
+    ck_assert_uint_eq(m.nonfinite, 3);
+    ck_assert_uint_eq(m.sequences, 1);
+    CLOSE(m.mean_abs, 0.5);
+    ck_assert(isnan(m.probs_diff_std)); /* one token: std undefined (torch.std gives nan) */
+}
+END_TEST
+
+START_TEST(acc_empty_is_eempty)
+{
+    const double lt[] = {-1.0}, lr[] = {-1.0};
+    const int64_t seq[] = {0};
+    const uint8_t mask[] = {0};
+    fp4s_mm_metrics m = run_acc(lt, lr, seq, mask, 1, NULL, FP4S_EEMPTY);
+    ck_assert_uint_eq(m.masked, 1);
+    ck_assert(isnan(m.mean_abs));
+}
+END_TEST
+
+static double urand(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return ((*s >> 8) & 0xffffff) / 16777216.0;
+}
+
+START_TEST(acc_merge_equals_one_pass)
+{
+    enum { N = 5000 };
+    static double lt[N], lr[N];
+    static int64_t seq[N];
+    unsigned s = 42;
+    for (int i = 0; i < N; i++) {
+        lr[i] = -3 * urand(&s);
+        lt[i] = fmin(0, lr[i] + 0.2 * (urand(&s) - 0.5));
+        seq[i] = (int64_t)(urand(&s) * 50); /* sequences spread over both halves */
+    }
+    fp4s_mm_metrics one = run_acc(lt, lr, seq, NULL, N, NULL, 0);
+    fp4s_mm_acc *a, *b;
+    ck_assert_int_eq(fp4s_mm_acc_open(NULL, &a), 0);
+    ck_assert_int_eq(fp4s_mm_acc_open(NULL, &b), 0);
+    ck_assert_int_eq(fp4s_mm_acc_add(a, 1234, lt, lr, seq, NULL, NULL), 0);
+    ck_assert_int_eq(fp4s_mm_acc_add(b, N - 1234, lt + 1234, lr + 1234, seq + 1234, NULL, NULL), 0);
+    ck_assert_int_eq(fp4s_mm_acc_merge(a, b), 0);
+    fp4s_mm_metrics two;
+    ck_assert_int_eq(fp4s_mm_acc_finish(a, &two), 0);
+    ck_assert_uint_eq(two.tokens, one.tokens);
+    ck_assert_uint_eq(two.sequences, one.sequences);
+    for (size_t i = 0; i < fp4s_mm_metric_count(); i++) {
+        double x = fp4s_mm_metric_value(&one, i), y = fp4s_mm_metric_value(&two, i);
+        ck_assert_msg(fabs(x - y) <= 1e-10 * (1 + fabs(x)), "%s: %.17g vs %.17g", fp4s_mm_metric_name(i), x, y);
+    }
+    fp4s_mm_opts o;
+    fp4s_mm_opts_defaults(&o);
+    o.is_cap = 3;
+    fp4s_mm_acc *c;
+    ck_assert_int_eq(fp4s_mm_acc_open(&o, &c), 0);
+    ck_assert_int_eq(fp4s_mm_acc_merge(a, c), FP4S_EINVAL);
+    fp4s_mm_acc_close(&a);
+    fp4s_mm_acc_close(&b);
+    fp4s_mm_acc_close(&c);
+    fp4s_mm_acc_close(NULL);
+}
+END_TEST
+
+START_TEST(acc_first_out_marks_first_token)
+{
+    const double lt[] = {-1, -1, -1, -1, -1}, lr[] = {-1, -1, -1, -1, -1};
+    const int64_t seq[] = {4, 4, 9, 4, 9};
+    const uint8_t mask[] = {0, 1, 1, 1, 1};
+    uint8_t first[5];
+    fp4s_mm_acc *a;
+    ck_assert_int_eq(fp4s_mm_acc_open(NULL, &a), 0);
+    ck_assert_int_eq(fp4s_mm_acc_add(a, 5, lt, lr, seq, mask, first), 0);
+    ck_assert_int_eq(first[0], 0); /* masked */
+    ck_assert_int_eq(first[1], 1);
+    ck_assert_int_eq(first[2], 1);
+    ck_assert_int_eq(first[3], 0);
+    ck_assert_int_eq(first[4], 0);
+    fp4s_mm_acc_close(&a);
+}
+END_TEST
+
+START_TEST(acc_bad_options)
+{
+    fp4s_mm_opts o;
+    fp4s_mm_opts_defaults(&o);
+    o.is_cap = 1.0;
+    fp4s_mm_acc *a;
+    ck_assert_int_eq(fp4s_mm_acc_open(&o, &a), FP4S_EINVAL);
+    ck_assert_ptr_null(a);
+    o.is_cap = 2;
+    o.clamp = NAN;
+    ck_assert_int_eq(fp4s_mm_acc_open(&o, &a), FP4S_EINVAL);
+}
+END_TEST
+
+/* ---- metric table ------------------------------------------------------------------- */
+START_TEST(metric_names_roundtrip)
+{
+    ck_assert_int_ge(fp4s_mm_metric_count(), 33);
+    for (size_t i = 0; i < fp4s_mm_metric_count(); i++) {
+        ck_assert_int_eq(fp4s_mm_metric_index(fp4s_mm_metric_name(i)), (int)i);
+        ck_assert_ptr_nonnull(fp4s_mm_metric_label(i));
+    }
+    ck_assert_int_eq(fp4s_mm_metric_index("no_such"), -1);
+    ck_assert_int_ge(fp4s_mm_metric_index("k3"), 0);
+    ck_assert_int_ge(fp4s_mm_metric_index("abs_p99_9"), 0);
+    ck_assert_ptr_null(fp4s_mm_metric_name(fp4s_mm_metric_count()));
+}
+END_TEST
+
+/* ---- percentiles --------------------------------------------------------------------- */
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+START_TEST(percentiles_equal_sorted_rule)
+{
+    unsigned s = 7;
+    for (size_t n = 1; n < 3000; n = n * 3 + 1) {
+        double *v = malloc(n * sizeof *v), *w = malloc(n * sizeof *w);
+        for (size_t i = 0; i < n; i++) v[i] = w[i] = floor(urand(&s) * 50) / 7; /* many ties */
+        qsort(w, n, sizeof *w, cmp_d);
+        const double fr[] = {0.999, 0.99, 0.95, 0.9, 0.5, 0.1, 0.01, 0.0, 1.0};
+        double out[9];
+        fp4s_percentiles(v, n, fr, 9, out);
+        for (int k = 0; k < 9; k++) {
+            double p = fr[k] * (double)(n - 1);
+            size_t ip = (size_t)p;
+            double f = p - (double)ip;
+            double e = (1 - f) * w[ip] + f * w[ip + 1 < n ? ip + 1 : n - 1];
+            ck_assert_msg(fabs(out[k] - e) <= 1e-12, "n=%zu f=%g: %g vs %g", n, fr[k], out[k], e);
+        }
+        free(v);
+        free(w);
+    }
+    double out;
+    const double f = 0.5;
+    fp4s_percentiles(NULL, 0, &f, 1, &out);
+    ck_assert(isnan(out));
+}
+END_TEST
+
+/* ---- onset and trend ------------------------------------------------------------------- */
+START_TEST(onset_planted_step_found)
+{
+    int64_t st[60];
+    double v[60];
+    for (int i = 0; i < 60; i++) {
+        st[i] = 100 + 2 * i;
+        v[i] = 0.02 * (1 + 0.03 * ((i * 7) % 5 - 2)); /* +-6% wiggle */
+        if (i >= 37) v[i] = 0.02 * 2.5 * pow(1.05, i - 37);
+    }
+    v[20] = 0.2; /* a single spike is not an onset */
+    fp4s_mm_onset o;
+    ck_assert_int_eq(fp4s_mm_onset_find(st, v, 60, NULL, &o), 0);
+    ck_assert(o.found);
+    ck_assert_int_eq(o.step, 100 + 2 * 37);
+    ck_assert_uint_eq(o.index, 37);
+    ck_assert(fabs(o.baseline - 0.02) < 0.002);
+    ck_assert(o.threshold >= 1.5 * o.baseline - 1e-15);
+    /* more consecutive steps than there are after the onset: none */
+    fp4s_mm_onset_opts oo;
+    fp4s_mm_onset_opts_defaults(&oo);
+    oo.consecutive = 30;
+    ck_assert_int_eq(fp4s_mm_onset_find(st, v, 60, &oo, &o), 0);
+    ck_assert(!o.found);
+}
+END_TEST
+
+START_TEST(onset_flat_none_and_short_series)
+{
+    int64_t st[30];
+    double v[30];
+    for (int i = 0; i < 30; i++) {
+        st[i] = i;
+        v[i] = 1.0 + 0.01 * (i % 3);
+    }
+    fp4s_mm_onset o;
+    ck_assert_int_eq(fp4s_mm_onset_find(st, v, 30, NULL, &o), 0);
+    ck_assert(!o.found);
+    ck_assert_int_eq(fp4s_mm_onset_find(st, v, 12, NULL, &o), FP4S_EEMPTY);
+    ck_assert(!o.found);
+    ck_assert(isfinite(o.baseline));
+    fp4s_mm_onset_opts oo;
+    fp4s_mm_onset_opts_defaults(&oo);
+    oo.consecutive = 0;
+    ck_assert_int_eq(fp4s_mm_onset_find(st, v, 30, &oo, &o), FP4S_EINVAL);
+}
+END_TEST
+
+START_TEST(trend_exponential_slope)
+{
+    int64_t st[40];
+    double v[40];
+    for (int i = 0; i < 40; i++) {
+        st[i] = 10 * i;
+        v[i] = 0.003 * exp(0.004 * (double)st[i]) * (1 + 0.01 * ((i * 3) % 5 - 2));
+    }
+    v[5] = 5.0; /* an outlier the robust fit ignores */
+    fp4s_mm_trend t;
+    int rc = fp4s_mm_trend_fit(st, v, 40, 0.95, &t);
+#if FP4S_HAVE_GSL
+    ck_assert_int_eq(rc, 0);
+    ck_assert(t.valid);
+    ck_assert_msg(fabs(t.slope - 0.004) < 2e-4, "slope %g", t.slope);
+    ck_assert(t.lo < t.slope && t.slope < t.hi);
+    ck_assert_uint_eq(t.n, 40);
+    ck_assert_int_eq(fp4s_mm_trend_fit(st, v, 2, 0.95, &t), FP4S_EEMPTY);
+#else
+    ck_assert_int_eq(rc, FP4S_ENOTSUP);
+#endif
+}
+END_TEST
+
+/* ---- traces ------------------------------------------------------------------------- */
+static int analyze(const char *path, fp4s_mm_result *res, const fp4s_mm_opts *o)
+{
+    memset(res, 0, sizeof *res);
+    return fp4s_mm_analyze(path, NULL, o, NULL, res);
+}
+
+START_TEST(trace_csv_two_steps_and_runs)
+{
+    write_file(tp("a.csv"), "# comment\nrun,step,seq,trainer_logprob,rollout_logprob\n"
+                            "x,0,1,-1,-1.5\nx,0,1,-2,-2\ny,0,1,-1,-1\nx,1,2,-0.5,-0.25\n\ny,1,1,-1,-1\n");
+    fp4s_mm_result r;
+    ck_assert_int_eq(analyze(tp("a.csv"), &r, NULL), 0);
+    ck_assert_uint_eq(r.nruns, 2);
+    ck_assert_str_eq(r.runs[0].name, "x");
+    ck_assert_str_eq(r.runs[1].name, "y");
+    ck_assert_uint_eq(r.runs[0].nsteps, 2);
+    CLOSE(r.runs[0].steps[0].mean_abs, 0.25);
+    CLOSE(r.runs[0].steps[1].mean_abs, 0.25);
+    CLOSE(r.runs[1].steps[0].mean_abs, 0.0);
+    fp4s_mm_result_free(&r);
+    ck_assert_uint_eq(r.nruns, 0);
+}
+END_TEST
+
+START_TEST(trace_tsv_mapped_columns_and_name)
+{
+    write_file(tp("b.txt"), "it\tsample\tlp_train\tlp_roll\tm\n3\t0\t-1\t-1.5\t1\n3\t0\t-9\t0.5\t0\n");
+    fp4s_trace_opts t;
+    fp4s_trace_opts_defaults(&t);
+    t.col_step = "it";
+    t.col_seq = "sample";
+    t.col_trainer = "lp_train";
+    t.col_rollout = "lp_roll";
+    t.col_mask = "m";
+    fp4s_mm_result r;
+    memset(&r, 0, sizeof r);
+    ck_assert_int_eq(fp4s_mm_analyze(tp("b.txt"), "base", NULL, &t, &r), 0);
+    ck_assert_str_eq(r.runs[0].name, "base");
+    ck_assert_int_eq(r.runs[0].steps[0].step, 3);
+    ck_assert_uint_eq(r.runs[0].steps[0].tokens, 1);
+    ck_assert_uint_eq(r.runs[0].steps[0].masked, 1);
+    fp4s_mm_result_free(&r);
+}
+END_TEST
+
+START_TEST(trace_jsonl_null_is_nan)
+{
+    write_file(tp("c.jsonl"), "{\"step\":0,\"seq\":1,\"trainer_logprob\":-1,\"rollout_logprob\":-1.5}\n"
+                              "{\"step\":0,\"seq\":1,\"trainer_logprob\":null,\"rollout_logprob\":-1}\n"
+                              "{\"step\":0,\"seq\":2,\"trainer_logprob\":\"NaN\",\"rollout_logprob\":-1,\"mask\":true}\n");
+    fp4s_mm_result r;
+    ck_assert_int_eq(analyze(tp("c.jsonl"), &r, NULL), 0);
+    ck_assert_uint_eq(r.runs[0].steps[0].tokens, 1);
+    ck_assert_uint_eq(r.runs[0].steps[0].nonfinite, 2);
+    ck_assert_str_eq(r.runs[0].name, "c");
+    fp4s_mm_result_free(&r);
+}
+END_TEST
+
+static void expect_error(const char *name, const char *text, int code, const char *pattern)
+{
+    write_file(tp(name), text);
+    fp4s_mm_result r;
+    int rc = analyze(tp(name), &r, NULL);
+    ck_assert_msg(rc == code, "%s: rc %d, expected %d (%s)", name, rc, code, fp4s_last_error());
+    ck_assert_msg(strstr(fp4s_last_error(), pattern) != NULL, "%s: message '%s' lacks '%s'", name, fp4s_last_error(),
+                  pattern);
+    ck_assert_msg(strstr(fp4s_last_error(), name) != NULL, "%s: message '%s' lacks the file", name,
+                  fp4s_last_error());
+    ck_assert_uint_eq(r.nruns, 0);
+}
+
+START_TEST(trace_bad_input_messages)
+{
+    expect_error("nonnum.csv", "step,seq,trainer_logprob,rollout_logprob\n0,0,-1,abc\n", FP4S_EFORMAT,
+                 "line 2: column 'rollout_logprob': expected a number, got 'abc'");
+    expect_error("nocol.csv", "step,seq,trainer_logprob\n0,0,-1\n", FP4S_EFORMAT, "missing rollout log-prob column");
+    expect_error("pos.csv", "step,seq,trainer_logprob,rollout_logprob\n0,0,-1,-1\n0,0,0.5,-1\n", FP4S_EFORMAT,
+                 "line 3: trainer log-prob 0.5 is positive");
+    expect_error("fields.csv", "step,seq,trainer_logprob,rollout_logprob\n0,0,-1\n", FP4S_EFORMAT,
+                 "line 2: 3 fields, the header has 4");
+    expect_error("group.csv", "step,seq,trainer_logprob,rollout_logprob\n0,0,-1,-1\n1,0,-1,-1\n0,1,-1,-1\n",
+                 FP4S_EFORMAT, "grouped by step");
+    expect_error("empty.csv", "step,seq,trainer_logprob,rollout_logprob,mask\n0,0,-1,-1,0\n", FP4S_EEMPTY,
+                 "step 0: no counted token");
+    expect_error("nanstep.csv", "step,seq,trainer_logprob,rollout_logprob\n0,0,nan,-1\n", FP4S_EEMPTY,
+                 "1 with NaN/Inf");
+    expect_error("noheader.csv", "", FP4S_EEMPTY, "empty trace");
+    expect_error("norows.csv", "step,seq,trainer_logprob,rollout_logprob\n", FP4S_EEMPTY, "no tokens");
+    expect_error("badstep.csv", "step,seq,trainer_logprob,rollout_logprob\n1.5,0,-1,-1\n", FP4S_EFORMAT,
+                 "column 'step': expected an integer");
+    expect_error("bad.jsonl", "{\"step\":0,\"seq\":0,\"trainer_logprob\":-1,\"rollout_logprob\":[1]}\n",
+                 FP4S_EFORMAT, "field 'rollout_logprob': expected a number, null or a numeric string, got an array");
+    expect_error("miss.jsonl", "{\"step\":0,\"seq\":0,\"trainer_logprob\":-1}\n", FP4S_EFORMAT,
+                 "line 1: missing field 'rollout_logprob'");
+    expect_error("broken.jsonl", "{\"step\":0,\n", FP4S_EFORMAT, "line 1: invalid JSON");
+    fp4s_mm_result r;
+    memset(&r, 0, sizeof r);
+    ck_assert_int_eq(fp4s_mm_analyze(tp("does-not-exist.csv"), NULL, NULL, NULL, &r), FP4S_EOPEN);
+}
+END_TEST
+
+START_TEST(trace_skip_empty_option)
+{
+    write_file(tp("se.csv"), "step,seq,trainer_logprob,rollout_logprob,mask\n0,0,-1,-1,0\n1,0,-1,-1.5,1\n");
+    fp4s_mm_opts o;
+    fp4s_mm_opts_defaults(&o);
+    o.skip_empty = true;
+    fp4s_mm_result r;
+    ck_assert_int_eq(analyze(tp("se.csv"), &r, &o), 0);
+    ck_assert_uint_eq(r.runs[0].nsteps, 1);
+    ck_assert_uint_eq(r.runs[0].skipped_steps, 1);
+    ck_assert_int_eq(r.runs[0].steps[0].step, 1);
+    fp4s_mm_result_free(&r);
+}
+END_TEST
+
+START_TEST(trace_by_position_split)
+{
+    /* no pos column: first counted token of each sequence */
+    write_file(tp("bp.csv"), "step,seq,trainer_logprob,rollout_logprob\n0,0,-1,-2\n0,0,-1,-1.1\n0,1,-1,-1.5\n"
+                             "0,1,-1,-1.1\n");
+    fp4s_mm_opts o;
+    fp4s_mm_opts_defaults(&o);
+    o.by_position = true;
+    fp4s_mm_result r;
+    ck_assert_int_eq(analyze(tp("bp.csv"), &r, &o), 0);
+    ck_assert_ptr_nonnull(r.runs[0].first);
+    ck_assert_uint_eq(r.runs[0].first[0].tokens, 2);
+    CLOSE(r.runs[0].first[0].mean_abs, 0.75);
+    CLOSE(r.runs[0].rest[0].mean_abs, 0.1);
+    fp4s_mm_result_free(&r);
+    /* with pos: pos == 0 is the first token */
+    write_file(tp("bq.csv"), "step,seq,pos,trainer_logprob,rollout_logprob\n0,0,1,-1,-2\n0,0,0,-1,-1.1\n");
+    ck_assert_int_eq(analyze(tp("bq.csv"), &r, &o), 0);
+    CLOSE(r.runs[0].first[0].mean_abs, 0.1);
+    CLOSE(r.runs[0].rest[0].mean_abs, 1.0);
+    fp4s_mm_result_free(&r);
+}
+END_TEST
+
+/* ---- capture files ---------------------------------------------------------------------- */
+static void h5_attr(hid_t f, const char *v)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, strlen(v));
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, "fp4scope_schema", t, sp, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, t, v);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+}
+
+static void h5_vec(hid_t f, const char *path, hid_t type, const void *data, hsize_t n)
+{
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    hid_t sp = H5Screate_simple(1, &n, NULL);
+    hid_t d = H5Dcreate2(f, path, type, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    if (n) H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+    H5Dclose(d);
+    H5Sclose(sp);
+    H5Pclose(lcpl);
+}
+
+static void make_capture(const char *path, const char *schema, int rollout_len, int empty_step)
+{
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (schema) h5_attr(f, schema);
+    const float lt[] = {-1.0f, -2.0f, -0.5f}, lr[] = {-1.5f, -2.0f, -0.25f};
+    const int64_t seq[] = {0, 0, 1};
+    const uint8_t mask[] = {1, 1, 1};
+    for (int s = 0; s < 3; s++) {
+        char p[128];
+        int step = s * 10;
+        snprintf(p, sizeof p, "/steps/%d/logprobs/trainer", step);
+        h5_vec(f, p, H5T_NATIVE_FLOAT, lt, (empty_step && s == 1) ? 0 : 3);
+        snprintf(p, sizeof p, "/steps/%d/logprobs/rollout", step);
+        h5_vec(f, p, H5T_NATIVE_FLOAT, lr, (empty_step && s == 1) ? 0 : (hsize_t)rollout_len);
+        snprintf(p, sizeof p, "/steps/%d/logprobs/seq", step);
+        h5_vec(f, p, H5T_NATIVE_INT64, seq, (empty_step && s == 1) ? 0 : 3);
+        snprintf(p, sizeof p, "/steps/%d/logprobs/mask", step);
+        h5_vec(f, p, H5T_NATIVE_UINT8, mask, (empty_step && s == 1) ? 0 : 3);
+    }
+    H5Fclose(f);
+}
+
+START_TEST(capture_reads_logprobs)
+{
+    make_capture(tp("cap.h5"), "fp4scope-capture/1", 3, 0);
+    fp4s_mm_result r;
+    ck_assert_int_eq(analyze(tp("cap.h5"), &r, NULL), 0);
+    ck_assert_uint_eq(r.runs[0].nsteps, 3);
+    ck_assert_int_eq(r.runs[0].steps[2].step, 20);
+    CLOSE(r.runs[0].steps[1].mean_abs, 0.25);
+    CLOSE(r.runs[0].steps[1].k1, -0.25 / 3);
+    fp4s_mm_result_free(&r);
+}
+END_TEST
+
+START_TEST(capture_bad_files)
+{
+    make_capture(tp("unequal.h5"), "fp4scope-capture/1", 2, 0);
+    fp4s_mm_result r;
+    ck_assert_int_eq(analyze(tp("unequal.h5"), &r, NULL), FP4S_ESHAPE);
+    ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "/steps/0/logprobs: rollout has 2 tokens but trainer has 3"));
+    make_capture(tp("empty.h5"), "fp4scope-capture/1", 3, 1);
+    ck_assert_int_eq(analyze(tp("empty.h5"), &r, NULL), FP4S_EEMPTY);
+    ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "/steps/10/logprobs: empty step"));
+    fp4s_mm_opts o;
+    fp4s_mm_opts_defaults(&o);
+    o.skip_empty = true;
+    ck_assert_int_eq(analyze(tp("empty.h5"), &r, &o), 0);
+    ck_assert_uint_eq(r.runs[0].nsteps, 2);
+    ck_assert_uint_eq(r.runs[0].skipped_steps, 1);
+    fp4s_mm_result_free(&r);
+    make_capture(tp("newer.h5"), "fp4scope-capture/2", 3, 0);
+    ck_assert_int_eq(analyze(tp("newer.h5"), &r, NULL), FP4S_EVERSION);
+    make_capture(tp("noschema.h5"), NULL, 3, 0);
+    ck_assert_int_eq(analyze(tp("noschema.h5"), &r, NULL), FP4S_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "not an fp4scope capture"));
+    write_file(tp("fake.h5"), "not hdf5");
+    ck_assert_int_eq(analyze(tp("fake.h5"), &r, NULL), FP4S_EFORMAT);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("mismatch");
+    struct {
+        const char *name;
+        const TTest *fn;
+    } cases[] = {
+        {"acc_hand_three_tokens", acc_hand_three_tokens},
+        {"acc_is_cap_fractions_and_ess", acc_is_cap_fractions_and_ess},
+        {"acc_clamp_at_20", acc_clamp_at_20},
+        {"acc_positive_rejected", acc_positive_rejected},
+        {"acc_nan_excluded_and_counted", acc_nan_excluded_and_counted},
+        {"acc_empty_is_eempty", acc_empty_is_eempty},
+        {"acc_merge_equals_one_pass", acc_merge_equals_one_pass},
+        {"acc_first_out_marks_first_token", acc_first_out_marks_first_token},
+        {"acc_bad_options", acc_bad_options},
+        {"metric_names_roundtrip", metric_names_roundtrip},
+        {"percentiles_equal_sorted_rule", percentiles_equal_sorted_rule},
+        {"onset_planted_step_found", onset_planted_step_found},
+        {"onset_flat_none_and_short_series", onset_flat_none_and_short_series},
+        {"trend_exponential_slope", trend_exponential_slope},
+        {"trace_csv_two_steps_and_runs", trace_csv_two_steps_and_runs},
+        {"trace_tsv_mapped_columns_and_name", trace_tsv_mapped_columns_and_name},
+        {"trace_jsonl_null_is_nan", trace_jsonl_null_is_nan},
+        {"trace_bad_input_messages", trace_bad_input_messages},
+        {"trace_skip_empty_option", trace_skip_empty_option},
+        {"trace_by_position_split", trace_by_position_split},
+        {"capture_reads_logprobs", capture_reads_logprobs},
+        {"capture_bad_files", capture_bad_files},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        TCase *tc = tcase_create(cases[i].name);
+        tcase_add_checked_fixture(tc, setup, teardown);
+        _tcase_add_test(tc, cases[i].fn, 0, 0, 0, 1);
+        suite_add_tcase(s, tc);
+    }
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
