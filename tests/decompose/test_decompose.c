@@ -1,0 +1,740 @@
+/* Unit tests of the decomposition (analysis/decompose): exactness of the
+ * accumulator, components summing to the error, merge == one pass, the lemma's
+ * exact zeros under CEIL, an independent naive implementation on random and
+ * adversarial tensors, the Gaussian anchors, the GSL dead-zone integral, the
+ * channel ranking and bad input. "--big" runs only the 10^7 anchor. */
+#include <check.h>
+
+#include <fp4scope/channels.h>
+#include <fp4scope/decompose.h>
+#include <fp4scope/quant.h>
+#include <fp4scope/spec.h>
+#include <fp4scope/tensor.h>
+
+#include "decomp_internal.h"
+#include "fp4s_config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if FP4S_HAVE_GSL
+#include <gsl/gsl_integration.h>
+#include <gsl/gsl_sf_erf.h>
+#endif
+
+/* ---- helpers ---------------------------------------------------------------- */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static double rng_u(void) { return ((rng_next() >> 11) + 0.5) * 0x1.0p-53; }
+static double rng_gauss(void)
+{
+    double u = rng_u(), v = rng_u();
+    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+static float *gauss(size_t n, uint64_t seed)
+{
+    rng_state = seed;
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = (float)rng_gauss();
+    return x;
+}
+
+static fp4s_spec mk_spec(fp4s_format f, const char *profile)
+{
+    fp4s_spec s;
+    int rc = fp4s_spec_profile(&s, f, profile);
+    ck_assert_msg(rc == 0, "profile %s: %s", profile, fp4s_last_error());
+    return s;
+}
+
+static fp4s_spec mx_rule(fp4s_mx_rule r)
+{
+    fp4s_spec s = mk_spec(FP4S_MXFP4, fp4s_default_profile(FP4S_MXFP4));
+    s.mx_rule = r;
+    return s;
+}
+
+static fp4s_tscale tscale_of(const fp4s_spec *s, const float *x, size_t rows, size_t cols)
+{
+    fp4s_tscale ts;
+    float a = fp4s_amax(x, rows, cols, cols, NULL);
+    ck_assert_int_eq(fp4s_tscale_init(s, a, &ts), 0);
+    return ts;
+}
+
+/* decompose x [rows, cols] in chunks of `chunk` rows (0 = one pass) */
+static fp4s_decomp *run(const fp4s_spec *s, const float *x, size_t rows, size_t cols, fp4s_group by,
+                        size_t chunk, fp4s_dz_tie dzt)
+{
+    fp4s_tscale ts = tscale_of(s, x, rows, cols);
+    fp4s_decomp_opts o;
+    fp4s_decomp_opts_defaults(&o);
+    o.by = by;
+    o.dz_tie = dzt;
+    fp4s_decomp *d = NULL;
+    int rc = fp4s_decomp_open(s, &ts, &o, rows, cols, &d);
+    ck_assert_msg(rc == 0, "open: %s", fp4s_last_error());
+    if (chunk == 0) chunk = rows;
+    for (size_t r0 = 0; r0 < rows; r0 += chunk) {
+        size_t n = rows - r0 < chunk ? rows - r0 : chunk;
+        rc = fp4s_decomp_add(d, x + r0 * cols, n, cols, r0);
+        ck_assert_msg(rc == 0, "add: %s", fp4s_last_error());
+    }
+    return d;
+}
+
+static fp4s_decomp_result summary(const fp4s_decomp *d)
+{
+    fp4s_decomp_result r;
+    ck_assert_int_eq(fp4s_decomp_summary(d, &r), 0);
+    return r;
+}
+
+/* ---- an independent naive decomposition (long double, grid search) ---------------- */
+typedef struct naive {
+    long double e2, es2, edz2, eg2, csg, csd, x2;
+    uint64_t n, dz, ties, nfblocks;
+} naive;
+
+static const long double grid[8] = {0, 0.5L, 1, 1.5L, 2, 3, 4, 6};
+
+/* nearest grid magnitude for t >= 0 by scanning; ties by rule on the code */
+static long double grid_nearest(long double t, fp4s_tie tie, bool tie_in_dz_forced, bool dz_in)
+{
+    int best = 0;
+    long double bd = fabsl(t - grid[0]);
+    for (int c = 1; c < 8; c++) {
+        long double dd = fabsl(t - grid[c]);
+        if (dd < bd) {
+            bd = dd;
+            best = c;
+        } else if (dd == bd) {
+            /* tie between best (< c) and c */
+            bool take_hi;
+            if (best == 0 && tie_in_dz_forced) take_hi = !dz_in;
+            else if (tie == FP4S_TIE_EVEN) take_hi = (c % 2) == 0;
+            else take_hi = tie == FP4S_TIE_AWAY;
+            if (take_hi) best = c;
+        }
+    }
+    if (t > 6) best = 7;
+    return grid[best];
+}
+
+static naive naive_decomp(const fp4s_spec *s, const float *x, size_t rows, size_t cols, fp4s_dz_tie dzt)
+{
+    naive nv;
+    memset(&nv, 0, sizeof nv);
+    fp4s_tscale ts = tscale_of(s, x, rows, cols);
+    float *q = malloc(rows * cols * sizeof *q);
+    uint8_t *codes = malloc(rows * cols);
+    fp4s_qout out;
+    memset(&out, 0, sizeof out);
+    out.dequant = q;
+    out.ld_dequant = cols;
+    out.codes = codes;
+    out.ld_codes = cols;
+    ck_assert_int_eq(fp4s_quantize(s, &ts, x, rows, cols, cols, 0, &out, NULL), 0);
+    size_t bs = s->block;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t b = 0; b < cols / bs; b++) {
+            const float *xb = x + r * cols + b * bs;
+            const float *qb = q + r * cols + b * bs;
+            long double m = 0;
+            bool nf = false;
+            for (size_t i = 0; i < bs; i++) {
+                if (!isfinite(xb[i]) || !isfinite(qb[i])) nf = true;
+                else if (fabsl((long double)xb[i]) > m) m = fabsl((long double)xb[i]);
+            }
+            if (nf) {
+                nv.nfblocks++;
+                continue;
+            }
+            for (size_t i = 0; i < bs; i++) {
+                long double xv = xb[i], qv = qb[i], a = fabsl(xv);
+                long double g = 0;
+                if (m > 0) {
+                    bool tie = 24.0L * a == m;
+                    long double t = 6.0L * a / m;
+                    g = grid_nearest(t, s->tie, dzt != FP4S_DZ_TIE_SPEC, dzt == FP4S_DZ_TIE_IN);
+                    nv.ties += tie;
+                }
+                long double qs = copysignl(g * m / 6.0L, xv);
+                long double e = qv - xv, es = qv - qs, est = qs - xv;
+                bool dz = g == 0;
+                nv.n++;
+                nv.dz += dz;
+                nv.x2 += xv * xv;
+                nv.e2 += e * e;
+                nv.es2 += es * es;
+                if (dz) {
+                    nv.edz2 += est * est;
+                    nv.csd += 2 * es * est;
+                } else {
+                    nv.eg2 += est * est;
+                    nv.csg += 2 * es * est;
+                }
+            }
+        }
+    free(q);
+    free(codes);
+    return nv;
+}
+
+static void close_rel(const char *what, double got, long double want, double tol)
+{
+    double w = (double)want;
+    double scale = fabs(w) > 1e-300 ? fabs(w) : 1.0;
+    ck_assert_msg(fabs(got - w) <= tol * scale || (got == 0 && w == 0), "%s: got %.17g, naive %.17g", what, got, w);
+}
+
+static void compare_naive(const fp4s_spec *s, const float *x, size_t rows, size_t cols, fp4s_dz_tie dzt,
+                          const char *label)
+{
+    fp4s_decomp *d = run(s, x, rows, cols, FP4S_GROUP_TENSOR, 0, dzt);
+    fp4s_decomp_result r = summary(d);
+    naive nv = naive_decomp(s, x, rows, cols, dzt);
+    char w[128];
+    ck_assert_msg(r.n == nv.n, "%s: n %llu vs naive %llu", label, (unsigned long long)r.n, (unsigned long long)nv.n);
+    ck_assert_msg(r.deadzone == nv.dz, "%s: deadzone %llu vs naive %llu", label, (unsigned long long)r.deadzone,
+                  (unsigned long long)nv.dz);
+    ck_assert_msg(r.deadzone_ties == nv.ties, "%s: ties %llu vs %llu", label, (unsigned long long)r.deadzone_ties,
+                  (unsigned long long)nv.ties);
+    ck_assert_msg(r.nonfinite_blocks + r.nonfinite_output == nv.nfblocks, "%s: non-finite blocks", label);
+    snprintf(w, sizeof w, "%s energy_x", label);
+    close_rel(w, r.energy_x, nv.x2, 1e-12);
+    snprintf(w, sizeof w, "%s energy_total", label);
+    close_rel(w, r.energy_total, nv.e2, 1e-9);
+    snprintf(w, sizeof w, "%s energy_scale", label);
+    close_rel(w, r.energy_scale, nv.es2, 1e-9);
+    snprintf(w, sizeof w, "%s energy_deadzone", label);
+    close_rel(w, r.energy_deadzone, nv.edz2, 1e-9);
+    snprintf(w, sizeof w, "%s energy_grid", label);
+    close_rel(w, r.energy_grid, nv.eg2, 1e-9);
+    /* cross terms can cancel: compare against the scale of the energies */
+    double sc = r.energy_scale + r.energy_grid + r.energy_deadzone;
+    ck_assert_msg(fabs(r.cross_scale_grid - (double)nv.csg) <= 1e-9 * (sc > 0 ? sc : 1), "%s cross_scale_grid %.17g vs %.17Lg",
+                  label, r.cross_scale_grid, nv.csg);
+    ck_assert_msg(fabs(r.cross_scale_deadzone - (double)nv.csd) <= 1e-9 * (sc > 0 ? sc : 1),
+                  "%s cross_scale_deadzone %.17g vs %.17Lg", label, r.cross_scale_deadzone, nv.csd);
+    fp4s_decomp_close(&d);
+}
+
+/* every spec the decomposition must handle */
+static int all_specs(fp4s_spec *out, int max)
+{
+    int n = 0;
+    static const fp4s_mx_rule rules[] = {FP4S_MX_FLOOR, FP4S_MX_CEIL, FP4S_MX_EVEN, FP4S_MX_LOG2F, FP4S_MX_RTN};
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0] && n < max; i++) out[n++] = mx_rule(rules[i]);
+    for (const fp4s_profile_info *p = fp4s_profile_list(); p && p->name && n < max; p++) {
+        for (int f = FP4S_MXFP4; f <= FP4S_NVFP4 && n < max; f++) {
+            if (!(p->formats & (1u << f))) continue;
+            fp4s_spec s;
+            if (fp4s_spec_profile(&s, (fp4s_format)f, p->name) == 0) out[n++] = s;
+        }
+    }
+    return n;
+}
+
+static const char *spec_label(const fp4s_spec *s, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/%s/%s", fp4s_format_name(s->format), s->profile,
+             s->format == FP4S_MXFP4 ? fp4s_mx_rule_name(s->mx_rule) : fp4s_nv_recipe_name(s->nv_recipe));
+    return buf;
+}
+
+/* ---- tests ------------------------------------------------------------------- */
+START_TEST(xsum_order_independent_exact)
+{
+    xsum a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    /* catastrophic cancellation: exact arithmetic keeps the 1 */
+    xs_add(&a, 1e80);
+    xs_add(&a, 1.0);
+    xs_add(&a, -1e80);
+    ck_assert(xs_value(&a) == 1.0);
+    memset(&a, 0, sizeof a);
+    double v[1000];
+    rng_state = 7;
+    for (int i = 0; i < 1000; i++) v[i] = ldexp(rng_u() - 0.5, (int)(rng_next() % 400) - 200);
+    for (int i = 0; i < 1000; i++) xs_add(&a, v[i]);
+    for (int i = 999; i >= 0; i--) xs_add(&b, v[i]);
+    xs_norm(&a);
+    xs_norm(&b);
+    ck_assert(memcmp(a.l, b.l, sizeof a.l) == 0);
+    /* merge of halves equals the whole */
+    xsum c, d2;
+    memset(&c, 0, sizeof c);
+    memset(&d2, 0, sizeof d2);
+    for (int i = 0; i < 500; i++) xs_add(&c, v[i]);
+    for (int i = 500; i < 1000; i++) xs_add(&d2, v[i]);
+    xs_merge(&d2, &c);
+    ck_assert(memcmp(a.l, d2.l, sizeof a.l) == 0);
+    ck_assert(xs_value(&a) == xs_value(&d2));
+    /* tiny terms (squares of float subnormals) are kept */
+    memset(&a, 0, sizeof a);
+    xs_add(&a, 0x1p-298);
+    ck_assert(xs_value(&a) == 0x1p-298);
+    memset(&a, 0, sizeof a);
+    xs_add(&a, INFINITY);
+    ck_assert(isinf(xs_value(&a)));
+}
+END_TEST
+
+START_TEST(e2m1_round_double_ties)
+{
+    struct { double t, rne, rtz, rha; } c[] = {
+        {0.25, 0, 0, 0.5}, {0.75, 1, 0.5, 1}, {1.25, 1, 1, 1.5}, {1.75, 2, 1.5, 2}, {2.5, 2, 2, 3},
+        {3.5, 4, 3, 4}, {5, 4, 4, 6}, {0.2499, 0, 0, 0}, {5.01, 6, 6, 6}, {6, 6, 6, 6}, {7.9, 6, 6, 6},
+        {0, 0, 0, 0}, {2.9, 3, 3, 3}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        ck_assert_msg(fp4s_decomp_e2m1_round(c[i].t, FP4S_TIE_EVEN, FP4S_DZ_TIE_SPEC) == c[i].rne, "rne %g", c[i].t);
+        ck_assert_msg(fp4s_decomp_e2m1_round(c[i].t, FP4S_TIE_ZERO, FP4S_DZ_TIE_SPEC) == c[i].rtz, "rtz %g", c[i].t);
+        ck_assert_msg(fp4s_decomp_e2m1_round(c[i].t, FP4S_TIE_AWAY, FP4S_DZ_TIE_SPEC) == c[i].rha, "rha %g", c[i].t);
+    }
+    ck_assert(fp4s_decomp_e2m1_round(0.25, FP4S_TIE_AWAY, FP4S_DZ_TIE_IN) == 0.0);
+    ck_assert(fp4s_decomp_e2m1_round(0.25, FP4S_TIE_EVEN, FP4S_DZ_TIE_OUT) == 0.5);
+    ck_assert(fp4s_decomp_e2m1_round(0.75, FP4S_TIE_EVEN, FP4S_DZ_TIE_OUT) == 1.0);
+}
+END_TEST
+
+START_TEST(components_sum_to_error_every_spec)
+{
+    size_t rows = 64, cols = 256;
+    float *x = gauss(rows * cols, 11);
+    for (size_t i = 0; i < rows * cols; i += 97) x[i] *= 40.0f; /* outliers: clipping under FLOOR */
+    fp4s_spec specs[64];
+    int ns = all_specs(specs, 64);
+    ck_assert_int_ge(ns, 5);
+    for (int k = 0; k < ns; k++) {
+        char lab[96];
+        fp4s_decomp *d = run(&specs[k], x, rows, cols, FP4S_GROUP_TENSOR, 0, FP4S_DZ_TIE_SPEC);
+        fp4s_decomp_result r = summary(d);
+        spec_label(&specs[k], lab, sizeof lab);
+        ck_assert_msg(r.n == rows * cols, "%s: n", lab);
+        /* worst element residual of e = e_scale + e_dz + e_grid, relative to the data */
+        ck_assert_msg(r.max_residual <= 1e-14 * r.amax, "%s: worst residual %g (amax %g)", lab, r.max_residual, r.amax);
+        ck_assert_msg(r.identity_residual <= 1e-12, "%s: identity residual %g", lab, r.identity_residual);
+        double split = r.energy_scale_round + r.energy_scale_clip + r.energy_scale_underflow;
+        ck_assert_msg(fabs(split - r.energy_scale) <= 1e-12 * r.energy_scale, "%s: split %g vs %g", lab, split,
+                      r.energy_scale);
+        ck_assert_msg(r.cross_deadzone_grid == 0.0, "%s: e_dz and e_grid overlap", lab);
+        fp4s_decomp_close(&d);
+    }
+    free(x);
+}
+END_TEST
+
+static void assert_same_result(const fp4s_decomp_result *a, const fp4s_decomp_result *b, const char *what)
+{
+    size_t nf;
+    const fp4s_decomp_field *f = fp4s_decomp_fields(&nf);
+    for (size_t i = 0; i < nf; i++) {
+        double va = fp4s_decomp_field_value(a, &f[i]), vb = fp4s_decomp_field_value(b, &f[i]);
+        ck_assert_msg(memcmp(&va, &vb, sizeof va) == 0 || (isnan(va) && isnan(vb)), "%s: field %s %.17g vs %.17g",
+                      what, f[i].name, va, vb);
+    }
+}
+
+START_TEST(merge_equals_one_pass_bitwise)
+{
+    size_t rows = 96, cols = 128;
+    float *x = gauss(rows * cols, 5);
+    fp4s_spec specs[2] = {mx_rule(FP4S_MX_FLOOR), mk_spec(FP4S_NVFP4, fp4s_default_profile(FP4S_NVFP4))};
+    fp4s_group groups[] = {FP4S_GROUP_TENSOR, FP4S_GROUP_ROW, FP4S_GROUP_CHANNEL, FP4S_GROUP_BLOCK};
+    for (int si = 0; si < 2; si++)
+        for (size_t gi = 0; gi < 4; gi++) {
+            fp4s_set_threads(1);
+            fp4s_decomp *one = run(&specs[si], x, rows, cols, groups[gi], 0, FP4S_DZ_TIE_SPEC);
+            fp4s_set_threads(2);
+            fp4s_decomp *chunked = run(&specs[si], x, rows, cols, groups[gi], 16, FP4S_DZ_TIE_SPEC);
+            /* two halves accumulated separately, merged in reverse order */
+            fp4s_tscale ts = tscale_of(&specs[si], x, rows, cols);
+            fp4s_decomp_opts o;
+            fp4s_decomp_opts_defaults(&o);
+            o.by = groups[gi];
+            fp4s_decomp *h1, *h2;
+            ck_assert_int_eq(fp4s_decomp_open(&specs[si], &ts, &o, rows, cols, &h1), 0);
+            ck_assert_int_eq(fp4s_decomp_open(&specs[si], &ts, &o, rows, cols, &h2), 0);
+            ck_assert_int_eq(fp4s_decomp_add(h1, x, 48, cols, 0), 0);
+            ck_assert_int_eq(fp4s_decomp_add(h2, x + 48 * cols, 32, cols, 48), 0);
+            ck_assert_int_eq(fp4s_decomp_add(h2, x + 80 * cols, 16, cols, 80), 0);
+            ck_assert_int_eq(fp4s_decomp_merge(h2, h1), 0);
+            fp4s_decomp_result a = summary(one), b = summary(chunked), c = summary(h2);
+            assert_same_result(&a, &b, "one pass vs chunked/2 threads");
+            assert_same_result(&a, &c, "one pass vs merged halves");
+            size_t ng = fp4s_decomp_ngroups(one);
+            ck_assert_uint_eq(ng, fp4s_decomp_ngroups(h2));
+            for (size_t g = 0; g < ng; g++) {
+                fp4s_decomp_group(one, g, &a);
+                fp4s_decomp_group(chunked, g, &b);
+                fp4s_decomp_group(h2, g, &c);
+                assert_same_result(&a, &b, "group one vs chunked");
+                assert_same_result(&a, &c, "group one vs merged");
+            }
+            fp4s_decomp_hist ha, hb;
+            fp4s_decomp_hist_get(one, FP4S_HIST_DELTA, &ha);
+            fp4s_decomp_hist_get(h2, FP4S_HIST_DELTA, &hb);
+            ck_assert(memcmp(ha.counts, hb.counts, sizeof ha.counts) == 0);
+            /* merging a row twice is refused */
+            if (groups[gi] == FP4S_GROUP_ROW || groups[gi] == FP4S_GROUP_BLOCK)
+                ck_assert_int_eq(fp4s_decomp_merge(h2, h1), FP4S_EDUP);
+            fp4s_decomp_close(&one);
+            fp4s_decomp_close(&chunked);
+            fp4s_decomp_close(&h1);
+            fp4s_decomp_close(&h2);
+        }
+    fp4s_set_threads(0);
+    free(x);
+}
+END_TEST
+
+START_TEST(lemma_ceil_cross_terms_exactly_zero)
+{
+    size_t rows = 128, cols = 256;
+    float *x = gauss(rows * cols, 3);
+    fp4s_spec ceil_s = mx_rule(FP4S_MX_CEIL);
+    fp4s_decomp *d = run(&ceil_s, x, rows, cols, FP4S_GROUP_TENSOR, 0, FP4S_DZ_TIE_SPEC);
+    fp4s_decomp_result r = summary(d);
+    ck_assert(r.cross_scale_deadzone == 0.0);
+    ck_assert(r.cross_deadzone_grid == 0.0);
+    ck_assert(r.gamma_min >= 1.0 && r.gamma_max < 2.0);
+    ck_assert(r.delta_min >= 0.0 && r.delta_max < 1.0);
+    ck_assert_uint_eq(r.clipped, 0);
+    ck_assert(r.energy_scale_clip == 0.0);
+    fp4s_decomp_close(&d);
+    /* FLOOR: gamma < 1 happens, values clip and the e_dz cross term is measured non-zero */
+    fp4s_spec floor_s = mx_rule(FP4S_MX_FLOOR);
+    d = run(&floor_s, x, rows, cols, FP4S_GROUP_TENSOR, 0, FP4S_DZ_TIE_SPEC);
+    r = summary(d);
+    ck_assert(r.gamma_min < 1.0);
+    ck_assert_uint_gt(r.clipped, 0);
+    ck_assert(r.energy_scale_clip > 0.0);
+    ck_assert(r.cross_scale_deadzone != 0.0);
+    fp4s_decomp_close(&d);
+    free(x);
+}
+END_TEST
+
+START_TEST(naive_agrees_random_every_spec)
+{
+    size_t rows = 32, cols = 128;
+    float *x = gauss(rows * cols, 21);
+    for (size_t i = 0; i < rows * cols; i += 53) x[i] *= 30.0f;
+    fp4s_spec specs[64];
+    int ns = all_specs(specs, 64);
+    for (int k = 0; k < ns; k++) {
+        char lab[96];
+        compare_naive(&specs[k], x, rows, cols, FP4S_DZ_TIE_SPEC, spec_label(&specs[k], lab, sizeof lab));
+    }
+    free(x);
+}
+END_TEST
+
+/* ties at every E2M1 midpoint relative to the block max, zeros, huge, tiny,
+ * subnormal and NaN/Inf blocks */
+static float *adversarial(size_t rows, size_t cols)
+{
+    float *x = calloc(rows * cols, sizeof *x);
+    static const float mids[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 0.2f, 6.0f, 0.0f};
+    rng_state = 99;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) {
+            size_t b = c / 32, kind = (r + b) % 8;
+            float m = ldexpf(1.0f, (int)(rng_next() % 20) - 10) * 1.5f;
+            float *p = &x[r * cols + c];
+            size_t i = c % 32;
+            switch (kind) {
+            case 0: *p = i == 0 ? m : m / 6.0f * mids[i % 10] * ((i & 1) ? -1.0f : 1.0f); break; /* ties */
+            case 1: *p = 0.0f; break;                                                   /* all-zero block */
+            case 2: *p = (float)rng_gauss() * 1e37f; break;                             /* huge */
+            case 3: *p = (float)rng_gauss() * 1e-39f; break;                            /* subnormal */
+            case 4: *p = i == 5 ? NAN : (float)rng_gauss(); break;                      /* NaN block */
+            case 5: *p = i == 7 ? -INFINITY : (float)rng_gauss(); break;                /* Inf block */
+            case 6: *p = (float)rng_gauss() * 3.0e-6f; break;                           /* tiny */
+            default: *p = i == 0 ? 448.0f * 6.0f : (float)rng_gauss() * 0.01f; break;  /* one outlier */
+            }
+        }
+    return x;
+}
+
+START_TEST(naive_agrees_adversarial)
+{
+    size_t rows = 16, cols = 256;
+    float *x = adversarial(rows, cols);
+    fp4s_spec specs[64];
+    int ns = all_specs(specs, 64);
+    for (int k = 0; k < ns; k++) {
+        char lab[96];
+        spec_label(&specs[k], lab, sizeof lab);
+        compare_naive(&specs[k], x, rows, cols, FP4S_DZ_TIE_SPEC, lab);
+        compare_naive(&specs[k], x, rows, cols, FP4S_DZ_TIE_IN, lab);
+        compare_naive(&specs[k], x, rows, cols, FP4S_DZ_TIE_OUT, lab);
+    }
+    /* the tie convention is visible: ties at 0.25 are in D under rne, out under "out" */
+    fp4s_spec s = mx_rule(FP4S_MX_CEIL);
+    fp4s_decomp *din = run(&s, x, rows, cols, FP4S_GROUP_TENSOR, 0, FP4S_DZ_TIE_SPEC);
+    fp4s_decomp *dout = run(&s, x, rows, cols, FP4S_GROUP_TENSOR, 0, FP4S_DZ_TIE_OUT);
+    fp4s_decomp_result a = summary(din), b = summary(dout);
+    ck_assert_uint_gt(a.deadzone_ties, 0);
+    ck_assert_uint_eq(a.deadzone - b.deadzone, a.deadzone_ties);
+    ck_assert_uint_gt(a.nan, 0);
+    ck_assert_uint_gt(a.inf, 0);
+    ck_assert_uint_gt(a.zero_blocks, 0);
+    ck_assert_uint_eq(a.n + a.excluded + a.nonfinite, rows * cols);
+    ck_assert(isfinite(a.energy_total) && isfinite(a.energy_x));
+    fp4s_decomp_close(&din);
+    fp4s_decomp_close(&dout);
+    free(x);
+}
+END_TEST
+
+START_TEST(nvfp4_underflow_counted)
+{
+    /* a tensor with one large block and many tiny ones: under the TE recipe the
+     * tiny blocks get zero or subnormal E4M3 scales */
+    size_t rows = 4, cols = 64;
+    float *x = gauss(rows * cols, 8);
+    for (size_t i = 16; i < rows * cols; i++) x[i] *= 1e-6f;
+    x[0] = 1000.0f;
+    fp4s_spec s = mk_spec(FP4S_NVFP4, fp4s_default_profile(FP4S_NVFP4));
+    fp4s_decomp *d = run(&s, x, rows, cols, FP4S_GROUP_TENSOR, 0, FP4S_DZ_TIE_SPEC);
+    fp4s_decomp_result r = summary(d);
+    ck_assert_uint_gt(r.underflow_blocks, 0);
+    ck_assert(r.energy_scale_underflow > 0.0);
+    ck_assert(r.underflow_fraction > 0.0);
+    fp4s_decomp_close(&d);
+    free(x);
+}
+END_TEST
+
+static void anchor(size_t n, double tol_scale)
+{
+    size_t cols = 1024, rows = n / cols;
+    float *x = gauss(rows * cols, 12345);
+    fp4s_spec s = mx_rule(FP4S_MX_CEIL);
+    fp4s_decomp *d = run(&s, x, rows, cols, FP4S_GROUP_TENSOR, 1 << 12, FP4S_DZ_TIE_SPEC);
+    fp4s_decomp_result r = summary(d);
+    fprintf(stderr, "anchor n=%zu: scale %.4f deadzone %.4f grid %.4f cos %.4f dz fraction %.4f delta mean %.4f\n",
+            rows * cols, r.ratio_scale, r.ratio_deadzone, r.ratio_grid, r.cos_scale_grid, r.deadzone_fraction,
+            r.delta_mean);
+    ck_assert_msg(fabs(r.ratio_scale - 1.77) < 0.02 * tol_scale, "scale ratio %g", r.ratio_scale);
+    ck_assert_msg(fabs(r.ratio_deadzone - 0.020) < 0.002 * tol_scale, "dead-zone ratio %g", r.ratio_deadzone);
+    ck_assert_msg(fabs(r.ratio_grid - 0.75) < 0.015 * tol_scale, "grid ratio %g", r.ratio_grid);
+    ck_assert_msg(fabs(r.cos_scale_grid + 0.667) < 0.01 * tol_scale, "cos %g", r.cos_scale_grid);
+    ck_assert_msg(fabs(r.deadzone_fraction - 0.077) < 0.003 * tol_scale, "dead-zone fraction %g", r.deadzone_fraction);
+    fp4s_decomp_close(&d);
+    free(x);
+}
+
+START_TEST(gaussian_anchor_1e6)
+{
+    anchor(1000 * 1024, 1.5);
+}
+END_TEST
+
+START_TEST(gaussian_anchor_1e7)
+{
+    anchor(9766 * 1024, 1.0);
+}
+END_TEST
+
+#if FP4S_HAVE_GSL
+/* P(|x| < M/24) for one element of a block of 32 iid N(0,1), M the block max:
+ * the max itself is never in the dead zone; each of the other 31 is, given M = m,
+ * with probability F(m/24)/F(m), F(t) = erf(t/sqrt 2) the CDF of |x|. The max has
+ * density 32 F(m)^31 f(m), f(m) = 2 phi(m). So the fraction is
+ * (31/32) * int 32 F(m)^30 f(m) F(m/24) dm = 31 int F(m)^30 f(m) F(m/24) dm. */
+static double dz_integrand(double m, void *p)
+{
+    (void)p;
+    double F = gsl_sf_erf(m / M_SQRT2), f = 2.0 * exp(-0.5 * m * m) / sqrt(2.0 * M_PI);
+    return 31.0 * pow(F, 30) * f * gsl_sf_erf(m / 24.0 / M_SQRT2);
+}
+#endif
+
+START_TEST(gaussian_deadzone_fraction_matches_integral)
+{
+#if FP4S_HAVE_GSL
+    gsl_integration_workspace *w = gsl_integration_workspace_alloc(1000);
+    gsl_function fn = {dz_integrand, NULL};
+    double val, err;
+    ck_assert_int_eq(gsl_integration_qags(&fn, 0.0, 40.0, 0, 1e-12, 1000, w, &val, &err), 0);
+    gsl_integration_workspace_free(w);
+    double frac = val;
+    size_t rows = 1000, cols = 1024;
+    float *x = gauss(rows * cols, 777);
+    fp4s_spec s = mx_rule(FP4S_MX_CEIL);
+    fp4s_decomp *d = run(&s, x, rows, cols, FP4S_GROUP_TENSOR, 0, FP4S_DZ_TIE_SPEC);
+    fp4s_decomp_result r = summary(d);
+    fprintf(stderr, "dead-zone fraction: GSL integral %.6f, measured %.6f (n = %llu)\n", frac, r.deadzone_fraction,
+            (unsigned long long)r.n);
+    ck_assert(frac > 0.07 && frac < 0.085);
+    ck_assert_msg(fabs(r.deadzone_fraction - frac) < 0.0015, "measured %g vs integral %g", r.deadzone_fraction, frac);
+    fp4s_decomp_close(&d);
+    free(x);
+#else
+    ck_abort_msg("built without GSL: the dead-zone integral cannot be checked");
+#endif
+}
+END_TEST
+
+START_TEST(channels_rank_select_coverage_cost)
+{
+    size_t rows = 64, cols = 128;
+    float *x = gauss(rows * cols, 31);
+    /* hot channels 5 and 77 */
+    for (size_t r = 0; r < rows; r++) {
+        x[r * cols + 5] *= 9.0f;
+        x[r * cols + 77] *= 5.0f;
+    }
+    float *wt = gauss(32 * cols, 32);
+    fp4s_spec s = mx_rule(FP4S_MX_CEIL);
+    fp4s_decomp *a = run(&s, x, rows, cols, FP4S_GROUP_CHANNEL, 0, FP4S_DZ_TIE_SPEC);
+    fp4s_decomp *w = run(&s, wt, 32, cols, FP4S_GROUP_CHANNEL, 0, FP4S_DZ_TIE_SPEC);
+    fp4s_channels_opts o;
+    fp4s_channels_opts_defaults(&o);
+    o.top = 3;
+    fp4s_channels_report *r = NULL;
+    ck_assert_int_eq(fp4s_channels_rank(a, NULL, &o, &r), 0);
+    ck_assert_uint_eq(r->k, cols);
+    ck_assert_uint_eq(r->count, 3);
+    ck_assert_uint_eq(r->ch[0].channel, 5);
+    ck_assert_uint_eq(r->ch[1].channel, 77);
+    for (size_t i = 1; i < r->k; i++) ck_assert(r->ch[i - 1].score >= r->ch[i].score);
+    for (size_t i = 0; i < r->k; i++) ck_assert(r->ch[i].selected == (i < 3));
+    /* residual norm of a channel is the root of its error energy */
+    ck_assert(fabs(r->ch[0].residual_norm - sqrt(r->ch[0].energy_total)) <= 1e-12 * r->ch[0].residual_norm);
+    /* coverage rises to exactly 1 */
+    for (size_t i = 1; i < r->ncoverage; i++) ck_assert(r->coverage[i].share >= r->coverage[i - 1].share);
+    ck_assert(r->coverage[r->ncoverage - 1].share == 1.0);
+    ck_assert_uint_eq(r->coverage[4].channels, 16); /* 12.5% of 128 */
+    /* channel energies add up to the tensor's */
+    double sum = 0;
+    for (size_t i = 0; i < r->k; i++) sum += r->ch[i].energy_total;
+    ck_assert(fabs(sum - r->summary.energy_total) <= 1e-12 * sum);
+    /* cost: 3 channels padded to a block of 32, N = K assumed */
+    ck_assert_uint_eq(r->cost.padded, 32);
+    ck_assert(r->cost.n_out_assumed);
+    ck_assert(fabs(r->cost.flops_ratio - 32.0 / 128.0) < 1e-15);
+    ck_assert(r->cost.flops_extra == 2.0 * 64 * 128 * 32);
+    fp4s_channels_free(&r);
+    ck_assert_ptr_null(r);
+    /* hcp needs a weight; with it, the score is mean|dX| + mean|dW| */
+    o.score = FP4S_SCORE_HCP;
+    ck_assert_int_eq(fp4s_channels_rank(a, NULL, &o, &r), FP4S_EINVAL);
+    o.top = 0;
+    o.ratio = 0.1;
+    ck_assert_int_eq(fp4s_channels_rank(a, w, &o, &r), 0);
+    ck_assert_uint_eq(r->count, 13);
+    ck_assert_uint_eq(r->cost.n_out, 32);
+    ck_assert(fabs(r->ch[0].hcp - (r->ch[0].mean_abs_dx + r->ch[0].mean_abs_dw)) < 1e-15);
+    ck_assert_uint_eq(r->ch[0].channel, 5);
+    fp4s_channels_free(&r);
+    o.score = FP4S_SCORE_DEADZONE;
+    ck_assert_int_eq(fp4s_channels_rank(a, NULL, &o, &r), 0);
+    for (size_t i = 1; i < r->k; i++) ck_assert(r->ch[i - 1].score >= r->ch[i].score);
+    fp4s_channels_free(&r);
+    fp4s_decomp_close(&a);
+    fp4s_decomp_close(&w);
+    free(x);
+    free(wt);
+}
+END_TEST
+
+START_TEST(bad_input_refused)
+{
+    fp4s_spec s = mx_rule(FP4S_MX_CEIL);
+    fp4s_decomp *d = NULL;
+    fp4s_decomp_opts o;
+    fp4s_decomp_opts_defaults(&o);
+    ck_assert_int_eq(fp4s_decomp_open(&s, NULL, &o, 4, 33, &d), FP4S_ESHAPE);
+    ck_assert_ptr_null(d);
+    ck_assert_int_eq(fp4s_decomp_open(&s, NULL, &o, 0, 32, &d), FP4S_EEMPTY);
+    o.by = FP4S_GROUP_BLOCK;
+    o.max_groups = 10;
+    ck_assert_int_eq(fp4s_decomp_open(&s, NULL, &o, 100, 64, &d), FP4S_ERANGE);
+    ck_assert(strstr(fp4s_last_error(), "limit") != NULL);
+    fp4s_spec f8;
+    if (fp4s_spec_profile(&f8, FP4S_FP8, fp4s_default_profile(FP4S_FP8)) == 0) {
+        fp4s_decomp_opts_defaults(&o);
+        ck_assert_int_eq(fp4s_decomp_open(&f8, NULL, &o, 4, 128, &d), FP4S_ENOTSUP);
+    }
+    ck_assert_int_eq(fp4s_decomp_source(&s, NULL, "/nonexistent/x.npy", &d), FP4S_EOPEN);
+    ck_assert(strstr(fp4s_last_error(), "/nonexistent/x.npy") != NULL);
+    ck_assert_ptr_null(d);
+    /* rows out of range, different specs in a merge */
+    fp4s_decomp_opts_defaults(&o);
+    ck_assert_int_eq(fp4s_decomp_open(&s, NULL, &o, 4, 32, &d), 0);
+    float x[32 * 8] = {0};
+    ck_assert_int_eq(fp4s_decomp_add(d, x, 8, 32, 0), FP4S_ERANGE);
+    fp4s_spec s2 = mx_rule(FP4S_MX_FLOOR);
+    fp4s_decomp *d2 = NULL;
+    ck_assert_int_eq(fp4s_decomp_open(&s2, NULL, &o, 4, 32, &d2), 0);
+    ck_assert_int_eq(fp4s_decomp_merge(d, d2), FP4S_EINVAL);
+    fp4s_decomp_close(&d);
+    fp4s_decomp_close(&d2);
+    fp4s_decomp_close(&d);
+    ck_assert_ptr_null(d);
+    /* an all-NaN tensor: every block excluded, counted, no number invented */
+    float nanx[64];
+    for (int i = 0; i < 64; i++) nanx[i] = NAN;
+    ck_assert_int_eq(fp4s_decomp_open(&s, NULL, &o, 2, 32, &d), 0);
+    ck_assert_int_eq(fp4s_decomp_add(d, nanx, 2, 32, 0), 0);
+    fp4s_decomp_result r = summary(d);
+    ck_assert_uint_eq(r.n, 0);
+    ck_assert_uint_eq(r.nan, 64);
+    ck_assert_uint_eq(r.nonfinite_blocks, 2);
+    ck_assert(isnan(r.relative_error) && isnan(r.ratio_scale));
+    fp4s_decomp_close(&d);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    Suite *s = suite_create("decompose");
+    bool big = argc > 1 && !strcmp(argv[1], "--big");
+    struct { const char *name; const TTest *t; } cases[] = {
+        {"xsum_order_independent_exact", xsum_order_independent_exact},
+        {"e2m1_round_double_ties", e2m1_round_double_ties},
+        {"components_sum_to_error_every_spec", components_sum_to_error_every_spec},
+        {"merge_equals_one_pass_bitwise", merge_equals_one_pass_bitwise},
+        {"lemma_ceil_cross_terms_exactly_zero", lemma_ceil_cross_terms_exactly_zero},
+        {"naive_agrees_random_every_spec", naive_agrees_random_every_spec},
+        {"naive_agrees_adversarial", naive_agrees_adversarial},
+        {"nvfp4_underflow_counted", nvfp4_underflow_counted},
+        {"gaussian_anchor_1e6", gaussian_anchor_1e6},
+        {"gaussian_deadzone_fraction_matches_integral", gaussian_deadzone_fraction_matches_integral},
+        {"channels_rank_select_coverage_cost", channels_rank_select_coverage_cost},
+        {"bad_input_refused", bad_input_refused},
+    };
+    if (big) {
+        TCase *tc = tcase_create("gaussian_anchor_1e7");
+        tcase_add_test(tc, gaussian_anchor_1e7);
+        tcase_set_timeout(tc, 600);
+        suite_add_tcase(s, tc);
+    } else {
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            TCase *tc = tcase_create(cases[i].name);
+            tcase_add_test(tc, cases[i].t);
+            tcase_set_timeout(tc, 120);
+            suite_add_tcase(s, tc);
+        }
+    }
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? 1 : 0;
+}
