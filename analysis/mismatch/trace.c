@@ -596,6 +596,7 @@ static int check_schema(mm_reader *r)
         if (H5Tis_variable_str(t) > 0) {
             hid_t mt = H5Tcopy(H5T_C_S1);
             H5Tset_size(mt, H5T_VARIABLE);
+            H5Tset_cset(mt, H5Tget_cset(t));
             char *s = NULL;
             if (H5Aread(a, mt, &s) >= 0 && s) {
                 snprintf(val, sizeof val, "%s", s);
@@ -608,6 +609,7 @@ static int check_schema(mm_reader *r)
             if (sz < sizeof val) {
                 hid_t mt = H5Tcopy(H5T_C_S1);
                 H5Tset_size(mt, sz + 1);
+                H5Tset_cset(mt, H5Tget_cset(t));
                 if (H5Aread(a, mt, val) >= 0) ok = 1;
                 H5Tclose(mt);
             }

@@ -111,6 +111,44 @@ def read_csv(path):
     return step, seq, lt, lr, mask
 
 
+def read_h5(path):
+    import h5py
+    st, sq, a, b, m = [], [], [], [], []
+    with h5py.File(path, "r") as f:
+        for name in sorted(f["steps"].keys(), key=int):
+            g = f["steps"][name]
+            if "logprobs" not in g:
+                continue
+            g = g["logprobs"]
+            n = g["trainer"].shape[0]
+            st.append(np.full(n, int(name)))
+            sq.append(g["seq"][...].astype(np.int64))
+            a.append(g["trainer"][...].astype(np.float64))
+            b.append(g["rollout"][...].astype(np.float64))
+            m.append(g["mask"][...].astype(int) if "mask" in g else np.ones(n, dtype=int))
+    return tuple(np.concatenate(x) for x in (st, sq, a, b, m))
+
+
+def capture(path, onset, steps=40, seed=9, tokens=300):
+    """Capture file with float32 log-probs, pos and mask, planted onset."""
+    import h5py
+    rng = np.random.default_rng(seed)
+    with h5py.File(path, "w") as f:
+        f.attrs["fp4scope_schema"] = "fp4scope-capture/1"
+        f.attrs["producer"] = "ref_mismatch.py"
+        for st in range(steps):
+            sigma = 0.02 * (1.0 if st < onset else 2.0 * 1.08 ** (st - onset))
+            lr = -rng.exponential(1.0, tokens)
+            lt = np.minimum(lr + rng.normal(0, sigma, tokens), 0.0)
+            seq = np.arange(tokens) // 25
+            g = f.create_group("steps/%d/logprobs" % (st * 5))
+            g["trainer"] = lt.astype(np.float32)
+            g["rollout"] = lr.astype(np.float32)
+            g["seq"] = seq.astype(np.int64)
+            g["pos"] = (np.arange(tokens) % 25).astype(np.int64)
+            g["mask"] = (rng.random(tokens) > 0.05).astype(np.uint8)
+
+
 def gen(path, seed=1, steps=6, seqs=9, nan=0, with_mask=False, jsonl=False):
     rng = np.random.default_rng(seed)
     rows = []
@@ -166,7 +204,7 @@ def planted(path, onset, steps=60, seed=7, tokens=400, run=None, append=False, s
 
 
 def check(trace, jpath, cap=2.0, rtol=1e-9):
-    step, seq, lt, lr, mask = read_csv(trace)
+    step, seq, lt, lr, mask = read_h5(trace) if trace.endswith(".h5") else read_csv(trace)
     with open(jpath) as f:
         j = json.load(f)
     recs = {r["step"]: r for r in j["runs"][0]["steps"]}
@@ -222,7 +260,15 @@ def main(argv):
     p.add_argument("--run")
     p.add_argument("--append", action="store_true")
     p.add_argument("--scale", type=float, default=0.02)
+    h = sub.add_parser("capture")
+    h.add_argument("out")
+    h.add_argument("--onset", type=int, required=True)
+    h.add_argument("--steps", type=int, default=40)
+    h.add_argument("--seed", type=int, default=9)
     a = ap.parse_args(argv)
+    if a.cmd == "capture":
+        capture(a.out, a.onset, a.steps, a.seed)
+        return 0
     if a.cmd == "gen":
         gen(a.out, a.seed, a.steps, a.seqs, a.nan, a.mask, a.out.endswith(".jsonl"))
         return 0
