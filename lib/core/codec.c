@@ -281,6 +281,16 @@ int fp4s_mx_k(fp4s_mx_rule rule, float amax, bool *clamped_low)
         if (!(l < 200.0f)) return 127;
         return clamp_k((int)l - 2, clamped_low);
     }
+    case FP4S_MX_CEIL_LOG2F: {
+        /* ModelOpt: e = ceil(maximum(log2(amax / 6), -127)), all in fp32 */
+        float l = log2f(amax / 6.0f);
+        if (!(l < 200.0f)) return 127;
+        if (l < -127.0f) {
+            if (clamped_low) *clamped_low = true;
+            l = -127.0f;
+        }
+        return clamp_k((int)ceilf(l), clamped_low);
+    }
     }
     return 0;
 }

@@ -5,6 +5,7 @@
 
 #include <fp4scope/spec.h>
 
+#include <math.h>
 #include <string.h>
 
 static inline uint32_t fp4s_f32_bits(float f)
@@ -37,5 +38,17 @@ float fp4s_ue4m3_decode_ggml(uint8_t code);
  * below -127 (counted as scale underflow). Inf: FLOOR/EVEN give 126 (the
  * exponent field 255 read as 128), CEIL/LOG2F/RTN clamp to 127. */
 int fp4s_mx_k(fp4s_mx_rule rule, float amax, bool *clamped_low);
+
+/* E2M1 code of a scaled element v under a spec's tie rule and zero-sign
+ * policy (keep_neg_zero and zero_in). NaN -> 0, |v| > 6 -> +-6. */
+static inline uint8_t fp4s_e2m1_encode_spec(const fp4s_spec *s, float v)
+{
+    if (v == 0.0f) {
+        if (s->zero_in == FP4S_ZIN_NEG) return 8;
+        if (s->zero_in == FP4S_ZIN_POS) return 0;
+        return (signbit(v) && s->keep_neg_zero) ? 8 : 0;
+    }
+    return fp4s_e2m1_encode(v, s->tie, s->keep_neg_zero);
+}
 
 #endif

@@ -88,10 +88,21 @@ FP4S_API int fp4s_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
  * not including the NVFP4 tensor decode scale. */
 FP4S_API float fp4s_scale_decode(const fp4s_spec *s, uint8_t code);
 
+/* MXFP4: the E8M0 code the spec's scale rule gives a block with this amax
+ * (mx_zero_block_code for 0, 0xFF for NaN), as fp4s_quantize computes it. */
+FP4S_API uint8_t fp4s_mx_scale_code(const fp4s_spec *s, float amax);
+
 /* Pack one row of E2M1 codes (cols even; split packing needs cols % 32 == 0)
  * into cols/2 bytes in the spec's nibble layout, and back. */
 FP4S_API int fp4s_pack_e2m1(fp4s_packing p, const uint8_t *codes, size_t cols, uint8_t *packed);
 FP4S_API int fp4s_unpack_e2m1(fp4s_packing p, const uint8_t *packed, size_t cols, uint8_t *codes);
+/* The same with the split block size given: split halves are per block of
+ * `block` codes (32 for ggml MXFP4, 16 for ggml NVFP4: qs[j] = q[j] | q[j+block/2] << 4).
+ * fp4s_pack_e2m1 uses block 32. Pass spec->block. */
+FP4S_API int fp4s_pack_e2m1_block(fp4s_packing p, uint32_t block, const uint8_t *codes,
+                                  size_t cols, uint8_t *packed);
+FP4S_API int fp4s_unpack_e2m1_block(fp4s_packing p, uint32_t block, const uint8_t *packed,
+                                    size_t cols, uint8_t *codes);
 
 /* ---- kernel selection ------------------------------------------------------ */
 /* Force the scalar reference kernels (true) or allow the fastest (false). */

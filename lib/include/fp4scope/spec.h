@@ -27,8 +27,20 @@ typedef enum fp4s_mx_rule {
     FP4S_MX_CEIL  = 1, /* smallest k with amax <= 6*2^k ("rceil"; never clips) */
     FP4S_MX_EVEN  = 2, /* exponent of amax rounded at the 2nd mantissa bit, - 2 */
     FP4S_MX_LOG2F = 3, /* floorf(log2f(amax)) - 2 through libm (ggml CPU) */
-    FP4S_MX_RTN   = 4  /* rint(log2f(amax)) - 2, code clamped to [0,254] (ggml CUDA) */
+    FP4S_MX_RTN   = 4, /* rint(log2f(amax)) - 2, code clamped to [0,254] (ggml CUDA) */
+    FP4S_MX_CEIL_LOG2F = 5 /* ceilf(max(log2f(amax/6), -127)) in fp32 (ModelOpt MXFP4):
+                            * CEIL except where log2f rounds amax/6 just above a power of
+                            * two down to the integer, so such blocks clip slightly */
 } fp4s_mx_rule;
+
+/* What code an element gets whose scaled value (x times the recipe's encode
+ * factor) is exactly +0 or -0. Values that are not zero but round to zero follow
+ * keep_neg_zero. */
+typedef enum fp4s_zero_in {
+    FP4S_ZIN_SIGN = 0, /* the sign bit decides: -0 -> 8 if keep_neg_zero (torchao, cuBLAS cvt) */
+    FP4S_ZIN_POS  = 1, /* always code 0 (TE's PyTorch reference, ModelOpt NVFP4: x < 0 tests) */
+    FP4S_ZIN_NEG  = 2  /* always code 8 (ModelOpt MXFP4: sign_bit = (2 - sign(x)) // 2) */
+} fp4s_zero_in;
 
 /* NVFP4: whose order of fp32 operations computes block scales and elements. */
 typedef enum fp4s_nv_recipe {
@@ -71,6 +83,7 @@ typedef struct fp4s_spec {
     uint32_t block;            /* elements per block along the last dim: 32, 16, 128 */
     fp4s_tie tie;              /* element rounding */
     bool keep_neg_zero;        /* negative values rounding to 0 keep code 8 (-0) */
+    fp4s_zero_in zero_in;      /* code of a scaled value that is exactly +-0 (default SIGN) */
     fp4s_packing packing;
     fp4s_nonfinite nonfinite;
     /* MXFP4 */
@@ -117,6 +130,7 @@ FP4S_API const char *fp4s_global_scale_name(fp4s_global_scale g);
 FP4S_API const char *fp4s_nonfinite_name(fp4s_nonfinite n);
 FP4S_API const char *fp4s_packing_name(fp4s_packing p);
 FP4S_API const char *fp4s_fp8_gran_name(fp4s_fp8_gran g);
+FP4S_API const char *fp4s_zero_in_name(fp4s_zero_in z);
 
 /* One line of the profile table. */
 typedef struct fp4s_profile_info {

@@ -1,0 +1,469 @@
+/* The scalar C reference of every quantizer (the table fp4s_kernels_ref).
+ *
+ * This file is the definition that the SIMD and CUDA paths are checked
+ * against bit for bit. Every fp32 operation of a recipe is written out in the
+ * engine's order, one IEEE operation per C expression (the build uses
+ * -ffp-contract=off semantics: no FMA contraction). The recipes, and the
+ * engine source each follows, are documented in quant.h and
+ * man/fp4scope-formats.7.
+ *
+ * Stats: err2 and x2 are Kahan-compensated within one call (one chunk) and
+ * added to *st at the end; elements of blocks that decode to NaN (NaN scale)
+ * are left out of both sums. */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "cpu/kernels.h"
+#include "core/codec_internal.h"
+
+typedef struct ksum { double s, c; } ksum;
+
+static inline void ksum_add(ksum *k, double v)
+{
+    double y = v - k->c;
+    double t = k->s + y;
+    k->c = (t - k->s) - y;
+    k->s = t;
+}
+
+typedef struct acc {
+    fp4s_qstats st;   /* counters (err2/x2 unused here) */
+    ksum err2, x2;
+} acc;
+
+static inline void acc_elem(acc *a, float x, float d)
+{
+    if (!isfinite(x)) return;
+    double e = (double)d - (double)x;
+    ksum_add(&a->err2, e * e);
+    ksum_add(&a->x2, (double)x * (double)x);
+}
+
+static void acc_flush(acc *a, fp4s_qstats *st)
+{
+    a->st.err2 = a->err2.s;
+    a->st.x2 = a->x2.s;
+    fp4s_qstats_merge(st, &a->st);
+}
+
+/* Block scan: finite abs max, NaN and Inf counts. */
+typedef struct bscan { float amax; unsigned nan, inf; } bscan;
+
+static inline void scan_add(bscan *b, const float *x, size_t n)
+{
+    for (size_t j = 0; j < n; j++) {
+        float a = fabsf(x[j]);
+        if (a != a) { b->nan++; continue; }
+        if (a == INFINITY) b->inf++;
+        if (a > b->amax) b->amax = a;
+    }
+}
+
+/* Does this block become a NaN block under the policy? (then: NaN scale code,
+ * every element code 0, dequantized NaN) */
+static inline bool nan_block(const fp4s_spec *s, const bscan *b)
+{
+    if (s->nonfinite == FP4S_NF_BLOCK_NAN) return b->nan || b->inf;
+    if (s->nonfinite == FP4S_NF_SCALE_NAN) return b->nan != 0;
+    return false;
+}
+
+/* ======================================================================= MXFP4 */
+
+static float pow2f(int k) /* exact 2^k for k in [-149, 127] */
+{
+    if (k >= -126) return fp4s_bits_f32((uint32_t)(k + 127) << 23);
+    return fp4s_bits_f32(1u << (k + 149));
+}
+
+float fp4s_ref_scale_value(const fp4s_spec *s, uint8_t code)
+{
+    if (s->format == FP4S_MXFP4) return fp4s_e8m0_decode(code);
+    if (s->format == FP4S_NVFP4) {
+        if (s->nv_recipe == FP4S_NV_GGML) return fp4s_ue4m3_decode_ggml(code);
+        return fp4s_e4m3_decode(code);
+    }
+    return NAN;
+}
+
+static int mx_quant(const fp4s_spec *s, const float *x, size_t rows, size_t cols,
+                    size_t ld, const fp4s_qout *o, acc *a)
+{
+    const size_t B = s->block, nb = cols / B;
+    const bool ignore = s->nonfinite == FP4S_NF_IGNORE;
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * ld;
+        uint8_t *cr = o->codes ? o->codes + r * o->ld_codes : NULL;
+        uint8_t *sr = o->scales ? o->scales + r * o->ld_scales : NULL;
+        float *dr = o->dequant ? o->dequant + r * o->ld_dequant : NULL;
+        for (size_t b = 0; b < nb; b++) {
+            const float *xb = xr + b * B;
+            bscan sc = {0};
+            scan_add(&sc, xb, B);
+            a->st.blocks++;
+            a->st.elements += B;
+            a->st.nan += sc.nan;
+            a->st.inf += sc.inf;
+            a->st.nonfinite += sc.nan + sc.inf;
+            if (sc.nan || sc.inf) a->st.nonfinite_blocks++;
+            if (nan_block(s, &sc)) {
+                if (sr) sr[b] = 0xFF;
+                for (size_t j = 0; j < B; j++) {
+                    if (cr) cr[b * B + j] = 0;
+                    if (dr) dr[b * B + j] = NAN;
+                }
+                continue;
+            }
+            uint8_t code;
+            if (sc.amax == 0.0f) {
+                code = s->mx_zero_block_code;
+                a->st.zero_blocks++;
+            } else {
+                bool low = false;
+                int k = fp4s_mx_k(s->mx_rule, sc.amax, &low);
+                if (low) a->st.scale_underflow++;
+                code = (uint8_t)(k + 127);
+            }
+            if (sr) sr[b] = code;
+            const int k = (int)code - 127;
+            const float inv = pow2f(-k), X = pow2f(k);
+            for (size_t j = 0; j < B; j++) {
+                float xv = xb[j];
+                uint8_t q;
+                if (ignore && !isfinite(xv)) {
+                    q = 0;
+                } else {
+                    float v = xv * inv; /* exact where it matters: power of two */
+                    q = fp4s_e2m1_encode_spec(s, v);
+                    if (fabsf(v) > 6.0f) a->st.saturated++;
+                }
+                if (q == 8) a->st.neg_zero++;
+                float d = fp4s_e2m1_decode(q) * X;
+                if (cr) cr[b * B + j] = q;
+                if (dr) dr[b * B + j] = d;
+                acc_elem(a, xv, d);
+            }
+        }
+    }
+    return 0;
+}
+
+/* ======================================================================= NVFP4 */
+
+/* Per-block scale computation of one recipe. Returns the stored scale byte and
+ * the factors needed for the elements. */
+typedef struct nv_blk {
+    uint8_t code;     /* stored scale byte */
+    float sbv;        /* decoded block scale */
+    float enc;        /* TE: encode factor (multiply) */
+    float div;        /* torchao / ModelOpt: divisor (x / div) */
+    float dq;         /* torchao / ModelOpt: dequant factor (q * dq) */
+} nv_blk;
+
+static const float e2m1_mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+
+static void nv_scale(const fp4s_spec *s, const fp4s_tscale *ts, float amax_b, nv_blk *o)
+{
+    switch (s->nv_recipe) {
+    case FP4S_NV_TE: {
+        /* TransformerEngine reference_nvfp4.py / the CUDA kernel:
+         * s_b = e4m3(min(amax_b * (S_enc * (1/6)), FLT_MAX)) satfinite,
+         * enc = min(1 / (float(s_b) * S_dec), FLT_MAX) */
+        float mult = ts->s_enc * (1.0f / 6.0f);
+        float sbf = amax_b * mult;
+        if (sbf > FLT_MAX) sbf = FLT_MAX;
+        o->code = fp4s_e4m3_encode(sbf, FP4S_TIE_EVEN);
+        o->sbv = fp4s_e4m3_decode(o->code);
+        float den = o->sbv * ts->s_dec;
+        float enc = 1.0f / den;
+        if (enc > FLT_MAX) enc = FLT_MAX;
+        o->enc = enc;
+        break;
+    }
+    case FP4S_NV_TORCHAO: {
+        /* torchao nvfp4_tensor.py _nvfp4_quantize (two-level):
+         * block_scale = amax_b / 6; scaled = block_scale / pts;
+         * s_b = e4m3(clamp(scaled, 2^-6, 448)); total = pts * s_b; v = x / total.
+         * torch.clamp keeps NaN (pts = 0 for an all-zero tensor gives 0/0). */
+        float pts = ts->s_dec;
+        float bs = amax_b / 6.0f;
+        float sc = bs / pts;
+        if (sc < 0x1p-6f) sc = 0x1p-6f;
+        if (sc > 448.0f) sc = 448.0f;
+        o->code = fp4s_e4m3_encode(sc, FP4S_TIE_EVEN);
+        o->sbv = fp4s_e4m3_decode(o->code);
+        o->div = pts * o->sbv;
+        o->dq = o->div;
+        break;
+    }
+    case FP4S_NV_MODELOPT: {
+        /* ModelOpt nvfp4_tensor.py get_weights_scaling_factor / quantize:
+         * pbs = amax_b / (6 * scale_2); pbs == 0 -> 1; clamp_(min=2^-9);
+         * cast to float8_e4m3fn (torch: RNE, >= 480 -> NaN 0x7F);
+         * v = x / (float(s_b) * scale_2). */
+        float sc2 = ts->s_dec;
+        float d6 = 6.0f * sc2;
+        float pbs = amax_b / d6;
+        if (pbs == 0.0f) pbs = 1.0f;
+        if (pbs < 0x1p-9f) pbs = 0x1p-9f;
+        if (!(pbs < 480.0f)) o->code = 0x7F;
+        else o->code = fp4s_e4m3_encode(pbs, FP4S_TIE_EVEN);
+        o->sbv = fp4s_e4m3_decode(o->code);
+        o->div = o->sbv * sc2;
+        o->dq = o->div;
+        break;
+    }
+    case FP4S_NV_GGML: {
+        /* ggml quantize_row_nvfp4_ref: ue = ggml_fp32_to_ue4m3(amax_b / 6) */
+        float t = amax_b / 6.0f;
+        o->code = fp4s_ue4m3_encode_ggml(t);
+        o->sbv = fp4s_ue4m3_decode_ggml(o->code);
+        break;
+    }
+    }
+}
+
+/* ggml's element choice: the first of the 8 magnitudes with the strictly
+ * smallest fabsf(level * s - |x|) in fp32 (ggml compares all 16 signed levels;
+ * the mirror image gives the same index for negative x). NaN/Inf -> 0. */
+static uint8_t ggml_best(float x, float s, bool keep_neg_zero, bool *sat)
+{
+    float ax = fabsf(x);
+    int best = 0;
+    float be = fabsf(e2m1_mag[0] * s - ax);
+    for (int i = 1; i < 8; i++) {
+        float e = fabsf(e2m1_mag[i] * s - ax);
+        if (e < be) { be = e; best = i; }
+    }
+    *sat = ax > 6.0f * s;
+    if (best == 0) return (keep_neg_zero && x < 0.0f) ? 8 : 0;
+    return (uint8_t)(best | (signbit(x) ? 8 : 0));
+}
+
+static inline float nv_dequant_one(const fp4s_spec *s, const fp4s_tscale *ts,
+                                   const nv_blk *b, uint8_t q)
+{
+    float v = fp4s_e2m1_decode(q);
+    switch (s->nv_recipe) {
+    case FP4S_NV_TE: return v * b->sbv * ts->s_dec;
+    case FP4S_NV_TORCHAO:
+    case FP4S_NV_MODELOPT: return v * b->dq;
+    case FP4S_NV_GGML: return v * b->sbv;
+    }
+    return NAN;
+}
+
+static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
+                    size_t rows, size_t cols, size_t ld, const fp4s_qout *o, acc *a)
+{
+    const size_t B = s->block, nb = cols / B;
+    const size_t H = s->tile2d ? 16 : 1;
+    const bool ignore = s->nonfinite == FP4S_NF_IGNORE;
+    for (size_t r0 = 0; r0 < rows; r0 += H) {
+        size_t h = rows - r0 < H ? rows - r0 : H;
+        for (size_t b = 0; b < nb; b++) {
+            /* scale from the tile (1 x 16 or up to 16 x 16) */
+            bscan sc = {0};
+            for (size_t i = 0; i < h; i++) scan_add(&sc, x + (r0 + i) * ld + b * B, B);
+            bool nanb = nan_block(s, &sc);
+            nv_blk nbk = {0};
+            if (!nanb) nv_scale(s, ts, sc.amax, &nbk);
+            for (size_t i = 0; i < h; i++) {
+                const size_t r = r0 + i;
+                const float *xb = x + r * ld + b * B;
+                uint8_t *cb = o->codes ? o->codes + r * o->ld_codes + b * B : NULL;
+                float *db = o->dequant ? o->dequant + r * o->ld_dequant + b * B : NULL;
+                bscan rs = {0};
+                scan_add(&rs, xb, B); /* per 1x16 segment counters */
+                a->st.blocks++;
+                a->st.elements += B;
+                a->st.nan += rs.nan;
+                a->st.inf += rs.inf;
+                a->st.nonfinite += rs.nan + rs.inf;
+                if (rs.nan || rs.inf) a->st.nonfinite_blocks++;
+                if (nanb) {
+                    if (o->scales) o->scales[r * o->ld_scales + b] = 0x7F;
+                    for (size_t j = 0; j < B; j++) {
+                        if (cb) cb[j] = 0;
+                        if (db) db[j] = NAN;
+                    }
+                    continue;
+                }
+                if (o->scales) o->scales[r * o->ld_scales + b] = nbk.code;
+                if (rs.amax == 0.0f) a->st.zero_blocks++;
+                else if ((nbk.code & 0x78) == 0) a->st.scale_underflow++;
+                for (size_t j = 0; j < B; j++) {
+                    float xv = xb[j];
+                    uint8_t q;
+                    bool sat = false;
+                    if (ignore && !isfinite(xv)) {
+                        q = 0;
+                    } else if (s->nv_recipe == FP4S_NV_GGML) {
+                        q = ggml_best(xv, nbk.sbv, s->keep_neg_zero, &sat);
+                    } else {
+                        float v;
+                        if (s->nv_recipe == FP4S_NV_TE) v = xv * nbk.enc;
+                        else v = xv / nbk.div;
+                        sat = fabsf(v) > 6.0f;
+                        q = fp4s_e2m1_encode_spec(s, v);
+                    }
+                    if (sat) a->st.saturated++;
+                    if (q == 8) a->st.neg_zero++;
+                    float d = nv_dequant_one(s, ts, &nbk, q);
+                    if (cb) cb[j] = q;
+                    if (db) db[j] = d;
+                    if (!isnan(nbk.sbv)) acc_elem(a, xv, d);
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* ========================================================================= FP8 */
+
+/* FP8 E4M3 baselines. Scale per tile (or tensor) = amax / 448 in fp32 over the
+ * finite values, 1 when that amax is 0; element = e4m3(x / scale) with the
+ * spec's tie rule, satfinite (NaN -> 0x7F, +-Inf -> +-448); dequant =
+ * e4m3_decode(code) * scale. */
+static int fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
+                     size_t rows, size_t cols, size_t ld, const fp4s_qout *o, acc *a)
+{
+    const size_t T = 128;
+    size_t H, W;
+    switch (s->fp8_gran) {
+    case FP4S_FP8_TENSOR: H = rows ? rows : 1; W = cols; break;
+    case FP4S_FP8_1x128: H = 1; W = T; break;
+    default: H = T; W = T; break;
+    }
+    if (W == 0) return 0;
+    size_t nt = cols / W;
+    for (size_t r0 = 0; r0 < rows; r0 += H) {
+        size_t h = rows - r0 < H ? rows - r0 : H;
+        for (size_t t = 0; t < nt; t++) {
+            float scale;
+            bscan sc = {0};
+            for (size_t i = 0; i < h; i++) scan_add(&sc, x + (r0 + i) * ld + t * W, W);
+            if (s->fp8_gran == FP4S_FP8_TENSOR) {
+                scale = ts->fp8_scale;
+            } else {
+                a->st.blocks++;
+                if (sc.amax == 0.0f) a->st.zero_blocks++;
+                scale = sc.amax > 0.0f ? sc.amax / 448.0f : 1.0f;
+                if (sc.nan || sc.inf) a->st.nonfinite_blocks++;
+            }
+            if (o->scale_f32) {
+                size_t sr = s->fp8_gran == FP4S_FP8_TENSOR ? 0 : r0 / H;
+                o->scale_f32[sr * o->ld_scale_f32 + (s->fp8_gran == FP4S_FP8_TENSOR ? 0 : t)] = scale;
+            }
+            a->st.nan += sc.nan;
+            a->st.inf += sc.inf;
+            a->st.nonfinite += sc.nan + sc.inf;
+            for (size_t i = 0; i < h; i++) {
+                const size_t r = r0 + i;
+                const float *xb = x + r * ld + t * W;
+                uint8_t *cb = o->codes ? o->codes + r * o->ld_codes + t * W : NULL;
+                float *db = o->dequant ? o->dequant + r * o->ld_dequant + t * W : NULL;
+                a->st.elements += W;
+                for (size_t j = 0; j < W; j++) {
+                    float xv = xb[j];
+                    float v = xv / scale;
+                    if (fabsf(v) > 448.0f) a->st.saturated++;
+                    uint8_t q = fp4s_e4m3_encode(v, s->tie);
+                    float d = fp4s_e4m3_decode(q) * scale;
+                    if (cb) cb[j] = q;
+                    if (db) db[j] = d;
+                    acc_elem(a, xv, d);
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* ===================================================================== table */
+
+static int ref_quantize(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
+                        size_t rows, size_t cols, size_t ld, size_t row0,
+                        const fp4s_qout *out, fp4s_qstats *st)
+{
+    (void)row0; /* chunks start on tile boundaries (checked by the front end) */
+    acc a;
+    memset(&a, 0, sizeof a);
+    int rc;
+    switch (s->format) {
+    case FP4S_MXFP4: rc = mx_quant(s, x, rows, cols, ld, out, &a); break;
+    case FP4S_NVFP4: rc = nv_quant(s, ts, x, rows, cols, ld, out, &a); break;
+    case FP4S_FP8: rc = fp8_quant(s, ts, x, rows, cols, ld, out, &a); break;
+    default: return FP4S_EINVAL;
+    }
+    acc_flush(&a, st);
+    return rc;
+}
+
+static int ref_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
+                          const uint8_t *codes, size_t ld_codes,
+                          const uint8_t *scales, size_t ld_scales,
+                          const float *scale_f32, size_t ld_scale_f32,
+                          size_t rows, size_t cols, size_t row0,
+                          float *out, size_t ld_out)
+{
+    (void)row0;
+    const size_t B = s->block;
+    if (s->format == FP4S_FP8) {
+        size_t H = s->fp8_gran == FP4S_FP8_128x128 ? 128 : 1;
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c = 0; c < cols; c++) {
+                float scale;
+                if (s->fp8_gran == FP4S_FP8_TENSOR) scale = scale_f32 ? scale_f32[0] : ts->fp8_scale;
+                else scale = scale_f32[(r / H) * ld_scale_f32 + c / 128];
+                out[r * ld_out + c] = fp4s_e4m3_decode(codes[r * ld_codes + c]) * scale;
+            }
+        return 0;
+    }
+    for (size_t r = 0; r < rows; r++)
+        for (size_t b = 0; b < cols / B; b++) {
+            uint8_t sc = scales[r * ld_scales + b];
+            nv_blk nbk = {0};
+            float X = 0;
+            if (s->format == FP4S_MXFP4) {
+                X = fp4s_e8m0_decode(sc);
+            } else {
+                nbk.code = sc;
+                nbk.sbv = fp4s_ref_scale_value(s, sc);
+                if (s->nv_recipe == FP4S_NV_TORCHAO) nbk.dq = ts->s_dec * nbk.sbv;
+                else if (s->nv_recipe == FP4S_NV_MODELOPT) nbk.dq = nbk.sbv * ts->s_dec;
+            }
+            for (size_t j = 0; j < B; j++) {
+                uint8_t q = codes[r * ld_codes + b * B + j];
+                out[r * ld_out + b * B + j] = s->format == FP4S_MXFP4
+                    ? fp4s_e2m1_decode(q) * X
+                    : nv_dequant_one(s, ts, &nbk, q);
+            }
+        }
+    return 0;
+}
+
+static float ref_amax(const float *x, size_t rows, size_t cols, size_t ld, uint64_t *nonfinite)
+{
+    float m = 0.0f;
+    uint64_t nf = 0;
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * ld;
+        for (size_t c = 0; c < cols; c++) {
+            float a = fabsf(xr[c]);
+            if (!(a <= FLT_MAX)) { nf++; continue; }
+            if (a > m) m = a;
+        }
+    }
+    if (nonfinite) *nonfinite += nf;
+    return m;
+}
+
+const fp4s_kernel_table fp4s_kernels_ref = {
+    .name = "ref",
+    .quantize = ref_quantize,
+    .dequantize = ref_dequantize,
+    .amax = ref_amax,
+};

@@ -1,0 +1,312 @@
+/* Quantizer front end: argument checks, the tensor scale, threads.
+ *
+ * fp4s_quantize / fp4s_dequantize split the rows of a chunk into contiguous
+ * ranges aligned to fp4s_spec_row_align() and run them on fp4s_parallel_for.
+ * Each range calls the active kernel table and falls back to the scalar
+ * reference when the backend declines the spec (FP4S_ENOTSUP). Per-worker
+ * stats are merged in worker order, so counters are identical for any thread
+ * count (err2/x2 are Kahan sums per range and may differ in the last bits). */
+#include <fp4scope/quant.h>
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/kernels.h"
+#include "core/codec_internal.h"
+
+float fp4s_ref_scale_value(const fp4s_spec *s, uint8_t code); /* quant_ref.c */
+
+/* Rows per parallel work item for about this many elements. */
+#define GRAIN_ELEMS (1u << 16)
+
+void fp4s_qstats_merge(fp4s_qstats *into, const fp4s_qstats *from)
+{
+    if (!into || !from) return;
+    into->elements += from->elements;
+    into->blocks += from->blocks;
+    into->saturated += from->saturated;
+    into->zero_blocks += from->zero_blocks;
+    into->nonfinite += from->nonfinite;
+    into->nan += from->nan;
+    into->inf += from->inf;
+    into->nonfinite_blocks += from->nonfinite_blocks;
+    into->neg_zero += from->neg_zero;
+    into->scale_underflow += from->scale_underflow;
+    into->err2 += from->err2;
+    into->x2 += from->x2;
+}
+
+/* ---- amax ------------------------------------------------------------------- */
+
+struct amax_job {
+    const float *x;
+    size_t cols, ld;
+    float *part;
+    uint64_t *nf;
+};
+
+static int amax_range(void *arg, size_t b, size_t e, int w)
+{
+    struct amax_job *j = arg;
+    const fp4s_kernel_table *k = fp4s_kernels_active();
+    fp4s_amax_fn fn = k->amax ? k->amax : fp4s_kernels_ref.amax;
+    j->nf[w] = 0;
+    j->part[w] = fn(j->x + b * j->ld, e - b, j->cols, j->ld, &j->nf[w]);
+    return 0;
+}
+
+float fp4s_amax(const float *x, size_t rows, size_t cols, size_t ld, uint64_t *nonfinite)
+{
+    if (!x || rows == 0 || cols == 0) return 0.0f;
+    if (ld < cols) ld = cols;
+    float part[256];
+    uint64_t nf[256];
+    memset(part, 0, sizeof part);
+    memset(nf, 0, sizeof nf);
+    struct amax_job j = {x, cols, ld, part, nf};
+    size_t grain = GRAIN_ELEMS / cols + 1;
+    fp4s_parallel_for(rows, grain, amax_range, &j);
+    float m = 0.0f;
+    uint64_t n = 0;
+    for (int w = 0; w < 256; w++) {
+        m = fmaxf(m, part[w]);
+        n += nf[w];
+    }
+    if (nonfinite) *nonfinite += n;
+    return m;
+}
+
+/* ---- tensor scale ------------------------------------------------------------- */
+
+int fp4s_tscale_init(const fp4s_spec *s, float amax, fp4s_tscale *ts)
+{
+    if (!s || !ts) return fp4s_error_set(FP4S_EINVAL, "tensor scale: missing spec or output");
+    if (!(amax >= 0.0f) || isinf(amax))
+        return fp4s_error_set(FP4S_EINVAL, "tensor scale: amax %g is not a finite value >= 0",
+                              (double)amax);
+    memset(ts, 0, sizeof *ts);
+    ts->amax = amax;
+    ts->s_enc = 1.0f;
+    ts->s_dec = 1.0f;
+    ts->stored = 1.0f;
+    ts->fp8_scale = 1.0f;
+    if (s->format == FP4S_NVFP4) {
+        switch (s->nv_recipe) {
+        case FP4S_NV_TE: {
+            /* S_enc = min(2688 / amax, FLT_MAX); 1 if amax == 0 or S_enc == 0 */
+            float e = 2688.0f / amax;
+            if (e > FLT_MAX) e = FLT_MAX;
+            if (amax == 0.0f || e == 0.0f) e = 1.0f;
+            ts->s_enc = e;
+            ts->s_dec = 1.0f / e;
+            break;
+        }
+        case FP4S_NV_TORCHAO:
+        case FP4S_NV_MODELOPT:
+            /* per_tensor_scale / scale_2 = amax / 2688 (0 for an all-zero
+             * tensor: both engines then divide 0 by 0, see quant.h) */
+            ts->s_dec = amax / 2688.0f;
+            ts->s_enc = 1.0f / ts->s_dec;
+            break;
+        case FP4S_NV_GGML:
+            break;
+        }
+        switch (s->global_scale) {
+        case FP4S_GS_ENCODE: ts->stored = ts->s_enc; break;
+        case FP4S_GS_DECODE: ts->stored = ts->s_dec; break;
+        case FP4S_GS_NONE: ts->stored = 1.0f; break;
+        }
+    } else if (s->format == FP4S_FP8) {
+        ts->fp8_scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+        ts->stored = ts->fp8_scale;
+    }
+    return 0;
+}
+
+float fp4s_scale_decode(const fp4s_spec *s, uint8_t code)
+{
+    if (!s) return NAN;
+    return fp4s_ref_scale_value(s, code);
+}
+
+uint8_t fp4s_mx_scale_code(const fp4s_spec *s, float amax)
+{
+    if (!s) return 0xFF;
+    if (amax != amax) return 0xFF;
+    if (amax == 0.0f) return s->mx_zero_block_code;
+    return (uint8_t)(fp4s_mx_k(s->mx_rule, fabsf(amax), NULL) + 127);
+}
+
+/* ---- quantize / dequantize ------------------------------------------------------ */
+
+static bool needs_tscale(const fp4s_spec *s)
+{
+    return (s->format == FP4S_NVFP4 && s->nv_recipe != FP4S_NV_GGML) ||
+           (s->format == FP4S_FP8 && s->fp8_gran == FP4S_FP8_TENSOR);
+}
+
+static int check_common(const char *what, const fp4s_spec *s, const fp4s_tscale *ts,
+                        size_t rows, size_t cols, size_t row0)
+{
+    if (!s) return fp4s_error_set(FP4S_EINVAL, "%s: missing spec", what);
+    int rc = fp4s_spec_check(s);
+    if (rc) { fp4s_error_prefix("%s", what); return rc; }
+    if (needs_tscale(s) && !ts)
+        return fp4s_error_set(FP4S_EINVAL, "%s: %s needs the tensor scale (fp4s_tscale_init)",
+                              what, fp4s_format_name(s->format));
+    if (cols % s->block)
+        return fp4s_error_set(FP4S_ESHAPE, "%s: %zu columns is not a multiple of the block size %u"
+                              " (pad with zeros first)", what, cols, s->block);
+    size_t al = fp4s_spec_row_align(s);
+    if (row0 % al)
+        return fp4s_error_set(FP4S_EINVAL, "%s: chunk starts at row %zu, not a multiple of %zu",
+                              what, row0, al);
+    (void)rows;
+    return 0;
+}
+
+struct q_job {
+    const fp4s_spec *s;
+    const fp4s_tscale *ts;
+    const float *x;
+    size_t rows, cols, ld, row0, align;
+    const fp4s_qout *out;
+    fp4s_qstats *parts;
+};
+
+static int q_range(void *arg, size_t ub, size_t ue, int w)
+{
+    struct q_job *j = arg;
+    size_t r0 = ub * j->align, r1 = ue * j->align;
+    if (r1 > j->rows) r1 = j->rows;
+    if (r0 >= r1) return 0;
+    const fp4s_spec *s = j->s;
+    fp4s_qout o = *j->out;
+    if (o.codes) o.codes += r0 * o.ld_codes;
+    if (o.scales) o.scales += r0 * o.ld_scales;
+    if (o.dequant) o.dequant += r0 * o.ld_dequant;
+    if (o.scale_f32 && s->format == FP4S_FP8 && s->fp8_gran != FP4S_FP8_TENSOR)
+        o.scale_f32 += (s->fp8_gran == FP4S_FP8_1x128 ? r0 : r0 / 128) * o.ld_scale_f32;
+    const float *x = j->x + r0 * j->ld;
+    fp4s_qstats st;
+    memset(&st, 0, sizeof st);
+    const fp4s_kernel_table *k = fp4s_kernels_active();
+    int rc = k->quantize(s, j->ts, x, r1 - r0, j->cols, j->ld, j->row0 + r0, &o, &st);
+    if (rc == FP4S_ENOTSUP && k != &fp4s_kernels_ref) {
+        memset(&st, 0, sizeof st);
+        rc = fp4s_kernels_ref.quantize(s, j->ts, x, r1 - r0, j->cols, j->ld, j->row0 + r0, &o, &st);
+    }
+    j->parts[w] = st;
+    return rc;
+}
+
+int fp4s_quantize(const fp4s_spec *s, const fp4s_tscale *ts,
+                  const float *x, size_t rows, size_t cols, size_t ld,
+                  size_t row0, const fp4s_qout *out, fp4s_qstats *st)
+{
+    int rc = check_common("quantize", s, ts, rows, cols, row0);
+    if (rc) return rc;
+    if (!out || (!out->codes && !out->dequant))
+        return fp4s_error_set(FP4S_EINVAL, "quantize: no output (codes or dequant) given");
+    if (rows == 0 || cols == 0) return 0;
+    if (!x) return fp4s_error_set(FP4S_EINVAL, "quantize: missing input");
+    if (ld < cols) return fp4s_error_set(FP4S_EINVAL, "quantize: row stride %zu < %zu columns", ld, cols);
+    size_t bpr = fp4s_spec_blocks_per_row(s, cols);
+    if (out->codes && out->ld_codes < cols)
+        return fp4s_error_set(FP4S_EINVAL, "quantize: codes stride %zu < %zu", out->ld_codes, cols);
+    if (out->dequant && out->ld_dequant < cols)
+        return fp4s_error_set(FP4S_EINVAL, "quantize: dequant stride %zu < %zu", out->ld_dequant, cols);
+    if (s->format != FP4S_FP8 && out->scales && out->ld_scales < bpr)
+        return fp4s_error_set(FP4S_EINVAL, "quantize: scales stride %zu < %zu blocks", out->ld_scales, bpr);
+    if (s->format == FP4S_FP8 && out->scale_f32 && s->fp8_gran != FP4S_FP8_TENSOR &&
+        out->ld_scale_f32 < cols / 128)
+        return fp4s_error_set(FP4S_EINVAL, "quantize: scale_f32 stride %zu < %zu tiles",
+                              out->ld_scale_f32, cols / 128);
+
+    int nt = fp4s_get_threads();
+    if (nt > 256) nt = 256;
+    fp4s_qstats *parts = calloc((size_t)nt, sizeof *parts);
+    if (!parts) return fp4s_error_set(FP4S_ENOMEM, "quantize: out of memory");
+    size_t align = fp4s_spec_row_align(s);
+    if (s->format == FP4S_FP8 && s->fp8_gran == FP4S_FP8_TENSOR) align = rows; /* one call */
+    size_t units = (rows + align - 1) / align;
+    size_t grain = GRAIN_ELEMS / (cols * align) + 1;
+    struct q_job j = {s, ts, x, rows, cols, ld, row0, align, out, parts};
+    rc = fp4s_parallel_for(units, grain, q_range, &j);
+    if (rc == 0 && st)
+        for (int w = 0; w < nt; w++) fp4s_qstats_merge(st, &parts[w]);
+    free(parts);
+    if (rc) fp4s_error_prefix("quantize");
+    return rc;
+}
+
+struct dq_job {
+    const fp4s_spec *s;
+    const fp4s_tscale *ts;
+    const uint8_t *codes; size_t ld_codes;
+    const uint8_t *scales; size_t ld_scales;
+    const float *sf; size_t ld_sf;
+    size_t rows, cols, row0, align;
+    float *out; size_t ld_out;
+};
+
+static int dq_range(void *arg, size_t ub, size_t ue, int w)
+{
+    (void)w;
+    struct dq_job *j = arg;
+    size_t r0 = ub * j->align, r1 = ue * j->align;
+    if (r1 > j->rows) r1 = j->rows;
+    if (r0 >= r1) return 0;
+    const fp4s_spec *s = j->s;
+    const uint8_t *sc = j->scales ? j->scales + r0 * j->ld_scales : NULL;
+    const float *sf = j->sf;
+    if (sf && s->format == FP4S_FP8 && s->fp8_gran != FP4S_FP8_TENSOR)
+        sf += (s->fp8_gran == FP4S_FP8_1x128 ? r0 : r0 / 128) * j->ld_sf;
+    const fp4s_kernel_table *k = fp4s_kernels_active();
+    int rc = k->dequantize(s, j->ts, j->codes + r0 * j->ld_codes, j->ld_codes, sc, j->ld_scales,
+                           sf, j->ld_sf, r1 - r0, j->cols, j->row0 + r0,
+                           j->out + r0 * j->ld_out, j->ld_out);
+    if (rc == FP4S_ENOTSUP && k != &fp4s_kernels_ref)
+        rc = fp4s_kernels_ref.dequantize(s, j->ts, j->codes + r0 * j->ld_codes, j->ld_codes, sc,
+                                         j->ld_scales, sf, j->ld_sf, r1 - r0, j->cols,
+                                         j->row0 + r0, j->out + r0 * j->ld_out, j->ld_out);
+    return rc;
+}
+
+int fp4s_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
+                    const uint8_t *codes, size_t ld_codes,
+                    const uint8_t *scales, size_t ld_scales,
+                    const float *scale_f32, size_t ld_scale_f32,
+                    size_t rows, size_t cols, size_t row0,
+                    float *out, size_t ld_out)
+{
+    int rc = check_common("dequantize", s, ts, rows, cols, row0);
+    if (rc) return rc;
+    if (rows == 0 || cols == 0) return 0;
+    if (!codes || !out) return fp4s_error_set(FP4S_EINVAL, "dequantize: missing codes or output");
+    if (ld_codes < cols || ld_out < cols)
+        return fp4s_error_set(FP4S_EINVAL, "dequantize: stride smaller than %zu columns", cols);
+    if (s->format == FP4S_FP8) {
+        if (s->fp8_gran != FP4S_FP8_TENSOR && !scale_f32)
+            return fp4s_error_set(FP4S_EINVAL, "dequantize: FP8 tiles need scale_f32");
+        if (s->fp8_gran != FP4S_FP8_TENSOR && ld_scale_f32 < cols / 128)
+            return fp4s_error_set(FP4S_EINVAL, "dequantize: scale_f32 stride %zu < %zu tiles",
+                                  ld_scale_f32, cols / 128);
+        if (s->fp8_gran == FP4S_FP8_TENSOR && !scale_f32 && !ts)
+            return fp4s_error_set(FP4S_EINVAL, "dequantize: FP8 per tensor needs the scale");
+    } else {
+        if (!scales) return fp4s_error_set(FP4S_EINVAL, "dequantize: missing scales");
+        if (ld_scales < fp4s_spec_blocks_per_row(s, cols))
+            return fp4s_error_set(FP4S_EINVAL, "dequantize: scales stride %zu too small", ld_scales);
+    }
+    size_t align = fp4s_spec_row_align(s);
+    size_t units = (rows + align - 1) / align;
+    size_t grain = GRAIN_ELEMS / (cols * align) + 1;
+    struct dq_job j = {s, ts, codes, ld_codes, scales, ld_scales, scale_f32, ld_scale_f32,
+                       rows, cols, row0, align, out, ld_out};
+    rc = fp4s_parallel_for(units, grain, dq_range, &j);
+    if (rc) fp4s_error_prefix("dequantize");
+    return rc;
+}
