@@ -189,7 +189,7 @@ def gen(path, seed=1, steps=6, seqs=9, nan=0, with_mask=False, jsonl=False):
                 f.write("%d,%d,%d,%r,%r" % r[:5] + (",%d" % r[5] if with_mask else "") + "\n")
 
 
-def planted(path, onset, steps=60, seed=7, tokens=400, run=None, append=False, scale=0.02):
+def planted(path, onset, steps=60, seed=7, tokens=400, run=None, append=False, scale=0.02, digits=17):
     """Flat mismatch until `onset`, then growing by 8% per step."""
     rng = np.random.default_rng(seed)
     with open(path, "a" if append else "w") as f:
@@ -199,8 +199,12 @@ def planted(path, onset, steps=60, seed=7, tokens=400, run=None, append=False, s
             sigma = scale * (1.0 if st < onset else 2.0 * 1.08 ** (st - onset))
             lr = -rng.exponential(1.0, tokens)
             lt = np.minimum(lr + rng.normal(0, sigma, tokens), 0.0)
+            if digits < 17:
+                lr = np.minimum(np.array([float("%.*g" % (digits, x)) for x in lr]), 0.0)
+                lt = np.minimum(np.array([float("%.*g" % (digits, x)) for x in lt]), 0.0)
             for i in range(tokens):
-                f.write("%d,%d,%r,%r" % (st, i // 20, float(lt[i]), float(lr[i])) + (",%s" % run if run else "") + "\n")
+                f.write("%d,%d,%s,%s" % (st, 1000 * st + i // 20, "%.*g" % (digits, lt[i]), "%.*g" % (digits, lr[i]))
+                        + (",%s" % run if run else "") + "\n")
 
 
 def check(trace, jpath, cap=2.0, rtol=1e-9):
@@ -260,6 +264,8 @@ def main(argv):
     p.add_argument("--run")
     p.add_argument("--append", action="store_true")
     p.add_argument("--scale", type=float, default=0.02)
+    p.add_argument("--tokens", type=int, default=400)
+    p.add_argument("--digits", type=int, default=17)
     h = sub.add_parser("capture")
     h.add_argument("out")
     h.add_argument("--onset", type=int, required=True)
@@ -274,7 +280,8 @@ def main(argv):
         return 0
     if a.cmd == "check":
         return check(a.trace, a.json, a.is_cap, a.rtol)
-    planted(a.out, a.onset, a.steps, a.seed, run=a.run, append=a.append, scale=a.scale)
+    planted(a.out, a.onset, a.steps, a.seed, tokens=a.tokens, run=a.run, append=a.append, scale=a.scale,
+            digits=a.digits)
     return 0
 
 
