@@ -144,7 +144,13 @@ static void apply_overrides(fp4s_spec *s, const overrides *o)
     if (o->global_scale >= 0) s->global_scale = (fp4s_global_scale)o->global_scale;
     if (o->recipe >= 0) s->nv_recipe = (fp4s_nv_recipe)o->recipe;
     if (o->tile2d >= 0) s->tile2d = o->tile2d;
-    if (o->fp8_gran >= 0) s->fp8_gran = (fp4s_fp8_gran)o->fp8_gran;
+    if (o->fp8_gran >= 0 && s->format == FP4S_FP8) {
+        /* the block size follows the granularity: 1 per tensor, 128 per tile */
+        s->fp8_gran = (fp4s_fp8_gran)o->fp8_gran;
+        s->block = s->fp8_gran == FP4S_FP8_TENSOR ? 1 : 128;
+    } else if (o->fp8_gran >= 0) {
+        s->fp8_gran = (fp4s_fp8_gran)o->fp8_gran;
+    }
     if (o->zero_block >= 0) s->mx_zero_block_code = (uint8_t)o->zero_block;
 }
 
@@ -431,8 +437,8 @@ static json_t *stats_json(const run_t *r)
 
 static void print_row(const char *label, const char *a, const char *b)
 {
-    if (b) printf("  %-26s %-22s %s\n", label, a, b);
-    else printf("  %-26s %s\n", label, a);
+    if (b) printf("  %-28s %-22s %s\n", label, a, b);
+    else printf("  %-28s %s\n", label, a);
 }
 
 static const char *fmt_count(char *buf, size_t n, uint64_t c, uint64_t of)
@@ -833,8 +839,7 @@ int main(int argc, char **argv)
             printf("fp4-quant: %s through two %s profiles, %s vs %s\n", input, fp4s_format_name(fmt), pn1, pn2);
         else
             printf("fp4-quant: %s as %s, profile %s\n", input, fp4s_format_name(fmt), pn1);
-        snprintf(a, sizeof a, "%s %s", shape, pad && pcols != cols ? "(padded)" : "");
-        print_row("shape", a, NULL);
+        print_row("shape", shape, NULL);
         print_row("stored dtype", fp4s_dtype_name(in_dt), NULL);
         if (pcols != cols) {
             snprintf(a, sizeof a, "%zu zero columns added (last dim %zu -> %zu)", pcols - cols, cols, pcols);
@@ -860,10 +865,10 @@ int main(int argc, char **argv)
             print_row(fmt == FP4S_FP8 ? "scales differing" : "scale codes differing",
                       fmt_count(a, sizeof a, da.scales_diff, da.scales_total), NULL);
             snprintf(b, sizeof b, "of %llu %s", (unsigned long long)da.scales_total, fmt == FP4S_FP8 ? "tiles" : "blocks");
-            printf("  %-26s %s\n", "", b);
+            printf("  %-28s %s\n", "", b);
             print_row("element codes differing", fmt_count(a, sizeof a, da.elems_diff, da.elems_total), NULL);
             snprintf(b, sizeof b, "of %llu elements", (unsigned long long)da.elems_total);
-            printf("  %-26s %s\n", "", b);
+            printf("  %-28s %s\n", "", b);
             print_row("dequantized values differ", fmt_count(a, sizeof a, da.deq_diff, da.elems_total), NULL);
             if (da.nan_mismatch) print_row("NaN in one only", fmt_count(a, sizeof a, da.nan_mismatch, da.elems_total), NULL);
             if (da.have_max) {
@@ -871,20 +876,30 @@ int main(int argc, char **argv)
                 print_row("largest |dequant diff|", a, NULL);
                 snprintf(a, sizeof a, "x = %.6g: %s gives %.6g, %s gives %.6g", (double)da.max_x, pn1, (double)da.max_d1,
                          pn2, (double)da.max_d2);
-                printf("  %-26s %s\n", "", a);
+                printf("  %-28s %s\n", "", a);
             } else {
                 print_row("largest |dequant diff|", "0 (identical dequantized values)", NULL);
             }
             if (da.npos) {
-                printf("\n  first differing elements\n");
-                printf("  %8s %8s %14s %6s %14s %6s %14s\n", "row", "col", "x", "code", pn1, "code", pn2);
+                printf("\n  first differing elements (code: E2M1 0..15, sign in bit 3%s)\n",
+                       fmt == FP4S_FP8 ? "; FP8: E4M3 byte" : "");
+                char h1[48], h2[48];
+                snprintf(h1, sizeof h1, "%s code value", pn1);
+                snprintf(h2, sizeof h2, "%s code value", pn2);
+                printf("  %6s %6s %13s  %20s  %20s %12s\n", "row", "col", "x", h1, h2, "difference");
                 for (size_t i = 0; i < da.npos; i++) {
                     char c1[8], c2[8];
-                    printf("  %8zu %8zu %14.7g %6s %14.7g %6s %14.7g\n", da.pos[i].row, da.pos[i].col, (double)da.pos[i].x,
-                           code_str(&r1.spec, da.pos[i].c1, c1, sizeof c1), (double)da.pos[i].d1,
-                           code_str(&r2.spec, da.pos[i].c2, c2, sizeof c2), (double)da.pos[i].d2);
+                    double dd = (double)da.pos[i].d1 - (double)da.pos[i].d2;
+                    printf("  %6zu %6zu %13.7g  %6s %13.7g  %6s %13.7g %12.6g\n", da.pos[i].row, da.pos[i].col,
+                           (double)da.pos[i].x, code_str(&r1.spec, da.pos[i].c1, c1, sizeof c1), (double)da.pos[i].d1,
+                           code_str(&r2.spec, da.pos[i].c2, c2, sizeof c2), (double)da.pos[i].d2, dd);
                 }
             }
+            printf("\n  in short: %s and %s differ in %.4g%% of the %s and %.4g%% of the dequantized values",
+                   pn1, pn2, pct(da.scales_diff, da.scales_total), fmt == FP4S_FP8 ? "tile scales" : "block scales",
+                   pct(da.deq_diff, da.elems_total));
+            if (da.have_max) printf(" (at most %.6g)", da.max_abs);
+            printf(";\n  relative error %.6g vs %.6g\n", rel_err(&r1.st), rel_err(&r2.st));
         }
         if (ndone) {
             printf("\n");

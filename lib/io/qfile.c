@@ -143,11 +143,13 @@ static void decode_recipe(const fp4s_spec *s, size_t tile_rows, char *buf, size_
         const char *unpack = s->packing == FP4S_PACK_PAIRS
             ? "e = np.empty((R, C), np.uint8); e[:, 0::2] = c & 15; e[:, 1::2] = c >> 4; "
             : "c3 = c.reshape(R, C // 32, 16); e = np.concatenate([c3 & 15, c3 >> 4], axis=2).reshape(R, C); ";
+        /* the float32 association of the engine's dequantization */
+        bool scale_first = s->format == FP4S_NVFP4 &&
+                           (s->nv_recipe == FP4S_NV_TORCHAO || s->nv_recipe == FP4S_NV_MODELOPT);
         snprintf(buf, n, "%s%s"
-                 "s = np.repeat(a['scale_lut'][f['scales'][:]], a['block'], axis=1); "
-                 "x = (a['element_lut'][e] * s) * np.float32(a['tensor_decode_scale'])  "
-                 "# float32 throughout; element codes 0..15 carry the sign in bit 3",
-                 head, unpack);
+                 "s = np.repeat(a['scale_lut'][f['scales'][:]], a['block'], axis=1); t = np.float32(a['tensor_decode_scale']); "
+                 "%s  # float32 throughout; element codes 0..15 carry the sign in bit 3",
+                 head, unpack, scale_first ? "x = a['element_lut'][e] * (s * t)" : "x = (a['element_lut'][e] * s) * t");
     } else if (s->fp8_gran == FP4S_FP8_TENSOR) {
         snprintf(buf, n, "%sx = a['element_lut'][c] * f['scales'][0, 0]  # E4M3 bytes times the per-tensor scale", head);
     } else {
@@ -465,7 +467,7 @@ static int read_2d(hid_t f, const char *P, const char *name, hid_t mt, size_t es
     if (nd != 2 || dims[0] != rows || dims[1] != cols) {
         rc = fp4s_error_set(FP4S_ESHAPE, "%s: /%s has shape [%llu, %llu], expected [%zu, %zu]", P, name,
                             (unsigned long long)dims[0], (unsigned long long)dims[1], rows, cols);
-    } else if (!(*out = malloc((rows * cols * esz) ? rows * cols * esz : 1))) {
+    } else if (!(*out = malloc(rows * cols * esz + 1))) {
         rc = fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", P);
     } else if (H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, *out) < 0) {
         char eb[256];

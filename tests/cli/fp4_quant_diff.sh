@@ -1,0 +1,79 @@
+#!/bin/sh
+# fp4-quant --diff: the counts, the largest difference and its position agree
+# with numpy comparing two separate runs; the table names both profiles.
+set -eu
+. "$FP4S_SRCDIR/tests/cli/common.sh"
+
+$PY - <<'PY'
+import numpy as np
+rng = np.random.default_rng(11)
+x = (rng.standard_normal((40, 128)) * np.exp(rng.standard_normal((40, 1)))).astype('<f4')
+np.save('T.in.npy', x)
+PY
+
+check_pair() {
+    f=$1 a=$2 b=$3
+    expect_exit 0 fp4-quant -f "$f" -p "$a" --codes ca.npy --scales sa.npy --dequant da.npy T.in.npy
+    expect_exit 0 fp4-quant -f "$f" -p "$b" --codes cb.npy --scales sb.npy --dequant db.npy T.in.npy
+    expect_exit 0 fp4-quant -f "$f" -p "$a" --diff "$b" --json --show 5 T.in.npy
+    cp out.txt diff.json
+    $PY - <<'PY'
+import json, numpy as np
+j = json.load(open('diff.json'))['diff']
+ca, cb = np.load('ca.npy'), np.load('cb.npy')
+sa, sb = np.load('sa.npy'), np.load('sb.npy')
+da, db = np.load('da.npy'), np.load('db.npy')
+x = np.load('T.in.npy')
+assert j['element_codes_compared'] == ca.size
+assert j['element_codes_differ'] == int((ca != cb).sum()), (j['element_codes_differ'], int((ca != cb).sum()))
+assert j['scale_codes_compared'] == sa.size
+assert j['scale_codes_differ'] == int((sa != sb).sum())
+assert abs(j['scale_codes_differ_fraction'] - (sa != sb).mean()) < 1e-12
+diff = np.abs(da.astype(np.float64) - db)
+m = j['max_dequant_diff']
+assert m['abs'] == diff.max(), (m['abs'], diff.max())
+if diff.max() > 0:
+    r, c = np.unravel_index(np.argmax(diff), diff.shape)
+    assert (m['row'], m['col']) == (int(r), int(c)), (m, r, c)
+    assert m['x'] == float(x[r, c])
+fd = j['first_differences']
+pos = np.argwhere((ca != cb) | (da.view(np.uint32) != db.view(np.uint32)))[:5]
+assert [(p['row'], p['col']) for p in fd] == [tuple(map(int, q)) for q in pos], (fd, pos)
+for p in fd:
+    assert p['code_a'] == ca[p['row'], p['col']] and p['code_b'] == cb[p['row'], p['col']]
+PY
+    rm -f ca.npy cb.npy sa.npy sb.npy da.npy db.npy diff.json
+}
+
+check_pair mxfp4 ocp ceil
+check_pair nvfp4 te torchao
+check_pair mxfp4 ocp ggml
+
+# the human table: both profile names, the rule that differs, the counts
+expect_exit 0 fp4-quant -f mxfp4 -p ocp --diff ceil T.in.npy
+out_has "ocp vs ceil"
+out_has "scale rule"
+out_has "scale codes differing"
+out_has "element codes differing"
+out_has "largest |dequant diff|"
+out_has "first differing elements"
+grep -E "scale rule +floor +ceil" out.txt >/dev/null || fail "scale rule row does not show floor vs ceil"
+
+expect_exit 0 fp4-quant -f nvfp4 -p te --diff torchao T.in.npy
+out_has "te vs torchao"
+out_has "recipe (fp32 op order)"
+
+# a profile against itself: nothing differs
+expect_exit 0 fp4-quant -f mxfp4 -p ocp --diff ocp --json T.in.npy
+$PY -c "
+import json; j = json.load(open('out.txt'))['diff']
+assert j['element_codes_differ'] == 0 and j['scale_codes_differ'] == 0 and j['max_dequant_diff']['abs'] == 0
+"
+# an override applies to -p only: ocp with the ceil rule equals ceil's scales
+expect_exit 0 fp4-quant -f mxfp4 -p ocp --scale-rule ceil --diff ocp --json T.in.npy
+$PY -c "
+import json; j = json.load(open('out.txt'))
+assert j['rules']['scale_rule'] == 'ceil' and j['diff']['rules']['scale_rule'] != 'ceil', j['rules']
+"
+no_outputs_left .
+echo ok

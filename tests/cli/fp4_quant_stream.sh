@@ -1,0 +1,97 @@
+#!/bin/sh
+# fp4-quant streams: chunk size, threads and kernel level do not change a bit;
+# every input kind (npy f32/f64/f16, safetensors F32/F16/BF16, HDF5 f32/f64/
+# bf16, 1-D) reads the same values; NaN/Inf are counted, never averaged away.
+set -eu
+. "$FP4S_SRCDIR/tests/cli/common.sh"
+
+$PY - <<'PY'
+import numpy as np, h5py, json, struct
+rng = np.random.default_rng(3)
+x = rng.standard_normal((70, 256)).astype('<f4')
+np.save('T.in.npy', x)
+# bf16-exact values so every container holds the same numbers
+xb = (x.view('<u4') & 0xffff0000).view('<f4')
+np.save('b32.in.npy', xb)
+np.save('b64.in.npy', xb.astype('<f8'))
+h16 = x.astype('<f2')
+np.save('h16.in.npy', h16)
+np.save('h32.in.npy', h16.astype('<f4'))
+bf = (xb.view('<u4') >> 16).astype('<u2')
+hdr = {'__metadata__': {'format': 'pt'},
+       'f32': {'dtype': 'F32', 'shape': list(xb.shape), 'data_offsets': [0, xb.nbytes]},
+       'bf16': {'dtype': 'BF16', 'shape': list(xb.shape), 'data_offsets': [xb.nbytes, xb.nbytes + bf.nbytes]},
+       'f16': {'dtype': 'F16', 'shape': list(h16.shape), 'data_offsets': [xb.nbytes + bf.nbytes, xb.nbytes + bf.nbytes + h16.nbytes]}}
+h = json.dumps(hdr).encode()
+open('m.in.safetensors', 'wb').write(struct.pack('<Q', len(h)) + h + xb.tobytes() + bf.tobytes() + h16.tobytes())
+with h5py.File('m.in.h5', 'w') as f:
+    f['f32'] = xb
+    f['f64'] = xb.astype('f8')
+    d = f.create_dataset('bf16', data=bf, chunks=(7, 64))
+    d.attrs['dtype'] = 'bfloat16'
+    f['one'] = xb[0]
+np.save('one.in.npy', xb[0])
+y = x.copy(); y[1, 3] = np.nan; y[2, 40] = np.inf; y[2, 41] = -np.inf
+np.save('nf.in.npy', y)
+PY
+
+for f in "mxfp4 ocp" "nvfp4 te" "nvfp4 te --2d" "fp8 fp8 --fp8-gran 128x128"; do
+    set -- $f
+    fmt=$1
+    shift 2
+    base="-f $fmt $* -o q.h5 --codes c.npy --scales s.npy --dequant d.npy"
+    expect_exit 0 fp4-quant $base T.in.npy
+    for v in c s d; do mv $v.npy $v.ref.npy; done
+    $PY -c "import h5py, numpy as np; f = h5py.File('q.h5','r'); np.save('q_codes.ref.npy', f['codes'][:]); np.save('q_scales.ref.npy', f['scales'][:])"
+    for variant in "--chunk-rows 1" "--chunk-rows 17" "--threads 1" "--threads 2" "--ref"; do
+        expect_exit 0 fp4-quant $base $variant T.in.npy
+        for v in c s d; do cmp -s $v.npy $v.ref.npy || fail "$fmt $*: $variant changed $v.npy"; done
+        $PY -c "
+import h5py, numpy as np; f = h5py.File('q.h5','r')
+assert np.array_equal(f['codes'][:], np.load('q_codes.ref.npy')) and np.array_equal(f['scales'][:], np.load('q_scales.ref.npy'))
+" || fail "$fmt $*: $variant changed q.h5"
+    done
+    rm -f *.ref.npy q.h5 c.npy s.npy d.npy
+done
+
+# every container and dtype of the same values gives the same codes
+expect_exit 0 fp4-quant -f nvfp4 --codes ref.npy b32.in.npy
+for spec in b64.in.npy m.in.safetensors:f32 m.in.safetensors:bf16 m.in.h5:/f32 m.in.h5:/f64 m.in.h5:/bf16; do
+    expect_exit 0 fp4-quant -f nvfp4 --codes c.npy "$spec"
+    cmp -s c.npy ref.npy || fail "$spec: codes differ from the float32 .npy"
+done
+expect_exit 0 fp4-quant -f nvfp4 --codes ref.npy h32.in.npy
+for spec in h16.in.npy m.in.safetensors:f16; do
+    expect_exit 0 fp4-quant -f nvfp4 --codes c.npy "$spec"
+    cmp -s c.npy ref.npy || fail "$spec: codes differ from the float32 .npy"
+done
+
+# 1-D tensors are one row and keep their shape
+for spec in one.in.npy m.in.h5:/one; do
+    expect_exit 0 fp4-quant --codes c.npy --dequant d.npy --json "$spec"
+    $PY -c "
+import json, numpy as np
+j = json.load(open('out.txt')); assert j['shape'] == [256], j['shape']
+assert np.load('c.npy').shape == (256,) and np.load('d.npy').shape == (256,)
+"
+done
+
+# NaN and Inf: counted in the summary, per policy in the outputs
+for p in ocp ggml microxcaling; do
+    expect_exit 0 fp4-quant -p $p --dequant d.npy --json nf.in.npy
+    P=$p $PY -c "
+import json, os, numpy as np
+j = json.load(open('out.txt'))
+nf = j['nonfinite']
+assert nf['total'] == 3 and nf['nan'] == 1 and nf['inf'] == 2 and nf['blocks'] == 2, nf
+assert j['rel_error'] is not None and np.isfinite(j['rel_error'])
+d = np.load('d.npy')
+assert np.isfinite(d[3:]).all() and np.isfinite(d[0]).all()
+"
+done
+expect_exit 0 fp4-quant -p ocp nf.in.npy
+out_has "non-finite inputs"
+out_has "3 (NaN 1, Inf 2) in 2 blocks"
+rm -f c.npy d.npy ref.npy
+no_outputs_left .
+echo ok
