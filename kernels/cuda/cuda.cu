@@ -1,0 +1,192 @@
+/* CUDA support: device detection, the supports() query, argument checks
+ * shared by the ops, and the host-memory conveniences. */
+#include "cuda_internal.cuh"
+#include "supports.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#ifndef FP4S_CUDA_ARCH_MAJOR
+#define FP4S_CUDA_ARCH_MAJOR 9
+#endif
+#ifndef FP4S_CUDA_ARCH_MINOR
+#define FP4S_CUDA_ARCH_MINOR 0
+#endif
+
+namespace {
+
+/* Probed once: -1 unknown, 0 no usable device, 1 usable. */
+int g_state = -1;
+int g_sms = 0;
+char g_desc[160];
+
+void probe()
+{
+    if (g_state >= 0) return;
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        snprintf(g_desc, sizeof g_desc, "no usable GPU (%s)",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "no device");
+        cudaGetLastError();
+        g_state = 0;
+        return;
+    }
+    int dev = 0;
+    cudaDeviceProp prop;
+    e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaGetDeviceProperties(&prop, dev);
+    if (e != cudaSuccess) {
+        snprintf(g_desc, sizeof g_desc, "no usable GPU (%s)", cudaGetErrorString(e));
+        cudaGetLastError();
+        g_state = 0;
+        return;
+    }
+    int cc = prop.major * 10 + prop.minor;
+    int need = FP4S_CUDA_ARCH_MAJOR * 10 + FP4S_CUDA_ARCH_MINOR;
+    if (cc < need) {
+        snprintf(g_desc, sizeof g_desc, "%s, sm_%d: kernels built for sm_%d", prop.name, cc, need);
+        g_state = 0;
+        return;
+    }
+    g_sms = prop.multiProcessorCount;
+    snprintf(g_desc, sizeof g_desc, "%s, sm_%d, %d SMs, %.1f GiB", prop.name, cc,
+             prop.multiProcessorCount, (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+    g_state = 1;
+}
+
+} // namespace
+
+int fp4s_cu_fail(cudaError_t e, const char *what)
+{
+    int code = e == cudaErrorMemoryAllocation ? FP4S_ENOMEM : FP4S_EINTERNAL;
+    const char *txt = cudaGetErrorString(e);
+    cudaGetLastError();
+    return fp4s_error_set(code, "cuda: %s: %s", what, txt);
+}
+
+unsigned fp4s_cu_grid(size_t work, unsigned threads)
+{
+    probe();
+    size_t blocks = (work + threads - 1) / threads;
+    size_t cap = (size_t)(g_sms > 0 ? g_sms : 132) * 16;
+    if (blocks > cap) blocks = cap;
+    if (blocks == 0) blocks = 1;
+    return (unsigned)blocks;
+}
+
+extern "C" FP4S_API bool fp4s_cuda_available(void)
+{
+    probe();
+    return g_state == 1;
+}
+
+extern "C" FP4S_API size_t fp4s_cuda_describe(char *buf, size_t n)
+{
+    probe();
+    size_t len = strlen(g_desc);
+    if (buf && n) snprintf(buf, n, "%s", g_desc);
+    return len;
+}
+
+int fp4s_cu_prepare(const fp4s_spec *s, const fp4s_tscale *ts, size_t rows, size_t cols,
+                    fp4s_cu_params *p)
+{
+    const char *why;
+    if (!s) return fp4s_error_set(FP4S_EINVAL, "cuda: no quantizer spec");
+    int rc = fp4s_spec_check(s);
+    if (rc) return rc;
+    if (!fp4s_cu_supports_why(s, &why))
+        return fp4s_error_set(FP4S_ENOTSUP, "cuda: %s: not implemented on the GPU (%s)",
+                              s->profile[0] ? s->profile : fp4s_format_name(s->format), why);
+    if (cols % s->block)
+        return fp4s_error_set(FP4S_ESHAPE, "cuda: %zu columns is not a multiple of the block size %u",
+                              cols, (unsigned)s->block);
+    if (rows && cols && rows > (size_t)-1 / cols / 4)
+        return fp4s_error_set(FP4S_ERANGE, "cuda: %zu x %zu elements overflow", rows, cols);
+    if (s->format == FP4S_NVFP4 && !ts)
+        return fp4s_error_set(FP4S_EINVAL, "cuda: NVFP4 needs the tensor scale (fp4s_tscale_init)");
+    memset(p, 0, sizeof *p);
+    p->format = (int)s->format;
+    p->block = (int)s->block;
+    p->tie = (int)s->tie;
+    p->keep_neg_zero = s->keep_neg_zero ? 1 : 0;
+    p->zero_in = (int)s->zero_in;
+    p->nonfinite = (int)s->nonfinite;
+    p->mx_rule = (int)s->mx_rule;
+    p->mx_zero_code = s->mx_zero_block_code;
+    p->recipe = (int)s->nv_recipe;
+    p->tile2d = s->format == FP4S_NVFP4 && s->tile2d;
+    p->s_enc = ts ? ts->s_enc : 1.0f;
+    p->s_dec = ts ? ts->s_dec : 1.0f;
+    return 0;
+}
+
+/* ---- host-memory conveniences ------------------------------------------------ */
+
+extern "C" FP4S_API int fp4s_cuda_quantize_host(const fp4s_spec *s, const fp4s_tscale *ts,
+                                                const float *x, size_t rows, size_t cols, size_t ld,
+                                                uint8_t *codes, uint8_t *scales)
+{
+    fp4s_cu_params p;
+    int rc = fp4s_cu_prepare(s, ts, rows, cols, &p);
+    if (rc) return rc;
+    if (!x || !codes || !scales)
+        return fp4s_error_set(FP4S_EINVAL, "cuda: quantize: input, codes and scales are required");
+    if (ld < cols)
+        return fp4s_error_set(FP4S_EINVAL, "cuda: quantize: row stride %zu is smaller than %zu columns",
+                              ld, cols);
+    if (rows == 0 || cols == 0) return 0;
+    if (!fp4s_cuda_available())
+        return fp4s_error_set(FP4S_ENOTSUP, "cuda: quantize: no usable GPU");
+    size_t nx = (rows - 1) * ld + cols, nc = rows * cols, ns = rows * (cols / s->block);
+    float *dx = nullptr;
+    uint8_t *dc = nullptr, *ds = nullptr;
+    cudaError_t e = cudaMalloc((void **)&dx, nx * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc((void **)&dc, nc);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&ds, ns);
+    if (e == cudaSuccess) e = cudaMemcpy(dx, x, nx * sizeof(float), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) {
+        rc = fp4s_cuda_quantize(s, ts, dx, rows, cols, ld, dc, ds, nullptr);
+        if (rc == 0) e = cudaDeviceSynchronize();
+        if (rc == 0 && e == cudaSuccess) e = cudaMemcpy(codes, dc, nc, cudaMemcpyDeviceToHost);
+        if (rc == 0 && e == cudaSuccess) e = cudaMemcpy(scales, ds, ns, cudaMemcpyDeviceToHost);
+    }
+    if (e != cudaSuccess && rc == 0) rc = fp4s_cu_fail(e, "quantize (host buffers)");
+    cudaFree(dx);
+    cudaFree(dc);
+    cudaFree(ds);
+    return rc;
+}
+
+extern "C" FP4S_API int fp4s_cuda_dequantize_host(const fp4s_spec *s, const fp4s_tscale *ts,
+                                                  const uint8_t *codes, const uint8_t *scales,
+                                                  size_t rows, size_t cols, float *out)
+{
+    fp4s_cu_params p;
+    int rc = fp4s_cu_prepare(s, ts, rows, cols, &p);
+    if (rc) return rc;
+    if (!codes || !scales || !out)
+        return fp4s_error_set(FP4S_EINVAL, "cuda: dequantize: codes, scales and output are required");
+    if (rows == 0 || cols == 0) return 0;
+    if (!fp4s_cuda_available())
+        return fp4s_error_set(FP4S_ENOTSUP, "cuda: dequantize: no usable GPU");
+    size_t nc = rows * cols, ns = rows * (cols / s->block);
+    float *dout = nullptr;
+    uint8_t *dc = nullptr, *ds = nullptr;
+    cudaError_t e = cudaMalloc((void **)&dout, nc * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc((void **)&dc, nc);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&ds, ns);
+    if (e == cudaSuccess) e = cudaMemcpy(dc, codes, nc, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMemcpy(ds, scales, ns, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) {
+        rc = fp4s_cuda_dequantize(s, ts, dc, ds, rows, cols, dout, nullptr);
+        if (rc == 0) e = cudaDeviceSynchronize();
+        if (rc == 0 && e == cudaSuccess) e = cudaMemcpy(out, dout, nc * sizeof(float), cudaMemcpyDeviceToHost);
+    }
+    if (e != cudaSuccess && rc == 0) rc = fp4s_cu_fail(e, "dequantize (host buffers)");
+    cudaFree(dout);
+    cudaFree(dc);
+    cudaFree(ds);
+    return rc;
+}

@@ -1,0 +1,23 @@
+/* Host-side helpers shared by the CUDA ops (internal, not installed). */
+#ifndef FP4S_CUDA_INTERNAL_CUH
+#define FP4S_CUDA_INTERNAL_CUH
+
+#include <fp4scope/cuda.h>
+#include <cuda_runtime.h>
+
+#include "quant_block.cuh"
+
+/* Map a CUDA error to a library error with a detail ("cuda: what: text"). */
+int fp4s_cu_fail(cudaError_t e, const char *what);
+
+/* Check a spec, tensor scale and shape for the kernels; fill the POD params.
+ * need_ts: the spec uses the tensor scale (NVFP4). Records a detail. */
+int fp4s_cu_prepare(const fp4s_spec *s, const fp4s_tscale *ts, size_t rows, size_t cols,
+                    fp4s_cu_params *p);
+
+/* Blocks for a grid-stride launch of `threads` threads over `work` items. */
+unsigned fp4s_cu_grid(size_t work, unsigned threads);
+
+#include "emulate.h"
+
+#endif

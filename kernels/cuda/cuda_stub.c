@@ -1,0 +1,56 @@
+/* The CUDA entry points of a build without CUDA support: nothing is
+ * available, every op declines with FP4S_ENOTSUP so callers use the CPU.
+ * fp4s_cuda_supports() (supports.c) still answers what the kernels would
+ * implement; fp4s_cuda_available() is what says whether they can run. */
+#include <fp4scope/cuda.h>
+
+#include <stdio.h>
+
+static const char no_cuda[] = "built without CUDA support";
+
+static int declined(const char *op)
+{
+    return fp4s_error_set(FP4S_ENOTSUP, "cuda: %s: %s", op, no_cuda);
+}
+
+FP4S_API bool fp4s_cuda_available(void) { return false; }
+
+FP4S_API size_t fp4s_cuda_describe(char *buf, size_t n)
+{
+    if (buf && n) snprintf(buf, n, "%s", no_cuda);
+    return sizeof no_cuda - 1;
+}
+
+FP4S_API int fp4s_cuda_quantize(const fp4s_spec *s, const fp4s_tscale *ts,
+                                const float *d_x, size_t rows, size_t cols, size_t ld,
+                                uint8_t *d_codes, uint8_t *d_scales, void *stream)
+{
+    return declined("quantize");
+}
+
+FP4S_API int fp4s_cuda_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
+                                  const uint8_t *d_codes, const uint8_t *d_scales,
+                                  size_t rows, size_t cols, float *d_out, void *stream)
+{
+    return declined("dequantize");
+}
+
+FP4S_API int fp4s_cuda_amax(const float *d_x, size_t rows, size_t cols, size_t ld,
+                            float *amax, uint64_t *nonfinite, void *stream)
+{
+    return declined("amax");
+}
+
+FP4S_API int fp4s_cuda_quantize_host(const fp4s_spec *s, const fp4s_tscale *ts,
+                                     const float *x, size_t rows, size_t cols, size_t ld,
+                                     uint8_t *codes, uint8_t *scales)
+{
+    return declined("quantize");
+}
+
+FP4S_API int fp4s_cuda_dequantize_host(const fp4s_spec *s, const fp4s_tscale *ts,
+                                       const uint8_t *codes, const uint8_t *scales,
+                                       size_t rows, size_t cols, float *out)
+{
+    return declined("dequantize");
+}

@@ -1,0 +1,28 @@
+/* Host emulation of the CUDA kernels (internal, not installed).
+ *
+ * The kernels' per-block arithmetic (quant_block.cuh) run on the CPU over a
+ * whole tensor, in the same layout as fp4s_cuda_quantize/_dequantize. It is
+ * compiled from the same source as the device code, so tests/cuda can check
+ * that arithmetic against the C reference on machines without a GPU; the
+ * GPU run then checks the device compilation of it. Not exported from the
+ * shared library. */
+#ifndef FP4S_CUDA_EMULATE_H
+#define FP4S_CUDA_EMULATE_H
+
+#include <fp4scope/quant.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int fp4s_cuda_emulate_quantize(const fp4s_spec *s, const fp4s_tscale *ts,
+                               const float *x, size_t rows, size_t cols, size_t ld,
+                               uint8_t *codes, uint8_t *scales);
+int fp4s_cuda_emulate_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
+                                 const uint8_t *codes, const uint8_t *scales,
+                                 size_t rows, size_t cols, float *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

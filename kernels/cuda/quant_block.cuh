@@ -1,0 +1,470 @@
+/* Per-element and per-block arithmetic of the CUDA quantizers (internal).
+ *
+ * Every function here is __host__ __device__: the kernels run it on the GPU,
+ * and the host emulation (emulate.cu, used by tests/cuda on machines without a
+ * GPU) runs the very same source on the CPU, so the arithmetic is checked
+ * against the C reference even where no GPU is present.
+ *
+ * Exactness: all encoders round on the integer bit pattern (one rounding, the
+ * tie rule sees the exact remainder). The few fp32 operations the engines
+ * define (TE's S_enc * (1/6), torchao's divisions, ...) go through the
+ * fmul/fdiv/frcp wrappers below, which are the IEEE round-to-nearest
+ * intrinsics on the device (so nvcc can neither contract them into an FMA nor
+ * approximate a division) and plain volatile-free C operators on the host,
+ * where the host compiler is told not to contract (-ffp-contract=off). */
+#ifndef FP4S_CUDA_QUANT_BLOCK_CUH
+#define FP4S_CUDA_QUANT_BLOCK_CUH
+
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+
+#if defined(__CUDACC__)
+#define FP4S_HD __host__ __device__ __forceinline__
+#else
+#define FP4S_HD static inline
+#endif
+
+/* Plain-old-data copy of the fields of a fp4s_spec and fp4s_tscale that the
+ * kernels need (passed by value to every launch). */
+struct fp4s_cu_params {
+    int format;        /* 1 MXFP4, 2 NVFP4 */
+    int block;         /* 32 or 16 */
+    int tie;           /* fp4s_tie */
+    int keep_neg_zero;
+    int zero_in;       /* fp4s_zero_in: code of a scaled value that is exactly +-0 */
+    int nonfinite;     /* fp4s_nonfinite */
+    int mx_rule;       /* fp4s_mx_rule */
+    int mx_zero_code;  /* E8M0 code of an all-zero block */
+    int recipe;        /* fp4s_nv_recipe */
+    int tile2d;
+    float s_enc;       /* fp4s_tscale.s_enc */
+    float s_dec;       /* fp4s_tscale.s_dec */
+};
+
+/* ---- fp32 operations, exactly rounded on both sides ------------------------ */
+FP4S_HD float cu_mul(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+FP4S_HD float cu_div(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fdiv_rn(a, b);
+#else
+    return a / b;
+#endif
+}
+FP4S_HD float cu_rcp(float a)
+{
+#if defined(__CUDA_ARCH__)
+    return __frcp_rn(a);
+#else
+    return 1.0f / a;
+#endif
+}
+FP4S_HD float cu_add(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+
+FP4S_HD uint32_t cu_bits(float f)
+{
+#if defined(__CUDA_ARCH__)
+    return __float_as_uint(f);
+#else
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+#endif
+}
+FP4S_HD float cu_float(uint32_t u)
+{
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float(u);
+#else
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+#endif
+}
+FP4S_HD int cu_clz(uint32_t u)
+{
+#if defined(__CUDA_ARCH__)
+    return __clz((int)u);
+#else
+    return __builtin_clz(u);
+#endif
+}
+
+/* |x| ordered for amax: NaN and Inf are reported through *nf, NaN does not
+ * take part in the maximum (fmaxf semantics). */
+FP4S_HD float cu_absmax(float m, float x)
+{
+    float a = fabsf(x);
+    return (a > m) ? a : m; /* NaN compares false: ignored */
+}
+
+/* ---- exact magnitude rounding (M mantissa bits, min normal exponent emin) --
+ * Same contract as the core's round_mag: u is a float32 magnitude (sign clear,
+ * not NaN, Inf read as 2^128); returns (biased exponent << M) + mantissa,
+ * unsaturated, subnormal binade exponent 0. */
+FP4S_HD uint32_t cu_round_mag(uint32_t u, int M, int emin, int tie)
+{
+    if (u == 0) return 0;
+    uint32_t e32 = u >> 23, m32 = u & 0x7FFFFFu;
+    uint32_t sig;
+    int se, lg;
+    if (e32 == 0) {
+        sig = m32;
+        se = -149;
+        lg = -149 + (31 - cu_clz(m32));
+    } else {
+        sig = m32 | 0x800000u;
+        se = (int)e32 - 150;
+        lg = (int)e32 - 127;
+        if (e32 == 255) sig = 0x800000u;
+    }
+    int te = lg > emin ? lg : emin;
+    int shift = (te - M) - se;
+    uint32_t n;
+    if (shift <= 0) {
+        n = sig << -shift;
+    } else if (shift > 31) {
+        n = 0;
+    } else {
+        n = sig >> shift;
+        uint32_t rem = sig & ((1u << shift) - 1u);
+        uint32_t half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (tie == 2 || (tie == 0 && (n & 1u)))))
+            n++;
+    }
+    return ((uint32_t)(te - emin) << M) + n;
+}
+
+/* E2M1 code of v: NaN -> 0, |v| > 6 -> 6, sign in bit 3, -0 per keep_neg_zero. */
+FP4S_HD uint8_t cu_e2m1(float v, int tie, int keep_neg_zero)
+{
+    uint32_t u = cu_bits(v);
+    uint32_t sign = u >> 31, a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return 0;
+    uint32_t m = cu_round_mag(a, 1, 0, tie);
+    if (m > 7) m = 7;
+    if (m == 0) return (sign && keep_neg_zero) ? 8 : 0;
+    return (uint8_t)(m | (sign << 3));
+}
+
+FP4S_HD float cu_e2m1_value(uint8_t code)
+{
+    /* magnitudes 0 .5 1 1.5 2 3 4 6 as exact bit patterns */
+    uint32_t c = code & 7u;
+    uint32_t mag;
+    switch (c) {
+    case 0: mag = 0; break;
+    case 1: mag = 0x3F000000u; break; /* 0.5 */
+    case 2: mag = 0x3F800000u; break; /* 1 */
+    case 3: mag = 0x3FC00000u; break; /* 1.5 */
+    case 4: mag = 0x40000000u; break; /* 2 */
+    case 5: mag = 0x40400000u; break; /* 3 */
+    case 6: mag = 0x40800000u; break; /* 4 */
+    default: mag = 0x40C00000u; break; /* 6 */
+    }
+    return cu_float(mag | ((uint32_t)(code & 8u) << 28));
+}
+
+/* E4M3 (FN), RNE, satfinite to 448, NaN -> 0x7F. */
+FP4S_HD uint8_t cu_e4m3(float v)
+{
+    uint32_t u = cu_bits(v);
+    uint32_t sign = u >> 31, a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return 0x7F;
+    uint32_t m = cu_round_mag(a, 3, -6, 0);
+    if (m > 0x7E) m = 0x7E;
+    return (uint8_t)(m | (sign << 7));
+}
+
+FP4S_HD float cu_e4m3_value(uint8_t code)
+{
+    uint32_t e = (code >> 3) & 15u, m = code & 7u;
+    uint32_t sign = (uint32_t)(code & 0x80u) << 24;
+    if (e == 15 && m == 7) return cu_float(0x7FC00000u | sign);
+    if (e == 0) {
+        if (m == 0) return cu_float(sign);
+        /* m * 2^-9: exact product of a small integer and a power of two */
+        return cu_float(sign | cu_bits(cu_mul((float)m, 0.001953125f)));
+    }
+    /* (8+m) * 2^(e-10) = 1.m * 2^(e-7): build the float32 directly */
+    return cu_float(sign | ((e - 7u + 127u) << 23) | (m << 20));
+}
+
+/* ggml's UE4M3 encoder, same documented behaviour as the core's
+ * fp4s_ue4m3_encode_ggml (see lib/core/codec.c). */
+FP4S_HD uint8_t cu_ue4m3_ggml(float v)
+{
+    if (!(v > 0.0f)) return 0;
+    if (v > 448.0f) v = 448.0f;
+    uint32_t u = cu_bits(v);
+    int e = (int)((u >> 23) & 0xFFu) - 127 + 7;
+    if (e <= 0) {
+        float t = cu_mul(v, 512.0f);
+        float r = cu_add(t, 0.5f);
+        int man = (int)r;
+        if (man > 7) man = 7;
+        if (man < 1) return 0;
+        return (uint8_t)man;
+    }
+    if (e >= 15) return 0x7E;
+    int man = (int)((u >> 20) & 7u) + (int)((u >> 19) & 1u);
+    if (man > 7) {
+        man = 0;
+        e++;
+        if (e >= 15) return 0x7E;
+    }
+    return (uint8_t)((e << 3) | man);
+}
+
+/* ggml's UE4M3 decoder without its 0.5 factor (0x00 and 0x7F -> 0, bit 7
+ * ignored). */
+FP4S_HD float cu_ue4m3_ggml_value(uint8_t code)
+{
+    if (code == 0 || code == 0x7F) return 0.0f;
+    return cu_e4m3_value((uint8_t)(code & 0x7Fu));
+}
+
+/* E8M0 value 2^(code-127); 0xFF NaN; code 0 is the fp32 subnormal 2^-127. */
+FP4S_HD float cu_e8m0_value(uint8_t code)
+{
+    if (code == 0xFF) return cu_float(0x7FC00000u);
+    if (code == 0) return cu_float(0x00400000u);
+    return cu_float((uint32_t)code << 23);
+}
+
+/* 1 / 2^(code-127) = 2^(127-code), exact for every code 0..254 */
+FP4S_HD float cu_e8m0_inv(uint8_t code)
+{
+    if (code == 0xFF) return cu_float(0x7FC00000u);
+    int e = 127 - ((int)code - 127); /* biased exponent of the inverse */
+    if (e <= 0) return cu_float(0x00400000u >> (-e)); /* 2^-127 for code 254 */
+    return cu_float((uint32_t)e << 23);
+}
+
+/* ---- MXFP4 shared exponent --------------------------------------------------- */
+
+FP4S_HD int cu_clamp_k(int k, int *low)
+{
+    if (k < -127) { *low = 1; return -127; }
+    return k > 127 ? 127 : k;
+}
+
+/* float log2f(a) as glibc rounds it, through a double log2 rounded once to
+ * float: floorf(), rintf() and ceilf() of this agree with glibc's log2f for
+ * every positive finite float32 (checked exhaustively against glibc 2.36, the
+ * values themselves differ by an ulp for 313550 inputs, never across an
+ * integer). */
+FP4S_HD float cu_log2f_libm(float a)
+{
+    return (float)log2((double)a);
+}
+
+/* k for amax (finite or +Inf, > 0); same contract as the core's fp4s_mx_k. */
+FP4S_HD int cu_mx_k(int rule, float amax, int *low)
+{
+    *low = 0;
+    uint32_t u = cu_bits(amax) & 0x7FFFFFFFu;
+    uint32_t e32 = u >> 23;
+    switch (rule) {
+    case 0: /* FLOOR */
+        return cu_clamp_k((int)e32 - 127 - 2, low);
+    case 2: { /* EVEN */
+        uint32_t r = u + (1u << 21);
+        return cu_clamp_k((int)((r >> 23) & 0xFFu) - 127 - 2, low);
+    }
+    case 1: { /* CEIL */
+        if (e32 == 255) return 127;
+        int lg;
+        uint32_t frac;
+        if (e32 == 0) {
+            int p = 31 - cu_clz(u);
+            lg = -149 + p;
+            frac = (u << (23 - p)) & 0x7FFFFFu;
+        } else {
+            lg = (int)e32 - 127;
+            frac = u & 0x7FFFFFu;
+        }
+        return cu_clamp_k(frac <= 0x400000u ? lg - 2 : lg - 1, low);
+    }
+    case 3: { /* LOG2F */
+        float l = floorf(cu_log2f_libm(amax));
+        if (!(l < 200.0f)) return 127;
+        return cu_clamp_k((int)l - 2, low);
+    }
+    case 4: { /* RTN */
+        float l = rintf(cu_log2f_libm(amax));
+        if (!(l < 200.0f)) return 127;
+        return cu_clamp_k((int)l - 2, low);
+    }
+    default: { /* CEIL_LOG2F: ceilf(max(log2f(amax / 6), -127)) in fp32 */
+        float l = cu_log2f_libm(cu_div(amax, 6.0f));
+        if (!(l < 200.0f)) return 127;
+        if (l < -127.0f) {
+            *low = 1;
+            l = -127.0f;
+        }
+        return cu_clamp_k((int)ceilf(l), low);
+    }
+    }
+}
+
+/* ---- one block: scale byte and element factor -------------------------------- */
+
+/* How the elements of one block are encoded: mode 0 q = e2m1(x * f) (MXFP4,
+ * TE), mode 1 q = e2m1(x / f) (torchao, ModelOpt), mode 2 ggml's nearest
+ * level search with block scale f. nan: the block is a NaN block (all codes
+ * 0, the scale byte is the NaN code). */
+struct fp4s_cu_blk {
+    uint8_t scale;
+    uint8_t mode;
+    uint8_t nan;
+    float f;
+};
+
+/* Summary of one block's inputs: the largest finite magnitude (as float32
+ * bits: for non-negative floats the bit order is the numeric order) and
+ * whether NaN or Inf occurred. */
+struct fp4s_cu_amax {
+    uint32_t abits;
+    int nan;
+    int inf;
+};
+
+FP4S_HD void cu_amax_add(fp4s_cu_amax *a, float x)
+{
+    uint32_t u = cu_bits(x) & 0x7FFFFFFFu;
+    if (u > 0x7F800000u) a->nan = 1;
+    else if (u == 0x7F800000u) a->inf = 1;
+    else if (u > a->abits) a->abits = u;
+}
+
+/* The reference's rule (quant_ref.c nan_block): BLOCK_NAN turns a block with
+ * NaN or Inf into a NaN block, SCALE_NAN one with NaN; otherwise the block
+ * amax is the max over non-NaN magnitudes (+Inf included). */
+FP4S_HD fp4s_cu_blk cu_block(const fp4s_cu_params &p, fp4s_cu_amax am)
+{
+    fp4s_cu_blk b;
+    b.mode = 0;
+    b.nan = 0;
+    b.f = 0.0f;
+    const bool nanb = (p.nonfinite == 1 && (am.nan || am.inf)) || (p.nonfinite == 0 && am.nan);
+    if (nanb) {
+        b.nan = 1;
+        b.scale = p.format == 1 ? 0xFF : 0x7F;
+        return b;
+    }
+    const float amax = am.inf ? cu_float(0x7F800000u) : cu_float(am.abits);
+    const float flt_max = cu_float(0x7F7FFFFFu);
+    if (p.format == 1) {
+        int code;
+        if (amax == 0.0f) {
+            code = p.mx_zero_code;
+        } else {
+            int low;
+            code = cu_mx_k(p.mx_rule, amax, &low) + 127;
+        }
+        b.scale = (uint8_t)code;
+        b.f = cu_e8m0_inv((uint8_t)code);
+        return b;
+    }
+    switch (p.recipe) {
+    case 0: { /* te */
+        float mult = cu_mul(p.s_enc, 1.0f / 6.0f);
+        float sbf = cu_mul(amax, mult);
+        if (sbf > flt_max) sbf = flt_max;
+        b.scale = cu_e4m3(sbf);
+        float enc = cu_rcp(cu_mul(cu_e4m3_value(b.scale), p.s_dec));
+        if (enc > flt_max) enc = flt_max;
+        b.f = enc;
+        break;
+    }
+    case 1: { /* torchao: x / (pts * s_b), clamp keeps NaN */
+        float sc = cu_div(cu_div(amax, 6.0f), p.s_dec);
+        if (sc < 0.015625f) sc = 0.015625f;
+        if (sc > 448.0f) sc = 448.0f;
+        b.scale = cu_e4m3(sc);
+        b.mode = 1;
+        b.f = cu_mul(p.s_dec, cu_e4m3_value(b.scale));
+        break;
+    }
+    case 2: { /* modelopt: x / (s_b * scale_2); >= 480 or NaN -> 0x7F */
+        float pbs = cu_div(amax, cu_mul(6.0f, p.s_dec));
+        if (pbs == 0.0f) pbs = 1.0f;
+        if (pbs < 0.001953125f) pbs = 0.001953125f;
+        b.scale = !(pbs < 480.0f) ? (uint8_t)0x7F : cu_e4m3(pbs);
+        b.mode = 1;
+        b.f = cu_mul(cu_e4m3_value(b.scale), p.s_dec);
+        break;
+    }
+    default: /* ggml */
+        b.scale = cu_ue4m3_ggml(cu_div(amax, 6.0f));
+        b.mode = 2;
+        b.f = cu_ue4m3_ggml_value(b.scale);
+        break;
+    }
+    return b;
+}
+
+/* ggml's element choice: the first of the 8 magnitudes with the strictly
+ * smallest |level * s - |x|| in fp32; zero keeps a sign only for x < 0 with
+ * keep_neg_zero. */
+FP4S_HD uint8_t cu_ggml_best(float x, float s, int keep_neg_zero)
+{
+    float ax = fabsf(x);
+    int best = 0;
+    float be = fabsf(cu_add(cu_mul(0.0f, s), -ax));
+    for (int i = 1; i < 8; i++) {
+        float e = fabsf(cu_add(cu_mul(cu_e2m1_value((uint8_t)i), s), -ax));
+        if (e < be) {
+            be = e;
+            best = i;
+        }
+    }
+    if (best == 0) return (keep_neg_zero && x < 0.0f) ? 8 : 0;
+    return (uint8_t)(best | ((cu_bits(x) >> 31) ? 8 : 0));
+}
+
+FP4S_HD uint8_t cu_elem(const fp4s_cu_params &p, const fp4s_cu_blk &b, float x)
+{
+    if (b.nan) return 0;
+    if (p.nonfinite == 2 && (cu_bits(x) & 0x7F800000u) == 0x7F800000u) return 0;
+    if (b.mode == 2) return cu_ggml_best(x, b.f, p.keep_neg_zero);
+    float v = b.mode ? cu_div(x, b.f) : cu_mul(x, b.f);
+    if (v == 0.0f) {
+        if (p.zero_in == 2) return 8;
+        if (p.zero_in == 1) return 0;
+    }
+    return cu_e2m1(v, p.tie, p.keep_neg_zero);
+}
+
+/* Dequantized value of one element, in the reference's order: MXFP4 q * X;
+ * TE (q * s_b) * S_dec; torchao q * (pts * s_b); ModelOpt q * (s_b * scale_2);
+ * ggml q * s_b. */
+FP4S_HD float cu_deq(const fp4s_cu_params &p, uint8_t scale, uint8_t code)
+{
+    float q = cu_e2m1_value(code);
+    if (p.format == 1) return cu_mul(q, cu_e8m0_value(scale));
+    switch (p.recipe) {
+    case 0: return cu_mul(cu_mul(q, cu_e4m3_value(scale)), p.s_dec);
+    case 1: return cu_mul(q, cu_mul(p.s_dec, cu_e4m3_value(scale)));
+    case 2: return cu_mul(q, cu_mul(cu_e4m3_value(scale), p.s_dec));
+    default: return cu_mul(q, cu_ue4m3_ggml_value(scale));
+    }
+}
+
+#endif

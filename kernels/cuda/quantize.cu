@@ -1,0 +1,221 @@
+/* CUDA op: quantize float32 rows to MXFP4 / NVFP4 codes and scale bytes.
+ *
+ * 1-D blocks (MXFP4 32, NVFP4 16): each thread owns 4 consecutive elements
+ * (one 16-byte load), so a block of BS elements is BS/4 neighbouring lanes of
+ * a warp; the block amax is a butterfly max over those lanes (__shfl_xor_sync),
+ * every lane then derives the same scale and encodes its 4 elements into one
+ * 32-bit store of 4 code bytes (a warp stores 128 contiguous bytes), and the
+ * first lane of the block writes the scale byte. Each thread keeps UNROLL
+ * loads in flight per iteration of a grid-stride loop over the tensor.
+ *
+ * 2-D (NVFP4 16x16 tiles): 16 lanes of a warp take the 16 rows of one tile,
+ * each lane its row's 16 elements; the tile amax is a max over those 16 lanes;
+ * each row gets the tile's scale byte.
+ *
+ * The per-block arithmetic is quant_block.cuh's, shared with the host
+ * emulation. */
+#include "cuda_internal.cuh"
+
+namespace {
+
+constexpr int THREADS = 256;
+constexpr int UNROLL = 4;
+
+/* Load 4 floats of vector v (4 consecutive elements) of the input. */
+template <bool VEC, bool CONTIG>
+__device__ __forceinline__ float4 load4(const float *__restrict__ x, size_t v, size_t vpr, size_t ld)
+{
+    size_t off;
+    if (CONTIG) {
+        off = v * 4;
+    } else {
+        size_t r = v / vpr;
+        off = r * ld + (v - r * vpr) * 4;
+    }
+    if (VEC) return __ldcs(reinterpret_cast<const float4 *>(x + off));
+    float4 f;
+    f.x = __ldcs(x + off);
+    f.y = __ldcs(x + off + 1);
+    f.z = __ldcs(x + off + 2);
+    f.w = __ldcs(x + off + 3);
+    return f;
+}
+
+template <int BS, bool VEC, bool CONTIG>
+__global__ void __launch_bounds__(THREADS)
+quant1d_kernel(fp4s_cu_params p, const float *__restrict__ x, size_t nvec, size_t vpr, size_t ld,
+               uint8_t *__restrict__ codes, uint8_t *__restrict__ scales)
+{
+    constexpr int G = BS / 4; /* lanes per block */
+    const unsigned lane = threadIdx.x & 31u;
+    const size_t warp = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5;
+    const size_t nwarps = ((size_t)gridDim.x * blockDim.x) >> 5;
+    for (size_t base = warp * (32 * UNROLL); base < nvec; base += nwarps * (32 * UNROLL)) {
+        float4 f[UNROLL];
+        bool act[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            size_t v = base + (size_t)u * 32 + lane;
+            act[u] = v < nvec;
+            if (act[u]) f[u] = load4<VEC, CONTIG>(x, v, vpr, ld);
+            else f[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            fp4s_cu_amax am = {0u, 0, 0};
+            cu_amax_add(&am, f[u].x);
+            cu_amax_add(&am, f[u].y);
+            cu_amax_add(&am, f[u].z);
+            cu_amax_add(&am, f[u].w);
+            unsigned flags = (unsigned)am.nan | ((unsigned)am.inf << 1);
+#pragma unroll
+            for (int o = 1; o < G; o <<= 1) {
+                am.abits = max(am.abits, __shfl_xor_sync(0xffffffffu, am.abits, o));
+                flags |= __shfl_xor_sync(0xffffffffu, flags, o);
+            }
+            am.nan = flags & 1u;
+            am.inf = (flags >> 1) & 1u;
+            if (!act[u]) continue; /* whole blocks are inactive together */
+            fp4s_cu_blk b = cu_block(p, am);
+            uint32_t q = (uint32_t)cu_elem(p, b, f[u].x)
+                       | (uint32_t)cu_elem(p, b, f[u].y) << 8
+                       | (uint32_t)cu_elem(p, b, f[u].z) << 16
+                       | (uint32_t)cu_elem(p, b, f[u].w) << 24;
+            size_t v = base + (size_t)u * 32 + lane;
+            if (VEC) {
+                __stcs(reinterpret_cast<unsigned int *>(codes + v * 4), q);
+            } else {
+                codes[v * 4] = (uint8_t)q;
+                codes[v * 4 + 1] = (uint8_t)(q >> 8);
+                codes[v * 4 + 2] = (uint8_t)(q >> 16);
+                codes[v * 4 + 3] = (uint8_t)(q >> 24);
+            }
+            if ((lane & (G - 1)) == 0) scales[v / G] = b.scale;
+        }
+    }
+}
+
+/* NVFP4 16x16 tiles. Thread t: row lane l = t % 16 of tile group g = t / 16;
+ * g = tile_row * nbpr + col_block. */
+template <bool VEC>
+__global__ void __launch_bounds__(THREADS)
+quant2d_kernel(fp4s_cu_params p, const float *__restrict__ x, size_t rows, size_t nbpr, size_t ld,
+               size_t ngroups, uint8_t *__restrict__ codes, uint8_t *__restrict__ scales)
+{
+    const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    const size_t nthreads = (size_t)gridDim.x * blockDim.x;
+    const size_t total = ngroups * 16; /* a multiple of 16; loop warp-uniformly */
+    const size_t total_w = (total + 31) & ~(size_t)31;
+    const size_t cols = nbpr * 16;
+    for (size_t t = tid; t < total_w; t += nthreads) {
+        size_t g = t >> 4;
+        size_t l = t & 15u;
+        size_t tr = g / nbpr, cb = g - tr * nbpr;
+        size_t r = tr * 16 + l;
+        bool act = t < total && r < rows;
+        float v[16];
+        fp4s_cu_amax am = {0u, 0, 0};
+        if (act) {
+            const float *xr = x + r * ld + cb * 16;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                float4 f;
+                if (VEC) {
+                    f = __ldcs(reinterpret_cast<const float4 *>(xr) + k);
+                } else {
+                    f.x = __ldcs(xr + 4 * k);
+                    f.y = __ldcs(xr + 4 * k + 1);
+                    f.z = __ldcs(xr + 4 * k + 2);
+                    f.w = __ldcs(xr + 4 * k + 3);
+                }
+                v[4 * k] = f.x;
+                v[4 * k + 1] = f.y;
+                v[4 * k + 2] = f.z;
+                v[4 * k + 3] = f.w;
+            }
+#pragma unroll
+            for (int k = 0; k < 16; k++) cu_amax_add(&am, v[k]);
+        }
+        unsigned flags = (unsigned)am.nan | ((unsigned)am.inf << 1);
+#pragma unroll
+        for (int o = 1; o < 16; o <<= 1) {
+            am.abits = max(am.abits, __shfl_xor_sync(0xffffffffu, am.abits, o));
+            flags |= __shfl_xor_sync(0xffffffffu, flags, o);
+        }
+        am.nan = flags & 1u;
+        am.inf = (flags >> 1) & 1u;
+        if (!act) continue;
+        fp4s_cu_blk b = cu_block(p, am);
+        uint32_t w[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            w[k] = (uint32_t)cu_elem(p, b, v[4 * k])
+                 | (uint32_t)cu_elem(p, b, v[4 * k + 1]) << 8
+                 | (uint32_t)cu_elem(p, b, v[4 * k + 2]) << 16
+                 | (uint32_t)cu_elem(p, b, v[4 * k + 3]) << 24;
+        uint8_t *cr = codes + r * cols + cb * 16;
+        if (VEC) {
+            __stcs(reinterpret_cast<uint4 *>(cr), make_uint4(w[0], w[1], w[2], w[3]));
+        } else {
+            for (int k = 0; k < 16; k++) cr[k] = (uint8_t)(w[k >> 2] >> (8 * (k & 3)));
+        }
+        scales[r * nbpr + cb] = b.scale;
+    }
+}
+
+template <int BS>
+void launch1d(const fp4s_cu_params &p, const float *x, size_t rows, size_t cols, size_t ld,
+              uint8_t *codes, uint8_t *scales, cudaStream_t st, bool vec)
+{
+    size_t nvec = rows * (cols / 4), vpr = cols / 4;
+    unsigned grid = fp4s_cu_grid((nvec + (size_t)UNROLL - 1) / UNROLL, THREADS);
+    bool contig = ld == cols;
+    if (vec && contig)
+        quant1d_kernel<BS, true, true><<<grid, THREADS, 0, st>>>(p, x, nvec, vpr, ld, codes, scales);
+    else if (vec)
+        quant1d_kernel<BS, true, false><<<grid, THREADS, 0, st>>>(p, x, nvec, vpr, ld, codes, scales);
+    else if (contig)
+        quant1d_kernel<BS, false, true><<<grid, THREADS, 0, st>>>(p, x, nvec, vpr, ld, codes, scales);
+    else
+        quant1d_kernel<BS, false, false><<<grid, THREADS, 0, st>>>(p, x, nvec, vpr, ld, codes, scales);
+}
+
+} // namespace
+
+extern "C" FP4S_API int fp4s_cuda_quantize(const fp4s_spec *s, const fp4s_tscale *ts,
+                                           const float *d_x, size_t rows, size_t cols, size_t ld,
+                                           uint8_t *d_codes, uint8_t *d_scales, void *stream)
+{
+    fp4s_cu_params p;
+    int rc = fp4s_cu_prepare(s, ts, rows, cols, &p);
+    if (rc) return rc;
+    if (!d_x || !d_codes || !d_scales)
+        return fp4s_error_set(FP4S_EINVAL, "cuda: quantize: input, codes and scales are required");
+    if (ld < cols)
+        return fp4s_error_set(FP4S_EINVAL, "cuda: quantize: row stride %zu is smaller than %zu columns",
+                              ld, cols);
+    if (rows == 0) return 0;
+    if (!fp4s_cuda_available())
+        return fp4s_error_set(FP4S_ENOTSUP, "cuda: quantize: no usable GPU");
+    cudaStream_t st = (cudaStream_t)stream;
+    /* 16-byte loads need an aligned base and a row stride that keeps every
+     * row aligned; 4-byte code stores need an aligned code buffer. */
+    bool vec = ((uintptr_t)d_x % 16 == 0) && (ld % 4 == 0) && ((uintptr_t)d_codes % 16 == 0);
+    cudaGetLastError(); /* clear a stale error from an earlier call */
+    if (p.format == FP4S_NVFP4 && p.tile2d) {
+        size_t nbpr = cols / 16;
+        size_t ngroups = ((rows + 15) / 16) * nbpr;
+        unsigned grid = fp4s_cu_grid(ngroups * 16, THREADS);
+        if (vec)
+            quant2d_kernel<true><<<grid, THREADS, 0, st>>>(p, d_x, rows, nbpr, ld, ngroups, d_codes, d_scales);
+        else
+            quant2d_kernel<false><<<grid, THREADS, 0, st>>>(p, d_x, rows, nbpr, ld, ngroups, d_codes, d_scales);
+    } else if (p.block == 32) {
+        launch1d<32>(p, d_x, rows, cols, ld, d_codes, d_scales, st, vec);
+    } else {
+        launch1d<16>(p, d_x, rows, cols, ld, d_codes, d_scales, st, vec);
+    }
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return fp4s_cu_fail(e, "quantize: launch");
+    return 0;
+}

@@ -1,0 +1,33 @@
+/* fp4s_cuda_supports(): the spec fields the kernels implement. Plain C (no
+ * CUDA needed to answer), so this is also the C object that keeps libfp4s_cuda
+ * a C-linked library (see meson.build). */
+#include <fp4scope/cuda.h>
+
+#include "cuda/supports.h"
+
+bool fp4s_cu_supports_why(const fp4s_spec *s, const char **why)
+{
+    *why = NULL;
+    if (!s) { *why = "no spec"; return false; }
+    if ((unsigned)s->tie > 2u) { *why = "unknown tie rule"; return false; }
+    if ((unsigned)s->nonfinite > 2u) { *why = "unknown non-finite policy"; return false; }
+    if ((unsigned)s->zero_in > 2u) { *why = "unknown zero-input policy"; return false; }
+    if (s->format == FP4S_MXFP4) {
+        if (s->block != 32) { *why = "MXFP4 block other than 32"; return false; }
+        if ((unsigned)s->mx_rule > 5u) { *why = "unknown MXFP4 scale rule"; return false; }
+        return true;
+    }
+    if (s->format == FP4S_NVFP4) {
+        if (s->block != 16) { *why = "NVFP4 block other than 16"; return false; }
+        if ((unsigned)s->nv_recipe > 3u) { *why = "unknown NVFP4 recipe"; return false; }
+        return true;
+    }
+    *why = s->format == FP4S_FP8 ? "FP8 baselines run on the CPU" : "unknown format";
+    return false;
+}
+
+FP4S_API bool fp4s_cuda_supports(const fp4s_spec *s)
+{
+    const char *why;
+    return fp4s_cu_supports_why(s, &why);
+}

@@ -1,0 +1,81 @@
+/* CUDA kernels for the FP4 quantizers (optional).
+ *
+ * The GPU kernels reproduce the C reference (fp4s_quantize / fp4s_dequantize)
+ * bit for bit: same E2M1 codes, same scale bytes, same dequantized floats, for
+ * every input including ties, subnormals, saturating values, NaN/Inf and
+ * all-zero blocks (tests/cuda checks this on a GPU). The GPU has no FP4 unit
+ * in use here: FP4 is emulated exactly, in float32 operations rounded to
+ * nearest in the reference's order, and integer bit arithmetic.
+ *
+ * Every function exists in every build. Without CUDA support compiled in, or
+ * on a machine with no usable GPU, fp4s_cuda_available() returns false and the
+ * others return FP4S_ENOTSUP with a detail: callers fall back to the CPU.
+ *
+ * Layout: input x is row-major float32 [rows, cols] with row stride ld
+ * (elements, ld >= cols); cols must be a multiple of the block size. Outputs
+ * are contiguous and unpacked like fp4s_qout: codes [rows, cols] (one E2M1 code
+ * per byte, sign in bit 3), scales [rows, cols/block] (E8M0 or E4M3 byte as the
+ * engine stores it; NVFP4 2-D tiles repeat their scale on each row). The
+ * tensor scale (NVFP4) comes from fp4s_tscale_init() on the tensor amax, which
+ * fp4s_cuda_amax() computes on the device. Whole tensors only: 2-D tiles start
+ * at row 0.
+ *
+ * Streams are passed as void * (a cudaStream_t; NULL is the default stream) so
+ * this header needs no CUDA header. The d_ functions are asynchronous on that
+ * stream: they check their arguments, launch, and report launch errors; an
+ * error inside a kernel surfaces at the caller's next synchronisation. */
+#ifndef FP4SCOPE_CUDA_H
+#define FP4SCOPE_CUDA_H
+
+#include <fp4scope/quant.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* True when CUDA support is compiled in and at least one GPU can run the
+ * kernels (compute capability of the built architecture or newer). */
+FP4S_API bool fp4s_cuda_available(void);
+
+/* Name and compute capability of the device in use ("NVIDIA H200, sm_90"),
+ * or why none is usable; writes at most n bytes, returns the length needed. */
+FP4S_API size_t fp4s_cuda_describe(char *buf, size_t n);
+
+/* True when the kernels implement this spec (MXFP4: every scale rule, tie
+ * rule, zero-sign and non-finite policy; NVFP4: the te, torchao, modelopt and
+ * ggml recipes, 1-D and 2-D). False for FP8 and for invalid specs. Does not
+ * look at the device: combine with fp4s_cuda_available(). */
+FP4S_API bool fp4s_cuda_supports(const fp4s_spec *s);
+
+/* Quantize device memory d_x into d_codes and d_scales (both device memory,
+ * both required) on a stream. ts is the tensor scale (needed for NVFP4; may be
+ * NULL for MXFP4). */
+FP4S_API int fp4s_cuda_quantize(const fp4s_spec *s, const fp4s_tscale *ts,
+                                const float *d_x, size_t rows, size_t cols, size_t ld,
+                                uint8_t *d_codes, uint8_t *d_scales, void *stream);
+
+/* Dequantize device codes and scales (layout above) into d_out [rows, cols]
+ * (contiguous) on a stream. */
+FP4S_API int fp4s_cuda_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
+                                  const uint8_t *d_codes, const uint8_t *d_scales,
+                                  size_t rows, size_t cols, float *d_out, void *stream);
+
+/* Max |x| over the finite entries of device array d_x (as fp4s_amax) and the
+ * number of NaN/Inf entries (nonfinite may be NULL). Synchronises the stream. */
+FP4S_API int fp4s_cuda_amax(const float *d_x, size_t rows, size_t cols, size_t ld,
+                            float *amax, uint64_t *nonfinite, void *stream);
+
+/* Host-memory conveniences: copy in, run on the default stream, copy out,
+ * synchronise. x is [rows, cols] with row stride ld; codes/scales/out are
+ * contiguous host buffers as above. */
+FP4S_API int fp4s_cuda_quantize_host(const fp4s_spec *s, const fp4s_tscale *ts,
+                                     const float *x, size_t rows, size_t cols, size_t ld,
+                                     uint8_t *codes, uint8_t *scales);
+FP4S_API int fp4s_cuda_dequantize_host(const fp4s_spec *s, const fp4s_tscale *ts,
+                                       const uint8_t *codes, const uint8_t *scales,
+                                       size_t rows, size_t cols, float *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

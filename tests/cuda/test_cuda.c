@@ -1,0 +1,580 @@
+/* CUDA kernels against the C reference, bit for bit.
+ *
+ *   test_cuda [--seed N] [--iterations N] [--emulate] [--big] [--quiet]
+ *
+ * For every spec the kernels support (each profile of fp4s_profile_list() for
+ * MXFP4 and NVFP4, plus every MXFP4 scale rule x tie rule x zero sign x
+ * non-finite policy x zero-block code and every NVFP4 recipe x tie x non-finite
+ * policy x 1-D/2-D), several tensors are quantized by fp4s_quantize (the
+ * reference) and by the GPU; the E2M1 codes and scale bytes must be equal byte
+ * for byte, and fp4s_dequantize vs the GPU dequantizer must give the same
+ * float32 bits (any NaN equals any NaN). Tensors mix random blocks with planted
+ * worst cases: E2M1 ties at exactly known scales (for NVFP4 inside a tensor
+ * whose amax makes the tensor scale a power of two), amax on every scale-rule
+ * boundary, saturating values, float32 subnormals, huge values up to FLT_MAX,
+ * NaN/Inf, all-zero (and -0) blocks, and raw random bit patterns. Shapes use a
+ * row count that is not a multiple of 16 (partial 2-D tiles), a padded row
+ * stride and a misaligned base (the scalar-load paths). The GPU amax is checked
+ * against fp4s_amax.
+ *
+ * --emulate runs the kernels' arithmetic on the CPU (emulate.h) instead of the
+ * GPU: that check runs everywhere nvcc is found. Without --emulate and without
+ * a usable GPU the program prints why and exits 77 (meson: skipped).
+ * The seed is printed first; rerun with --seed to reproduce. */
+#include <fp4scope/cuda.h>
+#include <fp4scope/quant.h>
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda/emulate.h"
+
+#include <cuda_runtime_api.h>
+
+/* ---- random numbers (xorshift64*) ------------------------------------------ */
+static uint64_t rng;
+static uint64_t rnd(void)
+{
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return rng * 0x2545F4914F6CDD1DULL;
+}
+static uint32_t rndu(uint32_t n) { return (uint32_t)(rnd() % n); }
+static double rndf(void) { return (double)(rnd() >> 11) * 0x1p-53; }
+static float gauss(void)
+{
+    double u = rndf() + 1e-300, v = rndf();
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+static float b2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static uint32_t f2b(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static float sgn(float v) { return (rnd() & 1) ? -v : v; }
+static float nudge(float v, int d) { return b2f((uint32_t)((int64_t)f2b(v) + d)); }
+
+/* ---- specs ------------------------------------------------------------------- */
+typedef struct tspec { fp4s_spec s; char name[96]; } tspec;
+static tspec specs[1024];
+static int nspecs;
+
+static void add_spec(const fp4s_spec *s, const char *name)
+{
+    if (nspecs >= (int)(sizeof specs / sizeof specs[0])) return;
+    if (fp4s_spec_check(s) != 0 || !fp4s_cuda_supports(s)) return;
+    specs[nspecs].s = *s;
+    snprintf(specs[nspecs].name, sizeof specs[nspecs].name, "%s", name);
+    nspecs++;
+}
+
+static void build_specs(void)
+{
+    for (const fp4s_profile_info *p = fp4s_profile_list(); p && p->name; p++) {
+        for (int f = FP4S_MXFP4; f <= FP4S_NVFP4; f++) {
+            if (!(p->formats & (1u << f))) continue;
+            fp4s_spec s;
+            if (fp4s_spec_profile(&s, (fp4s_format)f, p->name) != 0) continue;
+            char nm[96];
+            snprintf(nm, sizeof nm, "%s/%s", p->name, fp4s_format_name((fp4s_format)f));
+            add_spec(&s, nm);
+            if (f == FP4S_NVFP4 && !s.tile2d) {
+                s.tile2d = true;
+                snprintf(nm, sizeof nm, "%s/%s/2d", p->name, fp4s_format_name((fp4s_format)f));
+                add_spec(&s, nm);
+            }
+        }
+    }
+    fp4s_spec base;
+    if (fp4s_spec_profile(&base, FP4S_MXFP4, fp4s_default_profile(FP4S_MXFP4)) == 0) {
+        for (int r = 0; r <= 5; r++)
+            for (int t = 0; t <= 2; t++)
+                for (int z = 0; z <= 1; z++)
+                    for (int nf = 0; nf <= 2; nf++)
+                        for (int zc = 0; zc <= 1; zc++) {
+                            fp4s_spec s = base;
+                            s.mx_rule = (fp4s_mx_rule)r;
+                            s.tie = (fp4s_tie)t;
+                            s.keep_neg_zero = z;
+                            s.nonfinite = (fp4s_nonfinite)nf;
+                            s.mx_zero_block_code = zc ? 127 : 0;
+                            s.profile[0] = '\0';
+                            char nm[96];
+                            snprintf(nm, sizeof nm, "mxfp4 %s %s negz=%d %s zero=%d",
+                                     fp4s_mx_rule_name(s.mx_rule), fp4s_tie_name(s.tie), z,
+                                     fp4s_nonfinite_name(s.nonfinite), s.mx_zero_block_code);
+                            add_spec(&s, nm);
+                        }
+        for (int zi = 1; zi <= 2; zi++)
+            for (int t = 0; t <= 2; t++)
+                for (int z = 0; z <= 1; z++) {
+                    fp4s_spec s = base;
+                    s.mx_rule = FP4S_MX_CEIL;
+                    s.tie = (fp4s_tie)t;
+                    s.keep_neg_zero = z;
+                    s.zero_in = (fp4s_zero_in)zi;
+                    s.profile[0] = '\0';
+                    char nm[96];
+                    snprintf(nm, sizeof nm, "mxfp4 ceil %s negz=%d zero_in=%d", fp4s_tie_name(s.tie), z, zi);
+                    add_spec(&s, nm);
+                }
+    }
+    if (fp4s_spec_profile(&base, FP4S_NVFP4, fp4s_default_profile(FP4S_NVFP4)) == 0) {
+        for (int rc = 0; rc <= 3; rc++)
+            for (int t = 0; t <= 2; t++)
+                for (int nf = 0; nf <= 2; nf++)
+                    for (int d2 = 0; d2 <= 1; d2++) {
+                        fp4s_spec s = base;
+                        s.nv_recipe = (fp4s_nv_recipe)rc;
+                        s.tie = (fp4s_tie)t;
+                        s.nonfinite = (fp4s_nonfinite)nf;
+                        s.tile2d = d2;
+                        if (rc == FP4S_NV_GGML) s.global_scale = FP4S_GS_NONE;
+                        else if (rc != FP4S_NV_TE) s.global_scale = FP4S_GS_DECODE;
+                        s.profile[0] = '\0';
+                        char nm[96];
+                        snprintf(nm, sizeof nm, "nvfp4 %s %s %s%s", fp4s_nv_recipe_name(s.nv_recipe),
+                                 fp4s_tie_name(s.tie), fp4s_nonfinite_name(s.nonfinite),
+                                 d2 ? " 2d" : "");
+                        add_spec(&s, nm);
+                    }
+        for (int rc = 0; rc <= 3; rc++)
+            for (int zi = 1; zi <= 2; zi++) {
+                fp4s_spec s = base;
+                s.nv_recipe = (fp4s_nv_recipe)rc;
+                s.zero_in = (fp4s_zero_in)zi;
+                s.keep_neg_zero = true;
+                if (rc == FP4S_NV_GGML) s.global_scale = FP4S_GS_NONE;
+                else if (rc != FP4S_NV_TE) s.global_scale = FP4S_GS_DECODE;
+                s.profile[0] = '\0';
+                char nm[96];
+                snprintf(nm, sizeof nm, "nvfp4 %s zero_in=%d", fp4s_nv_recipe_name(s.nv_recipe), zi);
+                add_spec(&s, nm);
+            }
+    }
+}
+
+/* ---- inputs ------------------------------------------------------------------ */
+static const float e2m1_mid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+static const float e2m1_val[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+
+/* n values of one block at exponent e (values around 2^e). */
+static void fill_block(float *p, int n, int e)
+{
+    int kind = (int)rndu(14);
+    float s = ldexpf(1.0f, e);
+    switch (kind) {
+    case 0: case 1: /* gaussian */
+        for (int i = 0; i < n; i++) p[i] = gauss() * s;
+        break;
+    case 2: /* ties and grid points at scale 2^e, amax 6*2^e (every MX rule gives k = e) */
+        for (int i = 0; i < n; i++)
+            p[i] = sgn((rnd() & 1 ? e2m1_mid[rndu(7)] : e2m1_val[rndu(8)]) * s);
+        p[rndu((uint32_t)n)] = sgn(6.0f * s);
+        break;
+    case 3: { /* amax on a scale-rule boundary, ties below it */
+        static const float m[] = {1.0f, 1.5f, 1.75f, 2.0f, 3.0f, 3.5f, 6.0f, 7.0f, 1.4142135f, 2.828427f};
+        float a = m[rndu(10)] * s;
+        a = nudge(a, (int)rndu(5) - 2);
+        for (int i = 0; i < n; i++) p[i] = sgn(a * (float)rndf());
+        for (int i = 0; i < n / 4; i++) p[rndu((uint32_t)n)] = sgn(e2m1_mid[rndu(7)] * s * 0.5f);
+        p[rndu((uint32_t)n)] = sgn(a);
+        break;
+    }
+    case 4: /* saturating under FLOOR: amax in (6, 8) * 2^(e) */
+        for (int i = 0; i < n; i++) p[i] = sgn((6.0f + 2.0f * (float)rndf()) * s);
+        break;
+    case 5: /* float32 subnormals */
+        for (int i = 0; i < n; i++) p[i] = sgn(b2f(rndu(0x800000u)));
+        break;
+    case 6: /* huge, up to FLT_MAX */
+        for (int i = 0; i < n; i++) p[i] = sgn(b2f(0x7E000000u + rndu(0x17FFFFFu)));
+        break;
+    case 7: { /* NaN / Inf planted in a random block */
+        for (int i = 0; i < n; i++) p[i] = gauss() * s;
+        int k = 1 + (int)rndu(2);
+        for (int i = 0; i < k; i++) {
+            uint32_t w = rndu(3);
+            p[rndu((uint32_t)n)] = w == 0 ? b2f(0x7FC00000u | rndu(0x400000u)) : sgn(INFINITY);
+        }
+        break;
+    }
+    case 8: /* all zero, some -0 */
+        for (int i = 0; i < n; i++) p[i] = (rnd() & 1) ? -0.0f : 0.0f;
+        break;
+    case 9: /* raw bit patterns (any float, NaN payloads included) */
+        for (int i = 0; i < n; i++) p[i] = b2f((uint32_t)rnd());
+        break;
+    case 10: /* tiny next to the rest of the tensor: NVFP4 scale underflow */
+        for (int i = 0; i < n; i++) p[i] = gauss() * ldexpf(1.0f, -30 - (int)rndu(100));
+        break;
+    case 11: /* uniform with a few exact midpoints of a random power-of-two scale */
+        for (int i = 0; i < n; i++) p[i] = (float)(2.0 * rndf() - 1.0) * 6.0f * s;
+        for (int i = 0; i < 3; i++) p[rndu((uint32_t)n)] = sgn(e2m1_mid[rndu(7)] * s);
+        break;
+    case 12: /* small negative values that round to zero (-0 policy) */
+        for (int i = 0; i < n; i++) p[i] = -(float)rndf() * 0.2f * s;
+        p[0] = 6.0f * s;
+        break;
+    default: /* one large value, the rest tiny (dead zone) */
+        for (int i = 0; i < n; i++) p[i] = gauss() * s * 0.01f;
+        p[rndu((uint32_t)n)] = sgn(6.0f * s);
+        break;
+    }
+}
+
+/* Tensor kinds: 0 mixed random, 1 ties (tensor amax 2688*2^j planted so that
+ * NVFP4 tensor scales are powers of two and block scales exact), 2 all zero,
+ * 3 subnormal only, 4 random gaussian (plain data). */
+static void fill_tensor(int kind, float *x, size_t rows, size_t cols, size_t ld)
+{
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = cols; c < ld; c++) x[r * ld + c] = b2f(0x7FC0DEADu); /* padding: poison */
+    if (kind == 2) {
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c = 0; c < cols; c++) x[r * ld + c] = (rnd() & 1) ? -0.0f : 0.0f;
+        return;
+    }
+    if (kind == 3) {
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c = 0; c < cols; c++) x[r * ld + c] = sgn(b2f(rndu(0x800000u)));
+        return;
+    }
+    if (kind == 4) {
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c = 0; c < cols; c++) x[r * ld + c] = gauss();
+        return;
+    }
+    if (kind == 1) {
+        int j = (int)rndu(20) - 10;
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c = 0; c < cols; c += 16) {
+                /* NV block scale v = 2^i (exact E4M3), elements mid * 2^i * 2^j; the
+                 * same values are exact MX ties at scale 2^(i+j) */
+                int i = (int)rndu(12) - 6;
+                float sc = ldexpf(1.0f, i + j);
+                for (size_t k = 0; k < 16; k++)
+                    x[r * ld + c + k] = sgn((rnd() & 1 ? e2m1_mid[rndu(7)] : e2m1_val[rndu(8)]) * sc);
+                x[r * ld + c + rndu(16)] = sgn(6.0f * sc);
+            }
+        x[rndu((uint32_t)rows) * ld + rndu((uint32_t)cols)] = 2688.0f * ldexpf(1.0f, j + 8);
+        return;
+    }
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c += 32) {
+            int e = (int)rndu(60) - 30;
+            fill_block(x + r * ld + c, 32, e);
+        }
+}
+
+/* ---- the GPU side through the device-pointer API on a stream ------------------ */
+static cudaStream_t stream;
+static int use_host_api; /* alternate with the host-memory conveniences */
+
+static int cu_check(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess) return 0;
+    return fp4s_error_set(FP4S_EINTERNAL, "test: %s: %s", what, cudaGetErrorString(e));
+}
+
+/* x: host [rows, ld] at element offset off of its allocation (misaligned when
+ * off is odd): copied to device memory with the same offset and stride. */
+static int gpu_quantize(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
+                        size_t cols, size_t ld, size_t off, uint8_t *codes, uint8_t *scales)
+{
+    if (use_host_api) return fp4s_cuda_quantize_host(s, ts, x, rows, cols, ld, codes, scales);
+    size_t nx = rows * ld + off, nc = rows * cols, ns = rows * (cols / s->block);
+    float *dx = NULL;
+    uint8_t *dc = NULL, *ds = NULL;
+    int rc = cu_check(cudaMalloc((void **)&dx, nx * sizeof(float)), "cudaMalloc");
+    if (!rc) rc = cu_check(cudaMalloc((void **)&dc, nc), "cudaMalloc");
+    if (!rc) rc = cu_check(cudaMalloc((void **)&ds, ns), "cudaMalloc");
+    if (!rc) rc = cu_check(cudaMemcpy(dx, x - off, nx * sizeof(float), cudaMemcpyHostToDevice), "copy in");
+    if (!rc) rc = cu_check(cudaMemset(dc, 0xEE, nc), "poison");
+    if (!rc) rc = cu_check(cudaMemset(ds, 0xEE, ns), "poison");
+    if (!rc) rc = fp4s_cuda_quantize(s, ts, dx + off, rows, cols, ld, dc, ds, stream);
+    if (!rc) rc = cu_check(cudaStreamSynchronize(stream), "quantize kernel");
+    if (!rc) rc = cu_check(cudaMemcpy(codes, dc, nc, cudaMemcpyDeviceToHost), "copy out");
+    if (!rc) rc = cu_check(cudaMemcpy(scales, ds, ns, cudaMemcpyDeviceToHost), "copy out");
+    cudaFree(dx);
+    cudaFree(dc);
+    cudaFree(ds);
+    return rc;
+}
+
+static int gpu_dequantize(const fp4s_spec *s, const fp4s_tscale *ts, const uint8_t *codes,
+                          const uint8_t *scales, size_t rows, size_t cols, float *out)
+{
+    if (use_host_api) return fp4s_cuda_dequantize_host(s, ts, codes, scales, rows, cols, out);
+    size_t nc = rows * cols, ns = rows * (cols / s->block);
+    float *dout = NULL;
+    uint8_t *dc = NULL, *ds = NULL;
+    int rc = cu_check(cudaMalloc((void **)&dout, nc * sizeof(float)), "cudaMalloc");
+    if (!rc) rc = cu_check(cudaMalloc((void **)&dc, nc), "cudaMalloc");
+    if (!rc) rc = cu_check(cudaMalloc((void **)&ds, ns), "cudaMalloc");
+    if (!rc) rc = cu_check(cudaMemcpy(dc, codes, nc, cudaMemcpyHostToDevice), "copy in");
+    if (!rc) rc = cu_check(cudaMemcpy(ds, scales, ns, cudaMemcpyHostToDevice), "copy in");
+    if (!rc) rc = cu_check(cudaMemset(dout, 0xEE, nc * sizeof(float)), "poison");
+    if (!rc) rc = fp4s_cuda_dequantize(s, ts, dc, ds, rows, cols, dout, stream);
+    if (!rc) rc = cu_check(cudaStreamSynchronize(stream), "dequantize kernel");
+    if (!rc) rc = cu_check(cudaMemcpy(out, dout, nc * sizeof(float), cudaMemcpyDeviceToHost), "copy out");
+    cudaFree(dout);
+    cudaFree(dc);
+    cudaFree(ds);
+    return rc;
+}
+
+static int gpu_amax(const float *x, size_t rows, size_t cols, size_t ld, size_t off,
+                    float *amax, uint64_t *nf)
+{
+    size_t nx = rows * ld + off;
+    float *dx = NULL;
+    int rc = cu_check(cudaMalloc((void **)&dx, nx * sizeof(float)), "cudaMalloc");
+    if (!rc) rc = cu_check(cudaMemcpy(dx, x - off, nx * sizeof(float), cudaMemcpyHostToDevice), "copy in");
+    if (!rc) rc = fp4s_cuda_amax(dx + off, rows, cols, ld, amax, nf, stream);
+    cudaFree(dx);
+    return rc;
+}
+
+/* ---- comparison -------------------------------------------------------------- */
+static int quiet;
+static long n_checks;
+
+static void print_block(const float *x, size_t ld, size_t row, size_t col, size_t bs)
+{
+    size_t c0 = col - col % bs;
+    fprintf(stderr, "  block row %zu cols %zu..%zu:", row, c0, c0 + bs - 1);
+    for (size_t k = 0; k < bs; k++) fprintf(stderr, " %a", (double)x[row * ld + c0 + k]);
+    fprintf(stderr, "\n");
+}
+
+static int same_float(float a, float b)
+{
+    if (isnan(a) && isnan(b)) return 1;
+    return f2b(a) == f2b(b);
+}
+
+typedef struct shape { size_t rows, cols, ld, off; } shape;
+
+static const char *tensor_name[] = {"mixed", "ties", "zero", "subnormal", "gaussian"};
+
+/* Returns the number of mismatching bytes/floats (first few printed). */
+static long check_one(const tspec *t, int kind, const float *x, const shape *sh, int emulate)
+{
+    const fp4s_spec *s = &t->s;
+    size_t rows = sh->rows, cols = sh->cols, ld = sh->ld;
+    size_t nb = cols / s->block;
+    uint8_t *rc_ = malloc(rows * cols), *rs = malloc(rows * nb);
+    uint8_t *gc = malloc(rows * cols), *gs = malloc(rows * nb);
+    float *rd = malloc(rows * cols * sizeof(float)), *gd = malloc(rows * cols * sizeof(float));
+    long bad = 0;
+    if (!rc_ || !rs || !gc || !gs || !rd || !gd) {
+        fprintf(stderr, "out of memory\n");
+        exit(5);
+    }
+    memset(gc, 0xEE, rows * cols); /* poison: every byte must be written */
+    memset(gs, 0xEE, rows * nb);
+    memset(gd, 0xEE, rows * cols * sizeof(float));
+
+    uint64_t nf = 0;
+    float amax = fp4s_amax(x, rows, cols, ld, &nf);
+    fp4s_tscale ts;
+    int rc = fp4s_tscale_init(s, amax, &ts);
+    if (rc) {
+        fprintf(stderr, "FAIL %s: tscale_init: %s\n", t->name, fp4s_last_error());
+        bad++;
+        goto out;
+    }
+    fp4s_qout o;
+    memset(&o, 0, sizeof o);
+    o.codes = rc_; o.ld_codes = cols;
+    o.scales = rs; o.ld_scales = nb;
+    fp4s_qstats st;
+    memset(&st, 0, sizeof st);
+    rc = fp4s_quantize(s, &ts, x, rows, cols, ld, 0, &o, &st);
+    if (rc) {
+        fprintf(stderr, "FAIL %s: reference quantize: %s\n", t->name, fp4s_last_error());
+        bad++;
+        goto out;
+    }
+    rc = emulate ? fp4s_cuda_emulate_quantize(s, &ts, x, rows, cols, ld, gc, gs)
+                 : gpu_quantize(s, &ts, x, rows, cols, ld, sh->off, gc, gs);
+    if (rc) {
+        fprintf(stderr, "FAIL %s: cuda quantize: %s\n", t->name, fp4s_last_error());
+        bad++;
+        goto out;
+    }
+    n_checks++;
+    int shown = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t b = 0; b < nb; b++)
+            if (rs[r * nb + b] != gs[r * nb + b]) {
+                bad++;
+                if (shown++ < 3) {
+                    fprintf(stderr, "MISMATCH scale: %s, tensor %s %zux%zu ld %zu: row %zu block %zu: "
+                            "ref 0x%02x, cuda 0x%02x (tensor amax %a)\n", t->name, tensor_name[kind],
+                            rows, cols, ld, r, b, rs[r * nb + b], gs[r * nb + b], (double)amax);
+                    print_block(x, ld, r, b * s->block, s->block);
+                }
+            }
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++)
+            if (rc_[r * cols + c] != gc[r * cols + c]) {
+                bad++;
+                if (shown++ < 6) {
+                    fprintf(stderr, "MISMATCH code: %s, tensor %s %zux%zu ld %zu: row %zu col %zu: "
+                            "x %a, ref %u, cuda %u (scale ref 0x%02x cuda 0x%02x)\n", t->name,
+                            tensor_name[kind], rows, cols, ld, r, c, (double)x[r * ld + c],
+                            rc_[r * cols + c], gc[r * cols + c], rs[r * nb + c / s->block],
+                            gs[r * nb + c / s->block]);
+                    print_block(x, ld, r, c, s->block);
+                }
+            }
+    /* dequantize the reference's codes both ways */
+    rc = fp4s_dequantize(s, &ts, rc_, cols, rs, nb, NULL, 0, rows, cols, 0, rd, cols);
+    if (rc) {
+        fprintf(stderr, "FAIL %s: reference dequantize: %s\n", t->name, fp4s_last_error());
+        bad++;
+        goto out;
+    }
+    rc = emulate ? fp4s_cuda_emulate_dequantize(s, &ts, rc_, rs, rows, cols, gd)
+                 : gpu_dequantize(s, &ts, rc_, rs, rows, cols, gd);
+    if (rc) {
+        fprintf(stderr, "FAIL %s: cuda dequantize: %s\n", t->name, fp4s_last_error());
+        bad++;
+        goto out;
+    }
+    for (size_t i = 0; i < rows * cols; i++)
+        if (!same_float(rd[i], gd[i])) {
+            bad++;
+            if (shown++ < 9)
+                fprintf(stderr, "MISMATCH dequant: %s, tensor %s: element %zu (code %u scale 0x%02x): "
+                        "ref %a, cuda %a\n", t->name, tensor_name[kind], i, rc_[i],
+                        rs[(i / cols) * nb + (i % cols) / s->block], (double)rd[i], (double)gd[i]);
+        }
+out:
+    free(rc_); free(rs); free(gc); free(gs); free(rd); free(gd);
+    return bad;
+}
+
+/* GPU amax (device API, strided input) against fp4s_amax. */
+static long check_amax(const float *x, const shape *sh)
+{
+    uint64_t nf_ref = 0, nf_gpu = 0;
+    float ref = fp4s_amax(x, sh->rows, sh->cols, sh->ld, &nf_ref);
+    float gpu = -1.0f;
+    int rc = gpu_amax(x, sh->rows, sh->cols, sh->ld, sh->off, &gpu, &nf_gpu);
+    n_checks++;
+    if (rc) {
+        fprintf(stderr, "FAIL cuda amax: %s\n", fp4s_last_error());
+        return 1;
+    }
+    if (f2b(ref) != f2b(gpu) || nf_ref != nf_gpu) {
+        fprintf(stderr, "MISMATCH amax %zux%zu ld %zu: ref %a (%" PRIu64 " non-finite), cuda %a (%" PRIu64 ")\n",
+                sh->rows, sh->cols, sh->ld, (double)ref, nf_ref, (double)gpu, nf_gpu);
+        return 1;
+    }
+    return 0;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: test_cuda [--seed N] [--iterations N] [--emulate] [--big] [--quiet]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t seed = 0;
+    int have_seed = 0, iters = 1, emulate = 0, big = 0;
+    for (int i = 1; i < argc; i++) {
+        char *end;
+        if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
+            seed = strtoull(argv[++i], &end, 0);
+            if (*end) usage();
+            have_seed = 1;
+        } else if (!strcmp(argv[i], "--iterations") && i + 1 < argc) {
+            iters = (int)strtol(argv[++i], &end, 10);
+            if (*end || iters < 1) usage();
+        } else if (!strcmp(argv[i], "--emulate")) {
+            emulate = 1;
+        } else if (!strcmp(argv[i], "--big")) {
+            big = 1;
+        } else if (!strcmp(argv[i], "--quiet")) {
+            quiet = 1;
+        } else {
+            usage();
+        }
+    }
+    if (!have_seed) {
+        const char *e = getenv("FP4S_SEED");
+        seed = e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+    }
+    if (seed == 0) seed = 1;
+    rng = seed;
+    printf("test_cuda: seed %" PRIu64 " (%s)\n", seed, emulate ? "host emulation" : "GPU");
+    char desc[200];
+    fp4s_cuda_describe(desc, sizeof desc);
+    if (!emulate) {
+        printf("test_cuda: device: %s\n", desc);
+        if (!fp4s_cuda_available()) {
+            printf("test_cuda: SKIP: no usable GPU\n");
+            return 77;
+        }
+    }
+    if (!emulate && cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+        fprintf(stderr, "test_cuda: cannot create a stream\n");
+        return 1;
+    }
+    /* the scalar C reference is the definition (not a SIMD path) */
+    fp4s_kernels_force_ref(true);
+    build_specs();
+    if (nspecs == 0) {
+        fprintf(stderr, "test_cuda: no spec is supported by the kernels\n");
+        return 1;
+    }
+    shape shapes[] = {
+        {100, 256, 256, 0},  /* rows not a multiple of 16 */
+        {48, 160, 176, 0},   /* padded row stride */
+        {33, 96, 97, 1},     /* odd stride and misaligned base: scalar paths */
+    };
+    const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
+    long bad = 0;
+    for (int it = 0; it < iters; it++) {
+        for (int sh = 0; sh < nshapes; sh++) {
+            for (int kind = 0; kind < 5; kind++) {
+                const shape *S = &shapes[sh];
+                size_t n = S->rows * S->ld + S->off + 4;
+                float *buf = malloc(n * sizeof(float));
+                if (!buf) return 5;
+                float *x = buf + S->off;
+                fill_tensor(kind, x, S->rows, S->cols, S->ld);
+                for (int t = 0; t < nspecs; t++) {
+                    use_host_api = (t + kind) % 4 == 3;
+                    bad += check_one(&specs[t], kind, x, S, emulate);
+                }
+                if (!emulate) bad += check_amax(x, S);
+                free(buf);
+            }
+        }
+    }
+    if (big && !emulate) {
+        /* one large tensor through a few profiles: many blocks, grid-stride loops */
+        shape S = {4099, 4096, 4096, 0};
+        float *x = malloc(S.rows * S.ld * sizeof(float));
+        if (!x) return 5;
+        fill_tensor(0, x, S.rows, S.cols, S.ld);
+        for (int t = 0; t < nspecs; t++)
+            if (specs[t].s.profile[0]) bad += check_one(&specs[t], 0, x, &S, 0);
+        bad += check_amax(x, &S);
+        free(x);
+    }
+    printf("test_cuda: %d specs, %ld comparisons, %ld mismatches\n", nspecs, n_checks, bad);
+    if (!quiet) {
+        for (int t = 0; t < nspecs; t++)
+            if (specs[t].s.profile[0]) printf("  profile %s\n", specs[t].name);
+    }
+    return bad ? 1 : 0;
+}
