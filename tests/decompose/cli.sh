@@ -1,0 +1,201 @@
+#!/bin/sh
+# Golden CLI tests of fp4-decompose and fp4-channels: exit codes, messages,
+# the --json contract read by fp4-plot, --csv, HDF5/JSON outputs, capture
+# batches with a synthetic label, non-finite data and atomic outputs.
+set -eu
+PY=""
+for p in python3 /usr/bin/python3; do
+    if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import numpy, h5py' 2>/dev/null; then PY=$p; break; fi
+done
+[ -n "$PY" ] || { echo "cli.sh: no python3 with numpy and h5py (test dependencies)" >&2; exit 1; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cd "$T"
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+# expect CODE STDERR-PATTERN CMD...: run, check exit code and stderr
+expect() {
+    code=$1; pat=$2; shift 2
+    set +e
+    "$@" >out.txt 2>err.txt
+    rc=$?
+    set -e
+    [ "$rc" -eq "$code" ] || fail "$*: exit $rc, expected $code ($(head -c 300 err.txt))"
+    if [ -n "$pat" ]; then
+        grep -q -- "$pat" err.txt || fail "$*: stderr lacks '$pat': $(head -c 300 err.txt)"
+    fi
+}
+
+"$PY" - <<'EOF'
+import numpy as np, h5py
+rng = np.random.default_rng(5)
+np.save("a.npy", rng.standard_normal((64, 128)).astype(np.float32))
+np.save("w.npy", rng.standard_normal((48, 128)).astype(np.float32))
+np.save("odd.npy", rng.standard_normal((4, 33)).astype(np.float32))
+x = rng.standard_normal((8, 64)).astype(np.float32); x[0, 3] = np.nan; x[5, 40] = np.inf
+np.save("nan.npy", x)
+with h5py.File("cap.h5", "w") as f:
+    f.attrs["fp4scope_schema"] = "fp4scope-capture/1"
+    f.attrs["producer"] = "cli.sh"
+    f.attrs["synthetic"] = 1
+    for step in (0, 1, 2):
+        for site in ("layers.0.mlp.down_proj", "layers.1.attn.q_proj"):
+            g = f.create_group(f"steps/{step}/{site}")
+            g["trainer"] = rng.standard_normal((16, 64)).astype(np.float32)
+            g["rollout"] = rng.standard_normal((16, 64)).astype(np.float32)
+EOF
+
+# ---- help, version, usage ----------------------------------------------------
+for t in fp4-decompose fp4-channels; do
+    expect 0 "" $t --help
+    grep -q "^Usage: $t" out.txt || fail "$t --help: no usage line"
+    expect 0 "" $t --version
+    grep -q "fp4scope" out.txt || fail "$t --version"
+    expect 2 "unknown option" $t --bogus a.npy
+    expect 2 "no INPUT" $t
+    expect 2 "exclude each other" $t --json --csv a.npy
+    expect 2 "mxfp4 only" $t -f nvfp4 --scale-rule ceil a.npy
+    expect 2 "decomp\|defined for mxfp4 and nvfp4" $t -f fp8 a.npy
+    expect 2 "profile\|-p" $t -p no-such-profile a.npy
+    expect 3 "missing.npy" $t missing.npy
+    expect 3 "multiple of the block size" $t odd.npy
+done
+expect 2 "expected tensor, block, row or channel" fp4-decompose --by bogus a.npy
+expect 2 "expected spec, in or out" fp4-decompose --dz-tie maybe a.npy
+expect 2 "needs --weight" fp4-channels --score hcp a.npy
+expect 2 "exclude each other" fp4-channels --top 3 --ratio 0.5 a.npy
+expect 2 "--ratio" fp4-channels --ratio 0 a.npy
+expect 2 "--top" fp4-channels --top x a.npy
+expect 3 "columns" fp4-channels --weight odd.npy a.npy
+
+# ---- human table ---------------------------------------------------------------
+expect 0 "" fp4-decompose a.npy
+grep -q "scale ||e_scale||^2" out.txt || fail "table: no scale row"
+grep -q "%" out.txt || fail "table: no percentages"
+
+# ---- JSON contract (fp4-plot reads it) --------------------------------------------
+expect 0 "" fp4-decompose --by row --json -p ocp --scale-rule ceil a.npy
+cp out.txt dec.json
+"$PY" - <<'EOF' || fails=$((fails + 1))
+import json
+d = json.load(open("dec.json"))
+assert d["tool"] == "fp4-decompose" and d["format"] == "mxfp4" and d["profile"] == "ocp" and d["by"] == "row", d
+i = d["inputs"][0]
+for k in ("source", "step", "site", "side", "rows", "cols", "summary", "histograms", "groups"):
+    assert k in i, k
+assert i["step"] is None and i["site"] is None and i["side"] is None and i["rows"] == 64 and i["cols"] == 128
+need = ["n", "energy_total", "energy_scale", "energy_deadzone", "energy_grid", "cross_scale_grid",
+        "cross_scale_deadzone", "cross_deadzone_grid", "ratio_scale", "ratio_deadzone", "ratio_grid",
+        "cos_scale_grid", "deadzone_fraction", "relative_error"]
+for k in need:
+    assert k in i["summary"], k
+    assert k in d["rollup"], k
+s = i["summary"]
+assert s["n"] == 64 * 128
+assert s["cross_scale_deadzone"] == 0.0  # CEIL lemma, exactly
+for h in ("delta", "error"):
+    hh = i["histograms"][h]
+    assert len(hh["edges"]) == len(hh["counts"]) + 1
+assert sum(i["histograms"]["delta"]["counts"]) == s["gamma_blocks"]
+assert len(i["groups"]) == 64 and i["groups"][5]["index"] == 5
+assert abs(sum(g["energy_total"] for g in i["groups"]) - s["energy_total"]) <= 1e-12 * s["energy_total"]
+assert d["rollup"]["energy_total"] == s["energy_total"]
+EOF
+
+# ---- CSV -------------------------------------------------------------------------
+expect 0 "" fp4-decompose --csv --by channel a.npy
+head -1 out.txt | grep -q "^kind,input,source,step,site,side,group,n,energy_total" || fail "csv header"
+[ "$(grep -c '^group,' out.txt)" -eq 128 ] || fail "csv: 128 channel groups expected"
+[ "$(grep -c '^rollup,' out.txt)" -eq 1 ] || fail "csv: one rollup line"
+
+# ---- capture batch, synthetic label, roll-up, empty selection -----------------------
+expect 0 "" fp4-decompose --sites 'layers.0.*' --steps 0,2 --json cap.h5
+cp out.txt cap.json
+"$PY" - <<'EOF' || fails=$((fails + 1))
+import json
+d = json.load(open("cap.json"))
+ins = d["inputs"]
+assert len(ins) == 4, len(ins)  # 2 steps x trainer/rollout of one site
+assert sorted({i["step"] for i in ins}) == [0, 2]
+assert all(i["site"] == "layers.0.mlp.down_proj" and i["synthetic"] is True for i in ins)
+assert {i["side"] for i in ins} == {"trainer", "rollout"}
+assert d["rollup"]["n"] == sum(i["summary"]["n"] for i in ins)
+EOF
+expect 0 "" fp4-decompose --sites 'layers.1.*' --sides rollout cap.h5
+grep -q "synthetic capture" out.txt || fail "human table: synthetic label"
+grep -q "roll-up over 3 inputs" out.txt || fail "human table: roll-up"
+expect 3 "empty selection" fp4-decompose --sites 'nope.*' cap.h5
+expect 3 "empty selection" fp4-decompose --steps 7 cap.h5
+expect 3 "" fp4-decompose --sites '*' a.npy
+
+# ---- non-finite data: counted, excluded, no invented numbers -------------------------
+expect 0 "" fp4-decompose --json nan.npy
+"$PY" -c "
+import json; s = json.load(open('out.txt'))['inputs'][0]['summary']
+assert s['nan'] == 1 and s['inf'] == 1 and s['nonfinite_blocks'] == 2 and s['excluded'] == 62, s
+assert s['n'] == 8 * 64 - 64
+" || fail "non-finite counts"
+expect 0 "" fp4-decompose nan.npy
+grep -q "non-finite: 1 NaN, 1 Inf" out.txt || fail "table: non-finite line"
+
+# ---- HDF5 report and atomic output ------------------------------------------------
+expect 0 "" fp4-decompose --by channel -o rep.h5 a.npy cap.h5:/steps/1/layers.0.mlp.down_proj/trainer
+"$PY" - <<'EOF' || fails=$((fails + 1))
+import h5py
+with h5py.File("rep.h5", "r") as f:
+    assert f.attrs["fp4scope_schema"] == "fp4scope-decompose/1"
+    assert f.attrs["inputs"] == 2
+    g = f["inputs/0"]
+    assert g.attrs["rows"] == 64 and g.attrs["cols"] == 128 and g.attrs["n"] == 64 * 128
+    assert g["groups/energy_total"].shape == (128,)
+    assert g["histograms/delta/counts"].shape == (160,) and g["histograms/delta/edges"].shape == (161,)
+    assert f["inputs/1"].attrs["synthetic"] == 1
+    assert f["rollup"].attrs["n"] == 64 * 128 + 16 * 64
+EOF
+expect 4 "" fp4-decompose -o "$T/no/such/dir/r.h5" a.npy
+expect 3 "" fp4-decompose -o bad.h5 a.npy missing.npy
+[ ! -e bad.h5 ] || fail "failed run left bad.h5"
+ls | grep -q '\.tmp\.' && fail "temporary file left behind"
+
+# ---- fp4-channels: JSON contract, HDF5 and JSON set ------------------------------------
+expect 0 "" fp4-channels --json --weight w.npy --score hcp --top 5 -o set.h5 a.npy
+cp out.txt ch.json
+"$PY" - <<'EOF' || fails=$((fails + 1))
+import json, h5py
+d = json.load(open("ch.json"))
+assert d["tool"] == "fp4-channels" and d["score"] == "hcp"
+assert d["selection"] == {"top": 5, "ratio": None, "count": 5}, d["selection"]
+ch = d["channels"]
+assert len(ch) == 128 and [c["rank"] for c in ch] == list(range(1, 129))
+keys = ["channel", "rank", "score", "selected", "energy_total", "energy_scale", "energy_deadzone",
+        "energy_grid", "relative_error", "residual_norm", "amax", "deadzone_fraction"]
+for k in keys:
+    assert k in ch[0], k
+assert [c["selected"] for c in ch[:6]] == [True] * 5 + [False]
+assert all(ch[i]["score"] >= ch[i + 1]["score"] for i in range(127))
+assert all(abs(c["score"] - (c["mean_abs_dx"] + c["mean_abs_dw"])) < 1e-12 for c in ch)
+cov = d["coverage"]
+assert cov[-1]["ratio"] == 1.0 and abs(cov[-1]["share"] - 1.0) < 1e-12
+assert all(cov[i]["share"] <= cov[i + 1]["share"] for i in range(len(cov) - 1))
+assert d["cost"]["n_out"] == 48 and d["cost"]["padded"] == 32
+with h5py.File("set.h5", "r") as f:
+    assert f.attrs["fp4scope_schema"] == "fp4scope-channels/1" and f.attrs["count"] == 5
+    assert list(f["selected/channel"][:]) == [c["channel"] for c in ch[:5]]
+    assert f["channels/score"].shape == (128,)
+    assert int(f["channels/rank"][ch[0]["channel"]]) == 1
+    assert f["coverage/share"].shape == (len(cov),)
+EOF
+expect 0 "" fp4-channels --ratio 0.25 -o set.json a.npy
+"$PY" -c "
+import json; d = json.load(open('set.json'))
+assert d['selection'] == {'top': None, 'ratio': 0.25, 'count': 32}, d['selection']
+assert sum(c['selected'] for c in d['channels']) == 32
+" || fail "set.json"
+expect 0 "" fp4-channels --csv --score deadzone a.npy
+[ "$(wc -l < out.txt)" -eq 129 ] || fail "channels csv: header + 128 rows"
+expect 0 "" fp4-channels -f nvfp4 --weight w.npy a.npy
+grep -q "2-D 16x16" out.txt || fail "te weights should use 2-D scaling"
+
+[ "$fails" -eq 0 ] || { echo "$fails failure(s)" >&2; exit 1; }
+echo "cli: all checks passed"
