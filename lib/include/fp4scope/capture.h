@@ -202,7 +202,7 @@ typedef struct fp4s_synth_opts {
     double hot_factor;     /* 40: their scale multiplier */
     double tail_df;        /* 4: Student-t degrees of freedom of the elements (0 = Gaussian) */
     double drift;          /* 0.02: per-step log-scale random walk */
-    double kernel_noise;   /* 2^-9: relative fp32 perturbation before the rollout's BF16 rounding */
+    double kernel_noise;   /* 2^-12: relative fp32 perturbation before the rollout's BF16 rounding */
     bool bf16;             /* true: store BF16 (two BF16 engines); false: float32 */
     bool weights_per_step; /* false: weights once under /weights/<site> */
     int seqs;              /* 8 sequences per step */

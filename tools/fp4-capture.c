@@ -1,0 +1,786 @@
+/* fp4-capture: make, inspect and join captures of schema fp4scope-capture/1.
+ *   import SRC... -o CAP.h5 --step N --side S [--site TEMPLATE] [-a]
+ *   ls CAP.h5 [--json] [--check]
+ *   merge A.h5 B.h5... -o OUT.h5
+ *   synth -o CAP.h5 [parameters] */
+#include "cli.h"
+
+#include <fp4scope/capture.h>
+#include <fp4scope/tensor.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static void usage_text(void)
+{
+    printf(
+        "Usage: fp4-capture import SRC... -o CAP.h5 --step N --side SIDE [OPTION]...\n"
+        "       fp4-capture ls CAP.h5 [--json] [--check] [--sites GLOB] [--steps LIST] [--sides LIST]\n"
+        "       fp4-capture merge A.h5 B.h5... -o OUT.h5\n"
+        "       fp4-capture synth -o CAP.h5 [PARAMETER]...\n"
+        "Make, list and join captures of trainer/rollout activations, weights and\n"
+        "log-probs (HDF5 schema fp4scope-capture/1, see fp4scope-capture(5)).\n"
+        "\n"
+        "import: copy tensors into /steps/N/SITE/SIDE, bit for bit for float32, float16\n"
+        "and bfloat16 (float64 is converted to float32). SRC is file.npy, file.h5:/dataset,\n"
+        "file.safetensors (every tensor), file.safetensors:NAME or file.safetensors:GLOB\n"
+        "('*' and '?' over tensor names).\n"
+        "  -o, --output CAP.h5   capture to write (replaced atomically unless -a)\n"
+        "  -a, --append          append to CAP.h5 (created if missing); rows are appended\n"
+        "                        to datasets that exist\n"
+        "      --step N          step number (required unless --const)\n"
+        "      --side SIDE       trainer, rollout or weight (required)\n"
+        "      --const           with --side weight: store once under /weights/SITE\n"
+        "      --site TEMPLATE   site name; {name} the tensor name (HDF5: the dataset path\n"
+        "                        with '/' as '.'; .npy: the file stem), {stem} the file\n"
+        "                        stem, {1}..{9} the text matched by the 1st..9th '*' or '?'\n"
+        "                        of the GLOB (default {name})\n"
+        "      --gzip N          deflate level 0..9 for new datasets (default 0)\n"
+        "\n"
+        "ls: steps, sites, sides, shapes, dtypes and sizes, sorted by step, site, side.\n"
+        "      --json            JSON on stdout\n"
+        "      --check           also check trainer/rollout shapes per site, weight K and\n"
+        "                        log-prob lengths; exit 1 if a check fails\n"
+        "      --sites GLOB      only sites matching GLOB (fnmatch, '*' matches dots)\n"
+        "      --steps LIST      only these steps (0,5,10-20 or 0:100:10)\n"
+        "      --sides LIST      only these sides (trainer,rollout,weight,seq,...)\n"
+        "\n"
+        "merge: join captures (one per rank); a dataset in several inputs must be\n"
+        "identical, else the merge fails naming both files.\n"
+        "  -o, --output OUT.h5   merged capture (written atomically)\n"
+        "      --gzip N          accepted for symmetry; datasets keep their own filters\n"
+        "\n"
+        "synth: a synthetic capture with LLM-like statistics, labelled synthetic = 1\n"
+        "(every parameter and the seed are stored as root attributes synth_*).\n"
+        "Random numbers: %s (GSL's Mersenne Twister when built with GSL).\n"
+        "  -o, --output CAP.h5   output (written atomically)\n"
+        "      --seed N          random seed (default 1)\n"
+        "      --steps N         steps with log-probs (default 8)\n"
+        "      --act-every N     activations at steps 0, N, 2N, ... (default 4)\n"
+        "      --layers N        layers (default 2)\n"
+        "      --experts N       MoE experts per layer, 0 = dense MLP (default 4)\n"
+        "      --top-k N         experts per token (default 2)\n"
+        "      --route-skew X    Zipf exponent of expert popularity (default 1)\n"
+        "      --tokens N        tokens per step (default 128)\n"
+        "      --hidden K        columns of every site (default 256)\n"
+        "      --out-features N  rows of every weight, 0 = no weights (default 128)\n"
+        "      --scale-sigma X   per-channel log-normal scale sigma (default 1)\n"
+        "      --hot-channels N  persistent hot channels per layer (default 4)\n"
+        "      --hot-factor X    their scale factor (default 40)\n"
+        "      --tail-df X       Student-t degrees of freedom, 0 = Gaussian (default 4)\n"
+        "      --drift X         per-step random walk of the log-scales (default 0.02)\n"
+        "      --kernel-noise X  relative fp32 noise before the rollout's rounding\n"
+        "                        (default 0.000244140625 = 2^-12)\n"
+        "      --f32             store float32 instead of bfloat16\n"
+        "      --weights-per-step  weights at every activation step, not once\n"
+        "      --seqs N          sequences per step (default 8)\n"
+        "      --seq-len N       tokens per sequence (default 32)\n"
+        "      --lp-mismatch X   std of rollout - trainer log-prob (default 0.002)\n"
+        "      --onset N         step from which the mismatch grows, -1 = never (default 5)\n"
+        "      --lp-growth X     mismatch factor per step from the onset (default 2)\n"
+        "      --gzip N          deflate level 0..9 (default 4)\n"
+        "\n"
+        "      --help            show this help and exit\n"
+        "      --version         show version and features and exit\n"
+        "\n"
+        "Exit status: 0 ok, 1 a --check failed, 2 usage, 3 input missing, unreadable,\n"
+        "malformed, of a newer schema, or a conflicting duplicate in merge, 4 output not\n"
+        "written, 5 internal error.\n", fp4s_synth_rng_name());
+}
+
+enum {
+    OPT_STEP = 256, OPT_SIDE, OPT_CONST, OPT_SITE, OPT_GZIP, OPT_JSON, OPT_CHECK, OPT_SITES,
+    OPT_STEPS, OPT_SIDES, OPT_SEED, OPT_SSTEPS, OPT_ACT_EVERY, OPT_LAYERS, OPT_EXPERTS, OPT_TOPK,
+    OPT_SKEW, OPT_TOKENS, OPT_HIDDEN, OPT_OUTF, OPT_SSIGMA, OPT_HOT, OPT_HOTF, OPT_DF, OPT_DRIFT,
+    OPT_KNOISE, OPT_F32, OPT_WPS, OPT_SEQS, OPT_SEQLEN, OPT_LPM, OPT_ONSET, OPT_LPG, OPT_HELP,
+    OPT_VERSION
+};
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    return p;
+}
+
+static char *xstrdup(const char *s)
+{
+    char *d = strdup(s);
+    if (!d) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    return d;
+}
+
+static bool has_suffix(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+static bool is_file(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* ---- glob with captures ------------------------------------------------------ */
+#define MAXCAP 9
+typedef struct caps {
+    const char *start[MAXCAP];
+    size_t len[MAXCAP];
+    int n;
+} caps;
+
+static bool gmatch(const char *p, const char *s, caps *c, int k)
+{
+    if (!*p) return !*s;
+    if (*p == '*') {
+        for (const char *t = s;; t++) {
+            if (k < MAXCAP) {
+                c->start[k] = s;
+                c->len[k] = (size_t)(t - s);
+            }
+            if (gmatch(p + 1, t, c, k + 1)) return true;
+            if (!*t) return false;
+        }
+    }
+    if (!*s) return false;
+    if (*p == '?') {
+        if (k < MAXCAP) {
+            c->start[k] = s;
+            c->len[k] = 1;
+        }
+        return gmatch(p + 1, s + 1, c, k + 1);
+    }
+    return *p == *s && gmatch(p + 1, s + 1, c, k);
+}
+
+static bool has_glob(const char *p) { return strchr(p, '*') || strchr(p, '?'); }
+
+static int count_wild(const char *p)
+{
+    int n = 0;
+    for (; *p; p++) n += *p == '*' || *p == '?';
+    return n;
+}
+
+/* Expand a --site template. Returns malloc'ed string or NULL with *err set. */
+static char *expand(const char *tpl, const char *name, const char *stem, const caps *c, const char **err)
+{
+    size_t cap = strlen(tpl) + strlen(name) * 4 + strlen(stem) * 4 + 256, n = 0;
+    char *out = xmalloc(cap);
+    for (const char *p = tpl; *p;) {
+        const char *rep = NULL;
+        size_t rl = 0, skip = 1;
+        if (p[0] == '{' && p[1] == '{') {
+            rep = "{";
+            rl = 1;
+            skip = 2;
+        } else if (p[0] == '}' && p[1] == '}') {
+            rep = "}";
+            rl = 1;
+            skip = 2;
+        } else if (p[0] == '{') {
+            const char *e = strchr(p, '}');
+            if (!e) {
+                *err = "unterminated '{' in --site";
+                free(out);
+                return NULL;
+            }
+            size_t kl = (size_t)(e - p - 1);
+            if (kl == 4 && strncmp(p + 1, "name", 4) == 0) {
+                rep = name;
+                rl = strlen(name);
+            } else if (kl == 4 && strncmp(p + 1, "stem", 4) == 0) {
+                rep = stem;
+                rl = strlen(stem);
+            } else if (kl == 1 && p[1] >= '1' && p[1] <= '9') {
+                int i = p[1] - '1';
+                if (!c || i >= c->n) {
+                    *err = "--site uses {N} beyond the wildcards of the source pattern";
+                    free(out);
+                    return NULL;
+                }
+                rep = c->start[i];
+                rl = c->len[i];
+            } else {
+                *err = "unknown field in --site (use {name}, {stem}, {1}..{9})";
+                free(out);
+                return NULL;
+            }
+            skip = kl + 2;
+        } else {
+            rep = p;
+            rl = 1;
+        }
+        if (n + rl + 1 > cap) {
+            cap = (n + rl + 1) * 2;
+            char *no = realloc(out, cap);
+            if (!no) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+            out = no;
+        }
+        memcpy(out + n, rep, rl);
+        n += rl;
+        p += skip;
+    }
+    out[n] = '\0';
+    return out;
+}
+
+/* ---- safetensors header: tensor names ------------------------------------------------ */
+static char **st_names(const char *file, size_t *count)
+{
+    FILE *f = fopen(file, "rb");
+    if (!f) cli_die(FP4S_EXIT_INPUT, "%s: cannot open: %s", file, strerror(errno));
+    unsigned char hb[8];
+    if (fread(hb, 1, 8, f) != 8) cli_die(FP4S_EXIT_INPUT, "%s: safetensors: file shorter than its 8-byte header length", file);
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--) hl = (hl << 8) | hb[i];
+    fseek(f, 0, SEEK_END);
+    long fsz = ftell(f);
+    if (hl == 0 || hl > 100000000ull || (long)(hl + 8) > fsz)
+        cli_die(FP4S_EXIT_INPUT, "%s: safetensors: header length %" PRIu64 " does not fit the file (%ld bytes)",
+                file, hl, fsz);
+    fseek(f, 8, SEEK_SET);
+    char *js = xmalloc((size_t)hl + 1);
+    if (fread(js, 1, (size_t)hl, f) != hl) cli_die(FP4S_EXIT_INPUT, "%s: safetensors: truncated header", file);
+    js[hl] = '\0';
+    fclose(f);
+    json_error_t je;
+    json_t *root = json_loads(js, 0, &je);
+    free(js);
+    if (!root || !json_is_object(root))
+        cli_die(FP4S_EXIT_INPUT, "%s: safetensors: header is not a JSON object (%s)", file, root ? "" : je.text);
+    size_t n = 0, cap = json_object_size(root) + 1;
+    char **names = xmalloc(cap * sizeof *names);
+    const char *key;
+    json_t *val;
+    json_object_foreach(root, key, val) {
+        if (strcmp(key, "__metadata__") == 0) continue;
+        names[n++] = xstrdup(key);
+    }
+    json_decref(root);
+    *count = n;
+    return names;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static char *file_stem(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    char *s = xstrdup(b);
+    char *d = strrchr(s, '.');
+    if (d && d != s) *d = '\0';
+    return s;
+}
+
+/* ---- import -------------------------------------------------------------------- */
+typedef struct job {
+    char *spec;  /* source spec */
+    char *site;
+} job;
+
+static int import_one(fp4s_capture *c, const job *j, int64_t step, const char *side)
+{
+    fp4s_source *s;
+    int rc = fp4s_source_open(j->spec, &s);
+    if (rc) return rc;
+    size_t rows = fp4s_source_rows(s), cols = fp4s_source_cols(s);
+    fp4s_dtype dt = fp4s_source_dtype(s);
+    bool raw = dt == FP4S_DT_F32 || dt == FP4S_DT_F16 || dt == FP4S_DT_BF16;
+    if (!raw && dt != FP4S_DT_F64) {
+        fp4s_source_close(&s);
+        return fp4s_error_set(FP4S_EDTYPE, "%s: %s elements cannot be captured (float32, float16, "
+                              "bfloat16 or float64)", j->spec, fp4s_dtype_name(dt));
+    }
+    if (!raw)
+        fprintf(stderr, "%s: %s: float64 converted to float32 (not bit-exact)\n", cli_prog(), j->spec);
+    fp4s_dtype st = raw ? dt : FP4S_DT_F32;
+    size_t esz = fp4s_dtype_size(st);
+    size_t rowb = cols * esz;
+    size_t blk = (8u << 20) / (rowb ? rowb : 1);
+    if (blk < 1) blk = 1;
+    if (blk > rows) blk = rows ? rows : 1;
+    void *buf = xmalloc(blk * cols * 4);
+    for (size_t r0 = 0; r0 < rows && !rc; r0 += blk) {
+        size_t nr = rows - r0 < blk ? rows - r0 : blk;
+        rc = raw ? fp4s_source_read_raw(s, r0, nr, buf) : fp4s_source_read(s, r0, nr, buf, cols);
+        if (!rc) rc = fp4s_capture_put(c, step, j->site, side, st, buf, nr, cols, cols, NULL);
+    }
+    free(buf);
+    fp4s_source_close(&s);
+    return rc;
+}
+
+static int cmd_import(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"output", required_argument, 0, 'o'}, {"append", no_argument, 0, 'a'},
+        {"step", required_argument, 0, OPT_STEP}, {"side", required_argument, 0, OPT_SIDE},
+        {"const", no_argument, 0, OPT_CONST}, {"site", required_argument, 0, OPT_SITE},
+        {"gzip", required_argument, 0, OPT_GZIP}, {"help", no_argument, 0, OPT_HELP},
+        {"version", no_argument, 0, OPT_VERSION}, {0, 0, 0, 0}};
+    const char *out = NULL, *side = NULL, *tpl = "{name}";
+    bool append = false, cst = false, have_step = false;
+    int64_t step = 0;
+    int gz = 0, ch;
+    while ((ch = getopt_long(argc, argv, "o:a", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'o': out = optarg; break;
+        case 'a': append = true; break;
+        case OPT_STEP: step = cli_parse_int("--step", optarg, 0, INT64_MAX / 2); have_step = true; break;
+        case OPT_SIDE: side = optarg; break;
+        case OPT_CONST: cst = true; break;
+        case OPT_SITE: tpl = optarg; break;
+        case OPT_GZIP: gz = (int)cli_parse_int("--gzip", optarg, 0, 9); break;
+        case OPT_HELP: usage_text(); return 0;
+        case OPT_VERSION: cli_version(); return 0;
+        default: cli_usage("import: unknown option");
+        }
+    }
+    if (optind >= argc) cli_usage("import: no SRC given");
+    if (!out) cli_usage("import: -o CAP.h5 is required");
+    if (!side) cli_usage("import: --side trainer|rollout|weight is required");
+    if (strcmp(side, "trainer") && strcmp(side, "rollout") && strcmp(side, "weight"))
+        cli_usage("--side: expected trainer, rollout or weight, got '%s'", side);
+    if (cst && strcmp(side, "weight")) cli_usage("--const needs --side weight");
+    if (cst && have_step) cli_usage("--const and --step exclude each other");
+    if (!cst && !have_step) cli_usage("import: --step N is required (or --const for weights)");
+    if (cst) step = FP4S_CAPTURE_CONST_STEP;
+
+    /* Expand the sources into (spec, site) jobs before touching the output. */
+    size_t nj = 0, cj = 16;
+    job *jobs = xmalloc(cj * sizeof *jobs);
+    for (int a = optind; a < argc; a++) {
+        const char *src = argv[a];
+        char *file = xstrdup(src), *name = NULL;
+        if (!is_file(file)) {
+            /* the file part ends at the first ':' after which a file exists */
+            char *colon = NULL;
+            for (char *p = file; (p = strchr(p, ':')) != NULL; p++) {
+                *p = '\0';
+                if (is_file(file)) {
+                    colon = p;
+                    break;
+                }
+                *p = ':';
+            }
+            if (!colon) cli_die(FP4S_EXIT_INPUT, "%s: no such file", src);
+            name = colon + 1;
+        }
+        char *stem = file_stem(file);
+        bool st = has_suffix(file, ".safetensors");
+        if (st && (!name || has_glob(name))) {
+            size_t nn;
+            char **names = st_names(file, &nn);
+            qsort(names, nn, sizeof *names, cmp_str);
+            size_t matched = 0;
+            for (size_t i = 0; i < nn; i++) {
+                caps c = {.n = name ? count_wild(name) : 0};
+                if (name && !gmatch(name, names[i], &c, 0)) continue;
+                const char *err = NULL;
+                char *site = expand(tpl, names[i], stem, name ? &c : NULL, &err);
+                if (!site) cli_usage("%s", err);
+                if (nj == cj) {
+                    cj *= 2;
+                    job *nw = realloc(jobs, cj * sizeof *jobs);
+                    if (!nw) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+                    jobs = nw;
+                }
+                size_t L = strlen(file) + strlen(names[i]) + 2;
+                jobs[nj].spec = xmalloc(L);
+                snprintf(jobs[nj].spec, L, "%s:%s", file, names[i]);
+                jobs[nj].site = site;
+                nj++;
+                matched++;
+            }
+            for (size_t i = 0; i < nn; i++) free(names[i]);
+            free(names);
+            if (!matched) cli_die(FP4S_EXIT_INPUT, "%s: no tensor matches '%s'", file, name ? name : "*");
+        } else {
+            if (name && has_glob(name)) cli_usage("%s: patterns work for safetensors sources only", src);
+            char *tname;
+            if (!name)
+                tname = xstrdup(stem);
+            else {
+                tname = xstrdup(name[0] == '/' ? name + 1 : name);
+                for (char *p = tname; *p; p++)
+                    if (*p == '/') *p = '.';
+            }
+            const char *err = NULL;
+            char *site = expand(tpl, tname, stem, NULL, &err);
+            if (!site) cli_usage("%s", err);
+            free(tname);
+            if (nj == cj) {
+                cj *= 2;
+                job *nw = realloc(jobs, cj * sizeof *jobs);
+                if (!nw) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+                jobs = nw;
+            }
+            jobs[nj].spec = xstrdup(src);
+            jobs[nj].site = site;
+            nj++;
+        }
+        free(stem);
+        free(file);
+    }
+    /* Two sources mapped to one site would silently append: refuse. */
+    for (size_t i = 0; i < nj; i++)
+        for (size_t k = i + 1; k < nj; k++)
+            if (strcmp(jobs[i].site, jobs[k].site) == 0)
+                cli_usage("import: %s and %s both map to site '%s' (use {name} or {1} in --site)",
+                          jobs[i].spec, jobs[k].spec, jobs[i].site);
+
+    fp4s_capture_opts o;
+    fp4s_capture_opts_defaults(&o);
+    o.gzip = gz;
+    o.producer = "fp4-capture import";
+    fp4s_capture *c = NULL;
+    fp4s_outfile *of = NULL;
+    int rc;
+    if (append && is_file(out)) {
+        rc = fp4s_capture_open_append(out, &o, &c);
+    } else {
+        rc = fp4s_outfile_begin(out, &of);
+        if (!rc) {
+            o.overwrite = true;
+            rc = fp4s_capture_create(fp4s_outfile_tmppath(of), &o, &c);
+        }
+    }
+    if (rc) {
+        fp4s_outfile_abort(&of);
+        cli_fail(rc);
+    }
+    for (size_t i = 0; i < nj && !rc; i++) rc = import_one(c, &jobs[i], step, side);
+    if (!rc) rc = fp4s_capture_close(&c);
+    else {
+        char keep[1024];
+        snprintf(keep, sizeof keep, "%s", fp4s_last_error());
+        fp4s_capture_close(&c);
+        fp4s_error_set(rc, "%s", keep);
+    }
+    if (!rc && of) rc = fp4s_outfile_commit(&of);
+    if (rc) {
+        fp4s_outfile_abort(&of);
+        cli_fail(rc);
+    }
+    for (size_t i = 0; i < nj; i++) {
+        free(jobs[i].spec);
+        free(jobs[i].site);
+    }
+    free(jobs);
+    return 0;
+}
+
+/* ---- ls ---------------------------------------------------------------------- */
+static bool list_has(const char *list, const char *item)
+{
+    if (!list) return true;
+    size_t n = strlen(item);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l == n && strncmp(p, item, n) == 0) return true;
+        if (!e) break;
+        p = e + 1;
+    }
+    return false;
+}
+
+static bool step_in(const long long *v, size_t n, int64_t s)
+{
+    if (!v) return true;
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == s) return true;
+    return false;
+}
+
+static void human_size(double b, char *buf, size_t n)
+{
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (b >= 1024 && i < 4) {
+        b /= 1024;
+        i++;
+    }
+    snprintf(buf, n, i ? "%.1f %s" : "%.0f %s", b, u[i]);
+}
+
+static int cmd_ls(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"json", no_argument, 0, OPT_JSON}, {"check", no_argument, 0, OPT_CHECK},
+        {"sites", required_argument, 0, OPT_SITES}, {"steps", required_argument, 0, OPT_STEPS},
+        {"sides", required_argument, 0, OPT_SIDES}, {"help", no_argument, 0, OPT_HELP},
+        {"version", no_argument, 0, OPT_VERSION}, {0, 0, 0, 0}};
+    bool json = false, check = false;
+    const char *sites = NULL, *sides = NULL;
+    long long *steps = NULL;
+    size_t nsteps = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        switch (ch) {
+        case OPT_JSON: json = true; break;
+        case OPT_CHECK: check = true; break;
+        case OPT_SITES: sites = optarg; break;
+        case OPT_STEPS: free(steps); steps = cli_parse_int_list("--steps", optarg, &nsteps); break;
+        case OPT_SIDES: sides = optarg; break;
+        case OPT_HELP: usage_text(); return 0;
+        case OPT_VERSION: cli_version(); return 0;
+        default: cli_usage("ls: unknown option");
+        }
+    }
+    if (optind + 1 != argc) cli_usage("ls: expected exactly one CAP.h5");
+    const char *file = argv[optind];
+    fp4s_capture_info info;
+    int rc = fp4s_capture_info_read(file, &info);
+    if (rc) cli_fail(rc);
+    fp4s_capture_entry *e;
+    size_t n;
+    rc = fp4s_capture_list(file, &e, &n);
+    if (rc) cli_fail(rc);
+    int status = 0;
+    char checkmsg[1024] = "";
+    if (check) {
+        rc = fp4s_capture_verify(file);
+        if (rc) {
+            snprintf(checkmsg, sizeof checkmsg, "%s", fp4s_last_error());
+            status = FP4S_EXIT_CHECK;
+        }
+    }
+    double total = 0;
+    size_t shown = 0;
+    json_t *jd = json ? json_array() : NULL;
+    if (!json) {
+        printf("%s: %s, producer %s%s, created %s, %zu steps", file, info.schema,
+               info.producer[0] ? info.producer : "?", info.synthetic ? " (SYNTHETIC)" : "",
+               info.created[0] ? info.created : "?", info.nsteps);
+        if (info.nsteps) printf(" (%" PRId64 "..%" PRId64 ")", info.first_step, info.last_step);
+        printf("\n");
+        if (info.interrupted)
+            printf("interrupted: the writer did not close this file (killed or still running); "
+                   "the flushed steps are listed%s\n", info.skipped ? ", unreadable objects skipped" : "");
+        printf("%6s  %-44s %-8s %14s  %-8s %10s\n", "step", "site", "side", "shape", "dtype", "size");
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!step_in(steps, nsteps, e[i].step)) continue;
+        if (sites && !fp4s_site_match(sites, e[i].site)) continue;
+        if (sides && !list_has(sides, e[i].side)) continue;
+        bool one = strcmp(e[i].site, "logprobs") == 0; /* 1-D fields */
+        double bytes = (double)e[i].rows * (double)e[i].cols * (double)fp4s_dtype_size(e[i].dtype);
+        total += bytes;
+        shown++;
+        if (json) {
+            json_t *o = json_object();
+            json_object_set_new(o, "step", e[i].step >= 0 ? json_integer(e[i].step) : json_null());
+            json_object_set_new(o, "site", json_string(e[i].site));
+            json_object_set_new(o, "side", json_string(e[i].side));
+            json_object_set_new(o, "path", json_string(e[i].path));
+            json_t *sh = json_array();
+            if (!one) json_array_append_new(sh, json_integer((json_int_t)e[i].rows));
+            json_array_append_new(sh, json_integer((json_int_t)e[i].cols));
+            json_object_set_new(o, "shape", sh);
+            json_object_set_new(o, "dtype", json_string(fp4s_dtype_name(e[i].dtype)));
+            json_object_set_new(o, "bytes", json_integer((json_int_t)bytes));
+            json_array_append_new(jd, o);
+        } else {
+            char shape[64], sz[32], st[24];
+            if (one)
+                snprintf(shape, sizeof shape, "%zu", e[i].cols);
+            else
+                snprintf(shape, sizeof shape, "%zu x %zu", e[i].rows, e[i].cols);
+            human_size(bytes, sz, sizeof sz);
+            if (e[i].step >= 0)
+                snprintf(st, sizeof st, "%" PRId64, e[i].step);
+            else
+                snprintf(st, sizeof st, "const");
+            printf("%6s  %-44s %-8s %14s  %-8s %10s\n", st, e[i].site, e[i].side, shape,
+                   fp4s_dtype_name(e[i].dtype), sz);
+        }
+    }
+    if (json) {
+        json_t *j = json_object();
+        json_object_set_new(j, "file", json_string(file));
+        json_object_set_new(j, "schema", json_string(info.schema));
+        json_object_set_new(j, "producer", json_string(info.producer));
+        json_object_set_new(j, "created", json_string(info.created));
+        json_object_set_new(j, "synthetic", json_boolean(info.synthetic));
+        json_object_set_new(j, "interrupted", json_boolean(info.interrupted));
+        json_object_set_new(j, "skipped", json_integer((json_int_t)info.skipped));
+        json_t *js = json_array(), *jsites = json_array();
+        for (size_t i = 0; i < n; i++) {
+            if (e[i].step >= 0 && (i == 0 || e[i - 1].step != e[i].step))
+                json_array_append_new(js, json_integer(e[i].step));
+        }
+        /* unique site names in listing order of first appearance, sorted */
+        char **us = xmalloc((n + 1) * sizeof *us);
+        size_t nu = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (strcmp(e[i].site, "logprobs") == 0) continue;
+            bool seen = false;
+            for (size_t k = 0; k < nu && !seen; k++) seen = strcmp(us[k], e[i].site) == 0;
+            if (!seen) us[nu++] = e[i].site;
+        }
+        qsort(us, nu, sizeof *us, cmp_str);
+        for (size_t k = 0; k < nu; k++) json_array_append_new(jsites, json_string(us[k]));
+        free(us);
+        json_object_set_new(j, "steps", js);
+        json_object_set_new(j, "sites", jsites);
+        json_object_set_new(j, "datasets", jd);
+        json_object_set_new(j, "total_bytes", json_integer((json_int_t)total));
+        if (check) {
+            json_object_set_new(j, "check_ok", json_boolean(status == 0));
+            if (status) json_object_set_new(j, "check_error", json_string(checkmsg));
+        }
+        int r = cli_json_print(j);
+        if (r) status = r;
+    } else {
+        char sz[32];
+        human_size(total, sz, sizeof sz);
+        printf("%zu datasets, %s (uncompressed)\n", shown, sz);
+        if (check && !status) printf("check: ok\n");
+    }
+    if (status == FP4S_EXIT_CHECK) fprintf(stderr, "%s: check failed: %s\n", cli_prog(), checkmsg);
+    free(e);
+    free(steps);
+    return status;
+}
+
+/* ---- merge -------------------------------------------------------------------- */
+static int cmd_merge(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"output", required_argument, 0, 'o'}, {"gzip", required_argument, 0, OPT_GZIP},
+        {"help", no_argument, 0, OPT_HELP}, {"version", no_argument, 0, OPT_VERSION}, {0, 0, 0, 0}};
+    const char *out = NULL;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "o:", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'o': out = optarg; break;
+        case OPT_GZIP: (void)cli_parse_int("--gzip", optarg, 0, 9); break;
+        case OPT_HELP: usage_text(); return 0;
+        case OPT_VERSION: cli_version(); return 0;
+        default: cli_usage("merge: unknown option");
+        }
+    }
+    if (!out) cli_usage("merge: -o OUT.h5 is required");
+    if (optind >= argc) cli_usage("merge: no input captures");
+    for (int a = optind; a < argc; a++)
+        if (strcmp(argv[a], out) == 0) cli_usage("merge: the output %s is also an input", out);
+    fp4s_outfile *of;
+    int rc = fp4s_outfile_begin(out, &of);
+    if (rc) cli_fail(rc);
+    fp4s_capture_opts o;
+    fp4s_capture_opts_defaults(&o);
+    o.overwrite = true;
+    rc = fp4s_capture_merge((const char *const *)(argv + optind), (size_t)(argc - optind),
+                            fp4s_outfile_tmppath(of), &o);
+    if (!rc) rc = fp4s_outfile_commit(&of);
+    if (rc) {
+        fp4s_outfile_abort(&of);
+        cli_fail(rc);
+    }
+    return 0;
+}
+
+/* ---- synth -------------------------------------------------------------------- */
+static int cmd_synth(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"output", required_argument, 0, 'o'}, {"seed", required_argument, 0, OPT_SEED},
+        {"steps", required_argument, 0, OPT_SSTEPS}, {"act-every", required_argument, 0, OPT_ACT_EVERY},
+        {"layers", required_argument, 0, OPT_LAYERS}, {"experts", required_argument, 0, OPT_EXPERTS},
+        {"top-k", required_argument, 0, OPT_TOPK}, {"route-skew", required_argument, 0, OPT_SKEW},
+        {"tokens", required_argument, 0, OPT_TOKENS}, {"hidden", required_argument, 0, OPT_HIDDEN},
+        {"out-features", required_argument, 0, OPT_OUTF},
+        {"scale-sigma", required_argument, 0, OPT_SSIGMA},
+        {"hot-channels", required_argument, 0, OPT_HOT}, {"hot-factor", required_argument, 0, OPT_HOTF},
+        {"tail-df", required_argument, 0, OPT_DF}, {"drift", required_argument, 0, OPT_DRIFT},
+        {"kernel-noise", required_argument, 0, OPT_KNOISE}, {"f32", no_argument, 0, OPT_F32},
+        {"weights-per-step", no_argument, 0, OPT_WPS}, {"seqs", required_argument, 0, OPT_SEQS},
+        {"seq-len", required_argument, 0, OPT_SEQLEN}, {"lp-mismatch", required_argument, 0, OPT_LPM},
+        {"onset", required_argument, 0, OPT_ONSET}, {"lp-growth", required_argument, 0, OPT_LPG},
+        {"gzip", required_argument, 0, OPT_GZIP}, {"help", no_argument, 0, OPT_HELP},
+        {"version", no_argument, 0, OPT_VERSION}, {0, 0, 0, 0}};
+    fp4s_synth_opts s;
+    fp4s_synth_opts_defaults(&s);
+    const char *out = NULL;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "o:", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'o': out = optarg; break;
+        case OPT_SEED: s.seed = (uint64_t)cli_parse_int("--seed", optarg, 0, INT64_MAX); break;
+        case OPT_SSTEPS: s.steps = (int)cli_parse_int("--steps", optarg, 1, 100000); break;
+        case OPT_ACT_EVERY: s.act_every = (int)cli_parse_int("--act-every", optarg, 1, 100000); break;
+        case OPT_LAYERS: s.layers = (int)cli_parse_int("--layers", optarg, 1, 1024); break;
+        case OPT_EXPERTS: s.experts = (int)cli_parse_int("--experts", optarg, 0, 1024); break;
+        case OPT_TOPK: s.top_k = (int)cli_parse_int("--top-k", optarg, 1, 1024); break;
+        case OPT_SKEW: s.route_skew = cli_parse_double("--route-skew", optarg, 0, 10); break;
+        case OPT_TOKENS: s.tokens = (int)cli_parse_int("--tokens", optarg, 1, 1 << 20); break;
+        case OPT_HIDDEN: s.hidden = (int)cli_parse_int("--hidden", optarg, 1, 1 << 16); break;
+        case OPT_OUTF: s.out_features = (int)cli_parse_int("--out-features", optarg, 0, 1 << 16); break;
+        case OPT_SSIGMA: s.scale_sigma = cli_parse_double("--scale-sigma", optarg, 0, 10); break;
+        case OPT_HOT: s.hot_channels = (int)cli_parse_int("--hot-channels", optarg, 0, 1 << 16); break;
+        case OPT_HOTF: s.hot_factor = cli_parse_double("--hot-factor", optarg, 1e-6, 1e6); break;
+        case OPT_DF: s.tail_df = cli_parse_double("--tail-df", optarg, 0, 1e6); break;
+        case OPT_DRIFT: s.drift = cli_parse_double("--drift", optarg, 0, 1); break;
+        case OPT_KNOISE: s.kernel_noise = cli_parse_double("--kernel-noise", optarg, 0, 0.1); break;
+        case OPT_F32: s.bf16 = false; break;
+        case OPT_WPS: s.weights_per_step = true; break;
+        case OPT_SEQS: s.seqs = (int)cli_parse_int("--seqs", optarg, 0, 1 << 20); break;
+        case OPT_SEQLEN: s.seq_len = (int)cli_parse_int("--seq-len", optarg, 1, 1 << 20); break;
+        case OPT_LPM: s.lp_mismatch = cli_parse_double("--lp-mismatch", optarg, 0, 10); break;
+        case OPT_ONSET: s.onset_step = (int)cli_parse_int("--onset", optarg, -1, 100000); break;
+        case OPT_LPG: s.lp_growth = cli_parse_double("--lp-growth", optarg, 1, 100); break;
+        case OPT_GZIP: s.gzip = (int)cli_parse_int("--gzip", optarg, 0, 9); break;
+        case OPT_HELP: usage_text(); return 0;
+        case OPT_VERSION: cli_version(); return 0;
+        default: cli_usage("synth: unknown option");
+        }
+    }
+    if (!out) cli_usage("synth: -o CAP.h5 is required");
+    if (optind != argc) cli_usage("synth: unexpected argument '%s'", argv[optind]);
+    if (s.experts && s.top_k > s.experts) cli_usage("--top-k %d exceeds --experts %d", s.top_k, s.experts);
+    if (s.hot_channels > s.hidden) cli_usage("--hot-channels %d exceeds --hidden %d", s.hot_channels, s.hidden);
+    fp4s_outfile *of;
+    int rc = fp4s_outfile_begin(out, &of);
+    if (!rc) rc = fp4s_capture_synth(fp4s_outfile_tmppath(of), &s);
+    if (!rc) rc = fp4s_outfile_commit(&of);
+    if (rc) {
+        fp4s_outfile_abort(&of);
+        cli_fail(rc);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    cli_init("fp4-capture");
+    if (argc < 2) cli_usage("expected a command: import, ls, merge or synth");
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        usage_text();
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        cli_version();
+        return 0;
+    }
+    argv[1] = argv[0];
+    argc--;
+    argv++;
+    if (strcmp(cmd, "import") == 0) return cmd_import(argc, argv);
+    if (strcmp(cmd, "ls") == 0) return cmd_ls(argc, argv);
+    if (strcmp(cmd, "merge") == 0) return cmd_merge(argc, argv);
+    if (strcmp(cmd, "synth") == 0) return cmd_synth(argc, argv);
+    cli_usage("unknown command '%s' (import, ls, merge or synth)", cmd);
+}
