@@ -19,10 +19,6 @@
 int fp4s_npy_parse_header(const char *what, const unsigned char *buf, size_t len,
                           fp4s_dtype *dt, int *rank, uint64_t shape[2], uint64_t *data_off);
 
-/* common.c's fp4s_features() names the kernel level; the io tests never call
- * it. Weak, so the real definition (lib/core dispatch) wins whenever linked. */
-__attribute__((weak)) const char *fp4s_kernels_level(void) { return "ref"; }
-
 static char tmpdir[256];
 
 static void setup(void)
