@@ -28,8 +28,9 @@ static const fp4s_profile_info profiles[] = {
      "sign kept (-0 -> 8), pairs; NVFP4 nvfp4_tensor.py _nvfp4_quantize two-level: pts = amax/2688, "
      "s_b = e4m3(clamp((amax_b/6)/pts, 2^-6, 448)), v = x/(pts*s_b), clamp +-6, RNE"},
     {"torchao-rceil", MX,
-     "pytorch/ao mx_tensor.py ScaleCalculationMode.RCEIL (hardware cvt.rp.satfinite.ue8m0 of amax/6): CEIL, "
-     "otherwise as torchao"},
+     "pytorch/ao mx_tensor.py ScaleCalculationMode.RCEIL as its CUDA kernels compute it (cvt.rp.satfinite.ue8m0 "
+     "of amax/6 = exact CEIL), otherwise as torchao; its PyTorch emulation _to_mx_rceil uses ceil(log2(amax/6)) "
+     "(--scale-rule ceil-log2f) and scales code-0 blocks by 1"},
     {"even", MX,
      "pytorch/ao mx_tensor.py ScaleCalculationMode.EVEN: exponent of (bits(amax) + 2^21) - 2, "
      "otherwise as torchao"},
@@ -40,7 +41,8 @@ static const fp4s_profile_info profiles[] = {
      "NVIDIA TransformerEngine pytorch/custom_recipes/reference_nvfp4.py: NVFP4 S_enc = min(2688/amax, FLT_MAX) "
      "(1 if 0), s_b = e4m3(min(amax_b*(S_enc*(1/6)), FLT_MAX)) satfinite, enc = min(1/(s_b*S_dec), FLT_MAX), "
      "q = E2M1 RNE satfinite of x*enc (exact -0 -> 0, negative -> 8), dequant q*s_b*S_dec, 1-D 1x16 "
-     "(activations/gradients); MXFP4: the pow2 reference cast_to_e8 = CEIL, RNE"},
+     "(activations/gradients); MXFP4: the same file's pow_2_scales path, cast_to_e8 = 2^ceil(log2(amax/6)) in "
+     "fp32 (ceil-log2f), clamp +-127, RNE thresholds"},
     {"te-2d", NV,
      "TransformerEngine NVFP4 weights: as te with 16x16 2-D tiles (one scale per tile, repeated on its 16 rows)"},
     {"modelopt", MX | NV,
@@ -64,7 +66,7 @@ static const fp4s_profile_info profiles[] = {
      "e4m3 RNE satfinite of x/scale"},
     {"fp8-128x128", F8,
      "FP8 E4M3 DeepSeek-V3 style weights: one FP32 scale amax/448 per 128x128 tile (1 for a zero tile)"},
-    {"deepseek", F8, "alias of fp8-1x128"},
+    {"deepseek", F8, "alias of fp8-1x128 (DeepSeek-V3 activations: 1x128 tiles, FP32 scale amax/448)"},
     {NULL, 0, NULL},
 };
 
@@ -127,7 +129,7 @@ int fp4s_spec_profile(fp4s_spec *s, fp4s_format fmt, const char *profile)
         } else if (!strcmp(p, "ceil") || !strcmp(p, "torchao-rceil")) {
             s->mx_rule = FP4S_MX_CEIL;
         } else if (!strcmp(p, "te")) {
-            s->mx_rule = FP4S_MX_CEIL;
+            s->mx_rule = FP4S_MX_CEIL_LOG2F;
             s->zero_in = FP4S_ZIN_POS;
         } else if (!strcmp(p, "even") || !strcmp(p, "vllm")) {
             s->mx_rule = FP4S_MX_EVEN;

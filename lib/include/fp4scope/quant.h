@@ -15,7 +15,53 @@
  * Kernels: a scalar C reference and, picked at run time, AVX2 and AVX-512
  * paths; all are bit-identical (tests/quant/tester checks). FP4S_FORCE_REF=1 in
  * the environment or fp4s_kernels_force_ref(true) forces the reference.
- * Large chunks are split over fp4s_get_threads() threads. */
+ * Large chunks are split over fp4s_get_threads() threads.
+ *
+ * The arithmetic (kernels/cpu/quant_ref.c is the definition; all fp32, one
+ * IEEE operation per step, no FMA; "e4m3()" is fp4s_e4m3_encode RNE satfinite,
+ * "enc()" the E2M1 encoder with the spec's tie, keep_neg_zero and zero_in):
+ *
+ * amax of a block: max |x| over its values; NaN never enters it. Policies:
+ *   SCALE_NAN: a block holding a NaN gets the NaN scale code (E8M0 0xFF, E4M3
+ *     0x7F), every element code 0, dequantized NaN; Inf enters amax as a value.
+ *   BLOCK_NAN: the same for a block holding NaN or Inf.
+ *   IGNORE: Inf enters amax (ggml's loop), NaN and Inf elements get code 0.
+ *   Elements of NaN-scale blocks are left out of err2/x2.
+ * MXFP4: k = rule(amax) clamped to [-127, 127] (fp4s_mx_k; a clamp from below
+ *   counts as scale_underflow), code k+127, amax 0 -> mx_zero_block_code;
+ *   q = enc(x * 2^-k) (exact), dequant q * 2^k. Rule of amax = Inf: FLOOR and
+ *   EVEN 126, others 127. ggml (LOG2F) is undefined below 2^-125 and for Inf:
+ *   fp4scope clamps the code to [0, 254]. mx_scale_is_ggml changes no byte: ggml
+ *   stores the same E8M0 byte and decodes it as 2^(e-128) times doubled
+ *   kvalues, which is the same value.
+ * NVFP4 TE: S_enc = min(2688/amax, FLT_MAX), 1 if amax == 0 or S_enc == 0;
+ *   S_dec = 1/S_enc; sb = e4m3(min(amax_b * (S_enc * (1/6f)), FLT_MAX));
+ *   enc = min(1/(float(sb) * S_dec), FLT_MAX); q = enc(x * enc);
+ *   dequant (q * float(sb)) * S_dec. A zero scale gives enc = FLT_MAX.
+ * NVFP4 torchao (nvfp4_tensor.py _nvfp4_quantize, two-level): pts = amax/2688
+ *   (s_dec); sc = (amax_b / 6) / pts; sc < 2^-6 -> 2^-6; sc > 448 -> 448 (NaN
+ *   stays NaN); sb = e4m3(sc); t = pts * float(sb); q = enc(x / t); dequant q*t.
+ *   (FORMATS.md writes x * ((1/pts)/sb); the PyTorch source divides by pts*sb.)
+ *   An all-zero tensor has pts = 0 and gives 0/0: scale 0x7F, dequant NaN, as
+ *   torchao does.
+ * NVFP4 ModelOpt (nvfp4_tensor.py): scale_2 = amax/2688 (s_dec);
+ *   p = amax_b / (6 * scale_2); p == 0 -> 1; p < 2^-9 -> 2^-9; p >= 480 or NaN
+ *   -> 0x7F (torch's cast), else sb = e4m3(p); t = float(sb) * scale_2;
+ *   q = enc(x / t); dequant q * t.
+ * NVFP4 ggml (quantize_row_nvfp4_ref): no tensor scale; sb =
+ *   fp4s_ue4m3_encode_ggml(amax_b / 6); s = its value (0x00/0x7F -> 0); q = the
+ *   first magnitude m of 0,.5,1,1.5,2,3,4,6 with the strictly smallest
+ *   fabsf(m*s - |x|) in fp32, sign from x, never -0 unless keep_neg_zero;
+ *   NaN/Inf -> 0; dequant q * s. Only tie rtz is accepted for this recipe.
+ * 2-D (tile2d): amax over the 16x16 tile (a last partial tile has fewer rows);
+ *   the scale is repeated on each of its rows in `scales`; counters count
+ *   1x16 row segments.
+ * saturated: |scaled x| > 6 (FP8: > 448); for ggml NVFP4 |x| > 6*s.
+ * scale_underflow (NVFP4): blocks with amax > 0 whose scale has exponent field 0.
+ * FP8: scale = amax/448 over the tile's finite values (1 for an all-zero tile;
+ *   per tensor: fp4s_tscale.fp8_scale); code = fp4s_e4m3_encode(x / scale, tie)
+ *   (NaN -> 0x7F, Inf -> +-448); dequant e4m3_decode(code) * scale. FP8 per
+ *   tensor has block 1 and counts no blocks. */
 #ifndef FP4SCOPE_QUANT_H
 #define FP4SCOPE_QUANT_H
 

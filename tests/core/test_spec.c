@@ -1,0 +1,211 @@
+/* Spec and profile tests: every profile fills every field consistently, the
+ * table documents each, unknown names and undefined formats are rejected,
+ * describe names every rule, parse/name helpers round-trip. */
+#include <check.h>
+#include <string.h>
+
+#include <fp4scope/spec.h>
+
+static const fp4s_format fmts[3] = {FP4S_MXFP4, FP4S_NVFP4, FP4S_FP8};
+
+START_TEST(profile_list_documents_every_profile)
+{
+    const fp4s_profile_info *p = fp4s_profile_list();
+    int n = 0;
+    static const char *required[] = {"ocp", "ceil", "torchao", "torchao-rceil", "te", "modelopt",
+                                     "ggml", "microxcaling", "fp8-tensor", "fp8-1x128", "fp8-128x128",
+                                     "even", "vllm", "te-2d"};
+    for (; p->name; p++, n++) {
+        ck_assert_msg(p->reproduces && strlen(p->reproduces) > 20, "%s: reproduces text", p->name);
+        ck_assert_msg(p->formats != 0, "%s: no format", p->name);
+    }
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
+        bool found = false;
+        for (p = fp4s_profile_list(); p->name; p++) found |= !strcmp(p->name, required[i]);
+        ck_assert_msg(found, "missing profile %s", required[i]);
+    }
+    ck_assert_int_ge(n, 14);
+}
+END_TEST
+
+START_TEST(every_profile_fills_a_valid_spec)
+{
+    for (const fp4s_profile_info *p = fp4s_profile_list(); p->name; p++)
+        for (int f = 0; f < 3; f++) {
+            fp4s_spec s;
+            memset(&s, 0xAB, sizeof s); /* garbage: the profile must overwrite every field */
+            int rc = fp4s_spec_profile(&s, fmts[f], p->name);
+            if (!(p->formats & (1u << fmts[f]))) {
+                ck_assert_int_eq(rc, FP4S_ENOTSUP);
+                continue;
+            }
+            ck_assert_msg(rc == 0, "%s/%s", p->name, fp4s_format_name(fmts[f]));
+            ck_assert_int_eq(fp4s_spec_check(&s), 0);
+            ck_assert_str_eq(s.profile, p->name);
+            ck_assert_int_eq(s.format, fmts[f]);
+            ck_assert(s.mx_zero_block_code == 0 || s.mx_zero_block_code == 127);
+            ck_assert(s.keep_neg_zero == true || s.keep_neg_zero == false);
+            ck_assert(s.mx_scale_is_ggml == true || s.mx_scale_is_ggml == false);
+            ck_assert(s.tile2d == true || s.tile2d == false);
+        }
+}
+END_TEST
+
+START_TEST(profiles_set_the_documented_rules)
+{
+    fp4s_spec s;
+    fp4s_spec_profile(&s, FP4S_MXFP4, "ocp");
+    ck_assert_int_eq(s.mx_rule, FP4S_MX_FLOOR); ck_assert_int_eq(s.tie, FP4S_TIE_EVEN);
+    ck_assert_int_eq(s.block, 32); ck_assert_int_eq(s.packing, FP4S_PACK_PAIRS);
+    fp4s_spec_profile(&s, FP4S_MXFP4, "ceil");
+    ck_assert_int_eq(s.mx_rule, FP4S_MX_CEIL);
+    fp4s_spec_profile(&s, FP4S_MXFP4, "torchao-rceil");
+    ck_assert_int_eq(s.mx_rule, FP4S_MX_CEIL);
+    fp4s_spec_profile(&s, FP4S_MXFP4, "vllm");
+    ck_assert_int_eq(s.mx_rule, FP4S_MX_EVEN);
+    fp4s_spec_profile(&s, FP4S_MXFP4, "ggml");
+    ck_assert_int_eq(s.mx_rule, FP4S_MX_LOG2F); ck_assert_int_eq(s.tie, FP4S_TIE_ZERO);
+    ck_assert(!s.keep_neg_zero); ck_assert_int_eq(s.packing, FP4S_PACK_SPLIT);
+    ck_assert_int_eq(s.nonfinite, FP4S_NF_IGNORE); ck_assert(s.mx_scale_is_ggml);
+    fp4s_spec_profile(&s, FP4S_MXFP4, "microxcaling");
+    ck_assert_int_eq(s.tie, FP4S_TIE_AWAY); ck_assert_int_eq(s.nonfinite, FP4S_NF_BLOCK_NAN);
+    fp4s_spec_profile(&s, FP4S_MXFP4, "modelopt");
+    ck_assert_int_eq(s.mx_rule, FP4S_MX_CEIL_LOG2F); ck_assert_int_eq(s.tie, FP4S_TIE_ZERO);
+    ck_assert_int_eq(s.zero_in, FP4S_ZIN_NEG);
+    fp4s_spec_profile(&s, FP4S_NVFP4, "te");
+    ck_assert_int_eq(s.nv_recipe, FP4S_NV_TE); ck_assert_int_eq(s.global_scale, FP4S_GS_ENCODE);
+    ck_assert(!s.tile2d); ck_assert_int_eq(s.block, 16);
+    fp4s_spec_profile(&s, FP4S_NVFP4, "te-2d");
+    ck_assert(s.tile2d); ck_assert_uint_eq(fp4s_spec_row_align(&s), 16);
+    fp4s_spec_profile(&s, FP4S_NVFP4, "torchao");
+    ck_assert_int_eq(s.nv_recipe, FP4S_NV_TORCHAO); ck_assert_int_eq(s.global_scale, FP4S_GS_DECODE);
+    fp4s_spec_profile(&s, FP4S_NVFP4, "modelopt");
+    ck_assert_int_eq(s.nv_recipe, FP4S_NV_MODELOPT);
+    fp4s_spec_profile(&s, FP4S_NVFP4, "ggml");
+    ck_assert_int_eq(s.nv_recipe, FP4S_NV_GGML); ck_assert_int_eq(s.global_scale, FP4S_GS_NONE);
+    fp4s_spec_profile(&s, FP4S_FP8, "fp8-128x128");
+    ck_assert_int_eq(s.fp8_gran, FP4S_FP8_128x128); ck_assert_uint_eq(fp4s_spec_row_align(&s), 128);
+    ck_assert_uint_eq(fp4s_spec_blocks_per_row(&s, 512), 4);
+    fp4s_spec_profile(&s, FP4S_FP8, "fp8-tensor");
+    ck_assert_int_eq(s.fp8_gran, FP4S_FP8_TENSOR);
+    fp4s_spec_profile(&s, FP4S_FP8, NULL);
+    ck_assert_str_eq(s.profile, "fp8-1x128");
+    fp4s_spec_profile(&s, FP4S_NVFP4, "");
+    ck_assert_str_eq(s.profile, "te");
+}
+END_TEST
+
+START_TEST(unknown_profile_and_undefined_format_rejected)
+{
+    fp4s_spec s;
+    ck_assert_int_eq(fp4s_spec_profile(&s, FP4S_MXFP4, "nope"), FP4S_EINVAL);
+    ck_assert(strstr(fp4s_last_error(), "nope") && strstr(fp4s_last_error(), "ocp"));
+    ck_assert_int_eq(fp4s_spec_profile(&s, FP4S_NVFP4, "ocp"), FP4S_ENOTSUP);
+    ck_assert_int_eq(fp4s_spec_profile(&s, FP4S_NVFP4, "microxcaling"), FP4S_ENOTSUP);
+    ck_assert_int_eq(fp4s_spec_profile(&s, FP4S_FP8, "te"), FP4S_ENOTSUP);
+    ck_assert_int_eq(fp4s_spec_profile(&s, FP4S_MXFP4, "fp8-1x128"), FP4S_ENOTSUP);
+    ck_assert_int_eq(fp4s_spec_profile(NULL, FP4S_MXFP4, "ocp"), FP4S_EINVAL);
+}
+END_TEST
+
+START_TEST(spec_check_rejects_bad_combinations)
+{
+    fp4s_spec s;
+    fp4s_spec_profile(&s, FP4S_MXFP4, "ocp");
+    s.block = 16;
+    ck_assert_int_eq(fp4s_spec_check(&s), FP4S_ENOTSUP);
+    fp4s_spec_profile(&s, FP4S_MXFP4, "ocp");
+    s.mx_zero_block_code = 0xFF;
+    ck_assert_int_eq(fp4s_spec_check(&s), FP4S_EINVAL);
+    fp4s_spec_profile(&s, FP4S_MXFP4, "ocp");
+    s.tile2d = true;
+    ck_assert_int_eq(fp4s_spec_check(&s), FP4S_ENOTSUP);
+    fp4s_spec_profile(&s, FP4S_MXFP4, "ocp");
+    s.mx_rule = (fp4s_mx_rule)9;
+    ck_assert_int_eq(fp4s_spec_check(&s), FP4S_EINVAL);
+    fp4s_spec_profile(&s, FP4S_NVFP4, "ggml");
+    s.tile2d = true;
+    ck_assert_int_eq(fp4s_spec_check(&s), FP4S_ENOTSUP);
+    fp4s_spec_profile(&s, FP4S_FP8, "fp8-tensor");
+    s.block = 128;
+    ck_assert_int_eq(fp4s_spec_check(&s), FP4S_ENOTSUP);
+    s.format = (fp4s_format)0;
+    ck_assert_int_eq(fp4s_spec_check(&s), FP4S_EINVAL);
+}
+END_TEST
+
+START_TEST(describe_names_every_rule)
+{
+    char buf[600];
+    fp4s_spec s;
+    fp4s_spec_profile(&s, FP4S_MXFP4, "ggml");
+    size_t n = fp4s_spec_describe(&s, buf, sizeof buf);
+    ck_assert_uint_eq(n, strlen(buf));
+    static const char *mx_keys[] = {"format=mxfp4", "profile=ggml", "block=32", "scale_rule=log2f",
+                                    "zero_block_code=0", "scale_byte=ggml", "round=rtz", "neg_zero=drop",
+                                    "zero_input=", "packing=split", "nonfinite=ignore"};
+    for (size_t i = 0; i < sizeof mx_keys / sizeof mx_keys[0]; i++)
+        ck_assert_msg(strstr(buf, mx_keys[i]), "%s missing in %s", mx_keys[i], buf);
+    fp4s_spec_profile(&s, FP4S_NVFP4, "te-2d");
+    fp4s_spec_describe(&s, buf, sizeof buf);
+    static const char *nv_keys[] = {"format=nvfp4", "recipe=te", "global_scale=encode", "tiles=16x16",
+                                    "round=rne", "neg_zero=keep", "packing=pairs", "nonfinite=scale-nan"};
+    for (size_t i = 0; i < sizeof nv_keys / sizeof nv_keys[0]; i++)
+        ck_assert_msg(strstr(buf, nv_keys[i]), "%s missing in %s", nv_keys[i], buf);
+    fp4s_spec_profile(&s, FP4S_FP8, "fp8-128x128");
+    fp4s_spec_describe(&s, buf, sizeof buf);
+    ck_assert(strstr(buf, "granularity=128x128"));
+    /* truncation: returns the needed length */
+    char small[8];
+    size_t need = fp4s_spec_describe(&s, small, sizeof small);
+    ck_assert_uint_gt(need, 8);
+    ck_assert_uint_eq(strlen(small), 7);
+}
+END_TEST
+
+START_TEST(parse_and_name_helpers_round_trip)
+{
+    for (int r = 0; r <= FP4S_MX_CEIL_LOG2F; r++) {
+        fp4s_mx_rule o;
+        ck_assert_int_eq(fp4s_mx_rule_parse(fp4s_mx_rule_name((fp4s_mx_rule)r), &o), 0);
+        ck_assert_int_eq(o, r);
+    }
+    fp4s_mx_rule o;
+    ck_assert_int_eq(fp4s_mx_rule_parse("rceil", &o), 0);
+    ck_assert_int_eq(o, FP4S_MX_CEIL);
+    ck_assert_int_eq(fp4s_mx_rule_parse("round", &o), FP4S_EINVAL);
+    for (int f = 0; f < 3; f++) {
+        fp4s_format g;
+        ck_assert_int_eq(fp4s_format_parse(fp4s_format_name(fmts[f]), &g), 0);
+        ck_assert_int_eq(g, fmts[f]);
+    }
+    fp4s_format g;
+    ck_assert_int_eq(fp4s_format_parse("int4", &g), FP4S_EINVAL);
+    ck_assert_str_eq(fp4s_default_profile(FP4S_MXFP4), "ocp");
+    ck_assert_str_eq(fp4s_default_profile(FP4S_NVFP4), "te");
+    ck_assert_str_eq(fp4s_nonfinite_name(FP4S_NF_BLOCK_NAN), "block-nan");
+    ck_assert_str_eq(fp4s_packing_name(FP4S_PACK_SPLIT), "split");
+    ck_assert_str_eq(fp4s_global_scale_name(FP4S_GS_DECODE), "decode");
+    ck_assert_str_eq(fp4s_nv_recipe_name(FP4S_NV_MODELOPT), "modelopt");
+    ck_assert_str_eq(fp4s_fp8_gran_name(FP4S_FP8_1x128), "1x128");
+}
+END_TEST
+
+#define TC(name) do { TCase *tc = tcase_create(#name); tcase_add_test(tc, name); suite_add_tcase(s, tc); } while (0)
+
+int main(void)
+{
+    Suite *s = suite_create("spec");
+    TC(profile_list_documents_every_profile);
+    TC(every_profile_fills_a_valid_spec);
+    TC(profiles_set_the_documented_rules);
+    TC(unknown_profile_and_undefined_format_rejected);
+    TC(spec_check_rejects_bad_combinations);
+    TC(describe_names_every_rule);
+    TC(parse_and_name_helpers_round_trip);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? 1 : 0;
+}
