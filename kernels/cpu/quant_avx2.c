@@ -1,7 +1,8 @@
 /* AVX2 (+FMA, F16C) fast paths of the quantizer kernels: the same algorithm as
  * quant_avx512.c on 8 lanes (see that file for how exactness is kept):
- * - E2M1 by comparing magnitude bits with the seven midpoints (signed 32-bit
- *   compares are exact here: magnitudes are below 2^31);
+ * - E2M1 by integer rounding of the magnitude bits at mantissa bit 22 for
+ *   |v| >= 1 and two exact comparisons below 1 (signed 32-bit compares are
+ *   exact here: magnitudes are below 2^31);
  * - fp32 operations in the reference's order, one IEEE op each, compiled with
  *   -ffp-contract=off;
  * - block scales per block (MXFP4, scalar integer or the same libm call as the
@@ -9,6 +10,7 @@
  * - blocks holding NaN or Inf go to the reference kernel, one block at a time.
  * Unimplemented specs return FP4S_ENOTSUP: FP8, NVFP4 2-D and the ggml NVFP4
  * recipe, ggml's MXFP4 scale storage. */
+#include <float.h>
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -25,56 +27,72 @@ static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
 static inline int popc8(__m256i m) { return __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(m))); }
 
-/* Thresholds: index = #(bits(|v|) > T_j); see quant_avx512.c. */
-static void e2m1_thresholds(fp4s_tie tie, uint32_t t[7])
+/* |v| < 1 thresholds: see quant_avx512.c. */
+static void e2m1_small_thresholds(fp4s_tie tie, uint32_t *t0, uint32_t *t1)
 {
-    static const float mid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
-    for (int j = 0; j < 7; j++) {
-        bool up;
-        switch (tie) {
-        case FP4S_TIE_ZERO: up = false; break;
-        case FP4S_TIE_AWAY: up = true; break;
-        default: up = (j & 1) != 0; break;
-        }
-        t[j] = f2u(mid[j]) - (up ? 1u : 0u);
-    }
+    *t0 = f2u(0.25f) - (tie == FP4S_TIE_AWAY ? 1u : 0u);
+    *t1 = f2u(0.75f) - (tie == FP4S_TIE_ZERO ? 0u : 1u);
 }
 
 typedef struct enc_ctx {
-    __m256i thr[7];
-    __m256i absm, six, eight, zero;
+    __m256i t0, t1, rnd, lsbm;
+    __m256i absm, onem1, c252, seven, six, one, eight, zero;
     __m256 lut;            /* E2M1 magnitude index -> value */
     bool keep_neg_zero;
+    fp4s_zero_in zero_in;
 } enc_ctx;
 
 static void enc_init(enc_ctx *c, const fp4s_spec *s)
 {
-    uint32_t t[7];
-    e2m1_thresholds(s->tie, t);
-    for (int j = 0; j < 7; j++) c->thr[j] = _mm256_set1_epi32((int)t[j]);
+    uint32_t t0, t1;
+    e2m1_small_thresholds(s->tie, &t0, &t1);
+    c->t0 = _mm256_set1_epi32((int)t0);
+    c->t1 = _mm256_set1_epi32((int)t1);
+    c->rnd = _mm256_set1_epi32(s->tie == FP4S_TIE_AWAY ? 0x200000 : 0x1FFFFF);
+    c->lsbm = _mm256_set1_epi32(s->tie == FP4S_TIE_EVEN ? 1 : 0);
     c->absm = _mm256_set1_epi32((int)ABS_MASK);
+    c->onem1 = _mm256_set1_epi32(0x3f800000 - 1);
+    c->c252 = _mm256_set1_epi32(252);
+    c->seven = _mm256_set1_epi32(7);
     c->six = _mm256_set1_epi32((int)SIX_BITS);
+    c->one = _mm256_set1_epi32(1);
     c->eight = _mm256_set1_epi32(8);
     c->zero = _mm256_setzero_si256();
     c->lut = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
     c->keep_neg_zero = s->keep_neg_zero;
+    c->zero_in = s->zero_in;
 }
 
-/* Codes of 8 finite scaled values; counts saturated (|v| > 6) and -0 codes. */
-static inline __m256i e2m1_encode8(const enc_ctx *c, __m256 v, uint64_t *sat, uint64_t *negz)
+/* Codes of 8 scaled values (finite or +-Inf, not NaN) as
+ * fp4s_e2m1_encode_spec; counts saturated (|v| > 6) and -0 codes per lane. */
+static inline __attribute__((always_inline)) __m256i
+e2m1_encode8(const enc_ctx *c, __m256 v, __m256i *satc, __m256i *negzc)
 {
     __m256i b = _mm256_castps_si256(v);
     __m256i a = _mm256_and_si256(b, c->absm);
-    __m256i idx = c->zero;
-    for (int j = 0; j < 7; j++)
-        idx = _mm256_sub_epi32(idx, _mm256_cmpgt_epi32(a, c->thr[j]));
-    __m256i neg = _mm256_cmpgt_epi32(c->zero, b);
-    if (!c->keep_neg_zero)
-        neg = _mm256_andnot_si256(_mm256_cmpeq_epi32(idx, c->zero), neg);
-    idx = _mm256_or_si256(idx, _mm256_and_si256(neg, c->eight));
-    *sat += (uint64_t)popc8(_mm256_cmpgt_epi32(a, c->six));
-    *negz += (uint64_t)popc8(_mm256_cmpeq_epi32(idx, c->eight));
-    return idx;
+    __m256i add = _mm256_add_epi32(c->rnd, _mm256_and_si256(_mm256_srli_epi32(a, 22), c->lsbm));
+    __m256i hi = _mm256_sub_epi32(_mm256_srli_epi32(_mm256_add_epi32(a, add), 22), c->c252);
+    hi = _mm256_min_epu32(hi, c->seven);
+    __m256i lo = _mm256_add_epi32(_mm256_srli_epi32(_mm256_sub_epi32(c->t0, a), 31),
+                                  _mm256_srli_epi32(_mm256_sub_epi32(c->t1, a), 31));
+    __m256i idx = _mm256_blendv_epi8(lo, hi, _mm256_cmpgt_epi32(a, c->onem1));
+    __m256i s8 = _mm256_and_si256(_mm256_srli_epi32(b, 28), c->eight);
+    if (!c->keep_neg_zero) s8 = _mm256_min_epu32(s8, _mm256_slli_epi32(idx, 3));
+    if (c->zero_in != FP4S_ZIN_SIGN)
+        s8 = _mm256_blendv_epi8(s8, c->zero_in == FP4S_ZIN_NEG ? c->eight : c->zero,
+                                _mm256_cmpeq_epi32(a, c->zero));
+    __m256i q = _mm256_or_si256(idx, s8);
+    *satc = _mm256_sub_epi32(*satc, _mm256_srai_epi32(_mm256_sub_epi32(c->six, a), 31));
+    *negzc = _mm256_sub_epi32(*negzc, _mm256_cmpeq_epi32(q, c->eight));
+    return q;
+}
+
+static inline uint64_t hsum_epi32(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return (uint64_t)(uint32_t)_mm_cvtsi128_si32(s);
 }
 
 /* E2M1 code (low 4 bits of each lane) -> value. */
@@ -106,19 +124,39 @@ static inline uint32_t hmax8(__m256i a)
     return (uint32_t)_mm_cvtsi128_si32(m);
 }
 
-typedef struct err_acc { __m256d e, x; } err_acc;
+/* Error sums in double per lane (see quant_avx512.c). */
+typedef struct err_acc { __m256d e0, e1, x0, x1; } err_acc;
 
-static inline void err_add(err_acc *e, __m256 x, __m256 q)
+static inline __attribute__((always_inline)) void err_add(err_acc *e, __m256 x, __m256 d)
 {
     __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
     __m256d xh = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
-    __m256d dl = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(q)), xl);
-    __m256d dh = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(q, 1)), xh);
-    e->e = _mm256_add_pd(e->e, _mm256_add_pd(_mm256_mul_pd(dl, dl), _mm256_mul_pd(dh, dh)));
-    e->x = _mm256_add_pd(e->x, _mm256_add_pd(_mm256_mul_pd(xl, xl), _mm256_mul_pd(xh, xh)));
+    __m256d dl = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(d)), xl);
+    __m256d dh = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(d, 1)), xh);
+    e->e0 = _mm256_fmadd_pd(dl, dl, e->e0);
+    e->e1 = _mm256_fmadd_pd(dh, dh, e->e1);
+    e->x0 = _mm256_fmadd_pd(xl, xl, e->x0);
+    e->x1 = _mm256_fmadd_pd(xh, xh, e->x1);
 }
 
-static void err_init(err_acc *e) { e->e = e->x = _mm256_setzero_pd(); }
+/* MXFP4: d - x is exact in fp32 (see quant_avx512.c) */
+static inline __attribute__((always_inline)) void err_add_exact(err_acc *e, __m256 x, __m256 d)
+{
+    __m256 df = _mm256_sub_ps(d, x);
+    __m256d dl = _mm256_cvtps_pd(_mm256_castps256_ps128(df));
+    __m256d dh = _mm256_cvtps_pd(_mm256_extractf128_ps(df, 1));
+    __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
+    __m256d xh = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+    e->e0 = _mm256_fmadd_pd(dl, dl, e->e0);
+    e->e1 = _mm256_fmadd_pd(dh, dh, e->e1);
+    e->x0 = _mm256_fmadd_pd(xl, xl, e->x0);
+    e->x1 = _mm256_fmadd_pd(xh, xh, e->x1);
+}
+
+static inline __attribute__((always_inline)) void err_init(err_acc *e)
+{
+    e->e0 = e->e1 = e->x0 = e->x1 = _mm256_setzero_pd();
+}
 
 static double hsum4d(__m256d v)
 {
@@ -127,10 +165,10 @@ static double hsum4d(__m256d v)
     return (t[0] + t[1]) + (t[2] + t[3]);
 }
 
-static void err_finish(const err_acc *e, fp4s_qstats *st)
+static inline __attribute__((always_inline)) void err_finish(err_acc e, fp4s_qstats *st)
 {
-    st->err2 += hsum4d(e->e);
-    st->x2 += hsum4d(e->x);
+    st->err2 += hsum4d(_mm256_add_pd(e.e0, e.e1));
+    st->x2 += hsum4d(_mm256_add_pd(e.x0, e.x1));
 }
 
 static int ref_block(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
@@ -146,14 +184,14 @@ static int ref_block(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
 
 /* ---- MXFP4 ------------------------------------------------------------------ */
 
+/* E8M0 code of a finite non-zero amax for FLOOR / CEIL / EVEN, as fp4s_mx_k. */
 static inline int mx_code_bits(fp4s_mx_rule rule, uint32_t a, bool *under)
 {
     int e = (int)(a >> 23), code;
     switch (rule) {
     case FP4S_MX_FLOOR: code = e - 2; break;
     case FP4S_MX_CEIL: code = e - 2 + ((a & 0x7fffff) > 0x400000); break;
-    case FP4S_MX_EVEN: code = (int)((a + 0x200000u) >> 23) - 2; break;
-    default: code = 0; break;
+    default: /* FP4S_MX_EVEN */ code = (int)((a + 0x200000u) >> 23) - 2; break;
     }
     *under = code < 0;
     if (code < 0) code = 0;
@@ -161,10 +199,15 @@ static inline int mx_code_bits(fp4s_mx_rule rule, uint32_t a, bool *under)
     return code;
 }
 
-/* The libm rules (log2f, rtn): the reference's own helper, per block. */
+/* The libm rules (log2f, rtn, ceil-log2f): the reference's own helper. */
 static inline int mx_code_libm(fp4s_mx_rule rule, float amax, bool *under)
 {
     return fp4s_mx_k(rule, amax, under) + 127;
+}
+
+static inline float e8m0_value(int code) /* 2^(code-127), exact, code 0..254 */
+{
+    return code == 0 ? u2f(0x00400000u) : u2f((uint32_t)code << 23);
 }
 
 static int mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
@@ -176,13 +219,18 @@ static int mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
     err_acc ea;
     err_init(&ea);
     const size_t nb = cols / 32;
-    const bool libm_rule = s->mx_rule == FP4S_MX_LOG2F || s->mx_rule == FP4S_MX_RTN;
+    const bool bit_rule = s->mx_rule == FP4S_MX_FLOOR || s->mx_rule == FP4S_MX_CEIL ||
+                          s->mx_rule == FP4S_MX_EVEN;
     const __m256i infm1 = _mm256_set1_epi32((int)INF_BITS - 1);
     uint64_t sat = 0, negz = 0, zb = 0, under = 0, nblk = 0;
     int rc;
 
     for (size_t r = 0; r < rows; r++) {
         const float *xr = x + r * ld;
+        uint8_t *cr = out->codes ? out->codes + r * out->ld_codes : NULL;
+        uint8_t *sr = out->scales ? out->scales + r * out->ld_scales : NULL;
+        float *dr = out->dequant ? out->dequant + r * out->ld_dequant : NULL;
+        __m256i satc = c.zero, negzc = c.zero;
         for (size_t b = 0; b < nb; b++) {
             const float *xb = xr + b * 32;
             __m256 xv[4];
@@ -192,7 +240,7 @@ static int mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                 a[i] = _mm256_and_si256(_mm256_castps_si256(xv[i]), c.absm);
             }
             __m256i mx = _mm256_max_epi32(_mm256_max_epi32(a[0], a[1]), _mm256_max_epi32(a[2], a[3]));
-            if (_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(mx, infm1)))) {
+            if (__builtin_expect(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(mx, infm1))) != 0, 0)) {
                 rc = ref_block(s, ts, x, ld, row0, r, b * 32, b, out, st);
                 if (rc) return rc;
                 continue;
@@ -204,32 +252,30 @@ static int mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                 code = s->mx_zero_block_code;
                 zb++;
             } else {
-                code = libm_rule ? mx_code_libm(s->mx_rule, u2f(am), &u)
-                                 : mx_code_bits(s->mx_rule, am, &u);
+                code = bit_rule ? mx_code_bits(s->mx_rule, am, &u)
+                                : mx_code_libm(s->mx_rule, u2f(am), &u);
             }
             under += u;
             nblk++;
-            float inv = code == 254 ? u2f(0x00400000u) : u2f((uint32_t)(254 - code) << 23);
-            float sc = code == 0 ? u2f(0x00400000u) : u2f((uint32_t)code << 23);
-            __m256 vi = _mm256_set1_ps(inv), vs = _mm256_set1_ps(sc);
+            __m256 vi = _mm256_set1_ps(e8m0_value(254 - code));
+            __m256 vs = _mm256_set1_ps(e8m0_value(code));
             __m256i q[4];
             __m256 d[4];
             for (int i = 0; i < 4; i++) {
-                q[i] = e2m1_encode8(&c, _mm256_mul_ps(xv[i], vi), &sat, &negz);
+                q[i] = e2m1_encode8(&c, _mm256_mul_ps(xv[i], vi), &satc, &negzc);
                 d[i] = _mm256_mul_ps(e2m1_decode8(&c, q[i]), vs);
-                err_add(&ea, xv[i], d[i]);
+                err_add_exact(&ea, xv[i], d[i]);
             }
-            if (out->codes) {
-                uint8_t *cp = out->codes + r * out->ld_codes + b * 32;
-                _mm_storeu_si128((__m128i *)cp, pack16(q[0], q[1]));
-                _mm_storeu_si128((__m128i *)(cp + 16), pack16(q[2], q[3]));
+            if (cr) {
+                _mm_storeu_si128((__m128i *)(cr + b * 32), pack16(q[0], q[1]));
+                _mm_storeu_si128((__m128i *)(cr + b * 32 + 16), pack16(q[2], q[3]));
             }
-            if (out->scales) out->scales[r * out->ld_scales + b] = (uint8_t)code;
-            if (out->dequant) {
-                float *dp = out->dequant + r * out->ld_dequant + b * 32;
-                for (int i = 0; i < 4; i++) _mm256_storeu_ps(dp + 8 * i, d[i]);
-            }
+            if (sr) sr[b] = (uint8_t)code;
+            if (dr)
+                for (int i = 0; i < 4; i++) _mm256_storeu_ps(dr + b * 32 + 8 * i, d[i]);
         }
+        sat += hsum_epi32(satc);
+        negz += hsum_epi32(negzc);
     }
     st->elements += nblk * 32;
     st->blocks += nblk;
@@ -237,13 +283,14 @@ static int mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
     st->zero_blocks += zb;
     st->neg_zero += negz;
     st->scale_underflow += under;
-    err_finish(&ea, st);
+    err_finish(ea, st);
     return 0;
 }
 
 /* ---- NVFP4 ------------------------------------------------------------------- */
 
-/* E4M3 round-to-nearest-even, satfinite, of 8 non-negative floats. */
+/* E4M3 round-to-nearest-even, satfinite, of 8 non-negative floats (see
+ * quant_avx512.c). */
 static inline __m256i e4m3_encode8(__m256 v)
 {
     const __m256i u = _mm256_castps_si256(v);
@@ -258,17 +305,21 @@ static inline __m256i e4m3_encode8(__m256 v)
     return _mm256_blendv_epi8(code, _mm256_set1_epi32(0x7f), nan);
 }
 
+/* E4M3 bytes (sign in bit 7; 0x7F, 0xFF: NaN) -> values, as fp4s_e4m3_decode. */
 static inline __m256 e4m3_decode8(__m256i code)
 {
-    __m256 f = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(code, 20)),
+    __m256i m = _mm256_and_si256(code, _mm256_set1_epi32(0x7f));
+    __m256 f = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(m, 20)),
                              _mm256_set1_ps(0x1p120f));
-    __m256i nan = _mm256_cmpeq_epi32(code, _mm256_set1_epi32(0x7f));
+    f = _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(f),
+            _mm256_slli_epi32(_mm256_and_si256(code, _mm256_set1_epi32(0x80)), 24)));
+    __m256i nan = _mm256_cmpeq_epi32(m, _mm256_set1_epi32(0x7f));
     return _mm256_blendv_ps(f, _mm256_set1_ps(NAN), _mm256_castsi256_ps(nan));
 }
 
 typedef struct nv_ctx {
     fp4s_nv_recipe recipe;
-    __m256 c, pts, inv_pts, sdec;
+    __m256 mult, pts, d6, sdec;
     bool div;
 } nv_ctx;
 
@@ -276,48 +327,48 @@ static int nv_init(nv_ctx *n, const fp4s_spec *s, const fp4s_tscale *ts)
 {
     n->recipe = s->nv_recipe;
     n->sdec = _mm256_set1_ps(ts->s_dec);
-    n->div = false;
+    n->pts = _mm256_set1_ps(ts->s_dec);
+    n->div = s->nv_recipe != FP4S_NV_TE;
     switch (s->nv_recipe) {
-    case FP4S_NV_TE:
-        n->c = _mm256_set1_ps(ts->s_enc * (1.0f / 6.0f));
-        return 0;
-    case FP4S_NV_TORCHAO:
-        n->pts = _mm256_set1_ps(ts->s_dec);
-        n->inv_pts = _mm256_set1_ps(1.0f / ts->s_dec);
-        return 0;
-    case FP4S_NV_MODELOPT:
-        n->pts = _mm256_set1_ps(ts->s_dec);
-        n->div = true;
-        return 0;
-    default:
-        return FP4S_ENOTSUP;
+    case FP4S_NV_TE: n->mult = _mm256_set1_ps(ts->s_enc * (1.0f / 6.0f)); return 0;
+    case FP4S_NV_TORCHAO: return 0;
+    case FP4S_NV_MODELOPT: n->d6 = _mm256_set1_ps(6.0f * ts->s_dec); return 0;
+    default: return FP4S_ENOTSUP;
     }
 }
 
-static inline void nv_scales8(const nv_ctx *n, __m256 am, __m256i *code, __m256 *sbd, __m256 *fac)
+/* clamps that keep a NaN v, as the C `if (v > hi) v = hi` */
+#define CLAMP_HI(v, hi) _mm256_min_ps(hi, v)
+#define CLAMP_LO(v, lo) _mm256_max_ps(lo, v)
+
+static inline void nv_scales8(const nv_ctx *n, __m256 am, __m256i *code, __m256 *sbv, __m256 *fac)
 {
+    const __m256 fmax = _mm256_set1_ps(FLT_MAX);
     switch (n->recipe) {
-    case FP4S_NV_TE:
-        *code = e4m3_encode8(_mm256_mul_ps(am, n->c));
-        *sbd = e4m3_decode8(*code);
-        *fac = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_mul_ps(*sbd, n->sdec));
-        break;
-    case FP4S_NV_TORCHAO: {
-        __m256 v = _mm256_div_ps(_mm256_div_ps(am, _mm256_set1_ps(6.0f)), n->pts);
-        v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(0x1p-6f)), _mm256_set1_ps(448.0f));
-        *code = e4m3_encode8(v);
-        *sbd = e4m3_decode8(*code);
-        *fac = _mm256_div_ps(n->inv_pts, *sbd);
+    case FP4S_NV_TE: {
+        __m256 sbf = CLAMP_HI(_mm256_mul_ps(am, n->mult), fmax);
+        *code = e4m3_encode8(sbf);
+        *sbv = e4m3_decode8(*code);
+        __m256 enc = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_mul_ps(*sbv, n->sdec));
+        *fac = CLAMP_HI(enc, fmax);
         break;
     }
-    default: {
-        __m256 v = _mm256_div_ps(am, _mm256_mul_ps(_mm256_set1_ps(6.0f), n->pts));
-        __m256 z = _mm256_cmp_ps(am, _mm256_setzero_ps(), _CMP_EQ_OQ);
-        v = _mm256_blendv_ps(v, _mm256_set1_ps(1.0f), z);
-        v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(0x1p-9f)), _mm256_set1_ps(448.0f));
-        *code = e4m3_encode8(v);
-        *sbd = e4m3_decode8(*code);
-        *fac = _mm256_mul_ps(*sbd, n->pts);
+    case FP4S_NV_TORCHAO: {
+        __m256 sc = _mm256_div_ps(_mm256_div_ps(am, _mm256_set1_ps(6.0f)), n->pts);
+        sc = CLAMP_HI(CLAMP_LO(sc, _mm256_set1_ps(0x1p-6f)), _mm256_set1_ps(448.0f));
+        *code = e4m3_encode8(sc);
+        *sbv = e4m3_decode8(*code);
+        *fac = _mm256_mul_ps(n->pts, *sbv);
+        break;
+    }
+    default: { /* modelopt */
+        __m256 pbs = _mm256_div_ps(am, n->d6);
+        pbs = _mm256_blendv_ps(pbs, _mm256_set1_ps(1.0f), _mm256_cmp_ps(pbs, _mm256_setzero_ps(), _CMP_EQ_OQ));
+        pbs = CLAMP_LO(pbs, _mm256_set1_ps(0x1p-9f));
+        __m256 ok = _mm256_cmp_ps(pbs, _mm256_set1_ps(480.0f), _CMP_LT_OQ);
+        *code = _mm256_blendv_epi8(_mm256_set1_epi32(0x7f), e4m3_encode8(pbs), _mm256_castps_si256(ok));
+        *sbv = e4m3_decode8(*code);
+        *fac = _mm256_mul_ps(*sbv, n->pts);
         break;
     }
     }
@@ -339,11 +390,15 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
     uint64_t sat = 0, negz = 0, zb = 0, under = 0, nblk = 0;
     uint32_t amv[8] __attribute__((aligned(32)));
     float facv[8] __attribute__((aligned(32)));
-    float sbdv[8] __attribute__((aligned(32)));
+    float sbvv[8] __attribute__((aligned(32)));
     uint32_t codev[8] __attribute__((aligned(32)));
 
     for (size_t r = 0; r < rows; r++) {
         const float *xr = x + r * ld;
+        uint8_t *cr = out->codes ? out->codes + r * out->ld_codes : NULL;
+        uint8_t *sr = out->scales ? out->scales + r * out->ld_scales : NULL;
+        float *dr = out->dequant ? out->dequant + r * out->ld_dequant : NULL;
+        __m256i satc = c.zero, negzc = c.zero;
         for (size_t g = 0; g < nb; g += 8) {
             size_t ng = nb - g < 8 ? nb - g : 8;
             unsigned nfm = 0;
@@ -359,42 +414,52 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
             for (size_t i = ng; i < 8; i++) amv[i] = 0;
             __m256 am = _mm256_castsi256_ps(_mm256_load_si256((const __m256i *)amv));
             __m256i code;
-            __m256 sbd, fac;
-            nv_scales8(&n, am, &code, &sbd, &fac);
+            __m256 sbv, fac;
+            nv_scales8(&n, am, &code, &sbv, &fac);
+            /* NaN block scale: the reference's path for that block */
+            nfm |= (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(
+                       _mm256_cmpeq_epi32(code, _mm256_set1_epi32(0x7f))));
             _mm256_store_ps(facv, fac);
-            _mm256_store_ps(sbdv, sbd);
+            _mm256_store_ps(sbvv, sbv);
             _mm256_store_si256((__m256i *)codev, code);
             for (size_t i = 0; i < ng; i++) {
                 size_t b = g + i;
-                if (nfm >> i & 1u) {
+                if (__builtin_expect(nfm >> i & 1u, 0)) {
                     rc = ref_block(s, ts, x, ld, row0, r, b * 16, b, out, st);
                     if (rc) return rc;
                     continue;
                 }
                 nblk++;
-                zb += amv[i] == 0;
-                under += codev[i] < 8;
+                if (amv[i] == 0) zb++;
+                else if ((codev[i] & 0x78) == 0) under++;
                 const float *xb = xr + b * 16;
                 __m256 x0 = _mm256_loadu_ps(xb), x1 = _mm256_loadu_ps(xb + 8);
-                __m256 vf = _mm256_set1_ps(facv[i]), vsb = _mm256_set1_ps(sbdv[i]);
+                __m256 vf = _mm256_set1_ps(facv[i]);
                 __m256 v0 = n.div ? _mm256_div_ps(x0, vf) : _mm256_mul_ps(x0, vf);
                 __m256 v1 = n.div ? _mm256_div_ps(x1, vf) : _mm256_mul_ps(x1, vf);
-                __m256i q0 = e2m1_encode8(&c, v0, &sat, &negz);
-                __m256i q1 = e2m1_encode8(&c, v1, &sat, &negz);
-                __m256 d0 = _mm256_mul_ps(_mm256_mul_ps(e2m1_decode8(&c, q0), vsb), n.sdec);
-                __m256 d1 = _mm256_mul_ps(_mm256_mul_ps(e2m1_decode8(&c, q1), vsb), n.sdec);
+                __m256i q0 = e2m1_encode8(&c, v0, &satc, &negzc);
+                __m256i q1 = e2m1_encode8(&c, v1, &satc, &negzc);
+                __m256 d0, d1;
+                if (n.div) {
+                    d0 = _mm256_mul_ps(e2m1_decode8(&c, q0), vf);
+                    d1 = _mm256_mul_ps(e2m1_decode8(&c, q1), vf);
+                } else {
+                    __m256 vsb = _mm256_set1_ps(sbvv[i]);
+                    d0 = _mm256_mul_ps(_mm256_mul_ps(e2m1_decode8(&c, q0), vsb), n.sdec);
+                    d1 = _mm256_mul_ps(_mm256_mul_ps(e2m1_decode8(&c, q1), vsb), n.sdec);
+                }
                 err_add(&ea, x0, d0);
                 err_add(&ea, x1, d1);
-                if (out->codes)
-                    _mm_storeu_si128((__m128i *)(out->codes + r * out->ld_codes + b * 16), pack16(q0, q1));
-                if (out->scales) out->scales[r * out->ld_scales + b] = (uint8_t)codev[i];
-                if (out->dequant) {
-                    float *dp = out->dequant + r * out->ld_dequant + b * 16;
-                    _mm256_storeu_ps(dp, d0);
-                    _mm256_storeu_ps(dp + 8, d1);
+                if (cr) _mm_storeu_si128((__m128i *)(cr + b * 16), pack16(q0, q1));
+                if (sr) sr[b] = (uint8_t)codev[i];
+                if (dr) {
+                    _mm256_storeu_ps(dr + b * 16, d0);
+                    _mm256_storeu_ps(dr + b * 16 + 8, d1);
                 }
             }
         }
+        sat += hsum_epi32(satc);
+        negz += hsum_epi32(negzc);
     }
     st->elements += nblk * 16;
     st->blocks += nblk;
@@ -402,7 +467,7 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
     st->zero_blocks += zb;
     st->neg_zero += negz;
     st->scale_underflow += under;
-    err_finish(&ea, st);
+    err_finish(ea, st);
     return 0;
 }
 
@@ -429,7 +494,7 @@ static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
     enc_ctx c;
     enc_init(&c, s);
     const __m256i m15 = _mm256_set1_epi32(15);
-    if (s->format == FP4S_MXFP4 && s->block == 32 && !s->mx_scale_is_ggml && cols % 32 == 0) {
+    if (s->format == FP4S_MXFP4 && s->block == 32 && cols % 32 == 0) {
         for (size_t r = 0; r < rows; r++) {
             const uint8_t *cr = codes + r * ld_codes;
             const uint8_t *sr = scales + r * ld_scales;
@@ -449,6 +514,7 @@ static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
     if (s->format == FP4S_NVFP4 && s->block == 16 && !s->tile2d && cols % 16 == 0 &&
         s->nv_recipe != FP4S_NV_GGML) {
         const __m256 sdec = _mm256_set1_ps(ts->s_dec);
+        const bool te = s->nv_recipe == FP4S_NV_TE;
         for (size_t r = 0; r < rows; r++) {
             const uint8_t *cr = codes + r * ld_codes;
             const uint8_t *sr = scales + r * ld_scales;
@@ -458,14 +524,17 @@ static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
                 size_t ng = nb - g < 8 ? nb - g : 8;
                 uint8_t sb8[8] = {0};
                 memcpy(sb8, sr + g, ng);
-                float sbv[8] __attribute__((aligned(32)));
-                _mm256_store_ps(sbv, e4m3_decode8(_mm256_and_si256(load8_u8(sb8), _mm256_set1_epi32(0x7f))));
+                __m256 sbv = e4m3_decode8(load8_u8(sb8));
+                /* te: q * s_b * S_dec; torchao: q * (S_dec * s_b); modelopt: q * (s_b * S_dec) */
+                float f[8] __attribute__((aligned(32)));
+                _mm256_store_ps(f, te ? sbv : _mm256_mul_ps(sdec, sbv));
                 for (size_t i = 0; i < ng; i++) {
                     size_t b = g + i;
-                    __m256 vsb = _mm256_set1_ps(sbv[i]);
+                    __m256 vf = _mm256_set1_ps(f[i]);
                     for (int h = 0; h < 2; h++) {
                         __m256i q = _mm256_and_si256(load8_u8(cr + b * 16 + 8 * h), m15);
-                        __m256 d = _mm256_mul_ps(_mm256_mul_ps(e2m1_decode8(&c, q), vsb), sdec);
+                        __m256 d = _mm256_mul_ps(e2m1_decode8(&c, q), vf);
+                        if (te) d = _mm256_mul_ps(d, sdec);
                         _mm256_storeu_ps(orow + b * 16 + 8 * h, d);
                     }
                 }

@@ -2,10 +2,12 @@
  *
  * Bit-identical to the scalar reference (quant_ref.c); tests/kernels/tester
  * checks every profile. How exactness is kept:
- * - E2M1 rounding is done by comparing the magnitude bits of v = x / scale with
- *   the bit patterns of the seven midpoints (0.25 ... 5); for each tie rule a
- *   midpoint counts as "rounds up" with > or >= (see e2m1_thresholds). No
- *   arithmetic rounding is involved, so ties match exactly.
+ * - E2M1 rounding is integer arithmetic on the magnitude bits a of the scaled
+ *   value v: for |v| >= 1 the bits are rounded at fp32 mantissa bit 22 (the one
+ *   E2M1 mantissa bit) by adding 0x1FFFFF (+ bit 22 for ties-to-even) or
+ *   0x200000 (ties away), which gives the code directly; below 1 (the E2M1
+ *   subnormal binade, step 0.5) two exact comparisons with the midpoints 0.25
+ *   and 0.75 decide. Ties are exact by construction.
  * - fp32 operations are the reference's, in its order, one IEEE op each
  *   (compiled with -ffp-contract=off; no FMA where the reference multiplies
  *   and then adds). Multiplying by 2^-k equals dividing by 2^k exactly.
@@ -16,6 +18,7 @@
  *   stats as the reference by construction).
  * Specs not implemented here return FP4S_ENOTSUP (the front end then runs the
  * reference): FP8, NVFP4 2-D tiles and the ggml NVFP4 recipe. */
+#include <float.h>
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -30,90 +33,119 @@
 static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
-/* E2M1 magnitude index i (0..7 for 0, .5, 1, 1.5, 2, 3, 4, 6) of |v| is the
- * number of thresholds T_j with bits(|v|) > T_j. T_j is the midpoint between
- * index j and j+1 when a tie stays down, the midpoint's bits minus one when a
- * tie goes up (|v| >= mid). Ties: even -> up iff j+1 is even; zero -> never;
- * away -> always. */
-static void e2m1_thresholds(fp4s_tie tie, uint32_t t[7])
+/* Thresholds for |v| < 1: index = [a > t0] + [a > t1] with the midpoints
+ * 0.25 (between codes 0 and 1) and 0.75 (1 and 2), minus one bit where a tie
+ * rounds up. Ties: even -> 0.25 stays down, 0.75 goes up; zero -> both down;
+ * away -> both up. */
+static void e2m1_small_thresholds(fp4s_tie tie, uint32_t *t0, uint32_t *t1)
 {
-    static const float mid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
-    for (int j = 0; j < 7; j++) {
-        bool up;
-        switch (tie) {
-        case FP4S_TIE_ZERO: up = false; break;
-        case FP4S_TIE_AWAY: up = true; break;
-        default: up = (j & 1) != 0; break;
-        }
-        t[j] = f2u(mid[j]) - (up ? 1u : 0u);
-    }
+    *t0 = f2u(0.25f) - (tie == FP4S_TIE_AWAY ? 1u : 0u);
+    *t1 = f2u(0.75f) - (tie == FP4S_TIE_ZERO ? 0u : 1u);
 }
 
 typedef struct enc_ctx {
-    __m512i thr[7];
-    __m512i absm, six, one, zero;
+    __m512i t0, t1;        /* |v| < 1 thresholds */
+    __m512i rnd, lsbm;     /* |v| >= 1: add rnd + (bit 22 & lsbm) */
+    __m512i absm, onef, c252, seven, six, one, eight, zero;
     __m512 lut;            /* E2M1 code -> value, codes 0..15 */
     bool keep_neg_zero;
+    fp4s_zero_in zero_in;
 } enc_ctx;
 
 static void enc_init(enc_ctx *c, const fp4s_spec *s)
 {
-    uint32_t t[7];
-    e2m1_thresholds(s->tie, t);
-    for (int j = 0; j < 7; j++) c->thr[j] = _mm512_set1_epi32((int)t[j]);
+    uint32_t t0, t1;
+    e2m1_small_thresholds(s->tie, &t0, &t1);
+    c->t0 = _mm512_set1_epi32((int)t0);
+    c->t1 = _mm512_set1_epi32((int)t1);
+    c->rnd = _mm512_set1_epi32(s->tie == FP4S_TIE_AWAY ? 0x200000 : 0x1FFFFF);
+    c->lsbm = _mm512_set1_epi32(s->tie == FP4S_TIE_EVEN ? 1 : 0);
     c->absm = _mm512_set1_epi32((int)ABS_MASK);
+    c->onef = _mm512_set1_epi32(0x3f800000);
+    c->c252 = _mm512_set1_epi32(252);
+    c->seven = _mm512_set1_epi32(7);
     c->six = _mm512_set1_epi32((int)SIX_BITS);
     c->one = _mm512_set1_epi32(1);
+    c->eight = _mm512_set1_epi32(8);
     c->zero = _mm512_setzero_si512();
     c->lut = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
                             -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
     c->keep_neg_zero = s->keep_neg_zero;
+    c->zero_in = s->zero_in;
 }
 
-/* Codes (as 32-bit lanes) of 16 finite scaled values v; counts saturated
- * (|v| > 6) and -0 codes. */
-static inline __m512i e2m1_encode16(const enc_ctx *c, __m512 v, uint64_t *sat, uint64_t *negz)
+/* Codes (as 32-bit lanes) of 16 scaled values v (finite or +-Inf, not NaN),
+ * as fp4s_e2m1_encode_spec; counts saturated (|v| > 6) and -0 codes per lane. */
+static inline __attribute__((always_inline)) __m512i
+e2m1_encode16(const enc_ctx *c, __m512 v, __m512i *satc, __m512i *negzc)
 {
     __m512i b = _mm512_castps_si512(v);
     __m512i a = _mm512_and_si512(b, c->absm);
-    __m512i idx = c->zero;
-    for (int j = 0; j < 7; j++)
-        idx = _mm512_mask_add_epi32(idx, _mm512_cmpgt_epu32_mask(a, c->thr[j]), idx, c->one);
-    __mmask16 neg = _mm512_cmplt_epi32_mask(b, c->zero);
-    if (!c->keep_neg_zero)
-        neg &= _mm512_cmpneq_epi32_mask(idx, c->zero);
-    idx = _mm512_mask_or_epi32(idx, neg, idx, _mm512_set1_epi32(8));
-    *sat += (uint64_t)__builtin_popcount(_mm512_cmpgt_epu32_mask(a, c->six));
-    *negz += (uint64_t)__builtin_popcount(_mm512_cmpeq_epi32_mask(idx, _mm512_set1_epi32(8)));
-    return idx;
+    __m512i add = _mm512_add_epi32(c->rnd, _mm512_and_si512(_mm512_srli_epi32(a, 22), c->lsbm));
+    __m512i hi = _mm512_sub_epi32(_mm512_srli_epi32(_mm512_add_epi32(a, add), 22), c->c252);
+    hi = _mm512_min_epu32(hi, c->seven);
+    __m512i lo = _mm512_add_epi32(_mm512_srli_epi32(_mm512_sub_epi32(c->t0, a), 31),
+                                  _mm512_srli_epi32(_mm512_sub_epi32(c->t1, a), 31));
+    __m512i idx = _mm512_mask_mov_epi32(lo, _mm512_cmpge_epu32_mask(a, c->onef), hi);
+    __m512i s8 = _mm512_and_si512(_mm512_srli_epi32(b, 28), c->eight);
+    if (!c->keep_neg_zero) s8 = _mm512_min_epu32(s8, _mm512_slli_epi32(idx, 3));
+    if (c->zero_in != FP4S_ZIN_SIGN)
+        s8 = _mm512_mask_mov_epi32(s8, _mm512_cmpeq_epi32_mask(a, c->zero),
+                                   c->zero_in == FP4S_ZIN_NEG ? c->eight : c->zero);
+    __m512i q = _mm512_or_si512(idx, s8);
+    *satc = _mm512_sub_epi32(*satc, _mm512_srai_epi32(_mm512_sub_epi32(c->six, a), 31));
+    *negzc = _mm512_mask_add_epi32(*negzc, _mm512_cmpeq_epi32_mask(q, c->eight), *negzc, c->one);
+    return q;
 }
+
+static inline uint64_t hsum_epi32(__m512i v) { return (uint64_t)(uint32_t)_mm512_reduce_add_epi32(v); }
 
 /* Error sums in double, per lane (the reference sums with Kahan; only the
- * integer counters are required to match exactly). */
+ * integer counters are required to match exactly). Each term is the exact
+ * double product, as in the reference; only the order of the sum differs. */
 typedef struct err_acc { __m512d e0, e1, x0, x1; } err_acc;
 
-static inline void err_add(err_acc *e, __m512 x, __m512 q)
+static inline __attribute__((always_inline)) __m512d lo8(__m512 v)
 {
-    __m512d xl = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
-    __m512d xh = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
-    __m512d ql = _mm512_cvtps_pd(_mm512_castps512_ps256(q));
-    __m512d qh = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(q), 1)));
-    __m512d dl = _mm512_sub_pd(ql, xl), dh = _mm512_sub_pd(qh, xh);
-    e->e0 = _mm512_add_pd(e->e0, _mm512_mul_pd(dl, dl));
-    e->e1 = _mm512_add_pd(e->e1, _mm512_mul_pd(dh, dh));
-    e->x0 = _mm512_add_pd(e->x0, _mm512_mul_pd(xl, xl));
-    e->x1 = _mm512_add_pd(e->x1, _mm512_mul_pd(xh, xh));
+    return _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+}
+static inline __attribute__((always_inline)) __m512d hi8(__m512 v)
+{
+    return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
 }
 
-static void err_init(err_acc *e)
+/* d = dequantized value; e = (double)d - (double)x as in the reference */
+static inline __attribute__((always_inline)) void err_add(err_acc *e, __m512 x, __m512 d)
+{
+    __m512d xl = lo8(x), xh = hi8(x);
+    __m512d dl = _mm512_sub_pd(lo8(d), xl), dh = _mm512_sub_pd(hi8(d), xh);
+    e->e0 = _mm512_fmadd_pd(dl, dl, e->e0);
+    e->e1 = _mm512_fmadd_pd(dh, dh, e->e1);
+    e->x0 = _mm512_fmadd_pd(xl, xl, e->x0);
+    e->x1 = _mm512_fmadd_pd(xh, xh, e->x1);
+}
+
+/* MXFP4: d - x is exact in fp32 (q is a multiple of ulp(x) and |d - x| <= |x|
+ * or below half the grid step), so it is converted once. */
+static inline __attribute__((always_inline)) void err_add_exact(err_acc *e, __m512 x, __m512 d)
+{
+    __m512 df = _mm512_sub_ps(d, x);
+    __m512d dl = lo8(df), dh = hi8(df), xl = lo8(x), xh = hi8(x);
+    e->e0 = _mm512_fmadd_pd(dl, dl, e->e0);
+    e->e1 = _mm512_fmadd_pd(dh, dh, e->e1);
+    e->x0 = _mm512_fmadd_pd(xl, xl, e->x0);
+    e->x1 = _mm512_fmadd_pd(xh, xh, e->x1);
+}
+
+static inline __attribute__((always_inline)) void err_init(err_acc *e)
 {
     e->e0 = e->e1 = e->x0 = e->x1 = _mm512_setzero_pd();
 }
 
-static void err_finish(const err_acc *e, fp4s_qstats *st)
+static inline __attribute__((always_inline)) void err_finish(err_acc e, fp4s_qstats *st)
 {
-    st->err2 += _mm512_reduce_add_pd(_mm512_add_pd(e->e0, e->e1));
-    st->x2 += _mm512_reduce_add_pd(_mm512_add_pd(e->x0, e->x1));
+    st->err2 += _mm512_reduce_add_pd(_mm512_add_pd(e.e0, e.e1));
+    st->x2 += _mm512_reduce_add_pd(_mm512_add_pd(e.x0, e.x1));
 }
 
 /* Hand one block (1 row x s->block columns at column c of row r) to the
@@ -131,16 +163,16 @@ static int ref_block(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
 
 /* ---- MXFP4 ------------------------------------------------------------------ */
 
-/* E8M0 code of a finite block amax (bits), for the rules done in integers.
- * *under is set when k was clamped at code 0. */
+/* E8M0 code of a finite non-zero block amax (bits a) for the rules done in
+ * integers, exactly as fp4s_mx_k (codec.c) computes k = code - 127 for finite
+ * amax; *under is set when k was clamped at -127. */
 static inline int mx_code_bits(fp4s_mx_rule rule, uint32_t a, bool *under)
 {
     int e = (int)(a >> 23), code;
     switch (rule) {
     case FP4S_MX_FLOOR: code = e - 2; break;
     case FP4S_MX_CEIL: code = e - 2 + ((a & 0x7fffff) > 0x400000); break;
-    case FP4S_MX_EVEN: code = (int)((a + 0x200000u) >> 23) - 2; break;
-    default: code = 0; break;
+    default: /* FP4S_MX_EVEN */ code = (int)((a + 0x200000u) >> 23) - 2; break;
     }
     *under = code < 0;
     if (code < 0) code = 0;
@@ -148,11 +180,15 @@ static inline int mx_code_bits(fp4s_mx_rule rule, uint32_t a, bool *under)
     return code;
 }
 
-/* For the libm rules: the reference's formula, same libm call. */
-/* The libm rules (log2f, rtn): the reference's own helper, per block. */
+/* The libm rules (log2f, rtn, ceil-log2f): the reference's own helper. */
 static inline int mx_code_libm(fp4s_mx_rule rule, float amax, bool *under)
 {
     return fp4s_mx_k(rule, amax, under) + 127;
+}
+
+static inline float e8m0_value(int code) /* 2^(code-127), exact, code 0..254 */
+{
+    return code == 0 ? u2f(0x00400000u) : u2f((uint32_t)code << 23);
 }
 
 static int mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
@@ -164,57 +200,61 @@ static int mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
     err_acc ea;
     err_init(&ea);
     const size_t nb = cols / 32;
-    const bool libm_rule = s->mx_rule == FP4S_MX_LOG2F || s->mx_rule == FP4S_MX_RTN;
+    const bool bit_rule = s->mx_rule == FP4S_MX_FLOOR || s->mx_rule == FP4S_MX_CEIL ||
+                          s->mx_rule == FP4S_MX_EVEN;
     const __m512i infb = _mm512_set1_epi32((int)INF_BITS);
     uint64_t sat = 0, negz = 0, zb = 0, under = 0, nblk = 0;
     int rc = 0;
 
     for (size_t r = 0; r < rows; r++) {
         const float *xr = x + r * ld;
+        uint8_t *cr = out->codes ? out->codes + r * out->ld_codes : NULL;
+        uint8_t *sr = out->scales ? out->scales + r * out->ld_scales : NULL;
+        float *dr = out->dequant ? out->dequant + r * out->ld_dequant : NULL;
+        __m512i satc = c.zero, negzc = c.zero;
         for (size_t b = 0; b < nb; b++) {
             const float *xb = xr + b * 32;
             __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
-            __m512i a0 = _mm512_and_si512(_mm512_castps_si512(x0), c.absm);
-            __m512i a1 = _mm512_and_si512(_mm512_castps_si512(x1), c.absm);
-            if (_mm512_cmpge_epu32_mask(a0, infb) | _mm512_cmpge_epu32_mask(a1, infb)) {
+            __m512i mx = _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(x0), c.absm),
+                                          _mm512_and_si512(_mm512_castps_si512(x1), c.absm));
+            if (__builtin_expect(_mm512_cmpge_epu32_mask(mx, infb) != 0, 0)) {
                 rc = ref_block(s, ts, x, ld, row0, r, b * 32, b, out, st);
                 if (rc) return rc;
                 continue;
             }
-            uint32_t am = _mm512_reduce_max_epu32(_mm512_max_epu32(a0, a1));
+            uint32_t am = _mm512_reduce_max_epu32(mx);
             int code;
             bool u = false;
             if (am == 0) {
                 code = s->mx_zero_block_code;
                 zb++;
             } else {
-                code = libm_rule ? mx_code_libm(s->mx_rule, u2f(am), &u)
-                                 : mx_code_bits(s->mx_rule, am, &u);
+                code = bit_rule ? mx_code_bits(s->mx_rule, am, &u)
+                                : mx_code_libm(s->mx_rule, u2f(am), &u);
             }
             under += u;
             nblk++;
-            /* 2^-k and 2^k as floats (k = code - 127, both exact) */
-            float inv = code == 254 ? u2f(0x00400000u) : u2f((uint32_t)(254 - code) << 23);
-            float sc = code == 0 ? u2f(0x00400000u) : u2f((uint32_t)code << 23);
-            __m512 vi = _mm512_set1_ps(inv), vs = _mm512_set1_ps(sc);
-            __m512i q0 = e2m1_encode16(&c, _mm512_mul_ps(x0, vi), &sat, &negz);
-            __m512i q1 = e2m1_encode16(&c, _mm512_mul_ps(x1, vi), &sat, &negz);
+            /* x * 2^-k (exact where it matters) and q * 2^k, k = code - 127 */
+            __m512 vi = _mm512_set1_ps(e8m0_value(254 - code));
+            __m512 vs = _mm512_set1_ps(e8m0_value(code));
+            __m512i q0 = e2m1_encode16(&c, _mm512_mul_ps(x0, vi), &satc, &negzc);
+            __m512i q1 = e2m1_encode16(&c, _mm512_mul_ps(x1, vi), &satc, &negzc);
             __m512 d0 = _mm512_mul_ps(_mm512_permutexvar_ps(q0, c.lut), vs);
             __m512 d1 = _mm512_mul_ps(_mm512_permutexvar_ps(q1, c.lut), vs);
-            err_add(&ea, x0, d0);
-            err_add(&ea, x1, d1);
-            if (out->codes) {
-                uint8_t *cp = out->codes + r * out->ld_codes + b * 32;
-                _mm_storeu_si128((__m128i *)cp, _mm512_cvtepi32_epi8(q0));
-                _mm_storeu_si128((__m128i *)(cp + 16), _mm512_cvtepi32_epi8(q1));
+            err_add_exact(&ea, x0, d0);
+            err_add_exact(&ea, x1, d1);
+            if (cr) {
+                _mm_storeu_si128((__m128i *)(cr + b * 32), _mm512_cvtepi32_epi8(q0));
+                _mm_storeu_si128((__m128i *)(cr + b * 32 + 16), _mm512_cvtepi32_epi8(q1));
             }
-            if (out->scales) out->scales[r * out->ld_scales + b] = (uint8_t)code;
-            if (out->dequant) {
-                float *dp = out->dequant + r * out->ld_dequant + b * 32;
-                _mm512_storeu_ps(dp, d0);
-                _mm512_storeu_ps(dp + 16, d1);
+            if (sr) sr[b] = (uint8_t)code;
+            if (dr) {
+                _mm512_storeu_ps(dr + b * 32, d0);
+                _mm512_storeu_ps(dr + b * 32 + 16, d1);
             }
         }
+        sat += hsum_epi32(satc);
+        negz += hsum_epi32(negzc);
     }
     st->elements += nblk * 32;
     st->blocks += nblk;
@@ -222,16 +262,17 @@ static int mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
     st->zero_blocks += zb;
     st->neg_zero += negz;
     st->scale_underflow += under;
-    err_finish(&ea, st);
+    err_finish(ea, st);
     return 0;
 }
 
 /* ---- NVFP4 ------------------------------------------------------------------- */
 
 /* E4M3 (bias 7, satfinite at 448, NaN 0x7F) of 16 non-negative floats,
- * round to nearest even: normal range by integer rounding of the bits at
- * mantissa bit 20, subnormal range (v < 2^-6) as rint(v * 2^9) (exact
- * scaling; cvtps2dq rounds to nearest even in the default MXCSR mode). */
+ * round to nearest even, as fp4s_e4m3_encode(v, FP4S_TIE_EVEN): normal range
+ * by integer rounding of the bits at mantissa bit 20, subnormal range
+ * (v < 2^-6) as rint(v * 2^9) (exact scaling; cvtps2dq rounds to nearest even
+ * in the default MXCSR mode, which the library never changes). */
 static inline __m512i e4m3_encode16(__m512 v)
 {
     const __m512i u = _mm512_castps_si512(v);
@@ -246,74 +287,79 @@ static inline __m512i e4m3_encode16(__m512 v)
     return _mm512_mask_mov_epi32(code, nan, _mm512_set1_epi32(0x7f));
 }
 
-/* Value of E4M3 codes 0..0x7F (0x7F: NaN): bits << 20 rebiased by 2^120; the
- * subnormal codes come out right through the fp32 denormal. */
+/* Value of E4M3 bytes (sign in bit 7; 0x7F and 0xFF: NaN), as
+ * fp4s_e4m3_decode: magnitude bits << 20 rebiased by 2^120 (the subnormal
+ * codes come out right through the fp32 denormal), then the sign. */
 static inline __m512 e4m3_decode16(__m512i code)
 {
-    __m512 f = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(code, 20)),
+    __m512i m = _mm512_and_si512(code, _mm512_set1_epi32(0x7f));
+    __m512 f = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(m, 20)),
                              _mm512_set1_ps(0x1p120f));
-    __mmask16 nan = _mm512_cmpeq_epi32_mask(code, _mm512_set1_epi32(0x7f));
+    f = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(f),
+            _mm512_slli_epi32(_mm512_and_si512(code, _mm512_set1_epi32(0x80)), 24)));
+    __mmask16 nan = _mm512_cmpeq_epi32_mask(m, _mm512_set1_epi32(0x7f));
     return _mm512_mask_mov_ps(f, nan, _mm512_set1_ps(NAN));
 }
 
-/* Block scales of up to 16 blocks from their amax values: the E4M3 code, its
- * decoded value and the element factor (multiplied, or divided by when
- * *div is set), in the recipe's order of fp32 operations. */
+/* Recipes as nv_scale() in quant_ref.c, 16 blocks at a time, same fp32
+ * operations in the same order. */
 typedef struct nv_ctx {
     fp4s_nv_recipe recipe;
-    __m512 c;      /* te: S_enc * (1/6) */
-    __m512 pts;    /* torchao / modelopt: amax / 2688 */
-    __m512 inv_pts;/* torchao: 1 / pts */
-    __m512 sdec;   /* decode scale */
-    bool div;
+    __m512 mult;   /* te: S_enc * (1/6) */
+    __m512 pts;    /* torchao pts / modelopt scale_2 (= ts->s_dec) */
+    __m512 d6;     /* modelopt: 6 * scale_2 */
+    __m512 sdec;   /* te: S_dec */
+    bool div;      /* elements: x / fac (torchao, modelopt) or x * fac (te) */
 } nv_ctx;
 
 static int nv_init(nv_ctx *n, const fp4s_spec *s, const fp4s_tscale *ts)
 {
     n->recipe = s->nv_recipe;
     n->sdec = _mm512_set1_ps(ts->s_dec);
-    n->div = false;
+    n->pts = _mm512_set1_ps(ts->s_dec);
+    n->div = s->nv_recipe != FP4S_NV_TE;
     switch (s->nv_recipe) {
-    case FP4S_NV_TE:
-        n->c = _mm512_set1_ps(ts->s_enc * (1.0f / 6.0f));
-        return 0;
-    case FP4S_NV_TORCHAO:
-        n->pts = _mm512_set1_ps(ts->s_dec);
-        n->inv_pts = _mm512_set1_ps(1.0f / ts->s_dec);
-        return 0;
-    case FP4S_NV_MODELOPT:
-        n->pts = _mm512_set1_ps(ts->s_dec);
-        n->div = true;
-        return 0;
-    default:
-        return FP4S_ENOTSUP;
+    case FP4S_NV_TE: n->mult = _mm512_set1_ps(ts->s_enc * (1.0f / 6.0f)); return 0;
+    case FP4S_NV_TORCHAO: return 0;
+    case FP4S_NV_MODELOPT: n->d6 = _mm512_set1_ps(6.0f * ts->s_dec); return 0;
+    default: return FP4S_ENOTSUP;
     }
 }
 
-static inline void nv_scales16(const nv_ctx *n, __m512 am, __m512i *code, __m512 *sbd, __m512 *fac)
+/* min(hi, v) and max(lo, v) that keep a NaN v, as the C `if (v > hi) v = hi` */
+#define CLAMP_HI(v, hi) _mm512_min_ps(hi, v)
+#define CLAMP_LO(v, lo) _mm512_max_ps(lo, v)
+
+/* code: scale byte; sbv: its value; fac: element factor (te: multiply,
+ * others: divide); dq: dequant factor after q (te: q * sbv * S_dec). */
+static inline void nv_scales16(const nv_ctx *n, __m512 am, __m512i *code, __m512 *sbv, __m512 *fac)
 {
+    const __m512 fmax = _mm512_set1_ps(FLT_MAX);
     switch (n->recipe) {
-    case FP4S_NV_TE:
-        *code = e4m3_encode16(_mm512_mul_ps(am, n->c));
-        *sbd = e4m3_decode16(*code);
-        *fac = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(*sbd, n->sdec));
+    case FP4S_NV_TE: {
+        __m512 sbf = CLAMP_HI(_mm512_mul_ps(am, n->mult), fmax);
+        *code = e4m3_encode16(sbf);
+        *sbv = e4m3_decode16(*code);
+        __m512 enc = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(*sbv, n->sdec));
+        *fac = CLAMP_HI(enc, fmax);
         break;
+    }
     case FP4S_NV_TORCHAO: {
-        __m512 v = _mm512_div_ps(_mm512_div_ps(am, _mm512_set1_ps(6.0f)), n->pts);
-        v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(0x1p-6f)), _mm512_set1_ps(448.0f));
-        *code = e4m3_encode16(v);
-        *sbd = e4m3_decode16(*code);
-        *fac = _mm512_div_ps(n->inv_pts, *sbd);
+        __m512 sc = _mm512_div_ps(_mm512_div_ps(am, _mm512_set1_ps(6.0f)), n->pts);
+        sc = CLAMP_HI(CLAMP_LO(sc, _mm512_set1_ps(0x1p-6f)), _mm512_set1_ps(448.0f));
+        *code = e4m3_encode16(sc);
+        *sbv = e4m3_decode16(*code);
+        *fac = _mm512_mul_ps(n->pts, *sbv);
         break;
     }
     default: { /* modelopt */
-        __m512 v = _mm512_div_ps(am, _mm512_mul_ps(_mm512_set1_ps(6.0f), n->pts));
-        __mmask16 z = _mm512_cmpeq_ps_mask(am, _mm512_setzero_ps());
-        v = _mm512_mask_mov_ps(v, z, _mm512_set1_ps(1.0f));
-        v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(0x1p-9f)), _mm512_set1_ps(448.0f));
-        *code = e4m3_encode16(v);
-        *sbd = e4m3_decode16(*code);
-        *fac = _mm512_mul_ps(*sbd, n->pts);
+        __m512 pbs = _mm512_div_ps(am, n->d6);
+        pbs = _mm512_mask_mov_ps(pbs, _mm512_cmpeq_ps_mask(pbs, _mm512_setzero_ps()), _mm512_set1_ps(1.0f));
+        pbs = CLAMP_LO(pbs, _mm512_set1_ps(0x1p-9f));
+        __mmask16 ok = _mm512_cmp_ps_mask(pbs, _mm512_set1_ps(480.0f), _CMP_LT_OQ);
+        *code = _mm512_mask_mov_epi32(_mm512_set1_epi32(0x7f), ok, e4m3_encode16(pbs));
+        *sbv = e4m3_decode16(*code);
+        *fac = _mm512_mul_ps(*sbv, n->pts);
         break;
     }
     }
@@ -335,11 +381,15 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
     uint64_t sat = 0, negz = 0, zb = 0, under = 0, nblk = 0;
     float amv[16] __attribute__((aligned(64)));
     float facv[16] __attribute__((aligned(64)));
-    float sbdv[16] __attribute__((aligned(64)));
+    float sbvv[16] __attribute__((aligned(64)));
     uint32_t codev[16] __attribute__((aligned(64)));
 
     for (size_t r = 0; r < rows; r++) {
         const float *xr = x + r * ld;
+        uint8_t *cr = out->codes ? out->codes + r * out->ld_codes : NULL;
+        uint8_t *sr = out->scales ? out->scales + r * out->ld_scales : NULL;
+        float *dr = out->dequant ? out->dequant + r * out->ld_dequant : NULL;
+        __m512i satc = c.zero, negzc = c.zero;
         for (size_t g = 0; g < nb; g += 16) {
             size_t ng = nb - g < 16 ? nb - g : 16;
             uint32_t nfm = 0;
@@ -351,37 +401,39 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
             for (size_t i = ng; i < 16; i++) amv[i] = 0.0f;
             __m512 am = _mm512_load_ps(amv);
             __m512i code;
-            __m512 sbd, fac;
-            nv_scales16(&n, am, &code, &sbd, &fac);
+            __m512 sbv, fac;
+            nv_scales16(&n, am, &code, &sbv, &fac);
+            /* NaN block scale (an all-zero tensor under torchao, ...): the
+             * reference's path for that block */
+            nfm |= _mm512_cmpeq_epi32_mask(code, _mm512_set1_epi32(0x7f));
             _mm512_store_ps(facv, fac);
-            _mm512_store_ps(sbdv, sbd);
+            _mm512_store_ps(sbvv, sbv);
             _mm512_store_si512(codev, code);
-            __mmask16 valid = (__mmask16)((1u << ng) - 1u) & (__mmask16)~nfm;
-            zb += (uint64_t)__builtin_popcount(_mm512_mask_cmpeq_ps_mask(valid, am, _mm512_setzero_ps()));
-            /* zero or subnormal E4M3 scale: code < 8 */
-            under += (uint64_t)__builtin_popcount(_mm512_mask_cmplt_epu32_mask(valid, code, _mm512_set1_epi32(8)));
             for (size_t i = 0; i < ng; i++) {
                 size_t b = g + i;
-                if (nfm >> i & 1u) {
+                if (__builtin_expect(nfm >> i & 1u, 0)) {
                     rc = ref_block(s, ts, x, ld, row0, r, b * 16, b, out, st);
                     if (rc) return rc;
                     continue;
                 }
                 nblk++;
+                if (amv[i] == 0.0f) zb++;
+                else if ((codev[i] & 0x78) == 0) under++;
                 __m512 xv = _mm512_loadu_ps(xr + b * 16);
                 __m512 vf = _mm512_set1_ps(facv[i]);
                 __m512 v = n.div ? _mm512_div_ps(xv, vf) : _mm512_mul_ps(xv, vf);
-                __m512i q = e2m1_encode16(&c, v, &sat, &negz);
-                __m512 d = _mm512_mul_ps(_mm512_mul_ps(_mm512_permutexvar_ps(q, c.lut),
-                                                       _mm512_set1_ps(sbdv[i])), n.sdec);
+                __m512i q = e2m1_encode16(&c, v, &satc, &negzc);
+                __m512 qv = _mm512_permutexvar_ps(q, c.lut);
+                __m512 d = n.div ? _mm512_mul_ps(qv, vf)
+                                 : _mm512_mul_ps(_mm512_mul_ps(qv, _mm512_set1_ps(sbvv[i])), n.sdec);
                 err_add(&ea, xv, d);
-                if (out->codes)
-                    _mm_storeu_si128((__m128i *)(out->codes + r * out->ld_codes + b * 16),
-                                     _mm512_cvtepi32_epi8(q));
-                if (out->scales) out->scales[r * out->ld_scales + b] = (uint8_t)codev[i];
-                if (out->dequant) _mm512_storeu_ps(out->dequant + r * out->ld_dequant + b * 16, d);
+                if (cr) _mm_storeu_si128((__m128i *)(cr + b * 16), _mm512_cvtepi32_epi8(q));
+                if (sr) sr[b] = (uint8_t)codev[i];
+                if (dr) _mm512_storeu_ps(dr + b * 16, d);
             }
         }
+        sat += hsum_epi32(satc);
+        negz += hsum_epi32(negzc);
     }
     st->elements += nblk * 16;
     st->blocks += nblk;
@@ -389,7 +441,7 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
     st->zero_blocks += zb;
     st->neg_zero += negz;
     st->scale_underflow += under;
-    err_finish(&ea, st);
+    err_finish(ea, st);
     return 0;
 }
 
@@ -416,7 +468,7 @@ static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
     const __m512 lut = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
                                       -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
     const size_t bs = s->block;
-    if (s->format == FP4S_MXFP4 && bs == 32 && !s->mx_scale_is_ggml && cols % 32 == 0) {
+    if (s->format == FP4S_MXFP4 && bs == 32 && cols % 32 == 0) {
         for (size_t r = 0; r < rows; r++) {
             const uint8_t *cr = codes + r * ld_codes;
             const uint8_t *sr = scales + r * ld_scales;
@@ -436,6 +488,7 @@ static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
     if (s->format == FP4S_NVFP4 && bs == 16 && !s->tile2d && cols % 16 == 0 &&
         s->nv_recipe != FP4S_NV_GGML) {
         const __m512 sdec = _mm512_set1_ps(ts->s_dec);
+        const bool te = s->nv_recipe == FP4S_NV_TE;
         for (size_t r = 0; r < rows; r++) {
             const uint8_t *cr = codes + r * ld_codes;
             const uint8_t *sr = scales + r * ld_scales;
@@ -444,14 +497,15 @@ static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
             for (size_t g = 0; g < nb; g += 16) {
                 size_t ng = nb - g < 16 ? nb - g : 16;
                 __mmask16 m = (__mmask16)((1u << ng) - 1u);
-                __m512i sc = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, sr + g));
-                float sbv[16] __attribute__((aligned(64)));
-                _mm512_store_ps(sbv, e4m3_decode16(_mm512_and_si512(sc, _mm512_set1_epi32(0x7f))));
+                __m512 sbv = e4m3_decode16(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, sr + g)));
+                /* te: q * s_b * S_dec; torchao: q * (S_dec * s_b); modelopt: q * (s_b * S_dec) */
+                float f[16] __attribute__((aligned(64)));
+                _mm512_store_ps(f, te ? sbv : _mm512_mul_ps(sdec, sbv));
                 for (size_t i = 0; i < ng; i++) {
                     size_t b = g + i;
                     __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(cr + b * 16)));
-                    __m512 d = _mm512_mul_ps(_mm512_mul_ps(_mm512_permutexvar_ps(q, lut),
-                                                           _mm512_set1_ps(sbv[i])), sdec);
+                    __m512 d = _mm512_mul_ps(_mm512_permutexvar_ps(q, lut), _mm512_set1_ps(f[i]));
+                    if (te) d = _mm512_mul_ps(d, sdec);
                     _mm512_storeu_ps(orow + b * 16, d);
                 }
             }

@@ -1,6 +1,6 @@
 /* Kernel tester: every fast path against the scalar reference, bit for bit.
  *
- *   tester [--seed N] [--iterations N] [--quiet]
+ *   tester [--seed N] [--iterations N] [--level avx2|avx512] [--quiet]
  *
  * For each SIMD level the CPU and build have (fp4s_kernels_select), for every
  * profile of fp4s_profile_list() and each format it defines, plus MXFP4 and
@@ -52,16 +52,18 @@ static uint32_t f2bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 typedef struct tspec {
     char name[96];
     fp4s_spec s;
+    bool profile;      /* a named profile (the thread check runs on these) */
 } tspec;
 
-static tspec specs[512];
+static tspec specs[2048];
 static int nspecs;
 
-static void add_spec(const fp4s_spec *s, const char *name)
+static void add_spec(const fp4s_spec *s, const char *name, bool profile)
 {
     if (nspecs >= (int)(sizeof specs / sizeof specs[0])) return;
     if (fp4s_spec_check(s) != 0) return;
     specs[nspecs].s = *s;
+    specs[nspecs].profile = profile;
     snprintf(specs[nspecs].name, sizeof specs[nspecs].name, "%s", name);
     nspecs++;
 }
@@ -76,48 +78,56 @@ static void build_specs(void)
             if (fp4s_spec_profile(&s, (fp4s_format)f, p->name) != 0) continue;
             char nm[96];
             snprintf(nm, sizeof nm, "%s/%s", p->name, fp4s_format_name((fp4s_format)f));
-            add_spec(&s, nm);
+            add_spec(&s, nm, true);
         }
     }
-    /* MXFP4: every rule x tie x zero sign x non-finite policy, from ocp */
+    /* MXFP4: every rule x tie x zero sign x exact-zero code x non-finite
+     * policy, from ocp */
     fp4s_spec base;
     if (fp4s_spec_profile(&base, FP4S_MXFP4, "ocp") == 0) {
-        for (int r = FP4S_MX_FLOOR; r <= FP4S_MX_RTN; r++)
+        for (int r = FP4S_MX_FLOOR; r <= FP4S_MX_CEIL_LOG2F; r++)
             for (int t = FP4S_TIE_EVEN; t <= FP4S_TIE_AWAY; t++)
                 for (int z = 0; z < 2; z++)
-                    for (int nf = FP4S_NF_SCALE_NAN; nf <= FP4S_NF_IGNORE; nf++) {
-                        fp4s_spec s = base;
-                        s.mx_rule = (fp4s_mx_rule)r;
-                        s.tie = (fp4s_tie)t;
-                        s.keep_neg_zero = z;
-                        s.nonfinite = (fp4s_nonfinite)nf;
-                        s.mx_zero_block_code = (uint8_t)((r + t + nf) & 1 ? 127 : 0);
-                        char nm[96];
-                        snprintf(nm, sizeof nm, "mxfp4 rule=%s tie=%s negzero=%d nf=%s zero=%u",
-                                 fp4s_mx_rule_name(s.mx_rule), fp4s_tie_name(s.tie), z,
-                                 fp4s_nonfinite_name(s.nonfinite), s.mx_zero_block_code);
-                        add_spec(&s, nm);
-                    }
+                    for (int zi = FP4S_ZIN_SIGN; zi <= FP4S_ZIN_NEG; zi++)
+                        for (int nf = FP4S_NF_SCALE_NAN; nf <= FP4S_NF_IGNORE; nf++) {
+                            fp4s_spec s = base;
+                            s.mx_rule = (fp4s_mx_rule)r;
+                            s.tie = (fp4s_tie)t;
+                            s.keep_neg_zero = z;
+                            s.zero_in = (fp4s_zero_in)zi;
+                            s.nonfinite = (fp4s_nonfinite)nf;
+                            s.mx_zero_block_code = (uint8_t)((r + t + nf + zi) & 1 ? 127 : 0);
+                            char nm[96];
+                            snprintf(nm, sizeof nm, "mxfp4 rule=%s tie=%s negzero=%d zero_in=%s nf=%s zero=%u",
+                                     fp4s_mx_rule_name(s.mx_rule), fp4s_tie_name(s.tie), z,
+                                     fp4s_zero_in_name(s.zero_in), fp4s_nonfinite_name(s.nonfinite),
+                                     s.mx_zero_block_code);
+                            add_spec(&s, nm, false);
+                        }
     }
     /* NVFP4: every recipe x tie x zero sign x global-scale convention x 1-D/2-D */
     if (fp4s_spec_profile(&base, FP4S_NVFP4, "te") == 0) {
         for (int rc = FP4S_NV_TE; rc <= FP4S_NV_GGML; rc++)
             for (int t = FP4S_TIE_EVEN; t <= FP4S_TIE_AWAY; t++)
                 for (int z = 0; z < 2; z++)
-                    for (int d2 = 0; d2 < 2; d2++) {
-                        fp4s_spec s = base;
-                        s.nv_recipe = (fp4s_nv_recipe)rc;
-                        s.tie = (fp4s_tie)t;
-                        s.keep_neg_zero = z;
-                        s.tile2d = d2;
-                        if (rc == FP4S_NV_GGML) s.global_scale = FP4S_GS_NONE;
-                        else if (rc != FP4S_NV_TE) s.global_scale = FP4S_GS_DECODE;
-                        char nm[96];
-                        snprintf(nm, sizeof nm, "nvfp4 recipe=%s tie=%s negzero=%d %s",
-                                 fp4s_nv_recipe_name(s.nv_recipe), fp4s_tie_name(s.tie), z,
-                                 d2 ? "2d" : "1d");
-                        add_spec(&s, nm);
-                    }
+                    for (int zi = FP4S_ZIN_SIGN; zi <= FP4S_ZIN_NEG; zi++)
+                        for (int d2 = 0; d2 < 2; d2++) {
+                            fp4s_spec s = base;
+                            s.nv_recipe = (fp4s_nv_recipe)rc;
+                            s.tie = (fp4s_tie)t;
+                            s.keep_neg_zero = z;
+                            s.zero_in = (fp4s_zero_in)zi;
+                            s.tile2d = d2;
+                            s.nonfinite = (fp4s_nonfinite)((rc + t + zi) % 3);
+                            if (rc == FP4S_NV_GGML) s.global_scale = FP4S_GS_NONE;
+                            else if (rc != FP4S_NV_TE) s.global_scale = FP4S_GS_DECODE;
+                            char nm[96];
+                            snprintf(nm, sizeof nm, "nvfp4 recipe=%s tie=%s negzero=%d zero_in=%s nf=%s %s",
+                                     fp4s_nv_recipe_name(s.nv_recipe), fp4s_tie_name(s.tie), z,
+                                     fp4s_zero_in_name(s.zero_in), fp4s_nonfinite_name(s.nonfinite),
+                                     d2 ? "2d" : "1d");
+                            add_spec(&s, nm, false);
+                        }
     }
 }
 
@@ -317,9 +327,14 @@ static void print_block(const float *x, const shape *sh, size_t row, size_t col,
         return 1;                                                                         \
     }
 
+/* The double sums are compared to a relative 1e-9 (the reference uses Kahan,
+ * the fast paths per-lane sums). A sum that overflowed (a dequantized value
+ * of +-Inf, e.g. 6 * 2^127) is Inf or NaN depending on the summation: both
+ * non-finite counts as agreement. */
 static int near(double a, double b)
 {
     if (a == b) return 1;
+    if (!isfinite(a) || !isfinite(b)) return !isfinite(a) && !isfinite(b);
     return fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b));
 }
 
@@ -491,7 +506,8 @@ static int one_case(const tspec *t, const char *const *levels, int nlev)
     return ret;
 }
 
-/* 1 vs 2 threads: identical bytes and counters (on a tensor big enough to be split). */
+/* 1 vs 2 threads: identical bytes and counters (on a tensor big enough to be
+ * split); the double sums are per-range Kahan sums, compared to 1e-9. */
 static int thread_case(const tspec *t, const char *level)
 {
     const fp4s_spec *s = &t->s;
@@ -514,11 +530,6 @@ static int thread_case(const tspec *t, const char *level)
     char lv[64];
     snprintf(lv, sizeof lv, "%s threads=2 vs threads=1", level);
     int ret = compare(t, lv, x, &sh, &a, &b);
-    if (!ret && a.rc == 0 && (a.st.err2 != b.st.err2 || a.st.x2 != b.st.x2)) {
-        fprintf(stderr, "MISMATCH qstats sums differ between 1 and 2 threads: profile '%s',"
-                " level %s\n", t->name, level);
-        ret = 1;
-    }
     res_free(&a);
     res_free(&b);
     free(x);
@@ -577,18 +588,21 @@ int main(int argc, char **argv)
 {
     unsigned long long seed = (unsigned long long)time(NULL) ^ ((unsigned long long)clock() << 32);
     unsigned long long iters = 20;
+    const char *only_level = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
             if (parse_num("--seed", argv[++i], &seed)) return 2;
         } else if (!strcmp(argv[i], "--iterations") && i + 1 < argc) {
             if (parse_num("--iterations", argv[++i], &iters)) return 2;
+        } else if (!strcmp(argv[i], "--level") && i + 1 < argc) {
+            only_level = argv[++i];
         } else if (!strcmp(argv[i], "--quiet")) {
             quiet = 1;
         } else if (!strcmp(argv[i], "--help")) {
-            printf("usage: tester [--seed N] [--iterations N] [--quiet]\n");
+            printf("usage: tester [--seed N] [--iterations N] [--level avx2|avx512] [--quiet]\n");
             return 0;
         } else {
-            fprintf(stderr, "tester: unknown argument '%s'\nusage: tester [--seed N] [--iterations N] [--quiet]\n", argv[i]);
+            fprintf(stderr, "tester: unknown argument '%s'\nusage: tester [--seed N] [--iterations N] [--level avx2|avx512] [--quiet]\n", argv[i]);
             return 2;
         }
     }
@@ -604,6 +618,7 @@ int main(int argc, char **argv)
     const char *levels[2];
     int nlev = 0;
     for (int i = 0; i < 2; i++) {
+        if (only_level && strcmp(only_level, cand[i])) continue;
         if (fp4s_kernels_select(cand[i]) == 0) levels[nlev++] = cand[i];
         else printf("tester: level %s not available on this CPU/build\n", cand[i]);
     }
@@ -621,13 +636,13 @@ int main(int argc, char **argv)
             }
     for (int l = 0; l < nlev; l++)
         for (int i = 0; i < nspecs; i++)
-            if (thread_case(&specs[i], levels[l])) {
+            if (specs[i].profile && thread_case(&specs[i], levels[l])) {
                 fprintf(stderr, "tester: FAILED thread check (seed %llu)\n", seed);
                 return 1;
             }
     fp4s_kernels_select("ref");
     for (int i = 0; i < nspecs; i++)
-        if (thread_case(&specs[i], "ref")) {
+        if (specs[i].profile && thread_case(&specs[i], "ref")) {
             fprintf(stderr, "tester: FAILED thread check (seed %llu)\n", seed);
             return 1;
         }
