@@ -1,0 +1,46 @@
+#!/bin/sh
+# Run every command of the EXAMPLES sections of fp4-decompose(1) and
+# fp4-channels(1) on small fixtures; each must exit 0 and print something.
+set -eu
+PY=""
+for p in python3 /usr/bin/python3; do
+    if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import numpy, h5py' 2>/dev/null; then PY=$p; break; fi
+done
+[ -n "$PY" ] || { echo "man_examples: no python3 with numpy and h5py" >&2; exit 1; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cd "$T"
+"$PY" - <<'EOF'
+import numpy as np, h5py
+rng = np.random.default_rng(9)
+np.save("w.npy", rng.standard_normal((64, 256)).astype(np.float32))
+np.save("a.npy", (rng.standard_normal((128, 256)) * np.where(np.arange(256) % 37 == 0, 8, 1)).astype(np.float32))
+with h5py.File("cap.h5", "w") as f:
+    f.attrs["fp4scope_schema"] = "fp4scope-capture/1"
+    f.attrs["producer"] = "man_examples.sh"
+    f.attrs["synthetic"] = 1
+    for step in range(4):
+        for site in ("layers.0.mlp.up_proj", "layers.1.mlp.down_proj", "layers.1.attn.o_proj"):
+            g = f.create_group(f"steps/{step}/{site}")
+            g["trainer"] = rng.standard_normal((16, 64)).astype(np.float32)
+            g["rollout"] = rng.standard_normal((16, 64)).astype(np.float32)
+EOF
+n=0
+for page in fp4-decompose.1 fp4-channels.1; do
+    # commands inside .nf/.fi of the EXAMPLES section, roff escapes removed
+    sed -n '/^\.SH EXAMPLES/,/^\.SH /p' "$FP4S_SRCDIR/man/$page" |
+        sed -n '/^\.nf/,/^\.fi/p' | grep '^ *fp4-' | sed 's/\\-/-/g; s/^ *//' > cmds.txt
+    [ -s cmds.txt ] || { echo "$page: no examples found" >&2; exit 1; }
+    while IFS= read -r cmd; do
+        n=$((n + 1))
+        if ! sh -c "$cmd" > out.txt 2> err.txt; then
+            echo "FAIL ($page): $cmd" >&2
+            cat err.txt >&2
+            exit 1
+        fi
+        [ -s out.txt ] || { echo "FAIL ($page): no output: $cmd" >&2; exit 1; }
+        echo "ok: $cmd"
+    done < cmds.txt
+done
+[ -f rep.h5 ] && [ -f set.h5 ] && [ -f set.json ] || { echo "FAIL: example outputs missing" >&2; exit 1; }
+echo "$n man-page examples ran"
