@@ -39,6 +39,8 @@ run_bad() {
     expect_exit 3 fp4-quant -o out/q.h5 --codes out/c.npy --dequant out/d.npy "$spec"
     err_has "fp4-quant: "
     err_has "$text"
+    # one line: the library's own message, no HDF5 error stack dump
+    [ "$(wc -l <err.txt)" -eq 1 ] || { cat err.txt >&2; fail "$spec: more than one line on stderr"; }
     no_outputs_left out
 }
 run_bad missing.npy "missing.npy: cannot open: No such file or directory"

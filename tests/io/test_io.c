@@ -720,6 +720,79 @@ START_TEST(h5_write_f32_and_attrs)
 }
 END_TEST
 
+/* ---- mutation: no input crashes the parsers (run under the sanitizers) ---- */
+static uint32_t rng_state = 12345;
+static uint32_t rnd(void)
+{
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return rng_state >> 8;
+}
+
+START_TEST(npy_header_survives_mutation)
+{
+    const char *dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }";
+    unsigned char base[128], b[128];
+    size_t dl = strlen(dict), total = 128;
+    memcpy(base, "\x93NUMPY\x01\x00", 8);
+    base[8] = (unsigned char)(total - 10);
+    base[9] = 0;
+    memcpy(base + 10, dict, dl);
+    memset(base + 10 + dl, ' ', total - 10 - dl - 1);
+    base[total - 1] = '\n';
+    int accepted = 0;
+    for (int it = 0; it < 20000; it++) {
+        memcpy(b, base, total);
+        int nm = 1 + (int)(rnd() % 4);
+        for (int k = 0; k < nm; k++) b[rnd() % total] = (unsigned char)rnd();
+        size_t len = rnd() % 8 == 0 ? rnd() % total : total;
+        fp4s_dtype dt;
+        int rank;
+        uint64_t sh[2], off;
+        int rc = fp4s_npy_parse_header("m.npy", b, len, &dt, &rank, sh, &off);
+        if (rc == 0) {
+            accepted++;
+            ck_assert(rank == 1 || rank == 2);
+            ck_assert_uint_le(off, len);
+        } else {
+            ck_assert(rc < 0);
+            ck_assert(strncmp(fp4s_last_error(), "m.npy", 5) == 0);
+        }
+    }
+    ck_assert_int_gt(accepted, 0); /* mutations in the padding are harmless */
+}
+END_TEST
+
+START_TEST(safetensors_survives_mutation)
+{
+    const char *json = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}";
+    size_t jl = strlen(json);
+    unsigned char data[24] = {0};
+    unsigned char *buf = malloc(8 + jl);
+    for (int it = 0; it < 400; it++) {
+        for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)jl >> (8 * i));
+        memcpy(buf + 8, json, jl);
+        int nm = 1 + (int)(rnd() % 3);
+        for (int k = 0; k < nm; k++) buf[rnd() % (8 + jl)] = (unsigned char)rnd();
+        write_bytes(tp("m.safetensors"), buf, 8 + jl, data, rnd() % 2 ? 24 : rnd() % 24);
+        fp4s_source *s = NULL;
+        int rc = fp4s_source_open(st_spec("m.safetensors", "w"), &s);
+        if (rc == 0) {
+            float out[64];
+            size_t c = fp4s_source_cols(s);
+            if (c <= 64 && fp4s_source_rows(s) * c <= 64) {
+                for (size_t r = 0; r < fp4s_source_rows(s); r++)
+                    ck_assert_int_eq(fp4s_source_read(s, r, 1, out, c), 0);
+            }
+            fp4s_source_close(&s);
+        } else {
+            ck_assert_ptr_null(s);
+            ck_assert(strstr(fp4s_last_error(), "m.safetensors") != NULL);
+        }
+    }
+    free(buf);
+}
+END_TEST
+
 static Suite *io_suite(void)
 {
     Suite *s = suite_create("io");
@@ -740,6 +813,8 @@ static Suite *io_suite(void)
         {"npy_writer_round_trip", npy_writer_round_trip},
         {"npy_writer_incomplete_is_discarded", npy_writer_incomplete_is_discarded},
         {"h5_write_f32_and_attrs", h5_write_f32_and_attrs},
+        {"npy_header_survives_mutation", npy_header_survives_mutation},
+        {"safetensors_survives_mutation", safetensors_survives_mutation},
     };
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         TCase *tc = tcase_create(tests[i].name);
