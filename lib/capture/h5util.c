@@ -294,7 +294,7 @@ int cap_open_read(const char *file, hid_t *out, fp4s_capture_info *info)
     hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) {
         const char *m = cap_h5_msg();
-        if (strstr(m, "lock"))
+        if (strstr(m, "unable to lock"))
             return fp4s_error_set(FP4S_EOPEN, "%s: locked by a running writer (one writer per "
                                   "file; HDF5: %s)", file, m);
         return fp4s_error_set(FP4S_EFORMAT, "%s: damaged or truncated HDF5 file (interrupted "

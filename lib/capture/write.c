@@ -251,13 +251,14 @@ int fp4s_capture_create(const char *path, const fp4s_capture_opts *o, fp4s_captu
     /* Never reuse freed space (see the top of this file). */
     H5Pset_file_space_strategy(fcpl, H5F_FSPACE_STRATEGY_NONE, 0, (hsize_t)1);
     c->file = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl);
+    char m[256];
+    snprintf(m, sizeof m, "%s", c->file < 0 ? cap_h5_msg() : "");
     H5Pclose(fcpl);
     H5Pclose(fapl);
     if (c->file < 0) {
-        const char *m = cap_h5_msg();
-        rc = fp4s_error_set(strstr(m, "lock") ? FP4S_EOPEN : FP4S_EWRITE,
+        rc = fp4s_error_set(strstr(m, "unable to lock") ? FP4S_EOPEN : FP4S_EWRITE,
                             "%s: cannot create: %s%s", path, m[0] ? m : strerror(errno),
-                            strstr(m, "lock") ? " (another writer has it open)" : "");
+                            strstr(m, "unable to lock") ? " (another writer has it open)" : "");
         goto fail;
     }
     char when[32];
@@ -303,10 +304,11 @@ int fp4s_capture_open_append(const char *path, const fp4s_capture_opts *o, fp4s_
     }
     hid_t fapl = writer_fapl();
     c->file = H5Fopen(path, H5F_ACC_RDWR, fapl);
+    char m[256];
+    snprintf(m, sizeof m, "%s", c->file < 0 ? cap_h5_msg() : "");
     H5Pclose(fapl);
     if (c->file < 0) {
-        const char *m = cap_h5_msg();
-        if (strstr(m, "lock"))
+        if (strstr(m, "unable to lock"))
             rc = fp4s_error_set(FP4S_EOPEN, "%s: locked by another writer (one writer per file): %s",
                                 path, m);
         else

@@ -1,0 +1,680 @@
+/* Unit tests of the capture API: schema checks, writer round trips, listing,
+ * pairs, verification, append, merge and the synthetic generator. */
+#include <fp4scope/capture.h>
+
+#include <check.h>
+#include <hdf5.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[64];
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/fp4s_capt_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static const char *tmp(const char *name)
+{
+    static char buf[4][256];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+static fp4s_capture *new_cap(const char *path)
+{
+    fp4s_capture *c = NULL;
+    int rc = fp4s_capture_create(path, NULL, &c);
+    ck_assert_msg(rc == 0, "create: %s", fp4s_last_error());
+    return c;
+}
+
+/* A plain HDF5 file with a given schema attribute (NULL: none). */
+static void plain_file(const char *path, const char *schema)
+{
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    ck_assert_int_ge(f, 0);
+    if (schema) {
+        hid_t t = H5Tcopy(H5T_C_S1);
+        H5Tset_size(t, strlen(schema));
+        hid_t sp = H5Screate(H5S_SCALAR);
+        hid_t a = H5Acreate2(f, "fp4scope_schema", t, sp, H5P_DEFAULT, H5P_DEFAULT);
+        H5Awrite(a, t, schema);
+        H5Aclose(a);
+        H5Sclose(sp);
+        H5Tclose(t);
+    }
+    H5Fclose(f);
+}
+
+static void read_raw(const char *file, const char *path, hid_t memtype, void *out)
+{
+    hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert_int_ge(f, 0);
+    hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
+    ck_assert_msg(d >= 0, "no dataset %s", path);
+    ck_assert_int_ge(H5Dread(d, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, out), 0);
+    H5Dclose(d);
+    H5Fclose(f);
+}
+
+/* ---- schema ---------------------------------------------------------------- */
+START_TEST(schema_missing_attribute_is_eformat)
+{
+    plain_file(tmp("a.h5"), NULL);
+    fp4s_capture_entry *e;
+    size_t n;
+    ck_assert_int_eq(fp4s_capture_list(tmp("a.h5"), &e, &n), FP4S_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "fp4scope_schema is missing"));
+    ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "a.h5"));
+}
+END_TEST
+
+START_TEST(schema_newer_major_is_eversion)
+{
+    plain_file(tmp("v2.h5"), "fp4scope-capture/2");
+    fp4s_capture_info in;
+    ck_assert_int_eq(fp4s_capture_info_read(tmp("v2.h5"), &in), FP4S_EVERSION);
+    ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "newer than this reader"));
+    fp4s_capture *c;
+    ck_assert_int_eq(fp4s_capture_open_append(tmp("v2.h5"), NULL, &c), FP4S_EVERSION);
+    ck_assert_ptr_null(c);
+}
+END_TEST
+
+START_TEST(schema_newer_minor_is_accepted)
+{
+    plain_file(tmp("v13.h5"), "fp4scope-capture/1.3");
+    fp4s_capture_info in;
+    ck_assert_int_eq(fp4s_capture_info_read(tmp("v13.h5"), &in), 0);
+    ck_assert_int_eq(in.major, 1);
+    ck_assert_int_eq(in.minor, 3);
+    ck_assert(!in.synthetic);
+}
+END_TEST
+
+START_TEST(schema_malformed_is_eformat)
+{
+    plain_file(tmp("m.h5"), "fp4scope-capture/x");
+    fp4s_capture_entry *e;
+    size_t n;
+    ck_assert_int_eq(fp4s_capture_list(tmp("m.h5"), &e, &n), FP4S_EFORMAT);
+    plain_file(tmp("o.h5"), "other-schema/1");
+    ck_assert_int_eq(fp4s_capture_list(tmp("o.h5"), &e, &n), FP4S_EFORMAT);
+}
+END_TEST
+
+START_TEST(open_missing_not_hdf5_truncated)
+{
+    fp4s_capture_entry *e;
+    size_t n;
+    ck_assert_int_eq(fp4s_capture_list(tmp("none.h5"), &e, &n), FP4S_EOPEN);
+    FILE *f = fopen(tmp("text.h5"), "w");
+    fputs("hello, not hdf5\n", f);
+    fclose(f);
+    ck_assert_int_eq(fp4s_capture_list(tmp("text.h5"), &e, &n), FP4S_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "not an HDF5 file"));
+    /* an interrupted copy: a real capture cut in half */
+    ck_assert_int_eq(fp4s_capture_synth(tmp("full.h5"), NULL), 0);
+    FILE *in = fopen(tmp("full.h5"), "rb");
+    fseek(in, 0, SEEK_END);
+    long sz = ftell(in);
+    fseek(in, 0, SEEK_SET);
+    char *buf = malloc((size_t)sz);
+    ck_assert_int_eq(fread(buf, 1, (size_t)sz, in), (size_t)sz);
+    fclose(in);
+    FILE *out = fopen(tmp("half.h5"), "wb");
+    fwrite(buf, 1, (size_t)sz / 2, out);
+    fclose(out);
+    free(buf);
+    int rc = fp4s_capture_list(tmp("half.h5"), &e, &n);
+    ck_assert_int_eq(rc, FP4S_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "half.h5"));
+}
+END_TEST
+
+/* ---- writer round trips -------------------------------------------------------- */
+START_TEST(put_f32_bf16_f16_bit_exact_with_stride)
+{
+    fp4s_capture *c = new_cap(tmp("rt.h5"));
+    enum { R = 5, K = 7, LD = 9 };
+    float f[R * LD];
+    uint16_t b[R * LD], h[R * LD];
+    for (int i = 0; i < R * LD; i++) {
+        uint32_t u = 0x9e3779b9u * (uint32_t)(i + 1);
+        memcpy(&f[i], &u, 4);
+        if (isnan(f[i])) f[i] = -0.0f; /* any bit pattern but NaN payloads */
+        b[i] = (uint16_t)(u >> 7);
+        h[i] = (uint16_t)(u >> 3);
+    }
+    ck_assert_int_eq(fp4s_capture_put(c, 3, "a.f32", "trainer", FP4S_DT_F32, f, R, K, LD, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 3, "a.bf16", "trainer", FP4S_DT_BF16, b, R, K, LD, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 3, "a.f16", "trainer", FP4S_DT_F16, h, R, K, LD, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    ck_assert_ptr_null(c);
+    float rf[R * K];
+    uint16_t rb[R * K], rh[R * K];
+    read_raw(tmp("rt.h5"), "/steps/3/a.f32/trainer", H5T_NATIVE_FLOAT, rf);
+    read_raw(tmp("rt.h5"), "/steps/3/a.bf16/trainer", H5T_NATIVE_UINT16, rb);
+    /* float16 read as its own type: bytes unchanged */
+    hid_t f16 = H5Tcopy(H5T_IEEE_F32LE);
+    H5Tset_fields(f16, 15, 10, 5, 0, 10);
+    H5Tset_size(f16, 2);
+    H5Tset_ebias(f16, 15);
+    read_raw(tmp("rt.h5"), "/steps/3/a.f16/trainer", f16, rh);
+    H5Tclose(f16);
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < K; k++) {
+            ck_assert_mem_eq(&rf[r * K + k], &f[r * LD + k], 4);
+            ck_assert_uint_eq(rb[r * K + k], b[r * LD + k]);
+            ck_assert_uint_eq(rh[r * K + k], h[r * LD + k]);
+        }
+    fp4s_capture_entry *e;
+    size_t n;
+    ck_assert_int_eq(fp4s_capture_list(tmp("rt.h5"), &e, &n), 0);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_str_eq(e[0].site, "a.bf16");
+    ck_assert_int_eq(e[0].dtype, FP4S_DT_BF16);
+    ck_assert_int_eq(e[1].dtype, FP4S_DT_F16);
+    ck_assert_int_eq(e[2].dtype, FP4S_DT_F32);
+    ck_assert_uint_eq(e[2].rows, R);
+    ck_assert_uint_eq(e[2].cols, K);
+    free(e);
+}
+END_TEST
+
+START_TEST(put_appends_rows)
+{
+    fp4s_capture *c = new_cap(tmp("ap.h5"));
+    float x[4 * 3];
+    for (int i = 0; i < 12; i++) x[i] = (float)i;
+    for (int k = 0; k < 3; k++)
+        ck_assert_int_eq(fp4s_capture_put(c, 0, "s", "rollout", FP4S_DT_F32, x + 4 * k, 1, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_flush(c), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 0, "s", "rollout", FP4S_DT_F32, x, 2, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    float r[5 * 4];
+    read_raw(tmp("ap.h5"), "/steps/0/s/rollout", H5T_NATIVE_FLOAT, r);
+    for (int i = 0; i < 12; i++) ck_assert_float_eq(r[i], (float)i);
+    for (int i = 0; i < 8; i++) ck_assert_float_eq(r[12 + i], (float)i);
+}
+END_TEST
+
+START_TEST(put_rejects_bad_shapes_types_names)
+{
+    fp4s_capture *c = new_cap(tmp("bad.h5"));
+    float x[16] = {0};
+    ck_assert_int_eq(fp4s_capture_put(c, 1, "s", "trainer", FP4S_DT_F32, x, 2, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 1, "s", "trainer", FP4S_DT_F32, x, 2, 3, 4, NULL), FP4S_ESHAPE);
+    ck_assert_int_eq(fp4s_capture_put(c, 1, "s", "trainer", FP4S_DT_BF16, x, 2, 4, 4, NULL), FP4S_EDTYPE);
+    ck_assert_int_eq(fp4s_capture_put(c, 1, "s", "rollout", FP4S_DT_F32, x, 2, 5, 5, NULL), FP4S_ESHAPE);
+    ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "share K"));
+    ck_assert_int_eq(fp4s_capture_put(c, 1, "s", "weight", FP4S_DT_F32, x, 2, 2, 2, NULL), FP4S_ESHAPE);
+    ck_assert_int_eq(fp4s_capture_put(c, 1, "a/b", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL), FP4S_EINVAL);
+    ck_assert_int_eq(fp4s_capture_put(c, 1, "", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL), FP4S_EINVAL);
+    ck_assert_int_eq(fp4s_capture_put(c, 1, "logprobs", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL), FP4S_EINVAL);
+    ck_assert_int_eq(fp4s_capture_put(c, 1, "s", "student", FP4S_DT_F32, x, 1, 4, 4, NULL), FP4S_EINVAL);
+    ck_assert_int_eq(fp4s_capture_put(c, -3, "s", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL), FP4S_EINVAL);
+    ck_assert_int_eq(fp4s_capture_put(c, -1, "s", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL), FP4S_EINVAL);
+    ck_assert_int_eq(fp4s_capture_put(c, 1, "s", "trainer", FP4S_DT_I32, x, 1, 4, 4, NULL), FP4S_EDTYPE);
+    ck_assert_int_eq(fp4s_capture_put(c, 1, "s", "trainer", FP4S_DT_F32, x, 1, 4, 3, NULL), FP4S_ESHAPE);
+    ck_assert_int_eq(fp4s_capture_put(c, 1, "s", "trainer", FP4S_DT_F32, NULL, 1, 4, 4, NULL), FP4S_EINVAL);
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    ck_assert_int_eq(fp4s_capture_close(&c), 0); /* NULL ok */
+    fp4s_capture *c2;
+    ck_assert_int_eq(fp4s_capture_create(tmp("bad.h5"), NULL, &c2), FP4S_EWRITE); /* exists */
+}
+END_TEST
+
+START_TEST(logprobs_round_trip_and_field_consistency)
+{
+    fp4s_capture *c = new_cap(tmp("lp.h5"));
+    float t[6] = {-1, -2, -3, -4, -5, -6}, r[6] = {-1.5f, -2, -3, -4, -5, -6.5f};
+    int64_t seq[6] = {0, 0, 0, 1, 1, 1}, pos[6] = {0, 1, 2, 0, 1, 2};
+    uint8_t m[6] = {1, 1, 0, 1, 1, 1};
+    ck_assert_int_eq(fp4s_capture_put_logprobs(c, 2, t, r, seq, pos, m, 3), 0);
+    ck_assert_int_eq(fp4s_capture_put_logprobs(c, 2, t + 3, r + 3, seq + 3, pos + 3, m + 3, 3), 0);
+    ck_assert_int_eq(fp4s_capture_put_logprobs(c, 2, t, r, seq, NULL, m, 3), FP4S_EINVAL);
+    ck_assert_int_eq(fp4s_capture_put_logprobs(c, 2, t, NULL, seq, pos, m, 3), FP4S_EINVAL);
+    ck_assert_int_eq(fp4s_capture_put_logprobs(c, 4, t, r, seq, NULL, NULL, 6), 0);
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    float rt[6], rr[6];
+    int64_t rs[6], rp[6];
+    uint8_t rm[6];
+    read_raw(tmp("lp.h5"), "/steps/2/logprobs/trainer", H5T_NATIVE_FLOAT, rt);
+    read_raw(tmp("lp.h5"), "/steps/2/logprobs/rollout", H5T_NATIVE_FLOAT, rr);
+    read_raw(tmp("lp.h5"), "/steps/2/logprobs/seq", H5T_NATIVE_INT64, rs);
+    read_raw(tmp("lp.h5"), "/steps/2/logprobs/pos", H5T_NATIVE_INT64, rp);
+    read_raw(tmp("lp.h5"), "/steps/2/logprobs/mask", H5T_NATIVE_UINT8, rm);
+    ck_assert_mem_eq(rt, t, sizeof t);
+    ck_assert_mem_eq(rr, r, sizeof r);
+    ck_assert_mem_eq(rs, seq, sizeof seq);
+    ck_assert_mem_eq(rp, pos, sizeof pos);
+    ck_assert_mem_eq(rm, m, sizeof m);
+    fp4s_capture_entry *e;
+    size_t n;
+    ck_assert_int_eq(fp4s_capture_list(tmp("lp.h5"), &e, &n), 0);
+    ck_assert_uint_eq(n, 8);
+    const char *order[] = {"trainer", "rollout", "seq", "pos", "mask", "trainer", "rollout", "seq"};
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_str_eq(e[i].site, "logprobs");
+        ck_assert_str_eq(e[i].side, order[i]);
+        ck_assert_uint_eq(e[i].rows, 1);
+        ck_assert_uint_eq(e[i].cols, 6);
+    }
+    free(e);
+    ck_assert_int_eq(fp4s_capture_verify(tmp("lp.h5")), 0);
+}
+END_TEST
+
+START_TEST(const_weights_and_site_attributes)
+{
+    fp4s_capture *c = new_cap(tmp("w.h5"));
+    float w[2 * 4] = {1, 2, 3, 4, 5, 6, 7, 8};
+    ck_assert_int_eq(fp4s_capture_put(c, FP4S_CAPTURE_CONST_STEP, "layers.12.mlp.experts.7.down_proj",
+                                      "weight", FP4S_DT_F32, w, 2, 4, 4, NULL), 0);
+    fp4s_capture_meta m;
+    fp4s_capture_meta_defaults(&m);
+    m.token_offset = 256;
+    ck_assert_int_eq(fp4s_capture_put(c, 0, "layers.12.mlp.experts.7.down_proj", "trainer",
+                                      FP4S_DT_F32, w, 2, 4, 4, &m), 0);
+    /* K of the activation must match the constant weight */
+    ck_assert_int_eq(fp4s_capture_put(c, 0, "layers.12.mlp.experts.7.down_proj", "rollout",
+                                      FP4S_DT_F32, w, 1, 3, 3, NULL), FP4S_ESHAPE);
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    hid_t f = H5Fopen(tmp("w.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert_int_ge(f, 0);
+    ck_assert_int_gt(H5Lexists(f, "/weights", H5P_DEFAULT), 0);
+    hid_t d = H5Dopen2(f, "/steps/0/layers.12.mlp.experts.7.down_proj/trainer", H5P_DEFAULT);
+    long long v = -1;
+    hid_t a = H5Aopen(d, "layer", H5P_DEFAULT);
+    H5Aread(a, H5T_NATIVE_LLONG, &v);
+    H5Aclose(a);
+    ck_assert_int_eq(v, 12);
+    a = H5Aopen(d, "expert", H5P_DEFAULT);
+    H5Aread(a, H5T_NATIVE_LLONG, &v);
+    H5Aclose(a);
+    ck_assert_int_eq(v, 7);
+    a = H5Aopen(d, "token_offset", H5P_DEFAULT);
+    H5Aread(a, H5T_NATIVE_LLONG, &v);
+    H5Aclose(a);
+    ck_assert_int_eq(v, 256);
+    H5Dclose(d);
+    H5Fclose(f);
+    fp4s_capture_entry *e;
+    size_t n;
+    ck_assert_int_eq(fp4s_capture_list(tmp("w.h5"), &e, &n), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(e[0].step, FP4S_CAPTURE_CONST_STEP);
+    ck_assert_str_eq(e[0].side, "weight");
+    ck_assert_str_eq(e[0].path, "/weights/layers.12.mlp.experts.7.down_proj");
+    free(e);
+}
+END_TEST
+
+START_TEST(list_sorts_steps_sites_naturally)
+{
+    fp4s_capture *c = new_cap(tmp("s.h5"));
+    float x[4] = {0};
+    const char *sites[] = {"layers.10.mlp", "layers.2.mlp", "layers.2.attn", "layers.1.mlp"};
+    int64_t steps[] = {10, 2, 0};
+    for (int s = 0; s < 3; s++)
+        for (int i = 0; i < 4; i++) {
+            ck_assert_int_eq(fp4s_capture_put(c, steps[s], sites[i], "rollout", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);
+            ck_assert_int_eq(fp4s_capture_put(c, steps[s], sites[i], "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);
+        }
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    fp4s_capture_entry *e;
+    size_t n;
+    ck_assert_int_eq(fp4s_capture_list(tmp("s.h5"), &e, &n), 0);
+    ck_assert_uint_eq(n, 24);
+    ck_assert_int_eq(e[0].step, 0);
+    ck_assert_int_eq(e[8].step, 2);
+    ck_assert_int_eq(e[16].step, 10);
+    ck_assert_str_eq(e[0].site, "layers.1.mlp");
+    ck_assert_str_eq(e[2].site, "layers.2.attn");
+    ck_assert_str_eq(e[4].site, "layers.2.mlp");
+    ck_assert_str_eq(e[6].site, "layers.10.mlp");
+    ck_assert_str_eq(e[0].side, "trainer");
+    ck_assert_str_eq(e[1].side, "rollout");
+    char spec[600];
+    size_t need = fp4s_capture_entry_spec("x.h5", &e[1], NULL, 0);
+    ck_assert_uint_eq(fp4s_capture_entry_spec("x.h5", &e[1], spec, sizeof spec), need);
+    ck_assert_str_eq(spec, "x.h5:/steps/0/layers.1.mlp/rollout");
+    free(e);
+    fp4s_capture_info in;
+    ck_assert_int_eq(fp4s_capture_info_read(tmp("s.h5"), &in), 0);
+    ck_assert_uint_eq(in.nsteps, 3);
+    ck_assert_int_eq(in.first_step, 0);
+    ck_assert_int_eq(in.last_step, 10);
+    ck_assert(!in.interrupted);
+    ck_assert_str_eq(in.schema, FP4S_CAPTURE_SCHEMA);
+}
+END_TEST
+
+START_TEST(site_match_globs_across_dots)
+{
+    ck_assert(fp4s_site_match("layers.*.mlp.experts.*", "layers.3.mlp.experts.7.up_proj"));
+    ck_assert(fp4s_site_match("*down_proj", "layers.3.mlp.experts.7.down_proj"));
+    ck_assert(!fp4s_site_match("layers.?.attn", "layers.10.attn"));
+    ck_assert(!fp4s_site_match(NULL, "x"));
+}
+END_TEST
+
+/* ---- pairs and verify ---------------------------------------------------------------- */
+START_TEST(pair_missing_step_site_side_and_shape_mismatch)
+{
+    fp4s_capture *c = new_cap(tmp("p.h5"));
+    float x[8] = {0};
+    ck_assert_int_eq(fp4s_capture_put(c, 5, "a", "trainer", FP4S_DT_F32, x, 2, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 5, "a", "rollout", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 5, "b", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 7, "a", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 7, "a", "rollout", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    fp4s_capture_entry t, r;
+    ck_assert_int_eq(fp4s_capture_pair(tmp("p.h5"), 6, "a", &t, &r), FP4S_ENOTFOUND);
+    ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "step 6 not found (steps 5..7)"));
+    ck_assert_int_eq(fp4s_capture_pair(tmp("p.h5"), 5, "zz", &t, &r), FP4S_ENOTFOUND);
+    ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "site 'zz' not found"));
+    ck_assert_int_eq(fp4s_capture_pair(tmp("p.h5"), 5, "b", &t, &r), FP4S_ENOTFOUND);
+    ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "no rollout side"));
+    ck_assert_int_eq(fp4s_capture_pair(tmp("p.h5"), 5, "a", &t, &r), FP4S_ESHAPE);
+    ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "trainer is [2, 4] but rollout is [1, 4]"));
+    ck_assert_int_eq(fp4s_capture_pair(tmp("p.h5"), 7, "a", &t, &r), 0);
+    ck_assert_str_eq(t.path, "/steps/7/a/trainer");
+    ck_assert_str_eq(r.path, "/steps/7/a/rollout");
+    ck_assert_int_eq(fp4s_capture_verify(tmp("p.h5")), FP4S_ESHAPE);
+}
+END_TEST
+
+/* ---- append, locking, interruption ---------------------------------------------------------- */
+START_TEST(append_keeps_old_steps_and_locks_second_writer)
+{
+    fp4s_capture *c = new_cap(tmp("a.h5"));
+    float x[4] = {1, 2, 3, 4};
+    ck_assert_int_eq(fp4s_capture_put(c, 0, "s", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    /* A second writer (another process, forked before the first opens the
+     * file so that it has its own HDF5 state) is refused while the first
+     * holds the file. */
+    int go[2], done[2];
+    ck_assert_int_eq(pipe(go), 0);
+    ck_assert_int_eq(pipe(done), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char b;
+        if (read(go[0], &b, 1) != 1) _exit(2);
+        fp4s_capture *c2;
+        int rc = fp4s_capture_open_append(tmp("a.h5"), NULL, &c2);
+        _exit(rc == FP4S_EOPEN && strstr(fp4s_last_error(), "another writer") ? 0 : 1);
+    }
+    ck_assert_int_eq(fp4s_capture_open_append(tmp("a.h5"), NULL, &c), 0);
+    ck_assert_int_eq(write(go[1], "x", 1), 1);
+    int st;
+    waitpid(pid, &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "second writer was not refused");
+    close(go[0]);
+    close(go[1]);
+    close(done[0]);
+    close(done[1]);
+    ck_assert_int_eq(fp4s_capture_put(c, 1, "s", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 0, "s", "rollout", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    fp4s_capture_entry *e;
+    size_t n;
+    ck_assert_int_eq(fp4s_capture_list(tmp("a.h5"), &e, &n), 0);
+    ck_assert_uint_eq(n, 3);
+    free(e);
+    ck_assert_int_eq(fp4s_capture_open_append(tmp("missing.h5"), NULL, &c), FP4S_EOPEN);
+}
+END_TEST
+
+START_TEST(unclosed_writer_is_reported_interrupted)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        fp4s_capture *c;
+        float x[4] = {0};
+        if (fp4s_capture_create(tmp("i.h5"), NULL, &c)) _exit(1);
+        if (fp4s_capture_put(c, 0, "s", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL)) _exit(1);
+        if (fp4s_capture_flush(c)) _exit(1);
+        _exit(0); /* no close */
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    fp4s_capture_info in;
+    ck_assert_int_eq(fp4s_capture_info_read(tmp("i.h5"), &in), 0);
+    ck_assert(in.interrupted);
+    ck_assert_uint_eq(in.nsteps, 1);
+}
+END_TEST
+
+/* ---- merge -------------------------------------------------------------------------- */
+static void two_ranks(const char *a, const char *b, float bval)
+{
+    float x[4] = {1, 2, 3, 4}, y[4] = {1, 2, 3, bval};
+    fp4s_capture *c = new_cap(a);
+    ck_assert_int_eq(fp4s_capture_put(c, 0, "rank0.site", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 0, "shared", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_attr_str(c, "/", "run", "A"), 0);
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    c = new_cap(b);
+    ck_assert_int_eq(fp4s_capture_put(c, 0, "rank1.site", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 0, "shared", "trainer", FP4S_DT_F32, y, 1, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 1, "rank1.site", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_attr_str(c, "/", "run", "B"), 0);
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+}
+
+START_TEST(merge_joins_and_accepts_identical_duplicates)
+{
+    two_ranks(tmp("r0.h5"), tmp("r1.h5"), 4);
+    const char *in[] = {tmp("r0.h5"), tmp("r1.h5")};
+    ck_assert_msg(fp4s_capture_merge(in, 2, tmp("m.h5"), NULL) == 0, "%s", fp4s_last_error());
+    fp4s_capture_entry *e;
+    size_t n;
+    ck_assert_int_eq(fp4s_capture_list(tmp("m.h5"), &e, &n), 0);
+    ck_assert_uint_eq(n, 4);
+    free(e);
+    fp4s_capture_info inf;
+    ck_assert_int_eq(fp4s_capture_info_read(tmp("m.h5"), &inf), 0);
+    ck_assert_str_eq(inf.producer, "fp4-capture merge");
+    ck_assert(!inf.synthetic);
+    hid_t f = H5Fopen(tmp("m.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
+    char *s = NULL;
+    hid_t a = H5Aopen(f, "run", H5P_DEFAULT), t = H5Aget_type(a);
+    H5Aread(a, t, &s);
+    ck_assert_str_eq(s, "A"); /* first input wins */
+    H5free_memory(s);
+    H5Tclose(t);
+    H5Aclose(a);
+    H5Fclose(f);
+}
+END_TEST
+
+START_TEST(merge_refuses_conflicting_duplicates_naming_both)
+{
+    two_ranks(tmp("r0.h5"), tmp("r1.h5"), 5);
+    const char *in[] = {tmp("r0.h5"), tmp("r1.h5")};
+    ck_assert_int_eq(fp4s_capture_merge(in, 2, tmp("m.h5"), NULL), FP4S_EDUP);
+    const char *m = fp4s_last_error();
+    ck_assert_ptr_nonnull(strstr(m, "r0.h5 and "));
+    ck_assert_ptr_nonnull(strstr(m, "r1.h5 both hold /steps/0/shared/trainer"));
+    ck_assert_ptr_nonnull(strstr(m, "different values"));
+    ck_assert_int_eq(fp4s_capture_merge(in, 0, tmp("m2.h5"), NULL), FP4S_EINVAL);
+}
+END_TEST
+
+/* ---- synth ------------------------------------------------------------------------- */
+static void read_all_u16(const char *file, const char *path, uint16_t **out, size_t *n)
+{
+    hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
+    ck_assert_int_ge(d, 0);
+    hid_t sp = H5Dget_space(d);
+    *n = (size_t)H5Sget_simple_extent_npoints(sp);
+    H5Sclose(sp);
+    *out = malloc(*n * 2);
+    H5Dread(d, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, *out);
+    H5Dclose(d);
+    H5Fclose(f);
+}
+
+START_TEST(synth_is_reproducible_and_labelled)
+{
+    fp4s_synth_opts o;
+    fp4s_synth_opts_defaults(&o);
+    o.steps = 3;
+    o.act_every = 2;
+    o.tokens = 40;
+    o.hidden = 64;
+    o.out_features = 16;
+    o.seqs = 2;
+    o.seq_len = 8;
+    o.onset_step = 1;
+    ck_assert_int_eq(fp4s_capture_synth(tmp("a.h5"), &o), 0);
+    ck_assert_int_eq(fp4s_capture_synth(tmp("b.h5"), &o), 0);
+    o.seed = 2;
+    ck_assert_int_eq(fp4s_capture_synth(tmp("c.h5"), &o), 0);
+    fp4s_capture_info in;
+    ck_assert_int_eq(fp4s_capture_info_read(tmp("a.h5"), &in), 0);
+    ck_assert(in.synthetic);
+    ck_assert_str_eq(in.producer, "fp4-capture synth");
+    ck_assert_uint_eq(in.nsteps, 3);
+    fp4s_capture_entry *ea, *eb;
+    size_t na, nb;
+    ck_assert_int_eq(fp4s_capture_list(tmp("a.h5"), &ea, &na), 0);
+    ck_assert_int_eq(fp4s_capture_list(tmp("b.h5"), &eb, &nb), 0);
+    ck_assert_uint_eq(na, nb);
+    size_t experts_seen = 0, tokens_routed = 0;
+    for (size_t i = 0; i < na; i++) {
+        ck_assert_str_eq(ea[i].path, eb[i].path);
+        ck_assert_uint_eq(ea[i].rows, eb[i].rows);
+        if (ea[i].dtype == FP4S_DT_BF16 && ea[i].step == 0) {
+            uint16_t *x, *y;
+            size_t n1, n2;
+            read_all_u16(tmp("a.h5"), ea[i].path, &x, &n1);
+            read_all_u16(tmp("b.h5"), eb[i].path, &y, &n2);
+            ck_assert_uint_eq(n1, n2);
+            ck_assert_mem_eq(x, y, n1 * 2);
+            free(x);
+            free(y);
+        }
+        if (strstr(ea[i].site, "layers.0.mlp.experts.") && strcmp(ea[i].side, "trainer") == 0 &&
+            ea[i].step == 0) {
+            experts_seen++;
+            tokens_routed += ea[i].rows;
+        }
+    }
+    ck_assert_uint_eq(experts_seen, 4);
+    ck_assert_uint_eq(tokens_routed, 40 * 2); /* top-2 */
+    /* trainer and rollout differ a little, not everywhere */
+    uint16_t *t, *r;
+    size_t n1, n2, diff = 0;
+    read_all_u16(tmp("a.h5"), "/steps/0/layers.0.self_attn.qkv_proj/trainer", &t, &n1);
+    read_all_u16(tmp("a.h5"), "/steps/0/layers.0.self_attn.qkv_proj/rollout", &r, &n2);
+    for (size_t i = 0; i < n1; i++) diff += t[i] != r[i];
+    ck_assert_uint_gt(diff, 0);
+    ck_assert_uint_lt(diff, n1 / 4);
+    uint16_t *z;
+    read_all_u16(tmp("c.h5"), "/steps/0/layers.0.self_attn.qkv_proj/trainer", &z, &n2);
+    ck_assert(memcmp(t, z, n1 * 2) != 0); /* another seed, other values */
+    free(t);
+    free(r);
+    free(z);
+    free(ea);
+    free(eb);
+    ck_assert_int_eq(fp4s_capture_verify(tmp("a.h5")), 0);
+    o.top_k = 9;
+    ck_assert_int_eq(fp4s_capture_synth(tmp("d.h5"), &o), FP4S_EINVAL);
+}
+END_TEST
+
+START_TEST(synth_mismatch_grows_after_onset)
+{
+    fp4s_synth_opts o;
+    fp4s_synth_opts_defaults(&o);
+    o.steps = 6;
+    o.act_every = 100;
+    o.layers = 1;
+    o.tokens = 8;
+    o.hidden = 16;
+    o.out_features = 0;
+    o.hot_channels = 1;
+    o.seqs = 16;
+    o.seq_len = 64;
+    o.onset_step = 3;
+    o.lp_growth = 4;
+    ck_assert_int_eq(fp4s_capture_synth(tmp("lp.h5"), &o), 0);
+    double sd[6];
+    for (int s = 0; s < 6; s++) {
+        char p1[64], p2[64];
+        snprintf(p1, sizeof p1, "/steps/%d/logprobs/trainer", s);
+        snprintf(p2, sizeof p2, "/steps/%d/logprobs/rollout", s);
+        float t[1024], r[1024];
+        read_raw(tmp("lp.h5"), p1, H5T_NATIVE_FLOAT, t);
+        read_raw(tmp("lp.h5"), p2, H5T_NATIVE_FLOAT, r);
+        double s2 = 0;
+        for (int i = 0; i < 1024; i++) {
+            ck_assert(r[i] <= 0 && t[i] <= 0);
+            s2 += (double)(r[i] - t[i]) * (r[i] - t[i]);
+        }
+        sd[s] = sqrt(s2 / 1024);
+    }
+    ck_assert(sd[2] < 2 * sd[0] && sd[0] < 2 * sd[2]);
+    ck_assert(sd[3] > 2.5 * sd[2]);
+    ck_assert(sd[5] > 10 * sd[3]);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("capture");
+    struct {
+        const char *name;
+        const TTest *t;
+    } tests[] = {
+#define T(x) {#x, x}
+        T(schema_missing_attribute_is_eformat), T(schema_newer_major_is_eversion),
+        T(schema_newer_minor_is_accepted), T(schema_malformed_is_eformat),
+        T(open_missing_not_hdf5_truncated), T(put_f32_bf16_f16_bit_exact_with_stride),
+        T(put_appends_rows), T(put_rejects_bad_shapes_types_names),
+        T(logprobs_round_trip_and_field_consistency), T(const_weights_and_site_attributes),
+        T(list_sorts_steps_sites_naturally), T(site_match_globs_across_dots),
+        T(pair_missing_step_site_side_and_shape_mismatch),
+        T(append_keeps_old_steps_and_locks_second_writer), T(unclosed_writer_is_reported_interrupted),
+        T(merge_joins_and_accepts_identical_duplicates),
+        T(merge_refuses_conflicting_duplicates_naming_both), T(synth_is_reproducible_and_labelled),
+        T(synth_mismatch_grows_after_onset),
+#undef T
+    };
+    for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
+        TCase *tc = tcase_create(tests[i].name);
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_add_test(tc, tests[i].t);
+        suite_add_tcase(s, tc);
+    }
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? 1 : 0;
+}
