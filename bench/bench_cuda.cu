@@ -122,6 +122,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_cuda: cols must be a multiple of 32, rows and reps positive\n");
         return 2;
     }
+    fp4s_kernels_force_ref(true); /* the sample check is against the scalar reference */
     char desc[200];
     fp4s_cuda_describe(desc, sizeof desc);
     printf("bench_cuda: device: %s\n", desc);

@@ -539,6 +539,7 @@ int main(int argc, char **argv)
         {100, 256, 256, 0},  /* rows not a multiple of 16 */
         {48, 160, 176, 0},   /* padded row stride */
         {33, 96, 97, 1},     /* odd stride and misaligned base: scalar paths */
+        {20, 64, 64, 1},     /* contiguous but misaligned base */
     };
     const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
     long bad = 0;
