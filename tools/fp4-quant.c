@@ -281,6 +281,7 @@ typedef struct {
     bool have_max;
     uint64_t scale_first_row, scale_first_blk;
     bool have_scale_first;
+    bool scale_layouts_differ;
     diffpos *pos;
     size_t npos, show;
 } diffacc;
@@ -303,6 +304,8 @@ static void diff_chunk(diffacc *a, const run_t *r1, const run_t *r2, const float
                     a->scales_diff++;
                 }
             }
+    } else if (r1->spec.fp8_gran != r2->spec.fp8_gran) {
+        a->scale_layouts_differ = true; /* tiles of different shapes: not comparable */
     } else {
         size_t tr = fp8_tile_rows(&r1->spec, SIZE_MAX);
         size_t srows = r1->spec.fp8_gran == FP4S_FP8_TENSOR ? (row0 == 0) : (n + tr - 1) / tr;
@@ -791,6 +794,7 @@ int main(int argc, char **argv)
             json_t *s2 = stats_json(&r2);
             json_object_update(d, s2);
             json_decref(s2);
+            json_object_set_new(d, "scale_layouts_differ", json_boolean(da.scale_layouts_differ));
             json_object_set_new(d, "scale_codes_compared", json_integer((json_int_t)da.scales_total));
             json_object_set_new(d, "scale_codes_differ", json_integer((json_int_t)da.scales_diff));
             json_object_set_new(d, "scale_codes_differ_fraction", cli_json_real(da.scales_total ? (double)da.scales_diff / (double)da.scales_total : 0));
@@ -862,10 +866,16 @@ int main(int argc, char **argv)
         stats_rows(&r1, diff ? &r2 : NULL);
         if (diff) {
             printf("\n  where they disagree\n");
-            print_row(fmt == FP4S_FP8 ? "scales differing" : "scale codes differing",
-                      fmt_count(a, sizeof a, da.scales_diff, da.scales_total), NULL);
-            snprintf(b, sizeof b, "of %llu %s", (unsigned long long)da.scales_total, fmt == FP4S_FP8 ? "tiles" : "blocks");
-            printf("  %-28s %s\n", "", b);
+            if (da.scale_layouts_differ) {
+                snprintf(a, sizeof a, "not comparable (%s vs %s tiles)", fp4s_fp8_gran_name(r1.spec.fp8_gran),
+                         fp4s_fp8_gran_name(r2.spec.fp8_gran));
+                print_row("scales differing", a, NULL);
+            } else {
+                print_row(fmt == FP4S_FP8 ? "scales differing" : "scale codes differing",
+                          fmt_count(a, sizeof a, da.scales_diff, da.scales_total), NULL);
+                snprintf(b, sizeof b, "of %llu %s", (unsigned long long)da.scales_total, fmt == FP4S_FP8 ? "tiles" : "blocks");
+                printf("  %-28s %s\n", "", b);
+            }
             print_row("element codes differing", fmt_count(a, sizeof a, da.elems_diff, da.elems_total), NULL);
             snprintf(b, sizeof b, "of %llu elements", (unsigned long long)da.elems_total);
             printf("  %-28s %s\n", "", b);
@@ -881,8 +891,8 @@ int main(int argc, char **argv)
                 print_row("largest |dequant diff|", "0 (identical dequantized values)", NULL);
             }
             if (da.npos) {
-                printf("\n  first differing elements (code: E2M1 0..15, sign in bit 3%s)\n",
-                       fmt == FP4S_FP8 ? "; FP8: E4M3 byte" : "");
+                printf("\n  first differing elements (code: %s)\n",
+                       fmt == FP4S_FP8 ? "the E4M3 byte" : "E2M1 0..15, sign in bit 3");
                 char h1[48], h2[48];
                 snprintf(h1, sizeof h1, "%s code value", pn1);
                 snprintf(h2, sizeof h2, "%s code value", pn2);
@@ -895,9 +905,13 @@ int main(int argc, char **argv)
                            code_str(&r2.spec, da.pos[i].c2, c2, sizeof c2), (double)da.pos[i].d2, dd);
                 }
             }
-            printf("\n  in short: %s and %s differ in %.4g%% of the %s and %.4g%% of the dequantized values",
-                   pn1, pn2, pct(da.scales_diff, da.scales_total), fmt == FP4S_FP8 ? "tile scales" : "block scales",
-                   pct(da.deq_diff, da.elems_total));
+            if (da.scale_layouts_differ)
+                printf("\n  in short: %s and %s differ in %.4g%% of the dequantized values", pn1, pn2,
+                       pct(da.deq_diff, da.elems_total));
+            else
+                printf("\n  in short: %s and %s differ in %.4g%% of the %s and %.4g%% of the dequantized values",
+                       pn1, pn2, pct(da.scales_diff, da.scales_total), fmt == FP4S_FP8 ? "tile scales" : "block scales",
+                       pct(da.deq_diff, da.elems_total));
             if (da.have_max) printf(" (at most %.6g)", da.max_abs);
             printf(";\n  relative error %.6g vs %.6g\n", rel_err(&r1.st), rel_err(&r2.st));
         }

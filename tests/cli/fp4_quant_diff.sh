@@ -75,5 +75,19 @@ $PY -c "
 import json; j = json.load(open('out.txt'))
 assert j['rules']['scale_rule'] == 'ceil' and j['diff']['rules']['scale_rule'] != 'ceil', j['rules']
 "
+# FP8 tiles of different shapes: element codes compared, scales declared not comparable
+$PY -c "
+import numpy as np; np.save('W.in.npy', np.random.default_rng(2).standard_normal((256, 256)).astype('<f4'))"
+expect_exit 0 fp4-quant -f fp8 -p fp8-1x128 --codes ca.npy W.in.npy
+expect_exit 0 fp4-quant -f fp8 -p fp8-128x128 --codes cb.npy W.in.npy
+expect_exit 0 fp4-quant -f fp8 -p fp8-1x128 --diff fp8-128x128 --json W.in.npy
+$PY -c "
+import json, numpy as np; j = json.load(open('out.txt'))['diff']
+assert j['scale_layouts_differ'] is True and j['scale_codes_compared'] == 0
+assert j['element_codes_differ'] == int((np.load('ca.npy') != np.load('cb.npy')).sum())
+"
+expect_exit 0 fp4-quant -f fp8 -p fp8-1x128 --diff fp8-128x128 W.in.npy
+out_has "not comparable (1x128 vs 128x128 tiles)"
+rm -f ca.npy cb.npy
 no_outputs_left .
 echo ok
