@@ -905,7 +905,10 @@ int main(int argc, char **argv)
                            code_str(&r2.spec, da.pos[i].c2, c2, sizeof c2), (double)da.pos[i].d2, dd);
                 }
             }
-            if (da.scale_layouts_differ)
+            if (!da.scale_layouts_differ && da.scales_diff == 0 && da.elems_diff == 0 && da.deq_diff == 0)
+                printf("\n  in short: %s and %s agree on every %s and element code of this tensor", pn1, pn2,
+                       fmt == FP4S_FP8 ? "tile scale" : "block scale");
+            else if (da.scale_layouts_differ)
                 printf("\n  in short: %s and %s differ in %.4g%% of the dequantized values", pn1, pn2,
                        pct(da.deq_diff, da.elems_total));
             else
