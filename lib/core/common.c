@@ -1,5 +1,4 @@
 /* Errors, version, features and the thread pool shared by every module. */
-#define _GNU_SOURCE
 #include <fp4scope/common.h>
 #include <fp4scope/version.h>
 #include <fp4scope/quant.h>
@@ -60,10 +59,19 @@ void fp4s_error_prefix(const char *fmt, ...)
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
     memcpy(old, err_detail, sizeof old);
-    if (old[0])
-        snprintf(err_detail, sizeof err_detail, "%s: %s", pre, old);
-    else
-        snprintf(err_detail, sizeof err_detail, "%s", pre);
+    /* pre, then ": " and as much of the old detail as fits */
+    size_t n = strlen(pre);
+    if (n > DETAIL_MAX - 1) n = DETAIL_MAX - 1;
+    memcpy(err_detail, pre, n);
+    if (old[0] && n + 2 < DETAIL_MAX) {
+        memcpy(err_detail + n, ": ", 2);
+        n += 2;
+        size_t m = strlen(old);
+        if (m > DETAIL_MAX - 1 - n) m = DETAIL_MAX - 1 - n;
+        memcpy(err_detail + n, old, m);
+        n += m;
+    }
+    err_detail[n] = '\0';
 }
 
 int fp4s_exit_status(int code)
