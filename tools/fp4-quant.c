@@ -282,8 +282,9 @@ typedef struct {
     uint64_t scale_first_row, scale_first_blk;
     bool have_scale_first;
     bool scale_layouts_differ;
-    diffpos *pos;
-    size_t npos, show;
+    diffpos *pos;   /* first positions whose dequantized values differ */
+    diffpos *cpos;  /* first positions whose codes differ but values agree */
+    size_t npos, ncpos, show;
 } diffacc;
 
 static void diff_chunk(diffacc *a, const run_t *r1, const run_t *r2, const float *x, size_t n, size_t pcols,
@@ -324,16 +325,17 @@ static void diff_chunk(diffacc *a, const run_t *r1, const run_t *r2, const float
             uint8_t c1 = r1->codes[k], c2 = r2->codes[k];
             float d1 = r1->deq[k], d2 = r2->deq[k];
             bool cd = c1 != c2;
-            uint32_t u, v;
-            memcpy(&u, &d1, 4);
-            memcpy(&v, &d2, 4);
-            bool dd = u != v;
+            /* values differ numerically (-0 equals +0; NaN equals NaN) */
+            bool dd = isnan(d1) ? !isnan(d2) : (isnan(d2) || d1 != d2);
             if (cd) a->elems_diff++;
             if (dd) a->deq_diff++;
             if (isnan(d1) != isnan(d2)) a->nan_mismatch++;
-            if ((cd || dd) && a->npos < a->show) {
+            if (dd && a->npos < a->show) {
                 diffpos p = {row0 + i, j, x[k], d1, d2, c1, c2};
                 a->pos[a->npos++] = p;
+            } else if (cd && !dd && a->ncpos < a->show) {
+                diffpos p = {row0 + i, j, x[k], d1, d2, c1, c2};
+                a->cpos[a->ncpos++] = p;
             }
             if (isfinite(d1) && isfinite(d2)) {
                 double e = fabs((double)d1 - (double)d2);
@@ -370,6 +372,23 @@ static _Noreturn void fail_out(outputs *o, int rc)
     int st = cli_report(rc);
     outputs_abort(o);
     exit(st);
+}
+
+static json_t *pos_json(const diffpos *pos, size_t n)
+{
+    json_t *fp = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *p = json_object();
+        json_object_set_new(p, "row", json_integer((json_int_t)pos[i].row));
+        json_object_set_new(p, "col", json_integer((json_int_t)pos[i].col));
+        json_object_set_new(p, "x", cli_json_real(pos[i].x));
+        json_object_set_new(p, "code_a", json_integer(pos[i].c1));
+        json_object_set_new(p, "code_b", json_integer(pos[i].c2));
+        json_object_set_new(p, "a", cli_json_real(pos[i].d1));
+        json_object_set_new(p, "b", cli_json_real(pos[i].d2));
+        json_array_append_new(fp, p);
+    }
+    return fp;
 }
 
 /* ---- report helpers -------------------------------------------------------------------------- */
@@ -687,6 +706,7 @@ int main(int argc, char **argv)
     diffacc da = {0};
     da.show = (size_t)show;
     da.pos = xcalloc(da.show + 1, sizeof *da.pos);
+    da.cpos = xcalloc(da.show + 1, sizeof *da.cpos);
     uint8_t *crop8 = pcols != cols && out.codes ? xcalloc(chunk, cols) : NULL;
     float *cropf = pcols != cols && out.dequant ? xcalloc(chunk, cols * sizeof(float)) : NULL;
 
@@ -813,19 +833,8 @@ int main(int argc, char **argv)
                 json_object_set_new(mx, "b", cli_json_real(da.max_d2));
             }
             json_object_set_new(d, "max_dequant_diff", mx);
-            json_t *fp = json_array();
-            for (size_t i = 0; i < da.npos; i++) {
-                json_t *p = json_object();
-                json_object_set_new(p, "row", json_integer((json_int_t)da.pos[i].row));
-                json_object_set_new(p, "col", json_integer((json_int_t)da.pos[i].col));
-                json_object_set_new(p, "x", cli_json_real(da.pos[i].x));
-                json_object_set_new(p, "code_a", json_integer(da.pos[i].c1));
-                json_object_set_new(p, "code_b", json_integer(da.pos[i].c2));
-                json_object_set_new(p, "a", cli_json_real(da.pos[i].d1));
-                json_object_set_new(p, "b", cli_json_real(da.pos[i].d2));
-                json_array_append_new(fp, p);
-            }
-            json_object_set_new(d, "first_differences", fp);
+            json_object_set_new(d, "first_differences", pos_json(da.pos, da.npos));
+            json_object_set_new(d, "first_code_only_differences", pos_json(da.cpos, da.ncpos));
             json_object_set_new(j, "diff", d);
         }
         json_t *o = json_object();
@@ -890,19 +899,25 @@ int main(int argc, char **argv)
             } else {
                 print_row("largest |dequant diff|", "0 (identical dequantized values)", NULL);
             }
-            if (da.npos) {
-                printf("\n  first differing elements (code: %s)\n",
-                       fmt == FP4S_FP8 ? "the E4M3 byte" : "E2M1 0..15, sign in bit 3");
+            for (int pass = 0; pass < 2; pass++) {
+                const diffpos *pos = pass ? da.cpos : da.pos;
+                size_t np = pass ? da.ncpos : da.npos;
+                if (!np || (pass && da.npos >= da.show)) continue;
+                if (pass == 0)
+                    printf("\n  first elements whose dequantized values differ (code: %s)\n",
+                           fmt == FP4S_FP8 ? "the E4M3 byte" : "E2M1 0..15, sign in bit 3");
+                else
+                    printf("\n  first elements with different codes but the same value (the scales differ)\n");
                 char h1[48], h2[48];
                 snprintf(h1, sizeof h1, "%s code value", pn1);
                 snprintf(h2, sizeof h2, "%s code value", pn2);
                 printf("  %6s %6s %13s  %20s  %20s %12s\n", "row", "col", "x", h1, h2, "difference");
-                for (size_t i = 0; i < da.npos; i++) {
+                for (size_t i = 0; i < np; i++) {
                     char c1[8], c2[8];
-                    double dd = (double)da.pos[i].d1 - (double)da.pos[i].d2;
-                    printf("  %6zu %6zu %13.7g  %6s %13.7g  %6s %13.7g %12.6g\n", da.pos[i].row, da.pos[i].col,
-                           (double)da.pos[i].x, code_str(&r1.spec, da.pos[i].c1, c1, sizeof c1), (double)da.pos[i].d1,
-                           code_str(&r2.spec, da.pos[i].c2, c2, sizeof c2), (double)da.pos[i].d2, dd);
+                    double dd = (double)pos[i].d1 - (double)pos[i].d2;
+                    printf("  %6zu %6zu %13.7g  %6s %13.7g  %6s %13.7g %12.6g\n", pos[i].row, pos[i].col,
+                           (double)pos[i].x, code_str(&r1.spec, pos[i].c1, c1, sizeof c1), (double)pos[i].d1,
+                           code_str(&r2.spec, pos[i].c2, c2, sizeof c2), (double)pos[i].d2, dd);
                 }
             }
             if (!da.scale_layouts_differ && da.scales_diff == 0 && da.elems_diff == 0 && da.deq_diff == 0)
@@ -927,6 +942,7 @@ int main(int argc, char **argv)
     }
     free(x);
     free(da.pos);
+    free(da.cpos);
     free(crop8);
     free(cropf);
     run_free(&r1);

@@ -36,11 +36,17 @@ if diff.max() > 0:
     r, c = np.unravel_index(np.argmax(diff), diff.shape)
     assert (m['row'], m['col']) == (int(r), int(c)), (m, r, c)
     assert m['x'] == float(x[r, c])
+valdiff = (da != db) & ~(np.isnan(da) & np.isnan(db))
+assert j['dequant_values_differ'] == int(valdiff.sum())
 fd = j['first_differences']
-pos = np.argwhere((ca != cb) | (da.view(np.uint32) != db.view(np.uint32)))[:5]
+pos = np.argwhere(valdiff)[:5]
 assert [(p['row'], p['col']) for p in fd] == [tuple(map(int, q)) for q in pos], (fd, pos)
 for p in fd:
     assert p['code_a'] == ca[p['row'], p['col']] and p['code_b'] == cb[p['row'], p['col']]
+    assert p['a'] == da[p['row'], p['col']] and p['b'] == db[p['row'], p['col']]
+fc = j['first_code_only_differences']
+pos = np.argwhere((ca != cb) & ~valdiff)[:5]
+assert [(p['row'], p['col']) for p in fc] == [tuple(map(int, q)) for q in pos], (fc, pos)
 PY
     rm -f ca.npy cb.npy sa.npy sb.npy da.npy db.npy diff.json
 }
@@ -56,7 +62,7 @@ out_has "scale rule"
 out_has "scale codes differing"
 out_has "element codes differing"
 out_has "largest |dequant diff|"
-out_has "first differing elements"
+out_has "first elements whose dequantized values differ"
 grep -E "scale rule +floor +ceil" out.txt >/dev/null || fail "scale rule row does not show floor vs ceil"
 
 expect_exit 0 fp4-quant -f nvfp4 -p te --diff torchao T.in.npy
