@@ -92,6 +92,20 @@ done
 expect_exit 0 fp4-quant -p ocp nf.in.npy
 out_has "non-finite inputs"
 out_has "3 (NaN 1, Inf 2) in 2 blocks"
-rm -f c.npy d.npy ref.npy
+# '-' writes a .npy to stdout (and no summary)
+expect_exit 0 fp4-quant --codes - T.in.npy
+mv out.txt stdout.npy
+expect_exit 0 fp4-quant --codes c.npy T.in.npy
+cmp -s stdout.npy c.npy || fail "--codes - differs from --codes c.npy"
+# --gzip compresses -o without changing its content
+expect_exit 0 fp4-quant -o q.h5 T.in.npy
+expect_exit 0 fp4-quant -o qz.h5 --gzip 6 T.in.npy
+$PY -c "
+import h5py, numpy as np
+a, b = h5py.File('q.h5', 'r'), h5py.File('qz.h5', 'r')
+assert b['codes'].compression == 'gzip' and a['codes'].compression is None
+assert np.array_equal(a['codes'][:], b['codes'][:]) and np.array_equal(a['scales'][:], b['scales'][:])
+"
+rm -f c.npy d.npy ref.npy q.h5 qz.h5 stdout.npy
 no_outputs_left .
 echo ok
