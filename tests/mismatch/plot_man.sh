@@ -1,0 +1,13 @@
+#!/bin/sh
+# Every EXAMPLES entry of man/fp4-plot.1 runs and makes its image.
+set -eu
+. "$FP4S_SRCDIR/tests/mismatch/common.sh"
+. "$SRC/tests/mismatch/man_examples.sh"
+run_man_examples fp4-plot.1
+for f in mismatch.png k3.svg gap.pdf moe.png components.png hist.png channels.png; do
+    [ -s "$f" ] || fail "example did not make $f"
+done
+grep -q "onset synth-moe: step 8" moe.gp || fail "synth-moe.h5: planted onset 8 not marked"
+groff -man -Tutf8 -ww -z "$SRC/man/fp4-plot.1" 2> groff.err || true
+[ ! -s groff.err ] || { cat groff.err >&2; fail "groff warnings"; }
+echo ok
