@@ -600,6 +600,13 @@ int main(int argc, char **argv)
 
     fp4s_format fmt;
     if (fp4s_format_parse(fmt_s, &fmt)) cli_usage("-f: expected mxfp4, nvfp4 or fp8, got '%s'", fmt_s);
+    /* rules that the format does not have are a usage error, not silently ignored */
+    if (fmt != FP4S_MXFP4 && ov.mx_rule >= 0) cli_usage("--scale-rule applies to mxfp4 only");
+    if (fmt != FP4S_MXFP4 && ov.zero_block >= 0) cli_usage("--zero-block-code applies to mxfp4 only");
+    if (fmt != FP4S_NVFP4 && (ov.global_scale >= 0 || ov.recipe >= 0 || ov.tile2d >= 0))
+        cli_usage("--global-scale, --recipe, --2d and --1d apply to nvfp4 only");
+    if (fmt != FP4S_FP8 && ov.fp8_gran >= 0) cli_usage("--fp8-gran applies to fp8 only");
+    if (fmt == FP4S_FP8 && ov.packing >= 0) cli_usage("--packing applies to the 4-bit formats only");
     if (!profile) profile = fp4s_default_profile(fmt);
     run_t r1 = {0}, r2 = {0};
     make_spec(&r1.spec, fmt, profile, &ov, "-p");

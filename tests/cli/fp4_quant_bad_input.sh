@@ -101,6 +101,13 @@ err_has "--scale-rule"
 expect_exit 2 fp4-quant --threads 0 ok.in.npy
 err_has "--threads"
 expect_exit 2 fp4-quant --zero-block-code 255 ok.in.npy
+expect_exit 2 fp4-quant -f nvfp4 --scale-rule ceil ok.in.npy
+err_has "--scale-rule applies to mxfp4 only"
+expect_exit 2 fp4-quant -f mxfp4 --2d ok.in.npy
+err_has "apply to nvfp4 only"
+expect_exit 2 fp4-quant -f nvfp4 --fp8-gran tensor ok.in.npy
+expect_exit 2 fp4-quant -f mxfp4 --packing nibbles ok.in.npy
+err_has "--packing: expected one of pairs, split"
 expect_exit 2 fp4-quant
 err_has "missing INPUT"
 expect_exit 2 fp4-quant ok.in.npy ok.in.npy
