@@ -557,6 +557,14 @@ static int cmd_ls(int argc, char **argv)
             status = FP4S_EXIT_CHECK;
         }
     }
+    size_t matching = 0;
+    for (size_t i = 0; i < n; i++)
+        matching += step_in(steps, nsteps, e[i].step) &&
+                    (!sites || fp4s_site_match(sites, e[i].site)) && (!sides || list_has(sides, e[i].side));
+    if (!matching && (steps || sites || sides))
+        cli_die(FP4S_EXIT_INPUT, "%s: no dataset matches the selection (--steps/--sites/--sides); "
+                "the capture has %zu steps (%" PRId64 "..%" PRId64 ")", file, info.nsteps,
+                info.first_step, info.last_step);
     double total = 0;
     size_t shown = 0;
     json_t *jd = json ? json_array() : NULL;

@@ -38,10 +38,8 @@ const char *cap_h5_msg(void)
 int cap_attr_get_str(hid_t obj, const char *name, char *buf, size_t n)
 {
     if (n) buf[0] = '\0';
-    htri_t ex = H5Aexists(obj, name);
-    if (ex <= 0) return ex < 0 ? -1 : 0;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    if (a < 0) return -1;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT); /* fails when absent: one lookup, not two */
+    if (a < 0) return H5Aexists(obj, name) == 0 ? 0 : -1;
     hid_t t = H5Aget_type(a);
     int rc = -1;
     if (t >= 0 && H5Tget_class(t) == H5T_STRING) {

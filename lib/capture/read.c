@@ -32,6 +32,7 @@ typedef struct list_ctx {
     const char *site;
     char prefix[512];
     fp4s_capture_info *info;
+    hid_t cur;             /* the group being iterated (children open relative to it) */
     bool tolerant;         /* interrupted file: skip unreadable objects */
     size_t skipped;
 } list_ctx;
@@ -60,7 +61,8 @@ static int entry_cmp(const void *pa, const void *pb)
     return strcmp(a->side, b->side);
 }
 
-static int add_dataset_at(list_ctx *c, const char *site, const char *side, const char *path)
+static int add_dataset_at(list_ctx *c, const char *site, const char *side, const char *path,
+                          hid_t loc, const char *rel)
 {
     if (c->n == c->cap) {
         size_t nc = c->cap ? c->cap * 2 : 256;
@@ -78,7 +80,14 @@ static int add_dataset_at(list_ctx *c, const char *site, const char *side, const
     strcpy(e->site, site);
     strcpy(e->side, side);
     strcpy(e->path, path);
-    hid_t d = H5Dopen2(c->f, e->path, H5P_DEFAULT);
+    hid_t d = H5Dopen2(loc, rel, H5P_DEFAULT);
+    if (d < 0) {
+        hid_t g = H5Gopen2(loc, rel, H5P_DEFAULT);
+        if (g >= 0) { /* unknown groups inside a site are ignored */
+            H5Gclose(g);
+            return 0;
+        }
+    }
     if (d < 0 && c->tolerant) {
         c->skipped++;
         return 0;
@@ -118,7 +127,7 @@ static int add_dataset(list_ctx *c, const char *side)
     int pl = snprintf(path, sizeof path, "%s/%s", c->prefix, side);
     if (pl < 0 || (size_t)pl >= sizeof path)
         return fp4s_error_set(FP4S_EFORMAT, "%s: %s/%s: path too long", c->file, c->prefix, side);
-    return add_dataset_at(c, c->site, side, path);
+    return add_dataset_at(c, c->site, side, path, c->cur, side);
 }
 
 /* Iterate the children of the group at c->prefix; for each dataset call
@@ -134,29 +143,12 @@ static herr_t iter_cb(hid_t g, const char *name, const H5L_info_t *li, void *op)
 {
     iter_arg *ia = op;
     (void)li;
-    /* Object type only (H5O_INFO_BASIC: no attribute or header statistics). */
-    H5O_type_t type;
-#if H5_VERSION_GE(1, 12, 0)
-    H5O_info2_t oi;
-    herr_t r = H5Oget_info_by_name3(g, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT);
-#elif H5_VERSION_GE(1, 10, 3)
-    H5O_info_t oi;
-    herr_t r = H5Oget_info_by_name2(g, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT);
-#else
-    H5O_info_t oi;
-    herr_t r = H5Oget_info_by_name(g, name, &oi, H5P_DEFAULT);
-#endif
-    if (r < 0 && ia->c->tolerant) {
-        ia->c->skipped++;
-        return 0;
-    }
-    if (r < 0) {
-        ia->c->rc = fp4s_error_set(FP4S_EFORMAT, "%s: %s/%s: cannot read object: %s", ia->c->file,
-                                   ia->c->prefix, name, cap_h5_msg());
-        return -1;
-    }
-    type = oi.type;
-    int rc = ia->fn(ia->c, name, type);
+    /* No object-info call here (it reads the whole object header): each child
+     * handler opens the object as what it expects and reports otherwise. */
+    hid_t saved = ia->c->cur;
+    ia->c->cur = g;
+    int rc = ia->fn(ia->c, name, H5O_TYPE_UNKNOWN);
+    ia->c->cur = saved;
     if (rc) {
         ia->c->rc = rc;
         return -1;
@@ -164,16 +156,16 @@ static herr_t iter_cb(hid_t g, const char *name, const H5L_info_t *li, void *op)
     return 0;
 }
 
-static int iterate(list_ctx *c, child_fn fn)
+static int iterate(list_ctx *c, child_fn fn, const char *rel)
 {
-    hid_t g = H5Gopen2(c->f, c->prefix, H5P_DEFAULT);
+    hid_t g = rel && c->cur >= 0 ? H5Gopen2(c->cur, rel, H5P_DEFAULT) : H5Gopen2(c->f, c->prefix, H5P_DEFAULT);
     if (g < 0 && c->tolerant) {
         c->skipped++;
         return 0;
     }
     if (g < 0)
-        return fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot open group: %s", c->file, c->prefix,
-                              cap_h5_msg());
+        return fp4s_error_set(FP4S_EFORMAT, "%s: %s: expected a group (step or site): %s", c->file,
+                              c->prefix, cap_h5_msg());
     iter_arg ia = {c, fn};
     hsize_t idx = 0;
     c->rc = 0;
@@ -192,22 +184,20 @@ static int iterate(list_ctx *c, child_fn fn)
 
 static int side_child(list_ctx *c, const char *name, H5O_type_t type)
 {
-    if (type != H5O_TYPE_DATASET) return 0; /* unknown groups inside a site are ignored */
+    (void)type;
     return add_dataset(c, name);
 }
 
 static int site_child(list_ctx *c, const char *name, H5O_type_t type)
 {
-    if (type != H5O_TYPE_GROUP)
-        return fp4s_error_set(FP4S_EFORMAT, "%s: %s/%s: expected a site group, found a dataset",
-                              c->file, c->prefix, name);
+    (void)type;
     size_t pl = strlen(c->prefix);
     int w = snprintf(c->prefix + pl, sizeof c->prefix - pl, "/%s", name);
     if (w < 0 || (size_t)w >= sizeof c->prefix - pl)
         return fp4s_error_set(FP4S_EFORMAT, "%s: %s/%s: path too long", c->file, c->prefix, name);
     const char *old = c->site;
     c->site = name;
-    int rc = iterate(c, side_child);
+    int rc = iterate(c, side_child, name);
     c->site = old;
     c->prefix[pl] = '\0';
     return rc;
@@ -226,11 +216,12 @@ static int parse_step(const char *name, int64_t *out)
 static int step_child(list_ctx *c, const char *name, H5O_type_t type)
 {
     int64_t st;
-    if ((parse_step(name, &st) || type != H5O_TYPE_GROUP) && c->tolerant) {
+    (void)type;
+    if (parse_step(name, &st) && c->tolerant) {
         c->skipped++;
         return 0;
     }
-    if (parse_step(name, &st) || type != H5O_TYPE_GROUP)
+    if (parse_step(name, &st))
         return fp4s_error_set(FP4S_EFORMAT, "%s: /steps/%s: step groups must be named by a "
                               "decimal integer", c->file, name);
     if (c->info) {
@@ -240,7 +231,7 @@ static int step_child(list_ctx *c, const char *name, H5O_type_t type)
     }
     c->step = st;
     snprintf(c->prefix, sizeof c->prefix, "/steps/%s", name);
-    return iterate(c, site_child);
+    return iterate(c, site_child, name);
 }
 
 static int list_open(const char *file, hid_t f, fp4s_capture_info *info, fp4s_capture_entry **entries,
@@ -252,6 +243,7 @@ static int list_open(const char *file, hid_t f, fp4s_capture_info *info, fp4s_ca
     c.f = f;
     c.info = info;
     c.tolerant = info->interrupted;
+    c.cur = -1;
     int rc = 0;
     if (cap_path_exists(f, "/weights")) {
         c.step = FP4S_CAPTURE_CONST_STEP;
@@ -278,14 +270,14 @@ static int list_open(const char *file, hid_t f, fp4s_capture_info *info, fp4s_ca
             }
             char path[600];
             snprintf(path, sizeof path, "/weights/%s", name);
-            rc = add_dataset_at(&c, name, "weight", path);
+            rc = add_dataset_at(&c, name, "weight", path, g, name);
         }
         H5Gclose(g);
         if (rc) goto out;
     }
     if (cap_path_exists(f, "/steps")) {
         strcpy(c.prefix, "/steps");
-        rc = iterate(&c, step_child);
+        rc = iterate(&c, step_child, NULL);
         if (rc) goto out;
     }
     /* logprob groups were listed as site "logprobs": nothing more to do */
@@ -328,8 +320,32 @@ int fp4s_capture_info_read(const char *file, fp4s_capture_info *info)
         size_t n = 0;
         info->nsteps = 0;
         info->first_step = info->last_step = -1;
-        rc = list_open(file, f, info, &v, &n);
-        free(v);
+        if (info->interrupted) {
+            rc = list_open(file, f, info, &v, &n); /* counts what must be skipped */
+            free(v);
+        } else if (cap_path_exists(f, "/steps")) {
+            hid_t g = H5Gopen2(f, "/steps", H5P_DEFAULT);
+            H5G_info_t gi;
+            if (g >= 0 && H5Gget_info(g, &gi) >= 0) {
+                char name[64];
+                for (hsize_t i = 0; i < gi.nlinks && !rc; i++) {
+                    int64_t st;
+                    ssize_t l = H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_NATIVE, i, name,
+                                                   sizeof name, H5P_DEFAULT);
+                    if (l < 0 || (size_t)l >= sizeof name || parse_step(name, &st)) {
+                        rc = fp4s_error_set(FP4S_EFORMAT, "%s: /steps/%s: step groups must be "
+                                            "named by a decimal integer", file, l > 0 ? name : "?");
+                        break;
+                    }
+                    if (info->nsteps == 0 || st < info->first_step) info->first_step = st;
+                    if (info->nsteps == 0 || st > info->last_step) info->last_step = st;
+                    info->nsteps++;
+                }
+            } else {
+                rc = fp4s_error_set(FP4S_EFORMAT, "%s: /steps: expected a group", file);
+            }
+            if (g >= 0) H5Gclose(g);
+        }
         H5Fclose(f);
     }
     cap_quiet_end(&q);

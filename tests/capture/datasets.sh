@@ -1,0 +1,49 @@
+#!/bin/sh
+# The shipped captures are what their recipe in datasets/README.md makes:
+# regenerate each with the documented command and compare every dataset and
+# every synth_* attribute (only "created" may differ). Needs the GSL build (the
+# shipped files use gsl_rng_mt19937); other builds check the labels only.
+. "$(dirname "$0")/common.sh"
+C=fp4-capture
+D="$SRC/datasets"
+for f in synth-moe.h5 synth-tiny.h5 synth-dense-f32.h5 weight-small.npy; do
+    [ -f "$D/$f" ] || fail "datasets/$f is missing"
+done
+# the regenerating commands, exactly as in datasets/README.md
+grep -q "^build/tools/fp4-capture synth -o datasets/synth-moe.h5 --seed 42 --steps 12 --act-every 3 --onset 8$" "$D/README.md" || fail "README recipe for synth-moe.h5 changed"
+$C synth -o "$T/synth-moe.h5" --seed 42 --steps 12 --act-every 3 --onset 8
+$C synth -o "$T/synth-tiny.h5" --seed 7 --layers 1 --experts 2 --top-k 1 \
+    --tokens 32 --hidden 64 --out-features 32 --hot-channels 2 --steps 4 --act-every 1 \
+    --seqs 4 --seq-len 16 --onset 2
+$C synth -o "$T/synth-dense-f32.h5" --seed 3 --experts 0 --layers 1 --f32 \
+    --tokens 64 --steps 6 --act-every 2 --onset -1
+"$PY" - "$D" "$T" <<'PYEOF'
+import sys, h5py, numpy as np
+D, T = sys.argv[1:]
+total = 0
+for name in ['synth-moe.h5', 'synth-tiny.h5', 'synth-dense-f32.h5']:
+    a, b = h5py.File(f'{D}/{name}', 'r'), h5py.File(f'{T}/{name}', 'r')
+    assert a.attrs['synthetic'] == 1 and a.attrs['producer'] == 'fp4-capture synth', name
+    rng_here = b.attrs['synth_rng']
+    if rng_here != a.attrs['synth_rng']:
+        print(f'{name}: this build uses {rng_here}, the shipped file {a.attrs["synth_rng"]}: values not compared')
+        continue
+    for k in a.attrs:
+        if k != 'created':
+            assert k in b.attrs and np.all(a.attrs[k] == b.attrs[k]), (name, k)
+    pa, pb = [], []
+    a.visititems(lambda n, o: pa.append(n) if isinstance(o, h5py.Dataset) else None)
+    b.visititems(lambda n, o: pb.append(n) if isinstance(o, h5py.Dataset) else None)
+    assert pa == pb, name
+    for p in pa:
+        assert a[p].dtype == b[p].dtype and a[p].shape == b[p].shape, (name, p)
+        assert a[p][()].tobytes() == b[p][()].tobytes(), (name, p)
+        total += 1
+w = np.load(f'{D}/weight-small.npy')
+src = h5py.File(f'{D}/synth-moe.h5', 'r')['/weights/layers.0.mlp.experts.0.up_proj'][()]
+assert w.dtype == np.float32 and (w.view(np.uint32) >> 16 == src).all() and (w.view(np.uint32) & 0xffff == 0).all()
+print(f'{total} datasets identical')
+PYEOF
+size=$(du -ck "$D"/synth-*.h5 "$D"/weight-small.npy | tail -1 | cut -f1)
+[ "$size" -lt 8192 ] || fail "shipped captures take $size KiB (limit 8 MiB)"
+echo ok

@@ -1,0 +1,101 @@
+#!/bin/sh
+# fp4-capture import: bit-exact from .npy (f32, f16), safetensors (F32, F16,
+# BF16, patterns with {1}), HDF5 (float32 and bfloat16 uint16); append (-a);
+# float64 conversion; refusals.
+. "$(dirname "$0")/common.sh"
+C=fp4-capture
+"$PY" - "$T" <<'PYEOF'
+import json, struct, sys
+import numpy as np, h5py
+d = sys.argv[1]
+rng = np.random.default_rng(0)
+def bits(n, dt):  # random bit patterns, NaNs and infinities included
+    return rng.integers(0, 2**(8*np.dtype(dt).itemsize), size=n, dtype=np.uint64).astype(dt)
+a32 = bits(5 * 7, np.uint32).view(np.float32).reshape(5, 7)
+np.save(f'{d}/a32.npy', a32)
+a16 = bits(3 * 8, np.uint16).view(np.float16).reshape(3, 8)
+np.save(f'{d}/a16.npy', a16)
+np.save(f'{d}/a64.npy', np.linspace(-1, 1, 12).reshape(3, 4))
+np.save(f'{d}/v32.npy', np.arange(6, dtype=np.float32))
+# safetensors: experts of a layer (BF16), an F16 and an F32 tensor
+tensors = {}
+for e in range(4):
+    tensors[f'model.layers.0.mlp.experts.{e}.w1.weight'] = ('BF16', bits(6 * 16, np.uint16).reshape(6, 16))
+tensors['model.layers.0.self_attn.q_proj.weight'] = ('F16', bits(4 * 16, np.uint16).reshape(4, 16))
+tensors['lm_head.weight'] = ('F32', bits(2 * 16, np.uint32).reshape(2, 16))
+hdr, blobs, off = {}, [], 0
+for k, (dt, arr) in tensors.items():
+    b = arr.astype('<u%d' % arr.dtype.itemsize).tobytes()
+    hdr[k] = {'dtype': dt, 'shape': list(arr.shape), 'data_offsets': [off, off + len(b)]}
+    blobs.append(b); off += len(b)
+hdr['__metadata__'] = {'format': 'pt'}
+h = json.dumps(hdr).encode()
+h += b' ' * (-len(h) % 8)
+with open(f'{d}/dump.safetensors', 'wb') as f:
+    f.write(struct.pack('<Q', len(h))); f.write(h); f.write(b''.join(blobs))
+for k, (dt, arr) in tensors.items():
+    np.save(f'{d}/ref_{k}.npy', arr)
+with h5py.File(f'{d}/src.h5', 'w') as f:
+    f['/acts/layer0/x'] = bits(4 * 8, np.uint32).view(np.float32).reshape(4, 8)
+    f['/acts/layer0/b'] = bits(4 * 8, np.uint16).reshape(4, 8)
+    f['/acts/layer0/b'].attrs['dtype'] = 'bfloat16'
+PYEOF
+
+$C import "$T/a32.npy" -o "$T/c.h5" --step 3 --side trainer --site layers.0.q_proj
+$C import "$T/a16.npy" -o "$T/c.h5" -a --step 3 --side trainer --site 'half.{stem}'
+$C import "$T/dump.safetensors:model.layers.0.mlp.experts.*.w1.weight" -o "$T/c.h5" -a \
+    --step 3 --side weight --site 'layers.0.mlp.experts.{1}.w1'
+$C import "$T/dump.safetensors" -o "$T/c.h5" -a --step 4 --side rollout
+$C import "$T/src.h5:/acts/layer0/x" "$T/src.h5:/acts/layer0/b" -o "$T/c.h5" -a --step 5 --side rollout
+$C import "$T/v32.npy" -o "$T/c.h5" -a --const --side weight --site vec
+expect 0 "float64 converted to float32" $C import "$T/a64.npy" -o "$T/c.h5" -a --step 6 --side trainer
+
+"$PY" - "$T" <<'PYEOF'
+import sys, numpy as np, h5py
+d = sys.argv[1]
+f = h5py.File(f'{d}/c.h5', 'r')
+assert f.attrs['fp4scope_schema'] == 'fp4scope-capture/1'
+def same(path, ref, attr=None):
+    ds = f[path]
+    assert ds.attrs.get('dtype') == attr if attr else True, (path, ds.attrs.get('dtype'))
+    a = ds[()]
+    assert a.shape == ref.shape, (path, a.shape, ref.shape)
+    assert a.tobytes() == np.ascontiguousarray(ref).tobytes(), path + ' differs'
+same('/steps/3/layers.0.q_proj/trainer', np.load(f'{d}/a32.npy'), 'float32')
+same('/steps/3/half.a16/trainer', np.load(f'{d}/a16.npy'), 'float16')
+for e in range(4):
+    same(f'/steps/3/layers.0.mlp.experts.{e}.w1/weight', np.load(f'{d}/ref_model.layers.0.mlp.experts.{e}.w1.weight.npy'), 'bfloat16')
+    same(f'/steps/4/model.layers.0.mlp.experts.{e}.w1.weight/rollout', np.load(f'{d}/ref_model.layers.0.mlp.experts.{e}.w1.weight.npy'), 'bfloat16')
+same('/steps/4/model.layers.0.self_attn.q_proj.weight/rollout', np.load(f'{d}/ref_model.layers.0.self_attn.q_proj.weight.npy').view(np.float16), 'float16')
+same('/steps/4/lm_head.weight/rollout', np.load(f'{d}/ref_lm_head.weight.npy').view(np.float32), 'float32')
+s = h5py.File(f'{d}/src.h5', 'r')
+same('/steps/5/acts.layer0.x/rollout', s['/acts/layer0/x'][()], 'float32')
+same('/steps/5/acts.layer0.b/rollout', s['/acts/layer0/b'][()], 'bfloat16')
+same('/weights/vec', np.arange(6, dtype=np.float32).reshape(1, 6), 'float32')
+same('/steps/6/a64/trainer', np.load(f'{d}/a64.npy').astype(np.float32), 'float32')
+assert f['/steps/3/layers.0.mlp.experts.2.w1/weight'].attrs['expert'] == 2
+assert f['/steps/3/layers.0.mlp.experts.2.w1/weight'].attrs['layer'] == 0
+PYEOF
+
+# appending the same tensor again appends rows
+$C import "$T/a32.npy" -o "$T/c.h5" -a --step 3 --side trainer --site layers.0.q_proj
+$C ls --json "$T/c.h5" --steps 3 --sites layers.0.q_proj > "$T/j"
+grep -q '"shape": \[' "$T/j" && "$PY" -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['datasets'][0]['shape']==[10,7], j" "$T/j"
+
+# without -a the output is replaced atomically
+$C import "$T/v32.npy" -o "$T/c.h5" --step 0 --side trainer
+[ "$(fp4-capture ls --json "$T/c.h5" | grep -c '"path"')" = 1 ] || fail "import without -a did not replace"
+
+# refusals: nothing written, clear messages
+cp "$T/c.h5" "$T/keep.h5"
+expect 2 "both map to site 'same'" $C import "$T/a32.npy" "$T/a16.npy" -o "$T/c.h5" -a --step 1 --side trainer --site same
+expect 2 "--step N is required" $C import "$T/a32.npy" -o "$T/c.h5" --side trainer
+expect 2 "--side" $C import "$T/a32.npy" -o "$T/c.h5" --step 1 --side student
+expect 2 "--const needs --side weight" $C import "$T/a32.npy" -o "$T/c.h5" --const --side trainer
+expect 3 "no such file" $C import "$T/nope.npy" -o "$T/c.h5" --step 1 --side trainer
+expect 3 "no tensor matches 'model.layers.9.*'" $C import "$T/dump.safetensors:model.layers.9.*" -o "$T/c.h5" --step 1 --side trainer
+expect 3 "nothing" $C import "$T/dump.safetensors:nothing" -o "$T/c.h5" --step 1 --side trainer
+expect 3 "/acts/missing" $C import "$T/src.h5:/acts/missing" -o "$T/c.h5" --step 1 --side trainer
+cmp -s "$T/c.h5" "$T/keep.h5" || fail "a refused import changed the capture"
+ls "$T" | grep -q '\.tmp\.' && fail "temporary file left behind"
+echo ok
