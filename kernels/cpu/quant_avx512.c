@@ -161,6 +161,31 @@ static int ref_block(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
     return fp4s_kernels_ref.quantize(s, ts, x + r * ld + c, 1, s->block, ld, row0 + r, &o, st);
 }
 
+/* Max of each of 16 vectors (unsigned lanes), as one vector: lane i = max of
+ * m[i]. A transpose-and-max tree (45 shuffles/maxes for 16 blocks instead
+ * of a horizontal reduction per block); the inputs are taken in the order
+ * that makes lane i come out as block i. */
+static inline __attribute__((always_inline)) __m512i max16x16(const __m512i *m)
+{
+    static const int P[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+    __m512i t[8], u[4], v[2];
+    for (int j = 0; j < 8; j++) {
+        __m512i A = m[P[2 * j]], B = m[P[2 * j + 1]];
+        t[j] = _mm512_max_epu32(_mm512_shuffle_i32x4(A, B, 0x44), _mm512_shuffle_i32x4(A, B, 0xEE));
+    }
+    for (int j = 0; j < 4; j++) {
+        __m512i A = t[2 * j], B = t[2 * j + 1];
+        u[j] = _mm512_max_epu32(_mm512_shuffle_i32x4(A, B, 0x88), _mm512_shuffle_i32x4(A, B, 0xDD));
+    }
+    for (int j = 0; j < 2; j++) {
+        __m512i A = u[2 * j], B = u[2 * j + 1];
+        v[j] = _mm512_max_epu32(_mm512_unpacklo_epi64(A, B), _mm512_unpackhi_epi64(A, B));
+    }
+    __m512 a = _mm512_castsi512_ps(v[0]), b = _mm512_castsi512_ps(v[1]);
+    return _mm512_max_epu32(_mm512_castps_si512(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))),
+                            _mm512_castps_si512(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))));
+}
+
 /* ---- MXFP4 ------------------------------------------------------------------ */
 
 /* E8M0 code of a finite non-zero block amax (bits a) for the rules done in
@@ -191,6 +216,33 @@ static inline float e8m0_value(int code) /* 2^(code-127), exact, code 0..254 */
     return code == 0 ? u2f(0x00400000u) : u2f((uint32_t)code << 23);
 }
 
+/* E8M0 codes of 16 block amax values (bits, finite, non-zero lanes matter)
+ * for FLOOR / CEIL / EVEN, as mx_code_bits; *under: lanes clamped at 0. */
+static inline __m512i mx_codes16(fp4s_mx_rule rule, __m512i am, __mmask16 *under)
+{
+    __m512i code;
+    if (rule == FP4S_MX_EVEN) {
+        code = _mm512_srli_epi32(_mm512_add_epi32(am, _mm512_set1_epi32(0x200000)), 23);
+    } else {
+        code = _mm512_srli_epi32(am, 23);
+        if (rule == FP4S_MX_CEIL)
+            code = _mm512_mask_add_epi32(code, _mm512_cmpgt_epu32_mask(_mm512_and_si512(am,
+                       _mm512_set1_epi32(0x7fffff)), _mm512_set1_epi32(0x400000)), code,
+                       _mm512_set1_epi32(1));
+    }
+    code = _mm512_sub_epi32(code, _mm512_set1_epi32(2));
+    *under = _mm512_cmplt_epi32_mask(code, _mm512_setzero_si512());
+    return _mm512_min_epi32(_mm512_max_epi32(code, _mm512_setzero_si512()), _mm512_set1_epi32(254));
+}
+
+/* 2^(code - 127) as fp32 bits for codes 0..254 (code 0: the subnormal 2^-127). */
+static inline __m512i e8m0_bits16(__m512i code)
+{
+    return _mm512_mask_mov_epi32(_mm512_slli_epi32(code, 23),
+                                 _mm512_cmpeq_epi32_mask(code, _mm512_setzero_si512()),
+                                 _mm512_set1_epi32(0x00400000));
+}
+
 static int mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                     size_t rows, size_t cols, size_t ld, size_t row0,
                     const fp4s_qout *out, fp4s_qstats *st)
@@ -203,64 +255,98 @@ static int mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
     const bool bit_rule = s->mx_rule == FP4S_MX_FLOOR || s->mx_rule == FP4S_MX_CEIL ||
                           s->mx_rule == FP4S_MX_EVEN;
     const __m512i infb = _mm512_set1_epi32((int)INF_BITS);
-    uint64_t sat = 0, negz = 0, zb = 0, under = 0, nblk = 0;
+    const __m512i zbc = _mm512_set1_epi32(s->mx_zero_block_code);
+    uint64_t zb = 0, under = 0, nblk = 0;
     int rc = 0;
+    uint32_t amv[16] __attribute__((aligned(64)));
+    uint32_t codev[16] __attribute__((aligned(64)));
+    float invv[16] __attribute__((aligned(64)));
+    float scv[16] __attribute__((aligned(64)));
+    __m512i satc = c.zero, negzc = c.zero;
 
     for (size_t r = 0; r < rows; r++) {
         const float *xr = x + r * ld;
         uint8_t *cr = out->codes ? out->codes + r * out->ld_codes : NULL;
         uint8_t *sr = out->scales ? out->scales + r * out->ld_scales : NULL;
         float *dr = out->dequant ? out->dequant + r * out->ld_dequant : NULL;
-        __m512i satc = c.zero, negzc = c.zero;
-        for (size_t b = 0; b < nb; b++) {
-            const float *xb = xr + b * 32;
-            __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
-            __m512i mx = _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(x0), c.absm),
-                                          _mm512_and_si512(_mm512_castps_si512(x1), c.absm));
-            if (__builtin_expect(_mm512_cmpge_epu32_mask(mx, infb) != 0, 0)) {
-                rc = ref_block(s, ts, x, ld, row0, r, b * 32, b, out, st);
-                if (rc) return rc;
-                continue;
+        for (size_t g = 0; g < nb; g += 16) {
+            const size_t ng = nb - g < 16 ? nb - g : 16;
+            const __mmask16 valid = (__mmask16)((1u << ng) - 1u);
+            /* pass 1: block amax (finite lanes), all 16 at once */
+            __m512i m[16];
+            for (size_t i = 0; i < 16; i++) {
+                if (i < ng) {
+                    const float *xb = xr + (g + i) * 32;
+                    m[i] = _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(xb)), c.absm),
+                                            _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(xb + 16)), c.absm));
+                } else {
+                    m[i] = c.zero;
+                }
             }
-            uint32_t am = _mm512_reduce_max_epu32(mx);
-            int code;
-            bool u = false;
-            if (am == 0) {
-                code = s->mx_zero_block_code;
-                zb++;
+            __m512i am = max16x16(m);
+            __mmask16 nf = _mm512_mask_cmpge_epu32_mask(valid, am, infb);
+            __mmask16 zero = _mm512_mask_cmpeq_epi32_mask(valid & (__mmask16)~nf, am, c.zero);
+            __mmask16 low = 0;
+            __m512i code;
+            if (bit_rule) {
+                code = mx_codes16(s->mx_rule, am, &low);
             } else {
-                code = bit_rule ? mx_code_bits(s->mx_rule, am, &u)
-                                : mx_code_libm(s->mx_rule, u2f(am), &u);
+                _mm512_store_si512(amv, am);
+                for (size_t i = 0; i < 16; i++) {
+                    bool u = false;
+                    codev[i] = (nf >> i & 1u) || amv[i] == 0 || i >= ng
+                                   ? 0u : (uint32_t)mx_code_libm(s->mx_rule, u2f(amv[i]), &u);
+                    low |= (__mmask16)((unsigned)u << i);
+                }
+                code = _mm512_load_si512(codev);
             }
-            under += u;
-            nblk++;
-            /* x * 2^-k (exact where it matters) and q * 2^k, k = code - 127 */
-            __m512 vi = _mm512_set1_ps(e8m0_value(254 - code));
-            __m512 vs = _mm512_set1_ps(e8m0_value(code));
-            __m512i q0 = e2m1_encode16(&c, _mm512_mul_ps(x0, vi), &satc, &negzc);
-            __m512i q1 = e2m1_encode16(&c, _mm512_mul_ps(x1, vi), &satc, &negzc);
-            __m512 d0 = _mm512_mul_ps(_mm512_permutexvar_ps(q0, c.lut), vs);
-            __m512 d1 = _mm512_mul_ps(_mm512_permutexvar_ps(q1, c.lut), vs);
-            err_add_exact(&ea, x0, d0);
-            err_add_exact(&ea, x1, d1);
-            if (cr) {
-                _mm_storeu_si128((__m128i *)(cr + b * 32), _mm512_cvtepi32_epi8(q0));
-                _mm_storeu_si128((__m128i *)(cr + b * 32 + 16), _mm512_cvtepi32_epi8(q1));
-            }
-            if (sr) sr[b] = (uint8_t)code;
-            if (dr) {
-                _mm512_storeu_ps(dr + b * 32, d0);
-                _mm512_storeu_ps(dr + b * 32 + 16, d1);
+            low &= valid & (__mmask16)~nf & (__mmask16)~zero;
+            code = _mm512_mask_mov_epi32(code, zero, zbc);
+            /* x * 2^-k and q * 2^k, k = code - 127 (exact powers of two) */
+            _mm512_store_si512((__m512i *)invv, e8m0_bits16(_mm512_sub_epi32(_mm512_set1_epi32(254), code)));
+            _mm512_store_si512((__m512i *)scv, e8m0_bits16(code));
+            _mm512_store_si512(codev, code);
+            if (sr) _mm512_mask_cvtepi32_storeu_epi8(sr + g, valid, code);
+            zb += (uint64_t)__builtin_popcount(zero);
+            under += (uint64_t)__builtin_popcount(low);
+            nblk += (uint64_t)__builtin_popcount(valid & (__mmask16)~nf);
+            /* pass 2: elements */
+            for (size_t i = 0; i < ng; i++) {
+                const size_t b = g + i;
+                if (__builtin_expect(nf >> i & 1u, 0)) {
+                    rc = ref_block(s, ts, x, ld, row0, r, b * 32, b, out, st);
+                    if (rc) return rc;
+                    continue;
+                }
+                const float *xb = xr + b * 32;
+                __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
+                __m512 vi = _mm512_set1_ps(invv[i]), vs = _mm512_set1_ps(scv[i]);
+                __m512i q0 = e2m1_encode16(&c, _mm512_mul_ps(x0, vi), &satc, &negzc);
+                __m512i q1 = e2m1_encode16(&c, _mm512_mul_ps(x1, vi), &satc, &negzc);
+                __m512 d0 = _mm512_mul_ps(_mm512_permutexvar_ps(q0, c.lut), vs);
+                __m512 d1 = _mm512_mul_ps(_mm512_permutexvar_ps(q1, c.lut), vs);
+                err_add_exact(&ea, x0, d0);
+                err_add_exact(&ea, x1, d1);
+                if (cr) {
+                    _mm_storeu_si128((__m128i *)(cr + b * 32), _mm512_cvtepi32_epi8(q0));
+                    _mm_storeu_si128((__m128i *)(cr + b * 32 + 16), _mm512_cvtepi32_epi8(q1));
+                }
+                if (dr) {
+                    _mm512_storeu_ps(dr + b * 32, d0);
+                    _mm512_storeu_ps(dr + b * 32 + 16, d1);
+                }
             }
         }
-        sat += hsum_epi32(satc);
-        negz += hsum_epi32(negzc);
+        /* per-lane 32-bit counters: flush well before they could wrap */
+        if ((r & 1023) == 1023 || r + 1 == rows) {
+            st->saturated += hsum_epi32(satc);
+            st->neg_zero += hsum_epi32(negzc);
+            satc = negzc = c.zero;
+        }
     }
     st->elements += nblk * 32;
     st->blocks += nblk;
-    st->saturated += sat;
     st->zero_blocks += zb;
-    st->neg_zero += negz;
     st->scale_underflow += under;
     err_finish(ea, st);
     return 0;
@@ -392,14 +478,15 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
         __m512i satc = c.zero, negzc = c.zero;
         for (size_t g = 0; g < nb; g += 16) {
             size_t ng = nb - g < 16 ? nb - g : 16;
-            uint32_t nfm = 0;
-            for (size_t i = 0; i < ng; i++) {
-                __m512i a = _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(xr + (g + i) * 16)), c.absm);
-                if (_mm512_cmpge_epu32_mask(a, infb)) nfm |= 1u << i;
-                amv[i] = u2f(_mm512_reduce_max_epu32(a));
-            }
-            for (size_t i = ng; i < 16; i++) amv[i] = 0.0f;
-            __m512 am = _mm512_load_ps(amv);
+            const __mmask16 valid = (__mmask16)((1u << ng) - 1u);
+            __m512i m[16];
+            for (size_t i = 0; i < 16; i++)
+                m[i] = i < ng ? _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(xr + (g + i) * 16)), c.absm)
+                              : c.zero;
+            __m512i amb = max16x16(m);
+            uint32_t nfm = _mm512_mask_cmpge_epu32_mask(valid, amb, infb);
+            __m512 am = _mm512_castsi512_ps(amb);
+            _mm512_store_ps(amv, am);
             __m512i code;
             __m512 sbv, fac;
             nv_scales16(&n, am, &code, &sbv, &fac);
