@@ -181,6 +181,18 @@ void fp4s_xacc_add_part(xacc *a, const part *p)
     if (p->res > a->res) a->res = p->res;
 }
 
+static void part_add(part *a, const part *p)
+{
+    for (int i = 0; i < S_N; i++) a->s[i] += p->s[i];
+    for (int i = 0; i < C_NUM; i++) a->c[i] += p->c[i];
+    if (p->gmin < a->gmin) a->gmin = p->gmin;
+    if (p->dmin < a->dmin) a->dmin = p->dmin;
+    if (p->gmax > a->gmax) a->gmax = p->gmax;
+    if (p->dmax > a->dmax) a->dmax = p->dmax;
+    if (p->amax > a->amax) a->amax = p->amax;
+    if (p->res > a->res) a->res = p->res;
+}
+
 void fp4s_xacc_init(xacc *a)
 {
     memset(a, 0, sizeof *a);
@@ -346,8 +358,9 @@ static int spec_supported(const fp4s_spec *s)
     if (s->format != FP4S_MXFP4 && s->format != FP4S_NVFP4)
         return fp4s_error_set(FP4S_ENOTSUP, "decomposition: format %s not supported (MXFP4 and NVFP4 only)",
                               fp4s_format_name(s->format));
-    if (s->block == 0 || s->block > 256)
-        return fp4s_error_set(FP4S_EINVAL, "decomposition: block size %u out of range", s->block);
+    if (s->block == 0 || s->block > 256 || s->block % 8)
+        return fp4s_error_set(FP4S_EINVAL, "decomposition: block size %u unsupported (a multiple of 8 up to 256)",
+                              s->block);
     return 0;
 }
 
@@ -464,6 +477,96 @@ static inline int hist_bin(double v, double lo, double hi)
 #define HE_LO (-4.0)
 #define HE_HI 4.0
 
+/* Per-block constants of the element kernel. */
+typedef struct kconst {
+    double th[7];   /* 4 mu m for the 7 E2M1 midpoints mu */
+    int up[7];      /* a tie at midpoint k goes to code k+1 */
+    double qtab[8]; /* Q* magnitudes g m / 6 */
+    double inv_s;   /* 6 / m (histogram only) */
+    int uf, mpos;
+} kconst;
+
+#define LW 8 /* lanes: block sizes are multiples of 8 */
+
+/* The element loop of one block, written for the vectorizer: every lane
+ * accumulates its own elements (no reassociation), lanes are summed in a fixed
+ * order at the end, so the result is deterministic on every ISA. Outputs: the
+ * S_CH sums, counts (dead zone, dead-zone ties, zeros, clipped), the running
+ * max residual and e * 6/m per element for the histogram. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static void block_kernel(const float *restrict x, const float *restrict q, const uint8_t *restrict codes,
+                         size_t bs, const kconst *restrict kc, double *restrict sums, double *restrict cnt,
+                         double *restrict resmax, int32_t *restrict bins)
+{
+    /* pass 1, element-wise (no reductions): the terms of every element */
+    double T[S_CH + 5][256];
+    const double th0 = kc->th[0];
+    const double q1 = kc->qtab[1], q2 = kc->qtab[2], q3 = kc->qtab[3], q4 = kc->qtab[4], q5 = kc->qtab[5],
+                 q6 = kc->qtab[6], q7 = kc->qtab[7];
+    /* a tie goes up when up[k]: A >= th is A > (the double just below th) */
+    double tu[7];
+    for (int k = 0; k < 7; k++) tu[k] = kc->up[k] ? nextafter(kc->th[k], -INFINITY) : kc->th[k];
+    const double t0 = tu[0], t1 = tu[1], t2 = tu[2], t3 = tu[3], t4 = tu[4], t5 = tu[5], t6 = tu[6];
+    const double inv_s = kc->inv_s, mpos = kc->mpos ? 1.0 : 0.0;
+    const double hscale = FP4S_HIST_BINS / (HE_HI - HE_LO);
+    const double ufd = kc->uf ? 1.0 : 0.0;
+    for (size_t i = 0; i < bs; i++) {
+        const double xv = x[i], qv = q[i];
+        const double a = fabs(xv);
+        const double A = 24.0 * a;
+        double qm = 0.0;
+        qm = A > t0 ? q1 : qm;
+        qm = A > t1 ? q2 : qm;
+        qm = A > t2 ? q3 : qm;
+        qm = A > t3 ? q4 : qm;
+        qm = A > t4 ? q5 : qm;
+        qm = A > t5 ? q6 : qm;
+        qm = A > t6 ? q7 : qm;
+        const double qs = copysign(qm, xv);
+        const double e = qv - xv, es = qv - qs, est = qs - xv;
+        const double dzm = (double)(qm == 0.0);
+        const double edz = est * dzm, eg = est - edz;
+        const double topm = (double)((codes[i] & 7) == 7);
+        const double clipm = (double)(a > fabs(qv)) * topm * (1.0 - ufd);
+        const double es2 = es * es;
+        T[S_X2][i] = xv * xv;
+        T[S_E2][i] = e * e;
+        T[S_ES2][i] = es2;
+        T[S_EDZ2][i] = edz * edz;
+        T[S_EG2][i] = eg * eg;
+        T[S_CSG][i] = es * eg;
+        T[S_CSD][i] = es * edz;
+        T[S_CDG][i] = edz * eg;
+        T[S_EC2][i] = es2 * clipm;
+        T[S_EU2][i] = es2 * ufd;
+        T[S_ER2][i] = es2 * (1.0 - clipm) * (1.0 - ufd);
+        T[S_EABS][i] = fabs(e);
+        T[S_CH + 0][i] = dzm;
+        T[S_CH + 1][i] = (double)(A == th0) * mpos;
+        T[S_CH + 2][i] = (double)(xv == 0.0);
+        T[S_CH + 3][i] = clipm;
+        T[S_CH + 4][i] = fabs(e - (es + edz + eg));
+        double f = (e * inv_s - HE_LO) * hscale;
+        f = f > 0.0 ? f : 0.0;
+        f = f < FP4S_HIST_BINS - 1 ? f : FP4S_HIST_BINS - 1;
+        bins[i] = (int32_t)f;
+    }
+    /* pass 2: sums in a fixed order (8 lanes, then the lanes in order) */
+    for (int k = 0; k < S_CH + 4; k++) {
+        double l[LW] = {0};
+        for (size_t i0 = 0; i0 < bs; i0 += LW)
+            for (int j = 0; j < LW; j++) l[j] += T[k][i0 + (size_t)j];
+        double s = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+        if (k < S_CH) sums[k] = s;
+        else cnt[k - S_CH] = s;
+    }
+    double r = *resmax;
+    for (size_t i = 0; i < bs; i++) r = T[S_CH + 4][i] > r ? T[S_CH + 4][i] : r;
+    *resmax = r;
+}
+
 /* Decompose one block of bs elements. ch (channel mode) points at the
  * accumulators of the block's first column. */
 static void decomp_block(const fp4s_decomp *d, const float *x, const float *q,
@@ -490,7 +593,6 @@ static void decomp_block(const fp4s_decomp *d, const float *x, const float *q,
         return;
     }
     const double md = m;
-    const double sstar = md / 6.0;
     bool uf = false;
     double seff = block_scale(d, scode, &uf);
     p->c[C_BLOCKS]++;
@@ -513,64 +615,76 @@ static void decomp_block(const fp4s_decomp *d, const float *x, const float *q,
         hd[hist_bin(del, HD_LO, HD_HI)]++;
     }
     if (md > p->amax) p->amax = md;
-    const fp4s_tie tie = d->spec.tie;
-    const fp4s_dz_tie dzt = d->opts.dz_tie;
-    double ls[S_CH] = {0};
-    uint64_t ndz = 0, nties = 0, nzero = 0, nclip = 0;
-    double res = p->res;
+    /* Q* without division: t = 6|x|/m is compared with the E2M1 midpoints mu
+     * as 24|x| against 4 mu m. Both sides are exact in double (24|x| and
+     * 4 mu m <= 20 m are floats times small integers), so every tie is exact.
+     * Q* values are g m / 6, correctly rounded once per block and grid point. */
+    static const double mid4[7] = {1, 3, 5, 7, 10, 14, 20};
+    static const double gridv[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+    double th[7], qtab[8];
+    bool up[7];
+    for (int k = 0; k < 7; k++) {
+        th[k] = mid4[k] * md;
+        /* a tie between grid codes k and k+1 */
+        switch (d->spec.tie) {
+        case FP4S_TIE_ZERO: up[k] = false; break;
+        case FP4S_TIE_AWAY: up[k] = true; break;
+        case FP4S_TIE_EVEN:
+        default: up[k] = (k & 1) != 0; break;
+        }
+    }
+    if (d->opts.dz_tie == FP4S_DZ_TIE_IN) up[0] = false;
+    else if (d->opts.dz_tie == FP4S_DZ_TIE_OUT) up[0] = true;
+    for (int k = 0; k < 8; k++) qtab[k] = gridv[k] * md / 6.0;
+    const double inv_s = m != 0.0f ? 6.0 / md : 0.0;
+    kconst kc;
+    memcpy(kc.th, th, sizeof th);
+    for (int k = 0; k < 7; k++) kc.up[k] = up[k];
+    memcpy(kc.qtab, qtab, sizeof qtab);
+    kc.inv_s = inv_s;
+    kc.uf = uf;
+    kc.mpos = m != 0.0f;
+    double sums[S_CH], cnt[4], res = p->res;
+    int32_t bins[256];
+    block_kernel(x, q, codes, bs, &kc, sums, cnt, &res, bins);
+    for (int k = 0; k < S_CH; k++) p->s[k] += sums[k];
+    p->c[C_ELEM] += bs;
+    p->c[C_DZ] += (uint64_t)cnt[0];
+    p->c[C_DZTIE] += (uint64_t)cnt[1];
+    p->c[C_ZEROS] += (uint64_t)cnt[2];
+    p->c[C_CLIP] += (uint64_t)cnt[3];
+    p->res = res;
+    if (m != 0.0f)
+        for (size_t i = 0; i < bs; i++) he[bins[i]]++;
+    if (!ch) return;
+    /* channel groups: the same per-element terms, added exactly per column */
     for (size_t i = 0; i < bs; i++) {
         const double xv = x[i], qv = q[i];
         const double a = fabs(xv);
-        double g = 0.0, t = 0.0;
-        if (m != 0.0f) {
-            t = 6.0 * a / md;
-            g = fp4s_decomp_e2m1_round(t, tie, dzt);
-        }
-        const double qs = g == 0.0 ? 0.0 : copysign(g * md / 6.0, xv);
+        const double A = 24.0 * a;
+        int idx = (A > th[0]) + (A > th[1]) + (A > th[2]) + (A > th[3]) + (A > th[4]) + (A > th[5]) +
+                  (A > th[6]);
+        const bool tie = idx < 7 && A == th[idx] && m != 0.0f;
+        const int code = idx + (tie && up[idx]);
+        const double qs = code == 0 ? 0.0 : copysign(qtab[code], xv);
         const double e = qv - xv, es = qv - qs, est = qs - xv;
-        const bool dz = g == 0.0;
+        const bool dz = code == 0;
         const double edz = dz ? est : 0.0, eg = dz ? 0.0 : est;
         const bool clip = !uf && (codes[i] & 7) == 7 && a > fabs(qv);
         const double r = fabs(e - (es + edz + eg));
-        double t2[S_CH];
-        t2[S_X2] = xv * xv;
-        t2[S_E2] = e * e;
-        t2[S_ES2] = es * es;
-        t2[S_EDZ2] = edz * edz;
-        t2[S_EG2] = eg * eg;
-        t2[S_CSG] = es * eg;
-        t2[S_CSD] = es * edz;
-        t2[S_CDG] = edz * eg;
-        t2[S_ER2] = (!uf && !clip) ? t2[S_ES2] : 0.0;
-        t2[S_EC2] = clip ? t2[S_ES2] : 0.0;
-        t2[S_EU2] = uf ? t2[S_ES2] : 0.0;
-        t2[S_EABS] = fabs(e);
-        for (int k = 0; k < S_CH; k++) ls[k] += t2[k];
-        ndz += dz;
-        nties += (t == 0.25);
-        nzero += (xv == 0.0);
-        nclip += clip;
-        if (r > res) res = r;
-        if (m != 0.0f) he[hist_bin(e / sstar, HE_LO, HE_HI)]++;
-        if (ch) {
-            chacc *c = &ch[i];
-            for (int k = 0; k < S_CH; k++) xs_add(&c->s[k], t2[k]);
-            c->c[C_ELEM]++;
-            c->c[C_DZ] += dz;
-            c->c[C_DZTIE] += (t == 0.25);
-            c->c[C_ZEROS] += (xv == 0.0);
-            c->c[C_CLIP] += clip;
-            if (a > c->amax) c->amax = a;
-            if (r > c->res) c->res = r;
-        }
+        const double v_es2 = es * es;
+        const double t2[S_CH] = {xv * xv, e * e, v_es2, edz * edz, eg * eg, es * eg, es * edz, edz * eg,
+                                 (!uf && !clip) ? v_es2 : 0.0, clip ? v_es2 : 0.0, uf ? v_es2 : 0.0, fabs(e)};
+        chacc *c = &ch[i];
+        for (int k = 0; k < S_CH; k++) xs_add(&c->s[k], t2[k]);
+        c->c[C_ELEM]++;
+        c->c[C_DZ] += dz;
+        c->c[C_DZTIE] += tie && idx == 0;
+        c->c[C_ZEROS] += (xv == 0.0);
+        c->c[C_CLIP] += clip;
+        if (a > c->amax) c->amax = a;
+        if (r > c->res) c->res = r;
     }
-    for (int k = 0; k < S_CH; k++) p->s[k] += ls[k];
-    p->c[C_ELEM] += bs;
-    p->c[C_DZ] += ndz;
-    p->c[C_DZTIE] += nties;
-    p->c[C_ZEROS] += nzero;
-    p->c[C_CLIP] += nclip;
-    p->res = res;
 }
 
 struct add_job {
@@ -594,25 +708,27 @@ static int add_rows(void *arg, size_t begin, size_t end, int w)
     const size_t bs = d->spec.block;
     for (size_t r = begin; r < end; r++) {
         const size_t grow = j->row0 + r;
-        xacc rowacc;
-        bool by_row = d->opts.by == FP4S_GROUP_ROW;
-        if (by_row) fp4s_xacc_init(&rowacc);
+        /* a row is never split between chunks or workers: its plain partial
+         * (blocks summed in order) is the same however the tensor is cut, and
+         * it is added exactly to the totals */
+        part rowp;
+        fp4s_part_init(&rowp);
         for (size_t b = 0; b < d->nblk; b++) {
             part p;
             fp4s_part_init(&p);
             size_t c0 = b * bs;
             decomp_block(d, j->x + r * j->ld + c0, j->q + r * j->ldq + c0, j->codes + r * j->ldc + c0,
                          j->scales[r * j->lds + b], &p, wk->ch ? wk->ch + c0 : NULL, wk->hd, wk->he);
-            fp4s_xacc_add_part(&wk->tot, &p);
-            if (by_row) fp4s_xacc_add_part(&rowacc, &p);
+            part_add(&rowp, &p);
             if (d->opts.by == FP4S_GROUP_BLOCK) {
                 size_t gi = grow * d->nblk + b;
                 part_finish(&p, &d->unit[gi]);
                 d->filled[gi] = 1;
             }
         }
-        if (by_row) {
-            fp4s_xacc_finish(&rowacc, &d->unit[grow]);
+        fp4s_xacc_add_part(&wk->tot, &rowp);
+        if (d->opts.by == FP4S_GROUP_ROW) {
+            part_finish(&rowp, &d->unit[grow]);
             d->filled[grow] = 1;
         }
     }

@@ -1,0 +1,266 @@
+/* Benchmark of the decomposition (bench/RESULTS.md, section Decomposition).
+ *
+ * 1. Throughput in GB/s of float32 input, in memory, best of 3: fp4s_quantize
+ *    (codes + scales + dequantized values, what the decomposition needs) beside
+ *    fp4s_decomp_add (quantize + decompose) and the decomposition alone
+ *    (fp4s_decomp_add_quantized), for 1 and 2 threads, MXFP4 ocp and NVFP4 te.
+ * 2. End to end on an HDF5 dataset of --gib GiB (default 1): the time to just
+ *    read it through fp4s_source_read in the same chunks, fp4s_decomp_source in
+ *    this process, and the fp4-decompose tool as a child process with its peak
+ *    RSS (wait4). The file is written first (page cache warm) and removed.
+ *
+ * usage: bench_decompose [--gib G] [--dir DIR] [--mib-mem M] [--skip-e2e] */
+#include <fp4scope/decompose.h>
+#include <fp4scope/quant.h>
+#include <fp4scope/spec.h>
+#include <fp4scope/tensor.h>
+
+#include <hdf5.h>
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+static uint64_t st = 88172645463325252ull;
+static inline uint64_t xs64(void)
+{
+    st ^= st << 13;
+    st ^= st >> 7;
+    st ^= st << 17;
+    return st;
+}
+/* cheap near-Gaussian: sum of 4 uniforms, centred and scaled */
+static void fill(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = xs64();
+        double s = (double)(r & 0xFFFF) + (double)((r >> 16) & 0xFFFF) + (double)((r >> 32) & 0xFFFF) +
+                   (double)(r >> 48);
+        x[i] = (float)((s / 65536.0 - 2.0) * 1.7320508);
+    }
+}
+
+static void die(const char *what, int rc)
+{
+    fprintf(stderr, "bench_decompose: %s: %s (%s)\n", what, fp4s_last_error(), fp4s_strerror(rc));
+    exit(1);
+}
+
+static void throughput(const char *label, const fp4s_spec *s, const float *x, size_t rows, size_t cols)
+{
+    size_t n = rows * cols, nb = cols / s->block;
+    float *q = malloc(n * sizeof *q);
+    uint8_t *codes = malloc(n), *scales = malloc(rows * nb);
+    if (!q || !codes || !scales) die("out of memory", FP4S_ENOMEM);
+    fp4s_tscale ts;
+    fp4s_tscale_init(s, fp4s_amax(x, rows, cols, cols, NULL), &ts);
+    fp4s_qout o;
+    memset(&o, 0, sizeof o);
+    o.codes = codes;
+    o.ld_codes = cols;
+    o.scales = scales;
+    o.ld_scales = nb;
+    o.dequant = q;
+    o.ld_dequant = cols;
+    double gb = 4.0 * (double)n / 1e9;
+    for (int th = 1; th <= 2; th++) {
+        fp4s_set_threads(th);
+        double tq = 1e30, td = 1e30, to = 1e30;
+        for (int rep = 0; rep < 3; rep++) {
+            double t0 = now();
+            int rc = fp4s_quantize(s, &ts, x, rows, cols, cols, 0, &o, NULL);
+            if (rc) die("quantize", rc);
+            double t1 = now();
+            if (t1 - t0 < tq) tq = t1 - t0;
+            fp4s_decomp *d;
+            if ((rc = fp4s_decomp_open(s, &ts, NULL, rows, cols, &d))) die("open", rc);
+            t0 = now();
+            if ((rc = fp4s_decomp_add_quantized(d, x, cols, q, cols, codes, cols, scales, nb, rows, 0)))
+                die("decompose", rc);
+            t1 = now();
+            if (t1 - t0 < to) to = t1 - t0;
+            fp4s_decomp_close(&d);
+            if ((rc = fp4s_decomp_open(s, &ts, NULL, rows, cols, &d))) die("open", rc);
+            t0 = now();
+            if ((rc = fp4s_decomp_add(d, x, rows, cols, 0))) die("decompose", rc);
+            t1 = now();
+            if (t1 - t0 < td) td = t1 - t0;
+            fp4s_decomp_close(&d);
+        }
+        printf("| %-12s | %d | %7.2f | %7.2f | %7.2f | %5.2fx |\n", label, th, gb / tq, gb / td, gb / to,
+               td / tq);
+    }
+    fp4s_set_threads(0);
+    free(q);
+    free(codes);
+    free(scales);
+}
+
+static void write_h5(const char *path, size_t rows, size_t cols)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (f < 0) {
+        fprintf(stderr, "bench_decompose: %s: cannot create\n", path);
+        exit(1);
+    }
+    hsize_t dims[2] = {rows, cols}, chunk[2] = {64, cols};
+    hid_t sp = H5Screate_simple(2, dims, NULL);
+    hid_t pl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(pl, 2, chunk);
+    hid_t ds = H5Dcreate2(f, "x", H5T_IEEE_F32LE, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
+    size_t slab = 4096;
+    float *buf = malloc(slab * cols * sizeof *buf);
+    for (size_t r0 = 0; r0 < rows; r0 += slab) {
+        size_t nr = rows - r0 < slab ? rows - r0 : slab;
+        fill(buf, nr * cols);
+        hsize_t off[2] = {r0, 0}, cnt[2] = {nr, cols};
+        hid_t fs = H5Dget_space(ds);
+        H5Sselect_hyperslab(fs, H5S_SELECT_SET, off, NULL, cnt, NULL);
+        hid_t ms = H5Screate_simple(2, cnt, NULL);
+        if (H5Dwrite(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf) < 0) {
+            fprintf(stderr, "bench_decompose: %s: write failed\n", path);
+            exit(1);
+        }
+        H5Sclose(ms);
+        H5Sclose(fs);
+    }
+    free(buf);
+    H5Dclose(ds);
+    H5Pclose(pl);
+    H5Sclose(sp);
+    H5Fclose(f);
+}
+
+static double plain_read(const char *spec, size_t chunk_elems)
+{
+    fp4s_source *src;
+    int rc = fp4s_source_open(spec, &src);
+    if (rc) die("open source", rc);
+    size_t rows = fp4s_source_rows(src), cols = fp4s_source_cols(src);
+    size_t ch = chunk_elems / cols;
+    float *buf = malloc(ch * cols * sizeof *buf);
+    double sum = 0;
+    double t0 = now();
+    for (size_t r0 = 0; r0 < rows; r0 += ch) {
+        size_t n = rows - r0 < ch ? rows - r0 : ch;
+        if ((rc = fp4s_source_read(src, r0, n, buf, cols))) die("read", rc);
+        sum += buf[0];
+    }
+    double t = now() - t0;
+    if (sum == 12345.678) printf(" ");
+    free(buf);
+    fp4s_source_close(&src);
+    return t;
+}
+
+static int run_tool(const char *tool, char *const argv[], double *secs, long *rss_kib)
+{
+    double t0 = now();
+    pid_t p = fork();
+    if (p < 0) return -1;
+    if (p == 0) {
+        if (!freopen("/dev/null", "w", stdout)) _exit(127);
+        execv(tool, argv);
+        _exit(127);
+    }
+    int status;
+    struct rusage ru;
+    if (wait4(p, &status, 0, &ru) < 0) return -1;
+    *secs = now() - t0;
+    *rss_kib = ru.ru_maxrss;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int main(int argc, char **argv)
+{
+    double gib = 1.0;
+    const char *dir = "/tmp";
+    double mem_mib = 128;
+    int e2e = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--gib") && i + 1 < argc) gib = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
+        else if (!strcmp(argv[i], "--mib-mem") && i + 1 < argc) mem_mib = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--skip-e2e")) e2e = 0;
+        else {
+            fprintf(stderr, "usage: bench_decompose [--gib G] [--dir DIR] [--mib-mem M] [--skip-e2e]\n");
+            return 2;
+        }
+    }
+    printf("# bench_decompose (fp4scope %s, kernels %s, %d CPUs)\n\n", fp4s_version(), fp4s_kernels_level(),
+           fp4s_get_threads());
+    size_t cols = 1024, rows = (size_t)(mem_mib * 1048576.0 / 4.0) / cols;
+    float *x = malloc(rows * cols * sizeof *x);
+    if (!x) die("out of memory", FP4S_ENOMEM);
+    fill(x, rows * cols);
+    printf("In memory, [%zu x %zu] float32 (%.0f MiB), GB/s of input, best of 3:\n\n", rows, cols,
+           rows * cols * 4.0 / 1048576.0);
+    printf("| spec         | threads | quantize | quantize+decompose | decompose only | decompose/quantize time |\n");
+    printf("|---|---|---|---|---|---|\n");
+    fp4s_spec s;
+    fp4s_spec_profile(&s, FP4S_MXFP4, "ocp");
+    throughput("mxfp4 ocp", &s, x, rows, cols);
+    fp4s_spec_profile(&s, FP4S_NVFP4, "te");
+    throughput("nvfp4 te", &s, x, rows, cols);
+    free(x);
+    if (!e2e) return 0;
+
+    char path[PATH_MAX], spec[PATH_MAX + 8], tool[PATH_MAX], self[PATH_MAX];
+    snprintf(path, sizeof path, "%s/bench_decompose_%d.h5", dir, (int)getpid());
+    snprintf(spec, sizeof spec, "%s:/x", path);
+    ssize_t ln = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (ln < 0) ln = 0;
+    self[ln] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash) *slash = '\0';
+    snprintf(tool, sizeof tool, "%s/../tools/fp4-decompose", self);
+    size_t erows = (size_t)(gib * 1073741824.0 / 4.0) / cols;
+    printf("\nEnd to end, HDF5 dataset [%zu x %zu] float32 (%.2f GiB, chunked 64 rows, page cache warm):\n\n",
+           erows, cols, erows * cols * 4.0 / 1073741824.0);
+    double t0 = now();
+    write_h5(path, erows, cols);
+    printf("(written in %.1f s)\n\n", now() - t0);
+    fp4s_decomp_opts o;
+    fp4s_decomp_opts_defaults(&o);
+    double tr = plain_read(spec, o.chunk_elems);
+    tr = fmin(tr, plain_read(spec, o.chunk_elems));
+    printf("| what | time s | vs plain read | peak RSS MiB |\n|---|---|---|---|\n");
+    printf("| plain read (fp4s_source_read, %zu-element chunks) | %.3f | 1.00x | - |\n", o.chunk_elems, tr);
+    const char *fmts[2] = {"mxfp4", "nvfp4"};
+    for (int k = 0; k < 2; k++) {
+        fp4s_spec_profile(&s, k == 0 ? FP4S_MXFP4 : FP4S_NVFP4, k == 0 ? "ocp" : "te");
+        fp4s_decomp *d;
+        t0 = now();
+        int rc = fp4s_decomp_source(&s, &o, spec, &d);
+        if (rc) die("fp4s_decomp_source", rc);
+        double td = now() - t0;
+        fp4s_decomp_close(&d);
+        printf("| fp4s_decomp_source %s (in process) | %.3f | %.2fx | - |\n", fmts[k], td, td / tr);
+        double tt;
+        long rss;
+        char *av[] = {tool, "-f", (char *)fmts[k], spec, NULL};
+        rc = run_tool(tool, av, &tt, &rss);
+        if (rc != 0) {
+            printf("| fp4-decompose -f %s: exit %d (tool at %s) | - | - | - |\n", fmts[k], rc, tool);
+        } else {
+            printf("| fp4-decompose -f %s (whole process) | %.3f | %.2fx | %.1f |\n", fmts[k], tt, tt / tr,
+                   rss / 1024.0);
+        }
+    }
+    unlink(path);
+    return 0;
+}
