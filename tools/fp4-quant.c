@@ -627,6 +627,8 @@ int main(int argc, char **argv)
     int rank = fp4s_source_rank(src);
     fp4s_dtype in_dt = fp4s_source_dtype(src);
     size_t blk = r1.spec.block, pcols = cols;
+    /* -o with split packing groups 32 elements per 16 bytes: pad to that */
+    size_t pad_to = (out.out_h5 && r1.spec.packing == FP4S_PACK_SPLIT && blk < 32) ? 32 : blk;
     char shape[64];
     if (rank == 1) snprintf(shape, sizeof shape, "(%zu,)", cols);
     else snprintf(shape, sizeof shape, "(%zu, %zu)", rows, cols);
@@ -637,11 +639,13 @@ int main(int argc, char **argv)
                     "(use --pad to zero-pad it to %zu)", input, shape, cols, fp4s_format_name(fmt), blk,
                     (cols + blk - 1) / blk * blk);
         }
-        pcols = (cols + blk - 1) / blk * blk;
     }
-    if (r1.spec.packing == FP4S_PACK_SPLIT && pcols % 32 && out.out_h5) {
+    if (pad) pcols = (cols + pad_to - 1) / pad_to * pad_to;
+    if (pcols % pad_to) {
         fp4s_source_close(&src);
-        cli_usage("--packing split needs the last dimension to be a multiple of 32 (%zu)", pcols);
+        cli_die(FP4S_EXIT_INPUT, "%s: shape %s: -o with split nibble packing needs a last dimension that is a "
+                "multiple of 32, not %zu (use --packing pairs, or --pad to zero-pad it to %zu)", input, shape,
+                cols, (cols + 31) / 32 * 32);
     }
 
     /* chunking */

@@ -64,6 +64,14 @@ run_bad w100.in.npy "w100.in.npy: shape (4, 100): last dimension 100 is not a mu
 expect_exit 3 fp4-quant -f nvfp4 w100.in.npy
 err_has "block size 16"
 
+$PY -c "import numpy as np; np.save('w48.in.npy', np.ones((4, 48), '<f4'))"
+expect_exit 3 fp4-quant -f nvfp4 -p ggml -o out/q.h5 w48.in.npy
+err_has "w48.in.npy: shape (4, 48): -o with split nibble packing needs a last dimension that is a multiple of 32"
+no_outputs_left out
+expect_exit 0 fp4-quant -f nvfp4 -p ggml -o out/q.h5 --pad w48.in.npy
+out_has "16 zero columns added (last dim 48 -> 64)"
+rm -f out/q.h5
+
 # --pad makes the same input work; codes and dequant keep the input's shape
 expect_exit 0 fp4-quant --pad --codes out/c.npy --scales out/s.npy --dequant out/d.npy w100.in.npy
 out_has "28 zero columns added"
