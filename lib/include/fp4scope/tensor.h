@@ -8,6 +8,10 @@
  * A 1-D tensor reads as one row. Rows are read on demand (HDF5 by hyperslab,
  * .npy and safetensors by pread), so memory stays bounded by the chunk.
  *
+ * HDF5 errors become fp4s error details (file, dataset, HDF5's innermost
+ * message); every HDF5 entry point here switches off HDF5's own automatic
+ * error printing (H5Eset_auto2 on the default stack).
+ *
  * Outputs are written atomically: to a temporary file beside the target that is
  * renamed over it on commit and removed on abort, so a failed run leaves no
  * half-written file. */
