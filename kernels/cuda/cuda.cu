@@ -18,7 +18,7 @@ namespace {
 /* Probed once: -1 unknown, 0 no usable device, 1 usable. */
 int g_state = -1;
 int g_sms = 0;
-char g_desc[160];
+char g_desc[320];
 
 void probe()
 {
@@ -45,12 +45,12 @@ void probe()
     int cc = prop.major * 10 + prop.minor;
     int need = FP4S_CUDA_ARCH_MAJOR * 10 + FP4S_CUDA_ARCH_MINOR;
     if (cc < need) {
-        snprintf(g_desc, sizeof g_desc, "%s, sm_%d: kernels built for sm_%d", prop.name, cc, need);
+        snprintf(g_desc, sizeof g_desc, "%.200s, sm_%d: kernels built for sm_%d", prop.name, cc, need);
         g_state = 0;
         return;
     }
     g_sms = prop.multiProcessorCount;
-    snprintf(g_desc, sizeof g_desc, "%s, sm_%d, %d SMs, %.1f GiB", prop.name, cc,
+    snprintf(g_desc, sizeof g_desc, "%.200s, sm_%d, %d SMs, %.1f GiB", prop.name, cc,
              prop.multiProcessorCount, (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
     g_state = 1;
 }
@@ -112,6 +112,7 @@ int fp4s_cu_prepare(const fp4s_spec *s, const fp4s_tscale *ts, size_t rows, size
     p->tie = (int)s->tie;
     p->keep_neg_zero = s->keep_neg_zero ? 1 : 0;
     p->zero_in = (int)s->zero_in;
+    cu_e2m1_thresholds(p->tie, p->thr);
     p->nonfinite = (int)s->nonfinite;
     p->mx_rule = (int)s->mx_rule;
     p->mx_zero_code = s->mx_zero_block_code;

@@ -38,11 +38,12 @@ dequant_kernel(fp4s_cu_params p, const uint8_t *__restrict__ codes, const uint8_
         for (int u = 0; u < UNROLL; u++) {
             size_t v = base + (size_t)u * nthreads;
             if (v >= nvec) continue;
+            const fp4s_cu_dq d = cu_deq_block(p, sc[u]);
             float4 f;
-            f.x = cu_deq(p, sc[u], (uint8_t)q[u]);
-            f.y = cu_deq(p, sc[u], (uint8_t)(q[u] >> 8));
-            f.z = cu_deq(p, sc[u], (uint8_t)(q[u] >> 16));
-            f.w = cu_deq(p, sc[u], (uint8_t)(q[u] >> 24));
+            f.x = cu_deq_elem(d, (uint8_t)q[u]);
+            f.y = cu_deq_elem(d, (uint8_t)(q[u] >> 8));
+            f.z = cu_deq_elem(d, (uint8_t)(q[u] >> 16));
+            f.w = cu_deq_elem(d, (uint8_t)(q[u] >> 24));
             if (VEC) {
                 __stcs(reinterpret_cast<float4 *>(out + v * 4), f);
             } else {

@@ -38,6 +38,7 @@ struct fp4s_cu_params {
     int mx_zero_code;  /* E8M0 code of an all-zero block */
     int recipe;        /* fp4s_nv_recipe */
     int tile2d;
+    uint32_t thr[7];   /* E2M1 rounding thresholds for the tie rule (cu_e2m1_thresholds) */
     float s_enc;       /* fp4s_tscale.s_enc */
     float s_dec;       /* fp4s_tscale.s_dec */
 };
@@ -164,20 +165,41 @@ FP4S_HD uint8_t cu_e2m1(float v, int tie, int keep_neg_zero)
 
 FP4S_HD float cu_e2m1_value(uint8_t code)
 {
-    /* magnitudes 0 .5 1 1.5 2 3 4 6 as exact bit patterns */
+    /* magnitude index c = (exponent e, mantissa m) = (c >> 1, c & 1): c = 0 is 0,
+     * c = 1 is 0.5, else 2^(e-1) * (1 + m/2): float32 bits ((e+126) << 23 | m << 22) */
     uint32_t c = code & 7u;
-    uint32_t mag;
-    switch (c) {
-    case 0: mag = 0; break;
-    case 1: mag = 0x3F000000u; break; /* 0.5 */
-    case 2: mag = 0x3F800000u; break; /* 1 */
-    case 3: mag = 0x3FC00000u; break; /* 1.5 */
-    case 4: mag = 0x40000000u; break; /* 2 */
-    case 5: mag = 0x40400000u; break; /* 3 */
-    case 6: mag = 0x40800000u; break; /* 4 */
-    default: mag = 0x40C00000u; break; /* 6 */
-    }
+    uint32_t mag = c >= 2u ? (((c >> 1) + 126u) << 23) | ((c & 1u) << 22) : (c ? 0x3F000000u : 0u);
     return cu_float(mag | ((uint32_t)(code & 8u) << 28));
+}
+
+/* E2M1 rounding by thresholds: the magnitude index of |v| is the number of
+ * midpoints (0.25 0.75 1.25 1.75 2.5 3.5 5) that |v| lies above, where a tie
+ * (|v| equal to a midpoint) counts as above when the rule rounds it up. On the
+ * float32 bits a of |v|: index = sum_j (a > T_j) with T_j = bits(mid_j) when a
+ * tie stays down, bits(mid_j) - 1 when it goes up. Exact for every finite v
+ * (subnormals included); +Inf lands above all (index 7, satfinite). Same
+ * results as cu_round_mag(a, 1, 0, tie) saturated at 7. */
+static inline void cu_e2m1_thresholds(int tie, uint32_t t[7])
+{
+    static const uint32_t mid[7] = {0x3E800000u, 0x3F400000u, 0x3FA00000u, 0x3FE00000u,
+                                    0x40200000u, 0x40600000u, 0x40A00000u};
+    for (int j = 0; j < 7; j++) {
+        /* tie: RNE goes up when the upper neighbour index j+1 is even */
+        int up = tie == 2 || (tie == 0 && ((j + 1) & 1) == 0);
+        t[j] = mid[j] - (up ? 1u : 0u);
+    }
+}
+
+FP4S_HD uint8_t cu_e2m1_thr(const uint32_t t[7], float v, int keep_neg_zero)
+{
+    uint32_t u = cu_bits(v);
+    uint32_t sign = u >> 31, a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return 0;
+    uint32_t m = (uint32_t)(a > t[0]) + (uint32_t)(a > t[1]) + (uint32_t)(a > t[2])
+               + (uint32_t)(a > t[3]) + (uint32_t)(a > t[4]) + (uint32_t)(a > t[5])
+               + (uint32_t)(a > t[6]);
+    if (m == 0) return (sign && keep_neg_zero) ? 8 : 0;
+    return (uint8_t)(m | (sign << 3));
 }
 
 /* E4M3 (FN), RNE, satfinite to 448, NaN -> 0x7F. */
@@ -449,22 +471,45 @@ FP4S_HD uint8_t cu_elem(const fp4s_cu_params &p, const fp4s_cu_blk &b, float x)
         if (p.zero_in == 2) return 8;
         if (p.zero_in == 1) return 0;
     }
-    return cu_e2m1(v, p.tie, p.keep_neg_zero);
+    return cu_e2m1_thr(p.thr, v, p.keep_neg_zero);
 }
 
-/* Dequantized value of one element, in the reference's order: MXFP4 q * X;
+/* Dequantization of one block, in the reference's order: MXFP4 q * X;
  * TE (q * s_b) * S_dec; torchao q * (pts * s_b); ModelOpt q * (s_b * scale_2);
- * ggml q * s_b. */
+ * ggml q * s_b. The block part is computed once (cu_deq_block), each element
+ * is then one or two multiplies (cu_deq_elem). */
+struct fp4s_cu_dq {
+    float a, b;
+    int two; /* (q * a) * b instead of q * a */
+};
+
+FP4S_HD fp4s_cu_dq cu_deq_block(const fp4s_cu_params &p, uint8_t scale)
+{
+    fp4s_cu_dq d;
+    d.two = 0;
+    d.b = 1.0f;
+    if (p.format == 1) {
+        d.a = cu_e8m0_value(scale);
+        return d;
+    }
+    switch (p.recipe) {
+    case 0: d.a = cu_e4m3_value(scale); d.b = p.s_dec; d.two = 1; break;
+    case 1: d.a = cu_mul(p.s_dec, cu_e4m3_value(scale)); break;
+    case 2: d.a = cu_mul(cu_e4m3_value(scale), p.s_dec); break;
+    default: d.a = cu_ue4m3_ggml_value(scale); break;
+    }
+    return d;
+}
+
+FP4S_HD float cu_deq_elem(const fp4s_cu_dq &d, uint8_t code)
+{
+    float v = cu_mul(cu_e2m1_value(code), d.a);
+    return d.two ? cu_mul(v, d.b) : v;
+}
+
 FP4S_HD float cu_deq(const fp4s_cu_params &p, uint8_t scale, uint8_t code)
 {
-    float q = cu_e2m1_value(code);
-    if (p.format == 1) return cu_mul(q, cu_e8m0_value(scale));
-    switch (p.recipe) {
-    case 0: return cu_mul(cu_mul(q, cu_e4m3_value(scale)), p.s_dec);
-    case 1: return cu_mul(q, cu_mul(p.s_dec, cu_e4m3_value(scale)));
-    case 2: return cu_mul(q, cu_mul(cu_e4m3_value(scale), p.s_dec));
-    default: return cu_mul(q, cu_ue4m3_ggml_value(scale));
-    }
+    return cu_deq_elem(cu_deq_block(p, scale), code);
 }
 
 #endif

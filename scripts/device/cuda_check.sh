@@ -3,8 +3,10 @@
 # CUDA-vs-reference test (tests/cuda, also the big/slow variant and a
 # compute-sanitizer memcheck pass) and the benchmark, logs to $OUT.
 #
-#   scripts/device/cuda_check.sh [--no-bench] [--no-sanitizer]
+#   scripts/device/cuda_check.sh [--no-bench] [--no-sanitizer] [--profile]
 #
+# --profile adds an Nsight Compute (ncu) speed-of-light pass over the kernels
+# of a small benchmark run (profile.log; clocks left alone).
 # Run through the device tool with carry: [".device"]. Prints a short summary
 # last. Exit status: 0 when every step passed, 1 otherwise.
 set -uo pipefail
@@ -13,12 +15,13 @@ OUT=${OUT:-$(pwd)/out}
 mkdir -p "$OUT"
 B=${FP4S_DEVICE_BUILD:-build-device}
 export FP4S_DEVICE_BUILD=$B
-bench=1 sanit=1
+bench=1 sanit=1 prof=0
 for a in "$@"; do
     case $a in
     --no-bench) bench=0 ;;
     --no-sanitizer) sanit=0 ;;
-    *) echo "usage: cuda_check.sh [--no-bench] [--no-sanitizer]" >&2; exit 2 ;;
+    --profile) prof=1 ;;
+    *) echo "usage: cuda_check.sh [--no-bench] [--no-sanitizer] [--profile]" >&2; exit 2 ;;
     esac
 done
 summary=()
@@ -52,9 +55,16 @@ else
     if [ $bench = 1 ]; then
         step bench bench_cuda.log "$B/bench/bench_cuda" || ok=0
     fi
+    NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1)
+    if [ $prof = 1 ] && [ -n "$NCU" ]; then
+        # speed of light of each kernel once, on a 256 MiB tensor (> L2)
+        step ncu profile.log "$NCU" --clock-control none --section SpeedOfLight \
+            --kernel-name regex:'quant1d|quant2d|dequant|amax' --launch-count 24 \
+            "$B/bench/bench_cuda" --rows 16384 --reps 1 --warmup 0 || ok=0
+    fi
 fi
 echo "== cuda_check summary"
-printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
+printf '%s\n' "${summary[@]}"
 grep -h "mismatches\|seed" "$OUT"/test_*.log 2>/dev/null
 [ -f "$OUT/bench_cuda.log" ] && tail -n 14 "$OUT/bench_cuda.log"
 [ $ok = 1 ]
