@@ -1,0 +1,176 @@
+"""Tests of tools/python/fp4scope (ctypes over libfp4scope.so): numpy part
+always; the PyTorch part (hooks on a tiny MoE, bit-exact BF16, routing, zero-
+token experts) with --torch."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+import fp4scope
+from fp4scope import CONST_STEP, Capture, FP4SError
+
+T = tempfile.mkdtemp()
+CAP = os.environ.get("FP4S_CAPTURE_TOOL", "fp4-capture")
+
+
+def ls_json(path):
+    return json.loads(subprocess.run([CAP, "ls", "--json", path], check=True, capture_output=True, text=True).stdout)
+
+
+def test_numpy():
+    p = os.path.join(T, "np.h5")
+    rng = np.random.default_rng(0)
+    a32 = rng.integers(0, 2**32, size=(6, 8), dtype=np.uint64).astype(np.uint32).view(np.float32)
+    a16 = rng.integers(0, 2**16, size=(6, 8), dtype=np.uint64).astype(np.uint16).view(np.float16)
+    b16 = rng.integers(0, 2**16, size=(6, 8), dtype=np.uint64).astype(np.uint16)
+    with Capture(p) as c:
+        c.step(0)
+        c.put(0, "layers.0.a", "trainer", a32)
+        c.put(0, "layers.0.a", "rollout", a32[:, :])
+        c.put(0, "layers.0.h", "trainer", a16)
+        c.put_bf16_bits(0, "layers.0.b", "trainer", b16)
+        c.put(CONST_STEP, "layers.0.a", "weight", a32[:2])
+        c.put_logprobs(0, [-1.0, -2.0], [-1.5, -2.5], [0, 0], pos=[0, 1])
+        c.attr("run", "unit-test")
+        c.attr("lr", 1e-5)
+        try:
+            c.put(0, "layers.0.a", "rollout", a32[:, :4])
+            raise AssertionError("shape mismatch accepted")
+        except FP4SError as e:
+            assert e.code == -6 and "columns" in str(e), str(e)
+        try:
+            c.put(0, "bad/site", "trainer", a32)
+            raise AssertionError("bad site accepted")
+        except FP4SError as e:
+            assert e.code == -1 and "slashes" in str(e), str(e)
+        try:
+            c.put_logprobs(0, [-1.0], [-1.0, -2.0], [0])
+            raise AssertionError("length mismatch accepted")
+        except FP4SError as e:
+            assert "entries" in str(e)
+    f = h5py.File(p, "r")
+    assert f["/steps/0/layers.0.a/trainer"][()].tobytes() == a32.tobytes()
+    assert f["/steps/0/layers.0.h/trainer"][()].tobytes() == a16.tobytes()
+    assert f["/steps/0/layers.0.h/trainer"].dtype == np.float16
+    assert f["/steps/0/layers.0.b/trainer"].attrs["dtype"] == "bfloat16"
+    assert (f["/steps/0/layers.0.b/trainer"][()] == b16).all()
+    assert f["/weights/layers.0.a"].shape == (2, 8)
+    assert f.attrs["run"] == "unit-test" and f.attrs["producer"] == "fp4scope.torch"
+    assert list(f["/steps/0/logprobs/pos"][()]) == [0, 1]
+    f.close()
+    # append mode adds a step, keeps the old one
+    with Capture(p, mode="a") as c:
+        c.put(1, "layers.0.a", "trainer", a32)
+    j = ls_json(p)
+    assert j["steps"] == [0, 1] and not j["interrupted"], j
+    # creating over an existing file needs overwrite=True
+    try:
+        Capture(p)
+        raise AssertionError("existing file replaced")
+    except FP4SError as e:
+        assert "already exists" in str(e)
+
+
+def test_interrupted():
+    p = os.path.join(T, "killed.h5")
+    code = ("import os, numpy as np, fp4scope\n"
+            "c = fp4scope.Capture(%r)\n"
+            "c.put(0, 's', 'trainer', np.ones((2, 4), np.float32)); c.flush()\n"
+            "c.put(1, 's', 'trainer', np.ones((2, 4), np.float32))\n"
+            "os._exit(0)\n" % p)
+    subprocess.run([sys.executable, "-c", code], check=True)
+    j = ls_json(p)
+    assert j["interrupted"] and j["steps"] == [0], j
+
+
+def test_fake_quant():
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((8, 64)) * np.exp(rng.standard_normal(64))).astype(np.float32)
+    y = fp4scope.fake_quant(x, "nvfp4", "te")
+    assert y.shape == x.shape and np.isfinite(y).all()
+    assert np.abs(y - x).max() < np.abs(x).max() / 2
+    # the same numbers as fp4-quant's dequantized output, bit for bit
+    src, dq = os.path.join(T, "x.npy"), os.path.join(T, "dq.npy")
+    np.save(src, x)
+    subprocess.run(["fp4-quant", "-f", "nvfp4", "-p", "te", "--dequant", dq, src], check=True,
+                   capture_output=True)
+    ref = np.load(dq).astype(np.float32).reshape(x.shape)
+    assert ref.tobytes() == y.tobytes(), "fake_quant differs from fp4-quant --dequant"
+    try:
+        fp4scope.fake_quant(np.zeros((2, 10), np.float32))
+        raise AssertionError("K=10 accepted")
+    except FP4SError as e:
+        assert "multiple" in str(e)
+
+
+def test_torch():
+    import torch
+
+    class Experts(torch.nn.Module):
+        def __init__(self, d, n):
+            super().__init__()
+            self.router = torch.nn.Linear(d, n, bias=False)
+            self.experts = torch.nn.ModuleList(torch.nn.Linear(d, d, bias=False) for _ in range(n))
+
+        def forward(self, x):
+            choice = self.router(x).argmax(-1)
+            y = torch.zeros_like(x)
+            for e, ex in enumerate(self.experts):
+                idx = (choice == e).nonzero().flatten()
+                y[idx] = ex(x[idx])   # called with zero rows when nobody was routed
+            return y, choice
+
+    torch.manual_seed(0)
+    m = Experts(32, 4).to(torch.bfloat16)
+    with torch.no_grad():
+        m.router.weight.zero_()
+        m.router.weight[0, 0] = 1.0   # route on the sign of channel 0: experts 0 and 1 only
+        m.router.weight[1, 0] = -1.0
+    p = os.path.join(T, "moe.h5")
+    cap = Capture(p)
+    names = cap.hook_linears(m, "trainer", names="experts.*", weights=True)
+    assert names == ["experts.0", "experts.1", "experts.2", "experts.3"], names
+    xs = []
+    try:
+        m(torch.randn(4, 32, dtype=torch.bfloat16))
+        raise AssertionError("hook before step accepted")
+    except FP4SError as e:
+        assert "before capture.step" in str(e)
+    for s in range(2):
+        with cap.step(s):
+            x = torch.randn(3, 7, 32, dtype=torch.bfloat16)
+            _, choice = m(x.reshape(-1, 32))
+            xs.append((x.reshape(-1, 32), choice))
+    cap.close()
+    f = h5py.File(p, "r")
+    for s, (x, choice) in enumerate(xs):
+        for e in range(4):
+            path = "/steps/%d/experts.%d/trainer" % (s, e)
+            idx = (choice == e).nonzero().flatten()
+            if len(idx) == 0:
+                assert path not in f, path
+                continue
+            want = x[idx].view(torch.int16).numpy().view(np.uint16)
+            got = f[path][()]
+            assert got.shape == want.shape and (got == want).all(), path
+            assert f[path].attrs["dtype"] == "bfloat16"
+    assert "/steps/0/experts.2/trainer" not in f  # never routed
+    assert (f["/weights/experts.3"][()] == m.experts[3].weight.view(torch.int16).numpy().view(np.uint16)).all()
+    try:
+        Capture(os.path.join(T, "x.h5")).hook_linears(m, "trainer", names="nothing*")
+        raise AssertionError("empty hook selection accepted")
+    except FP4SError as e:
+        assert "no nn.Linear" in str(e)
+
+
+if __name__ == "__main__":
+    test_numpy()
+    test_interrupted()
+    test_fake_quant()
+    if "--torch" in sys.argv:
+        test_torch()
+    print("ok")

@@ -1,0 +1,226 @@
+"""Write captures (schema fp4scope-capture/1) from Python through the C writer.
+
+    cap = Capture("run.h5")                      # create ("a" to append)
+    cap.hook_linears(model, "rollout", names="layers.*.mlp.experts.*")
+    for step in range(n):
+        with cap.step(step):                     # flushes at the end of the step
+            logits = model(batch)
+            cap.put_logprobs(step, lp_trainer, lp_rollout, seq, pos)
+    cap.close()
+
+Arrays may be numpy arrays (float32, float16) or torch tensors (float32,
+float16, bfloat16; any device: they are copied to the CPU). Values are stored
+bit for bit. A Capture belongs to one thread, like the C handle."""
+import contextlib
+import ctypes
+import fnmatch
+
+import numpy as np
+
+from ._lib import FP4SError, check, lib
+
+DT_F32, DT_F64, DT_F16, DT_BF16 = 0, 1, 2, 3
+CONST_STEP = -1
+
+
+class _Opts(ctypes.Structure):
+    _fields_ = [("gzip", ctypes.c_int), ("shuffle", ctypes.c_bool),
+                ("chunk_rows", ctypes.c_size_t), ("producer", ctypes.c_char_p),
+                ("overwrite", ctypes.c_bool)]
+
+
+def _as_rows(x):
+    """(numpy array [rows, cols] C-contiguous, dtype code) without changing any bit."""
+    try:
+        import torch
+    except ImportError:  # numpy only
+        torch = None
+    if torch is not None and isinstance(x, torch.Tensor):
+        t = x.detach()
+        if t.dim() == 0:
+            t = t.reshape(1)
+        t = t.reshape(-1, t.shape[-1])
+        if t.dtype == torch.bfloat16:
+            a = t.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
+            return np.ascontiguousarray(a), DT_BF16
+        if t.dtype == torch.float16:
+            return np.ascontiguousarray(t.contiguous().cpu().numpy()), DT_F16
+        if t.dtype == torch.float32:
+            return np.ascontiguousarray(t.contiguous().cpu().numpy()), DT_F32
+        raise FP4SError(-5, "capture: torch dtype %s not supported (float32, float16, bfloat16)" % t.dtype)
+    a = np.asarray(x)
+    if a.ndim == 0:
+        a = a.reshape(1)
+    a = a.reshape(-1, a.shape[-1])
+    if a.dtype == np.float32:
+        return np.ascontiguousarray(a), DT_F32
+    if a.dtype == np.float16:
+        return np.ascontiguousarray(a), DT_F16
+    raise FP4SError(-5, "capture: numpy dtype %s not supported (float32, float16; bfloat16 via "
+                    "put_bf16_bits)" % a.dtype)
+
+
+class Capture:
+    """A capture file open for writing. mode "w" creates (replacing an existing
+    file only if overwrite=True), "a" appends (creating if missing)."""
+
+    def __init__(self, path, mode="w", gzip=0, overwrite=False, producer="fp4scope.torch"):
+        L = lib()
+        self.path = path
+        self._h = ctypes.c_void_p()
+        o = _Opts()
+        L.fp4s_capture_opts_defaults(ctypes.byref(o))
+        o.gzip = gzip
+        o.overwrite = overwrite
+        self._producer = producer.encode()
+        o.producer = self._producer
+        import os
+        if mode == "a" and os.path.exists(path):
+            check(L.fp4s_capture_open_append(path.encode(), ctypes.byref(o), ctypes.byref(self._h)))
+        elif mode in ("w", "a"):
+            check(L.fp4s_capture_create(path.encode(), ctypes.byref(o), ctypes.byref(self._h)))
+        else:
+            raise ValueError("mode must be 'w' or 'a'")
+        self.current_step = None
+        self._hooks = []
+
+    # -- low level -------------------------------------------------------------
+    def _handle(self):
+        if not self._h:
+            raise FP4SError(-1, "%s: capture is closed" % self.path)
+        return self._h
+
+    def put(self, step, site, side, x):
+        """Append rows of x ([..., K] is flattened to [rows, K]) to
+        /steps/<step>/<site>/<side> (side trainer, rollout or weight; step
+        CONST_STEP with side weight for /weights/<site>)."""
+        a, dt = _as_rows(x)
+        if a.shape[0] == 0:
+            return
+        check(lib().fp4s_capture_put(self._handle(), int(step), site.encode(), side.encode(), dt,
+                                     a.ctypes.data, a.shape[0], a.shape[1], a.shape[1], None))
+
+    def put_bf16_bits(self, step, site, side, bits):
+        """Append BF16 values given as their uint16 bit patterns (numpy)."""
+        a = np.ascontiguousarray(np.asarray(bits, dtype=np.uint16))
+        a = a.reshape(-1, a.shape[-1])
+        check(lib().fp4s_capture_put(self._handle(), int(step), site.encode(), side.encode(), DT_BF16,
+                                     a.ctypes.data, a.shape[0], a.shape[1], a.shape[1], None))
+
+    def put_logprobs(self, step, trainer, rollout, seq, pos=None, mask=None):
+        """Append per-token log-probs of one step (1-D, same length)."""
+        def arr(v, dt):
+            if v is None:
+                return None
+            try:
+                import torch
+                if isinstance(v, torch.Tensor):
+                    v = v.detach().float().cpu().numpy() if dt == np.float32 else v.detach().cpu().numpy()
+            except ImportError:
+                pass
+            return np.ascontiguousarray(np.asarray(v).reshape(-1), dtype=dt)
+        t, r, s = arr(trainer, np.float32), arr(rollout, np.float32), arr(seq, np.int64)
+        p, m = arr(pos, np.int64), arr(mask, np.uint8)
+        n = t.shape[0]
+        for name, v in (("rollout", r), ("seq", s), ("pos", p), ("mask", m)):
+            if v is not None and v.shape[0] != n:
+                raise FP4SError(-6, "%s: step %d: logprobs %s has %d entries, trainer %d"
+                                % (self.path, step, name, v.shape[0], n))
+        ptr = lambda v: None if v is None else v.ctypes.data
+        check(lib().fp4s_capture_put_logprobs(self._handle(), int(step), ptr(t), ptr(r), ptr(s),
+                                              ptr(p), ptr(m), n))
+
+    def attr(self, name, value, obj="/"):
+        """Set an attribute on the root (or another object path)."""
+        L = lib()
+        if isinstance(value, str):
+            check(L.fp4s_capture_attr_str(self._handle(), obj.encode(), name.encode(), value.encode()))
+        elif isinstance(value, (bool, int, np.integer)):
+            check(L.fp4s_capture_attr_i64(self._handle(), obj.encode(), name.encode(), int(value)))
+        else:
+            check(L.fp4s_capture_attr_f64(self._handle(), obj.encode(), name.encode(), float(value)))
+
+    def flush(self):
+        """Make everything put so far durable (the crash-safety point)."""
+        check(lib().fp4s_capture_flush(self._handle()))
+
+    def close(self):
+        self.remove_hooks()
+        if self._h:
+            h = self._h
+            self._h = ctypes.c_void_p()
+            check(lib().fp4s_capture_close(ctypes.byref(h)))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            if self._h:
+                self.close()
+        except Exception:
+            pass
+
+    # -- steps -------------------------------------------------------------------
+    def step(self, n):
+        """Set the current step (hooks write there). Moving to another step
+        flushes the previous one. Also a context manager that flushes at exit:
+        `with cap.step(3): model(x)`."""
+        n = int(n)
+        if self.current_step is not None and self.current_step != n:
+            self.flush()
+        self.current_step = n
+        cap = self
+
+        class _StepCtx:
+            def __enter__(self_inner):
+                return cap
+
+            def __exit__(self_inner, *exc):
+                if cap._h:
+                    cap.flush()
+                return False
+        return _StepCtx()
+
+    # -- PyTorch hooks --------------------------------------------------------------
+    def hook_linears(self, model, side, names="*", weights=False):
+        """Register forward pre-hooks on every torch.nn.Linear of model whose
+        qualified name (model.named_modules()) matches the glob `names`
+        (fnmatch; '*' matches dots), MoE experts included. Each call of a
+        hooked module appends its input, flattened to [tokens, in_features],
+        to /steps/<current step>/<name>/<side>; modules called with zero
+        tokens (an expert nobody was routed to) write nothing. weights=True
+        also stores each hooked module's weight once under /weights/<name>.
+        Returns the list of hooked names."""
+        import torch
+        if side not in ("trainer", "rollout"):
+            raise ValueError("side must be 'trainer' or 'rollout'")
+        hooked = []
+        for name, mod in model.named_modules():
+            if not isinstance(mod, torch.nn.Linear) or not fnmatch.fnmatchcase(name, names):
+                continue
+
+            def pre_hook(module, inputs, _name=name):
+                if self.current_step is None:
+                    raise FP4SError(-1, "%s: hooked %s called before capture.step(n)" % (self.path, _name))
+                x = inputs[0]
+                if x.numel() == 0:
+                    return None
+                self.put(self.current_step, _name, side, x)
+                return None
+            self._hooks.append(mod.register_forward_pre_hook(pre_hook))
+            hooked.append(name)
+            if weights:
+                self.put(CONST_STEP, name, "weight", mod.weight)
+        if not hooked:
+            raise FP4SError(-12, "%s: no nn.Linear module matches '%s'" % (self.path, names))
+        return hooked
+
+    def remove_hooks(self):
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
