@@ -17,7 +17,7 @@
  *   it is handed to the reference kernel for that one block (same outputs and
  *   stats as the reference by construction).
  * Specs not implemented here return FP4S_ENOTSUP (the front end then runs the
- * reference): FP8, NVFP4 2-D tiles and the ggml NVFP4 recipe. */
+ * reference): NVFP4 2-D tiles and the ggml NVFP4 recipe. */
 #include <float.h>
 #include <immintrin.h>
 #include <math.h>
@@ -532,6 +532,168 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
     return 0;
 }
 
+/* ---- FP8 E4M3 baselines -------------------------------------------------------- */
+
+/* E4M3 bytes of 16 signed values with a tie rule, satfinite, NaN -> 0x7F, as
+ * fp4s_e4m3_encode(v, tie): normal range (|v| >= 2^-6) by integer rounding at
+ * fp32 mantissa bit 20; subnormal range on m = |v| * 2^9 (exact): RNE by
+ * cvtps2dq, else trunc(m) plus an exact comparison of m - trunc(m) with 0.5. */
+typedef struct e4_ctx { __m512i add, lsbm; fp4s_tie tie; } e4_ctx;
+
+static void e4_init(e4_ctx *e, fp4s_tie tie)
+{
+    e->tie = tie;
+    e->add = _mm512_set1_epi32(tie == FP4S_TIE_AWAY ? 0x80000 : 0x7FFFF);
+    e->lsbm = _mm512_set1_epi32(tie == FP4S_TIE_EVEN ? 1 : 0);
+}
+
+static inline __attribute__((always_inline)) __m512i
+e4m3_encode_signed16(const e4_ctx *e, __m512 v, __m512i *satc)
+{
+    const __m512i b = _mm512_castps_si512(v);
+    const __m512i a = _mm512_and_si512(b, _mm512_set1_epi32((int)ABS_MASK));
+    __m512i add = _mm512_add_epi32(e->add, _mm512_and_si512(_mm512_srli_epi32(a, 20), e->lsbm));
+    __m512i cn = _mm512_sub_epi32(_mm512_srli_epi32(_mm512_add_epi32(a, add), 20), _mm512_set1_epi32(960));
+    cn = _mm512_min_epi32(cn, _mm512_set1_epi32(0x7e));
+    __m512 m = _mm512_mul_ps(_mm512_castsi512_ps(a), _mm512_set1_ps(512.0f));
+    __m512i cs;
+    if (e->tie == FP4S_TIE_EVEN) {
+        cs = _mm512_cvtps_epi32(m);
+    } else {
+        __m512 t = _mm512_roundscale_ps(m, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        __m512 fr = _mm512_sub_ps(m, t);
+        __mmask16 up = e->tie == FP4S_TIE_AWAY ? _mm512_cmp_ps_mask(fr, _mm512_set1_ps(0.5f), _CMP_GE_OQ)
+                                               : _mm512_cmp_ps_mask(fr, _mm512_set1_ps(0.5f), _CMP_GT_OQ);
+        cs = _mm512_mask_add_epi32(_mm512_cvttps_epi32(t), up, _mm512_cvttps_epi32(t), _mm512_set1_epi32(1));
+    }
+    __m512i code = _mm512_mask_mov_epi32(cn, _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32(0x3c800000)), cs);
+    code = _mm512_or_si512(code, _mm512_srli_epi32(_mm512_andnot_si512(_mm512_set1_epi32((int)ABS_MASK), b), 24));
+    code = _mm512_mask_mov_epi32(code, _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32((int)INF_BITS)),
+                                 _mm512_set1_epi32(0x7f));
+    *satc = _mm512_mask_add_epi32(*satc, _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x43e00000)),
+                                  *satc, _mm512_set1_epi32(1)); /* |v| > 448 */
+    return code;
+}
+
+/* The reference for one piece (h rows x w columns at row r, column c; FP8
+ * tile index t of the piece's first row band). */
+static int ref_fp8_piece(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t ld,
+                         size_t row0, size_t r, size_t c, size_t h, size_t w, size_t t,
+                         const fp4s_qout *out, fp4s_qstats *st)
+{
+    fp4s_qout o = {0};
+    if (out->codes) { o.codes = out->codes + r * out->ld_codes + c; o.ld_codes = out->ld_codes; }
+    if (out->dequant) { o.dequant = out->dequant + r * out->ld_dequant + c; o.ld_dequant = out->ld_dequant; }
+    if (out->scale_f32) {
+        o.ld_scale_f32 = out->ld_scale_f32;
+        o.scale_f32 = s->fp8_gran == FP4S_FP8_TENSOR ? out->scale_f32
+                    : out->scale_f32 + (s->fp8_gran == FP4S_FP8_1x128 ? r : r / 128) * out->ld_scale_f32 + t;
+    }
+    return fp4s_kernels_ref.quantize(s, ts, x + r * ld + c, h, w, ld, row0 + r, &o, st);
+}
+
+/* Quantize n (1..16) elements of one row with scale sc (x / sc). */
+static inline __attribute__((always_inline)) void
+fp8_elems(const e4_ctx *e, const float *xp, uint8_t *cp, float *dp, size_t n, __m512 vsc,
+          __m512i *satc, err_acc *ea)
+{
+    __mmask16 m = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+    __m512 xv = _mm512_maskz_loadu_ps(m, xp);
+    __m512i q = e4m3_encode_signed16(e, _mm512_div_ps(xv, vsc), satc);
+    __m512 d = _mm512_mul_ps(e4m3_decode16(q), vsc);
+    d = _mm512_maskz_mov_ps(m, d);
+    err_add(ea, xv, d);
+    if (cp) _mm_mask_storeu_epi8(cp, m, _mm512_cvtepi32_epi8(q));
+    if (dp) _mm512_mask_storeu_ps(dp, m, d);
+}
+
+static int fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
+                     size_t rows, size_t cols, size_t ld, size_t row0,
+                     const fp4s_qout *out, fp4s_qstats *st)
+{
+    e4_ctx e;
+    e4_init(&e, s->tie);
+    err_acc ea;
+    err_init(&ea);
+    const __m512i absm = _mm512_set1_epi32((int)ABS_MASK), infb = _mm512_set1_epi32((int)INF_BITS);
+    __m512i satc = _mm512_setzero_si512();
+    uint64_t elems = 0, blocks = 0, zb = 0;
+    int rc;
+
+    if (s->fp8_gran == FP4S_FP8_TENSOR) {
+        const __m512 vsc = _mm512_set1_ps(ts->fp8_scale);
+        if (out->scale_f32) out->scale_f32[0] = ts->fp8_scale;
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c = 0; c < cols; c += 16) {
+                size_t n = cols - c < 16 ? cols - c : 16;
+                __mmask16 m = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
+                __m512i a = _mm512_and_si512(_mm512_castps_si512(_mm512_maskz_loadu_ps(m, x + r * ld + c)), absm);
+                if (_mm512_mask_cmpge_epu32_mask(m, a, infb)) {
+                    if ((rc = ref_fp8_piece(s, ts, x, ld, row0, r, c, 1, n, 0, out, st))) return rc;
+                    continue;
+                }
+                elems += n;
+                fp8_elems(&e, x + r * ld + c, out->codes ? out->codes + r * out->ld_codes + c : NULL,
+                          out->dequant ? out->dequant + r * out->ld_dequant + c : NULL, n, vsc, &satc, &ea);
+            }
+    } else {
+        const size_t H = s->fp8_gran == FP4S_FP8_128x128 ? 128 : 1, nt = cols / 128;
+        for (size_t r0 = 0; r0 < rows; r0 += H) {
+            const size_t h = rows - r0 < H ? rows - r0 : H;
+            for (size_t t = 0; t < nt; t++) {
+                __m512i mx = _mm512_setzero_si512();
+                for (size_t i = 0; i < h; i++) {
+                    const float *xp = x + (r0 + i) * ld + t * 128;
+                    for (int k = 0; k < 8; k++)
+                        mx = _mm512_max_epu32(mx, _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(xp + 16 * k)), absm));
+                }
+                uint32_t am = _mm512_reduce_max_epu32(mx);
+                if (am >= INF_BITS) {
+                    if ((rc = ref_fp8_piece(s, ts, x, ld, row0, r0, t * 128, h, 128, t, out, st))) return rc;
+                    continue;
+                }
+                blocks++;
+                if (am == 0) zb++;
+                float sc = am ? u2f(am) / 448.0f : 1.0f;
+                if (out->scale_f32) out->scale_f32[(r0 / H) * out->ld_scale_f32 + t] = sc;
+                const __m512 vsc = _mm512_set1_ps(sc);
+                for (size_t i = 0; i < h; i++) {
+                    const size_t r = r0 + i;
+                    elems += 128;
+                    for (int k = 0; k < 8; k++)
+                        fp8_elems(&e, x + r * ld + t * 128 + 16 * k,
+                                  out->codes ? out->codes + r * out->ld_codes + t * 128 + 16 * k : NULL,
+                                  out->dequant ? out->dequant + r * out->ld_dequant + t * 128 + 16 * k : NULL,
+                                  16, vsc, &satc, &ea);
+                }
+            }
+        }
+    }
+    st->elements += elems;
+    st->blocks += blocks;
+    st->zero_blocks += zb;
+    st->saturated += hsum_epi32(satc);
+    err_finish(ea, st);
+    return 0;
+}
+
+static int fp8_dequant(const fp4s_spec *s, const fp4s_tscale *ts, const uint8_t *codes,
+                       size_t ld_codes, const float *scale_f32, size_t ld_sf,
+                       size_t rows, size_t cols, float *out, size_t ld_out)
+{
+    const size_t H = s->fp8_gran == FP4S_FP8_128x128 ? 128 : 1;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c += 16) {
+            size_t n = cols - c < 16 ? cols - c : 16;
+            __mmask16 m = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
+            float sc = s->fp8_gran == FP4S_FP8_TENSOR ? (scale_f32 ? scale_f32[0] : ts->fp8_scale)
+                                                      : scale_f32[(r / H) * ld_sf + c / 128];
+            __m512i q = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, codes + r * ld_codes + c));
+            _mm512_mask_storeu_ps(out + r * ld_out + c, m, _mm512_mul_ps(e4m3_decode16(q), _mm512_set1_ps(sc)));
+        }
+    return 0;
+}
+
 /* ---- kernel entry points -------------------------------------------------------- */
 
 static int k_quantize(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
@@ -542,6 +704,8 @@ static int k_quantize(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
         return mx_quant(s, ts, x, rows, cols, ld, row0, out, st);
     if (s->format == FP4S_NVFP4 && s->block == 16 && !s->tile2d && cols % 16 == 0)
         return nv_quant(s, ts, x, rows, cols, ld, row0, out, st);
+    if (s->format == FP4S_FP8 && (s->fp8_gran == FP4S_FP8_TENSOR || cols % 128 == 0))
+        return fp8_quant(s, ts, x, rows, cols, ld, row0, out, st);
     return FP4S_ENOTSUP;
 }
 
@@ -555,6 +719,8 @@ static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
     const __m512 lut = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
                                       -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
     const size_t bs = s->block;
+    if (s->format == FP4S_FP8 && (s->fp8_gran == FP4S_FP8_TENSOR || cols % 128 == 0))
+        return fp8_dequant(s, ts, codes, ld_codes, scale_f32, ld_scale_f32, rows, cols, out, ld_out);
     if (s->format == FP4S_MXFP4 && bs == 32 && cols % 32 == 0) {
         for (size_t r = 0; r < rows; r++) {
             const uint8_t *cr = codes + r * ld_codes;

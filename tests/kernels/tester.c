@@ -105,6 +105,17 @@ static void build_specs(void)
                             add_spec(&s, nm, false);
                         }
     }
+    /* FP8: every granularity x tie rule */
+    for (int g = FP4S_FP8_TENSOR; g <= FP4S_FP8_128x128; g++)
+        for (int t = FP4S_TIE_EVEN; t <= FP4S_TIE_AWAY; t++) {
+            static const char *gp[] = {"fp8-tensor", "fp8-1x128", "fp8-128x128"};
+            fp4s_spec s;
+            if (fp4s_spec_profile(&s, FP4S_FP8, gp[g]) != 0) continue;
+            s.tie = (fp4s_tie)t;
+            char nm[96];
+            snprintf(nm, sizeof nm, "fp8 %s tie=%s", gp[g], fp4s_tie_name(s.tie));
+            add_spec(&s, nm, false);
+        }
     /* NVFP4: every recipe x tie x zero sign x global-scale convention x 1-D/2-D */
     if (fp4s_spec_profile(&base, FP4S_NVFP4, "te") == 0) {
         for (int rc = FP4S_NV_TE; rc <= FP4S_NV_GGML; rc++)
@@ -233,7 +244,7 @@ static void fill_tensor(float *x, size_t rows, size_t cols, size_t ld)
         for (size_t c = 0; c < cols; c += 16) {
             int be = (rnd() & 3) ? e : (int)rndu(250) - 125;
             float nvs = nvs_base * ldexpf(1.0f, -(int)rndu(12));
-            fill_block(x + r * ld + c, 16, be, nvs);
+            fill_block(x + r * ld + c, cols - c < 16 ? (int)(cols - c) : 16, be, nvs);
         }
         for (size_t c = cols; c < ld; c++) x[r * ld + c] = NAN; /* padding: never read */
     }
@@ -466,6 +477,7 @@ static int one_case(const tspec *t, const char *const *levels, int nlev)
     size_t align = fp4s_spec_row_align(s);
     size_t rows = 1 + rndu(align > 1 ? 2 * (uint32_t)align : 12);
     size_t cols = 128 * (1 + rndu(5));
+    if (s->block == 1 && (rnd() & 1)) cols = 1 + rndu(300); /* FP8 per tensor: any width */
     size_t pad = (rnd() & 1) ? rndu(5) : 0;
     shape sh;
     make_shape(s, rows, cols, pad, &sh);
