@@ -17,7 +17,7 @@
  *   it is handed to the reference kernel for that one block (same outputs and
  *   stats as the reference by construction).
  * Specs not implemented here return FP4S_ENOTSUP (the front end then runs the
- * reference): NVFP4 2-D tiles and the ggml NVFP4 recipe. */
+ * reference): the ggml NVFP4 recipe (its nearest-level search). */
 #include <float.h>
 #include <immintrin.h>
 #include <math.h>
@@ -148,17 +148,17 @@ static inline __attribute__((always_inline)) void err_finish(err_acc e, fp4s_qst
     st->x2 += _mm512_reduce_add_pd(_mm512_add_pd(e.x0, e.x1));
 }
 
-/* Hand one block (1 row x s->block columns at column c of row r) to the
- * reference kernel. */
+/* Hand one block (h rows x s->block columns at column c of row r: h is 1
+ * except for NVFP4 2-D tiles) to the reference kernel. */
 static int ref_block(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
-                     size_t ld, size_t row0, size_t r, size_t c, size_t nb_col,
+                     size_t ld, size_t row0, size_t r, size_t c, size_t nb_col, size_t h,
                      const fp4s_qout *out, fp4s_qstats *st)
 {
     fp4s_qout o = {0};
     if (out->codes) { o.codes = out->codes + r * out->ld_codes + c; o.ld_codes = out->ld_codes; }
     if (out->scales) { o.scales = out->scales + r * out->ld_scales + nb_col; o.ld_scales = out->ld_scales; }
     if (out->dequant) { o.dequant = out->dequant + r * out->ld_dequant + c; o.ld_dequant = out->ld_dequant; }
-    return fp4s_kernels_ref.quantize(s, ts, x + r * ld + c, 1, s->block, ld, row0 + r, &o, st);
+    return fp4s_kernels_ref.quantize(s, ts, x + r * ld + c, h, s->block, ld, row0 + r, &o, st);
 }
 
 /* Max of each of 16 vectors (unsigned lanes), as one vector: lane i = max of
@@ -314,7 +314,7 @@ static int mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
             for (size_t i = 0; i < ng; i++) {
                 const size_t b = g + i;
                 if (__builtin_expect(nf >> i & 1u, 0)) {
-                    rc = ref_block(s, ts, x, ld, row0, r, b * 32, b, out, st);
+                    rc = ref_block(s, ts, x, ld, row0, r, b * 32, b, 1, out, st);
                     if (rc) return rc;
                     continue;
                 }
@@ -463,26 +463,31 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
     err_acc ea;
     err_init(&ea);
     const size_t nb = cols / 16;
+    /* 1-D: one scale per 1x16 block; 2-D: one per 16x16 tile, repeated on
+     * its rows (chunks start on tile boundaries: checked by the front end) */
+    const size_t H = s->tile2d ? 16 : 1;
     const __m512i infb = _mm512_set1_epi32((int)INF_BITS);
-    uint64_t sat = 0, negz = 0, zb = 0, under = 0, nblk = 0;
+    uint64_t zb = 0, under = 0, nblk = 0;
     float amv[16] __attribute__((aligned(64)));
     float facv[16] __attribute__((aligned(64)));
     float sbvv[16] __attribute__((aligned(64)));
     uint32_t codev[16] __attribute__((aligned(64)));
+    __m512i satc = c.zero, negzc = c.zero;
 
-    for (size_t r = 0; r < rows; r++) {
-        const float *xr = x + r * ld;
-        uint8_t *cr = out->codes ? out->codes + r * out->ld_codes : NULL;
-        uint8_t *sr = out->scales ? out->scales + r * out->ld_scales : NULL;
-        float *dr = out->dequant ? out->dequant + r * out->ld_dequant : NULL;
-        __m512i satc = c.zero, negzc = c.zero;
+    for (size_t r0 = 0; r0 < rows; r0 += H) {
+        const size_t h = rows - r0 < H ? rows - r0 : H;
         for (size_t g = 0; g < nb; g += 16) {
             size_t ng = nb - g < 16 ? nb - g : 16;
             const __mmask16 valid = (__mmask16)((1u << ng) - 1u);
+            /* pass 1: tile amax (1 or h rows) of 16 tiles at once */
             __m512i m[16];
-            for (size_t i = 0; i < 16; i++)
-                m[i] = i < ng ? _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(xr + (g + i) * 16)), c.absm)
-                              : c.zero;
+            for (size_t i = 0; i < 16; i++) {
+                m[i] = c.zero;
+                if (i < ng)
+                    for (size_t j = 0; j < h; j++)
+                        m[i] = _mm512_max_epu32(m[i], _mm512_and_si512(_mm512_castps_si512(
+                                   _mm512_loadu_ps(x + (r0 + j) * ld + (g + i) * 16)), c.absm));
+            }
             __m512i amb = max16x16(m);
             uint32_t nfm = _mm512_mask_cmpge_epu32_mask(valid, amb, infb);
             __m512 am = _mm512_castsi512_ps(amb);
@@ -491,42 +496,56 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
             __m512 sbv, fac;
             nv_scales16(&n, am, &code, &sbv, &fac);
             /* NaN block scale (an all-zero tensor under torchao, ...): the
-             * reference's path for that block */
+             * reference's path for that tile */
             nfm |= _mm512_cmpeq_epi32_mask(code, _mm512_set1_epi32(0x7f));
             _mm512_store_ps(facv, fac);
             _mm512_store_ps(sbvv, sbv);
             _mm512_store_si512(codev, code);
-            for (size_t i = 0; i < ng; i++) {
-                size_t b = g + i;
+            for (size_t i = 0; i < ng; i++)
                 if (__builtin_expect(nfm >> i & 1u, 0)) {
-                    rc = ref_block(s, ts, x, ld, row0, r, b * 16, b, out, st);
+                    rc = ref_block(s, ts, x, ld, row0, r0, (g + i) * 16, g + i, h, out, st);
                     if (rc) return rc;
-                    continue;
                 }
-                nblk++;
-                if (amv[i] == 0.0f) zb++;
-                else if ((codev[i] & 0x78) == 0) under++;
-                __m512 xv = _mm512_loadu_ps(xr + b * 16);
-                __m512 vf = _mm512_set1_ps(facv[i]);
-                __m512 v = n.div ? _mm512_div_ps(xv, vf) : _mm512_mul_ps(xv, vf);
-                __m512i q = e2m1_encode16(&c, v, &satc, &negzc);
-                __m512 qv = _mm512_permutexvar_ps(q, c.lut);
-                __m512 d = n.div ? _mm512_mul_ps(qv, vf)
-                                 : _mm512_mul_ps(_mm512_mul_ps(qv, _mm512_set1_ps(sbvv[i])), n.sdec);
-                err_add(&ea, xv, d);
-                if (cr) _mm_storeu_si128((__m128i *)(cr + b * 16), _mm512_cvtepi32_epi8(q));
-                if (sr) sr[b] = (uint8_t)codev[i];
-                if (dr) _mm512_storeu_ps(dr + b * 16, d);
+            /* pass 2: elements, row by row */
+            for (size_t j = 0; j < h; j++) {
+                const size_t r = r0 + j;
+                const float *xr = x + r * ld;
+                uint8_t *cr = out->codes ? out->codes + r * out->ld_codes : NULL;
+                uint8_t *sr = out->scales ? out->scales + r * out->ld_scales : NULL;
+                float *dr = out->dequant ? out->dequant + r * out->ld_dequant : NULL;
+                for (size_t i = 0; i < ng; i++) {
+                    size_t b = g + i;
+                    if (__builtin_expect(nfm >> i & 1u, 0)) continue;
+                    nblk++;
+                    __m512 xv = _mm512_loadu_ps(xr + b * 16);
+                    /* zero block: this row's segment is all +-0 */
+                    bool zero = H == 1 ? amv[i] == 0.0f
+                                       : _mm512_test_epi32_mask(_mm512_castps_si512(xv), c.absm) == 0;
+                    if (zero) zb++;
+                    else if ((codev[i] & 0x78) == 0) under++;
+                    __m512 vf = _mm512_set1_ps(facv[i]);
+                    __m512 v = n.div ? _mm512_div_ps(xv, vf) : _mm512_mul_ps(xv, vf);
+                    __m512i q = e2m1_encode16(&c, v, &satc, &negzc);
+                    __m512 qv = _mm512_permutexvar_ps(q, c.lut);
+                    __m512 d = n.div ? _mm512_mul_ps(qv, vf)
+                                     : _mm512_mul_ps(_mm512_mul_ps(qv, _mm512_set1_ps(sbvv[i])), n.sdec);
+                    err_add(&ea, xv, d);
+                    if (cr) _mm_storeu_si128((__m128i *)(cr + b * 16), _mm512_cvtepi32_epi8(q));
+                    if (sr) sr[b] = (uint8_t)codev[i];
+                    if (dr) _mm512_storeu_ps(dr + b * 16, d);
+                }
             }
         }
-        sat += hsum_epi32(satc);
-        negz += hsum_epi32(negzc);
+        /* per-lane 32-bit counters: flush well before they could wrap */
+        if (((r0 / H) & 1023) == 1023 || r0 + H >= rows) {
+            st->saturated += hsum_epi32(satc);
+            st->neg_zero += hsum_epi32(negzc);
+            satc = negzc = c.zero;
+        }
     }
     st->elements += nblk * 16;
     st->blocks += nblk;
-    st->saturated += sat;
     st->zero_blocks += zb;
-    st->neg_zero += negz;
     st->scale_underflow += under;
     err_finish(ea, st);
     return 0;
@@ -702,7 +721,7 @@ static int k_quantize(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
 {
     if (s->format == FP4S_MXFP4 && s->block == 32 && cols % 32 == 0)
         return mx_quant(s, ts, x, rows, cols, ld, row0, out, st);
-    if (s->format == FP4S_NVFP4 && s->block == 16 && !s->tile2d && cols % 16 == 0)
+    if (s->format == FP4S_NVFP4 && s->block == 16 && cols % 16 == 0)
         return nv_quant(s, ts, x, rows, cols, ld, row0, out, st);
     if (s->format == FP4S_FP8 && (s->fp8_gran == FP4S_FP8_TENSOR || cols % 128 == 0))
         return fp8_quant(s, ts, x, rows, cols, ld, row0, out, st);
@@ -738,7 +757,7 @@ static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
         }
         return 0;
     }
-    if (s->format == FP4S_NVFP4 && bs == 16 && !s->tile2d && cols % 16 == 0 &&
+    if (s->format == FP4S_NVFP4 && bs == 16 && cols % 16 == 0 &&
         s->nv_recipe != FP4S_NV_GGML) {
         const __m512 sdec = _mm512_set1_ps(ts->s_dec);
         const bool te = s->nv_recipe == FP4S_NV_TE;

@@ -237,6 +237,23 @@ static void fill_block(float *p, int n, int e, float nvs)
  * and blocks of case 12 hit exact ties. Blocks of 16 (the smallest block). */
 static void fill_tensor(float *x, size_t rows, size_t cols, size_t ld)
 {
+    if (rndu(6) == 0) {
+        /* FP8 exact ties: tensor (and every tile) amax 448 * X with X a power
+         * of two, so that x / (amax / 448) lands exactly on E4M3 midpoints
+         * (subnormal ones included) and grid values */
+        float X = ldexpf(1.0f, (int)rndu(40) - 20);
+        for (size_t r = 0; r < rows; r++) {
+            for (size_t c = 0; c < cols; c++) {
+                uint8_t k = (uint8_t)rndu(0x7E);
+                float v = fp4s_e4m3_decode(k);
+                if (rnd() & 1) v = 0.5f * (v + fp4s_e4m3_decode((uint8_t)(k + 1)));
+                x[r * ld + c] = sgn(v * X);
+            }
+            for (size_t c = 0; c < cols; c += 128) x[r * ld + c] = sgn(448.0f * X);
+            for (size_t c = cols; c < ld; c++) x[r * ld + c] = NAN;
+        }
+        return;
+    }
     int j = (int)rndu(40) - 20;
     float nvs_base = ldexpf(1.0f, j);
     for (size_t r = 0; r < rows; r++) {
@@ -531,7 +548,8 @@ static int thread_case(const tspec *t, const char *level)
 {
     const fp4s_spec *s = &t->s;
     size_t align = fp4s_spec_row_align(s);
-    size_t rows = align > 1 ? 4 * align : 384, cols = 1024;
+    /* more than one grain of rows per thread (quant.c splits at 64K elements) */
+    size_t rows = align > 1 ? (4 * align > 256 ? 4 * align : 256) : 384, cols = 1024;
     shape sh;
     make_shape(s, rows, cols, 0, &sh);
     float *x = malloc(rows * cols * sizeof(float));
