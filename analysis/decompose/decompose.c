@@ -507,7 +507,21 @@ static void block_kernel(const float *restrict x, const float *restrict q, const
                  q6 = kc->qtab[6], q7 = kc->qtab[7];
     /* a tie goes up when up[k]: A >= th is A > (the double just below th) */
     double tu[7];
-    for (int k = 0; k < 7; k++) tu[k] = kc->up[k] ? nextafter(kc->th[k], -INFINITY) : kc->th[k];
+    for (int k = 0; k < 7; k++) {
+        /* the double just below th (th >= 0): one ulp down, or -1 below 0 */
+        double t = kc->th[k];
+        if (kc->up[k]) {
+            if (t > 0.0) {
+                uint64_t b;
+                memcpy(&b, &t, sizeof b);
+                b -= 1;
+                memcpy(&t, &b, sizeof t);
+            } else {
+                t = -1.0;
+            }
+        }
+        tu[k] = t;
+    }
     const double t0 = tu[0], t1 = tu[1], t2 = tu[2], t3 = tu[3], t4 = tu[4], t5 = tu[5], t6 = tu[6];
     const double inv_s = kc->inv_s, mpos = kc->mpos ? 1.0 : 0.0;
     const double hscale = FP4S_HIST_BINS / (HE_HI - HE_LO);
@@ -635,7 +649,18 @@ static void decomp_block(const fp4s_decomp *d, const float *x, const float *q,
     }
     if (d->opts.dz_tie == FP4S_DZ_TIE_IN) up[0] = false;
     else if (d->opts.dz_tie == FP4S_DZ_TIE_OUT) up[0] = true;
-    for (int k = 0; k < 8; k++) qtab[k] = gridv[k] * md / 6.0;
+    /* g m / 6 correctly rounded: powers of two scale m/6 exactly, 1.5 m/6
+     * and 3 m/6 = 2 (1.5 m/6) need one more division, 6 m/6 = m */
+    (void)gridv;
+    const double d6 = md / 6.0, d15 = (1.5 * md) / 6.0;
+    qtab[0] = 0.0;
+    qtab[1] = 0.5 * d6;
+    qtab[2] = d6;
+    qtab[3] = d15;
+    qtab[4] = 2.0 * d6;
+    qtab[5] = 2.0 * d15;
+    qtab[6] = 4.0 * d6;
+    qtab[7] = md;
     const double inv_s = m != 0.0f ? 6.0 / md : 0.0;
     kconst kc;
     memcpy(kc.th, th, sizeof th);
@@ -714,13 +739,21 @@ static int add_rows(void *arg, size_t begin, size_t end, int w)
         part rowp;
         fp4s_part_init(&rowp);
         for (size_t b = 0; b < d->nblk; b++) {
+            size_t c0 = b * bs;
+            const float *xb = j->x + r * j->ld + c0, *qb = j->q + r * j->ldq + c0;
+            const uint8_t *cb = j->codes + r * j->ldc + c0, sc = j->scales[r * j->lds + b];
+            chacc *chb = wk->ch ? wk->ch + c0 : NULL;
+            if (d->opts.by != FP4S_GROUP_BLOCK) {
+                /* sums of a block start from 0 and are added to the row's in
+                 * order: the same as adding the block's own partial */
+                decomp_block(d, xb, qb, cb, sc, &rowp, chb, wk->hd, wk->he);
+                continue;
+            }
             part p;
             fp4s_part_init(&p);
-            size_t c0 = b * bs;
-            decomp_block(d, j->x + r * j->ld + c0, j->q + r * j->ldq + c0, j->codes + r * j->ldc + c0,
-                         j->scales[r * j->lds + b], &p, wk->ch ? wk->ch + c0 : NULL, wk->hd, wk->he);
+            decomp_block(d, xb, qb, cb, sc, &p, chb, wk->hd, wk->he);
             part_add(&rowp, &p);
-            if (d->opts.by == FP4S_GROUP_BLOCK) {
+            {
                 size_t gi = grow * d->nblk + b;
                 part_finish(&p, &d->unit[gi]);
                 d->filled[gi] = 1;
