@@ -10,6 +10,7 @@
 
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -528,10 +529,26 @@ static const char *code_str(const fp4s_spec *s, uint8_t c, char *buf, size_t n)
     return buf;
 }
 
+/* An interrupted run removes its temporaries, then dies of the signal. */
+static void on_signal(int sig)
+{
+    fp4s_outfile_unlink_all();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 /* ---- main --------------------------------------------------------------------------------------- */
 int main(int argc, char **argv)
 {
     cli_init("fp4-quant");
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGPIPE, &sa, NULL);
     const char *fmt_s = "mxfp4", *profile = NULL, *diff_profile = NULL;
     overrides ov = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     bool pad = false, json = false, list = false;

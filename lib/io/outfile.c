@@ -5,11 +5,41 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* Temporaries not yet committed or aborted, for fp4s_outfile_unlink_all()
+ * (called from signal handlers: lock-free slots, no allocation). */
+#define LIVE_MAX 64
+static _Atomic(char *) live[LIVE_MAX];
+
+static void live_add(char *p)
+{
+    for (int i = 0; i < LIVE_MAX; i++) {
+        char *expect = NULL;
+        if (atomic_compare_exchange_strong(&live[i], &expect, p)) return;
+    }
+}
+
+static void live_del(char *p)
+{
+    for (int i = 0; i < LIVE_MAX; i++) {
+        char *expect = p;
+        if (atomic_compare_exchange_strong(&live[i], &expect, NULL)) return;
+    }
+}
+
+void fp4s_outfile_unlink_all(void)
+{
+    for (int i = 0; i < LIVE_MAX; i++) {
+        char *p = atomic_exchange(&live[i], NULL);
+        if (p) (void)unlink(p);
+    }
+}
 
 struct fp4s_outfile {
     char *path;
@@ -81,6 +111,7 @@ int fp4s_outfile_begin(const char *path, fp4s_outfile **out)
         fp4s_outfile_abort(&o);
         return fp4s_error_set(FP4S_EWRITE, "%s: cannot create output: %s", path, strerror(e));
     }
+    live_add(o->tmp);
     pthread_once(&mode_once, mode_init);
     (void)fchmod(fd, new_file_mode);
     close(fd);
@@ -135,6 +166,7 @@ int fp4s_outfile_commit(fp4s_outfile **op)
         fp4s_outfile_abort(op);
         return rc;
     }
+    live_del(o->tmp);
     fsync_dir_of(o->path);
     free(o->tmp);
     free(o->path);
@@ -147,7 +179,10 @@ void fp4s_outfile_abort(fp4s_outfile **op)
 {
     if (!op || !*op) return;
     fp4s_outfile *o = *op;
-    if (o->tmp && !o->is_stdout) (void)unlink(o->tmp);
+    if (o->tmp && !o->is_stdout) {
+        (void)unlink(o->tmp);
+        live_del(o->tmp);
+    }
     free(o->tmp);
     free(o->path);
     free(o);

@@ -600,6 +600,19 @@ START_TEST(outfile_commit_and_abort)
     ck_assert_int_eq(count_files(), 1);
     fp4s_outfile_abort(&o);
 
+    /* the signal-handler cleanup removes live temporaries, never committed files */
+    fp4s_outfile *o2;
+    ck_assert_int_eq(fp4s_outfile_begin(tp("q.txt"), &o), 0);
+    ck_assert_int_eq(fp4s_outfile_begin(tp("r.txt"), &o2), 0);
+    ck_assert_int_eq(count_files(), 3);
+    fp4s_outfile_unlink_all();
+    ck_assert_int_eq(count_files(), 1);
+    ck_assert_int_eq(access(tp("o.txt"), F_OK), 0);
+    fp4s_outfile_abort(&o);
+    ck_assert_int_eq(fp4s_outfile_commit(&o2), FP4S_EWRITE); /* its temporary is gone */
+    ck_assert_ptr_null(o2);
+    ck_assert_int_eq(count_files(), 1);
+
     ck_assert_int_eq(fp4s_outfile_begin("/nonexistent-dir-fp4s/x.npy", &o), FP4S_EWRITE);
     ck_assert_ptr_null(o);
     ASSERT_DETAIL("/nonexistent-dir-fp4s/x.npy: cannot create output");

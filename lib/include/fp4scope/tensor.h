@@ -68,6 +68,10 @@ FP4S_API int fp4s_outfile_begin(const char *path, fp4s_outfile **out);
 FP4S_API const char *fp4s_outfile_tmppath(const fp4s_outfile *o); /* write here */
 FP4S_API int fp4s_outfile_commit(fp4s_outfile **o);  /* fsync + rename */
 FP4S_API void fp4s_outfile_abort(fp4s_outfile **o);  /* unlink the temporary; NULL ok */
+/* Unlink every temporary of this process not yet committed or aborted (the
+ * handles stay valid and must still be aborted). Async-signal-safe: for a
+ * tool's SIGINT/SIGTERM handler, so an interrupted run leaves nothing behind. */
+FP4S_API void fp4s_outfile_unlink_all(void);
 
 /* ---- .npy writer (streaming rows) --------------------------------------------------- */
 typedef struct fp4s_npy_writer fp4s_npy_writer;
