@@ -8,8 +8,7 @@
  * - block scales per block (MXFP4, scalar integer or the same libm call as the
  *   reference) or 8 blocks at a time (NVFP4, vector E4M3 encode/decode);
  * - blocks holding NaN or Inf go to the reference kernel, one block at a time.
- * Unimplemented specs return FP4S_ENOTSUP: FP8, NVFP4 2-D and the ggml NVFP4
- * recipe, ggml's MXFP4 scale storage. */
+ * Unimplemented specs return FP4S_ENOTSUP: the ggml NVFP4 recipe. */
 #include <float.h>
 #include <immintrin.h>
 #include <math.h>
@@ -171,15 +170,16 @@ static inline __attribute__((always_inline)) void err_finish(err_acc e, fp4s_qst
     st->x2 += hsum4d(_mm256_add_pd(e.x0, e.x1));
 }
 
+/* One block (h rows: 1, or up to 16 for an NVFP4 2-D tile) by the reference. */
 static int ref_block(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
-                     size_t ld, size_t row0, size_t r, size_t c, size_t nb_col,
+                     size_t ld, size_t row0, size_t r, size_t c, size_t nb_col, size_t h,
                      const fp4s_qout *out, fp4s_qstats *st)
 {
     fp4s_qout o = {0};
     if (out->codes) { o.codes = out->codes + r * out->ld_codes + c; o.ld_codes = out->ld_codes; }
     if (out->scales) { o.scales = out->scales + r * out->ld_scales + nb_col; o.ld_scales = out->ld_scales; }
     if (out->dequant) { o.dequant = out->dequant + r * out->ld_dequant + c; o.ld_dequant = out->ld_dequant; }
-    return fp4s_kernels_ref.quantize(s, ts, x + r * ld + c, 1, s->block, ld, row0 + r, &o, st);
+    return fp4s_kernels_ref.quantize(s, ts, x + r * ld + c, h, s->block, ld, row0 + r, &o, st);
 }
 
 /* ---- MXFP4 ------------------------------------------------------------------ */
@@ -241,7 +241,7 @@ static int mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
             }
             __m256i mx = _mm256_max_epi32(_mm256_max_epi32(a[0], a[1]), _mm256_max_epi32(a[2], a[3]));
             if (__builtin_expect(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(mx, infm1))) != 0, 0)) {
-                rc = ref_block(s, ts, x, ld, row0, r, b * 32, b, out, st);
+                rc = ref_block(s, ts, x, ld, row0, r, b * 32, b, 1, out, st);
                 if (rc) return rc;
                 continue;
             }
@@ -386,27 +386,28 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
     err_acc ea;
     err_init(&ea);
     const size_t nb = cols / 16;
+    const size_t H = s->tile2d ? 16 : 1; /* 2-D: one scale per 16x16 tile */
     const __m256i infm1 = _mm256_set1_epi32((int)INF_BITS - 1);
-    uint64_t sat = 0, negz = 0, zb = 0, under = 0, nblk = 0;
+    uint64_t zb = 0, under = 0, nblk = 0;
     uint32_t amv[8] __attribute__((aligned(32)));
     float facv[8] __attribute__((aligned(32)));
     float sbvv[8] __attribute__((aligned(32)));
     uint32_t codev[8] __attribute__((aligned(32)));
+    __m256i satc = c.zero, negzc = c.zero;
 
-    for (size_t r = 0; r < rows; r++) {
-        const float *xr = x + r * ld;
-        uint8_t *cr = out->codes ? out->codes + r * out->ld_codes : NULL;
-        uint8_t *sr = out->scales ? out->scales + r * out->ld_scales : NULL;
-        float *dr = out->dequant ? out->dequant + r * out->ld_dequant : NULL;
-        __m256i satc = c.zero, negzc = c.zero;
+    for (size_t r0 = 0; r0 < rows; r0 += H) {
+        const size_t h = rows - r0 < H ? rows - r0 : H;
         for (size_t g = 0; g < nb; g += 8) {
             size_t ng = nb - g < 8 ? nb - g : 8;
             unsigned nfm = 0;
             for (size_t i = 0; i < ng; i++) {
-                const float *xb = xr + (g + i) * 16;
-                __m256i a0 = _mm256_and_si256(_mm256_castps_si256(_mm256_loadu_ps(xb)), c.absm);
-                __m256i a1 = _mm256_and_si256(_mm256_castps_si256(_mm256_loadu_ps(xb + 8)), c.absm);
-                __m256i mx = _mm256_max_epi32(a0, a1);
+                __m256i mx = c.zero;
+                for (size_t j = 0; j < h; j++) {
+                    const float *xb = x + (r0 + j) * ld + (g + i) * 16;
+                    mx = _mm256_max_epi32(mx, _mm256_max_epi32(
+                             _mm256_and_si256(_mm256_castps_si256(_mm256_loadu_ps(xb)), c.absm),
+                             _mm256_and_si256(_mm256_castps_si256(_mm256_loadu_ps(xb + 8)), c.absm)));
+                }
                 if (_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(mx, infm1))))
                     nfm |= 1u << i;
                 amv[i] = hmax8(mx);
@@ -416,58 +417,237 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
             __m256i code;
             __m256 sbv, fac;
             nv_scales8(&n, am, &code, &sbv, &fac);
-            /* NaN block scale: the reference's path for that block */
+            /* NaN block scale: the reference's path for that tile */
             nfm |= (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(
                        _mm256_cmpeq_epi32(code, _mm256_set1_epi32(0x7f))));
             _mm256_store_ps(facv, fac);
             _mm256_store_ps(sbvv, sbv);
             _mm256_store_si256((__m256i *)codev, code);
-            for (size_t i = 0; i < ng; i++) {
-                size_t b = g + i;
+            for (size_t i = 0; i < ng; i++)
                 if (__builtin_expect(nfm >> i & 1u, 0)) {
-                    rc = ref_block(s, ts, x, ld, row0, r, b * 16, b, out, st);
+                    rc = ref_block(s, ts, x, ld, row0, r0, (g + i) * 16, g + i, h, out, st);
                     if (rc) return rc;
-                    continue;
                 }
-                nblk++;
-                if (amv[i] == 0) zb++;
-                else if ((codev[i] & 0x78) == 0) under++;
-                const float *xb = xr + b * 16;
-                __m256 x0 = _mm256_loadu_ps(xb), x1 = _mm256_loadu_ps(xb + 8);
-                __m256 vf = _mm256_set1_ps(facv[i]);
-                __m256 v0 = n.div ? _mm256_div_ps(x0, vf) : _mm256_mul_ps(x0, vf);
-                __m256 v1 = n.div ? _mm256_div_ps(x1, vf) : _mm256_mul_ps(x1, vf);
-                __m256i q0 = e2m1_encode8(&c, v0, &satc, &negzc);
-                __m256i q1 = e2m1_encode8(&c, v1, &satc, &negzc);
-                __m256 d0, d1;
-                if (n.div) {
-                    d0 = _mm256_mul_ps(e2m1_decode8(&c, q0), vf);
-                    d1 = _mm256_mul_ps(e2m1_decode8(&c, q1), vf);
-                } else {
-                    __m256 vsb = _mm256_set1_ps(sbvv[i]);
-                    d0 = _mm256_mul_ps(_mm256_mul_ps(e2m1_decode8(&c, q0), vsb), n.sdec);
-                    d1 = _mm256_mul_ps(_mm256_mul_ps(e2m1_decode8(&c, q1), vsb), n.sdec);
-                }
-                err_add(&ea, x0, d0);
-                err_add(&ea, x1, d1);
-                if (cr) _mm_storeu_si128((__m128i *)(cr + b * 16), pack16(q0, q1));
-                if (sr) sr[b] = (uint8_t)codev[i];
-                if (dr) {
-                    _mm256_storeu_ps(dr + b * 16, d0);
-                    _mm256_storeu_ps(dr + b * 16 + 8, d1);
+            for (size_t j = 0; j < h; j++) {
+                const size_t r = r0 + j;
+                const float *xr = x + r * ld;
+                uint8_t *cr = out->codes ? out->codes + r * out->ld_codes : NULL;
+                uint8_t *sr = out->scales ? out->scales + r * out->ld_scales : NULL;
+                float *dr = out->dequant ? out->dequant + r * out->ld_dequant : NULL;
+                for (size_t i = 0; i < ng; i++) {
+                    size_t b = g + i;
+                    if (__builtin_expect(nfm >> i & 1u, 0)) continue;
+                    nblk++;
+                    const float *xb = xr + b * 16;
+                    __m256 x0 = _mm256_loadu_ps(xb), x1 = _mm256_loadu_ps(xb + 8);
+                    bool zero;
+                    if (H == 1) {
+                        zero = amv[i] == 0;
+                    } else {
+                        __m256i o = _mm256_and_si256(_mm256_or_si256(_mm256_castps_si256(x0),
+                                                                     _mm256_castps_si256(x1)), c.absm);
+                        zero = _mm256_testz_si256(o, o);
+                    }
+                    if (zero) zb++;
+                    else if ((codev[i] & 0x78) == 0) under++;
+                    __m256 vf = _mm256_set1_ps(facv[i]);
+                    __m256 v0 = n.div ? _mm256_div_ps(x0, vf) : _mm256_mul_ps(x0, vf);
+                    __m256 v1 = n.div ? _mm256_div_ps(x1, vf) : _mm256_mul_ps(x1, vf);
+                    __m256i q0 = e2m1_encode8(&c, v0, &satc, &negzc);
+                    __m256i q1 = e2m1_encode8(&c, v1, &satc, &negzc);
+                    __m256 d0, d1;
+                    if (n.div) {
+                        d0 = _mm256_mul_ps(e2m1_decode8(&c, q0), vf);
+                        d1 = _mm256_mul_ps(e2m1_decode8(&c, q1), vf);
+                    } else {
+                        __m256 vsb = _mm256_set1_ps(sbvv[i]);
+                        d0 = _mm256_mul_ps(_mm256_mul_ps(e2m1_decode8(&c, q0), vsb), n.sdec);
+                        d1 = _mm256_mul_ps(_mm256_mul_ps(e2m1_decode8(&c, q1), vsb), n.sdec);
+                    }
+                    err_add(&ea, x0, d0);
+                    err_add(&ea, x1, d1);
+                    if (cr) _mm_storeu_si128((__m128i *)(cr + b * 16), pack16(q0, q1));
+                    if (sr) sr[b] = (uint8_t)codev[i];
+                    if (dr) {
+                        _mm256_storeu_ps(dr + b * 16, d0);
+                        _mm256_storeu_ps(dr + b * 16 + 8, d1);
+                    }
                 }
             }
         }
-        sat += hsum_epi32(satc);
-        negz += hsum_epi32(negzc);
+        if (((r0 / H) & 1023) == 1023 || r0 + H >= rows) {
+            st->saturated += hsum_epi32(satc);
+            st->neg_zero += hsum_epi32(negzc);
+            satc = negzc = c.zero;
+        }
     }
     st->elements += nblk * 16;
     st->blocks += nblk;
-    st->saturated += sat;
     st->zero_blocks += zb;
-    st->neg_zero += negz;
     st->scale_underflow += under;
     err_finish(ea, st);
+    return 0;
+}
+
+/* ---- FP8 E4M3 baselines -------------------------------------------------------- */
+
+/* E4M3 bytes of 8 signed values with a tie rule (see quant_avx512.c). */
+typedef struct e4_ctx { __m256i add, lsbm; fp4s_tie tie; } e4_ctx;
+
+static void e4_init(e4_ctx *e, fp4s_tie tie)
+{
+    e->tie = tie;
+    e->add = _mm256_set1_epi32(tie == FP4S_TIE_AWAY ? 0x80000 : 0x7FFFF);
+    e->lsbm = _mm256_set1_epi32(tie == FP4S_TIE_EVEN ? 1 : 0);
+}
+
+static inline __attribute__((always_inline)) __m256i
+e4m3_encode_signed8(const e4_ctx *e, __m256 v, __m256i *satc)
+{
+    const __m256i absm = _mm256_set1_epi32((int)ABS_MASK);
+    const __m256i b = _mm256_castps_si256(v);
+    const __m256i a = _mm256_and_si256(b, absm);
+    __m256i add = _mm256_add_epi32(e->add, _mm256_and_si256(_mm256_srli_epi32(a, 20), e->lsbm));
+    __m256i cn = _mm256_sub_epi32(_mm256_srli_epi32(_mm256_add_epi32(a, add), 20), _mm256_set1_epi32(960));
+    cn = _mm256_min_epi32(cn, _mm256_set1_epi32(0x7e));
+    __m256 m = _mm256_mul_ps(_mm256_castsi256_ps(a), _mm256_set1_ps(512.0f));
+    __m256i cs;
+    if (e->tie == FP4S_TIE_EVEN) {
+        cs = _mm256_cvtps_epi32(m);
+    } else {
+        __m256 t = _mm256_round_ps(m, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        __m256 fr = _mm256_sub_ps(m, t);
+        __m256 up = e->tie == FP4S_TIE_AWAY ? _mm256_cmp_ps(fr, _mm256_set1_ps(0.5f), _CMP_GE_OQ)
+                                            : _mm256_cmp_ps(fr, _mm256_set1_ps(0.5f), _CMP_GT_OQ);
+        cs = _mm256_sub_epi32(_mm256_cvttps_epi32(t), _mm256_castps_si256(up));
+    }
+    __m256i code = _mm256_blendv_epi8(cn, cs, _mm256_cmpgt_epi32(_mm256_set1_epi32(0x3c800000), a));
+    code = _mm256_or_si256(code, _mm256_srli_epi32(_mm256_andnot_si256(absm, b), 24));
+    code = _mm256_blendv_epi8(code, _mm256_set1_epi32(0x7f), _mm256_cmpgt_epi32(a, _mm256_set1_epi32((int)INF_BITS)));
+    *satc = _mm256_sub_epi32(*satc, _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x43e00000))); /* |v| > 448 */
+    return code;
+}
+
+static int ref_fp8_piece(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t ld,
+                         size_t row0, size_t r, size_t c, size_t h, size_t w, size_t t,
+                         const fp4s_qout *out, fp4s_qstats *st)
+{
+    fp4s_qout o = {0};
+    if (out->codes) { o.codes = out->codes + r * out->ld_codes + c; o.ld_codes = out->ld_codes; }
+    if (out->dequant) { o.dequant = out->dequant + r * out->ld_dequant + c; o.ld_dequant = out->ld_dequant; }
+    if (out->scale_f32) {
+        o.ld_scale_f32 = out->ld_scale_f32;
+        o.scale_f32 = s->fp8_gran == FP4S_FP8_TENSOR ? out->scale_f32
+                    : out->scale_f32 + (s->fp8_gran == FP4S_FP8_1x128 ? r : r / 128) * out->ld_scale_f32 + t;
+    }
+    return fp4s_kernels_ref.quantize(s, ts, x + r * ld + c, h, w, ld, row0 + r, &o, st);
+}
+
+/* 8 elements of one row with scale sc (x / sc). */
+static inline __attribute__((always_inline)) void
+fp8_elems8(const e4_ctx *e, const float *xp, uint8_t *cp, float *dp, __m256 vsc,
+           __m256i *satc, err_acc *ea)
+{
+    __m256 xv = _mm256_loadu_ps(xp);
+    __m256i q = e4m3_encode_signed8(e, _mm256_div_ps(xv, vsc), satc);
+    __m256 d = _mm256_mul_ps(e4m3_decode8(q), vsc);
+    err_add(ea, xv, d);
+    if (cp) {
+        __m128i p = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+        _mm_storel_epi64((__m128i *)cp, _mm_packus_epi16(p, p));
+    }
+    if (dp) _mm256_storeu_ps(dp, d);
+}
+
+static int fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
+                     size_t rows, size_t cols, size_t ld, size_t row0,
+                     const fp4s_qout *out, fp4s_qstats *st)
+{
+    e4_ctx e;
+    e4_init(&e, s->tie);
+    err_acc ea;
+    err_init(&ea);
+    const __m256i absm = _mm256_set1_epi32((int)ABS_MASK), infm1 = _mm256_set1_epi32((int)INF_BITS - 1);
+    __m256i satc = _mm256_setzero_si256();
+    uint64_t elems = 0, blocks = 0, zb = 0;
+    int rc;
+
+    if (s->fp8_gran == FP4S_FP8_TENSOR) {
+        const __m256 vsc = _mm256_set1_ps(ts->fp8_scale);
+        if (out->scale_f32) out->scale_f32[0] = ts->fp8_scale;
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c = 0; c < cols; c += 8) {
+                size_t n = cols - c < 8 ? cols - c : 8;
+                const float *xp = x + r * ld + c;
+                /* a tail of fewer than 8, or non-finite values: the reference */
+                if (n < 8 || _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(
+                                 _mm256_and_si256(_mm256_castps_si256(_mm256_loadu_ps(xp)), absm), infm1)))) {
+                    if ((rc = ref_fp8_piece(s, ts, x, ld, row0, r, c, 1, n, 0, out, st))) return rc;
+                    continue;
+                }
+                elems += 8;
+                fp8_elems8(&e, xp, out->codes ? out->codes + r * out->ld_codes + c : NULL,
+                           out->dequant ? out->dequant + r * out->ld_dequant + c : NULL, vsc, &satc, &ea);
+            }
+    } else {
+        const size_t H = s->fp8_gran == FP4S_FP8_128x128 ? 128 : 1, nt = cols / 128;
+        for (size_t r0 = 0; r0 < rows; r0 += H) {
+            const size_t h = rows - r0 < H ? rows - r0 : H;
+            for (size_t t = 0; t < nt; t++) {
+                __m256i mx = _mm256_setzero_si256();
+                for (size_t i = 0; i < h; i++) {
+                    const float *xp = x + (r0 + i) * ld + t * 128;
+                    for (int k = 0; k < 16; k++)
+                        mx = _mm256_max_epi32(mx, _mm256_and_si256(_mm256_castps_si256(_mm256_loadu_ps(xp + 8 * k)), absm));
+                }
+                uint32_t am = hmax8(mx);
+                if (am >= INF_BITS) {
+                    if ((rc = ref_fp8_piece(s, ts, x, ld, row0, r0, t * 128, h, 128, t, out, st))) return rc;
+                    continue;
+                }
+                blocks++;
+                if (am == 0) zb++;
+                float sc = am ? u2f(am) / 448.0f : 1.0f;
+                if (out->scale_f32) out->scale_f32[(r0 / H) * out->ld_scale_f32 + t] = sc;
+                const __m256 vsc = _mm256_set1_ps(sc);
+                for (size_t i = 0; i < h; i++) {
+                    const size_t r = r0 + i;
+                    elems += 128;
+                    for (int k = 0; k < 16; k++)
+                        fp8_elems8(&e, x + r * ld + t * 128 + 8 * k,
+                                   out->codes ? out->codes + r * out->ld_codes + t * 128 + 8 * k : NULL,
+                                   out->dequant ? out->dequant + r * out->ld_dequant + t * 128 + 8 * k : NULL,
+                                   vsc, &satc, &ea);
+                }
+            }
+        }
+    }
+    st->elements += elems;
+    st->blocks += blocks;
+    st->zero_blocks += zb;
+    st->saturated += hsum_epi32(satc);
+    err_finish(ea, st);
+    return 0;
+}
+
+static int fp8_dequant(const fp4s_spec *s, const fp4s_tscale *ts, const uint8_t *codes,
+                       size_t ld_codes, const float *scale_f32, size_t ld_sf,
+                       size_t rows, size_t cols, float *out, size_t ld_out)
+{
+    const size_t H = s->fp8_gran == FP4S_FP8_128x128 ? 128 : 1;
+    for (size_t r = 0; r < rows; r++) {
+        size_t c = 0;
+        for (; c + 8 <= cols; c += 8) {
+            float sc = s->fp8_gran == FP4S_FP8_TENSOR ? (scale_f32 ? scale_f32[0] : ts->fp8_scale)
+                                                      : scale_f32[(r / H) * ld_sf + c / 128];
+            __m256i q = load8_u8(codes + r * ld_codes + c);
+            _mm256_storeu_ps(out + r * ld_out + c, _mm256_mul_ps(e4m3_decode8(q), _mm256_set1_ps(sc)));
+        }
+        for (; c < cols; c++) { /* per-tensor tail */
+            float sc = scale_f32 ? scale_f32[0] : ts->fp8_scale;
+            out[r * ld_out + c] = fp4s_e4m3_decode(codes[r * ld_codes + c]) * sc;
+        }
+    }
     return 0;
 }
 
@@ -479,8 +659,10 @@ static int k_quantize(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
 {
     if (s->format == FP4S_MXFP4 && s->block == 32 && cols % 32 == 0)
         return mx_quant(s, ts, x, rows, cols, ld, row0, out, st);
-    if (s->format == FP4S_NVFP4 && s->block == 16 && !s->tile2d && cols % 16 == 0)
+    if (s->format == FP4S_NVFP4 && s->block == 16 && cols % 16 == 0)
         return nv_quant(s, ts, x, rows, cols, ld, row0, out, st);
+    if (s->format == FP4S_FP8 && (s->fp8_gran == FP4S_FP8_TENSOR || cols % 128 == 0))
+        return fp8_quant(s, ts, x, rows, cols, ld, row0, out, st);
     return FP4S_ENOTSUP;
 }
 
@@ -511,7 +693,9 @@ static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
         }
         return 0;
     }
-    if (s->format == FP4S_NVFP4 && s->block == 16 && !s->tile2d && cols % 16 == 0 &&
+    if (s->format == FP4S_FP8 && (s->fp8_gran == FP4S_FP8_TENSOR || cols % 128 == 0))
+        return fp8_dequant(s, ts, codes, ld_codes, scale_f32, ld_scale_f32, rows, cols, out, ld_out);
+    if (s->format == FP4S_NVFP4 && s->block == 16 && cols % 16 == 0 &&
         s->nv_recipe != FP4S_NV_GGML) {
         const __m256 sdec = _mm256_set1_ps(ts->s_dec);
         const bool te = s->nv_recipe == FP4S_NV_TE;
