@@ -165,22 +165,22 @@ static int seen_step(const run_state *s, int64_t step)
 static int add_segment(driver *d, run_state *s, const mm_batch *b, size_t i0, size_t i1)
 {
     size_t n = i1 - i0;
-    if (!d->o->allow_positive) {
+    const uint8_t *mask = b->no_mask ? NULL : b->mask + i0;
+    int bypos = d->o->by_position;
+    int rc = fp4s_mm_acc_add(s->acc, n, b->lt + i0, b->lr + i0, b->seq + i0, mask, bypos ? d->first : NULL);
+    if (rc == FP4S_EFORMAT && !d->o->allow_positive) {
+        /* a positive log-prob: name the line or token */
         for (size_t i = i0; i < i1; i++) {
-            if (!b->mask[i]) continue;
-            double v = b->lt[i] > 0 && isfinite(b->lt[i]) ? b->lt[i] : b->lr[i];
-            if ((b->lt[i] > 0 && isfinite(b->lt[i])) || (b->lr[i] > 0 && isfinite(b->lr[i]))) {
-                char where[1200];
-                mm_reader_where(d->r, b, i, where, sizeof where);
-                return fp4s_error_set(FP4S_EFORMAT, "%s: %s log-prob %.9g is positive (log-probs are <= 0; "
-                                      "--allow-positive accepts it)", where,
-                                      b->lt[i] > 0 && isfinite(b->lt[i]) ? "trainer" : "rollout", v);
-            }
+            if (mask && !b->mask[i]) continue;
+            int pt = b->lt[i] > 0 && isfinite(b->lt[i]), pr = b->lr[i] > 0 && isfinite(b->lr[i]);
+            if (!pt && !pr) continue;
+            char where[1200];
+            mm_reader_where(d->r, b, i, where, sizeof where);
+            return fp4s_error_set(FP4S_EFORMAT, "%s: %s log-prob %.9g is positive (log-probs are <= 0; "
+                                  "--allow-positive accepts it)", where, pt ? "trainer" : "rollout",
+                                  pt ? b->lt[i] : b->lr[i]);
         }
     }
-    int bypos = d->o->by_position;
-    int rc = fp4s_mm_acc_add(s->acc, n, b->lt + i0, b->lr + i0, b->seq + i0, b->mask + i0,
-                             bypos ? d->first : NULL);
     if (rc) return rc;
     if (!bypos) return 0;
     int has_pos = mm_reader_has_pos(d->r);
@@ -192,7 +192,7 @@ static int add_segment(driver *d, run_state *s, const mm_batch *b, size_t i0, si
             d->glt[k] = b->lt[i0 + i];
             d->glr[k] = b->lr[i0 + i];
             d->gseq[k] = b->seq[i0 + i];
-            d->gmask[k] = b->mask[i0 + i];
+            d->gmask[k] = mask ? b->mask[i0 + i] : 1;
             k++;
         }
         rc = fp4s_mm_acc_add(part == 0 ? s->first : s->rest, k, d->glt, d->glr, d->gseq, d->gmask, NULL);
@@ -251,7 +251,7 @@ int fp4s_mm_analyze(const char *path, const char *name, const fp4s_mm_opts *o, c
     memset(&b, 0, sizeof b);
     int rc = mm_reader_open(path, t, o->skip_empty, &d.r);
     if (rc) return rc;
-    size_t cap = (size_t)1 << 16;
+    size_t cap = (size_t)1 << 18;
     rc = mm_batch_init(&b, cap);
     if (rc) goto done;
     if (o->by_position) {
@@ -272,23 +272,27 @@ int fp4s_mm_analyze(const char *path, const char *name, const fp4s_mm_opts *o, c
         size_t i0 = 0;
         while (i0 < b.n) {
             size_t i1 = i0 + 1;
-            while (i1 < b.n && b.run[i1] == b.run[i0] && b.step[i1] == b.step[i0]) i1++;
+            uint32_t run = b.uniform ? 0 : b.run[i0];
+            int64_t step = b.uniform ? b.ustep : b.step[i0];
+            if (b.uniform) i1 = b.n;
+            else
+                while (i1 < b.n && b.run[i1] == run && b.step[i1] == step) i1++;
             run_state *s = NULL;
-            rc = get_state(&d, b.run[i0], path, name, &s);
+            rc = get_state(&d, run, path, name, &s);
             if (rc) goto done;
-            if (!s->has_cur || s->cur != b.step[i0]) {
+            if (!s->has_cur || s->cur != step) {
                 rc = finish_step(&d, s);
                 if (rc) goto done;
-                if (seen_step(s, b.step[i0])) {
+                if (seen_step(s, step)) {
                     char where[1200];
                     mm_reader_where(d.r, &b, i0, where, sizeof where);
                     rc = fp4s_error_set(FP4S_EFORMAT, "%s: step %lld of run '%s' comes back after other steps: rows "
                                         "must be grouped by step (sort the trace by run, then step)", where,
-                                        (long long)b.step[i0], s->run.name);
+                                        (long long)step, s->run.name);
                     goto done;
                 }
                 s->has_cur = 1;
-                s->cur = b.step[i0];
+                s->cur = step;
             }
             rc = add_segment(&d, s, &b, i0, i1);
             if (rc) goto done;

@@ -39,6 +39,11 @@ typedef struct mm_batch {
     uint8_t *mask;
     uint32_t *run;               /* index into the reader's run names */
     uint64_t *row;               /* line number (text) or token index (capture) */
+    /* capture batches: one step of one run, rows urow0 + i; step/run/row not filled */
+    int uniform;
+    int64_t ustep;
+    uint64_t urow0;
+    int no_mask;                 /* mask[] not filled: every token counted */
 } mm_batch;
 
 typedef struct mm_reader mm_reader;

@@ -352,6 +352,8 @@ static int csv_next(mm_reader *r, mm_batch *b)
 {
     char *fields[4096];
     b->n = 0;
+    b->uniform = 0;
+    b->no_mask = 0;
     while (b->n < b->cap) {
         size_t len;
         char *line = next_line(r, &len);
@@ -459,6 +461,8 @@ static const char *json_kind(json_t *v)
 static int jsonl_next(mm_reader *r, mm_batch *b)
 {
     b->n = 0;
+    b->uniform = 0;
+    b->no_mask = 0;
     while (b->n < b->cap) {
         size_t len;
         char *line = next_line(r, &len);
@@ -756,9 +760,10 @@ static int capture_next(mm_reader *r, mm_batch *b)
                 if (b->pos[i] < 0)
                     return fp4s_error_set(FP4S_EFORMAT, "%s: %s/pos: token %zu: negative position %lld", r->path, grp,
                                           r->toff + i, (long long)b->pos[i]);
-        } else {
-            for (size_t i = 0; i < n; i++) b->pos[i] = -1;
+        } else if (r->have[ROLE_POS]) {
+            for (size_t i = 0; i < n; i++) b->pos[i] = -1; /* this step has no pos: all "rest" */
         }
+        b->no_mask = r->d[4] < 0;
         if (r->d[4] >= 0) {
             if (h5_read(r->d[4], H5T_NATIVE_UINT8, r->toff, n, b->mask))
                 return fp4s_error_set(FP4S_EFORMAT, "%s: %s/mask: read failed", r->path, grp);
@@ -766,15 +771,10 @@ static int capture_next(mm_reader *r, mm_batch *b)
                 if (b->mask[i] > 1)
                     return fp4s_error_set(FP4S_EFORMAT, "%s: %s/mask: token %zu: value %u, expected 0 or 1", r->path,
                                           grp, r->toff + i, b->mask[i]);
-        } else {
-            memset(b->mask, 1, n);
         }
-        int64_t st = r->steps[r->cur];
-        for (size_t i = 0; i < n; i++) {
-            b->step[i] = st;
-            b->run[i] = 0;
-            b->row[i] = r->toff + i;
-        }
+        b->uniform = 1;
+        b->ustep = r->steps[r->cur];
+        b->urow0 = r->toff;
         b->n = n;
         r->toff += n;
         if (r->toff >= r->tlen) {
@@ -964,8 +964,9 @@ size_t mm_reader_skipped(const mm_reader *r) { return r->skipped; }
 void mm_reader_where(const mm_reader *r, const mm_batch *b, size_t i, char *buf, size_t n)
 {
     if (r->fmt == FP4S_TRACE_CAPTURE)
-        snprintf(buf, n, "%s: /steps/%lld/logprobs: token %llu", r->path, (long long)b->step[i],
-                 (unsigned long long)b->row[i]);
+        snprintf(buf, n, "%s: /steps/%lld/logprobs: token %llu", r->path,
+                 (long long)(b->uniform ? b->ustep : b->step[i]),
+                 (unsigned long long)(b->uniform ? b->urow0 + i : b->row[i]));
     else
         snprintf(buf, n, "%s: line %llu", r->path, (unsigned long long)b->row[i]);
 }

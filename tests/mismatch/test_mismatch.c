@@ -312,6 +312,60 @@ START_TEST(percentiles_equal_sorted_rule)
 }
 END_TEST
 
+/* large inputs take the two-pass radix selection; negatives, ties, wide range */
+START_TEST(percentiles_radix_path_large)
+{
+    unsigned s = 99;
+    const size_t sizes[] = {8192, 50001, 300000};
+    for (size_t z = 0; z < 3; z++) {
+        size_t n = sizes[z];
+        double *v = malloc(n * sizeof *v), *w = malloc(n * sizeof *w), *keep = malloc(n * sizeof *keep);
+        for (size_t i = 0; i < n; i++) {
+            double u = urand(&s);
+            double x = z == 0 ? floor(u * 20) : (z == 1 ? (u - 0.3) * 1e-3 : exp(40 * (u - 0.5)));
+            v[i] = w[i] = keep[i] = x;
+        }
+        qsort(w, n, sizeof *w, cmp_d);
+        const double fr[] = {0.999, 0.99, 0.95, 0.9, 0.5, 0.1, 0.01, 0.0, 1.0, 0.123456};
+        double out[10];
+        fp4s_percentiles(v, n, fr, 10, out);
+        for (int k = 0; k < 10; k++) {
+            double p = fr[k] * (double)(n - 1);
+            size_t ip = (size_t)p;
+            double f = p - (double)ip;
+            double e = (1 - f) * w[ip] + f * w[ip + 1 < n ? ip + 1 : n - 1];
+            ck_assert_msg(out[k] == e, "n=%zu f=%g: %.17g vs %.17g", n, fr[k], out[k], e);
+        }
+        /* data is only reordered: the same multiset */
+        qsort(v, n, sizeof *v, cmp_d);
+        for (size_t i = 0; i < n; i++) ck_assert(v[i] == w[i]);
+        free(v);
+        free(w);
+        free(keep);
+    }
+}
+END_TEST
+
+double fp4s_mm_vexp_internal(double x);
+
+/* the vectorized exp of the token loop stays within 2 ulp of libm */
+START_TEST(vexp_matches_libm)
+{
+    unsigned s = 3;
+    double worst = 0;
+    for (int i = 0; i < 200000; i++) {
+        double x = (urand(&s) - 0.5) * 1399.0; /* (-699.5, 699.5) */
+        if (i % 4 == 0) x = (urand(&s) - 0.5) * 1e-3;
+        double a = fp4s_mm_vexp_internal(x), b = exp(x);
+        double ulp = nextafter(b, INFINITY) - b;
+        double err = fabs(a - b) / ulp;
+        if (err > worst) worst = err;
+    }
+    ck_assert_msg(worst <= 2.0, "worst error %.2f ulp", worst);
+    ck_assert(fp4s_mm_vexp_internal(0.0) == 1.0);
+}
+END_TEST
+
 /* ---- onset and trend ------------------------------------------------------------------- */
 START_TEST(onset_planted_step_found)
 {
@@ -630,6 +684,8 @@ static Suite *suite(void)
         {"acc_bad_options", acc_bad_options},
         {"metric_names_roundtrip", metric_names_roundtrip},
         {"percentiles_equal_sorted_rule", percentiles_equal_sorted_rule},
+        {"percentiles_radix_path_large", percentiles_radix_path_large},
+        {"vexp_matches_libm", vexp_matches_libm},
         {"onset_planted_step_found", onset_planted_step_found},
         {"onset_flat_none_and_short_series", onset_flat_none_and_short_series},
         {"trend_exponential_slope", trend_exponential_slope},

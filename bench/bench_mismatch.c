@@ -1,0 +1,199 @@
+/* bench_mismatch: tokens/s of fp4s_mm_analyze from a capture file (HDF5) and
+ * from a CSV trace, and the peak RSS of the HDF5 run.
+ *
+ *   bench_mismatch [--tokens N] [--steps S] [--csv-tokens M] [--dir DIR] [--keep]
+ *
+ * Writes DIR/bench_mm.h5 (N tokens in S steps: trainer, rollout float32, seq
+ * int64, like fp4-capture) and DIR/bench_mm.csv (M tokens), analyses each
+ * once (after one warm-up read of the file into the page cache) and prints the
+ * rates. Peak RSS (ru_maxrss) is measured after the HDF5 analysis: the writer
+ * holds one step only, so the peak is the analysis' own. */
+#include <fp4scope/capture.h>
+#include <fp4scope/mismatch.h>
+
+#include <hdf5.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static uint64_t rng_state = 0x853c49e6748fea9bULL;
+static inline double urand(void)
+{
+    uint64_t x = rng_state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    rng_state = x;
+    return ((double)(x >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+static void fill_step(size_t n, size_t step, float *lt, float *lr, int64_t *seq)
+{
+    double sigma = 0.01 * (step < 50 ? 1.0 : pow(1.05, (double)step - 50));
+    for (size_t i = 0; i < n; i++) {
+        double r = log(urand());                       /* -Exp(1) */
+        double z = (urand() + urand() + urand() - 1.5) * 2.0; /* ~N(0,1) */
+        double t = r + sigma * z;
+        lr[i] = (float)r;
+        lt[i] = (float)(t > 0 ? 0 : t);
+        seq[i] = (int64_t)(i / 512);
+    }
+}
+
+static void put(hid_t f, const char *path, hid_t type, const void *d, hsize_t n)
+{
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    hid_t sp = H5Screate_simple(1, &n, NULL);
+    hid_t ds = H5Dcreate2(f, path, type, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    if (ds < 0 || H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, d) < 0) {
+        fprintf(stderr, "bench_mismatch: cannot write %s\n", path);
+        exit(1);
+    }
+    H5Dclose(ds);
+    H5Sclose(sp);
+    H5Pclose(lcpl);
+}
+
+static double warm(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    static char buf[1 << 20];
+    double s = 0;
+    size_t k;
+    while (f && (k = fread(buf, 1, sizeof buf, f)) > 0) s += (double)k;
+    if (f) fclose(f);
+    return s;
+}
+
+static long peak_rss_kib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+int main(int argc, char **argv)
+{
+    size_t tokens = 100000000, steps = 100, csv_tokens = 2000000;
+    const char *dir = "/tmp";
+    int keep = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--csv-tokens") && i + 1 < argc) csv_tokens = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
+        else if (!strcmp(argv[i], "--keep")) keep = 1;
+        else {
+            fprintf(stderr, "usage: bench_mismatch [--tokens N] [--steps S] [--csv-tokens M] [--dir DIR] [--keep]\n");
+            return 2;
+        }
+    }
+    if (steps == 0 || tokens < steps) {
+        fprintf(stderr, "bench_mismatch: need tokens >= steps >= 1\n");
+        return 2;
+    }
+    char h5[4096], csv[4096];
+    snprintf(h5, sizeof h5, "%s/bench_mm.h5", dir);
+    snprintf(csv, sizeof csv, "%s/bench_mm.csv", dir);
+    size_t per = tokens / steps;
+    float *lt = malloc(per * sizeof *lt), *lr = malloc(per * sizeof *lr);
+    int64_t *seq = malloc(per * sizeof *seq);
+    if (!lt || !lr || !seq) return 1;
+
+    /* ---- HDF5 ---- */
+    hid_t f = H5Fcreate(h5, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (f < 0) {
+        fprintf(stderr, "bench_mismatch: cannot create %s\n", h5);
+        return 1;
+    }
+    hid_t st = H5Tcopy(H5T_C_S1);
+    H5Tset_size(st, strlen(FP4S_CAPTURE_SCHEMA));
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, "fp4scope_schema", st, sp, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, st, FP4S_CAPTURE_SCHEMA);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(st);
+    double t0 = now();
+    for (size_t s = 0; s < steps; s++) {
+        char p[128];
+        fill_step(per, s, lt, lr, seq);
+        snprintf(p, sizeof p, "/steps/%zu/logprobs/trainer", s);
+        put(f, p, H5T_NATIVE_FLOAT, lt, per);
+        snprintf(p, sizeof p, "/steps/%zu/logprobs/rollout", s);
+        put(f, p, H5T_NATIVE_FLOAT, lr, per);
+        snprintf(p, sizeof p, "/steps/%zu/logprobs/seq", s);
+        put(f, p, H5T_NATIVE_INT64, seq, per);
+    }
+    H5Fclose(f);
+    double twrite = now() - t0;
+    free(lt);
+    free(lr);
+    free(seq);
+    long rss_before = peak_rss_kib();
+    double bytes = warm(h5);
+    fp4s_mm_result res;
+    memset(&res, 0, sizeof res);
+    t0 = now();
+    int rc = fp4s_mm_analyze(h5, "bench", NULL, NULL, &res);
+    double th5 = now() - t0;
+    long rss = peak_rss_kib();
+    if (rc) {
+        fprintf(stderr, "bench_mismatch: %s\n", fp4s_last_error());
+        return 1;
+    }
+    printf("hdf5: %zu tokens in %zu steps (%.0f MB file, written in %.1f s)\n", per * steps, steps, bytes / 1e6,
+           twrite);
+    printf("hdf5: analysed in %.3f s: %.1f M tokens/s; peak RSS %.1f MiB (%.1f MiB before the analysis)\n", th5,
+           (double)(per * steps) / th5 / 1e6, (double)rss / 1024.0, (double)rss_before / 1024.0);
+    printf("hdf5: check: step 0 mean_abs %.6g, step %zu mean_abs %.6g\n", res.runs[0].steps[0].mean_abs, steps - 1,
+           res.runs[0].steps[steps - 1].mean_abs);
+    fp4s_mm_result_free(&res);
+    if (!keep) unlink(h5);
+
+    /* ---- CSV ---- */
+    if (csv_tokens > 0) {
+        FILE *c = fopen(csv, "w");
+        if (!c) return 1;
+        size_t cs = csv_tokens / 20 ? 20 : 1, cper = csv_tokens / cs;
+        float *a1 = malloc(cper * sizeof *a1), *a2 = malloc(cper * sizeof *a2);
+        int64_t *sq = malloc(cper * sizeof *sq);
+        if (!a1 || !a2 || !sq) return 1;
+        fprintf(c, "step,seq,trainer_logprob,rollout_logprob\n");
+        for (size_t s = 0; s < cs; s++) {
+            fill_step(cper, s, a1, a2, sq);
+            for (size_t i = 0; i < cper; i++)
+                fprintf(c, "%zu,%lld,%.9g,%.9g\n", s, (long long)sq[i], (double)a1[i], (double)a2[i]);
+        }
+        fclose(c);
+        free(a1);
+        free(a2);
+        free(sq);
+        double cb = warm(csv);
+        memset(&res, 0, sizeof res);
+        t0 = now();
+        rc = fp4s_mm_analyze(csv, "bench", NULL, NULL, &res);
+        double tc = now() - t0;
+        if (rc) {
+            fprintf(stderr, "bench_mismatch: %s\n", fp4s_last_error());
+            return 1;
+        }
+        printf("csv: %zu tokens (%.0f MB) analysed in %.3f s: %.2f M tokens/s, %.0f MB/s\n", cper * cs, cb / 1e6, tc,
+               (double)(cper * cs) / tc / 1e6, cb / tc / 1e6);
+        fp4s_mm_result_free(&res);
+        if (!keep) unlink(csv);
+    }
+    return 0;
+}
