@@ -35,6 +35,11 @@ np.save("w.npy", rng.standard_normal((48, 128)).astype(np.float32))
 np.save("odd.npy", rng.standard_normal((4, 33)).astype(np.float32))
 x = rng.standard_normal((8, 64)).astype(np.float32); x[0, 3] = np.nan; x[5, 40] = np.inf
 np.save("nan.npy", x)
+np.save("rank3.npy", np.zeros((2, 2, 32), dtype=np.float32))
+np.save("int.npy", np.zeros((2, 32), dtype=np.int32))
+open("trunc.npy", "wb").write(open("a.npy", "rb").read()[:300])
+with h5py.File("plain.h5", "w") as f:
+    f["x"] = np.zeros((4, 32), dtype=np.float32)
 with h5py.File("cap.h5", "w") as f:
     f.attrs["fp4scope_schema"] = "fp4scope-capture/1"
     f.attrs["producer"] = "cli.sh"
@@ -61,6 +66,14 @@ for t in fp4-decompose fp4-channels; do
     expect 3 "missing.npy" $t missing.npy
     expect 3 "multiple of the block size" $t odd.npy
 done
+# foundation bad-input list: each names the file and exits 3, no output
+for bad in rank3.npy int.npy trunc.npy; do
+    expect 3 "$bad" fp4-decompose $bad
+    expect 3 "$bad" fp4-channels $bad
+done
+expect 3 "plain.h5" fp4-decompose plain.h5:/nope
+expect 3 "plain.h5" fp4-decompose --sites '*' plain.h5
+expect 3 "" fp4-decompose --by block a.npy huge-limit-is-not-hit.npy
 expect 2 "expected tensor, block, row or channel" fp4-decompose --by bogus a.npy
 expect 2 "expected spec, in or out" fp4-decompose --dz-tie maybe a.npy
 expect 2 "needs --weight" fp4-channels --score hcp a.npy
