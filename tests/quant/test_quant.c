@@ -488,6 +488,216 @@ START_TEST(fp8_tile_scales_and_elements)
 }
 END_TEST
 
+
+/* ---- literal re-implementations of the peers' published algorithms -------------------- */
+
+static const float mids[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+
+/* rows of MX blocks: element 0 = 6*2^j sets the scale exponent, then the seven
+ * midpoints (ties) of both signs times 2^j, -0, +0, then random values */
+static float *mx_tie_data(size_t rows, size_t cols, uint64_t seed)
+{
+    float *x = malloc(rows * cols * sizeof *x);
+    uint64_t st = seed;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t b = 0; b < cols / 32; b++) {
+            float *xb = x + r * cols + b * 32;
+            int j = (int)(rng_next(&st) % 60) - 30;
+            float p = ldexpf(1.0f, j);
+            xb[0] = 6.0f * p;
+            for (int i = 0; i < 7; i++) { xb[1 + i] = mids[i] * p; xb[8 + i] = -mids[i] * p; }
+            xb[15] = -0.0f;
+            xb[16] = 0.0f;
+            for (int i = 17; i < 32; i++) xb[i] = (float)((rng_unif(&st) * 2.0 - 1.0) * 6.5) * p;
+            if (rng_next(&st) % 3 == 0) xb[0] = (float)(rng_unif(&st) * 7.9 + 0.1) * p; /* other amax */
+        }
+    return x;
+}
+
+static const float kvalues2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static int ggml_best_index(float x, float e)
+{
+    int best = 0;
+    float be = fabsf(kvalues2[0] * e - x);
+    for (int i = 1; i < 16; i++) {
+        float er = fabsf(kvalues2[i] * e - x);
+        if (er < be) { best = i; be = er; }
+    }
+    return best;
+}
+
+START_TEST(ggml_mxfp4_matches_literal_kvalue_search)
+{
+    const size_t rows = 64, cols = 256;
+    float *x = mx_tie_data(rows, cols, 21);
+    fp4s_spec s = prof(FP4S_MXFP4, "ggml");
+    qres q = run_q(&s, x, rows, cols);
+    unsigned bad = 0;
+    uint8_t packed[128];
+    for (size_t r = 0; r < rows; r++) {
+        ck_assert_int_eq(fp4s_pack_e2m1(s.packing, q.codes + r * cols, cols, packed), 0);
+        for (size_t b = 0; b < cols / 32; b++) {
+            const float *xb = x + r * cols + b * 32;
+            float amax = 0;
+            for (int j = 0; j < 32; j++) if (amax < fabsf(xb[j])) amax = fabsf(xb[j]);
+            uint8_t e = amax > 0 ? (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0;
+            float d = ldexpf(1.0f, (int)e - 128); /* GGML_E8M0_TO_FP32_HALF */
+            if (q.scales[r * (cols / 32) + b] != e) bad++;
+            for (int j = 0; j < 16; j++) {
+                uint8_t want = (uint8_t)(ggml_best_index(xb[j], d) | ggml_best_index(xb[j + 16], d) << 4);
+                if (packed[b * 16 + j] != want) bad++;
+            }
+        }
+    }
+    ck_assert_uint_eq(bad, 0);
+    qres_free(&q);
+    free(x);
+}
+END_TEST
+
+START_TEST(ggml_nvfp4_matches_literal_kvalue_search)
+{
+    const size_t rows = 64, cols = 256;
+    float *x = mx_tie_data(rows, cols, 22);
+    for (size_t i = 0; i < rows * cols; i += 97) x[i] *= 3000.0f; /* some scales clamp at 448 */
+    fp4s_spec s = prof(FP4S_NVFP4, "ggml");
+    qres q = run_q(&s, x, rows, cols);
+    unsigned bad = 0;
+    uint8_t packed[128];
+    for (size_t r = 0; r < rows; r++) {
+        ck_assert_int_eq(fp4s_pack_e2m1_block(s.packing, s.block, q.codes + r * cols, cols, packed), 0);
+        for (size_t b = 0; b < cols / 16; b++) {
+            const float *xb = x + r * cols + b * 16;
+            float amax = 0;
+            for (int j = 0; j < 16; j++) if (amax < fabsf(xb[j])) amax = fabsf(xb[j]);
+            uint8_t ue = fp4s_ue4m3_encode_ggml(amax / 6.0f);
+            float d = fp4s_ue4m3_decode_ggml(ue) * 0.5f;
+            if (q.scales[r * (cols / 16) + b] != ue) bad++;
+            for (int j = 0; j < 8; j++) {
+                uint8_t want = (uint8_t)(ggml_best_index(xb[j], d) | ggml_best_index(xb[j + 8], d) << 4);
+                if (packed[b * 8 + j] != want) bad++;
+            }
+        }
+    }
+    ck_assert_uint_eq(bad, 0);
+    qres_free(&q);
+    free(x);
+}
+END_TEST
+
+static int count_below(float a) /* number of E2M1 bounds strictly below a */
+{
+    int n = 0;
+    for (int i = 0; i < 7; i++) n += mids[i] < a;
+    return n;
+}
+
+START_TEST(modelopt_mxfp4_matches_literal_bounds)
+{
+    const size_t rows = 64, cols = 256;
+    float *x = mx_tie_data(rows, cols, 23);
+    fp4s_spec s = prof(FP4S_MXFP4, "modelopt");
+    qres q = run_q(&s, x, rows, cols);
+    unsigned bad = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t b = 0; b < cols / 32; b++) {
+            const float *xb = x + r * cols + b * 32;
+            float amax = 0;
+            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(xb[j]));
+            float e = ceilf(fmaxf(log2f(amax / 6.0f), -127.0f));
+            if (q.scales[r * (cols / 32) + b] != (uint8_t)(e + 127)) bad++;
+            for (int j = 0; j < 32; j++) {
+                float v = xb[j] / exp2f(e);
+                float sg = v > 0 ? 1.0f : v < 0 ? -1.0f : 0.0f;  /* torch.sign */
+                int sign_bit = (int)floorf((2.0f - sg) / 2.0f);  /* (2 - sign) // 2 */
+                uint8_t want = (uint8_t)(sign_bit * 8 + count_below(fabsf(v)));
+                if (q.codes[r * cols + b * 32 + j] != want) bad++;
+            }
+        }
+    ck_assert_uint_eq(bad, 0);
+    qres_free(&q);
+    free(x);
+}
+END_TEST
+
+START_TEST(modelopt_nvfp4_matches_literal_searchsorted)
+{
+    const size_t rows = 16, cols = 256;
+    float *x = mx_tie_data(rows, cols, 24);
+    x[0] = 2688.0f;  /* scale_2 = 1 */
+    for (size_t r = 0; r < rows; r++)  /* blocks with amax 6: s_b = 1, exact ties */
+        for (size_t b = 1; b < cols / 16; b += 2) {
+            float *xb = x + r * cols + b * 16;
+            xb[0] = 6.0f;
+            for (int i = 0; i < 7; i++) { xb[1 + i] = mids[i]; xb[8 + i] = -mids[i]; }
+            xb[15] = -0.0f;
+        }
+    fp4s_spec s = prof(FP4S_NVFP4, "modelopt");
+    qres q = run_q(&s, x, rows, cols);
+    float amax = 0;
+    for (size_t i = 0; i < rows * cols; i++) amax = fmaxf(amax, fabsf(x[i]));
+    float sc2 = amax / (6.0f * 448.0f);
+    unsigned bad = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t b = 0; b < cols / 16; b++) {
+            const float *xb = x + r * cols + b * 16;
+            float am = 0;
+            for (int j = 0; j < 16; j++) am = fmaxf(am, fabsf(xb[j]));
+            float p = am / (6.0f * sc2);
+            if (p == 0.0f) p = 1.0f;
+            if (p < 0x1p-9f) p = 0x1p-9f;
+            uint8_t sb = fp4s_e4m3_encode(p, FP4S_TIE_EVEN);
+            if (q.scales[r * (cols / 16) + b] != sb) bad++;
+            float t = fp4s_e4m3_decode(sb) * sc2;
+            for (int j = 0; j < 16; j++) {
+                float v = xb[j] / t;
+                float a = fabsf(v);
+                int ord = count_below(a) + (a == 0.75f || a == 1.75f || a == 3.5f);
+                uint8_t want = (uint8_t)(((v < 0) << 3) + ord);
+                if (q.codes[r * cols + b * 16 + j] != want) bad++;
+            }
+        }
+    ck_assert_uint_eq(bad, 0);
+    qres_free(&q);
+    free(x);
+}
+END_TEST
+
+START_TEST(torchao_mxfp4_floor_matches_literal_bits)
+{
+    const size_t rows = 64, cols = 256;
+    float *x = mx_tie_data(rows, cols, 25);
+    fp4s_spec s = prof(FP4S_MXFP4, "torchao");
+    qres q = run_q(&s, x, rows, cols);
+    unsigned bad = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t b = 0; b < cols / 32; b++) {
+            const float *xb = x + r * cols + b * 32;
+            float amax = 0;
+            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(xb[j]));
+            uint32_t bits = fp4s_f32_bits(amax);
+            int unb = (int)((bits >> 23) & 0xFF) - 127 - 2;
+            if (unb < -127) unb = -127;
+            if (unb > 128) unb = 128;
+            if (q.scales[r * (cols / 32) + b] != (uint8_t)(unb + 127)) bad++;
+            float sc = ldexpf(1.0f, unb);
+            for (int j = 0; j < 32; j++) {
+                float v = fminf(fmaxf(xb[j] / sc, -6.0f), 6.0f);
+                float a = fabsf(v);
+                /* round half to even on the E2M1 grid, thresholds written out */
+                int m = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3
+                      : a <= 2.5f ? 4 : a < 3.5f ? 5 : a <= 5.0f ? 6 : 7;
+                uint8_t want = (uint8_t)(m | (signbit(v) ? 8 : 0));
+                if (q.codes[r * cols + b * 32 + j] != want) bad++;
+            }
+        }
+    ck_assert_uint_eq(bad, 0);
+    qres_free(&q);
+    free(x);
+}
+END_TEST
+
 /* ---- round trip, threads, front end ---------------------------------------------------- */
 
 static const struct { fp4s_format f; const char *p; } all_profiles[] = {
@@ -627,6 +837,11 @@ int main(void)
     TC(nv_te_torchao_modelopt_differ_in_few_blocks);
     TC(nv_2d_tiles_share_scales_across_16_rows);
     TC(fp8_tile_scales_and_elements);
+    TC(ggml_mxfp4_matches_literal_kvalue_search);
+    TC(ggml_nvfp4_matches_literal_kvalue_search);
+    TC(modelopt_mxfp4_matches_literal_bounds);
+    TC(modelopt_nvfp4_matches_literal_searchsorted);
+    TC(torchao_mxfp4_floor_matches_literal_bits);
     TC(dequantize_inverts_quantize_for_every_profile);
     TC(threads_one_and_two_give_identical_bytes);
     TC(front_end_rejects_bad_arguments);
