@@ -283,9 +283,11 @@ typedef struct {
     uint64_t scale_first_row, scale_first_blk;
     bool have_scale_first;
     bool scale_layouts_differ;
-    diffpos *pos;   /* first positions whose dequantized values differ */
-    diffpos *cpos;  /* first positions whose codes differ but values agree */
-    size_t npos, ncpos, show;
+    diffpos *pos;   /* first positions whose values differ through a code or scale */
+    diffpos *rpos;  /* ... differ only by float rounding (same code and scale) */
+    diffpos *cpos;  /* ... whose codes differ but values agree */
+    size_t npos, nrpos, ncpos, show;
+    uint64_t deq_rounding;
 } diffacc;
 
 static void diff_chunk(diffacc *a, const run_t *r1, const run_t *r2, const float *x, size_t n, size_t pcols,
@@ -328,15 +330,32 @@ static void diff_chunk(diffacc *a, const run_t *r1, const run_t *r2, const float
             bool cd = c1 != c2;
             /* values differ numerically (-0 equals +0; NaN equals NaN) */
             bool dd = isnan(d1) ? !isnan(d2) : (isnan(d2) || d1 != d2);
+            /* does the element's block (or tile) scale differ? */
+            bool sd;
+            if (is_fp4(&r1->spec)) {
+                size_t b = j / r1->spec.block;
+                sd = r1->scales[i * r1->scale_cols + b] != r2->scales[i * r2->scale_cols + b];
+            } else if (a->scale_layouts_differ) {
+                sd = true;
+            } else {
+                size_t tr = fp8_tile_rows(&r1->spec, SIZE_MAX);
+                size_t si = r1->spec.fp8_gran == FP4S_FP8_TENSOR ? 0 : (i / tr) * r1->scale_cols + j / 128;
+                uint32_t u, v;
+                memcpy(&u, &r1->sf32[si], 4);
+                memcpy(&v, &r2->sf32[si], 4);
+                sd = u != v;
+            }
             if (cd) a->elems_diff++;
             if (dd) a->deq_diff++;
+            if (dd && !cd && !sd) a->deq_rounding++;
             if (isnan(d1) != isnan(d2)) a->nan_mismatch++;
-            if (dd && a->npos < a->show) {
-                diffpos p = {row0 + i, j, x[k], d1, d2, c1, c2};
-                a->pos[a->npos++] = p;
-            } else if (cd && !dd && a->ncpos < a->show) {
-                diffpos p = {row0 + i, j, x[k], d1, d2, c1, c2};
-                a->cpos[a->ncpos++] = p;
+            diffpos p = {row0 + i, j, x[k], d1, d2, c1, c2};
+            if (dd && (cd || sd)) {
+                if (a->npos < a->show) a->pos[a->npos++] = p;
+            } else if (dd) {
+                if (a->nrpos < a->show) a->rpos[a->nrpos++] = p;
+            } else if (cd) {
+                if (a->ncpos < a->show) a->cpos[a->ncpos++] = p;
             }
             if (isfinite(d1) && isfinite(d2)) {
                 double e = fabs((double)d1 - (double)d2);
@@ -735,6 +754,7 @@ int main(int argc, char **argv)
     da.show = (size_t)show;
     da.pos = xcalloc(da.show + 1, sizeof *da.pos);
     da.cpos = xcalloc(da.show + 1, sizeof *da.cpos);
+    da.rpos = xcalloc(da.show + 1, sizeof *da.rpos);
     uint8_t *crop8 = pcols != cols && out.codes ? xcalloc(chunk, cols) : NULL;
     float *cropf = pcols != cols && out.dequant ? xcalloc(chunk, cols * sizeof(float)) : NULL;
 
@@ -850,6 +870,7 @@ int main(int argc, char **argv)
             json_object_set_new(d, "element_codes_differ", json_integer((json_int_t)da.elems_diff));
             json_object_set_new(d, "element_codes_differ_fraction", cli_json_real(da.elems_total ? (double)da.elems_diff / (double)da.elems_total : 0));
             json_object_set_new(d, "dequant_values_differ", json_integer((json_int_t)da.deq_diff));
+            json_object_set_new(d, "dequant_values_differ_rounding_only", json_integer((json_int_t)da.deq_rounding));
             json_object_set_new(d, "nan_mismatch", json_integer((json_int_t)da.nan_mismatch));
             json_t *mx = json_object();
             json_object_set_new(mx, "abs", cli_json_real(da.have_max ? da.max_abs : 0.0));
@@ -862,6 +883,7 @@ int main(int argc, char **argv)
             }
             json_object_set_new(d, "max_dequant_diff", mx);
             json_object_set_new(d, "first_differences", pos_json(da.pos, da.npos));
+            json_object_set_new(d, "first_rounding_only_differences", pos_json(da.rpos, da.nrpos));
             json_object_set_new(d, "first_code_only_differences", pos_json(da.cpos, da.ncpos));
             json_object_set_new(j, "diff", d);
         }
@@ -917,6 +939,12 @@ int main(int argc, char **argv)
             snprintf(b, sizeof b, "of %llu elements", (unsigned long long)da.elems_total);
             printf("  %-28s %s\n", "", b);
             print_row("dequantized values differ", fmt_count(a, sizeof a, da.deq_diff, da.elems_total), NULL);
+            if (da.deq_rounding) {
+                snprintf(b, sizeof b, "%llu of them only in the last bits: same code and scale,",
+                         (unsigned long long)da.deq_rounding);
+                printf("  %-28s %s\n", "", b);
+                printf("  %-28s %s\n", "", "the profiles multiply in another float order");
+            }
             if (da.nan_mismatch) print_row("NaN in one only", fmt_count(a, sizeof a, da.nan_mismatch, da.elems_total), NULL);
             if (da.have_max) {
                 snprintf(a, sizeof a, "%.6g at (row %zu, col %zu)", da.max_abs, da.max_row, da.max_col);
@@ -927,15 +955,19 @@ int main(int argc, char **argv)
             } else {
                 print_row("largest |dequant diff|", "0 (identical dequantized values)", NULL);
             }
-            for (int pass = 0; pass < 2; pass++) {
-                const diffpos *pos = pass ? da.cpos : da.pos;
-                size_t np = pass ? da.ncpos : da.npos;
+            printf("\n  (code: %s)\n", fmt == FP4S_FP8 ? "the E4M3 byte" : "E2M1 0..15, sign in bit 3");
+            for (int pass = 0; pass < 3; pass++) {
+                const diffpos *pos = pass == 0 ? da.pos : pass == 1 ? da.cpos : da.rpos;
+                size_t np = pass == 0 ? da.npos : pass == 1 ? da.ncpos : da.nrpos;
+                /* the later lists only while the first leaves room */
                 if (!np || (pass && da.npos >= da.show)) continue;
+                if (pass == 2 && da.ncpos) continue;
                 if (pass == 0)
-                    printf("\n  first elements whose dequantized values differ (code: %s)\n",
-                           fmt == FP4S_FP8 ? "the E4M3 byte" : "E2M1 0..15, sign in bit 3");
+                    printf("  first elements whose values differ through their code or scale\n");
+                else if (pass == 1)
+                    printf("  first elements with different codes but the same value (their scales differ too)\n");
                 else
-                    printf("\n  first elements with different codes but the same value (the scales differ)\n");
+                    printf("  first elements whose values differ only in the last bits\n");
                 char h1[48], h2[48];
                 snprintf(h1, sizeof h1, "%s code value", pn1);
                 snprintf(h2, sizeof h2, "%s code value", pn2);
@@ -953,12 +985,14 @@ int main(int argc, char **argv)
                        fmt == FP4S_FP8 ? "tile scale" : "block scale");
             else if (da.scale_layouts_differ)
                 printf("\n  in short: %s and %s differ in %.4g%% of the dequantized values", pn1, pn2,
-                       pct(da.deq_diff, da.elems_total));
+                       pct(da.deq_diff - da.deq_rounding, da.elems_total));
             else
                 printf("\n  in short: %s and %s differ in %.4g%% of the %s and %.4g%% of the dequantized values",
                        pn1, pn2, pct(da.scales_diff, da.scales_total), fmt == FP4S_FP8 ? "tile scales" : "block scales",
-                       pct(da.deq_diff, da.elems_total));
-            if (da.have_max) printf(" (at most %.6g)", da.max_abs);
+                       pct(da.deq_diff - da.deq_rounding, da.elems_total));
+            if (da.have_max) printf(" (by up to %.6g)", da.max_abs);
+            if (da.deq_rounding)
+                printf(",\n  plus %.4g%% only in the last bits", pct(da.deq_rounding, da.elems_total));
             printf(";\n  relative error %.6g vs %.6g\n", rel_err(&r1.st), rel_err(&r2.st));
         }
         if (ndone) {
@@ -971,6 +1005,7 @@ int main(int argc, char **argv)
     free(x);
     free(da.pos);
     free(da.cpos);
+    free(da.rpos);
     free(crop8);
     free(cropf);
     run_free(&r1);

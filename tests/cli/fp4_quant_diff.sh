@@ -38,8 +38,14 @@ if diff.max() > 0:
     assert m['x'] == float(x[r, c])
 valdiff = (da != db) & ~(np.isnan(da) & np.isnan(db))
 assert j['dequant_values_differ'] == int(valdiff.sum())
+blk = ca.shape[1] // sa.shape[1]
+sdiff = np.repeat(sa != sb, blk, axis=1)
+rounding = valdiff & (ca == cb) & ~sdiff
+assert j['dequant_values_differ_rounding_only'] == int(rounding.sum())
+fr = j['first_rounding_only_differences']
+assert [(p['row'], p['col']) for p in fr] == [tuple(map(int, q)) for q in np.argwhere(rounding)[:5]]
 fd = j['first_differences']
-pos = np.argwhere(valdiff)[:5]
+pos = np.argwhere(valdiff & ~rounding)[:5]
 assert [(p['row'], p['col']) for p in fd] == [tuple(map(int, q)) for q in pos], (fd, pos)
 for p in fd:
     assert p['code_a'] == ca[p['row'], p['col']] and p['code_b'] == cb[p['row'], p['col']]
@@ -62,7 +68,7 @@ out_has "scale rule"
 out_has "scale codes differing"
 out_has "element codes differing"
 out_has "largest |dequant diff|"
-out_has "first elements whose dequantized values differ"
+out_has "first elements whose values differ through their code or scale"
 grep -E "scale rule +floor +ceil" out.txt >/dev/null || fail "scale rule row does not show floor vs ceil"
 
 expect_exit 0 fp4-quant -f nvfp4 -p te --diff torchao T.in.npy
