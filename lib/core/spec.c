@@ -56,9 +56,11 @@ static const fp4s_profile_info profiles[] = {
      "NaN skipped by the amax loop and coded 0, split packing per block; quantize_row_nvfp4_ref: no tensor scale, "
      "s_b = ggml_fp32_to_ue4m3(amax_b/6), fp32 nearest-level search"},
     {"microxcaling", MX,
-     "microsoft/microxcaling mx/mx_ops.py _quantize_mx: shared_exp = floor(log2 amax) - 2 (FLOOR), elements "
-     "round 'nearest' = floor(|x|+0.5) on the grid (ties away), saturate, -0 kept; NaN or Inf in a block makes "
-     "the whole block NaN; zero block code 0"},
+     "microsoft/microxcaling mx/mx_ops.py _quantize_mx: shared_exp = floor(log2(amax)) in fp32 torch.log2 "
+     "(log2f: FORMATS.md says floor, the source takes the logarithm) - 2, clamped at -127 (zero block: "
+     "log2(FP32_MIN_NORMAL) - 2 -> code 0); elements _round_mantissa 'nearest' = floor(|x|+0.5) on the grid "
+     "(ties away), saturate_normals, -0 kept; NaN or Inf in a block makes the whole block NaN "
+     "(the default Python path, custom_cuda=False; its C++/CUDA extension reads the exponent bits: --scale-rule floor)"},
     {"fp8-tensor", F8,
      "FP8 E4M3 baseline, one FP32 scale amax/448 for the tensor (1 if amax is 0), e4m3 RNE satfinite of x/scale"},
     {"fp8-1x128", F8,
@@ -146,7 +148,7 @@ int fp4s_spec_profile(fp4s_spec *s, fp4s_format fmt, const char *profile)
             s->nonfinite = FP4S_NF_IGNORE;
             s->mx_scale_is_ggml = true;
         } else if (!strcmp(p, "microxcaling")) {
-            s->mx_rule = FP4S_MX_FLOOR;
+            s->mx_rule = FP4S_MX_LOG2F;
             s->tie = FP4S_TIE_AWAY;
             s->nonfinite = FP4S_NF_BLOCK_NAN;
         }
