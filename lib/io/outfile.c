@@ -103,15 +103,17 @@ int fp4s_outfile_begin(const char *path, fp4s_outfile **out)
         return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
     }
     snprintf(o->tmp, n, "%s.tmp.XXXXXX", path);
+    /* registered before it exists: a signal right after creation still removes it */
+    live_add(o->tmp);
     int fd = mkostemp(o->tmp, O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
+        live_del(o->tmp);
         free(o->tmp);
         o->tmp = NULL;
         fp4s_outfile_abort(&o);
         return fp4s_error_set(FP4S_EWRITE, "%s: cannot create output: %s", path, strerror(e));
     }
-    live_add(o->tmp);
     pthread_once(&mode_once, mode_init);
     (void)fchmod(fd, new_file_mode);
     close(fd);
