@@ -459,23 +459,34 @@ int fp4s_mm_acc_add(fp4s_mm_acc *a, size_t n, const double *trainer, const doubl
             }
         }
         a->nabs += k;
-        /* sequences, in token order */
-        for (size_t q = 0; q < k; q++) {
-            size_t i = b0 + (direct ? q : ci[q]);
-            const double lt = trainer[i], lr = rollout[i];
-            size_t slot = (a->last_slot != SIZE_MAX && a->last_id == ps[q]) ? a->last_slot : seq_slot(a, ps[q]);
+        /* sequences, in token order; a run of tokens of one sequence is summed
+         * first and added once */
+        for (size_t q = 0; q < k;) {
+            const int64_t id = ps[q];
+            size_t q1 = q;
+            double sa = 0, sr = 0, sl = 0, sm = 0;
+            do {
+                size_t i = b0 + (direct ? q1 : ci[q1]);
+                const double lt = trainer[i], lr = rollout[i], rho = lt - lr;
+                sa += fabs(rho);
+                sr += rho;
+                sl += lt;
+                sm += lr;
+                q1++;
+            } while (q1 < k && ps[q1] == id);
+            size_t slot = (a->last_slot != SIZE_MAX && a->last_id == id) ? a->last_slot : seq_slot(a, id);
             if (slot == SIZE_MAX) {
                 a->s = s;
                 return fp4s_error_set(FP4S_ENOMEM, "mismatch: out of memory for the sequence table");
             }
             mm_seq *sq = &a->seqs[slot];
-            if (sq->n == 0 && first_out) first_out[i] = 1;
-            const double rho = lt - lr;
-            sq->n++;
-            sq->s_abs += fabs(rho);
-            sq->s_rho += rho;
-            sq->s_lt += lt;
-            sq->s_lr += lr;
+            if (sq->n == 0 && first_out) first_out[b0 + (direct ? q : ci[q])] = 1;
+            sq->n += q1 - q;
+            sq->s_abs += sa;
+            sq->s_rho += sr;
+            sq->s_lt += sl;
+            sq->s_lr += sm;
+            q = q1;
         }
     }
     a->s = s;

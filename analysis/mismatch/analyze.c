@@ -25,7 +25,53 @@ typedef struct driver {
     int64_t *gseq;
     uint8_t *gmask, *first;
     size_t gcap;
+    /* per-worker partial accumulators for the parallel token pass */
+    fp4s_mm_acc *scratch[256];
+    int nscratch;
 } driver;
+
+typedef struct par_ctx {
+    driver *d;
+    const mm_batch *b;
+    size_t i0;
+    const uint8_t *mask;
+} par_ctx;
+
+static int par_add(void *arg, size_t begin, size_t end, int w)
+{
+    par_ctx *c = arg;
+    const mm_batch *b = c->b;
+    size_t o = c->i0 + begin;
+    return fp4s_mm_acc_add(c->d->scratch[w], end - begin, b->lt + o, b->lr + o, b->seq + o,
+                           c->mask ? c->mask + begin : NULL, NULL);
+}
+
+#define MM_PAR_GRAIN ((size_t)1 << 15)
+
+/* Add tokens on several threads into per-worker partials, then merge them in
+ * worker order (deterministic for a given thread count). 1 when not used. */
+static int add_parallel(driver *d, run_state *s, const mm_batch *b, size_t i0, size_t n, const uint8_t *mask,
+                        int *rc_out)
+{
+    int nt = fp4s_get_threads();
+    if (nt > 256) nt = 256;
+    if (nt < 2 || n < 2 * MM_PAR_GRAIN) return 1;
+    while (d->nscratch < nt) {
+        int rc = fp4s_mm_acc_open(d->o, &d->scratch[d->nscratch]);
+        if (rc) {
+            *rc_out = rc;
+            return 0;
+        }
+        d->nscratch++;
+    }
+    for (int w = 0; w < nt; w++) fp4s_mm_acc_reset(d->scratch[w]);
+    par_ctx c = {d, b, i0, mask};
+    int rc = fp4s_parallel_for(n, MM_PAR_GRAIN, par_add, &c);
+    if (rc == FP4S_ENOMEM) fp4s_error_set(rc, "%s: out of memory", mm_reader_path(d->r));
+    for (int w = 0; w < nt && !rc; w++) rc = fp4s_mm_acc_merge(s->acc, d->scratch[w]);
+    *rc_out = rc;
+    return 0;
+}
 
 static char *dupstr(const char *s)
 {
@@ -167,7 +213,9 @@ static int add_segment(driver *d, run_state *s, const mm_batch *b, size_t i0, si
     size_t n = i1 - i0;
     const uint8_t *mask = b->no_mask ? NULL : b->mask + i0;
     int bypos = d->o->by_position;
-    int rc = fp4s_mm_acc_add(s->acc, n, b->lt + i0, b->lr + i0, b->seq + i0, mask, bypos ? d->first : NULL);
+    int rc;
+    if (bypos || add_parallel(d, s, b, i0, n, mask, &rc))
+        rc = fp4s_mm_acc_add(s->acc, n, b->lt + i0, b->lr + i0, b->seq + i0, mask, bypos ? d->first : NULL);
     if (rc == FP4S_EFORMAT && !d->o->allow_positive) {
         /* a positive log-prob: name the line or token */
         for (size_t i = i0; i < i1; i++) {
@@ -323,6 +371,7 @@ int fp4s_mm_analyze(const char *path, const char *name, const fp4s_mm_opts *o, c
         }
     }
 done:
+    for (int w = 0; w < d.nscratch; w++) fp4s_mm_acc_close(&d.scratch[w]);
     for (size_t i = 0; i < d.nrs; i++) {
         state_free(&d.rs[i]);
         run_free(&d.rs[i].run);

@@ -666,6 +666,58 @@ START_TEST(capture_bad_files)
 }
 END_TEST
 
+/* A step large enough for the parallel token pass gives the serial numbers. */
+START_TEST(analyze_parallel_equals_serial)
+{
+    enum { N = 300000 };
+    float *lt = malloc(N * sizeof *lt), *lr = malloc(N * sizeof *lr);
+    int64_t *seq = malloc(N * sizeof *seq);
+    unsigned s = 11;
+    for (int i = 0; i < N; i++) {
+        lr[i] = (float)(-4 * urand(&s));
+        lt[i] = fminf(0.0f, lr[i] + (float)(0.05 * (urand(&s) - 0.5)));
+        seq[i] = i / 777; /* sequences straddle the worker boundaries */
+    }
+    hid_t f = H5Fcreate(tp("big.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    h5_attr(f, "fp4scope-capture/1");
+    h5_vec(f, "/steps/3/logprobs/trainer", H5T_NATIVE_FLOAT, lt, N);
+    h5_vec(f, "/steps/3/logprobs/rollout", H5T_NATIVE_FLOAT, lr, N);
+    h5_vec(f, "/steps/3/logprobs/seq", H5T_NATIVE_INT64, seq, N);
+    H5Fclose(f);
+    fp4s_mm_result r1, r2;
+    fp4s_set_threads(1);
+    ck_assert_int_eq(analyze(tp("big.h5"), &r1, NULL), 0);
+    fp4s_set_threads(2);
+    ck_assert_int_eq(analyze(tp("big.h5"), &r2, NULL), 0);
+    fp4s_set_threads(0);
+    const fp4s_mm_metrics *a = &r1.runs[0].steps[0], *b = &r2.runs[0].steps[0];
+    ck_assert_uint_eq(a->tokens, N);
+    ck_assert_uint_eq(a->sequences, b->sequences);
+    for (size_t i = 0; i < fp4s_mm_metric_count(); i++) {
+        double x = fp4s_mm_metric_value(a, i), y = fp4s_mm_metric_value(b, i);
+        ck_assert_msg(fabs(x - y) <= 1e-11 * (1 + fabs(x)), "%s: %.17g vs %.17g", fp4s_mm_metric_name(i), x, y);
+    }
+    /* and the same as one accumulator fed directly */
+    double *dt = malloc(N * sizeof *dt), *dr = malloc(N * sizeof *dr);
+    for (int i = 0; i < N; i++) {
+        dt[i] = lt[i];
+        dr[i] = lr[i];
+    }
+    fp4s_mm_metrics m = run_acc(dt, dr, seq, NULL, N, NULL, 0);
+    for (size_t i = 0; i < fp4s_mm_metric_count(); i++) {
+        double x = fp4s_mm_metric_value(&m, i), y = fp4s_mm_metric_value(b, i);
+        ck_assert_msg(fabs(x - y) <= 1e-11 * (1 + fabs(x)), "%s: %.17g vs %.17g", fp4s_mm_metric_name(i), x, y);
+    }
+    fp4s_mm_result_free(&r1);
+    fp4s_mm_result_free(&r2);
+    free(lt);
+    free(lr);
+    free(seq);
+    free(dt);
+    free(dr);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("mismatch");
@@ -697,6 +749,7 @@ static Suite *suite(void)
         {"trace_by_position_split", trace_by_position_split},
         {"capture_reads_logprobs", capture_reads_logprobs},
         {"capture_bad_files", capture_bad_files},
+        {"analyze_parallel_equals_serial", analyze_parallel_equals_serial},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);
