@@ -251,8 +251,8 @@ int fp4s_h5_src_read(struct fp4s_source *s, size_t row0, size_t nrows, void *out
         H5Sselect_hyperslab(msp, H5S_SELECT_SET, mstart, NULL, mcount, NULL);
         mt = H5T_NATIVE_FLOAT;
     } else {
-        hsize_t m = (hsize_t)nrows * s->cols;
-        msp = H5Screate_simple(1, &m, NULL);
+        /* the same shape as the file selection keeps HDF5 on its fast path */
+        msp = H5Screate_simple(s->rank == 1 ? 1 : 2, count, NULL);
         mt = raw_memtype(s, &own);
         if (!raw) {
             rc = fp4s_src_scratch(s, nrows * s->cols * 2);
