@@ -25,7 +25,7 @@ static const fp4s_profile_info profiles[] = {
     {"torchao", MX | NV,
      "pytorch/ao torchao/prototype/mx_formats: MXFP4 mx_tensor.py to_mx ScaleCalculationMode.FLOOR "
      "(exponent bits - 2, clamp, NaN amax -> 0xFF, zero block code 0), f32_to_f4_unpacked RNE with the "
-     "sign kept (-0 -> 8), pairs; NVFP4 nvfp4_tensor.py _nvfp4_quantize two-level: pts = amax/2688, "
+     "sign kept (-0 -> 8), pairs (not modelled: torchao divides code-0 blocks by 2^-126); NVFP4 nvfp4_tensor.py _nvfp4_quantize two-level: pts = amax/2688, "
      "s_b = e4m3(clamp((amax_b/6)/pts, 2^-6, 448)), v = x/(pts*s_b), clamp +-6, RNE"},
     {"torchao-rceil", MX,
      "pytorch/ao mx_tensor.py ScaleCalculationMode.RCEIL as its CUDA kernels compute it (cvt.rp.satfinite.ue8m0 "
