@@ -497,8 +497,8 @@ typedef struct kconst {
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 static void block_kernel(const float *restrict x, const float *restrict q, const uint8_t *restrict codes,
-                         size_t bs, const kconst *restrict kc, double *restrict sums, double *restrict cnt,
-                         double *restrict resmax, int32_t *restrict bins)
+                         size_t bs, const kconst *restrict kc, double (*restrict lanes)[LW],
+                         double *restrict rlanes, int32_t *restrict bins)
 {
     /* pass 1, element-wise (no reductions): the terms of every element */
     double T[S_CH + 5][256];
@@ -567,24 +567,41 @@ static void block_kernel(const float *restrict x, const float *restrict q, const
         f = f < FP4S_HIST_BINS - 1 ? f : FP4S_HIST_BINS - 1;
         bins[i] = (int32_t)f;
     }
-    /* pass 2: sums in a fixed order (8 lanes, then the lanes in order) */
-    for (int k = 0; k < S_CH + 4; k++) {
-        double l[LW] = {0};
+    /* pass 2: add into the caller's 8 lanes (element i to lane i mod 8); the
+     * lanes are summed in a fixed order once per row (or block) */
+    for (int k = 0; k < S_CH + 4; k++)
         for (size_t i0 = 0; i0 < bs; i0 += LW)
-            for (int j = 0; j < LW; j++) l[j] += T[k][i0 + (size_t)j];
+            for (int j = 0; j < LW; j++) lanes[k][j] += T[k][i0 + (size_t)j];
+    for (size_t i0 = 0; i0 < bs; i0 += LW)
+        for (int j = 0; j < LW; j++) {
+            const double v = T[S_CH + 4][i0 + (size_t)j];
+            rlanes[j] = v > rlanes[j] ? v : rlanes[j];
+        }
+}
+
+/* Lane accumulators of the element kernel for one row (or block). */
+typedef struct lanes {
+    double l[S_CH + 4][LW];
+    double r[LW];
+} lanes;
+
+static void lanes_reduce(lanes *ln, part *p)
+{
+    for (int k = 0; k < S_CH + 4; k++) {
+        const double *l = ln->l[k];
         double s = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
-        if (k < S_CH) sums[k] = s;
-        else cnt[k - S_CH] = s;
+        if (k < S_CH) p->s[k] += s;
+        else p->c[(int[]){C_DZ, C_DZTIE, C_ZEROS, C_CLIP}[k - S_CH]] += (uint64_t)s;
     }
-    double r = *resmax;
-    for (size_t i = 0; i < bs; i++) r = T[S_CH + 4][i] > r ? T[S_CH + 4][i] : r;
-    *resmax = r;
+    for (int j = 0; j < LW; j++)
+        if (ln->r[j] > p->res) p->res = ln->r[j];
+    memset(ln, 0, sizeof *ln);
 }
 
 /* Decompose one block of bs elements. ch (channel mode) points at the
  * accumulators of the block's first column. */
 static void decomp_block(const fp4s_decomp *d, const float *x, const float *q,
-                         const uint8_t *codes, uint8_t scode, part *p, chacc *ch,
+                         const uint8_t *codes, uint8_t scode, part *p, lanes *ln, chacc *ch,
                          uint64_t *hd, uint64_t *he)
 {
     const size_t bs = d->spec.block;
@@ -669,16 +686,9 @@ static void decomp_block(const fp4s_decomp *d, const float *x, const float *q,
     kc.inv_s = inv_s;
     kc.uf = uf;
     kc.mpos = m != 0.0f;
-    double sums[S_CH], cnt[4], res = p->res;
     int32_t bins[256];
-    block_kernel(x, q, codes, bs, &kc, sums, cnt, &res, bins);
-    for (int k = 0; k < S_CH; k++) p->s[k] += sums[k];
+    block_kernel(x, q, codes, bs, &kc, ln->l, ln->r, bins);
     p->c[C_ELEM] += bs;
-    p->c[C_DZ] += (uint64_t)cnt[0];
-    p->c[C_DZTIE] += (uint64_t)cnt[1];
-    p->c[C_ZEROS] += (uint64_t)cnt[2];
-    p->c[C_CLIP] += (uint64_t)cnt[3];
-    p->res = res;
     if (m != 0.0f)
         for (size_t i = 0; i < bs; i++) he[bins[i]]++;
     if (!ch) return;
@@ -738,20 +748,21 @@ static int add_rows(void *arg, size_t begin, size_t end, int w)
          * it is added exactly to the totals */
         part rowp;
         fp4s_part_init(&rowp);
+        lanes ln;
+        memset(&ln, 0, sizeof ln);
         for (size_t b = 0; b < d->nblk; b++) {
             size_t c0 = b * bs;
             const float *xb = j->x + r * j->ld + c0, *qb = j->q + r * j->ldq + c0;
             const uint8_t *cb = j->codes + r * j->ldc + c0, sc = j->scales[r * j->lds + b];
             chacc *chb = wk->ch ? wk->ch + c0 : NULL;
             if (d->opts.by != FP4S_GROUP_BLOCK) {
-                /* sums of a block start from 0 and are added to the row's in
-                 * order: the same as adding the block's own partial */
-                decomp_block(d, xb, qb, cb, sc, &rowp, chb, wk->hd, wk->he);
+                decomp_block(d, xb, qb, cb, sc, &rowp, &ln, chb, wk->hd, wk->he);
                 continue;
             }
             part p;
             fp4s_part_init(&p);
-            decomp_block(d, xb, qb, cb, sc, &p, chb, wk->hd, wk->he);
+            decomp_block(d, xb, qb, cb, sc, &p, &ln, chb, wk->hd, wk->he);
+            lanes_reduce(&ln, &p);
             part_add(&rowp, &p);
             {
                 size_t gi = grow * d->nblk + b;
@@ -759,6 +770,7 @@ static int add_rows(void *arg, size_t begin, size_t end, int w)
                 d->filled[gi] = 1;
             }
         }
+        if (d->opts.by != FP4S_GROUP_BLOCK) lanes_reduce(&ln, &rowp);
         fp4s_xacc_add_part(&wk->tot, &rowp);
         if (d->opts.by == FP4S_GROUP_ROW) {
             part_finish(&rowp, &d->unit[grow]);
