@@ -120,6 +120,11 @@ int fp4s_source_open(const char *spec, fp4s_source **out)
     }
 
     struct stat st;
+    /* a FIFO or device would block or lie about its size: regular files only */
+    if (stat(s->path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+        rc = fp4s_error_set(FP4S_EOPEN, "%s: not a regular file", s->path);
+        goto fail;
+    }
     s->fd = open(s->path, O_RDONLY | O_CLOEXEC);
     if (s->fd < 0) {
         int e = errno;

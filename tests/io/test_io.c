@@ -293,6 +293,10 @@ START_TEST(npy_rejects_bad_files)
 
     ck_assert_int_eq(fp4s_source_open(tmpdir, &s), FP4S_EOPEN);
     ASSERT_DETAIL("is a directory");
+    ck_assert_int_eq(mkfifo(tp("fifo.npy"), 0600), 0);
+    ck_assert_int_eq(fp4s_source_open(tp("fifo.npy"), &s), FP4S_EOPEN); /* and does not block */
+    ASSERT_DETAIL("fifo.npy: not a regular file");
+    ck_assert_int_eq(fp4s_source_open("/dev/zero", &s), FP4S_EOPEN);
     ck_assert_int_eq(fp4s_source_open("", &s), FP4S_EINVAL);
     ck_assert_ptr_null(s);
 }
