@@ -526,8 +526,8 @@ int main(int argc, char **argv)
         case OPT_FAIL_ONSET: c.fail_onset = 1; break;
         case 'o':
         case OPT_OUTPUT: output = optarg; break;
-        case OPT_HELP: usage(); return 0;
-        case OPT_VERSION: cli_version(); return 0;
+        case OPT_HELP: usage(); free(names); return 0;
+        case OPT_VERSION: cli_version(); free(names); return 0;
         default: cli_usage("unknown option");
         }
     }
@@ -537,6 +537,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "fp4-mismatch: --metric: unknown metric '%s'; one of:", c.metric);
         for (size_t i = 0; i < fp4s_mm_metric_count(); i++) fprintf(stderr, " %s", fp4s_mm_metric_name(i));
         fputc('\n', stderr);
+        free(names);
         return FP4S_EXIT_USAGE;
     }
     int ntr = argc - optind;
@@ -577,7 +578,17 @@ int main(int argc, char **argv)
             ex[r].steps[i] = run->steps[i].step;
         }
         ex[r].onset_rc = fp4s_mm_onset_find(ex[r].steps, ex[r].vals, run->nsteps, &c.oo, &ex[r].onset);
-        if (ex[r].onset_rc && ex[r].onset_rc != FP4S_EEMPTY) return cli_report(ex[r].onset_rc);
+        if (ex[r].onset_rc && ex[r].onset_rc != FP4S_EEMPTY) {
+            int st = cli_report(ex[r].onset_rc);
+            for (size_t q = 0; q <= r; q++) {
+                free(ex[q].vals);
+                free(ex[q].steps);
+            }
+            free(ex);
+            fp4s_mm_result_free(&res);
+            free(names);
+            return st;
+        }
         ex[r].trend_rc = fp4s_mm_trend_fit(ex[r].steps, ex[r].vals, run->nsteps, c.level, &ex[r].trend);
         if (ex[r].trend_rc) snprintf(ex[r].trend_note, sizeof ex[r].trend_note, "%s", fp4s_last_error());
         any_onset |= ex[r].onset.found;

@@ -568,7 +568,14 @@ static int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int 
             }
         }
         int rc = fp4s_mm_onset_find(s, v, run->nsteps, oo, &on[r]);
-        if (rc && rc != FP4S_EEMPTY) return cli_report(rc);
+        if (rc && rc != FP4S_EEMPTY) {
+            int st = cli_report(rc);
+            free(v);
+            free(s);
+            free(on);
+            fp4s_mm_result_free(&res);
+            return st;
+        }
         free(v);
         free(s);
     }
@@ -1029,8 +1036,8 @@ int main(int argc, char **argv)
         case OPT_MARGIN: oo.margin = cli_parse_double("--margin", optarg, 0, 1e12); break;
         case OPT_SIGMA: oo.sigma = cli_parse_double("--sigma", optarg, 0, 1e12); break;
         case OPT_CONSEC: oo.consecutive = (size_t)cli_parse_int("--consecutive", optarg, 1, 100000000); break;
-        case OPT_HELP: usage(); return 0;
-        case OPT_VERSION: cli_version(); return 0;
+        case OPT_HELP: usage(); free(names); return 0;
+        case OPT_VERSION: cli_version(); free(names); return 0;
         default: cli_usage("unknown option");
         }
     }
