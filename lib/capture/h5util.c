@@ -201,6 +201,13 @@ bool cap_path_exists(hid_t f, const char *path)
     return true;
 }
 
+hid_t cap_small_gcpl(void)
+{
+    hid_t g = H5Pcreate(H5P_GROUP_CREATE);
+    if (g >= 0) H5Pset_link_creation_order(g, H5P_CRT_ORDER_TRACKED);
+    return g;
+}
+
 int cap_natcmp(const char *a, const char *b)
 {
     while (*a && *b) {

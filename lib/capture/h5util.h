@@ -41,6 +41,12 @@ hid_t cap_h5_type(fp4s_dtype dt);
 /* Does the absolute path exist, component by component (no errors). */
 bool cap_path_exists(hid_t f, const char *path);
 
+/* Group creation list of step, site and log-prob groups: new-style compact
+ * groups (link messages in the object header), so that the large symbol-table
+ * nodes of the file (see write.c) only apply to /, /steps and /weights.
+ * Caller closes. */
+hid_t cap_small_gcpl(void);
+
 /* Natural order of site names: digit runs compare as numbers. */
 int cap_natcmp(const char *a, const char *b);
 

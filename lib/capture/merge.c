@@ -173,6 +173,30 @@ static herr_t copy_attr(hid_t loc, const char *name, const H5A_info_t *ai, void 
     return 0;
 }
 
+/* The groups above a dataset path: /steps and /weights as the writer makes
+ * them (old-style, large heap), step/site/logprobs groups compact. */
+static int ensure_parents(hid_t fo, const char *path)
+{
+    char buf[600];
+    snprintf(buf, sizeof buf, "%s", path);
+    int depth = 0;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (H5Lexists(fo, buf, H5P_DEFAULT) <= 0) {
+            hid_t gcpl = depth == 0 ? H5Pcreate(H5P_GROUP_CREATE) : cap_small_gcpl();
+            if (depth == 0) H5Pset_local_heap_size_hint(gcpl, 32768);
+            hid_t g = H5Gcreate2(fo, buf, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+            H5Pclose(gcpl);
+            if (g < 0) return -1;
+            H5Gclose(g);
+        }
+        *p = '/';
+        depth++;
+    }
+    return 0;
+}
+
 int fp4s_capture_merge(const char *const *inputs, size_t n, const char *out, const fp4s_capture_opts *o)
 {
     if (!n) return fp4s_error_set(FP4S_EINVAL, "merge: no input files");
@@ -244,6 +268,11 @@ int fp4s_capture_merge(const char *const *inputs, size_t n, const char *out, con
                     rc = fp4s_error_set(FP4S_EDUP, "merge: %s and %s both hold %s with different "
                                         "contents (%s)", inputs[*org], inputs[i], e->path, why);
                 continue;
+            }
+            if (ensure_parents(fo, e->path) < 0) {
+                rc = fp4s_error_set(FP4S_EWRITE, "merge: %s: cannot create the groups of %s: %s", out,
+                                    e->path, cap_h5_msg());
+                break;
             }
             if (H5Ocopy(fi, e->path, fo, e->path, H5P_DEFAULT, lcpl) < 0) {
                 rc = fp4s_error_set(FP4S_EWRITE, "merge: %s: cannot copy %s from %s: %s", out, e->path,

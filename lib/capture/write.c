@@ -5,7 +5,7 @@
  * by H5Fflush/H5Fclose; the creation list sets the file-space strategy to
  * "none", so space freed while writing is never handed out again and raw data
  * written between flushes can only land beyond what the last flush
- * references. */
+ * references; each flush is a two-phase commit (commit() below). */
 #include "h5util.h"
 
 #include <fp4scope/version.h>
@@ -250,6 +250,12 @@ int fp4s_capture_create(const char *path, const fp4s_capture_opts *o, fp4s_captu
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
     /* Never reuse freed space (see the top of this file). */
     H5Pset_file_space_strategy(fcpl, H5F_FSPACE_STRATEGY_NONE, 0, (hsize_t)1);
+    /* Symbol-table leaf nodes of 2 x 1024 entries: linking up to 2048 steps
+     * (or constant weights) into /steps (/weights) never splits a node, so the
+     * second phase of a flush rewrites one node and one heap in place. Only
+     * the old-style groups /, /steps and /weights use them; step, site and
+     * log-prob groups are compact new-style groups (cap_small_gcpl). */
+    H5Pset_sym_k(fcpl, 16, 1024);
     c->file = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl);
     char m[256];
     snprintf(m, sizeof m, "%s", c->file < 0 ? cap_h5_msg() : "");
@@ -473,7 +479,9 @@ static int step_group(fp4s_capture *c, int64_t step, hid_t *g)
     if (cap_path_exists(c->file, path)) {
         h = H5Gopen2(c->file, path, H5P_DEFAULT);
     } else {
-        h = H5Gcreate_anon(c->file, H5P_DEFAULT, H5P_DEFAULT);
+        hid_t gcpl = cap_small_gcpl();
+        h = H5Gcreate_anon(c->file, gcpl, H5P_DEFAULT);
+        H5Pclose(gcpl);
         anon = true;
         if (h >= 0 && cap_attr_put_i64(h, "step", step) < 0) {
             H5Gclose(h);
@@ -495,7 +503,9 @@ static int step_group(fp4s_capture *c, int64_t step, hid_t *g)
 static int ensure_sub(fp4s_capture *c, hid_t g, const char *name, const char *what)
 {
     if (H5Lexists(g, name, H5P_DEFAULT) > 0) return 0;
-    hid_t s = H5Gcreate2(g, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t gcpl = cap_small_gcpl();
+    hid_t s = H5Gcreate2(g, name, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    H5Pclose(gcpl);
     if (s < 0)
         return fp4s_error_set(FP4S_EWRITE, "%s: %s: cannot create group: %s", c->path, what,
                               cap_h5_msg());
