@@ -37,9 +37,13 @@
  * every step whose flush returned is listed and holds its bytes exactly, what
  * was put after the last flush is lost, and a step whose flush was under way
  * is either complete or absent (tests/capture/test_crash.c kills a writer at
- * random moments, 200 times in the slow suite). Rows appended to a step that
- * was already flushed (open_append on an old step) are not covered for that
- * step. Process kills only: after a power loss the guarantee is as good as
+ * random moments, 200 times in the slow suite). Limits: up to 2048 steps
+ * and 2048 constant weights per file, /steps and /weights grow by rewriting
+ * one index node in place; beyond that linking can split a node, and a kill
+ * inside the second phase of that one flush could also lose links of earlier
+ * steps of the node (not observed in testing, not excluded by the design).
+ * Rows appended to a step that was already flushed (open_append on an old
+ * step) are not covered for that step. Process kills only: after a power loss the guarantee is as good as
  * the fsync the flush ends with. The root attribute writer_state is "open"
  * until fp4s_capture_close(); readers
  * report such a file as interrupted (fp4s_capture_info). */
