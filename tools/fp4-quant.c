@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 enum {
@@ -548,6 +549,12 @@ static const char *code_str(const fp4s_spec *s, uint8_t c, char *buf, size_t n)
     return buf;
 }
 
+static bool is_char_device(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISCHR(st.st_mode);
+}
+
 /* An interrupted run removes its temporaries, then dies of the signal. */
 static void on_signal(int sig)
 {
@@ -653,7 +660,7 @@ int main(int argc, char **argv)
     const char *paths[4] = {out.out_h5, out.codes, out.scales, out.dequant};
     for (int i = 0; i < 4; i++)
         for (int j = i + 1; j < 4; j++)
-            if (paths[i] && paths[j] && strcmp(paths[i], paths[j]) == 0)
+            if (paths[i] && paths[j] && strcmp(paths[i], paths[j]) == 0 && !is_char_device(paths[i]))
                 cli_usage("the same output file '%s' is named twice", paths[i]);
 
     fp4s_source *src;

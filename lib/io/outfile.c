@@ -44,7 +44,8 @@ void fp4s_outfile_unlink_all(void)
 struct fp4s_outfile {
     char *path;
     char *tmp;
-    bool is_stdout;
+    char *target;    /* what the temporary is renamed to (a symlink resolved) */
+    bool is_stdout;  /* written in place: "-", a device or a FIFO */
 };
 
 static pthread_once_t mode_once = PTHREAD_ONCE_INIT;
@@ -91,18 +92,33 @@ int fp4s_outfile_begin(const char *path, fp4s_outfile **out)
         *out = o;
         return 0;
     }
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        fp4s_outfile_abort(&o);
-        return fp4s_error_set(FP4S_EWRITE, "%s: is a directory", path);
+    struct stat st, lst;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            fp4s_outfile_abort(&o);
+            return fp4s_error_set(FP4S_EWRITE, "%s: is a directory", path);
+        }
+        if (!S_ISREG(st.st_mode)) {
+            /* /dev/null, /dev/stdout, a FIFO: written in place, never renamed over */
+            o->is_stdout = true;
+            if (!(o->tmp = strdup(path))) {
+                fp4s_outfile_abort(&o);
+                return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
+            }
+            *out = o;
+            return 0;
+        }
+        /* a symlink to a file: replace the file it points to, keep the link */
+        if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) o->target = realpath(path, NULL);
     }
-    size_t n = strlen(path) + sizeof ".tmp.XXXXXX";
-    o->tmp = malloc(n);
+    if (!o->target) o->target = strdup(path);
+    size_t n = o->target ? strlen(o->target) + sizeof ".tmp.XXXXXX" : 0;
+    o->tmp = n ? malloc(n) : NULL;
     if (!o->tmp) {
         fp4s_outfile_abort(&o);
         return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
     }
-    snprintf(o->tmp, n, "%s.tmp.XXXXXX", path);
+    snprintf(o->tmp, n, "%s.tmp.XXXXXX", o->target);
     /* registered before it exists: a signal right after creation still removes it */
     live_add(o->tmp);
     int fd = mkostemp(o->tmp, O_CLOEXEC);
@@ -162,15 +178,16 @@ int fp4s_outfile_commit(fp4s_outfile **op)
             rc = fp4s_error_set(FP4S_EWRITE, "%s: fsync failed: %s", o->path, strerror(errno));
         close(fd);
     }
-    if (!rc && rename(o->tmp, o->path) != 0)
+    if (!rc && rename(o->tmp, o->target) != 0)
         rc = fp4s_error_set(FP4S_EWRITE, "%s: cannot rename the temporary into place: %s", o->path, strerror(errno));
     if (rc) {
         fp4s_outfile_abort(op);
         return rc;
     }
     live_del(o->tmp);
-    fsync_dir_of(o->path);
+    fsync_dir_of(o->target);
     free(o->tmp);
+    free(o->target);
     free(o->path);
     free(o);
     *op = NULL;
@@ -186,6 +203,7 @@ void fp4s_outfile_abort(fp4s_outfile **op)
         live_del(o->tmp);
     }
     free(o->tmp);
+    free(o->target);
     free(o->path);
     free(o);
     *op = NULL;

@@ -617,6 +617,32 @@ START_TEST(outfile_commit_and_abort)
     ck_assert_ptr_null(o2);
     ck_assert_int_eq(count_files(), 1);
 
+    /* a symlink to a file: the file is replaced, the link stays a link */
+    ck_assert_int_eq(symlink("o.txt", tp("link.txt")), 0);
+    ck_assert_int_eq(fp4s_outfile_begin(tp("link.txt"), &o), 0);
+    ck_assert(strstr(fp4s_outfile_tmppath(o), "/o.txt.tmp.") != NULL);
+    f = fopen(fp4s_outfile_tmppath(o), "w");
+    fputs("via link", f);
+    fclose(f);
+    ck_assert_int_eq(fp4s_outfile_commit(&o), 0);
+    struct stat lst;
+    ck_assert_int_eq(lstat(tp("link.txt"), &lst), 0);
+    ck_assert(S_ISLNK(lst.st_mode));
+    char got[32] = "";
+    f = fopen(tp("o.txt"), "r");
+    ck_assert_ptr_nonnull(fgets(got, sizeof got, f));
+    fclose(f);
+    ck_assert_str_eq(got, "via link");
+    unlink(tp("link.txt"));
+    /* devices are written in place and never renamed over or removed */
+    ck_assert_int_eq(fp4s_npy_write("/dev/null", FP4S_DT_F32, 1, 1, 0, (float[]){1.0f}), 0);
+    ck_assert_int_eq(fp4s_outfile_begin("/dev/null", &o), 0);
+    ck_assert_str_eq(fp4s_outfile_tmppath(o), "/dev/null");
+    fp4s_outfile_abort(&o);
+    ck_assert_int_eq(stat("/dev/null", &st), 0);
+    ck_assert(S_ISCHR(st.st_mode));
+    ck_assert_int_eq(count_files(), 1);
+
     ck_assert_int_eq(fp4s_outfile_begin("/nonexistent-dir-fp4s/x.npy", &o), FP4S_EWRITE);
     ck_assert_ptr_null(o);
     ASSERT_DETAIL("/nonexistent-dir-fp4s/x.npy: cannot create output");
