@@ -873,6 +873,14 @@ int main(int argc, char **argv)
             json_object_set_new(d, "scale_codes_compared", json_integer((json_int_t)da.scales_total));
             json_object_set_new(d, "scale_codes_differ", json_integer((json_int_t)da.scales_diff));
             json_object_set_new(d, "scale_codes_differ_fraction", cli_json_real(da.scales_total ? (double)da.scales_diff / (double)da.scales_total : 0));
+            if (da.have_scale_first) {
+                json_t *fs = json_object();
+                json_object_set_new(fs, "row", json_integer((json_int_t)da.scale_first_row));
+                json_object_set_new(fs, "block", json_integer((json_int_t)da.scale_first_blk));
+                json_object_set_new(d, "first_scale_difference", fs);
+            } else {
+                json_object_set_new(d, "first_scale_difference", json_null());
+            }
             json_object_set_new(d, "element_codes_compared", json_integer((json_int_t)da.elems_total));
             json_object_set_new(d, "element_codes_differ", json_integer((json_int_t)da.elems_diff));
             json_object_set_new(d, "element_codes_differ_fraction", cli_json_real(da.elems_total ? (double)da.elems_diff / (double)da.elems_total : 0));
@@ -941,6 +949,13 @@ int main(int argc, char **argv)
                           fmt_count(a, sizeof a, da.scales_diff, da.scales_total), NULL);
                 snprintf(b, sizeof b, "of %llu %s", (unsigned long long)da.scales_total, fmt == FP4S_FP8 ? "tiles" : "blocks");
                 printf("  %-28s %s\n", "", b);
+                if (da.have_scale_first) {
+                    snprintf(b, sizeof b, "first at row %llu, block %llu (cols %llu..%llu)",
+                             (unsigned long long)da.scale_first_row, (unsigned long long)da.scale_first_blk,
+                             (unsigned long long)(da.scale_first_blk * blk),
+                             (unsigned long long)(da.scale_first_blk * blk + blk - 1));
+                    printf("  %-28s %s\n", "", b);
+                }
             }
             print_row("element codes differing", fmt_count(a, sizeof a, da.elems_diff, da.elems_total), NULL);
             snprintf(b, sizeof b, "of %llu elements", (unsigned long long)da.elems_total);

@@ -29,6 +29,12 @@ assert j['element_codes_differ'] == int((ca != cb).sum()), (j['element_codes_dif
 assert j['scale_codes_compared'] == sa.size
 assert j['scale_codes_differ'] == int((sa != sb).sum())
 assert abs(j['scale_codes_differ_fraction'] - (sa != sb).mean()) < 1e-12
+fs = j['first_scale_difference']
+if (sa != sb).any():
+    r, b = np.argwhere(sa != sb)[0]
+    assert (fs['row'], fs['block']) == (int(r), int(b)), (fs, r, b)
+else:
+    assert fs is None
 diff = np.abs(da.astype(np.float64) - db)
 m = j['max_dequant_diff']
 assert m['abs'] == diff.max(), (m['abs'], diff.max())
