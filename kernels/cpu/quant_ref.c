@@ -7,8 +7,8 @@
  * engine source each follows, are documented in quant.h and
  * man/fp4scope-formats.7.
  *
- * Stats: err2 and x2 are Kahan-compensated within one call (one chunk) and
- * added to *st at the end; elements of blocks that decode to NaN (NaN scale)
+ * Stats: err2 and x2 are summed in double per block, the block sums
+ * Kahan-compensated within one call (one chunk) and added to *st at the end; elements of blocks that decode to NaN (NaN scale)
  * are left out of both sums. */
 #include <float.h>
 #include <math.h>
@@ -32,12 +32,21 @@ typedef struct acc {
     ksum err2, x2;
 } acc;
 
-static inline void acc_elem(acc *a, float x, float d)
+/* Per-block partial sums in double, added to the Kahan sums once per block. */
+typedef struct bsum { double e2, x2; } bsum;
+
+static inline void bsum_elem(bsum *b, float x, float d)
 {
     if (!isfinite(x)) return;
     double e = (double)d - (double)x;
-    ksum_add(&a->err2, e * e);
-    ksum_add(&a->x2, (double)x * (double)x);
+    b->e2 += e * e;
+    b->x2 += (double)x * (double)x;
+}
+
+static inline void acc_block(acc *a, const bsum *b)
+{
+    ksum_add(&a->err2, b->e2);
+    ksum_add(&a->x2, b->x2);
 }
 
 static void acc_flush(acc *a, fp4s_qstats *st)
@@ -128,6 +137,7 @@ static int mx_quant(const fp4s_spec *s, const float *x, size_t rows, size_t cols
             if (sr) sr[b] = code;
             const int k = (int)code - 127;
             const float inv = pow2f(-k), X = pow2f(k);
+            bsum bs = {0, 0};
             for (size_t j = 0; j < B; j++) {
                 float xv = xb[j];
                 uint8_t q;
@@ -142,8 +152,9 @@ static int mx_quant(const fp4s_spec *s, const float *x, size_t rows, size_t cols
                 float d = fp4s_e2m1_decode(q) * X;
                 if (cr) cr[b * B + j] = q;
                 if (dr) dr[b * B + j] = d;
-                acc_elem(a, xv, d);
+                bsum_elem(&bs, xv, d);
             }
+            acc_block(a, &bs);
         }
     }
     return 0;
@@ -293,6 +304,7 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                 if (o->scales) o->scales[r * o->ld_scales + b] = nbk.code;
                 if (rs.amax == 0.0f) a->st.zero_blocks++;
                 else if ((nbk.code & 0x78) == 0) a->st.scale_underflow++;
+                bsum bs = {0, 0};
                 for (size_t j = 0; j < B; j++) {
                     float xv = xb[j];
                     uint8_t q;
@@ -313,8 +325,9 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                     float d = nv_dequant_one(s, ts, &nbk, q);
                     if (cb) cb[j] = q;
                     if (db) db[j] = d;
-                    if (!isnan(nbk.sbv)) acc_elem(a, xv, d);
+                    if (!isnan(nbk.sbv)) bsum_elem(&bs, xv, d);
                 }
+                acc_block(a, &bs);
             }
         }
     }
@@ -366,6 +379,7 @@ static int fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                 uint8_t *cb = o->codes ? o->codes + r * o->ld_codes + t * W : NULL;
                 float *db = o->dequant ? o->dequant + r * o->ld_dequant + t * W : NULL;
                 a->st.elements += W;
+                bsum bs = {0, 0};
                 for (size_t j = 0; j < W; j++) {
                     float xv = xb[j];
                     float v = xv / scale;
@@ -374,8 +388,9 @@ static int fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                     float d = fp4s_e4m3_decode(q) * scale;
                     if (cb) cb[j] = q;
                     if (db) db[j] = d;
-                    acc_elem(a, xv, d);
+                    bsum_elem(&bs, xv, d);
                 }
+                acc_block(a, &bs);
             }
         }
     }

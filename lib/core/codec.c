@@ -34,42 +34,10 @@ const char *fp4s_tie_name(fp4s_tie t)
 
 /* ---- the generic exact rounding ----------------------------------------------- */
 
+/* fp4s_round_mag_inline lives in codec_internal.h (the kernels inline it). */
 uint32_t fp4s_round_mag(uint32_t u, int M, int emin, fp4s_tie tie)
 {
-    /* u: float32 magnitude bits (sign clear), not NaN; Inf is treated as 2^128
-     * so that it lands above every finite target and saturates. */
-    if (u == 0) return 0;
-    uint32_t e32 = u >> 23, m32 = u & 0x7FFFFFu;
-    uint32_t sig;
-    int se, lg;
-    if (e32 == 0) {
-        sig = m32;
-        se = -149;
-        lg = -149 + (31 - __builtin_clz(m32));
-    } else {
-        sig = m32 | 0x800000u;
-        se = (int)e32 - 150;
-        lg = (int)e32 - 127;
-        if (e32 == 255) sig = 0x800000u;
-    }
-    int te = lg > emin ? lg : emin;       /* exponent of the target binade */
-    int shift = (te - M) - se;            /* quantum 2^(te-M) over 2^se */
-    uint32_t n;
-    if (shift <= 0) {
-        n = sig << -shift;                /* exact: finer target grid (not used) */
-    } else if (shift > 31) {
-        n = 0;                            /* value < 2^-1 quantum: rounds to 0 */
-    } else {
-        n = sig >> shift;
-        uint32_t rem = sig & ((1u << shift) - 1u);
-        uint32_t half = 1u << (shift - 1);
-        if (rem > half ||
-            (rem == half && (tie == FP4S_TIE_AWAY || (tie == FP4S_TIE_EVEN && (n & 1u)))))
-            n++;
-    }
-    /* code = (biased exponent << M) | mantissa, which for te >= emin is
-     * (te - emin) << M plus n (n carries into the exponent on overflow). */
-    return ((uint32_t)(te - emin) << M) + n;
+    return fp4s_round_mag_inline(u, M, emin, tie);
 }
 
 /* ---- E2M1 ---------------------------------------------------------------------- */
@@ -81,13 +49,7 @@ static const float e2m1_vals[16] = {
 
 uint8_t fp4s_e2m1_encode(float v, fp4s_tie tie, bool keep_neg_zero)
 {
-    uint32_t u = fp4s_f32_bits(v);
-    uint32_t sign = u >> 31, a = u & 0x7FFFFFFFu;
-    if (a > 0x7F800000u) return 0;         /* NaN: +0, counted by the caller */
-    uint32_t m = fp4s_round_mag(a, 1, 0, tie);
-    if (m > 7) m = 7;                      /* satfinite (also +-Inf) */
-    if (m == 0) return (sign && keep_neg_zero) ? 8 : 0;
-    return (uint8_t)(m | (sign << 3));
+    return fp4s_e2m1_encode_inline(v, tie, keep_neg_zero); /* codec_internal.h */
 }
 
 float fp4s_e2m1_decode(uint8_t code) { return e2m1_vals[code & 15]; }
@@ -99,7 +61,7 @@ uint8_t fp4s_e4m3_encode(float v, fp4s_tie tie)
     uint32_t u = fp4s_f32_bits(v);
     uint32_t sign = u >> 31, a = u & 0x7FFFFFFFu;
     if (a > 0x7F800000u) return 0x7F;
-    uint32_t m = fp4s_round_mag(a, 3, -6, tie);
+    uint32_t m = fp4s_round_mag_inline(a, 3, -6, tie);
     if (m > 0x7E) m = 0x7E;                /* satfinite: 448 (also +-Inf) */
     return (uint8_t)(m | (sign << 7));
 }
