@@ -56,16 +56,18 @@ static void acc_flush(acc *a, fp4s_qstats *st)
     fp4s_qstats_merge(st, &a->st);
 }
 
-/* Block scan: finite abs max, NaN and Inf counts. */
-typedef struct bscan { float amax; unsigned nan, inf; } bscan;
+/* Block scan: abs max without NaN (amax, may be Inf), abs max of the finite
+ * values (famax), NaN and Inf counts. */
+typedef struct bscan { float amax, famax; unsigned nan, inf; } bscan;
 
 static inline void scan_add(bscan *b, const float *x, size_t n)
 {
     for (size_t j = 0; j < n; j++) {
         float a = fabsf(x[j]);
         if (a != a) { b->nan++; continue; }
-        if (a == INFINITY) b->inf++;
+        if (a == INFINITY) { b->inf++; b->amax = a; continue; }
         if (a > b->amax) b->amax = a;
+        if (a > b->famax) b->famax = a;
     }
 }
 
@@ -363,7 +365,7 @@ static int fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
             } else {
                 a->st.blocks++;
                 if (sc.amax == 0.0f) a->st.zero_blocks++;
-                scale = sc.amax > 0.0f ? sc.amax / 448.0f : 1.0f;
+                scale = sc.famax > 0.0f ? sc.famax / 448.0f : 1.0f;
                 if (sc.nan || sc.inf) a->st.nonfinite_blocks++;
             }
             if (o->scale_f32) {

@@ -484,6 +484,21 @@ START_TEST(fp8_tile_scales_and_elements)
     ck_assert(q.sf[0] == 1.0f && q.ts.fp8_scale == 1.0f);
     ck_assert_uint_eq(q.codes[0], 0x7E);
     qres_free(&q);
+    /* a tile with Inf and NaN: the scale comes from its finite values */
+    x[1] = INFINITY;
+    x[2] = NAN;
+    x[3] = -INFINITY;
+    s = prof(FP4S_FP8, "fp8-1x128");
+    q = run_q(&s, x, rows, cols);
+    ck_assert(q.sf[0] == 1.0f);
+    ck_assert_uint_eq(q.codes[1], 0x7E);
+    ck_assert_uint_eq(q.codes[2], 0x7F);
+    ck_assert_uint_eq(q.codes[3], 0xFE);
+    ck_assert_uint_eq(q.codes[5], fp4s_e4m3_encode(x[5], FP4S_TIE_EVEN));
+    ck_assert_uint_eq(q.st.inf, 2);
+    ck_assert_uint_eq(q.st.nan, 1);
+    ck_assert_uint_eq(q.st.nonfinite_blocks, 1);
+    qres_free(&q);
     free(x);
 }
 END_TEST
