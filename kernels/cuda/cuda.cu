@@ -113,6 +113,10 @@ int fp4s_cu_prepare(const fp4s_spec *s, const fp4s_tscale *ts, size_t rows, size
     p->keep_neg_zero = s->keep_neg_zero ? 1 : 0;
     p->zero_in = (int)s->zero_in;
     cu_e2m1_thresholds(p->tie, p->thr);
+    p->negz = s->keep_neg_zero ? 8u : 0u;
+    p->zc[0] = s->zero_in == FP4S_ZIN_NEG ? 8u : 0u;
+    p->zc[1] = s->zero_in == FP4S_ZIN_NEG ? 8u : s->zero_in == FP4S_ZIN_POS ? 0u : p->negz;
+    p->ignore = s->nonfinite == FP4S_NF_IGNORE;
     p->nonfinite = (int)s->nonfinite;
     p->mx_rule = (int)s->mx_rule;
     p->mx_zero_code = s->mx_zero_block_code;

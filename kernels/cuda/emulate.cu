@@ -20,7 +20,7 @@ extern "C" int fp4s_cuda_emulate_quantize(const fp4s_spec *s, const fp4s_tscale 
             fp4s_cu_blk blk = cu_block(p, am);
             for (size_t r = r0; r < r1; r++) {
                 for (size_t j = 0; j < bs; j++)
-                    codes[r * cols + b * bs + j] = cu_elem(p, blk, x[r * ld + b * bs + j]);
+                    codes[r * cols + b * bs + j] = cu_elem(p, am, blk, x[r * ld + b * bs + j]);
                 scales[r * nbpr + b] = blk.scale;
             }
         }
@@ -40,4 +40,32 @@ extern "C" int fp4s_cuda_emulate_dequantize(const fp4s_spec *s, const fp4s_tscal
         for (size_t c = 0; c < cols; c++)
             out[r * cols + c] = cu_deq(p, scales[r * nbpr + c / bs], codes[r * cols + c]);
     return 0;
+}
+
+/* Exhaustive check of the element encoders against the reference codec
+ * (fp4s_e2m1_encode): every float32 magnitude up to 8 (above it everything
+ * saturates; +Inf and a NaN are checked too), for each tie rule through the
+ * thresholds, and for round-half-even also through the float path
+ * (cu_e2m1_rne_mag). Returns the number of disagreements; the first few are
+ * written to *first (bit pattern) when not NULL. */
+extern "C" uint64_t fp4s_cuda_emulate_check_e2m1(uint32_t *first)
+{
+    uint64_t bad = 0;
+    uint32_t thr[3][7];
+    for (int t = 0; t < 3; t++) cu_e2m1_thresholds(t, thr[t]);
+    const uint32_t top = 0x41000000u; /* 8.0f */
+    for (uint64_t a = 0; a <= (uint64_t)top + 2; a++) {
+        uint32_t u = a <= top ? (uint32_t)a : (a == (uint64_t)top + 1 ? 0x7F800000u : 0x7F7FFFFFu);
+        float v = cu_float(u);
+        for (int t = 0; t < 3; t++) {
+            uint32_t ref = fp4s_e2m1_encode(v, (fp4s_tie)t, false) & 7u;
+            uint32_t got = cu_e2m1_thr_mag(thr[t], u);
+            if (t == 0 && cu_e2m1_rne_mag(v) != ref) got = 99u;
+            if (got != ref) {
+                if (first && bad == 0) *first = u;
+                bad++;
+            }
+        }
+    }
+    return bad;
 }

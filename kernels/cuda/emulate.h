@@ -22,6 +22,11 @@ int fp4s_cuda_emulate_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
                                  const uint8_t *codes, const uint8_t *scales,
                                  size_t rows, size_t cols, float *out);
 
+/* Every float32 magnitude up to 8 (and +Inf, FLT_MAX) through the kernels'
+ * E2M1 encoders for each tie rule, against fp4s_e2m1_encode: the number of
+ * disagreements (first one's bits in *first). Takes ~a minute. */
+uint64_t fp4s_cuda_emulate_check_e2m1(uint32_t *first);
+
 #ifdef __cplusplus
 }
 #endif

@@ -39,6 +39,9 @@ struct fp4s_cu_params {
     int recipe;        /* fp4s_nv_recipe */
     int tile2d;
     uint32_t thr[7];   /* E2M1 rounding thresholds for the tie rule (cu_e2m1_thresholds) */
+    uint32_t zc[2];    /* code of a scaled value that is exactly +0 / -0 (zero_in, keep_neg_zero) */
+    uint32_t negz;     /* 8 when a negative value rounding to 0 keeps code 8, else 0 */
+    int ignore;        /* nonfinite == IGNORE: NaN/Inf inputs get code 0 */
     float s_enc;       /* fp4s_tscale.s_enc */
     float s_dec;       /* fp4s_tscale.s_dec */
 };
@@ -461,17 +464,84 @@ FP4S_HD uint8_t cu_ggml_best(float x, float s, int keep_neg_zero)
     return (uint8_t)(best | ((cu_bits(x) >> 31) ? 8 : 0));
 }
 
-FP4S_HD uint8_t cu_elem(const fp4s_cu_params &p, const fp4s_cu_blk &b, float x)
+/* E2M1 magnitude index of av = |v| (not NaN) under round-half-to-even, in
+ * float32 arithmetic (the FMA pipe) instead of integer compares: saturate at
+ * 6, scale by the power of two that makes the grid step 1 in each binade of
+ * the grid ([0,2): 0.5, [2,4): 1, [4,6]: 2), round to an integer by adding
+ * 2^23 (one IEEE RNE addition, exact for y < 2^22), read the integer off the
+ * low mantissa bits and add the binade's code offset. Equal to the threshold
+ * count of cu_e2m1_thr for tie = RNE on every non-negative float32 (test_cuda
+ * --exhaustive checks all of them). */
+FP4S_HD uint32_t cu_e2m1_rne_mag(float av)
+{
+    float c = fminf(av, 6.0f);
+    bool lo = c < 2.0f, mid = c < 4.0f;
+    float sc = lo ? 2.0f : (mid ? 1.0f : 0.5f);
+    uint32_t off = lo ? 0u : (mid ? 2u : 4u);
+    float t = cu_add(cu_mul(c, sc), 8388608.0f);
+    return (cu_bits(t) & 7u) + off;
+}
+
+/* Magnitude index by the tie rule's thresholds (cu_e2m1_thresholds). */
+FP4S_HD uint32_t cu_e2m1_thr_mag(const uint32_t t[7], uint32_t a)
+{
+    return (uint32_t)(a > t[0]) + (uint32_t)(a > t[1]) + (uint32_t)(a > t[2])
+         + (uint32_t)(a > t[3]) + (uint32_t)(a > t[4]) + (uint32_t)(a > t[5])
+         + (uint32_t)(a > t[6]);
+}
+
+/* Code of element x with the block's factor, the encoding mode fixed at
+ * compile time (MODE 0: x * f, 1: x / f, 2: ggml). Branch-free (selects
+ * only) for modes 0 and 1; then, in this order of precedence: NaN -> 0, exact
+ * +-0 -> zc[sign] (zero_in), a nonzero value rounding to 0 -> negz for
+ * negative, and under IGNORE a NaN/Inf input -> 0. PLAIN: the caller knows
+ * that the block holds no NaN/Inf and that zero_in is SIGN, so those checks
+ * are left out (exact zero then follows the negz rule, which is what SIGN
+ * means). The NaN-block case is the caller's (one select per 4 codes). */
+template <int MODE, bool PLAIN>
+FP4S_HD uint32_t cu_elem_t(const fp4s_cu_params &p, float f, float x)
+{
+    uint32_t code;
+    if (MODE == 2) {
+        code = cu_ggml_best(x, f, p.keep_neg_zero);
+    } else {
+        float v = MODE ? cu_div(x, f) : cu_mul(x, f);
+        uint32_t u = cu_bits(v);
+        uint32_t sign = u >> 31, a = u & 0x7FFFFFFFu;
+        uint32_t m = p.tie == 0 ? cu_e2m1_rne_mag(cu_float(a)) : cu_e2m1_thr_mag(p.thr, a);
+        code = m ? (m | (sign << 3)) : (sign ? p.negz : 0u);
+        if (!PLAIN) {
+            code = a == 0u ? p.zc[sign] : code;
+            code = a > 0x7F800000u ? 0u : code;
+        }
+    }
+    if (!PLAIN) {
+        uint32_t ux = cu_bits(x);
+        code = (p.ignore && (ux & 0x7F800000u) == 0x7F800000u) ? 0u : code;
+    }
+    return code;
+}
+
+/* May the block's elements take the PLAIN path? No NaN/Inf among its inputs,
+ * zero_in SIGN, and a factor that cannot make v NaN (finite; for division
+ * also nonzero). */
+FP4S_HD bool cu_block_plain(const fp4s_cu_params &p, const fp4s_cu_amax &am, const fp4s_cu_blk &b)
+{
+    uint32_t fb = cu_bits(b.f) & 0x7FFFFFFFu;
+    return !(am.nan | am.inf) && p.zero_in == 0 && fb < 0x7F800000u && (b.mode != 1 || fb != 0u);
+}
+
+/* Generic form (host emulation): mode, PLAIN and NaN block as the kernels
+ * choose them. */
+FP4S_HD uint8_t cu_elem(const fp4s_cu_params &p, const fp4s_cu_amax &am, const fp4s_cu_blk &b, float x)
 {
     if (b.nan) return 0;
-    if (p.nonfinite == 2 && (cu_bits(x) & 0x7F800000u) == 0x7F800000u) return 0;
-    if (b.mode == 2) return cu_ggml_best(x, b.f, p.keep_neg_zero);
-    float v = b.mode ? cu_div(x, b.f) : cu_mul(x, b.f);
-    if (v == 0.0f) {
-        if (p.zero_in == 2) return 8;
-        if (p.zero_in == 1) return 0;
+    const bool plain = cu_block_plain(p, am, b);
+    switch (b.mode) {
+    case 0: return (uint8_t)(plain ? cu_elem_t<0, true>(p, b.f, x) : cu_elem_t<0, false>(p, b.f, x));
+    case 1: return (uint8_t)(plain ? cu_elem_t<1, true>(p, b.f, x) : cu_elem_t<1, false>(p, b.f, x));
+    default: return (uint8_t)(plain ? cu_elem_t<2, true>(p, b.f, x) : cu_elem_t<2, false>(p, b.f, x));
     }
-    return cu_e2m1_thr(p.thr, v, p.keep_neg_zero);
 }
 
 /* Dequantization of one block, in the reference's order: MXFP4 q * X;

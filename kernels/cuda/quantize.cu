@@ -41,7 +41,7 @@ __device__ __forceinline__ float4 load4(const float *__restrict__ x, size_t v, s
     return f;
 }
 
-template <int BS, bool VEC, bool CONTIG>
+template <int BS, int MODE, bool VEC, bool CONTIG>
 __global__ void __launch_bounds__(THREADS)
 quant1d_kernel(fp4s_cu_params p, const float *__restrict__ x, size_t nvec, size_t vpr, size_t ld,
                uint8_t *__restrict__ codes, uint8_t *__restrict__ scales)
@@ -77,10 +77,18 @@ quant1d_kernel(fp4s_cu_params p, const float *__restrict__ x, size_t nvec, size_
             am.inf = (flags >> 1) & 1u;
             if (!act[u]) continue; /* whole blocks are inactive together */
             fp4s_cu_blk b = cu_block(p, am);
-            uint32_t q = (uint32_t)cu_elem(p, b, f[u].x)
-                       | (uint32_t)cu_elem(p, b, f[u].y) << 8
-                       | (uint32_t)cu_elem(p, b, f[u].z) << 16
-                       | (uint32_t)cu_elem(p, b, f[u].w) << 24;
+            uint32_t q;
+            if (cu_block_plain(p, am, b)) /* the common case: no special values */
+                q = cu_elem_t<MODE, true>(p, b.f, f[u].x)
+                  | cu_elem_t<MODE, true>(p, b.f, f[u].y) << 8
+                  | cu_elem_t<MODE, true>(p, b.f, f[u].z) << 16
+                  | cu_elem_t<MODE, true>(p, b.f, f[u].w) << 24;
+            else
+                q = cu_elem_t<MODE, false>(p, b.f, f[u].x)
+                  | cu_elem_t<MODE, false>(p, b.f, f[u].y) << 8
+                  | cu_elem_t<MODE, false>(p, b.f, f[u].z) << 16
+                  | cu_elem_t<MODE, false>(p, b.f, f[u].w) << 24;
+            q = b.nan ? 0u : q;
             size_t v = base + (size_t)u * 32 + lane;
             if (VEC) {
                 __stcs(reinterpret_cast<unsigned int *>(codes + v * 4), q);
@@ -97,7 +105,7 @@ quant1d_kernel(fp4s_cu_params p, const float *__restrict__ x, size_t nvec, size_
 
 /* NVFP4 16x16 tiles. Thread t: row lane l = t % 16 of tile group g = t / 16;
  * g = tile_row * nbpr + col_block. */
-template <bool VEC>
+template <int MODE, bool VEC>
 __global__ void __launch_bounds__(THREADS)
 quant2d_kernel(fp4s_cu_params p, const float *__restrict__ x, size_t rows, size_t nbpr, size_t ld,
                size_t ngroups, uint8_t *__restrict__ codes, uint8_t *__restrict__ scales)
@@ -149,10 +157,16 @@ quant2d_kernel(fp4s_cu_params p, const float *__restrict__ x, size_t rows, size_
         uint32_t w[4];
 #pragma unroll
         for (int k = 0; k < 4; k++)
-            w[k] = (uint32_t)cu_elem(p, b, v[4 * k])
-                 | (uint32_t)cu_elem(p, b, v[4 * k + 1]) << 8
-                 | (uint32_t)cu_elem(p, b, v[4 * k + 2]) << 16
-                 | (uint32_t)cu_elem(p, b, v[4 * k + 3]) << 24;
+            w[k] = b.nan ? 0u
+                 : cu_block_plain(p, am, b)
+                 ? (cu_elem_t<MODE, true>(p, b.f, v[4 * k])
+                    | cu_elem_t<MODE, true>(p, b.f, v[4 * k + 1]) << 8
+                    | cu_elem_t<MODE, true>(p, b.f, v[4 * k + 2]) << 16
+                    | cu_elem_t<MODE, true>(p, b.f, v[4 * k + 3]) << 24)
+                 : (cu_elem_t<MODE, false>(p, b.f, v[4 * k])
+                    | cu_elem_t<MODE, false>(p, b.f, v[4 * k + 1]) << 8
+                    | cu_elem_t<MODE, false>(p, b.f, v[4 * k + 2]) << 16
+                    | cu_elem_t<MODE, false>(p, b.f, v[4 * k + 3]) << 24);
         uint8_t *cr = codes + r * cols + cb * 16;
         if (VEC) {
             __stcs(reinterpret_cast<uint4 *>(cr), make_uint4(w[0], w[1], w[2], w[3]));
@@ -163,7 +177,7 @@ quant2d_kernel(fp4s_cu_params p, const float *__restrict__ x, size_t rows, size_
     }
 }
 
-template <int BS>
+template <int BS, int MODE>
 void launch1d(const fp4s_cu_params &p, const float *x, size_t rows, size_t cols, size_t ld,
               uint8_t *codes, uint8_t *scales, cudaStream_t st, bool vec)
 {
@@ -171,13 +185,26 @@ void launch1d(const fp4s_cu_params &p, const float *x, size_t rows, size_t cols,
     unsigned grid = fp4s_cu_grid((nvec + (size_t)UNROLL - 1) / UNROLL, THREADS);
     bool contig = ld == cols;
     if (vec && contig)
-        quant1d_kernel<BS, true, true><<<grid, THREADS, 0, st>>>(p, x, nvec, vpr, ld, codes, scales);
+        quant1d_kernel<BS, MODE, true, true><<<grid, THREADS, 0, st>>>(p, x, nvec, vpr, ld, codes, scales);
     else if (vec)
-        quant1d_kernel<BS, true, false><<<grid, THREADS, 0, st>>>(p, x, nvec, vpr, ld, codes, scales);
+        quant1d_kernel<BS, MODE, true, false><<<grid, THREADS, 0, st>>>(p, x, nvec, vpr, ld, codes, scales);
     else if (contig)
-        quant1d_kernel<BS, false, true><<<grid, THREADS, 0, st>>>(p, x, nvec, vpr, ld, codes, scales);
+        quant1d_kernel<BS, MODE, false, true><<<grid, THREADS, 0, st>>>(p, x, nvec, vpr, ld, codes, scales);
     else
-        quant1d_kernel<BS, false, false><<<grid, THREADS, 0, st>>>(p, x, nvec, vpr, ld, codes, scales);
+        quant1d_kernel<BS, MODE, false, false><<<grid, THREADS, 0, st>>>(p, x, nvec, vpr, ld, codes, scales);
+}
+
+template <int MODE>
+void launch2d(const fp4s_cu_params &p, const float *x, size_t rows, size_t cols, size_t ld,
+              uint8_t *codes, uint8_t *scales, cudaStream_t st, bool vec)
+{
+    size_t nbpr = cols / 16;
+    size_t ngroups = ((rows + 15) / 16) * nbpr;
+    unsigned grid = fp4s_cu_grid(ngroups * 16, THREADS);
+    if (vec)
+        quant2d_kernel<MODE, true><<<grid, THREADS, 0, st>>>(p, x, rows, nbpr, ld, ngroups, codes, scales);
+    else
+        quant2d_kernel<MODE, false><<<grid, THREADS, 0, st>>>(p, x, rows, nbpr, ld, ngroups, codes, scales);
 }
 
 } // namespace
@@ -202,18 +229,21 @@ extern "C" FP4S_API int fp4s_cuda_quantize(const fp4s_spec *s, const fp4s_tscale
      * row aligned; 4-byte code stores need an aligned code buffer. */
     bool vec = ((uintptr_t)d_x % 16 == 0) && (ld % 4 == 0) && ((uintptr_t)d_codes % 16 == 0);
     cudaGetLastError(); /* clear a stale error from an earlier call */
+    /* element mode: MXFP4 and TE multiply, torchao/ModelOpt divide, ggml searches */
+    const int mode = p.format == FP4S_MXFP4 || p.recipe == FP4S_NV_TE ? 0
+                   : p.recipe == FP4S_NV_GGML ? 2 : 1;
     if (p.format == FP4S_NVFP4 && p.tile2d) {
-        size_t nbpr = cols / 16;
-        size_t ngroups = ((rows + 15) / 16) * nbpr;
-        unsigned grid = fp4s_cu_grid(ngroups * 16, THREADS);
-        if (vec)
-            quant2d_kernel<true><<<grid, THREADS, 0, st>>>(p, d_x, rows, nbpr, ld, ngroups, d_codes, d_scales);
-        else
-            quant2d_kernel<false><<<grid, THREADS, 0, st>>>(p, d_x, rows, nbpr, ld, ngroups, d_codes, d_scales);
+        if (mode == 0) launch2d<0>(p, d_x, rows, cols, ld, d_codes, d_scales, st, vec);
+        else if (mode == 1) launch2d<1>(p, d_x, rows, cols, ld, d_codes, d_scales, st, vec);
+        else launch2d<2>(p, d_x, rows, cols, ld, d_codes, d_scales, st, vec);
     } else if (p.block == 32) {
-        launch1d<32>(p, d_x, rows, cols, ld, d_codes, d_scales, st, vec);
+        launch1d<32, 0>(p, d_x, rows, cols, ld, d_codes, d_scales, st, vec);
+    } else if (mode == 0) {
+        launch1d<16, 0>(p, d_x, rows, cols, ld, d_codes, d_scales, st, vec);
+    } else if (mode == 1) {
+        launch1d<16, 1>(p, d_x, rows, cols, ld, d_codes, d_scales, st, vec);
     } else {
-        launch1d<16>(p, d_x, rows, cols, ld, d_codes, d_scales, st, vec);
+        launch1d<16, 2>(p, d_x, rows, cols, ld, d_codes, d_scales, st, vec);
     }
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return fp4s_cu_fail(e, "quantize: launch");

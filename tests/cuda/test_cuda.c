@@ -1,6 +1,6 @@
 /* CUDA kernels against the C reference, bit for bit.
  *
- *   test_cuda [--seed N] [--iterations N] [--emulate] [--big] [--quiet]
+ *   test_cuda [--seed N] [--iterations N] [--emulate] [--big] [--exhaustive] [--quiet]
  *
  * For every spec the kernels support (each profile of fp4s_profile_list() for
  * MXFP4 and NVFP4, plus every MXFP4 scale rule x tie rule x zero sign x
@@ -20,6 +20,8 @@
  * --emulate runs the kernels' arithmetic on the CPU (emulate.h) instead of the
  * GPU: that check runs everywhere nvcc is found. Without --emulate and without
  * a usable GPU the program prints why and exits 77 (meson: skipped).
+ * --exhaustive runs only the CPU check of the kernels' E2M1 encoders on every
+ * float32 magnitude up to 8, for each tie rule (slow suite).
  * The seed is printed first; rerun with --seed to reproduce. */
 #include <fp4scope/cuda.h>
 #include <fp4scope/quant.h>
@@ -481,14 +483,14 @@ static long check_amax(const float *x, const shape *sh)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: test_cuda [--seed N] [--iterations N] [--emulate] [--big] [--quiet]\n");
+    fprintf(stderr, "usage: test_cuda [--seed N] [--iterations N] [--emulate] [--big] [--exhaustive] [--quiet]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
     uint64_t seed = 0;
-    int have_seed = 0, iters = 1, emulate = 0, big = 0;
+    int have_seed = 0, iters = 1, emulate = 0, big = 0, exhaustive = 0;
     for (int i = 1; i < argc; i++) {
         char *end;
         if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
@@ -502,11 +504,22 @@ int main(int argc, char **argv)
             emulate = 1;
         } else if (!strcmp(argv[i], "--big")) {
             big = 1;
+        } else if (!strcmp(argv[i], "--exhaustive")) {
+            exhaustive = 1;
         } else if (!strcmp(argv[i], "--quiet")) {
             quiet = 1;
         } else {
             usage();
         }
+    }
+    if (exhaustive) {
+        /* the kernels' E2M1 encoders on the CPU, every magnitude up to 8 */
+        uint32_t first = 0;
+        uint64_t nbad = fp4s_cuda_emulate_check_e2m1(&first);
+        printf("test_cuda: exhaustive E2M1 encoder check: %" PRIu64 " disagreements", nbad);
+        if (nbad) printf(" (first at bits 0x%08x)", first);
+        printf("\n");
+        return nbad ? 1 : 0;
     }
     if (!have_seed) {
         const char *e = getenv("FP4S_SEED");
