@@ -68,9 +68,12 @@ typedef enum fp4s_fp8_gran {
 /* What a block containing NaN or Inf does. Whatever the policy, non-finite
  * inputs are always counted in fp4s_qstats. */
 typedef enum fp4s_nonfinite {
-    FP4S_NF_SCALE_NAN = 0, /* scale code becomes NaN (E8M0 0xFF / E4M3 0x7F): torchao */
-    FP4S_NF_BLOCK_NAN = 1, /* whole block decodes to NaN (microxcaling) */
-    FP4S_NF_IGNORE    = 2  /* NaN ignored when taking amax; element code 0 (ggml) */
+    FP4S_NF_SCALE_NAN = 0, /* a NaN makes the scale code NaN (E8M0 0xFF / E4M3 0x7F), element
+                            * codes 0; Inf is a value (enters amax, saturates): torchao, TE */
+    FP4S_NF_BLOCK_NAN = 1, /* the same for NaN or Inf: the whole block decodes to NaN
+                            * (microxcaling) */
+    FP4S_NF_IGNORE    = 2  /* NaN ignored when taking amax (Inf is taken); NaN and Inf
+                            * elements get code 0 (ggml) */
 } fp4s_nonfinite;
 
 typedef enum fp4s_packing {
@@ -88,8 +91,10 @@ typedef struct fp4s_spec {
     fp4s_nonfinite nonfinite;
     /* MXFP4 */
     fp4s_mx_rule mx_rule;
-    uint8_t mx_zero_block_code; /* E8M0 code written for an all-zero block (0 or 127) */
-    bool mx_scale_is_ggml;      /* scale byte stored as ggml does (value halved, codes doubled) */
+    uint8_t mx_zero_block_code; /* E8M0 code written for an all-zero block (0 or 127; not 0xFF) */
+    bool mx_scale_is_ggml;      /* ggml's scale convention: ggml decodes the byte as 2^(e-128) and
+                                 * doubles its kvalues; the stored byte and every value are the
+                                 * same as OCP E8M0, so this only labels the output */
     /* NVFP4 */
     fp4s_nv_recipe nv_recipe;
     fp4s_global_scale global_scale;
