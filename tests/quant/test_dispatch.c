@@ -1,0 +1,64 @@
+/* Kernel selection: FP4S_FORCE_REF, fp4s_kernels_force_ref and
+ * fp4s_kernels_select. Run as `test_dispatch` (normal environment) and
+ * `test_dispatch env` (with FP4S_FORCE_REF=1, set by meson). */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fp4scope/quant.h>
+
+static int env_mode;
+
+START_TEST(environment_forces_reference)
+{
+    if (env_mode) {
+        ck_assert_str_eq(fp4s_kernels_level(), "ref");
+        /* the explicit switch overrides the environment */
+        fp4s_kernels_force_ref(false);
+        ck_assert_str_eq(fp4s_kernels_level(), fp4s_kernels_cpu_level());
+    } else {
+        const char *e = getenv("FP4S_FORCE_REF");
+        if (!e || !*e || !strcmp(e, "0"))
+            ck_assert_str_eq(fp4s_kernels_level(), fp4s_kernels_cpu_level());
+    }
+}
+END_TEST
+
+START_TEST(force_ref_and_select)
+{
+    fp4s_kernels_force_ref(true);
+    ck_assert_str_eq(fp4s_kernels_level(), "ref");
+    fp4s_kernels_force_ref(false);
+    ck_assert_str_eq(fp4s_kernels_level(), fp4s_kernels_cpu_level());
+    ck_assert_int_eq(fp4s_kernels_select("ref"), 0);
+    ck_assert_str_eq(fp4s_kernels_level(), "ref");
+    ck_assert_int_eq(fp4s_kernels_select("sse9"), FP4S_EINVAL);
+    const char *cpu = fp4s_kernels_cpu_level();
+    ck_assert(!strcmp(cpu, "ref") || !strcmp(cpu, "avx2") || !strcmp(cpu, "avx512"));
+    if (strcmp(cpu, "ref")) {
+        ck_assert_int_eq(fp4s_kernels_select(cpu), 0);
+        ck_assert_str_eq(fp4s_kernels_level(), cpu);
+    } else {
+        ck_assert_int_eq(fp4s_kernels_select("avx2"), FP4S_ENOTSUP);
+    }
+    fp4s_kernels_force_ref(false);
+    ck_assert(strstr(fp4s_features(), "simd=") != NULL);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    env_mode = argc > 1 && !strcmp(argv[1], "env");
+    Suite *s = suite_create("dispatch");
+    TCase *a = tcase_create("environment_forces_reference");
+    tcase_add_test(a, environment_forces_reference);
+    suite_add_tcase(s, a);
+    TCase *b = tcase_create("force_ref_and_select");
+    tcase_add_test(b, force_ref_and_select);
+    suite_add_tcase(s, b);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? 1 : 0;
+}
