@@ -29,6 +29,7 @@ struct fp4s_mm_acc {
     int64_t last_id;
     double *absv;
     size_t nabs, abs_cap;
+    uint32_t *hist;      /* counts of the top 16 key bits of |rho| (the radix pass of the percentiles) */
 };
 
 /* ---- trace readers: batches of tokens in columns ---------------------------------- */

@@ -708,6 +708,19 @@ START_TEST(analyze_parallel_equals_serial)
         double x = fp4s_mm_metric_value(&m, i), y = fp4s_mm_metric_value(b, i);
         ck_assert_msg(fabs(x - y) <= 1e-11 * (1 + fabs(x)), "%s: %.17g vs %.17g", fp4s_mm_metric_name(i), x, y);
     }
+    /* the percentiles (radix path, histogram built while adding) equal the sorted rule */
+    double *ab = malloc(N * sizeof *ab);
+    for (int i = 0; i < N; i++) ab[i] = fabs(dt[i] - dr[i]);
+    qsort(ab, N, sizeof *ab, cmp_d);
+    const double *lv = fp4s_mm_percentile_levels();
+    for (int k = 0; k < FP4S_MM_NPCT; k++) {
+        double p = lv[k] / 100.0 * (double)(N - 1);
+        size_t ip = (size_t)p;
+        double fr = p - (double)ip, e = (1 - fr) * ab[ip] + fr * ab[ip + 1 < N ? ip + 1 : N - 1];
+        ck_assert_msg(b->abs_pct[k] == e && m.abs_pct[k] == e, "p%g: %.17g %.17g vs %.17g", lv[k], b->abs_pct[k],
+                      m.abs_pct[k], e);
+    }
+    free(ab);
     fp4s_mm_result_free(&r1);
     fp4s_mm_result_free(&r2);
     free(lt);
