@@ -605,14 +605,22 @@ static void decomp_block(const fp4s_decomp *d, const float *x, const float *q,
                          uint64_t *hd, uint64_t *he)
 {
     const size_t bs = d->spec.block;
-    float m = 0.0f;
-    bool nf = false, nfo = false;
+    /* block amax and non-finite tests on the bit patterns: for |x| the
+     * unsigned order of the bits is the order of the values, and a pattern
+     * at or above 0x7f800000 is Inf or NaN (a vectorizable integer max) */
+    uint32_t mx = 0, mq = 0;
     for (size_t i = 0; i < bs; i++) {
-        float a = fabsf(x[i]);
-        if (!isfinite(a)) nf = true;
-        else if (a > m) m = a;
-        if (!isfinite(q[i])) nfo = true;
+        uint32_t bx, bq;
+        memcpy(&bx, &x[i], sizeof bx);
+        memcpy(&bq, &q[i], sizeof bq);
+        bx &= 0x7fffffffu;
+        bq &= 0x7fffffffu;
+        mx = bx > mx ? bx : mx;
+        mq = bq > mq ? bq : mq;
     }
+    const bool nf = mx >= 0x7f800000u, nfo = mq >= 0x7f800000u;
+    float m;
+    memcpy(&m, &mx, sizeof m);
     if (nf || nfo) {
         if (nf) p->c[C_NFB]++;
         else p->c[C_NFOUT]++;
