@@ -32,7 +32,7 @@
  *
  * Accumulation is exact: every term (per-block partial sums in double for the
  * tensor and row/block groups, per-element terms for channel groups) is added
- * to a fixed-point superaccumulator covering 2^-416 .. 2^352 (terms below
+ * to a fixed-point superaccumulator covering 2^-416 .. 2^320 (terms below
  * 2^-416 are truncated toward zero, deterministically). Results therefore do
  * not depend on chunking, thread count or merge order: bit for bit.
  *
