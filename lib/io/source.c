@@ -75,16 +75,29 @@ static int is_regular(const char *p)
 }
 
 /* Split spec into file and name. The whole spec is the file if it names an
- * existing file; otherwise the last ':' followed by a non-empty name splits. */
+ * existing file; otherwise the last ':' splits, unless only an earlier ':'
+ * leaves an existing file before it (a tensor name that contains ':'). */
 static int split_spec(const char *spec, char **file, char **name)
 {
     const char *colon = strrchr(spec, ':');
-    if (!is_regular(spec) && colon && colon[1] != '\0' && colon != spec) {
-        *file = strndup(spec, (size_t)(colon - spec));
-        *name = strdup(colon + 1);
-    } else if (!is_regular(spec) && colon && colon[1] == '\0' && colon != spec) {
-        *file = strndup(spec, (size_t)(colon - spec)); /* "file.h5:" = no name */
-        *name = strdup("");
+    if (!is_regular(spec) && colon && colon != spec) {
+        const char *use = colon;
+        char *pre = strndup(spec, (size_t)(colon - spec));
+        if (pre && !is_regular(pre)) {
+            for (const char *c = colon - 1; c > spec; c--) {
+                if (*c != ':') continue;
+                char *p2 = strndup(spec, (size_t)(c - spec));
+                bool ok = p2 && is_regular(p2);
+                free(p2);
+                if (ok) {
+                    use = c;
+                    break;
+                }
+            }
+        }
+        free(pre);
+        *file = strndup(spec, (size_t)(use - spec)); /* "file.h5:" = no name */
+        *name = strdup(use + 1);
     } else {
         *file = strdup(spec);
         *name = strdup("");

@@ -561,6 +561,15 @@ END_TEST
 
 START_TEST(spec_path_with_colon)
 {
+    /* a tensor name with ':' in it */
+    unsigned char data[8] = {0};
+    make_st(tp("c.safetensors"), "{\"a:b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8, -1);
+    fp4s_source *s;
+    ck_assert_int_eq(fp4s_source_open(st_spec("c.safetensors", "a:b"), &s), 0);
+    ck_assert_str_eq(fp4s_source_name(s), "a:b");
+    fp4s_source_close(&s);
+    ck_assert_int_eq(fp4s_source_open(st_spec("c.safetensors", "a:c"), &s), FP4S_ENOTFOUND);
+    ASSERT_DETAIL("a:c: tensor not found; tensors: a:b");
     float f[2] = {7, 8};
     make_npy(tp("odd:name.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", f, sizeof f);
     float *d;

@@ -5,7 +5,9 @@
  *   file.safetensors:NAME       F32, F16, BF16, 1-D or 2-D
  *   file.h5:/path/to/dataset    float32, float64, float16, or BF16 stored as
  *                               uint16 with attribute dtype = "bfloat16"
- * A 1-D tensor reads as one row. Rows are read on demand (HDF5 by hyperslab,
+ * The last ':' splits file and tensor, unless the whole spec is an existing
+ * file (paths with ':') or only an earlier ':' leaves an existing file before
+ * it (tensor names with ':'). A 1-D tensor reads as one row. Rows are read on demand (HDF5 by hyperslab,
  * .npy and safetensors by pread), so memory stays bounded by the chunk.
  *
  * HDF5 errors become fp4s error details (file, dataset, HDF5's innermost
