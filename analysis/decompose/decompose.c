@@ -749,6 +749,39 @@ static int add_rows(void *arg, size_t begin, size_t end, int w)
     fp4s_decomp *d = j->d;
     worker *wk = d->wk[w];
     const size_t bs = d->spec.block;
+    if (wk->ch) {
+        /* channel groups: block columns outside, rows inside, so that the 32
+         * (or 16) channels' exact accumulators stay in cache. Each row's
+         * partial still receives its blocks in order b = 0, 1, ...: the
+         * totals are the same as row by row. */
+        const size_t nr = end - begin;
+        part *rp = malloc(nr * sizeof *rp);
+        lanes *ln = malloc(nr * sizeof *ln);
+        if (!rp || !ln) {
+            free(rp);
+            free(ln);
+            return fp4s_error_set(FP4S_ENOMEM, "decomposition: out of memory for %zu rows", nr);
+        }
+        for (size_t r = 0; r < nr; r++) {
+            fp4s_part_init(&rp[r]);
+            memset(&ln[r], 0, sizeof ln[r]);
+        }
+        for (size_t b = 0; b < d->nblk; b++) {
+            const size_t c0 = b * bs;
+            for (size_t r = begin; r < end; r++)
+                decomp_block(d, j->x + r * j->ld + c0, j->q + r * j->ldq + c0, j->codes + r * j->ldc + c0,
+                             j->scales[r * j->lds + b], &rp[r - begin], &ln[r - begin], wk->ch + c0, wk->hd,
+                             wk->he);
+        }
+        for (size_t r = 0; r < nr; r++) {
+            lanes_reduce(&ln[r], &rp[r]);
+            fp4s_xacc_add_part(&wk->tot, &rp[r]);
+        }
+        free(rp);
+        free(ln);
+        wk->used = 1;
+        return 0;
+    }
     for (size_t r = begin; r < end; r++) {
         const size_t grow = j->row0 + r;
         /* a row is never split between chunks or workers: its plain partial
