@@ -14,7 +14,9 @@
  * is computed once, outside the timed region. Targets (issue 2, reported,
  * not asserted): SIMD >= 8x the reference on one core; float32 -> MXFP4 at
  * >= 50% of the measured read bandwidth. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <fp4scope/quant.h>
 
 #include <math.h>

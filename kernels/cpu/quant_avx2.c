@@ -182,6 +182,17 @@ static int ref_block(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
     return fp4s_kernels_ref.quantize(s, ts, x + r * ld + c, h, s->block, ld, row0 + r, &o, st);
 }
 
+/* Software prefetch PF_DIST bytes ahead (see quant_avx512.c); integer address
+ * arithmetic, a prefetch past the end of the input never faults. */
+#ifndef PF_DIST
+#define PF_DIST 2048
+#endif
+static inline __attribute__((always_inline)) void prefetch_ahead(const float *p, size_t n)
+{
+    uintptr_t a = (uintptr_t)p + PF_DIST;
+    for (size_t k = 0; k < n; k += 64) _mm_prefetch((const char *)(a + k), _MM_HINT_T0);
+}
+
 /* ---- MXFP4 ------------------------------------------------------------------ */
 
 /* E8M0 code of a finite non-zero amax for FLOOR / CEIL / EVEN, as fp4s_mx_k. */
@@ -233,6 +244,7 @@ static int mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
         __m256i satc = c.zero, negzc = c.zero;
         for (size_t b = 0; b < nb; b++) {
             const float *xb = xr + b * 32;
+            prefetch_ahead(xb, 128);
             __m256 xv[4];
             __m256i a[4];
             for (int i = 0; i < 4; i++) {
@@ -325,6 +337,7 @@ typedef struct nv_ctx {
 
 static int nv_init(nv_ctx *n, const fp4s_spec *s, const fp4s_tscale *ts)
 {
+    memset(n, 0, sizeof *n);
     n->recipe = s->nv_recipe;
     n->sdec = _mm256_set1_ps(ts->s_dec);
     n->pts = _mm256_set1_ps(ts->s_dec);
@@ -400,6 +413,7 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
         for (size_t g = 0; g < nb; g += 8) {
             size_t ng = nb - g < 8 ? nb - g : 8;
             unsigned nfm = 0;
+            for (size_t j = 0; j < h; j++) prefetch_ahead(x + (r0 + j) * ld + g * 16, ng * 64);
             for (size_t i = 0; i < ng; i++) {
                 __m256i mx = c.zero;
                 for (size_t j = 0; j < h; j++) {
@@ -597,6 +611,7 @@ static int fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                 __m256i mx = _mm256_setzero_si256();
                 for (size_t i = 0; i < h; i++) {
                     const float *xp = x + (r0 + i) * ld + t * 128;
+                    prefetch_ahead(xp, 512);
                     for (int k = 0; k < 16; k++)
                         mx = _mm256_max_epi32(mx, _mm256_and_si256(_mm256_castps_si256(_mm256_loadu_ps(xp + 8 * k)), absm));
                 }

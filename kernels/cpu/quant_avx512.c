@@ -186,6 +186,21 @@ static inline __attribute__((always_inline)) __m512i max16x16(const __m512i *m)
                             _mm512_castps_si512(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))));
 }
 
+/* Software prefetch of the bytes [p + PF_DIST, p + PF_DIST + n): the hardware
+ * prefetcher alone leaves a single streaming core well below its read
+ * bandwidth (measured on a quiet 16-core Xeon host: MXFP4 1.16 -> 0.82 ns/element,
+ * NVFP4 1.27 -> 0.88 on one core, distance 2 KiB; 1-16 KiB all help). Integer
+ * address arithmetic: the lines may lie past the end of the input, which a
+ * prefetch never faults on. */
+#ifndef PF_DIST
+#define PF_DIST 2048
+#endif
+static inline __attribute__((always_inline)) void prefetch_ahead(const float *p, size_t n)
+{
+    uintptr_t a = (uintptr_t)p + PF_DIST;
+    for (size_t k = 0; k < n; k += 64) _mm_prefetch((const char *)(a + k), _MM_HINT_T0);
+}
+
 /* ---- MXFP4 ------------------------------------------------------------------ */
 
 /* E8M0 code of a finite non-zero block amax (bits a) for the rules done in
@@ -272,6 +287,7 @@ static int mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
         for (size_t g = 0; g < nb; g += 16) {
             const size_t ng = nb - g < 16 ? nb - g : 16;
             const __mmask16 valid = (__mmask16)((1u << ng) - 1u);
+            prefetch_ahead(xr + g * 32, ng * 128);
             /* pass 1: block amax (finite lanes), all 16 at once */
             __m512i m[16];
             for (size_t i = 0; i < 16; i++) {
@@ -400,6 +416,7 @@ typedef struct nv_ctx {
 
 static int nv_init(nv_ctx *n, const fp4s_spec *s, const fp4s_tscale *ts)
 {
+    memset(n, 0, sizeof *n);
     n->recipe = s->nv_recipe;
     n->sdec = _mm512_set1_ps(ts->s_dec);
     n->pts = _mm512_set1_ps(ts->s_dec);
@@ -479,6 +496,7 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
         for (size_t g = 0; g < nb; g += 16) {
             size_t ng = nb - g < 16 ? nb - g : 16;
             const __mmask16 valid = (__mmask16)((1u << ng) - 1u);
+            for (size_t j = 0; j < h; j++) prefetch_ahead(x + (r0 + j) * ld + g * 16, ng * 64);
             /* pass 1: tile amax (1 or h rows) of 16 tiles at once */
             __m512i m[16];
             for (size_t i = 0; i < 16; i++) {
@@ -663,6 +681,7 @@ static int fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                 __m512i mx = _mm512_setzero_si512();
                 for (size_t i = 0; i < h; i++) {
                     const float *xp = x + (r0 + i) * ld + t * 128;
+                    prefetch_ahead(xp, 512);
                     for (int k = 0; k < 8; k++)
                         mx = _mm512_max_epu32(mx, _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(xp + 16 * k)), absm));
                 }
