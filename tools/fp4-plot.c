@@ -633,8 +633,8 @@ static int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int 
         char lab[600];
         snprintf(lab, sizeof lab, "onset %s: step %lld", res.runs[r].name, (long long)on[r].step);
         tx_label(s, lab);
-        tx_add(s, " at %lld, graph %.2f left offset 1,0 tc rgb '%s' front\n", (long long)on[r].step,
-               0.96 - 0.06 * (double)r, c);
+        tx_add(s, " at %lld, graph 0.03 left rotate by 90 offset %s tc rgb '%s' front\n", (long long)on[r].step,
+               g_enhanced ? "1.6,0" : "1,0", c);
     }
     tx_add(s, "plot ");
     for (size_t r = 0; r < res.nruns; r++) {
