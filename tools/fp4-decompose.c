@@ -189,7 +189,7 @@ static void human_result(const fp4s_decomp_result *r, bool blockstats)
     num(b, sizeof b, r->snr_db, "%.2f");
     num(m, sizeof m, r->mean_abs_error, "%.4g");
     printf("  elements %llu   relative error %s   SNR %s dB   mean |e| %s\n", (unsigned long long)r->n, a, b, m);
-    printf("  %-28s %14s %10s\n", "component", "energy", "of ||e||^2");
+    printf("  %-28s %14s %10s\n", "component", "energy [x^2]", "of ||e||^2");
     struct { const char *n; double e; } rows[] = {
         {"total ||e||^2", r->energy_total},
         {"scale ||e_scale||^2", r->energy_scale},
