@@ -624,6 +624,7 @@ static int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int 
         }
     }
     tx_add(s, "set key top left box opaque samplen 3\n");
+    if (g_enhanced) tx_add(s, "set style textbox opaque noborder margins 1,1\n");
     for (size_t r = 0; r < res.nruns; r++) {
         if (!on[r].found) continue;
         const char *c = colors[r % NCOLORS];
@@ -633,8 +634,8 @@ static int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int 
         char lab[600];
         snprintf(lab, sizeof lab, "onset %s: step %lld", res.runs[r].name, (long long)on[r].step);
         tx_label(s, lab);
-        tx_add(s, " at %lld, graph 0.03 left rotate by 90 offset %s tc rgb '%s' front\n", (long long)on[r].step,
-               g_enhanced ? "1.6,0" : "1,0", c);
+        tx_add(s, " at %lld, graph 0.03 left rotate by 90 offset %s tc rgb '%s' %sfront\n", (long long)on[r].step,
+               g_enhanced ? "1.6,0" : "1,0", c, g_enhanced ? "boxed " : "");
     }
     tx_add(s, "plot ");
     for (size_t r = 0; r < res.nruns; r++) {
