@@ -13,7 +13,7 @@
  * fp4s_pack_e2m1() makes the packed nibble layout of the spec.
  *
  * Kernels: a scalar C reference and, picked at run time, AVX2 and AVX-512
- * paths; all are bit-identical (tests/quant/tester checks). FP4S_FORCE_REF=1 in
+ * paths; all are bit-identical (tests/kernels/tester checks). FP4S_FORCE_REF=1 in
  * the environment or fp4s_kernels_force_ref(true) forces the reference.
  * Large chunks are split over fp4s_get_threads() threads.
  *
