@@ -1,0 +1,51 @@
+#!/bin/sh
+# The main job on the shipped data (datasets/, all synthetic): what 4-bit
+# quantization does to one RL run's numbers, and where to look first.
+#   1. engines disagree: the same weight through two quantizer profiles
+#   2. what the error is made of: the three-way decomposition per site
+#   3. which channels carry it: the compensation set QUADS-style rollouts need
+#   4. the symptom: rollout/trainer log-prob mismatch per step, its onset
+#   5. plots of all of it in out/ (PNG + the gnuplot script and data)
+# Usage: scripts/demo.sh [BUILD_DIR]   (default build; outputs in $FP4S_OUT or out/)
+set -eu
+cd "$(dirname "$0")/.."
+B=${1:-build}
+OUT=${FP4S_OUT:-out}
+PATH="$PWD/$B/tools:$PATH"
+mkdir -p "$OUT"
+cap=datasets/synth-moe.h5
+site=layers.0.self_attn.qkv_proj
+
+step() { printf '\n==== %s\n\n' "$*"; }
+
+step "0. the shipped capture (synthetic, see datasets/README.md)"
+fp4-capture ls "$cap" --sites "$site" --steps 0
+
+step "1. do two engines quantize this weight alike? NVFP4: TransformerEngine vs torchao"
+fp4-quant -f nvfp4 -p te --diff torchao --show 4 datasets/weight-small.npy
+
+step "1b. MXFP4: OCP FLOOR scale rule vs the CEIL rule (cuBLAS, TRT-LLM, the decomposition paper)"
+fp4-quant -f mxfp4 -p ocp --diff ceil --show 4 datasets/weight-small.npy
+
+step "2. what the MXFP4 error of the rollout activations is made of (step 0, layer 0)"
+fp4-decompose -f mxfp4 -p ceil --sites 'layers.0.*' --steps 0 --sides rollout "$cap" \
+    --json > "$OUT/decompose.json"
+fp4-decompose -f mxfp4 -p ceil --sites "$site" --steps 0 --sides rollout "$cap"
+
+step "3. which activation channels carry the NVFP4 error (QUADS residual compensation set)"
+fp4-channels -f nvfp4 -p te --ratio 0.125 --show 10 \
+    --weight "$cap:/weights/$site" "$cap:/steps/0/$site/rollout" \
+    -o "$OUT/channels-set.h5"
+fp4-channels -f nvfp4 -p te --ratio 0.125 --weight "$cap:/weights/$site" \
+    "$cap:/steps/0/$site/rollout" --json > "$OUT/channels.json"
+
+step "4. rollout/trainer log-prob mismatch per step, with the onset found (planted at step 50)"
+fp4-mismatch --every 10 datasets/traces/planted.csv
+
+step "5. plots"
+fp4-plot mismatch datasets/traces/planted.csv -o "$OUT/mismatch.png"
+fp4-plot components "$OUT/decompose.json" -o "$OUT/components.png"
+fp4-plot channels "$OUT/channels.json" -o "$OUT/channels.png"
+fp4-plot hist "$OUT/decompose.json" -o "$OUT/hist.png"
+printf '\nWrote %s/: mismatch.png components.png channels.png hist.png (+ .gp scripts and data),\n' "$OUT"
+printf 'decompose.json, channels.json, channels-set.h5 (the selected channels for the rollout side).\n'
