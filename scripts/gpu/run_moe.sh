@@ -13,7 +13,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 B=${FP4S_MOE_BUILD:-build-moe}
 OUT=${OUT:-$(pwd)/out-moe}
-TARGETS="libfp4scope.so tools/fp4-capture tools/fp4-decompose tools/fp4-channels tools/fp4-quant"
+TARGETS="tools/fp4-capture tools/fp4-decompose tools/fp4-channels tools/fp4-quant"
 if ls .device/debs/*.deb >/dev/null 2>&1; then
     FP4S_DEVICE_BUILD=$B FP4S_MESON_ARGS="-Dtests=disabled -Dgsl=disabled" \
         sh scripts/device/setup.sh $TARGETS
