@@ -39,7 +39,11 @@ typedef struct chacc { /* a channel, exact, per element */
     double amax, res;
 } chacc;
 
+/* Reference E2M1 rounding of t >= 0 in double with the tie rules (the kernels
+ * decide by exact comparisons instead; the tests check both agree). */
 double fp4s_decomp_e2m1_round(double t, fp4s_tie tie, fp4s_dz_tie dzt);
+/* Force the portable element kernel (true) or pick by CPU (false). */
+void fp4s_decomp_kernel_force_portable(bool force);
 void fp4s_xacc_init(xacc *a);
 void fp4s_part_init(part *p);
 void fp4s_xacc_add_part(xacc *a, const part *p);

@@ -488,15 +488,21 @@ typedef struct kconst {
 
 #define LW 8 /* lanes: block sizes are multiples of 8 */
 
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define FP4S_DECOMP_AVX512 1
+#else
+#define FP4S_DECOMP_AVX512 0
+#endif
+
 /* The element loop of one block, written for the vectorizer: every lane
  * accumulates its own elements (no reassociation), lanes are summed in a fixed
  * order at the end, so the result is deterministic on every ISA. Outputs: the
  * S_CH sums, counts (dead zone, dead-zone ties, zeros, clipped), the running
  * max residual and e * 6/m per element for the histogram. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
+__attribute__((target_clones("avx2", "default")))
 #endif
-static void block_kernel(const float *restrict x, const float *restrict q, const uint8_t *restrict codes,
+static void block_kernel_portable(const float *restrict x, const float *restrict q, const uint8_t *restrict codes,
                          size_t bs, const kconst *restrict kc, double (*restrict lanes)[LW],
                          double *restrict rlanes, int32_t *restrict bins)
 {
@@ -577,6 +583,140 @@ static void block_kernel(const float *restrict x, const float *restrict q, const
             const double v = T[S_CH + 4][i0 + (size_t)j];
             rlanes[j] = v > rlanes[j] ? v : rlanes[j];
         }
+}
+
+/* The element loop of one block in GCC vector extensions, 8 lanes (element i
+ * goes to lane i mod 8) on every ISA: AVX-512, AVX2 or SSE2 run the same
+ * IEEE operations lane by lane, so the sums are identical everywhere. The
+ * caller's lanes are summed in a fixed order once per row (or block).
+ * Outputs: the S_CH sums and 4 counts (dead zone, dead-zone ties, zeros,
+ * clipped) added into lanes[], the residual max into rlanes[], the error
+ * histogram bin of every element. */
+typedef double v8d __attribute__((vector_size(64)));
+typedef long long v8l __attribute__((vector_size(64)));
+typedef float v8f __attribute__((vector_size(32)));
+typedef int v8i __attribute__((vector_size(32)));
+typedef unsigned char v8u8 __attribute__((vector_size(8)));
+
+#define vsel(m, a, b) ((v8d)(((v8l)(a) & (m)) | ((v8l)(b) & ~(m))))
+
+#if FP4S_DECOMP_AVX512
+__attribute__((target("avx512f")))
+static void block_kernel_avx512(const float *restrict x, const float *restrict q, const uint8_t *restrict codes,
+                         size_t bs, const kconst *restrict kc, double (*restrict lanes)[LW],
+                         double *restrict rlanes, int32_t *restrict bins)
+{
+    double tu[7];
+    for (int k = 0; k < 7; k++) {
+        /* a tie goes up when up[k]: A >= th is A > (the double just below th) */
+        double t = kc->th[k];
+        if (kc->up[k]) {
+            if (t > 0.0) {
+                uint64_t bb;
+                memcpy(&bb, &t, sizeof bb);
+                bb -= 1;
+                memcpy(&t, &bb, sizeof t);
+            } else {
+                t = -1.0;
+            }
+        }
+        tu[k] = t;
+    }
+    const v8l absm = (v8l){0} + 0x7fffffffffffffffLL, sgnm = ~absm;
+    const v8d zero = {0}, one = zero + 1.0;
+    const v8d t0 = zero + tu[0], t1 = zero + tu[1], t2 = zero + tu[2], t3 = zero + tu[3], t4 = zero + tu[4],
+              t5 = zero + tu[5], t6 = zero + tu[6], th0 = zero + kc->th[0];
+    const v8d q1 = zero + kc->qtab[1], q2 = zero + kc->qtab[2], q3 = zero + kc->qtab[3], q4 = zero + kc->qtab[4],
+              q5 = zero + kc->qtab[5], q6 = zero + kc->qtab[6], q7 = zero + kc->qtab[7];
+    const v8d inv_s = zero + kc->inv_s, hlo = zero + HE_LO, hsc = zero + FP4S_HIST_BINS / (HE_HI - HE_LO),
+              hmax = zero + (FP4S_HIST_BINS - 1);
+    const v8l ufm = (v8l){0} + (kc->uf ? -1LL : 0LL), mposm = (v8l){0} + (kc->mpos ? -1LL : 0LL);
+    v8d L[S_CH + 4], R;
+    for (int k = 0; k < S_CH + 4; k++) memcpy(&L[k], lanes[k], sizeof(v8d));
+    memcpy(&R, rlanes, sizeof R);
+    for (size_t i = 0; i < bs; i += LW) {
+        v8f xf, qf;
+        memcpy(&xf, x + i, sizeof xf);
+        memcpy(&qf, q + i, sizeof qf);
+        v8u8 c8;
+        memcpy(&c8, codes + i, sizeof c8);
+        const v8d xv = __builtin_convertvector(xf, v8d), qv = __builtin_convertvector(qf, v8d);
+        const v8l c = __builtin_convertvector(c8, v8l);
+        const v8d a = (v8d)((v8l)xv & absm);
+        const v8d A = 24.0 * a;
+        v8d qm = zero;
+        qm = vsel(A > t0, q1, qm);
+        qm = vsel(A > t1, q2, qm);
+        qm = vsel(A > t2, q3, qm);
+        qm = vsel(A > t3, q4, qm);
+        qm = vsel(A > t4, q5, qm);
+        qm = vsel(A > t5, q6, qm);
+        qm = vsel(A > t6, q7, qm);
+        const v8d qs = (v8d)((v8l)qm | ((v8l)xv & sgnm));
+        const v8d e = qv - xv, es = qv - qs, est = qs - xv;
+        const v8l dzm = qm == zero;
+        const v8d edz = (v8d)((v8l)est & dzm);
+        const v8d eg = est - edz;
+        const v8d aq = (v8d)((v8l)qv & absm);
+        const v8l clipm = ((c & 7) == 7) & (a > aq) & ~ufm;
+        const v8d es2 = es * es;
+        L[S_X2] += xv * xv;
+        L[S_E2] += e * e;
+        L[S_ES2] += es2;
+        L[S_EDZ2] += edz * edz;
+        L[S_EG2] += eg * eg;
+        L[S_CSG] += es * eg;
+        L[S_CSD] += es * edz;
+        L[S_CDG] += edz * eg;
+        L[S_EC2] += (v8d)((v8l)es2 & clipm);
+        L[S_EU2] += (v8d)((v8l)es2 & ufm);
+        L[S_ER2] += (v8d)((v8l)es2 & ~(clipm | ufm));
+        L[S_EABS] += (v8d)((v8l)e & absm);
+        L[S_CH + 0] += (v8d)((v8l)one & dzm);
+        L[S_CH + 1] += (v8d)((v8l)one & (A == th0) & mposm);
+        L[S_CH + 2] += (v8d)((v8l)one & (xv == zero));
+        L[S_CH + 3] += (v8d)((v8l)one & clipm);
+        const v8d r = (v8d)((v8l)(e - (es + edz + eg)) & absm);
+        R = vsel(r > R, r, R);
+        v8d f = (e * inv_s - hlo) * hsc;
+        f = vsel(f > zero, f, zero);
+        f = vsel(f < hmax, f, hmax);
+        const v8i bi = __builtin_convertvector(f, v8i);
+        memcpy(bins + i, &bi, sizeof bi);
+    }
+    for (int k = 0; k < S_CH + 4; k++) memcpy(lanes[k], &L[k], sizeof(v8d));
+    memcpy(rlanes, &R, sizeof R);
+}
+#endif
+
+/* The vector-extension kernel keeps its 17 accumulators in registers only
+ * with 32 vector registers (AVX-512); elsewhere the portable kernel (the
+ * compiler vectorizes its element pass) is faster. Both put element i in lane
+ * i mod 8 and do the same IEEE operations, so their results are identical
+ * bit for bit (tests/decompose checks it). */
+static int kernel_choice = -1; /* -1 unknown, 0 portable, 1 avx512 */
+
+void fp4s_decomp_kernel_force_portable(bool force)
+{
+    kernel_choice = force ? 0 : -1;
+}
+
+static void block_kernel(const float *restrict x, const float *restrict q, const uint8_t *restrict codes,
+                         size_t bs, const kconst *restrict kc, double (*restrict lanes)[LW],
+                         double *restrict rlanes, int32_t *restrict bins)
+{
+#if FP4S_DECOMP_AVX512
+    int k = __atomic_load_n(&kernel_choice, __ATOMIC_RELAXED);
+    if (k < 0) {
+        k = __builtin_cpu_supports("avx512f") ? 1 : 0;
+        __atomic_store_n(&kernel_choice, k, __ATOMIC_RELAXED);
+    }
+    if (k == 1) {
+        block_kernel_avx512(x, q, codes, bs, kc, lanes, rlanes, bins);
+        return;
+    }
+#endif
+    block_kernel_portable(x, q, codes, bs, kc, lanes, rlanes, bins);
 }
 
 /* Lane accumulators of the element kernel for one row (or block). */

@@ -500,6 +500,43 @@ START_TEST(naive_agrees_adversarial)
 }
 END_TEST
 
+START_TEST(kernels_agree_bitwise)
+{
+    /* the AVX-512 vector-extension kernel (when the CPU has it) and the
+     * portable kernel give the same bits on random and adversarial data */
+    size_t rows = 16, cols = 256;
+    float *adv = adversarial(rows, cols);
+    float *g = gauss(rows * cols, 44);
+    fp4s_spec specs[64];
+    int ns = all_specs(specs, 64);
+    fp4s_group groups[] = {FP4S_GROUP_TENSOR, FP4S_GROUP_BLOCK, FP4S_GROUP_CHANNEL};
+    for (int k = 0; k < ns; k++)
+        for (int di = 0; di < 2; di++)
+            for (size_t gi = 0; gi < 3; gi++) {
+                const float *x = di ? adv : g;
+                fp4s_decomp_kernel_force_portable(true);
+                fp4s_decomp *a = run(&specs[k], x, rows, cols, groups[gi], 0, FP4S_DZ_TIE_SPEC);
+                fp4s_decomp_kernel_force_portable(false);
+                fp4s_decomp *b = run(&specs[k], x, rows, cols, groups[gi], 0, FP4S_DZ_TIE_SPEC);
+                fp4s_decomp_result ra = summary(a), rb = summary(b);
+                assert_same_result(&ra, &rb, "portable vs selected kernel");
+                for (size_t i = 0; i < fp4s_decomp_ngroups(a); i++) {
+                    fp4s_decomp_group(a, i, &ra);
+                    fp4s_decomp_group(b, i, &rb);
+                    assert_same_result(&ra, &rb, "portable vs selected kernel, group");
+                }
+                fp4s_decomp_hist ha, hb;
+                fp4s_decomp_hist_get(a, FP4S_HIST_ERROR, &ha);
+                fp4s_decomp_hist_get(b, FP4S_HIST_ERROR, &hb);
+                ck_assert(memcmp(ha.counts, hb.counts, sizeof ha.counts) == 0);
+                fp4s_decomp_close(&a);
+                fp4s_decomp_close(&b);
+            }
+    free(adv);
+    free(g);
+}
+END_TEST
+
 START_TEST(nvfp4_underflow_counted)
 {
     /* a tensor with one large block and many tiny ones: under the TE recipe the
@@ -713,6 +750,7 @@ int main(int argc, char **argv)
         {"lemma_ceil_cross_terms_exactly_zero", lemma_ceil_cross_terms_exactly_zero},
         {"naive_agrees_random_every_spec", naive_agrees_random_every_spec},
         {"naive_agrees_adversarial", naive_agrees_adversarial},
+        {"kernels_agree_bitwise", kernels_agree_bitwise},
         {"nvfp4_underflow_counted", nvfp4_underflow_counted},
         {"gaussian_anchor_1e6", gaussian_anchor_1e6},
         {"gaussian_deadzone_fraction_matches_integral", gaussian_deadzone_fraction_matches_integral},
