@@ -125,7 +125,8 @@ int main(int argc, char **argv)
     fp4s_kernels_force_ref(true); /* the sample check is against the scalar reference */
     char desc[200];
     fp4s_cuda_describe(desc, sizeof desc);
-    printf("bench_cuda: device: %s\n", desc);
+    const char *var = getenv("FP4S_CUDA_VARIANT");
+    printf("bench_cuda: device: %s (FP4S_CUDA_VARIANT=%s)\n", desc, var ? var : "default");
     if (!fp4s_cuda_available()) {
         printf("bench_cuda: no usable GPU, nothing to measure\n");
         return 77;

@@ -4,6 +4,7 @@
 #include "supports.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifndef FP4S_CUDA_ARCH_MAJOR
@@ -63,6 +64,16 @@ int fp4s_cu_fail(cudaError_t e, const char *what)
     const char *txt = cudaGetErrorString(e);
     cudaGetLastError();
     return fp4s_error_set(code, "cuda: %s: %s", what, txt);
+}
+
+int fp4s_cu_variant(void)
+{
+    static int v = 0;
+    if (v == 0) {
+        const char *e = getenv("FP4S_CUDA_VARIANT");
+        v = (e && !strcmp(e, "8")) ? 8 : 4;
+    }
+    return v;
 }
 
 unsigned fp4s_cu_grid(size_t work, unsigned threads)

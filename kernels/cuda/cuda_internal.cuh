@@ -15,6 +15,11 @@ int fp4s_cu_fail(cudaError_t e, const char *what);
 int fp4s_cu_prepare(const fp4s_spec *s, const fp4s_tscale *ts, size_t rows, size_t cols,
                     fp4s_cu_params *p);
 
+/* Which 1-D quantize kernel runs: 4 (a thread per 4 elements) or 8 (a thread
+ * per 8 elements). Default 4; FP4S_CUDA_VARIANT=8 in the environment selects
+ * the other (tests/cuda and the benchmark run both). Read once. */
+int fp4s_cu_variant(void);
+
 /* Blocks for a grid-stride launch of `threads` threads over `work` items. */
 unsigned fp4s_cu_grid(size_t work, unsigned threads);
 

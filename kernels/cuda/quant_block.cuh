@@ -511,7 +511,7 @@ FP4S_HD uint32_t cu_elem_t(const fp4s_cu_params &p, float f, float x)
         uint32_t m = p.tie == 0 ? cu_e2m1_rne_mag(cu_float(a)) : cu_e2m1_thr_mag(p.thr, a);
         code = m ? (m | (sign << 3)) : (sign ? p.negz : 0u);
         if (!PLAIN) {
-            code = a == 0u ? p.zc[sign] : code;
+            code = a == 0u ? (sign ? p.zc[1] : p.zc[0]) : code;
             code = a > 0x7F800000u ? 0u : code;
         }
     }

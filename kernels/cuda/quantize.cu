@@ -103,6 +103,84 @@ quant1d_kernel(fp4s_cu_params p, const float *__restrict__ x, size_t nvec, size_
     }
 }
 
+template <int MODE, bool PLAIN>
+__device__ __forceinline__ uint32_t encode4(const fp4s_cu_params &p, float f, float4 v)
+{
+    return cu_elem_t<MODE, PLAIN>(p, f, v.x) | cu_elem_t<MODE, PLAIN>(p, f, v.y) << 8
+         | cu_elem_t<MODE, PLAIN>(p, f, v.z) << 16 | cu_elem_t<MODE, PLAIN>(p, f, v.w) << 24;
+}
+
+/* Variant 8: each thread owns 8 consecutive elements (two 16-byte loads, one
+ * 8-byte store of codes), so a block is BS/8 lanes and the per-block work
+ * (amax butterfly, scale) is shared by twice as many elements. Pairs of
+ * vectors 2w, 2w+1 never straddle a row (cols is a multiple of 16). */
+template <int BS, int MODE, bool VEC, bool CONTIG>
+__global__ void __launch_bounds__(THREADS)
+quant1d8_kernel(fp4s_cu_params p, const float *__restrict__ x, size_t nw, size_t vpr, size_t ld,
+                uint8_t *__restrict__ codes, uint8_t *__restrict__ scales)
+{
+    constexpr int G = BS / 8; /* lanes per block */
+    constexpr int U = UNROLL / 2;
+    const unsigned lane = threadIdx.x & 31u;
+    const size_t warp = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5;
+    const size_t nwarps = ((size_t)gridDim.x * blockDim.x) >> 5;
+    for (size_t base = warp * (32 * U); base < nw; base += nwarps * (32 * U)) {
+        float4 f[U][2];
+        bool act[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            size_t w = base + (size_t)u * 32 + lane;
+            act[u] = w < nw;
+            if (act[u]) {
+                f[u][0] = load4<VEC, CONTIG>(x, 2 * w, vpr, ld);
+                f[u][1] = load4<VEC, CONTIG>(x, 2 * w + 1, vpr, ld);
+            } else {
+                f[u][0] = f[u][1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            fp4s_cu_amax am = {0u, 0, 0};
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                cu_amax_add(&am, f[u][h].x);
+                cu_amax_add(&am, f[u][h].y);
+                cu_amax_add(&am, f[u][h].z);
+                cu_amax_add(&am, f[u][h].w);
+            }
+            unsigned flags = (unsigned)am.nan | ((unsigned)am.inf << 1);
+#pragma unroll
+            for (int o = 1; o < G; o <<= 1) {
+                am.abits = max(am.abits, __shfl_xor_sync(0xffffffffu, am.abits, o));
+                flags |= __shfl_xor_sync(0xffffffffu, flags, o);
+            }
+            am.nan = flags & 1u;
+            am.inf = (flags >> 1) & 1u;
+            if (!act[u]) continue; /* whole blocks are inactive together */
+            fp4s_cu_blk b = cu_block(p, am);
+            uint32_t q0, q1;
+            if (cu_block_plain(p, am, b)) {
+                q0 = encode4<MODE, true>(p, b.f, f[u][0]);
+                q1 = encode4<MODE, true>(p, b.f, f[u][1]);
+            } else {
+                q0 = encode4<MODE, false>(p, b.f, f[u][0]);
+                q1 = encode4<MODE, false>(p, b.f, f[u][1]);
+            }
+            if (b.nan) q0 = q1 = 0u;
+            size_t w = base + (size_t)u * 32 + lane;
+            if (VEC) {
+                __stcs(reinterpret_cast<uint2 *>(codes + w * 8), make_uint2(q0, q1));
+            } else {
+                for (int k = 0; k < 4; k++) {
+                    codes[w * 8 + k] = (uint8_t)(q0 >> (8 * k));
+                    codes[w * 8 + 4 + k] = (uint8_t)(q1 >> (8 * k));
+                }
+            }
+            if ((lane & (G - 1)) == 0) scales[w / G] = b.scale;
+        }
+    }
+}
+
 /* NVFP4 16x16 tiles. Thread t: row lane l = t % 16 of tile group g = t / 16;
  * g = tile_row * nbpr + col_block. */
 template <int MODE, bool VEC>
@@ -182,8 +260,21 @@ void launch1d(const fp4s_cu_params &p, const float *x, size_t rows, size_t cols,
               uint8_t *codes, uint8_t *scales, cudaStream_t st, bool vec)
 {
     size_t nvec = rows * (cols / 4), vpr = cols / 4;
-    unsigned grid = fp4s_cu_grid((nvec + (size_t)UNROLL - 1) / UNROLL, THREADS);
     bool contig = ld == cols;
+    if (fp4s_cu_variant() == 8) {
+        size_t nw = nvec / 2;
+        unsigned grid = fp4s_cu_grid((nw + (size_t)UNROLL / 2 - 1) / (UNROLL / 2), THREADS);
+        if (vec && contig)
+            quant1d8_kernel<BS, MODE, true, true><<<grid, THREADS, 0, st>>>(p, x, nw, vpr, ld, codes, scales);
+        else if (vec)
+            quant1d8_kernel<BS, MODE, true, false><<<grid, THREADS, 0, st>>>(p, x, nw, vpr, ld, codes, scales);
+        else if (contig)
+            quant1d8_kernel<BS, MODE, false, true><<<grid, THREADS, 0, st>>>(p, x, nw, vpr, ld, codes, scales);
+        else
+            quant1d8_kernel<BS, MODE, false, false><<<grid, THREADS, 0, st>>>(p, x, nw, vpr, ld, codes, scales);
+        return;
+    }
+    unsigned grid = fp4s_cu_grid((nvec + (size_t)UNROLL - 1) / UNROLL, THREADS);
     if (vec && contig)
         quant1d_kernel<BS, MODE, true, true><<<grid, THREADS, 0, st>>>(p, x, nvec, vpr, ld, codes, scales);
     else if (vec)

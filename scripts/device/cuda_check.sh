@@ -46,26 +46,34 @@ if ! step setup+build build.log scripts/device/setup.sh tests/cuda/test_cuda ben
 else
     . .device/env.sh
     step test-emulate test_emulate.log "$B/tests/cuda/test_cuda" --emulate --quiet || ok=0
-    step test-gpu test_gpu.log "$B/tests/cuda/test_cuda" --iterations 3 || ok=0
-    step test-gpu-big test_gpu_big.log "$B/tests/cuda/test_cuda" --big --quiet || ok=0
+    # both 1-D quantize kernels (FP4S_CUDA_VARIANT, see kernels/cuda/cuda.cu)
+    step test-gpu test_gpu.log sh -c "'$B/tests/cuda/test_cuda' --iterations 3 &&
+        FP4S_CUDA_VARIANT=8 '$B/tests/cuda/test_cuda' --iterations 3" || ok=0
+    step test-gpu-big test_gpu_big.log sh -c "'$B/tests/cuda/test_cuda' --big --quiet &&
+        FP4S_CUDA_VARIANT=8 '$B/tests/cuda/test_cuda' --big --quiet" || ok=0
     if [ $sanit = 1 ] && command -v compute-sanitizer >/dev/null; then
-        step memcheck memcheck.log timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 \
-            "$B/tests/cuda/test_cuda" --quiet || ok=0
+        step memcheck memcheck.log sh -c "timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 \
+            '$B/tests/cuda/test_cuda' --quiet && FP4S_CUDA_VARIANT=8 timeout 240 compute-sanitizer \
+            --tool memcheck --error-exitcode 9 '$B/tests/cuda/test_cuda' --quiet" || ok=0
     fi
     if [ $bench = 1 ]; then
-        # twice: the spread between the two runs is the noise of the numbers
-        step bench bench_cuda.log sh -c "'$B/bench/bench_cuda' && '$B/bench/bench_cuda'" || ok=0
+        # both kernel variants, the default one twice (noise)
+        step bench bench_cuda.log sh -c "'$B/bench/bench_cuda' && FP4S_CUDA_VARIANT=8 '$B/bench/bench_cuda' &&
+            '$B/bench/bench_cuda'" || ok=0
     fi
     NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1)
     if [ $prof = 1 ] && [ -n "$NCU" ]; then
         # speed of light of each kernel once, on a 256 MiB tensor (> L2)
-        step ncu profile.log "$NCU" --clock-control none --section SpeedOfLight \
+        step ncu profile.log sh -c "'$NCU' --clock-control none --section SpeedOfLight \
             --kernel-name regex:'quant1d|quant2d|dequant|amax' --launch-count 24 \
-            "$B/bench/bench_cuda" --rows 16384 --reps 1 --warmup 0 || ok=0
+            '$B/bench/bench_cuda' --rows 16384 --reps 1 --warmup 0 &&
+            FP4S_CUDA_VARIANT=8 '$NCU' --clock-control none --section SpeedOfLight \
+            --kernel-name regex:'quant1d8' --launch-count 8 \
+            '$B/bench/bench_cuda' --rows 16384 --reps 1 --warmup 0" || ok=0
     fi
 fi
 echo "== cuda_check summary"
 printf '%s\n' "${summary[@]}"
-grep -h "mismatches\|seed" "$OUT"/test_*.log 2>/dev/null
+grep -h "mismatches\|seed\|VARIANT" "$OUT"/test_*.log 2>/dev/null
 [ -f "$OUT/bench_cuda.log" ] && grep -E "^(op|d2d|amax|quantize|dequantize)" "$OUT/bench_cuda.log"
 [ $ok = 1 ]

@@ -531,7 +531,8 @@ int main(int argc, char **argv)
     char desc[200];
     fp4s_cuda_describe(desc, sizeof desc);
     if (!emulate) {
-        printf("test_cuda: device: %s\n", desc);
+        const char *var = getenv("FP4S_CUDA_VARIANT");
+        printf("test_cuda: device: %s (FP4S_CUDA_VARIANT=%s)\n", desc, var ? var : "default");
         if (!fp4s_cuda_available()) {
             printf("test_cuda: SKIP: no usable GPU\n");
             return 77;
