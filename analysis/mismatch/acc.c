@@ -715,6 +715,75 @@ static inline uint64_t dkey(double v)
     return (b & 0x8000000000000000ULL) ? ~b : b | 0x8000000000000000ULL;
 }
 
+/* Values of the (ascending) ranks rk[0..k) of seg[0..m), all elements sharing
+ * their top 16 key bits: a histogram of the next 16 bits narrows each rank to
+ * a sub-bin (1/2^20 of a binade) and only those sub-bins are gathered and
+ * multi-selected. seg may be reordered. Small segments (or no memory): plain
+ * multi-select of the segment. k <= 64. */
+static void select_segment(double *seg, size_t m, const size_t *rk, size_t k, uint64_t *st, double *out)
+{
+    size_t ranks[64];
+    if (k > 64) k = 64;
+    memcpy(ranks, rk, k * sizeof *ranks);
+    uint32_t *h = m > 16384 ? calloc(65536, sizeof *h) : NULL;
+    if (!h) {
+        mselect(seg, 0, m, ranks, k, st);
+        for (size_t q = 0; q < k; q++) out[q] = seg[rk[q]];
+        return;
+    }
+    for (size_t i = 0; i < m; i++) h[(dkey(seg[i]) >> 32) & 0xffff]++;
+    /* sub-bin and rank inside it, per rank */
+    size_t sub[64], rin[64], below = 0, bb = 0;
+    for (size_t q = 0; q < k; q++) {
+        while (below + h[bb] <= rk[q]) below += h[bb++];
+        sub[q] = bb;
+        rin[q] = rk[q] - below;
+    }
+    /* distinct wanted sub-bins (ascending) and their offsets in c */
+    size_t ub[64], uoff[64], nb = 0, total = 0;
+    for (size_t q = 0; q < k; q++) {
+        if (nb && ub[nb - 1] == sub[q]) continue;
+        ub[nb] = sub[q];
+        uoff[nb] = total;
+        total += h[sub[q]];
+        nb++;
+    }
+    double *c = malloc((total ? total : 1) * sizeof *c);
+    int32_t *slot = malloc(65536 * sizeof *slot);
+    if (!c || !slot) {
+        free(c);
+        free(slot);
+        free(h);
+        mselect(seg, 0, m, ranks, k, st);
+        for (size_t q = 0; q < k; q++) out[q] = seg[rk[q]];
+        return;
+    }
+    for (size_t i = 0; i < 65536; i++) slot[i] = -1;
+    size_t fill[64];
+    for (size_t t = 0; t < nb; t++) {
+        slot[ub[t]] = (int32_t)t;
+        fill[t] = uoff[t];
+    }
+    for (size_t i = 0; i < m; i++) {
+        int32_t t = slot[(dkey(seg[i]) >> 32) & 0xffff];
+        if (t >= 0) c[fill[t]++] = seg[i];
+    }
+    /* rank of each wanted value inside c (ascending, possibly repeated) */
+    size_t cr[64], u = 0, t = 0;
+    for (size_t q = 0; q < k; q++) {
+        while (ub[t] != sub[q]) t++;
+        cr[q] = uoff[t] + rin[q];
+    }
+    size_t uk[64] = {0};
+    for (size_t q = 0; q < k; q++)
+        if (u == 0 || uk[u - 1] != cr[q]) uk[u++] = cr[q];
+    mselect(c, 0, total, uk, u, st);
+    for (size_t q = 0; q < k; q++) out[q] = c[cr[q]];
+    free(c);
+    free(slot);
+    free(h);
+}
+
 /* Exact selection in two passes: a histogram of the top 16 key bits finds the
  * bin of every wanted rank; the elements of those bins are gathered and
  * multi-selected; rv[j] receives the value of rank r[j]; data is not changed.
@@ -793,10 +862,14 @@ static int radix_select(const double *data, size_t n, const uint32_t *hin, const
         uint64_t bk = dkey(data[i]) >> 48;
         if (want[bk]) cand[fill[bk]++] = data[i];
     }
-    for (size_t j = 0; j < nr; j++) cr[j] = coff[bin[j]] + rb[j];
-    /* cr is ascending because r is */
-    mselect(cand, 0, ncand, cr, nr, st);
-    for (size_t j = 0; j < nr; j++) rv[j] = cand[cr[j]];
+    /* the ranks of each wanted bin, selected within the bin's segment of cand */
+    for (size_t j = 0; j < nr;) {
+        size_t j1 = j;
+        while (j1 < nr && j1 < j + 64 && bin[j1] == bin[j]) j1++;
+        select_segment(cand + coff[bin[j]], hist[bin[j]], rb + j, j1 - j, st, rv + j);
+        j = j1;
+    }
+    (void)cr;
     free(hist);
     free(want);
     free(below);

@@ -316,20 +316,27 @@ END_TEST
 START_TEST(percentiles_radix_path_large)
 {
     unsigned s = 99;
-    const size_t sizes[] = {8192, 50001, 300000};
-    for (size_t z = 0; z < 3; z++) {
+    const size_t sizes[] = {8192, 50001, 300000, 200000, 100000};
+    for (size_t z = 0; z < 5; z++) {
         size_t n = sizes[z];
         double *v = malloc(n * sizeof *v), *w = malloc(n * sizeof *w), *keep = malloc(n * sizeof *keep);
         for (size_t i = 0; i < n; i++) {
             double u = urand(&s);
-            double x = z == 0 ? floor(u * 20) : (z == 1 ? (u - 0.3) * 1e-3 : exp(40 * (u - 0.5)));
+            /* z = 3: every value in one top-16-bit bin (the second radix level); z = 4: ties there */
+            double x = z == 0 ? floor(u * 20)
+                       : z == 1 ? (u - 0.3) * 1e-3
+                       : z == 2 ? exp(40 * (u - 0.5))
+                       : z == 3 ? 1.0 + u / 16.5
+                                : 1.0 + floor(u * 300) / 5000.0;
             v[i] = w[i] = keep[i] = x;
         }
         qsort(w, n, sizeof *w, cmp_d);
-        const double fr[] = {0.999, 0.99, 0.95, 0.9, 0.5, 0.1, 0.01, 0.0, 1.0, 0.123456};
-        double out[10];
-        fp4s_percentiles(v, n, fr, 10, out);
-        for (int k = 0; k < 10; k++) {
+        double fr[100];
+        for (int k = 0; k < 10; k++) fr[k] = (const double[]){0.999, 0.99, 0.95, 0.9, 0.5, 0.1, 0.01, 0.0, 1.0, 0.123456}[k];
+        for (int k = 10; k < 100; k++) fr[k] = 0.5 + (k - 10) * 1e-6; /* many ranks in one bin */
+        double out[100];
+        fp4s_percentiles(v, n, fr, 100, out);
+        for (int k = 0; k < 100; k++) {
             double p = fr[k] * (double)(n - 1);
             size_t ip = (size_t)p;
             double f = p - (double)ip;
