@@ -505,6 +505,22 @@ int fp4s_mm_acc_add(fp4s_mm_acc *a, size_t n, const double *trainer, const doubl
     return 0;
 }
 
+int mm_acc_add_f32(fp4s_mm_acc *a, size_t n, const float *trainer, const float *rollout, const int64_t *seq,
+                   const uint8_t *mask, uint8_t *first_out)
+{
+    double t[MM_BLK], r[MM_BLK];
+    for (size_t b0 = 0; b0 < n; b0 += MM_BLK) {
+        size_t bn = n - b0 < MM_BLK ? n - b0 : MM_BLK;
+        for (size_t i = 0; i < bn; i++) {
+            t[i] = trainer[b0 + i];
+            r[i] = rollout[b0 + i];
+        }
+        int rc = fp4s_mm_acc_add(a, bn, t, r, seq + b0, mask ? mask + b0 : NULL, first_out ? first_out + b0 : NULL);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 int fp4s_mm_acc_merge(fp4s_mm_acc *dst, const fp4s_mm_acc *src)
 {
     if (!dst || !src) return fp4s_error_set(FP4S_EINVAL, "mismatch: merge: NULL argument");

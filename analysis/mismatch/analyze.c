@@ -42,6 +42,9 @@ static int par_add(void *arg, size_t begin, size_t end, int w)
     par_ctx *c = arg;
     const mm_batch *b = c->b;
     size_t o = c->i0 + begin;
+    if (b->is_f32)
+        return mm_acc_add_f32(c->d->scratch[w], end - begin, b->flt + o, b->flr + o, b->seq + o,
+                              c->mask ? c->mask + begin : NULL, NULL);
     return fp4s_mm_acc_add(c->d->scratch[w], end - begin, b->lt + o, b->lr + o, b->seq + o,
                            c->mask ? c->mask + begin : NULL, NULL);
 }
@@ -214,19 +217,23 @@ static int add_segment(driver *d, run_state *s, const mm_batch *b, size_t i0, si
     const uint8_t *mask = b->no_mask ? NULL : b->mask + i0;
     int bypos = d->o->by_position;
     int rc;
-    if (bypos || add_parallel(d, s, b, i0, n, mask, &rc))
-        rc = fp4s_mm_acc_add(s->acc, n, b->lt + i0, b->lr + i0, b->seq + i0, mask, bypos ? d->first : NULL);
+    if (bypos || add_parallel(d, s, b, i0, n, mask, &rc)) {
+        if (b->is_f32)
+            rc = mm_acc_add_f32(s->acc, n, b->flt + i0, b->flr + i0, b->seq + i0, mask, bypos ? d->first : NULL);
+        else
+            rc = fp4s_mm_acc_add(s->acc, n, b->lt + i0, b->lr + i0, b->seq + i0, mask, bypos ? d->first : NULL);
+    }
     if (rc == FP4S_EFORMAT && !d->o->allow_positive) {
         /* a positive log-prob: name the line or token */
         for (size_t i = i0; i < i1; i++) {
             if (mask && !b->mask[i]) continue;
-            int pt = b->lt[i] > 0 && isfinite(b->lt[i]), pr = b->lr[i] > 0 && isfinite(b->lr[i]);
+            double lt = b->is_f32 ? b->flt[i] : b->lt[i], lr = b->is_f32 ? b->flr[i] : b->lr[i];
+            int pt = lt > 0 && isfinite(lt), pr = lr > 0 && isfinite(lr);
             if (!pt && !pr) continue;
             char where[1200];
             mm_reader_where(d->r, b, i, where, sizeof where);
             return fp4s_error_set(FP4S_EFORMAT, "%s: %s log-prob %.9g is positive (log-probs are <= 0; "
-                                  "--allow-positive accepts it)", where, pt ? "trainer" : "rollout",
-                                  pt ? b->lt[i] : b->lr[i]);
+                                  "--allow-positive accepts it)", where, pt ? "trainer" : "rollout", pt ? lt : lr);
         }
     }
     if (rc) return rc;
@@ -237,8 +244,8 @@ static int add_segment(driver *d, run_state *s, const mm_batch *b, size_t i0, si
         for (size_t i = 0; i < n; i++) {
             int is_first = has_pos ? b->pos[i0 + i] == 0 : d->first[i];
             if (is_first != (part == 0)) continue;
-            d->glt[k] = b->lt[i0 + i];
-            d->glr[k] = b->lr[i0 + i];
+            d->glt[k] = b->is_f32 ? b->flt[i0 + i] : b->lt[i0 + i];
+            d->glr[k] = b->is_f32 ? b->flr[i0 + i] : b->lr[i0 + i];
             d->gseq[k] = b->seq[i0 + i];
             d->gmask[k] = mask ? b->mask[i0 + i] : 1;
             k++;

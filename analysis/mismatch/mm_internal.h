@@ -45,7 +45,13 @@ typedef struct mm_batch {
     int64_t ustep;
     uint64_t urow0;
     int no_mask;                 /* mask[] not filled: every token counted */
+    int is_f32;                  /* log-probs are in flt/flr (float32 captures), not lt/lr */
+    float *flt, *flr;
 } mm_batch;
+
+/* fp4s_mm_acc_add for float32 log-probs (converted per block of 1024 in L1). */
+int mm_acc_add_f32(fp4s_mm_acc *a, size_t n, const float *trainer, const float *rollout, const int64_t *seq,
+                   const uint8_t *mask, uint8_t *first_out);
 
 typedef struct mm_reader mm_reader;
 

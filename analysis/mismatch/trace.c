@@ -35,7 +35,9 @@ int mm_batch_init(mm_batch *b, size_t cap)
     b->mask = malloc(cap * sizeof *b->mask);
     b->run = malloc(cap * sizeof *b->run);
     b->row = malloc(cap * sizeof *b->row);
-    if (!b->step || !b->seq || !b->pos || !b->lt || !b->lr || !b->mask || !b->run || !b->row) {
+    b->flt = malloc(cap * sizeof *b->flt);
+    b->flr = malloc(cap * sizeof *b->flr);
+    if (!b->step || !b->seq || !b->pos || !b->lt || !b->lr || !b->mask || !b->run || !b->row || !b->flt || !b->flr) {
         mm_batch_free(b);
         return fp4s_error_set(FP4S_ENOMEM, "mismatch: out of memory for a batch of %zu tokens", cap);
     }
@@ -52,6 +54,8 @@ void mm_batch_free(mm_batch *b)
     free(b->mask);
     free(b->run);
     free(b->row);
+    free(b->flt);
+    free(b->flr);
     memset(b, 0, sizeof *b);
 }
 
@@ -81,7 +85,6 @@ struct mm_reader {
     hid_t d[5];             /* trainer, rollout, seq, pos, mask of the current step */
     int dt_is_f32[2];
     size_t tlen, toff;      /* tokens in current step, next offset */
-    float *fbuf;
     size_t skipped;
     int skip_empty;
 };
@@ -354,6 +357,7 @@ static int csv_next(mm_reader *r, mm_batch *b)
     b->n = 0;
     b->uniform = 0;
     b->no_mask = 0;
+    b->is_f32 = 0;
     while (b->n < b->cap) {
         size_t len;
         char *line = next_line(r, &len);
@@ -463,6 +467,7 @@ static int jsonl_next(mm_reader *r, mm_batch *b)
     b->n = 0;
     b->uniform = 0;
     b->no_mask = 0;
+    b->is_f32 = 0;
     while (b->n < b->cap) {
         size_t len;
         char *line = next_line(r, &len);
@@ -740,13 +745,15 @@ static int capture_next(mm_reader *r, mm_batch *b)
         if (n > b->cap) n = b->cap;
         char grp[128];
         snprintf(grp, sizeof grp, "/steps/%lld/logprobs", (long long)r->steps[r->cur]);
+        /* float32 pairs stay float32 (converted in L1 by the accumulator) */
+        b->is_f32 = r->dt_is_f32[0] && r->dt_is_f32[1];
         for (int k = 0; k < 2; k++) {
             double *dst = k == 0 ? b->lt : b->lr;
-            if (r->dt_is_f32[k]) {
-                if (h5_read(r->d[k], H5T_NATIVE_FLOAT, r->toff, n, r->fbuf))
+            float *fdst = k == 0 ? b->flt : b->flr;
+            if (b->is_f32) {
+                if (h5_read(r->d[k], H5T_NATIVE_FLOAT, r->toff, n, fdst))
                     return fp4s_error_set(FP4S_EFORMAT, "%s: %s/%s: read failed", r->path, grp,
                                           k ? "rollout" : "trainer");
-                for (size_t i = 0; i < n; i++) dst[i] = r->fbuf[i];
             } else if (h5_read(r->d[k], H5T_NATIVE_DOUBLE, r->toff, n, dst)) {
                 return fp4s_error_set(FP4S_EFORMAT, "%s: %s/%s: read failed", r->path, grp, k ? "rollout" : "trainer");
             }
@@ -901,11 +908,6 @@ int mm_reader_open(const char *path, const fp4s_trace_opts *t, bool skip_empty, 
                                 path);
             goto fail;
         }
-        r->fbuf = malloc(((size_t)1 << 18) * sizeof *r->fbuf);
-        if (!r->fbuf) {
-            rc = fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
-            goto fail;
-        }
         r->have[ROLE_STEP] = r->have[ROLE_SEQ] = r->have[ROLE_LT] = r->have[ROLE_LR] = 1;
     } else if (fmt == FP4S_TRACE_CSV) {
         rc = csv_header(r, t);
@@ -949,7 +951,6 @@ void mm_reader_close(mm_reader **rp)
     free(r->role);
     free(r->buf);
     free(r->steps);
-    free(r->fbuf);
     free(r->path);
     free(r);
     *rp = NULL;
