@@ -163,7 +163,7 @@ int fp4s_mm_acc_open(const fp4s_mm_opts *o, fp4s_mm_acc **out)
         return fp4s_error_set(FP4S_EINVAL, "mismatch: clamp must be a finite number > 0, got %g", o->clamp);
     fp4s_mm_acc *a = calloc(1, sizeof *a);
     if (!a) return fp4s_error_set(FP4S_ENOMEM, "mismatch: out of memory");
-    a->hist = calloc(65536, sizeof *a->hist);
+    a->hist = calloc(2 * 65536, sizeof *a->hist);
     if (!a->hist) {
         free(a);
         return fp4s_error_set(FP4S_ENOMEM, "mismatch: out of memory");
@@ -194,7 +194,7 @@ void fp4s_mm_acc_reset(fp4s_mm_acc *a)
     if (a->seqs && a->seq_used) memset(a->seqs, 0, a->seq_cap * sizeof *a->seqs);
     a->seq_used = 0;
     a->last_slot = SIZE_MAX;
-    if (a->nabs) memset(a->hist, 0, 65536 * sizeof *a->hist);
+    if (a->nabs) memset(a->hist, 0, 2 * 65536 * sizeof *a->hist);
     a->nabs = 0;
 }
 
@@ -342,6 +342,7 @@ static void token_pass(const double *restrict lt, const double *restrict lr, siz
 #define MM_BLK 1024
 
 /* Any counted token with a finite positive log-prob (a vectorizable max). */
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static int any_positive(const double *restrict t, const double *restrict r, const uint8_t *restrict mask, size_t n)
 {
     double mx = -INFINITY;
@@ -358,6 +359,7 @@ static int any_positive(const double *restrict t, const double *restrict r, cons
 
 /* Tokens of a block that are not (counted, finite and inside +-700): 0 means
  * the block can go to token_pass as it is (a vectorizable sum). */
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static int block_irregular(const double *restrict t, const double *restrict r, const uint8_t *restrict mask,
                            size_t n)
 {
@@ -469,6 +471,17 @@ int fp4s_mm_acc_add(fp4s_mm_acc *a, size_t n, const double *trainer, const doubl
                 absv[q] = fabs(trainer[i] - rollout[i]);
             }
         }
+        /* |rho| histogram for the percentiles: two tables (even / odd tokens)
+         * so that repeated bins do not serialize on one counter */
+        {
+            uint32_t *h0 = a->hist, *h1 = a->hist + 65536;
+            size_t q = 0;
+            for (; q + 1 < k; q += 2) {
+                h0[dkey(absv[q]) >> 48]++;
+                h1[dkey(absv[q + 1]) >> 48]++;
+            }
+            if (q < k) h0[dkey(absv[q]) >> 48]++;
+        }
         a->nabs += k;
         /* sequences, in token order; a run of tokens of one sequence is summed
          * first and added once */
@@ -479,7 +492,6 @@ int fp4s_mm_acc_add(fp4s_mm_acc *a, size_t n, const double *trainer, const doubl
             do {
                 size_t i = b0 + (direct ? q1 : ci[q1]);
                 const double lt = trainer[i], lr = rollout[i], rho = lt - lr;
-                a->hist[dkey(fabs(rho)) >> 48]++;
                 sa += fabs(rho);
                 sr += rho;
                 sl += lt;
@@ -530,7 +542,7 @@ int fp4s_mm_acc_merge(fp4s_mm_acc *dst, const fp4s_mm_acc *src)
     if (rc) return rc;
     if (src->nabs) {
         memcpy(dst->absv + dst->nabs, src->absv, src->nabs * sizeof *src->absv);
-        for (size_t q = 0; q < 65536; q++) dst->hist[q] += src->hist[q];
+        for (size_t q = 0; q < 2 * 65536; q++) dst->hist[q] += src->hist[q];
     }
     dst->nabs += src->nabs;
     for (size_t i = 0; i < src->seq_cap; i++) {
@@ -817,7 +829,8 @@ static int radix_select(const double *data, size_t n, const uint32_t *hin, const
         free(below);
         return -1;
     }
-    if (hin) memcpy(hist, hin, 65536 * sizeof *hist);
+    if (hin)
+        for (size_t q = 0; q < 65536; q++) hist[q] = hin[q] + hin[65536 + q];
     else
         for (size_t i = 0; i < n; i++) hist[dkey(data[i]) >> 48]++;
     below[0] = 0;

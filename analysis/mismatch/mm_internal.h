@@ -29,7 +29,8 @@ struct fp4s_mm_acc {
     int64_t last_id;
     double *absv;
     size_t nabs, abs_cap;
-    uint32_t *hist;      /* counts of the top 16 key bits of |rho| (the radix pass of the percentiles) */
+    uint32_t *hist;      /* 2 x 65536 counts of the top 16 key bits of |rho| (even, odd tokens), summed
+                          * for the radix pass of the percentiles */
 };
 
 /* ---- trace readers: batches of tokens in columns ---------------------------------- */
