@@ -45,9 +45,11 @@ static void e2m1_small_thresholds(fp4s_tie tie, uint32_t *t0, uint32_t *t1)
 
 typedef struct enc_ctx {
     __m512i t0, t1;        /* |v| < 1 thresholds */
-    __m512i rnd, lsbm;     /* |v| >= 1: add rnd + (bit 22 & lsbm) */
-    __m512i absm, onef, c252, seven, six, one, eight, zero;
+    __m512i rnd;           /* |v| >= 1: add rnd (+ 1 if bit 22 is set, ties to even) */
+    __m512i absm, bit22, c252, seven, six, one, two, eight, zero;
     __m512 lut;            /* E2M1 code -> value, codes 0..15 */
+    bool rne;
+    bool plain_sign;       /* keep_neg_zero and zero_in SIGN: code = index | sign */
     bool keep_neg_zero;
     fp4s_zero_in zero_in;
 } enc_ctx;
@@ -59,41 +61,52 @@ static void enc_init(enc_ctx *c, const fp4s_spec *s)
     c->t0 = _mm512_set1_epi32((int)t0);
     c->t1 = _mm512_set1_epi32((int)t1);
     c->rnd = _mm512_set1_epi32(s->tie == FP4S_TIE_AWAY ? 0x200000 : 0x1FFFFF);
-    c->lsbm = _mm512_set1_epi32(s->tie == FP4S_TIE_EVEN ? 1 : 0);
+    c->rne = s->tie == FP4S_TIE_EVEN;
     c->absm = _mm512_set1_epi32((int)ABS_MASK);
-    c->onef = _mm512_set1_epi32(0x3f800000);
+    c->bit22 = _mm512_set1_epi32(1 << 22);
     c->c252 = _mm512_set1_epi32(252);
     c->seven = _mm512_set1_epi32(7);
     c->six = _mm512_set1_epi32((int)SIX_BITS);
     c->one = _mm512_set1_epi32(1);
+    c->two = _mm512_set1_epi32(2);
     c->eight = _mm512_set1_epi32(8);
     c->zero = _mm512_setzero_si512();
     c->lut = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
                             -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
     c->keep_neg_zero = s->keep_neg_zero;
     c->zero_in = s->zero_in;
+    c->plain_sign = s->keep_neg_zero && s->zero_in == FP4S_ZIN_SIGN;
 }
 
 /* Codes (as 32-bit lanes) of 16 scaled values v (finite or +-Inf, not NaN),
- * as fp4s_e2m1_encode_spec; counts saturated (|v| > 6) and -0 codes per lane. */
+ * as fp4s_e2m1_encode_spec; counts saturated (|v| > 6) and -0 codes per lane.
+ * hi = (rounded bits >> 22) - 252 is the index for |v| >= 1 and at most the
+ * true index below 1 (negative under 0.5), lo = [a > t0] + [a > t1] the
+ * index below 1 and 2 above: the index is max(lo, min(hi, 7)). */
 static inline __attribute__((always_inline)) __m512i
 e2m1_encode16(const enc_ctx *c, __m512 v, __m512i *satc, __m512i *negzc)
 {
     __m512i b = _mm512_castps_si512(v);
     __m512i a = _mm512_and_si512(b, c->absm);
-    __m512i add = _mm512_add_epi32(c->rnd, _mm512_and_si512(_mm512_srli_epi32(a, 22), c->lsbm));
-    __m512i hi = _mm512_sub_epi32(_mm512_srli_epi32(_mm512_add_epi32(a, add), 22), c->c252);
-    hi = _mm512_min_epu32(hi, c->seven);
-    __m512i lo = _mm512_add_epi32(_mm512_srli_epi32(_mm512_sub_epi32(c->t0, a), 31),
-                                  _mm512_srli_epi32(_mm512_sub_epi32(c->t1, a), 31));
-    __m512i idx = _mm512_mask_mov_epi32(lo, _mm512_cmpge_epu32_mask(a, c->onef), hi);
-    __m512i s8 = _mm512_and_si512(_mm512_srli_epi32(b, 28), c->eight);
-    if (!c->keep_neg_zero) s8 = _mm512_min_epu32(s8, _mm512_slli_epi32(idx, 3));
-    if (c->zero_in != FP4S_ZIN_SIGN)
-        s8 = _mm512_mask_mov_epi32(s8, _mm512_cmpeq_epi32_mask(a, c->zero),
-                                   c->zero_in == FP4S_ZIN_NEG ? c->eight : c->zero);
-    __m512i q = _mm512_or_si512(idx, s8);
-    *satc = _mm512_sub_epi32(*satc, _mm512_srai_epi32(_mm512_sub_epi32(c->six, a), 31));
+    __m512i t = _mm512_add_epi32(a, c->rnd);
+    if (c->rne) t = _mm512_mask_add_epi32(t, _mm512_test_epi32_mask(a, c->bit22), t, c->one);
+    __m512i hi = _mm512_min_epi32(_mm512_sub_epi32(_mm512_srli_epi32(t, 22), c->c252), c->seven);
+    __m512i lo = _mm512_mask_mov_epi32(_mm512_maskz_mov_epi32(_mm512_cmpgt_epu32_mask(a, c->t0), c->one),
+                                       _mm512_cmpgt_epu32_mask(a, c->t1), c->two);
+    __m512i idx = _mm512_max_epi32(lo, hi);
+    __m512i q;
+    if (c->plain_sign) {
+        /* idx | ((b >> 28) & 8) */
+        q = _mm512_ternarylogic_epi32(idx, _mm512_srli_epi32(b, 28), c->eight, 0xF8);
+    } else {
+        __m512i s8 = _mm512_and_si512(_mm512_srli_epi32(b, 28), c->eight);
+        if (!c->keep_neg_zero) s8 = _mm512_min_epu32(s8, _mm512_slli_epi32(idx, 3));
+        if (c->zero_in != FP4S_ZIN_SIGN)
+            s8 = _mm512_mask_mov_epi32(s8, _mm512_cmpeq_epi32_mask(a, c->zero),
+                                       c->zero_in == FP4S_ZIN_NEG ? c->eight : c->zero);
+        q = _mm512_or_si512(idx, s8);
+    }
+    *satc = _mm512_mask_add_epi32(*satc, _mm512_cmpgt_epu32_mask(a, c->six), *satc, c->one);
     *negzc = _mm512_mask_add_epi32(*negzc, _mm512_cmpeq_epi32_mask(q, c->eight), *negzc, c->one);
     return q;
 }
