@@ -71,10 +71,13 @@ e2m1_encode8(const enc_ctx *c, __m256 v, __m256i *satc, __m256i *negzc)
     __m256i a = _mm256_and_si256(b, c->absm);
     __m256i add = _mm256_add_epi32(c->rnd, _mm256_and_si256(_mm256_srli_epi32(a, 22), c->lsbm));
     __m256i hi = _mm256_sub_epi32(_mm256_srli_epi32(_mm256_add_epi32(a, add), 22), c->c252);
-    hi = _mm256_min_epu32(hi, c->seven);
-    __m256i lo = _mm256_add_epi32(_mm256_srli_epi32(_mm256_sub_epi32(c->t0, a), 31),
-                                  _mm256_srli_epi32(_mm256_sub_epi32(c->t1, a), 31));
-    __m256i idx = _mm256_blendv_epi8(lo, hi, _mm256_cmpgt_epi32(a, c->onem1));
+    /* hi is the index for |v| >= 1 and at most the true index below 1
+     * (negative under 0.5); lo = [a > t0] + [a > t1] is the index below 1 and
+     * 2 above: the index is max(lo, min(hi, 7)) */
+    hi = _mm256_min_epi32(hi, c->seven);
+    __m256i lo = _mm256_sub_epi32(_mm256_sub_epi32(c->zero, _mm256_cmpgt_epi32(a, c->t0)),
+                                  _mm256_cmpgt_epi32(a, c->t1));
+    __m256i idx = _mm256_max_epi32(lo, hi);
     __m256i s8 = _mm256_and_si256(_mm256_srli_epi32(b, 28), c->eight);
     if (!c->keep_neg_zero) s8 = _mm256_min_epu32(s8, _mm256_slli_epi32(idx, 3));
     if (c->zero_in != FP4S_ZIN_SIGN)
