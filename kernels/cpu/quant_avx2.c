@@ -35,7 +35,7 @@ static void e2m1_small_thresholds(fp4s_tie tie, uint32_t *t0, uint32_t *t1)
 
 typedef struct enc_ctx {
     __m256i t0, t1, rnd, lsbm;
-    __m256i absm, onem1, c252, seven, six, one, eight, zero;
+    __m256i absm, c252, seven, six, one, eight, zero;
     __m256 lut;            /* E2M1 magnitude index -> value */
     bool keep_neg_zero;
     fp4s_zero_in zero_in;
@@ -50,7 +50,6 @@ static void enc_init(enc_ctx *c, const fp4s_spec *s)
     c->rnd = _mm256_set1_epi32(s->tie == FP4S_TIE_AWAY ? 0x200000 : 0x1FFFFF);
     c->lsbm = _mm256_set1_epi32(s->tie == FP4S_TIE_EVEN ? 1 : 0);
     c->absm = _mm256_set1_epi32((int)ABS_MASK);
-    c->onem1 = _mm256_set1_epi32(0x3f800000 - 1);
     c->c252 = _mm256_set1_epi32(252);
     c->seven = _mm256_set1_epi32(7);
     c->six = _mm256_set1_epi32((int)SIX_BITS);
