@@ -13,6 +13,10 @@ typedef struct run_state {
     fp4s_mm_acc *acc, *first, *rest;
     int has_cur;
     int64_t cur;
+    /* per-worker partials of the current step (parallel token pass), merged
+     * into acc when the step ends */
+    fp4s_mm_acc *scratch[256];
+    int nscratch, scratch_used;
 } run_state;
 
 typedef struct driver {
@@ -25,13 +29,10 @@ typedef struct driver {
     int64_t *gseq;
     uint8_t *gmask, *first;
     size_t gcap;
-    /* per-worker partial accumulators for the parallel token pass */
-    fp4s_mm_acc *scratch[256];
-    int nscratch;
 } driver;
 
 typedef struct par_ctx {
-    driver *d;
+    run_state *s;
     const mm_batch *b;
     size_t i0;
     const uint8_t *mask;
@@ -43,37 +44,48 @@ static int par_add(void *arg, size_t begin, size_t end, int w)
     const mm_batch *b = c->b;
     size_t o = c->i0 + begin;
     if (b->is_f32)
-        return mm_acc_add_f32(c->d->scratch[w], end - begin, b->flt + o, b->flr + o, b->seq + o,
+        return mm_acc_add_f32(c->s->scratch[w], end - begin, b->flt + o, b->flr + o, b->seq + o,
                               c->mask ? c->mask + begin : NULL, NULL);
-    return fp4s_mm_acc_add(c->d->scratch[w], end - begin, b->lt + o, b->lr + o, b->seq + o,
+    return fp4s_mm_acc_add(c->s->scratch[w], end - begin, b->lt + o, b->lr + o, b->seq + o,
                            c->mask ? c->mask + begin : NULL, NULL);
 }
 
 #define MM_PAR_GRAIN ((size_t)1 << 15)
 
-/* Add tokens on several threads into per-worker partials, then merge them in
- * worker order (deterministic for a given thread count). 1 when not used. */
+/* Add tokens on several threads into the run's per-worker partials of the
+ * step (merged in worker order when the step ends: deterministic for a given
+ * thread count). Returns 1 when not used (one thread or a small segment). */
 static int add_parallel(driver *d, run_state *s, const mm_batch *b, size_t i0, size_t n, const uint8_t *mask,
                         int *rc_out)
 {
     int nt = fp4s_get_threads();
     if (nt > 256) nt = 256;
     if (nt < 2 || n < 2 * MM_PAR_GRAIN) return 1;
-    while (d->nscratch < nt) {
-        int rc = fp4s_mm_acc_open(d->o, &d->scratch[d->nscratch]);
+    while (s->nscratch < nt) {
+        int rc = fp4s_mm_acc_open(d->o, &s->scratch[s->nscratch]);
         if (rc) {
             *rc_out = rc;
             return 0;
         }
-        d->nscratch++;
+        s->nscratch++;
     }
-    for (int w = 0; w < nt; w++) fp4s_mm_acc_reset(d->scratch[w]);
-    par_ctx c = {d, b, i0, mask};
+    par_ctx c = {s, b, i0, mask};
     int rc = fp4s_parallel_for(n, MM_PAR_GRAIN, par_add, &c);
     if (rc == FP4S_ENOMEM) fp4s_error_set(rc, "%s: out of memory", mm_reader_path(d->r));
-    for (int w = 0; w < nt && !rc; w++) rc = fp4s_mm_acc_merge(s->acc, d->scratch[w]);
+    s->scratch_used = 1;
     *rc_out = rc;
     return 0;
+}
+
+/* Fold the step's partials into the run's accumulator. */
+static int merge_scratch(run_state *s)
+{
+    if (!s->scratch_used) return 0;
+    int rc = 0;
+    for (int w = 0; w < s->nscratch && !rc; w++) rc = fp4s_mm_acc_merge(s->acc, s->scratch[w]);
+    for (int w = 0; w < s->nscratch; w++) fp4s_mm_acc_reset(s->scratch[w]);
+    s->scratch_used = 0;
+    return rc;
 }
 
 static char *dupstr(const char *s)
@@ -96,6 +108,7 @@ static void run_free(fp4s_mm_run *r)
 
 static void state_free(run_state *s)
 {
+    for (int w = 0; w < s->nscratch; w++) fp4s_mm_acc_close(&s->scratch[w]);
     fp4s_mm_acc_close(&s->acc);
     fp4s_mm_acc_close(&s->first);
     fp4s_mm_acc_close(&s->rest);
@@ -173,7 +186,9 @@ static int finish_step(driver *d, run_state *s)
     memset(&f, 0, sizeof f);
     memset(&r, 0, sizeof r);
     m.step = f.step = r.step = s->cur;
-    int rc = fp4s_mm_acc_finish(s->acc, &m);
+    int rc = merge_scratch(s);
+    if (rc) return rc;
+    rc = fp4s_mm_acc_finish(s->acc, &m);
     s->run.tokens += m.tokens;
     s->run.masked += m.masked;
     s->run.nonfinite += m.nonfinite;
@@ -378,7 +393,6 @@ int fp4s_mm_analyze(const char *path, const char *name, const fp4s_mm_opts *o, c
         }
     }
 done:
-    for (int w = 0; w < d.nscratch; w++) fp4s_mm_acc_close(&d.scratch[w]);
     for (size_t i = 0; i < d.nrs; i++) {
         state_free(&d.rs[i]);
         run_free(&d.rs[i].run);
