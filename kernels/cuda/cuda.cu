@@ -71,7 +71,7 @@ int fp4s_cu_variant(void)
     static int v = 0;
     if (v == 0) {
         const char *e = getenv("FP4S_CUDA_VARIANT");
-        v = (e && !strcmp(e, "8")) ? 8 : 4;
+        v = (e && !strcmp(e, "4")) ? 4 : 8;
     }
     return v;
 }

@@ -15,9 +15,10 @@ int fp4s_cu_fail(cudaError_t e, const char *what);
 int fp4s_cu_prepare(const fp4s_spec *s, const fp4s_tscale *ts, size_t rows, size_t cols,
                     fp4s_cu_params *p);
 
-/* Which 1-D quantize kernel runs: 4 (a thread per 4 elements) or 8 (a thread
- * per 8 elements). Default 4; FP4S_CUDA_VARIANT=8 in the environment selects
- * the other (tests/cuda and the benchmark run both). Read once. */
+/* Which 1-D quantize kernel runs: 8 (a thread per 8 elements, the default:
+ * 1.3 to 1.5 times faster on the H200, bench/RESULTS.md) or 4 (a thread per
+ * 4 elements), selected with FP4S_CUDA_VARIANT=4 in the environment
+ * (scripts/device/cuda_check.sh tests and times both). Read once. */
 int fp4s_cu_variant(void);
 
 /* Blocks for a grid-stride launch of `threads` threads over `work` items. */

@@ -1,12 +1,15 @@
 /* CUDA op: quantize float32 rows to MXFP4 / NVFP4 codes and scale bytes.
  *
- * 1-D blocks (MXFP4 32, NVFP4 16): each thread owns 4 consecutive elements
- * (one 16-byte load), so a block of BS elements is BS/4 neighbouring lanes of
- * a warp; the block amax is a butterfly max over those lanes (__shfl_xor_sync),
- * every lane then derives the same scale and encodes its 4 elements into one
- * 32-bit store of 4 code bytes (a warp stores 128 contiguous bytes), and the
- * first lane of the block writes the scale byte. Each thread keeps UNROLL
- * loads in flight per iteration of a grid-stride loop over the tensor.
+ * 1-D blocks (MXFP4 32, NVFP4 16), two kernels (fp4s_cu_variant): by default
+ * each thread owns 8 consecutive elements (two 16-byte loads), the other
+ * variant 4 (one load). A block of BS elements is BS/8 (BS/4) neighbouring
+ * lanes of a warp; the block amax is a butterfly max over those lanes
+ * (__shfl_xor_sync), every lane then derives the same scale and encodes its
+ * elements into one 8-byte (4-byte) store of code bytes, and the first lane
+ * of the block writes the scale byte. Each thread keeps 4 16-byte loads in
+ * flight per iteration of a grid-stride loop over the tensor. The kernels are
+ * compute-bound on the H200 (bench/RESULTS.md), so the element encoding is
+ * branch-free and mostly float32 (cu_elem_t).
  *
  * 2-D (NVFP4 16x16 tiles): 16 lanes of a warp take the 16 rows of one tile,
  * each lane its row's 16 elements; the tile amax is a max over those 16 lanes;
@@ -110,7 +113,7 @@ __device__ __forceinline__ uint32_t encode4(const fp4s_cu_params &p, float f, fl
          | cu_elem_t<MODE, PLAIN>(p, f, v.z) << 16 | cu_elem_t<MODE, PLAIN>(p, f, v.w) << 24;
 }
 
-/* Variant 8: each thread owns 8 consecutive elements (two 16-byte loads, one
+/* Variant 8 (the default, see fp4s_cu_variant): each thread owns 8 consecutive elements (two 16-byte loads, one
  * 8-byte store of codes), so a block is BS/8 lanes and the per-block work
  * (amax butterfly, scale) is shared by twice as many elements. Pairs of
  * vectors 2w, 2w+1 never straddle a row (cols is a multiple of 16). */

@@ -48,17 +48,17 @@ else
     step test-emulate test_emulate.log "$B/tests/cuda/test_cuda" --emulate --quiet || ok=0
     # both 1-D quantize kernels (FP4S_CUDA_VARIANT, see kernels/cuda/cuda.cu)
     step test-gpu test_gpu.log sh -c "'$B/tests/cuda/test_cuda' --iterations 3 &&
-        FP4S_CUDA_VARIANT=8 '$B/tests/cuda/test_cuda' --iterations 3" || ok=0
+        FP4S_CUDA_VARIANT=4 '$B/tests/cuda/test_cuda' --iterations 3" || ok=0
     step test-gpu-big test_gpu_big.log sh -c "'$B/tests/cuda/test_cuda' --big --quiet &&
-        FP4S_CUDA_VARIANT=8 '$B/tests/cuda/test_cuda' --big --quiet" || ok=0
+        FP4S_CUDA_VARIANT=4 '$B/tests/cuda/test_cuda' --big --quiet" || ok=0
     if [ $sanit = 1 ] && command -v compute-sanitizer >/dev/null; then
         step memcheck memcheck.log sh -c "timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 \
-            '$B/tests/cuda/test_cuda' --quiet && FP4S_CUDA_VARIANT=8 timeout 240 compute-sanitizer \
+            '$B/tests/cuda/test_cuda' --quiet && FP4S_CUDA_VARIANT=4 timeout 240 compute-sanitizer \
             --tool memcheck --error-exitcode 9 '$B/tests/cuda/test_cuda' --quiet" || ok=0
     fi
     if [ $bench = 1 ]; then
         # both kernel variants, the default one twice (noise)
-        step bench bench_cuda.log sh -c "'$B/bench/bench_cuda' && FP4S_CUDA_VARIANT=8 '$B/bench/bench_cuda' &&
+        step bench bench_cuda.log sh -c "'$B/bench/bench_cuda' && FP4S_CUDA_VARIANT=4 '$B/bench/bench_cuda' &&
             '$B/bench/bench_cuda'" || ok=0
     fi
     NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1)
@@ -67,8 +67,8 @@ else
         step ncu profile.log sh -c "'$NCU' --clock-control none --section SpeedOfLight \
             --kernel-name regex:'quant1d|quant2d|dequant|amax' --launch-count 24 \
             '$B/bench/bench_cuda' --rows 16384 --reps 1 --warmup 0 &&
-            FP4S_CUDA_VARIANT=8 '$NCU' --clock-control none --section SpeedOfLight \
-            --kernel-name regex:'quant1d8' --launch-count 8 \
+            FP4S_CUDA_VARIANT=4 '$NCU' --clock-control none --section SpeedOfLight \
+            --kernel-name regex:'quant1d_kernel' --launch-count 8 \
             '$B/bench/bench_cuda' --rows 16384 --reps 1 --warmup 0" || ok=0
     fi
 fi
