@@ -146,8 +146,11 @@ typedef struct fp4s_mm_result {
  * JSONL) and append its runs to res (zero-initialise res before the first call).
  * Rows of a run must arrive grouped by step: a step that comes back after
  * another step of the same run began is FP4S_EFORMAT (sort the trace by run
- * and step first). Memory is bounded by the largest step (about 8 bytes per
- * token plus 48 bytes per sequence). name: NULL, or the run name to use (a
+ * and step first). Memory is bounded by the largest step (8 bytes per token
+ * plus about 48 bytes per sequence, and 512 KiB of histogram per accumulator
+ * and per worker thread); steps of 10^6 tokens need about 35-50 MiB in all.
+ * Large segments are added on fp4s_get_threads() threads into per-worker
+ * partials merged in order at the end of each step. name: NULL, or the run name to use (a
  * file with a run column then gets "name/value"). Errors name the file, the
  * line or dataset and the problem; on error res keeps the runs of earlier
  * calls only. */
