@@ -70,6 +70,7 @@ struct mm_reader {
     char *buf;
     size_t blen, bpos, bcap;
     int eof;
+    int line_err;       /* a line could not be read: too long or out of memory */
     uint64_t line;
     char delim;
     int *role;          /* role of each CSV column */
@@ -199,7 +200,10 @@ static char *next_line(mm_reader *r, size_t *len)
             /* last line without newline: make room for the NUL */
             if (r->blen == r->bcap) {
                 char *nb = realloc(r->buf, r->bcap + 1);
-                if (!nb) return NULL;
+                if (!nb) {
+                    r->line_err = 1;
+                    return NULL;
+                }
                 r->buf = nb;
                 r->bcap++;
                 start = r->buf + r->bpos;
@@ -219,9 +223,15 @@ static char *next_line(mm_reader *r, size_t *len)
             r->bpos = 0;
         }
         if (r->blen == r->bcap) {
-            if (r->bcap >= ((size_t)1 << 30)) return NULL;
+            if (r->bcap >= ((size_t)1 << 30)) {
+                r->line_err = 1;
+                return NULL;
+            }
             char *nb = realloc(r->buf, r->bcap * 2);
-            if (!nb) return NULL;
+            if (!nb) {
+                r->line_err = 1;
+                return NULL;
+            }
             r->buf = nb;
             r->bcap *= 2;
         }
@@ -293,6 +303,8 @@ static int csv_header(mm_reader *r, const fp4s_trace_opts *t)
     do {
         line = next_line(r, &len);
         if (!line) {
+            if (r->line_err)
+                return fp4s_error_set(FP4S_EFORMAT, "%s: header line longer than 1 GiB or out of memory", r->path);
             if (r->f && ferror(r->f))
                 return fp4s_error_set(FP4S_EOPEN, "%s: read error: %s", r->path, strerror(errno));
             return fp4s_error_set(FP4S_EEMPTY, "%s: empty trace (no header line)", r->path);
@@ -362,6 +374,9 @@ static int csv_next(mm_reader *r, mm_batch *b)
         size_t len;
         char *line = next_line(r, &len);
         if (!line) {
+            if (r->line_err)
+                return fp4s_error_set(FP4S_EFORMAT, "%s: line %llu: longer than 1 GiB or out of memory", r->path,
+                                      (unsigned long long)r->line + 1);
             if (ferror(r->f)) return fp4s_error_set(FP4S_EOPEN, "%s: read error", r->path);
             break;
         }
@@ -472,6 +487,9 @@ static int jsonl_next(mm_reader *r, mm_batch *b)
         size_t len;
         char *line = next_line(r, &len);
         if (!line) {
+            if (r->line_err)
+                return fp4s_error_set(FP4S_EFORMAT, "%s: line %llu: longer than 1 GiB or out of memory", r->path,
+                                      (unsigned long long)r->line + 1);
             if (ferror(r->f)) return fp4s_error_set(FP4S_EOPEN, "%s: read error", r->path);
             break;
         }
@@ -480,7 +498,7 @@ static int jsonl_next(mm_reader *r, mm_batch *b)
         if (k == len) continue;
         unsigned long long ln = (unsigned long long)r->line;
         json_error_t err;
-        json_t *o = json_loadb(line, len, JSON_DECODE_INT_AS_REAL * 0, &err);
+        json_t *o = json_loadb(line, len, 0, &err);
         if (!o) return fp4s_error_set(FP4S_EFORMAT, "%s: line %llu: invalid JSON: %s", r->path, ln, err.text);
         if (!json_is_object(o)) {
             json_decref(o);
