@@ -7,7 +7,10 @@
  *   -ffp-contract=off;
  * - block scales per block (MXFP4, scalar integer or the same libm call as the
  *   reference) or 8 blocks at a time (NVFP4, vector E4M3 encode/decode);
- * - blocks holding NaN or Inf go to the reference kernel, one block at a time.
+ * - blocks holding NaN or Inf (or getting a NaN E4M3 scale) go to the
+ *   reference kernel, one block or tile at a time; so do per-tensor FP8 row
+ *   tails shorter than 8;
+ * - FP8 E4M3 baselines with every tie rule, x / scale by IEEE division.
  * Unimplemented specs return FP4S_ENOTSUP: the ggml NVFP4 recipe. */
 #include <float.h>
 #include <immintrin.h>

@@ -11,11 +11,17 @@
  * - fp32 operations are the reference's, in its order, one IEEE op each
  *   (compiled with -ffp-contract=off; no FMA where the reference multiplies
  *   and then adds). Multiplying by 2^-k equals dividing by 2^k exactly.
- * - The block scale (E8M0 k or E4M3 s_b) is computed per block in scalar code
- *   that follows the reference formula; only the elements are vectorized.
- * - A block that holds NaN or Inf is rare and its policy is engine-specific:
- *   it is handed to the reference kernel for that one block (same outputs and
- *   stats as the reference by construction).
+ * - Block scales are computed 16 blocks at a time from the block amax values
+ *   (a transpose-and-max tree): E8M0 codes of FLOOR/CEIL/EVEN in integers, the
+ *   NVFP4 recipes and E4M3 encode/decode with the reference's fp32 operations
+ *   in its order; the libm rules (log2f, rtn, ceil-log2f) call the
+ *   reference's own fp4s_mx_k per block.
+ * - A block that holds NaN or Inf (or gets a NaN E4M3 scale) is rare and its
+ *   policy is engine-specific: it is handed to the reference kernel for that
+ *   one block or tile (same outputs and stats as the reference by
+ *   construction).
+ * - FP8 E4M3 baselines (per tensor, 1x128, 128x128): x / scale by IEEE
+ *   division as the reference, E4M3 rounding on the bits with every tie rule.
  * Specs not implemented here return FP4S_ENOTSUP (the front end then runs the
  * reference): the ggml NVFP4 recipe (its nearest-level search). */
 #include <float.h>
@@ -216,36 +222,17 @@ static inline __attribute__((always_inline)) void prefetch_ahead(const float *p,
 
 /* ---- MXFP4 ------------------------------------------------------------------ */
 
-/* E8M0 code of a finite non-zero block amax (bits a) for the rules done in
- * integers, exactly as fp4s_mx_k (codec.c) computes k = code - 127 for finite
- * amax; *under is set when k was clamped at -127. */
-static inline int mx_code_bits(fp4s_mx_rule rule, uint32_t a, bool *under)
-{
-    int e = (int)(a >> 23), code;
-    switch (rule) {
-    case FP4S_MX_FLOOR: code = e - 2; break;
-    case FP4S_MX_CEIL: code = e - 2 + ((a & 0x7fffff) > 0x400000); break;
-    default: /* FP4S_MX_EVEN */ code = (int)((a + 0x200000u) >> 23) - 2; break;
-    }
-    *under = code < 0;
-    if (code < 0) code = 0;
-    if (code > 254) code = 254;
-    return code;
-}
-
 /* The libm rules (log2f, rtn, ceil-log2f): the reference's own helper. */
 static inline int mx_code_libm(fp4s_mx_rule rule, float amax, bool *under)
 {
     return fp4s_mx_k(rule, amax, under) + 127;
 }
 
-static inline float e8m0_value(int code) /* 2^(code-127), exact, code 0..254 */
-{
-    return code == 0 ? u2f(0x00400000u) : u2f((uint32_t)code << 23);
-}
-
-/* E8M0 codes of 16 block amax values (bits, finite, non-zero lanes matter)
- * for FLOOR / CEIL / EVEN, as mx_code_bits; *under: lanes clamped at 0. */
+/* E8M0 codes of 16 block amax values (bits; finite non-zero lanes matter)
+ * for FLOOR / CEIL / EVEN, exactly as fp4s_mx_k (codec.c) gives k = code - 127
+ * for a finite amax: FLOOR exponent field - 2; CEIL one more when the
+ * mantissa exceeds 1.5; EVEN the exponent of bits + 2^21, - 2; clamped to
+ * [0, 254]. *under: lanes clamped at 0 (k below -127). */
 static inline __m512i mx_codes16(fp4s_mx_rule rule, __m512i am, __mmask16 *under)
 {
     __m512i code;
