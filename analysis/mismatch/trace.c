@@ -71,6 +71,7 @@ struct mm_reader {
     size_t blen, bpos, bcap;
     int eof;
     int line_err;       /* a line could not be read: too long or out of memory */
+    int jrun;           /* JSONL: 0 not seen yet, 1 lines have the run field, 2 they do not */
     uint64_t line;
     char delim;
     int *role;          /* role of each CSV column */
@@ -512,6 +513,15 @@ static int jsonl_next(mm_reader *r, mm_batch *b)
         for (int role = 0; role < NROLES; role++) {
             if (!r->names[role]) continue;
             json_t *v = json_object_get(o, r->names[role]);
+            if (role == ROLE_RUN) {
+                int st = v ? 1 : 2;
+                if (r->jrun && r->jrun != st) {
+                    json_decref(o);
+                    return fp4s_error_set(FP4S_EFORMAT, "%s: line %llu: field '%s' %s, unlike the lines before", r->path,
+                                          ln, r->names[role], v ? "present" : "missing");
+                }
+                r->jrun = st;
+            }
             if (!v) {
                 if (role <= ROLE_LR) {
                     json_decref(o);

@@ -542,6 +542,10 @@ START_TEST(trace_bad_input_messages)
     expect_error("miss.jsonl", "{\"step\":0,\"seq\":0,\"trainer_logprob\":-1}\n", FP4S_EFORMAT,
                  "line 1: missing field 'rollout_logprob'");
     expect_error("broken.jsonl", "{\"step\":0,\n", FP4S_EFORMAT, "line 1: invalid JSON");
+    expect_error("runmix.jsonl",
+                 "{\"step\":0,\"seq\":0,\"trainer_logprob\":-1,\"rollout_logprob\":-1,\"run\":\"a\"}\n"
+                 "{\"step\":0,\"seq\":0,\"trainer_logprob\":-1,\"rollout_logprob\":-1}\n",
+                 FP4S_EFORMAT, "line 2: field 'run' missing, unlike the lines before");
     fp4s_mm_result r;
     memset(&r, 0, sizeof r);
     ck_assert_int_eq(fp4s_mm_analyze(tp("does-not-exist.csv"), NULL, NULL, NULL, &r), FP4S_EOPEN);
