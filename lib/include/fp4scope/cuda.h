@@ -9,7 +9,8 @@
  *
  * Every function exists in every build. Without CUDA support compiled in, or
  * on a machine with no usable GPU, fp4s_cuda_available() returns false and the
- * others return FP4S_ENOTSUP with a detail: callers fall back to the CPU.
+ * ops return FP4S_ENOTSUP with a detail: callers fall back to the CPU.
+ * fp4s_cuda_supports() answers for the spec alone in every build.
  *
  * Layout: input x is row-major float32 [rows, cols] with row stride ld
  * (elements, ld >= cols); cols must be a multiple of the block size. Outputs
