@@ -344,6 +344,11 @@ static int nv_init(nv_ctx *n, const fp4s_spec *s, const fp4s_tscale *ts)
 {
     memset(n, 0, sizeof *n);
     n->recipe = s->nv_recipe;
+    /* the ggml recipe (no tensor scale: ts may be NULL) is not done here */
+    if (s->nv_recipe != FP4S_NV_TE && s->nv_recipe != FP4S_NV_TORCHAO &&
+        s->nv_recipe != FP4S_NV_MODELOPT)
+        return FP4S_ENOTSUP;
+    if (!ts) return FP4S_EINVAL;
     n->sdec = _mm256_set1_ps(ts->s_dec);
     n->pts = _mm256_set1_ps(ts->s_dec);
     n->div = s->nv_recipe != FP4S_NV_TE;

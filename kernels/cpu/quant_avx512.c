@@ -22,8 +22,8 @@
  *   construction).
  * - FP8 E4M3 baselines (per tensor, 1x128, 128x128): x / scale by IEEE
  *   division as the reference, E4M3 rounding on the bits with every tie rule.
- * Specs not implemented here return FP4S_ENOTSUP (the front end then runs the
- * reference): the ggml NVFP4 recipe (its nearest-level search). */
+ * Every spec the reference knows has a fast path here (FP4S_ENOTSUP only for
+ * shapes the front end never passes, the caller then runs the reference). */
 #include <float.h>
 #include <immintrin.h>
 #include <math.h>
@@ -418,6 +418,12 @@ static int nv_init(nv_ctx *n, const fp4s_spec *s, const fp4s_tscale *ts)
 {
     memset(n, 0, sizeof *n);
     n->recipe = s->nv_recipe;
+    /* the ggml recipe has no tensor scale (ts may be NULL) */
+    if (s->nv_recipe == FP4S_NV_GGML) return 0;
+    if (s->nv_recipe != FP4S_NV_TE && s->nv_recipe != FP4S_NV_TORCHAO &&
+        s->nv_recipe != FP4S_NV_MODELOPT)
+        return FP4S_ENOTSUP;
+    if (!ts) return FP4S_EINVAL;
     n->sdec = _mm512_set1_ps(ts->s_dec);
     n->pts = _mm512_set1_ps(ts->s_dec);
     n->div = s->nv_recipe != FP4S_NV_TE;
@@ -455,6 +461,23 @@ static inline void nv_scales16(const nv_ctx *n, __m512 am, __m512i *code, __m512
         *fac = _mm512_mul_ps(n->pts, *sbv);
         break;
     }
+    case FP4S_NV_GGML: {
+        /* ggml quantize_row_nvfp4_ref: ue = ggml_fp32_to_ue4m3(amax_b / 6),
+         * the reference's own scalar encoder and decoder per block */
+        float a[16] __attribute__((aligned(64)));
+        uint32_t cv[16] __attribute__((aligned(64)));
+        float sv[16] __attribute__((aligned(64)));
+        _mm512_store_ps(a, am);
+        for (int i = 0; i < 16; i++) {
+            uint8_t cd = fp4s_ue4m3_encode_ggml(a[i] / 6.0f);
+            cv[i] = cd;
+            sv[i] = fp4s_ue4m3_decode_ggml(cd);
+        }
+        *code = _mm512_load_si512(cv);
+        *sbv = _mm512_load_ps(sv);
+        *fac = *sbv;
+        break;
+    }
     default: { /* modelopt */
         __m512 pbs = _mm512_div_ps(am, n->d6);
         pbs = _mm512_mask_mov_ps(pbs, _mm512_cmpeq_ps_mask(pbs, _mm512_setzero_ps()), _mm512_set1_ps(1.0f));
@@ -466,6 +489,35 @@ static inline void nv_scales16(const nv_ctx *n, __m512 am, __m512i *code, __m512
         break;
     }
     }
+}
+
+/* ggml's element choice (ggml_best in quant_ref.c): the first of the 8
+ * magnitudes with the strictly smallest fabsf(level * s - |x|) in fp32;
+ * saturated when |x| > 6 * s; index 0 gives code 8 only for x < 0 (not -0)
+ * with keep_neg_zero, other indices take the sign bit. x finite. */
+static inline __attribute__((always_inline)) __m512i
+ggml_encode16(const enc_ctx *c, __m512 xv, float sb, __m512i *satc, __m512i *negzc)
+{
+    static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    const __m512 absm = _mm512_castsi512_ps(c->absm);
+    __m512 ax = _mm512_and_ps(xv, absm);
+    __m512 be = _mm512_and_ps(_mm512_sub_ps(_mm512_set1_ps(mag[0] * sb), ax), absm);
+    __m512i best = c->zero;
+    for (int k = 1; k < 8; k++) {
+        __m512 e = _mm512_and_ps(_mm512_sub_ps(_mm512_set1_ps(mag[k] * sb), ax), absm);
+        __mmask16 lt = _mm512_cmp_ps_mask(e, be, _CMP_LT_OQ);
+        be = _mm512_mask_mov_ps(be, lt, e);
+        best = _mm512_mask_mov_epi32(best, lt, _mm512_set1_epi32(k));
+    }
+    *satc = _mm512_mask_add_epi32(*satc, _mm512_cmp_ps_mask(ax, _mm512_set1_ps(6.0f * sb), _CMP_GT_OQ),
+                                  *satc, c->one);
+    __m512i q = _mm512_or_si512(best, _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(xv), 28), c->eight));
+    __m512i q0 = c->keep_neg_zero
+        ? _mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(xv, _mm512_setzero_ps(), _CMP_LT_OQ), c->eight)
+        : c->zero;
+    q = _mm512_mask_mov_epi32(q, _mm512_cmpeq_epi32_mask(best, c->zero), q0);
+    *negzc = _mm512_mask_add_epi32(*negzc, _mm512_cmpeq_epi32_mask(q, c->eight), *negzc, c->one);
+    return q;
 }
 
 static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
@@ -542,11 +594,18 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                     if (zero) zb++;
                     else if ((codev[i] & 0x78) == 0) under++;
                     __m512 vf = _mm512_set1_ps(facv[i]);
-                    __m512 v = n.div ? _mm512_div_ps(xv, vf) : _mm512_mul_ps(xv, vf);
-                    __m512i q = e2m1_encode16(&c, v, &satc, &negzc);
-                    __m512 qv = _mm512_permutexvar_ps(q, c.lut);
-                    __m512 d = n.div ? _mm512_mul_ps(qv, vf)
-                                     : _mm512_mul_ps(_mm512_mul_ps(qv, _mm512_set1_ps(sbvv[i])), n.sdec);
+                    __m512i q;
+                    __m512 d;
+                    if (n.recipe == FP4S_NV_GGML) {
+                        q = ggml_encode16(&c, xv, sbvv[i], &satc, &negzc);
+                        d = _mm512_mul_ps(_mm512_permutexvar_ps(q, c.lut), vf);
+                    } else {
+                        __m512 v = n.div ? _mm512_div_ps(xv, vf) : _mm512_mul_ps(xv, vf);
+                        q = e2m1_encode16(&c, v, &satc, &negzc);
+                        __m512 qv = _mm512_permutexvar_ps(q, c.lut);
+                        d = n.div ? _mm512_mul_ps(qv, vf)
+                                  : _mm512_mul_ps(_mm512_mul_ps(qv, _mm512_set1_ps(sbvv[i])), n.sdec);
+                    }
                     err_add(&ea, xv, d);
                     if (cr) _mm_storeu_si128((__m128i *)(cr + b * 16), _mm512_cvtepi32_epi8(q));
                     if (sr) sr[b] = (uint8_t)codev[i];
@@ -772,6 +831,34 @@ static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
                 __m512i q1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(cr + b * 32 + 16)));
                 _mm512_storeu_ps(orow + b * 32, _mm512_mul_ps(_mm512_permutexvar_ps(q0, lut), vs));
                 _mm512_storeu_ps(orow + b * 32 + 16, _mm512_mul_ps(_mm512_permutexvar_ps(q1, lut), vs));
+            }
+        }
+        return 0;
+    }
+    if (s->format == FP4S_NVFP4 && bs == 16 && cols % 16 == 0 && s->nv_recipe == FP4S_NV_GGML) {
+        /* fp4s_ue4m3_decode_ggml: bit 7 ignored, 0x00 and 0x7F decode to 0 */
+        for (size_t r = 0; r < rows; r++) {
+            const uint8_t *cr = codes + r * ld_codes;
+            const uint8_t *sr = scales + r * ld_scales;
+            float *orow = out + r * ld_out;
+            size_t nb = cols / 16;
+            for (size_t g = 0; g < nb; g += 16) {
+                size_t ng = nb - g < 16 ? nb - g : 16;
+                __mmask16 m = (__mmask16)((1u << ng) - 1u);
+                __m512i sc = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, sr + g));
+                __m512i m7 = _mm512_and_si512(sc, _mm512_set1_epi32(0x7f));
+                __m512 sbv = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(m7, 20)),
+                                           _mm512_set1_ps(0x1p120f));
+                sbv = _mm512_mask_mov_ps(sbv, _mm512_cmpeq_epi32_mask(sc, _mm512_set1_epi32(0x7f)),
+                                         _mm512_setzero_ps());
+                float f[16] __attribute__((aligned(64)));
+                _mm512_store_ps(f, sbv);
+                for (size_t i = 0; i < ng; i++) {
+                    size_t b = g + i;
+                    __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(cr + b * 16)));
+                    _mm512_storeu_ps(orow + b * 16, _mm512_mul_ps(_mm512_permutexvar_ps(q, lut),
+                                                                  _mm512_set1_ps(f[i])));
+                }
             }
         }
         return 0;

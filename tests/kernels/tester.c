@@ -297,6 +297,15 @@ static long n_compared, n_fast;
  * makes block amax exceed the tensor amax, which drives the E4M3 block scale
  * into saturation and the encode factor towards overflow. */
 static float amax_factor = 1.0f;
+/* Specs without a tensor scale (MXFP4, ggml NVFP4, FP8 tiles) are also run
+ * with ts = NULL, as the front end allows. */
+static int null_ts;
+
+static int needs_ts(const fp4s_spec *s)
+{
+    return (s->format == FP4S_NVFP4 && s->nv_recipe != FP4S_NV_GGML) ||
+           (s->format == FP4S_FP8 && s->fp8_gran == FP4S_FP8_TENSOR);
+}
 
 static void res_alloc(result *r, const shape *sh)
 {
@@ -329,7 +338,7 @@ static int run_quant(const fp4s_spec *s, const float *x, const shape *sh, result
     if (r->rc) return r->rc;
     fp4s_qout o = {r->codes, sh->cols, s->format == FP4S_FP8 ? NULL : r->scales, sh->nb,
                    s->format == FP4S_FP8 ? r->sf32 : NULL, sh->sf_cols, r->deq, sh->cols};
-    r->rc = fp4s_quantize(s, &r->ts, x, sh->rows, sh->cols, sh->ld, 0, &o, &r->st);
+    r->rc = fp4s_quantize(s, null_ts ? NULL : &r->ts, x, sh->rows, sh->cols, sh->ld, 0, &o, &r->st);
     return r->rc;
 }
 
@@ -447,6 +456,7 @@ static int compare_dequant(const tspec *t, const char *level, const shape *sh,
     memset(da, 0xCD, n * sizeof(float));
     memset(db, 0xCD, n * sizeof(float));
     int ret = 0;
+    if (null_ts) ts = NULL;
     fp4s_kernels_select("ref");
     int ra = fp4s_dequantize(s, ts, codes, sh->cols, scales, sh->nb, sf32, sh->sf_cols,
                              sh->rows, sh->cols, 0, da, sh->cols);
@@ -502,6 +512,7 @@ static int one_case(const tspec *t, const char *const *levels, int nlev)
     if (!x) { fprintf(stderr, "tester: out of memory\n"); exit(2); }
     fill_tensor(x, rows, cols, sh.ld);
     amax_factor = (rnd() & 3) ? 1.0f : ldexpf(1.0f, (int)rndu(17) - 8) * (float)(0.5 + rndf());
+    null_ts = !needs_ts(s) && (rnd() & 1);
 
     result ref, fast;
     res_alloc(&ref, &sh);
@@ -556,6 +567,7 @@ static int thread_case(const tspec *t, const char *level)
     if (!x) { fprintf(stderr, "tester: out of memory\n"); exit(2); }
     fill_tensor(x, rows, cols, cols);
     amax_factor = 1.0f;
+    null_ts = 0;
     result a, b;
     res_alloc(&a, &sh);
     res_alloc(&b, &sh);
