@@ -11,7 +11,8 @@
  *   reference kernel, one block or tile at a time; so do per-tensor FP8 row
  *   tails shorter than 8;
  * - FP8 E4M3 baselines with every tie rule, x / scale by IEEE division.
- * Unimplemented specs return FP4S_ENOTSUP: the ggml NVFP4 recipe. */
+ * Every spec of the reference has a fast path here (FP4S_ENOTSUP only for
+ * shapes the front end never passes). */
 #include <float.h>
 #include <immintrin.h>
 #include <math.h>
@@ -344,7 +345,8 @@ static int nv_init(nv_ctx *n, const fp4s_spec *s, const fp4s_tscale *ts)
 {
     memset(n, 0, sizeof *n);
     n->recipe = s->nv_recipe;
-    /* the ggml recipe (no tensor scale: ts may be NULL) is not done here */
+    /* the ggml recipe has no tensor scale (ts may be NULL) */
+    if (s->nv_recipe == FP4S_NV_GGML) return 0;
     if (s->nv_recipe != FP4S_NV_TE && s->nv_recipe != FP4S_NV_TORCHAO &&
         s->nv_recipe != FP4S_NV_MODELOPT)
         return FP4S_ENOTSUP;
@@ -384,6 +386,22 @@ static inline void nv_scales8(const nv_ctx *n, __m256 am, __m256i *code, __m256 
         *fac = _mm256_mul_ps(n->pts, *sbv);
         break;
     }
+    case FP4S_NV_GGML: {
+        /* ggml: ue = ggml_fp32_to_ue4m3(amax_b / 6), the reference's scalar codec */
+        float a[8] __attribute__((aligned(32)));
+        uint32_t cv[8] __attribute__((aligned(32)));
+        float sv[8] __attribute__((aligned(32)));
+        _mm256_store_ps(a, am);
+        for (int i = 0; i < 8; i++) {
+            uint8_t cd = fp4s_ue4m3_encode_ggml(a[i] / 6.0f);
+            cv[i] = cd;
+            sv[i] = fp4s_ue4m3_decode_ggml(cd);
+        }
+        *code = _mm256_load_si256((const __m256i *)cv);
+        *sbv = _mm256_load_ps(sv);
+        *fac = *sbv;
+        break;
+    }
     default: { /* modelopt */
         __m256 pbs = _mm256_div_ps(am, n->d6);
         pbs = _mm256_blendv_ps(pbs, _mm256_set1_ps(1.0f), _mm256_cmp_ps(pbs, _mm256_setzero_ps(), _CMP_EQ_OQ));
@@ -395,6 +413,31 @@ static inline void nv_scales8(const nv_ctx *n, __m256 am, __m256i *code, __m256 
         break;
     }
     }
+}
+
+/* ggml's element choice (see quant_avx512.c, ggml_best in quant_ref.c). */
+static inline __attribute__((always_inline)) __m256i
+ggml_encode8(const enc_ctx *c, __m256 xv, float sb, __m256i *satc, __m256i *negzc)
+{
+    static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    const __m256 absm = _mm256_castsi256_ps(c->absm);
+    __m256 ax = _mm256_and_ps(xv, absm);
+    __m256 be = _mm256_and_ps(_mm256_sub_ps(_mm256_set1_ps(mag[0] * sb), ax), absm);
+    __m256i best = c->zero;
+    for (int k = 1; k < 8; k++) {
+        __m256 e = _mm256_and_ps(_mm256_sub_ps(_mm256_set1_ps(mag[k] * sb), ax), absm);
+        __m256 lt = _mm256_cmp_ps(e, be, _CMP_LT_OQ);
+        be = _mm256_blendv_ps(be, e, lt);
+        best = _mm256_blendv_epi8(best, _mm256_set1_epi32(k), _mm256_castps_si256(lt));
+    }
+    *satc = _mm256_sub_epi32(*satc, _mm256_castps_si256(_mm256_cmp_ps(ax, _mm256_set1_ps(6.0f * sb), _CMP_GT_OQ)));
+    __m256i q = _mm256_or_si256(best, _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(xv), 28), c->eight));
+    __m256i q0 = c->keep_neg_zero
+        ? _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(xv, _mm256_setzero_ps(), _CMP_LT_OQ)), c->eight)
+        : c->zero;
+    q = _mm256_blendv_epi8(q, q0, _mm256_cmpeq_epi32(best, c->zero));
+    *negzc = _mm256_sub_epi32(*negzc, _mm256_cmpeq_epi32(q, c->eight));
+    return q;
 }
 
 static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
@@ -475,12 +518,21 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                     if (zero) zb++;
                     else if ((codev[i] & 0x78) == 0) under++;
                     __m256 vf = _mm256_set1_ps(facv[i]);
-                    __m256 v0 = n.div ? _mm256_div_ps(x0, vf) : _mm256_mul_ps(x0, vf);
-                    __m256 v1 = n.div ? _mm256_div_ps(x1, vf) : _mm256_mul_ps(x1, vf);
-                    __m256i q0 = e2m1_encode8(&c, v0, &satc, &negzc);
-                    __m256i q1 = e2m1_encode8(&c, v1, &satc, &negzc);
+                    __m256i q0, q1;
                     __m256 d0, d1;
-                    if (n.div) {
+                    if (n.recipe == FP4S_NV_GGML) {
+                        q0 = ggml_encode8(&c, x0, sbvv[i], &satc, &negzc);
+                        q1 = ggml_encode8(&c, x1, sbvv[i], &satc, &negzc);
+                    } else {
+                        __m256 v0 = n.div ? _mm256_div_ps(x0, vf) : _mm256_mul_ps(x0, vf);
+                        __m256 v1 = n.div ? _mm256_div_ps(x1, vf) : _mm256_mul_ps(x1, vf);
+                        q0 = e2m1_encode8(&c, v0, &satc, &negzc);
+                        q1 = e2m1_encode8(&c, v1, &satc, &negzc);
+                    }
+                    if (n.recipe == FP4S_NV_GGML) {
+                        d0 = _mm256_mul_ps(e2m1_decode8(&c, q0), vf);
+                        d1 = _mm256_mul_ps(e2m1_decode8(&c, q1), vf);
+                    } else if (n.div) {
                         d0 = _mm256_mul_ps(e2m1_decode8(&c, q0), vf);
                         d1 = _mm256_mul_ps(e2m1_decode8(&c, q1), vf);
                     } else {
@@ -720,6 +772,22 @@ static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
     }
     if (s->format == FP4S_FP8 && (s->fp8_gran == FP4S_FP8_TENSOR || cols % 128 == 0))
         return fp8_dequant(s, ts, codes, ld_codes, scale_f32, ld_scale_f32, rows, cols, out, ld_out);
+    if (s->format == FP4S_NVFP4 && s->block == 16 && cols % 16 == 0 && s->nv_recipe == FP4S_NV_GGML) {
+        /* fp4s_ue4m3_decode_ggml: bit 7 ignored, 0x00 and 0x7F decode to 0 */
+        for (size_t r = 0; r < rows; r++) {
+            const uint8_t *cr = codes + r * ld_codes;
+            const uint8_t *sr = scales + r * ld_scales;
+            float *orow = out + r * ld_out;
+            for (size_t b = 0; b < cols / 16; b++) {
+                __m256 vf = _mm256_set1_ps(fp4s_ue4m3_decode_ggml(sr[b]));
+                for (int h = 0; h < 2; h++) {
+                    __m256i q = _mm256_and_si256(load8_u8(cr + b * 16 + 8 * h), m15);
+                    _mm256_storeu_ps(orow + b * 16 + 8 * h, _mm256_mul_ps(e2m1_decode8(&c, q), vf));
+                }
+            }
+        }
+        return 0;
+    }
     if (s->format == FP4S_NVFP4 && s->block == 16 && cols % 16 == 0 &&
         s->nv_recipe != FP4S_NV_GGML) {
         const __m256 sdec = _mm256_set1_ps(ts->s_dec);
