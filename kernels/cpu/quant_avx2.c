@@ -406,7 +406,9 @@ static inline void nv_scales8(const nv_ctx *n, __m256 am, __m256i *code, __m256 
         __m256 pbs = _mm256_div_ps(am, n->d6);
         pbs = _mm256_blendv_ps(pbs, _mm256_set1_ps(1.0f), _mm256_cmp_ps(pbs, _mm256_setzero_ps(), _CMP_EQ_OQ));
         pbs = CLAMP_LO(pbs, _mm256_set1_ps(0x1p-9f));
-        __m256 ok = _mm256_cmp_ps(pbs, _mm256_set1_ps(480.0f), _CMP_LT_OQ);
+        /* torch's float8_e4m3fn cast does not saturate: above 464 it rounds
+         * to 480, which is NaN (0x7F) */
+        __m256 ok = _mm256_cmp_ps(pbs, _mm256_set1_ps(464.0f), _CMP_LE_OQ);
         *code = _mm256_blendv_epi8(_mm256_set1_epi32(0x7f), e4m3_encode8(pbs), _mm256_castps_si256(ok));
         *sbv = e4m3_decode8(*code);
         *fac = _mm256_mul_ps(*sbv, n->pts);

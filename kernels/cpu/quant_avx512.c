@@ -482,7 +482,9 @@ static inline void nv_scales16(const nv_ctx *n, __m512 am, __m512i *code, __m512
         __m512 pbs = _mm512_div_ps(am, n->d6);
         pbs = _mm512_mask_mov_ps(pbs, _mm512_cmpeq_ps_mask(pbs, _mm512_setzero_ps()), _mm512_set1_ps(1.0f));
         pbs = CLAMP_LO(pbs, _mm512_set1_ps(0x1p-9f));
-        __mmask16 ok = _mm512_cmp_ps_mask(pbs, _mm512_set1_ps(480.0f), _CMP_LT_OQ);
+        /* torch's float8_e4m3fn cast does not saturate: above 464 it rounds
+         * to 480, which is NaN (0x7F) */
+        __mmask16 ok = _mm512_cmp_ps_mask(pbs, _mm512_set1_ps(464.0f), _CMP_LE_OQ);
         *code = _mm512_mask_mov_epi32(_mm512_set1_epi32(0x7f), ok, e4m3_encode16(pbs));
         *sbv = e4m3_decode16(*code);
         *fac = _mm512_mul_ps(*sbv, n->pts);
