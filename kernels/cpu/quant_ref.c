@@ -213,14 +213,15 @@ static void nv_scale(const fp4s_spec *s, const fp4s_tscale *ts, float amax_b, nv
     case FP4S_NV_MODELOPT: {
         /* ModelOpt nvfp4_tensor.py get_weights_scaling_factor / quantize:
          * pbs = amax_b / (6 * scale_2); pbs == 0 -> 1; clamp_(min=2^-9);
-         * cast to float8_e4m3fn (torch: RNE, >= 480 -> NaN 0x7F);
+         * cast to float8_e4m3fn (torch's cast is not saturating: above 464 it
+         * rounds to 480 and gives NaN 0x7F);
          * v = x / (float(s_b) * scale_2). */
         float sc2 = ts->s_dec;
         float d6 = 6.0f * sc2;
         float pbs = amax_b / d6;
         if (pbs == 0.0f) pbs = 1.0f;
         if (pbs < 0x1p-9f) pbs = 0x1p-9f;
-        if (!(pbs < 480.0f)) o->code = 0x7F;
+        if (!(pbs <= 464.0f)) o->code = 0x7F;
         else o->code = fp4s_e4m3_encode(pbs, FP4S_TIE_EVEN);
         o->sbv = fp4s_e4m3_decode(o->code);
         o->div = o->sbv * sc2;

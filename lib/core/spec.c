@@ -60,7 +60,8 @@ static const fp4s_profile_info profiles[] = {
      "(log2f: FORMATS.md says floor, the source takes the logarithm) - 2, clamped at -127 (zero block: "
      "log2(FP32_MIN_NORMAL) - 2 -> code 0); elements _round_mantissa 'nearest' = floor(|x|+0.5) on the grid "
      "(ties away), saturate_normals, -0 kept; NaN or Inf in a block makes the whole block NaN "
-     "(the default Python path, custom_cuda=False; its C++/CUDA extension reads the exponent bits: --scale-rule floor)"},
+     "(the default Python path, custom_cuda=False; its C++/CUDA extension reads the exponent bits: --scale-rule floor); "
+     "not modelled: its fp32 floor(|v|*2^s+0.5) codes |x/X| = 0x1.fffffep-3 as 0.5 (exact rha: 0)"},
     {"fp8-tensor", F8,
      "FP8 E4M3 baseline, one FP32 scale amax/448 for the tensor (1 if amax is 0), e4m3 RNE satfinite of x/scale"},
     {"fp8-1x128", F8,

@@ -45,8 +45,8 @@
  *   An all-zero tensor has pts = 0 and gives 0/0: scale 0x7F, dequant NaN, as
  *   torchao does.
  * NVFP4 ModelOpt (nvfp4_tensor.py): scale_2 = amax/2688 (s_dec);
- *   p = amax_b / (6 * scale_2); p == 0 -> 1; p < 2^-9 -> 2^-9; p >= 480 or NaN
- *   -> 0x7F (torch's cast), else sb = e4m3(p); t = float(sb) * scale_2;
+ *   p = amax_b / (6 * scale_2); p == 0 -> 1; p < 2^-9 -> 2^-9; p > 464 or NaN
+ *   -> 0x7F (torch's unsaturated cast), else sb = e4m3(p); t = float(sb) * scale_2;
  *   q = enc(x / t); dequant q * t.
  * NVFP4 ggml (quantize_row_nvfp4_ref): no tensor scale; sb =
  *   fp4s_ue4m3_encode_ggml(amax_b / 6); s = its value (0x00/0x7F -> 0); q = the
