@@ -3,20 +3,27 @@
  *   tester [--seed N] [--iterations N] [--level avx2|avx512] [--quiet]
  *
  * For each SIMD level the CPU and build have (fp4s_kernels_select), for every
- * profile of fp4s_profile_list() and each format it defines, plus MXFP4 and
- * NVFP4 variants that cover every scale rule, tie rule, zero-sign and
- * non-finite policy, it quantizes the same input with the reference and with
+ * profile of fp4s_profile_list() and each format it defines, plus MXFP4,
+ * NVFP4 and FP8 variants that cover every scale rule, recipe, tie rule,
+ * zero-sign, exact-zero and non-finite policy and 1-D/2-D scaling, it
+ * quantizes the same input through fp4s_quantize with the reference and with
  * the level, and compares codes, scale bytes, FP8 scales, dequantized floats
  * (bits) and the integer counters of fp4s_qstats exactly (the double sums to
  * a relative 1e-9). It then dequantizes the reference's codes (and random
- * bytes) with both and compares, compares fp4s_amax, and checks that 1 and 2
- * threads give identical bytes. Inputs: random rows of varied magnitude plus
- * planted blocks (exact E2M1 ties at the block scale, +-1 ulp around them,
+ * bytes: every code and scale byte) with both and compares, compares
+ * fp4s_amax, and checks that 1 and 2 threads give identical bytes. Inputs:
+ * random shapes and row strides, random rows of varied magnitude plus planted
+ * blocks (exact E2M1 ties at the block scale, +-1 ulp around them, NVFP4
+ * exact ties through a power-of-two tensor scale, FP8 exact E4M3 ties,
  * saturating values, fp32 subnormals, values near FLT_MAX, NaN/Inf at random
  * positions, all-zero and -0 blocks, amax on the boundaries of every scale
- * rule). The first mismatch is printed with profile, level, row, column,
- * input bits and both outputs, and the exit status is 1. The seed is printed
- * so that a failure can be replayed with --seed. */
+ * rule); in a quarter of the cases the tensor amax is off by a random factor
+ * (a stale amax: saturating block scales), and specs without a tensor scale
+ * also run with ts = NULL. The first mismatch is printed with profile,
+ * level, row, column, input bits and both outputs, and the exit status is
+ * 1. The seed is printed so that a failure can be replayed with --seed.
+ * It also prints which specs each level runs itself (the others fall back
+ * to the reference through FP4S_ENOTSUP). */
 #include <fp4scope/quant.h>
 
 #include <float.h>
