@@ -1,15 +1,17 @@
 /* Benchmark of the decomposition (bench/RESULTS.md, section Decomposition).
  *
- * 1. Throughput in GB/s of float32 input, in memory, best of 3: fp4s_quantize
- *    (codes + scales + dequantized values, what the decomposition needs) beside
- *    fp4s_decomp_add (quantize + decompose) and the decomposition alone
- *    (fp4s_decomp_add_quantized), for 1 and 2 threads, MXFP4 ocp and NVFP4 te.
+ * 1. Throughput in GB/s of float32 input, in memory, best of --reps (default 5)
+ *    with the spread, and CPU ns per element: fp4s_quantize (codes + scales +
+ *    dequantized values) beside fp4s_decomp_add (quantize + decompose) and the
+ *    decomposition alone (fp4s_decomp_add_quantized), for 1 and 2 threads,
+ *    MXFP4 ocp and NVFP4 te.
  * 2. End to end on an HDF5 dataset of --gib GiB (default 1): the time to just
  *    read it through fp4s_source_read in the same chunks, fp4s_decomp_source in
  *    this process, and the fp4-decompose tool as a child process with its peak
- *    RSS (wait4). The file is written first (page cache warm) and removed.
+ *    RSS (wait4), best of min(reps, 3). The file is written first (page cache
+ *    warm) and removed.
  *
- * usage: bench_decompose [--gib G] [--dir DIR] [--mib-mem M] [--skip-e2e] */
+ * usage: bench_decompose [--gib G] [--dir DIR] [--mib-mem M] [--reps N] [--skip-e2e] [--skip-mem] */
 #include <fp4scope/decompose.h>
 #include <fp4scope/quant.h>
 #include <fp4scope/spec.h>
@@ -66,6 +68,19 @@ static void die(const char *what, int rc)
     exit(1);
 }
 
+static int reps = 5;
+
+/* best and spread ((worst - best) / best) of a set of times */
+typedef struct tstat {
+    double best, worst;
+} tstat;
+
+static void ts_add(tstat *t, double v)
+{
+    if (v < t->best) t->best = v;
+    if (v > t->worst) t->worst = v;
+}
+
 static void throughput(const char *label, const fp4s_spec *s, const float *x, size_t rows, size_t cols)
 {
     size_t n = rows * cols, nb = cols / s->block;
@@ -85,30 +100,35 @@ static void throughput(const char *label, const fp4s_spec *s, const float *x, si
     double gb = 4.0 * (double)n / 1e9;
     for (int th = 1; th <= 2; th++) {
         fp4s_set_threads(th);
-        double tq = 1e30, td = 1e30, to = 1e30;
-        for (int rep = 0; rep < 3; rep++) {
-            double t0 = now();
+        tstat wq = {1e30, 0}, wd = {1e30, 0}, wo = {1e30, 0}, cq = {1e30, 0}, cd = {1e30, 0}, co = {1e30, 0};
+        for (int rep = 0; rep < reps; rep++) {
+            double t0 = now(), c0 = cpu_now();
             int rc = fp4s_quantize(s, &ts, x, rows, cols, cols, 0, &o, NULL);
             if (rc) die("quantize", rc);
-            double t1 = now();
-            if (t1 - t0 < tq) tq = t1 - t0;
+            ts_add(&wq, now() - t0);
+            ts_add(&cq, cpu_now() - c0);
             fp4s_decomp *d;
             if ((rc = fp4s_decomp_open(s, &ts, NULL, rows, cols, &d))) die("open", rc);
             t0 = now();
+            c0 = cpu_now();
             if ((rc = fp4s_decomp_add_quantized(d, x, cols, q, cols, codes, cols, scales, nb, rows, 0)))
                 die("decompose", rc);
-            t1 = now();
-            if (t1 - t0 < to) to = t1 - t0;
+            ts_add(&wo, now() - t0);
+            ts_add(&co, cpu_now() - c0);
             fp4s_decomp_close(&d);
             if ((rc = fp4s_decomp_open(s, &ts, NULL, rows, cols, &d))) die("open", rc);
             t0 = now();
+            c0 = cpu_now();
             if ((rc = fp4s_decomp_add(d, x, rows, cols, 0))) die("decompose", rc);
-            t1 = now();
-            if (t1 - t0 < td) td = t1 - t0;
+            ts_add(&wd, now() - t0);
+            ts_add(&cd, cpu_now() - c0);
             fp4s_decomp_close(&d);
         }
-        printf("| %-12s | %d | %7.2f | %7.2f | %7.2f | %5.2fx |\n", label, th, gb / tq, gb / td, gb / to,
-               td / tq);
+        /* GB/s from the best wall time; ns per element from the best CPU time */
+        printf("| %-9s | %d | %6.2f (%3.0f%%) | %6.2f (%3.0f%%) | %6.2f (%3.0f%%) | %5.2f | %5.2f | %5.2f | %5.2fx |\n",
+               label, th, gb / wq.best, 100 * (wq.worst - wq.best) / wq.best, gb / wd.best,
+               100 * (wd.worst - wd.best) / wd.best, gb / wo.best, 100 * (wo.worst - wo.best) / wo.best,
+               1e9 * cq.best / n, 1e9 * cd.best / n, 1e9 * co.best / n, wd.best / wq.best);
     }
     fp4s_set_threads(0);
     free(q);
@@ -201,14 +221,16 @@ int main(int argc, char **argv)
     double gib = 1.0;
     const char *dir = "/tmp";
     double mem_mib = 128;
-    int e2e = 1;
+    int e2e = 1, mem = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--gib") && i + 1 < argc) gib = atof(argv[++i]);
         else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
         else if (!strcmp(argv[i], "--mib-mem") && i + 1 < argc) mem_mib = atof(argv[++i]);
         else if (!strcmp(argv[i], "--skip-e2e")) e2e = 0;
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
+        else if (!strcmp(argv[i], "--skip-mem")) mem = 0;
         else {
-            fprintf(stderr, "usage: bench_decompose [--gib G] [--dir DIR] [--mib-mem M] [--skip-e2e]\n");
+            fprintf(stderr, "usage: bench_decompose [--gib G] [--dir DIR] [--mib-mem M] [--reps N] [--skip-e2e] [--skip-mem]\n");
             return 2;
         }
     }
@@ -218,15 +240,19 @@ int main(int argc, char **argv)
     float *x = malloc(rows * cols * sizeof *x);
     if (!x) die("out of memory", FP4S_ENOMEM);
     fill(x, rows * cols);
-    printf("In memory, [%zu x %zu] float32 (%.0f MiB), GB/s of input, best of 3:\n\n", rows, cols,
-           rows * cols * 4.0 / 1048576.0);
-    printf("| spec         | threads | quantize | quantize+decompose | decompose only | decompose/quantize time |\n");
-    printf("|---|---|---|---|---|---|\n");
     fp4s_spec s;
-    fp4s_spec_profile(&s, FP4S_MXFP4, "ocp");
-    throughput("mxfp4 ocp", &s, x, rows, cols);
-    fp4s_spec_profile(&s, FP4S_NVFP4, "te");
-    throughput("nvfp4 te", &s, x, rows, cols);
+    if (mem) {
+        printf("In memory, [%zu x %zu] float32 (%.0f MiB), best of %d (spread = (worst - best) / best):\n"
+               "GB/s of float32 input from the best wall time; ns/element from the best CPU time (all threads)\n\n",
+               rows, cols, rows * cols * 4.0 / 1048576.0, reps);
+        printf("| spec | threads | quantize GB/s | quantize+decompose GB/s | decompose only GB/s "
+               "| quantize CPU ns/el | q+d CPU ns/el | decompose only CPU ns/el | q+d / quantize wall |\n");
+        printf("|---|---|---|---|---|---|---|---|---|\n");
+        fp4s_spec_profile(&s, FP4S_MXFP4, "ocp");
+        throughput("mxfp4 ocp", &s, x, rows, cols);
+        fp4s_spec_profile(&s, FP4S_NVFP4, "te");
+        throughput("nvfp4 te", &s, x, rows, cols);
+    }
     free(x);
     if (!e2e) return 0;
 
@@ -247,37 +273,51 @@ int main(int argc, char **argv)
     printf("(written in %.1f s)\n\n", now() - t0);
     fp4s_decomp_opts o;
     fp4s_decomp_opts_defaults(&o);
-    double cr, cr2;
-    double tr = plain_read(spec, o.chunk_elems, &cr);
-    double tr2 = plain_read(spec, o.chunk_elems, &cr2);
-    if (tr2 < tr) {
-        tr = tr2;
-        cr = cr2;
+    int er = reps < 3 ? reps : 3;
+    tstat wr = {1e30, 0}, crs = {1e30, 0};
+    for (int rep = 0; rep < er; rep++) {
+        double c;
+        ts_add(&wr, plain_read(spec, o.chunk_elems, &c));
+        ts_add(&crs, c);
     }
-    printf("| what | wall s | vs plain read | CPU s (all threads) | peak RSS MiB |\n|---|---|---|---|---|\n");
-    printf("| plain read (fp4s_source_read, %zu-element chunks) | %.3f | 1.00x | %.3f | - |\n", o.chunk_elems, tr,
-           cr);
+    const double tr = wr.best;
+    printf("Best of %d (spread = (worst - best) / best); CPU s = user + system of all threads.\n\n", er);
+    printf("| what | wall s | spread | vs plain read | CPU s | peak RSS MiB |\n|---|---|---|---|---|---|\n");
+    printf("| plain read (fp4s_source_read, %zu-element chunks) | %.3f | %.0f%% | 1.00x | %.3f | - |\n",
+           o.chunk_elems, tr, 100 * (wr.worst - wr.best) / wr.best, crs.best);
+    printf("| two plain reads (NVFP4's amax pass + the pass) | %.3f | - | 2.00x | %.3f | - |\n", 2 * tr,
+           2 * crs.best);
     const char *fmts[2] = {"mxfp4", "nvfp4"};
     for (int k = 0; k < 2; k++) {
         fp4s_spec_profile(&s, k == 0 ? FP4S_MXFP4 : FP4S_NVFP4, k == 0 ? "ocp" : "te");
-        fp4s_decomp *d;
-        t0 = now();
-        double c0 = cpu_now();
-        int rc = fp4s_decomp_source(&s, &o, spec, &d);
-        if (rc) die("fp4s_decomp_source", rc);
-        double td = now() - t0, cd = cpu_now() - c0;
-        fp4s_decomp_close(&d);
-        printf("| fp4s_decomp_source %s (in process) | %.3f | %.2fx | %.3f | - |\n", fmts[k], td, td / tr, cd);
-        double tt, ct;
-        long rss;
-        char *av[] = {tool, "-f", (char *)fmts[k], spec, NULL};
-        rc = run_tool(tool, av, &tt, &ct, &rss);
-        if (rc != 0) {
-            printf("| fp4-decompose -f %s: exit %d (tool at %s) | - | - | - | - |\n", fmts[k], rc, tool);
-        } else {
-            printf("| fp4-decompose -f %s (whole process) | %.3f | %.2fx | %.3f | %.1f |\n", fmts[k], tt, tt / tr,
-                   ct, rss / 1024.0);
+        tstat wd = {1e30, 0}, cd = {1e30, 0}, wt = {1e30, 0}, ct = {1e30, 0};
+        long rss = 0;
+        int trc = 0;
+        for (int rep = 0; rep < er; rep++) {
+            fp4s_decomp *d;
+            t0 = now();
+            double c0 = cpu_now();
+            int rc = fp4s_decomp_source(&s, &o, spec, &d);
+            if (rc) die("fp4s_decomp_source", rc);
+            ts_add(&wd, now() - t0);
+            ts_add(&cd, cpu_now() - c0);
+            fp4s_decomp_close(&d);
+            double tt, ctt;
+            long r1;
+            char *av[] = {tool, "-f", (char *)fmts[k], spec, NULL};
+            trc = run_tool(tool, av, &tt, &ctt, &r1);
+            if (trc != 0) break;
+            ts_add(&wt, tt);
+            ts_add(&ct, ctt);
+            if (r1 > rss) rss = r1;
         }
+        printf("| fp4s_decomp_source %s (in process) | %.3f | %.0f%% | %.2fx | %.3f | - |\n", fmts[k], wd.best,
+               100 * (wd.worst - wd.best) / wd.best, wd.best / tr, cd.best);
+        if (trc != 0)
+            printf("| fp4-decompose -f %s: exit %d (tool at %s) | - | - | - | - | - |\n", fmts[k], trc, tool);
+        else
+            printf("| `fp4-decompose -f %s` (whole process) | %.3f | %.0f%% | %.2fx | %.3f | %.1f |\n", fmts[k],
+                   wt.best, 100 * (wt.worst - wt.best) / wt.best, wt.best / tr, ct.best, rss / 1024.0);
     }
     unlink(path);
     return 0;

@@ -44,6 +44,9 @@ typedef struct chacc { /* a channel, exact, per element */
 double fp4s_decomp_e2m1_round(double t, fp4s_tie tie, fp4s_dz_tie dzt);
 /* Force the portable element kernel (true) or pick by CPU (false). */
 void fp4s_decomp_kernel_force_portable(bool force);
+/* Rows decomposed so far by the fused AVX-512 row path (for the tests: they
+ * check that the path they compare was taken). */
+uint64_t fp4s_decomp_fused_rows(void);
 void fp4s_xacc_init(xacc *a);
 void fp4s_part_init(part *p);
 void fp4s_xacc_add_part(xacc *a, const part *p);

@@ -6,6 +6,9 @@
 
 #include <math.h>
 #include <pthread.h>
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,8 +331,17 @@ static void chacc_finish(const chacc *a, fp4s_decomp_result *r)
 typedef struct worker {
     xacc tot;
     uint64_t hd[FP4S_HIST_BINS], he[FP4S_HIST_BINS];
+    uint64_t he4[4][FP4S_HIST_BINS]; /* fused row path: four copies (fewer store-to-load chains) */
     chacc *ch; /* [cols] in channel mode */
     int used;
+    /* fused row path scratch: per-block constants [KB_N][nblk], bins [cols] */
+    double *kb;
+    int32_t *bins;
+    /* fp4s_decomp_add: quantizer outputs of one cache-sized piece of rows */
+    float *q;
+    uint8_t *codes, *scales;
+    size_t piece_rows;
+    char err[512]; /* error detail of a failure on this worker's thread */
 } worker;
 
 #define MAX_WORKERS 64
@@ -347,10 +359,10 @@ struct fp4s_decomp {
     uint8_t *filled;
     chacc *ch;                /* channel groups */
     worker *wk[MAX_WORKERS];
-    /* quantize scratch */
-    float *q;
-    uint8_t *codes, *scales;
-    size_t scratch_rows;
+    /* the real block scale of every scale byte (NVFP4: times the tensor
+     * decode scale) and whether it underflows, as block_scale() gives them */
+    double seff[256];
+    uint8_t uf[256];
 };
 
 static int spec_supported(const fp4s_spec *s)
@@ -363,6 +375,8 @@ static int spec_supported(const fp4s_spec *s)
                               s->block);
     return 0;
 }
+
+static double block_scale(const fp4s_decomp *d, uint8_t code, bool *uf);
 
 int fp4s_decomp_open(const fp4s_spec *s, const fp4s_tscale *ts, const fp4s_decomp_opts *o,
                      size_t rows, size_t cols, fp4s_decomp **out)
@@ -411,6 +425,11 @@ int fp4s_decomp_open(const fp4s_spec *s, const fp4s_tscale *ts, const fp4s_decom
                               ng, fp4s_group_name(o->by), o->max_groups);
     }
     d->ngroups = ng;
+    for (int c = 0; c < 256; c++) {
+        bool u = false;
+        d->seff[c] = block_scale(d, (uint8_t)c, &u);
+        d->uf[c] = u;
+    }
     if (o->by == FP4S_GROUP_ROW || o->by == FP4S_GROUP_BLOCK) {
         d->unit = calloc(ng ? ng : 1, sizeof *d->unit);
         d->filled = calloc(ng ? ng : 1, 1);
@@ -431,15 +450,19 @@ void fp4s_decomp_close(fp4s_decomp **dp)
     if (!dp || !*dp) return;
     fp4s_decomp *d = *dp;
     for (int w = 0; w < MAX_WORKERS; w++) {
-        if (d->wk[w]) free(d->wk[w]->ch);
+        if (d->wk[w]) {
+            free(d->wk[w]->ch);
+            free(d->wk[w]->kb);
+            free(d->wk[w]->bins);
+            free(d->wk[w]->q);
+            free(d->wk[w]->codes);
+            free(d->wk[w]->scales);
+        }
         free(d->wk[w]);
     }
     free(d->unit);
     free(d->filled);
     free(d->ch);
-    free(d->q);
-    free(d->codes);
-    free(d->scales);
     free(d);
     *dp = NULL;
 }
@@ -772,8 +795,8 @@ static void decomp_block(const fp4s_decomp *d, const float *x, const float *q,
         return;
     }
     const double md = m;
-    bool uf = false;
-    double seff = block_scale(d, scode, &uf);
+    bool uf = d->uf[scode];
+    double seff = d->seff[scode];
     p->c[C_BLOCKS]++;
     if (m == 0.0f) {
         p->c[C_ZB]++;
@@ -870,50 +893,310 @@ static void decomp_block(const fp4s_decomp *d, const float *x, const float *q,
     }
 }
 
-struct add_job {
-    fp4s_decomp *d;
-    const float *x;
-    size_t ld;
-    const float *q;
-    size_t ldq;
-    const uint8_t *codes;
-    size_t ldc;
-    const uint8_t *scales;
-    size_t lds;
-    size_t row0;
-};
+/* ---- fused row path ------------------------------------------------------------------ */
+/* For the tensor and row groupings on CPUs with AVX-512 the blocks of a row are
+ * decomposed by one function: a prepass over the row's blocks (in block order,
+ * the same scalar operations as decomp_block: counts, gamma and delta sums, the
+ * delta histogram) writes each block's kernel constants to a small table, then
+ * one element loop over the whole row keeps the 17 lane accumulators in
+ * registers and reads the constants of the current block from that table. The
+ * element operations and the lane of every element are those of the per-block
+ * kernels, so the sums are the same bits (tests/decompose checks it on every
+ * spec). A row holding a non-finite input or output takes the per-block path. */
+enum { KB_TU = 0, KB_Q = 7, KB_TH0 = 14, KB_INVS = 15, KB_UF = 16, KB_MPOS = 17, KB_N = 18 };
 
-static int add_rows(void *arg, size_t begin, size_t end, int w)
+static uint64_t fused_rows;
+
+uint64_t fp4s_decomp_fused_rows(void) { return __atomic_load_n(&fused_rows, __ATOMIC_RELAXED); }
+
+#if FP4S_DECOMP_AVX512
+/* Returns false (and touches nothing) when the row needs the per-block path. */
+__attribute__((target("avx512f")))
+static bool row_prep(const fp4s_decomp *d, const float *restrict x, const float *restrict q,
+                     const uint8_t *restrict sc, double *restrict kb, part *p, uint64_t *hd)
 {
-    struct add_job *j = arg;
-    fp4s_decomp *d = j->d;
-    worker *wk = d->wk[w];
+    const size_t bs = d->spec.block, nb = d->nblk;
+    double *md = kb + (size_t)KB_N * nb; /* m_b (the table has room after its nb entries) */
+    uint32_t nfx = 0;
+    if (bs % 16 == 0) {
+        /* the bits of |x| order like the values; a pattern at or above
+         * 0x7f800000 is Inf or NaN. Outputs are only checked for it. */
+        const __m512i absm = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+        __m512i anyq = _mm512_setzero_si512();
+        for (size_t b = 0; b < nb; b++) {
+            __m512i vx = _mm512_setzero_si512();
+            for (size_t i = b * bs; i < (b + 1) * bs; i += 16) {
+                vx = _mm512_max_epu32(vx, _mm512_and_si512(_mm512_loadu_si512((const void *)(x + i)), absm));
+                anyq = _mm512_max_epu32(anyq, _mm512_and_si512(_mm512_loadu_si512((const void *)(q + i)), absm));
+            }
+            const uint32_t mx = (uint32_t)_mm512_reduce_max_epu32(vx);
+            nfx |= (uint32_t)(mx >= 0x7f800000u);
+            float m;
+            memcpy(&m, &mx, sizeof m);
+            md[b] = m;
+        }
+        nfx |= (uint32_t)_mm512_cmpge_epu32_mask(anyq, inf);
+    } else {
+        for (size_t b = 0; b < nb; b++) {
+            uint32_t mx = 0, mq = 0;
+            for (size_t i = 0; i < bs; i++) {
+                uint32_t bx, bq;
+                memcpy(&bx, &x[b * bs + i], sizeof bx);
+                memcpy(&bq, &q[b * bs + i], sizeof bq);
+                bx &= 0x7fffffffu;
+                bq &= 0x7fffffffu;
+                mx = bx > mx ? bx : mx;
+                mq = bq > mq ? bq : mq;
+            }
+            nfx |= (uint32_t)(mx >= 0x7f800000u) | (uint32_t)(mq >= 0x7f800000u);
+            float m;
+            memcpy(&m, &mx, sizeof m);
+            md[b] = m;
+        }
+    }
+    if (nfx) return false;
+    /* block statistics, in block order as decomp_block does them */
+    for (size_t b = 0; b < nb; b++) {
+        const double m = md[b];
+        bool uf = d->uf[sc[b]];
+        const double seff = d->seff[sc[b]];
+        p->c[C_BLOCKS]++;
+        if (m == 0.0) {
+            p->c[C_ZB]++;
+            uf = false;
+        } else {
+            double gam = 6.0 * seff / m;
+            double del = log2(gam);
+            p->c[C_GB]++;
+            if (uf) p->c[C_UFB]++;
+            p->s[S_GAM] += gam;
+            p->s[S_GAM2] += gam * gam;
+            p->s[S_DEL] += del;
+            p->s[S_DEL2] += del * del;
+            if (gam < p->gmin) p->gmin = gam;
+            if (gam > p->gmax) p->gmax = gam;
+            if (del < p->dmin) p->dmin = del;
+            if (del > p->dmax) p->dmax = del;
+            hd[hist_bin(del, HD_LO, HD_HI)]++;
+        }
+        if (m > p->amax) p->amax = m;
+        /* masks as integers 0 or 0xFF in the table's slots */
+        const int64_t ufi = uf ? 0xFF : 0, mpi = m != 0.0 ? 0xFF : 0;
+        memcpy(&kb[b * KB_N + KB_UF], &ufi, sizeof ufi);
+        memcpy(&kb[b * KB_N + KB_MPOS], &mpi, sizeof mpi);
+    }
+    p->c[C_ELEM] += bs * nb;
+    /* kernel constants (decomp_block and the kernels' tu): thresholds 4 mu m,
+     * a tie going up compared against the double just below; Q* magnitudes */
+    static const double mid4[7] = {1, 3, 5, 7, 10, 14, 20};
+    bool up[7];
+    for (int k = 0; k < 7; k++) {
+        switch (d->spec.tie) {
+        case FP4S_TIE_ZERO: up[k] = false; break;
+        case FP4S_TIE_AWAY: up[k] = true; break;
+        case FP4S_TIE_EVEN:
+        default: up[k] = (k & 1) != 0; break;
+        }
+    }
+    if (d->opts.dz_tie == FP4S_DZ_TIE_IN) up[0] = false;
+    else if (d->opts.dz_tie == FP4S_DZ_TIE_OUT) up[0] = true;
+    const int64_t m1 = INT64_C(-4616189618054758400); /* bits of -1.0 */
+    for (size_t b = 0; b < nb; b++) {
+        const double m = md[b];
+        double *kq = kb + b * KB_N;
+        for (int k = 0; k < 7; k++) {
+            double t = mid4[k] * m;
+            if (k == 0) kq[KB_TH0] = t;
+            if (up[k]) {
+                int64_t tb;
+                memcpy(&tb, &t, sizeof tb);
+                tb = t > 0.0 ? tb - 1 : m1;
+                memcpy(&t, &tb, sizeof t);
+            }
+            kq[KB_TU + k] = t;
+        }
+        const double d6 = m / 6.0, d15 = (1.5 * m) / 6.0;
+        kq[KB_Q + 0] = 0.5 * d6;
+        kq[KB_Q + 1] = d6;
+        kq[KB_Q + 2] = d15;
+        kq[KB_Q + 3] = 2.0 * d6;
+        kq[KB_Q + 4] = 2.0 * d15;
+        kq[KB_Q + 5] = 4.0 * d6;
+        kq[KB_Q + 6] = m;
+        kq[KB_INVS] = m != 0.0 ? 6.0 / m : 0.0;
+    }
+    return true;
+}
+
+__attribute__((target("avx512f")))
+static void row_kernel_avx512(const float *restrict x, const float *restrict q, const uint8_t *restrict codes,
+                              size_t bs, size_t nb, const double *restrict kb, double (*restrict lanes_l)[LW],
+                              double *restrict rlanes, int32_t *restrict bins)
+{
+    /* Fewer operations than the per-block kernels for the same bits: a term
+     * that is +0 or -0 there (edz*eg always; edz*edz, es*edz outside D_b;
+     * eg*eg, es*eg inside; masked squares) adds nothing to a lane, since a
+     * lane is never -0 (it starts at +0 and is a sum), so those lanes take a
+     * masked add of the nonzero product instead; e - (es + edz + eg) equals
+     * e - (es + est) up to the sign of a zero, which |.| removes; counts are
+     * kept as integers (exact either way). */
+    const __m512i absm = _mm512_set1_epi64(0x7fffffffffffffffLL), seven = _mm512_set1_epi64(7),
+                  ones = _mm512_set1_epi64(1);
+    const __m512d zero = _mm512_setzero_pd(), c24 = _mm512_set1_pd(24.0);
+    const __m512d hlo = _mm512_set1_pd(HE_LO), hsc = _mm512_set1_pd(FP4S_HIST_BINS / (HE_HI - HE_LO)),
+                  hmax = _mm512_set1_pd(FP4S_HIST_BINS - 1);
+    __m512d lx2 = _mm512_loadu_pd(lanes_l[S_X2]), le2 = _mm512_loadu_pd(lanes_l[S_E2]),
+            les2 = _mm512_loadu_pd(lanes_l[S_ES2]), ledz2 = _mm512_loadu_pd(lanes_l[S_EDZ2]),
+            leg2 = _mm512_loadu_pd(lanes_l[S_EG2]), lcsg = _mm512_loadu_pd(lanes_l[S_CSG]),
+            lcsd = _mm512_loadu_pd(lanes_l[S_CSD]), ler2 = _mm512_loadu_pd(lanes_l[S_ER2]),
+            lec2 = _mm512_loadu_pd(lanes_l[S_EC2]), leu2 = _mm512_loadu_pd(lanes_l[S_EU2]),
+            labs = _mm512_loadu_pd(lanes_l[S_EABS]), R = _mm512_loadu_pd(rlanes);
+    __m512i ndz = _mm512_setzero_si512(), ntie = ndz, nzero = ndz, nclip = ndz;
+    const double *kp = kb;
+    const size_t n = bs * nb;
+    size_t bend = bs;
+    for (size_t i = 0; i < n; i += LW) {
+        if (i == bend) {
+            kp += KB_N;
+            bend += bs;
+        }
+        const __m512d xv = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));
+        const __m512d qv = _mm512_cvtps_pd(_mm256_loadu_ps(q + i));
+        const __m512i c = _mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i *)(const void *)(codes + i)));
+        const __m512d a = _mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(xv), absm));
+        const __m512d A = _mm512_mul_pd(c24, a);
+        __m512d qm = zero;
+        for (int k = 0; k < 7; k++)
+            qm = _mm512_mask_mov_pd(qm, _mm512_cmp_pd_mask(A, _mm512_set1_pd(kp[KB_TU + k]), _CMP_GT_OQ),
+                                    _mm512_set1_pd(kp[KB_Q + k]));
+        /* qs = copysign(qm, x) as the bits qm | sign(x) */
+        const __m512d qs = _mm512_castsi512_pd(_mm512_ternarylogic_epi64(
+            _mm512_castpd_si512(qm), _mm512_castpd_si512(xv), absm, 0xF4)); /* A | (B & ~C) */
+        const __m512d e = _mm512_sub_pd(qv, xv), es = _mm512_sub_pd(qv, qs), est = _mm512_sub_pd(qs, xv);
+        const __mmask8 dz = _mm512_cmp_pd_mask(qm, zero, _CMP_EQ_OQ);
+        const __mmask8 uf = (__mmask8)((const int64_t *)(const void *)kp)[KB_UF]; /* 0 or 0xFF */
+        const __m512d aq = _mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(qv), absm));
+        __mmask8 clip = _mm512_cmpeq_epi64_mask(_mm512_and_si512(c, seven), seven);
+        clip = _mm512_mask_cmp_pd_mask(clip, a, aq, _CMP_GT_OQ) & (__mmask8)~uf;
+        const __m512d es2 = _mm512_mul_pd(es, es), est2 = _mm512_mul_pd(est, est), p = _mm512_mul_pd(es, est);
+        lx2 = _mm512_add_pd(lx2, _mm512_mul_pd(xv, xv));
+        le2 = _mm512_add_pd(le2, _mm512_mul_pd(e, e));
+        les2 = _mm512_add_pd(les2, es2);
+        ledz2 = _mm512_mask_add_pd(ledz2, dz, ledz2, est2);
+        leg2 = _mm512_mask_add_pd(leg2, (__mmask8)~dz, leg2, est2);
+        lcsg = _mm512_mask_add_pd(lcsg, (__mmask8)~dz, lcsg, p);
+        lcsd = _mm512_mask_add_pd(lcsd, dz, lcsd, p);
+        lec2 = _mm512_mask_add_pd(lec2, clip, lec2, es2);
+        leu2 = _mm512_mask_add_pd(leu2, uf, leu2, es2);
+        ler2 = _mm512_mask_add_pd(ler2, (__mmask8)~(clip | uf), ler2, es2);
+        labs = _mm512_add_pd(labs, _mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(e), absm)));
+        ndz = _mm512_mask_add_epi64(ndz, dz, ndz, ones);
+        const __mmask8 tie = _mm512_cmp_pd_mask(A, _mm512_set1_pd(kp[KB_TH0]), _CMP_EQ_OQ) &
+                             (__mmask8)((const int64_t *)(const void *)kp)[KB_MPOS];
+        ntie = _mm512_mask_add_epi64(ntie, tie, ntie, ones);
+        nzero = _mm512_mask_add_epi64(nzero, _mm512_cmp_pd_mask(xv, zero, _CMP_EQ_OQ), nzero, ones);
+        nclip = _mm512_mask_add_epi64(nclip, clip, nclip, ones);
+        const __m512d r = _mm512_castsi512_pd(
+            _mm512_and_si512(_mm512_castpd_si512(_mm512_sub_pd(e, _mm512_add_pd(es, est))), absm));
+        R = _mm512_mask_mov_pd(R, _mm512_cmp_pd_mask(r, R, _CMP_GT_OQ), r);
+        __m512d f = _mm512_mul_pd(_mm512_sub_pd(_mm512_mul_pd(e, _mm512_set1_pd(kp[KB_INVS])), hlo), hsc);
+        f = _mm512_mask_mov_pd(zero, _mm512_cmp_pd_mask(f, zero, _CMP_GT_OQ), f);
+        f = _mm512_mask_mov_pd(hmax, _mm512_cmp_pd_mask(f, hmax, _CMP_LT_OQ), f);
+        _mm256_storeu_si256((__m256i *)(void *)(bins + i), _mm512_cvttpd_epi32(f));
+    }
+    _mm512_storeu_pd(lanes_l[S_X2], lx2);
+    _mm512_storeu_pd(lanes_l[S_E2], le2);
+    _mm512_storeu_pd(lanes_l[S_ES2], les2);
+    _mm512_storeu_pd(lanes_l[S_EDZ2], ledz2);
+    _mm512_storeu_pd(lanes_l[S_EG2], leg2);
+    _mm512_storeu_pd(lanes_l[S_CSG], lcsg);
+    _mm512_storeu_pd(lanes_l[S_CSD], lcsd);
+    _mm512_storeu_pd(lanes_l[S_ER2], ler2);
+    _mm512_storeu_pd(lanes_l[S_EC2], lec2);
+    _mm512_storeu_pd(lanes_l[S_EU2], leu2);
+    _mm512_storeu_pd(lanes_l[S_EABS], labs);
+    /* lanes_l[S_CDG] stays as it is: every edz*eg is +0 or -0 */
+    const __m512i cnt[4] = {ndz, ntie, nzero, nclip};
+    for (int k = 0; k < 4; k++) {
+        int64_t v[LW];
+        _mm512_storeu_si512((void *)v, cnt[k]);
+        for (int j = 0; j < LW; j++) lanes_l[S_CH + k][j] += (double)v[j];
+    }
+    _mm512_storeu_pd(rlanes, R);
+}
+
+static void lanes_reduce(lanes *ln, part *p);
+
+/* One row through the fused path; false if it must take the per-block path. */
+static bool row_fast(const fp4s_decomp *d, worker *wk, const float *x, const float *q, const uint8_t *codes,
+                     const uint8_t *sc, part *rowp)
+{
+    int kc = __atomic_load_n(&kernel_choice, __ATOMIC_RELAXED);
+    if (kc < 0) {
+        kc = __builtin_cpu_supports("avx512f") ? 1 : 0;
+        __atomic_store_n(&kernel_choice, kc, __ATOMIC_RELAXED);
+    }
+    if (kc != 1) return false;
+    if (!row_prep(d, x, q, sc, wk->kb, rowp, wk->hd)) return false;
+    const size_t bs = d->spec.block, nb = d->nblk;
+    lanes ln;
+    memset(&ln, 0, sizeof ln);
+    row_kernel_avx512(x, q, codes, bs, nb, wk->kb, ln.l, ln.r, wk->bins);
+    lanes_reduce(&ln, rowp);
+    __atomic_fetch_add(&fused_rows, 1, __ATOMIC_RELAXED);
+    /* error histogram of the blocks with m > 0, two copies alternating */
+    uint64_t *h0 = wk->he4[0], *h1 = wk->he4[1], *h2 = wk->he4[2], *h3 = wk->he4[3];
+    const int32_t *bi = wk->bins;
+    for (size_t b = 0; b < nb; b++) {
+        int64_t mpi;
+        memcpy(&mpi, &wk->kb[b * KB_N + KB_MPOS], sizeof mpi);
+        if (!mpi) continue;
+        const int32_t *bb = bi + b * bs;
+        for (size_t i = 0; i < bs; i += 8) {
+            h0[bb[i]]++;
+            h1[bb[i + 1]]++;
+            h2[bb[i + 2]]++;
+            h3[bb[i + 3]]++;
+            h0[bb[i + 4]]++;
+            h1[bb[i + 5]]++;
+            h2[bb[i + 6]]++;
+            h3[bb[i + 7]]++;
+        }
+    }
+    return true;
+}
+#endif
+
+/* ---- adding rows --------------------------------------------------------------------- */
+/* Rows [0, nrows) of the given buffers, global rows grow0 + r, into worker wk. */
+static int process_rows(fp4s_decomp *d, worker *wk, const float *x, size_t ld, const float *q, size_t ldq,
+                        const uint8_t *codes, size_t ldc, const uint8_t *scales, size_t lds, size_t nrows,
+                        size_t grow0)
+{
     const size_t bs = d->spec.block;
     if (wk->ch) {
         /* channel groups: block columns outside, rows inside, so that the 32
          * (or 16) channels' exact accumulators stay in cache. Each row's
          * partial still receives its blocks in order b = 0, 1, ...: the
          * totals are the same as row by row. */
-        const size_t nr = end - begin;
-        part *rp = malloc(nr * sizeof *rp);
-        lanes *ln = malloc(nr * sizeof *ln);
+        part *rp = malloc(nrows * sizeof *rp);
+        lanes *ln = malloc(nrows * sizeof *ln);
         if (!rp || !ln) {
             free(rp);
             free(ln);
-            return fp4s_error_set(FP4S_ENOMEM, "decomposition: out of memory for %zu rows", nr);
+            return fp4s_error_set(FP4S_ENOMEM, "decomposition: out of memory for %zu rows", nrows);
         }
-        for (size_t r = 0; r < nr; r++) {
+        for (size_t r = 0; r < nrows; r++) {
             fp4s_part_init(&rp[r]);
             memset(&ln[r], 0, sizeof ln[r]);
         }
         for (size_t b = 0; b < d->nblk; b++) {
             const size_t c0 = b * bs;
-            for (size_t r = begin; r < end; r++)
-                decomp_block(d, j->x + r * j->ld + c0, j->q + r * j->ldq + c0, j->codes + r * j->ldc + c0,
-                             j->scales[r * j->lds + b], &rp[r - begin], &ln[r - begin], wk->ch + c0, wk->hd,
-                             wk->he);
+            for (size_t r = 0; r < nrows; r++)
+                decomp_block(d, x + r * ld + c0, q + r * ldq + c0, codes + r * ldc + c0, scales[r * lds + b], &rp[r],
+                             &ln[r], wk->ch + c0, wk->hd, wk->he);
         }
-        for (size_t r = 0; r < nr; r++) {
+        for (size_t r = 0; r < nrows; r++) {
             lanes_reduce(&ln[r], &rp[r]);
             fp4s_xacc_add_part(&wk->tot, &rp[r]);
         }
@@ -922,27 +1205,38 @@ static int add_rows(void *arg, size_t begin, size_t end, int w)
         wk->used = 1;
         return 0;
     }
-    for (size_t r = begin; r < end; r++) {
-        const size_t grow = j->row0 + r;
+    for (size_t r = 0; r < nrows; r++) {
+        const size_t grow = grow0 + r;
         /* a row is never split between chunks or workers: its plain partial
          * (blocks summed in order) is the same however the tensor is cut, and
          * it is added exactly to the totals */
         part rowp;
         fp4s_part_init(&rowp);
+        const float *xr = x + r * ld, *qr = q + r * ldq;
+        const uint8_t *cr = codes + r * ldc, *sr = scales + r * lds;
+#if FP4S_DECOMP_AVX512
+        if (d->opts.by != FP4S_GROUP_BLOCK && row_fast(d, wk, xr, qr, cr, sr, &rowp)) {
+            fp4s_xacc_add_part(&wk->tot, &rowp);
+            if (d->opts.by == FP4S_GROUP_ROW) {
+                part_finish(&rowp, &d->unit[grow]);
+                d->filled[grow] = 1;
+            }
+            continue;
+        }
+#endif
         lanes ln;
         memset(&ln, 0, sizeof ln);
         for (size_t b = 0; b < d->nblk; b++) {
             size_t c0 = b * bs;
-            const float *xb = j->x + r * j->ld + c0, *qb = j->q + r * j->ldq + c0;
-            const uint8_t *cb = j->codes + r * j->ldc + c0, sc = j->scales[r * j->lds + b];
-            chacc *chb = wk->ch ? wk->ch + c0 : NULL;
+            const float *xb = xr + c0, *qb = qr + c0;
+            const uint8_t *cb = cr + c0, sc = sr[b];
             if (d->opts.by != FP4S_GROUP_BLOCK) {
-                decomp_block(d, xb, qb, cb, sc, &rowp, &ln, chb, wk->hd, wk->he);
+                decomp_block(d, xb, qb, cb, sc, &rowp, &ln, NULL, wk->hd, wk->he);
                 continue;
             }
             part p;
             fp4s_part_init(&p);
-            decomp_block(d, xb, qb, cb, sc, &p, &ln, chb, wk->hd, wk->he);
+            decomp_block(d, xb, qb, cb, sc, &p, &ln, NULL, wk->hd, wk->he);
             lanes_reduce(&ln, &p);
             part_add(&rowp, &p);
             {
@@ -962,17 +1256,93 @@ static int add_rows(void *arg, size_t begin, size_t end, int w)
     return 0;
 }
 
-static int ensure_workers(fp4s_decomp *d, int nt)
+struct add_job {
+    fp4s_decomp *d;
+    const float *x;
+    size_t ld;
+    const float *q; /* NULL: quantize here, piece by piece */
+    size_t ldq;
+    const uint8_t *codes;
+    size_t ldc;
+    const uint8_t *scales;
+    size_t lds;
+    size_t row0;
+    size_t align; /* rows per work item */
+    size_t nrows;
+};
+
+static int add_rows(void *arg, size_t begin, size_t end, int w)
+{
+    struct add_job *j = arg;
+    fp4s_decomp *d = j->d;
+    worker *wk = d->wk[w];
+    int rc = 0;
+    size_t r0 = begin * j->align, r1 = end * j->align;
+    if (r1 > j->nrows) r1 = j->nrows;
+    if (j->q) {
+        rc = process_rows(d, wk, j->x + r0 * j->ld, j->ld, j->q + r0 * j->ldq, j->ldq, j->codes + r0 * j->ldc,
+                          j->ldc, j->scales + r0 * j->lds, j->lds, r1 - r0, j->row0 + r0);
+    } else {
+        /* quantize a piece of rows that stays in cache, then decompose it */
+        fp4s_qout out;
+        memset(&out, 0, sizeof out);
+        out.codes = wk->codes;
+        out.ld_codes = d->cols;
+        out.scales = wk->scales;
+        out.ld_scales = d->nblk;
+        out.dequant = wk->q;
+        out.ld_dequant = d->cols;
+        for (size_t r = r0; r < r1 && !rc; r += wk->piece_rows) {
+            size_t n = r1 - r < wk->piece_rows ? r1 - r : wk->piece_rows;
+            const float *xr = j->x + r * j->ld;
+            rc = fp4s_quantize(&d->spec, &d->ts, xr, n, d->cols, j->ld, j->row0 + r, &out, NULL);
+            if (!rc)
+                rc = process_rows(d, wk, xr, j->ld, wk->q, d->cols, wk->codes, d->cols, wk->scales, d->nblk, n,
+                                  j->row0 + r);
+        }
+    }
+    if (rc) snprintf(wk->err, sizeof wk->err, "%s", fp4s_last_error());
+    return rc;
+}
+
+/* Piece of rows quantized at a time by fp4s_decomp_add: about 2^14 elements
+ * (x, dequantized values and codes of a piece stay in L2), whole tiles. */
+static size_t piece_rows(const fp4s_decomp *d)
+{
+    size_t align = fp4s_spec_row_align(&d->spec);
+    if (align == 0) align = 1;
+    size_t p = d->cols ? ((size_t)1 << 14) / d->cols : 1;
+    if (p < 1) p = 1;
+    p = (p + align - 1) / align * align;
+    return p;
+}
+
+static int ensure_workers(fp4s_decomp *d, int nt, bool quantize)
 {
     if (nt > MAX_WORKERS) nt = MAX_WORKERS;
     for (int w = 0; w < nt; w++) {
-        if (d->wk[w]) continue;
-        d->wk[w] = calloc(1, sizeof *d->wk[w]);
-        if (!d->wk[w]) return fp4s_error_set(FP4S_ENOMEM, "decomposition: out of memory");
-        fp4s_xacc_init(&d->wk[w]->tot);
-        if (d->opts.by == FP4S_GROUP_CHANNEL) {
-            d->wk[w]->ch = calloc(d->cols, sizeof(chacc));
-            if (!d->wk[w]->ch) return fp4s_error_set(FP4S_ENOMEM, "decomposition: out of memory");
+        if (!d->wk[w]) {
+            d->wk[w] = calloc(1, sizeof *d->wk[w]);
+            if (!d->wk[w]) return fp4s_error_set(FP4S_ENOMEM, "decomposition: out of memory");
+            worker *wk = d->wk[w];
+            fp4s_xacc_init(&wk->tot);
+            if (d->opts.by == FP4S_GROUP_CHANNEL) {
+                wk->ch = calloc(d->cols, sizeof(chacc));
+                if (!wk->ch) return fp4s_error_set(FP4S_ENOMEM, "decomposition: out of memory");
+            }
+            wk->kb = malloc((size_t)(KB_N + 1) * (d->nblk ? d->nblk : 1) * sizeof(double));
+            wk->bins = malloc((d->cols ? d->cols : 1) * sizeof(int32_t));
+            if (!wk->kb || !wk->bins) return fp4s_error_set(FP4S_ENOMEM, "decomposition: out of memory");
+        }
+        worker *wk = d->wk[w];
+        if (quantize && !wk->q) {
+            size_t pr = piece_rows(d), n = pr * d->cols;
+            wk->q = malloc(n * sizeof(float));
+            wk->codes = malloc(n);
+            wk->scales = malloc(pr * (d->nblk ? d->nblk : 1));
+            if (!wk->q || !wk->codes || !wk->scales)
+                return fp4s_error_set(FP4S_ENOMEM, "decomposition: out of memory for %zu rows", pr);
+            wk->piece_rows = pr;
         }
     }
     return nt;
@@ -988,10 +1358,11 @@ static void fold_workers(fp4s_decomp *d)
         fp4s_xacc_init(&wk->tot);
         for (int i = 0; i < FP4S_HIST_BINS; i++) {
             d->hd[i] += wk->hd[i];
-            d->he[i] += wk->he[i];
+            d->he[i] += wk->he[i] + wk->he4[0][i] + wk->he4[1][i] + wk->he4[2][i] + wk->he4[3][i];
         }
         memset(wk->hd, 0, sizeof wk->hd);
         memset(wk->he, 0, sizeof wk->he);
+        memset(wk->he4, 0, sizeof wk->he4);
         if (wk->ch) {
             for (size_t c = 0; c < d->cols; c++) chacc_merge(&d->ch[c], &wk->ch[c]);
             memset(wk->ch, 0, d->cols * sizeof(chacc));
@@ -1000,18 +1371,12 @@ static void fold_workers(fp4s_decomp *d)
     }
 }
 
-int fp4s_decomp_add_quantized(fp4s_decomp *d, const float *x, size_t ld, const float *q, size_t ldq,
-                              const uint8_t *codes, size_t ldc, const uint8_t *scales, size_t lds,
-                              size_t nrows, size_t row0)
+static int add_common(fp4s_decomp *d, struct add_job *j)
 {
-    if (!d || (nrows && (!x || !q || !codes || !scales)))
-        return fp4s_error_set(FP4S_EINVAL, "decomposition: NULL argument");
-    if (nrows == 0) return 0;
+    const size_t nrows = j->nrows, row0 = j->row0;
     if (row0 > d->rows || nrows > d->rows - row0)
         return fp4s_error_set(FP4S_ERANGE, "decomposition: rows [%zu, %zu) outside the tensor's %zu rows",
                               row0, row0 + nrows, d->rows);
-    if (ld < d->cols || ldq < d->cols || ldc < d->cols || lds < d->nblk)
-        return fp4s_error_set(FP4S_EINVAL, "decomposition: leading dimension smaller than the row");
     if (d->unit) {
         size_t g0 = d->opts.by == FP4S_GROUP_ROW ? row0 : row0 * d->nblk;
         size_t g1 = d->opts.by == FP4S_GROUP_ROW ? row0 + nrows : (row0 + nrows) * d->nblk;
@@ -1021,48 +1386,54 @@ int fp4s_decomp_add_quantized(fp4s_decomp *d, const float *x, size_t ld, const f
                                       d->opts.by == FP4S_GROUP_ROW ? g : g / d->nblk);
     }
     int nt = fp4s_get_threads();
-    size_t grain = d->cols ? ((size_t)1 << 16) / d->cols + 1 : 1;
+    size_t align = j->align;
+    size_t units = (nrows + align - 1) / align;
+    size_t grain = d->cols ? ((size_t)1 << 16) / (d->cols * align) + 1 : 1;
     if (d->opts.by == FP4S_GROUP_CHANNEL && nrows < 64 * (size_t)nt) nt = 1; /* merging costs more */
-    nt = ensure_workers(d, nt);
+    nt = ensure_workers(d, nt, j->q == NULL);
     if (nt < 0) return nt;
-    struct add_job j = {d, x, ld, q, ldq, codes, ldc, scales, lds, row0};
     int rc;
-    if (nt <= 1 || nrows < 2) {
-        rc = add_rows(&j, 0, nrows, 0);
+    if (nt <= 1 || units < 2) {
+        rc = add_rows(j, 0, units, 0);
     } else {
-        rc = fp4s_parallel_for(nrows, grain, add_rows, &j);
+        rc = fp4s_parallel_for(units, grain, add_rows, j);
+        if (rc) {
+            /* the detail was recorded on the worker's thread */
+            for (int w = 0; w < nt; w++)
+                if (d->wk[w] && d->wk[w]->err[0]) {
+                    fp4s_error_set(rc, "%s", d->wk[w]->err);
+                    break;
+                }
+        }
     }
+    for (int w = 0; w < nt; w++)
+        if (d->wk[w]) d->wk[w]->err[0] = '\0';
     fold_workers(d);
     return rc;
+}
+
+int fp4s_decomp_add_quantized(fp4s_decomp *d, const float *x, size_t ld, const float *q, size_t ldq,
+                              const uint8_t *codes, size_t ldc, const uint8_t *scales, size_t lds,
+                              size_t nrows, size_t row0)
+{
+    if (!d || (nrows && (!x || !q || !codes || !scales)))
+        return fp4s_error_set(FP4S_EINVAL, "decomposition: NULL argument");
+    if (nrows == 0) return 0;
+    if (ld < d->cols || ldq < d->cols || ldc < d->cols || lds < d->nblk)
+        return fp4s_error_set(FP4S_EINVAL, "decomposition: leading dimension smaller than the row");
+    struct add_job j = {d, x, ld, q, ldq, codes, ldc, scales, lds, row0, 1, nrows};
+    return add_common(d, &j);
 }
 
 int fp4s_decomp_add(fp4s_decomp *d, const float *x, size_t nrows, size_t ld, size_t row0)
 {
     if (!d || (nrows && !x)) return fp4s_error_set(FP4S_EINVAL, "decomposition: NULL argument");
     if (nrows == 0) return 0;
-    if (nrows > d->scratch_rows) {
-        size_t n = nrows * d->cols;
-        float *q = realloc(d->q, n * sizeof *q);
-        if (q) d->q = q;
-        uint8_t *c = realloc(d->codes, n);
-        if (c) d->codes = c;
-        uint8_t *s = realloc(d->scales, nrows * (d->nblk ? d->nblk : 1));
-        if (s) d->scales = s;
-        if (!q || !c || !s) return fp4s_error_set(FP4S_ENOMEM, "decomposition: out of memory for %zu rows", nrows);
-        d->scratch_rows = nrows;
-    }
-    fp4s_qout out;
-    memset(&out, 0, sizeof out);
-    out.codes = d->codes;
-    out.ld_codes = d->cols;
-    out.scales = d->scales;
-    out.ld_scales = d->nblk;
-    out.dequant = d->q;
-    out.ld_dequant = d->cols;
-    int rc = fp4s_quantize(&d->spec, &d->ts, x, nrows, d->cols, ld, row0, &out, NULL);
-    if (rc) return rc;
-    return fp4s_decomp_add_quantized(d, x, ld, d->q, d->cols, d->codes, d->cols, d->scales, d->nblk,
-                                     nrows, row0);
+    if (ld < d->cols) return fp4s_error_set(FP4S_EINVAL, "decomposition: row stride %zu < %zu columns", ld, d->cols);
+    size_t align = fp4s_spec_row_align(&d->spec);
+    if (align == 0) align = 1;
+    struct add_job j = {d, x, ld, NULL, 0, NULL, 0, NULL, 0, row0, align, nrows};
+    return add_common(d, &j);
 }
 
 static bool same_spec(const fp4s_spec *a, const fp4s_spec *b)

@@ -509,10 +509,10 @@ START_TEST(kernels_agree_bitwise)
     float *g = gauss(rows * cols, 44);
     fp4s_spec specs[64];
     int ns = all_specs(specs, 64);
-    fp4s_group groups[] = {FP4S_GROUP_TENSOR, FP4S_GROUP_BLOCK, FP4S_GROUP_CHANNEL};
+    fp4s_group groups[] = {FP4S_GROUP_TENSOR, FP4S_GROUP_BLOCK, FP4S_GROUP_CHANNEL, FP4S_GROUP_ROW};
     for (int k = 0; k < ns; k++)
         for (int di = 0; di < 2; di++)
-            for (size_t gi = 0; gi < 3; gi++) {
+            for (size_t gi = 0; gi < 4; gi++) {
                 const float *x = di ? adv : g;
                 fp4s_decomp_kernel_force_portable(true);
                 fp4s_decomp *a = run(&specs[k], x, rows, cols, groups[gi], 0, FP4S_DZ_TIE_SPEC);
@@ -532,6 +532,88 @@ START_TEST(kernels_agree_bitwise)
                 fp4s_decomp_close(&a);
                 fp4s_decomp_close(&b);
             }
+    free(adv);
+    free(g);
+}
+END_TEST
+
+/* Finite adversarial rows (ties at every midpoint, zero blocks, huge, subnormal,
+ * tiny, clipping outliers) take the fused row path on AVX-512 CPUs; rows with
+ * a NaN or Inf block fall back to the per-block path. Both are compared with
+ * the portable per-block kernel bit for bit, for every spec, tie convention,
+ * tensor and row grouping, chunking and thread count. */
+static float *adversarial_finite(size_t rows, size_t cols)
+{
+    float *x = calloc(rows * cols, sizeof *x);
+    static const float mids[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 0.2f, 6.0f, 0.0f};
+    rng_state = 123;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) {
+            size_t b = c / 16, kind = (r * 3 + b) % 7;
+            float m = ldexpf(1.0f, (int)(rng_next() % 30) - 15) * 1.5f;
+            float *p = &x[r * cols + c];
+            size_t i = c % 16;
+            switch (kind) {
+            case 0: *p = i == 0 ? m : m / 6.0f * mids[i % 10] * ((i & 1) ? -1.0f : 1.0f); break;
+            case 1: *p = 0.0f; break;
+            case 2: *p = (float)rng_gauss() * 1e37f; break;
+            case 3: *p = (float)rng_gauss() * 1e-39f; break;
+            case 4: *p = i == 3 ? -0.0f : (float)rng_gauss() * 3.0e-6f; break;
+            case 5: *p = i == 0 ? 448.0f * 6.0f : (float)rng_gauss() * 0.01f; break;
+            default: *p = (float)rng_gauss(); break;
+            }
+        }
+    /* rows 5 and 9: one non-finite block each (per-block path) */
+    x[5 * cols + 40] = NAN;
+    x[9 * cols + cols - 1] = INFINITY;
+    return x;
+}
+
+START_TEST(fused_row_path_matches_per_block)
+{
+    size_t rows = 24, cols = 512;
+    float *adv = adversarial_finite(rows, cols);
+    float *g = gauss(rows * cols, 77);
+    fp4s_spec specs[64];
+    int ns = all_specs(specs, 64);
+    fp4s_group groups[] = {FP4S_GROUP_TENSOR, FP4S_GROUP_ROW};
+    fp4s_dz_tie ties[] = {FP4S_DZ_TIE_SPEC, FP4S_DZ_TIE_IN, FP4S_DZ_TIE_OUT};
+    uint64_t fused0 = fp4s_decomp_fused_rows();
+    for (int k = 0; k < ns; k++)
+        for (int di = 0; di < 2; di++)
+            for (size_t gi = 0; gi < 2; gi++)
+                for (size_t ti = 0; ti < 3; ti++) {
+                    const float *x = di ? adv : g;
+                    char lab[128];
+                    spec_label(&specs[k], lab, sizeof lab);
+                    fp4s_decomp_kernel_force_portable(true);
+                    fp4s_set_threads(1);
+                    fp4s_decomp *a = run(&specs[k], x, rows, cols, groups[gi], 0, ties[ti]);
+                    fp4s_decomp_kernel_force_portable(false);
+                    fp4s_set_threads(2);
+                    fp4s_decomp *b = run(&specs[k], x, rows, cols, groups[gi], 16, ties[ti]);
+                    fp4s_set_threads(0);
+                    fp4s_decomp_result ra = summary(a), rb = summary(b);
+                    assert_same_result(&ra, &rb, lab);
+                    for (size_t i = 0; i < fp4s_decomp_ngroups(a); i++) {
+                        fp4s_decomp_group(a, i, &ra);
+                        fp4s_decomp_group(b, i, &rb);
+                        assert_same_result(&ra, &rb, lab);
+                    }
+                    for (int h = 0; h < 2; h++) {
+                        fp4s_decomp_hist ha, hb;
+                        fp4s_decomp_hist_get(a, (fp4s_decomp_hist_kind)h, &ha);
+                        fp4s_decomp_hist_get(b, (fp4s_decomp_hist_kind)h, &hb);
+                        ck_assert_msg(memcmp(ha.counts, hb.counts, sizeof ha.counts) == 0, "%s: histogram %d", lab,
+                                      h);
+                    }
+                    fp4s_decomp_close(&a);
+                    fp4s_decomp_close(&b);
+                }
+    if (__builtin_cpu_supports("avx512f"))
+        ck_assert_msg(fp4s_decomp_fused_rows() > fused0, "the fused row path was not taken");
+    else
+        fprintf(stderr, "fused_row_path_matches_per_block: no AVX-512 here, only the per-block path compared\n");
     free(adv);
     free(g);
 }
@@ -751,6 +833,7 @@ int main(int argc, char **argv)
         {"naive_agrees_random_every_spec", naive_agrees_random_every_spec},
         {"naive_agrees_adversarial", naive_agrees_adversarial},
         {"kernels_agree_bitwise", kernels_agree_bitwise},
+        {"fused_row_path_matches_per_block", fused_row_path_matches_per_block},
         {"nvfp4_underflow_counted", nvfp4_underflow_counted},
         {"gaussian_anchor_1e6", gaussian_anchor_1e6},
         {"gaussian_deadzone_fraction_matches_integral", gaussian_deadzone_fraction_matches_integral},
