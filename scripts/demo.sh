@@ -43,7 +43,8 @@ step "4. rollout/trainer log-prob mismatch per step, with the onset found (plant
 fp4-mismatch --every 10 datasets/traces/planted.csv
 
 step "5. plots"
-fp4-plot mismatch datasets/traces/planted.csv -o "$OUT/mismatch.png"
+fp4-plot mismatch datasets/traces/planted.csv -o "$OUT/mismatch.png" \
+    --title "Rollout vs trainer log-prob mismatch: mean_abs per step (synthetic trace, onset planted at 50)"
 fp4-plot components "$OUT/decompose.json" -o "$OUT/components.png"
 fp4-plot channels "$OUT/channels.json" -o "$OUT/channels.png"
 fp4-plot hist "$OUT/decompose.json" -o "$OUT/hist.png"

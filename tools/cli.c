@@ -1,5 +1,6 @@
 #include "cli.h"
 
+#include <fp4scope/capture.h>
 #include <fp4scope/tensor.h>
 #include <fp4scope/version.h>
 
@@ -168,4 +169,19 @@ int cli_write_text(const char *path, const char *text, size_t len)
         return fp4s_error_set(FP4S_EWRITE, "%s: write failed", path);
     }
     return fp4s_outfile_commit(&o);
+}
+
+bool cli_source_synthetic(const char *spec)
+{
+    fp4s_capture_info info;
+    if (!spec || !*spec) return false;
+    if (fp4s_capture_info_read(spec, &info) == 0) return info.synthetic;
+    /* file.h5:/dataset or file:NAME: try the file part */
+    const char *colon = strrchr(spec, ':');
+    if (!colon || colon == spec) return false;
+    size_t n = (size_t)(colon - spec);
+    char *file = strndup(spec, n);
+    bool syn = file && fp4s_capture_info_read(file, &info) == 0 && info.synthetic;
+    free(file);
+    return syn;
 }

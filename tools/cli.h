@@ -44,6 +44,11 @@ int cli_json_print(json_t *j);
 /* JSON number for a double: NaN and Inf become null (JSON has neither). */
 json_t *cli_json_real(double v);
 
+/* True when `spec` (a path, or file:dataset / file.h5:/path) names an HDF5
+ * capture whose root attribute synthetic = 1 (made by fp4-capture synth), so
+ * that tools can label what they show as synthetic. Any failure: false. */
+bool cli_source_synthetic(const char *spec);
+
 /* Write a whole text blob to path atomically ("-" = stdout). */
 int cli_write_text(const char *path, const char *text, size_t len);
 

@@ -288,6 +288,7 @@ static json_t *result_json(const cfg *c, const fp4s_mm_result *res, run_extra *e
         json_t *jr = json_object();
         json_object_set_new(jr, "name", json_string(run->name));
         json_object_set_new(jr, "source", json_string(run->source));
+        json_object_set_new(jr, "synthetic", json_boolean(cli_source_synthetic(run->source)));
         json_t *steps = json_array();
         for (size_t i = 0; i < run->nsteps; i += c->every) {
             json_t *m = metrics_json(&run->steps[i], NULL, NULL);
@@ -393,7 +394,8 @@ static void write_tables(FILE *f, const cfg *c, const fp4s_mm_result *res, const
     for (size_t r = 0; r < res->nruns; r++) {
         const fp4s_mm_run *run = &res->runs[r];
         const run_extra *x = &ex[r];
-        fprintf(f, "run %s (%s): %zu steps, %llu tokens", run->name, run->source, run->nsteps,
+        fprintf(f, "run %s (%s%s): %zu steps, %llu tokens", run->name, run->source,
+                cli_source_synthetic(run->source) ? ", synthetic capture" : "", run->nsteps,
                 (unsigned long long)run->tokens);
         if (run->masked || run->nonfinite || run->skipped_steps)
             fprintf(f, ", %llu masked, %llu with NaN/Inf log-probs excluded, %zu empty steps skipped",

@@ -293,6 +293,20 @@ static const char *write_data(plot *p, const char *series, const text *t)
     return p->files[p->nfiles++];
 }
 
+/* " (synthetic data)" for the default title when a report's inputs came from a
+ * synthetic capture (decompose: inputs[].synthetic; channels: its source). */
+static const char *report_synthetic(json_t *j)
+{
+    json_t *in = json_object_get(j, "inputs");
+    size_t i;
+    json_t *e;
+    if (json_is_array(in))
+        json_array_foreach(in, i, e) if (json_is_true(json_object_get(e, "synthetic"))) return " (synthetic data)";
+    json_t *src = json_object_get(j, "source");
+    if (json_is_string(src) && cli_source_synthetic(json_string_value(src))) return " (synthetic data)";
+    return "";
+}
+
 static void script_header(plot *p, const char *what)
 {
     text *s = &p->script;
@@ -603,7 +617,12 @@ static int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int 
     script_header(p, "fp4-plot mismatch");
     char title[1024];
     if (p->title) snprintf(title, sizeof title, "%s", p->title);
-    else snprintf(title, sizeof title, "Rollout vs trainer log-prob mismatch: %s per step", metric);
+    else {
+        const char *syn = "";
+        for (size_t r = 0; r < res.nruns; r++)
+            if (cli_source_synthetic(res.runs[r].source)) syn = " (synthetic data)";
+        snprintf(title, sizeof title, "Rollout vs trainer log-prob mismatch: %s per step%s", metric, syn);
+    }
     tx_add(s, "set title ");
     tx_label(s, title);
     tx_add(s, " font 'Sans,14'\n");
@@ -729,9 +748,9 @@ static int cmd_components(plot *p, const char *path)
     json_t *fmt = json_object_get(j, "format"), *prof = json_object_get(j, "profile");
     if (p->title) snprintf(title, sizeof title, "%s", p->title);
     else
-        snprintf(title, sizeof title, "Quantization error decomposition%s%s%s%s", json_is_string(fmt) ? ": " : "",
+        snprintf(title, sizeof title, "Quantization error decomposition%s%s%s%s%s", json_is_string(fmt) ? ": " : "",
                  json_is_string(fmt) ? json_string_value(fmt) : "", json_is_string(prof) ? ", " : "",
-                 json_is_string(prof) ? json_string_value(prof) : "");
+                 json_is_string(prof) ? json_string_value(prof) : "", report_synthetic(j));
     tx_add(s, "set title ");
     tx_label(s, title);
     tx_add(s, " font 'Sans,14'\n");
@@ -812,8 +831,8 @@ static int cmd_channels(plot *p, const char *path)
     script_header(p, "fp4-plot channels");
     char title[1024];
     if (p->title) snprintf(title, sizeof title, "%s", p->title);
-    else snprintf(title, sizeof title, "Per-channel quantization error (%s score), %zu channels, %zu selected",
-                  sname, n, nsel);
+    else snprintf(title, sizeof title, "Per-channel quantization error (%s score), %zu channels, %zu selected%s",
+                  sname, n, nsel, report_synthetic(j));
     tx_add(s, "set multiplot layout 1,%d title ", cf ? 2 : 1);
     tx_label(s, title);
     tx_add(s, " font 'Sans,14'\n");
@@ -913,8 +932,9 @@ static int cmd_hist(plot *p, const char *path)
     char title[1024];
     json_t *fmt = json_object_get(j, "format");
     if (p->title) snprintf(title, sizeof title, "%s", p->title);
-    else snprintf(title, sizeof title, "Scale exponent offsets and quantization errors%s%s",
-                  json_is_string(fmt) ? ": " : "", json_is_string(fmt) ? json_string_value(fmt) : "");
+    else snprintf(title, sizeof title, "Scale exponent offsets and quantization errors%s%s%s",
+                  json_is_string(fmt) ? ": " : "", json_is_string(fmt) ? json_string_value(fmt) : "",
+                  report_synthetic(j));
     tx_add(s, "set multiplot layout 1,2 title ");
     tx_label(s, title);
     tx_add(s, " font 'Sans,14'\n");
