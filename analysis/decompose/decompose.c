@@ -916,7 +916,7 @@ static bool row_prep(const fp4s_decomp *d, const float *restrict x, const float 
                      const uint8_t *restrict sc, double *restrict kb, part *p, uint64_t *hd)
 {
     const size_t bs = d->spec.block, nb = d->nblk;
-    double *md = kb + (size_t)KB_N * nb; /* m_b (the table has room after its nb entries) */
+    double *md = kb + (size_t)KB_N * nb; /* m_b, then gamma_b (room after the table's nb entries) */
     uint32_t nfx = 0;
     if (bs % 16 == 0) {
         /* the bits of |x| order like the values; a pattern at or above
@@ -955,17 +955,65 @@ static bool row_prep(const fp4s_decomp *d, const float *restrict x, const float 
         }
     }
     if (nfx) return false;
+    /* tie direction at each midpoint (decomp_block's up[]) */
+    static const double mid4[7] = {1, 3, 5, 7, 10, 14, 20};
+    bool up[7];
+    for (int k = 0; k < 7; k++) {
+        switch (d->spec.tie) {
+        case FP4S_TIE_ZERO: up[k] = false; break;
+        case FP4S_TIE_AWAY: up[k] = true; break;
+        case FP4S_TIE_EVEN:
+        default: up[k] = (k & 1) != 0; break;
+        }
+    }
+    if (d->opts.dz_tie == FP4S_DZ_TIE_IN) up[0] = false;
+    else if (d->opts.dz_tie == FP4S_DZ_TIE_OUT) up[0] = true;
+    /* eight blocks at a time, the same IEEE operations as decomp_block:
+     * gamma = 6 seff / m, thresholds 4 mu m (a tie going up compared against
+     * the double just below, -1 when m = 0), Q* magnitudes g m / 6, 6 / m */
+    double *gm = md + nb;
+    const __m512i m1 = _mm512_set1_epi64(INT64_C(-4616189618054758400)); /* bits of -1.0 */
+    const __m512i vidx = _mm512_set_epi64(7 * KB_N, 6 * KB_N, 5 * KB_N, 4 * KB_N, 3 * KB_N, 2 * KB_N, KB_N, 0);
+    const __m512d zero = _mm512_setzero_pd(), six = _mm512_set1_pd(6.0);
+    for (size_t b0 = 0; b0 < nb; b0 += 8) {
+        const size_t nl = nb - b0 < 8 ? nb - b0 : 8;
+        const __mmask8 km = (__mmask8)(nl == 8 ? 0xFF : (1u << nl) - 1);
+        double se[8];
+        for (size_t j = 0; j < 8; j++) se[j] = j < nl ? d->seff[sc[b0 + j]] : 1.0;
+        const __m512d m = _mm512_maskz_loadu_pd(km, md + b0);
+        _mm512_mask_storeu_pd(gm + b0, km, _mm512_div_pd(_mm512_mul_pd(six, _mm512_loadu_pd(se)), m));
+        double *kq = kb + b0 * KB_N;
+        for (int k = 0; k < 7; k++) {
+            const __m512d t = _mm512_mul_pd(_mm512_set1_pd(mid4[k]), m);
+            if (k == 0) _mm512_mask_i64scatter_pd(kq + KB_TH0, km, vidx, t, 8);
+            __m512d tu = t;
+            if (up[k]) {
+                const __mmask8 pos = _mm512_cmp_pd_mask(t, zero, _CMP_GT_OQ);
+                tu = _mm512_castsi512_pd(_mm512_mask_sub_epi64(m1, pos, _mm512_castpd_si512(t), _mm512_set1_epi64(1)));
+            }
+            _mm512_mask_i64scatter_pd(kq + KB_TU + k, km, vidx, tu, 8);
+        }
+        const __m512d d6 = _mm512_div_pd(m, six), d15 = _mm512_div_pd(_mm512_mul_pd(_mm512_set1_pd(1.5), m), six);
+        _mm512_mask_i64scatter_pd(kq + KB_Q + 0, km, vidx, _mm512_mul_pd(_mm512_set1_pd(0.5), d6), 8);
+        _mm512_mask_i64scatter_pd(kq + KB_Q + 1, km, vidx, d6, 8);
+        _mm512_mask_i64scatter_pd(kq + KB_Q + 2, km, vidx, d15, 8);
+        _mm512_mask_i64scatter_pd(kq + KB_Q + 3, km, vidx, _mm512_mul_pd(_mm512_set1_pd(2.0), d6), 8);
+        _mm512_mask_i64scatter_pd(kq + KB_Q + 4, km, vidx, _mm512_mul_pd(_mm512_set1_pd(2.0), d15), 8);
+        _mm512_mask_i64scatter_pd(kq + KB_Q + 5, km, vidx, _mm512_mul_pd(_mm512_set1_pd(4.0), d6), 8);
+        _mm512_mask_i64scatter_pd(kq + KB_Q + 6, km, vidx, m, 8);
+        const __mmask8 nz = _mm512_cmp_pd_mask(m, zero, _CMP_NEQ_UQ);
+        _mm512_mask_i64scatter_pd(kq + KB_INVS, km, vidx, _mm512_maskz_div_pd(nz, six, m), 8);
+    }
     /* block statistics, in block order as decomp_block does them */
     for (size_t b = 0; b < nb; b++) {
         const double m = md[b];
         bool uf = d->uf[sc[b]];
-        const double seff = d->seff[sc[b]];
         p->c[C_BLOCKS]++;
         if (m == 0.0) {
             p->c[C_ZB]++;
             uf = false;
         } else {
-            double gam = 6.0 * seff / m;
+            double gam = gm[b];
             double del = log2(gam);
             p->c[C_GB]++;
             if (uf) p->c[C_UFB]++;
@@ -986,45 +1034,6 @@ static bool row_prep(const fp4s_decomp *d, const float *restrict x, const float 
         memcpy(&kb[b * KB_N + KB_MPOS], &mpi, sizeof mpi);
     }
     p->c[C_ELEM] += bs * nb;
-    /* kernel constants (decomp_block and the kernels' tu): thresholds 4 mu m,
-     * a tie going up compared against the double just below; Q* magnitudes */
-    static const double mid4[7] = {1, 3, 5, 7, 10, 14, 20};
-    bool up[7];
-    for (int k = 0; k < 7; k++) {
-        switch (d->spec.tie) {
-        case FP4S_TIE_ZERO: up[k] = false; break;
-        case FP4S_TIE_AWAY: up[k] = true; break;
-        case FP4S_TIE_EVEN:
-        default: up[k] = (k & 1) != 0; break;
-        }
-    }
-    if (d->opts.dz_tie == FP4S_DZ_TIE_IN) up[0] = false;
-    else if (d->opts.dz_tie == FP4S_DZ_TIE_OUT) up[0] = true;
-    const int64_t m1 = INT64_C(-4616189618054758400); /* bits of -1.0 */
-    for (size_t b = 0; b < nb; b++) {
-        const double m = md[b];
-        double *kq = kb + b * KB_N;
-        for (int k = 0; k < 7; k++) {
-            double t = mid4[k] * m;
-            if (k == 0) kq[KB_TH0] = t;
-            if (up[k]) {
-                int64_t tb;
-                memcpy(&tb, &t, sizeof tb);
-                tb = t > 0.0 ? tb - 1 : m1;
-                memcpy(&t, &tb, sizeof t);
-            }
-            kq[KB_TU + k] = t;
-        }
-        const double d6 = m / 6.0, d15 = (1.5 * m) / 6.0;
-        kq[KB_Q + 0] = 0.5 * d6;
-        kq[KB_Q + 1] = d6;
-        kq[KB_Q + 2] = d15;
-        kq[KB_Q + 3] = 2.0 * d6;
-        kq[KB_Q + 4] = 2.0 * d15;
-        kq[KB_Q + 5] = 4.0 * d6;
-        kq[KB_Q + 6] = m;
-        kq[KB_INVS] = m != 0.0 ? 6.0 / m : 0.0;
-    }
     return true;
 }
 
@@ -1330,7 +1339,7 @@ static int ensure_workers(fp4s_decomp *d, int nt, bool quantize)
                 wk->ch = calloc(d->cols, sizeof(chacc));
                 if (!wk->ch) return fp4s_error_set(FP4S_ENOMEM, "decomposition: out of memory");
             }
-            wk->kb = malloc((size_t)(KB_N + 1) * (d->nblk ? d->nblk : 1) * sizeof(double));
+            wk->kb = malloc((size_t)(KB_N + 2) * (d->nblk ? d->nblk : 1) * sizeof(double));
             wk->bins = malloc((d->cols ? d->cols : 1) * sizeof(int32_t));
             if (!wk->kb || !wk->bins) return fp4s_error_set(FP4S_ENOMEM, "decomposition: out of memory");
         }
