@@ -7,7 +7,11 @@
  * Kernels work on one contiguous range of whole rows; threading, stats merge and
  * argument checks are done by the front end (lib/core/quant.c). row0 is the
  * index of the first row in the whole tensor (2-D tiles and FP8 128x128 tiles
- * need it). Stats are added into *st (never NULL here). */
+ * need it). Stats are added into *st; st == NULL asks for codes only (what an
+ * inference engine computes): the kernel then skips the double-precision
+ * err2/x2 sums and the integer counters, and writes exactly the same codes,
+ * scale bytes, FP8 scales and dequantized values as with stats (the tester
+ * checks this for every level and spec). */
 #ifndef FP4S_KERNELS_H
 #define FP4S_KERNELS_H
 

@@ -10,7 +10,11 @@
  * - blocks holding NaN or Inf (or getting a NaN E4M3 scale) go to the
  *   reference kernel, one block or tile at a time; so do per-tensor FP8 row
  *   tails shorter than 8;
- * - FP8 E4M3 baselines with every tie rule, x / scale by IEEE division.
+ * - FP8 E4M3 baselines with every tie rule, x / scale by IEEE division;
+ * - codes only (st == NULL, kernels.h): each quantizer body is inlined twice,
+ *   with its constant `S` (stats) true or false; without stats the double
+ *   err2/x2 sums and the per-lane counters are not computed, and every output
+ *   comes from the same instructions.
  * Every spec of the reference has a fast path here (FP4S_ENOTSUP only for
  * shapes the front end never passes). */
 #include <float.h>
@@ -66,9 +70,10 @@ static void enc_init(enc_ctx *c, const fp4s_spec *s)
 }
 
 /* Codes of 8 scaled values (finite or +-Inf, not NaN) as
- * fp4s_e2m1_encode_spec; counts saturated (|v| > 6) and -0 codes per lane. */
+ * fp4s_e2m1_encode_spec; counts saturated (|v| > 6) and -0 codes per lane when
+ * cnt (a constant after inlining). */
 static inline __attribute__((always_inline)) __m256i
-e2m1_encode8(const enc_ctx *c, __m256 v, __m256i *satc, __m256i *negzc)
+e2m1_encode8(const enc_ctx *c, __m256 v, __m256i *satc, __m256i *negzc, const bool cnt)
 {
     __m256i b = _mm256_castps_si256(v);
     __m256i a = _mm256_and_si256(b, c->absm);
@@ -87,8 +92,10 @@ e2m1_encode8(const enc_ctx *c, __m256 v, __m256i *satc, __m256i *negzc)
         s8 = _mm256_blendv_epi8(s8, c->zero_in == FP4S_ZIN_NEG ? c->eight : c->zero,
                                 _mm256_cmpeq_epi32(a, c->zero));
     __m256i q = _mm256_or_si256(idx, s8);
-    *satc = _mm256_sub_epi32(*satc, _mm256_srai_epi32(_mm256_sub_epi32(c->six, a), 31));
-    *negzc = _mm256_sub_epi32(*negzc, _mm256_cmpeq_epi32(q, c->eight));
+    if (cnt) {
+        *satc = _mm256_sub_epi32(*satc, _mm256_srai_epi32(_mm256_sub_epi32(c->six, a), 31));
+        *negzc = _mm256_sub_epi32(*negzc, _mm256_cmpeq_epi32(q, c->eight));
+    }
     return q;
 }
 
@@ -227,9 +234,9 @@ static inline float e8m0_value(int code) /* 2^(code-127), exact, code 0..254 */
     return code == 0 ? u2f(0x00400000u) : u2f((uint32_t)code << 23);
 }
 
-static int mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
-                    size_t rows, size_t cols, size_t ld, size_t row0,
-                    const fp4s_qout *out, fp4s_qstats *st)
+static inline __attribute__((always_inline)) int
+mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows, size_t cols,
+   size_t ld, size_t row0, const fp4s_qout *out, fp4s_qstats *st, const bool S)
 {
     enc_ctx c;
     enc_init(&c, s);
@@ -280,9 +287,9 @@ static int mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
             __m256i q[4];
             __m256 d[4];
             for (int i = 0; i < 4; i++) {
-                q[i] = e2m1_encode8(&c, _mm256_mul_ps(xv[i], vi), &satc, &negzc);
+                q[i] = e2m1_encode8(&c, _mm256_mul_ps(xv[i], vi), &satc, &negzc, S);
                 d[i] = _mm256_mul_ps(e2m1_decode8(&c, q[i]), vs);
-                err_add_exact(&ea, xv[i], d[i]);
+                if (S) err_add_exact(&ea, xv[i], d[i]);
             }
             if (cr) {
                 _mm_storeu_si128((__m128i *)(cr + b * 32), pack16(q[0], q[1]));
@@ -292,9 +299,12 @@ static int mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
             if (dr)
                 for (int i = 0; i < 4; i++) _mm256_storeu_ps(dr + b * 32 + 8 * i, d[i]);
         }
-        sat += hsum_epi32(satc);
-        negz += hsum_epi32(negzc);
+        if (S) {
+            sat += hsum_epi32(satc);
+            negz += hsum_epi32(negzc);
+        }
     }
+    if (!S) return 0;
     st->elements += nblk * 32;
     st->blocks += nblk;
     st->saturated += sat;
@@ -419,7 +429,7 @@ static inline void nv_scales8(const nv_ctx *n, __m256 am, __m256i *code, __m256 
 
 /* ggml's element choice (see quant_avx512.c, ggml_best in quant_ref.c). */
 static inline __attribute__((always_inline)) __m256i
-ggml_encode8(const enc_ctx *c, __m256 xv, float sb, __m256i *satc, __m256i *negzc)
+ggml_encode8(const enc_ctx *c, __m256 xv, float sb, __m256i *satc, __m256i *negzc, const bool cnt)
 {
     static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
     const __m256 absm = _mm256_castsi256_ps(c->absm);
@@ -432,19 +442,20 @@ ggml_encode8(const enc_ctx *c, __m256 xv, float sb, __m256i *satc, __m256i *negz
         be = _mm256_blendv_ps(be, e, lt);
         best = _mm256_blendv_epi8(best, _mm256_set1_epi32(k), _mm256_castps_si256(lt));
     }
-    *satc = _mm256_sub_epi32(*satc, _mm256_castps_si256(_mm256_cmp_ps(ax, _mm256_set1_ps(6.0f * sb), _CMP_GT_OQ)));
+    if (cnt)
+        *satc = _mm256_sub_epi32(*satc, _mm256_castps_si256(_mm256_cmp_ps(ax, _mm256_set1_ps(6.0f * sb), _CMP_GT_OQ)));
     __m256i q = _mm256_or_si256(best, _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(xv), 28), c->eight));
     __m256i q0 = c->keep_neg_zero
         ? _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(xv, _mm256_setzero_ps(), _CMP_LT_OQ)), c->eight)
         : c->zero;
     q = _mm256_blendv_epi8(q, q0, _mm256_cmpeq_epi32(best, c->zero));
-    *negzc = _mm256_sub_epi32(*negzc, _mm256_cmpeq_epi32(q, c->eight));
+    if (cnt) *negzc = _mm256_sub_epi32(*negzc, _mm256_cmpeq_epi32(q, c->eight));
     return q;
 }
 
-static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
-                    size_t rows, size_t cols, size_t ld, size_t row0,
-                    const fp4s_qout *out, fp4s_qstats *st)
+static inline __attribute__((always_inline)) int
+nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows, size_t cols,
+   size_t ld, size_t row0, const fp4s_qout *out, fp4s_qstats *st, const bool S)
 {
     nv_ctx n;
     int rc = nv_init(&n, s, ts);
@@ -523,13 +534,13 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                     __m256i q0, q1;
                     __m256 d0, d1;
                     if (n.recipe == FP4S_NV_GGML) {
-                        q0 = ggml_encode8(&c, x0, sbvv[i], &satc, &negzc);
-                        q1 = ggml_encode8(&c, x1, sbvv[i], &satc, &negzc);
+                        q0 = ggml_encode8(&c, x0, sbvv[i], &satc, &negzc, S);
+                        q1 = ggml_encode8(&c, x1, sbvv[i], &satc, &negzc, S);
                     } else {
                         __m256 v0 = n.div ? _mm256_div_ps(x0, vf) : _mm256_mul_ps(x0, vf);
                         __m256 v1 = n.div ? _mm256_div_ps(x1, vf) : _mm256_mul_ps(x1, vf);
-                        q0 = e2m1_encode8(&c, v0, &satc, &negzc);
-                        q1 = e2m1_encode8(&c, v1, &satc, &negzc);
+                        q0 = e2m1_encode8(&c, v0, &satc, &negzc, S);
+                        q1 = e2m1_encode8(&c, v1, &satc, &negzc, S);
                     }
                     if (n.recipe == FP4S_NV_GGML) {
                         d0 = _mm256_mul_ps(e2m1_decode8(&c, q0), vf);
@@ -542,8 +553,10 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                         d0 = _mm256_mul_ps(_mm256_mul_ps(e2m1_decode8(&c, q0), vsb), n.sdec);
                         d1 = _mm256_mul_ps(_mm256_mul_ps(e2m1_decode8(&c, q1), vsb), n.sdec);
                     }
-                    err_add(&ea, x0, d0);
-                    err_add(&ea, x1, d1);
+                    if (S) {
+                        err_add(&ea, x0, d0);
+                        err_add(&ea, x1, d1);
+                    }
                     if (cr) _mm_storeu_si128((__m128i *)(cr + b * 16), pack16(q0, q1));
                     if (sr) sr[b] = (uint8_t)codev[i];
                     if (dr) {
@@ -553,12 +566,13 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                 }
             }
         }
-        if (((r0 / H) & 1023) == 1023 || r0 + H >= rows) {
+        if (S && (((r0 / H) & 1023) == 1023 || r0 + H >= rows)) {
             st->saturated += hsum_epi32(satc);
             st->neg_zero += hsum_epi32(negzc);
             satc = negzc = c.zero;
         }
     }
+    if (!S) return 0;
     st->elements += nblk * 16;
     st->blocks += nblk;
     st->zero_blocks += zb;
@@ -580,7 +594,7 @@ static void e4_init(e4_ctx *e, fp4s_tie tie)
 }
 
 static inline __attribute__((always_inline)) __m256i
-e4m3_encode_signed8(const e4_ctx *e, __m256 v, __m256i *satc)
+e4m3_encode_signed8(const e4_ctx *e, __m256 v, __m256i *satc, const bool cnt)
 {
     const __m256i absm = _mm256_set1_epi32((int)ABS_MASK);
     const __m256i b = _mm256_castps_si256(v);
@@ -602,7 +616,8 @@ e4m3_encode_signed8(const e4_ctx *e, __m256 v, __m256i *satc)
     __m256i code = _mm256_blendv_epi8(cn, cs, _mm256_cmpgt_epi32(_mm256_set1_epi32(0x3c800000), a));
     code = _mm256_or_si256(code, _mm256_srli_epi32(_mm256_andnot_si256(absm, b), 24));
     code = _mm256_blendv_epi8(code, _mm256_set1_epi32(0x7f), _mm256_cmpgt_epi32(a, _mm256_set1_epi32((int)INF_BITS)));
-    *satc = _mm256_sub_epi32(*satc, _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x43e00000))); /* |v| > 448 */
+    if (cnt) /* |v| > 448 */
+        *satc = _mm256_sub_epi32(*satc, _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x43e00000)));
     return code;
 }
 
@@ -624,12 +639,12 @@ static int ref_fp8_piece(const fp4s_spec *s, const fp4s_tscale *ts, const float 
 /* 8 elements of one row with scale sc (x / sc). */
 static inline __attribute__((always_inline)) void
 fp8_elems8(const e4_ctx *e, const float *xp, uint8_t *cp, float *dp, __m256 vsc,
-           __m256i *satc, err_acc *ea)
+           __m256i *satc, err_acc *ea, const bool S)
 {
     __m256 xv = _mm256_loadu_ps(xp);
-    __m256i q = e4m3_encode_signed8(e, _mm256_div_ps(xv, vsc), satc);
+    __m256i q = e4m3_encode_signed8(e, _mm256_div_ps(xv, vsc), satc, S);
     __m256 d = _mm256_mul_ps(e4m3_decode8(q), vsc);
-    err_add(ea, xv, d);
+    if (S) err_add(ea, xv, d);
     if (cp) {
         __m128i p = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
         _mm_storel_epi64((__m128i *)cp, _mm_packus_epi16(p, p));
@@ -637,9 +652,9 @@ fp8_elems8(const e4_ctx *e, const float *xp, uint8_t *cp, float *dp, __m256 vsc,
     if (dp) _mm256_storeu_ps(dp, d);
 }
 
-static int fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
-                     size_t rows, size_t cols, size_t ld, size_t row0,
-                     const fp4s_qout *out, fp4s_qstats *st)
+static inline __attribute__((always_inline)) int
+fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows, size_t cols,
+   size_t ld, size_t row0, const fp4s_qout *out, fp4s_qstats *st, const bool S)
 {
     e4_ctx e;
     e4_init(&e, s->tie);
@@ -665,7 +680,7 @@ static int fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                 }
                 elems += 8;
                 fp8_elems8(&e, xp, out->codes ? out->codes + r * out->ld_codes + c : NULL,
-                           out->dequant ? out->dequant + r * out->ld_dequant + c : NULL, vsc, &satc, &ea);
+                           out->dequant ? out->dequant + r * out->ld_dequant + c : NULL, vsc, &satc, &ea, S);
             }
     } else {
         const size_t H = s->fp8_gran == FP4S_FP8_128x128 ? 128 : 1, nt = cols / 128;
@@ -696,11 +711,12 @@ static int fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                         fp8_elems8(&e, x + r * ld + t * 128 + 8 * k,
                                    out->codes ? out->codes + r * out->ld_codes + t * 128 + 8 * k : NULL,
                                    out->dequant ? out->dequant + r * out->ld_dequant + t * 128 + 8 * k : NULL,
-                                   vsc, &satc, &ea);
+                                   vsc, &satc, &ea, S);
                 }
             }
         }
     }
+    if (!S) return 0;
     st->elements += elems;
     st->blocks += blocks;
     st->zero_blocks += zb;
@@ -732,16 +748,37 @@ static int fp8_dequant(const fp4s_spec *s, const fp4s_tscale *ts, const uint8_t 
 
 /* ---- kernel entry points -------------------------------------------------------- */
 
+/* The two instances of each quantizer: with stats, and codes only. */
+#define QUANT_PAIR(name)                                                                   \
+    static int name##_st(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,       \
+                         size_t rows, size_t cols, size_t ld, size_t row0,                 \
+                         const fp4s_qout *out, fp4s_qstats *st)                            \
+    {                                                                                      \
+        return name(s, ts, x, rows, cols, ld, row0, out, st, true);                        \
+    }                                                                                      \
+    static int name##_co(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,       \
+                         size_t rows, size_t cols, size_t ld, size_t row0,                 \
+                         const fp4s_qout *out)                                             \
+    {                                                                                      \
+        return name(s, ts, x, rows, cols, ld, row0, out, NULL, false);                     \
+    }
+QUANT_PAIR(mx_quant)
+QUANT_PAIR(nv_quant)
+QUANT_PAIR(fp8_quant)
+
 static int k_quantize(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                       size_t rows, size_t cols, size_t ld, size_t row0,
                       const fp4s_qout *out, fp4s_qstats *st)
 {
     if (s->format == FP4S_MXFP4 && s->block == 32 && cols % 32 == 0)
-        return mx_quant(s, ts, x, rows, cols, ld, row0, out, st);
+        return st ? mx_quant_st(s, ts, x, rows, cols, ld, row0, out, st)
+                  : mx_quant_co(s, ts, x, rows, cols, ld, row0, out);
     if (s->format == FP4S_NVFP4 && s->block == 16 && cols % 16 == 0)
-        return nv_quant(s, ts, x, rows, cols, ld, row0, out, st);
+        return st ? nv_quant_st(s, ts, x, rows, cols, ld, row0, out, st)
+                  : nv_quant_co(s, ts, x, rows, cols, ld, row0, out);
     if (s->format == FP4S_FP8 && (s->fp8_gran == FP4S_FP8_TENSOR || cols % 128 == 0))
-        return fp8_quant(s, ts, x, rows, cols, ld, row0, out, st);
+        return st ? fp8_quant_st(s, ts, x, rows, cols, ld, row0, out, st)
+                  : fp8_quant_co(s, ts, x, rows, cols, ld, row0, out);
     return FP4S_ENOTSUP;
 }
 

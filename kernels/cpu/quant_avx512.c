@@ -22,6 +22,10 @@
  *   construction).
  * - FP8 E4M3 baselines (per tensor, 1x128, 128x128): x / scale by IEEE
  *   division as the reference, E4M3 rounding on the bits with every tie rule.
+ * - Codes only (st == NULL, kernels.h): each quantizer body is inlined twice,
+ *   with its constant `S` (stats) true or false; without stats the double
+ *   err2/x2 sums and the per-lane counters are not computed. Codes, scales
+ *   and dequantized values come from the same instructions either way.
  * Every spec the reference knows has a fast path here (FP4S_ENOTSUP only for
  * shapes the front end never passes, the caller then runs the reference). */
 #include <float.h>
@@ -85,12 +89,13 @@ static void enc_init(enc_ctx *c, const fp4s_spec *s)
 }
 
 /* Codes (as 32-bit lanes) of 16 scaled values v (finite or +-Inf, not NaN),
- * as fp4s_e2m1_encode_spec; counts saturated (|v| > 6) and -0 codes per lane.
+ * as fp4s_e2m1_encode_spec; counts saturated (|v| > 6) and -0 codes per lane
+ * when cnt (a constant after inlining).
  * hi = (rounded bits >> 22) - 252 is the index for |v| >= 1 and at most the
  * true index below 1 (negative under 0.5), lo = [a > t0] + [a > t1] the
  * index below 1 and 2 above: the index is max(lo, min(hi, 7)). */
 static inline __attribute__((always_inline)) __m512i
-e2m1_encode16(const enc_ctx *c, __m512 v, __m512i *satc, __m512i *negzc)
+e2m1_encode16(const enc_ctx *c, __m512 v, __m512i *satc, __m512i *negzc, const bool cnt)
 {
     __m512i b = _mm512_castps_si512(v);
     __m512i a = _mm512_and_si512(b, c->absm);
@@ -112,8 +117,10 @@ e2m1_encode16(const enc_ctx *c, __m512 v, __m512i *satc, __m512i *negzc)
                                        c->zero_in == FP4S_ZIN_NEG ? c->eight : c->zero);
         q = _mm512_or_si512(idx, s8);
     }
-    *satc = _mm512_mask_add_epi32(*satc, _mm512_cmpgt_epu32_mask(a, c->six), *satc, c->one);
-    *negzc = _mm512_mask_add_epi32(*negzc, _mm512_cmpeq_epi32_mask(q, c->eight), *negzc, c->one);
+    if (cnt) {
+        *satc = _mm512_mask_add_epi32(*satc, _mm512_cmpgt_epu32_mask(a, c->six), *satc, c->one);
+        *negzc = _mm512_mask_add_epi32(*negzc, _mm512_cmpeq_epi32_mask(q, c->eight), *negzc, c->one);
+    }
     return q;
 }
 
@@ -258,9 +265,9 @@ static inline __m512i e8m0_bits16(__m512i code)
                                  _mm512_set1_epi32(0x00400000));
 }
 
-static int mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
-                    size_t rows, size_t cols, size_t ld, size_t row0,
-                    const fp4s_qout *out, fp4s_qstats *st)
+static inline __attribute__((always_inline)) int
+mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows, size_t cols,
+   size_t ld, size_t row0, const fp4s_qout *out, fp4s_qstats *st, const bool S)
 {
     enc_ctx c;
     enc_init(&c, s);
@@ -337,12 +344,14 @@ static int mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                 const float *xb = xr + b * 32;
                 __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
                 __m512 vi = _mm512_set1_ps(invv[i]), vs = _mm512_set1_ps(scv[i]);
-                __m512i q0 = e2m1_encode16(&c, _mm512_mul_ps(x0, vi), &satc, &negzc);
-                __m512i q1 = e2m1_encode16(&c, _mm512_mul_ps(x1, vi), &satc, &negzc);
+                __m512i q0 = e2m1_encode16(&c, _mm512_mul_ps(x0, vi), &satc, &negzc, S);
+                __m512i q1 = e2m1_encode16(&c, _mm512_mul_ps(x1, vi), &satc, &negzc, S);
                 __m512 d0 = _mm512_mul_ps(_mm512_permutexvar_ps(q0, c.lut), vs);
                 __m512 d1 = _mm512_mul_ps(_mm512_permutexvar_ps(q1, c.lut), vs);
-                err_add_exact(&ea, x0, d0);
-                err_add_exact(&ea, x1, d1);
+                if (S) {
+                    err_add_exact(&ea, x0, d0);
+                    err_add_exact(&ea, x1, d1);
+                }
                 if (cr) {
                     _mm_storeu_si128((__m128i *)(cr + b * 32), _mm512_cvtepi32_epi8(q0));
                     _mm_storeu_si128((__m128i *)(cr + b * 32 + 16), _mm512_cvtepi32_epi8(q1));
@@ -354,12 +363,13 @@ static int mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
             }
         }
         /* per-lane 32-bit counters: flush well before they could wrap */
-        if ((r & 1023) == 1023 || r + 1 == rows) {
+        if (S && ((r & 1023) == 1023 || r + 1 == rows)) {
             st->saturated += hsum_epi32(satc);
             st->neg_zero += hsum_epi32(negzc);
             satc = negzc = c.zero;
         }
     }
+    if (!S) return 0;
     st->elements += nblk * 32;
     st->blocks += nblk;
     st->zero_blocks += zb;
@@ -498,7 +508,7 @@ static inline void nv_scales16(const nv_ctx *n, __m512 am, __m512i *code, __m512
  * saturated when |x| > 6 * s; index 0 gives code 8 only for x < 0 (not -0)
  * with keep_neg_zero, other indices take the sign bit. x finite. */
 static inline __attribute__((always_inline)) __m512i
-ggml_encode16(const enc_ctx *c, __m512 xv, float sb, __m512i *satc, __m512i *negzc)
+ggml_encode16(const enc_ctx *c, __m512 xv, float sb, __m512i *satc, __m512i *negzc, const bool cnt)
 {
     static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
     const __m512 absm = _mm512_castsi512_ps(c->absm);
@@ -511,20 +521,21 @@ ggml_encode16(const enc_ctx *c, __m512 xv, float sb, __m512i *satc, __m512i *neg
         be = _mm512_mask_mov_ps(be, lt, e);
         best = _mm512_mask_mov_epi32(best, lt, _mm512_set1_epi32(k));
     }
-    *satc = _mm512_mask_add_epi32(*satc, _mm512_cmp_ps_mask(ax, _mm512_set1_ps(6.0f * sb), _CMP_GT_OQ),
-                                  *satc, c->one);
+    if (cnt)
+        *satc = _mm512_mask_add_epi32(*satc, _mm512_cmp_ps_mask(ax, _mm512_set1_ps(6.0f * sb), _CMP_GT_OQ),
+                                      *satc, c->one);
     __m512i q = _mm512_or_si512(best, _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(xv), 28), c->eight));
     __m512i q0 = c->keep_neg_zero
         ? _mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(xv, _mm512_setzero_ps(), _CMP_LT_OQ), c->eight)
         : c->zero;
     q = _mm512_mask_mov_epi32(q, _mm512_cmpeq_epi32_mask(best, c->zero), q0);
-    *negzc = _mm512_mask_add_epi32(*negzc, _mm512_cmpeq_epi32_mask(q, c->eight), *negzc, c->one);
+    if (cnt) *negzc = _mm512_mask_add_epi32(*negzc, _mm512_cmpeq_epi32_mask(q, c->eight), *negzc, c->one);
     return q;
 }
 
-static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
-                    size_t rows, size_t cols, size_t ld, size_t row0,
-                    const fp4s_qout *out, fp4s_qstats *st)
+static inline __attribute__((always_inline)) int
+nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows, size_t cols,
+   size_t ld, size_t row0, const fp4s_qout *out, fp4s_qstats *st, const bool S)
 {
     nv_ctx n;
     int rc = nv_init(&n, s, ts);
@@ -599,16 +610,16 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                     __m512i q;
                     __m512 d;
                     if (n.recipe == FP4S_NV_GGML) {
-                        q = ggml_encode16(&c, xv, sbvv[i], &satc, &negzc);
+                        q = ggml_encode16(&c, xv, sbvv[i], &satc, &negzc, S);
                         d = _mm512_mul_ps(_mm512_permutexvar_ps(q, c.lut), vf);
                     } else {
                         __m512 v = n.div ? _mm512_div_ps(xv, vf) : _mm512_mul_ps(xv, vf);
-                        q = e2m1_encode16(&c, v, &satc, &negzc);
+                        q = e2m1_encode16(&c, v, &satc, &negzc, S);
                         __m512 qv = _mm512_permutexvar_ps(q, c.lut);
                         d = n.div ? _mm512_mul_ps(qv, vf)
                                   : _mm512_mul_ps(_mm512_mul_ps(qv, _mm512_set1_ps(sbvv[i])), n.sdec);
                     }
-                    err_add(&ea, xv, d);
+                    if (S) err_add(&ea, xv, d);
                     if (cr) _mm_storeu_si128((__m128i *)(cr + b * 16), _mm512_cvtepi32_epi8(q));
                     if (sr) sr[b] = (uint8_t)codev[i];
                     if (dr) _mm512_storeu_ps(dr + b * 16, d);
@@ -616,12 +627,13 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
             }
         }
         /* per-lane 32-bit counters: flush well before they could wrap */
-        if (((r0 / H) & 1023) == 1023 || r0 + H >= rows) {
+        if (S && (((r0 / H) & 1023) == 1023 || r0 + H >= rows)) {
             st->saturated += hsum_epi32(satc);
             st->neg_zero += hsum_epi32(negzc);
             satc = negzc = c.zero;
         }
     }
+    if (!S) return 0;
     st->elements += nblk * 16;
     st->blocks += nblk;
     st->zero_blocks += zb;
@@ -646,7 +658,7 @@ static void e4_init(e4_ctx *e, fp4s_tie tie)
 }
 
 static inline __attribute__((always_inline)) __m512i
-e4m3_encode_signed16(const e4_ctx *e, __m512 v, __m512i *satc)
+e4m3_encode_signed16(const e4_ctx *e, __m512 v, __m512i *satc, const bool cnt)
 {
     const __m512i b = _mm512_castps_si512(v);
     const __m512i a = _mm512_and_si512(b, _mm512_set1_epi32((int)ABS_MASK));
@@ -668,8 +680,9 @@ e4m3_encode_signed16(const e4_ctx *e, __m512 v, __m512i *satc)
     code = _mm512_or_si512(code, _mm512_srli_epi32(_mm512_andnot_si512(_mm512_set1_epi32((int)ABS_MASK), b), 24));
     code = _mm512_mask_mov_epi32(code, _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32((int)INF_BITS)),
                                  _mm512_set1_epi32(0x7f));
-    *satc = _mm512_mask_add_epi32(*satc, _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x43e00000)),
-                                  *satc, _mm512_set1_epi32(1)); /* |v| > 448 */
+    if (cnt) /* |v| > 448 */
+        *satc = _mm512_mask_add_epi32(*satc, _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x43e00000)),
+                                      *satc, _mm512_set1_epi32(1));
     return code;
 }
 
@@ -693,21 +706,21 @@ static int ref_fp8_piece(const fp4s_spec *s, const fp4s_tscale *ts, const float 
 /* Quantize n (1..16) elements of one row with scale sc (x / sc). */
 static inline __attribute__((always_inline)) void
 fp8_elems(const e4_ctx *e, const float *xp, uint8_t *cp, float *dp, size_t n, __m512 vsc,
-          __m512i *satc, err_acc *ea)
+          __m512i *satc, err_acc *ea, const bool S)
 {
     __mmask16 m = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
     __m512 xv = _mm512_maskz_loadu_ps(m, xp);
-    __m512i q = e4m3_encode_signed16(e, _mm512_div_ps(xv, vsc), satc);
+    __m512i q = e4m3_encode_signed16(e, _mm512_div_ps(xv, vsc), satc, S);
     __m512 d = _mm512_mul_ps(e4m3_decode16(q), vsc);
     d = _mm512_maskz_mov_ps(m, d);
-    err_add(ea, xv, d);
+    if (S) err_add(ea, xv, d);
     if (cp) _mm_mask_storeu_epi8(cp, m, _mm512_cvtepi32_epi8(q));
     if (dp) _mm512_mask_storeu_ps(dp, m, d);
 }
 
-static int fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
-                     size_t rows, size_t cols, size_t ld, size_t row0,
-                     const fp4s_qout *out, fp4s_qstats *st)
+static inline __attribute__((always_inline)) int
+fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows, size_t cols,
+   size_t ld, size_t row0, const fp4s_qout *out, fp4s_qstats *st, const bool S)
 {
     e4_ctx e;
     e4_init(&e, s->tie);
@@ -732,7 +745,7 @@ static int fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                 }
                 elems += n;
                 fp8_elems(&e, x + r * ld + c, out->codes ? out->codes + r * out->ld_codes + c : NULL,
-                          out->dequant ? out->dequant + r * out->ld_dequant + c : NULL, n, vsc, &satc, &ea);
+                          out->dequant ? out->dequant + r * out->ld_dequant + c : NULL, n, vsc, &satc, &ea, S);
             }
     } else {
         const size_t H = s->fp8_gran == FP4S_FP8_128x128 ? 128 : 1, nt = cols / 128;
@@ -763,11 +776,12 @@ static int fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                         fp8_elems(&e, x + r * ld + t * 128 + 16 * k,
                                   out->codes ? out->codes + r * out->ld_codes + t * 128 + 16 * k : NULL,
                                   out->dequant ? out->dequant + r * out->ld_dequant + t * 128 + 16 * k : NULL,
-                                  16, vsc, &satc, &ea);
+                                  16, vsc, &satc, &ea, S);
                 }
             }
         }
     }
+    if (!S) return 0;
     st->elements += elems;
     st->blocks += blocks;
     st->zero_blocks += zb;
@@ -795,16 +809,37 @@ static int fp8_dequant(const fp4s_spec *s, const fp4s_tscale *ts, const uint8_t 
 
 /* ---- kernel entry points -------------------------------------------------------- */
 
+/* The two instances of each quantizer: with stats, and codes only. */
+#define QUANT_PAIR(name)                                                                   \
+    static int name##_st(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,       \
+                         size_t rows, size_t cols, size_t ld, size_t row0,                 \
+                         const fp4s_qout *out, fp4s_qstats *st)                            \
+    {                                                                                      \
+        return name(s, ts, x, rows, cols, ld, row0, out, st, true);                        \
+    }                                                                                      \
+    static int name##_co(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,       \
+                         size_t rows, size_t cols, size_t ld, size_t row0,                 \
+                         const fp4s_qout *out)                                             \
+    {                                                                                      \
+        return name(s, ts, x, rows, cols, ld, row0, out, NULL, false);                     \
+    }
+QUANT_PAIR(mx_quant)
+QUANT_PAIR(nv_quant)
+QUANT_PAIR(fp8_quant)
+
 static int k_quantize(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                       size_t rows, size_t cols, size_t ld, size_t row0,
                       const fp4s_qout *out, fp4s_qstats *st)
 {
     if (s->format == FP4S_MXFP4 && s->block == 32 && cols % 32 == 0)
-        return mx_quant(s, ts, x, rows, cols, ld, row0, out, st);
+        return st ? mx_quant_st(s, ts, x, rows, cols, ld, row0, out, st)
+                  : mx_quant_co(s, ts, x, rows, cols, ld, row0, out);
     if (s->format == FP4S_NVFP4 && s->block == 16 && cols % 16 == 0)
-        return nv_quant(s, ts, x, rows, cols, ld, row0, out, st);
+        return st ? nv_quant_st(s, ts, x, rows, cols, ld, row0, out, st)
+                  : nv_quant_co(s, ts, x, rows, cols, ld, row0, out);
     if (s->format == FP4S_FP8 && (s->fp8_gran == FP4S_FP8_TENSOR || cols % 128 == 0))
-        return fp8_quant(s, ts, x, rows, cols, ld, row0, out, st);
+        return st ? fp8_quant_st(s, ts, x, rows, cols, ld, row0, out, st)
+                  : fp8_quant_co(s, ts, x, rows, cols, ld, row0, out);
     return FP4S_ENOTSUP;
 }
 

@@ -8,8 +8,10 @@
  * man/fp4scope-formats.7.
  *
  * Stats: err2 and x2 are summed in double per block, the block sums
- * Kahan-compensated within one call (one chunk) and added to *st at the end; elements of blocks that decode to NaN (NaN scale)
- * are left out of both sums. */
+ * Kahan-compensated within one call (one chunk) and added to *st at the end;
+ * elements of blocks that decode to NaN (NaN scale) are left out of both
+ * sums. With st == NULL (codes only) the sums are not computed and nothing
+ * is recorded; every output byte is the same. */
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -30,6 +32,7 @@ static inline void ksum_add(ksum *k, double v)
 typedef struct acc {
     fp4s_qstats st;   /* counters (err2/x2 unused here) */
     ksum err2, x2;
+    bool sums;        /* false: codes only (st == NULL), no err2/x2 */
 } acc;
 
 /* Per-block partial sums in double, added to the Kahan sums once per block. */
@@ -45,12 +48,14 @@ static inline void bsum_elem(bsum *b, float x, float d)
 
 static inline void acc_block(acc *a, const bsum *b)
 {
+    if (!a->sums) return;
     ksum_add(&a->err2, b->e2);
     ksum_add(&a->x2, b->x2);
 }
 
 static void acc_flush(acc *a, fp4s_qstats *st)
 {
+    if (!st) return;
     a->st.err2 = a->err2.s;
     a->st.x2 = a->x2.s;
     fp4s_qstats_merge(st, &a->st);
@@ -154,7 +159,7 @@ static int mx_quant(const fp4s_spec *s, const float *x, size_t rows, size_t cols
                 float d = fp4s_e2m1_decode(q) * X;
                 if (cr) cr[b * B + j] = q;
                 if (dr) dr[b * B + j] = d;
-                bsum_elem(&bs, xv, d);
+                if (a->sums) bsum_elem(&bs, xv, d);
             }
             acc_block(a, &bs);
         }
@@ -328,7 +333,7 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                     float d = nv_dequant_one(s, ts, &nbk, q);
                     if (cb) cb[j] = q;
                     if (db) db[j] = d;
-                    if (!isnan(nbk.sbv)) bsum_elem(&bs, xv, d);
+                    if (a->sums && !isnan(nbk.sbv)) bsum_elem(&bs, xv, d);
                 }
                 acc_block(a, &bs);
             }
@@ -391,7 +396,7 @@ static int fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                     float d = fp4s_e4m3_decode(q) * scale;
                     if (cb) cb[j] = q;
                     if (db) db[j] = d;
-                    bsum_elem(&bs, xv, d);
+                    if (a->sums) bsum_elem(&bs, xv, d);
                 }
                 acc_block(a, &bs);
             }
@@ -409,6 +414,7 @@ static int ref_quantize(const fp4s_spec *s, const fp4s_tscale *ts, const float *
     (void)row0; /* chunks start on tile boundaries (checked by the front end) */
     acc a;
     memset(&a, 0, sizeof a);
+    a.sums = st != NULL;
     int rc;
     switch (s->format) {
     case FP4S_MXFP4: rc = mx_quant(s, x, rows, cols, ld, out, &a); break;

@@ -5,7 +5,9 @@
  * Each range calls the active kernel table and falls back to the scalar
  * reference when the backend declines the spec (FP4S_ENOTSUP). Per-worker
  * stats are merged in worker order, so counters are identical for any thread
- * count (err2/x2 are Kahan sums per range and may differ in the last bits). */
+ * count (err2/x2 are Kahan sums per range and may differ in the last bits).
+ * A NULL stats pointer is passed down to the kernels: they then compute codes
+ * only (no err2/x2 sums, no counters), with the same output bytes. */
 #include <fp4scope/quant.h>
 
 #include <float.h>
@@ -173,7 +175,7 @@ struct q_job {
     const float *x;
     size_t rows, cols, ld, row0, align;
     const fp4s_qout *out;
-    fp4s_qstats *parts;
+    fp4s_qstats *parts; /* per worker; NULL: codes only */
 };
 
 static int q_range(void *arg, size_t ub, size_t ue, int w)
@@ -192,13 +194,14 @@ static int q_range(void *arg, size_t ub, size_t ue, int w)
     const float *x = j->x + r0 * j->ld;
     fp4s_qstats st;
     memset(&st, 0, sizeof st);
+    fp4s_qstats *sp = j->parts ? &st : NULL;
     const fp4s_kernel_table *k = fp4s_kernels_active();
-    int rc = k->quantize(s, j->ts, x, r1 - r0, j->cols, j->ld, j->row0 + r0, &o, &st);
+    int rc = k->quantize(s, j->ts, x, r1 - r0, j->cols, j->ld, j->row0 + r0, &o, sp);
     if (rc == FP4S_ENOTSUP && k != &fp4s_kernels_ref) {
         memset(&st, 0, sizeof st);
-        rc = fp4s_kernels_ref.quantize(s, j->ts, x, r1 - r0, j->cols, j->ld, j->row0 + r0, &o, &st);
+        rc = fp4s_kernels_ref.quantize(s, j->ts, x, r1 - r0, j->cols, j->ld, j->row0 + r0, &o, sp);
     }
-    j->parts[w] = st;
+    if (j->parts) j->parts[w] = st;
     return rc;
 }
 
@@ -227,8 +230,9 @@ int fp4s_quantize(const fp4s_spec *s, const fp4s_tscale *ts,
 
     int nt = fp4s_get_threads();
     if (nt > 256) nt = 256;
-    fp4s_qstats *parts = calloc((size_t)nt, sizeof *parts);
-    if (!parts) return fp4s_error_set(FP4S_ENOMEM, "quantize: out of memory");
+    fp4s_qstats *parts = NULL;
+    if (st && !(parts = calloc((size_t)nt, sizeof *parts)))
+        return fp4s_error_set(FP4S_ENOMEM, "quantize: out of memory");
     size_t align = fp4s_spec_row_align(s);
     if (s->format == FP4S_FP8 && s->fp8_gran == FP4S_FP8_TENSOR) align = rows; /* one call */
     size_t units = (rows + align - 1) / align;

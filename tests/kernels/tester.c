@@ -11,7 +11,12 @@
  * (bits) and the integer counters of fp4s_qstats exactly (the double sums to
  * a relative 1e-9). It then dequantizes the reference's codes (and random
  * bytes: every code and scale byte) with both and compares, compares
- * fp4s_amax, and checks that 1 and 2 threads give identical bytes. Inputs:
+ * fp4s_amax, and checks that 1 and 2 threads give identical bytes. Codes only:
+ * every level (the reference included) also quantizes each case with
+ * st == NULL (no stats: the kernels skip the error sums and counters), and
+ * its codes, scale bytes, FP8 scales and dequantized floats must be the same
+ * bits as with stats (through fp4s_quantize, on 1 and 2 threads, and by a
+ * direct call of each SIMD table's quantize for every spec). Inputs:
  * random shapes and row strides, random rows of varied magnitude plus planted
  * blocks (exact E2M1 ties at the block scale, +-1 ulp around them, NVFP4
  * exact ties through a power-of-two tensor scale, FP8 exact E4M3 ties,
@@ -331,7 +336,9 @@ static void res_free(result *r)
     free(r->codes); free(r->scales); free(r->sf32); free(r->deq);
 }
 
-static int run_quant(const fp4s_spec *s, const float *x, const shape *sh, result *r)
+/* with_stats 0: st == NULL (codes only); r->st stays zero. */
+static int run_quant(const fp4s_spec *s, const float *x, const shape *sh, result *r,
+                     int with_stats)
 {
     memset(&r->st, 0, sizeof r->st);
     memset(r->codes, 0xAB, sh->rows * sh->cols);
@@ -345,7 +352,8 @@ static int run_quant(const fp4s_spec *s, const float *x, const shape *sh, result
     if (r->rc) return r->rc;
     fp4s_qout o = {r->codes, sh->cols, s->format == FP4S_FP8 ? NULL : r->scales, sh->nb,
                    s->format == FP4S_FP8 ? r->sf32 : NULL, sh->sf_cols, r->deq, sh->cols};
-    r->rc = fp4s_quantize(s, null_ts ? NULL : &r->ts, x, sh->rows, sh->cols, sh->ld, 0, &o, &r->st);
+    r->rc = fp4s_quantize(s, null_ts ? NULL : &r->ts, x, sh->rows, sh->cols, sh->ld, 0, &o,
+                          with_stats ? &r->st : NULL);
     return r->rc;
 }
 
@@ -388,9 +396,10 @@ static int near(double a, double b)
     return fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b));
 }
 
-/* Compare result b (level) with a (reference). */
-static int compare(const tspec *t, const char *level, const float *x, const shape *sh,
-                   const result *a, const result *b)
+/* Compare the outputs (return code, tensor scale, codes, scale bytes,
+ * dequantized floats, FP8 scales) of result b (level) with a (reference). */
+static int compare_outputs(const tspec *t, const char *level, const float *x, const shape *sh,
+                           const result *a, const result *b)
 {
     const fp4s_spec *s = &t->s;
     if (a->rc != b->rc) {
@@ -440,6 +449,15 @@ static int compare(const tspec *t, const char *level, const float *x, const shap
                         i, t->name, level, (double)a->sf32[i], level, (double)b->sf32[i]);
                 return 1;
             }
+    return 0;
+}
+
+/* Outputs and stats of b (level) against a (reference). */
+static int compare(const tspec *t, const char *level, const float *x, const shape *sh,
+                   const result *a, const result *b)
+{
+    if (compare_outputs(t, level, x, sh, a, b)) return 1;
+    if (a->rc) return 0;
     CMP_U64(elements) CMP_U64(blocks) CMP_U64(saturated) CMP_U64(zero_blocks)
     CMP_U64(nonfinite) CMP_U64(nan) CMP_U64(inf) CMP_U64(nonfinite_blocks)
     CMP_U64(neg_zero) CMP_U64(scale_underflow)
@@ -521,17 +539,28 @@ static int one_case(const tspec *t, const char *const *levels, int nlev)
     amax_factor = (rnd() & 3) ? 1.0f : ldexpf(1.0f, (int)rndu(17) - 8) * (float)(0.5 + rndf());
     null_ts = !needs_ts(s) && (rnd() & 1);
 
-    result ref, fast;
+    result ref, fast, co;
     res_alloc(&ref, &sh);
     res_alloc(&fast, &sh);
+    res_alloc(&co, &sh);
     int ret = 0;
     fp4s_kernels_select("ref");
-    run_quant(s, x, &sh, &ref);
+    run_quant(s, x, &sh, &ref, 1);
+    /* codes only (st == NULL): the same bytes as with stats */
+    run_quant(s, x, &sh, &co, 0);
+    n_compared++;
+    ret = compare_outputs(t, "ref codes-only (st = NULL) vs ref with stats", x, &sh, &ref, &co);
     for (int l = 0; l < nlev && !ret; l++) {
         fp4s_kernels_select(levels[l]);
-        run_quant(s, x, &sh, &fast);
+        run_quant(s, x, &sh, &fast, 1);
         n_compared++;
         ret = compare(t, levels[l], x, &sh, &ref, &fast);
+        if (ret) continue;
+        run_quant(s, x, &sh, &co, 0);
+        n_compared++;
+        char lv[96];
+        snprintf(lv, sizeof lv, "%s codes-only (st = NULL)", levels[l]);
+        ret = compare_outputs(t, lv, x, &sh, &ref, &co);
         if (ret || ref.rc) continue;
         ret = compare_dequant(t, levels[l], &sh, &ref.ts, ref.codes, ref.scales, ref.sf32,
                               "reference codes");
@@ -556,12 +585,14 @@ static int one_case(const tspec *t, const char *const *levels, int nlev)
     }
     res_free(&ref);
     res_free(&fast);
+    res_free(&co);
     free(x);
     return ret;
 }
 
 /* 1 vs 2 threads: identical bytes and counters (on a tensor big enough to be
- * split); the double sums are per-range Kahan sums, compared to 1e-9. */
+ * split); the double sums are per-range Kahan sums, compared to 1e-9. Then
+ * 2 threads codes only (st == NULL): identical bytes. */
 static int thread_case(const tspec *t, const char *level)
 {
     const fp4s_spec *s = &t->s;
@@ -580,21 +611,29 @@ static int thread_case(const tspec *t, const char *level)
     res_alloc(&b, &sh);
     fp4s_kernels_select(level);
     fp4s_set_threads(1);
-    run_quant(s, x, &sh, &a);
+    run_quant(s, x, &sh, &a, 1);
     fp4s_set_threads(2);
-    run_quant(s, x, &sh, &b);
-    fp4s_set_threads(1);
-    char lv[64];
+    run_quant(s, x, &sh, &b, 1);
+    char lv[96];
     snprintf(lv, sizeof lv, "%s threads=2 vs threads=1", level);
     int ret = compare(t, lv, x, &sh, &a, &b);
+    if (!ret) {
+        run_quant(s, x, &sh, &b, 0);
+        snprintf(lv, sizeof lv, "%s threads=2 codes-only (st = NULL) vs threads=1 with stats", level);
+        ret = compare_outputs(t, lv, x, &sh, &a, &b);
+    }
+    fp4s_set_threads(1);
     res_free(&a);
     res_free(&b);
     free(x);
     return ret;
 }
 
-/* Which specs the level runs itself (not through the reference fallback). */
-static void coverage(const char *level)
+/* Which specs the level runs itself (not through the reference fallback),
+ * and, for each, that the table's quantize with st == NULL (codes only)
+ * returns the same code and writes the same bytes as with stats. Returns 1
+ * on a mismatch. */
+static int coverage(const char *level)
 {
     const fp4s_kernel_table *k = NULL;
 #ifdef FP4S_TESTER_HAVE_AVX2
@@ -603,20 +642,44 @@ static void coverage(const char *level)
 #ifdef FP4S_TESTER_HAVE_AVX512
     if (!strcmp(level, "avx512")) k = &fp4s_kernels_avx512;
 #endif
-    if (!k) return;
+    if (!k) return 0;
     int q = 0, d = 0;
     for (int i = 0; i < nspecs; i++) {
         const fp4s_spec *s = &specs[i].s;
         size_t rows = fp4s_spec_row_align(s), cols = 256;
-        static float x[128 * 256], deq[128 * 256];
-        static uint8_t codes[128 * 256], scales[128 * 16];
-        float sf[256];
-        for (size_t j = 0; j < rows * cols; j++) x[j] = (float)j * 0.01f;
+        static float x[128 * 256], deq[128 * 256], deq2[128 * 256];
+        static uint8_t codes[128 * 256], scales[128 * 16], codes2[128 * 256], scales2[128 * 16];
+        float sf[256], sf2[256];
+        /* a ramp with a planted NaN, Inf and -0 (the fallback blocks too) */
+        for (size_t j = 0; j < rows * cols; j++) x[j] = (float)j * 0.01f * (j & 1 ? -1.0f : 1.0f);
+        x[37] = NAN;
+        x[cols + 70 < rows * cols ? cols + 70 : 70] = -INFINITY;
+        x[100] = -0.0f;
         fp4s_tscale ts;
         if (fp4s_tscale_init(s, 4.0f, &ts)) continue;
+        memset(codes2, 0xAB, sizeof codes2);
+        memset(scales2, 0xAB, sizeof scales2);
+        memset(deq2, 0xAB, sizeof deq2);
+        memset(sf2, 0xAB, sizeof sf2);
+        memset(codes, 0xAB, sizeof codes);
+        memset(scales, 0xAB, sizeof scales);
+        memset(deq, 0xAB, sizeof deq);
+        memset(sf, 0xAB, sizeof sf);
         fp4s_qout o = {codes, cols, scales, cols / s->block, sf, 2, deq, cols};
+        fp4s_qout o2 = {codes2, cols, scales2, cols / s->block, sf2, 2, deq2, cols};
         fp4s_qstats st = {0};
         int rq = k->quantize(s, &ts, x, rows, cols, cols, 0, &o, &st);
+        int rq2 = k->quantize(s, &ts, x, rows, cols, cols, 0, &o2, NULL);
+        if (rq != rq2 || memcmp(codes, codes2, sizeof codes) || memcmp(scales, scales2, sizeof scales) ||
+            memcmp(deq, deq2, sizeof deq) || memcmp(sf, sf2, sizeof sf)) {
+            fprintf(stderr, "MISMATCH %s table quantize with st = NULL vs with stats: profile '%s':"
+                    " return %d vs %d, codes %s, scales %s, dequant %s, fp8 scales %s\n", level,
+                    specs[i].name, rq2, rq, memcmp(codes, codes2, sizeof codes) ? "differ" : "same",
+                    memcmp(scales, scales2, sizeof scales) ? "differ" : "same",
+                    memcmp(deq, deq2, sizeof deq) ? "differ" : "same",
+                    memcmp(sf, sf2, sizeof sf) ? "differ" : "same");
+            return 1;
+        }
         int rd = k->dequantize(s, &ts, codes, cols, scales, cols / s->block, sf, 2, rows, cols,
                                0, deq, cols);
         q += rq == 0;
@@ -625,8 +688,10 @@ static void coverage(const char *level)
             printf("  %s: '%s' uses the reference for%s%s\n", level, specs[i].name,
                    rq ? " quantize" : "", rd ? " dequantize" : "");
     }
-    printf("%s: fast quantize for %d of %d specs, fast dequantize for %d\n", level, q, nspecs, d);
+    printf("%s: fast quantize for %d of %d specs (codes only identical), fast dequantize for %d\n",
+           level, q, nspecs, d);
     n_fast += q;
+    return 0;
 }
 
 static int parse_num(const char *opt, const char *v, unsigned long long *out)
@@ -683,7 +748,11 @@ int main(int argc, char **argv)
     for (int i = 0; i < nlev; i++) printf(" %s", levels[i]);
     printf("\n");
     fp4s_set_threads(1);
-    for (int l = 0; l < nlev; l++) coverage(levels[l]);
+    for (int l = 0; l < nlev; l++)
+        if (coverage(levels[l])) {
+            fprintf(stderr, "tester: FAILED codes-only check of the %s table\n", levels[l]);
+            return 1;
+        }
 
     for (unsigned long long it = 0; it < iters; it++)
         for (int i = 0; i < nspecs; i++)

@@ -117,7 +117,11 @@ typedef struct fp4s_qout {
 } fp4s_qout;
 
 /* Quantize rows [0, rows) of x (row stride ld) into out. row0 is the index of
- * the chunk's first row in the whole tensor (used for 2-D tiles). st may be NULL. */
+ * the chunk's first row in the whole tensor (used for 2-D tiles).
+ * st may be NULL: codes only, what an inference engine computes. The kernels
+ * then skip the double-precision err2/x2 sums and the counters (the faster
+ * path: see bench/RESULTS.md), and write the same codes, scale bytes, FP8
+ * scales and dequantized values, bit for bit, as with a stats struct. */
 FP4S_API int fp4s_quantize(const fp4s_spec *s, const fp4s_tscale *ts,
                            const float *x, size_t rows, size_t cols, size_t ld,
                            size_t row0, const fp4s_qout *out, fp4s_qstats *st);
