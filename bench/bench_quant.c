@@ -3,7 +3,14 @@
  * threads, next to the memory read bandwidth of this machine measured in the
  * same run (summing a large array on 1 and on all threads).
  *
- *   bench_quant [--mib N] [--reps N] [--markdown]
+ *   bench_quant [--mib N] [--reps N] [--levels ref,avx2,avx512] [--markdown]
+ *
+ * Quantize runs two paths, timed alternately rep by rep: "with stats" (a
+ * fp4s_qstats struct: counters and the double err2/x2 sums, what fp4-quant
+ * needs) and "codes only" (st = NULL, what an inference engine computes).
+ * "spread" is (slowest - fastest) / fastest over the reps of that row.
+ * --levels restricts the kernel levels (without ref the "x ref" columns
+ * are left empty).
  *
  * The input is N MiB of float32 (default 256, far above the caches: the
  * point is the streaming rate), Gaussian with a per-row magnitude. Quantize
@@ -21,6 +28,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,9 +95,16 @@ typedef struct bcase {
     const char *profile;
 } bcase;
 
+/* Timings of one format, level and thread count (ns per element). */
+typedef struct btime {
+    double q_best, q_worst;   /* quantize with stats */
+    double c_best, c_worst;   /* quantize codes only (st = NULL) */
+    double d_best, d_worst;   /* dequantize */
+} btime;
+
 static int bench_case(const bcase *bc, const char *level, int threads, const float *x,
                       size_t rows, size_t cols, uint8_t *codes, uint8_t *scales,
-                      float *sf32, float *deq, int reps, double *q_ns, double *d_ns)
+                      float *sf32, float *deq, int reps, btime *bt)
 {
     fp4s_spec s;
     int rc = fp4s_spec_profile(&s, bc->fmt, bc->profile);
@@ -103,14 +118,23 @@ static int bench_case(const bcase *bc, const char *level, int threads, const flo
     size_t sf_cols = s.format == FP4S_FP8 ? (s.fp8_gran == FP4S_FP8_TENSOR ? 1 : cols / 128) : 1;
     fp4s_qout o = {codes, cols, s.format == FP4S_FP8 ? NULL : scales, nb,
                    s.format == FP4S_FP8 ? sf32 : NULL, sf_cols, NULL, 0};
-    double bq = 1e30, bd = 1e30;
+    double bq = 1e30, wq = 0, bc_ = 1e30, wc = 0, bd = 1e30, wd = 0;
     for (int r = 0; r < reps; r++) {
-        fp4s_qstats st = {0};
-        double t0 = now();
-        rc = fp4s_quantize(&s, &ts, x, rows, cols, cols, 0, &o, &st);
-        double dt = now() - t0;
-        if (rc) return rc;
-        if (dt < bq) bq = dt;
+        /* alternate the two paths so that a change of load hits both */
+        for (int path = 0; path < 2; path++) {
+            fp4s_qstats st = {0};
+            double t0 = now();
+            rc = fp4s_quantize(&s, &ts, x, rows, cols, cols, 0, &o, path == 0 ? &st : NULL);
+            double dt = now() - t0;
+            if (rc) return rc;
+            if (path == 0) {
+                if (dt < bq) bq = dt;
+                if (dt > wq) wq = dt;
+            } else {
+                if (dt < bc_) bc_ = dt;
+                if (dt > wc) wc = dt;
+            }
+        }
     }
     for (int r = 0; r < reps; r++) {
         double t0 = now();
@@ -119,10 +143,10 @@ static int bench_case(const bcase *bc, const char *level, int threads, const flo
         double dt = now() - t0;
         if (rc) return rc;
         if (dt < bd) bd = dt;
+        if (dt > wd) wd = dt;
     }
-    double n = (double)rows * (double)cols;
-    *q_ns = bq * 1e9 / n;
-    *d_ns = bd * 1e9 / n;
+    double k = 1e9 / ((double)rows * (double)cols);
+    *bt = (btime){bq * k, wq * k, bc_ * k, wc * k, bd * k, wd * k};
     return 0;
 }
 
@@ -130,6 +154,7 @@ int main(int argc, char **argv)
 {
     size_t mib = 256;
     int reps = 3;
+    const char *level_list = "ref,avx2,avx512";
     for (int i = 1; i < argc; i++) {
         char *end;
         if (!strcmp(argv[i], "--mib") && i + 1 < argc) {
@@ -138,12 +163,26 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
             reps = (int)strtol(argv[++i], &end, 10);
             if (*end || reps < 1) { fprintf(stderr, "bench_quant: --reps: expected a positive integer\n"); return 2; }
+        } else if (!strcmp(argv[i], "--levels") && i + 1 < argc) {
+            level_list = argv[++i];
         } else if (!strcmp(argv[i], "--markdown")) {
             /* the default output is already a markdown table */
         } else {
-            fprintf(stderr, "usage: bench_quant [--mib N] [--reps N]\n");
+            fprintf(stderr, "usage: bench_quant [--mib N] [--reps N] [--levels ref,avx2,avx512]\n");
             return 2;
         }
+    }
+    const char *levels[] = {"ref", "avx2", "avx512"};
+    bool use[3];
+    for (int l = 0; l < 3; l++) {
+        const char *p = strstr(level_list, levels[l]);
+        size_t n = strlen(levels[l]);
+        use[l] = p && (p == level_list || p[-1] == ',') && (p[n] == ',' || p[n] == 0);
+    }
+    if (!use[0] && !use[1] && !use[2]) {
+        fprintf(stderr, "bench_quant: --levels: expected a comma-separated list of ref, avx2, avx512, got '%s'\n",
+                level_list);
+        return 2;
     }
     const size_t cols = 4096;
     size_t rows = mib * 1024 * 1024 / 4 / cols;
@@ -182,8 +221,15 @@ int main(int argc, char **argv)
     double sink = 0;
     double bw1 = read_bw(x, n, 1, reps + 2, &sink);
     double bwa = all > 1 ? read_bw(x, n, all, reps + 2, &sink) : bw1;
-    printf("# bench_quant: %zu x %zu float32 (%zu MiB), best of %d; CPU level %s; %d threads\n",
-           rows, cols, n * 4 >> 20, reps, fp4s_kernels_cpu_level(), all);
+    double la[3] = {0, 0, 0};
+    FILE *lf = fopen("/proc/loadavg", "r");
+    if (lf) {
+        if (fscanf(lf, "%lf %lf %lf", &la[0], &la[1], &la[2]) != 3) la[0] = la[1] = la[2] = -1;
+        fclose(lf);
+    }
+    printf("# bench_quant: %zu x %zu float32 (%zu MiB), best of %d; CPU level %s; %d threads;"
+           " load average %.2f %.2f %.2f\n",
+           rows, cols, n * 4 >> 20, reps, fp4s_kernels_cpu_level(), all, la[0], la[1], la[2]);
     printf("# memory read bandwidth (sum of the input array): 1 thread %.2f GB/s, %d threads %.2f GB/s (checksum %g)\n\n",
            bw1, all, bwa, sink);
 
@@ -193,28 +239,39 @@ int main(int argc, char **argv)
         {"nvfp4 te", FP4S_NVFP4, "te"},
         {"fp8 1x128", FP4S_FP8, "fp8-1x128"},
     };
-    const char *levels[] = {"ref", "avx2", "avx512"};
-    printf("| format | level | threads | quantize ns/el | quantize GB/s | %% of read BW | x ref | dequant ns/el | dequant GB/s | x ref |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("| format | level | threads | quantize path | ns/el | GB/s | %% of read BW | x ref | spread |"
+           " dequant ns/el | dequant GB/s | x ref |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int tl[2] = {1, all};
         for (int ti = 0; ti < (all > 1 ? 2 : 1); ti++) {
-            double rq = 0, rd = 0;
+            double rq = 0, rc_ = 0, rd = 0; /* the reference's figures */
             for (int l = 0; l < 3; l++) {
-                double q, d;
+                if (!use[l]) continue;
+                btime bt;
                 int rc = bench_case(&cases[c], levels[l], tl[ti], x, rows, cols, codes, scales,
-                                    sf32, deq, reps, &q, &d);
+                                    sf32, deq, reps, &bt);
                 if (rc == FP4S_ENOTSUP && l > 0) continue; /* level not on this CPU/build */
                 if (rc) {
-                    printf("| %s | %s | %d | error: %s (%s) |||||||\n", cases[c].label, levels[l],
+                    printf("| %s | %s | %d | error: %s (%s) ||||||||\n", cases[c].label, levels[l],
                            tl[ti], fp4s_strerror(rc), fp4s_last_error());
                     continue;
                 }
-                if (l == 0) { rq = q; rd = d; }
+                if (l == 0) { rq = bt.q_best; rc_ = bt.c_best; rd = bt.d_best; }
                 double bw = tl[ti] > 1 ? bwa : bw1;
-                printf("| %s | %s | %d | %.3f | %.2f | %.0f%% | %.1f | %.3f | %.2f | %.1f |\n",
-                       cases[c].label, levels[l], tl[ti], q, 4.0 / q, 100.0 * (4.0 / q) / bw,
-                       rq / q, d, 4.0 / d, rd / d);
+                char xq[32] = "", xc[32] = "", xd[32] = "";
+                if (rq > 0) {
+                    snprintf(xq, sizeof xq, "%.1f", rq / bt.q_best);
+                    snprintf(xc, sizeof xc, "%.1f", rc_ / bt.c_best);
+                    snprintf(xd, sizeof xd, "%.1f", rd / bt.d_best);
+                }
+                printf("| %s | %s | %d | with stats | %.3f | %.2f | %.0f%% | %s | %.0f%% | %.3f | %.2f | %s |\n",
+                       cases[c].label, levels[l], tl[ti], bt.q_best, 4.0 / bt.q_best,
+                       100.0 * (4.0 / bt.q_best) / bw, xq, 100.0 * (bt.q_worst / bt.q_best - 1.0),
+                       bt.d_best, 4.0 / bt.d_best, xd);
+                printf("| %s | %s | %d | codes only | %.3f | %.2f | %.0f%% | %s | %.0f%% | | | |\n",
+                       cases[c].label, levels[l], tl[ti], bt.c_best, 4.0 / bt.c_best,
+                       100.0 * (4.0 / bt.c_best) / bw, xc, 100.0 * (bt.c_worst / bt.c_best - 1.0));
                 fflush(stdout);
             }
         }
