@@ -1380,6 +1380,35 @@ static void fold_workers(fp4s_decomp *d)
     }
 }
 
+struct dyn_job {
+    struct add_job *j;
+    size_t next, units, piece; /* next: taken with an atomic add */
+};
+
+struct dyn_arg {
+    struct dyn_job *dj;
+    int w, rc;
+};
+
+static void *dyn_run(void *p)
+{
+    struct dyn_arg *a = p;
+    struct dyn_job *dj = a->dj;
+    for (;;) {
+        size_t u = __atomic_fetch_add(&dj->next, dj->piece, __ATOMIC_RELAXED);
+        if (u >= dj->units) break;
+        size_t e = dj->units - u < dj->piece ? dj->units : u + dj->piece;
+        int rc = add_rows(dj->j, u, e, a->w);
+        if (rc) {
+            a->rc = rc;
+            /* let the others stop at their next piece */
+            __atomic_store_n(&dj->next, dj->units, __ATOMIC_RELAXED);
+            break;
+        }
+    }
+    return NULL;
+}
+
 static int add_common(fp4s_decomp *d, struct add_job *j)
 {
     const size_t nrows = j->nrows, row0 = j->row0;
@@ -1401,19 +1430,40 @@ static int add_common(fp4s_decomp *d, struct add_job *j)
     if (d->opts.by == FP4S_GROUP_CHANNEL && nrows < 64 * (size_t)nt) nt = 1; /* merging costs more */
     nt = ensure_workers(d, nt, j->q == NULL);
     if (nt < 0) return nt;
-    int rc;
-    if (nt <= 1 || units < 2) {
+    int rc = 0;
+    if ((size_t)nt > units) nt = (int)units;
+    if (nt <= 1 || units < 2 || units < grain) {
         rc = add_rows(j, 0, units, 0);
     } else {
-        rc = fp4s_parallel_for(units, grain, add_rows, j);
-        if (rc) {
-            /* the detail was recorded on the worker's thread */
-            for (int w = 0; w < nt; w++)
-                if (d->wk[w] && d->wk[w]->err[0]) {
-                    fp4s_error_set(rc, "%s", d->wk[w]->err);
-                    break;
-                }
-        }
+        /* dynamic schedule: each worker takes the next piece of rows until
+         * none is left, so that a core taken by the reader thread (or by
+         * anything else) does not hold the others up. The results do not
+         * depend on which worker adds which row: rows are added exactly to
+         * the totals, row and block groups are stored by index, histograms
+         * are integer counts. */
+        struct dyn_job dj;
+        dj.j = j;
+        dj.next = 0;
+        dj.units = units;
+        size_t pu = j->q ? 16 : (d->wk[0]->piece_rows + align - 1) / align;
+        dj.piece = pu ? pu : 1;
+        pthread_t tid[MAX_WORKERS];
+        struct dyn_arg da[MAX_WORKERS];
+        bool started[MAX_WORKERS] = {0};
+        for (int w = 0; w < nt; w++) da[w] = (struct dyn_arg){&dj, w, 0};
+        for (int w = 1; w < nt; w++) started[w] = pthread_create(&tid[w], NULL, dyn_run, &da[w]) == 0;
+        dyn_run(&da[0]);
+        for (int w = 1; w < nt; w++)
+            if (started[w]) pthread_join(tid[w], NULL);
+        /* a worker that could not be started has taken nothing: worker 0 ran
+         * until no piece was left */
+        for (int w = 0; w < nt; w++)
+            if (da[w].rc) {
+                rc = da[w].rc;
+                /* the detail was recorded on the worker's thread */
+                fp4s_error_set(rc, "%s", d->wk[w]->err);
+                break;
+            }
     }
     for (int w = 0; w < nt; w++)
         if (d->wk[w]) d->wk[w]->err[0] = '\0';
@@ -1608,12 +1658,33 @@ int fp4s_decomp_source(const fp4s_spec *s, const fp4s_decomp_opts *o, const char
     memset(&ts, 0, sizeof ts);
     float amax = 0.0f;
     if (s->format == FP4S_NVFP4) {
+        /* first pass for the tensor amax, the next chunk read on a thread
+         * while the max of this one is taken */
+        if (read_chunk(&rd, 0, 0)) {
+            rc = rd.rc;
+            fp4s_error_set(rc, "%s", rd.err);
+            goto done;
+        }
+        int sl = 0;
         for (size_t r0 = 0; r0 < rd.rows; r0 += rd.chunk) {
             size_t n = rd.rows - r0 < rd.chunk ? rd.rows - r0 : rd.chunk;
-            rc = fp4s_source_read(src, r0, n, rd.buf[0], rd.cols);
-            if (rc) goto done;
-            float a = fp4s_amax(rd.buf[0], n, rd.cols, rd.cols, NULL);
+            size_t nx = r0 + n;
+            pthread_t th;
+            struct read_arg ra = {&rd, 1 - sl, nx};
+            bool threaded = false;
+            if (nx < rd.rows) {
+                threaded = pthread_create(&th, NULL, read_thread, &ra) == 0;
+                if (!threaded) read_chunk(&rd, 1 - sl, nx);
+            }
+            float a = fp4s_amax(rd.buf[sl], n, rd.cols, rd.cols, NULL);
             if (a > amax) amax = a;
+            if (threaded) pthread_join(th, NULL);
+            if (rd.rc) {
+                rc = rd.rc;
+                fp4s_error_set(rc, "%s", rd.err);
+                goto done;
+            }
+            sl = 1 - sl;
         }
     }
     rc = fp4s_tscale_init(s, amax, &ts);
