@@ -918,7 +918,10 @@ static bool row_prep(const fp4s_decomp *d, const float *restrict x, const float 
     const size_t bs = d->spec.block, nb = d->nblk;
     double *md = kb + (size_t)KB_N * nb; /* m_b, then gamma_b (room after the table's nb entries) */
     uint32_t nfx = 0;
-    if (bs % 16 == 0) {
+    __m512d mv[32]; /* m_b, eight blocks a vector, when nb <= 256 */
+    bool have_mv = false;
+    if (bs % 16 == 0 && nb <= 256) {
+        for (size_t v = 0; v < (nb + 7) / 8; v++) mv[v] = _mm512_setzero_pd();
         /* the bits of |x| order like the values; a pattern at or above
          * 0x7f800000 is Inf or NaN. Outputs are only checked for it. */
         const __m512i absm = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
@@ -934,7 +937,11 @@ static bool row_prep(const fp4s_decomp *d, const float *restrict x, const float 
             float m;
             memcpy(&m, &mx, sizeof m);
             md[b] = m;
+            /* the same values as vectors of 8 blocks (no wide reload of
+             * narrow stores below) */
+            mv[b >> 3] = _mm512_mask_broadcastsd_pd(mv[b >> 3], (__mmask8)(1u << (b & 7)), _mm_set_sd((double)m));
         }
+        have_mv = true;
         nfx |= (uint32_t)_mm512_cmpge_epu32_mask(anyq, inf);
     } else {
         for (size_t b = 0; b < nb; b++) {
@@ -980,7 +987,7 @@ static bool row_prep(const fp4s_decomp *d, const float *restrict x, const float 
         const __mmask8 km = (__mmask8)(nl == 8 ? 0xFF : (1u << nl) - 1);
         double se[8];
         for (size_t j = 0; j < 8; j++) se[j] = j < nl ? d->seff[sc[b0 + j]] : 1.0;
-        const __m512d m = _mm512_maskz_loadu_pd(km, md + b0);
+        const __m512d m = have_mv ? mv[b0 >> 3] : _mm512_maskz_loadu_pd(km, md + b0);
         _mm512_mask_storeu_pd(gm + b0, km, _mm512_div_pd(_mm512_mul_pd(six, _mm512_loadu_pd(se)), m));
         double *kq = kb + b0 * KB_N;
         for (int k = 0; k < 7; k++) {
@@ -1004,35 +1011,51 @@ static bool row_prep(const fp4s_decomp *d, const float *restrict x, const float 
         const __mmask8 nz = _mm512_cmp_pd_mask(m, zero, _CMP_NEQ_UQ);
         _mm512_mask_i64scatter_pd(kq + KB_INVS, km, vidx, _mm512_maskz_div_pd(nz, six, m), 8);
     }
-    /* block statistics, in block order as decomp_block does them */
+    /* block statistics, in block order as decomp_block does them (in locals:
+     * the histogram's counts could alias p's) */
+    uint64_t nzb = 0, ngb = 0, nufb = 0;
+    double sg = p->s[S_GAM], sg2 = p->s[S_GAM2], sd = p->s[S_DEL], sd2 = p->s[S_DEL2];
+    double gmin = p->gmin, gmax = p->gmax, dmin = p->dmin, dmax = p->dmax, amax = p->amax;
     for (size_t b = 0; b < nb; b++) {
         const double m = md[b];
         bool uf = d->uf[sc[b]];
-        p->c[C_BLOCKS]++;
         if (m == 0.0) {
-            p->c[C_ZB]++;
+            nzb++;
             uf = false;
         } else {
             double gam = gm[b];
             double del = log2(gam);
-            p->c[C_GB]++;
-            if (uf) p->c[C_UFB]++;
-            p->s[S_GAM] += gam;
-            p->s[S_GAM2] += gam * gam;
-            p->s[S_DEL] += del;
-            p->s[S_DEL2] += del * del;
-            if (gam < p->gmin) p->gmin = gam;
-            if (gam > p->gmax) p->gmax = gam;
-            if (del < p->dmin) p->dmin = del;
-            if (del > p->dmax) p->dmax = del;
+            ngb++;
+            nufb += uf;
+            sg += gam;
+            sg2 += gam * gam;
+            sd += del;
+            sd2 += del * del;
+            if (gam < gmin) gmin = gam;
+            if (gam > gmax) gmax = gam;
+            if (del < dmin) dmin = del;
+            if (del > dmax) dmax = del;
             hd[hist_bin(del, HD_LO, HD_HI)]++;
         }
-        if (m > p->amax) p->amax = m;
+        if (m > amax) amax = m;
         /* masks as integers 0 or 0xFF in the table's slots */
         const int64_t ufi = uf ? 0xFF : 0, mpi = m != 0.0 ? 0xFF : 0;
         memcpy(&kb[b * KB_N + KB_UF], &ufi, sizeof ufi);
         memcpy(&kb[b * KB_N + KB_MPOS], &mpi, sizeof mpi);
     }
+    p->c[C_BLOCKS] += nb;
+    p->c[C_ZB] += nzb;
+    p->c[C_GB] += ngb;
+    p->c[C_UFB] += nufb;
+    p->s[S_GAM] = sg;
+    p->s[S_GAM2] = sg2;
+    p->s[S_DEL] = sd;
+    p->s[S_DEL2] = sd2;
+    p->gmin = gmin;
+    p->gmax = gmax;
+    p->dmin = dmin;
+    p->dmax = dmax;
+    p->amax = amax;
     p->c[C_ELEM] += bs * nb;
     return true;
 }
