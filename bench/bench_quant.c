@@ -10,9 +10,10 @@
  * needs) and "codes only" (st = NULL, what an inference engine computes).
  * "spread" is (slowest - fastest) / fastest over the reps of that row.
  * The read bandwidth is measured at the start and again before each format
- * and thread count; "% of read BW" uses the highest figure seen so far for
- * that thread count (a load spike during one measurement cannot inflate the
- * percentage), shown in the "read BW" column.
+ * and thread count; the table is printed at the end and "% of read BW" uses
+ * the highest figure seen in the whole run for that thread count (a load
+ * spike during one measurement cannot inflate the percentage). Progress goes
+ * to stderr.
  * --levels restricts the kernel levels (without ref the "x ref" columns
  * are left empty).
  *
@@ -243,9 +244,9 @@ int main(int argc, char **argv)
         {"nvfp4 te", FP4S_NVFP4, "te"},
         {"fp8 1x128", FP4S_FP8, "fp8-1x128"},
     };
-    printf("| format | level | threads | quantize path | ns/el | GB/s | read BW | %% of read BW | x ref | spread |"
-           " dequant ns/el | dequant GB/s | x ref |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    /* results are printed at the end, against the highest bandwidth seen */
+    struct row { size_t c; int l, threads, rc; btime bt; double rq, rc_, rd; char err[160]; } res[64];
+    int nres = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int tl[2] = {1, all};
         for (int ti = 0; ti < (all > 1 ? 2 : 1); ti++) {
@@ -253,35 +254,49 @@ int main(int argc, char **argv)
             double *bwp = tl[ti] > 1 ? &bwa : &bw1;
             double bwn = read_bw(x, n, tl[ti], reps + 2, &sink);
             if (bwn > *bwp) *bwp = bwn;
-            const double bw = *bwp;
-            for (int l = 0; l < 3; l++) {
+            for (int l = 0; l < 3 && nres < 64; l++) {
                 if (!use[l]) continue;
-                btime bt;
-                int rc = bench_case(&cases[c], levels[l], tl[ti], x, rows, cols, codes, scales,
-                                    sf32, deq, reps, &bt);
-                if (rc == FP4S_ENOTSUP && l > 0) continue; /* level not on this CPU/build */
-                if (rc) {
-                    printf("| %s | %s | %d | error: %s (%s) ||||||||\n", cases[c].label, levels[l],
-                           tl[ti], fp4s_strerror(rc), fp4s_last_error());
-                    continue;
+                struct row *w = &res[nres];
+                memset(w, 0, sizeof *w);
+                w->c = c; w->l = l; w->threads = tl[ti];
+                w->rc = bench_case(&cases[c], levels[l], tl[ti], x, rows, cols, codes, scales,
+                                   sf32, deq, reps, &w->bt);
+                if (w->rc == FP4S_ENOTSUP && l > 0) continue; /* level not on this CPU/build */
+                if (w->rc) {
+                    snprintf(w->err, sizeof w->err, "%s (%s)", fp4s_strerror(w->rc), fp4s_last_error());
+                } else if (l == 0) {
+                    rq = w->bt.q_best; rc_ = w->bt.c_best; rd = w->bt.d_best;
                 }
-                if (l == 0) { rq = bt.q_best; rc_ = bt.c_best; rd = bt.d_best; }
-                char xq[32] = "", xc[32] = "", xd[32] = "";
-                if (rq > 0) {
-                    snprintf(xq, sizeof xq, "%.1f", rq / bt.q_best);
-                    snprintf(xc, sizeof xc, "%.1f", rc_ / bt.c_best);
-                    snprintf(xd, sizeof xd, "%.1f", rd / bt.d_best);
-                }
-                printf("| %s | %s | %d | with stats | %.3f | %.2f | %.2f | %.0f%% | %s | %.0f%% | %.3f | %.2f | %s |\n",
-                       cases[c].label, levels[l], tl[ti], bt.q_best, 4.0 / bt.q_best, bw,
-                       100.0 * (4.0 / bt.q_best) / bw, xq, 100.0 * (bt.q_worst / bt.q_best - 1.0),
-                       bt.d_best, 4.0 / bt.d_best, xd);
-                printf("| %s | %s | %d | codes only | %.3f | %.2f | %.2f | %.0f%% | %s | %.0f%% | | | |\n",
-                       cases[c].label, levels[l], tl[ti], bt.c_best, 4.0 / bt.c_best, bw,
-                       100.0 * (4.0 / bt.c_best) / bw, xc, 100.0 * (bt.c_worst / bt.c_best - 1.0));
-                fflush(stdout);
+                w->rq = rq; w->rc_ = rc_; w->rd = rd;
+                nres++;
+                fprintf(stderr, "bench_quant: %s %s %d thread(s) done\n", cases[c].label, levels[l], tl[ti]);
             }
         }
+    }
+    printf("| format | level | threads | quantize path | ns/el | GB/s | %% of read BW | x ref | spread |"
+           " dequant ns/el | dequant GB/s | x ref |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < nres; i++) {
+        const struct row *w = &res[i];
+        const char *lab = cases[w->c].label, *lv = levels[w->l];
+        if (w->rc) {
+            printf("| %s | %s | %d | error: %s |||||||||\n", lab, lv, w->threads, w->err);
+            continue;
+        }
+        const btime *bt = &w->bt;
+        double bw = w->threads > 1 ? bwa : bw1;
+        char xq[32] = "", xc[32] = "", xd[32] = "";
+        if (w->rq > 0) {
+            snprintf(xq, sizeof xq, "%.1f", w->rq / bt->q_best);
+            snprintf(xc, sizeof xc, "%.1f", w->rc_ / bt->c_best);
+            snprintf(xd, sizeof xd, "%.1f", w->rd / bt->d_best);
+        }
+        printf("| %s | %s | %d | with stats | %.3f | %.2f | %.0f%% | %s | %.0f%% | %.3f | %.2f | %s |\n",
+               lab, lv, w->threads, bt->q_best, 4.0 / bt->q_best, 100.0 * (4.0 / bt->q_best) / bw, xq,
+               100.0 * (bt->q_worst / bt->q_best - 1.0), bt->d_best, 4.0 / bt->d_best, xd);
+        printf("| %s | %s | %d | codes only | %.3f | %.2f | %.0f%% | %s | %.0f%% | | | |\n",
+               lab, lv, w->threads, bt->c_best, 4.0 / bt->c_best, 100.0 * (4.0 / bt->c_best) / bw, xc,
+               100.0 * (bt->c_worst / bt->c_best - 1.0));
     }
     if (lf = fopen("/proc/loadavg", "r"), lf) {
         if (fscanf(lf, "%lf %lf %lf", &la[0], &la[1], &la[2]) != 3) la[0] = la[1] = la[2] = -1;
