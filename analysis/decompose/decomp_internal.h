@@ -47,6 +47,8 @@ void fp4s_decomp_kernel_force_portable(bool force);
 /* Rows decomposed so far by the fused AVX-512 row path (for the tests: they
  * check that the path they compare was taken). */
 uint64_t fp4s_decomp_fused_rows(void);
+/* Whether this build and CPU have the fused row path. */
+bool fp4s_decomp_fused_available(void);
 void fp4s_xacc_init(xacc *a);
 void fp4s_part_init(part *p);
 void fp4s_xacc_add_part(xacc *a, const part *p);

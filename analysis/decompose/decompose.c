@@ -909,6 +909,15 @@ static uint64_t fused_rows;
 
 uint64_t fp4s_decomp_fused_rows(void) { return __atomic_load_n(&fused_rows, __ATOMIC_RELAXED); }
 
+bool fp4s_decomp_fused_available(void)
+{
+#if FP4S_DECOMP_AVX512
+    return __builtin_cpu_supports("avx512f");
+#else
+    return false;
+#endif
+}
+
 #if FP4S_DECOMP_AVX512
 /* Returns false (and touches nothing) when the row needs the per-block path. */
 __attribute__((target("avx512f")))
