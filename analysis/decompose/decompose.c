@@ -341,7 +341,6 @@ typedef struct worker {
     float *q;
     uint8_t *codes, *scales;
     size_t piece_rows;
-    char err[512]; /* error detail of a failure on this worker's thread */
 } worker;
 
 #define MAX_WORKERS 64
@@ -1342,8 +1341,7 @@ static int add_rows(void *arg, size_t begin, size_t end, int w)
                                   j->row0 + r);
         }
     }
-    if (rc) snprintf(wk->err, sizeof wk->err, "%s", fp4s_last_error());
-    return rc;
+    return rc; /* fp4s_parallel_dynamic carries this thread's detail back */
 }
 
 /* Piece of rows quantized at a time by fp4s_decomp_add: about 2^14 elements
@@ -1412,35 +1410,6 @@ static void fold_workers(fp4s_decomp *d)
     }
 }
 
-struct dyn_job {
-    struct add_job *j;
-    size_t next, units, piece; /* next: taken with an atomic add */
-};
-
-struct dyn_arg {
-    struct dyn_job *dj;
-    int w, rc;
-};
-
-static void *dyn_run(void *p)
-{
-    struct dyn_arg *a = p;
-    struct dyn_job *dj = a->dj;
-    for (;;) {
-        size_t u = __atomic_fetch_add(&dj->next, dj->piece, __ATOMIC_RELAXED);
-        if (u >= dj->units) break;
-        size_t e = dj->units - u < dj->piece ? dj->units : u + dj->piece;
-        int rc = add_rows(dj->j, u, e, a->w);
-        if (rc) {
-            a->rc = rc;
-            /* let the others stop at their next piece */
-            __atomic_store_n(&dj->next, dj->units, __ATOMIC_RELAXED);
-            break;
-        }
-    }
-    return NULL;
-}
-
 static int add_common(fp4s_decomp *d, struct add_job *j)
 {
     const size_t nrows = j->nrows, row0 = j->row0;
@@ -1473,32 +1442,9 @@ static int add_common(fp4s_decomp *d, struct add_job *j)
          * depend on which worker adds which row: rows are added exactly to
          * the totals, row and block groups are stored by index, histograms
          * are integer counts. */
-        struct dyn_job dj;
-        dj.j = j;
-        dj.next = 0;
-        dj.units = units;
         size_t pu = j->q ? 16 : (d->wk[0]->piece_rows + align - 1) / align;
-        dj.piece = pu ? pu : 1;
-        pthread_t tid[MAX_WORKERS];
-        struct dyn_arg da[MAX_WORKERS];
-        bool started[MAX_WORKERS] = {0};
-        for (int w = 0; w < nt; w++) da[w] = (struct dyn_arg){&dj, w, 0};
-        for (int w = 1; w < nt; w++) started[w] = pthread_create(&tid[w], NULL, dyn_run, &da[w]) == 0;
-        dyn_run(&da[0]);
-        for (int w = 1; w < nt; w++)
-            if (started[w]) pthread_join(tid[w], NULL);
-        /* a worker that could not be started has taken nothing: worker 0 ran
-         * until no piece was left */
-        for (int w = 0; w < nt; w++)
-            if (da[w].rc) {
-                rc = da[w].rc;
-                /* the detail was recorded on the worker's thread */
-                fp4s_error_set(rc, "%s", d->wk[w]->err);
-                break;
-            }
+        rc = fp4s_parallel_dynamic(units, pu ? pu : 1, nt, add_rows, j);
     }
-    for (int w = 0; w < nt; w++)
-        if (d->wk[w]) d->wk[w]->err[0] = '\0';
     fold_workers(d);
     return rc;
 }

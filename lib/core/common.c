@@ -121,15 +121,53 @@ int fp4s_get_threads(void)
 struct pf_job {
     fp4s_range_fn fn;
     void *arg;
-    size_t begin, end;
+    size_t begin, end;   /* static split: this worker's range */
+    size_t *next, n, piece; /* dynamic split: shared cursor, total, piece size */
     int worker, rc;
+    char err[DETAIL_MAX]; /* the failing worker's detail (thread-local there) */
 };
 
 static void *pf_run(void *p)
 {
     struct pf_job *j = p;
-    j->rc = j->fn(j->arg, j->begin, j->end, j->worker);
+    if (!j->next) {
+        j->rc = j->fn(j->arg, j->begin, j->end, j->worker);
+    } else {
+        for (;;) {
+            size_t u = __atomic_fetch_add(j->next, j->piece, __ATOMIC_RELAXED);
+            if (u >= j->n) break;
+            size_t e = j->n - u < j->piece ? j->n : u + j->piece;
+            j->rc = j->fn(j->arg, u, e, j->worker);
+            if (j->rc) { /* the others stop at their next piece */
+                __atomic_store_n(j->next, j->n, __ATOMIC_RELAXED);
+                break;
+            }
+        }
+    }
+    if (j->rc) memcpy(j->err, err_detail, sizeof j->err);
     return NULL;
+}
+
+/* Start workers 1..nt-1 on threads, run worker 0 here, join; a worker whose
+ * thread could not be started runs here afterwards. The first failing worker
+ * (in worker order) gives the result and its error detail. */
+static int pf_launch(struct pf_job *jobs, size_t nt)
+{
+    pthread_t tid[256];
+    bool started[256] = {0};
+    for (size_t w = 1; w < nt; w++)
+        started[w] = pthread_create(&tid[w], NULL, pf_run, &jobs[w]) == 0;
+    pf_run(&jobs[0]);
+    for (size_t w = 1; w < nt; w++) {
+        if (started[w]) pthread_join(tid[w], NULL);
+        else pf_run(&jobs[w]);
+    }
+    for (size_t w = 0; w < nt; w++)
+        if (jobs[w].rc) {
+            memcpy(err_detail, jobs[w].err, sizeof err_detail);
+            return jobs[w].rc;
+        }
+    return 0;
 }
 
 int fp4s_parallel_for(size_t n, size_t grain, fp4s_range_fn fn, void *arg)
@@ -141,24 +179,35 @@ int fp4s_parallel_for(size_t n, size_t grain, fp4s_range_fn fn, void *arg)
     if (nt > max_by_grain) nt = max_by_grain;
     if (nt <= 1) return fn(arg, 0, n, 0);
 
-    struct pf_job jobs[256];
-    pthread_t tid[256];
-    bool started[256] = {0};
+    struct pf_job *jobs = calloc(nt, sizeof *jobs);
+    if (!jobs) return fn(arg, 0, n, 0);
     size_t per = n / nt, rem = n % nt, pos = 0;
     for (size_t w = 0; w < nt; w++) {
         size_t len = per + (w < rem ? 1 : 0);
-        jobs[w] = (struct pf_job){fn, arg, pos, pos + len, (int)w, 0};
+        jobs[w] = (struct pf_job){.fn = fn, .arg = arg, .begin = pos, .end = pos + len, .worker = (int)w};
         pos += len;
     }
-    for (size_t w = 1; w < nt; w++)
-        started[w] = pthread_create(&tid[w], NULL, pf_run, &jobs[w]) == 0;
-    pf_run(&jobs[0]);
-    /* a worker that could not be started runs here, in order */
-    for (size_t w = 1; w < nt; w++) {
-        if (started[w]) pthread_join(tid[w], NULL);
-        else pf_run(&jobs[w]);
-    }
+    int rc = pf_launch(jobs, nt);
+    free(jobs);
+    return rc;
+}
+
+int fp4s_parallel_dynamic(size_t n, size_t piece, int nworkers, fp4s_range_fn fn, void *arg)
+{
+    if (n == 0) return 0;
+    if (piece == 0) piece = 1;
+    size_t nt = nworkers > 0 ? (size_t)nworkers : (size_t)fp4s_get_threads();
+    if (nt > 256) nt = 256;
+    size_t pieces = (n + piece - 1) / piece;
+    if (nt > pieces) nt = pieces;
+    if (nt <= 1) return fn(arg, 0, n, 0);
+
+    struct pf_job *jobs = calloc(nt, sizeof *jobs);
+    if (!jobs) return fn(arg, 0, n, 0);
+    size_t next = 0;
     for (size_t w = 0; w < nt; w++)
-        if (jobs[w].rc) return jobs[w].rc;
-    return 0;
+        jobs[w] = (struct pf_job){.fn = fn, .arg = arg, .next = &next, .n = n, .piece = piece, .worker = (int)w};
+    int rc = pf_launch(jobs, nt);
+    free(jobs);
+    return rc;
 }

@@ -99,10 +99,20 @@ FP4S_API int fp4s_get_threads(void);
 /* Run fn(arg, i, n) for the work items [0, n) split into contiguous ranges over
  * up to fp4s_get_threads() threads. fn receives a half-open range [begin, end)
  * and the index of the worker. Returns the first non-zero value returned by a
- * worker (or 0). Items are split so that worker w always gets the same range for
- * the same n and thread count: results merged in worker order are deterministic. */
+ * worker in worker order (or 0), with that worker's fp4s_last_error() detail
+ * copied to the calling thread. Items are split so that worker w always gets the
+ * same range for the same n and thread count: results merged in worker order
+ * are deterministic. */
 typedef int (*fp4s_range_fn)(void *arg, size_t begin, size_t end, int worker);
 FP4S_API int fp4s_parallel_for(size_t n, size_t grain, fp4s_range_fn fn, void *arg);
+
+/* Dynamic schedule: up to nworkers workers (<= 0: fp4s_get_threads()) take the
+ * next `piece` items of [0, n) until none is left, calling fn once per piece
+ * with their worker index. Which worker gets which piece varies from run to
+ * run, so use it only where the result does not depend on it (exact or
+ * per-item outputs). After a failure the other workers stop at their next
+ * piece; the result and detail are as for fp4s_parallel_for. */
+FP4S_API int fp4s_parallel_dynamic(size_t n, size_t piece, int nworkers, fp4s_range_fn fn, void *arg);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,124 @@
+/* fp4s_parallel_for / fp4s_parallel_dynamic: every item once, the static
+ * split's determinism, and errors (code and detail) carried back from a worker
+ * thread to the caller. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fp4scope/common.h>
+
+struct cover {
+    unsigned char *seen; /* times each item was visited */
+    size_t fail_at;      /* item whose piece fails, or SIZE_MAX */
+    int workers_seen[64];
+};
+
+static int visit(void *arg, size_t b, size_t e, int w)
+{
+    struct cover *c = arg;
+    if (w >= 0 && w < 64) __atomic_store_n(&c->workers_seen[w], 1, __ATOMIC_RELAXED);
+    for (size_t i = b; i < e; i++) {
+        if (i == c->fail_at)
+            return fp4s_error_set(FP4S_EFORMAT, "item %zu failed on worker %d", i, w);
+        __atomic_fetch_add(&c->seen[i], 1, __ATOMIC_RELAXED);
+    }
+    return 0;
+}
+
+static void check_once(const struct cover *c, size_t n)
+{
+    for (size_t i = 0; i < n; i++) ck_assert_msg(c->seen[i] == 1, "item %zu visited %d times", i, c->seen[i]);
+}
+
+START_TEST(parallel_for_visits_every_item_once)
+{
+    for (int t = 1; t <= 5; t++) {
+        fp4s_set_threads(t);
+        for (size_t n = 0; n < 300; n += 37) {
+            struct cover c = {calloc(n + 1, 1), (size_t)-1, {0}};
+            ck_assert_int_eq(fp4s_parallel_for(n, 3, visit, &c), 0);
+            check_once(&c, n);
+            free(c.seen);
+        }
+    }
+    fp4s_set_threads(0);
+}
+END_TEST
+
+START_TEST(parallel_dynamic_visits_every_item_once)
+{
+    for (int t = 1; t <= 5; t++)
+        for (size_t piece = 1; piece < 40; piece += 13)
+            for (size_t n = 0; n < 500; n += 71) {
+                struct cover c = {calloc(n + 1, 1), (size_t)-1, {0}};
+                ck_assert_int_eq(fp4s_parallel_dynamic(n, piece, t, visit, &c), 0);
+                check_once(&c, n);
+                for (int w = t; w < 64; w++) ck_assert_int_eq(c.workers_seen[w], 0);
+                free(c.seen);
+            }
+}
+END_TEST
+
+static int record_range(void *arg, size_t b, size_t e, int w)
+{
+    size_t *r = arg;
+    r[2 * w] = b;
+    r[2 * w + 1] = e;
+    return 0;
+}
+
+START_TEST(parallel_for_static_split_is_deterministic)
+{
+    fp4s_set_threads(3);
+    size_t a[6] = {0}, b[6] = {0};
+    ck_assert_int_eq(fp4s_parallel_for(100, 1, record_range, a), 0);
+    ck_assert_int_eq(fp4s_parallel_for(100, 1, record_range, b), 0);
+    ck_assert_mem_eq(a, b, sizeof a);
+    ck_assert_uint_eq(a[0], 0);
+    ck_assert_uint_eq(a[1], a[2]);
+    ck_assert_uint_eq(a[3], a[4]);
+    ck_assert_uint_eq(a[5], 100);
+    fp4s_set_threads(0);
+}
+END_TEST
+
+START_TEST(worker_error_detail_reaches_the_caller)
+{
+    fp4s_set_threads(4);
+    size_t n = 1000;
+    struct cover c = {calloc(n, 1), 990, {0}}; /* in the last worker's range */
+    int rc = fp4s_parallel_for(n, 1, visit, &c);
+    ck_assert_int_eq(rc, FP4S_EFORMAT);
+    ck_assert_msg(strstr(fp4s_last_error(), "item 990 failed on worker 3") != NULL, "detail: %s",
+                  fp4s_last_error());
+    free(c.seen);
+
+    struct cover d = {calloc(n, 1), 500, {0}};
+    rc = fp4s_parallel_dynamic(n, 7, 4, visit, &d);
+    ck_assert_int_eq(rc, FP4S_EFORMAT);
+    ck_assert_msg(strstr(fp4s_last_error(), "item 500 failed") != NULL, "detail: %s", fp4s_last_error());
+    free(d.seen);
+    fp4s_set_threads(0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("threads");
+    const struct { const char *name; const TTest *fn; } cases[] = {
+        {"parallel_for_visits_every_item_once", parallel_for_visits_every_item_once},
+        {"parallel_dynamic_visits_every_item_once", parallel_dynamic_visits_every_item_once},
+        {"parallel_for_static_split_is_deterministic", parallel_for_static_split_is_deterministic},
+        {"worker_error_detail_reaches_the_caller", worker_error_detail_reaches_the_caller},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        TCase *tc = tcase_create(cases[i].name);
+        tcase_add_test(tc, cases[i].fn);
+        suite_add_tcase(s, tc);
+    }
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
