@@ -8,6 +8,7 @@
 #define FP4S_TOOLS_CLI_H
 
 #include <fp4scope/common.h>
+#include <fp4scope/spec.h>
 #include <jansson.h>
 #include <stdio.h>
 
@@ -43,6 +44,13 @@ void cli_version(void);
 int cli_json_print(json_t *j);
 /* JSON number for a double: NaN and Inf become null (JSON has neither). */
 json_t *cli_json_real(double v);
+
+/* The quantizer of the analysis tools from -f FMT (default mxfp4; mxfp4 or
+ * nvfp4 only, `what` names the analysis in the message), -p PROFILE (default:
+ * the format's) and --scale-rule R (mxfp4 only); any NULL means the default.
+ * A bad value is a usage error (exit 2). */
+void cli_spec_fp4(const char *fmt_s, const char *profile, const char *rule_s, const char *what,
+                  fp4s_spec *spec);
 
 /* True when `spec` (a path, or file:dataset / file.h5:/path) names an HDF5
  * capture whose root attribute synthetic = 1 (made by fp4-capture synth), so

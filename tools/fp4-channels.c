@@ -217,18 +217,9 @@ int main(int argc, char **argv)
     if (optind + 1 < argc) cli_usage("one INPUT expected, got %d", argc - optind);
     const char *input = argv[optind];
 
-    fp4s_format fmt = FP4S_MXFP4;
-    if (fmt_s && fp4s_format_parse(fmt_s, &fmt)) cli_usage("-f: %s", fp4s_last_error());
-    if (fmt != FP4S_MXFP4 && fmt != FP4S_NVFP4) cli_usage("-f: per-channel reports are defined for mxfp4 and nvfp4");
     fp4s_spec spec;
-    if (!profile) profile = fp4s_default_profile(fmt);
-    int rc = fp4s_spec_profile(&spec, fmt, profile);
-    if (rc) cli_usage("-p: %s", *fp4s_last_error() ? fp4s_last_error() : fp4s_strerror(rc));
-    if (rule_s) {
-        if (fmt != FP4S_MXFP4) cli_usage("--scale-rule applies to mxfp4 only");
-        if (fp4s_mx_rule_parse(rule_s, &spec.mx_rule)) cli_usage("--scale-rule: %s", fp4s_last_error());
-    }
-    if ((rc = fp4s_spec_check(&spec))) cli_usage("%s", fp4s_last_error());
+    cli_spec_fp4(fmt_s, profile, rule_s, "per-channel reports are", &spec);
+    int rc;
     fp4s_channels_opts o;
     fp4s_channels_opts_defaults(&o);
     if (score_s && fp4s_chscore_parse(score_s, &o.score)) cli_usage("--score: %s", fp4s_last_error());
