@@ -201,3 +201,38 @@ void cli_spec_fp4(const char *fmt_s, const char *profile, const char *rule_s, co
     }
     if (fp4s_spec_check(spec)) cli_usage("%s", fp4s_last_error());
 }
+
+bool cli_trace_option(int id, const char *arg, fp4s_mm_opts *mo, fp4s_trace_opts *to,
+                      fp4s_mm_onset_opts *oo)
+{
+    switch (id) {
+    case CLI_OPT_IS_CAP: mo->is_cap = cli_parse_double("--is-cap", arg, 1.000001, 1e12); break;
+    case CLI_OPT_FORMAT:
+        if (strcmp(arg, "auto") == 0) to->format = FP4S_TRACE_AUTO;
+        else if (strcmp(arg, "csv") == 0 || strcmp(arg, "tsv") == 0) to->format = FP4S_TRACE_CSV;
+        else if (strcmp(arg, "jsonl") == 0) to->format = FP4S_TRACE_JSONL;
+        else if (strcmp(arg, "capture") == 0 || strcmp(arg, "h5") == 0) to->format = FP4S_TRACE_CAPTURE;
+        else cli_usage("--format: expected auto, csv, jsonl or capture, got '%s'", arg);
+        break;
+    case CLI_OPT_DELIM:
+        if (strcmp(arg, "tab") == 0 || strcmp(arg, "\\t") == 0) to->delim = '\t';
+        else if (strlen(arg) == 1 && arg[0] != '"' && arg[0] != '\n') to->delim = arg[0];
+        else cli_usage("--delim: expected one character or 'tab', got '%s'", arg);
+        break;
+    case CLI_OPT_COL_STEP: to->col_step = arg; break;
+    case CLI_OPT_COL_SEQ: to->col_seq = arg; break;
+    case CLI_OPT_COL_TRAINER: to->col_trainer = arg; break;
+    case CLI_OPT_COL_ROLLOUT: to->col_rollout = arg; break;
+    case CLI_OPT_COL_POS: to->col_pos = arg; break;
+    case CLI_OPT_COL_MASK: to->col_mask = arg; break;
+    case CLI_OPT_COL_RUN: to->col_run = arg; break;
+    case CLI_OPT_ALLOW_POS: mo->allow_positive = true; break;
+    case CLI_OPT_SKIP_EMPTY: mo->skip_empty = true; break;
+    case CLI_OPT_BASELINE: oo->baseline_steps = (size_t)cli_parse_int("--baseline-steps", arg, 1, 100000000); break;
+    case CLI_OPT_MARGIN: oo->margin = cli_parse_double("--margin", arg, 0, 1e12); break;
+    case CLI_OPT_SIGMA: oo->sigma = cli_parse_double("--sigma", arg, 0, 1e12); break;
+    case CLI_OPT_CONSEC: oo->consecutive = (size_t)cli_parse_int("--consecutive", arg, 1, 100000000); break;
+    default: return false;
+    }
+    return true;
+}

@@ -9,6 +9,8 @@
 
 #include <fp4scope/common.h>
 #include <fp4scope/spec.h>
+#include <fp4scope/mismatch.h>
+#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 
@@ -51,6 +53,50 @@ json_t *cli_json_real(double v);
  * A bad value is a usage error (exit 2). */
 void cli_spec_fp4(const char *fmt_s, const char *profile, const char *rule_s, const char *what,
                   fp4s_spec *spec);
+
+/* The trace-reading and onset options shared by fp4-mismatch and fp4-plot
+ * mismatch (--is-cap, --format, --delim, --col-*, --allow-positive,
+ * --skip-empty, --baseline-steps, --margin, --sigma, --consecutive):
+ * CLI_TRACE_LONGOPTS expands to their struct option entries, and
+ * cli_trace_option() applies one of them, returning false for any other id. */
+enum {
+    CLI_OPT_TRACE_FIRST = 0x4000,
+    CLI_OPT_IS_CAP = CLI_OPT_TRACE_FIRST,
+    CLI_OPT_FORMAT,
+    CLI_OPT_DELIM,
+    CLI_OPT_COL_STEP,
+    CLI_OPT_COL_SEQ,
+    CLI_OPT_COL_TRAINER,
+    CLI_OPT_COL_ROLLOUT,
+    CLI_OPT_COL_POS,
+    CLI_OPT_COL_MASK,
+    CLI_OPT_COL_RUN,
+    CLI_OPT_ALLOW_POS,
+    CLI_OPT_SKIP_EMPTY,
+    CLI_OPT_BASELINE,
+    CLI_OPT_MARGIN,
+    CLI_OPT_SIGMA,
+    CLI_OPT_CONSEC
+};
+#define CLI_TRACE_LONGOPTS \
+    {"is-cap", required_argument, NULL, CLI_OPT_IS_CAP}, \
+    {"format", required_argument, NULL, CLI_OPT_FORMAT}, \
+    {"delim", required_argument, NULL, CLI_OPT_DELIM}, \
+    {"col-step", required_argument, NULL, CLI_OPT_COL_STEP}, \
+    {"col-seq", required_argument, NULL, CLI_OPT_COL_SEQ}, \
+    {"col-trainer", required_argument, NULL, CLI_OPT_COL_TRAINER}, \
+    {"col-rollout", required_argument, NULL, CLI_OPT_COL_ROLLOUT}, \
+    {"col-pos", required_argument, NULL, CLI_OPT_COL_POS}, \
+    {"col-mask", required_argument, NULL, CLI_OPT_COL_MASK}, \
+    {"col-run", required_argument, NULL, CLI_OPT_COL_RUN}, \
+    {"allow-positive", no_argument, NULL, CLI_OPT_ALLOW_POS}, \
+    {"skip-empty", no_argument, NULL, CLI_OPT_SKIP_EMPTY}, \
+    {"baseline-steps", required_argument, NULL, CLI_OPT_BASELINE}, \
+    {"margin", required_argument, NULL, CLI_OPT_MARGIN}, \
+    {"sigma", required_argument, NULL, CLI_OPT_SIGMA}, \
+    {"consecutive", required_argument, NULL, CLI_OPT_CONSEC},
+bool cli_trace_option(int id, const char *arg, fp4s_mm_opts *mo, fp4s_trace_opts *to,
+                      fp4s_mm_onset_opts *oo);
 
 /* True when `spec` (a path, or file:dataset / file.h5:/path) names an HDF5
  * capture whose root attribute synthetic = 1 (made by fp4-capture synth), so

@@ -11,39 +11,22 @@
 #include <string.h>
 
 enum {
-    OPT_METRIC = 256, OPT_IS_CAP, OPT_CLAMP, OPT_BY_POS, OPT_EVERY, OPT_JSON, OPT_CSV, OPT_NAME, OPT_FORMAT,
-    OPT_DELIM, OPT_COL_STEP, OPT_COL_SEQ, OPT_COL_TRAINER, OPT_COL_ROLLOUT, OPT_COL_POS, OPT_COL_MASK, OPT_COL_RUN,
-    OPT_ALLOW_POS, OPT_SKIP_EMPTY, OPT_BASELINE, OPT_MARGIN, OPT_SIGMA, OPT_CONSEC, OPT_LEVEL, OPT_FAIL_ONSET,
-    OPT_OUTPUT, OPT_HELP, OPT_VERSION
-};
+    OPT_METRIC = 256, OPT_CLAMP, OPT_BY_POS, OPT_EVERY, OPT_JSON, OPT_CSV, OPT_NAME, OPT_LEVEL,
+    OPT_FAIL_ONSET, OPT_OUTPUT, OPT_HELP, OPT_VERSION
+}; /* the trace and onset options are CLI_OPT_* (cli.h) */
 
 static const struct option longopts[] = {
     {"metric", required_argument, NULL, OPT_METRIC},
-    {"is-cap", required_argument, NULL, OPT_IS_CAP},
     {"clamp", required_argument, NULL, OPT_CLAMP},
     {"by-position", no_argument, NULL, OPT_BY_POS},
     {"every", required_argument, NULL, OPT_EVERY},
     {"json", no_argument, NULL, OPT_JSON},
     {"csv", no_argument, NULL, OPT_CSV},
     {"name", required_argument, NULL, OPT_NAME},
-    {"format", required_argument, NULL, OPT_FORMAT},
-    {"delim", required_argument, NULL, OPT_DELIM},
-    {"col-step", required_argument, NULL, OPT_COL_STEP},
-    {"col-seq", required_argument, NULL, OPT_COL_SEQ},
-    {"col-trainer", required_argument, NULL, OPT_COL_TRAINER},
-    {"col-rollout", required_argument, NULL, OPT_COL_ROLLOUT},
-    {"col-pos", required_argument, NULL, OPT_COL_POS},
-    {"col-mask", required_argument, NULL, OPT_COL_MASK},
-    {"col-run", required_argument, NULL, OPT_COL_RUN},
-    {"allow-positive", no_argument, NULL, OPT_ALLOW_POS},
-    {"skip-empty", no_argument, NULL, OPT_SKIP_EMPTY},
-    {"baseline-steps", required_argument, NULL, OPT_BASELINE},
-    {"margin", required_argument, NULL, OPT_MARGIN},
-    {"sigma", required_argument, NULL, OPT_SIGMA},
-    {"consecutive", required_argument, NULL, OPT_CONSEC},
     {"level", required_argument, NULL, OPT_LEVEL},
     {"fail-on-onset", no_argument, NULL, OPT_FAIL_ONSET},
     {"output", required_argument, NULL, OPT_OUTPUT},
+    CLI_TRACE_LONGOPTS
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -492,45 +475,20 @@ int main(int argc, char **argv)
     while ((ch = getopt_long(argc, argv, "o:", longopts, NULL)) != -1) {
         switch (ch) {
         case OPT_METRIC: c.metric = optarg; break;
-        case OPT_IS_CAP: c.mo.is_cap = cli_parse_double("--is-cap", optarg, 1.000001, 1e12); break;
         case OPT_CLAMP: c.mo.clamp = cli_parse_double("--clamp", optarg, 1e-6, 700); break;
         case OPT_BY_POS: c.mo.by_position = true; break;
         case OPT_EVERY: c.every = (size_t)cli_parse_int("--every", optarg, 1, 1000000000); break;
         case OPT_JSON: c.json = 1; break;
         case OPT_CSV: c.csv = 1; break;
         case OPT_NAME: names[nnames++] = optarg; break;
-        case OPT_FORMAT:
-            if (strcmp(optarg, "auto") == 0) t.format = FP4S_TRACE_AUTO;
-            else if (strcmp(optarg, "csv") == 0 || strcmp(optarg, "tsv") == 0) t.format = FP4S_TRACE_CSV;
-            else if (strcmp(optarg, "jsonl") == 0) t.format = FP4S_TRACE_JSONL;
-            else if (strcmp(optarg, "capture") == 0 || strcmp(optarg, "h5") == 0) t.format = FP4S_TRACE_CAPTURE;
-            else cli_usage("--format: expected auto, csv, jsonl or capture, got '%s'", optarg);
-            break;
-        case OPT_DELIM:
-            if (strcmp(optarg, "tab") == 0 || strcmp(optarg, "\\t") == 0) t.delim = '\t';
-            else if (strlen(optarg) == 1 && optarg[0] != '"' && optarg[0] != '\n') t.delim = optarg[0];
-            else cli_usage("--delim: expected one character or 'tab', got '%s'", optarg);
-            break;
-        case OPT_COL_STEP: t.col_step = optarg; break;
-        case OPT_COL_SEQ: t.col_seq = optarg; break;
-        case OPT_COL_TRAINER: t.col_trainer = optarg; break;
-        case OPT_COL_ROLLOUT: t.col_rollout = optarg; break;
-        case OPT_COL_POS: t.col_pos = optarg; break;
-        case OPT_COL_MASK: t.col_mask = optarg; break;
-        case OPT_COL_RUN: t.col_run = optarg; break;
-        case OPT_ALLOW_POS: c.mo.allow_positive = true; break;
-        case OPT_SKIP_EMPTY: c.mo.skip_empty = true; break;
-        case OPT_BASELINE: c.oo.baseline_steps = (size_t)cli_parse_int("--baseline-steps", optarg, 1, 100000000); break;
-        case OPT_MARGIN: c.oo.margin = cli_parse_double("--margin", optarg, 0, 1e12); break;
-        case OPT_SIGMA: c.oo.sigma = cli_parse_double("--sigma", optarg, 0, 1e12); break;
-        case OPT_CONSEC: c.oo.consecutive = (size_t)cli_parse_int("--consecutive", optarg, 1, 100000000); break;
         case OPT_LEVEL: c.level = cli_parse_double("--level", optarg, 1e-6, 0.999999); break;
         case OPT_FAIL_ONSET: c.fail_onset = 1; break;
         case 'o':
         case OPT_OUTPUT: output = optarg; break;
         case OPT_HELP: usage(); free(names); return 0;
         case OPT_VERSION: cli_version(); free(names); return 0;
-        default: cli_usage("unknown option");
+        default:
+            if (!cli_trace_option(ch, optarg, &c.mo, &t, &c.oo)) cli_usage("unknown option");
         }
     }
     if (c.json && c.csv) cli_usage("--json and --csv exclude each other");

@@ -20,10 +20,9 @@
 #include <unistd.h>
 
 enum {
-    OPT_METRIC = 256, OPT_LOG, OPT_LINEAR, OPT_NAME, OPT_TERM, OPT_TITLE, OPT_SIZE, OPT_IS_CAP, OPT_FORMAT,
-    OPT_DELIM, OPT_COL_STEP, OPT_COL_SEQ, OPT_COL_TRAINER, OPT_COL_ROLLOUT, OPT_COL_POS, OPT_COL_MASK, OPT_COL_RUN,
-    OPT_ALLOW_POS, OPT_SKIP_EMPTY, OPT_BASELINE, OPT_MARGIN, OPT_SIGMA, OPT_CONSEC, OPT_OUTPUT, OPT_HELP, OPT_VERSION
-};
+    OPT_METRIC = 256, OPT_LOG, OPT_LINEAR, OPT_NAME, OPT_TERM, OPT_TITLE, OPT_SIZE, OPT_OUTPUT,
+    OPT_HELP, OPT_VERSION
+}; /* the trace and onset options are CLI_OPT_* (cli.h) */
 
 static const struct option longopts[] = {
     {"metric", required_argument, NULL, OPT_METRIC},
@@ -33,27 +32,20 @@ static const struct option longopts[] = {
     {"term", required_argument, NULL, OPT_TERM},
     {"title", required_argument, NULL, OPT_TITLE},
     {"size", required_argument, NULL, OPT_SIZE},
-    {"is-cap", required_argument, NULL, OPT_IS_CAP},
-    {"format", required_argument, NULL, OPT_FORMAT},
-    {"delim", required_argument, NULL, OPT_DELIM},
-    {"col-step", required_argument, NULL, OPT_COL_STEP},
-    {"col-seq", required_argument, NULL, OPT_COL_SEQ},
-    {"col-trainer", required_argument, NULL, OPT_COL_TRAINER},
-    {"col-rollout", required_argument, NULL, OPT_COL_ROLLOUT},
-    {"col-pos", required_argument, NULL, OPT_COL_POS},
-    {"col-mask", required_argument, NULL, OPT_COL_MASK},
-    {"col-run", required_argument, NULL, OPT_COL_RUN},
-    {"allow-positive", no_argument, NULL, OPT_ALLOW_POS},
-    {"skip-empty", no_argument, NULL, OPT_SKIP_EMPTY},
-    {"baseline-steps", required_argument, NULL, OPT_BASELINE},
-    {"margin", required_argument, NULL, OPT_MARGIN},
-    {"sigma", required_argument, NULL, OPT_SIGMA},
-    {"consecutive", required_argument, NULL, OPT_CONSEC},
     {"output", required_argument, NULL, OPT_OUTPUT},
+    CLI_TRACE_LONGOPTS
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
 };
+
+/* The long name of an option id (for messages). */
+static const char *option_name(int id)
+{
+    for (const struct option *o = longopts; o->name; o++)
+        if (o->val == id) return o->name;
+    return "?";
+}
 
 static void usage(void)
 {
@@ -1012,7 +1004,7 @@ int main(int argc, char **argv)
     while ((ch = getopt_long(argc, argv, "o:", longopts, NULL)) != -1) {
         if (!ismm && ch != 'o' && ch != OPT_OUTPUT && ch != OPT_TERM && ch != OPT_TITLE && ch != OPT_SIZE &&
             ch != OPT_HELP && ch != OPT_VERSION && ch != '?')
-            cli_usage("%s: option '%s' applies to 'fp4-plot mismatch' only", sub, argv[optind - 1]);
+            cli_usage("%s: option '--%s' applies to 'fp4-plot mismatch' only", sub, option_name(ch));
         switch (ch) {
         case 'o':
         case OPT_OUTPUT: out = optarg; break;
@@ -1031,35 +1023,10 @@ int main(int argc, char **argv)
         case OPT_LOG: scale = 1; break;
         case OPT_LINEAR: scale = -1; break;
         case OPT_NAME: names[nnames++] = optarg; break;
-        case OPT_IS_CAP: mo.is_cap = cli_parse_double("--is-cap", optarg, 1.000001, 1e12); break;
-        case OPT_FORMAT:
-            if (strcmp(optarg, "auto") == 0) to.format = FP4S_TRACE_AUTO;
-            else if (strcmp(optarg, "csv") == 0 || strcmp(optarg, "tsv") == 0) to.format = FP4S_TRACE_CSV;
-            else if (strcmp(optarg, "jsonl") == 0) to.format = FP4S_TRACE_JSONL;
-            else if (strcmp(optarg, "capture") == 0 || strcmp(optarg, "h5") == 0) to.format = FP4S_TRACE_CAPTURE;
-            else cli_usage("--format: expected auto, csv, jsonl or capture, got '%s'", optarg);
-            break;
-        case OPT_DELIM:
-            if (strcmp(optarg, "tab") == 0 || strcmp(optarg, "\\t") == 0) to.delim = '\t';
-            else if (strlen(optarg) == 1 && optarg[0] != '"') to.delim = optarg[0];
-            else cli_usage("--delim: expected one character or 'tab', got '%s'", optarg);
-            break;
-        case OPT_COL_STEP: to.col_step = optarg; break;
-        case OPT_COL_SEQ: to.col_seq = optarg; break;
-        case OPT_COL_TRAINER: to.col_trainer = optarg; break;
-        case OPT_COL_ROLLOUT: to.col_rollout = optarg; break;
-        case OPT_COL_POS: to.col_pos = optarg; break;
-        case OPT_COL_MASK: to.col_mask = optarg; break;
-        case OPT_COL_RUN: to.col_run = optarg; break;
-        case OPT_ALLOW_POS: mo.allow_positive = true; break;
-        case OPT_SKIP_EMPTY: mo.skip_empty = true; break;
-        case OPT_BASELINE: oo.baseline_steps = (size_t)cli_parse_int("--baseline-steps", optarg, 1, 100000000); break;
-        case OPT_MARGIN: oo.margin = cli_parse_double("--margin", optarg, 0, 1e12); break;
-        case OPT_SIGMA: oo.sigma = cli_parse_double("--sigma", optarg, 0, 1e12); break;
-        case OPT_CONSEC: oo.consecutive = (size_t)cli_parse_int("--consecutive", optarg, 1, 100000000); break;
         case OPT_HELP: usage(); free(names); return 0;
         case OPT_VERSION: cli_version(); free(names); return 0;
-        default: cli_usage("unknown option");
+        default:
+            if (!cli_trace_option(ch, optarg, &mo, &to, &oo)) cli_usage("unknown option");
         }
     }
     int nin = argc - optind;
