@@ -362,6 +362,9 @@ struct fp4s_decomp {
      * decode scale) and whether it underflows, as block_scale() gives them */
     double seff[256];
     uint8_t uf[256];
+    /* a tie at E2M1 midpoint k (between codes k and k+1) goes up to k+1: from
+     * the spec's tie rule, and --dz-tie for the dead-zone boundary k = 0 */
+    bool tie_up[7];
 };
 
 static int spec_supported(const fp4s_spec *s)
@@ -424,6 +427,16 @@ int fp4s_decomp_open(const fp4s_spec *s, const fp4s_tscale *ts, const fp4s_decom
                               ng, fp4s_group_name(o->by), o->max_groups);
     }
     d->ngroups = ng;
+    for (int k = 0; k < 7; k++) {
+        switch (d->spec.tie) {
+        case FP4S_TIE_ZERO: d->tie_up[k] = false; break;
+        case FP4S_TIE_AWAY: d->tie_up[k] = true; break;
+        case FP4S_TIE_EVEN:
+        default: d->tie_up[k] = (k & 1) != 0; break;
+        }
+    }
+    if (o->dz_tie == FP4S_DZ_TIE_IN) d->tie_up[0] = false;
+    else if (o->dz_tie == FP4S_DZ_TIE_OUT) d->tie_up[0] = true;
     for (int c = 0; c < 256; c++) {
         bool u = false;
         d->seff[c] = block_scale(d, (uint8_t)c, &u);
@@ -502,7 +515,8 @@ static inline int hist_bin(double v, double lo, double hi)
 /* Per-block constants of the element kernel. */
 typedef struct kconst {
     double th[7];   /* 4 mu m for the 7 E2M1 midpoints mu */
-    int up[7];      /* a tie at midpoint k goes to code k+1 */
+    double tu[7];   /* what 24|x| is compared with (>): th[k], or for a tie that
+                       goes up the double just below th[k] (-1 when th[k] is 0) */
     double qtab[8]; /* Q* magnitudes g m / 6 */
     double inv_s;   /* 6 / m (histogram only) */
     int uf, mpos;
@@ -533,23 +547,7 @@ static void block_kernel_portable(const float *restrict x, const float *restrict
     const double th0 = kc->th[0];
     const double q1 = kc->qtab[1], q2 = kc->qtab[2], q3 = kc->qtab[3], q4 = kc->qtab[4], q5 = kc->qtab[5],
                  q6 = kc->qtab[6], q7 = kc->qtab[7];
-    /* a tie goes up when up[k]: A >= th is A > (the double just below th) */
-    double tu[7];
-    for (int k = 0; k < 7; k++) {
-        /* the double just below th (th >= 0): one ulp down, or -1 below 0 */
-        double t = kc->th[k];
-        if (kc->up[k]) {
-            if (t > 0.0) {
-                uint64_t b;
-                memcpy(&b, &t, sizeof b);
-                b -= 1;
-                memcpy(&t, &b, sizeof t);
-            } else {
-                t = -1.0;
-            }
-        }
-        tu[k] = t;
-    }
+    const double *tu = kc->tu;
     const double t0 = tu[0], t1 = tu[1], t2 = tu[2], t3 = tu[3], t4 = tu[4], t5 = tu[5], t6 = tu[6];
     const double inv_s = kc->inv_s, mpos = kc->mpos ? 1.0 : 0.0;
     const double hscale = FP4S_HIST_BINS / (HE_HI - HE_LO);
@@ -628,22 +626,7 @@ static void block_kernel_avx512(const float *restrict x, const float *restrict q
                          size_t bs, const kconst *restrict kc, double (*restrict lanes)[LW],
                          double *restrict rlanes, int32_t *restrict bins)
 {
-    double tu[7];
-    for (int k = 0; k < 7; k++) {
-        /* a tie goes up when up[k]: A >= th is A > (the double just below th) */
-        double t = kc->th[k];
-        if (kc->up[k]) {
-            if (t > 0.0) {
-                uint64_t bb;
-                memcpy(&bb, &t, sizeof bb);
-                bb -= 1;
-                memcpy(&t, &bb, sizeof t);
-            } else {
-                t = -1.0;
-            }
-        }
-        tu[k] = t;
-    }
+    const double *tu = kc->tu;
     const v8l absm = (v8l){0} + 0x7fffffffffffffffLL, sgnm = ~absm;
     const v8d zero = {0}, one = zero + 1.0;
     const v8d t0 = zero + tu[0], t1 = zero + tu[1], t2 = zero + tu[2], t3 = zero + tu[3], t4 = zero + tu[4],
@@ -822,20 +805,23 @@ static void decomp_block(const fp4s_decomp *d, const float *x, const float *q,
      * Q* values are g m / 6, correctly rounded once per block and grid point. */
     static const double mid4[7] = {1, 3, 5, 7, 10, 14, 20};
     static const double gridv[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
-    double th[7], qtab[8];
-    bool up[7];
+    double th[7], tu[7], qtab[8];
     for (int k = 0; k < 7; k++) {
         th[k] = mid4[k] * md;
-        /* a tie between grid codes k and k+1 */
-        switch (d->spec.tie) {
-        case FP4S_TIE_ZERO: up[k] = false; break;
-        case FP4S_TIE_AWAY: up[k] = true; break;
-        case FP4S_TIE_EVEN:
-        default: up[k] = (k & 1) != 0; break;
+        /* a tie that goes up: A >= th is A > (the double just below th) */
+        double t = th[k];
+        if (d->tie_up[k]) {
+            if (t > 0.0) {
+                uint64_t b;
+                memcpy(&b, &t, sizeof b);
+                b -= 1;
+                memcpy(&t, &b, sizeof t);
+            } else {
+                t = -1.0;
+            }
         }
+        tu[k] = t;
     }
-    if (d->opts.dz_tie == FP4S_DZ_TIE_IN) up[0] = false;
-    else if (d->opts.dz_tie == FP4S_DZ_TIE_OUT) up[0] = true;
     /* g m / 6 correctly rounded: powers of two scale m/6 exactly, 1.5 m/6
      * and 3 m/6 = 2 (1.5 m/6) need one more division, 6 m/6 = m */
     (void)gridv;
@@ -851,7 +837,7 @@ static void decomp_block(const fp4s_decomp *d, const float *x, const float *q,
     const double inv_s = m != 0.0f ? 6.0 / md : 0.0;
     kconst kc;
     memcpy(kc.th, th, sizeof th);
-    for (int k = 0; k < 7; k++) kc.up[k] = up[k];
+    memcpy(kc.tu, tu, sizeof tu);
     memcpy(kc.qtab, qtab, sizeof qtab);
     kc.inv_s = inv_s;
     kc.uf = uf;
@@ -870,7 +856,7 @@ static void decomp_block(const fp4s_decomp *d, const float *x, const float *q,
         int idx = (A > th[0]) + (A > th[1]) + (A > th[2]) + (A > th[3]) + (A > th[4]) + (A > th[5]) +
                   (A > th[6]);
         const bool tie = idx < 7 && A == th[idx] && m != 0.0f;
-        const int code = idx + (tie && up[idx]);
+        const int code = idx + (tie && d->tie_up[idx]);
         const double qs = code == 0 ? 0.0 : copysign(qtab[code], xv);
         const double e = qv - xv, es = qv - qs, est = qs - xv;
         const bool dz = code == 0;
@@ -970,19 +956,8 @@ static bool row_prep(const fp4s_decomp *d, const float *restrict x, const float 
         }
     }
     if (nfx) return false;
-    /* tie direction at each midpoint (decomp_block's up[]) */
     static const double mid4[7] = {1, 3, 5, 7, 10, 14, 20};
-    bool up[7];
-    for (int k = 0; k < 7; k++) {
-        switch (d->spec.tie) {
-        case FP4S_TIE_ZERO: up[k] = false; break;
-        case FP4S_TIE_AWAY: up[k] = true; break;
-        case FP4S_TIE_EVEN:
-        default: up[k] = (k & 1) != 0; break;
-        }
-    }
-    if (d->opts.dz_tie == FP4S_DZ_TIE_IN) up[0] = false;
-    else if (d->opts.dz_tie == FP4S_DZ_TIE_OUT) up[0] = true;
+    const bool *up = d->tie_up;
     /* eight blocks at a time, the same IEEE operations as decomp_block:
      * gamma = 6 seff / m, thresholds 4 mu m (a tie going up compared against
      * the double just below, -1 when m = 0), Q* magnitudes g m / 6, 6 / m */
