@@ -199,6 +199,7 @@ START_TEST(unflushed_step_is_absent_after_kill)
     int p[2];
     ck_assert_int_eq(pipe(p), 0);
     pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         close(p[0]);
         fp4s_capture *c;

@@ -14,6 +14,4 @@ for f in mismatch.gp k3.gp gap.gp moe.gp components.gp hist.gp channels.gp; do
     [ -s "$f" ] || fail "example did not write $f"
 done
 grep -q "onset synth-moe: step 8" moe.gp || fail "synth-moe.h5: planted onset 8 not marked"
-groff -man -Tutf8 -ww -z "$SRC/man/fp4-plot.1" 2> groff.err || true
-[ ! -s groff.err ] || { cat groff.err >&2; fail "groff warnings"; }
 echo ok
