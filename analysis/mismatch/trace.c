@@ -1,10 +1,13 @@
 /* Trace readers: CSV/TSV and JSONL (one row per token) and capture files
  * (/steps/<step>/logprobs/...), all yielding column batches of tokens. */
 #include "mm_internal.h"
+#include "fp4s_config.h"
 
 #include <errno.h>
 #include <hdf5.h>
+#if FP4S_HAVE_JANSSON
 #include <jansson.h>
+#endif
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -429,6 +432,7 @@ static int csv_next(mm_reader *r, mm_batch *b)
     return 0;
 }
 
+#if FP4S_HAVE_JANSSON
 /* ---- JSONL -------------------------------------------------------------------------- */
 static int json_num(json_t *v, double *out)
 {
@@ -589,6 +593,15 @@ static int jsonl_next(mm_reader *r, mm_batch *b)
     }
     return 0;
 }
+
+#else
+static int jsonl_next(mm_reader *r, mm_batch *b)
+{
+    (void)b;
+    return fp4s_error_set(FP4S_ENOTSUP, "%s: reading JSONL traces needs jansson (fp4scope was built with -Djson=disabled or without libjansson-dev)",
+                          r->path);
+}
+#endif
 
 /* ---- capture files (HDF5) ------------------------------------------------------------- */
 static herr_t collect_steps(hid_t g, const char *name, const H5L_info_t *info, void *data)

@@ -3,15 +3,20 @@
  * "__metadata__": {...}}), then the byte buffer the offsets index. Every number
  * is checked against the others and the file size, overflow-safe. */
 #include "internal.h"
+#include "fp4s_config.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#if FP4S_HAVE_JANSSON
 #include <jansson.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define ST_MAX_HEADER ((uint64_t)100 << 20)
+
+#if FP4S_HAVE_JANSSON
 
 static int cmp_str(const void *a, const void *b)
 {
@@ -171,3 +176,12 @@ out:
     json_decref(root);
     return rc;
 }
+
+#else
+int fp4s_st_src_open(struct fp4s_source *s, uint64_t fsize)
+{
+    (void)fsize;
+    return fp4s_error_set(FP4S_ENOTSUP, "%s: reading .safetensors needs jansson (fp4scope was built with -Djson=disabled or without libjansson-dev)",
+                          s->path);
+}
+#endif

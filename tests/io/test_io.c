@@ -3,6 +3,7 @@
  * directory (raw bytes for .npy and safetensors, the HDF5 C API for .h5). */
 #include <fp4scope/tensor.h>
 #include <fp4scope/codec.h>
+#include "fp4s_config.h"
 
 #include <check.h>
 #include <hdf5.h>
@@ -344,6 +345,7 @@ static char *st_spec(const char *file, const char *name)
     return b;
 }
 
+#if FP4S_HAVE_JANSSON
 START_TEST(safetensors_reads_f32_f16_bf16)
 {
     unsigned char data[24 + 8 + 8];
@@ -387,7 +389,9 @@ START_TEST(safetensors_reads_f32_f16_bf16)
     fp4s_source_close(&s);
 }
 END_TEST
+#endif
 
+#if FP4S_HAVE_JANSSON
 START_TEST(safetensors_rejects_lies)
 {
     unsigned char data[64] = {0};
@@ -429,6 +433,7 @@ START_TEST(safetensors_rejects_lies)
     ASSERT_DETAIL("too short");
 }
 END_TEST
+#endif
 
 /* ---- HDF5 ------------------------------------------------------------------------- */
 static void h5_dset(hid_t f, const char *name, hid_t ftype, hid_t mtype, int rank, const hsize_t *dims,
@@ -559,6 +564,7 @@ START_TEST(h5_rejects_bad_datasets)
 }
 END_TEST
 
+#if FP4S_HAVE_JANSSON
 START_TEST(spec_path_with_colon)
 {
     /* a tensor name with ':' in it */
@@ -583,6 +589,7 @@ START_TEST(spec_path_with_colon)
     free(d);
 }
 END_TEST
+#endif
 
 /* ---- outfile ------------------------------------------------------------------------- */
 START_TEST(outfile_commit_and_abort)
@@ -816,6 +823,7 @@ START_TEST(npy_header_survives_mutation)
 }
 END_TEST
 
+#if FP4S_HAVE_JANSSON
 START_TEST(safetensors_survives_mutation)
 {
     const char *json = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}";
@@ -846,6 +854,21 @@ START_TEST(safetensors_survives_mutation)
     free(buf);
 }
 END_TEST
+#endif
+
+#if !FP4S_HAVE_JANSSON
+/* built without jansson: a .safetensors input is refused, naming the file and why */
+START_TEST(safetensors_needs_jansson)
+{
+    static const float data[2] = {1, 2};
+    make_st(tp("m.safetensors"), "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8, -1);
+    fp4s_source *s = NULL;
+    ck_assert_int_eq(fp4s_source_open(st_spec("m.safetensors", "w"), &s), FP4S_ENOTSUP);
+    ck_assert_ptr_null(s);
+    ck_assert(strstr(fp4s_last_error(), "m.safetensors") && strstr(fp4s_last_error(), "jansson"));
+}
+END_TEST
+#endif
 
 static Suite *io_suite(void)
 {
@@ -858,17 +881,25 @@ static Suite *io_suite(void)
         {"npy_reads_float32_float64_float16", npy_reads_float32_float64_float16},
         {"npy_rejects_bad_files", npy_rejects_bad_files},
         {"source_read_rows_stride_and_range", source_read_rows_stride_and_range},
+#if FP4S_HAVE_JANSSON
         {"safetensors_reads_f32_f16_bf16", safetensors_reads_f32_f16_bf16},
         {"safetensors_rejects_lies", safetensors_rejects_lies},
+#else
+        {"safetensors_needs_jansson", safetensors_needs_jansson},
+#endif
         {"h5_reads_float_and_bfloat16", h5_reads_float_and_bfloat16},
         {"h5_rejects_bad_datasets", h5_rejects_bad_datasets},
+#if FP4S_HAVE_JANSSON
         {"spec_path_with_colon", spec_path_with_colon},
+#endif
         {"outfile_commit_and_abort", outfile_commit_and_abort},
         {"npy_writer_round_trip", npy_writer_round_trip},
         {"npy_writer_incomplete_is_discarded", npy_writer_incomplete_is_discarded},
         {"h5_write_f32_and_attrs", h5_write_f32_and_attrs},
         {"npy_header_survives_mutation", npy_header_survives_mutation},
+#if FP4S_HAVE_JANSSON
         {"safetensors_survives_mutation", safetensors_survives_mutation},
+#endif
     };
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         TCase *tc = tcase_create(tests[i].name);
