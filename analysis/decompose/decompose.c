@@ -1563,6 +1563,52 @@ static void *read_thread(void *p)
     return NULL;
 }
 
+/* One pass over the source: fn(ctx, rows, n, row0) on every chunk in order,
+ * the next chunk read on a thread meanwhile (in this thread when none can be
+ * started). Returns fn's error with the detail prefixed by spec_str, or the
+ * reader's error with its detail. */
+static int each_chunk(struct reader *rd, const char *spec_str,
+                      int (*fn)(void *ctx, const float *x, size_t n, size_t row0), void *ctx)
+{
+    if (read_chunk(rd, 0, 0)) return fp4s_error_set(rd->rc, "%s", rd->err);
+    int slot = 0;
+    for (size_t r0 = 0; r0 < rd->rows; r0 += rd->chunk) {
+        size_t n = rd->rows - r0 < rd->chunk ? rd->rows - r0 : rd->chunk;
+        size_t nx = r0 + n;
+        pthread_t th;
+        struct read_arg ra = {rd, 1 - slot, nx};
+        bool threaded = false;
+        if (nx < rd->rows) {
+            threaded = pthread_create(&th, NULL, read_thread, &ra) == 0;
+            if (!threaded) read_chunk(rd, 1 - slot, nx);
+        }
+        int rc = fn(ctx, rd->buf[slot], n, r0);
+        if (threaded) pthread_join(th, NULL);
+        if (rc) {
+            fp4s_error_prefix("%s", spec_str);
+            return rc;
+        }
+        if (rd->rc) return fp4s_error_set(rd->rc, "%s", rd->err);
+        slot = 1 - slot;
+    }
+    return 0;
+}
+
+static int chunk_amax(void *ctx, const float *x, size_t n, size_t row0)
+{
+    (void)row0;
+    struct reader *rd = ((void **)ctx)[0];
+    float *amax = ((void **)ctx)[1], a = fp4s_amax(x, n, rd->cols, rd->cols, NULL);
+    if (a > *amax) *amax = a;
+    return 0;
+}
+
+static int chunk_add(void *ctx, const float *x, size_t n, size_t row0)
+{
+    fp4s_decomp *d = ctx;
+    return fp4s_decomp_add(d, x, n, d->cols, row0);
+}
+
 int fp4s_decomp_source(const fp4s_spec *s, const fp4s_decomp_opts *o, const char *spec_str,
                        fp4s_decomp **out)
 {
@@ -1611,69 +1657,16 @@ int fp4s_decomp_source(const fp4s_spec *s, const fp4s_decomp_opts *o, const char
     memset(&ts, 0, sizeof ts);
     float amax = 0.0f;
     if (s->format == FP4S_NVFP4) {
-        /* first pass for the tensor amax, the next chunk read on a thread
-         * while the max of this one is taken */
-        if (read_chunk(&rd, 0, 0)) {
-            rc = rd.rc;
-            fp4s_error_set(rc, "%s", rd.err);
-            goto done;
-        }
-        int sl = 0;
-        for (size_t r0 = 0; r0 < rd.rows; r0 += rd.chunk) {
-            size_t n = rd.rows - r0 < rd.chunk ? rd.rows - r0 : rd.chunk;
-            size_t nx = r0 + n;
-            pthread_t th;
-            struct read_arg ra = {&rd, 1 - sl, nx};
-            bool threaded = false;
-            if (nx < rd.rows) {
-                threaded = pthread_create(&th, NULL, read_thread, &ra) == 0;
-                if (!threaded) read_chunk(&rd, 1 - sl, nx);
-            }
-            float a = fp4s_amax(rd.buf[sl], n, rd.cols, rd.cols, NULL);
-            if (a > amax) amax = a;
-            if (threaded) pthread_join(th, NULL);
-            if (rd.rc) {
-                rc = rd.rc;
-                fp4s_error_set(rc, "%s", rd.err);
-                goto done;
-            }
-            sl = 1 - sl;
-        }
+        /* a first pass for the tensor amax */
+        void *ctx[2] = {&rd, &amax};
+        rc = each_chunk(&rd, spec_str, chunk_amax, ctx);
+        if (rc) goto done;
     }
     rc = fp4s_tscale_init(s, amax, &ts);
     if (rc) goto done;
     rc = fp4s_decomp_open(s, &ts, o, rd.rows, rd.cols, &d);
     if (rc) goto done;
-    /* pipeline: read chunk i+1 on a thread while chunk i is decomposed */
-    if (read_chunk(&rd, 0, 0)) {
-        rc = rd.rc;
-        fp4s_error_set(rc, "%s", rd.err);
-        goto done;
-    }
-    int slot = 0;
-    for (size_t r0 = 0; r0 < rd.rows; r0 += rd.chunk) {
-        size_t n = rd.rows - r0 < rd.chunk ? rd.rows - r0 : rd.chunk;
-        size_t nx = r0 + n;
-        pthread_t th;
-        struct read_arg ra = {&rd, 1 - slot, nx};
-        bool threaded = false;
-        if (nx < rd.rows) {
-            threaded = pthread_create(&th, NULL, read_thread, &ra) == 0;
-            if (!threaded) read_chunk(&rd, 1 - slot, nx);
-        }
-        rc = fp4s_decomp_add(d, rd.buf[slot], n, rd.cols, r0);
-        if (threaded) pthread_join(th, NULL);
-        if (rc) {
-            fp4s_error_prefix("%s", spec_str);
-            goto done;
-        }
-        if (rd.rc) {
-            rc = rd.rc;
-            fp4s_error_set(rc, "%s", rd.err);
-            goto done;
-        }
-        slot = 1 - slot;
-    }
+    rc = each_chunk(&rd, spec_str, chunk_add, d);
 done:
     free(rd.buf[0]);
     free(rd.buf[1]);
