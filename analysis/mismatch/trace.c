@@ -248,6 +248,27 @@ static char *next_line(mm_reader *r, size_t *len)
     }
 }
 
+/* A data line of a trace (after the header) into *line, NULL at the end of
+ * the file; an error names the file and the line. */
+static int data_line(mm_reader *r, char **line, size_t *len)
+{
+    *line = next_line(r, len);
+    if (*line) return 0;
+    if (r->line_err)
+        return fp4s_error_set(FP4S_EFORMAT, "%s: line %llu: longer than 1 GiB or out of memory", r->path,
+                              (unsigned long long)r->line + 1);
+    if (ferror(r->f)) return fp4s_error_set(FP4S_EOPEN, "%s: read error", r->path);
+    return 0;
+}
+
+static void batch_reset(mm_batch *b)
+{
+    b->n = 0;
+    b->uniform = 0;
+    b->no_mask = 0;
+    b->is_f32 = 0;
+}
+
 /* Split a CSV line in place into fields; simple double quotes ("a,b", "" for a
  * quote) are honoured. Returns the field count (up to max) or -1 on a bad quote. */
 static long split_fields(char *line, char delim, char **fields, size_t max)
@@ -370,20 +391,13 @@ static int csv_header(mm_reader *r, const fp4s_trace_opts *t)
 static int csv_next(mm_reader *r, mm_batch *b)
 {
     char *fields[4096];
-    b->n = 0;
-    b->uniform = 0;
-    b->no_mask = 0;
-    b->is_f32 = 0;
+    batch_reset(b);
     while (b->n < b->cap) {
         size_t len;
-        char *line = next_line(r, &len);
-        if (!line) {
-            if (r->line_err)
-                return fp4s_error_set(FP4S_EFORMAT, "%s: line %llu: longer than 1 GiB or out of memory", r->path,
-                                      (unsigned long long)r->line + 1);
-            if (ferror(r->f)) return fp4s_error_set(FP4S_EOPEN, "%s: read error", r->path);
-            break;
-        }
+        char *line;
+        int lrc = data_line(r, &line, &len);
+        if (lrc) return lrc;
+        if (!line) break;
         if (len == 0 || line[0] == '#') continue;
         long nf = split_fields(line, r->delim, fields, 4096);
         unsigned long long ln = (unsigned long long)r->line;
@@ -484,20 +498,13 @@ static const char *json_kind(json_t *v)
 
 static int jsonl_next(mm_reader *r, mm_batch *b)
 {
-    b->n = 0;
-    b->uniform = 0;
-    b->no_mask = 0;
-    b->is_f32 = 0;
+    batch_reset(b);
     while (b->n < b->cap) {
         size_t len;
-        char *line = next_line(r, &len);
-        if (!line) {
-            if (r->line_err)
-                return fp4s_error_set(FP4S_EFORMAT, "%s: line %llu: longer than 1 GiB or out of memory", r->path,
-                                      (unsigned long long)r->line + 1);
-            if (ferror(r->f)) return fp4s_error_set(FP4S_EOPEN, "%s: read error", r->path);
-            break;
-        }
+        char *line;
+        int lrc = data_line(r, &line, &len);
+        if (lrc) return lrc;
+        if (!line) break;
         size_t k = 0;
         while (k < len && (line[k] == ' ' || line[k] == '\t')) k++;
         if (k == len) continue;
