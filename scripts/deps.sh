@@ -5,7 +5,7 @@
 #   scripts/deps.sh --ci     also python3-torch (CPU), for the PyTorch adapter test
 set -eu
 pkgs="build-essential meson ninja-build pkg-config libhdf5-dev hdf5-tools libgsl-dev check
-libjansson-dev gnuplot-nox groff-base python3 python3-numpy python3-h5py"
+libjansson-dev libopenblas-dev gnuplot-nox groff-base python3 python3-numpy python3-h5py"
 [ "${1:-}" = "--ci" ] && pkgs="$pkgs python3-torch"
 missing=""
 for p in $pkgs; do
