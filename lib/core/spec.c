@@ -57,7 +57,7 @@ static const fp4s_profile_info profiles[] = {
      "s_b = ggml_fp32_to_ue4m3(amax_b/6), fp32 nearest-level search"},
     {"microxcaling", MX,
      "microsoft/microxcaling mx/mx_ops.py _quantize_mx: shared_exp = floor(log2(amax)) in fp32 torch.log2 "
-     "(log2f: FORMATS.md says floor, the source takes the logarithm) - 2, clamped at -127 (zero block: "
+     "(log2f: the OCP text says floor, this source takes the logarithm) - 2, clamped at -127 (zero block: "
      "log2(FP32_MIN_NORMAL) - 2 -> code 0); elements _round_mantissa 'nearest' = floor(|x|+0.5) on the grid "
      "(ties away), saturate_normals, -0 kept; NaN or Inf in a block makes the whole block NaN "
      "(the default Python path, custom_cuda=False; its C++/CUDA extension reads the exponent bits: --scale-rule floor); "

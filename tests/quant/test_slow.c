@@ -41,7 +41,7 @@ static int sweep_range(void *arg, size_t b, size_t e, int w)
         int kc = clampk(md == 0.5 ? ex - 1 : ex);
         int kci = fp4s_mx_k(FP4S_MX_CEIL, a, NULL);
         if (kci != kc) bc++;
-        /* the same with the float32 quotient (FORMATS.md's statement) */
+        /* the same with the float32 quotient (the usual statement of the rule) */
         float q = a / 6.0f;
         int kq = -127;
         if (q != 0.0f) {

@@ -1,6 +1,6 @@
 /* Per-channel error report for activations [tokens, K] quantized along K, the
  * channel score of Hot-Channel Patch, selection of a compensation set, its
- * coverage curve and its price in a GEMM (ANALYSIS.md 2 and 4).
+ * coverage curve and its price in a GEMM (fp4-channels(1)).
  *
  * Per channel j (column of the activation X): the decomposition energies of
  * fp4s_decomp with by = CHANNEL, relative error ||e_j||/||x_j||, residual norm

@@ -1,4 +1,4 @@
-/* The three-way decomposition of 4-bit quantization error (ANALYSIS.md 1).
+/* The three-way decomposition of 4-bit quantization error (fp4-decompose(1)).
  *
  * For each block b (along the last dimension) with maximum magnitude m_b, the
  * ideal scale is s*_b = m_b / 6 in double, unrounded. Q* rounds x / s*_b to the

@@ -41,7 +41,7 @@
  * NVFP4 torchao (nvfp4_tensor.py _nvfp4_quantize, two-level): pts = amax/2688
  *   (s_dec); sc = (amax_b / 6) / pts; sc < 2^-6 -> 2^-6; sc > 448 -> 448 (NaN
  *   stays NaN); sb = e4m3(sc); t = pts * float(sb); q = enc(x / t); dequant q*t.
- *   (FORMATS.md writes x * ((1/pts)/sb); the PyTorch source divides by pts*sb.)
+ *   (Later torchao multiplies by (1/pts)/sb instead: see fp4scope-formats(7).)
  *   An all-zero tensor has pts = 0 and gives 0/0: scale 0x7F, dequant NaN, as
  *   torchao does.
  * NVFP4 ModelOpt (nvfp4_tensor.py): scale_2 = amax/2688 (s_dec);
