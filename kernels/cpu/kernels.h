@@ -38,6 +38,25 @@ typedef struct fp4s_kernel_table {
     fp4s_amax_fn amax;
 } fp4s_kernel_table;
 
+/* Add the counters and sums of b into a: how a kernel hands its stats to the
+ * caller, and the front end's fp4s_qstats_merge (so the kernels call nothing
+ * in lib/core/quant.c). */
+static inline void fp4s_qstats_add(fp4s_qstats *a, const fp4s_qstats *b)
+{
+    a->elements += b->elements;
+    a->blocks += b->blocks;
+    a->saturated += b->saturated;
+    a->zero_blocks += b->zero_blocks;
+    a->nonfinite += b->nonfinite;
+    a->nan += b->nan;
+    a->inf += b->inf;
+    a->nonfinite_blocks += b->nonfinite_blocks;
+    a->neg_zero += b->neg_zero;
+    a->scale_underflow += b->scale_underflow;
+    a->err2 += b->err2;
+    a->x2 += b->x2;
+}
+
 /* The scalar reference (quant_ref.c). */
 extern const fp4s_kernel_table fp4s_kernels_ref;
 /* SIMD tables (quant_avx2.c, quant_avx512.c); only linked when built. */

@@ -22,24 +22,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/codec_internal.h"
-#include "cpu/kernels.h"
-
-#define ABS_MASK 0x7fffffffu
-#define INF_BITS 0x7f800000u
-#define SIX_BITS 0x40c00000u /* 6.0f */
-
-static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+#include "cpu/quant_simd.h"
 
 static inline int popc8(__m256i m) { return __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(m))); }
-
-/* |v| < 1 thresholds: see quant_avx512.c. */
-static void e2m1_small_thresholds(fp4s_tie tie, uint32_t *t0, uint32_t *t1)
-{
-    *t0 = f2u(0.25f) - (tie == FP4S_TIE_AWAY ? 1u : 0u);
-    *t1 = f2u(0.75f) - (tie == FP4S_TIE_ZERO ? 0u : 1u);
-}
 
 typedef struct enc_ctx {
     __m256i t0, t1, rnd, lsbm;
@@ -55,8 +40,8 @@ static void enc_init(enc_ctx *c, const fp4s_spec *s)
     e2m1_small_thresholds(s->tie, &t0, &t1);
     c->t0 = _mm256_set1_epi32((int)t0);
     c->t1 = _mm256_set1_epi32((int)t1);
-    c->rnd = _mm256_set1_epi32(s->tie == FP4S_TIE_AWAY ? 0x200000 : 0x1FFFFF);
-    c->lsbm = _mm256_set1_epi32(s->tie == FP4S_TIE_EVEN ? 1 : 0);
+    c->rnd = _mm256_set1_epi32((int)e2m1_round_add(s->tie));
+    c->lsbm = _mm256_set1_epi32((int)round_lsb_mask(s->tie));
     c->absm = _mm256_set1_epi32((int)ABS_MASK);
     c->c252 = _mm256_set1_epi32(252);
     c->seven = _mm256_set1_epi32(7);
@@ -183,29 +168,6 @@ static inline __attribute__((always_inline)) void err_finish(err_acc e, fp4s_qst
     st->x2 += hsum4d(_mm256_add_pd(e.x0, e.x1));
 }
 
-/* One block (h rows: 1, or up to 16 for an NVFP4 2-D tile) by the reference. */
-static int ref_block(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
-                     size_t ld, size_t row0, size_t r, size_t c, size_t nb_col, size_t h,
-                     const fp4s_qout *out, fp4s_qstats *st)
-{
-    fp4s_qout o = {0};
-    if (out->codes) { o.codes = out->codes + r * out->ld_codes + c; o.ld_codes = out->ld_codes; }
-    if (out->scales) { o.scales = out->scales + r * out->ld_scales + nb_col; o.ld_scales = out->ld_scales; }
-    if (out->dequant) { o.dequant = out->dequant + r * out->ld_dequant + c; o.ld_dequant = out->ld_dequant; }
-    return fp4s_kernels_ref.quantize(s, ts, x + r * ld + c, h, s->block, ld, row0 + r, &o, st);
-}
-
-/* Software prefetch PF_DIST bytes ahead (see quant_avx512.c); integer address
- * arithmetic, a prefetch past the end of the input never faults. */
-#ifndef PF_DIST
-#define PF_DIST 2048
-#endif
-static inline __attribute__((always_inline)) void prefetch_ahead(const float *p, size_t n)
-{
-    uintptr_t a = (uintptr_t)p + PF_DIST;
-    for (size_t k = 0; k < n; k += 64) _mm_prefetch((const char *)(a + k), _MM_HINT_T0);
-}
-
 /* ---- MXFP4 ------------------------------------------------------------------ */
 
 /* E8M0 code of a finite non-zero amax for FLOOR / CEIL / EVEN, as fp4s_mx_k. */
@@ -221,17 +183,6 @@ static inline int mx_code_bits(fp4s_mx_rule rule, uint32_t a, bool *under)
     if (code < 0) code = 0;
     if (code > 254) code = 254;
     return code;
-}
-
-/* The libm rules (log2f, rtn, ceil-log2f): the reference's own helper. */
-static inline int mx_code_libm(fp4s_mx_rule rule, float amax, bool *under)
-{
-    return fp4s_mx_k(rule, amax, under) + 127;
-}
-
-static inline float e8m0_value(int code) /* 2^(code-127), exact, code 0..254 */
-{
-    return code == 0 ? u2f(0x00400000u) : u2f((uint32_t)code << 23);
 }
 
 static inline __attribute__((always_inline)) int
@@ -282,8 +233,8 @@ mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
             }
             under += u;
             nblk++;
-            __m256 vi = _mm256_set1_ps(e8m0_value(254 - code));
-            __m256 vs = _mm256_set1_ps(e8m0_value(code));
+            __m256 vi = _mm256_set1_ps(e8m0_value((unsigned)(254 - code)));
+            __m256 vs = _mm256_set1_ps(e8m0_value((unsigned)code));
             __m256i q[4];
             __m256 d[4];
             for (int i = 0; i < 4; i++) {
@@ -345,55 +296,28 @@ static inline __m256 e4m3_decode8(__m256i code)
     return _mm256_blendv_ps(f, _mm256_set1_ps(NAN), _mm256_castsi256_ps(nan));
 }
 
-typedef struct nv_ctx {
-    fp4s_nv_recipe recipe;
-    __m256 mult, pts, d6, sdec;
-    bool div;
-} nv_ctx;
-
-static int nv_init(nv_ctx *n, const fp4s_spec *s, const fp4s_tscale *ts)
-{
-    memset(n, 0, sizeof *n);
-    n->recipe = s->nv_recipe;
-    /* the ggml recipe has no tensor scale (ts may be NULL) */
-    if (s->nv_recipe == FP4S_NV_GGML) return 0;
-    if (s->nv_recipe != FP4S_NV_TE && s->nv_recipe != FP4S_NV_TORCHAO &&
-        s->nv_recipe != FP4S_NV_MODELOPT)
-        return FP4S_ENOTSUP;
-    if (!ts) return FP4S_EINVAL;
-    n->sdec = _mm256_set1_ps(ts->s_dec);
-    n->pts = _mm256_set1_ps(ts->s_dec);
-    n->div = s->nv_recipe != FP4S_NV_TE;
-    switch (s->nv_recipe) {
-    case FP4S_NV_TE: n->mult = _mm256_set1_ps(ts->s_enc * (1.0f / 6.0f)); return 0;
-    case FP4S_NV_TORCHAO: return 0;
-    case FP4S_NV_MODELOPT: n->d6 = _mm256_set1_ps(6.0f * ts->s_dec); return 0;
-    default: return FP4S_ENOTSUP;
-    }
-}
-
 /* clamps that keep a NaN v, as the C `if (v > hi) v = hi` */
 #define CLAMP_HI(v, hi) _mm256_min_ps(hi, v)
 #define CLAMP_LO(v, lo) _mm256_max_ps(lo, v)
 
-static inline void nv_scales8(const nv_ctx *n, __m256 am, __m256i *code, __m256 *sbv, __m256 *fac)
+static inline void nv_scales8(const nv_params *n, __m256 am, __m256i *code, __m256 *sbv, __m256 *fac)
 {
     const __m256 fmax = _mm256_set1_ps(FLT_MAX);
     switch (n->recipe) {
     case FP4S_NV_TE: {
-        __m256 sbf = CLAMP_HI(_mm256_mul_ps(am, n->mult), fmax);
+        __m256 sbf = CLAMP_HI(_mm256_mul_ps(am, _mm256_set1_ps(n->mult)), fmax);
         *code = e4m3_encode8(sbf);
         *sbv = e4m3_decode8(*code);
-        __m256 enc = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_mul_ps(*sbv, n->sdec));
+        __m256 enc = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_mul_ps(*sbv, _mm256_set1_ps(n->sdec)));
         *fac = CLAMP_HI(enc, fmax);
         break;
     }
     case FP4S_NV_TORCHAO: {
-        __m256 sc = _mm256_div_ps(_mm256_div_ps(am, _mm256_set1_ps(6.0f)), n->pts);
+        __m256 sc = _mm256_div_ps(_mm256_div_ps(am, _mm256_set1_ps(6.0f)), _mm256_set1_ps(n->pts));
         sc = CLAMP_HI(CLAMP_LO(sc, _mm256_set1_ps(0x1p-6f)), _mm256_set1_ps(448.0f));
         *code = e4m3_encode8(sc);
         *sbv = e4m3_decode8(*code);
-        *fac = _mm256_mul_ps(n->pts, *sbv);
+        *fac = _mm256_mul_ps(_mm256_set1_ps(n->pts), *sbv);
         break;
     }
     case FP4S_NV_GGML: {
@@ -413,7 +337,7 @@ static inline void nv_scales8(const nv_ctx *n, __m256 am, __m256i *code, __m256 
         break;
     }
     default: { /* modelopt */
-        __m256 pbs = _mm256_div_ps(am, n->d6);
+        __m256 pbs = _mm256_div_ps(am, _mm256_set1_ps(n->d6));
         pbs = _mm256_blendv_ps(pbs, _mm256_set1_ps(1.0f), _mm256_cmp_ps(pbs, _mm256_setzero_ps(), _CMP_EQ_OQ));
         pbs = CLAMP_LO(pbs, _mm256_set1_ps(0x1p-9f));
         /* torch's float8_e4m3fn cast does not saturate: above 464 it rounds
@@ -421,7 +345,7 @@ static inline void nv_scales8(const nv_ctx *n, __m256 am, __m256i *code, __m256 
         __m256 ok = _mm256_cmp_ps(pbs, _mm256_set1_ps(464.0f), _CMP_LE_OQ);
         *code = _mm256_blendv_epi8(_mm256_set1_epi32(0x7f), e4m3_encode8(pbs), _mm256_castps_si256(ok));
         *sbv = e4m3_decode8(*code);
-        *fac = _mm256_mul_ps(*sbv, n->pts);
+        *fac = _mm256_mul_ps(*sbv, _mm256_set1_ps(n->pts));
         break;
     }
     }
@@ -457,8 +381,8 @@ static inline __attribute__((always_inline)) int
 nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows, size_t cols,
    size_t ld, size_t row0, const fp4s_qout *out, fp4s_qstats *st, const bool S)
 {
-    nv_ctx n;
-    int rc = nv_init(&n, s, ts);
+    nv_params n;
+    int rc = nv_params_init(&n, s, ts);
     if (rc) return rc;
     enc_ctx c;
     enc_init(&c, s);
@@ -550,8 +474,8 @@ nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
                         d1 = _mm256_mul_ps(e2m1_decode8(&c, q1), vf);
                     } else {
                         __m256 vsb = _mm256_set1_ps(sbvv[i]);
-                        d0 = _mm256_mul_ps(_mm256_mul_ps(e2m1_decode8(&c, q0), vsb), n.sdec);
-                        d1 = _mm256_mul_ps(_mm256_mul_ps(e2m1_decode8(&c, q1), vsb), n.sdec);
+                        d0 = _mm256_mul_ps(_mm256_mul_ps(e2m1_decode8(&c, q0), vsb), _mm256_set1_ps(n.sdec));
+                        d1 = _mm256_mul_ps(_mm256_mul_ps(e2m1_decode8(&c, q1), vsb), _mm256_set1_ps(n.sdec));
                     }
                     if (S) {
                         err_add(&ea, x0, d0);
@@ -589,8 +513,8 @@ typedef struct e4_ctx { __m256i add, lsbm; fp4s_tie tie; } e4_ctx;
 static void e4_init(e4_ctx *e, fp4s_tie tie)
 {
     e->tie = tie;
-    e->add = _mm256_set1_epi32(tie == FP4S_TIE_AWAY ? 0x80000 : 0x7FFFF);
-    e->lsbm = _mm256_set1_epi32(tie == FP4S_TIE_EVEN ? 1 : 0);
+    e->add = _mm256_set1_epi32((int)e4m3_round_add(tie));
+    e->lsbm = _mm256_set1_epi32((int)round_lsb_mask(tie));
 }
 
 static inline __attribute__((always_inline)) __m256i
@@ -619,21 +543,6 @@ e4m3_encode_signed8(const e4_ctx *e, __m256 v, __m256i *satc, const bool cnt)
     if (cnt) /* |v| > 448 */
         *satc = _mm256_sub_epi32(*satc, _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x43e00000)));
     return code;
-}
-
-static int ref_fp8_piece(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t ld,
-                         size_t row0, size_t r, size_t c, size_t h, size_t w, size_t t,
-                         const fp4s_qout *out, fp4s_qstats *st)
-{
-    fp4s_qout o = {0};
-    if (out->codes) { o.codes = out->codes + r * out->ld_codes + c; o.ld_codes = out->ld_codes; }
-    if (out->dequant) { o.dequant = out->dequant + r * out->ld_dequant + c; o.ld_dequant = out->ld_dequant; }
-    if (out->scale_f32) {
-        o.ld_scale_f32 = out->ld_scale_f32;
-        o.scale_f32 = s->fp8_gran == FP4S_FP8_TENSOR ? out->scale_f32
-                    : out->scale_f32 + (s->fp8_gran == FP4S_FP8_1x128 ? r : r / 128) * out->ld_scale_f32 + t;
-    }
-    return fp4s_kernels_ref.quantize(s, ts, x + r * ld + c, h, w, ld, row0 + r, &o, st);
 }
 
 /* 8 elements of one row with scale sc (x / sc). */
@@ -748,39 +657,7 @@ static int fp8_dequant(const fp4s_spec *s, const fp4s_tscale *ts, const uint8_t 
 
 /* ---- kernel entry points -------------------------------------------------------- */
 
-/* The two instances of each quantizer: with stats, and codes only. */
-#define QUANT_PAIR(name)                                                                   \
-    static int name##_st(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,       \
-                         size_t rows, size_t cols, size_t ld, size_t row0,                 \
-                         const fp4s_qout *out, fp4s_qstats *st)                            \
-    {                                                                                      \
-        return name(s, ts, x, rows, cols, ld, row0, out, st, true);                        \
-    }                                                                                      \
-    static int name##_co(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,       \
-                         size_t rows, size_t cols, size_t ld, size_t row0,                 \
-                         const fp4s_qout *out)                                             \
-    {                                                                                      \
-        return name(s, ts, x, rows, cols, ld, row0, out, NULL, false);                     \
-    }
-QUANT_PAIR(mx_quant)
-QUANT_PAIR(nv_quant)
-QUANT_PAIR(fp8_quant)
-
-static int k_quantize(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
-                      size_t rows, size_t cols, size_t ld, size_t row0,
-                      const fp4s_qout *out, fp4s_qstats *st)
-{
-    if (s->format == FP4S_MXFP4 && s->block == 32 && cols % 32 == 0)
-        return st ? mx_quant_st(s, ts, x, rows, cols, ld, row0, out, st)
-                  : mx_quant_co(s, ts, x, rows, cols, ld, row0, out);
-    if (s->format == FP4S_NVFP4 && s->block == 16 && cols % 16 == 0)
-        return st ? nv_quant_st(s, ts, x, rows, cols, ld, row0, out, st)
-                  : nv_quant_co(s, ts, x, rows, cols, ld, row0, out);
-    if (s->format == FP4S_FP8 && (s->fp8_gran == FP4S_FP8_TENSOR || cols % 128 == 0))
-        return st ? fp8_quant_st(s, ts, x, rows, cols, ld, row0, out, st)
-                  : fp8_quant_co(s, ts, x, rows, cols, ld, row0, out);
-    return FP4S_ENOTSUP;
-}
+QUANT_ENTRY
 
 static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
                         const uint8_t *codes, size_t ld_codes,
@@ -792,15 +669,14 @@ static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
     enc_ctx c;
     enc_init(&c, s);
     const __m256i m15 = _mm256_set1_epi32(15);
-    if (s->format == FP4S_MXFP4 && s->block == 32 && cols % 32 == 0) {
+    const quant_body qb = quant_body_of(s, cols);
+    if (qb == QB_MX) {
         for (size_t r = 0; r < rows; r++) {
             const uint8_t *cr = codes + r * ld_codes;
             const uint8_t *sr = scales + r * ld_scales;
             float *orow = out + r * ld_out;
             for (size_t b = 0; b < cols / 32; b++) {
-                uint8_t e = sr[b];
-                float sc = e == 0xff ? NAN : e == 0 ? u2f(0x00400000u) : u2f((uint32_t)e << 23);
-                __m256 vs = _mm256_set1_ps(sc);
+                __m256 vs = _mm256_set1_ps(e8m0_value(sr[b]));
                 for (int i = 0; i < 4; i++) {
                     __m256i q = _mm256_and_si256(load8_u8(cr + b * 32 + 8 * i), m15);
                     _mm256_storeu_ps(orow + b * 32 + 8 * i, _mm256_mul_ps(e2m1_decode8(&c, q), vs));
@@ -809,9 +685,9 @@ static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
         }
         return 0;
     }
-    if (s->format == FP4S_FP8 && (s->fp8_gran == FP4S_FP8_TENSOR || cols % 128 == 0))
+    if (qb == QB_FP8)
         return fp8_dequant(s, ts, codes, ld_codes, scale_f32, ld_scale_f32, rows, cols, out, ld_out);
-    if (s->format == FP4S_NVFP4 && s->block == 16 && cols % 16 == 0 && s->nv_recipe == FP4S_NV_GGML) {
+    if (qb == QB_NV && s->nv_recipe == FP4S_NV_GGML) {
         /* fp4s_ue4m3_decode_ggml: bit 7 ignored, 0x00 and 0x7F decode to 0 */
         for (size_t r = 0; r < rows; r++) {
             const uint8_t *cr = codes + r * ld_codes;
@@ -827,8 +703,7 @@ static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
         }
         return 0;
     }
-    if (s->format == FP4S_NVFP4 && s->block == 16 && cols % 16 == 0 &&
-        s->nv_recipe != FP4S_NV_GGML) {
+    if (qb == QB_NV) {
         const __m256 sdec = _mm256_set1_ps(ts->s_dec);
         const bool te = s->nv_recipe == FP4S_NV_TE;
         for (size_t r = 0; r < rows; r++) {

@@ -33,25 +33,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/codec_internal.h"
-#include "cpu/kernels.h"
-
-#define ABS_MASK 0x7fffffffu
-#define INF_BITS 0x7f800000u
-#define SIX_BITS 0x40c00000u /* 6.0f */
-
-static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-
-/* Thresholds for |v| < 1: index = [a > t0] + [a > t1] with the midpoints
- * 0.25 (between codes 0 and 1) and 0.75 (1 and 2), minus one bit where a tie
- * rounds up. Ties: even -> 0.25 stays down, 0.75 goes up; zero -> both down;
- * away -> both up. */
-static void e2m1_small_thresholds(fp4s_tie tie, uint32_t *t0, uint32_t *t1)
-{
-    *t0 = f2u(0.25f) - (tie == FP4S_TIE_AWAY ? 1u : 0u);
-    *t1 = f2u(0.75f) - (tie == FP4S_TIE_ZERO ? 0u : 1u);
-}
+#include "cpu/quant_simd.h"
 
 typedef struct enc_ctx {
     __m512i t0, t1;        /* |v| < 1 thresholds */
@@ -70,7 +52,7 @@ static void enc_init(enc_ctx *c, const fp4s_spec *s)
     e2m1_small_thresholds(s->tie, &t0, &t1);
     c->t0 = _mm512_set1_epi32((int)t0);
     c->t1 = _mm512_set1_epi32((int)t1);
-    c->rnd = _mm512_set1_epi32(s->tie == FP4S_TIE_AWAY ? 0x200000 : 0x1FFFFF);
+    c->rnd = _mm512_set1_epi32((int)e2m1_round_add(s->tie));
     c->rne = s->tie == FP4S_TIE_EVEN;
     c->absm = _mm512_set1_epi32((int)ABS_MASK);
     c->bit22 = _mm512_set1_epi32(1 << 22);
@@ -174,19 +156,6 @@ static inline __attribute__((always_inline)) void err_finish(err_acc e, fp4s_qst
     st->x2 += _mm512_reduce_add_pd(_mm512_add_pd(e.x0, e.x1));
 }
 
-/* Hand one block (h rows x s->block columns at column c of row r: h is 1
- * except for NVFP4 2-D tiles) to the reference kernel. */
-static int ref_block(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
-                     size_t ld, size_t row0, size_t r, size_t c, size_t nb_col, size_t h,
-                     const fp4s_qout *out, fp4s_qstats *st)
-{
-    fp4s_qout o = {0};
-    if (out->codes) { o.codes = out->codes + r * out->ld_codes + c; o.ld_codes = out->ld_codes; }
-    if (out->scales) { o.scales = out->scales + r * out->ld_scales + nb_col; o.ld_scales = out->ld_scales; }
-    if (out->dequant) { o.dequant = out->dequant + r * out->ld_dequant + c; o.ld_dequant = out->ld_dequant; }
-    return fp4s_kernels_ref.quantize(s, ts, x + r * ld + c, h, s->block, ld, row0 + r, &o, st);
-}
-
 /* Max of each of 16 vectors (unsigned lanes), as one vector: lane i = max of
  * m[i]. A transpose-and-max tree (45 shuffles/maxes for 16 blocks instead
  * of a horizontal reduction per block); the inputs are taken in the order
@@ -212,28 +181,7 @@ static inline __attribute__((always_inline)) __m512i max16x16(const __m512i *m)
                             _mm512_castps_si512(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))));
 }
 
-/* Software prefetch of the bytes [p + PF_DIST, p + PF_DIST + n): the hardware
- * prefetcher alone leaves a single streaming core well below its read
- * bandwidth (measured on a quiet 16-core Xeon host: MXFP4 1.16 -> 0.82 ns/element,
- * NVFP4 1.27 -> 0.88 on one core, distance 2 KiB; 1-16 KiB all help). Integer
- * address arithmetic: the lines may lie past the end of the input, which a
- * prefetch never faults on. */
-#ifndef PF_DIST
-#define PF_DIST 2048
-#endif
-static inline __attribute__((always_inline)) void prefetch_ahead(const float *p, size_t n)
-{
-    uintptr_t a = (uintptr_t)p + PF_DIST;
-    for (size_t k = 0; k < n; k += 64) _mm_prefetch((const char *)(a + k), _MM_HINT_T0);
-}
-
 /* ---- MXFP4 ------------------------------------------------------------------ */
-
-/* The libm rules (log2f, rtn, ceil-log2f): the reference's own helper. */
-static inline int mx_code_libm(fp4s_mx_rule rule, float amax, bool *under)
-{
-    return fp4s_mx_k(rule, amax, under) + 127;
-}
 
 /* E8M0 codes of 16 block amax values (bits; finite non-zero lanes matter)
  * for FLOOR / CEIL / EVEN, exactly as fp4s_mx_k (codec.c) gives k = code - 127
@@ -413,62 +361,31 @@ static inline __m512 e4m3_decode16(__m512i code)
     return _mm512_mask_mov_ps(f, nan, _mm512_set1_ps(NAN));
 }
 
-/* Recipes as nv_scale() in quant_ref.c, 16 blocks at a time, same fp32
- * operations in the same order. */
-typedef struct nv_ctx {
-    fp4s_nv_recipe recipe;
-    __m512 mult;   /* te: S_enc * (1/6) */
-    __m512 pts;    /* torchao pts / modelopt scale_2 (= ts->s_dec) */
-    __m512 d6;     /* modelopt: 6 * scale_2 */
-    __m512 sdec;   /* te: S_dec */
-    bool div;      /* elements: x / fac (torchao, modelopt) or x * fac (te) */
-} nv_ctx;
-
-static int nv_init(nv_ctx *n, const fp4s_spec *s, const fp4s_tscale *ts)
-{
-    memset(n, 0, sizeof *n);
-    n->recipe = s->nv_recipe;
-    /* the ggml recipe has no tensor scale (ts may be NULL) */
-    if (s->nv_recipe == FP4S_NV_GGML) return 0;
-    if (s->nv_recipe != FP4S_NV_TE && s->nv_recipe != FP4S_NV_TORCHAO &&
-        s->nv_recipe != FP4S_NV_MODELOPT)
-        return FP4S_ENOTSUP;
-    if (!ts) return FP4S_EINVAL;
-    n->sdec = _mm512_set1_ps(ts->s_dec);
-    n->pts = _mm512_set1_ps(ts->s_dec);
-    n->div = s->nv_recipe != FP4S_NV_TE;
-    switch (s->nv_recipe) {
-    case FP4S_NV_TE: n->mult = _mm512_set1_ps(ts->s_enc * (1.0f / 6.0f)); return 0;
-    case FP4S_NV_TORCHAO: return 0;
-    case FP4S_NV_MODELOPT: n->d6 = _mm512_set1_ps(6.0f * ts->s_dec); return 0;
-    default: return FP4S_ENOTSUP;
-    }
-}
-
 /* min(hi, v) and max(lo, v) that keep a NaN v, as the C `if (v > hi) v = hi` */
 #define CLAMP_HI(v, hi) _mm512_min_ps(hi, v)
 #define CLAMP_LO(v, lo) _mm512_max_ps(lo, v)
 
-/* code: scale byte; sbv: its value; fac: element factor (te: multiply,
- * others: divide); dq: dequant factor after q (te: q * sbv * S_dec). */
-static inline void nv_scales16(const nv_ctx *n, __m512 am, __m512i *code, __m512 *sbv, __m512 *fac)
+/* Recipes as nv_scale() in quant_ref.c, 16 blocks at a time, same fp32
+ * operations in the same order. code: scale byte; sbv: its value; fac:
+ * element factor (te: multiply, others: divide). */
+static inline void nv_scales16(const nv_params *n, __m512 am, __m512i *code, __m512 *sbv, __m512 *fac)
 {
     const __m512 fmax = _mm512_set1_ps(FLT_MAX);
     switch (n->recipe) {
     case FP4S_NV_TE: {
-        __m512 sbf = CLAMP_HI(_mm512_mul_ps(am, n->mult), fmax);
+        __m512 sbf = CLAMP_HI(_mm512_mul_ps(am, _mm512_set1_ps(n->mult)), fmax);
         *code = e4m3_encode16(sbf);
         *sbv = e4m3_decode16(*code);
-        __m512 enc = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(*sbv, n->sdec));
+        __m512 enc = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(*sbv, _mm512_set1_ps(n->sdec)));
         *fac = CLAMP_HI(enc, fmax);
         break;
     }
     case FP4S_NV_TORCHAO: {
-        __m512 sc = _mm512_div_ps(_mm512_div_ps(am, _mm512_set1_ps(6.0f)), n->pts);
+        __m512 sc = _mm512_div_ps(_mm512_div_ps(am, _mm512_set1_ps(6.0f)), _mm512_set1_ps(n->pts));
         sc = CLAMP_HI(CLAMP_LO(sc, _mm512_set1_ps(0x1p-6f)), _mm512_set1_ps(448.0f));
         *code = e4m3_encode16(sc);
         *sbv = e4m3_decode16(*code);
-        *fac = _mm512_mul_ps(n->pts, *sbv);
+        *fac = _mm512_mul_ps(_mm512_set1_ps(n->pts), *sbv);
         break;
     }
     case FP4S_NV_GGML: {
@@ -489,7 +406,7 @@ static inline void nv_scales16(const nv_ctx *n, __m512 am, __m512i *code, __m512
         break;
     }
     default: { /* modelopt */
-        __m512 pbs = _mm512_div_ps(am, n->d6);
+        __m512 pbs = _mm512_div_ps(am, _mm512_set1_ps(n->d6));
         pbs = _mm512_mask_mov_ps(pbs, _mm512_cmpeq_ps_mask(pbs, _mm512_setzero_ps()), _mm512_set1_ps(1.0f));
         pbs = CLAMP_LO(pbs, _mm512_set1_ps(0x1p-9f));
         /* torch's float8_e4m3fn cast does not saturate: above 464 it rounds
@@ -497,7 +414,7 @@ static inline void nv_scales16(const nv_ctx *n, __m512 am, __m512i *code, __m512
         __mmask16 ok = _mm512_cmp_ps_mask(pbs, _mm512_set1_ps(464.0f), _CMP_LE_OQ);
         *code = _mm512_mask_mov_epi32(_mm512_set1_epi32(0x7f), ok, e4m3_encode16(pbs));
         *sbv = e4m3_decode16(*code);
-        *fac = _mm512_mul_ps(*sbv, n->pts);
+        *fac = _mm512_mul_ps(*sbv, _mm512_set1_ps(n->pts));
         break;
     }
     }
@@ -537,8 +454,8 @@ static inline __attribute__((always_inline)) int
 nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows, size_t cols,
    size_t ld, size_t row0, const fp4s_qout *out, fp4s_qstats *st, const bool S)
 {
-    nv_ctx n;
-    int rc = nv_init(&n, s, ts);
+    nv_params n;
+    int rc = nv_params_init(&n, s, ts);
     if (rc) return rc;
     enc_ctx c;
     enc_init(&c, s);
@@ -617,7 +534,7 @@ nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
                         q = e2m1_encode16(&c, v, &satc, &negzc, S);
                         __m512 qv = _mm512_permutexvar_ps(q, c.lut);
                         d = n.div ? _mm512_mul_ps(qv, vf)
-                                  : _mm512_mul_ps(_mm512_mul_ps(qv, _mm512_set1_ps(sbvv[i])), n.sdec);
+                                  : _mm512_mul_ps(_mm512_mul_ps(qv, _mm512_set1_ps(sbvv[i])), _mm512_set1_ps(n.sdec));
                     }
                     if (S) err_add(&ea, xv, d);
                     if (cr) _mm_storeu_si128((__m128i *)(cr + b * 16), _mm512_cvtepi32_epi8(q));
@@ -653,8 +570,8 @@ typedef struct e4_ctx { __m512i add, lsbm; fp4s_tie tie; } e4_ctx;
 static void e4_init(e4_ctx *e, fp4s_tie tie)
 {
     e->tie = tie;
-    e->add = _mm512_set1_epi32(tie == FP4S_TIE_AWAY ? 0x80000 : 0x7FFFF);
-    e->lsbm = _mm512_set1_epi32(tie == FP4S_TIE_EVEN ? 1 : 0);
+    e->add = _mm512_set1_epi32((int)e4m3_round_add(tie));
+    e->lsbm = _mm512_set1_epi32((int)round_lsb_mask(tie));
 }
 
 static inline __attribute__((always_inline)) __m512i
@@ -684,23 +601,6 @@ e4m3_encode_signed16(const e4_ctx *e, __m512 v, __m512i *satc, const bool cnt)
         *satc = _mm512_mask_add_epi32(*satc, _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x43e00000)),
                                       *satc, _mm512_set1_epi32(1));
     return code;
-}
-
-/* The reference for one piece (h rows x w columns at row r, column c; FP8
- * tile index t of the piece's first row band). */
-static int ref_fp8_piece(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t ld,
-                         size_t row0, size_t r, size_t c, size_t h, size_t w, size_t t,
-                         const fp4s_qout *out, fp4s_qstats *st)
-{
-    fp4s_qout o = {0};
-    if (out->codes) { o.codes = out->codes + r * out->ld_codes + c; o.ld_codes = out->ld_codes; }
-    if (out->dequant) { o.dequant = out->dequant + r * out->ld_dequant + c; o.ld_dequant = out->ld_dequant; }
-    if (out->scale_f32) {
-        o.ld_scale_f32 = out->ld_scale_f32;
-        o.scale_f32 = s->fp8_gran == FP4S_FP8_TENSOR ? out->scale_f32
-                    : out->scale_f32 + (s->fp8_gran == FP4S_FP8_1x128 ? r : r / 128) * out->ld_scale_f32 + t;
-    }
-    return fp4s_kernels_ref.quantize(s, ts, x + r * ld + c, h, w, ld, row0 + r, &o, st);
 }
 
 /* Quantize n (1..16) elements of one row with scale sc (x / sc). */
@@ -809,39 +709,7 @@ static int fp8_dequant(const fp4s_spec *s, const fp4s_tscale *ts, const uint8_t 
 
 /* ---- kernel entry points -------------------------------------------------------- */
 
-/* The two instances of each quantizer: with stats, and codes only. */
-#define QUANT_PAIR(name)                                                                   \
-    static int name##_st(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,       \
-                         size_t rows, size_t cols, size_t ld, size_t row0,                 \
-                         const fp4s_qout *out, fp4s_qstats *st)                            \
-    {                                                                                      \
-        return name(s, ts, x, rows, cols, ld, row0, out, st, true);                        \
-    }                                                                                      \
-    static int name##_co(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,       \
-                         size_t rows, size_t cols, size_t ld, size_t row0,                 \
-                         const fp4s_qout *out)                                             \
-    {                                                                                      \
-        return name(s, ts, x, rows, cols, ld, row0, out, NULL, false);                     \
-    }
-QUANT_PAIR(mx_quant)
-QUANT_PAIR(nv_quant)
-QUANT_PAIR(fp8_quant)
-
-static int k_quantize(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
-                      size_t rows, size_t cols, size_t ld, size_t row0,
-                      const fp4s_qout *out, fp4s_qstats *st)
-{
-    if (s->format == FP4S_MXFP4 && s->block == 32 && cols % 32 == 0)
-        return st ? mx_quant_st(s, ts, x, rows, cols, ld, row0, out, st)
-                  : mx_quant_co(s, ts, x, rows, cols, ld, row0, out);
-    if (s->format == FP4S_NVFP4 && s->block == 16 && cols % 16 == 0)
-        return st ? nv_quant_st(s, ts, x, rows, cols, ld, row0, out, st)
-                  : nv_quant_co(s, ts, x, rows, cols, ld, row0, out);
-    if (s->format == FP4S_FP8 && (s->fp8_gran == FP4S_FP8_TENSOR || cols % 128 == 0))
-        return st ? fp8_quant_st(s, ts, x, rows, cols, ld, row0, out, st)
-                  : fp8_quant_co(s, ts, x, rows, cols, ld, row0, out);
-    return FP4S_ENOTSUP;
-}
+QUANT_ENTRY
 
 static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
                         const uint8_t *codes, size_t ld_codes,
@@ -852,18 +720,16 @@ static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
 {
     const __m512 lut = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
                                       -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
-    const size_t bs = s->block;
-    if (s->format == FP4S_FP8 && (s->fp8_gran == FP4S_FP8_TENSOR || cols % 128 == 0))
+    const quant_body qb = quant_body_of(s, cols);
+    if (qb == QB_FP8)
         return fp8_dequant(s, ts, codes, ld_codes, scale_f32, ld_scale_f32, rows, cols, out, ld_out);
-    if (s->format == FP4S_MXFP4 && bs == 32 && cols % 32 == 0) {
+    if (qb == QB_MX) {
         for (size_t r = 0; r < rows; r++) {
             const uint8_t *cr = codes + r * ld_codes;
             const uint8_t *sr = scales + r * ld_scales;
             float *orow = out + r * ld_out;
             for (size_t b = 0; b < cols / 32; b++) {
-                uint8_t e = sr[b];
-                float sc = e == 0xff ? NAN : e == 0 ? u2f(0x00400000u) : u2f((uint32_t)e << 23);
-                __m512 vs = _mm512_set1_ps(sc);
+                __m512 vs = _mm512_set1_ps(e8m0_value(sr[b]));
                 __m512i q0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(cr + b * 32)));
                 __m512i q1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(cr + b * 32 + 16)));
                 _mm512_storeu_ps(orow + b * 32, _mm512_mul_ps(_mm512_permutexvar_ps(q0, lut), vs));
@@ -872,7 +738,7 @@ static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
         }
         return 0;
     }
-    if (s->format == FP4S_NVFP4 && bs == 16 && cols % 16 == 0 && s->nv_recipe == FP4S_NV_GGML) {
+    if (qb == QB_NV && s->nv_recipe == FP4S_NV_GGML) {
         /* fp4s_ue4m3_decode_ggml: bit 7 ignored, 0x00 and 0x7F decode to 0 */
         for (size_t r = 0; r < rows; r++) {
             const uint8_t *cr = codes + r * ld_codes;
@@ -900,8 +766,7 @@ static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
         }
         return 0;
     }
-    if (s->format == FP4S_NVFP4 && bs == 16 && cols % 16 == 0 &&
-        s->nv_recipe != FP4S_NV_GGML) {
+    if (qb == QB_NV) {
         const __m512 sdec = _mm512_set1_ps(ts->s_dec);
         const bool te = s->nv_recipe == FP4S_NV_TE;
         for (size_t r = 0; r < rows; r++) {

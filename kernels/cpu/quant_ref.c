@@ -58,7 +58,7 @@ static void acc_flush(acc *a, fp4s_qstats *st)
     if (!st) return;
     a->st.err2 = a->err2.s;
     a->st.x2 = a->x2.s;
-    fp4s_qstats_merge(st, &a->st);
+    fp4s_qstats_add(st, &a->st);
 }
 
 /* Block scan: abs max without NaN (amax, may be Inf), abs max of the finite

@@ -25,19 +25,7 @@ float fp4s_ref_scale_value(const fp4s_spec *s, uint8_t code); /* quant_ref.c */
 
 void fp4s_qstats_merge(fp4s_qstats *into, const fp4s_qstats *from)
 {
-    if (!into || !from) return;
-    into->elements += from->elements;
-    into->blocks += from->blocks;
-    into->saturated += from->saturated;
-    into->zero_blocks += from->zero_blocks;
-    into->nonfinite += from->nonfinite;
-    into->nan += from->nan;
-    into->inf += from->inf;
-    into->nonfinite_blocks += from->nonfinite_blocks;
-    into->neg_zero += from->neg_zero;
-    into->scale_underflow += from->scale_underflow;
-    into->err2 += from->err2;
-    into->x2 += from->x2;
+    if (into && from) fp4s_qstats_add(into, from);
 }
 
 /* ---- amax ------------------------------------------------------------------- */
