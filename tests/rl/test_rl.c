@@ -1,0 +1,347 @@
+/* Unit tests of the RL testbed (analysis/rl).
+ *
+ * Gradients: every backward pass of the model (embeddings, RMSNorm, the
+ * attention, every linear layer, the router with its top-k renormalised gates
+ * and load-balancing term, the SwiGLU experts, the LM head and log-softmax) is
+ * checked against central finite differences of the double instantiation of
+ * the same source (model_f64.c), for every parameter of a small model, with a
+ * tolerance (2e-6 relative, 2e-9 absolute) that a wrong term cannot meet: each tensor's
+ * gradient must also be far from zero so that a missing gradient fails. */
+#include <check.h>
+
+#include "rl_f64.h"
+#include "rl_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- a small model ------------------------------------------------------------------- */
+typedef struct tmodel {
+    rl_cfg cfg;
+    rl_layout lay;
+    double *P;
+    rl_batch b;
+    size_t off[8];
+    int32_t tok[64], tgt[64];
+    double c[64];
+} tmodel;
+
+static void tmodel_init(tmodel *t, int L, int E, int K, uint64_t seed)
+{
+    memset(t, 0, sizeof *t);
+    t->cfg = (rl_cfg){.V = 16, .T = 8, .C = 16, .L = L, .H = 2, .E = E, .K = K, .F = 8};
+    ck_assert_int_eq(rl_layout_init(&t->lay, &t->cfg), 0);
+    t->P = malloc(t->lay.total * sizeof *t->P);
+    for (size_t i = 0; i < t->lay.total; i++) {
+        double g = rl_gauss(seed, 1, 0, i);
+        t->P[i] = rl_param_is_gain(&t->lay, &t->cfg, i) ? 1.0 + 0.2 * g : 0.4 * g;
+    }
+    /* three sequences of lengths 5, 8, 3: the middle one is the longest allowed */
+    size_t lens[3] = {5, 8, 3}, m = 0;
+    t->off[0] = 0;
+    for (int s = 0; s < 3; s++) {
+        for (size_t p = 0; p < lens[s]; p++, m++) {
+            t->tok[m] = (int32_t)(rl_hash(seed, 2, (uint64_t)s, p) % 16);
+            t->tgt[m] = p + 1 < lens[s] && p >= 1 ? (int32_t)(rl_hash(seed, 3, (uint64_t)s, p) % 16) : -1;
+            t->c[m] = t->tgt[m] >= 0 ? 2.0 * rl_u01(rl_hash(seed, 4, (uint64_t)s, p)) - 1.0 : 0.0;
+        }
+        t->off[s + 1] = m;
+    }
+    t->b = (rl_batch){.nseq = 3, .M = m, .off = t->off, .tok = t->tok, .tgt = t->tgt};
+}
+
+static void tmodel_free(tmodel *t)
+{
+    free(t->P);
+    rl_layout_free(&t->lay);
+}
+
+/* L = sum c logp + aux_scale * aux; the routing of every layer in *route */
+static double loss64(tmodel *t, rl_acts_f64 *a, double aux_scale, int32_t *route)
+{
+    rl_ctx_f64 x = {.cfg = &t->cfg, .lay = &t->lay, .P = t->P};
+    double logp[64];
+    ck_assert_int_eq(rl_forward_f64(&x, &t->b, a, logp, NULL, NULL), 0);
+    double L = aux_scale * a->aux;
+    for (size_t m = 0; m < t->b.M; m++) L += t->c[m] * logp[m];
+    if (route) memcpy(route, a->topi, (size_t)t->cfg.L * t->b.M * (size_t)t->cfg.K * sizeof *route);
+    return L;
+}
+
+/* Which tensor of the layout a parameter index belongs to (for the messages). */
+static const char *tensor_of(const tmodel *t, size_t i, int *layer)
+{
+    const rl_layout *y = &t->lay;
+    *layer = -1;
+    if (i >= y->head) return "lm_head";
+    if (i >= y->lnf) return "lnf";
+    if (i < y->wpe) return "wte";
+    for (int l = t->cfg.L - 1; l >= 0; l--) {
+        if (i < y->l[l].ln1) continue;
+        *layer = l;
+        if (i >= y->l[l].w2) return "w2";
+        if (i >= y->l[l].w13) return "w13";
+        if (i >= y->l[l].router) return "router";
+        if (i >= y->l[l].ln2) return "ln2";
+        if (i >= y->l[l].o) return "o";
+        if (i >= y->l[l].qkv) return "qkv";
+        return "ln1";
+    }
+    return "wpe";
+}
+
+static void check_gradients(int L, int E, int K, double aux_scale, uint64_t seed)
+{
+    tmodel t;
+    tmodel_init(&t, L, E, K, seed);
+    rl_acts_f64 a = {0};
+    rl_ctx_f64 x = {.cfg = &t.cfg, .lay = &t.lay, .P = t.P};
+    int32_t route0[8 * 64 * 8], route1[8 * 64 * 8];
+    size_t nroute = (size_t)L * t.b.M * (size_t)K;
+    double L0 = loss64(&t, &a, aux_scale, route0);
+    ck_assert(isfinite(L0));
+    double *G = calloc(t.lay.total, sizeof *G);
+    ck_assert_int_eq(rl_backward_f64(&x, &t.b, &a, t.c, aux_scale, G), 0);
+
+    /* per tensor: the largest |g| and the worst error */
+    const char *names[] = {"wte", "wpe", "ln1", "qkv", "o", "ln2", "router", "w13", "w2", "lnf", "lm_head"};
+    enum { NT = 11 };
+    double gmax[RL_MAX_LAYERS + 1][NT], emax[RL_MAX_LAYERS + 1][NT];
+    memset(gmax, 0, sizeof gmax);
+    memset(emax, 0, sizeof emax);
+    size_t skipped = 0, checked = 0;
+    const double h = 1e-5; /* worst error seen 4e-7: truncation and rounding balance here */
+    for (size_t i = 0; i < t.lay.total; i++) {
+        double p = t.P[i];
+        t.P[i] = p + h;
+        double Lp = loss64(&t, &a, aux_scale, route1);
+        bool same = memcmp(route0, route1, nroute * sizeof *route0) == 0;
+        t.P[i] = p - h;
+        double Lm = loss64(&t, &a, aux_scale, route1);
+        same = same && memcmp(route0, route1, nroute * sizeof *route0) == 0;
+        t.P[i] = p;
+        if (!same) { /* the top-k choice changed inside the step: not differentiable there */
+            skipped++;
+            continue;
+        }
+        double fd = (Lp - Lm) / (2 * h), err = fabs(fd - G[i]) / fmax(1e-3, fabs(fd));
+        int layer;
+        const char *tn = tensor_of(&t, i, &layer);
+        int ti = 0;
+        while (strcmp(names[ti], tn)) ti++;
+        int li = layer + 1;
+        gmax[li][ti] = fmax(gmax[li][ti], fabs(G[i]));
+        emax[li][ti] = fmax(emax[li][ti], err);
+        ck_assert_msg(err < 2e-6, "L=%d E=%d K=%d: %s (layer %d) parameter %zu: backward %.12g, "
+                      "finite difference %.12g (relative error %.3g)", L, E, K, tn, layer, i, G[i], fd, err);
+        checked++;
+    }
+    ck_assert_msg(skipped * 100 < checked, "%zu of %zu parameters changed the routing", skipped, checked);
+    /* every tensor of every layer carries a gradient (a missing term would be 0) */
+    for (int ti = 0; ti < NT; ti++)
+        for (int li = 0; li <= L; li++) {
+            bool global = ti < 2 || ti >= 9;
+            if ((li == 0) != global || (ti == 6 && E == 1)) continue; /* one expert: gate = 1 */
+            ck_assert_msg(gmax[li][ti] > 1e-4, "%s (layer %d): gradient is %g everywhere", names[ti], li - 1,
+                          gmax[li][ti]);
+        }
+    free(G);
+    rl_acts_free_f64(&a);
+    tmodel_free(&t);
+}
+
+START_TEST(grad_fd_dense_like)
+{
+    check_gradients(1, 1, 1, 0.0, 11); /* one expert, top-1: a dense SwiGLU layer */
+}
+END_TEST
+
+START_TEST(grad_fd_moe_top2)
+{
+    check_gradients(2, 4, 2, 0.0, 12);
+}
+END_TEST
+
+START_TEST(grad_fd_moe_aux)
+{
+    check_gradients(2, 4, 2, 0.7, 13); /* with the load-balancing term */
+}
+END_TEST
+
+START_TEST(grad_fd_moe_top3_of_5)
+{
+    check_gradients(1, 5, 3, 0.3, 14);
+}
+END_TEST
+
+/* The float instantiation computes what the double one does (same source):
+ * log-probs within float rounding, gradients within 1e-3 of their norm. */
+START_TEST(float_matches_double)
+{
+    tmodel t;
+    tmodel_init(&t, 2, 4, 2, 21);
+    float *Pf = malloc(t.lay.total * sizeof *Pf);
+    for (size_t i = 0; i < t.lay.total; i++) Pf[i] = (float)t.P[i];
+    for (size_t i = 0; i < t.lay.total; i++) t.P[i] = (double)Pf[i];
+    rl_acts_f64 ad = {0};
+    rl_acts af = {0};
+    double lpd[64];
+    float lpf[64], cf[64];
+    for (size_t m = 0; m < t.b.M; m++) cf[m] = (float)t.c[m];
+    rl_ctx_f64 xd = {.cfg = &t.cfg, .lay = &t.lay, .P = t.P};
+    rl_scratch ws = {0};
+    rl_ctx xf = {.cfg = &t.cfg, .lay = &t.lay, .P = Pf, .ws = &ws};
+    ck_assert_int_eq(rl_forward_f64(&xd, &t.b, &ad, lpd, NULL, NULL), 0);
+    ck_assert_int_eq(rl_forward(&xf, &t.b, &af, lpf, NULL, NULL), 0);
+    for (size_t m = 0; m < t.b.M; m++)
+        ck_assert_msg(fabs(lpd[m] - lpf[m]) < 1e-4 * (1 + fabs(lpd[m])), "row %zu: %g vs %g", m, lpd[m], lpf[m]);
+    double *Gd = calloc(t.lay.total, sizeof *Gd);
+    float *Gf = calloc(t.lay.total, sizeof *Gf);
+    ck_assert_int_eq(rl_backward_f64(&xd, &t.b, &ad, t.c, 0.5, Gd), 0);
+    ck_assert_int_eq(rl_backward(&xf, &t.b, &af, cf, 0.5, Gf), 0);
+    double n2 = 0, e2 = 0;
+    for (size_t i = 0; i < t.lay.total; i++) {
+        n2 += Gd[i] * Gd[i];
+        e2 += (Gd[i] - Gf[i]) * (Gd[i] - Gf[i]);
+    }
+    ck_assert_msg(sqrt(e2) < 1e-4 * sqrt(n2), "float gradient differs by %g of its norm", sqrt(e2 / n2));
+    /* the fp32 numerics of rl_lin give the same bits as the plain path */
+    rl_num num = {.fp32 = true};
+    rl_lin lin;
+    ck_assert_int_eq(rl_lin_init(&lin, &t.cfg, &t.lay, &num), 0);
+    ck_assert_int_eq(rl_lin_sync(&lin, Pf, NULL), 0);
+    rl_ctx xl = xf;
+    xl.lin = &lin;
+    float lpl[64];
+    float *Gl = calloc(t.lay.total, sizeof *Gl);
+    ck_assert_int_eq(rl_forward(&xl, &t.b, &af, lpl, NULL, NULL), 0);
+    ck_assert_int_eq(rl_backward(&xl, &t.b, &af, cf, 0.5, Gl), 0);
+    ck_assert(memcmp(lpl, lpf, t.b.M * sizeof *lpf) == 0);
+    ck_assert(memcmp(Gl, Gf, t.lay.total * sizeof *Gf) == 0);
+    rl_lin_free(&lin);
+    free(Gd);
+    free(Gf);
+    free(Gl);
+    free(Pf);
+    rl_scratch_free(&ws);
+    rl_acts_free(&af);
+    rl_acts_free_f64(&ad);
+    tmodel_free(&t);
+}
+END_TEST
+
+/* Straight-through estimator of the asymmetric QAT trainer (wfq): its forward
+ * and its gradient at W are, bit for bit, those of a trainer whose weights are
+ * Qw(W) itself: the gradient with respect to the quantized weight is passed to
+ * the master weight unchanged. */
+START_TEST(wfq_is_straight_through)
+{
+    tmodel t;
+    tmodel_init(&t, 2, 4, 2, 31);
+    t.cfg.C = 32; /* a block multiple for MXFP4 and NVFP4 */
+    rl_layout_free(&t.lay);
+    ck_assert_int_eq(rl_layout_init(&t.lay, &t.cfg), 0);
+    float *P = malloc(t.lay.total * sizeof *P), cf[64];
+    for (size_t i = 0; i < t.lay.total; i++)
+        P[i] = (float)(rl_param_is_gain(&t.lay, &t.cfg, i) ? 1.0 : 0.3 * rl_gauss(31, 9, 0, i));
+    for (size_t m = 0; m < t.b.M; m++) cf[m] = (float)t.c[m];
+    const char *fmts[2] = {"nvfp4", "mxfp4"};
+    for (int f = 0; f < 2; f++) {
+        rl_num wfq = {.act = RL_OP_BF16, .weight = RL_OP_QUANT, .quant_sites = FP4S_RL_SITE_ALL};
+        fp4s_format fmt;
+        ck_assert_int_eq(fp4s_format_parse(fmts[f], &fmt), 0);
+        ck_assert_int_eq(fp4s_spec_profile(&wfq.spec_w, fmt, f == 0 ? "te-2d" : "ocp"), 0);
+        rl_num ref = {.act = RL_OP_BF16, .weight = RL_OP_FP32, .quant_sites = FP4S_RL_SITE_ALL};
+        rl_lin lq, lr;
+        ck_assert_int_eq(rl_lin_init(&lq, &t.cfg, &t.lay, &wfq), 0);
+        ck_assert_int_eq(rl_lin_init(&lr, &t.cfg, &t.lay, &ref), 0);
+        ck_assert_int_eq(rl_lin_sync(&lq, P, NULL), 0);
+        float *Pq = malloc(t.lay.total * sizeof *Pq);
+        memcpy(Pq, P, t.lay.total * sizeof *Pq);
+        size_t changed = 0;
+        for (int s = 0; s < t.lay.nsites; s++) {
+            const rl_site *st = &t.lay.sites[s];
+            for (size_t j = 0; j < st->N * st->K; j++) changed += Pq[st->off + j] != lq.weff[st->off + j];
+            memcpy(Pq + st->off, lq.weff + st->off, st->N * st->K * sizeof *Pq);
+        }
+        ck_assert_msg(changed > t.lay.total / 4, "%s: quantization changed only %zu weights", fmts[f], changed);
+        ck_assert_int_eq(rl_lin_sync(&lr, Pq, NULL), 0);
+        rl_scratch ws = {0};
+        rl_acts a1 = {0}, a2 = {0};
+        rl_ctx x1 = {.cfg = &t.cfg, .lay = &t.lay, .P = P, .lin = &lq, .ws = &ws};
+        rl_ctx x2 = {.cfg = &t.cfg, .lay = &t.lay, .P = Pq, .lin = &lr, .ws = &ws};
+        float lp1[64], lp2[64];
+        float *G1 = calloc(t.lay.total, sizeof *G1), *G2 = calloc(t.lay.total, sizeof *G2);
+        ck_assert_int_eq(rl_forward(&x1, &t.b, &a1, lp1, NULL, NULL), 0);
+        ck_assert_int_eq(rl_forward(&x2, &t.b, &a2, lp2, NULL, NULL), 0);
+        ck_assert(memcmp(lp1, lp2, t.b.M * sizeof *lp1) == 0);
+        ck_assert_int_eq(rl_backward(&x1, &t.b, &a1, cf, 0.5, G1), 0);
+        ck_assert_int_eq(rl_backward(&x2, &t.b, &a2, cf, 0.5, G2), 0);
+        ck_assert_msg(memcmp(G1, G2, t.lay.total * sizeof *G1) == 0, "%s: STE gradient differs", fmts[f]);
+        free(G1);
+        free(G2);
+        free(Pq);
+        rl_acts_free(&a1);
+        rl_acts_free(&a2);
+        rl_scratch_free(&ws);
+        rl_lin_free(&lq);
+        rl_lin_free(&lr);
+    }
+    free(P);
+    tmodel_free(&t);
+}
+END_TEST
+
+/* rl_fakequant pads columns to the block and equals fp4s_quantize's dequant on
+ * the padded rows; a width that is a block multiple needs no padding. */
+START_TEST(fakequant_pads_columns)
+{
+    fp4s_spec s;
+    ck_assert_int_eq(fp4s_spec_profile(&s, FP4S_FP8, "fp8-1x128"), 0);
+    size_t M = 5, K = 64, Kp = 128;
+    float x[5 * 64], y[5 * 64], pad[5 * 128], ref[5 * 128];
+    for (size_t i = 0; i < M * K; i++) x[i] = (float)rl_gauss(5, 5, 5, i);
+    memset(pad, 0, sizeof pad);
+    for (size_t m = 0; m < M; m++) memcpy(pad + m * Kp, x + m * K, K * sizeof *x);
+    rl_scratch ws = {0};
+    ck_assert_int_eq(rl_fakequant(&s, x, M, K, K, y, K, &ws), 0);
+    fp4s_tscale ts;
+    ck_assert_int_eq(fp4s_tscale_init(&s, fp4s_amax(pad, M, Kp, Kp, NULL), &ts), 0);
+    fp4s_qout q = {.dequant = ref, .ld_dequant = Kp};
+    ck_assert_int_eq(fp4s_quantize(&s, &ts, pad, M, Kp, Kp, 0, &q, NULL), 0);
+    for (size_t m = 0; m < M; m++)
+        ck_assert(memcmp(y + m * K, ref + m * Kp, K * sizeof *y) == 0);
+    size_t diff = 0;
+    for (size_t i = 0; i < M * K; i++) diff += x[i] != y[i];
+    ck_assert(diff > M * K / 2);
+    rl_scratch_free(&ws);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("rl");
+    TCase *g = tcase_create("gradients");
+    tcase_set_timeout(g, 300);
+    tcase_add_test(g, grad_fd_dense_like);
+    tcase_add_test(g, grad_fd_moe_top2);
+    tcase_add_test(g, grad_fd_moe_aux);
+    tcase_add_test(g, grad_fd_moe_top3_of_5);
+    tcase_add_test(g, float_matches_double);
+    tcase_add_test(g, wfq_is_straight_through);
+    tcase_add_test(g, fakequant_pads_columns);
+    suite_add_tcase(s, g);
+    return s;
+}
+
+int main(void)
+{
+    rl_blas_single_thread();
+    SRunner *r = srunner_create(suite());
+    srunner_run_all(r, CK_NORMAL);
+    int nf = srunner_ntests_failed(r);
+    srunner_free(r);
+    return nf ? 1 : 0;
+}
