@@ -8,6 +8,8 @@
  * references; each flush is a two-phase commit (commit() below). */
 #include "h5util.h"
 
+#include "io/h5_internal.h"
+
 #include <fp4scope/version.h>
 
 #include <ctype.h>
@@ -40,6 +42,7 @@ typedef struct pend {
 
 struct fp4s_capture {
     hid_t file;
+    fp4s_wlock lock;  /* the writer lock, held from before create/open until close */
     char *path;
     fp4s_capture_opts opts;
     dslot *slots;
@@ -163,6 +166,10 @@ static hid_t writer_fapl(void)
         H5Pset_mdc_config(fapl, &mdc);
     }
     H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
+    /* The writer holds its own lock (the same flock HDF5 would take, but taken
+     * before the file is created or truncated); HDF5's second flock on its own
+     * descriptor would conflict with it. */
+    H5Pset_file_locking(fapl, 0, 1);
     return fapl;
 }
 
@@ -195,6 +202,20 @@ static int sync_file(fp4s_capture *c)
     return 0;
 }
 
+/* HDF5 opened the path itself: make sure it is the file the lock holds (only a
+ * rename by hand, outside the protocol, can slip in between). */
+static int check_locked(fp4s_capture *c)
+{
+    void *handle = NULL;
+    if (H5Fget_vfd_handle(c->file, H5P_DEFAULT, &handle) < 0 || !handle)
+        return fp4s_error_set(FP4S_EINTERNAL, "%s: cannot get the file descriptor: %s", c->path,
+                              cap_h5_msg());
+    if (!fp4s_wlock_is(&c->lock, *(int *)handle))
+        return fp4s_error_set(FP4S_EBUSY, "%s: replaced by another process while it was being "
+                              "opened", c->path);
+    return 0;
+}
+
 static fp4s_capture *cap_alloc(const char *path, const fp4s_capture_opts *o)
 {
     fp4s_capture *c = calloc(1, sizeof *c);
@@ -210,12 +231,14 @@ static fp4s_capture *cap_alloc(const char *path, const fp4s_capture_opts *o)
         fp4s_capture_opts_defaults(&c->opts);
     c->opts.producer = NULL; /* not kept: only used at create */
     c->file = -1;
+    c->lock.fd = -1;
     return c;
 }
 
 static void cap_free(fp4s_capture *c)
 {
     if (!c) return;
+    fp4s_wlock_release(&c->lock);
     free(c->slots);
     free(c->pend);
     free(c->path);
@@ -238,12 +261,17 @@ int fp4s_capture_create(const char *path, const fp4s_capture_opts *o, fp4s_captu
     if (!path || !path[0]) return fp4s_error_set(FP4S_EINVAL, "capture: empty output path");
     int rc = check_opts(path, o);
     if (rc) return rc;
-    struct stat stb;
     bool overwrite = o ? o->overwrite : false;
-    if (!overwrite && stat(path, &stb) == 0)
-        return fp4s_error_set(FP4S_EWRITE, "%s: already exists (append with -a, or overwrite)", path);
     fp4s_capture *c = cap_alloc(path, o);
     if (!c) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
+    /* Lock first, then create: a refused writer changes nothing. */
+    rc = fp4s_wlock_take(path, overwrite ? FP4S_WLOCK_CREATE : FP4S_WLOCK_NEW, &c->lock);
+    if (rc) {
+        if (rc == FP4S_EWRITE && !overwrite && strstr(fp4s_last_error(), "already exists"))
+            rc = fp4s_error_set(FP4S_EWRITE, "%s: already exists (append with -a, or overwrite)", path);
+        cap_free(c);
+        return rc;
+    }
     cap_quiet q;
     cap_quiet_begin(&q);
     hid_t fapl = writer_fapl();
@@ -262,11 +290,11 @@ int fp4s_capture_create(const char *path, const fp4s_capture_opts *o, fp4s_captu
     H5Pclose(fcpl);
     H5Pclose(fapl);
     if (c->file < 0) {
-        rc = fp4s_error_set(strstr(m, "unable to lock") ? FP4S_EOPEN : FP4S_EWRITE,
-                            "%s: cannot create: %s%s", path, m[0] ? m : strerror(errno),
-                            strstr(m, "unable to lock") ? " (another writer has it open)" : "");
+        rc = fp4s_error_set(FP4S_EWRITE, "%s: cannot create: %s", path, m[0] ? m : strerror(errno));
         goto fail;
     }
+    rc = check_locked(c);
+    if (rc) goto fail;
     char when[32];
     iso_now(when, sizeof when);
     char prod[128];
@@ -284,6 +312,7 @@ int fp4s_capture_create(const char *path, const fp4s_capture_opts *o, fp4s_captu
     return 0;
 fail:
     if (c->file >= 0) H5Fclose(c->file);
+    fp4s_wlock_drop_created(&c->lock, path);
     cap_quiet_end(&q);
     cap_free(c);
     return rc;
@@ -297,16 +326,20 @@ int fp4s_capture_open_append(const char *path, const fp4s_capture_opts *o, fp4s_
     struct stat stb;
     if (stat(path, &stb) != 0)
         return fp4s_error_set(FP4S_EOPEN, "%s: cannot open for append: %s", path, strerror(errno));
+    fp4s_capture *c = cap_alloc(path, o);
+    if (!c) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
+    /* Lock first: a file another writer is creating is not judged half-made. */
+    rc = fp4s_wlock_take(path, FP4S_WLOCK_EXISTING, &c->lock);
+    if (rc) {
+        cap_free(c);
+        return rc;
+    }
     cap_quiet q;
     cap_quiet_begin(&q);
     if (H5Fis_hdf5(path) <= 0) {
         cap_quiet_end(&q);
+        cap_free(c);
         return fp4s_error_set(FP4S_EFORMAT, "%s: not an HDF5 file (no superblock)", path);
-    }
-    fp4s_capture *c = cap_alloc(path, o);
-    if (!c) {
-        cap_quiet_end(&q);
-        return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
     }
     hid_t fapl = writer_fapl();
     c->file = H5Fopen(path, H5F_ACC_RDWR, fapl);
@@ -314,15 +347,12 @@ int fp4s_capture_open_append(const char *path, const fp4s_capture_opts *o, fp4s_
     snprintf(m, sizeof m, "%s", c->file < 0 ? cap_h5_msg() : "");
     H5Pclose(fapl);
     if (c->file < 0) {
-        if (strstr(m, "unable to lock"))
-            rc = fp4s_error_set(FP4S_EOPEN, "%s: locked by another writer (one writer per file): %s",
-                                path, m);
-        else
-            rc = fp4s_error_set(FP4S_EFORMAT, "%s: cannot open for append (damaged, truncated or "
-                                "read-only): %s", path, m);
+        rc = fp4s_error_set(FP4S_EFORMAT, "%s: cannot open for append (damaged, truncated or "
+                            "read-only): %s", path, m);
         goto fail;
     }
-    rc = cap_check_schema(c->file, path, NULL);
+    rc = check_locked(c);
+    if (!rc) rc = cap_check_schema(c->file, path, NULL);
     if (rc) goto fail;
     /* Files not made by this writer may reuse space; appending to them keeps
      * their strategy, and the crash guarantee is only as good as theirs. */
@@ -422,7 +452,7 @@ int fp4s_capture_close(fp4s_capture **pc)
     if (H5Fclose(c->file) < 0 && !rc)
         rc = fp4s_error_set(FP4S_EWRITE, "%s: close failed: %s", c->path, cap_h5_msg());
     cap_quiet_end(&q);
-    cap_free(c);
+    cap_free(c); /* releases the lock, after HDF5 has closed the file */
     return rc;
 }
 

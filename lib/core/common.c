@@ -34,6 +34,7 @@ const char *fp4s_strerror(int code)
     case FP4S_ECHECK:    return "check failed";
     case FP4S_EDUP:      return "conflicting duplicate";
     case FP4S_EINTERNAL: return "internal error";
+    case FP4S_EBUSY:     return "file held by another writer";
     default:             return "unknown error";
     }
 }
@@ -81,7 +82,8 @@ int fp4s_exit_status(int code)
     case FP4S_ECHECK:    return FP4S_EXIT_CHECK;
     case FP4S_EINVAL:
     case FP4S_ENOTSUP:   return FP4S_EXIT_USAGE;
-    case FP4S_EWRITE:    return FP4S_EXIT_OUTPUT;
+    case FP4S_EWRITE:
+    case FP4S_EBUSY:     return FP4S_EXIT_OUTPUT;
     case FP4S_ENOMEM:
     case FP4S_EINTERNAL: return FP4S_EXIT_INTERNAL;
     default:             return FP4S_EXIT_INPUT;

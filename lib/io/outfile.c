@@ -139,25 +139,6 @@ int fp4s_outfile_begin(const char *path, fp4s_outfile **out)
 
 const char *fp4s_outfile_tmppath(const fp4s_outfile *o) { return o ? o->tmp : NULL; }
 
-static void fsync_dir_of(const char *path)
-{
-    char *d = strdup(path);
-    if (!d) return;
-    char *slash = strrchr(d, '/');
-    const char *dir = ".";
-    if (slash == d) dir = "/";
-    else if (slash) {
-        *slash = '\0';
-        dir = d;
-    }
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-    free(d);
-}
-
 int fp4s_outfile_commit(fp4s_outfile **op)
 {
     if (!op || !*op) return fp4s_error_set(FP4S_EINVAL, "fp4s_outfile_commit: NULL outfile");
@@ -169,23 +150,13 @@ int fp4s_outfile_commit(fp4s_outfile **op)
         *op = NULL;
         return 0;
     }
-    int fd = open(o->tmp, O_RDONLY | O_CLOEXEC);
-    int rc = 0;
-    if (fd < 0) {
-        rc = fp4s_error_set(FP4S_EWRITE, "%s: temporary %s vanished: %s", o->path, o->tmp, strerror(errno));
-    } else {
-        if (fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
-            rc = fp4s_error_set(FP4S_EWRITE, "%s: fsync failed: %s", o->path, strerror(errno));
-        close(fd);
-    }
-    if (!rc && rename(o->tmp, o->target) != 0)
-        rc = fp4s_error_set(FP4S_EWRITE, "%s: cannot rename the temporary into place: %s", o->path, strerror(errno));
+    /* fsync, then rename unless a live writer holds the file it replaces */
+    int rc = fp4s_file_commit(o->tmp, o->target, true);
     if (rc) {
         fp4s_outfile_abort(op);
         return rc;
     }
     live_del(o->tmp);
-    fsync_dir_of(o->target);
     free(o->tmp);
     free(o->target);
     free(o->path);

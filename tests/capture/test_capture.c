@@ -423,7 +423,7 @@ START_TEST(append_keeps_old_steps_and_locks_second_writer)
         if (read(go[0], &b, 1) != 1) _exit(2);
         fp4s_capture *c2;
         int rc = fp4s_capture_open_append(tmp("a.h5"), NULL, &c2);
-        _exit(rc == FP4S_EOPEN && strstr(fp4s_last_error(), "another writer") ? 0 : 1);
+        _exit(rc == FP4S_EBUSY && strstr(fp4s_last_error(), "another writer") ? 0 : 1);
     }
     ck_assert_int_eq(fp4s_capture_open_append(tmp("a.h5"), NULL, &c), 0);
     ck_assert_int_eq(write(go[1], "x", 1), 1);
@@ -443,6 +443,68 @@ START_TEST(append_keeps_old_steps_and_locks_second_writer)
     ck_assert_uint_eq(n, 3);
     free(e);
     ck_assert_int_eq(fp4s_capture_open_append(tmp("missing.h5"), NULL, &c), FP4S_EOPEN);
+}
+END_TEST
+
+/* Bytes of a whole file (the caller frees), for before/after comparisons. */
+static unsigned char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)len + 1);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(fread(b, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return b;
+}
+
+/* A second writer refused while the first holds the file changes nothing:
+ * not with overwrite (it used to truncate the file to 0 bytes before HDF5
+ * checked the lock), not for append, not without overwrite. */
+START_TEST(refused_writer_changes_nothing)
+{
+    const char *p = tmp("held.h5");
+    fp4s_capture *c = new_cap(p);
+    float x[4] = {1, 2, 3, 4};
+    ck_assert_int_eq(fp4s_capture_put(c, 0, "s", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_flush(c), 0);
+    size_t n0;
+    unsigned char *b0 = slurp(p, &n0);
+    ck_assert_uint_gt(n0, 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        fp4s_capture *c2 = NULL;
+        fp4s_capture_opts o;
+        fp4s_capture_opts_defaults(&o);
+        o.overwrite = true;
+        int r1 = fp4s_capture_create(p, &o, &c2);
+        int ok1 = r1 == FP4S_EBUSY && strstr(fp4s_last_error(), "another writer") && !c2;
+        int r2 = fp4s_capture_open_append(p, NULL, &c2);
+        int ok2 = r2 == FP4S_EBUSY && !c2;
+        o.overwrite = false;
+        int r3 = fp4s_capture_create(p, &o, &c2);
+        int ok3 = r3 == FP4S_EWRITE && strstr(fp4s_last_error(), "already exists");
+        _exit(ok1 && ok2 && ok3 ? 0 : 1);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "a second writer was not refused as expected");
+    size_t n1;
+    unsigned char *b1 = slurp(p, &n1);
+    ck_assert_msg(n1 == n0 && memcmp(b0, b1, n0) == 0, "the refused writer changed the file (%zu -> %zu bytes)",
+                  n0, n1);
+    free(b0);
+    free(b1);
+    ck_assert_int_eq(fp4s_capture_put(c, 1, "s", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    fp4s_capture_info in;
+    ck_assert_int_eq(fp4s_capture_info_read(p, &in), 0);
+    ck_assert_uint_eq(in.nsteps, 2);
+    ck_assert(!in.interrupted);
 }
 END_TEST
 
@@ -660,7 +722,8 @@ int main(void)
         T(logprobs_round_trip_and_field_consistency), T(const_weights_and_site_attributes),
         T(list_sorts_steps_sites_naturally), T(site_match_globs_across_dots),
         T(pair_missing_step_site_side_and_shape_mismatch),
-        T(append_keeps_old_steps_and_locks_second_writer), T(unclosed_writer_is_reported_interrupted),
+        T(append_keeps_old_steps_and_locks_second_writer), T(refused_writer_changes_nothing),
+        T(unclosed_writer_is_reported_interrupted),
         T(merge_joins_and_accepts_identical_duplicates),
         T(merge_refuses_conflicting_duplicates_naming_both), T(synth_is_reproducible_and_labelled),
         T(synth_mismatch_grows_after_onset),

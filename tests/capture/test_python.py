@@ -87,6 +87,28 @@ def test_interrupted():
     assert j["interrupted"] and j["steps"] == [0], j
 
 
+def test_refused_overwrite_keeps_the_file():
+    """Capture(path, overwrite=True) on a file another process is writing is
+    refused and leaves it byte for byte (it used to truncate it first)."""
+    p = os.path.join(T, "held.h5")
+    c = Capture(p)
+    c.put(0, "s", "trainer", np.ones((2, 4), np.float32))
+    c.flush()
+    before = open(p, "rb").read()
+    code = ("import fp4scope\n"
+            "try:\n"
+            "    fp4scope.Capture(%r, overwrite=True)\n"
+            "except fp4scope.FP4SError as e:\n"
+            "    assert e.code == -16 and 'another writer' in str(e), str(e)\n"
+            "else:\n"
+            "    raise SystemExit('a second writer was not refused')\n" % p)
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert open(p, "rb").read() == before, "the refused writer changed the file"
+    c.put(1, "s", "trainer", np.ones((2, 4), np.float32))
+    c.close()
+    assert ls_json(p)["steps"] == [0, 1]
+
+
 def test_fake_quant():
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((8, 64)) * np.exp(rng.standard_normal(64))).astype(np.float32)
@@ -170,6 +192,7 @@ def test_torch():
 if __name__ == "__main__":
     test_numpy()
     test_interrupted()
+    test_refused_overwrite_keeps_the_file()
     test_fake_quant()
     if "--torch" in sys.argv:
         test_torch()

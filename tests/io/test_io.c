@@ -9,10 +9,12 @@
 #include <hdf5.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -667,6 +669,66 @@ START_TEST(outfile_commit_and_abort)
 }
 END_TEST
 
+/* ---- the writer lock: asking and replacing ------------------------------------------------ */
+static void write_text(const char *path, const char *s) { write_bytes(path, s, strlen(s), NULL, 0); }
+
+static bool file_is(const char *path, const char *want)
+{
+    char got[64] = "";
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    size_t n = fread(got, 1, sizeof got - 1, f);
+    fclose(f);
+    got[n] = '\0';
+    return strcmp(got, want) == 0;
+}
+
+START_TEST(file_lock_held_and_commit)
+{
+    /* absent, or nobody holding it: free */
+    ck_assert_int_eq(fp4s_file_held(tp("none.h5")), 0);
+    write_text(tp("cap.h5"), "writer's data");
+    ck_assert_int_eq(fp4s_file_held(tp("cap.h5")), 0);
+    /* a writer holds the lock (flock LOCK_EX, as the capture writer and HDF5
+     * writers do; another open file description conflicts even in one process) */
+    int w = open(tp("cap.h5"), O_RDWR);
+    ck_assert_int_ge(w, 0);
+    ck_assert_int_eq(flock(w, LOCK_EX | LOCK_NB), 0);
+    ck_assert_int_eq(fp4s_file_held(tp("cap.h5")), FP4S_EBUSY);
+    ASSERT_DETAIL("held by a live writer");
+    write_text(tp("new.tmp"), "replacement");
+    ck_assert_int_eq(fp4s_file_commit(tp("new.tmp"), tp("cap.h5"), true), FP4S_EBUSY);
+    ASSERT_DETAIL("not replaced");
+    ck_assert(file_is(tp("cap.h5"), "writer's data"));
+    ck_assert(file_is(tp("new.tmp"), "replacement")); /* left for the caller to remove */
+    ck_assert_int_eq(fp4s_exit_status(FP4S_EBUSY), FP4S_EXIT_OUTPUT);
+    /* readers (LOCK_SH) block neither the question nor the replacement */
+    ck_assert_int_eq(flock(w, LOCK_SH | LOCK_NB), 0);
+    ck_assert_int_eq(fp4s_file_held(tp("cap.h5")), 0);
+    ck_assert_int_eq(fp4s_file_commit(tp("new.tmp"), tp("cap.h5"), true), 0);
+    ck_assert(file_is(tp("cap.h5"), "replacement"));
+    ck_assert_int_eq(access(tp("new.tmp"), F_OK), -1);
+    close(w);
+    /* !replace: refuses an existing file, takes a free name */
+    write_text(tp("b.tmp"), "second");
+    ck_assert_int_eq(fp4s_file_commit(tp("b.tmp"), tp("cap.h5"), false), FP4S_EWRITE);
+    ASSERT_DETAIL("already exists");
+    ck_assert(file_is(tp("cap.h5"), "replacement"));
+    ck_assert_int_eq(fp4s_file_commit(tp("b.tmp"), tp("fresh.h5"), false), 0);
+    ck_assert(file_is(tp("fresh.h5"), "second"));
+    ck_assert_int_eq(access(tp("b.tmp"), F_OK), -1);
+    /* HDF5_USE_FILE_LOCKING=FALSE turns the protocol off, as it does HDF5's */
+    w = open(tp("cap.h5"), O_RDWR);
+    ck_assert_int_eq(flock(w, LOCK_EX | LOCK_NB), 0);
+    setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
+    ck_assert_int_eq(fp4s_file_held(tp("cap.h5")), 0);
+    unsetenv("HDF5_USE_FILE_LOCKING");
+    ck_assert_int_eq(fp4s_file_held(tp("cap.h5")), FP4S_EBUSY);
+    close(w);
+    ck_assert_int_eq(fp4s_file_commit(tp("missing.tmp"), tp("x.h5"), true), FP4S_EWRITE);
+}
+END_TEST
+
 /* ---- npy writer -------------------------------------------------------------------------- */
 START_TEST(npy_writer_round_trip)
 {
@@ -893,6 +955,7 @@ static Suite *io_suite(void)
         {"spec_path_with_colon", spec_path_with_colon},
 #endif
         {"outfile_commit_and_abort", outfile_commit_and_abort},
+        {"file_lock_held_and_commit", file_lock_held_and_commit},
         {"npy_writer_round_trip", npy_writer_round_trip},
         {"npy_writer_incomplete_is_discarded", npy_writer_incomplete_is_discarded},
         {"h5_write_f32_and_attrs", h5_write_f32_and_attrs},

@@ -22,8 +22,11 @@
  * Thread-safety and ownership: a fp4s_capture handle belongs to one thread at
  * a time (HDF5 serial builds are not thread-safe: do not call any fp4s
  * function that opens an HDF5 file from two threads at once). One writer per
- * file: a second writer on the same file fails (HDF5 file locking) with
- * FP4S_EOPEN. Ranks write one file each and `fp4-capture merge` joins them.
+ * file: the writer holds the writer lock of <fp4scope/tensor.h> (flock, the
+ * lock HDF5's own file locking takes) from before it creates or opens the
+ * file until close; a second writer, or one started while a reader has the
+ * file open, fails with FP4S_EBUSY and changes nothing (also with
+ * overwrite). Ranks write one file each and `fp4-capture merge` joins them.
  * Every pointer passed to a put function stays owned by the caller and is not
  * kept after the call returns.
  *
@@ -132,11 +135,13 @@ FP4S_API void fp4s_capture_opts_defaults(fp4s_capture_opts *o);
 
 /* Create a new capture at `path` (written in place, not through a temporary,
  * so that flushed steps survive a crash). Fails with FP4S_EWRITE if the file
- * exists and !o->overwrite. o may be NULL for the defaults. */
+ * exists and !o->overwrite, with FP4S_EBUSY if another process holds it (the
+ * file is then left as it was). o may be NULL for the defaults. */
 FP4S_API int fp4s_capture_create(const char *path, const fp4s_capture_opts *o, fp4s_capture **out);
 
 /* Open an existing capture to append (new steps, sites, or rows of existing
- * datasets). Checks the schema like the readers. Compression and chunking of
+ * datasets); FP4S_EBUSY while another process holds it. Checks the schema
+ * like the readers. Compression and chunking of
  * datasets that exist are kept; o applies to new ones. */
 FP4S_API int fp4s_capture_open_append(const char *path, const fp4s_capture_opts *o, fp4s_capture **out);
 

@@ -42,7 +42,8 @@ enum fp4s_error {
     FP4S_EEMPTY    = -12, /* empty input or empty selection */
     FP4S_ECHECK    = -13, /* data failed a check the caller asked for */
     FP4S_EDUP      = -14, /* conflicting duplicate entry */
-    FP4S_EINTERNAL = -15  /* a bug: please report */
+    FP4S_EINTERNAL = -15, /* a bug: please report */
+    FP4S_EBUSY     = -16  /* output file held by a live writer (its lock); nothing changed */
 };
 
 /* Exit statuses used by every fp4-* tool (documented in each man page). */

@@ -75,6 +75,32 @@ FP4S_API void fp4s_outfile_abort(fp4s_outfile **o);  /* unlink the temporary; NU
  * tool's SIGINT/SIGTERM handler, so an interrupted run leaves nothing behind. */
 FP4S_API void fp4s_outfile_unlink_all(void);
 
+/* ---- one writer per file: the lock every fp4scope writer takes ---------------------
+ * A writer that modifies a file in place (the capture writer, fp4s_capture_*)
+ * holds flock(2) LOCK_EX on it while it has it open, taken before it creates,
+ * truncates or changes anything: a refused writer changes nothing. HDF5's
+ * own file locking takes the same lock (LOCK_EX for writers, LOCK_SH for
+ * readers), so h5py and other HDF5 programs are covered too. Replacing a file
+ * (renaming a finished temporary over it) must not destroy what a live writer
+ * is writing: fp4s_file_commit renames while holding LOCK_SH on the file it
+ * replaces, and a writer that starts meanwhile checks after locking that the
+ * path still names the file it locked. HDF5_USE_FILE_LOCKING=FALSE turns the
+ * protocol off (as it does HDF5's); BEST_EFFORT writes without the lock where
+ * the file system has no flock. man/fp4scope-capture.5 says what this gives. */
+
+/* 0 when no live writer holds `path` (or it does not exist, or is not a
+ * regular file); FP4S_EBUSY, the detail naming path, when one does. Use it to
+ * refuse early, before the work; fp4s_file_commit is what guarantees it. */
+FP4S_API int fp4s_file_held(const char *path);
+
+/* Rename the finished file `tmp` to `path` (resolve symlinks first: a link at
+ * `path` is replaced, not followed). replace: replace an existing file unless
+ * a live writer holds it (FP4S_EBUSY; tmp is left for the caller to remove);
+ * !replace: FP4S_EWRITE "already exists" when path exists, race-free (a file
+ * that appears meanwhile is never replaced). Other failures FP4S_EWRITE with
+ * the reason. tmp is fsync'ed before and the directory after the rename. */
+FP4S_API int fp4s_file_commit(const char *tmp, const char *path, bool replace);
+
 /* ---- .npy writer (streaming rows) --------------------------------------------------- */
 typedef struct fp4s_npy_writer fp4s_npy_writer;
 /* dtype: F32, U8, U16, I32 ...; rank 1 (cols ignored, rows = length) or 2. */

@@ -1,0 +1,297 @@
+/* One writer per file: the lock protocol of every fp4scope writer (tensor.h,
+ * "one writer per file"; man/fp4scope-capture.5, WRITING).
+ *
+ * The lock is flock(2) on the file itself, the same lock HDF5's own file
+ * locking takes (LOCK_EX for a writer, LOCK_SH for a reader, held while the
+ * file is open), so the protocol also covers h5py and other HDF5 programs.
+ *   - A writer in place (the capture writer) opens the path, takes LOCK_EX
+ *     without waiting, then checks that the path still names the file it
+ *     locked (a replacement may have been renamed over it in between; then it
+ *     starts again). Only then does it create, truncate or modify anything,
+ *     so a refused writer changes nothing.
+ *   - A replacement (a finished temporary renamed over the path) takes
+ *     LOCK_SH on the file it replaces and renames while holding it: a live
+ *     writer (LOCK_EX) makes it fail, a writer that starts meanwhile is
+ *     refused or finds the new file, and readers are not disturbed (they keep
+ *     the old file). When the path does not exist the rename refuses to
+ *     replace whatever appears in the meantime (renameat2 RENAME_NOREPLACE,
+ *     else link + unlink) and the check starts again.
+ * HDF5_USE_FILE_LOCKING is honoured as HDF5 does: FALSE (or 0) turns the
+ * protocol off, BEST_EFFORT goes on where the file system has no flock. */
+#include "h5_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum { LOCKS_ON, LOCKS_OFF, LOCKS_BEST_EFFORT };
+
+static int lock_policy(void)
+{
+    const char *e = getenv("HDF5_USE_FILE_LOCKING");
+    if (!e) return LOCKS_ON;
+    if (strcmp(e, "FALSE") == 0 || strcmp(e, "0") == 0) return LOCKS_OFF;
+    if (strcmp(e, "BEST_EFFORT") == 0) return LOCKS_BEST_EFFORT;
+    return LOCKS_ON;
+}
+
+static bool lock_unsupported(int e) { return e == ENOSYS || e == ENOLCK || e == EOPNOTSUPP; }
+
+/* flock without waiting: 0 taken (or skipped by the policy), 1 held by
+ * someone else, <0 error recorded. */
+static int try_flock(int fd, int how, const char *path)
+{
+    int pol = lock_policy();
+    if (pol == LOCKS_OFF) return 0;
+    while (flock(fd, how | LOCK_NB) != 0) {
+        if (errno == EINTR) continue;
+        if (errno == EWOULDBLOCK) return 1;
+        if (lock_unsupported(errno) && pol == LOCKS_BEST_EFFORT) return 0;
+        return fp4s_error_set(FP4S_EWRITE, "%s: cannot lock: %s (the file system has no flock(2); "
+                              "HDF5_USE_FILE_LOCKING=BEST_EFFORT writes without the lock)", path,
+                              strerror(errno));
+    }
+    return 0;
+}
+
+/* Who holds a file we could not lock: a writer (exclusive), or only readers. */
+static bool only_readers(int fd)
+{
+    if (flock(fd, LOCK_SH | LOCK_NB) != 0) return false;
+    (void)flock(fd, LOCK_UN);
+    return true;
+}
+
+static int busy(const char *path, int fd, const char *what)
+{
+    if (only_readers(fd))
+        return fp4s_error_set(FP4S_EBUSY, "%s: open for reading in another process (it holds HDF5's "
+                              "shared file lock); %s", path, what);
+    return fp4s_error_set(FP4S_EBUSY, "%s: held by another writer (one writer per file: it holds "
+                          "the file lock; see fp4scope-capture(5)); %s", path, what);
+}
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+int fp4s_wlock_take(const char *path, fp4s_wlock_mode mode, fp4s_wlock *l)
+{
+    l->fd = -1;
+    l->created = false;
+    for (int attempt = 0; attempt < 16; attempt++) {
+        int fl = O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+        if (mode != FP4S_WLOCK_EXISTING) fl |= O_CREAT;
+        if (mode == FP4S_WLOCK_NEW) fl |= O_EXCL;
+        int fd = open(path, fl, 0666);
+        if (fd < 0) {
+            int e = errno;
+            if (e == EINTR) continue;
+            if (e == EEXIST)
+                return fp4s_error_set(FP4S_EWRITE, "%s: already exists (nothing was changed)", path);
+            if (mode == FP4S_WLOCK_EXISTING && e == ENOENT)
+                return fp4s_error_set(FP4S_EOPEN, "%s: cannot open: %s", path, strerror(e));
+            if (mode == FP4S_WLOCK_EXISTING && (e == EACCES || e == EROFS || e == EPERM))
+                return fp4s_error_set(FP4S_EWRITE, "%s: cannot open for writing: %s", path, strerror(e));
+            return fp4s_error_set(mode == FP4S_WLOCK_EXISTING ? FP4S_EOPEN : FP4S_EWRITE,
+                                  "%s: cannot %s: %s", path,
+                                  mode == FP4S_WLOCK_EXISTING ? "open" : "create", strerror(e));
+        }
+        struct stat fs, ps;
+        if (fstat(fd, &fs) != 0) {
+            int e = errno;
+            close(fd);
+            return fp4s_error_set(FP4S_EWRITE, "%s: %s", path, strerror(e));
+        }
+        if (!S_ISREG(fs.st_mode)) {
+            close(fd);
+            return fp4s_error_set(FP4S_EWRITE, "%s: not a regular file", path);
+        }
+        bool made = mode == FP4S_WLOCK_NEW;
+        /* A refused writer leaves even a file it has just created: whoever
+         * locked it first is writing into it. */
+        int r = try_flock(fd, LOCK_EX, path);
+        if (r != 0) {
+            int rc = r < 0 ? r : busy(path, fd, "nothing was changed");
+            close(fd);
+            if (r < 0 && made) (void)unlink(path); /* no lock here: ours alone, and empty */
+            return rc;
+        }
+        if (stat(path, &ps) != 0 || !same_file(&fs, &ps)) {
+            /* replaced (or removed) between open and lock: start again */
+            close(fd);
+            if (mode == FP4S_WLOCK_NEW)
+                return fp4s_error_set(FP4S_EBUSY, "%s: replaced by another process while it was being "
+                                      "created; nothing was changed", path);
+            continue;
+        }
+        l->fd = fd;
+        l->created = made;
+        l->dev = (uint64_t)fs.st_dev;
+        l->ino = (uint64_t)fs.st_ino;
+        return 0;
+    }
+    return fp4s_error_set(FP4S_EBUSY, "%s: replaced again and again while opening; nothing was changed",
+                          path);
+}
+
+bool fp4s_wlock_is(const fp4s_wlock *l, int fd)
+{
+    struct stat st;
+    return l->fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_dev == l->dev &&
+           (uint64_t)st.st_ino == l->ino;
+}
+
+void fp4s_wlock_drop_created(fp4s_wlock *l, const char *path)
+{
+    struct stat st;
+    if (l->fd >= 0 && l->created && stat(path, &st) == 0 && (uint64_t)st.st_dev == l->dev &&
+        (uint64_t)st.st_ino == l->ino)
+        (void)unlink(path);
+    l->created = false;
+}
+
+void fp4s_wlock_release(fp4s_wlock *l)
+{
+    if (l->fd >= 0) close(l->fd); /* closing the only descriptor of the lock releases it */
+    l->fd = -1;
+}
+
+/* ---- public: asking before writing, and replacing safely --------------------------- */
+int fp4s_file_held(const char *path)
+{
+    if (!path || !*path) return fp4s_error_set(FP4S_EINVAL, "fp4s_file_held: empty path");
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) return 0; /* absent or unreadable: no writer of ours can hold it */
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && lock_policy() != LOCKS_OFF) {
+        while (flock(fd, LOCK_SH | LOCK_NB) != 0) {
+            if (errno == EINTR) continue;
+            if (errno == EWOULDBLOCK)
+                rc = fp4s_error_set(FP4S_EBUSY, "%s: held by a live writer (it holds the file lock: a "
+                                    "capture being written, or a program writing it with HDF5); "
+                                    "not replaced", path);
+            break;
+        }
+    }
+    close(fd); /* releases the shared lock if it was taken */
+    return rc;
+}
+
+/* rename(from, to) that fails with EEXIST instead of replacing. */
+static int rename_noreplace(const char *from, const char *to)
+{
+#ifdef RENAME_NOREPLACE
+    if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0) return 0;
+    if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) return -1;
+#endif
+    if (link(from, to) == 0) {
+        (void)unlink(from);
+        return 0;
+    }
+    if (errno == EEXIST) return -1;
+    /* no hard links here (some FUSE and FAT file systems): a plain rename, with
+     * the small window that the check before it cannot close */
+    struct stat st;
+    if (lstat(to, &st) == 0) {
+        errno = EEXIST;
+        return -1;
+    }
+    return rename(from, to);
+}
+
+static void fsync_dir_of(const char *path)
+{
+    char *d = strdup(path);
+    if (!d) return;
+    char *slash = strrchr(d, '/');
+    const char *dir = ".";
+    if (slash == d) dir = "/";
+    else if (slash) {
+        *slash = '\0';
+        dir = d;
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+    free(d);
+}
+
+/* The rename itself, under the protocol (see the top of this file). */
+static int commit_rename(const char *tmp, const char *path, bool replace)
+{
+    for (int attempt = 0; attempt < 16; attempt++) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0) {
+            if (errno == EINTR) continue;
+            struct stat ls;
+            if (errno == ENOENT && lstat(path, &ls) == 0 && S_ISLNK(ls.st_mode))
+                return fp4s_error_set(FP4S_EWRITE, "%s: a symbolic link to a missing file; not "
+                                      "replaced", path);
+            if (errno != ENOENT)
+                return fp4s_error_set(FP4S_EWRITE, "%s: cannot check the file it replaces: %s", path,
+                                      strerror(errno));
+            if (rename_noreplace(tmp, path) == 0) return 0;
+            if (errno == EEXIST) continue; /* appeared meanwhile: look at it */
+            return fp4s_error_set(FP4S_EWRITE, "%s: cannot rename the temporary into place: %s", path,
+                                  strerror(errno));
+        }
+        struct stat fs, ps;
+        if (fstat(fd, &fs) != 0) {
+            int e = errno;
+            close(fd);
+            return fp4s_error_set(FP4S_EWRITE, "%s: %s", path, strerror(e));
+        }
+        if (!replace) {
+            close(fd);
+            return fp4s_error_set(FP4S_EWRITE, "%s: already exists; not replaced", path);
+        }
+        if (S_ISREG(fs.st_mode)) {
+            int r = try_flock(fd, LOCK_SH, path);
+            if (r) {
+                int rc = r < 0 ? r : fp4s_error_set(FP4S_EBUSY, "%s: held by a live writer (it holds "
+                                                    "the file lock; see fp4scope-capture(5)); not "
+                                                    "replaced", path);
+                close(fd);
+                return rc;
+            }
+            if (stat(path, &ps) != 0 || !same_file(&fs, &ps)) {
+                close(fd);
+                continue;
+            }
+        }
+        int rr = rename(tmp, path), e = errno;
+        close(fd); /* after the rename: a writer starting meanwhile was refused */
+        if (rr != 0)
+            return fp4s_error_set(FP4S_EWRITE, "%s: cannot rename the temporary into place: %s", path,
+                                  strerror(e));
+        return 0;
+    }
+    return fp4s_error_set(FP4S_EBUSY, "%s: replaced again and again by other processes; not replaced",
+                          path);
+}
+
+int fp4s_file_commit(const char *tmp, const char *path, bool replace)
+{
+    if (!tmp || !*tmp || !path || !*path)
+        return fp4s_error_set(FP4S_EINVAL, "fp4s_file_commit: empty path");
+    int fd = open(tmp, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fp4s_error_set(FP4S_EWRITE, "%s: temporary %s vanished: %s", path, tmp, strerror(errno));
+    int syn = fsync(fd), e = errno;
+    close(fd);
+    if (syn != 0 && e != EINVAL && e != EROFS)
+        return fp4s_error_set(FP4S_EWRITE, "%s: fsync failed: %s", path, strerror(e));
+    int rc = commit_rename(tmp, path, replace);
+    if (!rc) fsync_dir_of(path);
+    return rc;
+}
