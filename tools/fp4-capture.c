@@ -444,34 +444,51 @@ static int cmd_import(int argc, char **argv)
     fp4s_capture_opts_defaults(&o);
     o.gzip = gz;
     o.producer = "fp4-capture import";
-    fp4s_capture *c = NULL;
-    fp4s_outfile *of = NULL;
-    int rc;
-    if (append && is_file(out)) {
-        rc = fp4s_capture_open_append(out, &o, &c);
-    } else {
-        rc = fp4s_outfile_begin(out, &of);
-        if (!rc) {
-            o.overwrite = true;
-            rc = fp4s_capture_create(fp4s_outfile_tmppath(of), &o, &c);
+    /* -o: a new capture in a temporary, renamed over OUT unless a live writer
+     * holds OUT. -a: appended in place under the writer lock; a missing OUT is
+     * made in a temporary and moved into place only if OUT is still missing:
+     * when a concurrent import created it meanwhile, this one appends to that
+     * file instead, so both land. */
+    int rc = 0;
+    for (int attempt = 0;; attempt++) {
+        fp4s_capture *c = NULL;
+        fp4s_outfile *of = NULL;
+        if (append && is_file(out)) {
+            rc = fp4s_capture_open_append(out, &o, &c);
+        } else {
+            rc = fp4s_outfile_begin(out, &of);
+            if (!rc) {
+                o.overwrite = true;
+                rc = fp4s_capture_create(fp4s_outfile_tmppath(of), &o, &c);
+            }
         }
-    }
-    if (rc) {
-        fp4s_outfile_abort(&of);
-        cli_fail(rc);
-    }
-    for (size_t i = 0; i < nj && !rc; i++) rc = import_one(c, &jobs[i], step, side);
-    if (!rc) rc = fp4s_capture_close(&c);
-    else {
-        char keep[1024];
-        snprintf(keep, sizeof keep, "%s", fp4s_last_error());
-        fp4s_capture_close(&c);
-        fp4s_error_set(rc, "%s", keep);
-    }
-    if (!rc && of) rc = fp4s_outfile_commit(&of);
-    if (rc) {
-        fp4s_outfile_abort(&of);
-        cli_fail(rc);
+        if (rc) {
+            fp4s_outfile_abort(&of);
+            cli_fail(rc);
+        }
+        for (size_t i = 0; i < nj && !rc; i++) rc = import_one(c, &jobs[i], step, side);
+        if (!rc) rc = fp4s_capture_close(&c);
+        else {
+            char keep[1024];
+            snprintf(keep, sizeof keep, "%s", fp4s_last_error());
+            fp4s_capture_close(&c);
+            fp4s_error_set(rc, "%s", keep);
+        }
+        if (!rc && of && append) {
+            rc = fp4s_file_commit(fp4s_outfile_tmppath(of), out, false);
+            if (rc && is_file(out) && attempt < 4) {
+                fp4s_outfile_abort(&of);
+                continue; /* created by another import meanwhile: append to it */
+            }
+            if (!rc) fp4s_outfile_abort(&of); /* moved into place: only frees the handle */
+        } else if (!rc && of) {
+            rc = fp4s_outfile_commit(&of);
+        }
+        if (rc) {
+            fp4s_outfile_abort(&of);
+            cli_fail(rc);
+        }
+        break;
     }
     for (size_t i = 0; i < nj; i++) {
         free(jobs[i].spec);
