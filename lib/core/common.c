@@ -95,9 +95,9 @@ const char *fp4s_version(void) { return FP4S_VERSION_STRING; }
 const char *fp4s_features(void)
 {
     static _Thread_local char buf[256];
-    snprintf(buf, sizeof buf, "hdf5%s%s%s simd=%s threads=%d",
+    snprintf(buf, sizeof buf, "hdf5%s%s%s%s simd=%s threads=%d",
              FP4S_HAVE_GSL ? " gsl" : "", FP4S_HAVE_JANSSON ? " jansson" : "",
-             FP4S_HAVE_CUDA ? " cuda" : "",
+             FP4S_HAVE_BLAS ? " blas" : "", FP4S_HAVE_CUDA ? " cuda" : "",
              fp4s_kernels_level(), fp4s_get_threads());
     return buf;
 }

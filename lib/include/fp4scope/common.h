@@ -89,7 +89,7 @@ FP4S_API int fp4s_exit_status(int code);
 FP4S_API const char *fp4s_version(void);
 
 /* Space-separated list of compiled and detected features, like htslib's
- * fp4s_features(): "hdf5 gsl jansson cuda simd=avx512 threads=2". */
+ * fp4s_features(): "hdf5 gsl jansson blas cuda simd=avx512 threads=2". */
 FP4S_API const char *fp4s_features(void);
 
 /* Threads used by the parallel kernels. 0 (default) means: the environment

@@ -11,6 +11,7 @@
  *   decompose.h the three-way error decomposition and its mergeable accumulators
  *   channels.h  per-channel statistics, ranking and compensation sets
  *   mismatch.h  rollout/trainer log-prob mismatch metrics, onset and trend
+ *   remedy.h    remedies applied to a linear site (rac, mbs, of, keep, aqn) and their cost
  *   rl.h        the RL testbed: a small MoE policy trained with GRPO, FP4 rollouts (needs BLAS)
  *   cuda.h      CUDA kernels (available when built with -Dcuda=enabled and a GPU is present)
  *
@@ -29,6 +30,7 @@
 #include <fp4scope/decompose.h>
 #include <fp4scope/channels.h>
 #include <fp4scope/mismatch.h>
+#include <fp4scope/remedy.h>
 #include <fp4scope/rl.h>
 #include <fp4scope/cuda.h>
 

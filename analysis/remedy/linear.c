@@ -1,0 +1,459 @@
+/* One linear layer Y = f(X) W^T with a remedy (remedy.h): the prepared
+ * weight, the forward pass with the rollout's residual compensation, and
+ * the cost of each remedy. */
+#include "remedy_internal.h"
+
+#include <fp4scope/codec.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct fp4s_rlinear {
+    fp4s_remedy r;
+    fp4s_spec as, ws;
+    size_t n, k;
+    float *wmain;     /* [n, k] the weight operand of the main GEMM */
+    float *wraw;      /* [n, k] W after weight-side noise (rac aug re-quantizes its columns), or NULL */
+    fp4s_tscale wts;  /* tensor scale of wraw under ws */
+    float *gain;      /* [k] aqn gain multipliers, or NULL */
+    double w_kept;    /* weight entries kept in BF16 */
+};
+
+static void *xmalloc(size_t n) { return malloc(n ? n : 1); }
+
+void fp4s_rlinear_close(fp4s_rlinear **L)
+{
+    if (!L || !*L) return;
+    if ((*L)->wraw != (*L)->wmain) free((*L)->wraw);
+    free((*L)->wmain);
+    free((*L)->gain);
+    free(*L);
+    *L = NULL;
+}
+
+const float *fp4s_rlinear_weight(const fp4s_rlinear *L) { return L ? L->wmain : NULL; }
+
+/* ---- cost ---------------------------------------------------------------------------- */
+static unsigned log2_ceil(unsigned v)
+{
+    unsigned b = 0;
+    while ((1u << b) < v) b++;
+    return b;
+}
+
+static double mbs_bits(const fp4s_remedy *r, const fp4s_spec *s)
+{
+    fp4s_mbs_rule rule = r->mbs_rule;
+    if (rule == FP4S_MBS_AUTO) rule = s->format == FP4S_MXFP4 ? FP4S_MBS_MAX : FP4S_MBS_MSE;
+    return rule == FP4S_MBS_MAX ? 8.0 : 4.0;
+}
+
+static void rm_cost(const fp4s_remedy *r, const fp4s_spec *as, const fp4s_spec *ws, size_t m, size_t n, size_t k,
+                    size_t sel, size_t pad, size_t tiles, double kept_a, double kept_w, fp4s_remedy_cost *c)
+{
+    memset(c, 0, sizeof *c);
+    c->m = m;
+    c->n = n;
+    c->k = k;
+    double M = (double)m, N = (double)n, K = (double)k, fb = 2.0 * M * N * K;
+    double ab = rm_base_bits(as), wb = rm_base_bits(ws);
+    c->flops_base = fb;
+    c->bytes_base = (M * K * ab + N * K * wb) / 8.0 + 2.0 * M * N;
+    if (r->kind != FP4S_RK_ROLLOUT) {
+        /* trainers: a BF16 GEMM (fake quantization included) */
+        c->flops_bf16 = fb;
+        c->act_bits = c->weight_bits = 16.0;
+        c->bytes = 2.0 * M * K + 2.0 * N * K + 2.0 * M * N;
+    } else {
+        bool fp8 = as->format == FP4S_FP8 || ws->format == FP4S_FP8;
+        bool oa = r->of && rm_on_act(r), ow = r->of && rm_on_weight(r);
+        double tx = oa ? 2.0 : 1.0, tw = ow ? 2.0 : 1.0;
+        if (fp8) c->flops_fp8 = fb;
+        else c->flops_fp4 = fb * tx * tw;
+        c->act_bits = ab * tx;
+        c->weight_bits = wb * tw;
+        c->bytes = c->bytes_base + (oa ? M * K * ab / 8.0 : 0) + (ow ? N * K * wb / 8.0 : 0);
+        if (r->mbs_group) {
+            double g = r->mbs_group, units = ceil(K / g);
+            if (rm_on_act(r)) {
+                double b = mbs_bits(r, as) / g * tx;
+                c->act_bits += b;
+                c->bytes += M * K * b / 8.0;
+                c->flops_fp32 += 2.0 * M * N * units * tx * tw;
+            }
+            if (rm_on_weight(r)) {
+                double b = mbs_bits(r, ws) / (g * (ws->tile2d ? 16.0 : 1.0)) * tw;
+                c->weight_bits += b;
+                c->bytes += N * K * b / 8.0;
+                c->flops_fp32 += 2.0 * M * N * units * tx * tw;
+            }
+        }
+        if (r->keep) {
+            if (rm_on_act(r)) c->act_bits += r->keep * (16.0 + log2_ceil(as->block)) / as->block;
+            if (rm_on_weight(r)) c->weight_bits += r->keep * (16.0 + log2_ceil(ws->block)) / ws->block;
+            c->bytes += (kept_a + kept_w) * 3.0;
+            c->flops_bf16 += 2.0 * N * kept_a + 2.0 * M * kept_w;
+        }
+        if (sel) {
+            double S = (double)sel, P = (double)pad, T = (double)tiles;
+            if (r->rac_resid == FP4S_RAC_BF16) {
+                c->flops_bf16 += 2.0 * M * N * S;
+                c->bytes += 2.0 * M * S + T * 2.0 * N * S + 4.0 * S * T;
+                c->act_bits += 16.0 * S / K;
+            } else {
+                double wt = r->rac_resid == FP4S_RAC_FP4 ? tw : 1.0;
+                c->flops_fp4 += 2.0 * M * N * P * wt;
+                c->bytes += M * P * ab / 8.0 + T * N * P * wb / 8.0 * wt + 4.0 * S * T;
+                c->act_bits += ab * P / K;
+            }
+        }
+    }
+    c->act_extra_bits = c->act_bits - ab;
+    c->weight_extra_bits = c->weight_bits - wb;
+    c->flops_extra = c->flops_fp4 + c->flops_fp8 + c->flops_bf16 + c->flops_fp32 - fb;
+    c->bytes_extra = c->bytes - c->bytes_base;
+    c->rac_channels = sel;
+    c->rac_padded = pad;
+    c->rac_tiles = sel ? tiles : 0;
+    c->kept = kept_a + kept_w;
+}
+
+static size_t round_up(size_t v, size_t b) { return (v + b - 1) / b * b; }
+
+static void rac_shape(const fp4s_remedy *r, const fp4s_spec *as, size_t m, size_t k, size_t *sel, size_t *pad,
+                      size_t *tiles, size_t *trows)
+{
+    *sel = *pad = 0;
+    *tiles = 1;
+    *trows = m;
+    if (!(r->kind == FP4S_RK_ROLLOUT && r->rac_ratio > 0)) return;
+    *sel = rm_ceil_share(r->rac_ratio, k);
+    *pad = r->rac_resid == FP4S_RAC_BF16 ? *sel : round_up(*sel, as->block);
+    if (r->rac_tile_rows && r->rac_tile_rows < m) {
+        *trows = r->rac_tile_rows;
+        *tiles = (m + *trows - 1) / *trows;
+    }
+}
+
+int fp4s_remedy_cost_predict(const fp4s_remedy *r, const fp4s_spec *act, const fp4s_spec *wt, size_t m,
+                             size_t n, size_t k, fp4s_remedy_cost *cost)
+{
+    if (!cost) return fp4s_error_set(FP4S_EINVAL, "remedy cost: NULL argument");
+    int rc = fp4s_remedy_check(r, act, wt, k);
+    if (rc) return rc;
+    fp4s_spec ws = *wt;
+    size_t sel, pad, tiles, trows;
+    rac_shape(r, act, m, k, &sel, &pad, &tiles, &trows);
+    bool rollout = r->kind == FP4S_RK_ROLLOUT;
+    double ka = rollout && r->keep && rm_on_act(r) ? (double)m * (double)(k / act->block) * r->keep : 0;
+    double kw = rollout && r->keep && rm_on_weight(r) ? (double)n * (double)(k / ws.block) * r->keep : 0;
+    rm_cost(r, act, &ws, m, n, k, sel, pad, tiles, ka, kw, cost);
+    return 0;
+}
+
+/* ---- open ---------------------------------------------------------------------------- */
+int fp4s_rlinear_open(const fp4s_remedy *r, const fp4s_spec *act, const fp4s_spec *wt, const float *W, size_t n,
+                      size_t k, size_t ldw, fp4s_rlinear **out)
+{
+    if (!out) return fp4s_error_set(FP4S_EINVAL, "remedy: NULL argument");
+    *out = NULL;
+    if (!r || !act || !wt || (n && !W)) return fp4s_error_set(FP4S_EINVAL, "remedy: NULL argument");
+    int rc = fp4s_remedy_check(r, act, wt, k);
+    if (rc) return rc;
+    if (n == 0) return fp4s_error_set(FP4S_ESHAPE, "remedy '%s': the weight has no rows", fp4s_remedy_label(r));
+    if (ldw < k)
+        return fp4s_error_set(FP4S_EINVAL, "remedy: weight row stride %zu < K = %zu", ldw, k);
+    if ((rc = rm_check_finite("weight", W, n, k, ldw))) return rc;
+    fp4s_rlinear *L = calloc(1, sizeof *L);
+    float *wa = xmalloc(n * k * sizeof *wa);
+    if (!L || !wa) {
+        free(L);
+        free(wa);
+        return fp4s_error_set(FP4S_ENOMEM, "remedy: out of memory");
+    }
+    L->r = *r;
+    L->as = *act;
+    L->ws = *wt;
+    L->n = n;
+    L->k = k;
+    for (size_t i = 0; i < n; i++) memcpy(wa + i * k, W + i * ldw, k * sizeof *wa);
+    bool rollout = r->kind == FP4S_RK_ROLLOUT;
+    if (rollout && r->aqn && r->aqn_target != FP4S_AQN_GAIN) {
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < k; j++) {
+                double z = r->aqn_target == FP4S_AQN_WEIGHT ? fp4s_remedy_normal(r->aqn_seed, RM_STREAM_AQN_CHANNEL, j)
+                                                            : fp4s_remedy_normal(r->aqn_seed, RM_STREAM_AQN_ELEM,
+                                                                                 (uint64_t)i * k + j);
+                wa[i * k + j] *= (float)(1.0 + r->aqn_sigma * z);
+            }
+    }
+    if (r->kind == FP4S_RK_BF16) {
+        L->wmain = wa;
+        *out = L;
+        return 0;
+    }
+    L->wmain = xmalloc(n * k * sizeof *L->wmain);
+    if (!L->wmain) {
+        free(wa);
+        fp4s_rlinear_close(&L);
+        return fp4s_error_set(FP4S_ENOMEM, "remedy: out of memory");
+    }
+    if (rollout) {
+        rm_opinfo info;
+        rc = rm_operand(r, wt, r->mbs_group && rm_on_weight(r), r->keep && rm_on_weight(r), r->of && rm_on_weight(r),
+                        wa, n, k, k, L->wmain, &info);
+        L->w_kept = info.kept;
+    } else {
+        rc = rm_qdq(wt, wa, n, k, k, NULL, L->wmain, NULL, NULL, NULL);
+    }
+    if (!rc && rollout && r->rac_ratio > 0 && r->rac_resid == FP4S_RAC_AUG) {
+        L->wraw = wa;
+        wa = NULL;
+        rc = fp4s_tscale_init(wt, fp4s_amax(L->wraw, n, k, k, NULL), &L->wts);
+    }
+    free(wa);
+    if (!rc && rollout && r->aqn && r->aqn_target == FP4S_AQN_GAIN) {
+        L->gain = xmalloc(k * sizeof *L->gain);
+        if (!L->gain) rc = fp4s_error_set(FP4S_ENOMEM, "remedy: out of memory");
+        else
+            for (size_t j = 0; j < k; j++)
+                L->gain[j] = (float)(1.0 + r->aqn_sigma * fp4s_remedy_normal(r->aqn_seed, RM_STREAM_AQN_CHANNEL, j));
+    }
+    if (rc) {
+        fp4s_error_prefix("remedy '%s': weight", fp4s_remedy_label(r));
+        fp4s_rlinear_close(&L);
+        return rc;
+    }
+    *out = L;
+    return 0;
+}
+
+/* ---- residual activation compensation -------------------------------------------------- */
+typedef struct chan {
+    double e2;
+    size_t j;
+} chan;
+
+static int cmp_chan(const void *pa, const void *pb)
+{
+    const chan *a = pa, *b = pb;
+    if (a->e2 != b->e2) return a->e2 > b->e2 ? -1 : 1;
+    return (a->j > b->j) - (a->j < b->j);
+}
+
+static int cmp_size(const void *pa, const void *pb)
+{
+    size_t a = *(const size_t *)pa, b = *(const size_t *)pb;
+    return (a > b) - (a < b);
+}
+
+/* Choose I for rows [r0, r1) of the tile t: idx[0..sel). */
+static void rac_select(const fp4s_remedy *r, const float *xa, size_t ldx, const float *xq, size_t k, size_t r0,
+                       size_t r1, size_t t, size_t sel, chan *ch, size_t *idx)
+{
+    for (size_t j = 0; j < k; j++) {
+        ch[j].e2 = 0.0;
+        ch[j].j = j;
+    }
+    for (size_t i = r0; i < r1; i++) {
+        const float *a = xa + i * ldx, *q = xq + i * k;
+        for (size_t j = 0; j < k; j++) {
+            double d = (double)a[j] - (double)q[j];
+            ch[j].e2 += d * d;
+        }
+    }
+    if (r->rac_random) {
+        size_t *perm = idx; /* the first sel entries of a partial Fisher-Yates shuffle, drawn in place */
+        size_t *all = malloc(k * sizeof *all);
+        if (all) {
+            for (size_t j = 0; j < k; j++) all[j] = j;
+            for (size_t i = 0; i < sel; i++) {
+                double u = fp4s_remedy_uniform(r->rac_seed, RM_STREAM_RAC_RAND + t, i);
+                size_t j = i + (size_t)(u * (double)(k - i));
+                if (j >= k) j = k - 1;
+                size_t tmp = all[i];
+                all[i] = all[j];
+                all[j] = tmp;
+                perm[i] = all[i];
+            }
+            free(all);
+        }
+        if (r->rac_order == FP4S_RAC_ORDER_RANK) {
+            chan *c2 = malloc(sel * sizeof *c2);
+            if (c2) {
+                for (size_t i = 0; i < sel; i++) c2[i] = ch[idx[i]];
+                qsort(c2, sel, sizeof *c2, cmp_chan);
+                for (size_t i = 0; i < sel; i++) idx[i] = c2[i].j;
+                free(c2);
+                return;
+            }
+        }
+        qsort(idx, sel, sizeof *idx, cmp_size);
+        return;
+    }
+    qsort(ch, k, sizeof *ch, cmp_chan);
+    for (size_t i = 0; i < sel; i++) idx[i] = ch[i].j;
+    if (r->rac_order == FP4S_RAC_ORDER_INDEX) qsort(idx, sel, sizeof *idx, cmp_size);
+}
+
+/* Y += the compensation of X^ = xq (residual E = xa - xq). tsx: the tensor
+ * scale of the activation's quantization (aug). idx_out: when not NULL,
+ * receives the channels of each tile [tiles * sel] (malloc'ed). */
+static int rac_apply(const fp4s_rlinear *L, const float *xa, size_t ldx, const float *xq, const fp4s_tscale *tsx,
+                     size_t m, float *Y, size_t ldy, double *secs, size_t **idx_out, float *xhat)
+{
+    const fp4s_remedy *r = &L->r;
+    size_t k = L->k, n = L->n, sel, pad, tiles, trows;
+    rac_shape(r, &L->as, m, k, &sel, &pad, &tiles, &trows);
+    chan *ch = malloc(k * sizeof *ch);
+    size_t *idx = malloc(tiles * sel * sizeof *idx);
+    size_t mp = m * pad > 0 ? m * pad : 1, np = n * pad > 0 ? n * pad : 1;
+    float *ec = calloc(mp, sizeof *ec);
+    float *eq = malloc(mp * sizeof *eq);
+    float *wc = calloc(np, sizeof *wc);
+    float *wq = L->r.rac_resid == FP4S_RAC_AUG ? malloc(np * sizeof *wq) : NULL;
+    int rc = 0;
+    if (!ch || !idx || !ec || !eq || !wc || (r->rac_resid == FP4S_RAC_AUG && !wq)) {
+        rc = fp4s_error_set(FP4S_ENOMEM, "remedy rac: out of memory");
+        goto done;
+    }
+    for (size_t t = 0; t < tiles; t++) {
+        size_t r0 = t * trows, r1 = r0 + trows < m ? r0 + trows : m;
+        size_t *I = idx + t * sel;
+        rac_select(r, xa, ldx, xq, k, r0, r1, t, sel, ch, I);
+        for (size_t i = r0; i < r1; i++)
+            for (size_t p = 0; p < sel; p++) ec[i * pad + p] = xa[i * ldx + I[p]] - xq[i * k + I[p]];
+    }
+    if (r->rac_resid == FP4S_RAC_BF16) {
+        for (size_t i = 0; i < m * pad; i++) eq[i] = fp4s_bf16_decode(fp4s_bf16_encode(ec[i], FP4S_TIE_EVEN));
+    } else {
+        rc = rm_qdq(&L->as, ec, m, pad, pad, r->rac_resid == FP4S_RAC_AUG ? tsx : NULL, eq, NULL, NULL, NULL);
+        if (rc) goto done;
+    }
+    if (xhat) /* X^ on I: X^ + the residual as the compensation GEMM sees it (fp32 sum) */
+        for (size_t t = 0; t < tiles; t++) {
+            size_t r0 = t * trows, r1 = r0 + trows < m ? r0 + trows : m;
+            const size_t *I = idx + t * sel;
+            for (size_t i = r0; i < r1; i++)
+                for (size_t p = 0; p < sel; p++) xhat[i * k + I[p]] += eq[i * pad + p];
+        }
+    for (size_t t = 0; t < tiles; t++) {
+        size_t r0 = t * trows, r1 = r0 + trows < m ? r0 + trows : m;
+        const size_t *I = idx + t * sel;
+        const float *src = r->rac_resid == FP4S_RAC_AUG ? L->wraw : L->wmain;
+        for (size_t i = 0; i < n; i++)
+            for (size_t p = 0; p < sel; p++) wc[i * pad + p] = src[i * k + I[p]];
+        const float *wuse = wc;
+        if (r->rac_resid == FP4S_RAC_AUG) {
+            rc = rm_qdq(&L->ws, wc, n, pad, pad, &L->wts, wq, NULL, NULL, NULL);
+            if (rc) goto done;
+            wuse = wq;
+        }
+        rc = rm_sgemm(r1 - r0, n, pad, eq + r0 * pad, pad, wuse, pad, 1.0f, Y + r0 * ldy, ldy, secs);
+        if (rc) goto done;
+    }
+    if (idx_out) {
+        *idx_out = idx;
+        idx = NULL;
+    }
+done:
+    free(ch);
+    free(idx);
+    free(ec);
+    free(eq);
+    free(wc);
+    free(wq);
+    return rc;
+}
+
+/* ---- forward ----------------------------------------------------------------------------- */
+int rm_forward_ex(const fp4s_rlinear *L, const float *X, size_t m, size_t ldx, float *Y, size_t ldy,
+                  fp4s_remedy_cost *cost, float *xhat_out, size_t **rac_idx)
+{
+    if (rac_idx) *rac_idx = NULL;
+    if (!L || (m && (!X || !Y))) return fp4s_error_set(FP4S_EINVAL, "remedy forward: NULL argument");
+    const fp4s_remedy *r = &L->r;
+    size_t k = L->k, n = L->n;
+    if (ldx < k) return fp4s_error_set(FP4S_EINVAL, "remedy forward: activation row stride %zu < K = %zu", ldx, k);
+    if (ldy < n) return fp4s_error_set(FP4S_EINVAL, "remedy forward: output row stride %zu < N = %zu", ldy, n);
+    int rc = rm_check_finite("activation", X, m, k, ldx);
+    if (rc) return rc;
+    double secs = 0;
+    double kept_a = 0;
+    size_t sel = 0, pad = 0, tiles = 1, trows = m;
+    float *xa = NULL, *xq = NULL;
+    const float *xin = X;
+    size_t ldin = ldx;
+    if (r->kind == FP4S_RK_BF16 || r->kind == FP4S_RK_WFQ) {
+        rc = rm_sgemm(m, n, k, X, ldx, L->wmain, k, 0.0f, Y, ldy, &secs);
+        if (!rc && xhat_out)
+            for (size_t i = 0; i < m; i++) memcpy(xhat_out + i * k, X + i * ldx, k * sizeof *X);
+        goto finish;
+    }
+    xq = xmalloc(m * k * sizeof *xq);
+    if (!xq) {
+        rc = fp4s_error_set(FP4S_ENOMEM, "remedy: out of memory");
+        goto finish;
+    }
+    if (r->kind == FP4S_RK_W4A4QAT) {
+        rc = rm_qdq(&L->as, X, m, k, ldx, NULL, xq, NULL, NULL, NULL);
+        if (!rc) rc = rm_sgemm(m, n, k, xq, k, L->wmain, k, 0.0f, Y, ldy, &secs);
+        if (!rc && xhat_out) memcpy(xhat_out, xq, m * k * sizeof *xq);
+        goto finish;
+    }
+    if (L->gain) {
+        xa = xmalloc(m * k * sizeof *xa);
+        if (!xa) {
+            rc = fp4s_error_set(FP4S_ENOMEM, "remedy: out of memory");
+            goto finish;
+        }
+        for (size_t i = 0; i < m; i++)
+            for (size_t j = 0; j < k; j++) xa[i * k + j] = X[i * ldx + j] * L->gain[j];
+        xin = xa;
+        ldin = k;
+    }
+    rm_opinfo info;
+    rc = rm_operand(r, &L->as, r->mbs_group && rm_on_act(r), r->keep && rm_on_act(r), r->of && rm_on_act(r), xin,
+                    m, k, ldin, xq, &info);
+    if (rc) goto finish;
+    kept_a = info.kept;
+    rc = rm_sgemm(m, n, k, xq, k, L->wmain, k, 0.0f, Y, ldy, &secs);
+    if (rc) goto finish;
+    if (xhat_out) memcpy(xhat_out, xq, m * k * sizeof *xq);
+    if (r->rac_ratio > 0) {
+        rac_shape(r, &L->as, m, k, &sel, &pad, &tiles, &trows);
+        rc = rac_apply(L, xin, ldin, xq, &info.ts, m, Y, ldy, &secs, rac_idx, xhat_out);
+        if (rc) goto finish;
+    }
+finish:
+    free(xa);
+    free(xq);
+    if (rc) {
+        fp4s_error_prefix("remedy '%s'", fp4s_remedy_label(r));
+        return rc;
+    }
+    if (cost) {
+        rm_cost(r, &L->as, &L->ws, m, n, k, sel, pad, tiles, kept_a, L->w_kept, cost);
+        cost->gemm_seconds = secs;
+    }
+    return 0;
+}
+
+int fp4s_rlinear_forward(const fp4s_rlinear *L, const float *X, size_t m, size_t ldx, float *Y, size_t ldy,
+                         fp4s_remedy_cost *cost)
+{
+    return rm_forward_ex(L, X, m, ldx, Y, ldy, cost, NULL, NULL);
+}
+
+int fp4s_remedy_linear(const fp4s_remedy *r, const fp4s_spec *act, const fp4s_spec *wt, const float *X, size_t m,
+                       size_t ldx, const float *W, size_t n, size_t k, size_t ldw, float *Y, size_t ldy,
+                       fp4s_remedy_cost *cost)
+{
+    fp4s_rlinear *L = NULL;
+    int rc = fp4s_rlinear_open(r, act, wt, W, n, k, ldw, &L);
+    if (rc) return rc;
+    rc = fp4s_rlinear_forward(L, X, m, ldx, Y, ldy, cost);
+    fp4s_rlinear_close(&L);
+    return rc;
+}

@@ -1,0 +1,68 @@
+/* Internals shared by the files of analysis/remedy (not installed). */
+#ifndef FP4S_REMEDY_INTERNAL_H
+#define FP4S_REMEDY_INTERNAL_H
+
+#include <fp4scope/quant.h>
+#include <fp4scope/remedy.h>
+
+#include <stddef.h>
+
+/* Streams of fp4s_remedy_uniform / _normal. */
+#define RM_STREAM_AQN_CHANNEL 1u
+#define RM_STREAM_AQN_ELEM    2u
+#define RM_STREAM_RAC_RAND    256u /* + tile index */
+
+/* ceil(r k) without being pushed up by the rounding of r k; at least 1 for r > 0. */
+size_t rm_ceil_share(double r, size_t k);
+
+/* Monotonic wall clock in seconds. */
+double rm_now(void);
+
+/* A NaN or Inf in x [rows, cols] (stride ld): FP4S_EFORMAT naming `what`
+ * and the first such element. */
+int rm_check_finite(const char *what, const float *x, size_t rows, size_t cols, size_t ld);
+
+/* Quantize-dequantize x [rows, cols] (stride ld) with s into dq [rows, cols]
+ * (stride cols). ts_in: the tensor scale to use, or NULL to take it from
+ * amax(x). codes/scales (unpacked, [rows, cols] / [rows, cols/block]) and
+ * ts_out may be NULL. */
+int rm_qdq(const fp4s_spec *s, const float *x, size_t rows, size_t cols, size_t ld,
+           const fp4s_tscale *ts_in, float *dq, uint8_t *codes, uint8_t *scales, fp4s_tscale *ts_out);
+
+/* What an operand pipeline did. */
+typedef struct rm_opinfo {
+    double kept;       /* entries kept in BF16 */
+    size_t units;      /* mbs units */
+    fp4s_tscale ts;    /* tensor scale of the first quantizer pass */
+} rm_opinfo;
+
+/* The operand pipeline of remedy.h (keep -> mbs -> quantizer -> of) on
+ * x [rows, cols] (stride ld) with spec s, each step only when its flag is
+ * set: out [rows, cols] (stride cols). */
+int rm_operand(const fp4s_remedy *r, const fp4s_spec *s, bool mbs, bool keep, bool of,
+               const float *x, size_t rows, size_t cols, size_t ld, float *out, rm_opinfo *info);
+
+/* Y (+)= A [m, k] B [n, k]^T through cblas_sgemm (beta 0 or 1), adding the
+ * wall time to *secs. FP4S_ERANGE when a size does not fit the BLAS int. */
+int rm_sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda, const float *b, size_t ldb,
+             float beta, float *y, size_t ldy, double *secs);
+/* The same in double (references). */
+int rm_dgemm(size_t m, size_t n, size_t k, const double *a, size_t lda, const double *b, size_t ldb,
+             double beta, double *y, size_t ldy, double *secs);
+
+/* The forward pass of fp4s_rlinear_forward; xhat_out (may be NULL)
+ * receives the effective activation X^ [m, k]: f(X), with rac's
+ * compensation added on its channels (for the decompositions of the
+ * evaluation); rac_idx (may be NULL) the channels chosen, tiles x |I|
+ * (malloc'ed; NULL without rac). */
+int rm_forward_ex(const fp4s_rlinear *L, const float *X, size_t m, size_t ldx, float *Y, size_t ldy,
+                  fp4s_remedy_cost *cost, float *xhat_out, size_t **rac_idx);
+
+/* Bits per element of a base quantizer (codes and block scales). */
+double rm_base_bits(const fp4s_spec *s);
+
+/* Which operands the quantizer-side components apply to. */
+static inline bool rm_on_act(const fp4s_remedy *r) { return r->operands != FP4S_OPERANDS_WEIGHT; }
+static inline bool rm_on_weight(const fp4s_remedy *r) { return r->operands != FP4S_OPERANDS_ACT; }
+
+#endif

@@ -1,0 +1,288 @@
+/* Remedies for 4-bit GEMMs: apply a fix to one linear site Y = f(X) W^T and
+ * measure what it leaves (fp4-remedy(1)).
+ *
+ * X [M, K] are activations (tokens x input channels), W [N, K] the weight of
+ * the linear layer, Y [M, N]. Qa is the activation quantizer (a fp4s_spec,
+ * 1-D blocks along K), Qw the weight quantizer (its own spec, e.g. NVFP4 te
+ * with 16x16 2-D scaling: fp4s_remedy_weight_spec). Products are computed
+ * with the BLAS (cblas_sgemm): FP32 accumulation of the exact dequantized
+ * values, which is what 4-bit tensor cores compute. Inputs must be finite.
+ *
+ * ---- the remedy list grammar (fp4s_remedy_list_parse) ----
+ * A list is items separated by ','; an item is components joined by '+';
+ * parameters follow a component's name after ':'. Names and defaults:
+ *
+ *   trainer items (compute with the trainer's activations; alone in an item):
+ *     bf16            X W^T                                  (unquantized)
+ *     wfq             X Qw(W)^T        asymmetric QAT ("W4A16 QAT", QUADS)
+ *     w4a4qat         Qa(X) Qw(W)^T    symmetric QAT
+ *   rollout items:
+ *     none            Qa(X) Qw(W)^T    naive W4A4 (alone in an item)
+ *     rac:R[:RESID]   residual activation compensation (QUADS), R in (0, 1],
+ *                     RESID bf16 | fp4 (default) | aug
+ *     rac-rand:R[:RESID][:SEED]  the same with ceil(R K) random channels
+ *                     (the control), SEED an integer (default 1)
+ *     mbs:G[:RULE]    macro-block scaling: one extra scale per G elements
+ *                     along K (G a multiple of the block size), RULE max
+ *                     (default for MXFP4) | mse (default for NVFP4)
+ *     of:ALPHA        outlier fallback Q(x) + ALPHA Q(x - Q(x)), ALPHA in
+ *                     [0, 1] (default 0.5 when written "of")
+ *     keep:K          the K largest |x| of each block kept in BF16, K in
+ *                     [1, block - 1]
+ *     aqn:SIGMA[:SEED][:TARGET]  adaptive quantization noise, SIGMA in
+ *                     [0, 1], SEED an integer (default 1), TARGET gain
+ *                     (default) | weight | elem
+ *   Components of one item are distinct; rac and rac-rand exclude each other.
+ *   Optional parameters after the first are told apart by their form (a
+ *   number is a SEED, a word a RESID or TARGET) and may come in any order.
+ *
+ * ---- what each component computes (rollout items) ----
+ * The order of application on an operand x (an activation or the weight):
+ *   aqn -> keep -> mbs -> the quantizer -> of, then rac on the activation
+ *   (keep takes the outliers out first, so mbs scales what is quantized).
+ * mbs, of and keep modify the operands named by fp4s_remedy.operands (both
+ * by default); aqn modifies what its TARGET names; rac the activation.
+ *
+ * aqn (after QeRL): channel-wise Gaussian noise before quantizing. Each
+ *   input channel k gets the multiplier g_k = (float)(1 + SIGMA * z_k), z_k
+ *   standard normal; TARGET gain multiplies X[:, k] by g_k (noise folded into
+ *   the norm gain that feeds X), weight multiplies W[:, k] by g_k (the same
+ *   noise folded into the weight), elem multiplies each W[n, k] by its own
+ *   (float)(1 + SIGMA * z_{n,k}). The products are fp32 multiplications.
+ *   z comes from fp4s_remedy_normal(SEED, stream, i): stream 1, i = k for
+ *   gain and weight; stream 2, i = n K + k for elem. No GEMM cost (folded in
+ *   once per weight sync).
+ * mbs: the operand is cut into macro units of G consecutive elements along K
+ *   (times 16 rows when the spec uses 2-D tiles, so that a unit holds whole
+ *   tiles; the last unit of a row may be shorter). Each unit u gets a
+ *   prescale: x' = x / d_u (max) or x' = x * c_u (mse) in fp32, the
+ *   quantizer runs on x', and the dequantized value is Q(x') * d_u.
+ *     max (MXFP4): with a = max |x| over the unit, k' = floor(log2(a / 6)),
+ *       d_u = 1 + m/256 with m the smallest integer in [0, 255] such that
+ *       6 * 2^k' * d_u >= a (if none, k' + 1 and m = 0). Stored: the 8 bits
+ *       m per unit (the 8-bit mantissa of an effective scale 2^k (1 + m/256)).
+ *       The unit maximum lands at 6 times its block's scale within one part
+ *       in 256, so it is reproduced to within that part (RNE sends it to 6).
+ *       Needs a scale rule that gives a block with amax 6 * 2^k the scale
+ *       2^k (floor, ceil, even, ceil-log2f); FP4S_ENOTSUP otherwise and for
+ *       NVFP4, whose E4M3 scales are not powers of two.
+ *     mse: c_u = (float)2^(-j/16), d_u = (float)2^(j/16), j in [0, 15] the
+ *       one whose unit error sum (Q(x') d_u - x)^2 (double) is smallest,
+ *       ties to the smaller j. Stored: the 4 bits j per unit. NVFP4: the
+ *       tensor scale is taken from the unscaled operand (c_u <= 1, so no
+ *       value exceeds it).
+ *   Cost: the per-unit factors multiply partial sums of the GEMM, 2 M N
+ *   ceil(K/G) FP32 operations (a GEMM split along K where the hardware has
+ *   no such scales).
+ * keep:K: in each block (1-D along K, the spec's block size; with 2-D tiles
+ *   each 1 x 16 row segment) the K entries of largest |x| (ties to the lower
+ *   index) are kept as bf16(x) (RNE) and set to 0 in the input of the
+ *   quantizer, which then scales the block (and, NVFP4, the tensor) without
+ *   them. Stored: 16 bits and the index within the block per kept entry.
+ *   Cost: a sparse BF16 product, 2 N nnz (activation) and 2 M nnz (weight).
+ * of:ALPHA (outlier fallback): q1 = the value after mbs/keep and the
+ *   quantizer, r = x - q1 (fp32), q2 = the same pipeline without keep on r
+ *   (NVFP4: r gets its own tensor scale), value q1 + ALPHA q2 in fp32. Cost:
+ *   a second FP4 operand: every pair of FP4 terms of the two operands is one
+ *   more FP4 GEMM (2 for one operand, 4 for both).
+ * rac:R (residual activation compensation): with X^ the activation after the
+ *   steps above (Qa(X) for rac alone) and E = X - X^ (exact; its norms in
+ *   double), rank the channels by ||E_k||^2 over the tokens of the tensor (or
+ *   of each tile of rac_tile_rows tokens), largest first, ties to the lower
+ *   index, and keep I = the first ceil(R K). E_I is E restricted to I,
+ *   compacted in ascending channel order (or rank order: rac_order), and
+ *   W^_I the matching columns of the weight operand. RESID:
+ *     bf16: Y += bf16(E_I) W^_I^T                     (a BF16 GEMM of width |I|)
+ *     fp4:  Y += Qa(E_I) W^_I^T, E_I zero-padded to a block multiple |I|_p
+ *           and quantized with the activation spec and its own tensor scale
+ *     aug:  one widened GEMM [Qa(X), Qa(E_I)] x [Qw(W), Qw(W_I)]^T: E_I uses
+ *           X's tensor scale, and W_I (the raw weight columns, padded to
+ *           |I|_p) is quantized again with the weight spec and W's tensor
+ *           scale, so its block scales are those of the compacted columns.
+ *   rac-rand draws I with fp4s_remedy_uniform(SEED, 256 + tile, i) in a
+ *   partial Fisher-Yates shuffle (step i swaps position i with i + floor(u_i
+ *   (K - i))). Cost: 2 M N |I|_p more FP4 FLOPs (bf16: 2 M N |I| BF16).
+ *
+ * Everything above is deterministic: the same inputs, remedy and specs give
+ * the same Y bit for bit on any number of fp4scope threads (the BLAS must
+ * not split K across threads either; OpenBLAS's sgemm does not). */
+#ifndef FP4SCOPE_REMEDY_H
+#define FP4SCOPE_REMEDY_H
+
+#include <fp4scope/spec.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum fp4s_remedy_kind {
+    FP4S_RK_ROLLOUT = 0, /* Qa(X) Qw(W)^T with the components below ("none": none of them) */
+    FP4S_RK_BF16    = 1, /* trainer "bf16": X W^T */
+    FP4S_RK_WFQ     = 2, /* trainer "wfq": X Qw(W)^T */
+    FP4S_RK_W4A4QAT = 3  /* trainer "w4a4qat": Qa(X) Qw(W)^T */
+} fp4s_remedy_kind;
+
+typedef enum fp4s_rac_resid {
+    FP4S_RAC_FP4  = 0, /* Qa(E_I) with its own tensor scale (default) */
+    FP4S_RAC_BF16 = 1, /* bf16(E_I) */
+    FP4S_RAC_AUG  = 2  /* one widened FP4 GEMM: E_I with X's tensor scale, W_I re-quantized */
+} fp4s_rac_resid;
+
+typedef enum fp4s_rac_order {
+    FP4S_RAC_ORDER_INDEX = 0, /* E_I compacted in ascending channel order (default) */
+    FP4S_RAC_ORDER_RANK  = 1  /* in rank order (largest residual first): like channels share blocks */
+} fp4s_rac_order;
+
+typedef enum fp4s_mbs_rule {
+    FP4S_MBS_AUTO = 0, /* max for MXFP4, mse for NVFP4 (what "mbs:G" means) */
+    FP4S_MBS_MAX  = 1,
+    FP4S_MBS_MSE  = 2
+} fp4s_mbs_rule;
+
+typedef enum fp4s_aqn_target {
+    FP4S_AQN_GAIN   = 0, /* X[:, k] *= g_k (the norm gain feeding X; default) */
+    FP4S_AQN_WEIGHT = 1, /* W[:, k] *= g_k */
+    FP4S_AQN_ELEM   = 2  /* W[n, k] *= g_{n,k} */
+} fp4s_aqn_target;
+
+typedef enum fp4s_operands {
+    FP4S_OPERANDS_BOTH   = 0, /* mbs, of and keep apply to X and W (default) */
+    FP4S_OPERANDS_ACT    = 1, /* to X only */
+    FP4S_OPERANDS_WEIGHT = 2  /* to W only */
+} fp4s_operands;
+
+#define FP4S_REMEDY_TEXT 128
+
+/* One item of a remedy list: a value struct (copy it freely). Fill it with
+ * fp4s_remedy_parse, or fp4s_remedy_defaults and the fields. */
+typedef struct fp4s_remedy {
+    fp4s_remedy_kind kind;
+    char text[FP4S_REMEDY_TEXT]; /* the item as written ("" when built by hand) */
+    /* rac, rac-rand */
+    double rac_ratio;            /* R in (0, 1]; 0 = no rac */
+    fp4s_rac_resid rac_resid;
+    bool rac_random;             /* rac-rand */
+    uint64_t rac_seed;           /* rac-rand seed (default 1) */
+    size_t rac_tile_rows;        /* 0: one selection per tensor (default); else per tile of this many tokens */
+    fp4s_rac_order rac_order;
+    /* mbs */
+    uint32_t mbs_group;          /* G; 0 = no mbs */
+    fp4s_mbs_rule mbs_rule;
+    /* of */
+    bool of;
+    double of_alpha;             /* default 0.5 */
+    /* keep */
+    uint32_t keep;               /* 0 = no keep */
+    /* aqn */
+    bool aqn;
+    double aqn_sigma;
+    uint64_t aqn_seed;           /* default 1 */
+    fp4s_aqn_target aqn_target;
+    /* the operands mbs, of and keep modify */
+    fp4s_operands operands;
+} fp4s_remedy;
+
+/* "none" with every parameter at its default. */
+FP4S_API void fp4s_remedy_defaults(fp4s_remedy *r);
+
+/* Parse one item ("rac:0.25:bf16", "mbs:128+of:0.5"). FP4S_EINVAL for an
+ * unknown name or a malformed item, FP4S_ERANGE for a parameter out of its
+ * range; the detail names the item, the parameter and the range. */
+FP4S_API int fp4s_remedy_parse(const char *item, fp4s_remedy *r);
+
+/* Parse a comma-separated list into a malloc'ed array (the caller frees it).
+ * Errors as fp4s_remedy_parse, and FP4S_EEMPTY for an empty list or item. */
+FP4S_API int fp4s_remedy_list_parse(const char *list, fp4s_remedy **out, size_t *n);
+
+/* Canonical text with every parameter ("rac:0.25:fp4", "aqn:0.01:1:gain");
+ * writes at most n bytes, returns the length needed. Parsing it gives the
+ * same remedy. */
+FP4S_API size_t fp4s_remedy_describe(const fp4s_remedy *r, char *buf, size_t n);
+
+/* The label of a result: r->text when set, else the canonical text. */
+FP4S_API const char *fp4s_remedy_label(const fp4s_remedy *r);
+
+/* Check a remedy against the quantizers and the reduction size K (block
+ * multiples, keep below the block size, mbs max only with power-of-two
+ * scales, remedies only for MXFP4/NVFP4: "none" and the trainer kinds also
+ * take FP8 specs). FP4S_ERANGE / FP4S_ENOTSUP / FP4S_ESHAPE with a detail
+ * naming the remedy. */
+FP4S_API int fp4s_remedy_check(const fp4s_remedy *r, const fp4s_spec *act, const fp4s_spec *wt,
+                               size_t k);
+
+/* The weight quantizer that goes with an activation spec: a copy of it with
+ * 2-D 16x16 scaling when tile2d = 1, 1-D when 0, and for -1 (auto) 2-D for
+ * NVFP4 with the TransformerEngine recipe (TE's weight recipe), else 1-D. */
+FP4S_API void fp4s_remedy_weight_spec(const fp4s_spec *act, int tile2d, fp4s_spec *w);
+
+/* The counter-based generator of the remedies (splitmix64's finalizer mix):
+ * key = mix(seed ^ mix(stream + 0x632BE59BD9B4E019)),
+ * u = ((mix(key + (i + 1) * 0x9E3779B97F4A7C15) >> 11) + 0.5) * 2^-53 in (0, 1);
+ * normal(i) = sqrt(-2 ln u(2i)) cos(2 pi u(2i + 1)) (Box-Muller, double). */
+FP4S_API double fp4s_remedy_uniform(uint64_t seed, uint64_t stream, uint64_t i);
+FP4S_API double fp4s_remedy_normal(uint64_t seed, uint64_t stream, uint64_t i);
+
+/* ---- the cost of one remedied GEMM -------------------------------------------- */
+/* FLOPs by the units that run them (a multiply-add is 2), bytes that the GEMM
+ * reads and writes (operand codes, scales and side data; the output in BF16),
+ * and the storage of each operand in bits per element. "base" is the plain
+ * W4A4 GEMM of the same shape with the same specs. */
+typedef struct fp4s_remedy_cost {
+    size_t m, n, k;
+    double flops_fp4;       /* FP4 x FP4 tensor-core FLOPs */
+    double flops_fp8;       /* FP8 (an FP8 spec) */
+    double flops_bf16;      /* BF16 GEMMs (bf16 residuals, kept entries, trainer kinds) */
+    double flops_fp32;      /* FP32 vector work in the GEMM (mbs partial-sum scaling) */
+    double flops_base;      /* 2 M N K of the W4A4 GEMM */
+    double flops_extra;     /* all of the above minus flops_base */
+    double bytes_base, bytes, bytes_extra;
+    double act_bits, weight_bits;             /* bits per element of each operand */
+    double act_extra_bits, weight_extra_bits; /* over the base quantizer's */
+    size_t rac_channels;    /* |I| (per tile: the same for every tile) */
+    size_t rac_padded;      /* |I|_p */
+    size_t rac_tiles;       /* selections made (1 per tensor) */
+    double kept;            /* entries kept in BF16 (both operands) */
+    double gemm_seconds;    /* wall time spent in BLAS calls (measured) */
+} fp4s_remedy_cost;
+
+/* ---- one linear layer with a remedy ------------------------------------------ */
+typedef struct fp4s_rlinear fp4s_rlinear;
+
+/* Prepare a linear layer: check the remedy and specs (fp4s_remedy_check),
+ * copy W [n, k] (row stride ldw) and quantize it with the weight-side
+ * remedies once. The handle keeps its own copies of everything; W may be
+ * freed after the call. Weight-side noise (aqn weight/elem) is drawn here:
+ * open a new handle for a new seed or sigma. */
+FP4S_API int fp4s_rlinear_open(const fp4s_remedy *r, const fp4s_spec *act, const fp4s_spec *wt,
+                               const float *W, size_t n, size_t k, size_t ldw, fp4s_rlinear **out);
+FP4S_API void fp4s_rlinear_close(fp4s_rlinear **L);
+
+/* Y [m, n] (row stride ldy) = f(X) W^T for X [m, k] (row stride ldx) with
+ * the remedy. cost may be NULL. The handle is not modified: one handle may
+ * serve several threads at once (each call allocates its own scratch; the
+ * BLAS must be thread-safe, as OpenBLAS's pthread build is). */
+FP4S_API int fp4s_rlinear_forward(const fp4s_rlinear *L, const float *X, size_t m, size_t ldx,
+                                  float *Y, size_t ldy, fp4s_remedy_cost *cost);
+
+/* The weight operand of the main GEMM [n, k] (Qw(W) with the weight-side
+ * remedies, W itself for bf16), owned by the handle: for a trainer's
+ * straight-through fake quantization. */
+FP4S_API const float *fp4s_rlinear_weight(const fp4s_rlinear *L);
+
+/* One call: open, forward, close. */
+FP4S_API int fp4s_remedy_linear(const fp4s_remedy *r, const fp4s_spec *act, const fp4s_spec *wt,
+                                const float *X, size_t m, size_t ldx,
+                                const float *W, size_t n, size_t k, size_t ldw,
+                                float *Y, size_t ldy, fp4s_remedy_cost *cost);
+
+/* The cost of a remedy on an [m, k] x [n, k]^T GEMM without running it,
+ * assuming every tile selects ceil(R k) channels and keep:K keeps K entries
+ * per block. */
+FP4S_API int fp4s_remedy_cost_predict(const fp4s_remedy *r, const fp4s_spec *act,
+                                      const fp4s_spec *wt, size_t m, size_t n, size_t k,
+                                      fp4s_remedy_cost *cost);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

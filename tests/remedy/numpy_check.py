@@ -1,0 +1,419 @@
+"""Independent check of the remedies: every remedy of remedy.h written again
+in numpy from its definition (MXFP4 with the FLOOR and CEIL rules, NVFP4 with
+TransformerEngine's recipe in 1-D and 2-D, the counter-based generator, keep,
+mbs max and mse, of, rac with each residual kind, per tensor and per tile,
+rac-rand, aqn with each target, the trainer kinds) and compared with the
+library through tests/remedy/rlinear_npy (Y within 1e-5 of max |Y|, the
+weight operand bit for bit), on random LLM-like tensors with hot channels.
+
+usage: numpy_check.py WORKDIR RLINEAR_NPY"""
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+f32 = np.float32
+GRID = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+M64 = (1 << 64) - 1
+
+
+# ---- the generator (remedy.h) ------------------------------------------------
+def mix(z):
+    z = np.asarray(z, dtype=np.uint64)
+    z = z ^ (z >> np.uint64(30))
+    z = z * np.uint64(0xBF58476D1CE4E5B9)
+    z = z ^ (z >> np.uint64(27))
+    z = z * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def uniform(seed, stream, i):
+    with np.errstate(over="ignore"):
+        s = np.array([(stream + 0x632BE59BD9B4E019) & M64], dtype=np.uint64)
+        key = mix(np.array([seed], dtype=np.uint64) ^ mix(s))[0]
+        i = np.asarray(i, dtype=np.uint64)
+        b = mix(key + (i + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15))
+    return ((b >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0 ** -53
+
+
+def normal(seed, stream, i):
+    i = np.asarray(i, dtype=np.uint64)
+    u = uniform(seed, stream, 2 * i)
+    v = uniform(seed, stream, 2 * i + 1)
+    return np.sqrt(-2.0 * np.log(u)) * np.cos(6.283185307179586 * v)
+
+
+# ---- codecs -------------------------------------------------------------------
+def e2m1_rne(t):
+    """E2M1 magnitude of t >= 0 (float64 exact), ties to even, saturating."""
+    idx = np.clip(np.searchsorted(GRID, t), 1, 7)
+    lo, hi = GRID[idx - 1], GRID[idx]
+    mid = (lo + hi) / 2
+    even_lo = (idx - 1) % 2 == 0
+    r = np.where(t < mid, lo, np.where(t > mid, hi, np.where(even_lo, lo, hi)))
+    return np.where(t >= 6, 6.0, r)
+
+
+def e4m3_rne(v):
+    """E4M3 value of v >= 0 (float32), RNE, satfinite 448."""
+    v = np.asarray(v, dtype=np.float64)
+    _, fe = np.frexp(np.where(v > 0, v, 1.0))
+    e = fe - 1.0  # exact floor(log2 v)
+    e = np.maximum(e, -6.0)
+    step = np.ldexp(1.0, (e - 3).astype(int))
+    q = np.round(v / step) * step
+    return np.minimum(q, 448.0)
+
+
+def bf16(x):
+    x = np.ascontiguousarray(x, dtype=f32)
+    u = x.view(np.uint32).astype(np.uint64)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+    return r.view(f32)
+
+
+# ---- quantizers -------------------------------------------------------------------
+class Spec:
+    def __init__(self, fmt, rule="floor", tile2d=False):
+        self.fmt, self.rule, self.tile2d = fmt, rule, tile2d
+        self.block = 32 if fmt == "mxfp4" else 16
+
+
+def tscale(spec, amax):
+    """TE NVFP4 (S_enc, S_dec) in fp32."""
+    amax = f32(amax)
+    if amax == 0:
+        return f32(1), f32(1)
+    s_enc = f32(2688) / amax
+    if not np.isfinite(s_enc) or s_enc > np.finfo(f32).max:
+        s_enc = np.finfo(f32).max
+    if s_enc == 0:
+        s_enc = f32(1)
+    return f32(s_enc), f32(1) / f32(s_enc)
+
+
+def qdq(spec, x, ts=None):
+    """Dequantized Q(x) (float32) of a 2-D float32 array; ts = (S_enc, S_dec)
+    or None for the tensor's own."""
+    x = np.ascontiguousarray(x, dtype=f32)
+    rows, cols = x.shape
+    if spec.fmt == "mxfp4":
+        xb = x.reshape(rows, cols // 32, 32).astype(np.float64)
+        m = np.abs(xb).max(axis=2)
+        _, e = np.frexp(np.where(m > 0, m, 1.0))
+        kf = (e - 1) - 2
+        if spec.rule == "ceil":
+            k = np.where(m / np.ldexp(1.0, kf) <= 6.0, kf, kf + 1)
+        else:
+            k = kf
+        k = np.where(m > 0, k, -127)
+        k = np.clip(k, -127, 127)
+        s = np.ldexp(1.0, k)[..., None]
+        q = np.sign(xb) * e2m1_rne(np.abs(xb) / s) * s
+        return q.reshape(rows, cols).astype(f32)
+    # NVFP4, TransformerEngine
+    if ts is None:
+        ts = tscale(spec, np.abs(x).max() if x.size else 0)
+    s_enc, s_dec = ts
+    ax = np.abs(x)
+    if spec.tile2d:
+        r16 = (rows + 15) // 16
+        pad = np.zeros((r16 * 16, cols), dtype=f32)
+        pad[:rows] = ax
+        am = pad.reshape(r16, 16, cols // 16, 16).max(axis=(1, 3))
+        amb = np.repeat(am, 16, axis=0)[:rows]
+    else:
+        amb = ax.reshape(rows, cols // 16, 16).max(axis=2)
+    amb = amb.astype(f32)
+    t = np.minimum(amb * (s_enc * (f32(1) / f32(6))), np.finfo(f32).max).astype(f32)
+    sb = e4m3_rne(t).astype(f32)
+    with np.errstate(divide="ignore"):
+        enc = np.minimum(f32(1) / (sb * s_dec), np.finfo(f32).max).astype(f32)
+    enc_e = np.repeat(enc, 16, axis=1)
+    v = (x * enc_e).astype(f32)
+    qm = e2m1_rne(np.abs(v).astype(np.float64))
+    q = (np.sign(v) * qm).astype(f32)
+    return ((q * np.repeat(sb, 16, axis=1)).astype(f32) * s_dec).astype(f32)
+
+
+# ---- remedy pieces -------------------------------------------------------------------
+def keep_split(x, block, K):
+    rows, cols = x.shape
+    b = x.copy()
+    mask = np.zeros(x.shape, dtype=bool)
+    a = np.abs(x).reshape(rows, cols // block, block)
+    # largest |x| first, ties to the lower index: stable sort on -|x|
+    order = np.argsort(-a, axis=2, kind="stable")[:, :, :K]
+    mb = mask.reshape(rows, cols // block, block)
+    np.put_along_axis(mb, order, True, axis=2)
+    b[mask] = 0
+    return b, mask
+
+
+def mbs_max_div(a):
+    if not a > 0:
+        return 1.0
+    _, e = math.frexp(float(a) / 6.0)
+    t = math.ldexp(6.0, e - 1)
+    while t > a:
+        t *= 0.5
+    while t * 2 <= a:
+        t *= 2
+    for m in range(256):
+        if t * (256 + m) / 256 >= a:
+            return 1.0 + m / 256
+    return 1.0
+
+
+def units(spec, rows, cols, G):
+    rt = 16 if spec.tile2d else 1
+    for r0 in range(0, rows, rt):
+        for c0 in range(0, cols, G):
+            yield slice(r0, min(r0 + rt, rows)), slice(c0, min(c0 + G, cols))
+
+
+def mbs_pass(spec, b, G, rule):
+    if rule == "auto":
+        rule = "max" if spec.fmt == "mxfp4" else "mse"
+    rows, cols = b.shape
+    ts = tscale(spec, np.abs(b).max() if b.size else 0) if spec.fmt == "nvfp4" else None
+    if rule == "max":
+        d = np.ones(b.shape, dtype=f32)
+        for rs, cs in units(spec, rows, cols, G):
+            d[rs, cs] = f32(mbs_max_div(float(np.abs(b[rs, cs]).max())))
+        xs = (b / d).astype(f32)
+        return (qdq(spec, xs, ts) * d).astype(f32)
+    out = np.zeros(b.shape, dtype=f32)
+    best = {}
+    for j in range(16):
+        c, dv = f32(2.0 ** (-j / 16)), f32(2.0 ** (j / 16))
+        tmp = (qdq(spec, (b * c).astype(f32), ts) * dv).astype(f32)
+        for rs, cs in units(spec, rows, cols, G):
+            e = float(((tmp[rs, cs].astype(np.float64) - b[rs, cs].astype(np.float64)) ** 2).sum())
+            key = (rs.start, cs.start)
+            if key not in best or e < best[key]:
+                best[key] = e
+                out[rs, cs] = tmp[rs, cs]
+    return out
+
+
+def one_pass(spec, x, mbs, keep):
+    b, mask = (keep_split(x, spec.block, keep) if keep else (x.copy(), None))
+    if mbs:
+        q = mbs_pass(spec, b, mbs[0], mbs[1])
+    else:
+        q = qdq(spec, b)
+    if keep:
+        q = q.copy()
+        q[mask] = bf16(x)[mask]
+    ts = tscale(spec, np.abs(b).max()) if spec.fmt == "nvfp4" else None
+    return q, ts
+
+
+def operand(spec, x, mbs, keep, of):
+    q, ts = one_pass(spec, x, mbs, keep)
+    if of is not None:
+        r = (x - q).astype(f32)
+        q2, _ = one_pass(spec, r, mbs, 0)
+        q = (q + (f32(of) * q2).astype(f32)).astype(f32)
+    return q, ts
+
+
+def ceil_share(r, k):
+    v = r * k
+    c = math.ceil(v - 1e-9 * (v if v > 1 else 1))
+    return int(min(max(c, 1), k))
+
+
+def rac(spec_a, spec_w, xa, xq, wmain, wraw, ts_x, R, resid, tile, order, rand_seed):
+    m, k = xa.shape
+    n = wmain.shape[0]
+    sel = ceil_share(R, k)
+    pad = sel if resid == "bf16" else -(-sel // spec_a.block) * spec_a.block
+    trows = tile if tile and tile < m else m
+    tiles = -(-m // trows)
+    ec = np.zeros((m, pad), dtype=f32)
+    idxs = []
+    for t in range(tiles):
+        r0, r1 = t * trows, min((t + 1) * trows, m)
+        e2 = ((xa[r0:r1].astype(np.float64) - xq[r0:r1].astype(np.float64)) ** 2).sum(axis=0)
+        if rand_seed is not None:
+            allc = list(range(k))
+            for i in range(sel):
+                u = float(uniform(rand_seed, 256 + t, i))
+                j = min(i + int(u * (k - i)), k - 1)
+                allc[i], allc[j] = allc[j], allc[i]
+            I = np.array(allc[:sel])
+            if order == "rank":
+                I = I[np.lexsort((I, -e2[I]))]
+            else:
+                I = np.sort(I)
+        else:
+            ranked = np.lexsort((np.arange(k), -e2))
+            I = ranked[:sel]
+            if order == "index":
+                I = np.sort(I)
+        idxs.append(I)
+        ec[r0:r1, :sel] = (xa[r0:r1][:, I] - xq[r0:r1][:, I]).astype(f32)
+    if resid == "bf16":
+        eq = bf16(ec)
+    else:
+        eq = qdq(spec_a, ec, ts_x if resid == "aug" else None)
+    add = np.zeros((m, n))
+    wts = tscale(spec_w, np.abs(wraw).max()) if spec_w.fmt == "nvfp4" else None
+    for t in range(tiles):
+        r0, r1 = t * trows, min((t + 1) * trows, m)
+        I = idxs[t]
+        wc = np.zeros((n, pad), dtype=f32)
+        wc[:, :sel] = (wraw if resid == "aug" else wmain)[:, I]
+        if resid == "aug":
+            wc = qdq(spec_w, wc, wts)
+        add[r0:r1] = eq[r0:r1].astype(np.float64) @ wc.astype(np.float64).T
+    return add
+
+
+def parse(item):
+    """The subset of the grammar the cases below use."""
+    d = {"kind": "rollout"}
+    for comp in item.split("+"):
+        f = comp.split(":")
+        name = f[0]
+        if name in ("bf16", "wfq", "w4a4qat"):
+            d["kind"] = name
+        elif name == "none":
+            pass
+        elif name in ("rac", "rac-rand"):
+            d["rac"] = float(f[1])
+            d["resid"] = "fp4"
+            d["seed"] = 1 if name == "rac-rand" else None
+            for p in f[2:]:
+                if p in ("bf16", "fp4", "aug"):
+                    d["resid"] = p
+                else:
+                    d["seed"] = int(p)
+        elif name == "mbs":
+            d["mbs"] = (int(f[1]), f[2] if len(f) > 2 else "auto")
+        elif name == "of":
+            d["of"] = float(f[1]) if len(f) > 1 else 0.5
+        elif name == "keep":
+            d["keep"] = int(f[1])
+        elif name == "aqn":
+            d["aqn"] = float(f[1])
+            d["aqn_seed"], d["aqn_target"] = 1, "gain"
+            for p in f[2:]:
+                if p in ("gain", "weight", "elem"):
+                    d["aqn_target"] = p
+                else:
+                    d["aqn_seed"] = int(p)
+    return d
+
+
+def forward(item, sa, sw, X, W, tile=0, operands="both", order="index"):
+    d = parse(item)
+    on_a, on_w = operands != "weight", operands != "act"
+    Wa = W.copy()
+    if "aqn" in d and d["aqn_target"] != "gain":
+        n, k = W.shape
+        if d["aqn_target"] == "weight":
+            z = normal(d["aqn_seed"], 1, np.arange(k))[None, :]
+        else:
+            z = normal(d["aqn_seed"], 2, np.arange(n * k)).reshape(n, k)
+        Wa = (Wa * (1.0 + d["aqn"] * z).astype(f32)).astype(f32)
+    kind = d["kind"]
+    if kind == "bf16":
+        return X.astype(np.float64) @ Wa.astype(np.float64).T, Wa
+    if kind in ("wfq", "w4a4qat"):
+        wq = qdq(sw, Wa)
+        xq = X if kind == "wfq" else qdq(sa, X)
+        return xq.astype(np.float64) @ wq.astype(np.float64).T, wq
+    mbs, keep, of = d.get("mbs"), d.get("keep", 0), d.get("of")
+    wq, _ = operand(sw, Wa, mbs if on_w else None, keep if on_w else 0, of if on_w else None)
+    xa = X
+    if "aqn" in d and d["aqn_target"] == "gain":
+        g = (1.0 + d["aqn"] * normal(d["aqn_seed"], 1, np.arange(X.shape[1]))).astype(f32)
+        xa = (X * g[None, :]).astype(f32)
+    xq, tsx = operand(sa, xa, mbs if on_a else None, keep if on_a else 0, of if on_a else None)
+    y = xq.astype(np.float64) @ wq.astype(np.float64).T
+    if "rac" in d:
+        y = y + rac(sa, sw, xa, xq, wq, Wa, tsx, d["rac"], d["resid"], tile, order, d["seed"])
+    return y, wq
+
+
+# ---- data ------------------------------------------------------------------------
+def llm_like(rng, rows, cols, hot, scale=1.0):
+    x = rng.standard_t(4, size=(rows, cols)) * np.exp(rng.normal(0, 0.7, size=cols))[None, :] * scale
+    x[:, hot] *= 30
+    x[rng.random((rows, cols)) < 0.02] = 0.0
+    return x.astype(f32)
+
+
+def main():
+    work, drv = sys.argv[1], sys.argv[2]
+    rng = np.random.default_rng(20260515)
+    M, K, N = 48, 256, 40
+    X = llm_like(rng, M, K, [3, 77, 200])
+    W = (rng.normal(0, 0.05, size=(N, K)) * np.exp(rng.normal(0, 0.3, size=K))[None, :]).astype(f32)
+    X[5, 10] = 0.375 * 2 ** -3   # a few exact values
+    W[2, 4] = 6.0 * 2 ** -5
+    xp, wp = os.path.join(work, "x.npy"), os.path.join(work, "w.npy")
+    np.save(xp, X)
+    np.save(wp, W)
+    specs = [("mxfp4", "ocp", Spec("mxfp4", "floor"), Spec("mxfp4", "floor"), "-1"),
+             ("mxfp4", "ceil", Spec("mxfp4", "ceil"), Spec("mxfp4", "ceil"), "-1"),
+             ("nvfp4", "te", Spec("nvfp4"), Spec("nvfp4", tile2d=True), "-1"),
+             ("nvfp4", "te", Spec("nvfp4"), Spec("nvfp4"), "0")]
+    items = ["bf16", "wfq", "w4a4qat", "none",
+             "rac:0.125", "rac:0.25:bf16", "rac:0.1:aug", "rac:1:bf16", "rac:1", "rac-rand:0.25",
+             "rac-rand:0.25:bf16:7", "mbs:128", "mbs:64:mse", "mbs:256:mse", "of", "of:1", "of:0",
+             "keep:1", "keep:3", "mbs:128+of:0.5", "keep:1+mbs:64:mse+of:0.5", "aqn:0.05",
+             "aqn:0.02:9:weight", "aqn:0.01:elem", "aqn:0.05+rac:0.25", "rac:0.25+of:0.5+keep:2"]
+    extra = [("rac:0.25", ["--tile", "16"]), ("rac:0.2:aug", ["--tile", "20"]),
+             ("rac:0.25:bf16", ["--order", "rank"]), ("rac:0.25", ["--order", "rank"]),
+             ("rac-rand:0.25:5", ["--tile", "16", "--order", "rank"]),
+             ("of:0.5+mbs:64:mse", ["--operands", "act"]), ("keep:2", ["--operands", "weight"])]
+    runs = []
+    for fmt, prof, sa, sw, w2d in specs:
+        for it in items:
+            runs.append((fmt, prof, sa, sw, w2d, it, []))
+        for it, opts in extra:
+            runs.append((fmt, prof, sa, sw, w2d, it, opts))
+    bad = 0
+    for fmt, prof, sa, sw, w2d, it, opts in runs:
+        yp, wqp = os.path.join(work, "y.npy"), os.path.join(work, "wq.npy")
+        r = subprocess.run([drv, it, fmt, prof, w2d, xp, wp, yp, wqp] + opts, capture_output=True, text=True)
+        label = "%s/%s w2d=%s %s %s" % (fmt, prof, w2d, it, " ".join(opts))
+        if r.returncode != 0:
+            print("FAIL %s: driver exit %d: %s" % (label, r.returncode, r.stderr.strip()))
+            bad += 1
+            continue
+        kw = {}
+        for i in range(0, len(opts), 2):
+            kw[{"--tile": "tile", "--operands": "operands", "--order": "order"}[opts[i]]] = \
+                int(opts[i + 1]) if opts[i] == "--tile" else opts[i + 1]
+        y_np, wq_np = forward(it, sa, sw, X, W, **kw)
+        y_c, wq_c = np.load(yp), np.load(wqp)
+        scale = np.abs(y_np).max()
+        err = np.abs(y_c - y_np).max() / scale
+        wbad = int((wq_c != wq_np.astype(f32)).sum())  # -0 == +0: the sign of a zero is not compared
+        ok = err < 1e-5 and wbad == 0
+        print("%s %s: max|dY|/max|Y| = %.3g, weight entries differing %d" % ("ok  " if ok else "FAIL", label, err,
+                                                                              wbad))
+        bad += not ok
+    # sanity: remedies differ from each other (so the comparison is not vacuous)
+    y0, _ = forward("none", specs[0][2], specs[0][3], X, W)
+    y1, _ = forward("rac:0.25", specs[0][2], specs[0][3], X, W)
+    yb, _ = forward("bf16", specs[0][2], specs[0][3], X, W)
+    e0 = np.linalg.norm(y0 - yb) / np.linalg.norm(yb)
+    e1 = np.linalg.norm(y1 - yb) / np.linalg.norm(yb)
+    print("mxfp4 none %.4f, rac:0.25 %.4f (relative output error vs bf16)" % (e0, e1))
+    if not e1 < e0:
+        print("FAIL: rac:0.25 does not reduce the error")
+        bad += 1
+    print("%d of %d runs failed" % (bad, len(runs)))
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

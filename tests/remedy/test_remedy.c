@@ -1,0 +1,533 @@
+/* Unit tests of analysis/remedy: the list grammar and its messages, the
+ * checks against the quantizers, the linear-forward call against a direct
+ * quantize + double GEMM, hand-computed cases (mbs max, keep, cost),
+ * identities (of:0 and aqn:0 are none, rac:1:bf16 is nearly wfq), the error
+ * falling with R, determinism over thread counts, and bad input. */
+#include <check.h>
+
+#include <fp4scope/quant.h>
+#include <fp4scope/remedy.h>
+#include <fp4scope/spec.h>
+
+#include "fp4s_config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- helpers ---------------------------------------------------------------- */
+static uint64_t rs = 1;
+static double urand(void)
+{
+    uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return ((z >> 11) + 0.5) * 0x1.0p-53;
+}
+static double grand(void) { return sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand()); }
+
+/* activations with per-channel scales and a few hot channels */
+static float *act(size_t m, size_t k, uint64_t seed)
+{
+    rs = seed;
+    float *x = malloc(m * k * sizeof *x);
+    double *cs = malloc(k * sizeof *cs);
+    for (size_t j = 0; j < k; j++) cs[j] = exp(0.7 * grand()) * (j % 37 == 5 ? 30.0 : 1.0);
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < k; j++) x[i * k + j] = (float)(grand() * cs[j]);
+    free(cs);
+    return x;
+}
+
+static float *wgt(size_t n, size_t k, uint64_t seed)
+{
+    rs = seed;
+    float *w = malloc(n * k * sizeof *w);
+    for (size_t i = 0; i < n * k; i++) w[i] = (float)(0.05 * grand());
+    return w;
+}
+
+static fp4s_spec spec(fp4s_format f, const char *p)
+{
+    fp4s_spec s;
+    ck_assert_msg(fp4s_spec_profile(&s, f, p) == 0, "%s", fp4s_last_error());
+    return s;
+}
+
+static fp4s_remedy R(const char *item)
+{
+    fp4s_remedy r;
+    int rc = fp4s_remedy_parse(item, &r);
+    ck_assert_msg(rc == 0, "%s: %s", item, fp4s_last_error());
+    return r;
+}
+
+static float *qdq(const fp4s_spec *s, const float *x, size_t rows, size_t cols)
+{
+    fp4s_tscale ts;
+    ck_assert_int_eq(fp4s_tscale_init(s, fp4s_amax(x, rows, cols, cols, NULL), &ts), 0);
+    float *q = malloc(rows * cols * sizeof *q);
+    fp4s_qout o = {0};
+    o.dequant = q;
+    o.ld_dequant = cols;
+    ck_assert_int_eq(fp4s_quantize(s, &ts, x, rows, cols, cols, 0, &o, NULL), 0);
+    return q;
+}
+
+static double *gemm_d(const float *a, const float *b, size_t m, size_t n, size_t k)
+{
+    double *y = malloc(m * n * sizeof *y);
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) {
+            double s = 0;
+            for (size_t t = 0; t < k; t++) s += (double)a[i * k + t] * (double)b[j * k + t];
+            y[i * n + j] = s;
+        }
+    return y;
+}
+
+static double rel(const float *y, const double *ref, size_t n)
+{
+    double e = 0, d = 0;
+    for (size_t i = 0; i < n; i++) {
+        e += ((double)y[i] - ref[i]) * ((double)y[i] - ref[i]);
+        d += ref[i] * ref[i];
+    }
+    return sqrt(e / d);
+}
+
+static float *run(const char *item, const fp4s_spec *as, const fp4s_spec *ws, const float *x, size_t m,
+                  const float *w, size_t n, size_t k, fp4s_remedy_cost *c)
+{
+    fp4s_remedy r = R(item);
+    float *y = malloc(m * n * sizeof *y);
+    int rc = fp4s_remedy_linear(&r, as, ws, x, m, k, w, n, k, k, y, n, c);
+    ck_assert_msg(rc == 0, "%s: %s", item, fp4s_last_error());
+    return y;
+}
+
+static void expect_err(const char *item, int code, const char *needle)
+{
+    fp4s_remedy r;
+    int rc = fp4s_remedy_parse(item, &r);
+    ck_assert_msg(rc == code, "'%s': expected %d, got %d (%s)", item, code, rc, fp4s_last_error());
+    ck_assert_msg(strstr(fp4s_last_error(), needle), "'%s': message '%s' lacks '%s'", item, fp4s_last_error(),
+                  needle);
+}
+
+/* ---- grammar ------------------------------------------------------------------ */
+START_TEST(grammar_accepts_the_issue_list)
+{
+    fp4s_remedy *v;
+    size_t n;
+    ck_assert_int_eq(fp4s_remedy_list_parse("none,rac:0.125,rac:1:bf16,rac-rand:0.25,mbs:128,of:0.5,keep:1,"
+                                            "mbs:128+of:0.5,bf16,wfq,w4a4qat,aqn:0.01:3:weight,rac:0.5:aug,of",
+                                            &v, &n), 0);
+    ck_assert_uint_eq(n, 14);
+    ck_assert_int_eq(v[0].kind, FP4S_RK_ROLLOUT);
+    ck_assert(v[0].rac_ratio == 0 && !v[0].of && !v[0].mbs_group && !v[0].keep && !v[0].aqn);
+    ck_assert(v[1].rac_ratio == 0.125 && v[1].rac_resid == FP4S_RAC_FP4 && !v[1].rac_random);
+    ck_assert(v[2].rac_ratio == 1 && v[2].rac_resid == FP4S_RAC_BF16);
+    ck_assert(v[3].rac_random && v[3].rac_seed == 1 && v[3].rac_ratio == 0.25);
+    ck_assert(v[4].mbs_group == 128 && v[4].mbs_rule == FP4S_MBS_AUTO);
+    ck_assert(v[5].of && v[5].of_alpha == 0.5);
+    ck_assert(v[6].keep == 1);
+    ck_assert(v[7].mbs_group == 128 && v[7].of);
+    ck_assert_int_eq(v[8].kind, FP4S_RK_BF16);
+    ck_assert_int_eq(v[9].kind, FP4S_RK_WFQ);
+    ck_assert_int_eq(v[10].kind, FP4S_RK_W4A4QAT);
+    ck_assert(v[11].aqn && v[11].aqn_sigma == 0.01 && v[11].aqn_seed == 3 && v[11].aqn_target == FP4S_AQN_WEIGHT);
+    ck_assert(v[12].rac_resid == FP4S_RAC_AUG);
+    ck_assert(v[13].of && v[13].of_alpha == 0.5);
+    ck_assert_str_eq(v[7].text, "mbs:128+of:0.5");
+    ck_assert_str_eq(fp4s_remedy_label(&v[7]), "mbs:128+of:0.5");
+    /* the canonical text parses back to the same remedy */
+    for (size_t i = 0; i < n; i++) {
+        char buf[256];
+        fp4s_remedy_describe(&v[i], buf, sizeof buf);
+        fp4s_remedy b = R(buf);
+        memset(b.text, 0, sizeof b.text);
+        fp4s_remedy a = v[i];
+        memset(a.text, 0, sizeof a.text);
+        ck_assert_msg(!memcmp(&a, &b, sizeof a), "describe round trip of '%s' -> '%s'", v[i].text, buf);
+    }
+    free(v);
+    /* optional parameters in either order */
+    fp4s_remedy a = R("rac-rand:0.5:9:aug"), b = R("rac-rand:0.5:aug:9");
+    ck_assert(a.rac_seed == 9 && b.rac_seed == 9 && a.rac_resid == FP4S_RAC_AUG && b.rac_resid == FP4S_RAC_AUG);
+    a = R("aqn:0.1:elem:5");
+    ck_assert(a.aqn_seed == 5 && a.aqn_target == FP4S_AQN_ELEM);
+    a = R("mbs:64:mse");
+    ck_assert(a.mbs_rule == FP4S_MBS_MSE);
+}
+END_TEST
+
+START_TEST(grammar_refuses_with_a_message)
+{
+    expect_err("foo", FP4S_EINVAL, "unknown remedy 'foo' (known: none, bf16");
+    expect_err("rac:0", FP4S_ERANGE, "R must be in (0, 1], got 0");
+    expect_err("rac:1.5", FP4S_ERANGE, "R must be in (0, 1], got 1.5");
+    expect_err("rac:-0.1", FP4S_ERANGE, "R must be in (0, 1]");
+    expect_err("rac:abc", FP4S_EINVAL, "R: expected a number in (0, 1], got 'abc'");
+    expect_err("rac", FP4S_EINVAL, "needs the channel ratio R");
+    expect_err("rac:0.5:int8", FP4S_EINVAL, "expected RESID bf16, fp4 or aug, got 'int8'");
+    expect_err("rac:0.5:7", FP4S_EINVAL, "expected RESID bf16, fp4 or aug, got '7'");
+    expect_err("rac-rand:0.5:x", FP4S_EINVAL, "RESID (bf16, fp4 or aug) or SEED");
+    expect_err("rac-rand:0.5:1:2", FP4S_EINVAL, "SEED given twice");
+    expect_err("rac-rand:0.5:99999999999999999999999", FP4S_ERANGE, "SEED must be an integer in [0, 2^64 - 1]");
+    expect_err("of:1.5", FP4S_ERANGE, "ALPHA must be in [0, 1], got 1.5");
+    expect_err("of:-1", FP4S_ERANGE, "ALPHA must be in [0, 1]");
+    expect_err("of:nan", FP4S_EINVAL, "ALPHA: expected a number");
+    expect_err("mbs", FP4S_EINVAL, "needs the macro-block size G");
+    expect_err("mbs:0", FP4S_ERANGE, "G must be in [1, 1048576], got 0");
+    expect_err("mbs:128:median", FP4S_EINVAL, "RULE: expected max or mse, got 'median'");
+    expect_err("keep:0", FP4S_ERANGE, "K must be in [1, block size - 1], got 0");
+    expect_err("keep", FP4S_EINVAL, "needs K");
+    expect_err("aqn:2", FP4S_ERANGE, "SIGMA must be in [0, 1], got 2");
+    expect_err("aqn:0.1:norm", FP4S_EINVAL, "TARGET (gain, weight or elem)");
+    expect_err("of+of:1", FP4S_EINVAL, "'of' given twice");
+    expect_err("rac:0.5+rac-rand:0.5", FP4S_EINVAL, "rac and rac-rand given twice or together");
+    expect_err("none+of:0.5", FP4S_EINVAL, "'none' cannot be combined");
+    expect_err("of:0.5+bf16", FP4S_EINVAL, "'bf16' cannot be combined");
+    expect_err("wfq:1", FP4S_EINVAL, "'wfq' takes no parameters");
+    expect_err("of:0.5+", FP4S_EINVAL, "empty component");
+    expect_err("", FP4S_EEMPTY, "empty item");
+    fp4s_remedy *v;
+    size_t n;
+    ck_assert_int_eq(fp4s_remedy_list_parse("none,,of", &v, &n), FP4S_EEMPTY);
+    ck_assert_msg(strstr(fp4s_last_error(), "empty item (item 2)"), "%s", fp4s_last_error());
+    ck_assert_int_eq(fp4s_remedy_list_parse("none,rac:2", &v, &n), FP4S_ERANGE);
+    ck_assert_msg(strstr(fp4s_last_error(), "remedy 'rac:2'"), "%s", fp4s_last_error());
+}
+END_TEST
+
+START_TEST(check_against_the_quantizers)
+{
+    fp4s_spec mx = spec(FP4S_MXFP4, "ocp"), nv = spec(FP4S_NVFP4, "te"), f8 = spec(FP4S_FP8, "fp8-1x128");
+    fp4s_spec nvw;
+    fp4s_remedy_weight_spec(&nv, -1, &nvw);
+    ck_assert(nvw.tile2d);
+    fp4s_remedy r = R("mbs:48");
+    ck_assert_int_eq(fp4s_remedy_check(&r, &mx, &mx, 256), FP4S_ERANGE);
+    ck_assert_msg(strstr(fp4s_last_error(), "G = 48 must be a multiple of the activation block size 32"), "%s",
+                  fp4s_last_error());
+    r = R("mbs:128:max");
+    ck_assert_int_eq(fp4s_remedy_check(&r, &nv, &nvw, 256), FP4S_ENOTSUP);
+    ck_assert_msg(strstr(fp4s_last_error(), "use mbs:128:mse"), "%s", fp4s_last_error());
+    r = R("mbs:128");
+    ck_assert_int_eq(fp4s_remedy_check(&r, &nv, &nvw, 256), 0); /* auto: mse for NVFP4 */
+    fp4s_spec rtn = mx;
+    rtn.mx_rule = FP4S_MX_RTN;
+    ck_assert_int_eq(fp4s_remedy_check(&r, &rtn, &rtn, 256), FP4S_ENOTSUP);
+    ck_assert_msg(strstr(fp4s_last_error(), "rtn does not"), "%s", fp4s_last_error());
+    r = R("keep:32");
+    ck_assert_int_eq(fp4s_remedy_check(&r, &mx, &mx, 256), FP4S_ERANGE);
+    ck_assert_msg(strstr(fp4s_last_error(), "K must be in [1, 31]"), "%s", fp4s_last_error());
+    r = R("keep:16");
+    ck_assert_int_eq(fp4s_remedy_check(&r, &nv, &nv, 256), FP4S_ERANGE);
+    r.operands = FP4S_OPERANDS_ACT;
+    ck_assert_int_eq(fp4s_remedy_check(&r, &mx, &nv, 256), 0);
+    r = R("rac:0.25");
+    ck_assert_int_eq(fp4s_remedy_check(&r, &f8, &f8, 256), FP4S_ENOTSUP);
+    ck_assert_msg(strstr(fp4s_last_error(), "FP8 takes only none"), "%s", fp4s_last_error());
+    r = R("none");
+    ck_assert_int_eq(fp4s_remedy_check(&r, &f8, &f8, 256), 0);
+    ck_assert_int_eq(fp4s_remedy_check(&r, &mx, &mx, 100), FP4S_ESHAPE);
+    ck_assert_msg(strstr(fp4s_last_error(), "K = 100 is not a multiple of the activation block size 32"), "%s",
+                  fp4s_last_error());
+    r = R("of:0.5");
+    r.of_alpha = 3; /* filled by hand */
+    ck_assert_int_eq(fp4s_remedy_check(&r, &mx, &mx, 256), FP4S_ERANGE);
+}
+END_TEST
+
+/* ---- forward ------------------------------------------------------------------- */
+START_TEST(none_is_the_quantized_gemm)
+{
+    const size_t m = 40, n = 24, k = 128;
+    float *x = act(m, k, 3), *w = wgt(n, k, 4);
+    const char *profs[][2] = {{"mxfp4", "ocp"}, {"mxfp4", "ceil"}, {"nvfp4", "te"}, {"nvfp4", "torchao"}};
+    for (size_t p = 0; p < 4; p++) {
+        fp4s_format f;
+        fp4s_format_parse(profs[p][0], &f);
+        fp4s_spec as = spec(f, profs[p][1]), ws;
+        fp4s_remedy_weight_spec(&as, -1, &ws);
+        float *xq = qdq(&as, x, m, k), *wq = qdq(&ws, w, n, k);
+        double *ref = gemm_d(xq, wq, m, n, k), *refw = gemm_d(x, wq, m, n, k), *refb = gemm_d(x, w, m, n, k);
+        float *y = run("none", &as, &ws, x, m, w, n, k, NULL);
+        ck_assert_msg(rel(y, ref, m * n) < 1e-6, "%s none: %g", profs[p][1], rel(y, ref, m * n));
+        free(y);
+        y = run("w4a4qat", &as, &ws, x, m, w, n, k, NULL);
+        ck_assert(rel(y, ref, m * n) < 1e-6);
+        free(y);
+        y = run("wfq", &as, &ws, x, m, w, n, k, NULL);
+        ck_assert(rel(y, refw, m * n) < 1e-6);
+        free(y);
+        y = run("bf16", &as, &ws, x, m, w, n, k, NULL);
+        ck_assert(rel(y, refb, m * n) < 1e-6);
+        free(y);
+        /* the weight operand is Qw(W) bit for bit */
+        fp4s_remedy r = R("wfq");
+        fp4s_rlinear *L;
+        ck_assert_int_eq(fp4s_rlinear_open(&r, &as, &ws, w, n, k, k, &L), 0);
+        ck_assert(!memcmp(fp4s_rlinear_weight(L), wq, n * k * sizeof *wq));
+        fp4s_rlinear_close(&L);
+        ck_assert(L == NULL);
+        free(xq);
+        free(wq);
+        free(ref);
+        free(refw);
+        free(refb);
+    }
+    free(x);
+    free(w);
+}
+END_TEST
+
+START_TEST(identities_and_monotone_r)
+{
+    const size_t m = 64, n = 32, k = 256;
+    float *x = act(m, k, 5), *w = wgt(n, k, 6);
+    fp4s_spec as = spec(FP4S_NVFP4, "te"), ws;
+    fp4s_remedy_weight_spec(&as, -1, &ws);
+    float *y0 = run("none", &as, &ws, x, m, w, n, k, NULL);
+    const char *same[] = {"of:0", "aqn:0", "aqn:0:weight", "aqn:0:elem"};
+    for (size_t i = 0; i < 4; i++) {
+        float *y = run(same[i], &as, &ws, x, m, w, n, k, NULL);
+        ck_assert_msg(!memcmp(y, y0, m * n * sizeof *y), "%s differs from none", same[i]);
+        free(y);
+    }
+    float *wq = qdq(&ws, w, n, k);
+    double *refw = gemm_d(x, wq, m, n, k);
+    double e_none = rel(y0, refw, m * n);
+    const char *rs_[] = {"rac:0.125", "rac:0.25", "rac:0.5", "rac:1"};
+    double prev = e_none;
+    for (size_t i = 0; i < 4; i++) {
+        float *y = run(rs_[i], &as, &ws, x, m, w, n, k, NULL);
+        double e = rel(y, refw, m * n);
+        ck_assert_msg(e < prev, "%s: %g not below %g", rs_[i], e, prev);
+        prev = e;
+        free(y);
+    }
+    float *y = run("rac:1:bf16", &as, &ws, x, m, w, n, k, NULL);
+    double e1 = rel(y, refw, m * n);
+    ck_assert_msg(e1 < 0.02 * e_none, "rac:1:bf16 %g vs none %g", e1, e_none);
+    free(y);
+    /* aqn adds noise: a different output */
+    y = run("aqn:0.05", &as, &ws, x, m, w, n, k, NULL);
+    ck_assert(memcmp(y, y0, m * n * sizeof *y));
+    free(y);
+    free(y0);
+    free(wq);
+    free(refw);
+    free(x);
+    free(w);
+}
+END_TEST
+
+START_TEST(mbs_max_hand_computed)
+{
+    /* one MXFP4 row of 32: amax 5.3; FLOOR alone gives scale 1 and 5.3 -> 6.
+     * mbs:32:max: k' = floor(log2(5.3/6)) = -1, 3 (1 + m/256) >= 5.3 first at
+     * m = 197: d = 1.76953125; 5.3/d = 2.9951... gets scale 2^-1, code 6, value
+     * 6 * 0.5 * 1.76953125 = 5.30859375. */
+    float x[32] = {0}, w[32] = {0};
+    x[7] = 5.3f;
+    x[0] = 1.0f;
+    w[7] = 1.0f;
+    fp4s_spec mx = spec(FP4S_MXFP4, "ocp");
+    float y;
+    fp4s_remedy r = R("mbs:32:max");
+    r.operands = FP4S_OPERANDS_ACT; /* the weight, one-hot, stays exact */
+    ck_assert_int_eq(fp4s_remedy_linear(&r, &mx, &mx, x, 1, 32, w, 1, 32, 32, &y, 1, NULL), 0);
+    ck_assert_msg(y == 5.30859375f, "mbs max: %.9g", y);
+    r = R("none");
+    ck_assert_int_eq(fp4s_remedy_linear(&r, &mx, &mx, x, 1, 32, w, 1, 32, 32, &y, 1, NULL), 0);
+    ck_assert_msg(y == 6.0f, "none: %.9g", y);
+    /* x[0] = 1: with mbs its block value is 1/d = 0.5651 -> 0.5 at scale 2^-1, times d: 0.884765625 */
+    w[7] = 0;
+    w[0] = 1;
+    r = R("mbs:32:max");
+    r.operands = FP4S_OPERANDS_ACT;
+    ck_assert_int_eq(fp4s_remedy_linear(&r, &mx, &mx, x, 1, 32, w, 1, 32, 32, &y, 1, NULL), 0);
+    ck_assert_msg(y == 0.884765625f, "mbs max, small entry: %.9g", y);
+    /* the weight side too: the one-hot weight 1.0 gets d = 1 + 86/256 (0.75 d >= 1 first at
+     * m = 86), 1/d -> code 6 at 2^-3, value 0.75 * 1.3359375 = 1.001953125 */
+    w[0] = 0;
+    w[7] = 1;
+    r = R("mbs:32:max");
+    ck_assert_int_eq(fp4s_remedy_linear(&r, &mx, &mx, x, 1, 32, w, 1, 32, 32, &y, 1, NULL), 0);
+    ck_assert_msg(y == (float)(5.30859375 * 1.001953125), "mbs max on both: %.9g", y);
+    /* mse: c = 2^(-j/16); 5.3 c lands nearest a grid point times 2^k for j = 2 (5.3 * 2^-1/8
+     * = 4.86 -> 4 ... ) and so on: the unit error must not exceed that of j = 0 (plain) */
+    r = R("mbs:32:mse");
+    r.operands = FP4S_OPERANDS_ACT;
+    float y2[2], w2[64] = {0};
+    w2[7] = 1;
+    w2[32] = 1;
+    ck_assert_int_eq(fp4s_remedy_linear(&r, &mx, &mx, x, 1, 32, w2, 2, 32, 32, y2, 2, NULL), 0);
+    double e_mse = (y2[0] - 5.3) * (y2[0] - 5.3) + (y2[1] - 1.0) * (y2[1] - 1.0);
+    ck_assert_msg(e_mse < (6.0 - 5.3) * (6.0 - 5.3), "mse %g", e_mse);
+}
+END_TEST
+
+START_TEST(keep_hand_computed)
+{
+    /* NVFP4 te block of 16 with one outlier: keep:1 stores bf16(100.3) = 100.5 and
+     * scales the block by the rest (amax 1.5 -> the 1.5 entry exact). */
+    float x[16], w[16];
+    for (int i = 0; i < 16; i++) {
+        x[i] = 0.25f * (i % 7);
+        w[i] = 0;
+    }
+    x[3] = 100.3f;
+    x[9] = 1.5f;
+    fp4s_spec nv = spec(FP4S_NVFP4, "te"), ws;
+    fp4s_remedy_weight_spec(&nv, 0, &ws);
+    fp4s_remedy r = R("keep:1");
+    r.operands = FP4S_OPERANDS_ACT;
+    float y;
+    w[3] = 1;
+    ck_assert_int_eq(fp4s_remedy_linear(&r, &nv, &ws, x, 1, 16, w, 1, 16, 16, &y, 1, NULL), 0);
+    ck_assert_msg(y == 100.5f, "kept entry: %.9g", y);
+    w[3] = 0;
+    w[9] = 1;
+    ck_assert_int_eq(fp4s_remedy_linear(&r, &nv, &ws, x, 1, 16, w, 1, 16, 16, &y, 1, NULL), 0);
+    ck_assert_msg(fabsf(y - 1.5f) < 1e-6f, "block max without the outlier: %.9g", y);
+    r = R("none");
+    ck_assert_int_eq(fp4s_remedy_linear(&r, &nv, &ws, x, 1, 16, w, 1, 16, 16, &y, 1, NULL), 0);
+    ck_assert_msg(fabsf(y - 1.5f) > 0.1f, "without keep the 1.5 entry is coarse: %.9g", y);
+}
+END_TEST
+
+START_TEST(cost_hand_computed)
+{
+    const size_t m = 64, n = 32, k = 256;
+    fp4s_spec mx = spec(FP4S_MXFP4, "ocp");
+    fp4s_remedy_cost c;
+    double fb = 2.0 * m * n * k;
+    fp4s_remedy r = R("none");
+    ck_assert_int_eq(fp4s_remedy_cost_predict(&r, &mx, &mx, m, n, k, &c), 0);
+    ck_assert(c.flops_fp4 == fb && c.flops_extra == 0 && c.bytes_extra == 0 && c.act_bits == 4.25);
+    ck_assert(c.bytes_base == (m * k * 4.25 + n * k * 4.25) / 8 + 2.0 * m * n);
+    r = R("rac:0.1"); /* ceil(25.6) = 26 channels, padded to 32 */
+    ck_assert_int_eq(fp4s_remedy_cost_predict(&r, &mx, &mx, m, n, k, &c), 0);
+    ck_assert_uint_eq(c.rac_channels, 26);
+    ck_assert_uint_eq(c.rac_padded, 32);
+    ck_assert(c.flops_extra == 2.0 * m * n * 32);
+    ck_assert(c.bytes_extra == m * 32 * 4.25 / 8 + n * 32 * 4.25 / 8 + 4.0 * 26);
+    r = R("rac:0.1:bf16");
+    ck_assert_int_eq(fp4s_remedy_cost_predict(&r, &mx, &mx, m, n, k, &c), 0);
+    ck_assert(c.flops_bf16 == 2.0 * m * n * 26 && c.flops_fp4 == fb);
+    r = R("of:0.5");
+    ck_assert_int_eq(fp4s_remedy_cost_predict(&r, &mx, &mx, m, n, k, &c), 0);
+    ck_assert(c.flops_fp4 == 4 * fb && c.act_bits == 8.5 && c.weight_bits == 8.5);
+    r.operands = FP4S_OPERANDS_ACT;
+    ck_assert_int_eq(fp4s_remedy_cost_predict(&r, &mx, &mx, m, n, k, &c), 0);
+    ck_assert(c.flops_fp4 == 2 * fb && c.weight_bits == 4.25);
+    r = R("keep:1");
+    r.operands = FP4S_OPERANDS_ACT;
+    ck_assert_int_eq(fp4s_remedy_cost_predict(&r, &mx, &mx, m, n, k, &c), 0);
+    ck_assert(c.kept == m * (k / 32) && c.flops_bf16 == 2.0 * n * m * (k / 32));
+    ck_assert(c.act_bits == 4.25 + 21.0 / 32);
+    r = R("mbs:128");
+    ck_assert_int_eq(fp4s_remedy_cost_predict(&r, &mx, &mx, m, n, k, &c), 0);
+    ck_assert(c.act_bits == 4.25 + 8.0 / 128 && c.flops_fp32 == 2 * (2.0 * m * n * 2));
+    r = R("rac:0.25");
+    r.rac_tile_rows = 16;
+    ck_assert_int_eq(fp4s_remedy_cost_predict(&r, &mx, &mx, m, n, k, &c), 0);
+    ck_assert_uint_eq(c.rac_tiles, 4);
+#if FP4S_HAVE_BLAS
+    /* the measured cost of a forward is the predicted one */
+    float *x = act(m, k, 9), *w = wgt(n, k, 10), *y = malloc(m * n * sizeof *y);
+    fp4s_remedy_cost c2;
+    ck_assert_int_eq(fp4s_remedy_linear(&r, &mx, &mx, x, m, k, w, n, k, k, y, n, &c2), 0);
+    ck_assert(c2.flops_fp4 == c.flops_fp4 && c2.bytes == c.bytes && c2.rac_tiles == 4 && c2.gemm_seconds >= 0);
+    free(x);
+    free(w);
+    free(y);
+#endif
+}
+END_TEST
+
+START_TEST(same_output_on_any_thread_count)
+{
+    const size_t m = 96, n = 48, k = 256;
+    float *x = act(m, k, 11), *w = wgt(n, k, 12);
+    fp4s_spec as = spec(FP4S_NVFP4, "te"), ws;
+    fp4s_remedy_weight_spec(&as, -1, &ws);
+    const char *items[] = {"none", "rac:0.25", "rac:0.25:aug", "rac-rand:0.25", "mbs:64:mse+of:0.5", "keep:2",
+                           "aqn:0.02:elem+rac:0.125:bf16"};
+    for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
+        fp4s_set_threads(1);
+        float *a = run(items[i], &as, &ws, x, m, w, n, k, NULL);
+        fp4s_set_threads(3);
+        float *b = run(items[i], &as, &ws, x, m, w, n, k, NULL);
+        fp4s_set_threads(0);
+        ck_assert_msg(!memcmp(a, b, m * n * sizeof *a), "%s: thread count changes Y", items[i]);
+        free(a);
+        free(b);
+    }
+    free(x);
+    free(w);
+}
+END_TEST
+
+START_TEST(bad_input_refused)
+{
+    const size_t m = 8, n = 4, k = 64;
+    float *x = act(m, k, 13), *w = wgt(n, k, 14), y[32];
+    fp4s_spec mx = spec(FP4S_MXFP4, "ocp");
+    fp4s_remedy r = R("rac:0.25");
+    x[3 * k + 5] = NAN;
+    ck_assert_int_eq(fp4s_remedy_linear(&r, &mx, &mx, x, m, k, w, n, k, k, y, n, NULL), FP4S_EFORMAT);
+    ck_assert_msg(strstr(fp4s_last_error(), "activation: element (3, 5) is NaN"), "%s", fp4s_last_error());
+    x[3 * k + 5] = 0;
+    w[k + 2] = INFINITY;
+    ck_assert_int_eq(fp4s_remedy_linear(&r, &mx, &mx, x, m, k, w, n, k, k, y, n, NULL), FP4S_EFORMAT);
+    ck_assert_msg(strstr(fp4s_last_error(), "weight: element (1, 2) is infinite"), "%s", fp4s_last_error());
+    w[k + 2] = 0;
+    ck_assert_int_eq(fp4s_remedy_linear(&r, &mx, &mx, x, m, 32, w, n, k, k, y, n, NULL), FP4S_EINVAL);
+    ck_assert_msg(strstr(fp4s_last_error(), "activation row stride 32 < K = 64"), "%s", fp4s_last_error());
+    ck_assert_int_eq(fp4s_remedy_linear(&r, &mx, &mx, x, m, k, w, n, 48, 48, y, n, NULL), FP4S_ESHAPE);
+    fp4s_rlinear *L = (fp4s_rlinear *)1;
+    ck_assert_int_eq(fp4s_rlinear_open(&r, &mx, &mx, w, 0, k, k, &L), FP4S_ESHAPE);
+    ck_assert(L == NULL);
+    fp4s_rlinear_close(&L);
+    fp4s_rlinear_close(NULL);
+    free(x);
+    free(w);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("remedy");
+    struct { const char *name; const TTest *t; } cases[] = {
+        {"grammar_accepts_the_issue_list", grammar_accepts_the_issue_list},
+        {"grammar_refuses_with_a_message", grammar_refuses_with_a_message},
+        {"check_against_the_quantizers", check_against_the_quantizers},
+        {"cost_hand_computed", cost_hand_computed},
+#if FP4S_HAVE_BLAS
+        {"none_is_the_quantized_gemm", none_is_the_quantized_gemm},
+        {"identities_and_monotone_r", identities_and_monotone_r},
+        {"mbs_max_hand_computed", mbs_max_hand_computed},
+        {"keep_hand_computed", keep_hand_computed},
+        {"same_output_on_any_thread_count", same_output_on_any_thread_count},
+        {"bad_input_refused", bad_input_refused},
+#endif
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        TCase *tc = tcase_create(cases[i].name);
+        tcase_add_test(tc, cases[i].t);
+        tcase_set_timeout(tc, 120);
+        suite_add_tcase(s, tc);
+    }
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? 1 : 0;
+}
