@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "decomp_h5.h"
+#include "io/h5_internal.h"
 
 int fp4s_chscore_parse(const char *s, fp4s_chscore *out)
 {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "decomp_h5.h"
+#include "io/h5_internal.h"
 
 bool fp4s_decomp_file_synthetic(const char *path)
 {

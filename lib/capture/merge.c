@@ -81,7 +81,7 @@ static int same_contents(hid_t fa, hid_t fb, const char *path, char *why, size_t
     ta = H5Dget_type(a);
     tb = H5Dget_type(b);
     fp4s_dtype da, db;
-    if (cap_dset_dtype(a, &da) || cap_dset_dtype(b, &db) || da != db || H5Tequal(ta, tb) <= 0) {
+    if (fp4s_h5_dset_dtype(a, &da) || fp4s_h5_dset_dtype(b, &db) || da != db || H5Tequal(ta, tb) <= 0) {
         snprintf(why, nwhy, "different element types");
         res = 0;
         goto out;
@@ -161,12 +161,12 @@ static herr_t copy_attr(hid_t loc, const char *name, const H5A_info_t *ai, void 
     char sbuf[4096];
     int64_t iv;
     double dv;
-    if (np == 1 && cl == H5T_STRING && cap_attr_get_str(loc, name, sbuf, sizeof sbuf) == 1)
-        cap_attr_put_str(ac->dst, name, sbuf);
-    else if (np == 1 && cl == H5T_INTEGER && cap_attr_get_i64(loc, name, &iv) == 1)
-        cap_attr_put_i64(ac->dst, name, iv);
+    if (np == 1 && cl == H5T_STRING && fp4s_h5_attr_get_str(loc, name, sbuf, sizeof sbuf) == 1)
+        fp4s_h5_attr_str(ac->dst, name, sbuf);
+    else if (np == 1 && cl == H5T_INTEGER && fp4s_h5_attr_get_i64(loc, name, &iv) == 1)
+        fp4s_h5_attr_i64(ac->dst, name, iv);
     else if (np == 1 && cl == H5T_FLOAT && H5Aread(a, H5T_NATIVE_DOUBLE, &dv) >= 0)
-        cap_attr_put_f64(ac->dst, name, dv);
+        fp4s_h5_attr_f64(ac->dst, name, dv);
     H5Sclose(sp);
     H5Tclose(t);
     H5Aclose(a);
@@ -228,12 +228,12 @@ int fp4s_capture_merge(const char *const *inputs, size_t n, const char *out, con
     if (!rc) rc = fp4s_capture_create(out, &co, &w);
     if (!rc) rc = fp4s_capture_close(&w);
     if (rc) goto done;
-    cap_quiet q;
-    cap_quiet_begin(&q);
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
     hid_t fo = H5Fopen(out, H5F_ACC_RDWR, H5P_DEFAULT);
     if (fo < 0) {
-        rc = fp4s_error_set(FP4S_EWRITE, "%s: cannot reopen the merge output: %s", out, cap_h5_msg());
-        cap_quiet_end(&q);
+        rc = fp4s_error_set(FP4S_EWRITE, "%s: cannot reopen the merge output: %s", out, fp4s_h5_msg());
+        fp4s_h5_quiet_end(&q);
         goto done;
     }
     origin_map m = {0};
@@ -249,7 +249,7 @@ int fp4s_capture_merge(const char *const *inputs, size_t n, const char *out, con
         }
         hid_t fi = H5Fopen(inputs[i], H5F_ACC_RDONLY, H5P_DEFAULT);
         if (fi < 0) {
-            rc = fp4s_error_set(FP4S_EOPEN, "%s: cannot open: %s", inputs[i], cap_h5_msg());
+            rc = fp4s_error_set(FP4S_EOPEN, "%s: cannot open: %s", inputs[i], fp4s_h5_msg());
             break;
         }
         attr_copy ac = {fo};
@@ -263,7 +263,7 @@ int fp4s_capture_merge(const char *const *inputs, size_t n, const char *out, con
                 int same = same_contents(fo, fi, e->path, why, sizeof why);
                 if (same < 0)
                     rc = fp4s_error_set(FP4S_EOPEN, "merge: %s: cannot read %s: %s", inputs[i], e->path,
-                                        cap_h5_msg());
+                                        fp4s_h5_msg());
                 else if (!same)
                     rc = fp4s_error_set(FP4S_EDUP, "merge: %s and %s both hold %s with different "
                                         "contents (%s)", inputs[*org], inputs[i], e->path, why);
@@ -271,12 +271,12 @@ int fp4s_capture_merge(const char *const *inputs, size_t n, const char *out, con
             }
             if (ensure_parents(fo, e->path) < 0) {
                 rc = fp4s_error_set(FP4S_EWRITE, "merge: %s: cannot create the groups of %s: %s", out,
-                                    e->path, cap_h5_msg());
+                                    e->path, fp4s_h5_msg());
                 break;
             }
             if (H5Ocopy(fi, e->path, fo, e->path, H5P_DEFAULT, lcpl) < 0) {
                 rc = fp4s_error_set(FP4S_EWRITE, "merge: %s: cannot copy %s from %s: %s", out, e->path,
-                                    inputs[i], cap_h5_msg());
+                                    inputs[i], fp4s_h5_msg());
                 break;
             }
             if (map_put(&m, e->path, (int)i)) rc = fp4s_error_set(FP4S_ENOMEM, "merge: out of memory");
@@ -285,7 +285,7 @@ int fp4s_capture_merge(const char *const *inputs, size_t n, const char *out, con
                 snprintf(gp, sizeof gp, "/steps/%" PRId64, e->step);
                 hid_t g = H5Gopen2(fo, gp, H5P_DEFAULT);
                 if (g >= 0) {
-                    if (H5Aexists(g, "step") <= 0) cap_attr_put_i64(g, "step", e->step);
+                    if (H5Aexists(g, "step") <= 0) fp4s_h5_attr_i64(g, "step", e->step);
                     H5Gclose(g);
                 }
             }
@@ -293,15 +293,15 @@ int fp4s_capture_merge(const char *const *inputs, size_t n, const char *out, con
         H5Fclose(fi);
     }
     if (!rc) {
-        if ((from && cap_attr_put_str(fo, "merged_from", from) < 0) ||
-            (synthetic && cap_attr_put_i64(fo, "synthetic", 1) < 0))
+        if ((from && fp4s_h5_attr_str(fo, "merged_from", from) < 0) ||
+            (synthetic && fp4s_h5_attr_i64(fo, "synthetic", 1) < 0))
             rc = fp4s_error_set(FP4S_EWRITE, "%s: cannot write root attributes", out);
     }
     free(from);
     H5Pclose(lcpl);
     map_free(&m);
-    if (H5Fclose(fo) < 0 && !rc) rc = fp4s_error_set(FP4S_EWRITE, "%s: close failed: %s", out, cap_h5_msg());
-    cap_quiet_end(&q);
+    if (H5Fclose(fo) < 0 && !rc) rc = fp4s_error_set(FP4S_EWRITE, "%s: close failed: %s", out, fp4s_h5_msg());
+    fp4s_h5_quiet_end(&q);
 done:
     for (size_t i = 0; i < n; i++) free(lists[i]);
     free(lists);

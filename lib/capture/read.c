@@ -94,8 +94,8 @@ static int add_dataset_at(list_ctx *c, const char *site, const char *side, const
     }
     if (d < 0)
         return fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot open dataset: %s", c->file, e->path,
-                              cap_h5_msg());
-    int rc = cap_dset_dtype(d, &e->dtype);
+                              fp4s_h5_msg());
+    int rc = fp4s_h5_dset_dtype(d, &e->dtype);
     if (rc) {
         H5Dclose(d);
         return fp4s_error_set(FP4S_EFORMAT, "%s: %s: unsupported element type (expected float32, "
@@ -165,7 +165,7 @@ static int iterate(list_ctx *c, child_fn fn, const char *rel)
     }
     if (g < 0)
         return fp4s_error_set(FP4S_EFORMAT, "%s: %s: expected a group (step or site): %s", c->file,
-                              c->prefix, cap_h5_msg());
+                              c->prefix, fp4s_h5_msg());
     iter_arg ia = {c, fn};
     hsize_t idx = 0;
     c->rc = 0;
@@ -178,7 +178,7 @@ static int iterate(list_ctx *c, child_fn fn, const char *rel)
     }
     if (r < 0)
         return fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot list group: %s", c->file, c->prefix,
-                              cap_h5_msg());
+                              fp4s_h5_msg());
     return 0;
 }
 
@@ -245,7 +245,7 @@ static int list_open(const char *file, hid_t f, fp4s_capture_info *info, fp4s_ca
     c.tolerant = info->interrupted;
     c.cur = -1;
     int rc = 0;
-    if (cap_path_exists(f, "/weights")) {
+    if (fp4s_h5_path_exists(f, "/weights")) {
         c.step = FP4S_CAPTURE_CONST_STEP;
         strcpy(c.prefix, "/weights");
         /* /weights/<site> is a dataset directly */
@@ -275,7 +275,7 @@ static int list_open(const char *file, hid_t f, fp4s_capture_info *info, fp4s_ca
         H5Gclose(g);
         if (rc) goto out;
     }
-    if (cap_path_exists(f, "/steps")) {
+    if (fp4s_h5_path_exists(f, "/steps")) {
         strcpy(c.prefix, "/steps");
         rc = iterate(&c, step_child, NULL);
         if (rc) goto out;
@@ -295,8 +295,8 @@ int fp4s_capture_list(const char *file, fp4s_capture_entry **entries, size_t *n)
 {
     *entries = NULL;
     *n = 0;
-    cap_quiet q;
-    cap_quiet_begin(&q);
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
     hid_t f;
     fp4s_capture_info info;
     int rc = cap_open_read(file, &f, &info);
@@ -305,14 +305,14 @@ int fp4s_capture_list(const char *file, fp4s_capture_entry **entries, size_t *n)
         rc = list_open(file, f, &info, entries, n);
         H5Fclose(f);
     }
-    cap_quiet_end(&q);
+    fp4s_h5_quiet_end(&q);
     return rc;
 }
 
 int fp4s_capture_info_read(const char *file, fp4s_capture_info *info)
 {
-    cap_quiet q;
-    cap_quiet_begin(&q);
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
     hid_t f;
     int rc = cap_open_read(file, &f, info);
     if (!rc) {
@@ -323,7 +323,7 @@ int fp4s_capture_info_read(const char *file, fp4s_capture_info *info)
         if (info->interrupted) {
             rc = list_open(file, f, info, &v, &n); /* counts what must be skipped */
             free(v);
-        } else if (cap_path_exists(f, "/steps")) {
+        } else if (fp4s_h5_path_exists(f, "/steps")) {
             hid_t g = H5Gopen2(f, "/steps", H5P_DEFAULT);
             H5G_info_t gi;
             if (g >= 0 && H5Gget_info(g, &gi) >= 0) {
@@ -348,7 +348,7 @@ int fp4s_capture_info_read(const char *file, fp4s_capture_info *info)
         }
         H5Fclose(f);
     }
-    cap_quiet_end(&q);
+    fp4s_h5_quiet_end(&q);
     return rc;
 }
 

@@ -8,8 +8,6 @@
  * references; each flush is a two-phase commit (commit() below). */
 #include "h5util.h"
 
-#include "io/h5_internal.h"
-
 #include <fp4scope/version.h>
 
 #include <ctype.h>
@@ -183,16 +181,16 @@ static void iso_now(char *buf, size_t n)
 
 static int set_state(fp4s_capture *c, const char *state)
 {
-    if (cap_attr_put_str(c->file, "writer_state", state) < 0)
+    if (fp4s_h5_attr_str(c->file, "writer_state", state) < 0)
         return fp4s_error_set(FP4S_EWRITE, "%s: cannot write root attribute writer_state: %s",
-                              c->path, cap_h5_msg());
+                              c->path, fp4s_h5_msg());
     return 0;
 }
 
 static int sync_file(fp4s_capture *c)
 {
     if (H5Fflush(c->file, H5F_SCOPE_GLOBAL) < 0)
-        return fp4s_error_set(FP4S_EWRITE, "%s: flush failed: %s", c->path, cap_h5_msg());
+        return fp4s_error_set(FP4S_EWRITE, "%s: flush failed: %s", c->path, fp4s_h5_msg());
     void *handle = NULL;
     if (H5Fget_vfd_handle(c->file, H5P_DEFAULT, &handle) >= 0 && handle) {
         int fd = *(int *)handle;
@@ -209,7 +207,7 @@ static int check_locked(fp4s_capture *c)
     void *handle = NULL;
     if (H5Fget_vfd_handle(c->file, H5P_DEFAULT, &handle) < 0 || !handle)
         return fp4s_error_set(FP4S_EINTERNAL, "%s: cannot get the file descriptor: %s", c->path,
-                              cap_h5_msg());
+                              fp4s_h5_msg());
     if (!fp4s_wlock_is(&c->lock, *(int *)handle))
         return fp4s_error_set(FP4S_EBUSY, "%s: replaced by another process while it was being "
                               "opened", c->path);
@@ -272,8 +270,8 @@ int fp4s_capture_create(const char *path, const fp4s_capture_opts *o, fp4s_captu
         cap_free(c);
         return rc;
     }
-    cap_quiet q;
-    cap_quiet_begin(&q);
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
     hid_t fapl = writer_fapl();
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
     /* Never reuse freed space (see the top of this file). */
@@ -286,7 +284,7 @@ int fp4s_capture_create(const char *path, const fp4s_capture_opts *o, fp4s_captu
     H5Pset_sym_k(fcpl, 16, 1024);
     c->file = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl);
     char m[256];
-    snprintf(m, sizeof m, "%s", c->file < 0 ? cap_h5_msg() : "");
+    snprintf(m, sizeof m, "%s", c->file < 0 ? fp4s_h5_msg() : "");
     H5Pclose(fcpl);
     H5Pclose(fapl);
     if (c->file < 0) {
@@ -299,21 +297,21 @@ int fp4s_capture_create(const char *path, const fp4s_capture_opts *o, fp4s_captu
     iso_now(when, sizeof when);
     char prod[128];
     snprintf(prod, sizeof prod, "libfp4scope %s", fp4s_version());
-    if (cap_attr_put_str(c->file, "fp4scope_schema", FP4S_CAPTURE_SCHEMA) < 0 ||
-        cap_attr_put_str(c->file, "producer", o && o->producer ? o->producer : prod) < 0 ||
-        cap_attr_put_str(c->file, "created", when) < 0 || set_state(c, "open") < 0) {
-        rc = fp4s_error_set(FP4S_EWRITE, "%s: cannot write root attributes: %s", path, cap_h5_msg());
+    if (fp4s_h5_attr_str(c->file, "fp4scope_schema", FP4S_CAPTURE_SCHEMA) < 0 ||
+        fp4s_h5_attr_str(c->file, "producer", o && o->producer ? o->producer : prod) < 0 ||
+        fp4s_h5_attr_str(c->file, "created", when) < 0 || set_state(c, "open") < 0) {
+        rc = fp4s_error_set(FP4S_EWRITE, "%s: cannot write root attributes: %s", path, fp4s_h5_msg());
         goto fail;
     }
     rc = sync_file(c);
     if (rc) goto fail;
-    cap_quiet_end(&q);
+    fp4s_h5_quiet_end(&q);
     *out = c;
     return 0;
 fail:
     if (c->file >= 0) H5Fclose(c->file);
     fp4s_wlock_drop_created(&c->lock, path);
-    cap_quiet_end(&q);
+    fp4s_h5_quiet_end(&q);
     cap_free(c);
     return rc;
 }
@@ -334,17 +332,17 @@ int fp4s_capture_open_append(const char *path, const fp4s_capture_opts *o, fp4s_
         cap_free(c);
         return rc;
     }
-    cap_quiet q;
-    cap_quiet_begin(&q);
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
     if (H5Fis_hdf5(path) <= 0) {
-        cap_quiet_end(&q);
+        fp4s_h5_quiet_end(&q);
         cap_free(c);
         return fp4s_error_set(FP4S_EFORMAT, "%s: not an HDF5 file (no superblock)", path);
     }
     hid_t fapl = writer_fapl();
     c->file = H5Fopen(path, H5F_ACC_RDWR, fapl);
     char m[256];
-    snprintf(m, sizeof m, "%s", c->file < 0 ? cap_h5_msg() : "");
+    snprintf(m, sizeof m, "%s", c->file < 0 ? fp4s_h5_msg() : "");
     H5Pclose(fapl);
     if (c->file < 0) {
         rc = fp4s_error_set(FP4S_EFORMAT, "%s: cannot open for append (damaged, truncated or "
@@ -359,12 +357,12 @@ int fp4s_capture_open_append(const char *path, const fp4s_capture_opts *o, fp4s_
     rc = set_state(c, "open");
     if (!rc) rc = sync_file(c);
     if (rc) goto fail;
-    cap_quiet_end(&q);
+    fp4s_h5_quiet_end(&q);
     *out = c;
     return 0;
 fail:
     if (c->file >= 0) H5Fclose(c->file);
-    cap_quiet_end(&q);
+    fp4s_h5_quiet_end(&q);
     cap_free(c);
     return rc;
 }
@@ -407,9 +405,9 @@ static int commit(fp4s_capture *c)
 {
     int rc = 0;
     if (slots_close(c))
-        rc = fp4s_error_set(FP4S_EWRITE, "%s: closing datasets failed: %s", c->path, cap_h5_msg());
+        rc = fp4s_error_set(FP4S_EWRITE, "%s: closing datasets failed: %s", c->path, fp4s_h5_msg());
     if (!rc && H5Fflush(c->file, H5F_SCOPE_GLOBAL) < 0)
-        rc = fp4s_error_set(FP4S_EWRITE, "%s: flush failed: %s", c->path, cap_h5_msg());
+        rc = fp4s_error_set(FP4S_EWRITE, "%s: flush failed: %s", c->path, fp4s_h5_msg());
     hid_t steps = -1, weights = -1;
     for (size_t i = 0; i < c->npend; i++) {
         pend *p = &c->pend[i];
@@ -418,7 +416,7 @@ static int commit(fp4s_capture *c)
             if (*par < 0) *par = parent_group(c, p->step >= 0 ? "/steps" : "/weights");
             if (*par < 0 || H5Olink(p->obj, *par, p->name, H5P_DEFAULT, H5P_DEFAULT) < 0)
                 rc = fp4s_error_set(FP4S_EWRITE, "%s: cannot link %s/%s: %s", c->path,
-                                    p->step >= 0 ? "/steps" : "/weights", p->name, cap_h5_msg());
+                                    p->step >= 0 ? "/steps" : "/weights", p->name, fp4s_h5_msg());
         }
         H5Oclose(p->obj);
     }
@@ -432,10 +430,10 @@ static int commit(fp4s_capture *c)
 int fp4s_capture_flush(fp4s_capture *c)
 {
     if (!c) return fp4s_error_set(FP4S_EINVAL, "capture: flush of a NULL handle");
-    cap_quiet q;
-    cap_quiet_begin(&q);
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
     int rc = commit(c);
-    cap_quiet_end(&q);
+    fp4s_h5_quiet_end(&q);
     return rc;
 }
 
@@ -444,14 +442,14 @@ int fp4s_capture_close(fp4s_capture **pc)
     if (!pc || !*pc) return 0;
     fp4s_capture *c = *pc;
     *pc = NULL;
-    cap_quiet q;
-    cap_quiet_begin(&q);
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
     int rc = commit(c);
     if (!rc) rc = set_state(c, "closed");
     if (!rc) rc = sync_file(c);
     if (H5Fclose(c->file) < 0 && !rc)
-        rc = fp4s_error_set(FP4S_EWRITE, "%s: close failed: %s", c->path, cap_h5_msg());
-    cap_quiet_end(&q);
+        rc = fp4s_error_set(FP4S_EWRITE, "%s: close failed: %s", c->path, fp4s_h5_msg());
+    fp4s_h5_quiet_end(&q);
     cap_free(c); /* releases the lock, after HDF5 has closed the file */
     return rc;
 }
@@ -506,21 +504,21 @@ static int step_group(fp4s_capture *c, int64_t step, hid_t *g)
     snprintf(path, sizeof path, "/steps/%s", name);
     hid_t h;
     bool anon = false;
-    if (cap_path_exists(c->file, path)) {
+    if (fp4s_h5_path_exists(c->file, path)) {
         h = H5Gopen2(c->file, path, H5P_DEFAULT);
     } else {
         hid_t gcpl = cap_small_gcpl();
         h = H5Gcreate_anon(c->file, gcpl, H5P_DEFAULT);
         H5Pclose(gcpl);
         anon = true;
-        if (h >= 0 && cap_attr_put_i64(h, "step", step) < 0) {
+        if (h >= 0 && fp4s_h5_attr_i64(h, "step", step) < 0) {
             H5Gclose(h);
             h = -1;
         }
     }
     if (h < 0)
         return fp4s_error_set(FP4S_EWRITE, "%s: %s: cannot create group: %s", c->path, path,
-                              cap_h5_msg());
+                              fp4s_h5_msg());
     int rc = pend_add(c, step, name, h, anon);
     if (rc) {
         H5Gclose(h);
@@ -538,7 +536,7 @@ static int ensure_sub(fp4s_capture *c, hid_t g, const char *name, const char *wh
     H5Pclose(gcpl);
     if (s < 0)
         return fp4s_error_set(FP4S_EWRITE, "%s: %s: cannot create group: %s", c->path, what,
-                              cap_h5_msg());
+                              fp4s_h5_msg());
     H5Gclose(s);
     return 0;
 }
@@ -551,7 +549,7 @@ static int peek_cols(fp4s_capture *c, const char *path, size_t *cols)
         *cols = s->cols;
         return 1;
     }
-    if (!cap_path_exists(c->file, path)) return 0;
+    if (!fp4s_h5_path_exists(c->file, path)) return 0;
     hid_t d = H5Dopen2(c->file, path, H5P_DEFAULT);
     if (d < 0) return 0;
     hid_t sp = H5Dget_space(d);
@@ -614,10 +612,10 @@ static int get_dataset(fp4s_capture *c, const char *path, int64_t step, const ch
     }
     hid_t d = -1;
     size_t rows = 0;
-    if (cap_path_exists(c->file, path)) {
+    if (fp4s_h5_path_exists(c->file, path)) {
         d = H5Dopen2(c->file, path, H5P_DEFAULT);
         if (d < 0)
-            return fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot open: %s", c->path, path, cap_h5_msg());
+            return fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot open: %s", c->path, path, fp4s_h5_msg());
         fp4s_dtype have;
         hid_t sp = H5Dget_space(d);
         int r = H5Sget_simple_extent_ndims(sp);
@@ -625,9 +623,9 @@ static int get_dataset(fp4s_capture *c, const char *path, int64_t step, const ch
         if (r == 1 || r == 2) H5Sget_simple_extent_dims(sp, dims, maxd);
         H5Sclose(sp);
         int rc = 0;
-        if (cap_dset_dtype(d, &have) || have != dt)
+        if (fp4s_h5_dset_dtype(d, &have) || have != dt)
             rc = fp4s_error_set(FP4S_EDTYPE, "%s: %s: stored as %s, cannot append %s rows", c->path,
-                                path, cap_dset_dtype(d, &have) ? "an unsupported type" :
+                                path, fp4s_h5_dset_dtype(d, &have) ? "an unsupported type" :
                                 fp4s_dtype_name(have), fp4s_dtype_name(dt));
         else if (r != rank || (rank == 2 && dims[1] != cols))
             rc = fp4s_error_set(FP4S_ESHAPE, "%s: %s: has shape [%llu, %llu], cannot append rows of "
@@ -662,7 +660,7 @@ static int get_dataset(fp4s_capture *c, const char *path, int64_t step, const ch
             if (c->opts.shuffle) H5Pset_shuffle(dcpl);
             H5Pset_deflate(dcpl, (unsigned)c->opts.gzip);
         }
-        hid_t ft = cap_h5_type(dt);
+        hid_t ft = fp4s_h5_type(dt);
         char rel[600];
         snprintf(rel, sizeof rel, "%s/%s", group, leaf);
         if (step >= 0)
@@ -674,9 +672,9 @@ static int get_dataset(fp4s_capture *c, const char *path, int64_t step, const ch
         H5Sclose(sp);
         if (d < 0)
             return fp4s_error_set(FP4S_EWRITE, "%s: %s: cannot create dataset: %s", c->path, path,
-                                  cap_h5_msg());
+                                  fp4s_h5_msg());
         const char *da = dtype_attr(dt);
-        int bad = da && cap_attr_put_str(d, "dtype", da) < 0;
+        int bad = da && fp4s_h5_attr_str(d, "dtype", da) < 0;
         if (site && rank == 2) {
             fp4s_capture_meta m;
             fp4s_capture_meta_defaults(&m);
@@ -684,9 +682,9 @@ static int get_dataset(fp4s_capture *c, const char *path, int64_t step, const ch
             int64_t layer = m.layer == -2 ? parse_index(site, "layers") : m.layer;
             if (layer == -1 && m.layer == -2) layer = parse_index(site, "layer");
             int64_t expert = m.expert == -2 ? parse_index(site, "experts") : m.expert;
-            if (layer >= 0) bad |= cap_attr_put_i64(d, "layer", layer) < 0;
-            if (expert >= 0) bad |= cap_attr_put_i64(d, "expert", expert) < 0;
-            if (m.token_offset >= 0) bad |= cap_attr_put_i64(d, "token_offset", m.token_offset) < 0;
+            if (layer >= 0) bad |= fp4s_h5_attr_i64(d, "layer", layer) < 0;
+            if (expert >= 0) bad |= fp4s_h5_attr_i64(d, "expert", expert) < 0;
+            if (m.token_offset >= 0) bad |= fp4s_h5_attr_i64(d, "token_offset", m.token_offset) < 0;
         }
         if (bad) {
             H5Dclose(d);
@@ -714,7 +712,7 @@ static int append(fp4s_capture *c, dslot *s, int rank, const void *data, size_t 
     if (rows == 0) return 0;
     hsize_t nd[2] = {(hsize_t)(s->rows + rows), (hsize_t)s->cols};
     if (H5Dset_extent(s->d, nd) < 0)
-        return fp4s_error_set(FP4S_EWRITE, "%s: %s: cannot extend: %s", c->path, s->path, cap_h5_msg());
+        return fp4s_error_set(FP4S_EWRITE, "%s: %s: cannot extend: %s", c->path, s->path, fp4s_h5_msg());
     hid_t fs = H5Dget_space(s->d);
     hsize_t start[2] = {(hsize_t)s->rows, 0}, count[2] = {(hsize_t)rows, (hsize_t)s->cols};
     H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
@@ -724,13 +722,13 @@ static int append(fp4s_capture *c, dslot *s, int rank, const void *data, size_t 
         hsize_t z[2] = {0, 0};
         H5Sselect_hyperslab(ms, H5S_SELECT_SET, z, NULL, count, NULL);
     }
-    hid_t mt = cap_h5_type(s->dt);
+    hid_t mt = fp4s_h5_type(s->dt);
     herr_t w = H5Dwrite(s->d, mt, ms, fs, H5P_DEFAULT, data);
     H5Tclose(mt);
     H5Sclose(ms);
     H5Sclose(fs);
     if (w < 0)
-        return fp4s_error_set(FP4S_EWRITE, "%s: %s: write failed: %s", c->path, s->path, cap_h5_msg());
+        return fp4s_error_set(FP4S_EWRITE, "%s: %s: write failed: %s", c->path, s->path, fp4s_h5_msg());
     s->rows += rows;
     return 0;
 }
@@ -760,8 +758,8 @@ int fp4s_capture_put(fp4s_capture *c, int64_t step, const char *site, const char
         snprintf(path, sizeof path, "/weights/%s", site);
     else
         snprintf(path, sizeof path, "/steps/%" PRId64 "/%s/%s", step, site, side);
-    cap_quiet q;
-    cap_quiet_begin(&q);
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
     dslot *s = slot_find(c, path);
     if (!s) rc = sibling_check(c, step, site, side, cols);
     if (!rc) rc = get_dataset(c, path, step, site, side, dt, 2, cols, rows, meta, site, &s);
@@ -772,7 +770,7 @@ int fp4s_capture_put(fp4s_capture *c, int64_t step, const char *site, const char
         rc = fp4s_error_set(FP4S_EDTYPE, "%s: %s: stored as %s, cannot append %s", c->path, path,
                             fp4s_dtype_name(s->dt), fp4s_dtype_name(dt));
     if (!rc) rc = append(c, s, 2, data, rows, ld);
-    cap_quiet_end(&q);
+    fp4s_h5_quiet_end(&q);
     return rc;
 }
 
@@ -791,15 +789,15 @@ int fp4s_capture_put_logprobs(fp4s_capture *c, int64_t step, const float *traine
     fp4s_dtype dts[5] = {FP4S_DT_F32, FP4S_DT_F32, FP4S_DT_I64, FP4S_DT_I64, FP4S_DT_U8};
     char path[5][128];
     int rc = 0;
-    cap_quiet q;
-    cap_quiet_begin(&q);
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
     /* Consistency first: optional fields present in the file iff given now. */
     size_t len = (size_t)-1;
     bool exists_any = false;
     for (int i = 0; i < 5; i++) {
         snprintf(path[i], sizeof path[i], "/steps/%" PRId64 "/logprobs/%s", step, names[i]);
         dslot *s = slot_find(c, path[i]);
-        bool ex = s || cap_path_exists(c->file, path[i]);
+        bool ex = s || fp4s_h5_path_exists(c->file, path[i]);
         if (i == 0) exists_any = ex;
         if (i >= 3 && exists_any && ex != (ptrs[i] != NULL)) {
             rc = fp4s_error_set(FP4S_EINVAL, "%s: %s: %s in earlier blocks of this step; every "
@@ -822,17 +820,17 @@ int fp4s_capture_put_logprobs(fp4s_capture *c, int64_t step, const float *traine
         rc = append(c, s, 1, ptrs[i], n, 1);
     }
 out:
-    cap_quiet_end(&q);
+    fp4s_h5_quiet_end(&q);
     return rc;
 }
 
 static int attr_obj(fp4s_capture *c, const char *obj, hid_t *o)
 {
     const char *p = obj && obj[0] ? obj : "/";
-    if (strcmp(p, "/") && !cap_path_exists(c->file, p))
+    if (strcmp(p, "/") && !fp4s_h5_path_exists(c->file, p))
         return fp4s_error_set(FP4S_ENOTFOUND, "%s: %s: no such object for the attribute", c->path, p);
     *o = H5Oopen(c->file, p, H5P_DEFAULT);
-    if (*o < 0) return fp4s_error_set(FP4S_ENOTFOUND, "%s: %s: cannot open: %s", c->path, p, cap_h5_msg());
+    if (*o < 0) return fp4s_error_set(FP4S_ENOTFOUND, "%s: %s: cannot open: %s", c->path, p, fp4s_h5_msg());
     return 0;
 }
 
@@ -850,20 +848,20 @@ static int reserved(fp4s_capture *c, const char *obj, const char *name)
         if (!c || !name || !name[0]) return fp4s_error_set(FP4S_EINVAL, "capture: bad attribute call"); \
         int rc = reserved(c, obj, name);                                                     \
         if (rc) return rc;                                                                   \
-        cap_quiet q;                                                                         \
-        cap_quiet_begin(&q);                                                                 \
+        fp4s_h5_quiet q;                                                                         \
+        fp4s_h5_quiet_begin(&q);                                                                 \
         hid_t o;                                                                             \
         rc = attr_obj(c, obj, &o);                                                           \
         if (!rc) {                                                                           \
             if (setter(o, name, value) < 0)                                                  \
                 rc = fp4s_error_set(FP4S_EWRITE, "%s: attribute %s: write failed: %s", c->path, \
-                                    name, cap_h5_msg());                                     \
+                                    name, fp4s_h5_msg());                                     \
             H5Oclose(o);                                                                     \
         }                                                                                    \
-        cap_quiet_end(&q);                                                                   \
+        fp4s_h5_quiet_end(&q);                                                                   \
         return rc;                                                                           \
     }
 
-ATTR_FN(fp4s_capture_attr_str, const char *, cap_attr_put_str)
-ATTR_FN(fp4s_capture_attr_f64, double, cap_attr_put_f64)
-ATTR_FN(fp4s_capture_attr_i64, int64_t, cap_attr_put_i64)
+ATTR_FN(fp4s_capture_attr_str, const char *, fp4s_h5_attr_str)
+ATTR_FN(fp4s_capture_attr_f64, double, fp4s_h5_attr_f64)
+ATTR_FN(fp4s_capture_attr_i64, int64_t, fp4s_h5_attr_i64)

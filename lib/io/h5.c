@@ -1,6 +1,6 @@
-/* HDF5: the row reader (hyperslabs), the writer helpers of tensor.h and the
- * glue that turns HDF5's error stack into fp4s error details. HDF5's own
- * printing of errors is switched off by every entry point. */
+/* HDF5 sources: the row reader (hyperslabs). The shared HDF5 layer (errors,
+ * attributes, types, writers) is h5util.c. */
+#include "h5_internal.h"
 #include "internal.h"
 
 #include <fp4scope/codec.h>
@@ -11,26 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-void fp4s_h5_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
-
-static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data)
-{
-    char **buf = data;
-    if (n == 0 && e->desc && buf[0][0] == '\0') snprintf(buf[0], (size_t)(uintptr_t)buf[1], "%s", e->desc);
-    return 0;
-}
-
-const char *fp4s_h5_errdesc(char *buf, size_t n)
-{
-    if (!n) return buf;
-    buf[0] = '\0';
-    char *arg[2] = {buf, (char *)(uintptr_t)n};
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_cb, arg);
-    H5Eclear2(H5E_DEFAULT);
-    if (!buf[0]) snprintf(buf, n, "unknown HDF5 error");
-    return buf;
-}
 
 /* ---- listing datasets for "not found" messages ---------------------------- */
 typedef struct {
@@ -59,49 +39,6 @@ static void list_datasets(hid_t f, char *buf, size_t n)
     else if (d.count > 20 && d.k + 1 < n) snprintf(buf + d.k, n - d.k, ", ... (%zu in all)", d.count);
 }
 
-/* Read a string attribute (fixed or variable length) into out; 0 if found. */
-int fp4s_h5_read_str_attr(int64_t obj_, const char *name, char *out, size_t n)
-{
-    hid_t obj = (hid_t)obj_;
-    if (H5Aexists(obj, name) <= 0) return -1;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    if (a < 0) return -1;
-    hid_t t = H5Aget_type(a);
-    int rc = -1;
-    if (t >= 0 && H5Tget_class(t) == H5T_STRING) {
-        hid_t sp = H5Aget_space(a);
-        if (sp >= 0 && H5Sget_simple_extent_npoints(sp) == 1) {
-            if (H5Tis_variable_str(t) > 0) {
-                hid_t mt = H5Tcopy(H5T_C_S1);
-                H5Tset_size(mt, H5T_VARIABLE);
-                H5Tset_cset(mt, H5Tget_cset(t));
-                char *v = NULL;
-                if (H5Aread(a, mt, &v) >= 0 && v) {
-                    snprintf(out, n, "%s", v);
-                    rc = 0;
-                }
-                if (v) H5free_memory(v);
-                H5Tclose(mt);
-            } else {
-                size_t sz = H5Tget_size(t);
-                char *v = calloc(1, sz + 1);
-                hid_t mt = H5Tcopy(t);
-                if (v && H5Aread(a, mt, v) >= 0) {
-                    snprintf(out, n, "%s", v);
-                    rc = 0;
-                }
-                H5Tclose(mt);
-                free(v);
-            }
-        }
-        if (sp >= 0) H5Sclose(sp);
-    }
-    if (t >= 0) H5Tclose(t);
-    H5Aclose(a);
-    H5Eclear2(H5E_DEFAULT);
-    return rc;
-}
-
 static const char *h5_type_desc(hid_t t, char *buf, size_t n)
 {
     H5T_class_t c = H5Tget_class(t);
@@ -120,14 +57,13 @@ static const char *h5_type_desc(hid_t t, char *buf, size_t n)
     return buf;
 }
 
-int fp4s_h5_src_open(struct fp4s_source *s)
+static int src_open(struct fp4s_source *s)
 {
-    fp4s_h5_quiet();
     const char *P = s->path;
-    char eb[256], names[1024];
+    char names[1024];
     hid_t f = H5Fopen(P, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0)
-        return fp4s_error_set(FP4S_EFORMAT, "%s: not a readable HDF5 file (HDF5: %s)", P, fp4s_h5_errdesc(eb, sizeof eb));
+        return fp4s_error_set(FP4S_EFORMAT, "%s: not a readable HDF5 file (HDF5: %s)", P, fp4s_h5_msg());
     s->h5_file = f;
     if (!*s->name) {
         list_datasets(f, names, sizeof names);
@@ -145,17 +81,17 @@ int fp4s_h5_src_open(struct fp4s_source *s)
                               oi.type == H5O_TYPE_GROUP ? "group" : "named datatype");
     hid_t d = H5Dopen2(f, D, H5P_DEFAULT);
     if (d < 0)
-        return fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot open dataset (HDF5: %s)", P, D, fp4s_h5_errdesc(eb, sizeof eb));
+        return fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot open dataset (HDF5: %s)", P, D, fp4s_h5_msg());
     s->h5_dset = d;
 
     hid_t t = H5Dget_type(d);
     if (t < 0)
-        return fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot read the datatype (HDF5: %s)", P, D, fp4s_h5_errdesc(eb, sizeof eb));
+        return fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot read the datatype (HDF5: %s)", P, D, fp4s_h5_msg());
     H5T_class_t cls = H5Tget_class(t);
     size_t sz = H5Tget_size(t);
     char tb[64], dtattr[64] = "";
     h5_type_desc(t, tb, sizeof tb);
-    int has_dtattr = fp4s_h5_read_str_attr(d, "dtype", dtattr, sizeof dtattr) == 0;
+    int has_dtattr = fp4s_h5_attr_get_str(d, "dtype", dtattr, sizeof dtattr) == 1;
     int rc = 0;
     if (cls == H5T_FLOAT && sz == 4) {
         s->dt = FP4S_DT_F32;
@@ -187,7 +123,7 @@ int fp4s_h5_src_open(struct fp4s_source *s)
     if (nd >= 0 && nd <= H5S_MAX_RANK) H5Sget_simple_extent_dims(sp, dims, NULL);
     H5S_class_t scls = sp >= 0 ? H5Sget_simple_extent_type(sp) : H5S_NO_CLASS;
     if (sp >= 0) H5Sclose(sp);
-    if (nd < 0) return fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot read the dataspace (HDF5: %s)", P, D, fp4s_h5_errdesc(eb, sizeof eb));
+    if (nd < 0) return fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot read the dataspace (HDF5: %s)", P, D, fp4s_h5_msg());
     if (scls == H5S_NULL) return fp4s_error_set(FP4S_EEMPTY, "%s: %s: dataset has a null dataspace (no data)", P, D);
     if (nd == 0) return fp4s_error_set(FP4S_ESHAPE, "%s: %s: expected a 1-D or 2-D dataset, found a scalar", P, D);
     if (nd > 2) return fp4s_error_set(FP4S_ESHAPE, "%s: %s: expected a 1-D or 2-D dataset, found %d-D %s", P, D, nd, tb);
@@ -226,13 +162,11 @@ static hid_t raw_memtype(const struct fp4s_source *s, int *own)
     }
 }
 
-int fp4s_h5_src_read(struct fp4s_source *s, size_t row0, size_t nrows, void *out, size_t ld, int raw)
+static int src_read(struct fp4s_source *s, size_t row0, size_t nrows, void *out, size_t ld, int raw)
 {
-    fp4s_h5_quiet();
-    char eb[256];
     hid_t d = (hid_t)s->h5_dset;
     hid_t fsp = H5Dget_space(d);
-    if (fsp < 0) return fp4s_error_set(FP4S_EFORMAT, "%s: %s: dataspace (HDF5: %s)", s->path, s->name, fp4s_h5_errdesc(eb, sizeof eb));
+    if (fsp < 0) return fp4s_error_set(FP4S_EFORMAT, "%s: %s: dataspace (HDF5: %s)", s->path, s->name, fp4s_h5_msg());
     hsize_t start[2] = {row0, 0}, count[2] = {nrows, s->cols};
     if (s->rank == 1) {
         start[0] = 0;
@@ -262,7 +196,7 @@ int fp4s_h5_src_read(struct fp4s_source *s, size_t row0, size_t nrows, void *out
     }
     if (H5Dread(d, mt, msp, fsp, H5P_DEFAULT, dst) < 0) {
         rc = fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot read rows %zu..%zu (HDF5: %s)", s->path, s->name,
-                            row0, row0 + nrows - 1, fp4s_h5_errdesc(eb, sizeof eb));
+                            row0, row0 + nrows - 1, fp4s_h5_msg());
         goto done;
     }
     if (!direct) {
@@ -280,132 +214,30 @@ done:
     return rc;
 }
 
+int fp4s_h5_src_open(struct fp4s_source *s)
+{
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
+    int rc = src_open(s);
+    fp4s_h5_quiet_end(&q);
+    return rc;
+}
+
+int fp4s_h5_src_read(struct fp4s_source *s, size_t row0, size_t nrows, void *out, size_t ld, int raw)
+{
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
+    int rc = src_read(s, row0, nrows, out, ld, raw);
+    fp4s_h5_quiet_end(&q);
+    return rc;
+}
+
 void fp4s_h5_src_close(struct fp4s_source *s)
 {
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
     if (s->h5_dset >= 0) H5Dclose((hid_t)s->h5_dset);
     if (s->h5_file >= 0) H5Fclose((hid_t)s->h5_file);
     s->h5_dset = s->h5_file = -1;
-}
-
-/* ---- writer helpers --------------------------------------------------------- */
-int fp4s_h5_create(const char *path, fp4s_outfile **of, int64_t *file)
-{
-    fp4s_h5_quiet();
-    if (!of || !file) return fp4s_error_set(FP4S_EINVAL, "fp4s_h5_create: NULL output");
-    *file = -1;
-    int rc = fp4s_outfile_begin(path, of);
-    if (rc) return rc;
-    char eb[256];
-    hid_t f = H5Fcreate(fp4s_outfile_tmppath(*of), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (f < 0) {
-        rc = fp4s_error_set(FP4S_EWRITE, "%s: cannot create HDF5 file (HDF5: %s)", path, fp4s_h5_errdesc(eb, sizeof eb));
-        fp4s_outfile_abort(of);
-        return rc;
-    }
-    *file = f;
-    return 0;
-}
-
-int fp4s_h5_finish(fp4s_outfile **of, int64_t *file, bool commit)
-{
-    fp4s_h5_quiet();
-    int rc = 0;
-    char eb[256];
-    if (file && *file >= 0) {
-        if (H5Fclose((hid_t)*file) < 0 && commit)
-            rc = fp4s_error_set(FP4S_EWRITE, "HDF5 close failed (HDF5: %s)", fp4s_h5_errdesc(eb, sizeof eb));
-        *file = -1;
-    }
-    if (commit && !rc) return fp4s_outfile_commit(of);
-    fp4s_outfile_abort(of);
-    return rc;
-}
-
-static hid_t lcpl_intermediate(void)
-{
-    hid_t l = H5Pcreate(H5P_LINK_CREATE);
-    H5Pset_create_intermediate_group(l, 1);
-    return l;
-}
-
-static void unlink_if_exists(hid_t f, const char *name)
-{
-    if (H5Oexists_by_name(f, name, H5P_DEFAULT) > 0) H5Ldelete(f, name, H5P_DEFAULT);
-    H5Eclear2(H5E_DEFAULT);
-}
-
-int fp4s_h5_write_f32(int64_t file, const char *dset, const float *data, size_t rows, size_t cols, int gzip)
-{
-    fp4s_h5_quiet();
-    if (!dset || !*dset) return fp4s_error_set(FP4S_EINVAL, "fp4s_h5_write_f32: empty dataset name");
-    if (!data && rows && cols) return fp4s_error_set(FP4S_EINVAL, "%s: NULL data", dset);
-    if (gzip < 0 || gzip > 9) return fp4s_error_set(FP4S_EINVAL, "%s: gzip level %d outside 0..9", dset, gzip);
-    hid_t f = (hid_t)file;
-    char eb[256];
-    hsize_t dims[2] = {rows, cols};
-    hid_t sp = H5Screate_simple(2, dims, NULL);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    if (rows && cols) {
-        hsize_t cc = cols < 65536 ? cols : 65536;
-        hsize_t cr = (hsize_t)(262144 / cc);
-        if (cr < 1) cr = 1;
-        if (cr > rows) cr = rows;
-        hsize_t ch[2] = {cr, cc};
-        H5Pset_chunk(dcpl, 2, ch);
-        if (gzip > 0) {
-            H5Pset_shuffle(dcpl);
-            H5Pset_deflate(dcpl, (unsigned)gzip);
-        }
-    }
-    hid_t lcpl = lcpl_intermediate();
-    unlink_if_exists(f, dset);
-    hid_t d = H5Dcreate2(f, dset, H5T_IEEE_F32LE, sp, lcpl, dcpl, H5P_DEFAULT);
-    int rc = 0;
-    if (d < 0)
-        rc = fp4s_error_set(FP4S_EWRITE, "%s: cannot create dataset (HDF5: %s)", dset, fp4s_h5_errdesc(eb, sizeof eb));
-    else if (rows && cols && H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-        rc = fp4s_error_set(FP4S_EWRITE, "%s: write failed (HDF5: %s)", dset, fp4s_h5_errdesc(eb, sizeof eb));
-    if (d >= 0) H5Dclose(d);
-    H5Pclose(lcpl);
-    H5Pclose(dcpl);
-    H5Sclose(sp);
-    return rc;
-}
-
-static int attr_write(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *v)
-{
-    fp4s_h5_quiet();
-    char eb[256];
-    if (!name || !*name) return fp4s_error_set(FP4S_EINVAL, "empty attribute name");
-    if (H5Aexists(obj, name) > 0) H5Adelete(obj, name);
-    H5Eclear2(H5E_DEFAULT);
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT);
-    int rc = 0;
-    if (a < 0 || H5Awrite(a, mtype, v) < 0)
-        rc = fp4s_error_set(FP4S_EWRITE, "attribute %s: cannot write (HDF5: %s)", name, fp4s_h5_errdesc(eb, sizeof eb));
-    if (a >= 0) H5Aclose(a);
-    H5Sclose(sp);
-    return rc;
-}
-
-int fp4s_h5_attr_str(int64_t obj, const char *name, const char *value)
-{
-    if (!value) value = "";
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, H5T_VARIABLE);
-    H5Tset_cset(t, H5T_CSET_UTF8);
-    int rc = attr_write((hid_t)obj, name, t, t, &value);
-    H5Tclose(t);
-    return rc;
-}
-
-int fp4s_h5_attr_f64(int64_t obj, const char *name, double value)
-{
-    return attr_write((hid_t)obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value);
-}
-
-int fp4s_h5_attr_i64(int64_t obj, const char *name, int64_t value)
-{
-    return attr_write((hid_t)obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
+    fp4s_h5_quiet_end(&q);
 }

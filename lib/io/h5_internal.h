@@ -1,6 +1,13 @@
 /* The internal HDF5 and file layer of the library, shared by lib/io,
  * lib/capture, analysis/ and their tests (not installed, not exported).
  *
+ * HDF5's own error printing: one policy. Every library function that calls
+ * HDF5 switches the automatic printing of the default error stack off for
+ * the duration of the call and restores the caller's handler afterwards
+ * (fp4s_h5_quiet_begin/end; they nest), so the library never prints and a
+ * program that installed its own handler keeps it. Failures become details
+ * through fp4s_h5_msg().
+ *
  * Writer locks (lock.c): every writer that modifies a file in place holds
  * flock(2) LOCK_EX on it while it has it open, taken before anything is
  * created or truncated; see lock.c for the whole protocol. */
@@ -9,8 +16,57 @@
 
 #include <fp4scope/tensor.h>
 
+#include <hdf5.h>
+
 #include <stdbool.h>
 #include <stdint.h>
+
+/* ---- errors ------------------------------------------------------------------ */
+typedef struct fp4s_h5_quiet {
+    H5E_auto2_t func;
+    void *data;
+} fp4s_h5_quiet;
+void fp4s_h5_quiet_begin(fp4s_h5_quiet *q);
+void fp4s_h5_quiet_end(const fp4s_h5_quiet *q);
+
+/* The innermost message of this thread's HDF5 error stack, up to its first
+ * ',' ("unable to open file"), followed by the system's reason when a frame
+ * records one ("unable to open file: No such file or directory"); "" if the
+ * stack is empty. Valid until the next call on the thread. */
+const char *fp4s_h5_msg(void);
+
+/* ---- attributes -------------------------------------------------------------- */
+/* Scalar string attribute (fixed or variable length): 1 found (copied,
+ * truncated to n-1 bytes), 0 absent, <0 not a readable scalar string. */
+int fp4s_h5_attr_get_str(hid_t obj, const char *name, char *buf, size_t n);
+/* Scalar integer (or float) attribute: 1 found, 0 absent, <0 otherwise. */
+int fp4s_h5_attr_get_i64(hid_t obj, const char *name, int64_t *v);
+/* Create or replace a scalar attribute: 0, or FP4S_EWRITE with a detail
+ * naming the attribute. Strings are variable-length UTF-8. */
+int fp4s_h5_attr_str(hid_t obj, const char *name, const char *value);
+int fp4s_h5_attr_f64(hid_t obj, const char *name, double value);
+int fp4s_h5_attr_i64(hid_t obj, const char *name, int64_t value);
+
+/* ---- element types and paths -------------------------------------------------- */
+/* Stored dtype of an open dataset: F32, F64, F16, BF16 (uint16 + dtype
+ * attribute "bfloat16"), U8, U16, I32, I64; FP4S_EDTYPE otherwise. */
+int fp4s_h5_dset_dtype(hid_t d, fp4s_dtype *dt);
+/* HDF5 file type of a fp4s dtype, to write or read it without conversion
+ * (little-endian; the caller closes it). */
+hid_t fp4s_h5_type(fp4s_dtype dt);
+/* Does the absolute path exist, component by component (never an error). */
+bool fp4s_h5_path_exists(hid_t f, const char *path);
+
+/* ---- atomic HDF5 outputs (the report writers) ------------------------------------- */
+/* Create an HDF5 file atomically: *file is open on a temporary beside `path`
+ * (see fp4s_outfile_begin). fp4s_h5_finish closes it and, when commit is
+ * true, renames it into place; otherwise (or if closing fails) removes it. */
+int fp4s_h5_create(const char *path, fp4s_outfile **of, hid_t *file);
+int fp4s_h5_finish(fp4s_outfile **of, hid_t *file, bool commit);
+/* Write a 2-D float32 dataset [rows, cols] at `dset` (intermediate groups
+ * created, an existing dataset replaced), chunked, deflate level gzip. */
+int fp4s_h5_write_f32(hid_t file, const char *dset, const float *data, size_t rows, size_t cols,
+                      int gzip);
 
 /* ---- writer locks --------------------------------------------------------------- */
 typedef enum fp4s_wlock_mode {

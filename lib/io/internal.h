@@ -48,13 +48,6 @@ int fp4s_npy_parse_header(const char *what, const unsigned char *buf, size_t len
 /* Grow s->scratch to at least n bytes. */
 int fp4s_src_scratch(struct fp4s_source *s, size_t n);
 
-/* HDF5 glue: switch off HDF5's own error printing (idempotent) and copy the
- * innermost HDF5 error description into buf. */
-void fp4s_h5_quiet(void);
-const char *fp4s_h5_errdesc(char *buf, size_t n);
-/* Read a scalar string attribute (fixed or variable length); 0 if found. */
-int fp4s_h5_read_str_attr(int64_t obj, const char *name, char *out, size_t n);
-
 /* Full pread/pwrite-style loops (EINTR, short transfers). read returns the
  * number of bytes read (less than n only at end of file) or -1. */
 ssize_t fp4s_pread_full(int fd, void *buf, size_t n, uint64_t off);

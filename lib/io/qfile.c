@@ -1,4 +1,5 @@
 /* The packed quantized HDF5 file: see <fp4scope/qfile.h> for the schema. */
+#include "h5_internal.h"
 #include "internal.h"
 
 #include <fp4scope/qfile.h>
@@ -19,7 +20,7 @@ struct fp4s_qfile {
     size_t tile_rows;          /* FP8: rows per scale row */
     size_t scale_rows, scale_cols;
     fp4s_outfile *of;
-    int64_t file;
+    hid_t file;
     hid_t d_codes, d_scales;
     uint8_t *pack;             /* packing buffer for one chunk */
     size_t pack_cap;
@@ -40,8 +41,7 @@ static bool is_fp4(const fp4s_spec *s) { return s->format == FP4S_MXFP4 || s->fo
 
 static int h5fail(const char *path, const char *what)
 {
-    char eb[256];
-    return fp4s_error_set(FP4S_EWRITE, "%s: %s (HDF5: %s)", path, what, fp4s_h5_errdesc(eb, sizeof eb));
+    return fp4s_error_set(FP4S_EWRITE, "%s: %s (HDF5: %s)", path, what, fp4s_h5_msg());
 }
 
 static hid_t dset_create(hid_t f, const char *name, hid_t type, size_t rows, size_t cols, size_t esz, int gzip)
@@ -218,11 +218,10 @@ static int write_attrs(fp4s_qfile *q, const fp4s_tscale *ts, const fp4s_qfile_op
     return 0;
 }
 
-void fp4s_qfile_abort(fp4s_qfile **qp)
+static void qfile_abort(fp4s_qfile **qp)
 {
     if (!qp || !*qp) return;
     fp4s_qfile *q = *qp;
-    fp4s_h5_quiet();
     if (q->d_codes >= 0) H5Dclose(q->d_codes);
     if (q->d_scales >= 0) H5Dclose(q->d_scales);
     fp4s_h5_finish(&q->of, &q->file, false);
@@ -233,7 +232,7 @@ void fp4s_qfile_abort(fp4s_qfile **qp)
     *qp = NULL;
 }
 
-int fp4s_qfile_create(const char *path, const fp4s_spec *s, const fp4s_tscale *ts,
+static int qfile_create(const char *path, const fp4s_spec *s, const fp4s_tscale *ts,
                       size_t rows, size_t cols, const fp4s_qfile_opts *opts, fp4s_qfile **out)
 {
     if (!out) return fp4s_error_set(FP4S_EINVAL, "fp4s_qfile_create: out is NULL");
@@ -306,15 +305,14 @@ int fp4s_qfile_create(const char *path, const fp4s_spec *s, const fp4s_tscale *t
     *out = q;
     return 0;
 fail:
-    fp4s_qfile_abort(&q);
+    qfile_abort(&q);
     return rc;
 }
 
-int fp4s_qfile_write(fp4s_qfile *q, size_t nrows, const uint8_t *codes, size_t ld_codes,
+static int qfile_write(fp4s_qfile *q, size_t nrows, const uint8_t *codes, size_t ld_codes,
                      const uint8_t *scales, size_t ld_scales, const float *scale_f32, size_t ld_scale_f32)
 {
     if (!q) return fp4s_error_set(FP4S_EINVAL, "fp4s_qfile_write: NULL file");
-    fp4s_h5_quiet();
     const fp4s_spec *s = &q->spec;
     if (nrows == 0) return 0;
     if (nrows > q->rows - q->written)
@@ -374,10 +372,10 @@ int fp4s_qfile_write(fp4s_qfile *q, size_t nrows, const uint8_t *codes, size_t l
     return 0;
 }
 
-int fp4s_qfile_set_stats(fp4s_qfile *q, const fp4s_qstats *st)
+static int qfile_set_stats(fp4s_qfile *q, const fp4s_qstats *st)
 {
     if (!q || !st) return fp4s_error_set(FP4S_EINVAL, "fp4s_qfile_set_stats: NULL argument");
-    int64_t f = q->file;
+    hid_t f = q->file;
     int rc = 0;
     rc |= fp4s_h5_attr_i64(f, "stats_elements", (int64_t)st->elements);
     rc |= fp4s_h5_attr_i64(f, "stats_blocks", (int64_t)st->blocks);
@@ -394,15 +392,14 @@ int fp4s_qfile_set_stats(fp4s_qfile *q, const fp4s_qstats *st)
     return rc ? fp4s_error_set(FP4S_EWRITE, "%s: cannot write stats attributes", q->path) : 0;
 }
 
-int fp4s_qfile_close(fp4s_qfile **qp)
+static int qfile_close(fp4s_qfile **qp)
 {
     if (!qp || !*qp) return 0;
     fp4s_qfile *q = *qp;
-    fp4s_h5_quiet();
     if (q->written != q->rows) {
         int rc = fp4s_error_set(FP4S_EINTERNAL, "%s: only %zu of %zu rows written; output discarded",
                                 q->path, q->written, q->rows);
-        fp4s_qfile_abort(qp);
+        qfile_abort(qp);
         return rc;
     }
     herr_t e = 0;
@@ -411,7 +408,7 @@ int fp4s_qfile_close(fp4s_qfile **qp)
     q->d_codes = q->d_scales = -1;
     if (e < 0) {
         int rc = h5fail(q->path, "cannot close datasets");
-        fp4s_qfile_abort(qp);
+        qfile_abort(qp);
         return rc;
     }
     int rc = fp4s_h5_finish(&q->of, &q->file, true);
@@ -470,25 +467,23 @@ static int read_2d(hid_t f, const char *P, const char *name, hid_t mt, size_t es
     } else if (!(*out = malloc(rows * cols * esz + 1))) {
         rc = fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", P);
     } else if (H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, *out) < 0) {
-        char eb[256];
-        rc = fp4s_error_set(FP4S_EFORMAT, "%s: /%s: read failed (HDF5: %s)", P, name, fp4s_h5_errdesc(eb, sizeof eb));
+        rc = fp4s_error_set(FP4S_EFORMAT, "%s: /%s: read failed (HDF5: %s)", P, name, fp4s_h5_msg());
     }
     H5Dclose(d);
     return rc;
 }
 
-int fp4s_qfile_read(const char *P, fp4s_qfile_data *d)
+static int qfile_read(const char *P, fp4s_qfile_data *d)
 {
     if (!P || !d) return fp4s_error_set(FP4S_EINVAL, "fp4s_qfile_read: NULL argument");
     memset(d, 0, sizeof *d);
-    fp4s_h5_quiet();
-    char eb[256], str[128];
+    char str[128];
     hid_t f = H5Fopen(P, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) return fp4s_error_set(FP4S_EOPEN, "%s: cannot open as HDF5 (HDF5: %s)", P, fp4s_h5_errdesc(eb, sizeof eb));
+    if (f < 0) return fp4s_error_set(FP4S_EOPEN, "%s: cannot open as HDF5 (HDF5: %s)", P, fp4s_h5_msg());
     int rc = 0;
     int64_t ver = 0, block = 0, shape[2] = {0, 0};
     uint8_t *packed = NULL;
-    if (fp4s_h5_read_str_attr(f, "schema", str, sizeof str) || strcmp(str, "fp4scope-quant") != 0) {
+    if (fp4s_h5_attr_get_str(f, "schema", str, sizeof str) != 1 || strcmp(str, "fp4scope-quant") != 0) {
         rc = fp4s_error_set(FP4S_EFORMAT, "%s: not an fp4scope quantized file (attribute schema)", P);
         goto out;
     }
@@ -500,11 +495,11 @@ int fp4s_qfile_read(const char *P, fp4s_qfile_data *d)
         rc = fp4s_error_set(FP4S_EVERSION, "%s: schema_version %lld is newer than %d", P, (long long)ver, FP4S_QFILE_SCHEMA_VERSION);
         goto out;
     }
-    if (fp4s_h5_read_str_attr(f, "format", str, sizeof str) || fp4s_format_parse(str, &d->format)) {
+    if (fp4s_h5_attr_get_str(f, "format", str, sizeof str) != 1 || fp4s_format_parse(str, &d->format)) {
         rc = fp4s_error_set(FP4S_EFORMAT, "%s: attribute format missing or unknown", P);
         goto out;
     }
-    if (fp4s_h5_read_str_attr(f, "packing", str, sizeof str)) str[0] = '\0';
+    if (fp4s_h5_attr_get_str(f, "packing", str, sizeof str) != 1) str[0] = '\0';
     if (strcmp(str, fp4s_packing_name(FP4S_PACK_PAIRS)) == 0) d->packing = FP4S_PACK_PAIRS;
     else if (strcmp(str, fp4s_packing_name(FP4S_PACK_SPLIT)) == 0) d->packing = FP4S_PACK_SPLIT;
     else {
@@ -519,7 +514,7 @@ int fp4s_qfile_read(const char *P, fp4s_qfile_data *d)
     d->block = (uint32_t)block;
     d->rows = (size_t)shape[0];
     d->cols = (size_t)shape[1];
-    if (fp4s_h5_read_str_attr(f, "profile", d->profile, sizeof d->profile)) d->profile[0] = '\0';
+    if (fp4s_h5_attr_get_str(f, "profile", d->profile, sizeof d->profile) != 1) d->profile[0] = '\0';
     if (read_f32_attr(f, "tensor_decode_scale", &d->tensor_decode_scale)) d->tensor_decode_scale = 1.0f;
     {
         hid_t ds = H5Dopen2(f, "tensor_scale", H5P_DEFAULT);
@@ -572,5 +567,51 @@ out:
     free(packed);
     H5Fclose(f);
     if (rc) fp4s_qfile_data_free(d);
+    return rc;
+}
+
+/* ---- the public entry points: HDF5's error printing off while they run ---- */
+#define QUIET(call)                 \
+    fp4s_h5_quiet q_;               \
+    fp4s_h5_quiet_begin(&q_);       \
+    call;                           \
+    fp4s_h5_quiet_end(&q_)
+
+void fp4s_qfile_abort(fp4s_qfile **qp) { QUIET(qfile_abort(qp)); }
+
+int fp4s_qfile_create(const char *path, const fp4s_spec *s, const fp4s_tscale *ts, size_t rows,
+                      size_t cols, const fp4s_qfile_opts *opts, fp4s_qfile **out)
+{
+    int rc;
+    QUIET(rc = qfile_create(path, s, ts, rows, cols, opts, out));
+    return rc;
+}
+
+int fp4s_qfile_write(fp4s_qfile *q, size_t nrows, const uint8_t *codes, size_t ld_codes,
+                     const uint8_t *scales, size_t ld_scales, const float *scale_f32, size_t ld_scale_f32)
+{
+    int rc;
+    QUIET(rc = qfile_write(q, nrows, codes, ld_codes, scales, ld_scales, scale_f32, ld_scale_f32));
+    return rc;
+}
+
+int fp4s_qfile_set_stats(fp4s_qfile *q, const fp4s_qstats *st)
+{
+    int rc;
+    QUIET(rc = qfile_set_stats(q, st));
+    return rc;
+}
+
+int fp4s_qfile_close(fp4s_qfile **qp)
+{
+    int rc;
+    QUIET(rc = qfile_close(qp));
+    return rc;
+}
+
+int fp4s_qfile_read(const char *P, fp4s_qfile_data *d)
+{
+    int rc;
+    QUIET(rc = qfile_read(P, d));
     return rc;
 }

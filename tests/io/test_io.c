@@ -4,6 +4,7 @@
 #include <fp4scope/tensor.h>
 #include <fp4scope/codec.h>
 #include "fp4s_config.h"
+#include "io/h5_internal.h"
 
 #include <check.h>
 #include <hdf5.h>

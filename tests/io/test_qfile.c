@@ -3,6 +3,7 @@
  * by chunks, and the failures that must leave no file behind. */
 #include <fp4scope/qfile.h>
 #include <fp4scope/tensor.h>
+#include "io/h5_internal.h"
 
 #include <check.h>
 #include <hdf5.h>

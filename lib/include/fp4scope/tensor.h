@@ -11,8 +11,9 @@
  * .npy and safetensors by pread), so memory stays bounded by the chunk.
  *
  * HDF5 errors become fp4s error details (file, dataset, HDF5's innermost
- * message); every HDF5 entry point here switches off HDF5's own automatic
- * error printing (H5Eset_auto2 on the default stack).
+ * message and the system's reason). HDF5's own automatic error printing is
+ * off while a library function runs and the caller's handler is restored
+ * when it returns.
  *
  * Outputs are written atomically: to a temporary file beside the target that is
  * renamed over it on commit and removed on abort, so a failed run leaves no
@@ -113,21 +114,6 @@ FP4S_API void fp4s_npy_writer_abort(fp4s_npy_writer **w);
 /* One-shot: write a whole array. */
 FP4S_API int fp4s_npy_write(const char *path, fp4s_dtype dt, int rank, size_t rows,
                             size_t cols, const void *data);
-
-/* ---- HDF5 helpers shared by the writers ---------------------------------------------- */
-/* Write a 2-D float32 dataset [rows, cols] at `dset` into an already-open HDF5
- * file id (hid_t passed as int64_t so this header needs no HDF5), chunked and
- * optionally gzip-compressed (level 0 = none). Intermediate groups are created. */
-FP4S_API int fp4s_h5_write_f32(int64_t file, const char *dset, const float *data,
-                               size_t rows, size_t cols, int gzip);
-FP4S_API int fp4s_h5_attr_str(int64_t obj, const char *name, const char *value);
-/* Create an HDF5 file atomically: *file is open on a temporary beside `path`
- * (see fp4s_outfile_begin). fp4s_h5_finish closes it and, when commit is
- * true, renames it into place; otherwise (or if closing fails) removes it. */
-FP4S_API int fp4s_h5_create(const char *path, fp4s_outfile **of, int64_t *file);
-FP4S_API int fp4s_h5_finish(fp4s_outfile **of, int64_t *file, bool commit);
-FP4S_API int fp4s_h5_attr_f64(int64_t obj, const char *name, double value);
-FP4S_API int fp4s_h5_attr_i64(int64_t obj, const char *name, int64_t value);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,316 @@
+/* The internal HDF5 layer (h5_internal.h): error printing and messages,
+ * attributes, element types, paths, and the atomic HDF5 output files of the
+ * report writers. lib/io, lib/capture and analysis/ all go through it. */
+#include "h5_internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- errors ------------------------------------------------------------------ */
+void fp4s_h5_quiet_begin(fp4s_h5_quiet *q)
+{
+    if (H5Eget_auto2(H5E_DEFAULT, &q->func, &q->data) < 0) {
+        q->func = NULL;
+        q->data = NULL;
+    }
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+void fp4s_h5_quiet_end(const fp4s_h5_quiet *q) { H5Eset_auto2(H5E_DEFAULT, q->func, q->data); }
+
+static _Thread_local char h5msg[320];
+
+typedef struct msg_walk {
+    char first[192];   /* the innermost description, up to its first ',' */
+    char reason[128];  /* "error message = '...'" of a system call, if any frame has one */
+} msg_walk;
+
+static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data)
+{
+    msg_walk *w = data;
+    if (!e->desc) return 0;
+    if (n == 0) {
+        size_t k = strcspn(e->desc, ",");
+        if (k >= sizeof w->first) k = sizeof w->first - 1;
+        memcpy(w->first, e->desc, k);
+        w->first[k] = '\0';
+    }
+    const char *r = w->reason[0] ? NULL : strstr(e->desc, "error message = '");
+    if (r) {
+        r += strlen("error message = '");
+        size_t k = strcspn(r, "'");
+        if (k >= sizeof w->reason) k = sizeof w->reason - 1;
+        memcpy(w->reason, r, k);
+        w->reason[k] = '\0';
+    }
+    return 0;
+}
+
+const char *fp4s_h5_msg(void)
+{
+    msg_walk w;
+    w.first[0] = w.reason[0] = '\0';
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_cb, &w);
+    if (w.first[0] && w.reason[0])
+        snprintf(h5msg, sizeof h5msg, "%s: %s", w.first, w.reason);
+    else
+        snprintf(h5msg, sizeof h5msg, "%s", w.first[0] ? w.first : w.reason);
+    return h5msg;
+}
+
+/* ---- attributes -------------------------------------------------------------- */
+int fp4s_h5_attr_get_str(hid_t obj, const char *name, char *buf, size_t n)
+{
+    if (n) buf[0] = '\0';
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT); /* fails when absent: one lookup, not two */
+    if (a < 0) return H5Aexists(obj, name) == 0 ? 0 : -1;
+    hid_t t = H5Aget_type(a);
+    int rc = -1;
+    if (t >= 0 && H5Tget_class(t) == H5T_STRING) {
+        hid_t sp = H5Aget_space(a);
+        hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+        if (sp >= 0) H5Sclose(sp);
+        if (np == 1) {
+            if (H5Tis_variable_str(t) > 0) {
+                hid_t mt = H5Tcopy(H5T_C_S1);
+                H5Tset_size(mt, H5T_VARIABLE);
+                H5Tset_cset(mt, H5Tget_cset(t));
+                char *s = NULL;
+                if (H5Aread(a, mt, &s) >= 0) {
+                    snprintf(buf, n, "%s", s ? s : "");
+                    rc = 1;
+                    if (s) H5free_memory(s);
+                }
+                H5Tclose(mt);
+            } else {
+                size_t sz = H5Tget_size(t);
+                char *tmp = calloc(1, sz + 1);
+                hid_t mt = H5Tcopy(H5T_C_S1);
+                H5Tset_size(mt, sz + 1);
+                H5Tset_strpad(mt, H5T_STR_NULLTERM);
+                if (tmp && H5Aread(a, mt, tmp) >= 0) {
+                    snprintf(buf, n, "%s", tmp);
+                    rc = 1;
+                }
+                H5Tclose(mt);
+                free(tmp);
+            }
+        }
+    }
+    if (t >= 0) H5Tclose(t);
+    H5Aclose(a);
+    return rc;
+}
+
+int fp4s_h5_attr_get_i64(hid_t obj, const char *name, int64_t *v)
+{
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    if (a < 0) return H5Aexists(obj, name) == 0 ? 0 : -1;
+    hid_t t = H5Aget_type(a);
+    hid_t sp = H5Aget_space(a);
+    int rc = -1;
+    H5T_class_t cl = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
+    if ((cl == H5T_INTEGER || cl == H5T_FLOAT) && sp >= 0 && H5Sget_simple_extent_npoints(sp) == 1) {
+        long long x = 0;
+        if (H5Aread(a, H5T_NATIVE_LLONG, &x) >= 0) {
+            *v = x;
+            rc = 1;
+        }
+    }
+    if (sp >= 0) H5Sclose(sp);
+    if (t >= 0) H5Tclose(t);
+    H5Aclose(a);
+    return rc;
+}
+
+/* Create or replace a scalar attribute. */
+static int attr_write(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *v)
+{
+    if (!name || !*name) return fp4s_error_set(FP4S_EINVAL, "empty attribute name");
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
+    int rc = 0;
+    if (H5Aexists(obj, name) > 0 && H5Adelete(obj, name) < 0)
+        rc = fp4s_error_set(FP4S_EWRITE, "attribute %s: cannot replace it (HDF5: %s)", name, fp4s_h5_msg());
+    hid_t sp = -1, a = -1;
+    if (!rc) {
+        sp = H5Screate(H5S_SCALAR);
+        a = sp < 0 ? -1 : H5Acreate2(obj, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT);
+        if (a < 0 || H5Awrite(a, mtype, v) < 0)
+            rc = fp4s_error_set(FP4S_EWRITE, "attribute %s: cannot write (HDF5: %s)", name, fp4s_h5_msg());
+    }
+    if (a >= 0) H5Aclose(a);
+    if (sp >= 0) H5Sclose(sp);
+    fp4s_h5_quiet_end(&q);
+    return rc;
+}
+
+int fp4s_h5_attr_str(hid_t obj, const char *name, const char *value)
+{
+    if (!value) value = "";
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_cset(t, H5T_CSET_UTF8);
+    int rc = attr_write(obj, name, t, t, &value);
+    H5Tclose(t);
+    return rc;
+}
+
+int fp4s_h5_attr_f64(hid_t obj, const char *name, double value)
+{
+    return attr_write(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value);
+}
+
+int fp4s_h5_attr_i64(hid_t obj, const char *name, int64_t value)
+{
+    return attr_write(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
+}
+
+/* ---- element types and paths -------------------------------------------------- */
+hid_t fp4s_h5_type(fp4s_dtype dt)
+{
+    switch (dt) {
+    case FP4S_DT_F32: return H5Tcopy(H5T_IEEE_F32LE);
+    case FP4S_DT_F64: return H5Tcopy(H5T_IEEE_F64LE);
+    case FP4S_DT_F16: {
+        /* IEEE binary16 as h5py and numpy's float16 write it. */
+        hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+        if (t < 0) return t;
+        if (H5Tset_fields(t, 15, 10, 5, 0, 10) < 0 || H5Tset_size(t, 2) < 0 ||
+            H5Tset_ebias(t, 15) < 0) {
+            H5Tclose(t);
+            return -1;
+        }
+        return t;
+    }
+    case FP4S_DT_BF16:
+    case FP4S_DT_U16: return H5Tcopy(H5T_STD_U16LE);
+    case FP4S_DT_U8: return H5Tcopy(H5T_STD_U8LE);
+    case FP4S_DT_I32: return H5Tcopy(H5T_STD_I32LE);
+    case FP4S_DT_I64: return H5Tcopy(H5T_STD_I64LE);
+    }
+    return -1;
+}
+
+int fp4s_h5_dset_dtype(hid_t d, fp4s_dtype *dt)
+{
+    hid_t t = H5Dget_type(d);
+    if (t < 0) return FP4S_EFORMAT;
+    H5T_class_t cl = H5Tget_class(t);
+    size_t sz = H5Tget_size(t);
+    H5T_sign_t sg = cl == H5T_INTEGER ? H5Tget_sign(t) : H5T_SGN_NONE;
+    H5Tclose(t);
+    if (cl == H5T_FLOAT) {
+        if (sz == 4) { *dt = FP4S_DT_F32; return 0; }
+        if (sz == 8) { *dt = FP4S_DT_F64; return 0; }
+        if (sz == 2) { *dt = FP4S_DT_F16; return 0; }
+    } else if (cl == H5T_INTEGER) {
+        if (sz == 2 && sg == H5T_SGN_NONE) {
+            char buf[32];
+            *dt = (fp4s_h5_attr_get_str(d, "dtype", buf, sizeof buf) == 1 &&
+                   strcmp(buf, "bfloat16") == 0) ? FP4S_DT_BF16 : FP4S_DT_U16;
+            return 0;
+        }
+        if (sz == 1 && sg == H5T_SGN_NONE) { *dt = FP4S_DT_U8; return 0; }
+        if (sz == 4 && sg == H5T_SGN_2) { *dt = FP4S_DT_I32; return 0; }
+        if (sz == 8 && sg == H5T_SGN_2) { *dt = FP4S_DT_I64; return 0; }
+    }
+    return FP4S_EDTYPE;
+}
+
+bool fp4s_h5_path_exists(hid_t f, const char *path)
+{
+    char buf[1024];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf) return false;
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == '\0') {
+            char c = buf[i];
+            buf[i] = '\0';
+            htri_t e = H5Lexists(f, buf, H5P_DEFAULT);
+            buf[i] = c;
+            if (e <= 0) return false;
+        }
+    }
+    return true;
+}
+
+/* ---- atomic HDF5 outputs ----------------------------------------------------- */
+int fp4s_h5_create(const char *path, fp4s_outfile **of, hid_t *file)
+{
+    if (!of || !file) return fp4s_error_set(FP4S_EINVAL, "fp4s_h5_create: NULL output");
+    *file = -1;
+    int rc = fp4s_outfile_begin(path, of);
+    if (rc) return rc;
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
+    hid_t f = H5Fcreate(fp4s_outfile_tmppath(*of), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (f < 0) {
+        rc = fp4s_error_set(FP4S_EWRITE, "%s: cannot create HDF5 file (HDF5: %s)", path, fp4s_h5_msg());
+        fp4s_outfile_abort(of);
+    } else {
+        *file = f;
+    }
+    fp4s_h5_quiet_end(&q);
+    return rc;
+}
+
+int fp4s_h5_finish(fp4s_outfile **of, hid_t *file, bool commit)
+{
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
+    int rc = 0;
+    if (file && *file >= 0) {
+        if (H5Fclose(*file) < 0 && commit)
+            rc = fp4s_error_set(FP4S_EWRITE, "HDF5 close failed (HDF5: %s)", fp4s_h5_msg());
+        *file = -1;
+    }
+    fp4s_h5_quiet_end(&q);
+    if (commit && !rc) return fp4s_outfile_commit(of);
+    fp4s_outfile_abort(of);
+    return rc;
+}
+
+int fp4s_h5_write_f32(hid_t f, const char *dset, const float *data, size_t rows, size_t cols, int gzip)
+{
+    if (!dset || !*dset) return fp4s_error_set(FP4S_EINVAL, "fp4s_h5_write_f32: empty dataset name");
+    if (!data && rows && cols) return fp4s_error_set(FP4S_EINVAL, "%s: NULL data", dset);
+    if (gzip < 0 || gzip > 9) return fp4s_error_set(FP4S_EINVAL, "%s: gzip level %d outside 0..9", dset, gzip);
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
+    hsize_t dims[2] = {rows, cols};
+    hid_t sp = H5Screate_simple(2, dims, NULL);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (rows && cols) {
+        hsize_t cc = cols < 65536 ? cols : 65536;
+        hsize_t cr = (hsize_t)(262144 / cc);
+        if (cr < 1) cr = 1;
+        if (cr > rows) cr = rows;
+        hsize_t ch[2] = {cr, cc};
+        H5Pset_chunk(dcpl, 2, ch);
+        if (gzip > 0) {
+            H5Pset_shuffle(dcpl);
+            H5Pset_deflate(dcpl, (unsigned)gzip);
+        }
+    }
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    if (H5Oexists_by_name(f, dset, H5P_DEFAULT) > 0) H5Ldelete(f, dset, H5P_DEFAULT);
+    H5Eclear2(H5E_DEFAULT);
+    hid_t d = H5Dcreate2(f, dset, H5T_IEEE_F32LE, sp, lcpl, dcpl, H5P_DEFAULT);
+    int rc = 0;
+    if (d < 0)
+        rc = fp4s_error_set(FP4S_EWRITE, "%s: cannot create dataset (HDF5: %s)", dset, fp4s_h5_msg());
+    else if (rows && cols && H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+        rc = fp4s_error_set(FP4S_EWRITE, "%s: write failed (HDF5: %s)", dset, fp4s_h5_msg());
+    if (d >= 0) H5Dclose(d);
+    H5Pclose(lcpl);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    fp4s_h5_quiet_end(&q);
+    return rc;
+}
