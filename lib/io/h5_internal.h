@@ -60,13 +60,22 @@ bool fp4s_h5_path_exists(hid_t f, const char *path);
 /* ---- atomic HDF5 outputs (the report writers) ------------------------------------- */
 /* Create an HDF5 file atomically: *file is open on a temporary beside `path`
  * (see fp4s_outfile_begin). fp4s_h5_finish closes it and, when commit is
- * true, renames it into place; otherwise (or if closing fails) removes it. */
+ * true, renames it into place; otherwise (or if closing fails) removes it.
+ * `path` names the file in messages. */
 int fp4s_h5_create(const char *path, fp4s_outfile **of, hid_t *file);
-int fp4s_h5_finish(fp4s_outfile **of, hid_t *file, bool commit);
+int fp4s_h5_finish(const char *path, fp4s_outfile **of, hid_t *file, bool commit);
 /* Write a 2-D float32 dataset [rows, cols] at `dset` (intermediate groups
  * created, an existing dataset replaced), chunked, deflate level gzip. */
 int fp4s_h5_write_f32(hid_t file, const char *dset, const float *data, size_t rows, size_t cols,
                       int gzip);
+/* Write a 1-D dataset of n elements at name under loc (intermediate groups
+ * created): 0, or FP4S_EWRITE with a detail naming it. */
+int fp4s_h5_write_1d(hid_t loc, const char *name, hid_t mem_type, hid_t file_type, const void *data,
+                     size_t n);
+/* FP4S_EWRITE "path: what: <reason>", the reason being the detail a helper
+ * recorded since the caller cleared it (fp4s_error_clear), else HDF5's
+ * message: how a report writer says why it failed. */
+int fp4s_h5_report_failed(const char *path, const char *what);
 
 /* ---- writer locks --------------------------------------------------------------- */
 typedef enum fp4s_wlock_mode {

@@ -259,14 +259,14 @@ int fp4s_h5_create(const char *path, fp4s_outfile **of, hid_t *file)
     return rc;
 }
 
-int fp4s_h5_finish(fp4s_outfile **of, hid_t *file, bool commit)
+int fp4s_h5_finish(const char *path, fp4s_outfile **of, hid_t *file, bool commit)
 {
     fp4s_h5_quiet q;
     fp4s_h5_quiet_begin(&q);
     int rc = 0;
     if (file && *file >= 0) {
         if (H5Fclose(*file) < 0 && commit)
-            rc = fp4s_error_set(FP4S_EWRITE, "HDF5 close failed (HDF5: %s)", fp4s_h5_msg());
+            rc = fp4s_error_set(FP4S_EWRITE, "%s: closing the HDF5 file failed: %s", path, fp4s_h5_msg());
         *file = -1;
     }
     fp4s_h5_quiet_end(&q);
@@ -313,4 +313,34 @@ int fp4s_h5_write_f32(hid_t f, const char *dset, const float *data, size_t rows,
     H5Sclose(sp);
     fp4s_h5_quiet_end(&q);
     return rc;
+}
+
+int fp4s_h5_write_1d(hid_t loc, const char *name, hid_t mem_type, hid_t file_type, const void *data,
+                     size_t n)
+{
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
+    hsize_t dims[1] = {(hsize_t)n};
+    hid_t sp = H5Screate_simple(1, dims, NULL);
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    hid_t ds = sp < 0 ? -1 : H5Dcreate2(loc, name, file_type, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = 0;
+    if (ds < 0)
+        rc = fp4s_error_set(FP4S_EWRITE, "%s: cannot create dataset (HDF5: %s)", name, fp4s_h5_msg());
+    else if (n && H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+        rc = fp4s_error_set(FP4S_EWRITE, "%s: write failed (HDF5: %s)", name, fp4s_h5_msg());
+    if (ds >= 0) H5Dclose(ds);
+    H5Pclose(lcpl);
+    if (sp >= 0) H5Sclose(sp);
+    fp4s_h5_quiet_end(&q);
+    return rc;
+}
+
+int fp4s_h5_report_failed(const char *path, const char *what)
+{
+    const char *d = fp4s_last_error();
+    char why[512];
+    snprintf(why, sizeof why, "%s", d[0] ? d : fp4s_h5_msg());
+    return fp4s_error_set(FP4S_EWRITE, "%s: %s%s%s", path, what, why[0] ? ": " : "", why);
 }

@@ -224,7 +224,7 @@ static void qfile_abort(fp4s_qfile **qp)
     fp4s_qfile *q = *qp;
     if (q->d_codes >= 0) H5Dclose(q->d_codes);
     if (q->d_scales >= 0) H5Dclose(q->d_scales);
-    fp4s_h5_finish(&q->of, &q->file, false);
+    fp4s_h5_finish(q->path, &q->of, &q->file, false);
     free(q->pack);
     free(q->sbuf);
     free(q->path);
@@ -411,8 +411,7 @@ static int qfile_close(fp4s_qfile **qp)
         qfile_abort(qp);
         return rc;
     }
-    int rc = fp4s_h5_finish(&q->of, &q->file, true);
-    if (rc) fp4s_error_prefix("%s", q->path);
+    int rc = fp4s_h5_finish(q->path, &q->of, &q->file, true);
     free(q->pack);
     free(q->sbuf);
     free(q->path);

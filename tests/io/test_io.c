@@ -802,7 +802,7 @@ START_TEST(h5_write_f32_and_attrs)
     ck_assert_int_eq(fp4s_h5_attr_i64(f, "n", -7), 0);
     ck_assert_int_eq(fp4s_h5_write_f32(f, "bad", a, 3, 1000, 12), FP4S_EINVAL);
     ck_assert_int_eq(access(tp("w.h5"), F_OK), -1);
-    ck_assert_int_eq(fp4s_h5_finish(&o, &f, true), 0);
+    ck_assert_int_eq(fp4s_h5_finish("test", &o, &f, true), 0);
     ck_assert_ptr_null(o);
     ck_assert_int_eq(count_files(), 1);
 
@@ -837,7 +837,7 @@ START_TEST(h5_write_f32_and_attrs)
     /* abort: nothing left behind */
     ck_assert_int_eq(fp4s_h5_create(tp("x.h5"), &o, &f), 0);
     ck_assert_int_eq(fp4s_h5_write_f32(f, "x", a, 3, 1000, 0), 0);
-    ck_assert_int_eq(fp4s_h5_finish(&o, &f, false), 0);
+    ck_assert_int_eq(fp4s_h5_finish("test", &o, &f, false), 0);
     ck_assert_int_eq(count_files(), 1);
     ck_assert_int_eq(fp4s_h5_create("/nonexistent-dir-fp4s/x.h5", &o, &f), FP4S_EWRITE);
     ck_assert_int_eq(count_files(), 1);

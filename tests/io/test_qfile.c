@@ -262,7 +262,7 @@ START_TEST(qfile_read_rejects_foreign_files)
     float v[64] = {0};
     ck_assert_int_eq(fp4s_h5_create(tp("plain.h5"), &o, &f), 0);
     ck_assert_int_eq(fp4s_h5_write_f32(f, "codes", v, 2, 32, 0), 0);
-    ck_assert_int_eq(fp4s_h5_finish(&o, &f, true), 0);
+    ck_assert_int_eq(fp4s_h5_finish("test", &o, &f, true), 0);
     ck_assert_int_eq(fp4s_qfile_read(tp("plain.h5"), &d), FP4S_EFORMAT);
     ck_assert(strstr(fp4s_last_error(), "not an fp4scope quantized file") != NULL);
     ck_assert_ptr_null(d.codes);
