@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decomp_h5.h"
 #include "io/h5_internal.h"
 
 int fp4s_chscore_parse(const char *s, fp4s_chscore *out)
@@ -253,14 +252,12 @@ int fp4s_channels_write_h5(const char *path, const fp4s_spec *s, const fp4s_chan
 {
     if (!path || !s || !r) return fp4s_error_set(FP4S_EINVAL, "channels: NULL argument");
     fp4s_outfile *of = NULL;
-    int rc = fp4s_outfile_begin(path, &of);
+    hid_t f = -1;
+    int rc = fp4s_h5_create(path, &of, &f);
     if (rc) return rc;
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t f = H5Fcreate(fp4s_outfile_tmppath(of), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (f < 0) {
-        fp4s_outfile_abort(&of);
-        return fp4s_error_set(FP4S_EWRITE, "%s: cannot create HDF5 file", path);
-    }
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
+    fp4s_error_clear();
     size_t k = r->k;
     int64_t *sel = malloc((r->count ? r->count : 1) * sizeof *sel);
     double *ssc = malloc((r->count ? r->count : 1) * sizeof *ssc);
@@ -268,42 +265,43 @@ int fp4s_channels_write_h5(const char *path, const fp4s_spec *s, const fp4s_chan
     uint8_t *flag = malloc(k);
     double *col = malloc(k * sizeof *col);
     int bad = !sel || !ssc || !rank || !flag || !col;
+    if (bad) fp4s_error_set(FP4S_ENOMEM, "out of memory");
     char desc[512];
     fp4s_spec_describe(s, desc, sizeof desc);
-    int64_t fo = (int64_t)f;
+    hid_t fo = f;
     if (!bad) {
-        bad |= fp4s_h5_attr_str(fo, "fp4scope_schema", "fp4scope-channels/1") != 0;
-        bad |= fp4s_h5_attr_str(fo, "source", source ? source : "") != 0;
-        bad |= fp4s_h5_attr_str(fo, "weight", weight ? weight : "") != 0;
-        bad |= fp4s_h5_attr_str(fo, "format", fp4s_format_name(s->format)) != 0;
-        bad |= fp4s_h5_attr_str(fo, "profile", s->profile) != 0;
-        bad |= fp4s_h5_attr_str(fo, "spec", desc) != 0;
-        bad |= fp4s_h5_attr_str(fo, "score", fp4s_chscore_name(r->score)) != 0;
-        bad |= fp4s_h5_attr_i64(fo, "k", (int64_t)k) != 0;
-        bad |= fp4s_h5_attr_i64(fo, "tokens", (int64_t)r->tokens) != 0;
-        bad |= fp4s_h5_attr_i64(fo, "count", (int64_t)r->count) != 0;
-        bad |= fp4s_h5_attr_i64(fo, "top", r->top ? (int64_t)r->top : -1) != 0;
-        bad |= fp4s_h5_attr_f64(fo, "ratio", r->ratio) != 0;
-        bad |= fp4s_h5_attr_i64(fo, "n_out", (int64_t)r->cost.n_out) != 0;
-        bad |= fp4s_h5_attr_i64(fo, "padded", (int64_t)r->cost.padded) != 0;
-        bad |= fp4s_h5_attr_f64(fo, "flops_extra", r->cost.flops_extra) != 0;
-        bad |= fp4s_h5_attr_f64(fo, "flops_ratio", r->cost.flops_ratio) != 0;
-        bad |= fp4s_h5_attr_f64(fo, "bytes_extra", r->cost.bytes_extra) != 0;
-        bad |= fp4s_h5_attr_f64(fo, "bytes_ratio", r->cost.bytes_ratio) != 0;
+        if (!bad) bad = fp4s_h5_attr_str(fo, "fp4scope_schema", "fp4scope-channels/1") != 0;
+        if (!bad) bad = fp4s_h5_attr_str(fo, "source", source ? source : "") != 0;
+        if (!bad) bad = fp4s_h5_attr_str(fo, "weight", weight ? weight : "") != 0;
+        if (!bad) bad = fp4s_h5_attr_str(fo, "format", fp4s_format_name(s->format)) != 0;
+        if (!bad) bad = fp4s_h5_attr_str(fo, "profile", s->profile) != 0;
+        if (!bad) bad = fp4s_h5_attr_str(fo, "spec", desc) != 0;
+        if (!bad) bad = fp4s_h5_attr_str(fo, "score", fp4s_chscore_name(r->score)) != 0;
+        if (!bad) bad = fp4s_h5_attr_i64(fo, "k", (int64_t)k) != 0;
+        if (!bad) bad = fp4s_h5_attr_i64(fo, "tokens", (int64_t)r->tokens) != 0;
+        if (!bad) bad = fp4s_h5_attr_i64(fo, "count", (int64_t)r->count) != 0;
+        if (!bad) bad = fp4s_h5_attr_i64(fo, "top", r->top ? (int64_t)r->top : -1) != 0;
+        if (!bad) bad = fp4s_h5_attr_f64(fo, "ratio", r->ratio) != 0;
+        if (!bad) bad = fp4s_h5_attr_i64(fo, "n_out", (int64_t)r->cost.n_out) != 0;
+        if (!bad) bad = fp4s_h5_attr_i64(fo, "padded", (int64_t)r->cost.padded) != 0;
+        if (!bad) bad = fp4s_h5_attr_f64(fo, "flops_extra", r->cost.flops_extra) != 0;
+        if (!bad) bad = fp4s_h5_attr_f64(fo, "flops_ratio", r->cost.flops_ratio) != 0;
+        if (!bad) bad = fp4s_h5_attr_f64(fo, "bytes_extra", r->cost.bytes_extra) != 0;
+        if (!bad) bad = fp4s_h5_attr_f64(fo, "bytes_ratio", r->cost.bytes_ratio) != 0;
     }
     if (!bad) {
         for (size_t i = 0; i < r->count; i++) {
             sel[i] = (int64_t)r->ch[i].channel;
             ssc[i] = r->ch[i].score;
         }
-        bad |= fp4s_decomp_h5_dset(f, "selected/channel", H5T_NATIVE_INT64, H5T_STD_I64LE, sel, r->count) != 0;
-        bad |= fp4s_decomp_h5_dset(f, "selected/score", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, ssc, r->count) != 0;
+        if (!bad) bad = fp4s_h5_write_1d(f, "selected/channel", H5T_NATIVE_INT64, H5T_STD_I64LE, sel, r->count) != 0;
+        if (!bad) bad = fp4s_h5_write_1d(f, "selected/score", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, ssc, r->count) != 0;
         for (size_t i = 0; i < k; i++) {
             rank[r->ch[i].channel] = (int64_t)r->ch[i].rank;
             flag[r->ch[i].channel] = r->ch[i].selected;
         }
-        bad |= fp4s_decomp_h5_dset(f, "channels/rank", H5T_NATIVE_INT64, H5T_STD_I64LE, rank, k) != 0;
-        bad |= fp4s_decomp_h5_dset(f, "channels/selected", H5T_NATIVE_UINT8, H5T_STD_U8LE, flag, k) != 0;
+        if (!bad) bad = fp4s_h5_write_1d(f, "channels/rank", H5T_NATIVE_INT64, H5T_STD_I64LE, rank, k) != 0;
+        if (!bad) bad = fp4s_h5_write_1d(f, "channels/selected", H5T_NATIVE_UINT8, H5T_STD_U8LE, flag, k) != 0;
         static const struct { const char *name; size_t off; } cols[] = {
             {"score", offsetof(fp4s_channel_stat, score)},
             {"energy_total", offsetof(fp4s_channel_stat, energy_total)},
@@ -326,7 +324,7 @@ int fp4s_channels_write_h5(const char *path, const fp4s_spec *s, const fp4s_chan
             }
             char p[64];
             snprintf(p, sizeof p, "channels/%s", cols[c].name);
-            bad |= fp4s_decomp_h5_dset(f, p, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, col, k) != 0;
+            if (!bad) bad = fp4s_h5_write_1d(f, p, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, col, k) != 0;
         }
         double cr[FP4S_COVERAGE_POINTS], cs[FP4S_COVERAGE_POINTS];
         int64_t cc[FP4S_COVERAGE_POINTS];
@@ -335,20 +333,18 @@ int fp4s_channels_write_h5(const char *path, const fp4s_spec *s, const fp4s_chan
             cs[i] = r->coverage[i].share;
             cc[i] = (int64_t)r->coverage[i].channels;
         }
-        bad |= fp4s_decomp_h5_dset(f, "coverage/ratio", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, cr, r->ncoverage) != 0;
-        bad |= fp4s_decomp_h5_dset(f, "coverage/channels", H5T_NATIVE_INT64, H5T_STD_I64LE, cc, r->ncoverage) != 0;
-        bad |= fp4s_decomp_h5_dset(f, "coverage/share", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, cs, r->ncoverage) != 0;
+        if (!bad) bad = fp4s_h5_write_1d(f, "coverage/ratio", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, cr, r->ncoverage) != 0;
+        if (!bad) bad = fp4s_h5_write_1d(f, "coverage/channels", H5T_NATIVE_INT64, H5T_STD_I64LE, cc, r->ncoverage) != 0;
+        if (!bad) bad = fp4s_h5_write_1d(f, "coverage/share", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, cs, r->ncoverage) != 0;
     }
     free(sel);
     free(ssc);
     free(rank);
     free(flag);
     free(col);
-    if (H5Fclose(f) < 0) bad = 1;
-    H5Eclear2(H5E_DEFAULT);
-    if (bad) {
-        fp4s_outfile_abort(&of);
-        return fp4s_error_set(FP4S_EWRITE, "%s: writing the HDF5 channel set failed", path);
-    }
-    return fp4s_outfile_commit(&of);
+    if (bad) rc = fp4s_h5_report_failed(path, "writing the HDF5 channel set failed");
+    int frc = fp4s_h5_finish(path, &of, &f, !bad);
+    if (!rc) rc = frc;
+    fp4s_h5_quiet_end(&q);
+    return rc;
 }

@@ -10,61 +10,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decomp_h5.h"
 #include "io/h5_internal.h"
 
 bool fp4s_decomp_file_synthetic(const char *path)
 {
     if (!path) return false;
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    if (H5Fis_hdf5(path) <= 0) {
-        H5Eclear2(H5E_DEFAULT);
-        return false;
-    }
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) {
-        H5Eclear2(H5E_DEFAULT);
-        return false;
-    }
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
     bool syn = false;
-    if (H5Aexists(f, "synthetic") > 0) {
-        hid_t a = H5Aopen(f, "synthetic", H5P_DEFAULT);
-        if (a >= 0) {
-            hid_t t = H5Aget_type(a);
-            H5T_class_t cl = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
-            if (cl == H5T_INTEGER) {
-                long long v = 0;
-                if (H5Aread(a, H5T_NATIVE_LLONG, &v) >= 0) syn = v == 1;
-            } else if (cl == H5T_FLOAT) {
-                double v = 0;
-                if (H5Aread(a, H5T_NATIVE_DOUBLE, &v) >= 0) syn = v == 1.0;
-            }
-            if (t >= 0) H5Tclose(t);
-            H5Aclose(a);
-        }
+    hid_t f = H5Fis_hdf5(path) > 0 ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
+    if (f >= 0) {
+        int64_t v = 0;
+        syn = fp4s_h5_attr_get_i64(f, "synthetic", &v) == 1 && v == 1;
+        H5Fclose(f);
     }
-    H5Fclose(f);
     H5Eclear2(H5E_DEFAULT);
+    fp4s_h5_quiet_end(&q);
     return syn;
-}
-
-int fp4s_decomp_h5_dset(hid_t loc, const char *name, hid_t mem_type, hid_t file_type,
-                        const void *data, size_t n)
-{
-    hsize_t dims[1] = {(hsize_t)n};
-    hid_t sp = H5Screate_simple(1, dims, NULL);
-    if (sp < 0) return -1;
-    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
-    H5Pset_create_intermediate_group(lcpl, 1);
-    hid_t ds = H5Dcreate2(loc, name, file_type, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
-    H5Pclose(lcpl);
-    int rc = -1;
-    if (ds >= 0) {
-        rc = (n == 0 || H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0) ? 0 : -1;
-        H5Dclose(ds);
-    }
-    H5Sclose(sp);
-    return rc;
 }
 
 static int write_result_attrs(hid_t obj, const fp4s_decomp_result *r)
@@ -76,9 +38,9 @@ static int write_result_attrs(hid_t obj, const fp4s_decomp_result *r)
         if (f[i].is_count) {
             uint64_t v;
             memcpy(&v, (const char *)r + f[i].offset, sizeof v);
-            rc = fp4s_h5_attr_i64((int64_t)obj, f[i].name, (int64_t)v);
+            rc = fp4s_h5_attr_i64(obj, f[i].name, (int64_t)v);
         } else {
-            rc = fp4s_h5_attr_f64((int64_t)obj, f[i].name, fp4s_decomp_field_value(r, &f[i]));
+            rc = fp4s_h5_attr_f64(obj, f[i].name, fp4s_decomp_field_value(r, &f[i]));
         }
         if (rc) return rc;
     }
@@ -91,9 +53,9 @@ static int write_hist(hid_t g, const char *name, const fp4s_decomp_hist *h)
     for (int i = 0; i <= FP4S_HIST_BINS; i++) edges[i] = h->lo + (h->hi - h->lo) * i / FP4S_HIST_BINS;
     char p[64];
     snprintf(p, sizeof p, "histograms/%s/edges", name);
-    if (fp4s_decomp_h5_dset(g, p, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, edges, FP4S_HIST_BINS + 1)) return -1;
+    if (fp4s_h5_write_1d(g, p, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, edges, FP4S_HIST_BINS + 1)) return -1;
     snprintf(p, sizeof p, "histograms/%s/counts", name);
-    if (fp4s_decomp_h5_dset(g, p, H5T_NATIVE_UINT64, H5T_STD_U64LE, h->counts, FP4S_HIST_BINS)) return -1;
+    if (fp4s_h5_write_1d(g, p, H5T_NATIVE_UINT64, H5T_STD_U64LE, h->counts, FP4S_HIST_BINS)) return -1;
     return 0;
 }
 
@@ -113,7 +75,7 @@ static int write_groups(hid_t g, const fp4s_decomp *acc)
         char p[96];
         for (size_t i = 0; i < ng; i++) col[i] = fp4s_decomp_field_value(&all[i], &f[k]);
         snprintf(p, sizeof p, "groups/%s", f[k].name);
-        if (fp4s_decomp_h5_dset(g, p, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, col, ng)) goto out;
+        if (fp4s_h5_write_1d(g, p, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, col, ng)) goto out;
     }
     rc = 0;
 out:
@@ -127,23 +89,21 @@ int fp4s_decomp_write_h5(const char *path, const fp4s_spec *s, const fp4s_decomp
 {
     if (!path || !s || (n && !items)) return fp4s_error_set(FP4S_EINVAL, "report: NULL argument");
     fp4s_outfile *of = NULL;
-    int rc = fp4s_outfile_begin(path, &of);
+    hid_t f = -1;
+    int rc = fp4s_h5_create(path, &of, &f);
     if (rc) return rc;
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t f = H5Fcreate(fp4s_outfile_tmppath(of), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (f < 0) {
-        fp4s_outfile_abort(&of);
-        return fp4s_error_set(FP4S_EWRITE, "%s: cannot create HDF5 file", path);
-    }
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
+    fp4s_error_clear();
     char desc[512];
     fp4s_spec_describe(s, desc, sizeof desc);
     int bad = 0;
-    bad |= fp4s_h5_attr_str((int64_t)f, "fp4scope_schema", "fp4scope-decompose/1") != 0;
-    bad |= fp4s_h5_attr_str((int64_t)f, "format", fp4s_format_name(s->format)) != 0;
-    bad |= fp4s_h5_attr_str((int64_t)f, "profile", s->profile) != 0;
-    bad |= fp4s_h5_attr_str((int64_t)f, "spec", desc) != 0;
-    bad |= fp4s_h5_attr_i64((int64_t)f, "inputs", (int64_t)n) != 0;
-    if (n) bad |= fp4s_h5_attr_str((int64_t)f, "by", fp4s_group_name(fp4s_decomp_by(items[0].acc))) != 0;
+    if (!bad) bad = fp4s_h5_attr_str(f, "fp4scope_schema", "fp4scope-decompose/1") != 0;
+    if (!bad) bad = fp4s_h5_attr_str(f, "format", fp4s_format_name(s->format)) != 0;
+    if (!bad) bad = fp4s_h5_attr_str(f, "profile", s->profile) != 0;
+    if (!bad) bad = fp4s_h5_attr_str(f, "spec", desc) != 0;
+    if (!bad) bad = fp4s_h5_attr_i64(f, "inputs", (int64_t)n) != 0;
+    if (n) if (!bad) bad = fp4s_h5_attr_str(f, "by", fp4s_group_name(fp4s_decomp_by(items[0].acc))) != 0;
     for (size_t i = 0; i < n && !bad; i++) {
         char gname[64];
         snprintf(gname, sizeof gname, "/inputs/%zu", i);
@@ -158,20 +118,20 @@ int fp4s_decomp_write_h5(const char *path, const fp4s_spec *s, const fp4s_decomp
         const fp4s_decomp_item *it = &items[i];
         fp4s_decomp_result r;
         fp4s_decomp_summary(it->acc, &r);
-        bad |= fp4s_h5_attr_str((int64_t)g, "source", it->source ? it->source : "") != 0;
-        bad |= fp4s_h5_attr_i64((int64_t)g, "step", it->step) != 0;
-        bad |= fp4s_h5_attr_str((int64_t)g, "site", it->site ? it->site : "") != 0;
-        bad |= fp4s_h5_attr_str((int64_t)g, "side", it->side ? it->side : "") != 0;
-        bad |= fp4s_h5_attr_i64((int64_t)g, "synthetic", it->synthetic) != 0;
-        bad |= fp4s_h5_attr_i64((int64_t)g, "rows", (int64_t)fp4s_decomp_rows(it->acc)) != 0;
-        bad |= fp4s_h5_attr_i64((int64_t)g, "cols", (int64_t)fp4s_decomp_cols(it->acc)) != 0;
-        bad |= write_result_attrs(g, &r) != 0;
+        if (!bad) bad = fp4s_h5_attr_str(g, "source", it->source ? it->source : "") != 0;
+        if (!bad) bad = fp4s_h5_attr_i64(g, "step", it->step) != 0;
+        if (!bad) bad = fp4s_h5_attr_str(g, "site", it->site ? it->site : "") != 0;
+        if (!bad) bad = fp4s_h5_attr_str(g, "side", it->side ? it->side : "") != 0;
+        if (!bad) bad = fp4s_h5_attr_i64(g, "synthetic", it->synthetic) != 0;
+        if (!bad) bad = fp4s_h5_attr_i64(g, "rows", (int64_t)fp4s_decomp_rows(it->acc)) != 0;
+        if (!bad) bad = fp4s_h5_attr_i64(g, "cols", (int64_t)fp4s_decomp_cols(it->acc)) != 0;
+        if (!bad) bad = write_result_attrs(g, &r) != 0;
         fp4s_decomp_hist h;
         fp4s_decomp_hist_get(it->acc, FP4S_HIST_DELTA, &h);
-        bad |= write_hist(g, "delta", &h) != 0;
+        if (!bad) bad = write_hist(g, "delta", &h) != 0;
         fp4s_decomp_hist_get(it->acc, FP4S_HIST_ERROR, &h);
-        bad |= write_hist(g, "error", &h) != 0;
-        bad |= write_groups(g, it->acc) != 0;
+        if (!bad) bad = write_hist(g, "error", &h) != 0;
+        if (!bad) bad = write_groups(g, it->acc) != 0;
         H5Gclose(g);
     }
     if (rollup && !bad) {
@@ -180,20 +140,18 @@ int fp4s_decomp_write_h5(const char *path, const fp4s_spec *s, const fp4s_decomp
         else {
             fp4s_decomp_result r;
             fp4s_decomp_summary(rollup, &r);
-            bad |= write_result_attrs(g, &r) != 0;
+            if (!bad) bad = write_result_attrs(g, &r) != 0;
             fp4s_decomp_hist h;
             fp4s_decomp_hist_get(rollup, FP4S_HIST_DELTA, &h);
-            bad |= write_hist(g, "delta", &h) != 0;
+            if (!bad) bad = write_hist(g, "delta", &h) != 0;
             fp4s_decomp_hist_get(rollup, FP4S_HIST_ERROR, &h);
-            bad |= write_hist(g, "error", &h) != 0;
+            if (!bad) bad = write_hist(g, "error", &h) != 0;
             H5Gclose(g);
         }
     }
-    if (H5Fclose(f) < 0) bad = 1;
-    H5Eclear2(H5E_DEFAULT);
-    if (bad) {
-        fp4s_outfile_abort(&of);
-        return fp4s_error_set(FP4S_EWRITE, "%s: writing the HDF5 report failed", path);
-    }
-    return fp4s_outfile_commit(&of);
+    if (bad) rc = fp4s_h5_report_failed(path, "writing the HDF5 report failed");
+    int frc = fp4s_h5_finish(path, &of, &f, !bad);
+    if (!rc) rc = frc;
+    fp4s_h5_quiet_end(&q);
+    return rc;
 }
