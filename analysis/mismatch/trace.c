@@ -2,9 +2,9 @@
  * (/steps/<step>/logprobs/...), all yielding column batches of tokens. */
 #include "mm_internal.h"
 #include "fp4s_config.h"
+#include "capture/h5util.h"
 
 #include <errno.h>
-#include <hdf5.h>
 #if FP4S_HAVE_JANSSON
 #include <jansson.h>
 #endif
@@ -83,13 +83,12 @@ struct mm_reader {
     int have[NROLES];
     char **runs;
     size_t nruns, last_run;
-    /* capture */
-    hid_t h5;
-    int64_t *steps;
-    size_t nsteps, cur;     /* current step index */
-    hid_t d[5];             /* trainer, rollout, seq, pos, mask of the current step */
-    int dt_is_f32[2];
-    size_t tlen, toff;      /* tokens in current step, next offset */
+    /* capture: read through the capture layer's log-prob reader */
+    cap_lp *lp;
+    size_t cur;             /* current step index */
+    bool step_open;
+    cap_lp_step_info si;    /* of the open step */
+    size_t toff;            /* next token of the open step */
     size_t skipped;
     int skip_empty;
 };
@@ -611,229 +610,58 @@ static int jsonl_next(mm_reader *r, mm_batch *b)
 #endif
 
 /* ---- capture files (HDF5) ------------------------------------------------------------- */
-static herr_t collect_steps(hid_t g, const char *name, const H5L_info_t *info, void *data)
-{
-    (void)g;
-    (void)info;
-    mm_reader *r = data;
-    char *end;
-    errno = 0;
-    long long v = strtoll(name, &end, 10);
-    if (end == name || *end || errno) return 0; /* not a step group: ignored */
-    int64_t *ns = realloc(r->steps, (r->nsteps + 1) * sizeof *ns);
-    if (!ns) return -1;
-    r->steps = ns;
-    r->steps[r->nsteps++] = v;
-    return 0;
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-static void close_step(mm_reader *r)
-{
-    for (int k = 0; k < 5; k++) {
-        if (r->d[k] >= 0) H5Dclose(r->d[k]);
-        r->d[k] = -1;
-    }
-}
-
-static int check_schema(mm_reader *r)
-{
-    if (H5Aexists(r->h5, "fp4scope_schema") <= 0)
-        return fp4s_error_set(FP4S_EFORMAT, "%s: not an fp4scope capture (no fp4scope_schema attribute on /)", r->path);
-    hid_t a = H5Aopen(r->h5, "fp4scope_schema", H5P_DEFAULT);
-    hid_t t = a >= 0 ? H5Aget_type(a) : -1;
-    char val[128] = "";
-    int ok = 0;
-    if (t >= 0 && H5Tget_class(t) == H5T_STRING) {
-        if (H5Tis_variable_str(t) > 0) {
-            hid_t mt = H5Tcopy(H5T_C_S1);
-            H5Tset_size(mt, H5T_VARIABLE);
-            H5Tset_cset(mt, H5Tget_cset(t));
-            char *s = NULL;
-            if (H5Aread(a, mt, &s) >= 0 && s) {
-                snprintf(val, sizeof val, "%s", s);
-                ok = 1;
-                H5free_memory(s);
-            }
-            H5Tclose(mt);
-        } else {
-            size_t sz = H5Tget_size(t);
-            if (sz < sizeof val) {
-                hid_t mt = H5Tcopy(H5T_C_S1);
-                H5Tset_size(mt, sz + 1);
-                H5Tset_cset(mt, H5Tget_cset(t));
-                if (H5Aread(a, mt, val) >= 0) ok = 1;
-                H5Tclose(mt);
-            }
-        }
-    }
-    if (t >= 0) H5Tclose(t);
-    if (a >= 0) H5Aclose(a);
-    if (!ok) return fp4s_error_set(FP4S_EFORMAT, "%s: attribute fp4scope_schema is not a readable string", r->path);
-    const char *pre = "fp4scope-capture/";
-    if (strncmp(val, pre, strlen(pre)) != 0)
-        return fp4s_error_set(FP4S_EFORMAT, "%s: schema '%s' is not an fp4scope capture", r->path, val);
-    long major = strtol(val + strlen(pre), NULL, 10);
-    if (major > 1)
-        return fp4s_error_set(FP4S_EVERSION, "%s: schema '%s' is newer than this reader (%s)", r->path, val,
-                              "fp4scope-capture/1");
-    return 0;
-}
-
-static int open_dset(mm_reader *r, const char *grp, const char *name, int required, hid_t *out, hsize_t *len)
-{
-    char p[600];
-    snprintf(p, sizeof p, "%s/%s", grp, name);
-    *out = -1;
-    if (H5Lexists(r->h5, p, H5P_DEFAULT) <= 0) {
-        if (required) return fp4s_error_set(FP4S_ENOTFOUND, "%s: %s: dataset missing", r->path, p);
-        return 0;
-    }
-    hid_t d = H5Dopen2(r->h5, p, H5P_DEFAULT);
-    if (d < 0) return fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot open dataset", r->path, p);
-    hid_t sp = H5Dget_space(d);
-    int rank = H5Sget_simple_extent_ndims(sp);
-    hsize_t dims[2] = {0, 0};
-    if (rank == 1) H5Sget_simple_extent_dims(sp, dims, NULL);
-    H5Sclose(sp);
-    if (rank != 1) {
-        H5Dclose(d);
-        return fp4s_error_set(FP4S_ESHAPE, "%s: %s: expected a 1-D dataset, found rank %d", r->path, p, rank);
-    }
-    hid_t t = H5Dget_type(d);
-    H5T_class_t cls = H5Tget_class(t);
-    size_t sz = H5Tget_size(t);
-    H5Tclose(t);
-    int is_lp = strcmp(name, "trainer") == 0 || strcmp(name, "rollout") == 0;
-    if (is_lp && cls != H5T_FLOAT) {
-        H5Dclose(d);
-        return fp4s_error_set(FP4S_EDTYPE, "%s: %s: expected float32 or float64 log-probs", r->path, p);
-    }
-    if (!is_lp && cls != H5T_INTEGER) {
-        H5Dclose(d);
-        return fp4s_error_set(FP4S_EDTYPE, "%s: %s: expected an integer dataset", r->path, p);
-    }
-    if (is_lp) r->dt_is_f32[strcmp(name, "rollout") == 0] = sz == 4;
-    *out = d;
-    *len = dims[0];
-    return 0;
-}
-
-static int open_step(mm_reader *r)
-{
-    char grp[128];
-    snprintf(grp, sizeof grp, "/steps/%lld/logprobs", (long long)r->steps[r->cur]);
-    static const char *const names[5] = {"trainer", "rollout", "seq", "pos", "mask"};
-    hsize_t len[5] = {0, 0, 0, 0, 0};
-    for (int k = 0; k < 5; k++) {
-        int rc = open_dset(r, grp, names[k], k < 3, &r->d[k], &len[k]);
-        if (rc) {
-            close_step(r);
-            return rc;
-        }
-    }
-    for (int k = 1; k < 5; k++) {
-        if (r->d[k] >= 0 && len[k] != len[0]) {
-            close_step(r);
-            return fp4s_error_set(FP4S_ESHAPE, "%s: %s: %s has %llu tokens but trainer has %llu", r->path, grp,
-                                  names[k], (unsigned long long)len[k], (unsigned long long)len[0]);
-        }
-    }
-    r->have[ROLE_POS] |= r->d[3] >= 0;
-    r->tlen = (size_t)len[0];
-    r->toff = 0;
-    return 0;
-}
-
-static int h5_read(hid_t d, hid_t mt, size_t off, size_t n, void *buf)
-{
-    hsize_t o = off, c = n;
-    hid_t fs = H5Dget_space(d);
-    H5Sselect_hyperslab(fs, H5S_SELECT_SET, &o, NULL, &c, NULL);
-    hid_t ms = H5Screate_simple(1, &c, NULL);
-    herr_t e = H5Dread(d, mt, ms, fs, H5P_DEFAULT, buf);
-    H5Sclose(ms);
-    H5Sclose(fs);
-    return e < 0 ? -1 : 0;
-}
-
 static int capture_next(mm_reader *r, mm_batch *b)
 {
     b->n = 0;
     for (;;) {
-        if (r->d[0] < 0) {
-            /* find the next step that has log-probs */
-            while (r->cur < r->nsteps) {
-                char grp[128];
-                snprintf(grp, sizeof grp, "/steps/%lld/logprobs", (long long)r->steps[r->cur]);
-                if (H5Lexists(r->h5, grp, H5P_DEFAULT) > 0) break;
-                r->cur++;
-            }
-            if (r->cur >= r->nsteps) return 0;
-            int rc = open_step(r);
+        if (!r->step_open) {
+            if (r->cur >= cap_lp_nsteps(r->lp)) return 0;
+            int rc = cap_lp_open_step(r->lp, r->cur, &r->si);
             if (rc) return rc;
-            if (r->tlen == 0) {
-                if (!r->skip_empty) {
-                    close_step(r);
+            r->step_open = true;
+            r->toff = 0;
+            r->have[ROLE_POS] |= r->si.has_pos;
+            if (r->si.tokens == 0) {
+                r->step_open = false;
+                if (!r->skip_empty)
                     return fp4s_error_set(FP4S_EEMPTY, "%s: /steps/%lld/logprobs: empty step (0 tokens; "
-                                          "--skip-empty skips it)", r->path, (long long)r->steps[r->cur]);
-                }
+                                          "--skip-empty skips it)", r->path, (long long)cap_lp_step(r->lp, r->cur));
                 r->skipped++;
-                close_step(r);
                 r->cur++;
                 continue;
             }
         }
-        size_t n = r->tlen - r->toff;
+        size_t n = r->si.tokens - r->toff;
         if (n > b->cap) n = b->cap;
-        char grp[128];
-        snprintf(grp, sizeof grp, "/steps/%lld/logprobs", (long long)r->steps[r->cur]);
+        long long step = (long long)cap_lp_step(r->lp, r->cur);
         /* float32 pairs stay float32 (converted in L1 by the accumulator) */
-        b->is_f32 = r->dt_is_f32[0] && r->dt_is_f32[1];
-        for (int k = 0; k < 2; k++) {
-            double *dst = k == 0 ? b->lt : b->lr;
-            float *fdst = k == 0 ? b->flt : b->flr;
-            if (b->is_f32) {
-                if (h5_read(r->d[k], H5T_NATIVE_FLOAT, r->toff, n, fdst))
-                    return fp4s_error_set(FP4S_EFORMAT, "%s: %s/%s: read failed", r->path, grp,
-                                          k ? "rollout" : "trainer");
-            } else if (h5_read(r->d[k], H5T_NATIVE_DOUBLE, r->toff, n, dst)) {
-                return fp4s_error_set(FP4S_EFORMAT, "%s: %s/%s: read failed", r->path, grp, k ? "rollout" : "trainer");
-            }
-        }
-        if (h5_read(r->d[2], H5T_NATIVE_INT64, r->toff, n, b->seq))
-            return fp4s_error_set(FP4S_EFORMAT, "%s: %s/seq: read failed", r->path, grp);
-        if (r->d[3] >= 0) {
-            if (h5_read(r->d[3], H5T_NATIVE_INT64, r->toff, n, b->pos))
-                return fp4s_error_set(FP4S_EFORMAT, "%s: %s/pos: read failed", r->path, grp);
+        b->is_f32 = r->si.f32;
+        int rc = cap_lp_read(r->lp, r->toff, n, b->is_f32, b->is_f32 ? (void *)b->flt : (void *)b->lt,
+                             b->is_f32 ? (void *)b->flr : (void *)b->lr, b->seq, r->si.has_pos ? b->pos : NULL,
+                             r->si.has_mask ? b->mask : NULL);
+        if (rc) return rc;
+        if (r->si.has_pos) {
             for (size_t i = 0; i < n; i++)
                 if (b->pos[i] < 0)
-                    return fp4s_error_set(FP4S_EFORMAT, "%s: %s/pos: token %zu: negative position %lld", r->path, grp,
-                                          r->toff + i, (long long)b->pos[i]);
+                    return fp4s_error_set(FP4S_EFORMAT, "%s: /steps/%lld/logprobs/pos: token %zu: negative "
+                                          "position %lld", r->path, step, r->toff + i, (long long)b->pos[i]);
         } else if (r->have[ROLE_POS]) {
             for (size_t i = 0; i < n; i++) b->pos[i] = -1; /* this step has no pos: all "rest" */
         }
-        b->no_mask = r->d[4] < 0;
-        if (r->d[4] >= 0) {
-            if (h5_read(r->d[4], H5T_NATIVE_UINT8, r->toff, n, b->mask))
-                return fp4s_error_set(FP4S_EFORMAT, "%s: %s/mask: read failed", r->path, grp);
+        b->no_mask = !r->si.has_mask;
+        if (r->si.has_mask) {
             for (size_t i = 0; i < n; i++)
                 if (b->mask[i] > 1)
-                    return fp4s_error_set(FP4S_EFORMAT, "%s: %s/mask: token %zu: value %u, expected 0 or 1", r->path,
-                                          grp, r->toff + i, b->mask[i]);
+                    return fp4s_error_set(FP4S_EFORMAT, "%s: /steps/%lld/logprobs/mask: token %zu: value %u, "
+                                          "expected 0 or 1", r->path, step, r->toff + i, b->mask[i]);
         }
         b->uniform = 1;
-        b->ustep = r->steps[r->cur];
+        b->ustep = (int64_t)step;
         b->urow0 = r->toff;
         b->n = n;
         r->toff += n;
-        if (r->toff >= r->tlen) {
-            close_step(r);
+        if (r->toff >= r->si.tokens) {
+            r->step_open = false;
             r->cur++;
         }
         return 0;
@@ -869,8 +697,6 @@ int mm_reader_open(const char *path, const fp4s_trace_opts *t, bool skip_empty, 
     }
     mm_reader *r = calloc(1, sizeof *r);
     if (!r) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
-    for (int k = 0; k < 5; k++) r->d[k] = -1;
-    r->h5 = -1;
     r->skip_empty = skip_empty;
     r->path = strdup(strcmp(path, "-") == 0 ? "(stdin)" : path);
     r->names[ROLE_STEP] = t->col_step ? t->col_step : "step";
@@ -916,46 +742,8 @@ int mm_reader_open(const char *path, const fp4s_trace_opts *t, bool skip_empty, 
             rc = fp4s_error_set(FP4S_EINVAL, "capture files cannot be read from stdin");
             goto fail;
         }
-        FILE *probe = fopen(path, "rb");
-        if (!probe) {
-            rc = fp4s_error_set(FP4S_EOPEN, "%s: cannot open: %s", path, strerror(errno));
-            goto fail;
-        }
-        fclose(probe);
-        H5E_auto2_t ofn;
-        void *odata;
-        H5Eget_auto2(H5E_DEFAULT, &ofn, &odata);
-        H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-        r->h5 = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-        if (r->h5 < 0) {
-            rc = fp4s_error_set(FP4S_EFORMAT, "%s: not an HDF5 file", path);
-            goto fail;
-        }
-        rc = check_schema(r);
+        rc = cap_lp_open(path, &r->lp);
         if (rc) goto fail;
-        if (H5Lexists(r->h5, "/steps", H5P_DEFAULT) <= 0) {
-            rc = fp4s_error_set(FP4S_ENOTFOUND, "%s: no /steps group", path);
-            goto fail;
-        }
-        hid_t g = H5Gopen2(r->h5, "/steps", H5P_DEFAULT);
-        if (g < 0 || H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, collect_steps, r) < 0) {
-            if (g >= 0) H5Gclose(g);
-            rc = fp4s_error_set(FP4S_EFORMAT, "%s: /steps: cannot list", path);
-            goto fail;
-        }
-        H5Gclose(g);
-        qsort(r->steps, r->nsteps, sizeof *r->steps, cmp_i64);
-        size_t with_lp = 0;
-        for (size_t i = 0; i < r->nsteps; i++) {
-            char grp[128];
-            snprintf(grp, sizeof grp, "/steps/%lld/logprobs", (long long)r->steps[i]);
-            with_lp += H5Lexists(r->h5, grp, H5P_DEFAULT) > 0;
-        }
-        if (with_lp == 0) {
-            rc = fp4s_error_set(FP4S_ENOTFOUND, "%s: no /steps/<step>/logprobs group (the capture holds no log-probs)",
-                                path);
-            goto fail;
-        }
         r->have[ROLE_STEP] = r->have[ROLE_SEQ] = r->have[ROLE_LT] = r->have[ROLE_LR] = 1;
     } else if (fmt == FP4S_TRACE_CSV) {
         rc = csv_header(r, t);
@@ -973,16 +761,9 @@ int mm_reader_next(mm_reader *r, mm_batch *b)
     switch (r->fmt) {
     case FP4S_TRACE_CSV: return csv_next(r, b);
     case FP4S_TRACE_JSONL: return jsonl_next(r, b);
-    case FP4S_TRACE_CAPTURE: {
+    case FP4S_TRACE_CAPTURE:
         if (b->cap > ((size_t)1 << 18)) return fp4s_error_set(FP4S_EINTERNAL, "batch too large");
-        H5E_auto2_t ofn;
-        void *odata;
-        H5Eget_auto2(H5E_DEFAULT, &ofn, &odata);
-        H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-        int rc = capture_next(r, b);
-        H5Eset_auto2(H5E_DEFAULT, ofn, odata);
-        return rc;
-    }
+        return capture_next(r, b);
     default: return fp4s_error_set(FP4S_EINTERNAL, "unknown trace format");
     }
 }
@@ -992,13 +773,11 @@ void mm_reader_close(mm_reader **rp)
     if (!rp || !*rp) return;
     mm_reader *r = *rp;
     if (r->f && r->own_f) fclose(r->f);
-    close_step(r);
-    if (r->h5 >= 0) H5Fclose(r->h5);
+    cap_lp_close(&r->lp);
     for (size_t i = 0; i < r->nruns; i++) free(r->runs[i]);
     free(r->runs);
     free(r->role);
     free(r->buf);
-    free(r->steps);
     free(r->path);
     free(r);
     *rp = NULL;

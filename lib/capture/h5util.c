@@ -52,7 +52,7 @@ int cap_check_schema(hid_t f, const char *file, fp4s_capture_info *info)
     int r = fp4s_h5_attr_get_str(f, "fp4scope_schema", in->schema, sizeof in->schema);
     if (r == 0)
         return fp4s_error_set(FP4S_EFORMAT,
-                              "%s: not a fp4scope capture: root attribute fp4scope_schema is missing "
+                              "%s: not an fp4scope capture: root attribute fp4scope_schema is missing "
                               "(expected \"%s\")", file, FP4S_CAPTURE_SCHEMA);
     if (r < 0)
         return fp4s_error_set(FP4S_EFORMAT, "%s: root attribute fp4scope_schema is not a string", file);

@@ -28,7 +28,7 @@ np.save(f'{d}/k32.npy', np.zeros((16, 32), np.float32))
 np.save(f'{d}/k16.npy', np.zeros((16, 16), np.float32))
 np.save(f'{d}/r8.npy', np.zeros((8, 32), np.float32))
 PYEOF
-expect 3 "noschema.h5: not a fp4scope capture: root attribute fp4scope_schema is missing" $C ls "$T/noschema.h5"
+expect 3 "noschema.h5: not an fp4scope capture: root attribute fp4scope_schema is missing" $C ls "$T/noschema.h5"
 expect 3 "v2.h5: schema \"fp4scope-capture/2\" is newer than this reader" $C ls "$T/v2.h5"
 expect 3 "newer than this reader" $C import "$T/k32.npy" -o "$T/v2.h5" -a --step 9 --side trainer
 expect 3 "/steps/abc: step groups must be named by a decimal integer" $C ls "$T/badstep.h5"
