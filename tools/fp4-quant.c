@@ -56,9 +56,51 @@ static const struct option longopts[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* The names of a table joined into buf (for help texts and messages). */
+static const char *names(fp4s_name_kind kind, const char *sep, const char *last, char *buf, size_t n)
+{
+    fp4s_names(kind, sep, last, buf, n);
+    return buf;
+}
+
+/* Print label (padded to column `indent`) and text wrapped before column 80,
+ * continuation lines indented to `indent`. */
+static void print_wrapped(const char *label, size_t indent, const char *text)
+{
+    printf("%-*s", (int)indent, label);
+    size_t col = strlen(label) > indent ? strlen(label) : indent;
+    bool fresh = true; /* nothing written on this line after the label or indent */
+    for (const char *p = text; *p;) {
+        while (*p == ' ') p++;
+        size_t w = strcspn(p, " ");
+        if (w == 0) break;
+        if (!fresh && col + 1 + w > 79) {
+            printf("\n%*s", (int)indent, "");
+            col = indent;
+        } else if (!fresh) {
+            putchar(' ');
+            col++;
+        }
+        printf("%.*s", (int)w, p);
+        col += w;
+        p += w;
+        fresh = false;
+    }
+    putchar('\n');
+}
+
+/* Print an option's help prefix and the names of a table, continuation lines
+ * in the description column. */
+static void print_names(const char *prefix, fp4s_name_kind kind)
+{
+    char all[2048];
+    print_wrapped(prefix, 24, names(kind, ", ", NULL, all, sizeof all));
+}
+
 static void usage(void)
 {
-    printf("Usage: fp4-quant [-f mxfp4|nvfp4|fp8] [-p PROFILE] [--scale-rule R] [--round rne|rtz|rha]\n"
+    char a[256], c[256];
+    printf("Usage: fp4-quant [-f %s] [-p PROFILE] [--scale-rule R] [--round T]\n"
            "                 [--pad] [-o OUT.h5] [--codes C.npy] [--scales S.npy] [--dequant D.npy]\n"
            "                 [--json] [--diff PROFILE] [--list-profiles] INPUT\n"
            "Quantize a tensor exactly as the engine a profile names does, and report what\n"
@@ -66,19 +108,22 @@ static void usage(void)
            "INPUT: file.npy, file.safetensors:NAME or file.h5:/dataset (1-D or 2-D; blocks\n"
            "run along the last dimension).\n\n"
            "Quantizer (a profile fills every rule; options override it):\n"
-           "  -f, --format F        mxfp4 (default), nvfp4 or fp8\n"
-           "  -p, --profile P       engine profile (default: ocp for mxfp4, te for nvfp4);\n"
-           "                        see --list-profiles\n"
-           "      --scale-rule R    MXFP4 shared-exponent rule: floor, ceil, even, log2f, rtn\n"
-           "      --round T         element tie rule: rne, rtz, rha\n"
-           "      --zero-sign Z     keep (negatives rounding to 0 give -0) or drop\n"
-           "      --packing K       nibble packing of -o: pairs or split\n"
-           "      --nonfinite N     NaN/Inf policy: scale-nan, block-nan, ignore\n"
-           "      --global-scale G  NVFP4 recorded tensor scale: encode, decode, none\n"
-           "      --recipe R        NVFP4 order of operations: te, torchao, modelopt, ggml\n"
-           "      --2d, --1d        NVFP4 16x16 2-D (weights) or 1-D block scaling\n"
-           "      --fp8-gran G      FP8 scale granularity: tensor, 1x128, 128x128\n"
-           "      --zero-block-code C  MXFP4 E8M0 code of an all-zero block (0..254)\n"
+           "  -f, --format F        %s (default: %s)\n"
+           "  -p, --profile P       engine profile (default: %s for mxfp4, %s for nvfp4);\n"
+           "                        see --list-profiles\n",
+           names(FP4S_NAMES_FORMAT, "|", NULL, a, sizeof a), names(FP4S_NAMES_FORMAT, ", ", " or ", c, sizeof c),
+           fp4s_format_name(FP4S_MXFP4), fp4s_default_profile(FP4S_MXFP4),
+           fp4s_default_profile(FP4S_NVFP4));
+    print_names("      --scale-rule R    MXFP4 shared-exponent rule: ", FP4S_NAMES_MX_RULE);
+    print_names("      --round T         element tie rule: ", FP4S_NAMES_TIE);
+    printf("      --zero-sign Z     keep (negatives rounding to 0 give -0) or drop\n");
+    print_names("      --packing K       nibble packing of -o: ", FP4S_NAMES_PACKING);
+    print_names("      --nonfinite N     NaN/Inf policy: ", FP4S_NAMES_NONFINITE);
+    print_names("      --global-scale G  NVFP4 recorded tensor scale: ", FP4S_NAMES_GLOBAL_SCALE);
+    print_names("      --recipe R        NVFP4 order of operations: ", FP4S_NAMES_NV_RECIPE);
+    printf("      --2d, --1d        NVFP4 16x16 2-D (weights) or 1-D block scaling\n");
+    print_names("      --fp8-gran G      FP8 scale granularity: ", FP4S_NAMES_FP8_GRAN);
+    printf("      --zero-block-code C  MXFP4 E8M0 code of an all-zero block (0..254)\n"
            "      --pad             zero-pad the last dimension to a multiple of the block\n"
            "                        (without it a non-multiple is an error)\n"
            "Outputs (written atomically; a failure leaves none of them):\n"
@@ -105,30 +150,17 @@ static void usage(void)
 }
 
 /* ---- option parsing helpers ---------------------------------------------------- */
-typedef const char *(*name_fn)(int);
 
-static int parse_enum(const char *opt, const char *arg, const char *(*name)(int), int n, const char *alts)
+/* The value of an option among the names of a table (its enum value), or a
+ * usage error that lists them. */
+static int parse_name(const char *opt, const char *arg, fp4s_name_kind kind)
 {
-    for (int i = 0; i < n; i++) {
-        const char *nm = name(i);
-        if (nm && strcmp(nm, arg) == 0) return i;
+    int i = fp4s_name_index(kind, arg);
+    if (i < 0) {
+        char alts[512];
+        cli_usage("%s: expected one of %s, got '%s'", opt, names(kind, ", ", NULL, alts, sizeof alts), arg);
     }
-    cli_usage("%s: expected one of %s, got '%s'", opt, alts, arg);
-}
-
-static const char *nf_name(int i) { return fp4s_nonfinite_name((fp4s_nonfinite)i); }
-static const char *gs_name(int i) { return fp4s_global_scale_name((fp4s_global_scale)i); }
-static const char *pk_name(int i) { return fp4s_packing_name((fp4s_packing)i); }
-static const char *nv_name(int i) { return fp4s_nv_recipe_name((fp4s_nv_recipe)i); }
-static const char *g8_name(int i) { return fp4s_fp8_gran_name((fp4s_fp8_gran)i); }
-
-static const char *list_names(const char *(*name)(int), int n, char *buf, size_t sz)
-{
-    size_t k = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < n && k + 1 < sz; i++)
-        k += (size_t)snprintf(buf + k, sz - k, "%s%s", i ? ", " : "", name(i));
-    return buf;
+    return i;
 }
 
 /* Explicit overrides of the profile's fields (-1 / NULL: not given). */
@@ -160,12 +192,11 @@ static void make_spec(fp4s_spec *s, fp4s_format fmt, const char *profile, const 
 {
     int rc = fp4s_spec_profile(s, fmt, profile);
     if (rc == FP4S_EINVAL) {
-        char names[512];
-        size_t k = 0;
-        names[0] = '\0';
-        for (const fp4s_profile_info *p = fp4s_profile_list(); p && p->name && k + 1 < sizeof names; p++)
-            if (p->formats & (1u << fmt)) k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", k ? ", " : "", p->name);
-        cli_usage("%s: unknown profile '%s' for %s; profiles: %s", what, profile, fp4s_format_name(fmt), names);
+        char alts[1024];
+        fp4s_name_kind kind = fmt == FP4S_MXFP4 ? FP4S_NAMES_PROFILE_MXFP4
+                            : fmt == FP4S_NVFP4 ? FP4S_NAMES_PROFILE_NVFP4 : FP4S_NAMES_PROFILE_FP8;
+        cli_usage("%s: unknown profile '%s' for %s; profiles: %s", what, profile, fp4s_format_name(fmt),
+                  names(kind, ", ", NULL, alts, sizeof alts));
     }
     if (rc == FP4S_ENOTSUP) cli_usage("%s: profile '%s' does not define %s", what, profile, fp4s_format_name(fmt));
     if (rc) cli_fail(rc);
@@ -177,16 +208,39 @@ static void make_spec(fp4s_spec *s, fp4s_format fmt, const char *profile, const 
     }
 }
 
-static void list_profiles(void)
+/* --list-profiles: every row of the profile table (as JSON with --json). */
+static int list_profiles(bool json)
 {
-    printf("%-14s %-18s %s\n", "profile", "formats", "reproduces");
-    for (const fp4s_profile_info *p = fp4s_profile_list(); p && p->name; p++) {
+    json_t *arr = json ? json_array() : NULL;
+    const fp4s_profile_info *p;
+    for (size_t i = 0; (p = fp4s_profile_at(i)); i++) {
         char f[64] = "";
         size_t k = 0;
         for (int fm = FP4S_MXFP4; fm <= FP4S_FP8; fm++)
-            if (p->formats & (1u << fm)) k += (size_t)snprintf(f + k, sizeof f - k, "%s%s", k ? "," : "", fp4s_format_name((fp4s_format)fm));
-        printf("%-14s %-18s %s\n", p->name, f, p->reproduces ? p->reproduces : "");
+            if (p->formats & (1u << fm))
+                k += (size_t)snprintf(f + k, sizeof f - k, "%s%s", k ? "," : "", fp4s_format_name((fp4s_format)fm));
+        if (json) {
+            json_t *o = json_object();
+            json_object_set_new(o, "profile", json_string(p->name));
+            json_object_set_new(o, "formats", json_string(f));
+            json_object_set_new(o, "engine", json_string(p->engine));
+            json_object_set_new(o, "version", json_string(p->version));
+            json_object_set_new(o, "device", json_string(p->device));
+            json_object_set_new(o, "source", json_string(p->source));
+            json_object_set_new(o, "alias_of", p->alias_of ? json_string(p->alias_of) : json_null());
+            json_object_set_new(o, "reproduces", json_string(p->reproduces));
+            json_array_append_new(arr, o);
+            continue;
+        }
+        printf("%s%s (%s)\n", i ? "\n" : "", p->name, f);
+        if (p->alias_of) printf("  alias of   %s\n", p->alias_of);
+        print_wrapped("  engine", 13, p->engine);
+        print_wrapped("  version", 13, *p->version ? p->version : "-");
+        print_wrapped("  device", 13, p->device);
+        print_wrapped("  source", 13, *p->source ? p->source : "-");
+        print_wrapped("  reproduces", 13, p->reproduces);
     }
+    return json ? cli_json_print(arr) : 0;
 }
 
 /* ---- one quantizer run over a chunk ---------------------------------------------- */
@@ -581,7 +635,7 @@ int main(int argc, char **argv)
     long long chunk_rows = 0, show = 8;
     int gzip = 0;
     outputs out = {0};
-    char alts[256];
+    char alts[512];
 
     opterr = 0;
     int c;
@@ -590,28 +644,18 @@ int main(int argc, char **argv)
         case 'f': case OPT_FORMAT: fmt_s = optarg; break;
         case 'p': case OPT_PROFILE: profile = optarg; break;
         case 'o': case OPT_OUT: out.out_h5 = optarg; break;
-        case OPT_SCALE_RULE: {
-            fp4s_mx_rule r;
-            if (fp4s_mx_rule_parse(optarg, &r)) cli_usage("--scale-rule: expected floor, ceil, even, log2f or rtn, got '%s'", optarg);
-            ov.mx_rule = (int)r;
-            break;
-        }
-        case OPT_ROUND: {
-            fp4s_tie t;
-            if (fp4s_tie_parse(optarg, &t)) cli_usage("--round: expected rne, rtz or rha, got '%s'", optarg);
-            ov.tie = (int)t;
-            break;
-        }
+        case OPT_SCALE_RULE: ov.mx_rule = parse_name("--scale-rule", optarg, FP4S_NAMES_MX_RULE); break;
+        case OPT_ROUND: ov.tie = parse_name("--round", optarg, FP4S_NAMES_TIE); break;
         case OPT_ZERO_SIGN:
             if (strcmp(optarg, "keep") == 0) ov.keep_neg_zero = 1;
             else if (strcmp(optarg, "drop") == 0) ov.keep_neg_zero = 0;
             else cli_usage("--zero-sign: expected keep or drop, got '%s'", optarg);
             break;
-        case OPT_PACKING: ov.packing = parse_enum("--packing", optarg, pk_name, 2, list_names(pk_name, 2, alts, sizeof alts)); break;
-        case OPT_NONFINITE: ov.nonfinite = parse_enum("--nonfinite", optarg, nf_name, 3, list_names(nf_name, 3, alts, sizeof alts)); break;
-        case OPT_GLOBAL: ov.global_scale = parse_enum("--global-scale", optarg, gs_name, 3, list_names(gs_name, 3, alts, sizeof alts)); break;
-        case OPT_RECIPE: ov.recipe = parse_enum("--recipe", optarg, nv_name, 4, list_names(nv_name, 4, alts, sizeof alts)); break;
-        case OPT_FP8_GRAN: ov.fp8_gran = parse_enum("--fp8-gran", optarg, g8_name, 3, list_names(g8_name, 3, alts, sizeof alts)); break;
+        case OPT_PACKING: ov.packing = parse_name("--packing", optarg, FP4S_NAMES_PACKING); break;
+        case OPT_NONFINITE: ov.nonfinite = parse_name("--nonfinite", optarg, FP4S_NAMES_NONFINITE); break;
+        case OPT_GLOBAL: ov.global_scale = parse_name("--global-scale", optarg, FP4S_NAMES_GLOBAL_SCALE); break;
+        case OPT_RECIPE: ov.recipe = parse_name("--recipe", optarg, FP4S_NAMES_NV_RECIPE); break;
+        case OPT_FP8_GRAN: ov.fp8_gran = parse_name("--fp8-gran", optarg, FP4S_NAMES_FP8_GRAN); break;
         case OPT_2D: ov.tile2d = 1; break;
         case OPT_1D: ov.tile2d = 0; break;
         case OPT_ZERO_BLOCK: ov.zero_block = (int)cli_parse_int("--zero-block-code", optarg, 0, 254); break;
@@ -633,16 +677,14 @@ int main(int argc, char **argv)
         default: cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (list) {
-        list_profiles();
-        return 0;
-    }
+    if (list) return list_profiles(json) ? FP4S_EXIT_OUTPUT : 0;
     if (optind >= argc) cli_usage("missing INPUT");
     if (optind + 1 < argc) cli_usage("one INPUT expected, got %d ('%s' ...)", argc - optind, argv[optind + 1]);
     const char *input = argv[optind];
 
     fp4s_format fmt;
-    if (fp4s_format_parse(fmt_s, &fmt)) cli_usage("-f: expected mxfp4, nvfp4 or fp8, got '%s'", fmt_s);
+    if (fp4s_format_parse(fmt_s, &fmt))
+        cli_usage("-f: expected %s, got '%s'", names(FP4S_NAMES_FORMAT, ", ", " or ", alts, sizeof alts), fmt_s);
     /* rules that the format does not have are a usage error, not silently ignored */
     if (fmt != FP4S_MXFP4 && ov.mx_rule >= 0) cli_usage("--scale-rule applies to mxfp4 only");
     if (fmt != FP4S_MXFP4 && ov.zero_block >= 0) cli_usage("--zero-block-code applies to mxfp4 only");

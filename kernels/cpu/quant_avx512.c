@@ -455,7 +455,7 @@ nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
    size_t ld, size_t row0, const fp4s_qout *out, fp4s_qstats *st, const bool S)
 {
     nv_params n;
-    int rc = nv_params_init(&n, s, ts);
+    int rc = nv_params_init(&n, s, ts, FP4S_KERNEL_AVX512);
     if (rc) return rc;
     enc_ctx c;
     enc_init(&c, s);
@@ -738,7 +738,9 @@ static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
         }
         return 0;
     }
-    if (qb == QB_NV && s->nv_recipe == FP4S_NV_GGML) {
+    /* NVFP4: the two dequantizations the recipe traits can ask for (others: the reference) */
+    const fp4s_nv_recipe_traits *rt = qb == QB_NV ? fp4s_get_nv_recipe_traits(s->nv_recipe) : NULL;
+    if (rt && rt->scale_codec == FP4S_NV_SC_UE4M3_GGML && rt->tscale == FP4S_NV_TS_NONE) {
         /* fp4s_ue4m3_decode_ggml: bit 7 ignored, 0x00 and 0x7F decode to 0 */
         for (size_t r = 0; r < rows; r++) {
             const uint8_t *cr = codes + r * ld_codes;
@@ -766,9 +768,9 @@ static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
         }
         return 0;
     }
-    if (qb == QB_NV) {
+    if (rt && rt->scale_codec == FP4S_NV_SC_E4M3 && rt->tscale != FP4S_NV_TS_NONE) {
         const __m512 sdec = _mm512_set1_ps(ts->s_dec);
-        const bool te = s->nv_recipe == FP4S_NV_TE;
+        const bool te = rt->dequant == FP4S_NV_DQ_SPLIT;
         for (size_t r = 0; r < rows; r++) {
             const uint8_t *cr = codes + r * ld_codes;
             const uint8_t *sr = scales + r * ld_scales;

@@ -93,16 +93,6 @@ static float pow2f(int k) /* exact 2^k for k in [-149, 127] */
     return fp4s_bits_f32(1u << (k + 149));
 }
 
-float fp4s_ref_scale_value(const fp4s_spec *s, uint8_t code)
-{
-    if (s->format == FP4S_MXFP4) return fp4s_e8m0_decode(code);
-    if (s->format == FP4S_NVFP4) {
-        if (s->nv_recipe == FP4S_NV_GGML) return fp4s_ue4m3_decode_ggml(code);
-        return fp4s_e4m3_decode(code);
-    }
-    return NAN;
-}
-
 static int mx_quant(const fp4s_spec *s, const float *x, size_t rows, size_t cols,
                     size_t ld, const fp4s_qout *o, acc *a)
 {
@@ -238,8 +228,11 @@ static void nv_scale(const fp4s_spec *s, const fp4s_tscale *ts, float amax_b, nv
         float t = amax_b / 6.0f;
         o->code = fp4s_ue4m3_encode_ggml(t);
         o->sbv = fp4s_ue4m3_decode_ggml(o->code);
+        o->dq = o->sbv;
         break;
     }
+    case FP4S_NV_RECIPE_COUNT: /* rejected by fp4s_spec_check */
+        break;
     }
 }
 
@@ -260,17 +253,14 @@ static uint8_t ggml_best(float x, float s, bool keep_neg_zero, bool *sat)
     return (uint8_t)(best | (signbit(x) ? 8 : 0));
 }
 
-static inline float nv_dequant_one(const fp4s_spec *s, const fp4s_tscale *ts,
+/* Dequantized element: (q * s_b) * S_dec (FP4S_NV_DQ_SPLIT) or q * dq, where
+ * dq is the block's total scale (s_b alone without a tensor scale). */
+static inline float nv_dequant_one(const fp4s_nv_recipe_traits *rt, const fp4s_tscale *ts,
                                    const nv_blk *b, uint8_t q)
 {
     float v = fp4s_e2m1_decode(q);
-    switch (s->nv_recipe) {
-    case FP4S_NV_TE: return v * b->sbv * ts->s_dec;
-    case FP4S_NV_TORCHAO:
-    case FP4S_NV_MODELOPT: return v * b->dq;
-    case FP4S_NV_GGML: return v * b->sbv;
-    }
-    return NAN;
+    if (rt->dequant == FP4S_NV_DQ_SPLIT) return v * b->sbv * ts->s_dec;
+    return v * b->dq;
 }
 
 static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
@@ -279,6 +269,7 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
     const size_t B = s->block, nb = cols / B;
     const size_t H = s->tile2d ? 16 : 1;
     const bool ignore = s->nonfinite == FP4S_NF_IGNORE;
+    const fp4s_nv_recipe_traits *rt = fp4s_get_nv_recipe_traits(s->nv_recipe);
     for (size_t r0 = 0; r0 < rows; r0 += H) {
         size_t h = rows - r0 < H ? rows - r0 : H;
         for (size_t b = 0; b < nb; b++) {
@@ -319,18 +310,16 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                     bool sat = false;
                     if (ignore && !isfinite(xv)) {
                         q = 0;
-                    } else if (s->nv_recipe == FP4S_NV_GGML) {
+                    } else if (rt->elem == FP4S_NV_ELEM_SEARCH) {
                         q = ggml_best(xv, nbk.sbv, s->keep_neg_zero, &sat);
                     } else {
-                        float v;
-                        if (s->nv_recipe == FP4S_NV_TE) v = xv * nbk.enc;
-                        else v = xv / nbk.div;
+                        float v = rt->elem == FP4S_NV_ELEM_MUL ? xv * nbk.enc : xv / nbk.div;
                         sat = fabsf(v) > 6.0f;
                         q = fp4s_e2m1_encode_spec(s, v);
                     }
                     if (sat) a->st.saturated++;
                     if (q == 8) a->st.neg_zero++;
-                    float d = nv_dequant_one(s, ts, &nbk, q);
+                    float d = nv_dequant_one(rt, ts, &nbk, q);
                     if (cb) cb[j] = q;
                     if (db) db[j] = d;
                     if (a->sums && !isnan(nbk.sbv)) bsum_elem(&bs, xv, d);
@@ -435,6 +424,7 @@ static int ref_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
 {
     (void)row0;
     const size_t B = s->block;
+    const fp4s_nv_recipe_traits *rt = fp4s_get_nv_recipe_traits(s->nv_recipe);
     if (s->format == FP4S_FP8) {
         size_t H = s->fp8_gran == FP4S_FP8_128x128 ? 128 : 1;
         for (size_t r = 0; r < rows; r++)
@@ -455,15 +445,15 @@ static int ref_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
                 X = fp4s_e8m0_decode(sc);
             } else {
                 nbk.code = sc;
-                nbk.sbv = fp4s_ref_scale_value(s, sc);
-                if (s->nv_recipe == FP4S_NV_TORCHAO) nbk.dq = ts->s_dec * nbk.sbv;
-                else if (s->nv_recipe == FP4S_NV_MODELOPT) nbk.dq = nbk.sbv * ts->s_dec;
+                nbk.sbv = fp4s_scale_decode(s, sc);
+                /* the total scale: S_dec * s_b (S_dec * s_b = s_b * S_dec in fp32) */
+                nbk.dq = rt->tscale == FP4S_NV_TS_NONE ? nbk.sbv : ts->s_dec * nbk.sbv;
             }
             for (size_t j = 0; j < B; j++) {
                 uint8_t q = codes[r * ld_codes + b * B + j];
                 out[r * ld_out + b * B + j] = s->format == FP4S_MXFP4
                     ? fp4s_e2m1_decode(q) * X
-                    : nv_dequant_one(s, ts, &nbk, q);
+                    : nv_dequant_one(rt, ts, &nbk, q);
             }
         }
     return 0;

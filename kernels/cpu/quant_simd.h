@@ -63,7 +63,8 @@ static inline int mx_code_libm(fp4s_mx_rule rule, float amax, bool *under)
 
 /* The NVFP4 recipe parameters from the tensor scale. Elements are x * fac (te)
  * or x / fac (torchao, modelopt: div); ggml has no tensor scale (ts may be
- * NULL). FP4S_ENOTSUP for a recipe without a SIMD path. */
+ * NULL). FP4S_ENOTSUP for a recipe whose traits lack the level's kernel bit
+ * (FP4S_KERNEL_AVX2 or FP4S_KERNEL_AVX512). */
 typedef struct nv_params {
     fp4s_nv_recipe recipe;
     float mult;   /* te: S_enc * (1/6) */
@@ -73,17 +74,17 @@ typedef struct nv_params {
     bool div;
 } nv_params;
 
-static inline int nv_params_init(nv_params *p, const fp4s_spec *s, const fp4s_tscale *ts)
+static inline int nv_params_init(nv_params *p, const fp4s_spec *s, const fp4s_tscale *ts, unsigned level_bit)
 {
     memset(p, 0, sizeof *p);
     p->recipe = s->nv_recipe;
-    if (s->nv_recipe == FP4S_NV_GGML) return 0;
-    if (s->nv_recipe != FP4S_NV_TE && s->nv_recipe != FP4S_NV_TORCHAO && s->nv_recipe != FP4S_NV_MODELOPT)
-        return FP4S_ENOTSUP;
+    const fp4s_nv_recipe_traits *rt = fp4s_get_nv_recipe_traits(s->nv_recipe);
+    if (!rt || !(rt->kernels & level_bit)) return FP4S_ENOTSUP;
+    if (rt->tscale == FP4S_NV_TS_NONE) return 0;
     if (!ts) return FP4S_EINVAL;
     p->sdec = ts->s_dec;
     p->pts = ts->s_dec;
-    p->div = s->nv_recipe != FP4S_NV_TE;
+    p->div = rt->elem == FP4S_NV_ELEM_DIV;
     if (s->nv_recipe == FP4S_NV_TE) p->mult = ts->s_enc * (1.0f / 6.0f);
     if (s->nv_recipe == FP4S_NV_MODELOPT) p->d6 = 6.0f * ts->s_dec;
     return 0;

@@ -132,6 +132,13 @@ int fp4s_cu_prepare(const fp4s_spec *s, const fp4s_tscale *ts, size_t rows, size
     p->mx_rule = (int)s->mx_rule;
     p->mx_zero_code = s->mx_zero_block_code;
     p->recipe = (int)s->nv_recipe;
+    if (s->format == FP4S_NVFP4) {
+        const fp4s_nv_recipe_traits *rt = fp4s_get_nv_recipe_traits(s->nv_recipe);
+        p->elem = (int)rt->elem;
+        p->dq_split = rt->dequant == FP4S_NV_DQ_SPLIT;
+        p->scale_ggml = rt->scale_codec == FP4S_NV_SC_UE4M3_GGML;
+        p->no_tscale = rt->tscale == FP4S_NV_TS_NONE;
+    }
     p->tile2d = s->format == FP4S_NVFP4 && s->tile2d;
     p->s_enc = ts ? ts->s_enc : 1.0f;
     p->s_dec = ts ? ts->s_dec : 1.0f;

@@ -36,7 +36,11 @@ struct fp4s_cu_params {
     int nonfinite;     /* fp4s_nonfinite */
     int mx_rule;       /* fp4s_mx_rule */
     int mx_zero_code;  /* E8M0 code of an all-zero block */
-    int recipe;        /* fp4s_nv_recipe */
+    int recipe;        /* fp4s_nv_recipe (the block scale arithmetic of cu_block) */
+    int elem;          /* its fp4s_nv_elem: the element mode of the kernels */
+    int dq_split;      /* its dequantization is (q * s_b) * S_dec (FP4S_NV_DQ_SPLIT) */
+    int scale_ggml;    /* its block scale byte is ggml's UE4M3 */
+    int no_tscale;     /* it has no tensor scale (FP4S_NV_TS_NONE): dequant q * s_b */
     int tile2d;
     uint32_t thr[7];   /* E2M1 rounding thresholds for the tie rule (cu_e2m1_thresholds) */
     uint32_t zc[2];    /* code of a scaled value that is exactly +0 / -0 (zero_in, keep_neg_zero) */
@@ -350,8 +354,8 @@ FP4S_HD int cu_mx_k(int rule, float amax, int *low)
 
 /* ---- one block: scale byte and element factor -------------------------------- */
 
-/* How the elements of one block are encoded: mode 0 q = e2m1(x * f) (MXFP4,
- * TE), mode 1 q = e2m1(x / f) (torchao, ModelOpt), mode 2 ggml's nearest
+/* How the elements of one block are encoded (fp4s_nv_elem for NVFP4): mode 0
+ * q = e2m1(x * f) (MXFP4, TE), mode 1 q = e2m1(x / f) (torchao, ModelOpt), mode 2 ggml's nearest
  * level search with block scale f. nan: the block is a NaN block (all codes
  * 0, the scale byte is the NaN code). */
 struct fp4s_cu_blk {
@@ -423,7 +427,6 @@ FP4S_HD fp4s_cu_blk cu_block(const fp4s_cu_params &p, fp4s_cu_amax am)
         if (sc < 0.015625f) sc = 0.015625f;
         if (sc > 448.0f) sc = 448.0f;
         b.scale = cu_e4m3(sc);
-        b.mode = 1;
         b.f = cu_mul(p.s_dec, cu_e4m3_value(b.scale));
         break;
     }
@@ -432,16 +435,15 @@ FP4S_HD fp4s_cu_blk cu_block(const fp4s_cu_params &p, fp4s_cu_amax am)
         if (pbs == 0.0f) pbs = 1.0f;
         if (pbs < 0.001953125f) pbs = 0.001953125f;
         b.scale = !(pbs < 480.0f) ? (uint8_t)0x7F : cu_e4m3(pbs);
-        b.mode = 1;
         b.f = cu_mul(cu_e4m3_value(b.scale), p.s_dec);
         break;
     }
     default: /* ggml */
         b.scale = cu_ue4m3_ggml(cu_div(amax, 6.0f));
-        b.mode = 2;
         b.f = cu_ue4m3_ggml_value(b.scale);
         break;
     }
+    b.mode = (uint8_t)p.elem; /* the recipe's element encoding (fp4s_nv_elem) */
     return b;
 }
 
@@ -562,11 +564,14 @@ FP4S_HD fp4s_cu_dq cu_deq_block(const fp4s_cu_params &p, uint8_t scale)
         d.a = cu_e8m0_value(scale);
         return d;
     }
-    switch (p.recipe) {
-    case 0: d.a = cu_e4m3_value(scale); d.b = p.s_dec; d.two = 1; break;
-    case 1: d.a = cu_mul(p.s_dec, cu_e4m3_value(scale)); break;
-    case 2: d.a = cu_mul(cu_e4m3_value(scale), p.s_dec); break;
-    default: d.a = cu_ue4m3_ggml_value(scale); break;
+    /* the recipe's traits: scale codec and association (S_dec * s_b = s_b * S_dec) */
+    const float sb = p.scale_ggml ? cu_ue4m3_ggml_value(scale) : cu_e4m3_value(scale);
+    if (p.dq_split) {
+        d.a = sb;
+        d.b = p.s_dec;
+        d.two = 1;
+    } else {
+        d.a = p.no_tscale ? sb : cu_mul(p.s_dec, sb);
     }
     return d;
 }

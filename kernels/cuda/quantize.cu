@@ -323,9 +323,9 @@ extern "C" FP4S_API int fp4s_cuda_quantize(const fp4s_spec *s, const fp4s_tscale
      * row aligned; 4-byte code stores need an aligned code buffer. */
     bool vec = ((uintptr_t)d_x % 16 == 0) && (ld % 4 == 0) && ((uintptr_t)d_codes % 16 == 0);
     cudaGetLastError(); /* clear a stale error from an earlier call */
-    /* element mode: MXFP4 and TE multiply, torchao/ModelOpt divide, ggml searches */
-    const int mode = p.format == FP4S_MXFP4 || p.recipe == FP4S_NV_TE ? 0
-                   : p.recipe == FP4S_NV_GGML ? 2 : 1;
+    /* element mode: MXFP4 multiplies, NVFP4 as its recipe's traits say (fp4s_nv_elem:
+     * 0 multiply, 1 divide, 2 ggml's search) */
+    const int mode = p.format == FP4S_MXFP4 ? 0 : p.elem;
     if (p.format == FP4S_NVFP4 && p.tile2d) {
         if (mode == 0) launch2d<0>(p, d_x, rows, cols, ld, d_codes, d_scales, st, vec);
         else if (mode == 1) launch2d<1>(p, d_x, rows, cols, ld, d_codes, d_scales, st, vec);

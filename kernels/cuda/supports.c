@@ -9,17 +9,21 @@ bool fp4s_cu_supports_why(const fp4s_spec *s, const char **why)
 {
     *why = NULL;
     if (!s) { *why = "no spec"; return false; }
-    if ((unsigned)s->tie > 2u) { *why = "unknown tie rule"; return false; }
-    if ((unsigned)s->nonfinite > 2u) { *why = "unknown non-finite policy"; return false; }
-    if ((unsigned)s->zero_in > 2u) { *why = "unknown zero-input policy"; return false; }
+    if ((unsigned)s->tie >= FP4S_TIE_COUNT) { *why = "unknown tie rule"; return false; }
+    if ((unsigned)s->nonfinite >= FP4S_NF_COUNT) { *why = "unknown non-finite policy"; return false; }
+    if ((unsigned)s->zero_in >= FP4S_ZIN_COUNT) { *why = "unknown zero-input policy"; return false; }
     if (s->format == FP4S_MXFP4) {
+        const fp4s_mx_rule_traits *rt = fp4s_get_mx_rule_traits(s->mx_rule);
         if (s->block != 32) { *why = "MXFP4 block other than 32"; return false; }
-        if ((unsigned)s->mx_rule > 5u) { *why = "unknown MXFP4 scale rule"; return false; }
+        if (!rt) { *why = "unknown MXFP4 scale rule"; return false; }
+        if (!(rt->kernels & FP4S_KERNEL_CUDA)) { *why = "scale rule without a CUDA kernel"; return false; }
         return true;
     }
     if (s->format == FP4S_NVFP4) {
+        const fp4s_nv_recipe_traits *rt = fp4s_get_nv_recipe_traits(s->nv_recipe);
         if (s->block != 16) { *why = "NVFP4 block other than 16"; return false; }
-        if ((unsigned)s->nv_recipe > 3u) { *why = "unknown NVFP4 recipe"; return false; }
+        if (!rt) { *why = "unknown NVFP4 recipe"; return false; }
+        if (!(rt->kernels & FP4S_KERNEL_CUDA)) { *why = "recipe without a CUDA kernel"; return false; }
         return true;
     }
     *why = s->format == FP4S_FP8 ? "FP8 baselines run on the CPU" : "unknown format";

@@ -13,24 +13,7 @@
 
 #include "core/codec_internal.h"
 
-int fp4s_tie_parse(const char *s, fp4s_tie *out)
-{
-    if (!s || !out) return fp4s_error_set(FP4S_EINVAL, "tie rule: missing value");
-    if (!strcmp(s, "rne") || !strcmp(s, "even")) { *out = FP4S_TIE_EVEN; return 0; }
-    if (!strcmp(s, "rtz") || !strcmp(s, "zero")) { *out = FP4S_TIE_ZERO; return 0; }
-    if (!strcmp(s, "rha") || !strcmp(s, "away")) { *out = FP4S_TIE_AWAY; return 0; }
-    return fp4s_error_set(FP4S_EINVAL, "tie rule '%s': expected rne, rtz or rha", s);
-}
-
-const char *fp4s_tie_name(fp4s_tie t)
-{
-    switch (t) {
-    case FP4S_TIE_EVEN: return "rne";
-    case FP4S_TIE_ZERO: return "rtz";
-    case FP4S_TIE_AWAY: return "rha";
-    }
-    return "?";
-}
+/* fp4s_tie_parse and fp4s_tie_name are in spec.c, with the other name tables. */
 
 /* ---- the generic exact rounding ----------------------------------------------- */
 
@@ -253,6 +236,8 @@ int fp4s_mx_k(fp4s_mx_rule rule, float amax, bool *clamped_low)
         }
         return clamp_k((int)ceilf(l), clamped_low);
     }
+    case FP4S_MX_RULE_COUNT: /* not a rule: rejected by fp4s_spec_check */
+        break;
     }
     return 0;
 }

@@ -18,8 +18,6 @@
 #include "cpu/kernels.h"
 #include "core/codec_internal.h"
 
-float fp4s_ref_scale_value(const fp4s_spec *s, uint8_t code); /* quant_ref.c */
-
 /* Rows per parallel work item for about this many elements. */
 #define GRAIN_ELEMS (1u << 16)
 
@@ -70,6 +68,8 @@ float fp4s_amax(const float *x, size_t rows, size_t cols, size_t ld, uint64_t *n
 
 /* ---- tensor scale ------------------------------------------------------------- */
 
+size_t fp4s_tscale_size(void) { return sizeof(fp4s_tscale); }
+
 int fp4s_tscale_init(const fp4s_spec *s, float amax, fp4s_tscale *ts)
 {
     if (!s || !ts) return fp4s_error_set(FP4S_EINVAL, "tensor scale: missing spec or output");
@@ -83,8 +83,10 @@ int fp4s_tscale_init(const fp4s_spec *s, float amax, fp4s_tscale *ts)
     ts->stored = 1.0f;
     ts->fp8_scale = 1.0f;
     if (s->format == FP4S_NVFP4) {
-        switch (s->nv_recipe) {
-        case FP4S_NV_TE: {
+        const fp4s_nv_recipe_traits *rt = fp4s_get_nv_recipe_traits(s->nv_recipe);
+        if (!rt) return fp4s_error_set(FP4S_EINVAL, "tensor scale: unknown NVFP4 recipe %d", (int)s->nv_recipe);
+        switch (rt->tscale) {
+        case FP4S_NV_TS_ENCODE: {
             /* S_enc = min(2688 / amax, FLT_MAX); 1 if amax == 0 or S_enc == 0 */
             float e = 2688.0f / amax;
             if (e > FLT_MAX) e = FLT_MAX;
@@ -93,20 +95,21 @@ int fp4s_tscale_init(const fp4s_spec *s, float amax, fp4s_tscale *ts)
             ts->s_dec = 1.0f / e;
             break;
         }
-        case FP4S_NV_TORCHAO:
-        case FP4S_NV_MODELOPT:
+        case FP4S_NV_TS_DECODE:
             /* per_tensor_scale / scale_2 = amax / 2688 (0 for an all-zero
              * tensor: both engines then divide 0 by 0, see quant.h) */
             ts->s_dec = amax / 2688.0f;
             ts->s_enc = 1.0f / ts->s_dec;
             break;
-        case FP4S_NV_GGML:
+        case FP4S_NV_TS_NONE:
+        case FP4S_NV_TS_COUNT:
             break;
         }
         switch (s->global_scale) {
         case FP4S_GS_ENCODE: ts->stored = ts->s_enc; break;
         case FP4S_GS_DECODE: ts->stored = ts->s_dec; break;
-        case FP4S_GS_NONE: ts->stored = 1.0f; break;
+        case FP4S_GS_NONE:
+        case FP4S_GS_COUNT: ts->stored = 1.0f; break;
         }
     } else if (s->format == FP4S_FP8) {
         ts->fp8_scale = amax > 0.0f ? amax / 448.0f : 1.0f;
@@ -118,7 +121,13 @@ int fp4s_tscale_init(const fp4s_spec *s, float amax, fp4s_tscale *ts)
 float fp4s_scale_decode(const fp4s_spec *s, uint8_t code)
 {
     if (!s) return NAN;
-    return fp4s_ref_scale_value(s, code);
+    if (s->format == FP4S_MXFP4) return fp4s_e8m0_decode(code);
+    if (s->format == FP4S_NVFP4) {
+        const fp4s_nv_recipe_traits *rt = fp4s_get_nv_recipe_traits(s->nv_recipe);
+        if (!rt) return NAN;
+        return rt->scale_codec == FP4S_NV_SC_UE4M3_GGML ? fp4s_ue4m3_decode_ggml(code) : fp4s_e4m3_decode(code);
+    }
+    return NAN;
 }
 
 uint8_t fp4s_mx_scale_code(const fp4s_spec *s, float amax)
@@ -133,7 +142,8 @@ uint8_t fp4s_mx_scale_code(const fp4s_spec *s, float amax)
 
 static bool needs_tscale(const fp4s_spec *s)
 {
-    return (s->format == FP4S_NVFP4 && s->nv_recipe != FP4S_NV_GGML) ||
+    const fp4s_nv_recipe_traits *rt = fp4s_get_nv_recipe_traits(s->nv_recipe);
+    return (s->format == FP4S_NVFP4 && rt && rt->tscale != FP4S_NV_TS_NONE) ||
            (s->format == FP4S_FP8 && s->fp8_gran == FP4S_FP8_TENSOR);
 }
 

@@ -1,9 +1,12 @@
-/* Quantizer specs and the named engine profiles.
+/* Quantizer specs and the trait tables: profiles, MXFP4 scale rules, NVFP4
+ * recipes.
  *
- * A profile fills every field of a fp4s_spec for one format; explicit command
- * line options then override single fields. Each entry of the table says which
- * engine, source file and behaviour it reproduces (man/fp4scope-formats.7 has
- * the long form). */
+ * Each table has one designated-initializer row per entry; everything else
+ * (parsing, names, help texts and error messages of the tools, the bound
+ * checks of fp4s_spec_check, which kernels run a spec) is read from the rows.
+ * A profile row holds the complete spec of each format it defines; explicit
+ * command line options then override single fields. man/fp4scope-formats.7
+ * has the long form of every row. */
 #include <fp4scope/spec.h>
 
 #include <stdio.h>
@@ -14,173 +17,294 @@
 #define NV F(FP4S_NVFP4)
 #define F8 F(FP4S_FP8)
 
-static const fp4s_profile_info profiles[] = {
-    {"ocp", MX,
-     "OCP MX v1.0 spec text: MXFP4 X = 2^(floor(log2 amax) - 2) from the exponent bits (FLOOR), "
-     "E2M1 round-to-nearest-even satfinite, -0 kept, pairs packing, NaN in a block -> scale 0xFF, "
-     "all-zero block -> E8M0 code 0"},
-    {"ceil", MX,
-     "decomposition paper (arXiv 2605.20402) convention = cuBLAS/TRT-LLM/FlashInfer cvt.rp.ue8m0 of amax/6: "
-     "smallest k with amax <= 6*2^k (CEIL, never clips), E2M1 RNE, -0 kept, pairs, NaN -> 0xFF, zero block code 0"},
-    {"torchao", MX | NV,
-     "pytorch/ao torchao/prototype/mx_formats: MXFP4 mx_tensor.py to_mx ScaleCalculationMode.FLOOR "
-     "(exponent bits - 2, clamp, NaN amax -> 0xFF, zero block code 0), f32_to_f4_unpacked RNE with the "
-     "sign kept (-0 -> 8), pairs (not modelled: torchao divides code-0 blocks by 2^-126); NVFP4 nvfp4_tensor.py _nvfp4_quantize two-level: pts = amax/2688, "
-     "s_b = e4m3(clamp((amax_b/6)/pts, 2^-6, 448)), v = x/(pts*s_b), clamp +-6, RNE"},
-    {"torchao-rceil", MX,
-     "pytorch/ao mx_tensor.py ScaleCalculationMode.RCEIL as its CUDA kernels compute it (cvt.rp.satfinite.ue8m0 "
-     "of amax/6 = exact CEIL), otherwise as torchao; its PyTorch emulation _to_mx_rceil uses ceil(log2(amax/6)) "
-     "(--scale-rule ceil-log2f) and scales code-0 blocks by 1"},
-    {"even", MX,
-     "pytorch/ao mx_tensor.py ScaleCalculationMode.EVEN: exponent of (bits(amax) + 2^21) - 2, "
-     "otherwise as torchao"},
-    {"vllm", MX | NV,
-     "vLLM: MXFP4 kernel rounds amax at the 2nd mantissa bit (as 'even'); NVFP4 kernels follow TE's order "
-     "but use rcp.approx on the GPU (not bit-reproducible on a CPU): 'te' is the exact CPU model"},
-    {"te", MX | NV,
-     "NVIDIA TransformerEngine pytorch/custom_recipes/reference_nvfp4.py: NVFP4 S_enc = min(2688/amax, FLT_MAX) "
-     "(1 if 0), s_b = e4m3(min(amax_b*(S_enc*(1/6)), FLT_MAX)) satfinite, enc = min(1/(s_b*S_dec), FLT_MAX), "
-     "q = E2M1 RNE satfinite of x*enc (exact -0 -> 0, negative -> 8), dequant q*s_b*S_dec, 1-D 1x16 "
-     "(activations/gradients); MXFP4: the same file's pow_2_scales path, cast_to_e8 = 2^ceil(log2(amax/6)) in "
-     "fp32 (ceil-log2f), clamp +-127, RNE thresholds"},
-    {"te-2d", NV,
-     "TransformerEngine NVFP4 weights: as te with 16x16 2-D tiles (one scale per tile, repeated on its 16 rows)"},
-    {"modelopt", MX | NV,
-     "NVIDIA Model-Optimizer modelopt/torch/quantization/qtensor: MXFP4 mxfp4_tensor.py e = ceil(max(log2(amax/6), "
-     "-127)) in fp32 (ceil-log2f), elements by E2M1_bounds with ties toward zero, every exact zero -> code 8; "
-     "NVFP4 nvfp4_tensor.py scale_2 = amax/2688, s_b = e4m3(max(amax_b/(6*scale_2) or 1 if 0, 2^-9)), "
-     "v = x/(s_b*scale_2) by true division, RNE via searchsorted bounds (exact -0 -> 0)"},
-    {"ggml", MX | NV,
-     "ggml ggml/src/ggml-quants.c: quantize_row_mxfp4_ref e = floorf(log2f(amax)) - 2 + 127 (LOG2F, 0 for amax 0; "
-     "below 2^-125 ggml is undefined, fp4scope clamps to code 0), nearest kvalue with ties toward zero and never -0, "
-     "NaN skipped by the amax loop and coded 0, split packing per block; quantize_row_nvfp4_ref: no tensor scale, "
-     "s_b = ggml_fp32_to_ue4m3(amax_b/6), fp32 nearest-level search"},
-    {"microxcaling", MX,
-     "microsoft/microxcaling mx/mx_ops.py _quantize_mx: shared_exp = floor(log2(amax)) in fp32 torch.log2 "
-     "(log2f: the OCP text says floor, this source takes the logarithm) - 2, clamped at -127 (zero block: "
-     "log2(FP32_MIN_NORMAL) - 2 -> code 0); elements _round_mantissa 'nearest' = floor(|x|+0.5) on the grid "
-     "(ties away), saturate_normals, -0 kept; NaN or Inf in a block makes the whole block NaN "
-     "(the default Python path, custom_cuda=False; its C++/CUDA extension reads the exponent bits: --scale-rule floor); "
-     "not modelled: its fp32 floor(|v|*2^s+0.5) codes |x/X| = 0x1.fffffep-3 as 0.5 (exact rha: 0)"},
-    {"fp8-tensor", F8,
-     "FP8 E4M3 baseline, one FP32 scale amax/448 for the tensor (1 if amax is 0), e4m3 RNE satfinite of x/scale"},
-    {"fp8-1x128", F8,
-     "FP8 E4M3 DeepSeek-V3 style activations: one FP32 scale amax/448 per 1x128 tile (1 for a zero tile), "
-     "e4m3 RNE satfinite of x/scale"},
-    {"fp8-128x128", F8,
-     "FP8 E4M3 DeepSeek-V3 style weights: one FP32 scale amax/448 per 128x128 tile (1 for a zero tile)"},
-    {"deepseek", F8, "alias of fp8-1x128 (DeepSeek-V3 activations: 1x128 tiles, FP32 scale amax/448)"},
-    {NULL, 0, NULL},
+/* The fields every spec of a format has (rows add the rest). */
+#define MXFP4_SPEC .format = FP4S_MXFP4, .block = 32
+#define NVFP4_SPEC .format = FP4S_NVFP4, .block = 16
+#define FP8_SPEC .format = FP4S_FP8
+
+/* fp4s_spec keeps its size while fields are added (they take reserved space;
+ * checked on the 64-bit ABIs whose size is known). */
+#if defined(__x86_64__) || defined(__aarch64__)
+_Static_assert(sizeof(fp4s_spec) == 148, "fp4s_spec changed size: take the new field from reserved[]");
+#endif
+
+size_t fp4s_spec_size(void) { return sizeof(fp4s_spec); }
+
+/* ---- MXFP4 scale rules ---------------------------------------------------------- */
+
+static const fp4s_mx_rule_traits mx_rules[FP4S_MX_RULE_COUNT] = {
+    [FP4S_MX_FLOOR] = {
+        .name = "floor", .aliases = "",
+        .rule = "floor(log2 amax) - 2 from the exponent bits (a subnormal amax reads as 2^-127)",
+        .used_by = "OCP MX v1.0 text, torchao FLOOR, microxcaling's C++/CUDA extension",
+        .kernels = FP4S_KERNEL_ALL},
+    [FP4S_MX_CEIL] = {
+        .name = "ceil", .aliases = "rceil",
+        .rule = "smallest k with amax <= 6*2^k, from the bits without division (never clips)",
+        .used_by = "cuBLAS/TRT-LLM/FlashInfer cvt.rp.satfinite.ue8m0 of amax/6, torchao RCEIL kernels",
+        .kernels = FP4S_KERNEL_ALL},
+    [FP4S_MX_EVEN] = {
+        .name = "even", .aliases = "",
+        .rule = "exponent of (bits(amax) + 2^21) - 2: amax rounded at its 2nd mantissa bit",
+        .used_by = "torchao EVEN, vLLM's MXFP4 kernel",
+        .kernels = FP4S_KERNEL_ALL},
+    [FP4S_MX_LOG2F] = {
+        .name = "log2f", .aliases = "",
+        .rule = "floorf(log2f(amax)) - 2 through libm",
+        .used_by = "ggml's CPU reference, microxcaling's Python path (torch.log2 in fp32)",
+        .kernels = FP4S_KERNEL_ALL},
+    [FP4S_MX_RTN] = {
+        .name = "rtn", .aliases = "",
+        .rule = "rintf(log2f(amax)) - 2, the code clamped to [0, 254]",
+        .used_by = "ggml's CUDA activations",
+        .kernels = FP4S_KERNEL_ALL},
+    [FP4S_MX_CEIL_LOG2F] = {
+        .name = "ceil-log2f", .aliases = "",
+        .rule = "ceilf(max(log2f(amax/6), -127)) in fp32",
+        .used_by = "ModelOpt MXFP4, TransformerEngine's pow2 reference, torchao's RCEIL emulation",
+        .kernels = FP4S_KERNEL_ALL},
 };
 
-const fp4s_profile_info *fp4s_profile_list(void) { return profiles; }
+/* ---- NVFP4 recipes --------------------------------------------------------------- */
+
+#define TIE_ANY ((1u << FP4S_TIE_EVEN) | (1u << FP4S_TIE_ZERO) | (1u << FP4S_TIE_AWAY))
+
+static const fp4s_nv_recipe_traits nv_recipes[FP4S_NV_RECIPE_COUNT] = {
+    [FP4S_NV_TE] = {
+        .name = "te", .aliases = "",
+        .recipe = "S_enc = min(2688/amax, FLT_MAX) (1 for 0), S_dec = 1/S_enc; "
+                  "s_b = e4m3(min(amax_b*(S_enc*(1/6)), FLT_MAX)); enc = min(1/(s_b*S_dec), FLT_MAX); "
+                  "q = E2M1(x*enc); dequant (q*s_b)*S_dec",
+        .used_by = "TransformerEngine transformer_engine/pytorch/custom_recipes/reference_nvfp4.py",
+        .tscale = FP4S_NV_TS_ENCODE, .elem = FP4S_NV_ELEM_MUL, .dequant = FP4S_NV_DQ_SPLIT,
+        .scale_codec = FP4S_NV_SC_E4M3, .global_scale = FP4S_GS_ENCODE,
+        .ties = TIE_ANY, .tile2d = true, .kernels = FP4S_KERNEL_ALL},
+    [FP4S_NV_TORCHAO] = {
+        .name = "torchao", .aliases = "",
+        .recipe = "pts = amax/2688; s_b = e4m3(clamp((amax_b/6)/pts, 2^-6, 448)); t = pts*s_b; "
+                  "q = E2M1(x/t); dequant q*t",
+        .used_by = "torchao torchao/prototype/mx_formats/nvfp4_tensor.py nvfp4_quantize (0.14.1 to 0.16.0)",
+        .tscale = FP4S_NV_TS_DECODE, .elem = FP4S_NV_ELEM_DIV, .dequant = FP4S_NV_DQ_TOTAL,
+        .scale_codec = FP4S_NV_SC_E4M3, .global_scale = FP4S_GS_DECODE,
+        .ties = TIE_ANY, .tile2d = true, .kernels = FP4S_KERNEL_ALL},
+    [FP4S_NV_MODELOPT] = {
+        .name = "modelopt", .aliases = "",
+        .recipe = "scale_2 = amax/2688; p = amax_b/(6*scale_2), 1 for a zero block, >= 2^-9; "
+                  "s_b = e4m3(p) unsaturated (0x7F above 464); t = s_b*scale_2; q = E2M1(x/t); dequant q*t",
+        .used_by = "ModelOpt modelopt/torch/quantization/qtensor/nvfp4_tensor.py",
+        .tscale = FP4S_NV_TS_DECODE, .elem = FP4S_NV_ELEM_DIV, .dequant = FP4S_NV_DQ_TOTAL,
+        .scale_codec = FP4S_NV_SC_E4M3, .global_scale = FP4S_GS_DECODE,
+        .ties = TIE_ANY, .tile2d = true, .kernels = FP4S_KERNEL_ALL},
+    [FP4S_NV_GGML] = {
+        .name = "ggml", .aliases = "",
+        .recipe = "no tensor scale; s_b = ggml UE4M3(amax_b/6); q = the first level m with the "
+                  "smallest fabsf(m*s_b - |x|) in fp32; dequant q*s_b",
+        .used_by = "ggml ggml/src/ggml-quants.c quantize_row_nvfp4_ref",
+        .tscale = FP4S_NV_TS_NONE, .elem = FP4S_NV_ELEM_SEARCH, .dequant = FP4S_NV_DQ_TOTAL,
+        .scale_codec = FP4S_NV_SC_UE4M3_GGML, .global_scale = FP4S_GS_NONE,
+        .ties = 1u << FP4S_TIE_ZERO, .tile2d = false, .kernels = FP4S_KERNEL_ALL},
+};
+
+const fp4s_mx_rule_traits *fp4s_get_mx_rule_traits(fp4s_mx_rule r)
+{
+    return (unsigned)r < FP4S_MX_RULE_COUNT ? &mx_rules[r] : NULL;
+}
+
+const fp4s_nv_recipe_traits *fp4s_get_nv_recipe_traits(fp4s_nv_recipe r)
+{
+    return (unsigned)r < FP4S_NV_RECIPE_COUNT ? &nv_recipes[r] : NULL;
+}
+
+/* ---- profiles ------------------------------------------------------------------- */
+
+/* A profile: what it reproduces and the complete spec of each format it
+ * defines (format 0: not defined). info.formats must name exactly those
+ * (tests/core/test_spec.c checks). */
+typedef struct profile_row {
+    fp4s_profile_info info;
+    fp4s_spec mx, nv, f8;
+} profile_row;
+
+static const profile_row profiles[] = {
+    {.info = {.name = "ocp", .formats = MX,
+              .engine = "OCP Microscaling Formats (MX) specification", .version = "v1.0", .device = "any",
+              .source = "OCP MX v1.0 spec, section 6.3",
+              .reproduces = "OCP MX v1.0 spec text: MXFP4 X = 2^(floor(log2 amax) - 2) from the exponent bits "
+                            "(FLOOR), E2M1 round-to-nearest-even satfinite, -0 kept, pairs packing, NaN in a "
+                            "block -> scale 0xFF, all-zero block -> E8M0 code 0"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_FLOOR, .keep_neg_zero = true}},
+    {.info = {.name = "ceil", .formats = MX,
+              .engine = "cuBLAS / TRT-LLM / FlashInfer (cvt.rp.satfinite.ue8m0)", .version = "", .device = "any",
+              .source = "the decomposition paper (arXiv 2605.20402)",
+              .reproduces = "decomposition paper (arXiv 2605.20402) convention = cuBLAS/TRT-LLM/FlashInfer "
+                            "cvt.rp.ue8m0 of amax/6: smallest k with amax <= 6*2^k (CEIL, never clips), E2M1 "
+                            "RNE, -0 kept, pairs, NaN -> 0xFF, zero block code 0"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_CEIL, .keep_neg_zero = true}},
+    {.info = {.name = "torchao", .formats = MX | NV,
+              .engine = "pytorch/ao (torchao)", .version = "0.14.1 to 0.16.0 (NVFP4: main up to 03ca8e22a)",
+              .device = "cpu",
+              .source = "torchao/prototype/mx_formats/mx_tensor.py, nvfp4_tensor.py",
+              .reproduces = "pytorch/ao torchao/prototype/mx_formats: MXFP4 mx_tensor.py to_mx "
+                            "ScaleCalculationMode.FLOOR (exponent bits - 2, clamp, NaN amax -> 0xFF, zero "
+                            "block code 0), f32_to_f4_unpacked RNE with the sign kept (-0 -> 8), pairs (not "
+                            "modelled: torchao divides code-0 blocks by 2^-126); NVFP4 nvfp4_tensor.py "
+                            "_nvfp4_quantize two-level: pts = amax/2688, s_b = e4m3(clamp((amax_b/6)/pts, "
+                            "2^-6, 448)), v = x/(pts*s_b), clamp +-6, RNE"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_FLOOR, .keep_neg_zero = true},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TORCHAO, .global_scale = FP4S_GS_DECODE, .keep_neg_zero = true}},
+    {.info = {.name = "torchao-rceil", .formats = MX,
+              .engine = "pytorch/ao (torchao)", .version = "0.14.1 to 0.18.0", .device = "cuda",
+              .source = "torchao/prototype/mx_formats/mx_tensor.py",
+              .reproduces = "pytorch/ao mx_tensor.py ScaleCalculationMode.RCEIL as its CUDA kernels compute "
+                            "it (cvt.rp.satfinite.ue8m0 of amax/6 = exact CEIL), otherwise as torchao; its "
+                            "PyTorch emulation _to_mx_rceil uses ceil(log2(amax/6)) (--scale-rule ceil-log2f) "
+                            "and scales code-0 blocks by 1"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_CEIL, .keep_neg_zero = true}},
+    {.info = {.name = "even", .formats = MX,
+              .engine = "pytorch/ao (torchao)", .version = "0.14.1 to 0.18.0", .device = "any",
+              .source = "torchao/prototype/mx_formats/mx_tensor.py",
+              .reproduces = "pytorch/ao mx_tensor.py ScaleCalculationMode.EVEN: exponent of (bits(amax) + "
+                            "2^21) - 2, otherwise as torchao"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_EVEN, .keep_neg_zero = true}},
+    {.info = {.name = "vllm", .formats = MX | NV,
+              .engine = "vLLM", .version = "", .device = "cuda",
+              .source = "vLLM's MXFP4 and NVFP4 quantization kernels",
+              .reproduces = "vLLM: MXFP4 kernel rounds amax at the 2nd mantissa bit (as 'even'); NVFP4 "
+                            "kernels follow TE's order but use rcp.approx on the GPU (not bit-reproducible on "
+                            "a CPU): 'te' is the exact CPU model"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_EVEN, .keep_neg_zero = true},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TE, .global_scale = FP4S_GS_ENCODE, .zero_in = FP4S_ZIN_POS,
+            .keep_neg_zero = true}},
+    {.info = {.name = "te", .formats = MX | NV,
+              .engine = "NVIDIA TransformerEngine", .version = "", .device = "any",
+              .source = "transformer_engine/pytorch/custom_recipes/reference_nvfp4.py",
+              .reproduces = "NVIDIA TransformerEngine pytorch/custom_recipes/reference_nvfp4.py: NVFP4 S_enc = "
+                            "min(2688/amax, FLT_MAX) (1 if 0), s_b = e4m3(min(amax_b*(S_enc*(1/6)), FLT_MAX)) "
+                            "satfinite, enc = min(1/(s_b*S_dec), FLT_MAX), q = E2M1 RNE satfinite of x*enc "
+                            "(exact -0 -> 0, negative -> 8), dequant q*s_b*S_dec, 1-D 1x16 "
+                            "(activations/gradients); MXFP4: the same file's pow_2_scales path, cast_to_e8 = "
+                            "2^ceil(log2(amax/6)) in fp32 (ceil-log2f), clamp +-127, RNE thresholds"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_CEIL_LOG2F, .zero_in = FP4S_ZIN_POS, .keep_neg_zero = true},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TE, .global_scale = FP4S_GS_ENCODE, .zero_in = FP4S_ZIN_POS,
+            .keep_neg_zero = true}},
+    {.info = {.name = "te-2d", .formats = NV,
+              .engine = "NVIDIA TransformerEngine", .version = "", .device = "any",
+              .source = "transformer_engine/pytorch/custom_recipes/reference_nvfp4.py",
+              .reproduces = "TransformerEngine NVFP4 weights: as te with 16x16 2-D tiles (one scale per tile, "
+                            "repeated on its 16 rows)"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TE, .global_scale = FP4S_GS_ENCODE, .zero_in = FP4S_ZIN_POS,
+            .keep_neg_zero = true, .tile2d = true}},
+    {.info = {.name = "modelopt", .formats = MX | NV,
+              .engine = "NVIDIA Model-Optimizer (ModelOpt)", .version = "", .device = "any",
+              .source = "modelopt/torch/quantization/qtensor/mxfp4_tensor.py, nvfp4_tensor.py",
+              .reproduces = "NVIDIA Model-Optimizer modelopt/torch/quantization/qtensor: MXFP4 mxfp4_tensor.py "
+                            "e = ceil(max(log2(amax/6), -127)) in fp32 (ceil-log2f), elements by E2M1_bounds "
+                            "with ties toward zero, every exact zero -> code 8; NVFP4 nvfp4_tensor.py scale_2 = "
+                            "amax/2688, s_b = e4m3(max(amax_b/(6*scale_2) or 1 if 0, 2^-9)), v = x/(s_b*scale_2) "
+                            "by true division, RNE via searchsorted bounds (exact -0 -> 0)"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_CEIL_LOG2F, .tie = FP4S_TIE_ZERO, .zero_in = FP4S_ZIN_NEG,
+            .keep_neg_zero = true},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_MODELOPT, .global_scale = FP4S_GS_DECODE, .zero_in = FP4S_ZIN_POS,
+            .keep_neg_zero = true}},
+    {.info = {.name = "ggml", .formats = MX | NV,
+              .engine = "ggml (llama.cpp)", .version = "", .device = "cpu",
+              .source = "ggml/src/ggml-quants.c",
+              .reproduces = "ggml ggml/src/ggml-quants.c: quantize_row_mxfp4_ref e = floorf(log2f(amax)) - 2 + "
+                            "127 (LOG2F, 0 for amax 0; below 2^-125 ggml is undefined, fp4scope clamps to code "
+                            "0), nearest kvalue with ties toward zero and never -0, NaN skipped by the amax loop "
+                            "and coded 0, split packing per block; quantize_row_nvfp4_ref: no tensor scale, s_b "
+                            "= ggml_fp32_to_ue4m3(amax_b/6), fp32 nearest-level search"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_LOG2F, .tie = FP4S_TIE_ZERO, .keep_neg_zero = false,
+            .zero_in = FP4S_ZIN_POS, .packing = FP4S_PACK_SPLIT, .nonfinite = FP4S_NF_IGNORE,
+            .mx_scale_is_ggml = true},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_GGML, .global_scale = FP4S_GS_NONE, .tie = FP4S_TIE_ZERO,
+            .keep_neg_zero = false, .zero_in = FP4S_ZIN_POS, .packing = FP4S_PACK_SPLIT,
+            .nonfinite = FP4S_NF_IGNORE}},
+    {.info = {.name = "microxcaling", .formats = MX,
+              .engine = "microsoft/microxcaling", .version = "", .device = "any",
+              .source = "mx/mx_ops.py",
+              .reproduces = "microsoft/microxcaling mx/mx_ops.py _quantize_mx: shared_exp = floor(log2(amax)) "
+                            "in fp32 torch.log2 (log2f: the OCP text says floor, this source takes the "
+                            "logarithm) - 2, clamped at -127 (zero block: log2(FP32_MIN_NORMAL) - 2 -> code 0); "
+                            "elements _round_mantissa 'nearest' = floor(|x|+0.5) on the grid (ties away), "
+                            "saturate_normals, -0 kept; NaN or Inf in a block makes the whole block NaN (the "
+                            "default Python path, custom_cuda=False; its C++/CUDA extension reads the exponent "
+                            "bits: --scale-rule floor); not modelled: its fp32 floor(|v|*2^s+0.5) codes |x/X| = "
+                            "0x1.fffffep-3 as 0.5 (exact rha: 0)"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_LOG2F, .tie = FP4S_TIE_AWAY, .nonfinite = FP4S_NF_BLOCK_NAN,
+            .keep_neg_zero = true}},
+    {.info = {.name = "fp8-tensor", .formats = F8, .engine = "FP8 E4M3 baseline", .version = "", .device = "any",
+              .source = "",
+              .reproduces = "FP8 E4M3 baseline, one FP32 scale amax/448 for the tensor (1 if amax is 0), e4m3 "
+                            "RNE satfinite of x/scale"},
+     .f8 = {FP8_SPEC, .block = 1, .fp8_gran = FP4S_FP8_TENSOR, .keep_neg_zero = true}},
+    {.info = {.name = "fp8-1x128", .formats = F8, .engine = "FP8 E4M3 baseline (DeepSeek-V3 style)",
+              .version = "", .device = "any", .source = "",
+              .reproduces = "FP8 E4M3 DeepSeek-V3 style activations: one FP32 scale amax/448 per 1x128 tile "
+                            "(1 for a zero tile), e4m3 RNE satfinite of x/scale"},
+     .f8 = {FP8_SPEC, .block = 128, .fp8_gran = FP4S_FP8_1x128, .keep_neg_zero = true}},
+    {.info = {.name = "fp8-128x128", .formats = F8, .engine = "FP8 E4M3 baseline (DeepSeek-V3 style)",
+              .version = "", .device = "any", .source = "",
+              .reproduces = "FP8 E4M3 DeepSeek-V3 style weights: one FP32 scale amax/448 per 128x128 tile (1 "
+                            "for a zero tile)"},
+     .f8 = {FP8_SPEC, .block = 128, .fp8_gran = FP4S_FP8_128x128, .keep_neg_zero = true}},
+    {.info = {.name = "deepseek", .formats = F8, .engine = "FP8 E4M3 baseline (DeepSeek-V3 style)",
+              .version = "", .device = "any", .source = "", .alias_of = "fp8-1x128",
+              .reproduces = "alias of fp8-1x128 (DeepSeek-V3 activations: 1x128 tiles, FP32 scale amax/448)"},
+     .f8 = {FP8_SPEC, .block = 128, .fp8_gran = FP4S_FP8_1x128, .keep_neg_zero = true}},
+};
+
+#define NPROFILES (sizeof profiles / sizeof profiles[0])
+
+size_t fp4s_profile_count(void) { return NPROFILES; }
+
+const fp4s_profile_info *fp4s_profile_at(size_t i) { return i < NPROFILES ? &profiles[i].info : NULL; }
+
+static const profile_row *find_row(const char *name)
+{
+    for (size_t i = 0; name && i < NPROFILES; i++)
+        if (!strcmp(profiles[i].info.name, name)) return &profiles[i];
+    return NULL;
+}
+
+const fp4s_profile_info *fp4s_profile_find(const char *name)
+{
+    const profile_row *r = find_row(name);
+    return r ? &r->info : NULL;
+}
+
+/* ---- formats -------------------------------------------------------------------- */
+
+static const struct {
+    const char *name, *default_profile;
+} formats[] = {
+    [FP4S_MXFP4] = {"mxfp4", "ocp"},
+    [FP4S_NVFP4] = {"nvfp4", "te"},
+    [FP4S_FP8] = {"fp8", "fp8-1x128"},
+};
+
+static bool format_valid(fp4s_format f) { return f >= FP4S_MXFP4 && f <= FP4S_FP8; }
 
 const char *fp4s_default_profile(fp4s_format fmt)
 {
-    switch (fmt) {
-    case FP4S_MXFP4: return "ocp";
-    case FP4S_NVFP4: return "te";
-    case FP4S_FP8: return "fp8-1x128";
-    }
-    return "";
-}
-
-static void base(fp4s_spec *s, fp4s_format fmt)
-{
-    memset(s, 0, sizeof *s);
-    s->format = fmt;
-    s->block = fmt == FP4S_MXFP4 ? 32 : fmt == FP4S_NVFP4 ? 16 : 128;
-    s->tie = FP4S_TIE_EVEN;
-    s->keep_neg_zero = true;
-    s->zero_in = FP4S_ZIN_SIGN;
-    s->packing = FP4S_PACK_PAIRS;
-    s->nonfinite = FP4S_NF_SCALE_NAN;
-    s->mx_rule = FP4S_MX_FLOOR;
-    s->mx_zero_block_code = 0;
-    s->mx_scale_is_ggml = false;
-    s->nv_recipe = FP4S_NV_TE;
-    s->global_scale = FP4S_GS_ENCODE;
-    s->tile2d = false;
-    s->fp8_gran = FP4S_FP8_1x128;
+    return format_valid(fmt) ? formats[fmt].default_profile : "";
 }
 
 int fp4s_spec_profile(fp4s_spec *s, fp4s_format fmt, const char *profile)
 {
     if (!s) return fp4s_error_set(FP4S_EINVAL, "profile: missing spec");
-    if (fmt != FP4S_MXFP4 && fmt != FP4S_NVFP4 && fmt != FP4S_FP8)
-        return fp4s_error_set(FP4S_EINVAL, "profile: unknown format %d", (int)fmt);
+    if (!format_valid(fmt)) return fp4s_error_set(FP4S_EINVAL, "profile: unknown format %d", (int)fmt);
     if (!profile || !*profile) profile = fp4s_default_profile(fmt);
-    const fp4s_profile_info *pi = NULL;
-    for (const fp4s_profile_info *p = profiles; p->name; p++)
-        if (!strcmp(p->name, profile)) { pi = p; break; }
-    if (!pi) {
-        char names[512];
-        size_t n = 0;
-        names[0] = '\0';
-        for (const fp4s_profile_info *p = profiles; p->name && n < sizeof names - 32; p++)
-            n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", n ? ", " : "", p->name);
+    const profile_row *pr = find_row(profile);
+    if (!pr) {
+        char names[1024];
+        fp4s_names(FP4S_NAMES_PROFILE, ", ", NULL, names, sizeof names);
         return fp4s_error_set(FP4S_EINVAL, "profile '%s': unknown (known: %s)", profile, names);
     }
-    if (!(pi->formats & F(fmt)))
-        return fp4s_error_set(FP4S_ENOTSUP, "profile '%s' does not define %s", profile,
-                              fp4s_format_name(fmt));
-    base(s, fmt);
-    const char *p = pi->name;
-    if (fmt == FP4S_MXFP4) {
-        if (!strcmp(p, "ocp") || !strcmp(p, "torchao")) {
-            s->mx_rule = FP4S_MX_FLOOR;
-        } else if (!strcmp(p, "ceil") || !strcmp(p, "torchao-rceil")) {
-            s->mx_rule = FP4S_MX_CEIL;
-        } else if (!strcmp(p, "te")) {
-            s->mx_rule = FP4S_MX_CEIL_LOG2F;
-            s->zero_in = FP4S_ZIN_POS;
-        } else if (!strcmp(p, "even") || !strcmp(p, "vllm")) {
-            s->mx_rule = FP4S_MX_EVEN;
-        } else if (!strcmp(p, "modelopt")) {
-            s->mx_rule = FP4S_MX_CEIL_LOG2F;
-            s->tie = FP4S_TIE_ZERO;
-            s->zero_in = FP4S_ZIN_NEG;
-        } else if (!strcmp(p, "ggml")) {
-            s->mx_rule = FP4S_MX_LOG2F;
-            s->tie = FP4S_TIE_ZERO;
-            s->keep_neg_zero = false;
-            s->zero_in = FP4S_ZIN_POS;
-            s->packing = FP4S_PACK_SPLIT;
-            s->nonfinite = FP4S_NF_IGNORE;
-            s->mx_scale_is_ggml = true;
-        } else if (!strcmp(p, "microxcaling")) {
-            s->mx_rule = FP4S_MX_LOG2F;
-            s->tie = FP4S_TIE_AWAY;
-            s->nonfinite = FP4S_NF_BLOCK_NAN;
-        }
-    } else if (fmt == FP4S_NVFP4) {
-        if (!strcmp(p, "te") || !strcmp(p, "vllm") || !strcmp(p, "te-2d")) {
-            s->nv_recipe = FP4S_NV_TE;
-            s->global_scale = FP4S_GS_ENCODE;
-            s->zero_in = FP4S_ZIN_POS;
-            s->tile2d = !strcmp(p, "te-2d");
-        } else if (!strcmp(p, "torchao")) {
-            s->nv_recipe = FP4S_NV_TORCHAO;
-            s->global_scale = FP4S_GS_DECODE;
-        } else if (!strcmp(p, "modelopt")) {
-            s->nv_recipe = FP4S_NV_MODELOPT;
-            s->global_scale = FP4S_GS_DECODE;
-            s->zero_in = FP4S_ZIN_POS;
-        } else if (!strcmp(p, "ggml")) {
-            s->nv_recipe = FP4S_NV_GGML;
-            s->global_scale = FP4S_GS_NONE;
-            s->tie = FP4S_TIE_ZERO;
-            s->keep_neg_zero = false;
-            s->zero_in = FP4S_ZIN_POS;
-            s->packing = FP4S_PACK_SPLIT;
-            s->nonfinite = FP4S_NF_IGNORE;
-        }
-    } else {
-        if (!strcmp(p, "fp8-tensor")) { s->fp8_gran = FP4S_FP8_TENSOR; s->block = 1; }
-        else if (!strcmp(p, "fp8-128x128")) s->fp8_gran = FP4S_FP8_128x128;
-        else s->fp8_gran = FP4S_FP8_1x128;
-    }
-    snprintf(s->profile, sizeof s->profile, "%s", p);
+    if (!(pr->info.formats & F(fmt)))
+        return fp4s_error_set(FP4S_ENOTSUP, "profile '%s' does not define %s", profile, fp4s_format_name(fmt));
+    *s = fmt == FP4S_MXFP4 ? pr->mx : fmt == FP4S_NVFP4 ? pr->nv : pr->f8;
+    snprintf(s->profile, sizeof s->profile, "%s", pr->info.name);
     return 0;
 }
 
@@ -190,27 +314,36 @@ int fp4s_spec_check(const fp4s_spec *s)
     switch (s->format) {
     case FP4S_MXFP4:
         if (s->block != 32) return fp4s_error_set(FP4S_ENOTSUP, "spec: MXFP4 block must be 32, not %u", s->block);
-        if ((unsigned)s->mx_rule > FP4S_MX_CEIL_LOG2F)
+        if (!fp4s_get_mx_rule_traits(s->mx_rule))
             return fp4s_error_set(FP4S_EINVAL, "spec: unknown MX scale rule %d", (int)s->mx_rule);
         if (s->mx_zero_block_code == 0xFF)
             return fp4s_error_set(FP4S_EINVAL, "spec: the zero-block code cannot be the NaN code 0xFF");
         if (s->tile2d) return fp4s_error_set(FP4S_ENOTSUP, "spec: 2-D tiles are an NVFP4 option");
         break;
-    case FP4S_NVFP4:
+    case FP4S_NVFP4: {
         if (s->block != 16) return fp4s_error_set(FP4S_ENOTSUP, "spec: NVFP4 block must be 16, not %u", s->block);
-        if ((unsigned)s->nv_recipe > FP4S_NV_GGML)
-            return fp4s_error_set(FP4S_EINVAL, "spec: unknown NVFP4 recipe %d", (int)s->nv_recipe);
-        if (s->nv_recipe == FP4S_NV_GGML && s->tie != FP4S_TIE_ZERO)
-            return fp4s_error_set(FP4S_ENOTSUP, "spec: the ggml NVFP4 recipe chooses elements by ggml's own "
-                                  "nearest-level search (ties toward zero); tie rule %s is not available",
-                                  fp4s_tie_name(s->tie));
-        if (s->nv_recipe == FP4S_NV_GGML && s->tile2d)
-            return fp4s_error_set(FP4S_ENOTSUP, "spec: the ggml NVFP4 recipe has no 2-D tiles");
-        if ((unsigned)s->global_scale > FP4S_GS_NONE)
+        const fp4s_nv_recipe_traits *rt = fp4s_get_nv_recipe_traits(s->nv_recipe);
+        if (!rt) return fp4s_error_set(FP4S_EINVAL, "spec: unknown NVFP4 recipe %d", (int)s->nv_recipe);
+        if ((unsigned)s->tie < FP4S_TIE_COUNT && !(rt->ties & (1u << s->tie))) {
+            char ok[64];
+            size_t k = 0;
+            ok[0] = '\0';
+            for (int t = 0; t < FP4S_TIE_COUNT && k < sizeof ok; t++)
+                if (rt->ties & (1u << t))
+                    k += (size_t)snprintf(ok + k, sizeof ok - k, "%s%s", k ? ", " : "", fp4s_tie_name((fp4s_tie)t));
+            return fp4s_error_set(FP4S_ENOTSUP, "spec: the %s NVFP4 recipe does not take tie rule %s (it takes %s%s)",
+                                  rt->name, fp4s_tie_name(s->tie), ok,
+                                  rt->elem == FP4S_NV_ELEM_SEARCH
+                                      ? ": its elements are chosen by its own nearest-level search" : "");
+        }
+        if (s->tile2d && !rt->tile2d)
+            return fp4s_error_set(FP4S_ENOTSUP, "spec: the %s NVFP4 recipe has no 2-D tiles", rt->name);
+        if ((unsigned)s->global_scale >= FP4S_GS_COUNT)
             return fp4s_error_set(FP4S_EINVAL, "spec: unknown global-scale convention %d", (int)s->global_scale);
         break;
+    }
     case FP4S_FP8:
-        if ((unsigned)s->fp8_gran > FP4S_FP8_128x128)
+        if ((unsigned)s->fp8_gran >= FP4S_FP8_GRAN_COUNT)
             return fp4s_error_set(FP4S_EINVAL, "spec: unknown FP8 granularity %d", (int)s->fp8_gran);
         if (s->fp8_gran == FP4S_FP8_TENSOR ? s->block != 1 : s->block != 128)
             return fp4s_error_set(FP4S_ENOTSUP, "spec: FP8 %s needs block %d, not %u",
@@ -220,12 +353,13 @@ int fp4s_spec_check(const fp4s_spec *s)
     default:
         return fp4s_error_set(FP4S_EINVAL, "spec: unknown format %d", (int)s->format);
     }
-    if ((unsigned)s->tie > FP4S_TIE_AWAY) return fp4s_error_set(FP4S_EINVAL, "spec: unknown tie rule %d", (int)s->tie);
-    if ((unsigned)s->zero_in > FP4S_ZIN_NEG)
+    if ((unsigned)s->tie >= FP4S_TIE_COUNT)
+        return fp4s_error_set(FP4S_EINVAL, "spec: unknown tie rule %d", (int)s->tie);
+    if ((unsigned)s->zero_in >= FP4S_ZIN_COUNT)
         return fp4s_error_set(FP4S_EINVAL, "spec: unknown zero-sign rule %d", (int)s->zero_in);
-    if ((unsigned)s->packing > FP4S_PACK_SPLIT)
+    if ((unsigned)s->packing >= FP4S_PACK_COUNT)
         return fp4s_error_set(FP4S_EINVAL, "spec: unknown packing %d", (int)s->packing);
-    if ((unsigned)s->nonfinite > FP4S_NF_IGNORE)
+    if ((unsigned)s->nonfinite >= FP4S_NF_COUNT)
         return fp4s_error_set(FP4S_EINVAL, "spec: unknown non-finite policy %d", (int)s->nonfinite);
     return 0;
 }
@@ -246,101 +380,147 @@ size_t fp4s_spec_blocks_per_row(const fp4s_spec *s, size_t cols)
 
 /* ---- names ---------------------------------------------------------------------- */
 
-int fp4s_format_parse(const char *s, fp4s_format *out)
-{
-    if (!s || !out) return fp4s_error_set(FP4S_EINVAL, "format: missing value");
-    if (!strcmp(s, "mxfp4")) { *out = FP4S_MXFP4; return 0; }
-    if (!strcmp(s, "nvfp4")) { *out = FP4S_NVFP4; return 0; }
-    if (!strcmp(s, "fp8")) { *out = FP4S_FP8; return 0; }
-    return fp4s_error_set(FP4S_EINVAL, "format '%s': expected mxfp4, nvfp4 or fp8", s);
-}
+typedef struct name_row { const char *name, *aliases; } name_row;
 
-const char *fp4s_format_name(fp4s_format f)
-{
-    switch (f) {
-    case FP4S_MXFP4: return "mxfp4";
-    case FP4S_NVFP4: return "nvfp4";
-    case FP4S_FP8: return "fp8";
-    }
-    return "?";
-}
+static const name_row tie_names[FP4S_TIE_COUNT] = {{"rne", "even"}, {"rtz", "zero"}, {"rha", "away"}};
+static const name_row zin_names[FP4S_ZIN_COUNT] = {{"sign", ""}, {"pos", ""}, {"neg", ""}};
+static const name_row gs_names[FP4S_GS_COUNT] = {{"encode", ""}, {"decode", ""}, {"none", ""}};
+static const name_row nf_names[FP4S_NF_COUNT] = {{"scale-nan", ""}, {"block-nan", ""}, {"ignore", ""}};
+static const name_row pk_names[FP4S_PACK_COUNT] = {{"pairs", ""}, {"split", ""}};
+static const name_row g8_names[FP4S_FP8_GRAN_COUNT] = {{"tensor", ""}, {"1x128", ""}, {"128x128", ""}};
+static const char *const sc_names[FP4S_NV_SC_COUNT] = {"e4m3", "ue4m3-ggml"};
 
-static const char *const rule_names[] = {"floor", "ceil", "even", "log2f", "rtn", "ceil-log2f"};
+/* The small name tables by kind (the others come from the trait tables). */
+static const struct { const name_row *rows; size_t n; } name_tables[FP4S_NAMES_COUNT] = {
+    [FP4S_NAMES_TIE] = {tie_names, FP4S_TIE_COUNT},
+    [FP4S_NAMES_ZERO_IN] = {zin_names, FP4S_ZIN_COUNT},
+    [FP4S_NAMES_GLOBAL_SCALE] = {gs_names, FP4S_GS_COUNT},
+    [FP4S_NAMES_NONFINITE] = {nf_names, FP4S_NF_COUNT},
+    [FP4S_NAMES_PACKING] = {pk_names, FP4S_PACK_COUNT},
+    [FP4S_NAMES_FP8_GRAN] = {g8_names, FP4S_FP8_GRAN_COUNT},
+};
 
-int fp4s_mx_rule_parse(const char *s, fp4s_mx_rule *out)
-{
-    if (!s || !out) return fp4s_error_set(FP4S_EINVAL, "scale rule: missing value");
-    for (int i = 0; i <= FP4S_MX_CEIL_LOG2F; i++)
-        if (!strcmp(s, rule_names[i])) { *out = (fp4s_mx_rule)i; return 0; }
-    if (!strcmp(s, "rceil")) { *out = FP4S_MX_CEIL; return 0; }
-    return fp4s_error_set(FP4S_EINVAL, "scale rule '%s': expected floor, ceil (rceil), even, log2f, rtn "
-                          "or ceil-log2f", s);
-}
+#define NAME_OF(table, v) ((unsigned)(v) < sizeof table / sizeof table[0] ? table[v].name : "?")
 
-const char *fp4s_mx_rule_name(fp4s_mx_rule r)
-{
-    return (unsigned)r <= FP4S_MX_CEIL_LOG2F ? rule_names[r] : "?";
-}
-
+const char *fp4s_format_name(fp4s_format f) { return format_valid(f) ? formats[f].name : "?"; }
+const char *fp4s_mx_rule_name(fp4s_mx_rule r) { return (unsigned)r < FP4S_MX_RULE_COUNT ? mx_rules[r].name : "?"; }
 const char *fp4s_nv_recipe_name(fp4s_nv_recipe r)
 {
-    switch (r) {
-    case FP4S_NV_TE: return "te";
-    case FP4S_NV_TORCHAO: return "torchao";
-    case FP4S_NV_MODELOPT: return "modelopt";
-    case FP4S_NV_GGML: return "ggml";
-    }
-    return "?";
+    return (unsigned)r < FP4S_NV_RECIPE_COUNT ? nv_recipes[r].name : "?";
+}
+const char *fp4s_tie_name(fp4s_tie t) { return NAME_OF(tie_names, t); }
+const char *fp4s_zero_in_name(fp4s_zero_in z) { return NAME_OF(zin_names, z); }
+const char *fp4s_global_scale_name(fp4s_global_scale g) { return NAME_OF(gs_names, g); }
+const char *fp4s_nonfinite_name(fp4s_nonfinite n) { return NAME_OF(nf_names, n); }
+const char *fp4s_packing_name(fp4s_packing p) { return NAME_OF(pk_names, p); }
+const char *fp4s_fp8_gran_name(fp4s_fp8_gran g) { return NAME_OF(g8_names, g); }
+const char *fp4s_nv_scale_codec_name(fp4s_nv_scale_codec c)
+{
+    return (unsigned)c < FP4S_NV_SC_COUNT ? sc_names[c] : "?";
 }
 
-const char *fp4s_global_scale_name(fp4s_global_scale g)
+/* The i-th name of a kind and its aliases ("" if none); false past the end;
+ * *name NULL for an entry the kind leaves out (a profile of another format). */
+static bool kind_name(fp4s_name_kind kind, size_t i, const char **name, const char **aliases)
 {
-    switch (g) {
-    case FP4S_GS_ENCODE: return "encode";
-    case FP4S_GS_DECODE: return "decode";
-    case FP4S_GS_NONE: return "none";
+    *aliases = "";
+    switch (kind) {
+    case FP4S_NAMES_FORMAT:
+        if (i >= 3) return false;
+        *name = formats[FP4S_MXFP4 + i].name;
+        return true;
+    case FP4S_NAMES_MX_RULE:
+        if (i >= FP4S_MX_RULE_COUNT) return false;
+        *name = mx_rules[i].name;
+        *aliases = mx_rules[i].aliases;
+        return true;
+    case FP4S_NAMES_NV_RECIPE:
+        if (i >= FP4S_NV_RECIPE_COUNT) return false;
+        *name = nv_recipes[i].name;
+        *aliases = nv_recipes[i].aliases;
+        return true;
+    case FP4S_NAMES_PROFILE:
+    case FP4S_NAMES_PROFILE_MXFP4:
+    case FP4S_NAMES_PROFILE_NVFP4:
+    case FP4S_NAMES_PROFILE_FP8:
+        if (i >= NPROFILES) return false;
+        *name = profiles[i].info.name;
+        if (kind != FP4S_NAMES_PROFILE &&
+            !(profiles[i].info.formats & F(FP4S_MXFP4 + (int)(kind - FP4S_NAMES_PROFILE_MXFP4))))
+            *name = NULL;
+        return true;
+    default:
+        if ((unsigned)kind >= FP4S_NAMES_COUNT || i >= name_tables[kind].n) return false;
+        *name = name_tables[kind].rows[i].name;
+        *aliases = name_tables[kind].rows[i].aliases;
+        return true;
     }
-    return "?";
 }
 
-const char *fp4s_nonfinite_name(fp4s_nonfinite n)
+size_t fp4s_names(fp4s_name_kind kind, const char *sep, const char *last, char *buf, size_t n)
 {
-    switch (n) {
-    case FP4S_NF_SCALE_NAN: return "scale-nan";
-    case FP4S_NF_BLOCK_NAN: return "block-nan";
-    case FP4S_NF_IGNORE: return "ignore";
+    size_t len = 0, count = 0, k = 0;
+    const char *name, *aliases;
+    if (!sep) sep = ", ";
+    if (!last) last = sep;
+    if (buf && n) buf[0] = '\0';
+    for (size_t i = 0; kind_name(kind, i, &name, &aliases); i++) count += name != NULL;
+    for (size_t i = 0; kind_name(kind, i, &name, &aliases); i++) {
+        if (!name) continue;
+        const char *before = k == 0 ? "" : k + 1 == count ? last : sep;
+        int w = snprintf(buf && len < n ? buf + len : NULL, buf && len < n ? n - len : 0, "%s%s%s%s%s",
+                         before, name, *aliases ? " (" : "", aliases, *aliases ? ")" : "");
+        if (w > 0) len += (size_t)w;
+        k++;
     }
-    return "?";
+    return len;
 }
 
-const char *fp4s_packing_name(fp4s_packing p)
+/* s equals one of the space-separated words of list. */
+static bool in_words(const char *s, const char *list)
 {
-    switch (p) {
-    case FP4S_PACK_PAIRS: return "pairs";
-    case FP4S_PACK_SPLIT: return "split";
+    size_t n = strlen(s);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ' ');
+        size_t k = e ? (size_t)(e - p) : strlen(p);
+        if (k == n && !strncmp(p, s, n)) return true;
+        if (!e) break;
+        p = e + 1;
     }
-    return "?";
+    return false;
 }
 
-const char *fp4s_fp8_gran_name(fp4s_fp8_gran g)
+int fp4s_name_index(fp4s_name_kind kind, const char *s)
 {
-    switch (g) {
-    case FP4S_FP8_TENSOR: return "tensor";
-    case FP4S_FP8_1x128: return "1x128";
-    case FP4S_FP8_128x128: return "128x128";
-    }
-    return "?";
+    static const char *const what[FP4S_NAMES_COUNT] = {
+        "format", "scale rule", "recipe", "tie rule", "zero-input rule", "global-scale convention",
+        "non-finite policy", "packing", "FP8 granularity", "profile", "MXFP4 profile", "NVFP4 profile",
+        "FP8 profile"};
+    const char *name, *aliases;
+    if ((unsigned)kind >= FP4S_NAMES_COUNT) return fp4s_error_set(FP4S_EINVAL, "names: unknown kind %d", (int)kind);
+    if (!s) return fp4s_error_set(FP4S_EINVAL, "%s: missing value", what[kind]);
+    for (size_t i = 0; kind_name(kind, i, &name, &aliases); i++)
+        if (name && (!strcmp(s, name) || in_words(s, aliases))) return (int)i;
+    char names[1024];
+    fp4s_names(kind, ", ", " or ", names, sizeof names);
+    return fp4s_error_set(FP4S_EINVAL, "%s '%s': expected %s", what[kind], s, names);
 }
 
-const char *fp4s_zero_in_name(fp4s_zero_in z)
-{
-    switch (z) {
-    case FP4S_ZIN_SIGN: return "sign";
-    case FP4S_ZIN_POS: return "pos";
-    case FP4S_ZIN_NEG: return "neg";
+/* The parse helpers: the index as the enum value. */
+#define PARSE(fn, type, kind, base) \
+    int fn(const char *s, type *out) \
+    { \
+        if (!out) return fp4s_error_set(FP4S_EINVAL, #fn ": missing output"); \
+        int i = fp4s_name_index(kind, s); \
+        if (i < 0) return i; \
+        *out = (type)(i + (base)); \
+        return 0; \
     }
-    return "?";
-}
+
+PARSE(fp4s_format_parse, fp4s_format, FP4S_NAMES_FORMAT, FP4S_MXFP4)
+PARSE(fp4s_mx_rule_parse, fp4s_mx_rule, FP4S_NAMES_MX_RULE, 0)
+PARSE(fp4s_nv_recipe_parse, fp4s_nv_recipe, FP4S_NAMES_NV_RECIPE, 0)
+PARSE(fp4s_tie_parse, fp4s_tie, FP4S_NAMES_TIE, 0)
 
 size_t fp4s_spec_describe(const fp4s_spec *s, char *buf, size_t n)
 {
@@ -358,16 +538,18 @@ size_t fp4s_spec_describe(const fp4s_spec *s, char *buf, size_t n)
                        s->keep_neg_zero ? "keep" : "drop", fp4s_zero_in_name(s->zero_in),
                        fp4s_packing_name(s->packing), fp4s_nonfinite_name(s->nonfinite));
         break;
-    case FP4S_NVFP4:
+    case FP4S_NVFP4: {
+        const fp4s_nv_recipe_traits *rt = fp4s_get_nv_recipe_traits(s->nv_recipe);
         len = snprintf(tmp, sizeof tmp,
                        "format=nvfp4 profile=%s block=%u scale=%s recipe=%s global_scale=%s tiles=%s "
                        "round=%s neg_zero=%s zero_input=%s packing=%s nonfinite=%s",
-                       prof, s->block, s->nv_recipe == FP4S_NV_GGML ? "ue4m3-ggml" : "e4m3",
+                       prof, s->block, rt ? fp4s_nv_scale_codec_name(rt->scale_codec) : "?",
                        fp4s_nv_recipe_name(s->nv_recipe), fp4s_global_scale_name(s->global_scale),
                        s->tile2d ? "16x16" : "1x16", fp4s_tie_name(s->tie),
                        s->keep_neg_zero ? "keep" : "drop", fp4s_zero_in_name(s->zero_in),
                        fp4s_packing_name(s->packing), fp4s_nonfinite_name(s->nonfinite));
         break;
+    }
     case FP4S_FP8:
         len = snprintf(tmp, sizeof tmp,
                        "format=fp8 profile=%s element=e4m3 granularity=%s scale=fp32 amax/448 "

@@ -128,7 +128,8 @@ static const char *tensor_scale_meaning(const fp4s_spec *s)
         switch (s->global_scale) {
         case FP4S_GS_ENCODE: return "encode scale S_enc = 2688/amax; decode multiplies by tensor_decode_scale = 1/S_enc";
         case FP4S_GS_DECODE: return "decode scale amax/2688; decode multiplies by tensor_decode_scale";
-        case FP4S_GS_NONE: return "none: block scales alone (tensor scale 1)";
+        case FP4S_GS_NONE:
+        case FP4S_GS_COUNT: return "none: block scales alone (tensor scale 1)";
         }
     }
     if (s->format == FP4S_FP8)
@@ -144,8 +145,9 @@ static void decode_recipe(const fp4s_spec *s, size_t tile_rows, char *buf, size_
             ? "e = np.empty((R, C), np.uint8); e[:, 0::2] = c & 15; e[:, 1::2] = c >> 4; "
             : "c3 = c.reshape(R, C // 32, 16); e = np.concatenate([c3 & 15, c3 >> 4], axis=2).reshape(R, C); ";
         /* the float32 association of the engine's dequantization */
-        bool scale_first = s->format == FP4S_NVFP4 &&
-                           (s->nv_recipe == FP4S_NV_TORCHAO || s->nv_recipe == FP4S_NV_MODELOPT);
+        const fp4s_nv_recipe_traits *rt = fp4s_get_nv_recipe_traits(s->nv_recipe);
+        bool scale_first = s->format == FP4S_NVFP4 && rt && rt->dequant == FP4S_NV_DQ_TOTAL &&
+                           rt->tscale != FP4S_NV_TS_NONE;
         snprintf(buf, n, "%s%s"
                  "s = np.repeat(a['scale_lut'][f['scales'][:]], a['block'], axis=1); t = np.float32(a['tensor_decode_scale']); "
                  "%s  # float32 throughout; element codes 0..15 carry the sign in bit 3",

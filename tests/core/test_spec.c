@@ -1,7 +1,9 @@
 /* Spec and profile tests: every profile fills every field consistently, the
- * table documents each, unknown names and undefined formats are rejected,
- * describe names every rule, parse/name helpers round-trip. */
+ * table documents each, the rule and recipe trait tables are complete, every
+ * name list comes from the tables, unknown names and undefined formats are
+ * rejected, describe names every rule, parse/name helpers round-trip. */
 #include <check.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <fp4scope/spec.h>
@@ -10,27 +12,37 @@ static const fp4s_format fmts[3] = {FP4S_MXFP4, FP4S_NVFP4, FP4S_FP8};
 
 START_TEST(profile_list_documents_every_profile)
 {
-    const fp4s_profile_info *p = fp4s_profile_list();
-    int n = 0;
+    const fp4s_profile_info *p;
+    size_t n = 0;
     static const char *required[] = {"ocp", "ceil", "torchao", "torchao-rceil", "te", "modelopt",
                                      "ggml", "microxcaling", "fp8-tensor", "fp8-1x128", "fp8-128x128",
                                      "even", "vllm", "te-2d"};
-    for (; p->name; p++, n++) {
+    for (; (p = fp4s_profile_at(n)); n++) {
+        ck_assert_msg(p->name && *p->name, "profile %zu: no name", n);
         ck_assert_msg(p->reproduces && strlen(p->reproduces) > 20, "%s: reproduces text", p->name);
+        ck_assert_msg(p->engine && strlen(p->engine) > 2, "%s: engine", p->name);
+        ck_assert_msg(p->version && p->source, "%s: version / source", p->name);
+        ck_assert_msg(p->device && (!strcmp(p->device, "any") || !strcmp(p->device, "cpu") ||
+                                    !strcmp(p->device, "cuda")), "%s: device '%s'", p->name, p->device);
         ck_assert_msg(p->formats != 0, "%s: no format", p->name);
+        ck_assert_ptr_eq(fp4s_profile_find(p->name), p);
+        if (p->alias_of) ck_assert_msg(fp4s_profile_find(p->alias_of), "%s: alias of nothing", p->name);
+        for (size_t j = 0; j < n; j++) ck_assert_str_ne(fp4s_profile_at(j)->name, p->name);
     }
-    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
-        bool found = false;
-        for (p = fp4s_profile_list(); p->name; p++) found |= !strcmp(p->name, required[i]);
-        ck_assert_msg(found, "missing profile %s", required[i]);
-    }
-    ck_assert_int_ge(n, 14);
+    ck_assert_uint_eq(n, fp4s_profile_count());
+    ck_assert_ptr_null(fp4s_profile_at(n));
+    ck_assert_ptr_null(fp4s_profile_find("nope"));
+    ck_assert_ptr_null(fp4s_profile_find(NULL));
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+        ck_assert_msg(fp4s_profile_find(required[i]), "missing profile %s", required[i]);
+    ck_assert_uint_ge(n, 14);
 }
 END_TEST
 
 START_TEST(every_profile_fills_a_valid_spec)
 {
-    for (const fp4s_profile_info *p = fp4s_profile_list(); p->name; p++)
+    const fp4s_profile_info *p;
+    for (size_t i = 0; (p = fp4s_profile_at(i)); i++)
         for (int f = 0; f < 3; f++) {
             fp4s_spec s;
             memset(&s, 0xAB, sizeof s); /* garbage: the profile must overwrite every field */
@@ -47,7 +59,135 @@ START_TEST(every_profile_fills_a_valid_spec)
             ck_assert(s.keep_neg_zero == true || s.keep_neg_zero == false);
             ck_assert(s.mx_scale_is_ggml == true || s.mx_scale_is_ggml == false);
             ck_assert(s.tile2d == true || s.tile2d == false);
+            for (size_t k = 0; k < sizeof s.reserved / sizeof s.reserved[0]; k++) ck_assert_uint_eq(s.reserved[k], 0);
+            if (fmts[f] == FP4S_NVFP4) /* the convention the recipe's engine records */
+                ck_assert_int_eq(s.global_scale, fp4s_get_nv_recipe_traits(s.nv_recipe)->global_scale);
         }
+    /* an alias fills the same spec as its target */
+    fp4s_spec a, b;
+    ck_assert_int_eq(fp4s_spec_profile(&a, FP4S_FP8, "deepseek"), 0);
+    ck_assert_int_eq(fp4s_spec_profile(&b, FP4S_FP8, "fp8-1x128"), 0);
+    memset(a.profile, 0, sizeof a.profile);
+    memset(b.profile, 0, sizeof b.profile);
+    ck_assert_int_eq(memcmp(&a, &b, sizeof a), 0);
+    ck_assert_uint_eq(fp4s_spec_size(), sizeof(fp4s_spec));
+}
+END_TEST
+
+/* The rule and recipe tables: one complete row per enum value, unique names
+ * (aliases included), the reference in every row, consistent NVFP4 traits. */
+START_TEST(trait_tables_are_complete)
+{
+    char seen[64][32];
+    int nseen = 0;
+    for (int r = 0; r < FP4S_MX_RULE_COUNT; r++) {
+        const fp4s_mx_rule_traits *t = fp4s_get_mx_rule_traits((fp4s_mx_rule)r);
+        ck_assert_ptr_nonnull(t);
+        ck_assert_msg(t->name && *t->name && t->aliases && t->rule && strlen(t->rule) > 10 && t->used_by,
+                      "mx rule %d: incomplete row", r);
+        ck_assert_msg(t->kernels & FP4S_KERNEL_REF, "%s: no reference", t->name);
+        ck_assert_str_eq(fp4s_mx_rule_name((fp4s_mx_rule)r), t->name);
+        for (int j = 0; j < nseen; j++) ck_assert_str_ne(seen[j], t->name);
+        snprintf(seen[nseen++], sizeof seen[0], "%s", t->name);
+    }
+    ck_assert_ptr_null(fp4s_get_mx_rule_traits(FP4S_MX_RULE_COUNT));
+    ck_assert_ptr_null(fp4s_get_mx_rule_traits((fp4s_mx_rule)-1));
+    nseen = 0;
+    for (int r = 0; r < FP4S_NV_RECIPE_COUNT; r++) {
+        const fp4s_nv_recipe_traits *t = fp4s_get_nv_recipe_traits((fp4s_nv_recipe)r);
+        ck_assert_ptr_nonnull(t);
+        ck_assert_msg(t->name && *t->name && t->aliases && t->recipe && strlen(t->recipe) > 10 && t->used_by,
+                      "nv recipe %d: incomplete row", r);
+        ck_assert_msg(t->kernels & FP4S_KERNEL_REF, "%s: no reference", t->name);
+        ck_assert_uint_lt(t->tscale, FP4S_NV_TS_COUNT);
+        ck_assert_uint_lt(t->elem, FP4S_NV_ELEM_COUNT);
+        ck_assert_uint_lt(t->dequant, FP4S_NV_DQ_COUNT);
+        ck_assert_uint_lt(t->scale_codec, FP4S_NV_SC_COUNT);
+        ck_assert_msg(t->ties != 0 && t->ties < (1u << FP4S_TIE_COUNT), "%s: ties", t->name);
+        /* no tensor scale <-> nothing recorded as one */
+        ck_assert((t->tscale == FP4S_NV_TS_NONE) == (t->global_scale == FP4S_GS_NONE));
+        ck_assert_str_eq(fp4s_nv_recipe_name((fp4s_nv_recipe)r), t->name);
+        for (int j = 0; j < nseen; j++) ck_assert_str_ne(seen[j], t->name);
+        snprintf(seen[nseen++], sizeof seen[0], "%s", t->name);
+    }
+    ck_assert_ptr_null(fp4s_get_nv_recipe_traits(FP4S_NV_RECIPE_COUNT));
+    /* the recipe's traits gate the spec: ggml takes rtz only and no 2-D tiles */
+    fp4s_spec s;
+    fp4s_spec_profile(&s, FP4S_NVFP4, "ggml");
+    s.tie = FP4S_TIE_EVEN;
+    ck_assert_int_eq(fp4s_spec_check(&s), FP4S_ENOTSUP);
+    ck_assert_msg(strstr(fp4s_last_error(), "ggml") && strstr(fp4s_last_error(), "rne") &&
+                  strstr(fp4s_last_error(), "rtz"), "%s", fp4s_last_error());
+    s.tie = FP4S_TIE_ZERO;
+    ck_assert_int_eq(fp4s_spec_check(&s), 0);
+    s.tile2d = true;
+    ck_assert_int_eq(fp4s_spec_check(&s), FP4S_ENOTSUP);
+    fp4s_spec_profile(&s, FP4S_NVFP4, "te");
+    s.nv_recipe = FP4S_NV_RECIPE_COUNT;
+    ck_assert_int_eq(fp4s_spec_check(&s), FP4S_EINVAL);
+}
+END_TEST
+
+/* Every name list is generated from the tables: all of them, aliases shown,
+ * "or" before the last, and each name parses back to its value. */
+START_TEST(name_lists_come_from_the_tables)
+{
+    char buf[1024];
+    size_t n = fp4s_names(FP4S_NAMES_MX_RULE, ", ", " or ", buf, sizeof buf);
+    ck_assert_uint_eq(n, strlen(buf));
+    ck_assert_str_eq(buf, "floor, ceil (rceil), even, log2f, rtn or ceil-log2f");
+    fp4s_names(FP4S_NAMES_FORMAT, ", ", " or ", buf, sizeof buf);
+    ck_assert_str_eq(buf, "mxfp4, nvfp4 or fp8");
+    fp4s_names(FP4S_NAMES_NV_RECIPE, "|", NULL, buf, sizeof buf);
+    ck_assert_str_eq(buf, "te|torchao|modelopt|ggml");
+    fp4s_names(FP4S_NAMES_PACKING, ", ", NULL, buf, sizeof buf);
+    ck_assert_str_eq(buf, "pairs, split");
+    fp4s_names(FP4S_NAMES_PROFILE_FP8, ", ", NULL, buf, sizeof buf);
+    ck_assert_str_eq(buf, "fp8-tensor, fp8-1x128, fp8-128x128, deepseek");
+    /* the MXFP4 profiles are exactly those that define MXFP4 */
+    fp4s_names(FP4S_NAMES_PROFILE_MXFP4, "\n", NULL, buf, sizeof buf);
+    const fp4s_profile_info *p;
+    for (size_t i = 0; (p = fp4s_profile_at(i)); i++) {
+        char line[64];
+        snprintf(line, sizeof line, "%s", p->name);
+        bool listed = false;
+        for (char *t = buf; t && *t; t = strchr(t, '\n') ? strchr(t, '\n') + 1 : NULL)
+            listed |= !strncmp(t, line, strlen(line)) && (t[strlen(line)] == '\n' || !t[strlen(line)]);
+        ck_assert_msg(listed == !!(p->formats & (1u << FP4S_MXFP4)), "%s", p->name);
+    }
+    /* truncation: the length needed, a terminated prefix */
+    char small[10];
+    n = fp4s_names(FP4S_NAMES_MX_RULE, ", ", " or ", small, sizeof small);
+    ck_assert_uint_eq(n, strlen("floor, ceil (rceil), even, log2f, rtn or ceil-log2f"));
+    ck_assert_str_eq(small, "floor, ce");
+    /* each name (and alias) of each kind parses back */
+    for (int r = 0; r < FP4S_MX_RULE_COUNT; r++)
+        ck_assert_int_eq(fp4s_name_index(FP4S_NAMES_MX_RULE, fp4s_mx_rule_name((fp4s_mx_rule)r)), r);
+    for (int r = 0; r < FP4S_NV_RECIPE_COUNT; r++) {
+        fp4s_nv_recipe o;
+        ck_assert_int_eq(fp4s_nv_recipe_parse(fp4s_nv_recipe_name((fp4s_nv_recipe)r), &o), 0);
+        ck_assert_int_eq(o, r);
+    }
+    for (int t = 0; t < FP4S_TIE_COUNT; t++) ck_assert_int_eq(fp4s_name_index(FP4S_NAMES_TIE, fp4s_tie_name((fp4s_tie)t)), t);
+    for (int g = 0; g < FP4S_GS_COUNT; g++)
+        ck_assert_int_eq(fp4s_name_index(FP4S_NAMES_GLOBAL_SCALE, fp4s_global_scale_name((fp4s_global_scale)g)), g);
+    for (int g = 0; g < FP4S_NF_COUNT; g++)
+        ck_assert_int_eq(fp4s_name_index(FP4S_NAMES_NONFINITE, fp4s_nonfinite_name((fp4s_nonfinite)g)), g);
+    for (int g = 0; g < FP4S_PACK_COUNT; g++)
+        ck_assert_int_eq(fp4s_name_index(FP4S_NAMES_PACKING, fp4s_packing_name((fp4s_packing)g)), g);
+    for (int g = 0; g < FP4S_FP8_GRAN_COUNT; g++)
+        ck_assert_int_eq(fp4s_name_index(FP4S_NAMES_FP8_GRAN, fp4s_fp8_gran_name((fp4s_fp8_gran)g)), g);
+    for (int g = 0; g < FP4S_ZIN_COUNT; g++)
+        ck_assert_int_eq(fp4s_name_index(FP4S_NAMES_ZERO_IN, fp4s_zero_in_name((fp4s_zero_in)g)), g);
+    for (size_t i = 0; (p = fp4s_profile_at(i)); i++)
+        ck_assert_int_eq(fp4s_name_index(FP4S_NAMES_PROFILE, p->name), (int)i);
+    fp4s_tie t;
+    ck_assert_int_eq(fp4s_tie_parse("away", &t), 0);
+    ck_assert_int_eq(t, FP4S_TIE_AWAY);
+    ck_assert_int_eq(fp4s_name_index(FP4S_NAMES_PROFILE_NVFP4, "ocp"), FP4S_EINVAL);
+    ck_assert_int_eq(fp4s_name_index(FP4S_NAMES_NONFINITE, "nan"), FP4S_EINVAL);
+    ck_assert_str_eq(fp4s_last_error(), "non-finite policy 'nan': expected scale-nan, block-nan or ignore");
+    ck_assert_int_eq(fp4s_name_index(FP4S_NAMES_COUNT, "x"), FP4S_EINVAL);
 }
 END_TEST
 
@@ -165,7 +305,7 @@ END_TEST
 
 START_TEST(parse_and_name_helpers_round_trip)
 {
-    for (int r = 0; r <= FP4S_MX_CEIL_LOG2F; r++) {
+    for (int r = 0; r < FP4S_MX_RULE_COUNT; r++) {
         fp4s_mx_rule o;
         ck_assert_int_eq(fp4s_mx_rule_parse(fp4s_mx_rule_name((fp4s_mx_rule)r), &o), 0);
         ck_assert_int_eq(o, r);
@@ -174,6 +314,9 @@ START_TEST(parse_and_name_helpers_round_trip)
     ck_assert_int_eq(fp4s_mx_rule_parse("rceil", &o), 0);
     ck_assert_int_eq(o, FP4S_MX_CEIL);
     ck_assert_int_eq(fp4s_mx_rule_parse("round", &o), FP4S_EINVAL);
+    /* the error lists every rule, ceil-log2f and the rceil alias included */
+    ck_assert_str_eq(fp4s_last_error(),
+                     "scale rule 'round': expected floor, ceil (rceil), even, log2f, rtn or ceil-log2f");
     for (int f = 0; f < 3; f++) {
         fp4s_format g;
         ck_assert_int_eq(fp4s_format_parse(fp4s_format_name(fmts[f]), &g), 0);
@@ -198,6 +341,8 @@ int main(void)
     Suite *s = suite_create("spec");
     TC(profile_list_documents_every_profile);
     TC(every_profile_fills_a_valid_spec);
+    TC(trait_tables_are_complete);
+    TC(name_lists_come_from_the_tables);
     TC(profiles_set_the_documented_rules);
     TC(unknown_profile_and_undefined_format_rejected);
     TC(spec_check_rejects_bad_combinations);

@@ -2,7 +2,7 @@
  *
  *   test_cuda [--seed N] [--iterations N] [--emulate] [--big] [--exhaustive] [--quiet]
  *
- * For every spec the kernels support (each profile of fp4s_profile_list() for
+ * For every spec the kernels support (each profile of fp4s_profile_at() for
  * MXFP4 and NVFP4, plus every MXFP4 scale rule x tie rule x zero sign x
  * non-finite policy x zero-block code and every NVFP4 recipe x tie x non-finite
  * policy x 1-D/2-D), several tensors are quantized by fp4s_quantize (the
@@ -74,7 +74,8 @@ static void add_spec(const fp4s_spec *s, const char *name)
 
 static void build_specs(void)
 {
-    for (const fp4s_profile_info *p = fp4s_profile_list(); p && p->name; p++) {
+    const fp4s_profile_info *p;
+    for (size_t pi = 0; (p = fp4s_profile_at(pi)); pi++) {
         for (int f = FP4S_MXFP4; f <= FP4S_NVFP4; f++) {
             if (!(p->formats & (1u << f))) continue;
             fp4s_spec s;
@@ -91,10 +92,10 @@ static void build_specs(void)
     }
     fp4s_spec base;
     if (fp4s_spec_profile(&base, FP4S_MXFP4, fp4s_default_profile(FP4S_MXFP4)) == 0) {
-        for (int r = 0; r <= 5; r++)
-            for (int t = 0; t <= 2; t++)
+        for (int r = 0; r < FP4S_MX_RULE_COUNT; r++)
+            for (int t = 0; t < FP4S_TIE_COUNT; t++)
                 for (int z = 0; z <= 1; z++)
-                    for (int nf = 0; nf <= 2; nf++)
+                    for (int nf = 0; nf < FP4S_NF_COUNT; nf++)
                         for (int zc = 0; zc <= 1; zc++) {
                             fp4s_spec s = base;
                             s.mx_rule = (fp4s_mx_rule)r;
@@ -109,8 +110,8 @@ static void build_specs(void)
                                      fp4s_nonfinite_name(s.nonfinite), s.mx_zero_block_code);
                             add_spec(&s, nm);
                         }
-        for (int zi = 1; zi <= 2; zi++)
-            for (int t = 0; t <= 2; t++)
+        for (int zi = 1; zi < FP4S_ZIN_COUNT; zi++)
+            for (int t = 0; t < FP4S_TIE_COUNT; t++)
                 for (int z = 0; z <= 1; z++) {
                     fp4s_spec s = base;
                     s.mx_rule = FP4S_MX_CEIL;
@@ -124,17 +125,16 @@ static void build_specs(void)
                 }
     }
     if (fp4s_spec_profile(&base, FP4S_NVFP4, fp4s_default_profile(FP4S_NVFP4)) == 0) {
-        for (int rc = 0; rc <= 3; rc++)
-            for (int t = 0; t <= 2; t++)
-                for (int nf = 0; nf <= 2; nf++)
+        for (int rc = 0; rc < FP4S_NV_RECIPE_COUNT; rc++)
+            for (int t = 0; t < FP4S_TIE_COUNT; t++)
+                for (int nf = 0; nf < FP4S_NF_COUNT; nf++)
                     for (int d2 = 0; d2 <= 1; d2++) {
                         fp4s_spec s = base;
                         s.nv_recipe = (fp4s_nv_recipe)rc;
                         s.tie = (fp4s_tie)t;
                         s.nonfinite = (fp4s_nonfinite)nf;
                         s.tile2d = d2;
-                        if (rc == FP4S_NV_GGML) s.global_scale = FP4S_GS_NONE;
-                        else if (rc != FP4S_NV_TE) s.global_scale = FP4S_GS_DECODE;
+                        s.global_scale = fp4s_get_nv_recipe_traits(s.nv_recipe)->global_scale;
                         s.profile[0] = '\0';
                         char nm[96];
                         snprintf(nm, sizeof nm, "nvfp4 %s %s %s%s", fp4s_nv_recipe_name(s.nv_recipe),
@@ -142,14 +142,13 @@ static void build_specs(void)
                                  d2 ? " 2d" : "");
                         add_spec(&s, nm);
                     }
-        for (int rc = 0; rc <= 3; rc++)
-            for (int zi = 1; zi <= 2; zi++) {
+        for (int rc = 0; rc < FP4S_NV_RECIPE_COUNT; rc++)
+            for (int zi = 1; zi < FP4S_ZIN_COUNT; zi++) {
                 fp4s_spec s = base;
                 s.nv_recipe = (fp4s_nv_recipe)rc;
                 s.zero_in = (fp4s_zero_in)zi;
                 s.keep_neg_zero = true;
-                if (rc == FP4S_NV_GGML) s.global_scale = FP4S_GS_NONE;
-                else if (rc != FP4S_NV_TE) s.global_scale = FP4S_GS_DECODE;
+                s.global_scale = fp4s_get_nv_recipe_traits(s.nv_recipe)->global_scale;
                 s.profile[0] = '\0';
                 char nm[96];
                 snprintf(nm, sizeof nm, "nvfp4 %s zero_in=%d", fp4s_nv_recipe_name(s.nv_recipe), zi);

@@ -236,7 +236,8 @@ static int all_specs(fp4s_spec *out, int max)
     int n = 0;
     static const fp4s_mx_rule rules[] = {FP4S_MX_FLOOR, FP4S_MX_CEIL, FP4S_MX_EVEN, FP4S_MX_LOG2F, FP4S_MX_RTN};
     for (size_t i = 0; i < sizeof rules / sizeof rules[0] && n < max; i++) out[n++] = mx_rule(rules[i]);
-    for (const fp4s_profile_info *p = fp4s_profile_list(); p && p->name && n < max; p++) {
+    const fp4s_profile_info *p;
+    for (size_t pi = 0; (p = fp4s_profile_at(pi)) && n < max; pi++) {
         for (int f = FP4S_MXFP4; f <= FP4S_NVFP4 && n < max; f++) {
             if (!(p->formats & (1u << f))) continue;
             fp4s_spec s;

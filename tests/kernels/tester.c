@@ -3,7 +3,7 @@
  *   tester [--seed N] [--iterations N] [--level avx2|avx512] [--quiet]
  *
  * For each SIMD level the CPU and build have (fp4s_kernels_select), for every
- * profile of fp4s_profile_list() and each format it defines, plus MXFP4,
+ * profile of fp4s_profile_at() and each format it defines, plus MXFP4,
  * NVFP4 and FP8 variants that cover every scale rule, recipe, tie rule,
  * zero-sign, exact-zero and non-finite policy and 1-D/2-D scaling, it
  * quantizes the same input through fp4s_quantize with the reference and with
@@ -82,8 +82,8 @@ static void add_spec(const fp4s_spec *s, const char *name, bool profile)
 
 static void build_specs(void)
 {
-    const fp4s_profile_info *p = fp4s_profile_list();
-    for (; p && p->name; p++) {
+    const fp4s_profile_info *p;
+    for (size_t pi = 0; (p = fp4s_profile_at(pi)); pi++) {
         for (int f = FP4S_MXFP4; f <= FP4S_FP8; f++) {
             if (!(p->formats & (1u << f))) continue;
             fp4s_spec s;
@@ -97,11 +97,11 @@ static void build_specs(void)
      * policy, from ocp */
     fp4s_spec base;
     if (fp4s_spec_profile(&base, FP4S_MXFP4, "ocp") == 0) {
-        for (int r = FP4S_MX_FLOOR; r <= FP4S_MX_CEIL_LOG2F; r++)
-            for (int t = FP4S_TIE_EVEN; t <= FP4S_TIE_AWAY; t++)
+        for (int r = 0; r < FP4S_MX_RULE_COUNT; r++)
+            for (int t = 0; t < FP4S_TIE_COUNT; t++)
                 for (int z = 0; z < 2; z++)
-                    for (int zi = FP4S_ZIN_SIGN; zi <= FP4S_ZIN_NEG; zi++)
-                        for (int nf = FP4S_NF_SCALE_NAN; nf <= FP4S_NF_IGNORE; nf++) {
+                    for (int zi = 0; zi < FP4S_ZIN_COUNT; zi++)
+                        for (int nf = 0; nf < FP4S_NF_COUNT; nf++) {
                             fp4s_spec s = base;
                             s.mx_rule = (fp4s_mx_rule)r;
                             s.tie = (fp4s_tie)t;
@@ -118,8 +118,8 @@ static void build_specs(void)
                         }
     }
     /* FP8: every granularity x tie rule */
-    for (int g = FP4S_FP8_TENSOR; g <= FP4S_FP8_128x128; g++)
-        for (int t = FP4S_TIE_EVEN; t <= FP4S_TIE_AWAY; t++) {
+    for (int g = 0; g < FP4S_FP8_GRAN_COUNT; g++)
+        for (int t = 0; t < FP4S_TIE_COUNT; t++) {
             static const char *gp[] = {"fp8-tensor", "fp8-1x128", "fp8-128x128"};
             fp4s_spec s;
             if (fp4s_spec_profile(&s, FP4S_FP8, gp[g]) != 0) continue;
@@ -130,10 +130,10 @@ static void build_specs(void)
         }
     /* NVFP4: every recipe x tie x zero sign x global-scale convention x 1-D/2-D */
     if (fp4s_spec_profile(&base, FP4S_NVFP4, "te") == 0) {
-        for (int rc = FP4S_NV_TE; rc <= FP4S_NV_GGML; rc++)
-            for (int t = FP4S_TIE_EVEN; t <= FP4S_TIE_AWAY; t++)
+        for (int rc = 0; rc < FP4S_NV_RECIPE_COUNT; rc++)
+            for (int t = 0; t < FP4S_TIE_COUNT; t++)
                 for (int z = 0; z < 2; z++)
-                    for (int zi = FP4S_ZIN_SIGN; zi <= FP4S_ZIN_NEG; zi++)
+                    for (int zi = 0; zi < FP4S_ZIN_COUNT; zi++)
                         for (int d2 = 0; d2 < 2; d2++) {
                             fp4s_spec s = base;
                             s.nv_recipe = (fp4s_nv_recipe)rc;
@@ -141,9 +141,8 @@ static void build_specs(void)
                             s.keep_neg_zero = z;
                             s.zero_in = (fp4s_zero_in)zi;
                             s.tile2d = d2;
-                            s.nonfinite = (fp4s_nonfinite)((rc + t + zi) % 3);
-                            if (rc == FP4S_NV_GGML) s.global_scale = FP4S_GS_NONE;
-                            else if (rc != FP4S_NV_TE) s.global_scale = FP4S_GS_DECODE;
+                            s.nonfinite = (fp4s_nonfinite)((rc + t + zi) % FP4S_NF_COUNT);
+                            s.global_scale = fp4s_get_nv_recipe_traits(s.nv_recipe)->global_scale;
                             char nm[96];
                             snprintf(nm, sizeof nm, "nvfp4 recipe=%s tie=%s negzero=%d zero_in=%s nf=%s %s",
                                      fp4s_nv_recipe_name(s.nv_recipe), fp4s_tie_name(s.tie), z,
@@ -315,7 +314,7 @@ static int null_ts;
 
 static int needs_ts(const fp4s_spec *s)
 {
-    return (s->format == FP4S_NVFP4 && s->nv_recipe != FP4S_NV_GGML) ||
+    return (s->format == FP4S_NVFP4 && fp4s_get_nv_recipe_traits(s->nv_recipe)->tscale != FP4S_NV_TS_NONE) ||
            (s->format == FP4S_FP8 && s->fp8_gran == FP4S_FP8_TENSOR);
 }
 
@@ -733,7 +732,7 @@ int main(int argc, char **argv)
     rng_state = seed;
     build_specs();
     if (nspecs == 0) {
-        fprintf(stderr, "tester: no profiles: fp4s_profile_list() gave nothing usable\n");
+        fprintf(stderr, "tester: no profiles: fp4s_profile_at() gave nothing usable\n");
         return 1;
     }
     const char *cand[] = {"avx2", "avx512"};

@@ -15,7 +15,8 @@ extern "C" {
 typedef enum fp4s_tie {
     FP4S_TIE_EVEN = 0, /* round half to even ("rne"): OCP, TE, torchao, cuBLAS */
     FP4S_TIE_ZERO = 1, /* round half toward zero ("rtz"): ggml CPU, ModelOpt MXFP4 */
-    FP4S_TIE_AWAY = 2  /* round half away from zero ("rha"): microxcaling nearest */
+    FP4S_TIE_AWAY = 2, /* round half away from zero ("rha"): microxcaling nearest */
+    FP4S_TIE_COUNT
 } fp4s_tie;
 
 /* Parse "rne"/"rtz"/"rha" (also "even", "zero", "away"); returns FP4S_EINVAL. */

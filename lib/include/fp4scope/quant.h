@@ -71,14 +71,20 @@
 extern "C" {
 #endif
 
-/* The tensor-level scale of a quantization, derived from the tensor amax. */
+/* The tensor-level scale of a quantization, derived from the tensor amax.
+ * Filled by fp4s_tscale_init (which zeroes `reserved`, the room for fields
+ * added later); fp4s_tscale_size() is its size for callers that allocate it
+ * blindly. */
 typedef struct fp4s_tscale {
     float amax;     /* max |x| over the finite entries of the tensor */
     float s_enc;    /* NVFP4: encode scale (TE: 2688/amax, 1 if amax is 0 or not finite) */
     float s_dec;    /* NVFP4: decode scale (TE: 1/s_enc; torchao/ModelOpt: amax/2688) */
     float stored;   /* the value recorded as the tensor scale (spec->global_scale) */
     float fp8_scale;/* FP8 per tensor: amax/448 (1 if amax is 0) */
+    float reserved[3];
 } fp4s_tscale;
+
+FP4S_API size_t fp4s_tscale_size(void);
 
 /* Counters and sums filled by fp4s_quantize (added to, never reset: zero the
  * struct first). Sums are over finite inputs only. */

@@ -4,8 +4,10 @@
  * format, block size, scale rule, tie rule, zero sign, nibble packing,
  * non-finite policy, global-scale convention, 1-D or 2-D scaling. Everything
  * below the command line takes a spec, never a profile name: a profile is only
- * a function that fills a spec, and explicit options override its fields.
- * fp4s_profile_list() documents what each profile reproduces. */
+ * a row of a table that fills a spec, and explicit options override its
+ * fields. fp4s_profile_at() documents what each profile reproduces; the scale
+ * rules and recipes are trait tables too (fp4s_get_mx_rule_traits,
+ * fp4s_get_nv_recipe_traits). */
 #ifndef FP4SCOPE_SPEC_H
 #define FP4SCOPE_SPEC_H
 
@@ -21,16 +23,29 @@ typedef enum fp4s_format {
     FP4S_FP8   = 3  /* FP8 E4M3 baseline: per tensor, 1x128 or 128x128 */
 } fp4s_format;
 
-/* MXFP4: how the shared exponent k of a block (scale 2^k) is chosen from amax. */
+/* Bits of the `kernels` trait of a scale rule or recipe: the paths that
+ * implement it. A SIMD or CUDA path whose bit is missing declines the spec and
+ * the scalar reference runs instead (CUDA: fp4s_cuda_supports() says false). */
+enum fp4s_kernel_bit {
+    FP4S_KERNEL_REF    = 1u << 0,
+    FP4S_KERNEL_AVX2   = 1u << 1,
+    FP4S_KERNEL_AVX512 = 1u << 2,
+    FP4S_KERNEL_CUDA   = 1u << 3
+};
+#define FP4S_KERNEL_ALL (FP4S_KERNEL_REF | FP4S_KERNEL_AVX2 | FP4S_KERNEL_AVX512 | FP4S_KERNEL_CUDA)
+
+/* MXFP4: how the shared exponent k of a block (scale 2^k) is chosen from amax.
+ * Each rule is one row of the table fp4s_get_mx_rule_traits() returns. */
 typedef enum fp4s_mx_rule {
     FP4S_MX_FLOOR = 0, /* floor(log2 amax) - 2 from the exponent bits (OCP, torchao) */
     FP4S_MX_CEIL  = 1, /* smallest k with amax <= 6*2^k ("rceil"; never clips) */
     FP4S_MX_EVEN  = 2, /* exponent of amax rounded at the 2nd mantissa bit, - 2 */
     FP4S_MX_LOG2F = 3, /* floorf(log2f(amax)) - 2 through libm (ggml CPU) */
     FP4S_MX_RTN   = 4, /* rint(log2f(amax)) - 2, code clamped to [0,254] (ggml CUDA) */
-    FP4S_MX_CEIL_LOG2F = 5 /* ceilf(max(log2f(amax/6), -127)) in fp32 (ModelOpt MXFP4):
-                            * CEIL except where log2f rounds amax/6 just above a power of
-                            * two down to the integer, so such blocks clip slightly */
+    FP4S_MX_CEIL_LOG2F = 5, /* ceilf(max(log2f(amax/6), -127)) in fp32 (ModelOpt MXFP4):
+                             * CEIL except where log2f rounds amax/6 just above a power of
+                             * two down to the integer, so such blocks clip slightly */
+    FP4S_MX_RULE_COUNT      /* number of rules (not a rule) */
 } fp4s_mx_rule;
 
 /* What code an element gets whose scaled value (x times the recipe's encode
@@ -39,15 +54,18 @@ typedef enum fp4s_mx_rule {
 typedef enum fp4s_zero_in {
     FP4S_ZIN_SIGN = 0, /* the sign bit decides: -0 -> 8 if keep_neg_zero (torchao, cuBLAS cvt) */
     FP4S_ZIN_POS  = 1, /* always code 0 (TE's PyTorch reference, ModelOpt NVFP4: x < 0 tests) */
-    FP4S_ZIN_NEG  = 2  /* always code 8 (ModelOpt MXFP4: sign_bit = (2 - sign(x)) // 2) */
+    FP4S_ZIN_NEG  = 2, /* always code 8 (ModelOpt MXFP4: sign_bit = (2 - sign(x)) // 2) */
+    FP4S_ZIN_COUNT
 } fp4s_zero_in;
 
-/* NVFP4: whose order of fp32 operations computes block scales and elements. */
+/* NVFP4: whose order of fp32 operations computes block scales and elements.
+ * Each recipe is one row of the table fp4s_get_nv_recipe_traits() returns. */
 typedef enum fp4s_nv_recipe {
     FP4S_NV_TE       = 0, /* TransformerEngine: S_enc = 2688/amax, s_b = e4m3(amax_b*(S_enc*(1/6))) */
     FP4S_NV_TORCHAO  = 1, /* torchao: pts = amax/2688, s_b = e4m3(clamp((amax_b/6)/pts, 2^-6, 448)) */
     FP4S_NV_MODELOPT = 2, /* ModelOpt: scale_2 = amax/2688, true division, zero blocks -> 1.0 */
-    FP4S_NV_GGML     = 3  /* ggml: no tensor scale, s_b = ggml UE4M3(amax_b/6) */
+    FP4S_NV_GGML     = 3, /* ggml: no tensor scale, s_b = ggml UE4M3(amax_b/6) */
+    FP4S_NV_RECIPE_COUNT  /* number of recipes (not a recipe) */
 } fp4s_nv_recipe;
 
 /* Which value is recorded as "the tensor scale" in outputs (the arithmetic
@@ -55,14 +73,16 @@ typedef enum fp4s_nv_recipe {
 typedef enum fp4s_global_scale {
     FP4S_GS_ENCODE = 0, /* S_enc = 2688/amax (TE's stored encode scale) */
     FP4S_GS_DECODE = 1, /* amax/2688 (torchao per_tensor_scale, ModelOpt scale_2) */
-    FP4S_GS_NONE   = 2  /* no tensor scale: block scales alone, tensor scale 1 */
+    FP4S_GS_NONE   = 2, /* no tensor scale: block scales alone, tensor scale 1 */
+    FP4S_GS_COUNT
 } fp4s_global_scale;
 
 /* FP8 baseline granularity. */
 typedef enum fp4s_fp8_gran {
     FP4S_FP8_TENSOR = 0,  /* one FP32 scale amax/448 for the whole tensor */
     FP4S_FP8_1x128  = 1,  /* one scale per 1x128 tile (activations, DeepSeek-style) */
-    FP4S_FP8_128x128 = 2  /* one scale per 128x128 tile (weights) */
+    FP4S_FP8_128x128 = 2, /* one scale per 128x128 tile (weights) */
+    FP4S_FP8_GRAN_COUNT
 } fp4s_fp8_gran;
 
 /* What a block containing NaN or Inf does. Whatever the policy, non-finite
@@ -72,15 +92,22 @@ typedef enum fp4s_nonfinite {
                             * codes 0; Inf is a value (enters amax, saturates): torchao, TE */
     FP4S_NF_BLOCK_NAN = 1, /* the same for NaN or Inf: the whole block decodes to NaN
                             * (microxcaling) */
-    FP4S_NF_IGNORE    = 2  /* NaN ignored when taking amax (Inf is taken); NaN and Inf
+    FP4S_NF_IGNORE    = 2, /* NaN ignored when taking amax (Inf is taken); NaN and Inf
                             * elements get code 0 (ggml) */
+    FP4S_NF_COUNT
 } fp4s_nonfinite;
 
 typedef enum fp4s_packing {
     FP4S_PACK_PAIRS = 0, /* byte i = q[2i] | q[2i+1] << 4 (torchao, TE, cuBLAS, vLLM) */
-    FP4S_PACK_SPLIT = 1  /* per block of 32: byte j = q[j] | q[j+16] << 4 (ggml) */
+    FP4S_PACK_SPLIT = 1, /* per block of 32: byte j = q[j] | q[j+16] << 4 (ggml) */
+    FP4S_PACK_COUNT
 } fp4s_packing;
 
+/* A quantizer. Callers allocate it (usually on the stack) and fill it with
+ * fp4s_spec_profile(); `reserved` keeps the size fixed while fields are added
+ * (new fields take its place, so binaries built against an older header keep
+ * working): leave it zero. fp4s_spec_size() gives the size for callers that
+ * cannot include this header (the Python adapter). */
 typedef struct fp4s_spec {
     fp4s_format format;
     uint32_t block;            /* elements per block along the last dim: 32, 16, 128 */
@@ -103,16 +130,20 @@ typedef struct fp4s_spec {
     fp4s_fp8_gran fp8_gran;
     /* bookkeeping */
     char profile[32];           /* profile the spec started from ("" if none) */
+    uint32_t reserved[16];      /* zero; room for fields added later */
 } fp4s_spec;
 
-/* Fill a spec from a profile name for a format. Profiles: ocp, ceil, torchao,
- * torchao-rceil, te, modelopt, ggml, microxcaling (and per-format aliases
- * listed by fp4s_profile_list). Returns FP4S_EINVAL for an unknown name,
- * FP4S_ENOTSUP when the profile does not define that format. */
+/* sizeof(fp4s_spec) of the library (for callers that allocate it blindly). */
+FP4S_API size_t fp4s_spec_size(void);
+
+/* Fill a spec from a profile name for a format (see fp4s_profile_at and
+ * fp4scope-formats(7) for the profiles). Returns FP4S_EINVAL for an unknown
+ * name (the detail lists the known ones), FP4S_ENOTSUP when the profile does
+ * not define that format. NULL or "" is the format's default profile. */
 FP4S_API int fp4s_spec_profile(fp4s_spec *s, fp4s_format fmt, const char *profile);
 
 /* Default profile of a format ("ocp" for MXFP4, "te" for NVFP4, "fp8-1x128"
- * style for FP8) */
+ * for FP8) */
 FP4S_API const char *fp4s_default_profile(fp4s_format fmt);
 
 /* Validate the combination of fields; FP4S_ENOTSUP/EINVAL with a detail. */
@@ -125,27 +156,134 @@ FP4S_API size_t fp4s_spec_row_align(const fp4s_spec *s);
 /* Number of blocks per row for `cols` columns (cols must be a multiple of block). */
 FP4S_API size_t fp4s_spec_blocks_per_row(const fp4s_spec *s, size_t cols);
 
-/* Parse helpers for the command line ("mxfp4", "floor", "te", ...). */
+/* ---- trait tables ------------------------------------------------------------
+ * One row per MXFP4 scale rule and per NVFP4 recipe. Adding a rule or recipe
+ * is one row in lib/core/spec.c plus its arithmetic (fp4s_mx_k in
+ * lib/core/codec.c for a rule; nv_scale in kernels/cpu/quant_ref.c for a
+ * recipe, and the SIMD and CUDA kernels only if its `kernels` bits say so).
+ * The structs are only ever handed out by pointer and may gain fields at the
+ * end: never allocate or copy them. */
+
+typedef struct fp4s_mx_rule_traits {
+    const char *name;          /* canonical name ("floor", "ceil", ...) */
+    const char *aliases;       /* other names fp4s_mx_rule_parse accepts, space-separated ("" if none) */
+    const char *rule;          /* how k is computed from the block amax */
+    const char *used_by;       /* the engines that compute it this way */
+    unsigned kernels;          /* FP4S_KERNEL_* bits: the paths that implement it */
+} fp4s_mx_rule_traits;
+
+/* How an NVFP4 recipe derives its float32 tensor scale from the tensor amax. */
+typedef enum fp4s_nv_tscale {
+    FP4S_NV_TS_ENCODE = 0, /* S_enc = min(2688/amax, FLT_MAX), 1 if amax is 0; S_dec = 1/S_enc (TE) */
+    FP4S_NV_TS_DECODE = 1, /* s_dec = amax/2688, s_enc = 1/s_dec (torchao, ModelOpt) */
+    FP4S_NV_TS_NONE   = 2, /* no tensor scale: fp4s_quantize accepts ts == NULL (ggml) */
+    FP4S_NV_TS_COUNT
+} fp4s_nv_tscale;
+
+/* How an NVFP4 recipe encodes the elements of a block. */
+typedef enum fp4s_nv_elem {
+    FP4S_NV_ELEM_MUL    = 0, /* q = E2M1(x * f), f the block's encode factor (TE) */
+    FP4S_NV_ELEM_DIV    = 1, /* q = E2M1(x / t), t the block's total scale (torchao, ModelOpt) */
+    FP4S_NV_ELEM_SEARCH = 2, /* the nearest of the eight levels times s_b in fp32 (ggml) */
+    FP4S_NV_ELEM_COUNT
+} fp4s_nv_elem;
+
+/* The float32 association of an NVFP4 recipe's dequantization. */
+typedef enum fp4s_nv_dequant {
+    FP4S_NV_DQ_SPLIT = 0, /* (q * s_b) * S_dec (TE) */
+    FP4S_NV_DQ_TOTAL = 1, /* q * (S_dec * s_b) (torchao, ModelOpt; ggml: q * s_b) */
+    FP4S_NV_DQ_COUNT
+} fp4s_nv_dequant;
+
+/* The codec of an NVFP4 recipe's block scale byte. */
+typedef enum fp4s_nv_scale_codec {
+    FP4S_NV_SC_E4M3      = 0, /* E4M3 (UE4M3), round to nearest even, satfinite */
+    FP4S_NV_SC_UE4M3_GGML = 1, /* ggml's UE4M3 encoder and decoder (fp4s_ue4m3_encode_ggml) */
+    FP4S_NV_SC_COUNT
+} fp4s_nv_scale_codec;
+
+typedef struct fp4s_nv_recipe_traits {
+    const char *name;          /* canonical name ("te", "torchao", ...) */
+    const char *aliases;       /* other names fp4s_nv_recipe_parse accepts, space-separated ("" if none) */
+    const char *recipe;        /* the order of fp32 operations, one line */
+    const char *used_by;       /* the engine (and file) that computes it this way */
+    fp4s_nv_tscale tscale;     /* tensor scale; FP4S_NV_TS_NONE: the recipe has none */
+    fp4s_nv_elem elem;         /* element encoding */
+    fp4s_nv_dequant dequant;   /* dequantization association */
+    fp4s_nv_scale_codec scale_codec;
+    fp4s_global_scale global_scale; /* the convention its engine records */
+    unsigned ties;             /* (1 << fp4s_tie) for each tie rule the recipe accepts */
+    bool tile2d;               /* 16x16 2-D tiles are accepted */
+    unsigned kernels;          /* FP4S_KERNEL_* bits: the paths that implement it */
+} fp4s_nv_recipe_traits;
+
+/* The row of a rule / recipe, NULL for a value out of range. */
+FP4S_API const fp4s_mx_rule_traits *fp4s_get_mx_rule_traits(fp4s_mx_rule r);
+FP4S_API const fp4s_nv_recipe_traits *fp4s_get_nv_recipe_traits(fp4s_nv_recipe r);
+
+/* Parse helpers for the command line ("mxfp4", "floor", "te", ...). Each
+ * returns FP4S_EINVAL with a detail that lists every accepted name. */
 FP4S_API int fp4s_format_parse(const char *s, fp4s_format *out);
 FP4S_API const char *fp4s_format_name(fp4s_format f);
 FP4S_API int fp4s_mx_rule_parse(const char *s, fp4s_mx_rule *out);
 FP4S_API const char *fp4s_mx_rule_name(fp4s_mx_rule r);
+FP4S_API int fp4s_nv_recipe_parse(const char *s, fp4s_nv_recipe *out);
 FP4S_API const char *fp4s_nv_recipe_name(fp4s_nv_recipe r);
 FP4S_API const char *fp4s_global_scale_name(fp4s_global_scale g);
 FP4S_API const char *fp4s_nonfinite_name(fp4s_nonfinite n);
 FP4S_API const char *fp4s_packing_name(fp4s_packing p);
 FP4S_API const char *fp4s_fp8_gran_name(fp4s_fp8_gran g);
 FP4S_API const char *fp4s_zero_in_name(fp4s_zero_in z);
+/* Name of a scale codec ("e4m3", "ue4m3-ggml"). */
+FP4S_API const char *fp4s_nv_scale_codec_name(fp4s_nv_scale_codec c);
 
-/* One line of the profile table. */
+/* The names of one kind, from the tables: for help texts and error messages.
+ * fp4s_names joins them with sep (and the last two with last; NULL: sep) into
+ * buf (at most n bytes, always terminated) and returns the length needed;
+ * aliases follow their name in parentheses ("ceil (rceil)").
+ * fp4s_name_index gives the index of s among them (aliases included) or
+ * FP4S_EINVAL with a detail that lists them: for the profile kinds the index
+ * of fp4s_profile_at, for the others the enum value (FP4S_NAMES_FORMAT: the
+ * fp4s_format minus FP4S_MXFP4). */
+typedef enum fp4s_name_kind {
+    FP4S_NAMES_FORMAT = 0,
+    FP4S_NAMES_MX_RULE,
+    FP4S_NAMES_NV_RECIPE,
+    FP4S_NAMES_TIE,
+    FP4S_NAMES_ZERO_IN,
+    FP4S_NAMES_GLOBAL_SCALE,
+    FP4S_NAMES_NONFINITE,
+    FP4S_NAMES_PACKING,
+    FP4S_NAMES_FP8_GRAN,
+    FP4S_NAMES_PROFILE,        /* every profile */
+    FP4S_NAMES_PROFILE_MXFP4,  /* the profiles that define MXFP4 (NVFP4, FP8 below) */
+    FP4S_NAMES_PROFILE_NVFP4,
+    FP4S_NAMES_PROFILE_FP8,
+    FP4S_NAMES_COUNT
+} fp4s_name_kind;
+FP4S_API size_t fp4s_names(fp4s_name_kind kind, const char *sep, const char *last, char *buf, size_t n);
+FP4S_API int fp4s_name_index(fp4s_name_kind kind, const char *s);
+
+/* ---- profiles ------------------------------------------------------------------ */
+
+/* One row of the profile table (handed out by pointer only; fields may be
+ * added at the end). */
 typedef struct fp4s_profile_info {
     const char *name;
     unsigned formats;          /* bit (1 << fp4s_format) for each format defined */
-    const char *reproduces;    /* engine, version/file and behaviour it follows */
+    const char *reproduces;    /* the behaviour it follows, in one paragraph */
+    const char *engine;        /* the engine or document ("pytorch/ao (torchao)") */
+    const char *version;       /* the engine version or commit it follows ("" if not versioned) */
+    const char *device;        /* "any", or the device whose arithmetic it follows ("cuda") */
+    const char *source;        /* the source file(s) in the engine's repository */
+    const char *alias_of;      /* the profile this name is an alias of, or NULL */
 } fp4s_profile_info;
 
-/* NULL-terminated table of every profile. */
-FP4S_API const fp4s_profile_info *fp4s_profile_list(void);
+/* Number of profiles, the i-th (NULL past the end), the one named (NULL if
+ * unknown). */
+FP4S_API size_t fp4s_profile_count(void);
+FP4S_API const fp4s_profile_info *fp4s_profile_at(size_t i);
+FP4S_API const fp4s_profile_info *fp4s_profile_find(const char *name);
 
 /* Human-readable one-line description of a spec's every rule (for --json and
  * HDF5 attributes): writes at most n bytes, returns the length needed. */
