@@ -80,7 +80,9 @@ FP4S_API void fp4s_error_prefix(const char *fmt, ...)
 #endif
     ;
 
-void fp4s_error_clear(void);
+/* Forget this thread's detail (fp4s_last_error() then returns ""), e.g.
+ * before a call whose failure detail the caller wants to tell apart. */
+FP4S_API void fp4s_error_clear(void);
 
 /* Map an error code to the tool exit status above. */
 FP4S_API int fp4s_exit_status(int code);

@@ -72,6 +72,10 @@ def _declare(L):
     L.fp4s_capture_flush.argtypes = [c.c_void_p]
     L.fp4s_capture_close.argtypes = [c.POINTER(c.c_void_p)]
     # quantizer (for fake quantization)
+    L.fp4s_spec_size.restype = c.c_size_t
+    L.fp4s_spec_size.argtypes = []
+    L.fp4s_tscale_size.restype = c.c_size_t
+    L.fp4s_tscale_size.argtypes = []
     L.fp4s_spec_profile.argtypes = [c.c_void_p, c.c_int, c.c_char_p]
     L.fp4s_amax.restype = c.c_float
     L.fp4s_amax.argtypes = [c.c_void_p, c.c_size_t, c.c_size_t, c.c_size_t, c.c_void_p]

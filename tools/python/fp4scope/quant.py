@@ -25,8 +25,9 @@ def fake_quant(x, fmt="nvfp4", profile="te"):
     shape = a.shape
     a = a.reshape(-1, shape[-1])
     rows, cols = a.shape
-    spec = ctypes.create_string_buffer(1024)   # fp4s_spec is opaque here
-    ts = ctypes.create_string_buffer(256)      # fp4s_tscale
+    # fp4s_spec and fp4s_tscale are opaque here: the library says how big they are
+    spec = ctypes.create_string_buffer(L.fp4s_spec_size())
+    ts = ctypes.create_string_buffer(L.fp4s_tscale_size())
     check(L.fp4s_spec_profile(spec, FORMATS[fmt], profile.encode()))
     block = 16 if fmt == "nvfp4" else 32
     if cols % block:
