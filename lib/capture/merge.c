@@ -230,7 +230,7 @@ int fp4s_capture_merge(const char *const *inputs, size_t n, const char *out, con
     if (rc) goto done;
     fp4s_h5_quiet q;
     fp4s_h5_quiet_begin(&q);
-    hid_t fo = H5Fopen(out, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t fo = fp4s_h5_open(out, H5F_ACC_RDWR);
     if (fo < 0) {
         rc = fp4s_error_set(FP4S_EWRITE, "%s: cannot reopen the merge output: %s", out, fp4s_h5_msg());
         fp4s_h5_quiet_end(&q);
@@ -247,7 +247,7 @@ int fp4s_capture_merge(const char *const *inputs, size_t n, const char *out, con
             if (i) strcat(from, ";");
             strcat(from, inputs[i]);
         }
-        hid_t fi = H5Fopen(inputs[i], H5F_ACC_RDONLY, H5P_DEFAULT);
+        hid_t fi = fp4s_h5_open(inputs[i], H5F_ACC_RDONLY);
         if (fi < 0) {
             rc = fp4s_error_set(FP4S_EOPEN, "%s: cannot open: %s", inputs[i], fp4s_h5_msg());
             break;
@@ -300,7 +300,8 @@ int fp4s_capture_merge(const char *const *inputs, size_t n, const char *out, con
     free(from);
     H5Pclose(lcpl);
     map_free(&m);
-    if (H5Fclose(fo) < 0 && !rc) rc = fp4s_error_set(FP4S_EWRITE, "%s: close failed: %s", out, fp4s_h5_msg());
+    int crc = fp4s_h5_close(fo, out);
+    if (crc) rc = crc; /* a failed write explains whatever failed after it */
     fp4s_h5_quiet_end(&q);
 done:
     for (size_t i = 0; i < n; i++) free(lists[i]);

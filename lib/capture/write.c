@@ -145,7 +145,7 @@ static int slots_close(fp4s_capture *c)
 /* ---- open / create ----------------------------------------------------------------- */
 static hid_t writer_fapl(void)
 {
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    hid_t fapl = fp4s_h5_fapl();
     if (fapl < 0) return fapl;
     H5AC_cache_config_t mdc;
     memset(&mdc, 0, sizeof mdc);
@@ -187,10 +187,23 @@ static int set_state(fp4s_capture *c, const char *state)
     return 0;
 }
 
+/* A write to the file failed (a full disk): the library's file driver keeps
+ * the file as it was at that moment and writes nothing more (h5vfd.c), so
+ * the capture holds the steps flushed before; say why. */
+static int write_failed(fp4s_capture *c, const char *what)
+{
+    int e = fp4s_h5_write_errno(c->file);
+    if (!e) return 0;
+    return fp4s_error_set(FP4S_EWRITE, "%s: %s: %s (nothing more is written to the file; it keeps the "
+                          "steps flushed before)", c->path, what, strerror(e));
+}
+
 static int sync_file(fp4s_capture *c)
 {
     if (H5Fflush(c->file, H5F_SCOPE_GLOBAL) < 0)
         return fp4s_error_set(FP4S_EWRITE, "%s: flush failed: %s", c->path, fp4s_h5_msg());
+    int rc = write_failed(c, "flush failed");
+    if (rc) return rc;
     void *handle = NULL;
     if (H5Fget_vfd_handle(c->file, H5P_DEFAULT, &handle) >= 0 && handle) {
         int fd = *(int *)handle;
@@ -406,8 +419,10 @@ static int commit(fp4s_capture *c)
     int rc = 0;
     if (slots_close(c))
         rc = fp4s_error_set(FP4S_EWRITE, "%s: closing datasets failed: %s", c->path, fp4s_h5_msg());
+    if (!rc) rc = write_failed(c, "write failed");
     if (!rc && H5Fflush(c->file, H5F_SCOPE_GLOBAL) < 0)
         rc = fp4s_error_set(FP4S_EWRITE, "%s: flush failed: %s", c->path, fp4s_h5_msg());
+    if (!rc) rc = write_failed(c, "flush failed");
     hid_t steps = -1, weights = -1;
     for (size_t i = 0; i < c->npend; i++) {
         pend *p = &c->pend[i];
@@ -447,8 +462,8 @@ int fp4s_capture_close(fp4s_capture **pc)
     int rc = commit(c);
     if (!rc) rc = set_state(c, "closed");
     if (!rc) rc = sync_file(c);
-    if (H5Fclose(c->file) < 0 && !rc)
-        rc = fp4s_error_set(FP4S_EWRITE, "%s: close failed: %s", c->path, fp4s_h5_msg());
+    int crc = fp4s_h5_close(c->file, c->path);
+    if (!rc) rc = crc;
     fp4s_h5_quiet_end(&q);
     cap_free(c); /* releases the lock, after HDF5 has closed the file */
     return rc;
@@ -729,6 +744,10 @@ static int append(fp4s_capture *c, dslot *s, int rank, const void *data, size_t 
     H5Sclose(fs);
     if (w < 0)
         return fp4s_error_set(FP4S_EWRITE, "%s: %s: write failed: %s", c->path, s->path, fp4s_h5_msg());
+    int e = fp4s_h5_write_errno(c->file);
+    if (e)
+        return fp4s_error_set(FP4S_EWRITE, "%s: %s: write failed: %s (nothing more is written to the "
+                              "file; it keeps the steps flushed before)", c->path, s->path, strerror(e));
     s->rows += rows;
     return 0;
 }
@@ -753,6 +772,8 @@ int fp4s_capture_put(fp4s_capture *c, int64_t step, const char *site, const char
         return fp4s_error_set(FP4S_ESHAPE, "%s: %s/%s: need cols > 0 and ld >= cols (cols %zu, "
                               "ld %zu)", c->path, site, side, cols, ld);
     if (rows && !data) return fp4s_error_set(FP4S_EINVAL, "%s: %s/%s: NULL data", c->path, site, side);
+    rc = write_failed(c, "an earlier write failed");
+    if (rc) return rc;
     char path[600];
     if (step < 0)
         snprintf(path, sizeof path, "/weights/%s", site);
@@ -784,6 +805,8 @@ int fp4s_capture_put_logprobs(fp4s_capture *c, int64_t step, const float *traine
     if (n && (!trainer || !rollout || !seq))
         return fp4s_error_set(FP4S_EINVAL, "%s: step %" PRId64 ": logprobs need trainer, rollout "
                               "and seq", c->path, step);
+    int wrc = write_failed(c, "an earlier write failed");
+    if (wrc) return wrc;
     const char *names[5] = {"trainer", "rollout", "seq", "pos", "mask"};
     const void *ptrs[5] = {trainer, rollout, seq, pos, mask};
     fp4s_dtype dts[5] = {FP4S_DT_F32, FP4S_DT_F32, FP4S_DT_I64, FP4S_DT_I64, FP4S_DT_U8};

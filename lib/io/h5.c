@@ -61,7 +61,7 @@ static int src_open(struct fp4s_source *s)
 {
     const char *P = s->path;
     char names[1024];
-    hid_t f = H5Fopen(P, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t f = fp4s_h5_open(P, H5F_ACC_RDONLY);
     if (f < 0)
         return fp4s_error_set(FP4S_EFORMAT, "%s: not a readable HDF5 file (HDF5: %s)", P, fp4s_h5_msg());
     s->h5_file = f;

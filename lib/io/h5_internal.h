@@ -35,6 +35,23 @@ void fp4s_h5_quiet_end(const fp4s_h5_quiet *q);
  * stack is empty. Valid until the next call on the thread. */
 const char *fp4s_h5_msg(void);
 
+/* ---- files: the library's file driver (h5vfd.c) ----------------------------------- */
+/* A file access list with the library's driver: POSIX I/O like sec2, but a
+ * write that fails (a full disk) is recorded instead of failing inside HDF5,
+ * and nothing more reaches the disk; see h5vfd.c. Every HDF5 file the
+ * library opens uses it, readers too (so that one process shares one open
+ * file between its writer and readers, as HDF5 does for one driver). The
+ * caller closes the list. */
+hid_t fp4s_h5_fapl(void);
+/* H5Fopen with fp4s_h5_fapl(). */
+hid_t fp4s_h5_open(const char *path, unsigned flags);
+/* The errno of the first write to `file` that failed (0: none). */
+int fp4s_h5_write_errno(hid_t file);
+/* H5Fclose, then: FP4S_EWRITE "path: <strerror>" if a write failed (before
+ * or while closing), "path: closing the HDF5 file failed: ..." if HDF5 says
+ * so, else 0. */
+int fp4s_h5_close(hid_t file, const char *path);
+
 /* ---- attributes -------------------------------------------------------------- */
 /* Scalar string attribute (fixed or variable length): 1 found (copied,
  * truncated to n-1 bytes), 0 absent, <0 not a readable scalar string. */

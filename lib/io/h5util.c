@@ -248,7 +248,9 @@ int fp4s_h5_create(const char *path, fp4s_outfile **of, hid_t *file)
     if (rc) return rc;
     fp4s_h5_quiet q;
     fp4s_h5_quiet_begin(&q);
-    hid_t f = H5Fcreate(fp4s_outfile_tmppath(*of), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t fapl = fp4s_h5_fapl();
+    hid_t f = fapl < 0 ? -1 : H5Fcreate(fp4s_outfile_tmppath(*of), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    if (fapl >= 0) H5Pclose(fapl);
     if (f < 0) {
         rc = fp4s_error_set(FP4S_EWRITE, "%s: cannot create HDF5 file (HDF5: %s)", path, fp4s_h5_msg());
         fp4s_outfile_abort(of);
@@ -265,8 +267,8 @@ int fp4s_h5_finish(const char *path, fp4s_outfile **of, hid_t *file, bool commit
     fp4s_h5_quiet_begin(&q);
     int rc = 0;
     if (file && *file >= 0) {
-        if (H5Fclose(*file) < 0 && commit)
-            rc = fp4s_error_set(FP4S_EWRITE, "%s: closing the HDF5 file failed: %s", path, fp4s_h5_msg());
+        int crc = fp4s_h5_close(*file, path);
+        if (commit) rc = crc;
         *file = -1;
     }
     fp4s_h5_quiet_end(&q);
