@@ -127,6 +127,29 @@ static bool is_file(const char *p)
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* Remove the temporary output and exit with rc. The library's detail names
+ * the temporary it was given to write; the user knows the output's name. */
+static _Noreturn void fail_output(int rc, fp4s_outfile **of, const char *out)
+{
+    const char *tmp = *of ? fp4s_outfile_tmppath(*of) : NULL;
+    const char *d = fp4s_last_error();
+    char msg[2048];
+    size_t n = 0, tl = tmp ? strlen(tmp) : 0;
+    while (*d && n + 1 < sizeof msg) {
+        if (tl && strncmp(d, tmp, tl) == 0) {
+            n += (size_t)snprintf(msg + n, sizeof msg - n, "%s", out);
+            if (n >= sizeof msg) n = sizeof msg - 1;
+            d += tl;
+        } else {
+            msg[n++] = *d++;
+        }
+    }
+    msg[n] = '\0';
+    fp4s_outfile_abort(of);
+    if (msg[0]) fp4s_error_set(rc, "%s", msg);
+    cli_fail(rc);
+}
+
 /* ---- glob with captures ------------------------------------------------------ */
 #define MAXCAP 9
 typedef struct caps {
@@ -462,10 +485,7 @@ static int cmd_import(int argc, char **argv)
                 rc = fp4s_capture_create(fp4s_outfile_tmppath(of), &o, &c);
             }
         }
-        if (rc) {
-            fp4s_outfile_abort(&of);
-            cli_fail(rc);
-        }
+        if (rc) fail_output(rc, &of, out);
         for (size_t i = 0; i < nj && !rc; i++) rc = import_one(c, &jobs[i], step, side);
         if (!rc) rc = fp4s_capture_close(&c);
         else {
@@ -484,10 +504,7 @@ static int cmd_import(int argc, char **argv)
         } else if (!rc && of) {
             rc = fp4s_outfile_commit(&of);
         }
-        if (rc) {
-            fp4s_outfile_abort(&of);
-            cli_fail(rc);
-        }
+        if (rc) fail_output(rc, &of, out);
         break;
     }
     for (size_t i = 0; i < nj; i++) {
@@ -710,10 +727,7 @@ static int cmd_merge(int argc, char **argv)
     rc = fp4s_capture_merge((const char *const *)(argv + optind), (size_t)(argc - optind),
                             fp4s_outfile_tmppath(of), &o);
     if (!rc) rc = fp4s_outfile_commit(&of);
-    if (rc) {
-        fp4s_outfile_abort(&of);
-        cli_fail(rc);
-    }
+    if (rc) fail_output(rc, &of, out);
     return 0;
 }
 
@@ -780,10 +794,7 @@ static int cmd_synth(int argc, char **argv)
     int rc = fp4s_outfile_begin(out, &of);
     if (!rc) rc = fp4s_capture_synth(fp4s_outfile_tmppath(of), &s);
     if (!rc) rc = fp4s_outfile_commit(&of);
-    if (rc) {
-        fp4s_outfile_abort(&of);
-        cli_fail(rc);
-    }
+    if (rc) fail_output(rc, &of, out);
     return 0;
 }
 
