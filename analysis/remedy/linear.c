@@ -18,6 +18,7 @@ struct fp4s_rlinear {
     fp4s_tscale wts;  /* tensor scale of wraw under ws */
     float *gain;      /* [k] aqn gain multipliers, or NULL */
     double w_kept;    /* weight entries kept in BF16 */
+    double w_noise2, w_clean2; /* aqn weight/elem: ||W' - W||^2, ||W||^2 */
 };
 
 static void *xmalloc(size_t n) { return malloc(n ? n : 1); }
@@ -61,7 +62,7 @@ static void rm_cost(const fp4s_remedy *r, const fp4s_spec *as, const fp4s_spec *
     c->flops_base = fb;
     c->bytes_base = (M * K * ab + N * K * wb) / 8.0 + 2.0 * M * N;
     if (r->kind != FP4S_RK_ROLLOUT) {
-        /* trainers: a BF16 GEMM (fake quantization included) */
+        /* trainers and bf16-rollout: a BF16 GEMM (fake quantization included) */
         c->flops_bf16 = fb;
         c->act_bits = c->weight_bits = 16.0;
         c->bytes = 2.0 * M * K + 2.0 * N * K + 2.0 * M * N;
@@ -185,10 +186,14 @@ int fp4s_rlinear_open(const fp4s_remedy *r, const fp4s_spec *act, const fp4s_spe
                 double z = r->aqn_target == FP4S_AQN_WEIGHT ? fp4s_remedy_normal(r->aqn_seed, RM_STREAM_AQN_CHANNEL, j)
                                                             : fp4s_remedy_normal(r->aqn_seed, RM_STREAM_AQN_ELEM,
                                                                                  (uint64_t)i * k + j);
-                wa[i * k + j] *= (float)(1.0 + r->aqn_sigma * z);
+                float w0 = wa[i * k + j];
+                wa[i * k + j] = w0 * (float)(1.0 + r->aqn_sigma * z);
+                double d = (double)wa[i * k + j] - (double)w0;
+                L->w_noise2 += d * d;
+                L->w_clean2 += (double)w0 * (double)w0;
             }
     }
-    if (r->kind == FP4S_RK_BF16) {
+    if (r->kind == FP4S_RK_BF16 || r->kind == FP4S_RK_BF16_ROLLOUT) {
         L->wmain = wa;
         *out = L;
         return 0;
@@ -369,9 +374,15 @@ done:
 
 /* ---- forward ----------------------------------------------------------------------------- */
 int rm_forward_ex(const fp4s_rlinear *L, const float *X, size_t m, size_t ldx, float *Y, size_t ldy,
-                  fp4s_remedy_cost *cost, float *xhat_out, size_t **rac_idx)
+                  fp4s_remedy_cost *cost, rm_fwd_info *info)
 {
-    if (rac_idx) *rac_idx = NULL;
+    float *xhat_out = info ? info->xhat : NULL;
+    size_t **rac_idx = info ? &info->rac_idx : NULL;
+    if (info) {
+        info->rac_idx = NULL;
+        info->noise2 = L ? L->w_noise2 : 0;
+        info->clean2 = L ? L->w_clean2 : 0;
+    }
     if (!L || (m && (!X || !Y))) return fp4s_error_set(FP4S_EINVAL, "remedy forward: NULL argument");
     const fp4s_remedy *r = &L->r;
     size_t k = L->k, n = L->n;
@@ -385,7 +396,7 @@ int rm_forward_ex(const fp4s_rlinear *L, const float *X, size_t m, size_t ldx, f
     float *xa = NULL, *xq = NULL;
     const float *xin = X;
     size_t ldin = ldx;
-    if (r->kind == FP4S_RK_BF16 || r->kind == FP4S_RK_WFQ) {
+    if (r->kind == FP4S_RK_BF16 || r->kind == FP4S_RK_BF16_ROLLOUT || r->kind == FP4S_RK_WFQ) {
         rc = rm_sgemm(m, n, k, X, ldx, L->wmain, k, 0.0f, Y, ldy, &secs);
         if (!rc && xhat_out)
             for (size_t i = 0; i < m; i++) memcpy(xhat_out + i * k, X + i * ldx, k * sizeof *X);
@@ -408,22 +419,33 @@ int rm_forward_ex(const fp4s_rlinear *L, const float *X, size_t m, size_t ldx, f
             rc = fp4s_error_set(FP4S_ENOMEM, "remedy: out of memory");
             goto finish;
         }
+        double n2 = 0, c2 = 0;
         for (size_t i = 0; i < m; i++)
-            for (size_t j = 0; j < k; j++) xa[i * k + j] = X[i * ldx + j] * L->gain[j];
+            for (size_t j = 0; j < k; j++) {
+                float x0 = X[i * ldx + j];
+                xa[i * k + j] = x0 * L->gain[j];
+                double d = (double)xa[i * k + j] - (double)x0;
+                n2 += d * d;
+                c2 += (double)x0 * (double)x0;
+            }
+        if (info) {
+            info->noise2 = n2;
+            info->clean2 = c2;
+        }
         xin = xa;
         ldin = k;
     }
-    rm_opinfo info;
+    rm_opinfo oi;
     rc = rm_operand(r, &L->as, r->mbs_group && rm_on_act(r), r->keep && rm_on_act(r), r->of && rm_on_act(r), xin,
-                    m, k, ldin, xq, &info);
+                    m, k, ldin, xq, &oi);
     if (rc) goto finish;
-    kept_a = info.kept;
+    kept_a = oi.kept;
     rc = rm_sgemm(m, n, k, xq, k, L->wmain, k, 0.0f, Y, ldy, &secs);
     if (rc) goto finish;
     if (xhat_out) memcpy(xhat_out, xq, m * k * sizeof *xq);
     if (r->rac_ratio > 0) {
         rac_shape(r, &L->as, m, k, &sel, &pad, &tiles, &trows);
-        rc = rac_apply(L, xin, ldin, xq, &info.ts, m, Y, ldy, &secs, rac_idx, xhat_out);
+        rc = rac_apply(L, xin, ldin, xq, &oi.ts, m, Y, ldy, &secs, rac_idx, xhat_out);
         if (rc) goto finish;
     }
 finish:
@@ -443,7 +465,7 @@ finish:
 int fp4s_rlinear_forward(const fp4s_rlinear *L, const float *X, size_t m, size_t ldx, float *Y, size_t ldy,
                          fp4s_remedy_cost *cost)
 {
-    return rm_forward_ex(L, X, m, ldx, Y, ldy, cost, NULL, NULL);
+    return rm_forward_ex(L, X, m, ldx, Y, ldy, cost, NULL);
 }
 
 int fp4s_remedy_linear(const fp4s_remedy *r, const fp4s_spec *act, const fp4s_spec *wt, const float *X, size_t m,

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KNOWN "none, bf16, wfq, w4a4qat, rac:R[:RESID], rac-rand:R[:RESID][:SEED], mbs:G[:max|mse], " \
+#define KNOWN "none, bf16, wfq, w4a4qat, bf16-rollout, rac:R[:RESID], rac-rand:R[:RESID][:SEED], mbs:G[:max|mse], " \
               "of[:ALPHA], keep:K, aqn:SIGMA[:SEED][:TARGET]"
 
 void fp4s_remedy_defaults(fp4s_remedy *r)
@@ -88,7 +88,8 @@ static int parse_comp(const char *item, char *comp, fp4s_remedy *r, unsigned *se
     if (nf > 8) return bad(item, "too many parameters in '%s'", name, FP4S_EINVAL);
     enum { S_TRAINER = 1, S_NONE = 2, S_RAC = 4, S_MBS = 8, S_OF = 16, S_KEEP = 32, S_AQN = 64 };
     unsigned bit;
-    if (!strcmp(name, "bf16") || !strcmp(name, "wfq") || !strcmp(name, "w4a4qat")) bit = S_TRAINER;
+    if (!strcmp(name, "bf16") || !strcmp(name, "wfq") || !strcmp(name, "w4a4qat") || !strcmp(name, "bf16-rollout"))
+        bit = S_TRAINER;
     else if (!strcmp(name, "none")) bit = S_NONE;
     else if (!strcmp(name, "rac") || !strcmp(name, "rac-rand")) bit = S_RAC;
     else if (!strcmp(name, "mbs")) bit = S_MBS;
@@ -107,7 +108,8 @@ static int parse_comp(const char *item, char *comp, fp4s_remedy *r, unsigned *se
     if (bit == S_TRAINER || bit == S_NONE) {
         if (nf > 1) return bad(item, "'%s' takes no parameters", name, FP4S_EINVAL);
         r->kind = !strcmp(name, "bf16") ? FP4S_RK_BF16 : !strcmp(name, "wfq") ? FP4S_RK_WFQ
-                : !strcmp(name, "w4a4qat") ? FP4S_RK_W4A4QAT : FP4S_RK_ROLLOUT;
+                : !strcmp(name, "w4a4qat") ? FP4S_RK_W4A4QAT
+                : !strcmp(name, "bf16-rollout") ? FP4S_RK_BF16_ROLLOUT : FP4S_RK_ROLLOUT;
         return 0;
     }
     if (bit == S_RAC) {
@@ -282,6 +284,7 @@ size_t fp4s_remedy_describe(const fp4s_remedy *r, char *buf, size_t n)
     case FP4S_RK_BF16: PUT("bf16"); break;
     case FP4S_RK_WFQ: PUT("wfq"); break;
     case FP4S_RK_W4A4QAT: PUT("w4a4qat"); break;
+    case FP4S_RK_BF16_ROLLOUT: PUT("bf16-rollout"); break;
     default: {
         bool any = false;
         if (r->aqn) {
@@ -359,9 +362,10 @@ int fp4s_remedy_check(const fp4s_remedy *r, const fp4s_spec *act, const fp4s_spe
     if (act->tile2d)
         return fp4s_error_set(FP4S_ENOTSUP, "remedy '%s': activations are quantized in 1-D blocks along K; "
                               "the activation spec has 2-D tiles", lab);
-    if ((unsigned)r->kind > FP4S_RK_W4A4QAT) return fp4s_error_set(FP4S_EINVAL, "remedy '%s': unknown kind", lab);
+    if ((unsigned)r->kind > FP4S_RK_BF16_ROLLOUT) return fp4s_error_set(FP4S_EINVAL, "remedy '%s': unknown kind", lab);
     if (r->kind != FP4S_RK_ROLLOUT && has_component(r))
-        return fp4s_error_set(FP4S_EINVAL, "remedy '%s': a trainer kind takes no rollout components", lab);
+        return fp4s_error_set(FP4S_EINVAL, "remedy '%s': %s takes no other components", lab,
+                              r->kind == FP4S_RK_BF16_ROLLOUT ? "bf16-rollout" : "a trainer kind");
     bool need_fp4 = has_component(r);
     if (need_fp4 && (!is_fp4(act) || !is_fp4(wt)))
         return fp4s_error_set(FP4S_ENOTSUP, "remedy '%s': defined for MXFP4 and NVFP4 quantizers (got %s / %s); "

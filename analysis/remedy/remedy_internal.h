@@ -50,13 +50,18 @@ int rm_sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda, const flo
 int rm_dgemm(size_t m, size_t n, size_t k, const double *a, size_t lda, const double *b, size_t ldb,
              double beta, double *y, size_t ldy, double *secs);
 
-/* The forward pass of fp4s_rlinear_forward; xhat_out (may be NULL)
- * receives the effective activation X^ [m, k]: f(X), with rac's
- * compensation added on its channels (for the decompositions of the
- * evaluation); rac_idx (may be NULL) the channels chosen, tiles x |I|
- * (malloc'ed; NULL without rac). */
+/* What the evaluation wants from a forward pass besides Y. */
+typedef struct rm_fwd_info {
+    float *xhat;       /* in: NULL, or [m, k] to receive the effective activation X^: f(X) with
+                        * rac's compensation added on its channels */
+    size_t *rac_idx;   /* out: the channels chosen, tiles x |I| (malloc'ed), NULL without rac */
+    double noise2;     /* out: aqn gain: ||X g - X||^2; weight targets: ||W' - W||^2 */
+    double clean2;     /* out: ||X||^2 or ||W||^2 of the operand aqn perturbs (0 without aqn) */
+} rm_fwd_info;
+
+/* The forward pass of fp4s_rlinear_forward with the extras above (info may be NULL). */
 int rm_forward_ex(const fp4s_rlinear *L, const float *X, size_t m, size_t ldx, float *Y, size_t ldy,
-                  fp4s_remedy_cost *cost, float *xhat_out, size_t **rac_idx);
+                  fp4s_remedy_cost *cost, rm_fwd_info *info);
 
 /* Bits per element of a base quantizer (codes and block scales). */
 double rm_base_bits(const fp4s_spec *s);

@@ -6,7 +6,12 @@ rac-rand, aqn with each target, the trainer kinds) and compared with the
 library through tests/remedy/rlinear_npy (Y within 1e-5 of max |Y|, the
 weight operand bit for bit), on random LLM-like tensors with hot channels.
 
-usage: numpy_check.py WORKDIR RLINEAR_NPY"""
+Then fp4-remedy --json (on PATH) against the same quantities: every output
+error against its reference, the activation and weight errors, the dead-zone
+split, the noise of aqn, the extra FLOPs and bytes and the predicted time.
+
+usage: numpy_check.py WORKDIR RLINEAR_NPY [--no-tool]"""
+import json
 import math
 import os
 import subprocess
@@ -261,6 +266,11 @@ def rac(spec_a, spec_w, xa, xq, wmain, wraw, ts_x, R, resid, tile, order, rand_s
         eq = bf16(ec)
     else:
         eq = qdq(spec_a, ec, ts_x if resid == "aug" else None)
+    xhat = xq.copy()
+    for t in range(tiles):
+        r0, r1 = t * trows, min((t + 1) * trows, m)
+        for p_, j in enumerate(idxs[t]):
+            xhat[r0:r1, j] = (xhat[r0:r1, j] + eq[r0:r1, p_]).astype(f32)
     add = np.zeros((m, n))
     wts = tscale(spec_w, np.abs(wraw).max()) if spec_w.fmt == "nvfp4" else None
     for t in range(tiles):
@@ -271,7 +281,7 @@ def rac(spec_a, spec_w, xa, xq, wmain, wraw, ts_x, R, resid, tile, order, rand_s
         if resid == "aug":
             wc = qdq(spec_w, wc, wts)
         add[r0:r1] = eq[r0:r1].astype(np.float64) @ wc.astype(np.float64).T
-    return add
+    return add, xhat, sel, pad, tiles
 
 
 def parse(item):
@@ -280,7 +290,7 @@ def parse(item):
     for comp in item.split("+"):
         f = comp.split(":")
         name = f[0]
-        if name in ("bf16", "wfq", "w4a4qat"):
+        if name in ("bf16", "wfq", "w4a4qat", "bf16-rollout"):
             d["kind"] = name
         elif name == "none":
             pass
@@ -311,7 +321,14 @@ def parse(item):
 
 
 def forward(item, sa, sw, X, W, tile=0, operands="both", order="index"):
+    y, wq, _ = forward_ex(item, sa, sw, X, W, tile, operands, order)
+    return y, wq
+
+
+def forward_ex(item, sa, sw, X, W, tile=0, operands="both", order="index"):
+    """Y (float64), the weight operand, and a dict of what the evaluation reports."""
     d = parse(item)
+    info = {"xhat": X, "noise": None, "sel": 0, "pad": 0, "tiles": 1}
     on_a, on_w = operands != "weight", operands != "act"
     Wa = W.copy()
     if "aqn" in d and d["aqn_target"] != "gain":
@@ -321,24 +338,147 @@ def forward(item, sa, sw, X, W, tile=0, operands="both", order="index"):
         else:
             z = normal(d["aqn_seed"], 2, np.arange(n * k)).reshape(n, k)
         Wa = (Wa * (1.0 + d["aqn"] * z).astype(f32)).astype(f32)
+    if "aqn" in d and d["aqn_target"] != "gain":
+        info["noise"] = np.linalg.norm(Wa.astype(np.float64) - W) / np.linalg.norm(W.astype(np.float64))
     kind = d["kind"]
-    if kind == "bf16":
-        return X.astype(np.float64) @ Wa.astype(np.float64).T, Wa
+    if kind in ("bf16", "bf16-rollout"):
+        return X.astype(np.float64) @ Wa.astype(np.float64).T, Wa, info
     if kind in ("wfq", "w4a4qat"):
         wq = qdq(sw, Wa)
         xq = X if kind == "wfq" else qdq(sa, X)
-        return xq.astype(np.float64) @ wq.astype(np.float64).T, wq
+        info["xhat"] = xq
+        return xq.astype(np.float64) @ wq.astype(np.float64).T, wq, info
     mbs, keep, of = d.get("mbs"), d.get("keep", 0), d.get("of")
     wq, _ = operand(sw, Wa, mbs if on_w else None, keep if on_w else 0, of if on_w else None)
     xa = X
     if "aqn" in d and d["aqn_target"] == "gain":
         g = (1.0 + d["aqn"] * normal(d["aqn_seed"], 1, np.arange(X.shape[1]))).astype(f32)
         xa = (X * g[None, :]).astype(f32)
+        info["noise"] = np.linalg.norm(xa.astype(np.float64) - X) / np.linalg.norm(X.astype(np.float64))
     xq, tsx = operand(sa, xa, mbs if on_a else None, keep if on_a else 0, of if on_a else None)
     y = xq.astype(np.float64) @ wq.astype(np.float64).T
+    info["xhat"] = xq
     if "rac" in d:
-        y = y + rac(sa, sw, xa, xq, wq, Wa, tsx, d["rac"], d["resid"], tile, order, d["seed"])
-    return y, wq
+        add, xhat, sel, pad, tiles = rac(sa, sw, xa, xq, wq, Wa, tsx, d["rac"], d["resid"], tile, order, d["seed"])
+        y = y + add
+        info.update(xhat=xhat, sel=sel, pad=pad, tiles=tiles)
+    return y, wq, info
+
+
+# ---- the tool's evaluation (fp4-remedy --json) ------------------------------------
+def dz_mask(x, block):
+    """Entries the ideal-scale quantizer sends to 0 (RNE: |x| <= m_b/24 in D)."""
+    rows, cols = x.shape
+    a = np.abs(x.astype(np.float64)).reshape(rows, cols // block, block)
+    mb = a.max(axis=2, keepdims=True)
+    return ((mb == 0) | (a * 24 <= mb)).reshape(rows, cols)
+
+
+def cost(item, sa, sw, m, n, k, sel, pad, tiles, operands="both"):
+    """The cost of fp4-remedy(1), written again from the man page."""
+    d = parse(item)
+    ab, wb = 4 + 8 / sa.block, 4 + 8 / sw.block
+    fb = 2.0 * m * n * k
+    base_bytes = (m * k * ab + n * k * wb) / 8 + 2 * m * n
+    if d["kind"] != "rollout":
+        return 0.0, 2 * m * k + 2 * n * k + 2 * m * n - base_bytes, {"bf16": fb}
+    on_a, on_w = operands != "weight", operands != "act"
+    tx = 2 if ("of" in d and on_a) else 1
+    tw = 2 if ("of" in d and on_w) else 1
+    fl = {"fp4": fb * tx * tw, "bf16": 0.0, "fp32": 0.0}
+    by = base_bytes + (m * k * ab / 8 if tx == 2 else 0) + (n * k * wb / 8 if tw == 2 else 0)
+    if "mbs" in d:
+        G, rule = d["mbs"]
+        units = math.ceil(k / G)
+        for on, spec, rows, t, rt in ((on_a, sa, m, tx, 1), (on_w, sw, n, tw, 16 if sw.tile2d else 1)):
+            if on:
+                r_ = rule if rule != "auto" else ("max" if spec.fmt == "mxfp4" else "mse")
+                by += rows * k * (8 if r_ == "max" else 4) / (G * rt) * t / 8
+                fl["fp32"] += 2.0 * m * n * units * tx * tw
+    if "keep" in d:
+        K = d["keep"]
+        ka = m * (k // sa.block) * K if on_a else 0
+        kw = n * (k // sw.block) * K if on_w else 0
+        by += (ka + kw) * 3
+        fl["bf16"] += 2.0 * n * ka + 2.0 * m * kw
+    if "rac" in d:
+        if d["resid"] == "bf16":
+            fl["bf16"] += 2.0 * m * n * sel
+            by += 2 * m * sel + tiles * 2 * n * sel + 4 * sel * tiles
+        else:
+            wt = tw if d["resid"] == "fp4" else 1
+            fl["fp4"] += 2.0 * m * n * pad * wt
+            by += m * pad * ab / 8 + tiles * n * pad * wb / 8 * wt + 4 * sel * tiles
+    return sum(fl.values()) - fb, by - base_bytes, fl
+
+
+def rel(a, b):
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def check_tool(work, X, Xt, W):
+    """fp4-remedy --json against the same quantities computed here."""
+    xp, tp, wp = (os.path.join(work, n) for n in ("tx.npy", "tt.npy", "tw.npy"))
+    np.save(xp, X)
+    np.save(tp, Xt)
+    np.save(wp, W)
+    items = ["bf16", "wfq", "w4a4qat", "none", "bf16-rollout", "rac:0.125", "rac:0.5:bf16", "rac:0.25:aug",
+             "rac-rand:0.25", "mbs:128", "of:0.5", "keep:1", "mbs:128+of:0.5", "aqn:0.05", "aqn:0.02:weight"]
+    bad = 0
+    for fmt, prof, sa, sw in (("mxfp4", "ocp", Spec("mxfp4", "floor"), Spec("mxfp4", "floor")),
+                              ("nvfp4", "te", Spec("nvfp4"), Spec("nvfp4", tile2d=True))):
+        r = subprocess.run(["fp4-remedy", "-f", fmt, "-p", prof, "--act", xp, "--trainer-act", tp, "--weight", wp,
+                            "--remedy", ",".join(items), "--json"], capture_output=True, text=True)
+        if r.returncode != 0:
+            print("FAIL fp4-remedy %s: exit %d: %s" % (fmt, r.returncode, r.stderr.strip()))
+            bad += 1
+            continue
+        out = json.loads(r.stdout)
+        m, k = X.shape
+        n = W.shape[0]
+        X64, Xt64, W64 = (a.astype(np.float64) for a in (X, Xt, W))
+        qw = qdq(sw, W).astype(np.float64)
+        qxt = qdq(sa, Xt).astype(np.float64)
+        yb = Xt64 @ W64.T
+        yo = X64 @ W64.T
+        site = {"act_only_rel_error": rel(qdq(sa, X).astype(np.float64) @ W64.T, yo),
+                "weight_only_rel_error": rel(X64 @ qw.T, yo), "input_rel_diff": rel(X64, Xt64)}
+        for it, o in zip(items, out):
+            trainer = it in ("bf16", "wfq", "w4a4qat")
+            xin = Xt if trainer else X
+            y, wq, info = forward_ex(it, sa, sw, xin, W)
+            wq64 = wq.astype(np.float64)
+            aligned = not trainer and it != "bf16-rollout" and not np.array_equal(wq, qw.astype(f32))
+            yw = Xt64 @ (wq64 if aligned else qw).T
+            y4 = qxt @ (wq64 if aligned else qw).T
+            xh = info["xhat"].astype(np.float64)
+            q0 = (Xt if trainer else X)
+            qb = qdq(sa, q0).astype(np.float64)
+            D = dz_mask(q0, sa.block)
+            e0, e1 = (qb - q0) ** 2, (xh - q0) ** 2
+            want = {"out_rel_error": rel(y, yb), "out_rel_error_vs_wfq": rel(y, yw),
+                    "out_rel_error_vs_w4a4qat": rel(y, y4), "out_rel_error_vs_own": rel(y, yb if trainer else yo),
+                    "act_rel_error": rel(xh, q0), "weight_rel_error": rel(wq64, W64),
+                    "dz_left": e1[D].sum() / e0[D].sum(), "rest_left": e1[~D].sum() / e0[~D].sum()}
+            if info["noise"] is not None:
+                want["noise_rel"] = info["noise"]
+            want.update(site)
+            fx, bx, fl = cost(it, sa, sw, m, n, k, info["sel"], info["pad"], info["tiles"])
+            want["flops_extra"], want["bytes_extra"] = fx, bx
+            # the roofline on b200 (9000/4500/2250/75 TFLOPS, 8 TB/s)
+            comp = (fl.get("fp4", 0) / 9000 + fl.get("bf16", 0) / 2250 + fl.get("fp32", 0) / 75) / 1e12
+            want["predicted_seconds"] = max(comp, (bx + (m * k * (4 + 8 / sa.block) + n * k * (4 + 8 / sw.block)) / 8
+                                                   + 2 * m * n) / 8e12)
+            for key, v in want.items():
+                got = o[key]
+                # sgemm against float64: errors agree to ~1e-6 absolute (the FP32 accumulation)
+                tol = 2e-5 * abs(v) + 1e-6 if key.startswith("out_rel") else 1e-6 * abs(v) + 1e-12
+                if got is None or abs(got - v) > tol:
+                    print("FAIL fp4-remedy %s %s: %s = %r, numpy %r" % (fmt, it, key, got, v))
+                    bad += 1
+        print("%s fp4-remedy %s: %d remedies x %d fields compared" % ("ok  " if not bad else "FAIL", fmt, len(items),
+                                                                      len(want)))
+    return bad
 
 
 # ---- data ------------------------------------------------------------------------
@@ -411,7 +551,12 @@ def main():
     if not e1 < e0:
         print("FAIL: rac:0.25 does not reduce the error")
         bad += 1
-    print("%d of %d runs failed" % (bad, len(runs)))
+    if "--no-tool" in sys.argv[3:]:
+        print("fp4-remedy not built (no jansson): only the library was checked")
+    else:
+        Xt = (X * (1 + 1e-3 * rng.standard_normal(X.shape))).astype(f32)
+        bad += check_tool(work, X, Xt, W)
+    print("%d failures (%d library runs and the tool)" % (bad, len(runs)))
     sys.exit(1 if bad else 0)
 
 

@@ -502,6 +502,65 @@ START_TEST(bad_input_refused)
 }
 END_TEST
 
+START_TEST(plan_hand_computed)
+{
+    /* site 0: (0, 10) (1, 4) (3, 3) and (2, 3.9) above its hull; site 1: (0, 8) (2, 2) (4, 1.5) */
+    fp4s_plan_item it[8] = {{10, 0, true}, {4, 1, true}, {3, 3, true}, {3.9, 2, true},
+                            {8, 0, true},  {2, 2, true}, {1.5, 4, true}, {0, 0, false}};
+    size_t ch[2];
+    double e, c;
+    ck_assert_int_eq(fp4s_remedy_plan(it, 2, 4, 3, ch, &e, &c), 0);
+    ck_assert(ch[0] == 1 && ch[1] == 1 && e == 6 && c == 3);
+    ck_assert_int_eq(fp4s_remedy_plan(it, 2, 4, 2, ch, &e, &c), 0);
+    ck_assert(ch[0] == 1 && ch[1] == 0 && e == 12 && c == 1); /* site 1's upgrade does not fit */
+    ck_assert_int_eq(fp4s_remedy_plan(it, 2, 4, 100, ch, &e, &c), 0);
+    ck_assert(ch[0] == 2 && ch[1] == 2 && e == 4.5 && c == 7);
+    ck_assert_int_eq(fp4s_remedy_plan(it, 2, 4, 0, ch, &e, &c), 0);
+    ck_assert(ch[0] == 0 && ch[1] == 0 && c == 0);
+    /* a site whose cheapest candidate costs more than the budget */
+    fp4s_plan_item dear[2] = {{1, 5, true}, {0.5, 6, true}};
+    ck_assert_int_eq(fp4s_remedy_plan(dear, 1, 2, 4, ch, &e, &c), FP4S_ERANGE);
+    ck_assert_msg(strstr(fp4s_last_error(), "above the budget"), "%s", fp4s_last_error());
+    fp4s_plan_item none[1] = {{1, 0, false}};
+    ck_assert_int_eq(fp4s_remedy_plan(none, 1, 1, 4, ch, &e, &c), FP4S_EINVAL);
+}
+END_TEST
+
+START_TEST(accelerators_and_time)
+{
+    const fp4s_accel *a;
+    ck_assert_int_eq(fp4s_accel_get("b200", &a), 0);
+    ck_assert(a->fp4_tflops == 9000 && a->fp8_tflops == 4500 && a->bf16_tflops == 2250 && a->bandwidth_tbps == 8);
+    ck_assert_int_eq(fp4s_accel_get("tpu", &a), FP4S_EINVAL);
+    ck_assert_msg(strstr(fp4s_last_error(), "known: b200, b300, gb300, h100, h200, mi355x"), "%s", fp4s_last_error());
+    size_t n;
+    const fp4s_accel *l = fp4s_accel_list(&n);
+    ck_assert_uint_eq(n, 6);
+    for (size_t i = 0; i < n; i++) ck_assert(l[i].source && *l[i].source && l[i].fp8_tflops > 0);
+    /* a large square GEMM is compute bound: none runs at the FP4 rate, twice FP8's speed on B200 */
+    fp4s_spec mx = spec(FP4S_MXFP4, "ocp");
+    fp4s_remedy r = R("none");
+    fp4s_remedy_cost c;
+    fp4s_remedy_time t;
+    ck_assert_int_eq(fp4s_remedy_cost_predict(&r, &mx, &mx, 8192, 8192, 8192, &c), 0);
+    ck_assert_int_eq(fp4s_accel_get("b200", &a), 0);
+    ck_assert_int_eq(fp4s_remedy_time_predict(&c, a, &t), 0);
+    ck_assert(t.compute_seconds > t.memory_seconds);
+    ck_assert_msg(fabs(t.seconds - 2.0 * 8192 * 8192 * 8192 / 9e15) < 1e-15, "%g", t.seconds);
+    ck_assert(fabs(t.vs_fp8 - 0.5) < 1e-12 && fabs(t.vs_bf16 - 0.25) < 1e-12 && t.vs_base == 1);
+    /* on H100 FP4 runs at the FP8 rate */
+    ck_assert_int_eq(fp4s_accel_get("h100", &a), 0);
+    ck_assert_int_eq(fp4s_remedy_time_predict(&c, a, &t), 0);
+    ck_assert(t.fp4_emulated && fabs(t.vs_fp8 - 1) < 1e-12);
+    /* a BF16 residual's FLOPs cost 4 FP4 FLOPs each on B200 */
+    r = R("rac:0.125:bf16");
+    ck_assert_int_eq(fp4s_remedy_cost_predict(&r, &mx, &mx, 8192, 8192, 8192, &c), 0);
+    ck_assert_int_eq(fp4s_accel_get("b200", &a), 0);
+    ck_assert_int_eq(fp4s_remedy_time_predict(&c, a, &t), 0);
+    ck_assert(fabs(t.flops_fp4_equiv_extra - 4 * 2.0 * 8192 * 8192 * 1024) < 1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("remedy");
@@ -510,6 +569,8 @@ int main(void)
         {"grammar_refuses_with_a_message", grammar_refuses_with_a_message},
         {"check_against_the_quantizers", check_against_the_quantizers},
         {"cost_hand_computed", cost_hand_computed},
+        {"plan_hand_computed", plan_hand_computed},
+        {"accelerators_and_time", accelerators_and_time},
 #if FP4S_HAVE_BLAS
         {"none_is_the_quantized_gemm", none_is_the_quantized_gemm},
         {"identities_and_monotone_r", identities_and_monotone_r},

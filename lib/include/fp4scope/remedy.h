@@ -18,6 +18,8 @@
  *     w4a4qat         Qa(X) Qw(W)^T    symmetric QAT
  *   rollout items:
  *     none            Qa(X) Qw(W)^T    naive W4A4 (alone in an item)
+ *     bf16-rollout    X W^T            the site kept in BF16 (alone in an item;
+ *                                      what --plan's list of BF16 layers means)
  *     rac:R[:RESID]   residual activation compensation (QUADS), R in (0, 1],
  *                     RESID bf16 | fp4 (default) | aug
  *     rac-rand:R[:RESID][:SEED]  the same with ceil(R K) random channels
@@ -109,7 +111,7 @@
 #ifndef FP4SCOPE_REMEDY_H
 #define FP4SCOPE_REMEDY_H
 
-#include <fp4scope/spec.h>
+#include <fp4scope/decompose.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -119,8 +121,15 @@ typedef enum fp4s_remedy_kind {
     FP4S_RK_ROLLOUT = 0, /* Qa(X) Qw(W)^T with the components below ("none": none of them) */
     FP4S_RK_BF16    = 1, /* trainer "bf16": X W^T */
     FP4S_RK_WFQ     = 2, /* trainer "wfq": X Qw(W)^T */
-    FP4S_RK_W4A4QAT = 3  /* trainer "w4a4qat": Qa(X) Qw(W)^T */
+    FP4S_RK_W4A4QAT = 3, /* trainer "w4a4qat": Qa(X) Qw(W)^T */
+    FP4S_RK_BF16_ROLLOUT = 4 /* "bf16-rollout": the site kept in BF16 in the rollout, X W^T */
 } fp4s_remedy_kind;
+
+/* The trainer kinds compute with the trainer's activations X_t. */
+static inline bool fp4s_remedy_is_trainer(const fp4s_remedy_kind k)
+{
+    return k == FP4S_RK_BF16 || k == FP4S_RK_WFQ || k == FP4S_RK_W4A4QAT;
+}
 
 typedef enum fp4s_rac_resid {
     FP4S_RAC_FP4  = 0, /* Qa(E_I) with its own tensor scale (default) */
@@ -281,6 +290,149 @@ FP4S_API int fp4s_remedy_linear(const fp4s_remedy *r, const fp4s_spec *act, cons
 FP4S_API int fp4s_remedy_cost_predict(const fp4s_remedy *r, const fp4s_spec *act,
                                       const fp4s_spec *wt, size_t m, size_t n, size_t k,
                                       fp4s_remedy_cost *cost);
+
+/* ---- accelerator profiles and the GEMM time model ---------------------------- */
+/* Dense peak rates of one GPU (no 2:4 sparsity) and its memory bandwidth, from
+ * the vendor specifications named in `source` (cited in fp4-remedy(1));
+ * `note` says what could not be confirmed. */
+typedef struct fp4s_accel {
+    const char *name;         /* "b200", "b300", "gb300", "h100", "h200", "mi355x" */
+    const char *title;
+    double fp4_tflops;        /* 0: no FP4 units (FP4 terms are priced at the FP8 rate) */
+    double fp8_tflops, bf16_tflops, fp32_tflops;
+    double bandwidth_tbps;    /* HBM, TB/s */
+    const char *source;
+    const char *note;
+} fp4s_accel;
+
+/* The static table (*n entries); fp4s_accel_get by name (FP4S_EINVAL names the known ones). */
+FP4S_API const fp4s_accel *fp4s_accel_list(size_t *n);
+FP4S_API int fp4s_accel_get(const char *name, const fp4s_accel **out);
+
+/* Predicted GEMM time (a roofline): compute = sum over units of FLOPs /
+ * rate (the units run one after the other), memory = bytes / bandwidth,
+ * seconds = max of the two. The same GEMM in FP8 (W8A8, per-tensor scales,
+ * BF16 output) and BF16, and the W4A4 base, for comparison. */
+typedef struct fp4s_remedy_time {
+    double seconds, compute_seconds, memory_seconds;
+    double base_seconds;      /* plain W4A4 */
+    double fp8_seconds, bf16_seconds;
+    double vs_base, vs_fp8, vs_bf16; /* seconds over each (below 1: faster) */
+    double flops_fp4_equiv_extra;    /* extra FLOPs priced at the FP4 rate: what --plan budgets */
+    bool fp4_emulated;        /* no FP4 units on this accelerator */
+} fp4s_remedy_time;
+
+FP4S_API int fp4s_remedy_time_predict(const fp4s_remedy_cost *c, const fp4s_accel *a, fp4s_remedy_time *t);
+
+/* ---- evaluation on one site --------------------------------------------------- */
+/* Each remedy of a list on one linear site: the rollout items on X, the
+ * trainer items on X_t (X when there is none). References in float64
+ * (cblas_dgemm of the float32 values): Y_bf16 = X_t W^T, Y_wfq = X_t
+ * Qw(W)^T, Y_w4a4qat = Qa(X_t) Qw(W)^T and Y_own = X W^T. Errors are
+ * ||Y^ - Y_ref||_F / ||Y_ref||_F computed in float64. */
+typedef struct fp4s_remedy_eval_opts {
+    fp4s_dz_tie dz_tie;       /* for the decompositions (default FP4S_DZ_TIE_SPEC) */
+    bool decompose;           /* activation decompositions before and after (default true) */
+    const fp4s_accel *accel;  /* the cost model's accelerator (NULL: b200) */
+} fp4s_remedy_eval_opts;
+
+FP4S_API void fp4s_remedy_eval_opts_defaults(fp4s_remedy_eval_opts *o);
+
+/* What is common to every remedy of one site. */
+typedef struct fp4s_remedy_site {
+    size_t m, n, k;
+    bool have_trainer;           /* X_t was given */
+    double ref2_bf16, ref2_wfq, ref2_w4a4qat, ref2_own; /* ||Y_ref||^2 */
+    double input_rel_diff;       /* ||X - X_t|| / ||X_t|| (NaN without X_t) */
+    double act_only_rel_error;   /* ||Qa(X) W^T - X W^T|| / ||X W^T||: the activation's share */
+    double weight_only_rel_error;/* ||X Qw(W)^T - X W^T|| / ||X W^T||: the weight's share */
+    fp4s_decomp_result act;      /* decomposition of X under Qa */
+    fp4s_decomp_result weight;   /* decomposition of W under Qw */
+    double gemm_seconds;         /* BLAS time of the references and every remedy */
+    double seconds;              /* wall time of the whole evaluation */
+} fp4s_remedy_site;
+
+typedef struct fp4s_remedy_result {
+    fp4s_remedy remedy;
+    double out_rel_error;            /* vs Y_bf16 */
+    double out_rel_error_vs_wfq;     /* vs the asymmetric-QAT trainer aligned with this remedy:
+                                      * X_t W^T with W^ this remedy's weight operand (Qw(W),
+                                      * unless the remedy changes the weight side) */
+    double out_rel_error_vs_w4a4qat; /* vs the symmetric-QAT trainer Qa(X_t) W^T, the same W^ */
+    double out_rel_error_vs_own;     /* vs Y_own (trainer items: vs Y_bf16) */
+    double err2_bf16, err2_wfq, err2_w4a4qat, err2_own; /* ||Y^ - Y_ref||^2, for pooling sites */
+    double ref2_wfq, ref2_w4a4qat;   /* ||Y_ref||^2 of those two references */
+    double act_rel_error;            /* ||X^ - X|| / ||X|| (X^: what multiplies W, rac included) */
+    double weight_rel_error;         /* ||W^ - W|| / ||W|| */
+    double noise_rel;                /* aqn: ||X g - X|| / ||X|| or ||W' - W|| / ||W||; NaN without aqn */
+    fp4s_decomp_result act_before;   /* X under Qa (trainer items: X_t) */
+    fp4s_decomp_result act_after;    /* the same identities with X^ in place of Qa(X) */
+    double removable_before;         /* 1 - ratio_deadzone - ratio_grid of act_before */
+    /* The activation error split by element class: D, the entries the ideal-scale
+     * quantizer Q* sends to 0 (the dead zone of act_before, same tie rule), and
+     * the rest; energies before (Qa(X) - X) and after (X^ - X), and what is left. */
+    double dz_err2_before, dz_err2_after, rest_err2_before, rest_err2_after;
+    double dz_left, rest_left;       /* after / before (NaN where before is 0) */
+    fp4s_remedy_cost cost;
+    fp4s_remedy_time time;
+    size_t nchannels;                /* rac: |I| of the first (or only) tile */
+    size_t *channels;                /* rac: those channels in ascending order (malloc'ed), else NULL */
+    double seconds;                  /* wall time of this remedy */
+} fp4s_remedy_result;
+
+/* Evaluate the nr remedies on X [m, k], X_t [m, k] (NULL: none) and W [n, k]
+ * (row-major, packed). site and res[nr] are filled; free res with
+ * fp4s_remedy_results_free. Errors name the remedy. */
+FP4S_API int fp4s_remedy_eval(const fp4s_remedy *r, size_t nr, const fp4s_spec *act, const fp4s_spec *wt,
+                              const float *X, const float *Xt, size_t m, const float *W, size_t n, size_t k,
+                              const fp4s_remedy_eval_opts *o, fp4s_remedy_site *site,
+                              fp4s_remedy_result *res);
+FP4S_API void fp4s_remedy_results_free(fp4s_remedy_result *res, size_t nr);
+
+/* The numeric fields of one (site, remedy) in report order: every writer
+ * (table, CSV, JSON, HDF5) uses this table. */
+typedef struct fp4s_remedy_field {
+    const char *name;
+    const char *desc;
+    double (*get)(const fp4s_remedy_site *s, const fp4s_remedy_result *r);
+} fp4s_remedy_field;
+
+FP4S_API const fp4s_remedy_field *fp4s_remedy_fields(size_t *n);
+
+/* One row of a report: a remedy's result on a site. */
+typedef struct fp4s_remedy_row {
+    const char *source;     /* what the input was (a file, or a capture) */
+    const char *site;       /* capture site, or NULL */
+    int64_t step;           /* capture step, or -1 */
+    const fp4s_remedy_site *info;
+    const fp4s_remedy_result *res;
+} fp4s_remedy_row;
+
+/* Write the rows to an HDF5 file atomically (layout in fp4-remedy(1)): one
+ * 1-D dataset per field of fp4s_remedy_fields with its description, and
+ * remedy, canonical, site, source (strings) and step; root attributes name
+ * the quantizers and the accelerator (a may be NULL). */
+FP4S_API int fp4s_remedy_write_h5(const char *path, const fp4s_spec *act, const fp4s_spec *wt,
+                                  const fp4s_accel *a, const fp4s_remedy_row *rows, size_t n);
+
+/* ---- the plan ---------------------------------------------------------------- */
+/* One candidate remedy of one site: its predicted mismatch and extra cost. */
+typedef struct fp4s_plan_item {
+    double err;     /* what the plan minimises the sum of (fp4-remedy: relative error energy) */
+    double cost;    /* extra cost, in the budget's unit (FP4-equivalent FLOPs) */
+    bool ok;        /* a candidate at all */
+} fp4s_plan_item;
+
+/* Choose one candidate per site (items[site * ncand + c]) minimising the sum
+ * of err with the sum of cost <= budget: start from each site's cheapest
+ * candidate (lowest err among equals), then take upgrades along each site's
+ * lower convex hull of (cost, err) in order of error removed per cost,
+ * skipping a site's further upgrades once one does not fit. Optimal when the
+ * budget ends on a hull point; otherwise within one upgrade of it.
+ * choice[nsites] receives the candidate indices; the totals may be NULL.
+ * FP4S_ERANGE when even the cheapest plan exceeds the budget. */
+FP4S_API int fp4s_remedy_plan(const fp4s_plan_item *items, size_t nsites, size_t ncand, double budget,
+                              size_t *choice, double *err_total, double *cost_total);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,152 @@
+#!/bin/sh
+# Golden CLI tests of fp4-remedy: exit codes and messages for bad input
+# (shape mismatches between X, X_t and W, unknown remedies, parameters out of
+# range, missing sites and weights, non-finite data), the --json / --csv / -o
+# contracts, outputs that would replace an input, capture mode and --plan.
+set -eu
+PY=""
+for p in python3 /usr/bin/python3; do
+    if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import numpy, h5py' 2>/dev/null; then PY=$p; break; fi
+done
+[ -n "$PY" ] || { echo "cli.sh: no python3 with numpy and h5py (test dependencies)" >&2; exit 1; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cd "$T"
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+# expect CODE STDERR-PATTERN CMD...: run, check exit code and stderr
+expect() {
+    code=$1; pat=$2; shift 2
+    set +e
+    "$@" >out.txt 2>err.txt
+    rc=$?
+    set -e
+    [ "$rc" -eq "$code" ] || fail "$*: exit $rc, expected $code ($(head -c 300 err.txt))"
+    if [ -n "$pat" ]; then
+        grep -q -- "$pat" err.txt || fail "$*: stderr lacks '$pat': $(head -c 300 err.txt)"
+    fi
+}
+
+"$PY" - <<'EOF'
+import numpy as np, h5py
+rng = np.random.default_rng(11)
+a = (rng.standard_normal((40, 128)) * np.where(np.arange(128) % 29 == 3, 20, 1)).astype(np.float32)
+np.save("a.npy", a)
+np.save("t.npy", (a * (1 + 1e-3 * rng.standard_normal(a.shape))).astype(np.float32))
+np.save("w.npy", (0.05 * rng.standard_normal((24, 128))).astype(np.float32))
+np.save("t_short.npy", a[:30])
+np.save("w_k96.npy", (0.05 * rng.standard_normal((24, 96))).astype(np.float32))
+np.save("a_k100.npy", rng.standard_normal((8, 100)).astype(np.float32))
+np.save("w_k100.npy", rng.standard_normal((8, 100)).astype(np.float32))
+b = a.copy(); b[3, 7] = np.nan
+np.save("a_nan.npy", b)
+with h5py.File("noweight.h5", "w") as f:
+    f.attrs["fp4scope_schema"] = "fp4scope-capture/1"
+    g = f.create_group("steps/0/layers.0.mlp.up_proj")
+    g["rollout"] = a[:16]
+    g["trainer"] = a[:16]
+EOF
+R=fp4-remedy
+
+# --- bad command lines (2) ---
+expect 2 "unknown remedy 'foo'" $R --act a.npy --weight w.npy --remedy none,foo
+expect 2 "R must be in (0, 1], got 1.5" $R --act a.npy --weight w.npy --remedy rac:1.5
+expect 2 "R must be in (0, 1], got 0" $R --act a.npy --weight w.npy --remedy rac:0
+expect 2 "ALPHA must be in \[0, 1\], got 2" $R --act a.npy --weight w.npy --remedy of:2
+expect 2 "G = 48 must be a multiple of the activation block size 32" $R --act a.npy --weight w.npy --remedy mbs:48
+expect 2 "use mbs:128:mse" $R -f nvfp4 --act a.npy --weight w.npy --remedy mbs:128:max
+expect 2 "K must be in \[1, 31\]" $R --act a.npy --weight w.npy --remedy keep:32
+expect 2 "empty item" $R --act a.npy --weight w.npy --remedy none,,of
+expect 2 "accelerator 'tpu': unknown (known: b200" $R --act a.npy --weight w.npy --accel tpu
+expect 2 "--weight W is needed" $R --act a.npy
+expect 2 "no input" $R
+expect 2 "not both" $R --act a.npy --weight w.npy noweight.h5
+expect 2 "--select: expected tensor or tile:ROWS" $R --act a.npy --weight w.npy --select rows
+expect 2 "--plan" $R --act a.npy --weight w.npy --plan -1
+expect 2 "" $R --bogus
+
+# --- bad input (3) ---
+expect 3 "shape mismatch: trainer activations t_short.npy are \[30, 128\], rollout activations a.npy are \[40, 128\]" \
+    $R --act a.npy --trainer-act t_short.npy --weight w.npy --remedy none
+expect 3 "shape mismatch: weight w_k96.npy is \[24, 96\], its K = 96 differs from the activations' K = 128" \
+    $R --act a.npy --weight w_k96.npy --remedy none
+expect 3 "K = 100 is not a multiple of the activation block size 32" $R --act a_k100.npy --weight w_k100.npy --remedy none
+expect 3 "activation: element (3, 7) is NaN" $R --act a_nan.npy --weight w.npy --remedy none
+expect 3 "missing.npy" $R --act missing.npy --weight w.npy --remedy none
+expect 3 "no site matches --sites nothing.*" $R --sites 'nothing.*' "$FP4S_SRCDIR/datasets/synth-tiny.h5"
+expect 3 "no site matches --steps 99" $R --steps 99 "$FP4S_SRCDIR/datasets/synth-tiny.h5"
+expect 3 "site layers.0.mlp.up_proj step 0 has no weight" $R noweight.h5
+
+# --- no partial output, inputs protected (4) ---
+expect 3 "" $R --act a_nan.npy --weight w.npy --remedy none -o out.h5
+[ ! -e out.h5 ] || fail "a failed run left out.h5"
+ls ./*.tmp.* >/dev/null 2>&1 && fail "a temporary file was left"
+expect 4 "no_such_dir" $R --act a.npy --weight w.npy --remedy none -o no_such_dir/out.h5
+expect 4 "no_such_dir" $R --act a.npy --weight w.npy --remedy none -o no_such_dir/out.json
+cp w.npy w_copy.npy
+expect 4 "would replace the input w.npy" $R --act a.npy --weight w.npy --remedy none -o w.npy
+cmp -s w.npy w_copy.npy || fail "-o over an input changed it"
+
+# --- outputs ---
+expect 0 "" $R --act a.npy --trainer-act t.npy --weight w.npy --remedy none,rac:0.25,mbs:128+of:0.5,wfq --json
+"$PY" - <<'EOF' || fail "--json contract"
+import json, math
+d = json.load(open("out.txt"))
+assert isinstance(d, list) and len(d) == 4, d
+assert [o["remedy"] for o in d] == ["none", "rac:0.25", "mbs:128+of:0.5", "wfq"]
+for o in d:
+    for k in ("out_rel_error", "out_rel_error_vs_wfq", "out_rel_error_vs_w4a4qat", "act_extra_bits",
+              "flops_extra", "bytes_extra", "predicted_seconds", "time_vs_fp8", "time_vs_bf16",
+              "act_before", "act_after", "dz_left", "removable_before"):
+        assert k in o, k
+assert d[0]["canonical"] == "none" and d[2]["canonical"] == "mbs:128+of:0.5"
+assert d[3]["side"] == "trainer" and d[0]["side"] == "rollout"
+assert d[1]["out_rel_error_vs_wfq"] < d[0]["out_rel_error_vs_wfq"]
+assert len(d[1]["rac_set"]) == 32 and d[0]["rac_set"] is None
+assert d[1]["flops_extra"] == 2 * 40 * 24 * 32
+assert abs(d[0]["act_before"]["relative_error"] - d[0]["act_rel_error"]) < 1e-12
+assert d[0]["trainer_activations"] is True and 0 < d[0]["input_rel_diff"] < 1e-2
+EOF
+expect 0 "" $R --act a.npy --weight w.npy --remedy none,of --csv
+head -1 out.txt | grep -q '^source,site,step,remedy,side,out_rel_error,out_rel_error_vs_wfq,' || fail "--csv header"
+[ "$(wc -l < out.txt)" -eq 3 ] || fail "--csv: expected 3 lines"
+expect 0 "" $R --act a.npy --weight w.npy --remedy none,of:0.5 -o rep.h5
+"$PY" - <<'EOF' || fail "HDF5 report"
+import h5py
+f = h5py.File("rep.h5", "r")
+assert f.attrs["tool"] == "fp4-remedy" and int(f.attrs["rows"]) == 2
+assert [s.decode() if isinstance(s, bytes) else s for s in f["remedy"][()]] == ["none", "of:0.5"]
+assert f["out_rel_error"].shape == (2,) and f["out_rel_error"][1] < f["out_rel_error"][0]
+assert "description" in f["out_rel_error_vs_wfq"].attrs
+EOF
+expect 0 "" $R --act a.npy --weight w.npy --remedy none -o rep.json
+"$PY" -c "import json; d = json.load(open('rep.json')); assert d[0]['remedy'] == 'none'" || fail "-o .json"
+expect 0 "" $R --list-remedies
+grep -q "rac-rand:R\[:RESID\]\[:SEED\]" out.txt || fail "--list-remedies"
+expect 0 "" $R --list-accels
+grep -q "mi355x" out.txt || fail "--list-accels"
+
+# --- capture mode and the plan ---
+expect 0 "" $R --sites 'layers.0.*' --steps 0,1 --remedy none,rac:0.25 "$FP4S_SRCDIR/datasets/synth-tiny.h5"
+grep -q "(synthetic capture)" out.txt || fail "capture rows not labelled synthetic"
+[ "$(grep -c '^site ' out.txt)" -ge 2 ] || fail "capture mode: expected several sites"
+expect 0 "" $R --plan 0.3 --json "$FP4S_SRCDIR/datasets/synth-tiny.h5"
+"$PY" - <<'EOF' || fail "--plan --json"
+import json
+d = json.load(open("out.txt"))
+p = d["plan"]
+assert p["extra_flops"] <= p["budget_flops"] * (1 + 1e-12)
+assert p["sum_rel_error2"] <= p["sum_rel_error2_none"]
+assert set(p["remedy_per_site"]) == {s["site"] for s in p["sites"]}
+for s, ch in p["channels"].items():
+    assert p["remedy_per_site"][s].startswith("rac"), s
+    assert ch == sorted(ch) and len(set(ch)) == len(ch)
+EOF
+expect 0 "" $R --plan 0 "$FP4S_SRCDIR/datasets/synth-tiny.h5"
+grep -q "^# sites to keep in BF16" out.txt || fail "--plan text lists"
+grep -q "total: extra 0.00% of the W4A4 FLOPs" out.txt || fail "--plan 0 must spend nothing"
+expect 2 "no rollout item" $R --plan 0.1 --remedy wfq,bf16 "$FP4S_SRCDIR/datasets/synth-tiny.h5"
+
+[ "$fails" -eq 0 ] || { echo "$fails failures"; exit 1; }
+echo "fp4-remedy CLI: all checks passed"

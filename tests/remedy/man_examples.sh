@@ -1,0 +1,38 @@
+#!/bin/sh
+# Run every command of the EXAMPLES section of fp4-remedy(1) on small
+# fixtures; each must exit 0 and print something.
+set -eu
+PY=""
+for p in python3 /usr/bin/python3; do
+    if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
+done
+[ -n "$PY" ] || { echo "man_examples: no python3 with numpy" >&2; exit 1; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cd "$T"
+"$PY" - <<'PYEOF'
+import numpy as np
+rng = np.random.default_rng(3)
+a = (rng.standard_normal((64, 256)) * np.where(np.arange(256) % 41 == 7, 25, 1)).astype(np.float32)
+np.save("a.npy", a)
+np.save("t.npy", (a * (1 + 1e-3 * rng.standard_normal(a.shape))).astype(np.float32))
+np.save("w.npy", (0.05 * rng.standard_normal((96, 256))).astype(np.float32))
+PYEOF
+fp4-capture synth -o cap.h5 --seed 2 --layers 2 --experts 2 --top-k 1 --tokens 32 --hidden 64 \
+    --out-features 32 --hot-channels 2 --steps 2 --act-every 1 --seqs 2 --seq-len 8 >/dev/null
+n=0
+sed -n '/^\.SH EXAMPLES/,/^\.SH /p' "$FP4S_SRCDIR/man/fp4-remedy.1" |
+    sed -n '/^\.nf/,/^\.fi/p' | grep '^ *fp4-' | sed 's/\\-/-/g; s/^ *//' > cmds.txt
+[ -s cmds.txt ] || { echo "fp4-remedy.1: no examples found" >&2; exit 1; }
+while IFS= read -r cmd; do
+    n=$((n + 1))
+    if ! sh -c "$cmd" > out.txt 2> err.txt; then
+        echo "FAIL: $cmd" >&2
+        cat err.txt >&2
+        exit 1
+    fi
+    [ -s out.txt ] || { echo "FAIL: no output: $cmd" >&2; exit 1; }
+    echo "ok: $cmd"
+done < cmds.txt
+[ -f rep.h5 ] || { echo "FAIL: the example's rep.h5 is missing" >&2; exit 1; }
+echo "$n man-page examples ran"

@@ -1,0 +1,767 @@
+/* fp4-remedy: apply each remedy of a list to a linear site Y = f(X) W^T (or
+ * to every site of a capture) and report the error it leaves against the
+ * trainer's references, its cost, and a plan within an extra-FLOP budget
+ * (man/fp4-remedy.1). */
+#include "cli.h"
+
+#include <fp4scope/capture.h>
+#include <fp4scope/remedy.h>
+#include <fp4scope/spec.h>
+#include <fp4scope/tensor.h>
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define DEFAULT_LIST "bf16,wfq,w4a4qat,none,rac:0.125,rac:0.25,rac:0.5,rac:1,rac:0.25:bf16,rac:0.25:aug," \
+                     "rac-rand:0.25,mbs:128,of:0.5,of:1,keep:1,mbs:128+of:0.5"
+#define PLAN_LIST "none,bf16-rollout,rac:0.125,rac:0.25,rac:0.5,rac:1,rac:0.125:bf16,rac:0.25:bf16,mbs:128," \
+                  "of:0.5,keep:1,mbs:128+of:0.5"
+
+static void usage_text(void)
+{
+    printf(
+        "Usage: fp4-remedy [OPTION]... --act X --weight W [--trainer-act XT]\n"
+        "       fp4-remedy [OPTION]... CAPTURE.h5 [--sites GLOB] [--steps LIST] [--plan BUDGET]\n"
+        "Apply each remedy of a list to the linear site Y = f(X) W^T and report the\n"
+        "output error it leaves against the trainer (X_t W^T, X_t Qw(W)^T, Qa(X_t) Qw(W)^T),\n"
+        "the activation error before and after, extra bits, FLOPs and bytes, and the\n"
+        "predicted GEMM time against FP8 and BF16 on an accelerator.\n"
+        "\n"
+        "X, XT and W are file.npy, file.safetensors:NAME or file.h5:/dataset.\n"
+        "\n"
+        "  -f, --format FMT      mxfp4 (default) or nvfp4\n"
+        "  -p, --profile NAME    quantizer profile (default: the format's default)\n"
+        "      --scale-rule R    MXFP4 scale rule: floor, ceil, even, log2f, rtn\n"
+        "      --weight-2d M     NVFP4 weight scaling: auto (default: 2-D for te), on, off\n"
+        "      --act X           rollout activations [M, K]\n"
+        "      --trainer-act XT  trainer activations [M, K] (default: X)\n"
+        "      --weight W        weight [N, K]\n"
+        "  -r, --remedy LIST     remedies (default: " DEFAULT_LIST ";\n"
+        "                        with --plan: " PLAN_LIST ")\n"
+        "      --list-remedies   the remedy grammar\n"
+        "      --select S        rac channel selection: tensor (default) or tile:ROWS\n"
+        "      --rac-order O     order of the compacted residual: index (default) or rank\n"
+        "      --operands O      what mbs, of and keep modify: both (default), act, weight\n"
+        "      --accel NAME      cost model: b200 (default), b300, gb300, h100, h200, mi355x\n"
+        "      --list-accels     the accelerator profiles and their sources\n"
+        "      --dz-tie T        dead-zone tie at |x/s*| = 0.25: spec (default), in, out\n"
+        "      --no-decompose    skip the activation decompositions (faster)\n"
+        "      --sites GLOB      capture sites (fnmatch; default all)\n"
+        "      --steps LIST      capture steps, e.g. 0,5,10-20 (default all)\n"
+        "      --plan BUDGET     choose a remedy per site within BUDGET extra FLOPs, a fraction\n"
+        "                        of the W4A4 FLOPs priced at the FP4 rate (e.g. 0.1)\n"
+        "      --plan-ref R      the plan's mismatch: vs wfq (default), bf16 or w4a4qat\n"
+        "      --json            JSON on stdout\n"
+        "      --csv             CSV on stdout\n"
+        "  -o, --output FILE     also write the results: FILE.json as JSON, else HDF5\n"
+        "      --threads N       worker threads (default: all CPUs)\n"
+        "      --help            show this help and exit\n"
+        "      --version         show version and features and exit\n"
+        "\n"
+        "Exit status: 0 ok, 2 usage, 3 input missing, unreadable or malformed (shape\n"
+        "mismatch, no site), 4 output not written, 5 internal error.\n");
+}
+
+static void grammar_text(void)
+{
+    printf(
+        "A list is items separated by ','; an item is components joined by '+'.\n"
+        "trainer items (on the trainer activations X_t):\n"
+        "  bf16                 X W^T\n"
+        "  wfq                  X Qw(W)^T         asymmetric QAT (QUADS)\n"
+        "  w4a4qat              Qa(X) Qw(W)^T     symmetric QAT\n"
+        "rollout items (on the rollout activations X):\n"
+        "  none                 Qa(X) Qw(W)^T     naive W4A4\n"
+        "  bf16-rollout         X W^T             the site kept in BF16\n"
+        "  rac:R[:RESID]        residual compensation of ceil(R K) channels, R in (0, 1],\n"
+        "                       RESID fp4 (default), bf16 or aug\n"
+        "  rac-rand:R[:RESID][:SEED]  the same with random channels (SEED default 1)\n"
+        "  mbs:G[:max|mse]      macro-block scaling, one extra scale per G elements (G a\n"
+        "                       multiple of the block; max for MXFP4, mse for NVFP4 by default)\n"
+        "  of[:ALPHA]           outlier fallback Q(x) + ALPHA Q(x - Q(x)), ALPHA in [0, 1] (0.5)\n"
+        "  keep:K               the K largest |x| per block kept in BF16, K in [1, block - 1]\n"
+        "  aqn:SIGMA[:SEED][:TARGET]  channel-wise Gaussian noise before quantizing, SIGMA in\n"
+        "                       [0, 1], TARGET gain (default), weight or elem\n"
+        "Example: none,rac:0.125,rac:1:bf16,rac-rand:0.25,mbs:128,of:0.5,keep:1,mbs:128+of:0.5\n");
+}
+
+enum {
+    OPT_SCALE_RULE = 256, OPT_W2D, OPT_ACT, OPT_TACT, OPT_WEIGHT, OPT_LISTREM, OPT_SELECT, OPT_ORDER,
+    OPT_OPERANDS, OPT_ACCEL, OPT_LISTACC, OPT_DZTIE, OPT_NODEC, OPT_SITES, OPT_STEPS, OPT_PLAN, OPT_PLANREF,
+    OPT_JSON, OPT_CSV, OPT_THREADS, OPT_HELP, OPT_VERSION
+};
+
+/* One evaluated site. */
+typedef struct site_run {
+    char *label;        /* the input as the user named it */
+    char *site;         /* capture site or NULL */
+    int64_t step;
+    bool synthetic;
+    fp4s_remedy_site info;
+    fp4s_remedy_result *res;
+} site_run;
+
+static char *xstrdup(const char *s)
+{
+    char *d = strdup(s ? s : "");
+    if (!d) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    return d;
+}
+
+static bool ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+/* The file part of a source spec (before the last ':' unless the whole names a file). */
+static char *file_part(const char *spec)
+{
+    char *f = xstrdup(spec);
+    struct stat st;
+    if (stat(f, &st) == 0) return f;
+    char *c = strrchr(f, ':');
+    if (c) *c = '\0';
+    return f;
+}
+
+/* Refuse an output that would replace one of the inputs. */
+static void protect_inputs(const char *out, const char *const *inputs, size_t n)
+{
+    struct stat so;
+    if (!out || stat(out, &so) != 0) return;
+    for (size_t i = 0; i < n; i++) {
+        if (!inputs[i]) continue;
+        char *f = file_part(inputs[i]);
+        struct stat si;
+        bool same = stat(f, &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino;
+        free(f);
+        if (same) cli_die(FP4S_EXIT_OUTPUT, "%s: the output would replace the input %s; choose another -o", out,
+                          inputs[i]);
+    }
+}
+
+static void read_tensor(const char *what, const char *spec, float **x, size_t *rows, size_t *cols)
+{
+    int rc = fp4s_source_read_all(spec, x, rows, cols);
+    if (rc) cli_failf(rc, "%s", what);
+}
+
+static fp4s_remedy_result *eval_site(const fp4s_remedy *rem, size_t nr, const fp4s_spec *as, const fp4s_spec *ws,
+                                     const fp4s_remedy_eval_opts *eo, const char *xs, const char *xts,
+                                     const char *wsrc, fp4s_remedy_site *info)
+{
+    float *x = NULL, *xt = NULL, *w = NULL;
+    size_t m, k, mt = 0, kt = 0, n, kw;
+    read_tensor("--act", xs, &x, &m, &k);
+    if (xts) read_tensor("--trainer-act", xts, &xt, &mt, &kt);
+    read_tensor("--weight", wsrc, &w, &n, &kw);
+    if (xt && (mt != m || kt != k))
+        cli_die(FP4S_EXIT_INPUT, "shape mismatch: trainer activations %s are [%zu, %zu], rollout activations %s are "
+                "[%zu, %zu]", xts, mt, kt, xs, m, k);
+    if (kw != k)
+        cli_die(FP4S_EXIT_INPUT, "shape mismatch: weight %s is [%zu, %zu], its K = %zu differs from the activations' "
+                "K = %zu (%s)", wsrc, n, kw, kw, k, xs);
+    fp4s_remedy_result *res = calloc(nr, sizeof *res);
+    if (!res) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    int rc = fp4s_remedy_eval(rem, nr, as, ws, x, xt, m, w, n, k, eo, info, res);
+    if (rc) cli_failf(rc, "%s", xs);
+    free(x);
+    free(xt);
+    free(w);
+    return res;
+}
+
+/* ---- output ------------------------------------------------------------------------- */
+static void fmtv(char *b, size_t n, const char *f, double v)
+{
+    if (isfinite(v)) snprintf(b, n, f, v);
+    else snprintf(b, n, "%s", isnan(v) ? "-" : (v > 0 ? "inf" : "-inf"));
+}
+
+static json_t *decomp_json(const fp4s_decomp_result *r)
+{
+    json_t *o = json_object();
+    size_t nf;
+    const fp4s_decomp_field *f = fp4s_decomp_fields(&nf);
+    for (size_t i = 0; i < nf; i++) {
+        double v = fp4s_decomp_field_value(r, &f[i]);
+        json_object_set_new(o, f[i].name, f[i].is_count ? json_integer((json_int_t)v) : cli_json_real(v));
+    }
+    return o;
+}
+
+static json_t *row_json(const site_run *s, const fp4s_remedy_result *r, const fp4s_accel *acc)
+{
+    json_t *o = json_object();
+    char canon[256];
+    fp4s_remedy_describe(&r->remedy, canon, sizeof canon);
+    json_object_set_new(o, "remedy", json_string(fp4s_remedy_label(&r->remedy)));
+    json_object_set_new(o, "canonical", json_string(canon));
+    json_object_set_new(o, "side", json_string(fp4s_remedy_is_trainer(r->remedy.kind) ? "trainer" : "rollout"));
+    json_object_set_new(o, "source", json_string(s->label));
+    json_object_set_new(o, "site", s->site ? json_string(s->site) : json_null());
+    json_object_set_new(o, "step", s->step >= 0 ? json_integer(s->step) : json_null());
+    json_object_set_new(o, "synthetic", json_boolean(s->synthetic));
+    json_object_set_new(o, "trainer_activations", json_boolean(s->info.have_trainer));
+    size_t nf;
+    const fp4s_remedy_field *f = fp4s_remedy_fields(&nf);
+    for (size_t i = 0; i < nf; i++) json_object_set_new(o, f[i].name, cli_json_real(f[i].get(&s->info, r)));
+    json_object_set_new(o, "accelerator", json_string(acc->name));
+    json_object_set_new(o, "fp4_emulated", json_boolean(r->time.fp4_emulated));
+    json_t *ch = json_array();
+    for (size_t i = 0; i < r->nchannels; i++) json_array_append_new(ch, json_integer((json_int_t)r->channels[i]));
+    json_object_set_new(o, "rac_set", r->channels ? ch : (json_decref(ch), json_null()));
+    json_object_set_new(o, "act_before", decomp_json(&r->act_before));
+    json_object_set_new(o, "act_after", decomp_json(&r->act_after));
+    return o;
+}
+
+static void csv_str(const char *s)
+{
+    if (!s) return;
+    if (strpbrk(s, ",\"\n")) {
+        putchar('"');
+        for (; *s; s++) {
+            if (*s == '"') putchar('"');
+            putchar(*s);
+        }
+        putchar('"');
+    } else {
+        fputs(s, stdout);
+    }
+}
+
+static void table_site(const site_run *s, size_t nr, const fp4s_spec *as, const fp4s_spec *ws,
+                       const fp4s_accel *acc)
+{
+    const fp4s_remedy_site *si = &s->info;
+    printf("\n%s%s%s", s->site ? "site " : "", s->site ? s->site : s->label, s->site ? "" : "");
+    if (s->step >= 0) printf(" step %lld", (long long)s->step);
+    printf("  [%zu x %zu] x [%zu x %zu]^T%s\n", si->m, si->k, si->n, si->k, s->synthetic ? "  (synthetic capture)" : "");
+    char a[32], b[32], c[32];
+    fmtv(a, sizeof a, "%.4g", si->act_only_rel_error);
+    fmtv(b, sizeof b, "%.4g", si->weight_only_rel_error);
+    printf("  error alone: activation %s (Qa(X) W^T), weight %s (X Qw(W)^T)", a, b);
+    if (si->have_trainer) {
+        fmtv(c, sizeof c, "%.4g", si->input_rel_diff);
+        printf("; ||X - X_t||/||X_t|| %s", c);
+    } else {
+        printf("; no trainer activations (X_t = X)");
+    }
+    putchar('\n');
+    const fp4s_decomp_result *d = &si->act;
+    if (isfinite(d->ratio_scale)) {
+        fmtv(a, sizeof a, "%.1f%%", 100 * d->ratio_scale);
+        fmtv(b, sizeof b, "%.1f%%", 100 * d->ratio_deadzone);
+        fmtv(c, sizeof c, "%.1f%%", 100 * d->ratio_grid);
+        char r[32];
+        fmtv(r, sizeof r, "%.1f%%", 100 * (1 - d->ratio_deadzone - d->ratio_grid));
+        printf("  activation error energy: scale %s, dead zone %s, grid %s; a perfect scale removes at most %s\n",
+               a, b, c, r);
+    }
+    (void)as;
+    (void)ws;
+    printf("  %-26s %9s %9s %9s %9s %8s %8s %11s %9s %8s %8s\n", "remedy", "out_err", "vs_wfq", "vs_w4a4", "act_err",
+           "dz_left", "rest_lft", "+bits a/w", "+FLOPs", "t/FP8", "t/BF16");
+    for (size_t i = 0; i < nr; i++) {
+        const fp4s_remedy_result *r = &s->res[i];
+        char e1[32], e2[32], e3[32], e4[32], dz[32], rs[32], bits[32], fl[32], t8[32], t16[32];
+        fmtv(e1, 32, "%.4g", r->out_rel_error);
+        fmtv(e2, 32, "%.4g", r->out_rel_error_vs_wfq);
+        fmtv(e3, 32, "%.4g", r->out_rel_error_vs_w4a4qat);
+        fmtv(e4, 32, "%.4g", r->act_rel_error);
+        fmtv(dz, 32, "%.3f", r->dz_left);
+        fmtv(rs, 32, "%.3f", r->rest_left);
+        if (fp4s_remedy_is_trainer(r->remedy.kind) || r->remedy.kind == FP4S_RK_BF16_ROLLOUT)
+            snprintf(bits, 32, "%s", "bf16");
+        else
+            snprintf(bits, 32, "%.2f/%.2f", r->cost.act_extra_bits, r->cost.weight_extra_bits);
+        fmtv(fl, 32, "%.1f%%", 100 * r->cost.flops_extra / r->cost.flops_base);
+        fmtv(t8, 32, "%.3f", r->time.vs_fp8);
+        fmtv(t16, 32, "%.3f", r->time.vs_bf16);
+        const char *lab = fp4s_remedy_label(&r->remedy);
+        printf("  %-26s %9s %9s %9s %9s %8s %8s %11s %9s %8s %8s\n", lab, e1, e2, e3, e4, dz, rs, bits, fl, t8, t16);
+    }
+    (void)acc;
+}
+
+/* ---- plan ---------------------------------------------------------------------------- */
+typedef struct plan_site {
+    const char *site;
+    double base;                  /* pooled over steps */
+    double *err2, *ref2, *cost;   /* per candidate */
+    size_t **counts;              /* rac: how often each channel was chosen, per candidate */
+    size_t k;
+} plan_site;
+
+static int cmp_count_desc(const void *a, const void *b, void *arg)
+{
+    const size_t *cnt = arg;
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    if (cnt[x] != cnt[y]) return cnt[x] > cnt[y] ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+static int cmp_size(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int run_plan(site_run *runs, size_t nruns, const fp4s_remedy *rem, size_t nr, double budget,
+                    const char *ref, bool json, const fp4s_accel *acc, json_t **plan_out)
+{
+    /* candidates: the rollout items */
+    size_t *cand = malloc(nr * sizeof *cand), nc = 0;
+    for (size_t i = 0; i < nr; i++)
+        if (!fp4s_remedy_is_trainer(rem[i].kind)) cand[nc++] = i;
+    if (nc == 0) cli_usage("--plan: the remedy list has no rollout item");
+    /* pool per site over steps */
+    size_t ns = 0;
+    plan_site *ps = calloc(nruns, sizeof *ps);
+    for (size_t r = 0; r < nruns; r++) {
+        const char *name = runs[r].site ? runs[r].site : runs[r].label;
+        size_t s;
+        for (s = 0; s < ns; s++)
+            if (!strcmp(ps[s].site, name)) break;
+        if (s == ns) {
+            ps[ns].site = name;
+            ps[ns].err2 = calloc(nc, sizeof(double));
+            ps[ns].ref2 = calloc(nc, sizeof(double));
+            ps[ns].cost = calloc(nc, sizeof(double));
+            ps[ns].counts = calloc(nc, sizeof(size_t *));
+            ps[ns].k = runs[r].info.k;
+            ns++;
+        }
+        plan_site *p = &ps[s];
+        const fp4s_remedy_site *si = &runs[r].info;
+        p->base += (double)si->m * si->n * si->k * 2.0;
+        for (size_t c = 0; c < nc; c++) {
+            const fp4s_remedy_result *res = &runs[r].res[cand[c]];
+            p->err2[c] += !strcmp(ref, "bf16") ? res->err2_bf16 : !strcmp(ref, "w4a4qat") ? res->err2_w4a4qat
+                                                                                            : res->err2_wfq;
+            p->ref2[c] += !strcmp(ref, "bf16") ? si->ref2_bf16 : !strcmp(ref, "w4a4qat") ? res->ref2_w4a4qat
+                                                                                           : res->ref2_wfq;
+            p->cost[c] += res->time.flops_fp4_equiv_extra;
+            if (res->channels) {
+                if (!p->counts[c]) p->counts[c] = calloc(p->k, sizeof(size_t));
+                for (size_t j = 0; j < res->nchannels; j++)
+                    if (res->channels[j] < p->k) p->counts[c][res->channels[j]]++;
+            }
+        }
+    }
+    fp4s_plan_item *items = calloc(ns * nc, sizeof *items);
+    double total_base = 0;
+    for (size_t s = 0; s < ns; s++) {
+        total_base += ps[s].base;
+        for (size_t c = 0; c < nc; c++)
+            items[s * nc + c] = (fp4s_plan_item){ps[s].ref2[c] > 0 ? ps[s].err2[c] / ps[s].ref2[c] : 0, ps[s].cost[c],
+                                                 true};
+    }
+    size_t *choice = calloc(ns, sizeof *choice);
+    double et = 0, ct = 0;
+    int rc = fp4s_remedy_plan(items, ns, nc, budget * total_base, choice, &et, &ct);
+    if (rc) return cli_report(rc);
+    /* none's total, for the comparison */
+    double e_none = 0;
+    size_t none_c = (size_t)-1;
+    for (size_t c = 0; c < nc; c++)
+        if (rem[cand[c]].kind == FP4S_RK_ROLLOUT && !rem[cand[c]].rac_ratio && !rem[cand[c]].mbs_group &&
+            !rem[cand[c]].of && !rem[cand[c]].keep && !rem[cand[c]].aqn)
+            none_c = c;
+    for (size_t s = 0; s < ns && none_c != (size_t)-1; s++) e_none += items[s * nc + none_c].err;
+
+    json_t *root = json_object(), *sites = json_array(), *bf16 = json_array(), *chs = json_object(),
+           *map = json_object();
+    for (size_t s = 0; s < ns; s++) {
+        size_t c = choice[s];
+        const fp4s_remedy *rm = &rem[cand[c]];
+        json_t *o = json_object();
+        json_object_set_new(o, "site", json_string(ps[s].site));
+        json_object_set_new(o, "remedy", json_string(fp4s_remedy_label(rm)));
+        json_object_set_new(o, "rel_error2", cli_json_real(items[s * nc + c].err));
+        json_object_set_new(o, "rel_error", cli_json_real(sqrt(items[s * nc + c].err)));
+        json_object_set_new(o, "extra_flops_fp4_equiv", cli_json_real(items[s * nc + c].cost));
+        json_object_set_new(o, "flops_base", cli_json_real(ps[s].base));
+        json_object_set_new(map, ps[s].site, json_string(fp4s_remedy_label(rm)));
+        if (rm->kind == FP4S_RK_BF16_ROLLOUT) json_array_append_new(bf16, json_string(ps[s].site));
+        if (rm->rac_ratio > 0 && ps[s].counts[c]) {
+            size_t kk = ps[s].k, sel = 0;
+            for (size_t r = 0; r < nruns; r++)
+                if (!strcmp(runs[r].site ? runs[r].site : runs[r].label, ps[s].site))
+                    sel = runs[r].res[cand[c]].nchannels;
+            size_t *idx = malloc(kk * sizeof *idx);
+            for (size_t j = 0; j < kk; j++) idx[j] = j;
+            qsort_r(idx, kk, sizeof *idx, cmp_count_desc, ps[s].counts[c]);
+            qsort(idx, sel, sizeof *idx, cmp_size);
+            json_t *a = json_array();
+            for (size_t j = 0; j < sel; j++) json_array_append_new(a, json_integer((json_int_t)idx[j]));
+            json_object_set(o, "channels", a);
+            json_object_set_new(chs, ps[s].site, a);
+            free(idx);
+        }
+        json_array_append_new(sites, o);
+    }
+    json_object_set_new(root, "budget", json_real(budget));
+    json_object_set_new(root, "budget_flops", cli_json_real(budget * total_base));
+    json_object_set_new(root, "flops_base", cli_json_real(total_base));
+    json_object_set_new(root, "extra_flops", cli_json_real(ct));
+    json_object_set_new(root, "extra_fraction", cli_json_real(total_base > 0 ? ct / total_base : NAN));
+    json_object_set_new(root, "reference", json_string(ref));
+    json_object_set_new(root, "accelerator", json_string(acc->name));
+    json_object_set_new(root, "sum_rel_error2", cli_json_real(et));
+    json_object_set_new(root, "sum_rel_error2_none", none_c != (size_t)-1 ? cli_json_real(e_none) : json_null());
+    json_object_set_new(root, "sites", sites);
+    json_object_set_new(root, "remedy_per_site", map);
+    json_object_set_new(root, "keep_bf16", bf16);
+    json_object_set_new(root, "channels", chs);
+    if (!json) {
+        printf("\nplan: budget %.4g of the W4A4 FLOPs (%.4g FP4-equivalent FLOPs on %s), mismatch vs %s\n", budget,
+               budget * total_base, acc->name, ref);
+        printf("  %-40s %-24s %10s %12s\n", "site", "remedy", "rel_err", "+FLOPs");
+        for (size_t s = 0; s < ns; s++) {
+            size_t c = choice[s];
+            char e[32], f[32];
+            fmtv(e, 32, "%.4g", sqrt(items[s * nc + c].err));
+            fmtv(f, 32, "%.2f%%", ps[s].base > 0 ? 100 * items[s * nc + c].cost / ps[s].base : NAN);
+            printf("  %-40s %-24s %10s %12s\n", ps[s].site, fp4s_remedy_label(&rem[cand[c]]), e, f);
+        }
+        printf("  total: extra %.2f%% of the W4A4 FLOPs; sum of relative error^2 %.6g", 100 * ct / total_base, et);
+        if (none_c != (size_t)-1) printf(" (none everywhere: %.6g)", e_none);
+        printf("\n\n# sites to keep in BF16 (one per line)\n");
+        size_t nb = json_array_size(bf16);
+        for (size_t i = 0; i < nb; i++) printf("%s\n", json_string_value(json_array_get(bf16, i)));
+        if (nb == 0) printf("# (none)\n");
+        printf("\n# residual channels per site (site: comma-separated channel indices)\n");
+        const char *key;
+        json_t *val;
+        size_t nch = 0;
+        json_object_foreach(chs, key, val) {
+            printf("%s:", key);
+            for (size_t i = 0; i < json_array_size(val); i++)
+                printf("%s%lld", i ? "," : " ", (long long)json_integer_value(json_array_get(val, i)));
+            putchar('\n');
+            nch++;
+        }
+        if (nch == 0) printf("# (none)\n");
+    }
+    *plan_out = root;
+    for (size_t s = 0; s < ns; s++) {
+        free(ps[s].err2);
+        free(ps[s].ref2);
+        free(ps[s].cost);
+        for (size_t c = 0; c < nc; c++) free(ps[s].counts[c]);
+        free(ps[s].counts);
+    }
+    free(ps);
+    free(items);
+    free(choice);
+    free(cand);
+    return 0;
+}
+
+/* ---- main ------------------------------------------------------------------------------- */
+int main(int argc, char **argv)
+{
+    cli_init("fp4-remedy");
+    const char *fmt_s = NULL, *profile = NULL, *rule_s = NULL, *w2d = NULL, *act = NULL, *tact = NULL, *weight = NULL;
+    const char *list = NULL, *select = NULL, *order = NULL, *operands = NULL, *accel_s = "b200", *dz_s = NULL;
+    const char *sites = NULL, *steps_s = NULL, *outpath = NULL, *plan_ref = "wfq";
+    bool json = false, csv = false, nodec = false, have_plan = false;
+    double budget = 0;
+    static const struct option lo[] = {
+        {"format", required_argument, NULL, 'f'},
+        {"profile", required_argument, NULL, 'p'},
+        {"remedy", required_argument, NULL, 'r'},
+        {"output", required_argument, NULL, 'o'},
+        {"scale-rule", required_argument, NULL, OPT_SCALE_RULE},
+        {"weight-2d", required_argument, NULL, OPT_W2D},
+        {"act", required_argument, NULL, OPT_ACT},
+        {"trainer-act", required_argument, NULL, OPT_TACT},
+        {"weight", required_argument, NULL, OPT_WEIGHT},
+        {"list-remedies", no_argument, NULL, OPT_LISTREM},
+        {"select", required_argument, NULL, OPT_SELECT},
+        {"rac-order", required_argument, NULL, OPT_ORDER},
+        {"operands", required_argument, NULL, OPT_OPERANDS},
+        {"accel", required_argument, NULL, OPT_ACCEL},
+        {"list-accels", no_argument, NULL, OPT_LISTACC},
+        {"dz-tie", required_argument, NULL, OPT_DZTIE},
+        {"no-decompose", no_argument, NULL, OPT_NODEC},
+        {"sites", required_argument, NULL, OPT_SITES},
+        {"steps", required_argument, NULL, OPT_STEPS},
+        {"plan", required_argument, NULL, OPT_PLAN},
+        {"plan-ref", required_argument, NULL, OPT_PLANREF},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"csv", no_argument, NULL, OPT_CSV},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"help", no_argument, NULL, OPT_HELP},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {NULL, 0, NULL, 0}};
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":f:p:r:o:", lo, NULL)) != -1) {
+        switch (c) {
+        case 'f': fmt_s = optarg; break;
+        case 'p': profile = optarg; break;
+        case 'r': list = optarg; break;
+        case 'o': outpath = optarg; break;
+        case OPT_SCALE_RULE: rule_s = optarg; break;
+        case OPT_W2D: w2d = optarg; break;
+        case OPT_ACT: act = optarg; break;
+        case OPT_TACT: tact = optarg; break;
+        case OPT_WEIGHT: weight = optarg; break;
+        case OPT_LISTREM: grammar_text(); return 0;
+        case OPT_SELECT: select = optarg; break;
+        case OPT_ORDER: order = optarg; break;
+        case OPT_OPERANDS: operands = optarg; break;
+        case OPT_ACCEL: accel_s = optarg; break;
+        case OPT_LISTACC: {
+            size_t na;
+            const fp4s_accel *a = fp4s_accel_list(&na);
+            printf("%-8s %-40s %9s %9s %9s %9s %7s\n", "name", "accelerator", "FP4", "FP8", "BF16", "FP32", "TB/s");
+            for (size_t i = 0; i < na; i++) {
+                char f4[32];
+                if (a[i].fp4_tflops > 0) snprintf(f4, sizeof f4, "%.0f", a[i].fp4_tflops);
+                else snprintf(f4, sizeof f4, "%s", "none");
+                printf("%-8s %-40s %9s %9.0f %9.1f %9.1f %7.2f\n", a[i].name, a[i].title, f4, a[i].fp8_tflops,
+                       a[i].bf16_tflops, a[i].fp32_tflops, a[i].bandwidth_tbps);
+            }
+            printf("(dense TFLOPS per GPU; sources and caveats in fp4-remedy(1))\n");
+            return 0;
+        }
+        case OPT_DZTIE: dz_s = optarg; break;
+        case OPT_NODEC: nodec = true; break;
+        case OPT_SITES: sites = optarg; break;
+        case OPT_STEPS: steps_s = optarg; break;
+        case OPT_PLAN:
+            budget = cli_parse_double("--plan", optarg, 0.0, 1e6);
+            have_plan = true;
+            break;
+        case OPT_PLANREF:
+            if (strcmp(optarg, "wfq") && strcmp(optarg, "bf16") && strcmp(optarg, "w4a4qat"))
+                cli_usage("--plan-ref: expected wfq, bf16 or w4a4qat, got '%s'", optarg);
+            plan_ref = optarg;
+            break;
+        case OPT_JSON: json = true; break;
+        case OPT_CSV: csv = true; break;
+        case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 256)); break;
+        case OPT_HELP: usage_text(); return 0;
+        case OPT_VERSION: cli_version(); return 0;
+        case ':': cli_usage("option '%s' needs a value", argv[optind - 1]);
+        default: cli_usage("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (json && csv) cli_usage("--json and --csv exclude each other");
+    bool capture_mode = optind < argc;
+    if (capture_mode && optind + 1 < argc) cli_usage("one CAPTURE expected, got %d", argc - optind);
+    if (capture_mode && (act || tact || weight))
+        cli_usage("give either a CAPTURE or --act/--weight, not both");
+    if (!capture_mode) {
+        if (!act) cli_usage("no input: give --act X --weight W, or a CAPTURE");
+        if (!weight) cli_usage("--weight W is needed with --act");
+        if (sites || steps_s) cli_usage("--sites and --steps select from a CAPTURE");
+    }
+    if (have_plan && csv) cli_usage("--plan prints text or --json, not --csv");
+
+    fp4s_spec as, ws;
+    cli_spec_fp4(fmt_s, profile, rule_s, "remedies are", &as);
+    int t2 = -1;
+    if (w2d) {
+        if (!strcmp(w2d, "auto")) t2 = -1;
+        else if (!strcmp(w2d, "on")) t2 = 1;
+        else if (!strcmp(w2d, "off")) t2 = 0;
+        else cli_usage("--weight-2d: expected auto, on or off, got '%s'", w2d);
+    }
+    fp4s_remedy_weight_spec(&as, t2, &ws);
+    fp4s_remedy *rem = NULL;
+    size_t nr = 0;
+    int rc = fp4s_remedy_list_parse(list ? list : have_plan ? PLAN_LIST : DEFAULT_LIST, &rem, &nr);
+    if (rc) cli_usage("--remedy: %s", fp4s_last_error());
+    size_t tile = 0;
+    if (select) {
+        if (!strcmp(select, "tensor")) tile = 0;
+        else if (!strncmp(select, "tile:", 5)) tile = (size_t)cli_parse_int("--select tile:ROWS", select + 5, 1, 1LL << 40);
+        else cli_usage("--select: expected tensor or tile:ROWS, got '%s'", select);
+    }
+    for (size_t i = 0; i < nr; i++) {
+        rem[i].rac_tile_rows = tile;
+        if (order) {
+            if (!strcmp(order, "index")) rem[i].rac_order = FP4S_RAC_ORDER_INDEX;
+            else if (!strcmp(order, "rank")) rem[i].rac_order = FP4S_RAC_ORDER_RANK;
+            else cli_usage("--rac-order: expected index or rank, got '%s'", order);
+        }
+        if (operands) {
+            if (!strcmp(operands, "both")) rem[i].operands = FP4S_OPERANDS_BOTH;
+            else if (!strcmp(operands, "act")) rem[i].operands = FP4S_OPERANDS_ACT;
+            else if (!strcmp(operands, "weight")) rem[i].operands = FP4S_OPERANDS_WEIGHT;
+            else cli_usage("--operands: expected both, act or weight, got '%s'", operands);
+        }
+        /* check every item against the quantizers now (K is checked per site) */
+        rc = fp4s_remedy_check(&rem[i], &as, &ws, 0 + (as.block > ws.block ? as.block : ws.block));
+        if (rc) cli_usage("--remedy: %s", fp4s_last_error());
+    }
+    fp4s_remedy_eval_opts eo;
+    fp4s_remedy_eval_opts_defaults(&eo);
+    if ((rc = fp4s_accel_get(accel_s, &eo.accel))) cli_usage("--accel: %s", fp4s_last_error());
+    if (dz_s && fp4s_dz_tie_parse(dz_s, &eo.dz_tie)) cli_usage("--dz-tie: %s", fp4s_last_error());
+    eo.decompose = !nodec;
+    const char *inputs[] = {act, tact, weight, capture_mode ? argv[optind] : NULL};
+    protect_inputs(outpath, inputs, 4);
+    if (outpath && (rc = fp4s_file_held(outpath))) exit(cli_report(rc));
+
+    size_t cap = 4, nruns = 0;
+    site_run *runs = calloc(cap, sizeof *runs);
+    if (!runs) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    if (!capture_mode) {
+        runs[0].label = xstrdup(act);
+        runs[0].step = -1;
+        char *fp = file_part(act);
+        runs[0].synthetic = cli_source_synthetic(act);
+        free(fp);
+        runs[0].res = eval_site(rem, nr, &as, &ws, &eo, act, tact, weight, &runs[0].info);
+        nruns = 1;
+    } else {
+        const char *file = argv[optind];
+        long long *steps = NULL;
+        size_t nsteps = 0;
+        if (steps_s) steps = cli_parse_int_list("--steps", steps_s, &nsteps);
+        fp4s_capture_entry *ents = NULL;
+        size_t ne = 0;
+        if ((rc = fp4s_capture_list(file, &ents, &ne))) exit(cli_report(rc));
+        bool syn = cli_source_synthetic(file);
+        size_t matched = 0;
+        for (size_t i = 0; i < ne; i++) {
+            const fp4s_capture_entry *e = &ents[i];
+            if (strcmp(e->side, "rollout") || e->step < 0 || !strcmp(e->site, "logprobs")) continue;
+            if (sites && !fp4s_site_match(sites, e->site)) continue;
+            bool want = !steps;
+            for (size_t s = 0; s < nsteps && !want; s++) want = steps[s] == e->step;
+            if (!want) continue;
+            matched++;
+            /* the trainer side and the weight of this (step, site) */
+            const fp4s_capture_entry *tr = NULL, *wt = NULL, *wc = NULL;
+            for (size_t j = 0; j < ne; j++) {
+                const fp4s_capture_entry *f = &ents[j];
+                if (strcmp(f->site, e->site)) continue;
+                if (f->step == e->step && !strcmp(f->side, "trainer")) tr = f;
+                if (f->step == e->step && !strcmp(f->side, "weight")) wt = f;
+                if (f->step < 0 && !strcmp(f->side, "weight")) wc = f;
+            }
+            if (!wt) wt = wc;
+            if (!wt)
+                cli_die(FP4S_EXIT_INPUT, "%s: site %s step %lld has no weight (neither /steps/%lld/%s/weight nor "
+                        "/weights/%s)", file, e->site, (long long)e->step, (long long)e->step, e->site, e->site);
+            char xs[1200], xts[1200], wss[1200];
+            fp4s_capture_entry_spec(file, e, xs, sizeof xs);
+            if (tr) fp4s_capture_entry_spec(file, tr, xts, sizeof xts);
+            fp4s_capture_entry_spec(file, wt, wss, sizeof wss);
+            if (nruns == cap) {
+                cap *= 2;
+                runs = realloc(runs, cap * sizeof *runs);
+                if (!runs) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+            }
+            site_run *sr = &runs[nruns++];
+            memset(sr, 0, sizeof *sr);
+            sr->label = xstrdup(xs);
+            sr->site = xstrdup(e->site);
+            sr->step = e->step;
+            sr->synthetic = syn;
+            sr->res = eval_site(rem, nr, &as, &ws, &eo, xs, tr ? xts : NULL, wss, &sr->info);
+        }
+        free(ents);
+        free(steps);
+        if (matched == 0)
+            cli_die(FP4S_EXIT_INPUT, "%s: no site matches%s%s%s%s (rollout activations are needed)", file,
+                    sites ? " --sites " : "", sites ? sites : "", steps_s ? " --steps " : "", steps_s ? steps_s : "");
+    }
+
+    int status = 0;
+    json_t *plan = NULL;
+    if (have_plan) {
+        status = run_plan(runs, nruns, rem, nr, budget, plan_ref, json, eo.accel, &plan);
+        if (status) return status;
+    }
+    /* the result rows */
+    size_t nrow = nruns * nr;
+    fp4s_remedy_row *rows = calloc(nrow ? nrow : 1, sizeof *rows);
+    for (size_t s = 0; s < nruns; s++)
+        for (size_t i = 0; i < nr; i++)
+            rows[s * nr + i] = (fp4s_remedy_row){runs[s].label, runs[s].site, runs[s].step, &runs[s].info,
+                                                 &runs[s].res[i]};
+    json_t *arr = json_array();
+    for (size_t s = 0; s < nruns; s++)
+        for (size_t i = 0; i < nr; i++) json_array_append_new(arr, row_json(&runs[s], &runs[s].res[i], eo.accel));
+    if (outpath) {
+        if (ends_with(outpath, ".json")) {
+            json_t *doc = plan ? json_pack("{sOsO}", "plan", plan, "results", arr) : json_incref(arr);
+            char *txt = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+            json_decref(doc);
+            if (!txt) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+            size_t len = strlen(txt);
+            char *t2b = realloc(txt, len + 2);
+            if (!t2b) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+            t2b[len] = '\n';
+            t2b[len + 1] = '\0';
+            rc = cli_write_text(outpath, t2b, len + 1);
+            free(t2b);
+        } else {
+            rc = fp4s_remedy_write_h5(outpath, &as, &ws, eo.accel, rows, nrow);
+        }
+        if (rc) exit(cli_report(rc));
+    }
+    if (json) {
+        if (plan) status = cli_json_print(json_pack("{sOsO}", "plan", plan, "results", arr));
+        else status = cli_json_print(json_incref(arr));
+    } else if (csv) {
+        size_t nf;
+        const fp4s_remedy_field *f = fp4s_remedy_fields(&nf);
+        printf("source,site,step,remedy,side");
+        for (size_t i = 0; i < nf; i++) printf(",%s", f[i].name);
+        putchar('\n');
+        for (size_t r = 0; r < nrow; r++) {
+            csv_str(rows[r].source);
+            putchar(',');
+            csv_str(rows[r].site);
+            putchar(',');
+            if (rows[r].step >= 0) printf("%lld", (long long)rows[r].step);
+            putchar(',');
+            csv_str(fp4s_remedy_label(&rows[r].res->remedy));
+            printf(",%s", fp4s_remedy_is_trainer(rows[r].res->remedy.kind) ? "trainer" : "rollout");
+            for (size_t i = 0; i < nf; i++) {
+                double v = f[i].get(rows[r].info, rows[r].res);
+                putchar(',');
+                if (isfinite(v)) printf("%.17g", v);
+                else if (!isnan(v)) printf("%s", v > 0 ? "inf" : "-inf");
+            }
+            putchar('\n');
+        }
+        if (fflush(stdout) != 0) status = FP4S_EXIT_OUTPUT;
+    } else if (!have_plan) {
+        char desc[512];
+        fp4s_spec_describe(&as, desc, sizeof desc);
+        printf("activation quantizer: %s\n", desc);
+        fp4s_spec_describe(&ws, desc, sizeof desc);
+        printf("weight quantizer:     %s\n", desc);
+        printf("cost model: %s; +FLOPs over the W4A4 GEMM, t/FP8 and t/BF16: predicted time over the same GEMM "
+               "in FP8 and BF16\n", eo.accel->title);
+        for (size_t s = 0; s < nruns; s++) table_site(&runs[s], nr, &as, &ws, eo.accel);
+        if (fflush(stdout) != 0) status = FP4S_EXIT_OUTPUT;
+    }
+    json_decref(arr);
+    json_decref(plan);
+    for (size_t s = 0; s < nruns; s++) {
+        fp4s_remedy_results_free(runs[s].res, nr);
+        free(runs[s].res);
+        free(runs[s].label);
+        free(runs[s].site);
+    }
+    free(runs);
+    free(rows);
+    free(rem);
+    return status;
+}
