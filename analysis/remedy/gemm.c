@@ -55,3 +55,21 @@ int rm_dgemm(size_t m, size_t n, size_t k, const double *a, size_t lda, const do
     return fp4s_error_set(FP4S_ENOTSUP, "remedies: libfp4scope was built without a BLAS (-Dblas)");
 #endif
 }
+
+int rm_dgemm_nn(size_t m, size_t n, size_t k, const double *a, size_t lda, const double *b, size_t ldb,
+                double *y, size_t ldy, double *secs)
+{
+#if FP4S_HAVE_BLAS
+    int rc = fits(m, n, k, lda, ldb, ldy);
+    if (rc) return rc;
+    if (m == 0 || n == 0) return 0;
+    double t0 = rm_now();
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0, a, (int)lda, b, (int)ldb,
+                0.0, y, (int)ldy);
+    if (secs) *secs += rm_now() - t0;
+    return 0;
+#else
+    (void)m; (void)n; (void)k; (void)a; (void)lda; (void)b; (void)ldb; (void)y; (void)ldy; (void)secs;
+    return fp4s_error_set(FP4S_ENOTSUP, "remedies: libfp4scope was built without a BLAS (-Dblas)");
+#endif
+}

@@ -63,6 +63,10 @@ typedef struct rm_fwd_info {
 int rm_forward_ex(const fp4s_rlinear *L, const float *X, size_t m, size_t ldx, float *Y, size_t ldy,
                   fp4s_remedy_cost *cost, rm_fwd_info *info);
 
+/* Y = A [m, k] B [k, n] (both not transposed) in double. */
+int rm_dgemm_nn(size_t m, size_t n, size_t k, const double *a, size_t lda, const double *b, size_t ldb,
+                double *y, size_t ldy, double *secs);
+
 /* Bits per element of a base quantizer (codes and block scales). */
 double rm_base_bits(const fp4s_spec *s);
 

@@ -148,5 +148,34 @@ grep -q "^# sites to keep in BF16" out.txt || fail "--plan text lists"
 grep -q "total: extra 0.00% of the W4A4 FLOPs" out.txt || fail "--plan 0 must spend nothing"
 expect 2 "no rollout item" $R --plan 0.1 --remedy wfq,bf16 "$FP4S_SRCDIR/datasets/synth-tiny.h5"
 
+# --- fp4-compare ---
+C=fp4-compare
+expect 2 "no input" $C
+expect 2 "no input" $C --act a.npy --weight w.npy
+expect 2 "--json and --csv" $C --act a.npy --trainer-act t.npy --weight w.npy --json --csv
+expect 3 "shape mismatch: trainer activations t_short.npy are \[30, 128\], rollout activations a.npy are \[40, 128\]" \
+    $C --act a.npy --trainer-act t_short.npy --weight w.npy
+expect 3 "shape mismatch: weight w_k96.npy" $C --act a.npy --trainer-act t.npy --weight w_k96.npy
+expect 3 "rollout activation: element (3, 7) is NaN" $C --act a_nan.npy --trainer-act a.npy --weight w.npy
+expect 3 "no site with both trainer and rollout activations matches --sites none.*" \
+    $C --sites 'none.*' "$FP4S_SRCDIR/datasets/synth-tiny.h5"
+expect 3 "has no weight" $C noweight.h5
+expect 0 "" $C --act a.npy --trainer-act t.npy --weight w.npy --json --top 5 -o cmp.json
+"$PY" - <<'EOF2' || fail "fp4-compare --json contract"
+import json
+d = json.load(open("out.txt"))
+assert d == json.load(open("cmp.json"))
+s = d["sites"][0]
+assert abs(sum(s["shares"].values()) - 1) < 1e-9
+assert len(s["channels"]) == 128 and len(d["ranking"]) == 5
+r = d["ranking"]
+assert all(r[i]["contribution"] >= r[i + 1]["contribution"] for i in range(4))
+assert 0 < s["code_flips"] < 1 and s["amplification"] > 0 and s["input_rel_diff"] < 1e-2
+EOF2
+expect 0 "" $C --csv "$FP4S_SRCDIR/datasets/synth-tiny.h5"
+head -1 out.txt | grep -q '^source,site,step,channel,input_rel_diff,code_flips,scale_flips,amplification,contribution_input' || fail "fp4-compare --csv header"
+expect 0 "" $C --steps 0 "$FP4S_SRCDIR/datasets/synth-tiny.h5"
+grep -q "^ranking (pooled over steps)" out.txt || fail "fp4-compare table"
+
 [ "$fails" -eq 0 ] || { echo "$fails failures"; exit 1; }
-echo "fp4-remedy CLI: all checks passed"
+echo "fp4-remedy and fp4-compare CLI: all checks passed"

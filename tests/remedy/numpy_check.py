@@ -99,9 +99,9 @@ def tscale(spec, amax):
     return f32(s_enc), f32(1) / f32(s_enc)
 
 
-def qdq(spec, x, ts=None):
+def qdq(spec, x, ts=None, codes=False):
     """Dequantized Q(x) (float32) of a 2-D float32 array; ts = (S_enc, S_dec)
-    or None for the tensor's own."""
+    or None for the tensor's own. codes: also the signed E2M1 magnitudes."""
     x = np.ascontiguousarray(x, dtype=f32)
     rows, cols = x.shape
     if spec.fmt == "mxfp4":
@@ -116,7 +116,10 @@ def qdq(spec, x, ts=None):
         k = np.where(m > 0, k, -127)
         k = np.clip(k, -127, 127)
         s = np.ldexp(1.0, k)[..., None]
-        q = np.sign(xb) * e2m1_rne(np.abs(xb) / s) * s
+        g = e2m1_rne(np.abs(xb) / s)
+        q = np.sign(xb) * g * s
+        if codes:
+            return q.reshape(rows, cols).astype(f32), (np.sign(xb) * g).reshape(rows, cols)
         return q.reshape(rows, cols).astype(f32)
     # NVFP4, TransformerEngine
     if ts is None:
@@ -140,7 +143,10 @@ def qdq(spec, x, ts=None):
     v = (x * enc_e).astype(f32)
     qm = e2m1_rne(np.abs(v).astype(np.float64))
     q = (np.sign(v) * qm).astype(f32)
-    return ((q * np.repeat(sb, 16, axis=1)).astype(f32) * s_dec).astype(f32)
+    dq = ((q * np.repeat(sb, 16, axis=1)).astype(f32) * s_dec).astype(f32)
+    if codes:
+        return dq, np.sign(v) * qm
+    return dq
 
 
 # ---- remedy pieces -------------------------------------------------------------------
@@ -481,6 +487,64 @@ def check_tool(work, X, Xt, W):
     return bad
 
 
+def qstar(x, block):
+    """Q*(x) with the ideal scale m_b/6 (RNE; ties at 0.25 into the dead zone) and the dead-zone mask."""
+    rows, cols = x.shape
+    xb = x.astype(np.float64).reshape(rows, cols // block, block)
+    m = np.abs(xb).max(axis=2, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(m > 0, 6 * np.abs(xb) / m, 0.0)
+    g = e2m1_rne(t)
+    q = np.where(m > 0, np.sign(xb) * g * m / 6, 0.0)
+    return q.reshape(rows, cols), (g == 0).reshape(rows, cols)
+
+
+def check_compare(work, X, Xt, W):
+    """fp4-compare --json against numpy: the flips, the amplification and the split of D."""
+    xp, tp, wp = (os.path.join(work, n) for n in ("tx.npy", "tt.npy", "tw.npy"))
+    bad = 0
+    for fmt, prof, sa, sw in (("mxfp4", "ocp", Spec("mxfp4", "floor"), Spec("mxfp4", "floor")),
+                              ("nvfp4", "te", Spec("nvfp4"), Spec("nvfp4", tile2d=True))):
+        r = subprocess.run(["fp4-compare", "-f", fmt, "-p", prof, "--act", xp, "--trainer-act", tp, "--weight", wp,
+                            "--json", "--top", "0"], capture_output=True, text=True)
+        if r.returncode != 0:
+            print("FAIL fp4-compare %s: exit %d: %s" % (fmt, r.returncode, r.stderr.strip()))
+            bad += 1
+            continue
+        o = json.loads(r.stdout)["sites"][0]
+        X64, Xt64 = X.astype(np.float64), Xt.astype(np.float64)
+        qr, cr = qdq(sa, X, codes=True)
+        qt, ct = qdq(sa, Xt, codes=True)
+        qr, qt = qr.astype(np.float64), qt.astype(np.float64)
+        qw = qdq(sw, W).astype(np.float64)
+        d = qr - Xt64
+        D = d @ qw.T
+        G = D @ qw
+        qs, dz = qstar(X, sa.block)
+        comps = {"input": X64 - Xt64, "scale": qr - qs, "deadzone": np.where(dz, qs - X64, 0),
+                 "grid": np.where(dz, 0, qs - X64)}
+        m2 = float((D ** 2).sum())
+        want = {"input_rel_diff": rel(X64, Xt64), "amplification": float(np.linalg.norm(qr - qt) / np.linalg.norm(X64 - Xt64)),
+                "mismatch2": m2, "mismatch_rel": float(np.sqrt(m2 / ((Xt64 @ qw.T) ** 2).sum())),
+                "code_flips": float((cr != ct).mean())}  # signed magnitudes: +0 and -0 are equal
+        for key, v in want.items():
+            if abs(o[key] - v) > 1e-9 * abs(v) + 1e-12:
+                print("FAIL fp4-compare %s: %s = %r, numpy %r" % (fmt, key, o[key], v))
+                bad += 1
+        for c, arr in comps.items():
+            contrib = (arr * G).sum(axis=0)
+            got = np.array([ch["contribution"][c] for ch in o["channels"]])
+            if np.abs(got - contrib).max() > 1e-9 * m2:
+                print("FAIL fp4-compare %s: %s contributions differ by %g" % (fmt, c, np.abs(got - contrib).max()))
+                bad += 1
+            if abs(o["shares"][c] - contrib.sum() / m2) > 1e-9:
+                print("FAIL fp4-compare %s: share of %s" % (fmt, c))
+                bad += 1
+        print("%s fp4-compare %s: flips, amplification and the split of ||D||^2 over %d channels" %
+              ("ok  " if not bad else "FAIL", fmt, X.shape[1]))
+    return bad
+
+
 # ---- data ------------------------------------------------------------------------
 def llm_like(rng, rows, cols, hot, scale=1.0):
     x = rng.standard_t(4, size=(rows, cols)) * np.exp(rng.normal(0, 0.7, size=cols))[None, :] * scale
@@ -556,6 +620,7 @@ def main():
     else:
         Xt = (X * (1 + 1e-3 * rng.standard_normal(X.shape))).astype(f32)
         bad += check_tool(work, X, Xt, W)
+        bad += check_compare(work, X, Xt, W)
     print("%d failures (%d library runs and the tool)" % (bad, len(runs)))
     sys.exit(1 if bad else 0)
 

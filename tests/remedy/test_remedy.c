@@ -5,6 +5,7 @@
  * falling with R, determinism over thread counts, and bad input. */
 #include <check.h>
 
+#include <fp4scope/decompose.h>
 #include <fp4scope/quant.h>
 #include <fp4scope/remedy.h>
 #include <fp4scope/spec.h>
@@ -502,6 +503,62 @@ START_TEST(bad_input_refused)
 }
 END_TEST
 
+START_TEST(compare_splits_the_mismatch_exactly)
+{
+    const size_t m = 48, n = 20, k = 128;
+    float *xt = act(m, k, 21), *w = wgt(n, k, 22), *xr = malloc(m * k * sizeof *xr);
+    rs = 23;
+    for (size_t i = 0; i < m * k; i++) xr[i] = xt[i] * (float)(1 + 1e-3 * grand());
+    const char *profs[][2] = {{"mxfp4", "ocp"}, {"mxfp4", "ceil"}, {"nvfp4", "te"}};
+    for (size_t p = 0; p < 3; p++) {
+        fp4s_format f;
+        fp4s_format_parse(profs[p][0], &f);
+        fp4s_spec as = spec(f, profs[p][1]), ws;
+        fp4s_remedy_weight_spec(&as, -1, &ws);
+        fp4s_compare_site c;
+        ck_assert_int_eq(fp4s_compare_eval(&as, &ws, xr, xt, m, w, n, k, NULL, &c), 0);
+        double sum = 0;
+        for (int q = 0; q < FP4S_CMP_COUNT; q++) sum += c.contrib[q];
+        ck_assert_msg(fabs(sum - c.mismatch2) < 1e-9 * c.mismatch2, "%s: %g vs %g", profs[p][1], sum, c.mismatch2);
+        ck_assert(c.code_flips > 0 && c.code_flips < 0.5 && c.amplification > 1);
+        /* the per-channel energies of the quantization error are the decomposition's */
+        fp4s_decomp_opts o;
+        fp4s_decomp_opts_defaults(&o);
+        o.by = FP4S_GROUP_CHANNEL;
+        fp4s_tscale ts;
+        ck_assert_int_eq(fp4s_tscale_init(&as, fp4s_amax(xr, m, k, k, NULL), &ts), 0);
+        fp4s_decomp *d;
+        ck_assert_int_eq(fp4s_decomp_open(&as, &ts, &o, m, k, &d), 0);
+        ck_assert_int_eq(fp4s_decomp_add(d, xr, m, k, 0), 0);
+        for (size_t j = 0; j < k; j++) {
+            fp4s_decomp_result g;
+            ck_assert_int_eq(fp4s_decomp_group(d, j, &g), 0);
+            const double *e = c.ch_energy + j * FP4S_CMP_COUNT;
+            ck_assert_msg(fabs(e[FP4S_CMP_SCALE] - g.energy_scale) <= 1e-12 * (g.energy_total + 1e-300) &&
+                          fabs(e[FP4S_CMP_DEADZONE] - g.energy_deadzone) <= 1e-12 * (g.energy_total + 1e-300) &&
+                          fabs(e[FP4S_CMP_GRID] - g.energy_grid) <= 1e-12 * (g.energy_total + 1e-300),
+                          "%s channel %zu: %g %g %g vs %g %g %g", profs[p][1], j, e[1], e[2], e[3], g.energy_scale,
+                          g.energy_deadzone, g.energy_grid);
+        }
+        fp4s_decomp_close(&d);
+        fp4s_compare_site_free(&c);
+    }
+    /* the same activations on both sides: no input part, nothing flips */
+    fp4s_spec mx = spec(FP4S_MXFP4, "ocp");
+    fp4s_compare_site c;
+    ck_assert_int_eq(fp4s_compare_eval(&mx, &mx, xt, xt, m, w, n, k, NULL, &c), 0);
+    ck_assert(c.contrib[FP4S_CMP_INPUT] == 0 && c.code_flips == 0 && c.scale_flips == 0 && isnan(c.amplification));
+    ck_assert(c.mismatch2 > 0 && c.input_rel_diff == 0);
+    fp4s_compare_site_free(&c);
+    xr[5] = NAN;
+    ck_assert_int_eq(fp4s_compare_eval(&mx, &mx, xr, xt, m, w, n, k, NULL, &c), FP4S_EFORMAT);
+    ck_assert_msg(strstr(fp4s_last_error(), "rollout activation: element (0, 5) is NaN"), "%s", fp4s_last_error());
+    free(xt);
+    free(xr);
+    free(w);
+}
+END_TEST
+
 START_TEST(plan_hand_computed)
 {
     /* site 0: (0, 10) (1, 4) (3, 3) and (2, 3.9) above its hull; site 1: (0, 8) (2, 2) (4, 1.5) */
@@ -578,6 +635,7 @@ int main(void)
         {"keep_hand_computed", keep_hand_computed},
         {"same_output_on_any_thread_count", same_output_on_any_thread_count},
         {"bad_input_refused", bad_input_refused},
+        {"compare_splits_the_mismatch_exactly", compare_splits_the_mismatch_exactly},
 #endif
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -434,6 +434,62 @@ typedef struct fp4s_plan_item {
 FP4S_API int fp4s_remedy_plan(const fp4s_plan_item *items, size_t nsites, size_t ncand, double budget,
                               size_t *choice, double *err_total, double *cost_total);
 
+/* ---- fp4-compare: why the rollout and the trainer disagree (fp4-compare(1)) ---- */
+/* For one site with rollout activations X_r, trainer activations X_t [m, k]
+ * and weight W [n, k]: the output mismatch against the asymmetric-QAT
+ * trainer, D = Qa(X_r) Qw(W)^T - X_t Qw(W)^T = d Qw(W)^T with
+ * d = Qa(X_r) - X_t, is split exactly by error component and channel.
+ * d = delta + e_scale + e_dz + e_grid, with delta = X_r - X_t (the two
+ * engines' activations differ before quantizing) and the decomposition of
+ * fp4s_decomp (decompose.h: Q* with the ideal scale m_b/6, the same tie
+ * rules) of the rollout's quantization error e = Qa(X_r) - X_r. With
+ * G = D Qw(W) [m, k], the contribution of component c on channel j is
+ * sum_m c[m, j] G[m, j]; the m x 4 contributions sum to ||D||^2 exactly
+ * (up to rounding), and may be negative (a part that cancels others). All in
+ * float64 (cblas_dgemm). */
+typedef enum fp4s_cmp_component {
+    FP4S_CMP_INPUT = 0,    /* delta = X_r - X_t */
+    FP4S_CMP_SCALE = 1,    /* e_scale of the rollout's quantization */
+    FP4S_CMP_DEADZONE = 2, /* e_dz */
+    FP4S_CMP_GRID = 3,     /* e_grid */
+    FP4S_CMP_COUNT
+} fp4s_cmp_component;
+
+FP4S_API const char *fp4s_cmp_component_name(fp4s_cmp_component c); /* "input", "scale", "deadzone", "grid" */
+
+typedef struct fp4s_compare_site {
+    size_t m, n, k;
+    double input_rel_diff;      /* ||X_r - X_t|| / ||X_t|| */
+    double code_flips;          /* fraction of E2M1 codes of Qa(X_r) and Qa(X_t) that differ
+                                 * (+0 and -0 count as equal) */
+    double scale_flips;         /* fraction of blocks whose stored scale byte differs */
+    double tscale_rel_diff;     /* NVFP4: |S_dec(X_r) / S_dec(X_t) - 1| (the tensor scales; 0 for MXFP4) */
+    double amplification;       /* ||Qa(X_r) - Qa(X_t)|| / ||X_r - X_t|| (NaN when X_r = X_t) */
+    double mismatch2;           /* ||D||^2 */
+    double ref2;                /* ||X_t Qw(W)^T||^2 */
+    double mismatch_rel;        /* ||D|| / ||X_t Qw(W)^T|| */
+    double contrib[FP4S_CMP_COUNT]; /* per component, summed over channels (sum: mismatch2) */
+    /* per channel, k entries each (malloc'ed; fp4s_compare_site_free) */
+    double *ch_input_rel_diff;  /* ||X_r[:, j] - X_t[:, j]|| / ||X_t[:, j]|| */
+    double *ch_code_flips;      /* fraction of tokens whose code in column j differs */
+    double *ch_scale_flips;     /* fraction of tokens whose block holding column j has another scale byte */
+    double *ch_amplification;   /* ||Qa(X_r)[:, j] - Qa(X_t)[:, j]|| / ||X_r[:, j] - X_t[:, j]|| */
+    double *ch_contrib;         /* [k * FP4S_CMP_COUNT]: ch_contrib[j * FP4S_CMP_COUNT + c] */
+    double *ch_energy;          /* [k * FP4S_CMP_COUNT]: sum_m c[m, j]^2 (the energies) */
+} fp4s_compare_site;
+
+typedef struct fp4s_compare_opts {
+    fp4s_dz_tie dz_tie;         /* as decompose.h (default FP4S_DZ_TIE_SPEC) */
+} fp4s_compare_opts;
+
+FP4S_API void fp4s_compare_opts_defaults(fp4s_compare_opts *o);
+
+/* Xr, Xt [m, k], W [n, k], packed row-major; o may be NULL. */
+FP4S_API int fp4s_compare_eval(const fp4s_spec *act, const fp4s_spec *wt, const float *Xr, const float *Xt,
+                               size_t m, const float *W, size_t n, size_t k, const fp4s_compare_opts *o,
+                               fp4s_compare_site *out);
+FP4S_API void fp4s_compare_site_free(fp4s_compare_site *s);
+
 #ifdef __cplusplus
 }
 #endif

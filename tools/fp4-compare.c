@@ -1,0 +1,458 @@
+/* fp4-compare: why the rollout and the trainer disagree. Per site, step and
+ * channel: how far the two sides' activations are apart, how many E2M1 codes
+ * and block scales that flips, how much the quantizer amplifies it, and a
+ * ranking of sites x channels x error component by their share of the output
+ * mismatch against the asymmetric-QAT trainer (man/fp4-compare.1). */
+#include "cli.h"
+
+#include <fp4scope/capture.h>
+#include <fp4scope/remedy.h>
+#include <fp4scope/spec.h>
+#include <fp4scope/tensor.h>
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage_text(void)
+{
+    printf(
+        "Usage: fp4-compare [OPTION]... CAPTURE.h5 [--sites GLOB] [--steps LIST]\n"
+        "       fp4-compare [OPTION]... --act XR --trainer-act XT --weight W\n"
+        "Why the rollout and the trainer disagree: per site, step and channel the\n"
+        "relative difference of the two sides' activations, the fraction of E2M1 codes\n"
+        "and block scales it flips, the amplification ||Qa(X_r) - Qa(X_t)|| / ||X_r - X_t||,\n"
+        "and a ranking of sites x channels x error component (input, scale, deadzone,\n"
+        "grid) by their share of the output mismatch ||Qa(X_r) Qw(W)^T - X_t Qw(W)^T||.\n"
+        "\n"
+        "  -f, --format FMT      mxfp4 (default) or nvfp4\n"
+        "  -p, --profile NAME    quantizer profile (default: the format's default)\n"
+        "      --scale-rule R    MXFP4 scale rule: floor, ceil, even, log2f, rtn\n"
+        "      --weight-2d M     NVFP4 weight scaling: auto (default: 2-D for te), on, off\n"
+        "      --sites GLOB      capture sites (fnmatch; default all)\n"
+        "      --steps LIST      capture steps, e.g. 0,5,10-20 (default all)\n"
+        "      --act XR, --trainer-act XT, --weight W   one site given as tensors\n"
+        "      --dz-tie T        dead-zone tie at |x/s*| = 0.25: spec (default), in, out\n"
+        "      --top N           ranking rows shown (default 20; 0 = all)\n"
+        "      --json            JSON on stdout\n"
+        "      --csv             CSV on stdout: one line per site, step and channel\n"
+        "  -o, --output FILE     also write the --json document to FILE\n"
+        "      --threads N       worker threads (default: all CPUs)\n"
+        "      --help            show this help and exit\n"
+        "      --version         show version and features and exit\n"
+        "\n"
+        "Exit status: 0 ok, 2 usage, 3 input missing, unreadable or malformed (shape\n"
+        "mismatch, no site with both sides and a weight), 4 output not written,\n"
+        "5 internal error.\n");
+}
+
+enum {
+    OPT_SCALE_RULE = 256, OPT_W2D, OPT_SITES, OPT_STEPS, OPT_ACT, OPT_TACT, OPT_WEIGHT, OPT_DZTIE, OPT_TOP,
+    OPT_JSON, OPT_CSV, OPT_THREADS, OPT_HELP, OPT_VERSION
+};
+
+typedef struct run {
+    char *label, *site;
+    int64_t step;
+    bool synthetic;
+    fp4s_compare_site r;
+} run;
+
+typedef struct rank_row {
+    const char *site;
+    size_t channel;
+    int comp;
+    double contrib;
+} rank_row;
+
+static int cmp_rank(const void *a, const void *b)
+{
+    const rank_row *x = a, *y = b;
+    if (x->contrib != y->contrib) return x->contrib > y->contrib ? -1 : 1;
+    int c = strcmp(x->site, y->site);
+    if (c) return c;
+    if (x->channel != y->channel) return x->channel < y->channel ? -1 : 1;
+    return x->comp - y->comp;
+}
+
+static char *xstrdup(const char *s)
+{
+    char *d = strdup(s ? s : "");
+    if (!d) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    return d;
+}
+
+static void fmtv(char *b, size_t n, const char *f, double v)
+{
+    if (isfinite(v)) snprintf(b, n, f, v);
+    else snprintf(b, n, "%s", isnan(v) ? "-" : (v > 0 ? "inf" : "-inf"));
+}
+
+static void eval_one(const fp4s_spec *as, const fp4s_spec *ws, const fp4s_compare_opts *co, const char *xs,
+                     const char *xts, const char *wsrc, fp4s_compare_site *out)
+{
+    float *x = NULL, *xt = NULL, *w = NULL;
+    size_t m, k, mt, kt, n, kw;
+    int rc;
+    if ((rc = fp4s_source_read_all(xs, &x, &m, &k))) cli_failf(rc, "rollout activations");
+    if ((rc = fp4s_source_read_all(xts, &xt, &mt, &kt))) cli_failf(rc, "trainer activations");
+    if ((rc = fp4s_source_read_all(wsrc, &w, &n, &kw))) cli_failf(rc, "weight");
+    if (mt != m || kt != k)
+        cli_die(FP4S_EXIT_INPUT, "shape mismatch: trainer activations %s are [%zu, %zu], rollout activations %s are "
+                "[%zu, %zu]", xts, mt, kt, xs, m, k);
+    if (kw != k)
+        cli_die(FP4S_EXIT_INPUT, "shape mismatch: weight %s is [%zu, %zu], its K = %zu differs from the activations' "
+                "K = %zu (%s)", wsrc, n, kw, kw, k, xs);
+    rc = fp4s_compare_eval(as, ws, x, xt, m, w, n, k, co, out);
+    if (rc) cli_failf(rc, "%s", xs);
+    free(x);
+    free(xt);
+    free(w);
+}
+
+static json_t *site_json(const run *r)
+{
+    const fp4s_compare_site *s = &r->r;
+    json_t *o = json_object();
+    json_object_set_new(o, "source", json_string(r->label));
+    json_object_set_new(o, "site", r->site ? json_string(r->site) : json_null());
+    json_object_set_new(o, "step", r->step >= 0 ? json_integer(r->step) : json_null());
+    json_object_set_new(o, "synthetic", json_boolean(r->synthetic));
+    json_object_set_new(o, "m", json_integer((json_int_t)s->m));
+    json_object_set_new(o, "n", json_integer((json_int_t)s->n));
+    json_object_set_new(o, "k", json_integer((json_int_t)s->k));
+    json_object_set_new(o, "input_rel_diff", cli_json_real(s->input_rel_diff));
+    json_object_set_new(o, "code_flips", cli_json_real(s->code_flips));
+    json_object_set_new(o, "scale_flips", cli_json_real(s->scale_flips));
+    json_object_set_new(o, "tscale_rel_diff", cli_json_real(s->tscale_rel_diff));
+    json_object_set_new(o, "amplification", cli_json_real(s->amplification));
+    json_object_set_new(o, "mismatch_rel", cli_json_real(s->mismatch_rel));
+    json_object_set_new(o, "mismatch2", cli_json_real(s->mismatch2));
+    json_object_set_new(o, "ref2", cli_json_real(s->ref2));
+    json_t *sh = json_object();
+    for (int c = 0; c < FP4S_CMP_COUNT; c++)
+        json_object_set_new(sh, fp4s_cmp_component_name(c),
+                            cli_json_real(s->mismatch2 > 0 ? s->contrib[c] / s->mismatch2 : NAN));
+    json_object_set_new(o, "shares", sh);
+    json_t *chs = json_array();
+    for (size_t j = 0; j < s->k; j++) {
+        json_t *c = json_object();
+        json_object_set_new(c, "channel", json_integer((json_int_t)j));
+        json_object_set_new(c, "input_rel_diff", cli_json_real(s->ch_input_rel_diff[j]));
+        json_object_set_new(c, "code_flips", cli_json_real(s->ch_code_flips[j]));
+        json_object_set_new(c, "scale_flips", cli_json_real(s->ch_scale_flips[j]));
+        json_object_set_new(c, "amplification", cli_json_real(s->ch_amplification[j]));
+        json_t *ct = json_object(), *en = json_object();
+        for (int q = 0; q < FP4S_CMP_COUNT; q++) {
+            json_object_set_new(ct, fp4s_cmp_component_name(q), cli_json_real(s->ch_contrib[j * FP4S_CMP_COUNT + q]));
+            json_object_set_new(en, fp4s_cmp_component_name(q), cli_json_real(s->ch_energy[j * FP4S_CMP_COUNT + q]));
+        }
+        json_object_set_new(c, "contribution", ct);
+        json_object_set_new(c, "energy", en);
+        json_array_append_new(chs, c);
+    }
+    json_object_set_new(o, "channels", chs);
+    return o;
+}
+
+int main(int argc, char **argv)
+{
+    cli_init("fp4-compare");
+    const char *fmt_s = NULL, *profile = NULL, *rule_s = NULL, *w2d = NULL, *sites = NULL, *steps_s = NULL;
+    const char *act = NULL, *tact = NULL, *weight = NULL, *dz_s = NULL, *outpath = NULL;
+    bool json = false, csv = false;
+    long long top = 20;
+    static const struct option lo[] = {
+        {"format", required_argument, NULL, 'f'},
+        {"profile", required_argument, NULL, 'p'},
+        {"output", required_argument, NULL, 'o'},
+        {"scale-rule", required_argument, NULL, OPT_SCALE_RULE},
+        {"weight-2d", required_argument, NULL, OPT_W2D},
+        {"sites", required_argument, NULL, OPT_SITES},
+        {"steps", required_argument, NULL, OPT_STEPS},
+        {"act", required_argument, NULL, OPT_ACT},
+        {"trainer-act", required_argument, NULL, OPT_TACT},
+        {"weight", required_argument, NULL, OPT_WEIGHT},
+        {"dz-tie", required_argument, NULL, OPT_DZTIE},
+        {"top", required_argument, NULL, OPT_TOP},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"csv", no_argument, NULL, OPT_CSV},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"help", no_argument, NULL, OPT_HELP},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {NULL, 0, NULL, 0}};
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":f:p:o:", lo, NULL)) != -1) {
+        switch (c) {
+        case 'f': fmt_s = optarg; break;
+        case 'p': profile = optarg; break;
+        case 'o': outpath = optarg; break;
+        case OPT_SCALE_RULE: rule_s = optarg; break;
+        case OPT_W2D: w2d = optarg; break;
+        case OPT_SITES: sites = optarg; break;
+        case OPT_STEPS: steps_s = optarg; break;
+        case OPT_ACT: act = optarg; break;
+        case OPT_TACT: tact = optarg; break;
+        case OPT_WEIGHT: weight = optarg; break;
+        case OPT_DZTIE: dz_s = optarg; break;
+        case OPT_TOP: top = cli_parse_int("--top", optarg, 0, 1LL << 40); break;
+        case OPT_JSON: json = true; break;
+        case OPT_CSV: csv = true; break;
+        case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 256)); break;
+        case OPT_HELP: usage_text(); return 0;
+        case OPT_VERSION: cli_version(); return 0;
+        case ':': cli_usage("option '%s' needs a value", argv[optind - 1]);
+        default: cli_usage("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (json && csv) cli_usage("--json and --csv exclude each other");
+    bool capture_mode = optind < argc;
+    if (capture_mode && optind + 1 < argc) cli_usage("one CAPTURE expected, got %d", argc - optind);
+    if (capture_mode && (act || tact || weight)) cli_usage("give either a CAPTURE or --act/--trainer-act/--weight");
+    if (!capture_mode && !(act && tact && weight))
+        cli_usage("no input: give a CAPTURE, or --act XR --trainer-act XT --weight W");
+    if (!capture_mode && (sites || steps_s)) cli_usage("--sites and --steps select from a CAPTURE");
+    fp4s_spec as, ws;
+    cli_spec_fp4(fmt_s, profile, rule_s, "the comparison is", &as);
+    int t2 = -1;
+    if (w2d) {
+        if (!strcmp(w2d, "auto")) t2 = -1;
+        else if (!strcmp(w2d, "on")) t2 = 1;
+        else if (!strcmp(w2d, "off")) t2 = 0;
+        else cli_usage("--weight-2d: expected auto, on or off, got '%s'", w2d);
+    }
+    fp4s_remedy_weight_spec(&as, t2, &ws);
+    fp4s_compare_opts co;
+    fp4s_compare_opts_defaults(&co);
+    if (dz_s && fp4s_dz_tie_parse(dz_s, &co.dz_tie)) cli_usage("--dz-tie: %s", fp4s_last_error());
+    int rc;
+    if (outpath && (rc = fp4s_file_held(outpath))) exit(cli_report(rc));
+
+    size_t cap = 4, nr = 0;
+    run *runs = calloc(cap, sizeof *runs);
+    if (!runs) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    if (!capture_mode) {
+        runs[0].label = xstrdup(act);
+        runs[0].step = -1;
+        runs[0].synthetic = cli_source_synthetic(act);
+        eval_one(&as, &ws, &co, act, tact, weight, &runs[0].r);
+        nr = 1;
+    } else {
+        const char *file = argv[optind];
+        long long *steps = NULL;
+        size_t nsteps = 0;
+        if (steps_s) steps = cli_parse_int_list("--steps", steps_s, &nsteps);
+        fp4s_capture_entry *ents = NULL;
+        size_t ne = 0;
+        if ((rc = fp4s_capture_list(file, &ents, &ne))) exit(cli_report(rc));
+        bool syn = cli_source_synthetic(file);
+        size_t matched = 0, one_sided = 0;
+        for (size_t i = 0; i < ne; i++) {
+            const fp4s_capture_entry *e = &ents[i];
+            if (strcmp(e->side, "rollout") || e->step < 0 || !strcmp(e->site, "logprobs")) continue;
+            if (sites && !fp4s_site_match(sites, e->site)) continue;
+            bool want = !steps;
+            for (size_t s = 0; s < nsteps && !want; s++) want = steps[s] == e->step;
+            if (!want) continue;
+            const fp4s_capture_entry *tr = NULL, *wt = NULL, *wc = NULL;
+            for (size_t j = 0; j < ne; j++) {
+                const fp4s_capture_entry *f = &ents[j];
+                if (strcmp(f->site, e->site)) continue;
+                if (f->step == e->step && !strcmp(f->side, "trainer")) tr = f;
+                if (f->step == e->step && !strcmp(f->side, "weight")) wt = f;
+                if (f->step < 0 && !strcmp(f->side, "weight")) wc = f;
+            }
+            if (!wt) wt = wc;
+            if (!tr) {
+                one_sided++;
+                continue;
+            }
+            if (!wt)
+                cli_die(FP4S_EXIT_INPUT, "%s: site %s step %lld has no weight (neither /steps/%lld/%s/weight nor "
+                        "/weights/%s)", file, e->site, (long long)e->step, (long long)e->step, e->site, e->site);
+            matched++;
+            char xs[1200], xts[1200], wss[1200];
+            fp4s_capture_entry_spec(file, e, xs, sizeof xs);
+            fp4s_capture_entry_spec(file, tr, xts, sizeof xts);
+            fp4s_capture_entry_spec(file, wt, wss, sizeof wss);
+            if (nr == cap) {
+                cap *= 2;
+                runs = realloc(runs, cap * sizeof *runs);
+                if (!runs) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+            }
+            run *r = &runs[nr++];
+            memset(r, 0, sizeof *r);
+            r->label = xstrdup(xs);
+            r->site = xstrdup(e->site);
+            r->step = e->step;
+            r->synthetic = syn;
+            eval_one(&as, &ws, &co, xs, xts, wss, &r->r);
+        }
+        free(ents);
+        free(steps);
+        if (matched == 0)
+            cli_die(FP4S_EXIT_INPUT, "%s: no site with both trainer and rollout activations matches%s%s%s%s%s", file,
+                    sites ? " --sites " : "", sites ? sites : "", steps_s ? " --steps " : "", steps_s ? steps_s : "",
+                    one_sided ? " (only rollout sides there)" : "");
+    }
+
+    /* the ranking, pooled over steps per (site, channel, component) */
+    double total = 0;
+    const char **names = calloc(nr ? nr : 1, sizeof *names);
+    size_t *nk = calloc(nr ? nr : 1, sizeof *nk);
+    double **acc = calloc(nr ? nr : 1, sizeof *acc);
+    size_t nsite = 0, nrank = 0;
+    if (!names || !nk || !acc) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    for (size_t i = 0; i < nr; i++) {
+        total += runs[i].r.mismatch2;
+        const char *name = runs[i].site ? runs[i].site : runs[i].label;
+        size_t t;
+        for (t = 0; t < nsite; t++)
+            if (!strcmp(names[t], name)) break;
+        if (t == nsite) {
+            names[nsite] = name;
+            nk[nsite] = runs[i].r.k;
+            acc[nsite] = calloc(runs[i].r.k * FP4S_CMP_COUNT, sizeof(double));
+            if (!acc[nsite]) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+            nrank += runs[i].r.k * FP4S_CMP_COUNT;
+            nsite++;
+        }
+        if (nk[t] != runs[i].r.k)
+            cli_die(FP4S_EXIT_INPUT, "site %s: K differs between steps (%zu and %zu)", name, nk[t], runs[i].r.k);
+        for (size_t q = 0; q < runs[i].r.k * FP4S_CMP_COUNT; q++) acc[t][q] += runs[i].r.ch_contrib[q];
+    }
+    rank_row *rk = malloc((nrank ? nrank : 1) * sizeof *rk);
+    if (!rk) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    nrank = 0;
+    for (size_t t = 0; t < nsite; t++)
+        for (size_t j = 0; j < nk[t]; j++)
+            for (int q = 0; q < FP4S_CMP_COUNT; q++)
+                rk[nrank++] = (rank_row){names[t], j, q, acc[t][j * FP4S_CMP_COUNT + q]};
+    qsort(rk, nrank, sizeof *rk, cmp_rank);
+    size_t show = top == 0 || (size_t)top > nrank ? nrank : (size_t)top;
+
+    json_t *doc = NULL;
+    if (json || outpath) {
+        doc = json_object();
+        json_object_set_new(doc, "tool", json_string("fp4-compare"));
+        char desc[512];
+        fp4s_spec_describe(&as, desc, sizeof desc);
+        json_object_set_new(doc, "activation_quantizer", json_string(desc));
+        fp4s_spec_describe(&ws, desc, sizeof desc);
+        json_object_set_new(doc, "weight_quantizer", json_string(desc));
+        json_object_set_new(doc, "total_mismatch2", cli_json_real(total));
+        json_t *arr = json_array();
+        for (size_t i = 0; i < nr; i++) json_array_append_new(arr, site_json(&runs[i]));
+        json_object_set_new(doc, "sites", arr);
+        json_t *ra = json_array();
+        double cum = 0;
+        for (size_t i = 0; i < show; i++) {
+            json_t *o = json_object();
+            cum += rk[i].contrib;
+            json_object_set_new(o, "site", json_string(rk[i].site));
+            json_object_set_new(o, "channel", json_integer((json_int_t)rk[i].channel));
+            json_object_set_new(o, "component", json_string(fp4s_cmp_component_name(rk[i].comp)));
+            json_object_set_new(o, "contribution", cli_json_real(rk[i].contrib));
+            json_object_set_new(o, "share", cli_json_real(total > 0 ? rk[i].contrib / total : NAN));
+            json_object_set_new(o, "cumulative", cli_json_real(total > 0 ? cum / total : NAN));
+            json_array_append_new(ra, o);
+        }
+        json_object_set_new(doc, "ranking", ra);
+    }
+    if (outpath) {
+        char *txt = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+        if (!txt) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+        size_t len = strlen(txt);
+        char *t2b = realloc(txt, len + 2);
+        if (!t2b) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+        t2b[len] = '\n';
+        t2b[len + 1] = '\0';
+        rc = cli_write_text(outpath, t2b, len + 1);
+        free(t2b);
+        if (rc) exit(cli_report(rc));
+    }
+    int status = 0;
+    if (json) {
+        status = cli_json_print(json_incref(doc));
+    } else if (csv) {
+        printf("source,site,step,channel,input_rel_diff,code_flips,scale_flips,amplification");
+        for (int q = 0; q < FP4S_CMP_COUNT; q++) printf(",contribution_%s", fp4s_cmp_component_name(q));
+        for (int q = 0; q < FP4S_CMP_COUNT; q++) printf(",energy_%s", fp4s_cmp_component_name(q));
+        putchar('\n');
+        for (size_t i = 0; i < nr; i++) {
+            const fp4s_compare_site *s = &runs[i].r;
+            for (size_t j = 0; j < s->k; j++) {
+                printf("%s,%s,", runs[i].label, runs[i].site ? runs[i].site : "");
+                if (runs[i].step >= 0) printf("%lld", (long long)runs[i].step);
+                double v[4] = {s->ch_input_rel_diff[j], s->ch_code_flips[j], s->ch_scale_flips[j],
+                               s->ch_amplification[j]};
+                printf(",%zu", j);
+                for (int q = 0; q < 4; q++) {
+                    if (isfinite(v[q])) printf(",%.17g", v[q]);
+                    else printf(",");
+                }
+                for (int q = 0; q < FP4S_CMP_COUNT; q++) printf(",%.17g", s->ch_contrib[j * FP4S_CMP_COUNT + q]);
+                for (int q = 0; q < FP4S_CMP_COUNT; q++) printf(",%.17g", s->ch_energy[j * FP4S_CMP_COUNT + q]);
+                putchar('\n');
+            }
+        }
+        if (fflush(stdout) != 0) status = FP4S_EXIT_OUTPUT;
+    } else {
+        char desc[512];
+        fp4s_spec_describe(&as, desc, sizeof desc);
+        printf("activation quantizer: %s\n", desc);
+        printf("output mismatch D = Qa(X_r) Qw(W)^T - X_t Qw(W)^T, split by component: input = X_r - X_t, and the\n"
+               "rollout's quantization error as scale bias, dead zone and grid noise\n");
+        for (size_t i = 0; i < nr; i++) {
+            const fp4s_compare_site *s = &runs[i].r;
+            char a[32], b[32], cc[32], d[32], e[32];
+            printf("\n%s%s", runs[i].site ? "site " : "", runs[i].site ? runs[i].site : runs[i].label);
+            if (runs[i].step >= 0) printf(" step %lld", (long long)runs[i].step);
+            printf("  [%zu x %zu] x [%zu x %zu]^T%s\n", s->m, s->k, s->n, s->k,
+                   runs[i].synthetic ? "  (synthetic capture)" : "");
+            fmtv(a, 32, "%.4g", s->input_rel_diff);
+            fmtv(b, 32, "%.2f%%", 100 * s->code_flips);
+            fmtv(cc, 32, "%.2f%%", 100 * s->scale_flips);
+            fmtv(d, 32, "%.3g", s->amplification);
+            printf("  ||X_r - X_t||/||X_t|| %s   codes differ %s   block scales differ %s   amplification %s\n", a, b,
+                   cc, d);
+            fmtv(e, 32, "%.4g", s->mismatch_rel);
+            printf("  ||D|| / ||X_t Qw^T|| %s:", e);
+            for (int q = 0; q < FP4S_CMP_COUNT; q++) {
+                char v[32];
+                fmtv(v, 32, "%.1f%%", s->mismatch2 > 0 ? 100 * s->contrib[q] / s->mismatch2 : NAN);
+                printf(" %s %s%s", fp4s_cmp_component_name(q), v, q + 1 < FP4S_CMP_COUNT ? "," : "\n");
+            }
+        }
+        printf("\nranking (pooled over steps): share of the total output mismatch energy %.6g\n", total);
+        printf("  %5s  %-40s %8s  %-9s %12s %9s %9s\n", "rank", "site", "channel", "component", "contribution",
+               "share", "cumul.");
+        double cum = 0;
+        for (size_t i = 0; i < show; i++) {
+            char sh[32], cu[32];
+            cum += rk[i].contrib;
+            fmtv(sh, 32, "%.2f%%", total > 0 ? 100 * rk[i].contrib / total : NAN);
+            fmtv(cu, 32, "%.2f%%", total > 0 ? 100 * cum / total : NAN);
+            printf("  %5zu  %-40s %8zu  %-9s %12.5g %9s %9s\n", i + 1, rk[i].site, rk[i].channel,
+                   fp4s_cmp_component_name(rk[i].comp), rk[i].contrib, sh, cu);
+        }
+        if (show < nrank) printf("  (%zu more; --top 0 lists all)\n", nrank - show);
+        if (fflush(stdout) != 0) status = FP4S_EXIT_OUTPUT;
+    }
+    json_decref(doc);
+    for (size_t i = 0; i < nr; i++) {
+        fp4s_compare_site_free(&runs[i].r);
+        free(runs[i].label);
+        free(runs[i].site);
+    }
+    for (size_t t = 0; t < nsite; t++) free(acc[t]);
+    free(acc);
+    free(nk);
+    free(names);
+    free(runs);
+    free(rk);
+    return status;
+}
