@@ -486,12 +486,15 @@ static int cmd_import(int argc, char **argv)
             }
         }
         if (rc) fail_output(rc, &of, out);
+        /* one import is one transaction: a source that fails undoes the others */
         for (size_t i = 0; i < nj && !rc; i++) rc = import_one(c, &jobs[i], step, side);
         if (!rc) rc = fp4s_capture_close(&c);
         else {
             char keep[1024];
             snprintf(keep, sizeof keep, "%s", fp4s_last_error());
-            fp4s_capture_close(&c);
+            if (fp4s_capture_abort(&c) == 0 && !of)
+                snprintf(keep + strlen(keep), sizeof keep - strlen(keep),
+                         " (nothing of this import was added to %s)", out);
             fp4s_error_set(rc, "%s", keep);
         }
         if (!rc && of && append) {

@@ -25,6 +25,7 @@ typedef struct dslot {
     char *path;    /* NULL = empty */
     hid_t d;
     size_t rows, cols;
+    size_t rows0;  /* rows when opened in this flush interval (fp4s_capture_abort cuts back to it) */
     fp4s_dtype dt;
 } dslot;
 
@@ -47,6 +48,10 @@ struct fp4s_capture {
     size_t nslots, used;
     pend *pend;
     size_t npend, cappend;
+    /* links made since the last flush inside steps that were already linked
+     * (a new site or dataset in an old step): fp4s_capture_abort removes them */
+    char **made;
+    size_t nmade, capmade;
 };
 
 void fp4s_capture_opts_defaults(fp4s_capture_opts *o)
@@ -122,6 +127,7 @@ static int slot_add(fp4s_capture *c, const char *path, hid_t d, size_t rows, siz
     if (!c->slots[i].path) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", c->path);
     c->slots[i].d = d;
     c->slots[i].rows = rows;
+    c->slots[i].rows0 = rows;
     c->slots[i].cols = cols;
     c->slots[i].dt = dt;
     c->used++;
@@ -246,10 +252,32 @@ static fp4s_capture *cap_alloc(const char *path, const fp4s_capture_opts *o)
     return c;
 }
 
+static void made_clear(fp4s_capture *c)
+{
+    for (size_t i = 0; i < c->nmade; i++) free(c->made[i]);
+    c->nmade = 0;
+}
+
+static int made_add(fp4s_capture *c, const char *path)
+{
+    if (c->nmade == c->capmade) {
+        size_t nc = c->capmade ? c->capmade * 2 : 16;
+        char **n = realloc(c->made, nc * sizeof *n);
+        if (!n) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", c->path);
+        c->made = n;
+        c->capmade = nc;
+    }
+    if (!(c->made[c->nmade] = strdup(path))) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", c->path);
+    c->nmade++;
+    return 0;
+}
+
 static void cap_free(fp4s_capture *c)
 {
     if (!c) return;
     fp4s_wlock_release(&c->lock);
+    made_clear(c);
+    free(c->made);
     free(c->slots);
     free(c->pend);
     free(c->path);
@@ -436,6 +464,7 @@ static int commit(fp4s_capture *c)
         H5Oclose(p->obj);
     }
     c->npend = 0;
+    made_clear(c);
     if (steps >= 0) H5Gclose(steps);
     if (weights >= 0) H5Gclose(weights);
     if (!rc) rc = sync_file(c);
@@ -466,6 +495,43 @@ int fp4s_capture_close(fp4s_capture **pc)
     if (!rc) rc = crc;
     fp4s_h5_quiet_end(&q);
     cap_free(c); /* releases the lock, after HDF5 has closed the file */
+    return rc;
+}
+
+int fp4s_capture_abort(fp4s_capture **pc)
+{
+    if (!pc || !*pc) return 0;
+    fp4s_capture *c = *pc;
+    *pc = NULL;
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
+    int rc = 0;
+    /* rows appended to datasets that were there: cut back */
+    for (size_t i = 0; i < c->nslots; i++) {
+        dslot *s = &c->slots[i];
+        if (!s->path || s->rows == s->rows0) continue;
+        hsize_t nd[2] = {(hsize_t)s->rows0, (hsize_t)s->cols};
+        if (H5Dset_extent(s->d, nd) < 0 && !rc)
+            rc = fp4s_error_set(FP4S_EWRITE, "%s: %s: cannot cut back to %zu rows: %s", c->path, s->path,
+                                s->rows0, fp4s_h5_msg());
+    }
+    if (slots_close(c) && !rc)
+        rc = fp4s_error_set(FP4S_EWRITE, "%s: closing datasets failed: %s", c->path, fp4s_h5_msg());
+    /* sites and datasets made inside old steps: unlinked, newest first */
+    for (size_t i = c->nmade; i-- > 0;)
+        if (H5Ldelete(c->file, c->made[i], H5P_DEFAULT) < 0 && !rc)
+            rc = fp4s_error_set(FP4S_EWRITE, "%s: %s: cannot remove it: %s", c->path, c->made[i],
+                                fp4s_h5_msg());
+    made_clear(c);
+    /* new steps and constant weights were never linked: they are dropped */
+    for (size_t i = 0; i < c->npend; i++) H5Oclose(c->pend[i].obj);
+    c->npend = 0;
+    if (!rc) rc = set_state(c, "closed");
+    if (!rc) rc = sync_file(c);
+    int crc = fp4s_h5_close(c->file, c->path);
+    if (!rc) rc = crc;
+    fp4s_h5_quiet_end(&q);
+    cap_free(c);
     return rc;
 }
 
@@ -507,11 +573,12 @@ static int64_t parse_index(const char *site, const char *key)
 
 /* The group of a step: pending (anonymous) if created since the last flush,
  * the linked /steps/<step> if it exists, else a new anonymous group. */
-static int step_group(fp4s_capture *c, int64_t step, hid_t *g)
+static int step_group(fp4s_capture *c, int64_t step, hid_t *g, bool *is_new)
 {
     for (size_t i = 0; i < c->npend; i++)
         if (c->pend[i].step == step && step >= 0) {
             *g = c->pend[i].obj;
+            *is_new = c->pend[i].anon;
             return 0;
         }
     char name[32], path[64];
@@ -540,10 +607,13 @@ static int step_group(fp4s_capture *c, int64_t step, hid_t *g)
         return rc;
     }
     *g = h;
+    *is_new = anon;
     return 0;
 }
 
-static int ensure_sub(fp4s_capture *c, hid_t g, const char *name, const char *what)
+/* The group `name` inside step group g; `made` (NULL for a new step) is its
+ * path, recorded when the group is created inside an already linked step. */
+static int ensure_sub(fp4s_capture *c, hid_t g, const char *name, const char *what, const char *made)
 {
     if (H5Lexists(g, name, H5P_DEFAULT) > 0) return 0;
     hid_t gcpl = cap_small_gcpl();
@@ -553,7 +623,7 @@ static int ensure_sub(fp4s_capture *c, hid_t g, const char *name, const char *wh
         return fp4s_error_set(FP4S_EWRITE, "%s: %s: cannot create group: %s", c->path, what,
                               fp4s_h5_msg());
     H5Gclose(s);
-    return 0;
+    return made ? made_add(c, made) : 0;
 }
 
 /* Shape of an existing dataset (cached or in the file): 1 found, 0 not. */
@@ -656,9 +726,12 @@ static int get_dataset(fp4s_capture *c, const char *path, int64_t step, const ch
         rows = (size_t)dims[0];
     } else {
         hid_t parent = -1;
+        bool new_step = true;
+        char gpath[600];
         if (step >= 0) {
-            int rc = step_group(c, step, &parent);
-            if (!rc) rc = ensure_sub(c, parent, group, path);
+            int rc = step_group(c, step, &parent, &new_step);
+            snprintf(gpath, sizeof gpath, "/steps/%" PRId64 "/%s", step, group);
+            if (!rc) rc = ensure_sub(c, parent, group, path, new_step ? NULL : gpath);
             if (rc) return rc;
         }
         hsize_t dims[2] = {0, (hsize_t)cols}, maxd[2] = {H5S_UNLIMITED, (hsize_t)cols};
@@ -688,6 +761,13 @@ static int get_dataset(fp4s_capture *c, const char *path, int64_t step, const ch
         if (d < 0)
             return fp4s_error_set(FP4S_EWRITE, "%s: %s: cannot create dataset: %s", c->path, path,
                                   fp4s_h5_msg());
+        if (step >= 0 && !new_step) {
+            int mrc = made_add(c, path);
+            if (mrc) {
+                H5Dclose(d);
+                return mrc;
+            }
+        }
         const char *da = dtype_attr(dt);
         int bad = da && fp4s_h5_attr_str(d, "dtype", da) < 0;
         if (site && rank == 2) {

@@ -98,4 +98,30 @@ expect 3 "nothing" $C import "$T/dump.safetensors:nothing" -o "$T/c.h5" --step 1
 expect 3 "/acts/missing" $C import "$T/src.h5:/acts/missing" -o "$T/c.h5" --step 1 --side trainer
 cmp -s "$T/c.h5" "$T/keep.h5" || fail "a refused import changed the capture"
 ls "$T" | grep -q '\.tmp\.' && fail "temporary file left behind"
+
+# one import is one transaction: a later source that fails undoes the earlier
+# ones (a new site, rows appended to a site, a new step), whatever the order
+$C import "$T/a32.npy" -o "$T/tx.h5" --step 0 --side trainer --site layers.0.q_proj
+$C ls --json "$T/tx.h5" > "$T/before.json"
+mkdir "$T/k9" "$T/k7"
+"$PY" -c "
+import numpy as np
+np.save('$T/k9/layers.0.q_proj.npy', np.ones((2, 9), np.float32))
+np.save('$T/k7/layers.0.q_proj.npy', np.ones((3, 7), np.float32))
+np.save('$T/bad.npy', np.ones((2, 7), np.int32))"
+# new sites in an old step, then a source whose K differs from the capture's
+expect 3 "has shape \[5, 7\], cannot append rows of 9 columns" $C import "$T/a32.npy" "$T/v32.npy" "$T/k9/layers.0.q_proj.npy" -a -o "$T/tx.h5" --step 0 --side trainer
+grep -q "nothing of this import was added" "$T/err" || fail "the message does not say the import was undone"
+# rows appended to an old dataset, then a source that cannot be read
+expect 3 "dtype .<i4. is not supported" $C import "$T/k7/layers.0.q_proj.npy" "$T/bad.npy" -a -o "$T/tx.h5" --step 0 --side trainer
+# a new step, then the same
+expect 3 "dtype .<i4. is not supported" $C import "$T/a32.npy" "$T/bad.npy" -a -o "$T/tx.h5" --step 4 --side trainer
+$C ls --json "$T/tx.h5" > "$T/after.json"
+"$PY" - "$T/before.json" "$T/after.json" <<'PYEOF'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+strip = lambda j: [(d['path'], d['shape']) for d in j['datasets']]
+assert strip(a) == strip(b), (strip(a), strip(b))
+assert b['interrupted'] is False
+PYEOF
 echo ok

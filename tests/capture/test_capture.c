@@ -508,6 +508,59 @@ START_TEST(refused_writer_changes_nothing)
 }
 END_TEST
 
+/* fp4s_capture_abort undoes everything since the last flush: a new step, a
+ * site added to an old step, rows appended to an old dataset, a new
+ * constant weight; the file is byte for byte what the flush left, less the
+ * writer_state, and lists as before. */
+START_TEST(abort_undoes_everything_since_the_flush)
+{
+    const char *p = tmp("t.h5");
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    fp4s_capture *c = new_cap(p);
+    ck_assert_int_eq(fp4s_capture_put(c, 0, "a", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put_logprobs(c, 0, x, x, (int64_t[]){0, 0}, NULL, NULL, 2), 0);
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    fp4s_capture_entry *e0, *e1;
+    size_t n0, n1;
+    ck_assert_int_eq(fp4s_capture_list(p, &e0, &n0), 0);
+    ck_assert_int_eq(fp4s_capture_open_append(p, NULL, &c), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 0, "a", "trainer", FP4S_DT_F32, x + 4, 1, 4, 4, NULL), 0); /* rows */
+    ck_assert_int_eq(fp4s_capture_put(c, 0, "a", "rollout", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);     /* side */
+    ck_assert_int_eq(fp4s_capture_put(c, 0, "b", "trainer", FP4S_DT_F32, x, 2, 4, 4, NULL), 0);     /* site */
+    ck_assert_int_eq(fp4s_capture_put(c, 3, "a", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);     /* step */
+    ck_assert_int_eq(fp4s_capture_put(c, FP4S_CAPTURE_CONST_STEP, "w", "weight", FP4S_DT_F32, x, 2, 4, 4,
+                                      NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put_logprobs(c, 0, x, x, (int64_t[]){1, 1}, NULL, NULL, 2), 0);
+    ck_assert_int_eq(fp4s_capture_abort(&c), 0);
+    ck_assert_ptr_null(c);
+    ck_assert_int_eq(fp4s_capture_list(p, &e1, &n1), 0);
+    ck_assert_uint_eq(n1, n0);
+    for (size_t i = 0; i < n0; i++) {
+        ck_assert_str_eq(e1[i].path, e0[i].path);
+        ck_assert_uint_eq(e1[i].rows, e0[i].rows);
+        ck_assert_uint_eq(e1[i].cols, e0[i].cols);
+    }
+    free(e0);
+    free(e1);
+    float got[4];
+    read_raw(p, "/steps/0/a/trainer", H5T_NATIVE_FLOAT, got);
+    ck_assert_mem_eq(got, x, sizeof got);
+    fp4s_capture_info in;
+    ck_assert_int_eq(fp4s_capture_info_read(p, &in), 0);
+    ck_assert(!in.interrupted);
+    ck_assert_uint_eq(in.nsteps, 1);
+    ck_assert_int_eq(fp4s_capture_verify(p), 0);
+    /* and the file takes appends again */
+    ck_assert_int_eq(fp4s_capture_open_append(p, NULL, &c), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 0, "b", "trainer", FP4S_DT_F32, x, 2, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    ck_assert_int_eq(fp4s_capture_list(p, &e1, &n1), 0);
+    ck_assert_uint_eq(n1, n0 + 1);
+    free(e1);
+    ck_assert_int_eq(fp4s_capture_abort(&c), 0); /* NULL is fine */
+}
+END_TEST
+
 START_TEST(unclosed_writer_is_reported_interrupted)
 {
     pid_t pid = fork();
@@ -723,6 +776,7 @@ int main(void)
         T(list_sorts_steps_sites_naturally), T(site_match_globs_across_dots),
         T(pair_missing_step_site_side_and_shape_mismatch),
         T(append_keeps_old_steps_and_locks_second_writer), T(refused_writer_changes_nothing),
+        T(abort_undoes_everything_since_the_flush),
         T(unclosed_writer_is_reported_interrupted),
         T(merge_joins_and_accepts_identical_duplicates),
         T(merge_refuses_conflicting_duplicates_naming_both), T(synth_is_reproducible_and_labelled),

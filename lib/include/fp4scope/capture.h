@@ -188,6 +188,15 @@ FP4S_API int fp4s_capture_flush(fp4s_capture *c);
  * first error of the final flush; *c is NULL afterwards either way. NULL ok. */
 FP4S_API int fp4s_capture_close(fp4s_capture **c);
 
+/* Undo everything put since the last flush (or since the file was opened)
+ * and close: new steps and constant weights are dropped, sites and datasets
+ * added to steps that were already in the file are removed, rows appended
+ * to datasets that were there are cut back; the file then holds exactly what
+ * the last flush committed (writer_state "closed"). Attributes set with
+ * fp4s_capture_attr_* are not undone. For an all-or-nothing write of several
+ * tensors (fp4-capture import -a). *c is NULL afterwards; NULL ok. */
+FP4S_API int fp4s_capture_abort(fp4s_capture **c);
+
 /* ---- merge --------------------------------------------------------------------- */
 /* Join captures into a new file `out` (written in place; callers that want
  * atomic output pass a temporary path). A dataset present in several inputs
