@@ -360,7 +360,7 @@ static int cmd_import(int argc, char **argv)
         switch (ch) {
         case 'o': out = optarg; break;
         case 'a': append = true; break;
-        case OPT_STEP: step = cli_parse_int("--step", optarg, 0, INT64_MAX / 2); have_step = true; break;
+        case OPT_STEP: step = cli_parse_int("--step", optarg, 0, FP4S_CAPTURE_MAX_STEP); have_step = true; break;
         case OPT_SIDE: side = optarg; break;
         case OPT_CONST: cst = true; break;
         case OPT_SITE: tpl = optarg; break;
@@ -583,7 +583,7 @@ static int cmd_ls(int argc, char **argv)
     if (rc) cli_fail(rc);
     fp4s_capture_entry *e;
     size_t n;
-    rc = fp4s_capture_list(file, &e, &n);
+    rc = fp4s_capture_list_raw(file, &e, &n); /* --check reports a shape mismatch */
     if (rc) cli_fail(rc);
     int status = 0;
     char checkmsg[1024] = "";

@@ -203,13 +203,19 @@ static int site_child(list_ctx *c, const char *name, H5O_type_t type)
     return rc;
 }
 
+/* A step group's name: a decimal int64 without leading zeros. (The writer
+ * stores at most FP4S_CAPTURE_MAX_STEP; larger ones in files made otherwise
+ * are still read.) */
 static int parse_step(const char *name, int64_t *out)
 {
-    if (!name[0] || strlen(name) > 18) return -1;
+    if (!name[0] || strlen(name) > 19) return -1;
     for (const char *p = name; *p; p++)
         if (*p < '0' || *p > '9') return -1;
     if (name[0] == '0' && name[1]) return -1;
-    *out = (int64_t)strtoll(name, NULL, 10);
+    errno = 0;
+    long long v = strtoll(name, NULL, 10);
+    if (errno) return -1;
+    *out = (int64_t)v;
     return 0;
 }
 
@@ -291,7 +297,37 @@ out:
     return rc;
 }
 
+/* Trainer and rollout of one (step, site) must have one shape. The listing
+ * is sorted with trainer right before rollout. */
+static int check_pairs(const char *file, const fp4s_capture_entry *v, size_t n)
+{
+    for (size_t i = 0; i + 1 < n; i++) {
+        const fp4s_capture_entry *t = &v[i], *r = &v[i + 1];
+        if (t->step != r->step || strcmp(t->site, r->site) || strcmp(t->site, "logprobs") == 0 ||
+            strcmp(t->side, "trainer") || strcmp(r->side, "rollout"))
+            continue;
+        if (t->rows != r->rows || t->cols != r->cols)
+            return fp4s_error_set(FP4S_ESHAPE, "%s: /steps/%" PRId64 "/%s: trainer is [%zu, %zu] but "
+                                  "rollout is [%zu, %zu]; both sides must hold the same tokens "
+                                  "(fp4-capture ls --check lists the capture)", file, t->step, t->site,
+                                  t->rows, t->cols, r->rows, r->cols);
+    }
+    return 0;
+}
+
 int fp4s_capture_list(const char *file, fp4s_capture_entry **entries, size_t *n)
+{
+    int rc = fp4s_capture_list_raw(file, entries, n);
+    if (!rc) rc = check_pairs(file, *entries, *n);
+    if (rc) {
+        free(*entries);
+        *entries = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+int fp4s_capture_list_raw(const char *file, fp4s_capture_entry **entries, size_t *n)
 {
     *entries = NULL;
     *n = 0;
@@ -408,7 +444,7 @@ int fp4s_capture_pair(const char *file, int64_t step, const char *site, fp4s_cap
 {
     fp4s_capture_entry *v;
     size_t n;
-    int rc = fp4s_capture_list(file, &v, &n);
+    int rc = fp4s_capture_list_raw(file, &v, &n);
     if (rc) return rc;
     rc = pair_in(file, v, n, step, site, tr, ro);
     free(v);
@@ -419,7 +455,7 @@ int fp4s_capture_verify(const char *file)
 {
     fp4s_capture_entry *v;
     size_t n;
-    int rc = fp4s_capture_list(file, &v, &n);
+    int rc = fp4s_capture_list_raw(file, &v, &n);
     if (rc) return rc;
     for (size_t i = 0; i < n && !rc; i++) {
         const fp4s_capture_entry *e = &v[i];

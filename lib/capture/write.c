@@ -845,6 +845,9 @@ int fp4s_capture_put(fp4s_capture *c, int64_t step, const char *site, const char
     if (step < 0 && !(step == FP4S_CAPTURE_CONST_STEP && strcmp(side, "weight") == 0))
         return fp4s_error_set(FP4S_EINVAL, "%s: step %" PRId64 " is negative (only constant "
                               "weights use FP4S_CAPTURE_CONST_STEP)", c->path, step);
+    if (step > FP4S_CAPTURE_MAX_STEP)
+        return fp4s_error_set(FP4S_ERANGE, "%s: step %" PRId64 " is beyond the largest step a capture "
+                              "stores (2^53 = %" PRId64 ")", c->path, step, FP4S_CAPTURE_MAX_STEP);
     if (dt != FP4S_DT_F32 && dt != FP4S_DT_F16 && dt != FP4S_DT_BF16)
         return fp4s_error_set(FP4S_EDTYPE, "%s: %s/%s: put takes float32, float16 or bfloat16, "
                               "not %s", c->path, site, side, fp4s_dtype_name(dt));
@@ -882,6 +885,9 @@ int fp4s_capture_put_logprobs(fp4s_capture *c, int64_t step, const float *traine
     if (!c) return fp4s_error_set(FP4S_EINVAL, "capture: put on a NULL handle");
     if (step < 0)
         return fp4s_error_set(FP4S_EINVAL, "%s: logprobs: step %" PRId64 " is negative", c->path, step);
+    if (step > FP4S_CAPTURE_MAX_STEP)
+        return fp4s_error_set(FP4S_ERANGE, "%s: logprobs: step %" PRId64 " is beyond the largest step a "
+                              "capture stores (2^53 = %" PRId64 ")", c->path, step, FP4S_CAPTURE_MAX_STEP);
     if (n && (!trainer || !rollout || !seq))
         return fp4s_error_set(FP4S_EINVAL, "%s: step %" PRId64 ": logprobs need trainer, rollout "
                               "and seq", c->path, step);

@@ -44,4 +44,23 @@ expect 0 "" $C ls "$T/m.h5"
 expect 1 "trainer is \[16, 32\] but rollout is \[8, 32\]" $C ls --check "$T/m.h5"
 $C ls --check --json "$T/m.h5" > "$T/j" 2>/dev/null || true
 grep -q '"check_ok": false' "$T/j" || fail "check_ok not false in JSON"
+# the readers of the tools refuse it (capture(5)), naming both shapes
+expect 3 "trainer is \[16, 32\] but rollout is \[8, 32\]" fp4-decompose "$T/m.h5" --sites '*'
+expect 3 "trainer is \[16, 32\] but rollout is \[8, 32\]" $C merge "$T/m.h5" -o "$T/mm.h5"
+
+# steps beyond what a capture stores (2^53) are refused before anything is
+# written; the largest one works and lists
+expect 2 "--step" $C import "$T/k32.npy" -o "$T/big.h5" --step 1000000000000000000 --side trainer
+[ ! -e "$T/big.h5" ] || fail "a refused --step left an output"
+expect 2 "--step" $C import "$T/k32.npy" -o "$T/big.h5" --step 9007199254740993 --side trainer
+$C import "$T/k32.npy" -o "$T/big.h5" --step 9007199254740992 --side trainer
+expect 0 "" $C ls --json "$T/big.h5"
+grep -q '9007199254740992' "$T/out" || fail "the largest step does not list"
+# a step group of 19 digits written by another program still reads
+"$PY" -c "
+import h5py, numpy as np
+f = h5py.File('$T/big.h5', 'a')
+f['/steps/1000000000000000000/s/trainer'] = np.ones((2, 4), np.float32)"
+expect 0 "" $C ls --json "$T/big.h5"
+grep -q '1000000000000000000' "$T/out" || fail "a 19-digit step does not list"
 echo ok

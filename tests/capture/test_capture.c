@@ -221,6 +221,10 @@ START_TEST(put_rejects_bad_shapes_types_names)
     fp4s_capture *c = new_cap(tmp("bad.h5"));
     float x[16] = {0};
     ck_assert_int_eq(fp4s_capture_put(c, 1, "s", "trainer", FP4S_DT_F32, x, 2, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, FP4S_CAPTURE_MAX_STEP + 1, "s", "trainer", FP4S_DT_F32, x, 2,
+                                      3, 4, NULL), FP4S_ERANGE);
+    ck_assert_int_eq(fp4s_capture_put_logprobs(c, FP4S_CAPTURE_MAX_STEP + 1, x, x, (int64_t[]){0}, NULL,
+                                               NULL, 1), FP4S_ERANGE);
     ck_assert_int_eq(fp4s_capture_put(c, 1, "s", "trainer", FP4S_DT_F32, x, 2, 3, 4, NULL), FP4S_ESHAPE);
     ck_assert_int_eq(fp4s_capture_put(c, 1, "s", "trainer", FP4S_DT_BF16, x, 2, 4, 4, NULL), FP4S_EDTYPE);
     ck_assert_int_eq(fp4s_capture_put(c, 1, "s", "rollout", FP4S_DT_F32, x, 2, 5, 5, NULL), FP4S_ESHAPE);

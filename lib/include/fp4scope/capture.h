@@ -73,11 +73,21 @@ typedef struct fp4s_capture_entry {
 } fp4s_capture_entry;
 
 /* List every dataset of a capture file, sorted by (step, site, side). Checks
- * the schema attribute and refuses a newer major version (FP4S_EVERSION). The
- * caller frees *entries with free(). In an interrupted file (see below) links
- * left dangling by a writer killed while committing a flush are skipped, not
- * errors; fp4s_capture_info_read reports how many. */
+ * the schema attribute and refuses a newer major version (FP4S_EVERSION), and
+ * refuses a file in which the trainer and rollout sides of a (step, site)
+ * have different shapes (FP4S_ESHAPE naming both: row i of the two sides is
+ * the same token). The caller frees *entries with free(). In an interrupted
+ * file (see below) links left dangling by a writer killed while committing a
+ * flush are skipped, not errors; fp4s_capture_info_read reports how many. */
 FP4S_API int fp4s_capture_list(const char *file, fp4s_capture_entry **entries, size_t *n);
+/* The same listing without the trainer/rollout shape check, for inspecting
+ * a damaged capture (fp4-capture ls, fp4s_capture_verify). */
+FP4S_API int fp4s_capture_list_raw(const char *file, fp4s_capture_entry **entries, size_t *n);
+
+/* The largest step a capture stores: 2^53, so that every step survives JSON
+ * and the double-precision step axes of the analyses exactly. The writer
+ * refuses larger ones (FP4S_ERANGE). */
+#define FP4S_CAPTURE_MAX_STEP INT64_C(9007199254740992)
 
 /* Source spec string ("file.h5:/steps/3/site/rollout") for an entry, for
  * fp4s_source_open(). Writes at most n bytes; returns the length needed. */
