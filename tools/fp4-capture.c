@@ -29,7 +29,7 @@ static void usage_text(void)
         "import: copy tensors into /steps/N/SITE/SIDE, bit for bit for float32, float16\n"
         "and bfloat16 (float64 is converted to float32). SRC is file.npy, file.h5:/dataset,\n"
         "file.safetensors (every tensor), file.safetensors:NAME or file.safetensors:GLOB\n"
-        "('*' and '?' over tensor names).\n"
+        "('*' and '?' over tensor names; '\\*', '\\?' and '\\\\' match themselves).\n"
         "  -o, --output CAP.h5   capture to write (replaced atomically unless -a)\n"
         "  -a, --append          append to CAP.h5 (created if missing); rows are appended\n"
         "                        to datasets that exist\n"
@@ -41,6 +41,8 @@ static void usage_text(void)
         "                        stem, {1}..{9} the text matched by the 1st..9th '*' or '?'\n"
         "                        of the GLOB (default {name})\n"
         "      --gzip N          deflate level 0..9 for new datasets (default 0)\n"
+        "      --exact           NAME is a tensor name, not a pattern ('*', '?' and '\\'\n"
+        "                        are themselves)\n"
         "\n"
         "ls: steps, sites, sides, shapes, dtypes and sizes, sorted by step, site, side.\n"
         "      --json            JSON on stdout\n"
@@ -98,7 +100,7 @@ enum {
     OPT_STEPS, OPT_SIDES, OPT_SEED, OPT_SSTEPS, OPT_ACT_EVERY, OPT_LAYERS, OPT_EXPERTS, OPT_TOPK,
     OPT_SKEW, OPT_TOKENS, OPT_HIDDEN, OPT_OUTF, OPT_SSIGMA, OPT_HOT, OPT_HOTF, OPT_DF, OPT_DRIFT,
     OPT_KNOISE, OPT_F32, OPT_WPS, OPT_SEQS, OPT_SEQLEN, OPT_LPM, OPT_ONSET, OPT_LPG, OPT_HELP,
-    OPT_VERSION
+    OPT_VERSION, OPT_EXACT
 };
 
 static void *xmalloc(size_t n)
@@ -158,37 +160,90 @@ typedef struct caps {
     int n;
 } caps;
 
-static bool gmatch(const char *p, const char *s, caps *c, int k)
+/* Glob match of a tensor name: '*' any run of characters, '?' one, '\\x' the
+ * character x itself (so that a name with '*' or '?' can be matched exactly),
+ * recording what each wildcard matched (for {1}..{9}). When a character
+ * fails, only the latest '*' takes one more character and the rest is
+ * matched again: at most len(pattern) x len(name) steps, never the
+ * exponential backtracking over every star. Each '*' matches as little as
+ * the rest of the pattern allows. */
+static bool gmatch(const char *p, const char *s, caps *c)
 {
-    if (!*p) return !*s;
-    if (*p == '*') {
-        for (const char *t = s;; t++) {
+    const char *star_p = NULL, *star_s = NULL;
+    int star_k = 0, k = 0;
+    while (*s) {
+        if (*p == '*') {
             if (k < MAXCAP) {
                 c->start[k] = s;
-                c->len[k] = (size_t)(t - s);
+                c->len[k] = 0;
             }
-            if (gmatch(p + 1, t, c, k + 1)) return true;
-            if (!*t) return false;
+            star_p = ++p;
+            star_s = s;
+            star_k = k++;
+            continue;
         }
+        if (*p == '?') {
+            if (k < MAXCAP) {
+                c->start[k] = s;
+                c->len[k] = 1;
+            }
+            k++;
+            p++;
+            s++;
+            continue;
+        }
+        const char *np = p + 1;
+        char lit = *p;
+        if (*p == '\\' && p[1]) {
+            lit = p[1];
+            np = p + 2;
+        }
+        if (*p && lit == *s) {
+            p = np;
+            s++;
+            continue;
+        }
+        if (!star_p) return false;
+        /* the latest star takes one more character */
+        p = star_p;
+        s = ++star_s;
+        k = star_k + 1;
+        if (star_k < MAXCAP) c->len[star_k] = (size_t)(s - c->start[star_k]);
     }
-    if (!*s) return false;
-    if (*p == '?') {
+    while (*p == '*') {
         if (k < MAXCAP) {
             c->start[k] = s;
-            c->len[k] = 1;
+            c->len[k] = 0;
         }
-        return gmatch(p + 1, s + 1, c, k + 1);
+        k++;
+        p++;
     }
-    return *p == *s && gmatch(p + 1, s + 1, c, k);
+    return !*p;
 }
 
-static bool has_glob(const char *p) { return strchr(p, '*') || strchr(p, '?'); }
-
+/* Wildcards of a pattern, escaped ones not counted. */
 static int count_wild(const char *p)
 {
     int n = 0;
-    for (; *p; p++) n += *p == '*' || *p == '?';
+    for (; *p; p++) {
+        if (*p == '\\' && p[1]) p++;
+        else n += *p == '*' || *p == '?';
+    }
     return n;
+}
+
+static bool has_glob(const char *p) { return count_wild(p) > 0; }
+
+/* The name a pattern without wildcards stands for: escapes removed. */
+static char *unescape(const char *p)
+{
+    char *o = xstrdup(p), *d = o;
+    for (; *p; p++) {
+        if (*p == '\\' && p[1]) p++;
+        *d++ = *p;
+    }
+    *d = '\0';
+    return o;
 }
 
 /* Expand a --site template. Returns malloc'ed string or NULL with *err set. */
@@ -254,43 +309,6 @@ static char *expand(const char *tpl, const char *name, const char *stem, const c
     return out;
 }
 
-/* ---- safetensors header: tensor names ------------------------------------------------ */
-static char **st_names(const char *file, size_t *count)
-{
-    FILE *f = fopen(file, "rb");
-    if (!f) cli_die(FP4S_EXIT_INPUT, "%s: cannot open: %s", file, strerror(errno));
-    unsigned char hb[8];
-    if (fread(hb, 1, 8, f) != 8) cli_die(FP4S_EXIT_INPUT, "%s: safetensors: file shorter than its 8-byte header length", file);
-    uint64_t hl = 0;
-    for (int i = 7; i >= 0; i--) hl = (hl << 8) | hb[i];
-    fseek(f, 0, SEEK_END);
-    long fsz = ftell(f);
-    if (hl == 0 || hl > 100000000ull || (long)(hl + 8) > fsz)
-        cli_die(FP4S_EXIT_INPUT, "%s: safetensors: header length %" PRIu64 " does not fit the file (%ld bytes)",
-                file, hl, fsz);
-    fseek(f, 8, SEEK_SET);
-    char *js = xmalloc((size_t)hl + 1);
-    if (fread(js, 1, (size_t)hl, f) != hl) cli_die(FP4S_EXIT_INPUT, "%s: safetensors: truncated header", file);
-    js[hl] = '\0';
-    fclose(f);
-    json_error_t je;
-    json_t *root = json_loads(js, 0, &je);
-    free(js);
-    if (!root || !json_is_object(root))
-        cli_die(FP4S_EXIT_INPUT, "%s: safetensors: header is not a JSON object (%s)", file, root ? "" : je.text);
-    size_t n = 0, cap = json_object_size(root) + 1;
-    char **names = xmalloc(cap * sizeof *names);
-    const char *key;
-    json_t *val;
-    json_object_foreach(root, key, val) {
-        if (strcmp(key, "__metadata__") == 0) continue;
-        names[n++] = xstrdup(key);
-    }
-    json_decref(root);
-    *count = n;
-    return names;
-}
-
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -344,16 +362,42 @@ static int import_one(fp4s_capture *c, const job *j, int64_t step, const char *s
     return rc;
 }
 
+/* Add a (spec, site) job; the site must be valid. When its text comes from
+ * the tensor's name ({name}, {1}..{9}) a bad one is the input's fault: exit 3
+ * naming the source file and the tensor. */
+static void add_job(job **jobs, size_t *nj, size_t *cj, char *spec, char *site, const char *file,
+                    const char *tensor, const char *tpl)
+{
+    if (fp4s_site_check(site)) {
+        bool from_name = strstr(tpl, "{name}") != NULL;
+        for (const char *p = tpl; *p && !from_name; p++)
+            from_name = p[0] == '{' && p[1] >= '1' && p[1] <= '9' && p[2] == '}';
+        if (from_name)
+            cli_die(FP4S_EXIT_INPUT, "%s: tensor '%s' gives %s; choose the site name with --site", file,
+                    tensor, fp4s_last_error());
+        cli_usage("--site: %s", fp4s_last_error());
+    }
+    if (*nj == *cj) {
+        *cj *= 2;
+        job *nw = realloc(*jobs, *cj * sizeof **jobs);
+        if (!nw) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+        *jobs = nw;
+    }
+    (*jobs)[*nj].spec = spec;
+    (*jobs)[*nj].site = site;
+    (*nj)++;
+}
+
 static int cmd_import(int argc, char **argv)
 {
     static const struct option lo[] = {
         {"output", required_argument, 0, 'o'}, {"append", no_argument, 0, 'a'},
         {"step", required_argument, 0, OPT_STEP}, {"side", required_argument, 0, OPT_SIDE},
         {"const", no_argument, 0, OPT_CONST}, {"site", required_argument, 0, OPT_SITE},
-        {"gzip", required_argument, 0, OPT_GZIP}, {"help", no_argument, 0, OPT_HELP},
-        {"version", no_argument, 0, OPT_VERSION}, {0, 0, 0, 0}};
+        {"gzip", required_argument, 0, OPT_GZIP}, {"exact", no_argument, 0, OPT_EXACT},
+        {"help", no_argument, 0, OPT_HELP}, {"version", no_argument, 0, OPT_VERSION}, {0, 0, 0, 0}};
     const char *out = NULL, *side = NULL, *tpl = "{name}";
-    bool append = false, cst = false, have_step = false;
+    bool append = false, cst = false, have_step = false, exact = false;
     int64_t step = 0;
     int gz = 0, ch;
     while ((ch = getopt_long(argc, argv, "o:a", lo, NULL)) != -1) {
@@ -365,6 +409,7 @@ static int cmd_import(int argc, char **argv)
         case OPT_CONST: cst = true; break;
         case OPT_SITE: tpl = optarg; break;
         case OPT_GZIP: gz = (int)cli_parse_int("--gzip", optarg, 0, 9); break;
+        case OPT_EXACT: exact = true; break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;
         default: cli_usage("import: unknown option");
@@ -402,40 +447,34 @@ static int cmd_import(int argc, char **argv)
         }
         char *stem = file_stem(file);
         bool st = has_suffix(file, ".safetensors");
-        if (st && (!name || has_glob(name))) {
+        if (st && (!name || (!exact && has_glob(name)))) {
             size_t nn;
-            char **names = st_names(file, &nn);
-            qsort(names, nn, sizeof *names, cmp_str);
+            char **names;
+            int rc = fp4s_safetensors_names(file, &names, &nn);
+            if (rc) cli_fail(rc);
             size_t matched = 0;
             for (size_t i = 0; i < nn; i++) {
                 caps c = {.n = name ? count_wild(name) : 0};
-                if (name && !gmatch(name, names[i], &c, 0)) continue;
+                if (name && !gmatch(name, names[i], &c)) continue;
                 const char *err = NULL;
                 char *site = expand(tpl, names[i], stem, name ? &c : NULL, &err);
                 if (!site) cli_usage("%s", err);
-                if (nj == cj) {
-                    cj *= 2;
-                    job *nw = realloc(jobs, cj * sizeof *jobs);
-                    if (!nw) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-                    jobs = nw;
-                }
                 size_t L = strlen(file) + strlen(names[i]) + 2;
-                jobs[nj].spec = xmalloc(L);
-                snprintf(jobs[nj].spec, L, "%s:%s", file, names[i]);
-                jobs[nj].site = site;
-                nj++;
+                char *spec = xmalloc(L);
+                snprintf(spec, L, "%s:%s", file, names[i]);
+                add_job(&jobs, &nj, &cj, spec, site, file, names[i], tpl);
                 matched++;
             }
-            for (size_t i = 0; i < nn; i++) free(names[i]);
-            free(names);
+            fp4s_names_free(names, nn);
             if (!matched) cli_die(FP4S_EXIT_INPUT, "%s: no tensor matches '%s'", file, name ? name : "*");
         } else {
-            if (name && has_glob(name)) cli_usage("%s: patterns work for safetensors sources only", src);
-            char *tname;
-            if (!name)
+            if (name && !exact && has_glob(name))
+                cli_usage("%s: patterns work for safetensors sources only", src);
+            char *tensor = name ? (exact ? xstrdup(name) : unescape(name)) : NULL, *tname;
+            if (!tensor)
                 tname = xstrdup(stem);
             else {
-                tname = xstrdup(name[0] == '/' ? name + 1 : name);
+                tname = xstrdup(tensor[0] == '/' ? tensor + 1 : tensor);
                 for (char *p = tname; *p; p++)
                     if (*p == '/') *p = '.';
             }
@@ -443,15 +482,16 @@ static int cmd_import(int argc, char **argv)
             char *site = expand(tpl, tname, stem, NULL, &err);
             if (!site) cli_usage("%s", err);
             free(tname);
-            if (nj == cj) {
-                cj *= 2;
-                job *nw = realloc(jobs, cj * sizeof *jobs);
-                if (!nw) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-                jobs = nw;
+            char *spec;
+            if (tensor) {
+                size_t L = strlen(file) + strlen(tensor) + 2;
+                spec = xmalloc(L);
+                snprintf(spec, L, "%s:%s", file, tensor);
+            } else {
+                spec = xstrdup(src);
             }
-            jobs[nj].spec = xstrdup(src);
-            jobs[nj].site = site;
-            nj++;
+            add_job(&jobs, &nj, &cj, spec, site, file, tensor ? tensor : stem, tpl);
+            free(tensor);
         }
         free(stem);
         free(file);

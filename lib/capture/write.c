@@ -536,24 +536,27 @@ int fp4s_capture_abort(fp4s_capture **pc)
 }
 
 /* ---- names ------------------------------------------------------------------------ */
-static int check_site(const fp4s_capture *c, const char *site)
+int fp4s_site_check(const char *site)
 {
-    if (!site || !site[0])
-        return fp4s_error_set(FP4S_EINVAL, "%s: empty site name", c->path);
+    if (!site || !site[0]) return fp4s_error_set(FP4S_EINVAL, "empty site name");
     size_t n = strlen(site);
     if (n >= sizeof(((fp4s_capture_entry *)0)->site))
-        return fp4s_error_set(FP4S_EINVAL, "%s: site name '%.40s...' longer than 255 bytes",
-                              c->path, site);
+        return fp4s_error_set(FP4S_EINVAL, "site name '%.40s...' longer than 255 bytes", site);
     if (strcmp(site, "logprobs") == 0)
-        return fp4s_error_set(FP4S_EINVAL, "%s: 'logprobs' is reserved for log-probs, not a site",
-                              c->path);
-    if (site[0] == '.')
-        return fp4s_error_set(FP4S_EINVAL, "%s: site '%s' must not start with '.'", c->path, site);
+        return fp4s_error_set(FP4S_EINVAL, "'logprobs' is reserved for log-probs, not a site");
+    if (site[0] == '.') return fp4s_error_set(FP4S_EINVAL, "site '%s' must not start with '.'", site);
     for (const char *p = site; *p; p++)
         if (*p == '/' || (unsigned char)*p < 0x20 || *p == 0x7f)
-            return fp4s_error_set(FP4S_EINVAL, "%s: site '%s': slashes and control characters "
-                                  "are not allowed (use dots: layers.3.mlp)", c->path, site);
+            return fp4s_error_set(FP4S_EINVAL, "site '%s': slashes and control characters are not "
+                                  "allowed (use dots: layers.3.mlp)", site);
     return 0;
+}
+
+static int check_site(const fp4s_capture *c, const char *site)
+{
+    int rc = fp4s_site_check(site);
+    if (rc) fp4s_error_prefix("%s", c->path);
+    return rc;
 }
 
 static int64_t parse_index(const char *site, const char *key)

@@ -6,6 +6,7 @@
 #include "fp4s_config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #if FP4S_HAVE_JANSSON
 #include <jansson.h>
@@ -13,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define ST_MAX_HEADER ((uint64_t)100 << 20)
 
@@ -55,25 +58,27 @@ static int get_u64(json_t *v, uint64_t *out)
     return 0;
 }
 
-int fp4s_st_src_open(struct fp4s_source *s, uint64_t fsize)
+/* Read and parse the JSON header: *root is an object, *hlen its length. */
+static int read_header(const char *P, int fd, uint64_t fsize, json_t **root, uint64_t *hlen_out)
 {
-    const char *P = s->path, *N = s->name;
+    *root = NULL;
     if (fsize < 8)
         return fp4s_error_set(FP4S_EFORMAT, "%s: %" PRIu64 " bytes is too short for a safetensors file "
                               "(and not .npy or HDF5)", P, fsize);
     unsigned char lb[8];
-    if (fp4s_pread_full(s->fd, lb, 8, 0) != 8)
+    if (fp4s_pread_full(fd, lb, 8, 0) != 8)
         return fp4s_error_set(FP4S_EOPEN, "%s: cannot read: %s", P, strerror(errno));
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | lb[i];
+    if (hlen > ST_MAX_HEADER && hlen <= fsize - 8)
+        return fp4s_error_set(FP4S_EFORMAT, "%s: safetensors header length %" PRIu64 " exceeds the "
+                              "limit of %" PRIu64 " bytes (100 MiB)", P, hlen, ST_MAX_HEADER);
     if (hlen == 0 || hlen > fsize - 8)
         return fp4s_error_set(FP4S_EFORMAT, "%s: safetensors header length %" PRIu64 " does not fit the "
                               "%" PRIu64 "-byte file (not a safetensors, .npy or HDF5 file?)", P, hlen, fsize);
-    if (hlen > ST_MAX_HEADER)
-        return fp4s_error_set(FP4S_EFORMAT, "%s: safetensors header length %" PRIu64 " exceeds the 100 MB limit", P, hlen);
     char *hb = malloc((size_t)hlen);
     if (!hb) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory for the header", P);
-    if (fp4s_pread_full(s->fd, hb, (size_t)hlen, 8) != (ssize_t)hlen) {
+    if (fp4s_pread_full(fd, hb, (size_t)hlen, 8) != (ssize_t)hlen) {
         free(hb);
         return fp4s_error_set(FP4S_EOPEN, "%s: cannot read the header: %s", P, strerror(errno));
     }
@@ -83,18 +88,30 @@ int fp4s_st_src_open(struct fp4s_source *s, uint64_t fsize)
                               "(not a safetensors, .npy or HDF5 file?)", P);
     }
     json_error_t jerr;
-    json_t *root = json_loadb(hb, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
+    *root = json_loadb(hb, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
     free(hb);
-    if (!root)
+    if (!*root)
         return fp4s_error_set(FP4S_EFORMAT, "%s: safetensors header is not valid JSON: %s (at byte %d)",
                               P, jerr.text, jerr.position);
+    if (!json_is_object(*root)) {
+        json_decref(*root);
+        *root = NULL;
+        return fp4s_error_set(FP4S_EFORMAT, "%s: safetensors header is not a JSON object", P);
+    }
+    *hlen_out = hlen;
+    return 0;
+}
+
+int fp4s_st_src_open(struct fp4s_source *s, uint64_t fsize)
+{
+    const char *P = s->path, *N = s->name;
+    json_t *root;
+    uint64_t hlen;
+    int hrc = read_header(P, s->fd, fsize, &root, &hlen);
+    if (hrc) return hrc;
     int rc = 0;
     char names[1024];
     json_t *e = NULL;
-    if (!json_is_object(root)) {
-        rc = fp4s_error_set(FP4S_EFORMAT, "%s: safetensors header is not a JSON object", P);
-        goto out;
-    }
     if (!*N) {
         list_names(root, names, sizeof names);
         rc = fp4s_error_set(FP4S_ENOTFOUND, "%s: name a tensor as %s:NAME; tensors: %s", P, P, names);
@@ -177,7 +194,53 @@ out:
     return rc;
 }
 
+int fp4s_safetensors_names(const char *path, char ***names, size_t *n)
+{
+    if (!names || !n) return fp4s_error_set(FP4S_EINVAL, "fp4s_safetensors_names: NULL output");
+    *names = NULL;
+    *n = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fp4s_error_set(FP4S_EOPEN, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return fp4s_error_set(FP4S_EOPEN, "%s: not a regular file", path);
+    }
+    json_t *root;
+    uint64_t hlen;
+    int rc = read_header(path, fd, (uint64_t)st.st_size, &root, &hlen);
+    close(fd);
+    if (rc) return rc;
+    size_t cnt = json_object_size(root), k = 0;
+    char **v = calloc(cnt + 1, sizeof *v);
+    if (!v) rc = fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
+    const char *key;
+    json_t *val;
+    json_object_foreach(root, key, val) {
+        if (rc || strcmp(key, "__metadata__") == 0) continue;
+        if (!(v[k] = strdup(key))) rc = fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
+        else k++;
+    }
+    json_decref(root);
+    if (rc) {
+        fp4s_names_free(v, k);
+        return rc;
+    }
+    qsort(v, k, sizeof *v, cmp_str);
+    *names = v;
+    *n = k;
+    return 0;
+}
+
 #else
+int fp4s_safetensors_names(const char *path, char ***names, size_t *n)
+{
+    if (names) *names = NULL;
+    if (n) *n = 0;
+    return fp4s_error_set(FP4S_ENOTSUP, "%s: reading .safetensors needs jansson (fp4scope was built with -Djson=disabled or without libjansson-dev)",
+                          path);
+}
+
 int fp4s_st_src_open(struct fp4s_source *s, uint64_t fsize)
 {
     (void)fsize;
@@ -185,3 +248,10 @@ int fp4s_st_src_open(struct fp4s_source *s, uint64_t fsize)
                           s->path);
 }
 #endif
+
+void fp4s_names_free(char **names, size_t n)
+{
+    if (!names) return;
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+}

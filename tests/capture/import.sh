@@ -99,6 +99,55 @@ expect 3 "/acts/missing" $C import "$T/src.h5:/acts/missing" -o "$T/c.h5" --step
 cmp -s "$T/c.h5" "$T/keep.h5" || fail "a refused import changed the capture"
 ls "$T" | grep -q '\.tmp\.' && fail "temporary file left behind"
 
+# tensor names with '*', '?' and '/': importable by their exact names (an
+# escape or --exact); a '/' that would land in a site is an input error naming
+# the file; a pathological pattern is matched in polynomial time
+"$PY" - "$T" <<'PYEOF'
+import json, struct, sys
+import numpy as np
+d = sys.argv[1]
+def st(path, tensors):
+    hdr, blobs, off = {}, [], 0
+    for k, arr in tensors.items():
+        b = arr.astype('<f4').tobytes()
+        hdr[k] = {'dtype': 'F32', 'shape': list(arr.shape), 'data_offsets': [off, off + len(b)]}
+        blobs.append(b); off += len(b)
+    h = json.dumps(hdr).encode()
+    h += b' ' * (-len(h) % 8)
+    with open(path, 'wb') as f:
+        f.write(struct.pack('<Q', len(h))); f.write(h); f.write(b''.join(blobs))
+st(f'{d}/odd.safetensors', {'w*x': np.full((2, 4), 1, np.float32), 'wax': np.full((2, 4), 2, np.float32),
+                            'q?r': np.full((2, 4), 3, np.float32), 'model/layer/0/w': np.full((2, 4), 4, np.float32)})
+st(f'{d}/long.safetensors', {'a' * 60: np.ones((1, 4), np.float32)})
+PYEOF
+expect 3 "odd.safetensors: tensor 'model/layer/0/w' gives site 'model/layer/0/w': slashes" $C import "$T/odd.safetensors" -o "$T/odd.h5" --step 0 --side weight
+[ ! -e "$T/odd.h5" ] || fail "a refused import left an output"
+$C import "$T/odd.safetensors:w\*x" -o "$T/odd.h5" --step 0 --side weight --site star
+$C import "$T/odd.safetensors:w*x" --exact -o "$T/odd.h5" -a --step 1 --side weight --site star
+$C import "$T/odd.safetensors:q\?r" -o "$T/odd.h5" -a --step 2 --side weight --site q
+$C import "$T/odd.safetensors:model/layer/0/w" -o "$T/odd.h5" -a --step 3 --side weight
+expect 3 "w\*y: tensor not found" $C import "$T/odd.safetensors:w\*y" -o "$T/odd2.h5" --step 0 --side weight
+"$PY" - "$T/odd.h5" <<'PYEOF'
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], 'r')
+got = {k: sorted(f['steps'][k]) for k in f['steps']}
+assert got == {'0': ['star'], '1': ['star'], '2': ['q'], '3': ['model.layer.0.w']}, got
+assert (f['/steps/0/star/weight'][()] == 1).all() and (f['/steps/1/star/weight'][()] == 1).all()
+assert (f['/steps/2/q/weight'][()] == 3).all() and (f['/steps/3/model.layer.0.w/weight'][()] == 4).all()
+PYEOF
+# *a*a*a*a*a*a*a*a*b against a 60-character name ran for minutes (exponential)
+expect 3 "no tensor matches" timeout 10 $C import "$T/long.safetensors:*a*a*a*a*a*a*a*a*a*a*a*a*b" -o "$T/l.h5" --step 0 --side weight
+$C import "$T/long.safetensors:*a*a*a*a*a*a*a*a*" -o "$T/l.h5" --step 0 --side weight --site '{1}x{9}'
+fp4-capture ls "$T/l.h5" | grep -q " x$(printf 'a%.0s' $(seq 52)) " || fail "captures of a long match"
+
+# one safetensors header limit (100 MiB) and one true message for every reader
+"$PY" -c "
+import struct
+with open('$T/bighdr.safetensors', 'wb') as f:
+    f.write(struct.pack('<Q', (100 << 20) + 8)); f.truncate(8 + (100 << 20) + 8 + 16)"
+expect 3 "bighdr.safetensors: safetensors header length 104857608 exceeds the limit of 104857600 bytes (100 MiB)" $C import "$T/bighdr.safetensors" -o "$T/bh.h5" --step 0 --side weight
+expect 3 "bighdr.safetensors: safetensors header length 104857608 exceeds the limit of 104857600 bytes (100 MiB)" fp4-quant "$T/bighdr.safetensors:w"
+
 # one import is one transaction: a later source that fails undoes the earlier
 # ones (a new site, rows appended to a site, a new step), whatever the order
 $C import "$T/a32.npy" -o "$T/tx.h5" --step 0 --side trainer --site layers.0.q_proj

@@ -51,6 +51,12 @@ FP4S_API fp4s_dtype fp4s_source_dtype(const fp4s_source *src); /* stored dtype *
 FP4S_API const char *fp4s_source_path(const fp4s_source *src); /* file part */
 FP4S_API const char *fp4s_source_name(const fp4s_source *src); /* tensor/dataset part, "" for .npy */
 
+/* Names of the tensors of a .safetensors file (without __metadata__), sorted,
+ * from the header the sources read (same checks, same 100 MiB limit). The
+ * caller frees them with fp4s_names_free(names, n). */
+FP4S_API int fp4s_safetensors_names(const char *path, char ***names, size_t *n);
+FP4S_API void fp4s_names_free(char **names, size_t n);
+
 /* Read rows [row0, row0+nrows) converted to float32 into out (row stride ld >=
  * cols elements). Thread-safe for distinct sources only. */
 FP4S_API int fp4s_source_read(fp4s_source *src, size_t row0, size_t nrows, float *out, size_t ld);
