@@ -11,8 +11,9 @@
  *            rows a real engine would quantize together; columns are
  *            zero-padded to the block (FP8 1x128 tiles of a 64-wide layer).
  * Sites whose class is not in quant_sites use bf16. The rollout engine adds
- * drift: K is summed in two halves added afterwards (a split-K kernel) and
- * outputs are rounded to BF16 (engines keep activations in BF16).
+ * drift (fp4s_rl_drift): K summed in two halves added afterwards (a split-K
+ * kernel), and optionally outputs rounded to BF16 (engines that keep
+ * activations in BF16).
  *
  * Backward (trainer): straight-through estimator. dX = dY Weff, dW += dY^T f(X):
  * the gradient of the quantized product is passed to the master weights and
@@ -256,11 +257,12 @@ int rl_lin_fwd(const rl_lin *L, int site, const float *X, size_t ldx, size_t M, 
     int rc = act_op(L, site, X, ldx, M, &Xop, &ldop, ws);
     if (rc) return rc;
     const float *W = site_weight(L, site);
-    if (L->num.drift && !L->num.fp32 && s->K >= 2) {
+    if (L->num.drift != FP4S_RL_DRIFT_NONE && !L->num.fp32 && s->K >= 2) {
         size_t K1 = s->K / 2;
         rl_sgemm_nt(M, s->N, K1, Xop, ldop, W, s->K, 0.0f, Y, ldy, &ws->prof);
         rl_sgemm_nt(M, s->N, s->K - K1, Xop + K1, ldop, W + K1, s->K, 1.0f, Y, ldy, &ws->prof);
-        for (size_t m = 0; m < M; m++) rl_bf16_round(Y + m * ldy, Y + m * ldy, s->N);
+        if (L->num.drift == FP4S_RL_DRIFT_SPLITK_BF16)
+            for (size_t m = 0; m < M; m++) rl_bf16_round(Y + m * ldy, Y + m * ldy, s->N);
     } else {
         rl_sgemm_nt(M, s->N, s->K, Xop, ldop, W, s->K, 0.0f, Y, ldy, &ws->prof);
     }

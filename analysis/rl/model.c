@@ -253,6 +253,22 @@ void RL_T(rl_attend)(const real *q, const real *k, const real *v, size_t ld, siz
     }
 }
 
+void RL_T(rl_group_experts)(const int32_t *topi, size_t M, int E, int K, int32_t *eoff, int32_t *erow,
+                            int32_t *eslot)
+{
+    size_t MK = M * (size_t)K;
+    for (int e = 0; e <= E; e++) eoff[e] = 0;
+    for (size_t i = 0; i < MK; i++) eoff[topi[i] + 1]++;
+    for (int e = 0; e < E; e++) eoff[e + 1] += eoff[e];
+    int32_t fill[RL_MAX_EXPERTS];
+    for (int e = 0; e < E; e++) fill[e] = eoff[e];
+    for (size_t i = 0; i < MK; i++) {
+        int32_t sl = fill[topi[i]]++;
+        erow[sl] = (int32_t)(i / (size_t)K);
+        eslot[i] = sl;
+    }
+}
+
 /* ---- forward ----------------------------------------------------------------------------- */
 int RL_T(rl_forward)(const ctx_t *x, const rl_batch *b, acts_t *a, real *logp, real *ent, int32_t *amax)
 {
@@ -298,18 +314,7 @@ int RL_T(rl_forward)(const ctx_t *x, const rl_batch *b, acts_t *a, real *logp, r
         RL_T(rl_rmsnorm_fwd)(xmid, P + lay->l[l].ln2, M, C, ln2, a->rs2 + (size_t)l * M);
         if ((rc = lin_f(x, rl_site_router(c, l), ln2, C, M, a->tmp, E))) return rc;
         RL_T(rl_route)(a->tmp, M, (int)E, (int)K, prob, topi, gate);
-        /* slots in expert order, rows ascending within an expert */
-        for (size_t e = 0; e <= E; e++) eoff[e] = 0;
-        for (size_t i = 0; i < MK; i++) eoff[topi[i] + 1]++;
-        for (size_t e = 0; e < E; e++) eoff[e + 1] += eoff[e];
-        int32_t fill[RL_MAX_EXPERTS];
-        for (size_t e = 0; e < E; e++) fill[e] = eoff[e];
-        for (size_t m = 0; m < M; m++)
-            for (size_t j = 0; j < K; j++) {
-                int32_t sl = fill[topi[m * K + j]]++;
-                erow[sl] = (int32_t)m;
-                eslot[m * K + j] = sl;
-            }
+        RL_T(rl_group_experts)(topi, M, (int)E, (int)K, eoff, erow, eslot);
         double aux = 0;
         for (size_t e = 0; e < E; e++) {
             double pe = 0;

@@ -72,3 +72,7 @@ void RL_T(rl_swiglu_fwd)(const RL_REAL *h, size_t n, size_t F, RL_REAL *out);
  * per head; p [H][T] receives the probabilities (may be NULL). */
 void RL_T(rl_attend)(const RL_REAL *q, const RL_REAL *k, const RL_REAL *v, size_t ld, size_t npos,
                      int H, size_t hd, size_t T, RL_REAL *p, RL_REAL *y);
+/* Slots of the chosen experts in expert order (rows ascending within an
+ * expert): eoff [E+1], erow [M*K] row of each slot, eslot [M*K] slot of (m, j). */
+void RL_T(rl_group_experts)(const int32_t *topi, size_t M, int E, int K, int32_t *eoff, int32_t *erow,
+                            int32_t *eslot);

@@ -87,7 +87,7 @@ typedef struct rl_num {
     rl_op act, weight;       /* per quantized site; unquantized sites use bf16 (or fp32 if both fp32) */
     fp4s_spec spec_a, spec_w;/* when RL_OP_QUANT */
     unsigned quant_sites;    /* FP4S_RL_SITE_* classes that get spec_a/spec_w */
-    bool drift;              /* engine: split-K accumulation in two halves, outputs rounded to BF16 */
+    int drift;               /* engine: fp4s_rl_drift (split-K accumulation, BF16 outputs) */
     bool fp32;               /* the exact reference: every site fp32, no drift */
 } rl_num;
 
@@ -147,6 +147,23 @@ void rl_sgemm_tn(size_t M, size_t N, size_t K, const float *A, size_t lda, const
  * over fixed pieces of work itself, so results do not depend on the thread count). */
 void rl_blas_single_thread(void);
 
+/* ---- tasks ---------------------------------------------------------------------------- */
+enum { RL_TOK_BOS = 10, RL_TOK_SEP = 11, RL_TOK_EOS = 12, RL_TOK_PAD = 13, RL_TOK_PLUS = 14, RL_VOCAB = 16 };
+
+typedef struct rl_task {
+    fp4s_rl_task kind;
+    int prompt_len;          /* Tp: every prompt has this many tokens */
+    int max_resp;            /* R: longest response, EOS included */
+} rl_task;
+
+void rl_task_init(rl_task *t, fp4s_rl_task kind);
+/* Prompt number `index` of a stream: tokens [Tp] drawn from rl_hash(seed, stream, index, .). */
+void rl_task_prompt(const rl_task *t, uint64_t seed, uint64_t stream, uint64_t index, int32_t *prompt);
+/* The correct response of a prompt (EOS included) into ans [R]; returns its length. */
+int rl_task_answer(const rl_task *t, const int32_t *prompt, int32_t *ans);
+/* 1 when resp [len] is exactly the correct response, else 0. */
+double rl_task_reward(const rl_task *t, const int32_t *prompt, const int32_t *resp, int len);
+
 /* ---- the templated model (float here; double in tests/rl) ----------------------------- */
 typedef struct rl_batch {
     size_t nseq, M;          /* sequences, rows (tokens) */
@@ -161,4 +178,67 @@ typedef struct rl_batch {
 #undef RL_REAL
 #undef RL_T
 
+/* ---- what a worker keeps between calls ------------------------------------------------------ */
+typedef struct rl_engine_ws rl_engine_ws;   /* engine.c */
+typedef struct rl_worker {
+    rl_scratch ws;
+    rl_acts acts;
+    rl_engine_ws *eng;
+} rl_worker;
+void rl_worker_free(rl_worker *w);
+
+/* ---- activations recorded for the capture ----------------------------------------------------- */
+/* Inputs of every linear site for sequences 0..nseq-1, row s*T + pos (the
+ * token at position pos of the sequence as fed: prompt, then response without
+ * its last token). One record per side. */
+typedef struct rl_caprec {
+    size_t nseq, T;
+    int L, K;
+    size_t C, F;
+    float *ln1, *atty, *ln2;   /* [L][nseq*T][C]: inputs of qkv_proj, o_proj, mlp.gate and gate_up_proj */
+    float *hf;                 /* [nseq*T][C]: input of lm_head */
+    int32_t *topi;             /* [L][nseq*T][K]: experts chosen */
+    float *hg;                 /* [L][nseq*T][K][F]: down_proj input of each chosen expert */
+    int32_t *len;              /* [nseq] tokens recorded per sequence */
+} rl_caprec;
+int rl_caprec_alloc(rl_caprec *r, const rl_cfg *c, size_t nseq);
+void rl_caprec_free(rl_caprec *r);
+
+/* ---- the rollout engine (engine.c) -------------------------------------------------------------- */
+typedef struct rl_gen_req {
+    const rl_cfg *cfg;
+    const rl_layout *lay;
+    const rl_lin *lin;         /* the engine's numerics, synced */
+    const float *P;            /* weights (norm gains and embeddings are read here) */
+    const rl_task *task;
+    size_t nseq;
+    const int32_t *prompts;    /* prompt of sequence b: prompts + (b / group) * Tp */
+    int group;
+    bool greedy;               /* argmax instead of sampling */
+    double temperature;
+    uint64_t seed, stream;     /* sampling draws rl_hash(seed, stream, b, pos) */
+    size_t shard;              /* sequences per engine batch */
+    rl_caprec *rec;            /* record the inputs of sequences < rec->nseq, or NULL */
+} rl_gen_req;
+
+typedef struct rl_gen_out {    /* caller-allocated, [nseq][R] and [nseq] */
+    int32_t *resp, *len;
+    float *logp;               /* log-prob of each sampled token under the engine */
+    int32_t *amax;             /* the engine's argmax at each response position */
+} rl_gen_out;
+
+int rl_generate(const rl_gen_req *q, rl_gen_out *o, rl_worker *workers, int nworkers);
+
+
+/* ---- GRPO and AdamW (rl.c) -------------------------------------------------------------------------- */
+/* One response token's loss, PPO-clipped with advantage A, ratio exp(logp - old),
+ * times the TIS weight or 0 when MIS rejects it (from old - ro), times norm. */
+double rl_grpo_loss(const fp4s_rl_opts *o, double logp, double old, double ro, double A, double norm);
+/* Its derivative with respect to logp; *clipped when the clipped branch is active. */
+double rl_grpo_dlogp(const fp4s_rl_opts *o, double logp, double old, double ro, double A, double norm,
+                     bool *clipped);
+/* One AdamW step (PyTorch's order: decay, then the bias-corrected update) on n
+ * parameters with gradient G * gscale; norm gains are not decayed. */
+void rl_adamw(float *P, float *m, float *v, const float *G, float gscale, size_t n, int64_t t, double lr,
+              double b1, double b2, double eps, double wdecay, const rl_layout *lay, const rl_cfg *cfg);
 #endif

@@ -79,6 +79,41 @@ START_TEST(bf16_roundtrip_every_code)
 }
 END_TEST
 
+/* The bulk converter (a bit trick) gives the scalar encoder's bits for every
+ * 97th float32 bit pattern and every pattern next to a BF16 halfway point. */
+START_TEST(bf16_bulk_matches_scalar)
+{
+    enum { N = 4096 };
+    float in[N];
+    uint16_t out[N];
+    size_t k = 0;
+    uint64_t checked = 0;
+    for (uint64_t u = 0; u <= 0xFFFFFFFFull; u += 97) {
+        in[k++] = fp4s_bits_f32((uint32_t)u);
+        if (k == N || u + 97 > 0xFFFFFFFFull) {
+            fp4s_f32_to_bf16(in, out, k);
+            for (size_t i = 0; i < k; i++) /* (ck_assert per value would dominate the time) */
+                if (out[i] != fp4s_bf16_encode(in[i], FP4S_TIE_EVEN))
+                    ck_abort_msg("%a: %04x vs %04x", in[i], out[i], fp4s_bf16_encode(in[i], FP4S_TIE_EVEN));
+            checked += k;
+            k = 0;
+        }
+    }
+    for (uint32_t hi = 0; hi < 0x10000; hi++)
+        for (int d = -2; d <= 2; d++) {
+            uint32_t u = (hi << 16) + 0x8000u + (uint32_t)d;
+            float x = fp4s_bits_f32(u);
+            uint16_t b;
+            fp4s_f32_to_bf16(&x, &b, 1);
+            if (b != fp4s_bf16_encode(x, FP4S_TIE_EVEN)) ck_abort_msg("%08x: %04x", u, b);
+            float back;
+            fp4s_bf16_to_f32(&b, &back, 1);
+            if (fp4s_f32_bits(back) != (uint32_t)b << 16) ck_abort_msg("%04x widens to %a", b, back);
+        }
+    ck_assert(checked > 44000000);
+}
+END_TEST
+
 static double *bf16_grid, *fp16_grid, e4m3_grid[127];
 
 START_TEST(bf16_encode_matches_double_reference)
@@ -480,6 +515,7 @@ int main(void)
     grids();
     Suite *s = suite_create("codec");
     TC(bf16_decode_every_code);
+    TC(bf16_bulk_matches_scalar);
     TC(bf16_roundtrip_every_code);
     TC(bf16_encode_matches_double_reference);
     TC(fp16_decode_every_code);

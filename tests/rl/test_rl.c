@@ -12,6 +12,10 @@
 #include "rl_f64.h"
 #include "rl_internal.h"
 
+#include <fp4scope/capture.h>
+
+#include <hdf5.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -320,6 +324,294 @@ START_TEST(fakequant_pads_columns)
 }
 END_TEST
 
+/* ---- tasks ---------------------------------------------------------------------------------- */
+START_TEST(task_sort_and_add)
+{
+    rl_task t;
+    rl_task_init(&t, FP4S_RL_TASK_SORT);
+    int32_t p[16] = {RL_TOK_BOS, 3, 1, 4, 1, 5, 9, 2, RL_TOK_PAD, RL_TOK_PAD, RL_TOK_PAD, RL_TOK_SEP}, a[16];
+    ck_assert_int_eq(rl_task_answer(&t, p, a), 8);
+    int32_t want[8] = {1, 1, 2, 3, 4, 5, 9, RL_TOK_EOS};
+    ck_assert(memcmp(a, want, sizeof want) == 0);
+    ck_assert(rl_task_reward(&t, p, want, 8) == 1.0);
+    ck_assert(rl_task_reward(&t, p, want, 7) == 0.0); /* no EOS */
+    int32_t wrong[8] = {1, 2, 1, 3, 4, 5, 9, RL_TOK_EOS};
+    ck_assert(rl_task_reward(&t, p, wrong, 8) == 0.0);
+    for (uint64_t i = 0; i < 200; i++) { /* 6 to 10 digits, padded, within the vocabulary */
+        rl_task_prompt(&t, 7, 1, i, p);
+        int nd = 0;
+        for (int k = 1; k <= 10; k++) nd += p[k] < 10;
+        ck_assert(nd >= 6 && nd <= 10 && p[0] == RL_TOK_BOS && p[11] == RL_TOK_SEP);
+        ck_assert_int_le(rl_task_answer(&t, p, a), t.max_resp);
+    }
+    rl_task_init(&t, FP4S_RL_TASK_ADD);
+    /* 987 + 45 = 1032, digits least significant first */
+    int32_t q[13] = {RL_TOK_BOS, 7, 8, 9, RL_TOK_PAD, RL_TOK_PAD, RL_TOK_PLUS, 5, 4, RL_TOK_PAD, RL_TOK_PAD,
+                     RL_TOK_PAD, RL_TOK_SEP};
+    ck_assert_int_eq(rl_task_answer(&t, q, a), 5);
+    int32_t sum[5] = {2, 3, 0, 1, RL_TOK_EOS};
+    ck_assert(memcmp(a, sum, sizeof sum) == 0);
+    int32_t z[13] = {RL_TOK_BOS, 0, RL_TOK_PAD, RL_TOK_PAD, RL_TOK_PAD, RL_TOK_PAD, RL_TOK_PLUS, 0, RL_TOK_PAD,
+                     RL_TOK_PAD, RL_TOK_PAD, RL_TOK_PAD, RL_TOK_SEP};
+    ck_assert_int_eq(rl_task_answer(&t, z, a), 2); /* 0 + 0 = 0 */
+    ck_assert(a[0] == 0 && a[1] == RL_TOK_EOS);
+    for (uint64_t i = 0; i < 200; i++) {
+        rl_task_prompt(&t, 7, 2, i, q);
+        long va = 0, vb = 0, pw = 1;
+        for (int k = 0; k < 5; k++, pw *= 10) {
+            if (q[1 + k] < 10) va += q[1 + k] * pw;
+            if (q[7 + k] < 10) vb += q[7 + k] * pw;
+        }
+        int n = rl_task_answer(&t, q, a);
+        long vs = 0;
+        pw = 1;
+        for (int k = 0; k < n - 1; k++, pw *= 10) vs += a[k] * pw;
+        ck_assert_int_eq(vs, va + vb);
+        ck_assert(n - 1 == 1 || a[n - 2] != 0); /* no leading zero */
+    }
+}
+END_TEST
+
+/* ---- GRPO loss and AdamW --------------------------------------------------------------------------- */
+/* The per-token gradient is the derivative of the per-token loss, for every
+ * correction, both signs of the advantage, inside and outside the clip range. */
+START_TEST(grpo_gradient_is_the_loss_derivative)
+{
+    fp4s_rl_opts o;
+    fp4s_rl_opts_defaults(&o);
+    fp4s_rl_iscorr corr[3] = {FP4S_RL_IS_NONE, FP4S_RL_IS_TIS, FP4S_RL_IS_MIS};
+    int nclip = 0, nzero = 0, n = 0;
+    for (int ci = 0; ci < 3; ci++) {
+        o.is_corr = corr[ci];
+        for (uint64_t i = 0; i < 4000; i++) {
+            double old = -3 * rl_u01(rl_hash(5, 1, i, 0)), ro = old + 1.5 * (rl_u01(rl_hash(5, 2, i, 0)) - 0.5);
+            double lp = old + 0.6 * (rl_u01(rl_hash(5, 3, i, 0)) - 0.5), A = 2 * rl_u01(rl_hash(5, 4, i, 0)) - 1;
+            double ratio = exp(lp - old);
+            if (fabs(ratio - 0.8) < 1e-4 || fabs(ratio - 1.2) < 1e-4) continue; /* the kinks */
+            bool clip;
+            double g = rl_grpo_dlogp(&o, lp, old, ro, A, 0.01, &clip), h = 1e-7;
+            double fd = (rl_grpo_loss(&o, lp + h, old, ro, A, 0.01) - rl_grpo_loss(&o, lp - h, old, ro, A, 0.01)) / (2 * h);
+            ck_assert_msg(fabs(fd - g) < 1e-7, "corr %d: lp %g old %g ro %g A %g: %g vs %g", ci, lp, old, ro, A, g, fd);
+            nclip += clip;
+            nzero += g == 0;
+            n++;
+            if (ci == 1) /* TIS weight min(exp(old - ro), 2) */
+                ck_assert(fabs(g) <= 2 * fabs(A) * ratio * 0.01 + 1e-15);
+        }
+    }
+    ck_assert(nclip > n / 20 && nzero < n / 2);
+    /* verl's definitions at hand-picked points */
+    o.is_corr = FP4S_RL_IS_TIS;
+    ck_assert(fabs(rl_grpo_loss(&o, -1, -1, -2, 1, 1) - -2.0) < 1e-12);   /* w = e^1 capped at 2, ratio 1 */
+    ck_assert(fabs(rl_grpo_loss(&o, -1, -1, -1.5, 1, 1) - -exp(0.5)) < 1e-12);
+    o.is_corr = FP4S_RL_IS_MIS;
+    ck_assert(rl_grpo_loss(&o, -1, -1, -2, 1, 1) == 0);                   /* w = e > 2: rejected */
+    ck_assert(fabs(rl_grpo_loss(&o, -1, -1, -1.5, 1, 1) - -1.0) < 1e-12); /* kept, no weight */
+    o.is_corr = FP4S_RL_IS_NONE;
+    ck_assert(fabs(rl_grpo_loss(&o, log(1.5), 0, 0, 1, 1) - -1.2) < 1e-12);  /* clipped at 1 + 0.2 */
+    ck_assert(fabs(rl_grpo_loss(&o, log(0.5), 0, 0, -1, 1) - 0.8) < 1e-12);  /* clipped at 1 - 0.2 */
+    ck_assert(fabs(rl_grpo_loss(&o, log(0.5), 0, 0, 1, 1) - -0.5) < 1e-12);  /* min keeps the lower */
+}
+END_TEST
+
+START_TEST(adamw_matches_pytorch_formula)
+{
+    rl_cfg c = {.V = 16, .T = 4, .C = 16, .L = 1, .H = 1, .E = 1, .K = 1, .F = 16};
+    rl_layout lay;
+    ck_assert_int_eq(rl_layout_init(&lay, &c), 0);
+    size_t n = lay.total;
+    float *P = malloc(n * sizeof *P), *m = calloc(n, sizeof *m), *v = calloc(n, sizeof *v), *G = malloc(n * sizeof *G);
+    double *Pd = malloc(n * sizeof *Pd), *md = calloc(n, sizeof *md), *vd = calloc(n, sizeof *vd);
+    for (size_t i = 0; i < n; i++) Pd[i] = P[i] = (float)rl_gauss(9, 1, 0, i);
+    double lr = 1e-2, b1 = 0.9, b2 = 0.99, eps = 1e-8, wd = 0.1;
+    for (int t = 1; t <= 5; t++) {
+        for (size_t i = 0; i < n; i++) G[i] = (float)rl_gauss(9, 2, (uint64_t)t, i);
+        rl_adamw(P, m, v, G, 0.5f, n, t, lr, b1, b2, eps, wd, &lay, &c);
+        for (size_t i = 0; i < n; i++) {
+            double g = 0.5 * G[i];
+            md[i] = b1 * md[i] + (1 - b1) * g;
+            vd[i] = b2 * vd[i] + (1 - b2) * g * g;
+            if (!rl_param_is_gain(&lay, &c, i)) Pd[i] *= 1 - lr * wd;
+            Pd[i] -= lr * (md[i] / (1 - pow(b1, t))) / (sqrt(vd[i] / (1 - pow(b2, t))) + eps);
+        }
+    }
+    for (size_t i = 0; i < n; i++) ck_assert_msg(fabs(P[i] - Pd[i]) < 1e-5, "%zu: %g vs %g", i, P[i], Pd[i]);
+    ck_assert(rl_param_is_gain(&lay, &c, lay.lnf) && !rl_param_is_gain(&lay, &c, lay.head));
+    free(P); free(m); free(v); free(G); free(Pd); free(md); free(vd);
+    rl_layout_free(&lay);
+}
+END_TEST
+
+/* ---- the loop ---------------------------------------------------------------------------------------- */
+static void tiny_opts(fp4s_rl_opts *o)
+{
+    fp4s_rl_opts_defaults(o);
+    o->width = 32;
+    o->layers = 2;
+    o->heads = 2;
+    o->experts = 4;
+    o->prompts = 5;
+    o->group = 4;
+    o->sft_batch = 24;
+    o->sft_max_steps = 3;
+    o->sft_check_every = 2;
+    o->eval_every = 2;
+    o->eval_prompts = 9;
+    o->act_every = 2;
+    o->act_seqs = 5;
+    o->micro_batch = 3;      /* uneven pieces */
+    o->shard = 7;
+    o->act_sites[0] = '*';
+    o->act_sites[1] = 0;
+}
+
+static void run_capture(const fp4s_rl_opts *o, int threads, const char *path, fp4s_rl_stats *st, int steps)
+{
+    fp4s_set_threads(threads);
+    fp4s_rl *r;
+    ck_assert_msg(fp4s_rl_open(o, &r) == 0, "%s", fp4s_last_error());
+    ck_assert_msg(fp4s_rl_warmstart(r, NULL) == 0, "%s", fp4s_last_error());
+    fp4s_capture_opts co;
+    fp4s_capture_opts_defaults(&co);
+    co.overwrite = true;
+    fp4s_capture *cap;
+    ck_assert_int_eq(fp4s_capture_create(path, &co, &cap), 0);
+    ck_assert_int_eq(fp4s_rl_capture_header(r, cap), 0);
+    for (int k = 0; k < steps; k++) ck_assert_msg(fp4s_rl_step(r, cap, &st[k]) == 0, "%s", fp4s_last_error());
+    ck_assert_int_eq(fp4s_capture_close(&cap), 0);
+    fp4s_rl_close(&r);
+    fp4s_set_threads(0);
+}
+
+/* The bytes of a dataset, in its native type (malloc'ed). */
+static char *read_dataset(const char *file, const char *path, size_t *bytes)
+{
+    hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert(f >= 0);
+    hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
+    ck_assert_msg(d >= 0, "%s: %s", file, path);
+    hid_t ft = H5Dget_type(d), nt = H5Tget_native_type(ft, H5T_DIR_ASCEND), sp = H5Dget_space(d);
+    *bytes = (size_t)H5Sget_simple_extent_npoints(sp) * H5Tget_size(nt);
+    char *buf = malloc(*bytes + 1);
+    ck_assert(H5Dread(d, nt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
+    H5Sclose(sp);
+    H5Tclose(nt);
+    H5Tclose(ft);
+    H5Dclose(d);
+    H5Fclose(f);
+    return buf;
+}
+
+/* Every dataset of two captures, byte for byte. */
+static void same_captures(const char *a, const char *b)
+{
+    fp4s_capture_entry *ea, *eb;
+    size_t na, nb;
+    ck_assert_int_eq(fp4s_capture_list(a, &ea, &na), 0);
+    ck_assert_int_eq(fp4s_capture_list(b, &eb, &nb), 0);
+    ck_assert_uint_eq(na, nb);
+    for (size_t i = 0; i < na; i++) {
+        ck_assert_str_eq(ea[i].path, eb[i].path);
+        ck_assert(ea[i].rows == eb[i].rows && ea[i].cols == eb[i].cols && ea[i].dtype == eb[i].dtype);
+        size_t ba, bb;
+        char *da = read_dataset(a, ea[i].path, &ba), *db = read_dataset(b, eb[i].path, &bb);
+        ck_assert_msg(ba == bb && memcmp(da, db, ba) == 0, "%s differs", ea[i].path);
+        free(da);
+        free(db);
+    }
+    free(ea);
+    free(eb);
+}
+
+/* A fixed seed gives the same captures on 1 and 3 threads, for the BF16 and
+ * the NVFP4/wfq configurations (uneven micro-batches and shards). */
+START_TEST(same_capture_on_any_thread_count)
+{
+    fp4s_rl_opts o;
+    tiny_opts(&o);
+    for (int cfg = 0; cfg < 2; cfg++) {
+        if (cfg == 1) {
+            o.rollout = FP4S_RL_ROLLOUT_NVFP4;
+            o.trainer = FP4S_RL_TRAINER_WFQ;
+            o.is_corr = FP4S_RL_IS_TIS;
+        }
+        fp4s_rl_stats s1[3], s3[3];
+        run_capture(&o, 1, "rl_det1.h5", s1, 3);
+        run_capture(&o, 3, "rl_det3.h5", s3, 3);
+        same_captures("rl_det1.h5", "rl_det3.h5");
+        for (int k = 0; k < 3; k++)
+            for (size_t i = 0; i < fp4s_rl_stat_count(); i++) {
+                const char *nm = fp4s_rl_stat_name(i);
+                if (!strncmp(nm, "t_", 2)) continue; /* times */
+                double a = fp4s_rl_stat_value(&s1[k], i), b = fp4s_rl_stat_value(&s3[k], i);
+                ck_assert_msg(memcmp(&a, &b, sizeof a) == 0 || (isnan(a) && isnan(b)), "step %d %s: %g vs %g",
+                              k, nm, a, b);
+            }
+        ck_assert_int_eq(fp4s_capture_verify("rl_det1.h5"), 0);
+        if (cfg == 1) ck_assert(s1[0].mismatch > 1e-3); /* the FP4 rollout does differ */
+        else ck_assert(s1[0].mismatch < 1e-3);
+    }
+    remove("rl_det1.h5");
+    remove("rl_det3.h5");
+}
+END_TEST
+
+/* What a step writes: one log-prob per response token with its sequence and
+ * position, trainer and rollout activations of equal shape, the weights. */
+START_TEST(step_writes_the_schema)
+{
+    fp4s_rl_opts o;
+    tiny_opts(&o);
+    o.rollout = FP4S_RL_ROLLOUT_MXFP4;
+    fp4s_rl_stats st[2];
+    run_capture(&o, 2, "rl_schema.h5", st, 2);
+    fp4s_capture_entry *e;
+    size_t n;
+    ck_assert_int_eq(fp4s_capture_list("rl_schema.h5", &e, &n), 0);
+    size_t sites0 = 0, lp0 = 0, lp1 = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (e[i].step == 0 && strcmp(e[i].site, "logprobs") && !strcmp(e[i].side, "trainer")) sites0++;
+        if (!strcmp(e[i].site, "logprobs") && !strcmp(e[i].side, "pos")) *(e[i].step ? &lp1 : &lp0) = e[i].cols;
+        ck_assert_msg(e[i].step == 0 || !strcmp(e[i].site, "logprobs"), "activations at step %lld",
+                      (long long)e[i].step); /* act_every 2: step 0 only */
+    }
+    /* qkv, o, gate per layer, lm_head, and the experts that got tokens */
+    ck_assert_uint_ge(sites0, 2 * 3 + 1 + 2);
+    ck_assert_uint_eq(lp0, (size_t)llround(st[0].resp_len * 20));
+    ck_assert_uint_eq(lp1, (size_t)llround(st[1].resp_len * 20));
+    ck_assert_int_eq(fp4s_capture_verify("rl_schema.h5"), 0);
+    free(e);
+    remove("rl_schema.h5");
+}
+END_TEST
+
+/* Bad options are refused with a message naming them. */
+START_TEST(bad_options)
+{
+    fp4s_rl_opts o;
+    fp4s_rl *r = NULL;
+    fp4s_rl_opts_defaults(&o);
+    o.trainer = FP4S_RL_TRAINER_WFQ; /* with a BF16 rollout there is no quantizer to follow */
+    ck_assert_int_eq(fp4s_rl_open(&o, &r), FP4S_EINVAL);
+    ck_assert(strstr(fp4s_last_error(), "wfq") != NULL);
+    fp4s_rl_opts_defaults(&o);
+    o.width = 100;
+    ck_assert_int_eq(fp4s_rl_opts_check(&o), FP4S_EINVAL);
+    fp4s_rl_opts_defaults(&o);
+    o.rollout = FP4S_RL_ROLLOUT_NVFP4;
+    snprintf(o.profile, sizeof o.profile, "ocp"); /* an MXFP4-only profile */
+    ck_assert_int_eq(fp4s_rl_opts_check(&o), FP4S_ENOTSUP);
+    fp4s_rl_opts_defaults(&o);
+    o.top_k = 5;
+    ck_assert_int_eq(fp4s_rl_opts_check(&o), FP4S_EINVAL);
+    unsigned m;
+    ck_assert_int_eq(fp4s_rl_sites_parse("qkv,experts", &m), 0);
+    ck_assert_uint_eq(m, FP4S_RL_SITE_QKV | FP4S_RL_SITE_EXPERTS);
+    ck_assert_int_eq(fp4s_rl_sites_parse("qkv,mlp", &m), FP4S_EINVAL);
+    ck_assert(r == NULL);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("rl");
@@ -333,6 +625,15 @@ static Suite *suite(void)
     tcase_add_test(g, wfq_is_straight_through);
     tcase_add_test(g, fakequant_pads_columns);
     suite_add_tcase(s, g);
+    TCase *l = tcase_create("loop");
+    tcase_set_timeout(l, 300);
+    tcase_add_test(l, task_sort_and_add);
+    tcase_add_test(l, grpo_gradient_is_the_loss_derivative);
+    tcase_add_test(l, adamw_matches_pytorch_formula);
+    tcase_add_test(l, same_capture_on_any_thread_count);
+    tcase_add_test(l, step_writes_the_schema);
+    tcase_add_test(l, bad_options);
+    suite_add_tcase(s, l);
     return s;
 }
 
