@@ -7,12 +7,19 @@
 #include <fp4scope/mismatch.h>
 #include <fp4scope/rl.h>
 
+#include "fp4s_config.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 enum {
@@ -21,7 +28,7 @@ enum {
     OPT_GROUP, OPT_TEMP, OPT_LR, OPT_BETA1, OPT_BETA2, OPT_WD, OPT_GCLIP, OPT_CLIP, OPT_MINIB, OPT_IS,
     OPT_ISCAP, OPT_SFT_LR, OPT_SFT_BATCH, OPT_SFT_MAX, OPT_SFT_TARGET, OPT_SFT_EVERY, OPT_EVAL_EVERY,
     OPT_EVAL_PROMPTS, OPT_ACT_EVERY, OPT_ACT_SITES, OPT_ACT_SEQS, OPT_MICRO, OPT_SHARD, OPT_STATS,
-    OPT_JSON, OPT_FORCE, OPT_QUIET, OPT_DEMO, OPT_HELP, OPT_VERSION
+    OPT_AQN_END, OPT_AQN_STAGES, OPT_JSON, OPT_FORCE, OPT_QUIET, OPT_DEMO, OPT_DEMO_RUNS, OPT_HELP, OPT_VERSION
 };
 
 static const struct option longopts[] = {
@@ -33,6 +40,8 @@ static const struct option longopts[] = {
     {"profile", required_argument, NULL, 'p'},
     {"weight-profile", required_argument, NULL, OPT_WPROFILE},
     {"remedy", required_argument, NULL, OPT_REMEDY},
+    {"aqn-end", required_argument, NULL, OPT_AQN_END},
+    {"aqn-stages", required_argument, NULL, OPT_AQN_STAGES},
     {"quant-sites", required_argument, NULL, OPT_QSITES},
     {"drift", required_argument, NULL, OPT_DRIFT},
     {"width", required_argument, NULL, OPT_WIDTH},
@@ -71,6 +80,7 @@ static const struct option longopts[] = {
     {"force", no_argument, NULL, OPT_FORCE},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"demo", no_argument, NULL, OPT_DEMO},
+    {"demo-runs", required_argument, NULL, OPT_DEMO_RUNS},
     {"output", required_argument, NULL, 'o'},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
@@ -89,7 +99,8 @@ static void usage(void)
            "  --rollout R         bf16, fp8, mxfp4, nvfp4, fp32 (bf16)\n"
            "  -p, --profile P     rollout quantizer profile (the format's default)\n"
            "  --weight-profile P  profile of the weights (te -> te-2d, fp8-1x128 -> fp8-128x128)\n"
-           "  --remedy LIST       rollout remedies (rac:R[:RESID], mbs:G, of:A, keep:K, aqn:S, '+' joins)\n"
+           "  --remedy ITEM       a rollout remedy: rac:R[:RESID], mbs:G, of:A, keep:K, aqn:S, '+' joins\n"
+           "  --aqn-end S --aqn-stages K   aqn schedule: last sigma (sigma/100), stages (10)\n"
            "  --quant-sites LIST  qkv,o,router,experts,head,all (all)\n"
            "  --drift D           rollout engine drift: none, splitk, splitk-bf16 (splitk)\n"
            "Policy:\n"
@@ -123,9 +134,16 @@ static void usage(void)
 typedef struct tool {
     fp4s_rl_opts o;
     int steps;
-    const char *out, *stats;
-    bool json, force, quiet, demo;
+    const char *out, *stats, *demo_runs;
+    bool json, force, quiet, demo, numerics_given;
 } tool;
+
+static double rl_wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* ---- one run --------------------------------------------------------------------------------- */
 typedef struct run_result {
@@ -242,6 +260,383 @@ static json_t *run_json(const fp4s_rl_opts *o, const run_result *res, const char
     return j;
 }
 
+/* ---- the demo ----------------------------------------------------------------------------- */
+typedef struct demo_cfg {
+    const char *name, *title;
+    fp4s_rl_trainer trainer;
+    fp4s_rl_rollout rollout;
+    const char *remedy;
+} demo_cfg;
+
+static const demo_cfg demo_cfgs[] = {
+    {"bf16", "BF16 rollout", FP4S_RL_TRAINER_BF16, FP4S_RL_ROLLOUT_BF16, ""},
+    {"nvfp4", "naive NVFP4 W4A4", FP4S_RL_TRAINER_BF16, FP4S_RL_ROLLOUT_NVFP4, ""},
+    {"quads", "QUADS: wfq trainer, rac:0.25 rollout", FP4S_RL_TRAINER_WFQ, FP4S_RL_ROLLOUT_NVFP4, "rac:0.25"},
+    {"mxfp4", "naive MXFP4 W4A4", FP4S_RL_TRAINER_BF16, FP4S_RL_ROLLOUT_MXFP4, ""},
+    {"mxfp4-mbs-of", "MXFP4 + mbs:128 + of:0.5", FP4S_RL_TRAINER_BF16, FP4S_RL_ROLLOUT_MXFP4, "mbs:128+of:0.5"},
+};
+#define NDEMO (sizeof demo_cfgs / sizeof demo_cfgs[0])
+#define DEMO_LIST "bf16, nvfp4, quads, mxfp4, mxfp4-mbs-of"
+
+/* The demo's regime: cheap enough for 2 cores in minutes (see fp4-rl(1)). */
+static void demo_defaults(tool *t)
+{
+    fp4s_rl_opts *o = &t->o;
+    o->width = 64;
+    o->prompts = 16;
+    o->lr = 1e-4;
+    o->eval_every = 20;
+    o->eval_prompts = 128;
+    o->act_every = 100;
+    o->act_seqs = 8;
+    t->steps = 200;
+}
+
+static int mkdir_p1(const char *dir)
+{
+    if (mkdir(dir, 0777) == 0 || errno == EEXIST) {
+        struct stat st;
+        if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return 0;
+    }
+    return fp4s_error_set(FP4S_EWRITE, "%s: cannot create the directory: %s", dir, strerror(errno));
+}
+
+/* What a demo child leaves for the parent (shared memory). */
+typedef struct demo_slot {
+    int status;              /* the child's exit status */
+    char err[512];           /* its message */
+    run_result res;          /* res.st points into the parent's mapping: see stats */
+} demo_slot;
+
+static double window_mean(const fp4s_rl_stats *st, int n, int k, int w, size_t field)
+{
+    double s = 0;
+    int c = 0;
+    for (int i = k - w + 1; i <= k; i++)
+        if (i >= 0 && i < n) {
+            double v = fp4s_rl_stat_value(&st[i], field);
+            if (!isnan(v)) s += v, c++;
+        }
+    return c ? s / c : NAN;
+}
+
+static size_t stat_index(const char *name)
+{
+    for (size_t i = 0; i < fp4s_rl_stat_count(); i++)
+        if (!strcmp(fp4s_rl_stat_name(i), name)) return i;
+    return 0;
+}
+
+/* DIR/<name>.dat: step, reward, its 10-step mean, mismatch, its 10-step
+ * mean, held-out accuracy of both sides, entropy, argmax flips. */
+static int write_plot_data(const char *path, const run_result *res)
+{
+    size_t cap = 256 + (size_t)res->steps_done * 200, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) return fp4s_error_set(FP4S_ENOMEM, "out of memory");
+    size_t ir = stat_index("reward"), im = stat_index("mismatch"), iar = stat_index("acc_rollout");
+    size_t iat = stat_index("acc_trainer"), ie = stat_index("entropy"), iff = stat_index("flip_frac");
+    n += (size_t)snprintf(buf + n, cap - n, "# step reward reward_mean10 mismatch mismatch_mean10 acc_rollout "
+                          "acc_trainer entropy flip_frac\n");
+    for (int k = 0; k < res->steps_done; k++) {
+        const fp4s_rl_stats *st = &res->st[k];
+        n += (size_t)snprintf(buf + n, cap - n, "%lld %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g\n", (long long)st->step,
+                              st->reward, window_mean(res->st, res->steps_done, k, 10, ir), st->mismatch,
+                              window_mean(res->st, res->steps_done, k, 10, im), fp4s_rl_stat_value(st, iar),
+                              fp4s_rl_stat_value(st, iat), fp4s_rl_stat_value(st, ie), fp4s_rl_stat_value(st, iff));
+    }
+    int rc = cli_write_text(path, buf, n);
+    free(buf);
+    return rc;
+}
+
+/* Run gnuplot on DIR/demo.gp (FP4S_GNUPLOT, else the configured one); the
+ * image is written to a temporary name and renamed. */
+static int run_gnuplot(const char *dir, const char *script, const char *image)
+{
+    const char *prog = getenv("FP4S_GNUPLOT");
+    if (!prog || !*prog) prog = FP4S_HAVE_GNUPLOT ? FP4S_GNUPLOT : NULL;
+    if (!prog) return 1;
+    char tmp[4200], fin[4200];
+    snprintf(fin, sizeof fin, "%s/%s", dir, image);
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, image);
+    char expr[4400];
+    snprintf(expr, sizeof expr, "outfile='.%s.tmp'", image);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return fp4s_error_set(FP4S_EINTERNAL, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        if (chdir(dir) != 0) _exit(126);
+        int nul = open("/dev/null", O_WRONLY);
+        if (nul >= 0) dup2(nul, STDOUT_FILENO);
+        execlp(prog, "gnuplot", "-e", expr, script, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    struct stat sb;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) == 127) {
+        unlink(tmp);
+        return 1; /* no gnuplot */
+    }
+    if (WEXITSTATUS(st) != 0 || stat(tmp, &sb) != 0 || sb.st_size == 0) {
+        unlink(tmp);
+        return fp4s_error_set(FP4S_EWRITE, "%s: gnuplot failed on %s/%s (kept for inspection)", fin, dir, script);
+    }
+    if (rename(tmp, fin) != 0) return fp4s_error_set(FP4S_EWRITE, "%s: %s", fin, strerror(errno));
+    return 0;
+}
+
+static int write_demo_plot(const tool *t, const int *sel, size_t nsel, char onsets[][32], bool *drawn)
+{
+    char gp[16384];
+    size_t n = 0;
+    n += (size_t)snprintf(gp + n, sizeof gp - n,
+        "# fp4-rl --demo: reward and rollout/trainer mismatch over GRPO steps (gnuplot demo.gp)\n"
+        "if (!exists('outfile')) outfile = 'demo.png'\n"
+        "set terminal pngcairo size 1000,1200 noenhanced font ',10'\n"
+        "set output outfile\n"
+        "set datafile missing 'nan'\n"
+        "set multiplot layout 3,1 title 'fp4-rl --demo: the same seed and warm start, %d GRPO steps'\n"
+        "set grid\nset key outside right\nset xlabel 'step'\nset xrange [0:%d]\n", t->steps, t->steps);
+    const char *panels[3][3] = {
+        {"reward (10-step mean)", "3", "set yrange [0:1]"},
+        {"mean |lp_t - lp_r| (nats, 10-step mean)", "5", "set logscale y; set yrange [*:*]"},
+        {"held-out greedy accuracy, trainer numerics", "7", "unset logscale y; set yrange [0:1]"},
+    };
+    for (int pnl = 0; pnl < 3; pnl++) {
+        n += (size_t)snprintf(gp + n, sizeof gp - n, "%s\nset ylabel '%s'\nplot ", panels[pnl][2], panels[pnl][0]);
+        for (size_t i = 0; i < nsel; i++) {
+            const demo_cfg *d = &demo_cfgs[sel[i]];
+            char title[96];
+            if (pnl == 1 && strcmp(onsets[i], "none") && strcmp(onsets[i], "n/a"))
+                snprintf(title, sizeof title, "%s (onset at %s)", d->name, onsets[i]);
+            else
+                snprintf(title, sizeof title, "%s", d->name);
+            n += (size_t)snprintf(gp + n, sizeof gp - n, "%s'%s.dat' using 1:%s with %s lw 2 title '%s'",
+                                  i ? ", " : "", d->name, panels[pnl][1], pnl == 2 ? "linespoints" : "lines",
+                                  title);
+        }
+        n += (size_t)snprintf(gp + n, sizeof gp - n, "\n");
+    }
+    n += (size_t)snprintf(gp + n, sizeof gp - n, "unset multiplot\n");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/demo.gp", t->out);
+    int rc = cli_write_text(path, gp, n);
+    if (rc) return rc;
+    rc = run_gnuplot(t->out, "demo.gp", "demo.png");
+    *drawn = rc == 0;
+    return rc < 0 ? rc : 0;
+}
+
+static int run_demo(tool *t)
+{
+    int sel[NDEMO];
+    size_t nsel = 0;
+    if (t->demo_runs) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", t->demo_runs);
+        for (char *sv = NULL, *tok = strtok_r(buf, ",", &sv); tok; tok = strtok_r(NULL, ",", &sv)) {
+            size_t i = 0;
+            while (i < NDEMO && strcmp(demo_cfgs[i].name, tok)) i++;
+            if (i == NDEMO) cli_usage("--demo-runs: unknown run '%s' (expected %s)", tok, DEMO_LIST);
+            for (size_t j = 0; j < nsel; j++)
+                if (sel[j] == (int)i) cli_usage("--demo-runs: '%s' twice", tok);
+            sel[nsel++] = (int)i;
+        }
+    } else {
+        for (size_t i = 0; i < NDEMO; i++) sel[nsel++] = (int)i;
+    }
+    int rc = mkdir_p1(t->out);
+    if (rc) cli_fail(rc);
+    char path[4200];
+    for (size_t i = 0; i < nsel; i++) {
+        snprintf(path, sizeof path, "%s/%s.h5", t->out, demo_cfgs[sel[i]].name);
+        if (!t->force && access(path, F_OK) == 0)
+            cli_die(FP4S_EXIT_OUTPUT, "%s: exists (use --force to replace the demo's outputs)", path);
+    }
+    fp4s_rl_opts base = t->o;
+    base.steps = t->steps;
+    /* one warm start for every run */
+    fp4s_rl *warm = NULL;
+    fp4s_rl_sft sft;
+    double t0 = rl_wall();
+    if ((rc = fp4s_rl_open(&base, &warm)) || (rc = fp4s_rl_warmstart(warm, &sft))) {
+        fp4s_rl_close(&warm);
+        cli_fail(rc);
+    }
+    if (!t->quiet)
+        fprintf(stderr, "%s: warm start: %d supervised steps, sampled success %.3f (%.1f s)\n", cli_prog(), sft.steps,
+                sft.success, sft.seconds);
+    size_t per = sizeof(demo_slot) + (size_t)t->steps * sizeof(fp4s_rl_stats);
+    per = (per + 63) / 64 * 64;
+    char *shm = mmap(NULL, per * nsel, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shm == MAP_FAILED) cli_die(FP4S_EXIT_INTERNAL, "mmap: %s", strerror(errno));
+    int par = fp4s_get_threads();
+    if (par < 1) par = 1;
+    size_t started = 0, running = 0;
+    pid_t pids[NDEMO];
+    while (started < nsel || running) {
+        if (started < nsel && running < (size_t)par) {
+            size_t i = started++;
+            fflush(stdout);
+            fflush(stderr);
+            pid_t pid = fork();
+            if (pid < 0) cli_die(FP4S_EXIT_INTERNAL, "fork: %s", strerror(errno));
+            if (pid == 0) {
+                const demo_cfg *d = &demo_cfgs[sel[i]];
+                demo_slot *slot = (demo_slot *)(shm + i * per);
+                fp4s_set_threads(1);
+                fp4s_rl_opts o = base;
+                o.trainer = d->trainer;
+                o.rollout = d->rollout;
+                snprintf(o.remedy, sizeof o.remedy, "%s", d->remedy);
+                snprintf(path, sizeof path, "%s/%s.h5", t->out, d->name);
+                run_result res;
+                int crc = run_one(t, &o, d->name, path, warm, &res);
+                res.sft = sft;
+                int status = 0;
+                if (crc) {
+                    snprintf(slot->err, sizeof slot->err, "%s: %s", d->name, fp4s_last_error()[0] ? fp4s_last_error()
+                             : fp4s_strerror(crc));
+                    status = fp4s_exit_status(crc);
+                } else {
+                    snprintf(path, sizeof path, "%s/%s.tsv", t->out, d->name);
+                    if ((crc = write_stats(path, &res))) {
+                        snprintf(slot->err, sizeof slot->err, "%s", fp4s_last_error());
+                        status = fp4s_exit_status(crc);
+                    }
+                    memcpy(slot + 1, res.st, (size_t)res.steps_done * sizeof *res.st);
+                }
+                slot->res = res;
+                slot->status = status;
+                _exit(status);
+            }
+            pids[i] = pid;
+            running++;
+            continue;
+        }
+        int st;
+        pid_t w = wait(&st);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            cli_die(FP4S_EXIT_INTERNAL, "wait: %s", strerror(errno));
+        }
+        for (size_t i = 0; i < started; i++)
+            if (pids[i] == w) {
+                demo_slot *slot = (demo_slot *)(shm + i * per);
+                if (!WIFEXITED(st)) {
+                    slot->status = FP4S_EXIT_INTERNAL;
+                    snprintf(slot->err, sizeof slot->err, "%s: killed by signal %d", demo_cfgs[sel[i]].name,
+                             WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+                }
+                running--;
+            }
+    }
+    fp4s_rl_close(&warm);
+    int status = 0;
+    for (size_t i = 0; i < nsel; i++) {
+        demo_slot *slot = (demo_slot *)(shm + i * per);
+        slot->res.st = (fp4s_rl_stats *)(slot + 1);
+        if (slot->status) {
+            fprintf(stderr, "%s: %s\n", cli_prog(), slot->err);
+            if (!status) status = slot->status;
+        }
+    }
+    if (status) return status;
+    /* the mismatch over steps as fp4-mismatch computes it, and its onset */
+    fp4s_mm_opts mo;
+    fp4s_mm_opts_defaults(&mo);
+    fp4s_trace_opts to;
+    fp4s_trace_opts_defaults(&to);
+    fp4s_mm_onset_opts oo;
+    fp4s_mm_onset_opts_defaults(&oo);
+    json_t *jruns = json_array();
+    char onsets[NDEMO][32];
+    char summary[8192];
+    size_t sn = 0;
+    sn += (size_t)snprintf(summary + sn, sizeof summary - sn,
+                           "%-14s %8s %8s %10s %10s %7s %8s %8s %7s\n", "run", "reward0", "reward", "mismatch0",
+                           "mismatch", "onset", "acc_tr0", "acc_tr", "steps/s");
+    for (size_t i = 0; i < nsel; i++) {
+        const demo_cfg *d = &demo_cfgs[sel[i]];
+        demo_slot *slot = (demo_slot *)(shm + i * per);
+        run_result *res = &slot->res;
+        snprintf(path, sizeof path, "%s/%s.dat", t->out, d->name);
+        if ((rc = write_plot_data(path, res))) cli_fail(rc);
+        snprintf(path, sizeof path, "%s/%s.h5", t->out, d->name);
+        fp4s_mm_result mr = {0};
+        if ((rc = fp4s_mm_analyze(path, d->name, &mo, &to, &mr))) cli_failf(rc, "%s", path);
+        fp4s_mm_onset on = {0};
+        const fp4s_mm_run *run = &mr.runs[0];
+        int64_t *stp = malloc((run->nsteps + 1) * sizeof *stp);
+        double *val = malloc((run->nsteps + 1) * sizeof *val);
+        if (!stp || !val) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+        for (size_t k = 0; k < run->nsteps; k++) {
+            stp[k] = run->steps[k].step;
+            val[k] = run->steps[k].mean_abs;
+        }
+        int orc = fp4s_mm_onset_find(stp, val, run->nsteps, &oo, &on);
+        int n = res->steps_done, w = n / 10 > 10 ? n / 10 : (n < 10 ? n : 10);
+        double r0 = window_mean(res->st, n, w - 1, w, stat_index("reward"));
+        double r1 = window_mean(res->st, n, n - 1, w, stat_index("reward"));
+        double m0 = window_mean(res->st, n, w - 1, w, stat_index("mismatch"));
+        double m1 = window_mean(res->st, n, n - 1, w, stat_index("mismatch"));
+        double a0 = NAN, a1 = NAN;
+        for (int k = 0; k < n; k++)
+            if (!isnan(res->st[k].acc_trainer)) {
+                if (isnan(a0)) a0 = res->st[k].acc_trainer;
+                a1 = res->st[k].acc_trainer;
+            }
+        char *ons = onsets[i];
+        if (orc == 0 && on.found) snprintf(ons, 32, "%lld", (long long)on.step);
+        else snprintf(ons, 32, orc ? "n/a" : "none");
+        sn += (size_t)snprintf(summary + sn, sizeof summary - sn, "%-14s %8.3f %8.3f %10.4g %10.4g %7s %8.3f %8.3f %7.2f\n",
+                               d->name, r0, r1, m0, m1, ons, a0, a1, res->seconds > 0 ? n / res->seconds : NAN);
+        json_t *j = run_json(&base, res, path);
+        json_object_set_new(j, "name", json_string(d->name));
+        json_object_set_new(j, "title", json_string(d->title));
+        json_object_set_new(j, "trainer", json_string(fp4s_rl_trainer_name(d->trainer)));
+        json_object_set_new(j, "rollout", json_string(fp4s_rl_rollout_name(d->rollout)));
+        json_object_set_new(j, "remedy", json_string(d->remedy));
+        json_object_set_new(j, "onset_step", orc == 0 && on.found ? json_integer(on.step) : json_null());
+        json_object_set_new(j, "reward_first", cli_json_real(r0));
+        json_object_set_new(j, "reward_last", cli_json_real(r1));
+        json_object_set_new(j, "mismatch_first", cli_json_real(m0));
+        json_object_set_new(j, "mismatch_last", cli_json_real(m1));
+        json_array_append_new(jruns, j);
+        free(stp);
+        free(val);
+        fp4s_mm_result_free(&mr);
+    }
+    bool drawn = false;
+    if ((rc = write_demo_plot(t, sel, nsel, onsets, &drawn))) cli_fail(rc);
+    sn += (size_t)snprintf(summary + sn, sizeof summary - sn,
+                           "reward, mismatch: means of the first and last %s; onset: fp4-mismatch's, on mean_abs; "
+                           "acc_tr: held-out greedy accuracy with the trainer's numerics, first and last\n"
+                           "warm start: %d steps, sampled success %.3f; %.0f s in all\n",
+                           "tenth of the steps", sft.steps, sft.success, rl_wall() - t0);
+    snprintf(path, sizeof path, "%s/summary.txt", t->out);
+    if ((rc = cli_write_text(path, summary, sn))) cli_fail(rc);
+    if (!drawn)
+        fprintf(stderr, "%s: gnuplot not found: wrote %s/demo.gp and its data; run 'gnuplot demo.gp' in %s\n",
+                cli_prog(), t->out, t->out);
+    munmap(shm, per * nsel);
+    if (t->json) {
+        json_t *j = json_object();
+        json_object_set_new(j, "tool", json_string("fp4-rl"));
+        json_object_set_new(j, "dir", json_string(t->out));
+        json_object_set_new(j, "plot", drawn ? json_string("demo.png") : json_null());
+        json_object_set_new(j, "runs", jruns);
+        return cli_json_print(j);
+    }
+    json_decref(jruns);
+    fputs(summary, stdout);
+    return fflush(stdout) ? FP4S_EXIT_OUTPUT : 0;
+}
+
 /* ---- options --------------------------------------------------------------------------------- */
 static void copy_opt(char *dst, size_t n, const char *opt, const char *arg)
 {
@@ -254,17 +649,21 @@ static void parse(int argc, char **argv, tool *t)
     fp4s_rl_opts *o = &t->o;
     fp4s_rl_opts_defaults(o);
     t->steps = 200;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--demo")) demo_defaults(t);
     int c;
     while ((c = getopt_long(argc, argv, "o:p:", longopts, NULL)) != -1) {
         switch (c) {
         case OPT_TASK: if (fp4s_rl_task_parse(optarg, &o->task)) cli_usage("--task: %s", fp4s_last_error()); break;
         case OPT_STEPS: t->steps = (int)cli_parse_int("--steps", optarg, 1, 10000000); break;
         case OPT_SEED: o->seed = (uint64_t)cli_parse_int("--seed", optarg, 0, INT64_MAX); break;
-        case OPT_TRAINER: if (fp4s_rl_trainer_parse(optarg, &o->trainer)) cli_usage("--trainer: %s", fp4s_last_error()); break;
-        case OPT_ROLLOUT: if (fp4s_rl_rollout_parse(optarg, &o->rollout)) cli_usage("--rollout: %s", fp4s_last_error()); break;
-        case 'p': copy_opt(o->profile, sizeof o->profile, "--profile", optarg); break;
-        case OPT_WPROFILE: copy_opt(o->weight_profile, sizeof o->weight_profile, "--weight-profile", optarg); break;
-        case OPT_REMEDY: copy_opt(o->remedy, sizeof o->remedy, "--remedy", optarg); break;
+        case OPT_TRAINER: t->numerics_given = true; if (fp4s_rl_trainer_parse(optarg, &o->trainer)) cli_usage("--trainer: %s", fp4s_last_error()); break;
+        case OPT_ROLLOUT: t->numerics_given = true; if (fp4s_rl_rollout_parse(optarg, &o->rollout)) cli_usage("--rollout: %s", fp4s_last_error()); break;
+        case 'p': t->numerics_given = true; copy_opt(o->profile, sizeof o->profile, "--profile", optarg); break;
+        case OPT_WPROFILE: t->numerics_given = true; copy_opt(o->weight_profile, sizeof o->weight_profile, "--weight-profile", optarg); break;
+        case OPT_REMEDY: t->numerics_given = true; copy_opt(o->remedy, sizeof o->remedy, "--remedy", optarg); break;
+        case OPT_AQN_END: o->aqn_end = cli_parse_double("--aqn-end", optarg, 0, 1); break;
+        case OPT_AQN_STAGES: o->aqn_stages = (int)cli_parse_int("--aqn-stages", optarg, 2, 1000000); break;
         case OPT_QSITES: if (fp4s_rl_sites_parse(optarg, &o->quant_sites)) cli_usage("--quant-sites: %s", fp4s_last_error()); break;
         case OPT_DRIFT: if (fp4s_rl_drift_parse(optarg, &o->drift)) cli_usage("--drift: %s", fp4s_last_error()); break;
         case OPT_WIDTH: o->width = (int)cli_parse_int("--width", optarg, 32, 4096); break;
@@ -303,6 +702,7 @@ static void parse(int argc, char **argv, tool *t)
         case OPT_FORCE: t->force = true; break;
         case OPT_QUIET: t->quiet = true; break;
         case OPT_DEMO: t->demo = true; break;
+        case OPT_DEMO_RUNS: t->demo_runs = optarg; break;
         case 'o': t->out = optarg; break;
         case OPT_HELP: usage(); exit(0);
         case OPT_VERSION: cli_version(); exit(0);
@@ -310,7 +710,13 @@ static void parse(int argc, char **argv, tool *t)
         }
     }
     if (optind < argc) cli_usage("unexpected argument '%s'", argv[optind]);
+    o->steps = t->steps;
     if (!t->demo && !t->out) cli_usage("no output: give -o RUN.h5");
+    if (t->demo && t->numerics_given)
+        cli_usage("--demo runs its own numerics (%s): leave out --trainer, --rollout, -p, --weight-profile "
+                  "and --remedy, or run them one by one without --demo", DEMO_LIST);
+    if (t->demo_runs && !t->demo) cli_usage("--demo-runs needs --demo");
+    if (t->demo && !t->out) t->out = "fp4-rl-demo";
     if (fp4s_rl_opts_check(o)) cli_usage("%s", fp4s_last_error());
 }
 
@@ -319,7 +725,7 @@ int main(int argc, char **argv)
     cli_init("fp4-rl");
     tool t = {0};
     parse(argc, argv, &t);
-    if (t.demo) cli_usage("--demo: not yet");
+    if (t.demo) return run_demo(&t);
     if (!t.force && access(t.out, F_OK) == 0)
         cli_die(FP4S_EXIT_OUTPUT, "%s: exists (use --force to replace it)", t.out);
     run_result res;

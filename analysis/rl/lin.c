@@ -15,6 +15,11 @@
  * kernel), and optionally outputs rounded to BF16 (engines that keep
  * activations in BF16).
  *
+ * With a remedy (<fp4scope/remedy.h>), the rollout's quantized sites are one
+ * fp4s_rlinear handle each, opened at every sync on the new weights: the
+ * remedy's GEMMs replace the ones above (and the split-K drift). A trainer
+ * aligned with it (wfq) takes the handle's weight operand, without aqn noise.
+ *
  * Backward (trainer): straight-through estimator. dX = dY Weff, dW += dY^T f(X):
  * the gradient of the quantized product is passed to the master weights and
  * to X unchanged. */
@@ -178,7 +183,10 @@ bool rl_lin_site_quant(const rl_lin *L, int site)
 
 int rl_lin_init(rl_lin *L, const rl_cfg *c, const rl_layout *lay, const rl_num *num)
 {
-    *L = (rl_lin){.cfg = c, .lay = lay, .num = *num};
+    *L = (rl_lin){.cfg = c, .lay = lay, .num = *num, .cur = num->remedy};
+    if (num->has_remedy && !num->remedy_weight_only &&
+        !(L->rh = calloc((size_t)lay->nsites, sizeof *L->rh)))
+        return fp4s_error_set(FP4S_ENOMEM, "rl: out of memory");
     if (num->act == RL_OP_QUANT && fp4s_spec_check(&num->spec_a)) return FP4S_EINVAL;
     if (num->weight == RL_OP_QUANT && fp4s_spec_check(&num->spec_w)) return FP4S_EINVAL;
     if (!num->fp32 && !(L->weff = calloc(lay->total, sizeof *L->weff)))
@@ -189,8 +197,20 @@ int rl_lin_init(rl_lin *L, const rl_cfg *c, const rl_layout *lay, const rl_num *
 void rl_lin_free(rl_lin *L)
 {
     if (!L) return;
+    if (L->rh)
+        for (int i = 0; i < L->lay->nsites; i++) fp4s_rlinear_close(&L->rh[i]);
+    free(L->rh);
     free(L->weff);
     L->weff = NULL;
+    L->rh = NULL;
+}
+
+/* The remedy of one site for this sync: per-site noise seeds for aqn. */
+static fp4s_remedy site_remedy(const rl_lin *L, int site)
+{
+    fp4s_remedy r = L->cur;
+    if (r.aqn) r.aqn_seed = rl_hash(L->cur.aqn_seed, 0x51u, (uint64_t)site, 0) >> 1;
+    return r;
 }
 
 int rl_lin_sync(rl_lin *L, const float *P, rl_prof *prof)
@@ -205,7 +225,24 @@ int rl_lin_sync(rl_lin *L, const float *P, rl_prof *prof)
         site_ops(L, i, &a, &w);
         const float *src = P + s->off;
         float *dst = L->weff + s->off;
-        if (w == RL_OP_QUANT)
+        if (w == RL_OP_QUANT && L->num.has_remedy) {
+            /* the remedy's weight operand: the rollout keeps the handle for its forward;
+             * the trainer (weight_only) copies the operand without the rollout's noise */
+            double t0 = rl_now();
+            fp4s_remedy rem = site_remedy(L, i);
+            if (L->num.remedy_weight_only) rem.aqn = false;
+            fp4s_rlinear *h = NULL;
+            rc = fp4s_rlinear_open(&rem, &L->num.spec_a, &L->num.spec_w, src, s->N, s->K, s->K, &h);
+            if (!rc) memcpy(dst, fp4s_rlinear_weight(h), s->N * s->K * sizeof *dst);
+            if (!rc && L->rh) {
+                fp4s_rlinear_close(&L->rh[i]);
+                L->rh[i] = h;
+            } else {
+                fp4s_rlinear_close(&h);
+            }
+            ws.prof.t[RL_T_QUANT] += rl_now() - t0;
+            if (rc) fp4s_error_prefix("rl: %s", s->name);
+        } else if (w == RL_OP_QUANT)
             rc = rl_fakequant(&L->num.spec_w, src, s->N, s->K, s->K, dst, s->K, &ws);
         else if (w == RL_OP_BF16)
             rl_bf16_round(src, dst, s->N * s->K);
@@ -252,6 +289,22 @@ int rl_lin_fwd(const rl_lin *L, int site, const float *X, size_t ldx, size_t M, 
 {
     if (!M) return 0;
     const rl_site *s = &L->lay->sites[site];
+    if (L->rh && L->rh[site]) {
+        /* the remedy's own GEMMs replace the engine's; its BLAS time is GEMM time */
+        fp4s_remedy_cost cost;
+        double t0 = rl_now();
+        int rc = fp4s_rlinear_forward(L->rh[site], X, M, ldx, Y, ldy, &cost);
+        if (rc) {
+            fp4s_error_prefix("rl: %s", s->name);
+            return rc;
+        }
+        ws->prof.t[RL_T_GEMM] += cost.gemm_seconds;
+        ws->prof.t[RL_T_QUANT] += rl_now() - t0 - cost.gemm_seconds;
+        ws->prof.gemm_flop += (uint64_t)(cost.flops_fp4 + cost.flops_fp8 + cost.flops_bf16);
+        if (L->num.drift == FP4S_RL_DRIFT_SPLITK_BF16)
+            for (size_t m = 0; m < M; m++) rl_bf16_round(Y + m * ldy, Y + m * ldy, s->N);
+        return 0;
+    }
     const float *Xop;
     size_t ldop;
     int rc = act_op(L, site, X, ldx, M, &Xop, &ldop, ws);

@@ -1,6 +1,7 @@
 /* Options, names and the per-step scalar table of the RL testbed: built in
  * every configuration (with or without BLAS), so that tools can parse and
  * describe a run everywhere. */
+#include <fp4scope/remedy.h>
 #include <fp4scope/rl.h>
 #include <fp4scope/spec.h>
 
@@ -17,7 +18,7 @@ void fp4s_rl_opts_defaults(fp4s_rl_opts *o)
         .width = 128, .layers = 2, .heads = 4, .experts = 4, .top_k = 2, .expert_hidden = 0, .aux_coef = 0,
         .trainer = FP4S_RL_TRAINER_BF16, .rollout = FP4S_RL_ROLLOUT_BF16,
         .quant_sites = FP4S_RL_SITE_ALL, .drift = FP4S_RL_DRIFT_SPLITK,
-        .prompts = 64, .group = 8, .temperature = 1, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.99,
+        .aqn_end = 0, .aqn_stages = 10, .steps = 200, .prompts = 64, .group = 8, .temperature = 1, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.99,
         .adam_eps = 1e-8, .weight_decay = 0.01, .grad_clip = 1, .clip_eps = 0.2, .minibatches = 2,
         .is_corr = FP4S_RL_IS_NONE, .is_cap = 2,
         .sft_lr = 1e-3, .sft_batch = 256, .sft_max_steps = 1000, .sft_target = 0.4, .sft_check_every = 10,
@@ -148,6 +149,9 @@ int fp4s_rl_opts_check(const fp4s_rl_opts *o)
         return fp4s_error_set(FP4S_EINVAL, "rl: remedies apply to a quantized rollout (fp8, mxfp4, nvfp4)");
     if ((unsigned)o->drift > FP4S_RL_DRIFT_SPLITK_BF16) return fp4s_error_set(FP4S_EINVAL, "rl: bad drift");
     if (o->quant_sites & ~FP4S_RL_SITE_ALL) return fp4s_error_set(FP4S_EINVAL, "rl: bad site classes");
+    RANGE_I(steps, 1, 10000000)
+    RANGE_D(aqn_end, 0, 1)
+    RANGE_I(aqn_stages, 2, 1000000)
     RANGE_I(prompts, 1, 65536)
     RANGE_I(group, 2, 1024)
     RANGE_D(temperature, 0.05, 20)
@@ -184,6 +188,14 @@ int fp4s_rl_opts_check(const fp4s_rl_opts *o)
         if (o->profile[0] && (rc = fp4s_spec_profile(&s, f, o->profile))) return rc;
         if (o->weight_profile[0] && (rc = fp4s_spec_profile(&s, f, o->weight_profile))) return rc;
     }
+    if (o->remedy[0]) {
+        fp4s_remedy r;
+        int rc = fp4s_remedy_parse(o->remedy, &r);
+        if (rc) return rc;
+        if (r.kind != FP4S_RK_ROLLOUT)
+            return fp4s_error_set(FP4S_EINVAL, "rl: remedy '%s' is not a rollout remedy (the trainer is "
+                                  "--trainer; a site kept in BF16 is --quant-sites)", o->remedy);
+    }
     return 0;
 }
 
@@ -206,6 +218,7 @@ static const struct {
     S(clip_frac, "fraction of token updates clipped by PPO"),
     S(resp_len, "mean response length (tokens)"),
     S(aux, "load-balancing term per layer"),
+    S(aqn_sigma, "aqn noise of the rollout"),
     S(t_rollout, "rollout wall time (s)"),
     S(t_train, "trainer wall time (s)"),
     S(t_eval, "evaluation wall time (s)"),

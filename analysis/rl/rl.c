@@ -51,6 +51,7 @@ struct fp4s_rl {
     size_t ngbuf;
     int64_t step;
     rl_prof sprof;               /* weight quantization of the syncs (main thread) */
+    double aqn_sigma;            /* the aqn noise of the current stage */
     /* per-step buffers for B = prompts * group sequences */
     size_t B;
     int32_t *prompts;            /* [prompts][Tp] */
@@ -101,6 +102,26 @@ static int rollout_specs(const fp4s_rl_opts *o, fp4s_spec *sa, fp4s_spec *sw)
     return rc;
 }
 
+/* The aqn schedule (QeRL's): `aqn_stages` equal stages over the planned
+ * steps; stage 0 has no noise, stage s >= 1 sigma_start (sigma_end /
+ * sigma_start)^((s - 1) / (stages - 2)), each stage with fresh noise. Sets
+ * the rollout's remedy for the step's sync. */
+static void aqn_stage(fp4s_rl *r, int64_t step)
+{
+    const fp4s_remedy *base = &r->lin_ro.num.remedy;
+    if (!r->lin_ro.num.has_remedy || !base->aqn) return;
+    int K = r->o.aqn_stages;
+    int64_t st = step * K / r->o.steps;
+    if (st >= K) st = K - 1;
+    fp4s_remedy cur = *base;
+    double s0 = base->aqn_sigma, s1 = r->o.aqn_end > 0 ? r->o.aqn_end : s0 / 100;
+    if (st == 0) cur.aqn_sigma = 0;
+    else cur.aqn_sigma = K > 2 ? s0 * pow(s1 / s0, (double)(st - 1) / (double)(K - 2)) : s0;
+    cur.aqn_seed = base->aqn_seed + (uint64_t)st;
+    r->lin_ro.cur = cur;
+    r->aqn_sigma = cur.aqn_sigma;
+}
+
 /* ---- open / close --------------------------------------------------------------------------------- */
 static void init_weights(fp4s_rl *r)
 {
@@ -141,9 +162,6 @@ int fp4s_rl_open(const fp4s_rl_opts *o, fp4s_rl **out)
     *out = NULL;
     int rc = fp4s_rl_opts_check(o);
     if (rc) return rc;
-    if (o->remedy[0])
-        return fp4s_error_set(FP4S_ENOTSUP, "rl: rollout remedies ('%s') need the remedies module "
-                              "(<fp4scope/remedy.h>), not in this build", o->remedy);
     fp4s_rl *r = calloc(1, sizeof *r);
     if (!r) return fp4s_error_set(FP4S_ENOMEM, "rl: out of memory");
     r->o = *o;
@@ -171,13 +189,23 @@ int fp4s_rl_open(const fp4s_rl_opts *o, fp4s_rl **out)
         ntr.spec_w = sw;
         if (o->trainer == FP4S_RL_TRAINER_WFQ) ntr.weight = RL_OP_QUANT;
         if (o->trainer == FP4S_RL_TRAINER_W4A4QAT) ntr.act = ntr.weight = RL_OP_QUANT;
+        if (o->remedy[0]) {
+            if ((rc = fp4s_remedy_parse(o->remedy, &nro.remedy))) goto fail;
+            nro.has_remedy = true;
+            ntr.remedy = nro.remedy;
+            ntr.has_remedy = ntr.weight == RL_OP_QUANT; /* the trainer follows its weight operand */
+            ntr.remedy_weight_only = true;
+        }
     }
     if (o->trainer == FP4S_RL_TRAINER_FP32) ntr.fp32 = true;
     if (o->rollout == FP4S_RL_ROLLOUT_FP32) nro.fp32 = true, nro.drift = FP4S_RL_DRIFT_NONE;
     if ((rc = rl_lin_init(&r->lin_tr, &r->cfg, &r->lay, &ntr)) || (rc = rl_lin_init(&r->lin_ro, &r->cfg, &r->lay, &nro)) ||
         (rc = rl_lin_init(&r->lin_sft, &r->cfg, &r->lay, &nsft)))
         goto fail;
-    if ((rc = rl_lin_sync(&r->lin_tr, r->P, NULL)) || (rc = rl_lin_sync(&r->lin_sft, r->P, NULL))) goto fail;
+    aqn_stage(r, 0);
+    if ((rc = rl_lin_sync(&r->lin_tr, r->P, NULL)) || (rc = rl_lin_sync(&r->lin_sft, r->P, NULL)) ||
+        (rc = rl_lin_sync(&r->lin_ro, r->P, NULL))) /* the remedy's checks, now */
+        goto fail;
     /* fixed held-out prompts */
     size_t Tp = (size_t)r->task.prompt_len;
     for (int i = 0; i < o->eval_prompts; i++)
@@ -584,6 +612,9 @@ int fp4s_rl_capture_header(const fp4s_rl *r, fp4s_capture *cap)
         }
     }
     AS("rl_remedy", o->remedy);
+    AD("rl_aqn_end", o->aqn_end);
+    AI("rl_aqn_stages", o->aqn_stages);
+    AI("rl_steps", o->steps);
     AS("rl_quant_sites", sites);
     AS("rl_drift", fp4s_rl_drift_name(o->drift));
     AI("rl_seed", o->seed);
@@ -720,6 +751,7 @@ int fp4s_rl_step(fp4s_rl *r, fp4s_capture *cap, fp4s_rl_stats *st)
     int rc;
     bool acts = cap && o->act_every && r->step % o->act_every == 0;
     /* 1. sync */
+    aqn_stage(r, r->step);
     if ((rc = rl_lin_sync(&r->lin_ro, r->P, &r->sprof))) return rc;
     /* 2. held-out accuracy of both sides on the same weights */
     if (o->eval_every && r->step % o->eval_every == 0) {
@@ -820,6 +852,7 @@ int fp4s_rl_step(fp4s_rl *r, fp4s_capture *cap, fp4s_rl_stats *st)
         gsum += gn;
     }
     s.grad_norm = gsum / o->minibatches;
+    s.aqn_sigma = r->aqn_sigma;
     s.clip_frac = nupd ? (double)nclip / (double)nupd : 0.0;
     s.t_train = rl_now() - tt0;
     if (cap && (rc = write_step(r, cap, acts))) goto done;

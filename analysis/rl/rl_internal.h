@@ -23,6 +23,7 @@
 
 #include <fp4scope/rl.h>
 #include <fp4scope/quant.h>
+#include <fp4scope/remedy.h>
 #include <fp4scope/spec.h>
 
 #include <stddef.h>
@@ -89,6 +90,10 @@ typedef struct rl_num {
     unsigned quant_sites;    /* FP4S_RL_SITE_* classes that get spec_a/spec_w */
     int drift;               /* engine: fp4s_rl_drift (split-K accumulation, BF16 outputs) */
     bool fp32;               /* the exact reference: every site fp32, no drift */
+    bool has_remedy;         /* quantized sites go through fp4s_rlinear with `remedy` */
+    bool remedy_weight_only; /* trainer: take only the remedy's weight operand (Qw(W) with its
+                              * weight-side steps), compute with act/weight as above */
+    fp4s_remedy remedy;      /* the item; rl_lin_sync uses L->cur (the schedule's version of it) */
 } rl_num;
 
 /* Scratch of one worker for the linear layers (grown on demand). */
@@ -108,6 +113,8 @@ typedef struct rl_lin {
     rl_num num;
     float *weff;             /* [lay->total] effective weights at each site's offset (only site ranges used) */
     const float *P;          /* the master weights the last sync read */
+    fp4s_rlinear **rh;       /* [nsites] remedy handles of the quantized sites (rollout with a remedy) */
+    fp4s_remedy cur;         /* the remedy the next sync opens (num.remedy with the schedule applied) */
 } rl_lin;
 
 int rl_lin_init(rl_lin *L, const rl_cfg *c, const rl_layout *lay, const rl_num *num);

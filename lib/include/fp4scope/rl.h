@@ -86,10 +86,14 @@ typedef struct fp4s_rl_opts {
     fp4s_rl_rollout rollout; /* bf16 */
     char profile[32];        /* rollout quantizer profile of the activations; "" = the format's default */
     char weight_profile[32]; /* of the weights; "" = the same profile's weight form (te -> te-2d) */
-    char remedy[256];        /* rollout-side remedy list, "" = none (needs <fp4scope/remedy.h>) */
+    char remedy[128];        /* one rollout remedy item of <fp4scope/remedy.h> ("rac:0.25", "mbs:32+of:0.5"),
+                              * "" = none (naive W4A4) */
+    double aqn_end;          /* aqn schedule: sigma of the last stage (0 = the item's sigma / 100) */
+    int aqn_stages;          /* 10 stages over `steps`, the first without noise */
     unsigned quant_sites;    /* FP4S_RL_SITE_ALL: site classes that go through the quantizer */
     fp4s_rl_drift drift;     /* splitk */
     /* GRPO */
+    int steps;               /* 200: steps planned (the aqn schedule spans them) */
     int prompts;             /* 64 prompts per step */
     int group;               /* 8 samples per prompt (G) */
     double temperature;      /* 1 */
@@ -140,6 +144,7 @@ typedef struct fp4s_rl_stats {
     double clip_frac;        /* fraction of token updates whose PPO ratio was clipped */
     double resp_len;         /* mean response length (tokens, EOS included) */
     double aux;              /* load-balancing term (mean over layers) */
+    double aqn_sigma;        /* the rollout's aqn noise at this step (0 without aqn) */
     double t_rollout, t_train, t_eval, t_total;
     double t_gemm, t_quant;  /* thread-seconds inside BLAS calls and quantizers */
     uint64_t rollout_tokens; /* tokens the engine processed (prompts and responses) */

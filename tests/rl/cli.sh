@@ -1,0 +1,46 @@
+#!/bin/sh
+# fp4-rl's command line: bad usage and its messages, existing outputs, the
+# capture it writes as the other tools read it.
+set -eu
+. "$FP4S_SRCDIR/tests/rl/common.sh"
+tiny="--width 32 --prompts 3 --group 4 --steps 2 --sft-max-steps 3 --eval-every 1 --eval-prompts 8"
+
+expect_exit 2 fp4-rl --width 32
+expect_err "no output"
+expect_exit 2 fp4-rl --trainer wfq -o x.h5
+expect_err "needs a rollout of fp8, mxfp4 or nvfp4"
+expect_exit 2 fp4-rl --rollout nvfp4 -p ocp -o x.h5
+expect_err "ocp"
+expect_exit 2 fp4-rl --rollout nvfp4 --remedy rac:2 -o x.h5
+expect_err "rac"
+expect_exit 2 fp4-rl --rollout nvfp4 --remedy wfq -o x.h5
+expect_err "not a rollout remedy"
+expect_exit 2 fp4-rl --rollout nvfp4 --remedy mbs:32:max $tiny -o x.h5   # max needs power-of-two scales
+expect_err "mbs"
+expect_exit 2 fp4-rl --width 48 -o x.h5
+expect_err "multiples of 32"
+expect_exit 2 fp4-rl --quant-sites qkv,mlp -o x.h5
+expect_err "unknown site class 'mlp'"
+expect_exit 2 fp4-rl --steps 0 -o x.h5
+expect_exit 2 fp4-rl --lr abc -o x.h5
+expect_exit 2 fp4-rl --demo --rollout nvfp4
+expect_err "--demo runs its own numerics"
+expect_exit 2 fp4-rl --demo --demo-runs bf16,fp64
+expect_err "unknown run 'fp64'"
+[ ! -e x.h5 ] || fail "a refused run left x.h5"
+
+# a run, then the same output again: refused without --force, the capture kept
+fp4-rl $tiny --rollout nvfp4 --stats s.tsv -o run.h5 2>err.txt
+sum=$(cksum < run.h5)
+expect_exit 4 fp4-rl $tiny -o run.h5
+expect_err "exists"
+[ "$(cksum < run.h5)" = "$sum" ] || fail "the refused run changed run.h5"
+fp4-rl $tiny --force -o run.h5
+# the capture as fp4-mismatch and fp4-capture read it
+fp4-capture ls run.h5 | grep -q "producer fp4-rl" || fail "producer"
+fp4-mismatch --csv run.h5 > mm.csv
+[ "$(grep -c '^run,all,' mm.csv)" -eq 2 ] || { cat mm.csv; fail "fp4-mismatch: expected 2 steps"; }
+# --json: the per-step scalars
+fp4-rl $tiny --json --force -o run.h5 > j.json
+grep -q '"per_step"' j.json && grep -q '"acc_trainer"' j.json || fail "--json fields"
+echo ok
