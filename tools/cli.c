@@ -228,6 +228,7 @@ bool cli_trace_option(int id, const char *arg, fp4s_mm_opts *mo, fp4s_trace_opts
     case CLI_OPT_COL_RUN: to->col_run = arg; break;
     case CLI_OPT_ALLOW_POS: mo->allow_positive = true; break;
     case CLI_OPT_SKIP_EMPTY: mo->skip_empty = true; break;
+    case CLI_OPT_DEDUPE: to->dedupe = true; break;
     case CLI_OPT_BASELINE: oo->baseline_steps = (size_t)cli_parse_int("--baseline-steps", arg, 1, 100000000); break;
     case CLI_OPT_MARGIN: oo->margin = cli_parse_double("--margin", arg, 0, 1e12); break;
     case CLI_OPT_SIGMA: oo->sigma = cli_parse_double("--sigma", arg, 0, 1e12); break;

@@ -76,7 +76,8 @@ enum {
     CLI_OPT_BASELINE,
     CLI_OPT_MARGIN,
     CLI_OPT_SIGMA,
-    CLI_OPT_CONSEC
+    CLI_OPT_CONSEC,
+    CLI_OPT_DEDUPE
 };
 #define CLI_TRACE_LONGOPTS \
     {"is-cap", required_argument, NULL, CLI_OPT_IS_CAP}, \
@@ -94,7 +95,8 @@ enum {
     {"baseline-steps", required_argument, NULL, CLI_OPT_BASELINE}, \
     {"margin", required_argument, NULL, CLI_OPT_MARGIN}, \
     {"sigma", required_argument, NULL, CLI_OPT_SIGMA}, \
-    {"consecutive", required_argument, NULL, CLI_OPT_CONSEC},
+    {"consecutive", required_argument, NULL, CLI_OPT_CONSEC}, \
+    {"dedupe", no_argument, NULL, CLI_OPT_DEDUPE},
 bool cli_trace_option(int id, const char *arg, fp4s_mm_opts *mo, fp4s_trace_opts *to,
                       fp4s_mm_onset_opts *oo);
 

@@ -46,6 +46,7 @@ static void usage(void)
            "  --by-position       also split every step into first token / the rest\n"
            "  --allow-positive    accept positive log-probs (default: an error)\n"
            "  --skip-empty        skip steps without counted tokens (default: an error)\n"
+           "  --dedupe            drop repeated (step, seq, pos) tokens (default: an error)\n"
            "Onset and trend:\n"
            "  --baseline-steps N  first N steps form the baseline (10)\n"
            "  --margin R          threshold at least R * |baseline| above it (0.5)\n"

@@ -83,6 +83,14 @@ struct mm_reader {
     int have[NROLES];
     char **runs;
     size_t nruns, last_run;
+    /* CSV: a record whose quoted field spans lines, joined here */
+    char *rec;
+    size_t reccap;
+    /* duplicate (step, seq, pos) rows, per run (dedup.c part below) */
+    struct dd_set *dd;
+    size_t ndd;
+    bool dedupe;
+    uint64_t dropped;
     /* capture: read through the capture layer's log-prob reader */
     cap_lp *lp;
     size_t cur;             /* current step index */
@@ -313,6 +321,88 @@ static long split_fields(char *line, char delim, char **fields, size_t max)
     return (long)nf;
 }
 
+/* Does a CSV line end inside a double-quoted field (RFC 4180: a quoted field
+ * may hold line breaks)? Quotes count only where split_fields honours them:
+ * at the start of a field. */
+static bool quote_open(const char *p, char delim)
+{
+    for (;;) {
+        if (*p == '"') {
+            p++;
+            for (;;) {
+                if (*p == '\0') return true;
+                if (*p == '"') {
+                    if (p[1] == '"') {
+                        p += 2;
+                        continue;
+                    }
+                    p++;
+                    break;
+                }
+                p++;
+            }
+        }
+        while (*p && *p != delim) p++;
+        if (*p == '\0') return false;
+        p++;
+    }
+}
+
+/* A CSV record: one line, or several when a quoted field holds line breaks
+ * (joined with '\n' in r->rec). *first is the line it starts on. */
+static int csv_record(mm_reader *r, char **rec, size_t *len, uint64_t *first)
+{
+    int rc = data_line(r, rec, len);
+    if (rc || !*rec) return rc;
+    *first = r->line;
+    if (!quote_open(*rec, r->delim)) return 0;
+    size_t n = *len;
+    if (n + 1 > r->reccap) {
+        size_t nc = (n + 1) * 2;
+        char *nb = realloc(r->rec, nc);
+        if (!nb) return fp4s_error_set(FP4S_ENOMEM, "%s: line %llu: out of memory", r->path,
+                                       (unsigned long long)*first);
+        r->rec = nb;
+        r->reccap = nc;
+    }
+    memcpy(r->rec, *rec, n + 1);
+    do {
+        char *more;
+        size_t ml;
+        rc = data_line(r, &more, &ml);
+        if (rc) return rc;
+        if (!more)
+            return fp4s_error_set(FP4S_EFORMAT, "%s: line %llu: quoted field not closed before the end of "
+                                  "the file", r->path, (unsigned long long)*first);
+        if (n + ml + 2 > ((size_t)1 << 30))
+            return fp4s_error_set(FP4S_EFORMAT, "%s: line %llu: quoted field longer than 1 GiB (a missing "
+                                  "closing quote?)", r->path, (unsigned long long)*first);
+        if (n + ml + 2 > r->reccap) {
+            size_t nc = (n + ml + 2) * 2;
+            char *nb = realloc(r->rec, nc);
+            if (!nb) return fp4s_error_set(FP4S_ENOMEM, "%s: line %llu: out of memory", r->path,
+                                           (unsigned long long)*first);
+            r->rec = nb;
+            r->reccap = nc;
+        }
+        r->rec[n++] = '\n';
+        memcpy(r->rec + n, more, ml + 1);
+        n += ml;
+    } while (quote_open(r->rec, r->delim));
+    *rec = r->rec;
+    *len = n;
+    return 0;
+}
+
+/* Skip a UTF-8 byte-order mark at the start of the first line. */
+static size_t bom_len(const char *line, size_t len)
+{
+    return len >= 3 && (unsigned char)line[0] == 0xEF && (unsigned char)line[1] == 0xBB &&
+                   (unsigned char)line[2] == 0xBF
+               ? 3
+               : 0;
+}
+
 static void trim(char **s)
 {
     while (**s == ' ') (*s)++;
@@ -334,8 +424,7 @@ static int csv_header(mm_reader *r, const fp4s_trace_opts *t)
             return fp4s_error_set(FP4S_EEMPTY, "%s: empty trace (no header line)", r->path);
         }
     } while (len == 0 || line[0] == '#');
-    if (len >= 3 && (unsigned char)line[0] == 0xEF && (unsigned char)line[1] == 0xBB && (unsigned char)line[2] == 0xBF)
-        line += 3;
+    line += bom_len(line, len);
     if (!t->delim) {
         size_t nt = 0, nc = 0, ns = 0;
         for (char *p = line; *p; p++) {
@@ -394,12 +483,13 @@ static int csv_next(mm_reader *r, mm_batch *b)
     while (b->n < b->cap) {
         size_t len;
         char *line;
-        int lrc = data_line(r, &line, &len);
+        uint64_t first;
+        int lrc = csv_record(r, &line, &len, &first);
         if (lrc) return lrc;
         if (!line) break;
         if (len == 0 || line[0] == '#') continue;
         long nf = split_fields(line, r->delim, fields, 4096);
-        unsigned long long ln = (unsigned long long)r->line;
+        unsigned long long ln = (unsigned long long)first;
         if (nf < 0) return fp4s_error_set(FP4S_EFORMAT, "%s: line %llu: unterminated quote", r->path, ln);
         if ((size_t)nf != r->ncols)
             return fp4s_error_set(FP4S_EFORMAT, "%s: line %llu: %ld fields, the header has %zu", r->path, ln, nf,
@@ -408,7 +498,7 @@ static int csv_next(mm_reader *r, mm_batch *b)
         b->pos[i] = -1;
         b->mask[i] = 1;
         b->run[i] = 0;
-        b->row[i] = r->line;
+        b->row[i] = first;
         for (size_t c = 0; c < r->ncols; c++) {
             int role = r->role[c];
             if (role == ROLE_NONE) continue;
@@ -504,6 +594,11 @@ static int jsonl_next(mm_reader *r, mm_batch *b)
         int lrc = data_line(r, &line, &len);
         if (lrc) return lrc;
         if (!line) break;
+        if (r->line == 1) { /* a byte-order mark, as the CSV reader accepts it */
+            size_t bl = bom_len(line, len);
+            line += bl;
+            len -= bl;
+        }
         size_t k = 0;
         while (k < len && (line[k] == ' ' || line[k] == '\t')) k++;
         if (k == len) continue;
@@ -668,6 +763,227 @@ static int capture_next(mm_reader *r, mm_batch *b)
     }
 }
 
+/* ---- duplicate tokens ------------------------------------------------------------- */
+/* The positions seen in the current step of one run (rows are grouped by step,
+ * the analysis enforces it, so a step's record is dropped when the next step
+ * of the run begins), with the line or token of each for the message. Per
+ * sequence, positions that arrive in order lo, lo+1, ..., hi (the usual case)
+ * are an interval with an array of rows: a test and an append per token.
+ * A sequence whose positions skip or go back moves into a hash of
+ * (seq, pos). About 8-16 bytes per token of the step. */
+typedef struct dd_entry {
+    int64_t seq, pos;
+    uint64_t row1; /* row + 1; 0 = empty */
+} dd_entry;
+
+typedef struct dd_seq {
+    int64_t seq, lo, hi;
+    uint64_t *rows;    /* rows[k]: the row of position lo + k (interval mode) */
+    size_t cap;
+    bool used, hashed; /* hashed: its positions are in the hash, not an interval */
+} dd_seq;
+
+struct dd_set {
+    bool has_step;
+    int64_t step;
+    dd_seq *q;         /* open addressing by seq */
+    size_t qcap, qn, last;
+    dd_entry *e;       /* (seq, pos) of the hashed sequences */
+    size_t cap, n;
+};
+
+static uint64_t dd_hash(int64_t seq, int64_t pos)
+{
+    uint64_t h = (uint64_t)seq * 0x9E3779B97F4A7C15ull ^ ((uint64_t)pos + 0x632BE59BD9B4E019ull);
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    return h ^ (h >> 32);
+}
+
+/* 1 inserted, 0 already there (*prev its row), <0 out of memory */
+static int dd_hash_insert(struct dd_set *d, int64_t seq, int64_t pos, uint64_t row, uint64_t *prev)
+{
+    if ((d->n + 1) * 4 > d->cap * 3) {
+        size_t nc = d->cap ? d->cap * 2 : 1024;
+        dd_entry *ne = calloc(nc, sizeof *ne);
+        if (!ne) return -1;
+        for (size_t i = 0; i < d->cap; i++)
+            if (d->e[i].row1) {
+                size_t j = dd_hash(d->e[i].seq, d->e[i].pos) & (nc - 1);
+                while (ne[j].row1) j = (j + 1) & (nc - 1);
+                ne[j] = d->e[i];
+            }
+        free(d->e);
+        d->e = ne;
+        d->cap = nc;
+    }
+    size_t j = dd_hash(seq, pos) & (d->cap - 1);
+    while (d->e[j].row1) {
+        if (d->e[j].seq == seq && d->e[j].pos == pos) {
+            *prev = d->e[j].row1 - 1;
+            return 0;
+        }
+        j = (j + 1) & (d->cap - 1);
+    }
+    d->e[j] = (dd_entry){seq, pos, row + 1};
+    d->n++;
+    return 1;
+}
+
+static dd_seq *dd_seq_get(struct dd_set *d, int64_t seq)
+{
+    if (d->qcap && d->q[d->last].used && d->q[d->last].seq == seq) return &d->q[d->last];
+    if ((d->qn + 1) * 2 > d->qcap) {
+        size_t nc = d->qcap ? d->qcap * 2 : 256;
+        dd_seq *nq = calloc(nc, sizeof *nq);
+        if (!nq) return NULL;
+        for (size_t i = 0; i < d->qcap; i++)
+            if (d->q[i].used) {
+                size_t j = dd_hash(d->q[i].seq, 0) & (nc - 1);
+                while (nq[j].used) j = (j + 1) & (nc - 1);
+                nq[j] = d->q[i];
+            }
+        free(d->q);
+        d->q = nq;
+        d->qcap = nc;
+    }
+    size_t j = dd_hash(seq, 0) & (d->qcap - 1);
+    while (d->q[j].used && d->q[j].seq != seq) j = (j + 1) & (d->qcap - 1);
+    if (!d->q[j].used) {
+        d->q[j] = (dd_seq){.seq = seq, .lo = 1, .hi = 0, .used = true};
+        d->qn++;
+    }
+    d->last = j;
+    return &d->q[j];
+}
+
+/* 1 new, 0 seen before (*prev its row), <0 out of memory */
+static int dd_check(struct dd_set *d, int64_t seq, int64_t pos, uint64_t row, uint64_t *prev)
+{
+    dd_seq *q = dd_seq_get(d, seq);
+    if (!q) return -1;
+    if (!q->hashed) {
+        size_t n = q->hi >= q->lo ? (size_t)(q->hi - q->lo + 1) : 0;
+        if (n == 0 || pos == q->hi + 1) {
+            if (n == q->cap) {
+                size_t nc = q->cap ? q->cap * 2 : 16;
+                uint64_t *nr = realloc(q->rows, nc * sizeof *nr);
+                if (!nr) return -1;
+                q->rows = nr;
+                q->cap = nc;
+            }
+            if (n == 0) q->lo = pos;
+            q->rows[n] = row;
+            q->hi = pos;
+            return 1;
+        }
+        if (pos >= q->lo && pos <= q->hi) {
+            *prev = q->rows[pos - q->lo];
+            return 0;
+        }
+        /* out of order: the interval moves into the hash */
+        for (size_t k = 0; k < n; k++) {
+            uint64_t dummy;
+            if (dd_hash_insert(d, seq, q->lo + (int64_t)k, q->rows[k], &dummy) < 0) return -1;
+        }
+        free(q->rows);
+        q->rows = NULL;
+        q->cap = 0;
+        q->hashed = true;
+    }
+    return dd_hash_insert(d, seq, pos, row, prev);
+}
+
+static void dd_reset(struct dd_set *d, int64_t step)
+{
+    for (size_t i = 0; i < d->qcap; i++) free(d->q[i].rows);
+    if (d->qn) memset(d->q, 0, d->qcap * sizeof *d->q);
+    if (d->n) memset(d->e, 0, d->cap * sizeof *d->e);
+    d->qn = d->n = d->last = 0;
+    d->has_step = true;
+    d->step = step;
+}
+
+static void dd_free(struct dd_set *d)
+{
+    for (size_t i = 0; i < d->qcap; i++) free(d->q[i].rows);
+    free(d->q);
+    free(d->e);
+}
+
+static void copy_token(mm_batch *b, size_t to, size_t from)
+{
+    b->step[to] = b->step[from];
+    b->seq[to] = b->seq[from];
+    b->pos[to] = b->pos[from];
+    b->run[to] = b->run[from];
+    b->row[to] = b->row[from];
+    if (b->is_f32) {
+        b->flt[to] = b->flt[from];
+        b->flr[to] = b->flr[from];
+    } else {
+        b->lt[to] = b->lt[from];
+        b->lr[to] = b->lr[from];
+    }
+    if (!b->no_mask) b->mask[to] = b->mask[from];
+}
+
+/* Refuse (or with dedupe drop) the tokens of b whose (run, step, seq, pos)
+ * came before. Tokens without a position (pos -1) are not checked. */
+static int dedupe_batch(mm_reader *r, mm_batch *b)
+{
+    size_t w = 0;
+    bool dropped = false;
+    for (size_t i = 0; i < b->n; i++) {
+        uint32_t run = b->uniform ? 0 : b->run[i];
+        int64_t step = b->uniform ? b->ustep : b->step[i];
+        uint64_t row = b->uniform ? b->urow0 + i : b->row[i];
+        bool keep = true;
+        if (b->pos[i] >= 0) {
+            if (run >= r->ndd) {
+                size_t nn = (size_t)run + 1;
+                struct dd_set *nd = realloc(r->dd, nn * sizeof *nd);
+                if (!nd) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", r->path);
+                memset(nd + r->ndd, 0, (nn - r->ndd) * sizeof *nd);
+                r->dd = nd;
+                r->ndd = nn;
+            }
+            struct dd_set *d = &r->dd[run];
+            if (!d->has_step || d->step != step) dd_reset(d, step);
+            uint64_t prev = 0;
+            int f = dd_check(d, b->seq[i], b->pos[i], row, &prev);
+            if (f < 0) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", r->path);
+            if (f == 0 && !r->dedupe) {
+                char where[1200];
+                mm_reader_where(r, b, i, where, sizeof where);
+                return fp4s_error_set(FP4S_EFORMAT, "%s: step %lld, seq %lld, pos %lld already at %s %llu: the "
+                                      "token would be counted twice (--dedupe keeps the first)", where,
+                                      (long long)step, (long long)b->seq[i], (long long)b->pos[i],
+                                      r->fmt == FP4S_TRACE_CAPTURE ? "token" : "line",
+                                      (unsigned long long)prev);
+            }
+            keep = f == 1;
+        }
+        if (!keep) {
+            if (!dropped && b->uniform) { /* tokens shift: give each its own step, run and row */
+                for (size_t k = 0; k < b->n; k++) {
+                    b->step[k] = b->ustep;
+                    b->run[k] = 0;
+                    b->row[k] = b->urow0 + k;
+                }
+                b->uniform = 0;
+            }
+            dropped = true;
+            r->dropped++;
+            continue;
+        }
+        if (w != i) copy_token(b, w, i);
+        w++;
+    }
+    b->n = w;
+    return 0;
+}
+
 /* ---- open / close ------------------------------------------------------------------ */
 static fp4s_trace_format sniff(mm_reader *r)
 {
@@ -679,7 +995,7 @@ static fp4s_trace_format sniff(mm_reader *r)
     r->blen = got;
     if (got < r->bcap) r->eof = 1;
     if (got >= 8 && memcmp(r->buf, "\211HDF\r\n\032\n", 8) == 0) return FP4S_TRACE_CAPTURE;
-    for (size_t i = 0; i < got; i++) {
+    for (size_t i = bom_len(r->buf, got); i < got; i++) {
         char c = r->buf[i];
         if (c == ' ' || c == '\t' || c == '\r' || c == '\n') continue;
         return c == '{' ? FP4S_TRACE_JSONL : FP4S_TRACE_CSV;
@@ -698,6 +1014,7 @@ int mm_reader_open(const char *path, const fp4s_trace_opts *t, bool skip_empty, 
     mm_reader *r = calloc(1, sizeof *r);
     if (!r) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
     r->skip_empty = skip_empty;
+    r->dedupe = t->dedupe;
     r->path = strdup(strcmp(path, "-") == 0 ? "(stdin)" : path);
     r->names[ROLE_STEP] = t->col_step ? t->col_step : "step";
     r->names[ROLE_SEQ] = t->col_seq ? t->col_seq : "seq";
@@ -756,7 +1073,7 @@ fail:
     return rc;
 }
 
-int mm_reader_next(mm_reader *r, mm_batch *b)
+static int reader_next(mm_reader *r, mm_batch *b)
 {
     switch (r->fmt) {
     case FP4S_TRACE_CSV: return csv_next(r, b);
@@ -768,12 +1085,25 @@ int mm_reader_next(mm_reader *r, mm_batch *b)
     }
 }
 
+int mm_reader_next(mm_reader *r, mm_batch *b)
+{
+    for (;;) {
+        int rc = reader_next(r, b);
+        if (rc || b->n == 0 || !r->have[ROLE_POS]) return rc;
+        rc = dedupe_batch(r, b);
+        if (rc || b->n) return rc; /* a batch of duplicates only: read on */
+    }
+}
+
 void mm_reader_close(mm_reader **rp)
 {
     if (!rp || !*rp) return;
     mm_reader *r = *rp;
     if (r->f && r->own_f) fclose(r->f);
     cap_lp_close(&r->lp);
+    for (size_t i = 0; i < r->ndd; i++) dd_free(&r->dd[i]);
+    free(r->dd);
+    free(r->rec);
     for (size_t i = 0; i < r->nruns; i++) free(r->runs[i]);
     free(r->runs);
     free(r->role);

@@ -563,6 +563,60 @@ START_TEST(trace_bad_input_messages)
 }
 END_TEST
 
+/* Issue 8.16: a duplicate (step, seq, pos) is refused naming both lines, or
+ * dropped with dedupe; a JSONL BOM is read as the CSV one is; RFC 4180
+ * quoted CSV fields may hold line breaks. */
+START_TEST(trace_duplicates_bom_multiline)
+{
+    const char *dup = "step,seq,pos,trainer_logprob,rollout_logprob\n0,0,0,-1,-2\n0,0,1,-1,-1\n"
+                      "0,0,0,-1,-2\n1,0,0,-1,-1.5\n1,0,0,-1,-1.5\n";
+    expect_error("dup.csv", dup, FP4S_EFORMAT, "line 4: step 0, seq 0, pos 0 already at line 2");
+    fp4s_trace_opts t;
+    fp4s_trace_opts_defaults(&t);
+    t.dedupe = true;
+    fp4s_mm_result r;
+    memset(&r, 0, sizeof r);
+    ck_assert_int_eq(fp4s_mm_analyze(tp("dup.csv"), NULL, NULL, &t, &r), 0);
+    ck_assert_uint_eq(r.runs[0].nsteps, 2);
+    ck_assert_uint_eq(r.runs[0].steps[0].tokens, 2);
+    ck_assert_uint_eq(r.runs[0].steps[1].tokens, 1);
+    fp4s_mm_result_free(&r);
+    /* the same (seq, pos) in another step or another run is no duplicate */
+    write_file(tp("nodup.csv"), "run,step,seq,pos,trainer_logprob,rollout_logprob\na,0,0,0,-1,-2\n"
+                                "b,0,0,0,-1,-2\na,1,0,0,-1,-2\n");
+    ck_assert_int_eq(analyze(tp("nodup.csv"), &r, NULL), 0);
+    ck_assert_uint_eq(r.nruns, 2);
+    fp4s_mm_result_free(&r);
+    /* without a pos column tokens repeat (step, seq) by nature */
+    write_file(tp("nopos.csv"), "step,seq,trainer_logprob,rollout_logprob\n0,0,-1,-2\n0,0,-1,-2\n");
+    ck_assert_int_eq(analyze(tp("nopos.csv"), &r, NULL), 0);
+    ck_assert_uint_eq(r.runs[0].steps[0].tokens, 2);
+    fp4s_mm_result_free(&r);
+#if FP4S_HAVE_JANSSON
+    write_file(tp("bom.jsonl"), "\xEF\xBB\xBF{\"step\":0,\"seq\":1,\"trainer_logprob\":-1,\"rollout_logprob\":-1.5}\n");
+    ck_assert_msg(analyze(tp("bom.jsonl"), &r, NULL) == 0, "%s", fp4s_last_error());
+    ck_assert_uint_eq(r.runs[0].steps[0].tokens, 1);
+    fp4s_mm_result_free(&r);
+    /* by content, not by extension: a BOM before the '{' is still JSONL */
+    write_file(tp("bom.trace"), "\xEF\xBB\xBF{\"step\":0,\"seq\":1,\"trainer_logprob\":-1,\"rollout_logprob\":-1.5}\n");
+    ck_assert_msg(analyze(tp("bom.trace"), &r, NULL) == 0, "%s", fp4s_last_error());
+    fp4s_mm_result_free(&r);
+    expect_error("dup.jsonl", "{\"step\":0,\"seq\":1,\"pos\":3,\"trainer_logprob\":-1,\"rollout_logprob\":-1}\n"
+                              "{\"step\":0,\"seq\":1,\"pos\":3,\"trainer_logprob\":-1,\"rollout_logprob\":-1}\n",
+                 FP4S_EFORMAT, "line 2: step 0, seq 1, pos 3 already at line 1");
+#endif
+    write_file(tp("ml.csv"), "step,seq,note,trainer_logprob,rollout_logprob\n0,0,\"two\nlines, \"\"quoted\"\"\",-1,-2\n"
+                             "0,1,plain,-1,-1\n0,2,\"\n\n\",-1,-1.5\n");
+    ck_assert_msg(analyze(tp("ml.csv"), &r, NULL) == 0, "%s", fp4s_last_error());
+    ck_assert_uint_eq(r.runs[0].steps[0].tokens, 3);
+    fp4s_mm_result_free(&r);
+    expect_error("mlerr.csv", "step,seq,note,trainer_logprob,rollout_logprob\n0,0,a,-1,-2\n0,1,\"open\n0,2,x,-1,-1\n",
+                 FP4S_EFORMAT, "line 3: quoted field not closed before the end of the file");
+    expect_error("mlline.csv", "step,seq,note,trainer_logprob,rollout_logprob\n0,0,\"a\nb\",-1,x\n", FP4S_EFORMAT,
+                 "line 2: column 'rollout_logprob'");
+}
+END_TEST
+
 START_TEST(trace_skip_empty_option)
 {
     write_file(tp("se.csv"), "step,seq,trainer_logprob,rollout_logprob,mask\n0,0,-1,-1,0\n1,0,-1,-1.5,1\n");
@@ -786,6 +840,7 @@ static Suite *suite(void)
         {"trace_jsonl_null_is_nan", trace_jsonl_null_is_nan},
         {"trace_bad_input_messages", trace_bad_input_messages},
         {"trace_skip_empty_option", trace_skip_empty_option},
+        {"trace_duplicates_bom_multiline", trace_duplicates_bom_multiline},
         {"trace_by_position_split", trace_by_position_split},
         {"capture_reads_logprobs", capture_reads_logprobs},
         {"capture_bad_files", capture_bad_files},

@@ -120,6 +120,11 @@ typedef struct fp4s_trace_opts {
     char delim;               /* CSV delimiter; 0 = auto from the header (tab, comma, semicolon) */
     const char *col_step, *col_seq, *col_trainer, *col_rollout; /* required columns */
     const char *col_pos, *col_mask, *col_run;                   /* optional columns */
+    /* With a pos column, a token whose (run, step, seq, pos) came before is
+     * FP4S_EFORMAT naming both lines (it would be counted twice); dedupe:
+     * keep the first and drop the others. Costs about 8-16 bytes per token
+     * of the largest step. Default false. */
+    bool dedupe;
 } fp4s_trace_opts;
 
 /* Default column names: step, seq, trainer_logprob, rollout_logprob, pos, mask, run. */
