@@ -55,6 +55,11 @@ static void usage_text(void)
         "      --plan BUDGET     choose a remedy per site within BUDGET extra FLOPs, a fraction\n"
         "                        of the W4A4 FLOPs priced at the FP4 rate (e.g. 0.1)\n"
         "      --plan-ref R      the plan's mismatch: vs wfq (default), bf16 or w4a4qat\n"
+        "      --logits          (CAPTURE) the LM head under each rollout remedy: per-token\n"
+        "                        log-probs against the trainer's and fp4-mismatch's metrics\n"
+        "      --logits-trainer T  the trainer of --logits: wfq (default), bf16 or w4a4qat\n"
+        "      --lm-head SITE    the site of the final hidden states (default: the capture's\n"
+        "                        lm_head_site attribute, else lm_head)\n"
         "      --json            JSON on stdout\n"
         "      --csv             CSV on stdout\n"
         "  -o, --output FILE     also write the results: FILE.json as JSON, else HDF5\n"
@@ -92,7 +97,7 @@ static void grammar_text(void)
 enum {
     OPT_SCALE_RULE = 256, OPT_W2D, OPT_ACT, OPT_TACT, OPT_WEIGHT, OPT_LISTREM, OPT_SELECT, OPT_ORDER,
     OPT_OPERANDS, OPT_ACCEL, OPT_LISTACC, OPT_DZTIE, OPT_NODEC, OPT_SITES, OPT_STEPS, OPT_PLAN, OPT_PLANREF,
-    OPT_JSON, OPT_CSV, OPT_THREADS, OPT_HELP, OPT_VERSION
+    OPT_JSON, OPT_CSV, OPT_THREADS, OPT_HELP, OPT_VERSION, OPT_LOGITS, OPT_LTRAINER, OPT_LMHEAD
 };
 
 /* One evaluated site. */
@@ -465,14 +470,204 @@ static int run_plan(site_run *runs, size_t nruns, const fp4s_remedy *rem, size_t
     return 0;
 }
 
+/* ---- --logits ----------------------------------------------------------------------------- */
+typedef struct lpool {
+    fp4s_mm_acc *acc;
+    double ent_r, ent_t, flips, tokens, e_rel2;
+    size_t steps;
+} lpool;
+
+static void logits_row_json(json_t *arr, int64_t step, const fp4s_remedy *r, const fp4s_mm_metrics *mm, double ent_r,
+                            double ent_t, double flips, double lre)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "step", step >= 0 ? json_integer(step) : json_null());
+    json_object_set_new(o, "remedy", json_string(fp4s_remedy_label(r)));
+    json_object_set_new(o, "tokens", json_integer((json_int_t)mm->tokens));
+    for (size_t i = 0; i < fp4s_mm_metric_count(); i++)
+        json_object_set_new(o, fp4s_mm_metric_name(i), cli_json_real(fp4s_mm_metric_value(mm, i)));
+    json_object_set_new(o, "entropy_rollout", cli_json_real(ent_r));
+    json_object_set_new(o, "entropy_trainer", cli_json_real(ent_t));
+    json_object_set_new(o, "entropy_change", cli_json_real(ent_r - ent_t));
+    json_object_set_new(o, "argmax_flips", cli_json_real(flips));
+    json_object_set_new(o, "logit_rel_error", cli_json_real(lre));
+    json_array_append_new(arr, o);
+}
+
+static int run_logits(const char *file, const char *lm_head, const fp4s_remedy *rem_all, size_t nr_all,
+                      const fp4s_spec *as, const fp4s_spec *ws, const long long *steps, size_t nsteps,
+                      fp4s_remedy_kind trainer, bool json, bool csv, const char *outpath)
+{
+    /* the rollout items of the list (the trainer is the reference) */
+    fp4s_remedy *rem = calloc(nr_all ? nr_all : 1, sizeof *rem);
+    size_t nr = 0;
+    for (size_t i = 0; i < nr_all; i++)
+        if (!fp4s_remedy_is_trainer(rem_all[i].kind)) rem[nr++] = rem_all[i];
+    if (nr == 0) cli_usage("--logits: the remedy list has no rollout item");
+    char site[256];
+    int rc;
+    if (lm_head) snprintf(site, sizeof site, "%s", lm_head);
+    else if ((rc = fp4s_remedy_lm_head_site(file, site, sizeof site))) exit(cli_report(rc));
+    fp4s_capture_entry *ents = NULL;
+    size_t ne = 0;
+    if ((rc = fp4s_capture_list(file, &ents, &ne))) exit(cli_report(rc));
+    fp4s_logits_opts lo;
+    fp4s_logits_opts_defaults(&lo);
+    lo.trainer = trainer;
+    lpool *pool = calloc(nr, sizeof *pool);
+    fp4s_mm_acc **accs = calloc(nr, sizeof *accs);
+    for (size_t i = 0; i < nr; i++) {
+        if ((rc = fp4s_mm_acc_open(&lo.mm, &pool[i].acc))) exit(cli_report(rc));
+        accs[i] = pool[i].acc;
+    }
+    fp4s_logits_result *res = calloc(nr, sizeof *res);
+    json_t *arr = json_array();
+    size_t used = 0;
+    bool syn = cli_source_synthetic(file);
+    if (!json && !csv) {
+        char desc[512];
+        fp4s_spec_describe(as, desc, sizeof desc);
+        printf("activation quantizer: %s\nLM head: site %s of %s%s; trainer %s; metrics as fp4-mismatch(1), "
+               "rho = lp_trainer - lp_rollout\n", desc, site, file, syn ? " (synthetic capture)" : "",
+               trainer == FP4S_RK_WFQ ? "wfq (X_t Qw(W)^T)" : trainer == FP4S_RK_BF16 ? "bf16 (X_t W^T)"
+                                                                                    : "w4a4qat (Qa(X_t) Qw(W)^T)");
+    }
+    if (csv) printf("step,remedy,tokens,max_abs,k3,mean_abs,k1,entropy_rollout,entropy_trainer,entropy_change,"
+                    "argmax_flips,logit_rel_error\n");
+    for (size_t i = 0; i < ne; i++) {
+        const fp4s_capture_entry *e = &ents[i];
+        if (e->step < 0 || strcmp(e->site, site) || strcmp(e->side, "rollout")) continue;
+        bool want = !steps;
+        for (size_t s = 0; s < nsteps && !want; s++) want = steps[s] == e->step;
+        if (!want) continue;
+        const fp4s_capture_entry *tr = NULL, *wt = NULL, *wc = NULL, *tok = NULL;
+        for (size_t j = 0; j < ne; j++) {
+            const fp4s_capture_entry *f = &ents[j];
+            if (!strcmp(f->site, site)) {
+                if (f->step == e->step && !strcmp(f->side, "trainer")) tr = f;
+                if (f->step == e->step && !strcmp(f->side, "weight")) wt = f;
+                if (f->step < 0 && !strcmp(f->side, "weight")) wc = f;
+            } else if (!strcmp(f->site, "logprobs") && f->step == e->step && !strcmp(f->side, "token")) {
+                tok = f;
+            }
+        }
+        if (!wt) wt = wc;
+        const char *missing = !tr ? "trainer hidden states" : !wt ? "LM-head weight" : !tok ? "logprobs/token" : NULL;
+        if (missing)
+            cli_die(FP4S_EXIT_INPUT, "%s: step %lld: the logits path needs the %s (fp4scope-capture(5): the logits "
+                    "path)", file, (long long)e->step, missing);
+        char hs[1200], hts[1200], wss[1200];
+        fp4s_capture_entry_spec(file, e, hs, sizeof hs);
+        fp4s_capture_entry_spec(file, tr, hts, sizeof hts);
+        fp4s_capture_entry_spec(file, wt, wss, sizeof wss);
+        float *hr, *ht, *w;
+        size_t T, d, T2, d2, V, d3, nt;
+        read_tensor("rollout hidden states", hs, &hr, &T, &d);
+        read_tensor("trainer hidden states", hts, &ht, &T2, &d2);
+        read_tensor("LM-head weight", wss, &w, &V, &d3);
+        int64_t *token = NULL, *seq = NULL;
+        uint8_t *mask = NULL;
+        if ((rc = fp4s_remedy_read_tokens(file, e->step, &token, &seq, &mask, &nt))) exit(cli_report(rc));
+        if (T2 != T || d2 != d)
+            cli_die(FP4S_EXIT_INPUT, "shape mismatch: trainer hidden states %s are [%zu, %zu], rollout %s [%zu, %zu]",
+                    hts, T2, d2, hs, T, d);
+        if (d3 != d)
+            cli_die(FP4S_EXIT_INPUT, "shape mismatch: LM-head weight %s is [%zu, %zu], the hidden states have d = %zu",
+                    wss, V, d3, d);
+        if (nt != T)
+            cli_die(FP4S_EXIT_INPUT, "%s: step %lld: %zu hidden-state rows but %zu tokens", file, (long long)e->step, T,
+                    nt);
+        rc = fp4s_remedy_logits(rem, nr, as, ws, hr, ht, T, w, V, d, token, seq, mask, &lo, res, accs);
+        if (rc) cli_failf(rc, "%s: step %lld", file, (long long)e->step);
+        used++;
+        if (!json && !csv) {
+            printf("\nstep %lld  [%zu tokens, d %zu, V %zu]\n", (long long)e->step, T, d, V);
+            printf("  %-26s %10s %11s %10s %11s %10s %9s %9s\n", "remedy", "max_gap", "k3", "mean_abs", "entropy_r",
+                   "dH", "argmax", "logit_err");
+        }
+        for (size_t q = 0; q < nr; q++) {
+            const fp4s_logits_result *lr = &res[q];
+            double tk = (double)lr->mm.tokens;
+            pool[q].ent_r += lr->entropy_rollout * tk;
+            pool[q].ent_t += lr->entropy_trainer * tk;
+            pool[q].flips += lr->argmax_flips * tk;
+            pool[q].tokens += tk;
+            pool[q].e_rel2 += lr->logit_rel_error * lr->logit_rel_error;
+            pool[q].steps++;
+            logits_row_json(arr, e->step, &lr->remedy, &lr->mm, lr->entropy_rollout, lr->entropy_trainer,
+                            lr->argmax_flips, lr->logit_rel_error);
+            if (csv) {
+                printf("%lld,%s,%llu,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n", (long long)e->step,
+                       fp4s_remedy_label(&lr->remedy), (unsigned long long)lr->mm.tokens, lr->mm.max_abs, lr->mm.k3,
+                       lr->mm.mean_abs, lr->mm.k1, lr->entropy_rollout, lr->entropy_trainer, lr->entropy_change,
+                       lr->argmax_flips, lr->logit_rel_error);
+            } else if (!json) {
+                printf("  %-26s %10.4g %11.4g %10.4g %11.5g %+10.3g %8.2f%% %9.4g\n", fp4s_remedy_label(&lr->remedy),
+                       lr->mm.max_abs, lr->mm.k3, lr->mm.mean_abs, lr->entropy_rollout, lr->entropy_change,
+                       100 * lr->argmax_flips, lr->logit_rel_error);
+            }
+        }
+        free(hr);
+        free(ht);
+        free(w);
+        free(token);
+        free(seq);
+        free(mask);
+    }
+    free(ents);
+    if (used == 0)
+        cli_die(FP4S_EXIT_INPUT, "%s: no step holds the site %s (the final hidden states; see fp4scope-capture(5): the "
+                "logits path)", file, site);
+    /* pooled over the steps */
+    if (!json && !csv)
+        printf("\nall %zu steps\n  %-26s %10s %11s %10s %11s %10s %9s\n", used, "remedy", "max_gap", "k3", "mean_abs",
+               "entropy_r", "dH", "argmax");
+    for (size_t q = 0; q < nr; q++) {
+        fp4s_mm_metrics mm;
+        if ((rc = fp4s_mm_acc_finish(pool[q].acc, &mm))) exit(cli_report(rc));
+        double er = pool[q].ent_r / pool[q].tokens, et = pool[q].ent_t / pool[q].tokens;
+        double fl = pool[q].flips / pool[q].tokens, le = sqrt(pool[q].e_rel2 / (double)pool[q].steps);
+        logits_row_json(arr, -1, &rem[q], &mm, er, et, fl, le);
+        if (csv)
+            printf(",%s,%llu,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n", fp4s_remedy_label(&rem[q]),
+                   (unsigned long long)mm.tokens, mm.max_abs, mm.k3, mm.mean_abs, mm.k1, er, et, er - et, fl, le);
+        else if (!json)
+            printf("  %-26s %10.4g %11.4g %10.4g %11.5g %+10.3g %8.2f%%\n", fp4s_remedy_label(&rem[q]), mm.max_abs,
+                   mm.k3, mm.mean_abs, er, er - et, 100 * fl);
+        fp4s_mm_acc_close(&pool[q].acc);
+    }
+    int status = 0;
+    if (outpath) {
+        char *txt = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+        if (!txt) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+        size_t len = strlen(txt);
+        char *t2 = realloc(txt, len + 2);
+        if (!t2) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+        t2[len] = '\n';
+        t2[len + 1] = '\0';
+        rc = cli_write_text(outpath, t2, len + 1);
+        free(t2);
+        if (rc) exit(cli_report(rc));
+    }
+    if (json) status = cli_json_print(json_incref(arr));
+    else if (fflush(stdout) != 0) status = FP4S_EXIT_OUTPUT;
+    json_decref(arr);
+    free(res);
+    free(pool);
+    free(accs);
+    free(rem);
+    return status;
+}
+
 /* ---- main ------------------------------------------------------------------------------- */
 int main(int argc, char **argv)
 {
     cli_init("fp4-remedy");
     const char *fmt_s = NULL, *profile = NULL, *rule_s = NULL, *w2d = NULL, *act = NULL, *tact = NULL, *weight = NULL;
     const char *list = NULL, *select = NULL, *order = NULL, *operands = NULL, *accel_s = "b200", *dz_s = NULL;
-    const char *sites = NULL, *steps_s = NULL, *outpath = NULL, *plan_ref = "wfq";
-    bool json = false, csv = false, nodec = false, have_plan = false;
+    const char *sites = NULL, *steps_s = NULL, *outpath = NULL, *plan_ref = "wfq", *lm_head = NULL;
+    bool json = false, csv = false, nodec = false, have_plan = false, logits = false;
+    fp4s_remedy_kind ltrainer = FP4S_RK_WFQ;
     double budget = 0;
     static const struct option lo[] = {
         {"format", required_argument, NULL, 'f'},
@@ -496,6 +691,9 @@ int main(int argc, char **argv)
         {"steps", required_argument, NULL, OPT_STEPS},
         {"plan", required_argument, NULL, OPT_PLAN},
         {"plan-ref", required_argument, NULL, OPT_PLANREF},
+        {"logits", no_argument, NULL, OPT_LOGITS},
+        {"logits-trainer", required_argument, NULL, OPT_LTRAINER},
+        {"lm-head", required_argument, NULL, OPT_LMHEAD},
         {"json", no_argument, NULL, OPT_JSON},
         {"csv", no_argument, NULL, OPT_CSV},
         {"threads", required_argument, NULL, OPT_THREADS},
@@ -547,6 +745,14 @@ int main(int argc, char **argv)
                 cli_usage("--plan-ref: expected wfq, bf16 or w4a4qat, got '%s'", optarg);
             plan_ref = optarg;
             break;
+        case OPT_LOGITS: logits = true; break;
+        case OPT_LTRAINER:
+            if (!strcmp(optarg, "wfq")) ltrainer = FP4S_RK_WFQ;
+            else if (!strcmp(optarg, "bf16")) ltrainer = FP4S_RK_BF16;
+            else if (!strcmp(optarg, "w4a4qat")) ltrainer = FP4S_RK_W4A4QAT;
+            else cli_usage("--logits-trainer: expected wfq, bf16 or w4a4qat, got '%s'", optarg);
+            break;
+        case OPT_LMHEAD: lm_head = optarg; break;
         case OPT_JSON: json = true; break;
         case OPT_CSV: csv = true; break;
         case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 256)); break;
@@ -558,6 +764,9 @@ int main(int argc, char **argv)
     }
     if (json && csv) cli_usage("--json and --csv exclude each other");
     bool capture_mode = optind < argc;
+    if (logits && !capture_mode) cli_usage("--logits reads a CAPTURE");
+    if (logits && (have_plan || sites)) cli_usage("--logits evaluates the LM head (--lm-head), not --sites or --plan");
+    if (logits && outpath && !ends_with(outpath, ".json")) cli_usage("--logits writes -o as JSON: give FILE.json");
     if (capture_mode && optind + 1 < argc) cli_usage("one CAPTURE expected, got %d", argc - optind);
     if (capture_mode && (act || tact || weight))
         cli_usage("give either a CAPTURE or --act/--weight, not both");
@@ -613,6 +822,16 @@ int main(int argc, char **argv)
     const char *inputs[] = {act, tact, weight, capture_mode ? argv[optind] : NULL};
     protect_inputs(outpath, inputs, 4);
     if (outpath && (rc = fp4s_file_held(outpath))) exit(cli_report(rc));
+
+    if (logits) {
+        long long *steps = NULL;
+        size_t nsteps = 0;
+        if (steps_s) steps = cli_parse_int_list("--steps", steps_s, &nsteps);
+        int st = run_logits(argv[optind], lm_head, rem, nr, &as, &ws, steps, nsteps, ltrainer, json, csv, outpath);
+        free(steps);
+        free(rem);
+        return st;
+    }
 
     size_t cap = 4, nruns = 0;
     site_run *runs = calloc(cap, sizeof *runs);

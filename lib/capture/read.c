@@ -40,9 +40,9 @@ typedef struct list_ctx {
 static int side_rank(const char *site, const char *side)
 {
     static const char *act[] = {"trainer", "rollout", "weight"};
-    static const char *lp[] = {"trainer", "rollout", "seq", "pos", "mask"};
+    static const char *lp[] = {"trainer", "rollout", "seq", "pos", "mask", "token"};
     const char **t = strcmp(site, "logprobs") == 0 ? lp : act;
-    int m = strcmp(site, "logprobs") == 0 ? 5 : 3;
+    int m = strcmp(site, "logprobs") == 0 ? 6 : 3;
     for (int i = 0; i < m; i++)
         if (strcmp(t[i], side) == 0) return i;
     return m;

@@ -936,6 +936,25 @@ out:
     return rc;
 }
 
+int fp4s_capture_put_tokens(fp4s_capture *c, int64_t step, const int64_t *token, size_t n)
+{
+    if (!c) return fp4s_error_set(FP4S_EINVAL, "capture: put on a NULL handle");
+    if (step < 0)
+        return fp4s_error_set(FP4S_EINVAL, "%s: tokens: step %" PRId64 " is negative", c->path, step);
+    if (n && !token) return fp4s_error_set(FP4S_EINVAL, "%s: step %" PRId64 ": tokens: NULL data", c->path, step);
+    int rc = write_failed(c, "an earlier write failed");
+    if (rc) return rc;
+    char path[128];
+    snprintf(path, sizeof path, "/steps/%" PRId64 "/logprobs/token", step);
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
+    dslot *s;
+    rc = get_dataset(c, path, step, "logprobs", "token", FP4S_DT_I64, 1, 1, n, NULL, NULL, &s);
+    if (!rc) rc = append(c, s, 1, token, n, 1);
+    fp4s_h5_quiet_end(&q);
+    return rc;
+}
+
 static int attr_obj(fp4s_capture *c, const char *obj, hid_t *o)
 {
     const char *p = obj && obj[0] ? obj : "/";

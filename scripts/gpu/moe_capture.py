@@ -13,7 +13,9 @@ a rollout engine holds before its FP4 quantization). The rollout replays the
 trainer's routing (as routing-replay RL recipes do), so both sides of every
 expert site hold the same tokens. Between steps the weights get a small
 random update (an optimizer step). Per-token log-probs of the sampled
-"response" tokens are written for both sides.
+"response" tokens are written for both sides, and for the logits path of
+fp4-remedy --logits the LM head's inputs on both sides (the final hidden
+states after the norm, site lm_head), its weight and the tokens.
 
   python3 scripts/gpu/moe_capture.py --out DIR [--device cuda] [--steps 3] ...
 
@@ -135,6 +137,8 @@ def main():
     ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-tools", action="store_true", help="skip fp4-decompose / fp4-channels")
+    ap.add_argument("--no-lm-head", action="store_true",
+                    help="do not capture the LM head's inputs, weight and the tokens (the logits path)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     torch.manual_seed(a.seed)
@@ -155,6 +159,8 @@ def main():
         cap.attr("moe_" + k.replace("-", "_"), v if isinstance(v, (int, float)) else str(v))
     cap.attr("moe_rollout", "nvfp4 te fake-quantized inputs of every expert linear and the LM head, "
              "routing replayed from the trainer")
+    if not a.no_lm_head:
+        cap.attr("lm_head_site", "lm_head")
     sites = "layers.*.experts.*"
     mods = [(n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)
             and (fp4scope.capture.fnmatch.fnmatchcase(n, sites) or n == "lm_head")]
@@ -168,11 +174,15 @@ def main():
         with torch.no_grad():
             # trainer: BF16
             hooks = cap.hook_linears(model, "trainer", names=sites)
+            if not a.no_lm_head:
+                cap.hook_linears(model, "trainer", names="lm_head")
             lp_t = torch.log_softmax(model(inp).float(), -1).gather(-1, tgt[:, None])[:, 0]
             cap.remove_hooks()
             routing = [blk.last for blk in model.layers]
             # rollout: same weights, same routing, NVFP4 fake-quantized linear inputs
             cap.hook_linears(model, "rollout", names=sites)       # records the input first
+            if not a.no_lm_head:
+                cap.hook_linears(model, "rollout", names="lm_head")
             qh = [m.register_forward_pre_hook(nvfp4_hook) for _, m in mods]  # then quantizes it
             for blk, r in zip(model.layers, routing):
                 blk.replay = r
@@ -183,9 +193,11 @@ def main():
                 h.remove()
             cap.remove_hooks()
             for n, m in mods:
-                if n != "lm_head":
+                if n != "lm_head" or not a.no_lm_head:
                     cap.put(step, n, "weight", m.weight)
         cap.put_logprobs(step, lp_t, lp_r, seq, pos)
+        if not a.no_lm_head:
+            cap.put_tokens(step, tgt)
         cap.flush()
         d = (lp_r - lp_t).abs()
         counts = [int((routing[0][1] == e).sum()) for e in range(a.experts)]
@@ -210,6 +222,10 @@ def main():
                       "--sides", "rollout", "--json", path], log, echo=False)
         if r.returncode == 0:
             open(os.path.join(a.out, "decompose.json"), "w").write(r.stdout)
+        if not a.no_lm_head and shutil.which("fp4-remedy"):
+            run_tool(["fp4-remedy", "-f", "nvfp4", "-p", "te", "--logits", "--remedy",
+                      "none,rac:0.125,rac:0.25,rac:0.5,rac:0.75,rac:1,rac:1:bf16,mbs:128,of:0.5,keep:1,aqn:0.01",
+                      path], log)
         spec = "%s:/steps/0/layers.0.experts.0.down_proj/rollout" % path
         run_tool(["fp4-channels", "-f", "nvfp4", "-p", "te", "--show", "10", spec], log)
         r = run_tool(["fp4-channels", "-f", "nvfp4", "-p", "te", "--json", spec], log, echo=False)

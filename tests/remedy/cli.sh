@@ -148,6 +148,37 @@ grep -q "^# sites to keep in BF16" out.txt || fail "--plan text lists"
 grep -q "total: extra 0.00% of the W4A4 FLOPs" out.txt || fail "--plan 0 must spend nothing"
 expect 2 "no rollout item" $R --plan 0.1 --remedy wfq,bf16 "$FP4S_SRCDIR/datasets/synth-tiny.h5"
 
+# --- the logits path ---
+FP4SCOPE_LIB="$FP4S_BUILDDIR/libfp4scope.so" "$PY" "$FP4S_SRCDIR/tests/remedy/make_logits_capture.py" lg.h5 6 \
+    || fail "make_logits_capture.py"
+expect 0 "" $R -f nvfp4 --logits --remedy none,rac:0.5 lg.h5
+grep -q "^all 3 steps" out.txt || fail "--logits: no pooled table"
+expect 0 "" $R -f nvfp4 --logits --steps 1 --remedy wfq,none,rac:1:bf16 --json -o lg.json lg.h5
+"$PY" - <<'EOF2' || fail "--logits --json"
+import json
+d = json.load(open("out.txt"))
+assert d == json.load(open("lg.json"))
+assert [r["remedy"] for r in d] == ["none", "rac:1:bf16", "none", "rac:1:bf16"]   # trainer items dropped
+assert d[0]["step"] == 1 and d[2]["step"] is None
+assert d[1]["max_abs"] < d[0]["max_abs"] and d[1]["k3"] < d[0]["k3"]
+EOF2
+expect 2 "--logits reads a CAPTURE" $R --logits --act a.npy --weight w.npy
+expect 2 "give FILE.json" $R --logits -o lg.h5 lg.h5
+expect 2 "no rollout item" $R --logits --remedy wfq lg.h5
+expect 3 "no step holds the site lm_head" $R --logits "$FP4S_SRCDIR/datasets/synth-tiny.h5"
+expect 3 "the logits path needs the logprobs/token" $R --logits --lm-head layers.0.mlp.experts.0.up_proj \
+    "$FP4S_SRCDIR/datasets/synth-tiny.h5"
+"$PY" - <<'EOF2'
+import h5py, shutil
+shutil.copy("lg.h5", "lg_bad.h5")
+with h5py.File("lg_bad.h5", "r+") as f:
+    del f["steps/0/logprobs/token"]
+    f["steps/0/logprobs/token"] = f["steps/1/logprobs/token"][()][:10]
+    f["steps/1/logprobs/token"][3] = 10**6
+EOF2
+expect 3 "token (10), seq (96) and trainer (96) differ in length" $R -f nvfp4 --logits --steps 0 lg_bad.h5
+expect 3 "token 1000000 of row 3 is outside the vocabulary \[0, 256)" $R -f nvfp4 --logits --steps 1 lg_bad.h5
+
 # --- fp4-compare ---
 C=fp4-compare
 expect 2 "no input" $C

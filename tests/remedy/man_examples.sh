@@ -7,6 +7,7 @@ for p in python3 /usr/bin/python3; do
     if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
 done
 [ -n "$PY" ] || { echo "man_examples: no python3 with numpy" >&2; exit 1; }
+# make_logits_capture.py writes through the library (the Python adapter)
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cd "$T"
@@ -20,6 +21,7 @@ np.save("w.npy", (0.05 * rng.standard_normal((96, 256))).astype(np.float32))
 PYEOF
 fp4-capture synth -o cap.h5 --seed 2 --layers 2 --experts 2 --top-k 1 --tokens 32 --hidden 64 \
     --out-features 32 --hot-channels 2 --steps 2 --act-every 1 --seqs 2 --seq-len 8 >/dev/null
+FP4SCOPE_LIB="${FP4S_BUILDDIR:?}/libfp4scope.so" "$PY" "$FP4S_SRCDIR/tests/remedy/make_logits_capture.py" lg.h5
 n=0
 for page in fp4-remedy.1 fp4-compare.1; do
     sed -n '/^\.SH EXAMPLES/,/^\.SH /p' "$FP4S_SRCDIR/man/$page" |

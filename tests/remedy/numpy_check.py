@@ -545,6 +545,53 @@ def check_compare(work, X, Xt, W):
     return bad
 
 
+def check_logits(work):
+    """fp4-remedy --logits on a generated capture against the log-probs computed here."""
+    import h5py
+    cap = os.path.join(work, "logits.h5")
+    gen = os.path.join(os.path.dirname(os.path.abspath(__file__)), "make_logits_capture.py")
+    r = subprocess.run([sys.executable, gen, cap, "5"], capture_output=True, text=True)
+    if r.returncode != 0:
+        print("FAIL make_logits_capture.py: %s" % r.stderr.strip())
+        return 1
+    items = ["none", "rac:0.25", "rac:1:bf16", "of:0.5", "keep:1", "aqn:0.05"]
+    r = subprocess.run(["fp4-remedy", "-f", "nvfp4", "-p", "te", "--logits", "--remedy", ",".join(items), "--json",
+                        cap], capture_output=True, text=True)
+    if r.returncode != 0:
+        print("FAIL fp4-remedy --logits: exit %d: %s" % (r.returncode, r.stderr.strip()))
+        return 1
+    rows = json.loads(r.stdout)
+    sa, sw = Spec("nvfp4"), Spec("nvfp4", tile2d=True)
+    bad = 0
+    f = h5py.File(cap, "r")
+    for row in rows:
+        if row["step"] is None:
+            continue
+        g = f["steps/%d" % row["step"]]
+        hr, ht, w = (g["lm_head/" + k][()].astype(f32) for k in ("rollout", "trainer", "weight"))
+        tok, seq = g["logprobs/token"][()], g["logprobs/seq"][()]
+        y, wq, _ = forward_ex(row["remedy"], sa, sw, hr, w)
+        yt = ht.astype(np.float64) @ wq.astype(np.float64).T     # wfq aligned with the remedy's weight
+        def lsm(z):
+            m = z.max(axis=1, keepdims=True)
+            lz = np.log(np.exp(z - m).sum(axis=1, keepdims=True))
+            return z - m - lz
+        lr, lt = lsm(y), lsm(yt)
+        i = np.arange(len(tok))
+        rho = lt[i, tok] - lr[i, tok]
+        pr, pt = np.exp(lr), np.exp(lt)
+        want = {"max_abs": np.abs(rho).max(), "mean_abs": np.abs(rho).mean(), "k3": (np.exp(rho) - rho - 1).mean(),
+                "entropy_rollout": -(pr * lr).sum(axis=1).mean(), "entropy_trainer": -(pt * lt).sum(axis=1).mean(),
+                "argmax_flips": (y.argmax(axis=1) != yt.argmax(axis=1)).mean()}
+        for k, v in want.items():
+            tol = 1e-4 * max(1.0, abs(v)) if k != "argmax_flips" else 1.5 / len(tok)
+            if abs(row[k] - v) > tol:
+                print("FAIL --logits step %d %s: %s = %r, numpy %r" % (row["step"], row["remedy"], k, row[k], v))
+                bad += 1
+    print("%s fp4-remedy --logits: %d rows against numpy" % ("ok  " if not bad else "FAIL", len(rows)))
+    return bad
+
+
 # ---- data ------------------------------------------------------------------------
 def llm_like(rng, rows, cols, hot, scale=1.0):
     x = rng.standard_t(4, size=(rows, cols)) * np.exp(rng.normal(0, 0.7, size=cols))[None, :] * scale
@@ -621,6 +668,7 @@ def main():
         Xt = (X * (1 + 1e-3 * rng.standard_normal(X.shape))).astype(f32)
         bad += check_tool(work, X, Xt, W)
         bad += check_compare(work, X, Xt, W)
+        bad += check_logits(work)
     print("%d failures (%d library runs and the tool)" % (bad, len(runs)))
     sys.exit(1 if bad else 0)
 

@@ -5,6 +5,7 @@
  * falling with R, determinism over thread counts, and bad input. */
 #include <check.h>
 
+#include <fp4scope/capture.h>
 #include <fp4scope/decompose.h>
 #include <fp4scope/quant.h>
 #include <fp4scope/remedy.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- helpers ---------------------------------------------------------------- */
 static uint64_t rs = 1;
@@ -559,6 +561,52 @@ START_TEST(compare_splits_the_mismatch_exactly)
 }
 END_TEST
 
+START_TEST(capture_tokens_written_and_checked)
+{
+    char dir[] = "/tmp/fp4s-remedy-XXXXXX";
+    ck_assert(mkdtemp(dir) != NULL);
+    char path[256], bad[256];
+    snprintf(path, sizeof path, "%s/t.h5", dir);
+    snprintf(bad, sizeof bad, "%s/bad.h5", dir);
+    float lt[4] = {-1, -2, -0.5f, -3}, lr[4] = {-1.1f, -2, -0.4f, -3};
+    int64_t seq[4] = {0, 0, 1, 1}, tok[4] = {5, 7, 1, 0};
+    const char *files[2] = {path, bad};
+    for (int f = 0; f < 2; f++) {
+        fp4s_capture *c;
+        ck_assert_int_eq(fp4s_capture_create(files[f], NULL, &c), 0);
+        ck_assert_int_eq(fp4s_capture_put_logprobs(c, 2, lt, lr, seq, NULL, NULL, 4), 0);
+        ck_assert_int_eq(fp4s_capture_put_tokens(c, 2, tok, f ? 3 : 4), 0);
+        ck_assert_int_eq(fp4s_capture_put_tokens(c, -1, tok, 4), FP4S_EINVAL);
+        ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    }
+    ck_assert_int_eq(fp4s_capture_verify(path), 0);
+    fp4s_capture_entry *e;
+    size_t n;
+    ck_assert_int_eq(fp4s_capture_list(path, &e, &n), 0);
+    bool found = false;
+    for (size_t i = 0; i < n; i++) found |= !strcmp(e[i].site, "logprobs") && !strcmp(e[i].side, "token");
+    free(e);
+    ck_assert(found);
+    int64_t *t2, *s2;
+    uint8_t *m2;
+    ck_assert_int_eq(fp4s_remedy_read_tokens(path, 2, &t2, &s2, &m2, &n), 0);
+    ck_assert(n == 4 && !memcmp(t2, tok, sizeof tok) && !memcmp(s2, seq, sizeof seq) && m2 == NULL);
+    free(t2);
+    free(s2);
+    ck_assert_int_eq(fp4s_capture_verify(bad), FP4S_ESHAPE);
+    ck_assert_msg(strstr(fp4s_last_error(), "/steps/2/logprobs/token: length 3 differs from logprobs/trainer (4)"),
+                  "%s", fp4s_last_error());
+    ck_assert_int_eq(fp4s_remedy_read_tokens(bad, 2, &t2, &s2, &m2, &n), FP4S_ESHAPE);
+    ck_assert_int_eq(fp4s_remedy_read_tokens(path, 3, &t2, &s2, &m2, &n), FP4S_ENOTFOUND);
+    char site[64];
+    ck_assert_int_eq(fp4s_remedy_lm_head_site(path, site, sizeof site), 0);
+    ck_assert_str_eq(site, "lm_head");
+    unlink(path);
+    unlink(bad);
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(plan_hand_computed)
 {
     /* site 0: (0, 10) (1, 4) (3, 3) and (2, 3.9) above its hull; site 1: (0, 8) (2, 2) (4, 1.5) */
@@ -627,6 +675,7 @@ int main(void)
         {"check_against_the_quantizers", check_against_the_quantizers},
         {"cost_hand_computed", cost_hand_computed},
         {"plan_hand_computed", plan_hand_computed},
+        {"capture_tokens_written_and_checked", capture_tokens_written_and_checked},
         {"accelerators_and_time", accelerators_and_time},
 #if FP4S_HAVE_BLAS
         {"none_is_the_quantized_gemm", none_is_the_quantized_gemm},

@@ -10,6 +10,8 @@
  *   /steps/<step>/logprobs/seq       [T] int64   sequence index of each token
  *   /steps/<step>/logprobs/pos       [T] int64   position within the response (optional)
  *   /steps/<step>/logprobs/mask      [T] uint8   1 = counted (optional, default all 1)
+ *   /steps/<step>/logprobs/token     [T] int64   the sampled token of each row (optional; the
+ *                                    logits path of fp4-remedy: see fp4scope-capture(5))
  *
  * <step> is a decimal integer, <site> a module path (dots, no slashes), e.g.
  * layers.3.mlp.experts.7.down_proj.
@@ -187,6 +189,15 @@ FP4S_API int fp4s_capture_put(fp4s_capture *c, int64_t step, const char *site, c
 FP4S_API int fp4s_capture_put_logprobs(fp4s_capture *c, int64_t step, const float *trainer,
                                        const float *rollout, const int64_t *seq,
                                        const int64_t *pos, const uint8_t *mask, size_t n);
+
+/* Append the n sampled token ids of one step to /steps/<step>/logprobs/token
+ * (int64), row for row with the step's log-probs: what the log-prob of row i
+ * is the log-prob of. With the final hidden states of both sides as the site
+ * named by the root attribute lm_head_site (default "lm_head") and that
+ * site's weight (the LM head), fp4-remedy --logits recomputes the per-token
+ * log-probs under each remedy. Readers require the same length as
+ * logprobs/trainer (fp4s_capture_verify). */
+FP4S_API int fp4s_capture_put_tokens(fp4s_capture *c, int64_t step, const int64_t *token, size_t n);
 
 /* Attributes on the root ("/" or NULL) or any group/dataset path of the file
  * that exists ("/steps/3/layers.0.mlp/trainer"). The writer owns the root

@@ -112,6 +112,7 @@
 #define FP4SCOPE_REMEDY_H
 
 #include <fp4scope/decompose.h>
+#include <fp4scope/mismatch.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -433,6 +434,53 @@ typedef struct fp4s_plan_item {
  * FP4S_ERANGE when even the cheapest plan exceeds the budget. */
 FP4S_API int fp4s_remedy_plan(const fp4s_plan_item *items, size_t nsites, size_t ncand, double budget,
                               size_t *choice, double *err_total, double *cost_total);
+
+/* ---- the logits path (fp4-remedy --logits) -------------------------------------- */
+/* With the final hidden states of both sides H_r, H_t [T, d], the LM-head
+ * weight W [V, d] and the sampled token of each row: the rollout's logits
+ * under each remedy f(H_r) W^T (cblas_sgemm) against the trainer's (one of
+ * the trainer kinds on H_t, in float64; wfq and w4a4qat aligned with the
+ * remedy's own weight operand, as out_rel_error_vs_wfq), per-token log-probs
+ * log softmax(logits)[token] in float64, and fp4-mismatch's metrics of the
+ * pair (mismatch.h: rho = lp_trainer - lp_rollout). */
+typedef struct fp4s_logits_opts {
+    fp4s_remedy_kind trainer;   /* FP4S_RK_WFQ (default, QUADS's trainer), FP4S_RK_BF16 or FP4S_RK_W4A4QAT */
+    fp4s_mm_opts mm;            /* options of the metrics (fp4s_mm_opts_defaults) */
+} fp4s_logits_opts;
+
+FP4S_API void fp4s_logits_opts_defaults(fp4s_logits_opts *o);
+
+typedef struct fp4s_logits_result {
+    fp4s_remedy remedy;
+    fp4s_mm_metrics mm;         /* the metrics of this call's tokens */
+    double entropy_rollout;     /* mean over counted tokens of the entropy of softmax(rollout logits), nats */
+    double entropy_trainer;     /* the same for the trainer */
+    double entropy_change;      /* entropy_rollout - entropy_trainer */
+    double argmax_flips;        /* fraction of counted tokens whose argmax differs between the sides */
+    double logit_rel_error;     /* ||rollout logits - trainer logits|| / ||trainer logits|| */
+} fp4s_logits_result;
+
+/* Evaluate nr rollout items (trainer items are refused: they are the
+ * reference) on one step: Hr, Ht [T, d], W [V, d], token [T] in [0, V), seq
+ * [T] (the sequence of each row, for the per-sequence metrics), mask [T] or
+ * NULL (1 = counted). acc: NULL, or nr accumulators (fp4s_mm_acc_open) the
+ * tokens are also added to, to pool steps. */
+FP4S_API int fp4s_remedy_logits(const fp4s_remedy *r, size_t nr, const fp4s_spec *act, const fp4s_spec *wt,
+                                const float *Hr, const float *Ht, size_t T, const float *W, size_t V, size_t d,
+                                const int64_t *token, const int64_t *seq, const uint8_t *mask,
+                                const fp4s_logits_opts *o, fp4s_logits_result *res, fp4s_mm_acc **acc);
+
+/* The site of a capture that holds the final hidden states and the LM head:
+ * its root attribute lm_head_site, else "lm_head" (fp4scope-capture(5)).
+ * Writes at most n bytes; FP4S_EOPEN/EFORMAT when the file cannot be read. */
+FP4S_API int fp4s_remedy_lm_head_site(const char *capture, char *buf, size_t n);
+
+/* Read the tokens, seq and (when present) mask of /steps/<step>/logprobs of a
+ * capture: malloc'ed arrays of *n entries (*mask NULL without a mask; the
+ * caller frees them). FP4S_ENOTFOUND names the missing dataset, FP4S_ESHAPE
+ * a length that differs from logprobs/trainer. */
+FP4S_API int fp4s_remedy_read_tokens(const char *capture, int64_t step, int64_t **token, int64_t **seq,
+                                     uint8_t **mask, size_t *n);
 
 /* ---- fp4-compare: why the rollout and the trainer disagree (fp4-compare(1)) ---- */
 /* For one site with rollout activations X_r, trainer activations X_t [m, k]

@@ -130,6 +130,18 @@ class Capture:
         check(lib().fp4s_capture_put_logprobs(self._handle(), int(step), ptr(t), ptr(r), ptr(s),
                                               ptr(p), ptr(m), n))
 
+    def put_tokens(self, step, tokens):
+        """Append the sampled token ids of one step (1-D, one per log-prob row):
+        /steps/<step>/logprobs/token, for fp4-remedy --logits."""
+        try:
+            import torch
+            if isinstance(tokens, torch.Tensor):
+                tokens = tokens.detach().cpu().numpy()
+        except ImportError:
+            pass
+        t = np.ascontiguousarray(np.asarray(tokens).reshape(-1), dtype=np.int64)
+        check(lib().fp4s_capture_put_tokens(self._handle(), int(step), t.ctypes.data, t.shape[0]))
+
     def attr(self, name, value, obj="/"):
         """Set an attribute on the root (or another object path)."""
         L = lib()
