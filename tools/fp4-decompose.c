@@ -209,6 +209,8 @@ static void human_result(const fp4s_decomp_result *r, bool blockstats)
     }
     num(a, sizeof a, r->cos_scale_grid, "%.4f");
     printf("  cos(e_scale, e_grid) %s   ||x||^2 %.6g   amax %.6g\n", a, r->energy_x, r->amax);
+    pct(a, sizeof a, r->ratio_removable);
+    printf("  removable by a perfect scale (1 - dead zone - grid) %s of ||e||^2\n", a);
     pct(a, sizeof a, r->deadzone_fraction);
     pct(b, sizeof b, r->clip_fraction);
     printf("  dead zone %s of elements (%llu, %llu ties at 0.25, %llu zeros)   clipped %s (%llu)\n", a,

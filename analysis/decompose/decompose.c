@@ -87,6 +87,7 @@ static const fp4s_decomp_field fields[] = {
     FD(relative_error, "||e|| / ||x||"),
     FD(snr_db, "10 log10(||x||^2/||e||^2), dB"),
     FD(ratio_cross, "sum of the cross terms / energy_total"),
+    FD(ratio_removable, "1 - ratio_deadzone - ratio_grid: what a perfect scale removes"),
     FD(energy_x, "||x||^2"),
     FD(energy_scale_round, "e_scale energy on rounding elements"),
     FD(energy_scale_clip, "e_scale energy on clipped elements"),
@@ -272,6 +273,7 @@ static void finish(const double *s, int ns, const uint64_t *c, int nc, double gm
     r->ratio_deadzone = safe_div(r->energy_deadzone, e2);
     r->ratio_grid = safe_div(r->energy_grid, e2);
     r->ratio_cross = safe_div(r->cross_scale_grid + r->cross_scale_deadzone + r->cross_deadzone_grid, e2);
+    r->ratio_removable = 1.0 - r->ratio_deadzone - r->ratio_grid;
     r->cos_scale_grid = safe_div(s[S_CSG], sqrt(s[S_ES2]) * sqrt(s[S_EG2]));
     double n = (double)r->n;
     r->deadzone_fraction = safe_div((double)r->deadzone, n);

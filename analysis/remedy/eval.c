@@ -317,7 +317,7 @@ int fp4s_remedy_eval(const fp4s_remedy *r, size_t nr, const fp4s_spec *act, cons
             nan_result(&rr->act_before);
             nan_result(&rr->act_after);
         }
-        rr->removable_before = 1.0 - rr->act_before.ratio_deadzone - rr->act_before.ratio_grid;
+        rr->removable_before = rr->act_before.ratio_removable;
         if (act->format != FP4S_FP8) {
             double e[4];
             dz_split(act, o, xin, qin->q, xhat, m, k, e);

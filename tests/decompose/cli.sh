@@ -100,13 +100,14 @@ for k in ("source", "step", "site", "side", "rows", "cols", "summary", "histogra
 assert i["step"] is None and i["site"] is None and i["side"] is None and i["rows"] == 64 and i["cols"] == 128
 need = ["n", "energy_total", "energy_scale", "energy_deadzone", "energy_grid", "cross_scale_grid",
         "cross_scale_deadzone", "cross_deadzone_grid", "ratio_scale", "ratio_deadzone", "ratio_grid",
-        "cos_scale_grid", "deadzone_fraction", "relative_error"]
+        "cos_scale_grid", "deadzone_fraction", "relative_error", "ratio_removable"]
 for k in need:
     assert k in i["summary"], k
     assert k in d["rollup"], k
 s = i["summary"]
 assert s["n"] == 64 * 128
 assert s["cross_scale_deadzone"] == 0.0  # CEIL lemma, exactly
+assert abs(s["ratio_removable"] - (1 - s["ratio_deadzone"] - s["ratio_grid"])) < 1e-15
 for h in ("delta", "error"):
     hh = i["histograms"][h]
     assert len(hh["edges"]) == len(hh["counts"]) + 1

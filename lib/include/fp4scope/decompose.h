@@ -113,6 +113,8 @@ typedef struct fp4s_decomp_result {
     double amax;               /* max |x| over decomposed elements */
     double max_residual;       /* worst |e - (e_scale + e_dz + e_grid)| of one element */
     double identity_residual;  /* |energy_total - (3 energies + 3 cross terms)| / energy_total */
+    double ratio_removable;    /* 1 - ratio_deadzone - ratio_grid: the share of ||e||^2 a perfect
+                                * scale would remove (e_dz and e_grid depend only on x and s*) */
 } fp4s_decomp_result;
 
 /* The fields of fp4s_decomp_result in report order, for writers (JSON, CSV,
