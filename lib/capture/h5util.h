@@ -20,6 +20,10 @@ int cap_check_schema(hid_t f, const char *file, fp4s_capture_info *info);
  * Caller closes. */
 hid_t cap_small_gcpl(void);
 
+/* A per-step scalar's name: 1 to 63 bytes, no '/' or control character, not
+ * "step" (the step group's own attribute). */
+int cap_scalar_name_check(const char *file, const char *name);
+
 /* Natural order of site names: digit runs compare as numbers. */
 int cap_natcmp(const char *a, const char *b);
 

@@ -286,6 +286,14 @@ int fp4s_capture_merge(const char *const *inputs, size_t n, const char *out, con
                 hid_t g = H5Gopen2(fo, gp, H5P_DEFAULT);
                 if (g >= 0) {
                     if (H5Aexists(g, "step") <= 0) fp4s_h5_attr_i64(g, "step", e->step);
+                    /* the step's scalars (its other attributes): the first input wins */
+                    hid_t gi = H5Gopen2(fi, gp, H5P_DEFAULT);
+                    if (gi >= 0) {
+                        attr_copy sc = {g};
+                        hsize_t si = 0;
+                        H5Aiterate2(gi, H5_INDEX_NAME, H5_ITER_NATIVE, &si, copy_attr, &sc);
+                        H5Gclose(gi);
+                    }
                     H5Gclose(g);
                 }
             }

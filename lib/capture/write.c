@@ -881,6 +881,29 @@ int fp4s_capture_put(fp4s_capture *c, int64_t step, const char *site, const char
     return rc;
 }
 
+int fp4s_capture_put_scalar(fp4s_capture *c, int64_t step, const char *name, double value)
+{
+    if (!c) return fp4s_error_set(FP4S_EINVAL, "capture: put on a NULL handle");
+    if (step < 0 || step > FP4S_CAPTURE_MAX_STEP)
+        return fp4s_error_set(FP4S_ERANGE, "%s: scalar: step %" PRId64 " is outside 0..2^53", c->path, step);
+    int rc = cap_scalar_name_check(c->path, name);
+    if (rc) return rc;
+    if ((rc = write_failed(c, "an earlier write failed"))) return rc;
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
+    hid_t g;
+    bool is_new;
+    rc = step_group(c, step, &g, &is_new);
+    if (!rc && !is_new)
+        rc = fp4s_error_set(FP4S_EINVAL, "%s: step %" PRId64 ": its scalars go with the step, before the "
+                            "flush that commits it (the step is in the file already)", c->path, step);
+    if (!rc && fp4s_h5_attr_f64(g, name, value) < 0)
+        rc = fp4s_error_set(FP4S_EWRITE, "%s: /steps/%" PRId64 ": scalar %s: %s", c->path, step, name,
+                            fp4s_h5_msg());
+    fp4s_h5_quiet_end(&q);
+    return rc;
+}
+
 int fp4s_capture_put_logprobs(fp4s_capture *c, int64_t step, const float *trainer,
                               const float *rollout, const int64_t *seq, const int64_t *pos,
                               const uint8_t *mask, size_t n)

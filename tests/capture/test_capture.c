@@ -287,6 +287,54 @@ START_TEST(logprobs_round_trip_and_field_consistency)
 }
 END_TEST
 
+START_TEST(scalars_round_trip_sorted_and_merged)
+{
+    fp4s_capture *c = new_cap(tmp("sc.h5"));
+    float t[2] = {-1, -2}, r[2] = {-1.5f, -2};
+    int64_t seq[2] = {0, 1};
+    ck_assert_int_eq(fp4s_capture_put_logprobs(c, 10, t, r, seq, NULL, NULL, 2), 0);
+    ck_assert_int_eq(fp4s_capture_put_scalar(c, 10, "reward", 0.25), 0);
+    ck_assert_int_eq(fp4s_capture_put_scalar(c, 10, "acc", 0.5), 0);
+    ck_assert_int_eq(fp4s_capture_put_scalar(c, 10, "reward", 0.75), 0); /* replaced */
+    ck_assert_int_eq(fp4s_capture_put_scalar(c, 2, "reward", -3.5), 0);  /* a step with scalars only */
+    ck_assert_int_eq(fp4s_capture_put_logprobs(c, 2, t, r, seq, NULL, NULL, 2), 0);
+    ck_assert_int_eq(fp4s_capture_put_scalar(c, 2, "step", 1), FP4S_EINVAL);
+    ck_assert_int_eq(fp4s_capture_put_scalar(c, 2, "a/b", 1), FP4S_EINVAL);
+    ck_assert_int_eq(fp4s_capture_put_scalar(c, 2, "", 1), FP4S_EINVAL);
+    ck_assert_int_eq(fp4s_capture_put_scalar(c, -1, "x", 1), FP4S_ERANGE);
+    ck_assert_int_eq(fp4s_capture_flush(c), 0);
+    /* a committed step takes no more scalars; a new one does */
+    ck_assert_int_eq(fp4s_capture_put_scalar(c, 10, "late", 1), FP4S_EINVAL);
+    ck_assert(strstr(fp4s_last_error(), "before the flush") != NULL);
+    ck_assert_int_eq(fp4s_capture_put_logprobs(c, 11, t, r, seq, NULL, NULL, 2), 0);
+    ck_assert_int_eq(fp4s_capture_put_scalar(c, 11, "reward", NAN), 0);
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    fp4s_capture_scalar *v;
+    size_t n;
+    ck_assert_int_eq(fp4s_capture_scalars(tmp("sc.h5"), &v, &n), 0);
+    ck_assert_uint_eq(n, 4);
+    ck_assert(v[0].step == 2 && !strcmp(v[0].name, "reward") && v[0].value == -3.5);
+    ck_assert(v[1].step == 10 && !strcmp(v[1].name, "acc") && v[1].value == 0.5);
+    ck_assert(v[2].step == 10 && !strcmp(v[2].name, "reward") && v[2].value == 0.75);
+    ck_assert(v[3].step == 11 && isnan(v[3].value));
+    free(v);
+    ck_assert_int_eq(fp4s_capture_verify(tmp("sc.h5")), 0); /* the readers take the attributes */
+    /* merge keeps them */
+    const char *in[1] = {tmp("sc.h5")};
+    ck_assert_int_eq(fp4s_capture_merge(in, 1, tmp("scm.h5"), NULL), 0);
+    ck_assert_int_eq(fp4s_capture_scalars(tmp("scm.h5"), &v, &n), 0);
+    ck_assert_uint_eq(n, 4);
+    ck_assert(v[2].step == 10 && v[2].value == 0.75);
+    free(v);
+    /* none */
+    c = new_cap(tmp("sc0.h5"));
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    ck_assert_int_eq(fp4s_capture_scalars(tmp("sc0.h5"), &v, &n), 0);
+    ck_assert_uint_eq(n, 0);
+    free(v);
+}
+END_TEST
+
 START_TEST(const_weights_and_site_attributes)
 {
     fp4s_capture *c = new_cap(tmp("w.h5"));
@@ -776,7 +824,8 @@ int main(void)
         T(schema_newer_minor_is_accepted), T(schema_malformed_is_eformat),
         T(open_missing_not_hdf5_truncated), T(put_f32_bf16_f16_bit_exact_with_stride),
         T(put_appends_rows), T(put_rejects_bad_shapes_types_names),
-        T(logprobs_round_trip_and_field_consistency), T(const_weights_and_site_attributes),
+        T(logprobs_round_trip_and_field_consistency), T(scalars_round_trip_sorted_and_merged),
+        T(const_weights_and_site_attributes),
         T(list_sorts_steps_sites_naturally), T(site_match_globs_across_dots),
         T(pair_missing_step_site_side_and_shape_mismatch),
         T(append_keeps_old_steps_and_locks_second_writer), T(refused_writer_changes_nothing),

@@ -12,6 +12,7 @@
  *   /steps/<step>/logprobs/mask      [T] uint8   1 = counted (optional, default all 1)
  *   /steps/<step>/logprobs/token     [T] int64   the sampled token of each row (optional; the
  *                                    logits path of fp4-remedy: see fp4scope-capture(5))
+ *   /steps/<step>                    attrs step, and per-step scalars (float64, optional)
  *
  * <step> is a decimal integer, <site> a module path (dots, no slashes), e.g.
  * layers.3.mlp.experts.7.down_proj.
@@ -100,6 +101,16 @@ FP4S_API size_t fp4s_capture_entry_spec(const char *file, const fp4s_capture_ent
  * '/' or control characters, not starting with '.', not "logprobs")? 0, or
  * FP4S_EINVAL with the reason. The writer checks every put with it. */
 FP4S_API int fp4s_site_check(const char *site);
+
+/* Every per-step scalar of a capture (the float attributes of each
+ * /steps/<step> group other than "step"), sorted by step, then name. The
+ * caller frees *out with free(); *n = 0 when there are none. */
+typedef struct fp4s_capture_scalar {
+    int64_t step;
+    char name[64];
+    double value;
+} fp4s_capture_scalar;
+FP4S_API int fp4s_capture_scalars(const char *file, fp4s_capture_scalar **out, size_t *n);
 
 /* Glob match of a site name (fnmatch(3) rules, '*' matches dots too). */
 FP4S_API bool fp4s_site_match(const char *pattern, const char *site);
@@ -198,6 +209,12 @@ FP4S_API int fp4s_capture_put_logprobs(fp4s_capture *c, int64_t step, const floa
  * log-probs under each remedy. Readers require the same length as
  * logprobs/trainer (fp4s_capture_verify). */
 FP4S_API int fp4s_capture_put_tokens(fp4s_capture *c, int64_t step, const int64_t *token, size_t n);
+/* A per-step scalar (reward, accuracy, gradient norm, ...): a float64
+ * attribute `name` of the group /steps/<step>. Put a step's scalars with the
+ * step, before the fp4s_capture_flush() that commits it (FP4S_EINVAL for a
+ * step already in the file); the same name again replaces the value. Names:
+ * 1 to 63 bytes, no '/' or control characters, not "step". */
+FP4S_API int fp4s_capture_put_scalar(fp4s_capture *c, int64_t step, const char *name, double value);
 
 /* Attributes on the root ("/" or NULL) or any group/dataset path of the file
  * that exists ("/steps/3/layers.0.mlp/trainer"). The writer owns the root
