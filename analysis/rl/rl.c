@@ -698,7 +698,7 @@ static int put_site(fp4s_rl *r, fp4s_capture *cap, const rl_site *st, float *bt,
     return rc;
 }
 
-static int write_step(fp4s_rl *r, fp4s_capture *cap, bool acts)
+static int write_step(fp4s_rl *r, fp4s_capture *cap, bool acts, const fp4s_rl_stats *st)
 {
     size_t R = (size_t)r->task.max_resp, n = 0;
     for (size_t b = 0; b < r->B; b++) n += (size_t)r->gen.len[b];
@@ -719,6 +719,13 @@ static int write_step(fp4s_rl *r, fp4s_capture *cap, bool acts)
             pos[k] = (int64_t)t;
         }
     if ((rc = fp4s_capture_put_logprobs(cap, r->step, lt, lr, seq, pos, NULL, n))) goto done;
+    /* the step's scalars, but not its times (a capture does not depend on the machine) */
+    for (size_t i = 0; i < fp4s_rl_stat_count() && !rc; i++) {
+        double v = fp4s_rl_stat_value(st, i);
+        if (!isnan(v) && strncmp(fp4s_rl_stat_name(i), "t_", 2))
+            rc = fp4s_capture_put_scalar(cap, r->step, fp4s_rl_stat_name(i), v);
+    }
+    if (rc) goto done;
     if (acts) {
         size_t rows = r->rec_tr.nseq * r->rec_tr.T, w = r->cfg.F > r->cfg.C ? (size_t)r->cfg.F : (size_t)r->cfg.C;
         if (!(bt = malloc(rows * w * sizeof *bt)) || !(br = malloc(rows * w * sizeof *br))) {
@@ -855,12 +862,12 @@ int fp4s_rl_step(fp4s_rl *r, fp4s_capture *cap, fp4s_rl_stats *st)
     s.aqn_sigma = r->aqn_sigma;
     s.clip_frac = nupd ? (double)nclip / (double)nupd : 0.0;
     s.t_train = rl_now() - tt0;
-    if (cap && (rc = write_step(r, cap, acts))) goto done;
     double g1, q1;
     prof_sum(r, &g1, &q1);
     s.t_gemm = g1 - g0;
     s.t_quant = q1 - q0;
-    s.t_total = rl_now() - t0;
+    s.t_total = rl_now() - t0; /* the capture's writing comes after */
+    if (cap && (rc = write_step(r, cap, acts, &s))) goto done;
     r->step++;
     if (st) *st = s;
 done:

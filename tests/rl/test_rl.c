@@ -521,6 +521,14 @@ static void same_captures(const char *a, const char *b)
     }
     free(ea);
     free(eb);
+    fp4s_capture_scalar *sa, *sb;
+    ck_assert_int_eq(fp4s_capture_scalars(a, &sa, &na), 0);
+    ck_assert_int_eq(fp4s_capture_scalars(b, &sb, &nb), 0);
+    ck_assert_uint_eq(na, nb);
+    ck_assert_uint_gt(na, 10);
+    ck_assert_msg(memcmp(sa, sb, na * sizeof *sa) == 0, "per-step scalars differ");
+    free(sa);
+    free(sb);
 }
 
 /* A fixed seed gives the same captures on 1 and 3 threads, for the BF16 and
@@ -581,6 +589,20 @@ START_TEST(step_writes_the_schema)
     ck_assert_uint_eq(lp1, (size_t)llround(st[1].resp_len * 20));
     ck_assert_int_eq(fp4s_capture_verify("rl_schema.h5"), 0);
     free(e);
+    /* the scalars of each step, as the stats reported them; no times */
+    fp4s_capture_scalar *sc;
+    ck_assert_int_eq(fp4s_capture_scalars("rl_schema.h5", &sc, &n), 0);
+    int seen = 0;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert(strncmp(sc[i].name, "t_", 2) != 0);
+        if (!strcmp(sc[i].name, "reward")) {
+            ck_assert(sc[i].value == st[sc[i].step].reward);
+            seen++;
+        }
+        if (!strcmp(sc[i].name, "acc_trainer")) ck_assert(sc[i].step == 0); /* eval_every 2: step 0 */
+    }
+    ck_assert_int_eq(seen, 2);
+    free(sc);
     remove("rl_schema.h5");
 }
 END_TEST
