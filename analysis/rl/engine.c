@@ -147,10 +147,12 @@ static int eng_rows(rl_engine_ws *e, const rl_gen_req *q, rl_scratch *ws, size_t
     }
     for (size_t i = 0; i < nl; i++) memcpy(e->tmp + i * C, e->x + (size_t)e->lrow[i] * C, C * sizeof(float));
     rl_rmsnorm_fwd(e->tmp, P + lay->lnf, nl, C, e->hsel, NULL);
-    for (size_t i = 0; i < nl; i++) {
-        size_t r = (size_t)e->lrow[i];
-        if (REC_ROW(r)) memcpy(rec->hf + REC_IDX(r) * C, e->hsel + i * C, C * sizeof(float));
-    }
+    if (q->hf) /* row i predicts response token pos - (Tp - 1) */
+        for (size_t i = 0; i < nl; i++) {
+            size_t r = (size_t)e->lrow[i], j = (size_t)e->pos[r] + 1 - (size_t)q->task->prompt_len;
+            memcpy(q->hf + ((b0 + (size_t)e->seq[r]) * (size_t)q->task->max_resp + j) * C, e->hsel + i * C,
+                   C * sizeof(float));
+        }
 #undef REC_ROW
 #undef REC_IDX
     (void)V;
@@ -265,11 +267,10 @@ int rl_caprec_alloc(rl_caprec *r, const rl_cfg *c, size_t nseq)
     r->ln1 = calloc(L * rows * C + 1, sizeof(float));
     r->atty = calloc(L * rows * C + 1, sizeof(float));
     r->ln2 = calloc(L * rows * C + 1, sizeof(float));
-    r->hf = calloc(rows * C + 1, sizeof(float));
     r->topi = calloc(L * rows * K + 1, sizeof(int32_t));
     r->hg = calloc(L * rows * K * F + 1, sizeof(float));
     r->len = calloc(nseq + 1, sizeof(int32_t));
-    if (!r->ln1 || !r->atty || !r->ln2 || !r->hf || !r->topi || !r->hg || !r->len) {
+    if (!r->ln1 || !r->atty || !r->ln2 || !r->topi || !r->hg || !r->len) {
         rl_caprec_free(r);
         return fp4s_error_set(FP4S_ENOMEM, "rl: out of memory for the capture record");
     }
@@ -282,7 +283,6 @@ void rl_caprec_free(rl_caprec *r)
     free(r->ln1);
     free(r->atty);
     free(r->ln2);
-    free(r->hf);
     free(r->topi);
     free(r->hg);
     free(r->len);

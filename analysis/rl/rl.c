@@ -60,6 +60,7 @@ struct fp4s_rl {
     double *reward, *adv;        /* [B] */
     float *old_lp, *ent;         /* [B][R] trainer log-prob and entropy at each response token */
     int32_t *tr_amax;            /* [B][R] */
+    float *hf_tr, *hf_ro;        /* [B][R][C] lm_head inputs at capture steps (act_every) */
     rl_caprec rec_ro, rec_tr;
     char sites[8][64];           /* act_sites split */
     int nsites_glob;
@@ -215,6 +216,11 @@ int fp4s_rl_open(const fp4s_rl_opts *o, fp4s_rl **out)
         size_t ns = (size_t)o->act_seqs < r->B ? (size_t)o->act_seqs : r->B;
         if ((rc = rl_caprec_alloc(&r->rec_ro, &r->cfg, ns)) || (rc = rl_caprec_alloc(&r->rec_tr, &r->cfg, ns)))
             goto fail;
+        size_t nh = r->B * (size_t)r->task.max_resp * (size_t)r->cfg.C;
+        if (!(r->hf_tr = calloc(nh, sizeof *r->hf_tr)) || !(r->hf_ro = calloc(nh, sizeof *r->hf_ro))) {
+            rc = fp4s_error_set(FP4S_ENOMEM, "rl: out of memory for the lm_head capture");
+            goto fail;
+        }
         char buf[256];
         snprintf(buf, sizeof buf, "%s", o->act_sites);
         for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -249,7 +255,7 @@ void fp4s_rl_close(fp4s_rl **pr)
     rl_lin_free(&r->lin_sft);
     rl_caprec_free(&r->rec_ro);
     rl_caprec_free(&r->rec_tr);
-    void *f[] = {r->workers, r->mbuf, r->P, r->m, r->v, r->gbuf, r->prompts, r->eval_prompts, r->gen.resp,
+    void *f[] = {r->hf_tr, r->hf_ro, r->workers, r->mbuf, r->P, r->m, r->v, r->gbuf, r->prompts, r->eval_prompts, r->gen.resp,
                  r->gen.len, r->gen.logp, r->gen.amax, r->reward, r->adv, r->old_lp, r->ent, r->tr_amax};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);
     rl_layout_free(&r->lay);
@@ -338,7 +344,6 @@ static void record_trainer(fp4s_rl *r, const rl_acts *a, const rl_batch *b, size
                     memcpy(rec->hg + ((lr + at) * K + j) * F, a->hg + ((size_t)l * M * K + sl) * F, F * sizeof(float));
                 }
             }
-            memcpy(rec->hf + at * C, a->lnf + m * C, C * sizeof(float));
         }
     }
 }
@@ -373,6 +378,9 @@ static int passa_piece(void *arg, size_t begin, size_t end, int worker)
                 r->old_lp[s * R + t] = mb->logp[row];
                 r->ent[s * R + t] = mb->ent[row];
                 r->tr_amax[s * R + t] = mb->amax[row];
+                if (j->record)
+                    memcpy(r->hf_tr + (s * R + t) * (size_t)r->cfg.C, w->acts.lnf + row * (size_t)r->cfg.C,
+                           (size_t)r->cfg.C * sizeof(float));
             }
         }
         if (j->record) record_trainer(r, &w->acts, &b, s0);
@@ -653,7 +661,7 @@ static bool site_selected(const fp4s_rl *r, const char *name)
 static int put_site(fp4s_rl *r, fp4s_capture *cap, const rl_site *st, float *bt, float *br)
 {
     const rl_caprec *rt = &r->rec_tr, *rr = &r->rec_ro;
-    size_t T = rt->T, C = rt->C, F = rt->F, K = (size_t)rt->K, Tp = (size_t)r->task.prompt_len;
+    size_t T = rt->T, C = rt->C, F = rt->F, K = (size_t)rt->K;
     size_t Kin = st->K, n = 0;
     for (size_t s = 0; s < rt->nseq; s++) {
         size_t len = (size_t)rt->len[s];
@@ -667,8 +675,7 @@ static int put_site(fp4s_rl *r, fp4s_capture *cap, const rl_site *st, float *bt,
             case RL_S_QKV: a = rt->ln1 + la * C; b = rr->ln1 + la * C; break;
             case RL_S_O: a = rt->atty + la * C; b = rr->atty + la * C; break;
             case RL_S_ROUTER: a = rt->ln2 + la * C; b = rr->ln2 + la * C; break;
-            case RL_S_HEAD:
-                if (p + 1 >= Tp) a = rt->hf + at * C, b = rr->hf + at * C;
+            case RL_S_HEAD: /* written by put_head, every sequence */
                 break;
             case RL_S_W13:
                 for (size_t j = 0; j < K; j++)
@@ -698,15 +705,38 @@ static int put_site(fp4s_rl *r, fp4s_capture *cap, const rl_site *st, float *bt,
     return rc;
 }
 
+/* lm_head: the final hidden states of both sides for every response token,
+ * row for row with the step's log-probs and tokens (the logits path of
+ * fp4-remedy(1)). */
+static int put_head(fp4s_rl *r, fp4s_capture *cap, size_t n)
+{
+    const rl_site *st = &r->lay.sites[rl_site_head(&r->cfg)];
+    size_t R = (size_t)r->task.max_resp, C = (size_t)r->cfg.C, k = 0;
+    float *a = malloc(n * C * sizeof *a), *b = malloc(n * C * sizeof *b);
+    int rc = 0;
+    if (!a || !b) rc = fp4s_error_set(FP4S_ENOMEM, "rl: out of memory");
+    for (size_t s = 0; s < r->B && !rc; s++)
+        for (size_t t = 0; t < (size_t)r->gen.len[s]; t++, k++) {
+            memcpy(a + k * C, r->hf_tr + (s * R + t) * C, C * sizeof *a);
+            memcpy(b + k * C, r->hf_ro + (s * R + t) * C, C * sizeof *b);
+        }
+    if (!rc) rc = fp4s_capture_put(cap, r->step, st->name, "trainer", FP4S_DT_F32, a, n, C, C, NULL);
+    if (!rc) rc = fp4s_capture_put(cap, r->step, st->name, "rollout", FP4S_DT_F32, b, n, C, C, NULL);
+    if (!rc) rc = fp4s_capture_put(cap, r->step, st->name, "weight", FP4S_DT_F32, r->P + st->off, st->N, st->K, st->K, NULL);
+    free(a);
+    free(b);
+    return rc;
+}
+
 static int write_step(fp4s_rl *r, fp4s_capture *cap, bool acts, const fp4s_rl_stats *st)
 {
     size_t R = (size_t)r->task.max_resp, n = 0;
     for (size_t b = 0; b < r->B; b++) n += (size_t)r->gen.len[b];
     float *lt = malloc(n * sizeof *lt), *lr = malloc(n * sizeof *lr);
-    int64_t *seq = malloc(n * sizeof *seq), *pos = malloc(n * sizeof *pos);
+    int64_t *seq = malloc(n * sizeof *seq), *pos = malloc(n * sizeof *pos), *tok = malloc(n * sizeof *tok);
     float *bt = NULL, *br = NULL;
     int rc = 0;
-    if (!lt || !lr || !seq || !pos) {
+    if (!lt || !lr || !seq || !pos || !tok) {
         rc = fp4s_error_set(FP4S_ENOMEM, "rl: out of memory");
         goto done;
     }
@@ -717,8 +747,11 @@ static int write_step(fp4s_rl *r, fp4s_capture *cap, bool acts, const fp4s_rl_st
             lr[k] = r->gen.logp[b * R + t];
             seq[k] = (int64_t)b;
             pos[k] = (int64_t)t;
+            tok[k] = r->gen.resp[b * R + t];
         }
-    if ((rc = fp4s_capture_put_logprobs(cap, r->step, lt, lr, seq, pos, NULL, n))) goto done;
+    if ((rc = fp4s_capture_put_logprobs(cap, r->step, lt, lr, seq, pos, NULL, n)) ||
+        (rc = fp4s_capture_put_tokens(cap, r->step, tok, n)))
+        goto done;
     /* the step's scalars, but not its times (a capture does not depend on the machine) */
     for (size_t i = 0; i < fp4s_rl_stat_count() && !rc; i++) {
         double v = fp4s_rl_stat_value(st, i);
@@ -733,7 +766,8 @@ static int write_step(fp4s_rl *r, fp4s_capture *cap, bool acts, const fp4s_rl_st
             goto done;
         }
         for (int i = 0; i < r->lay.nsites && !rc; i++)
-            if (site_selected(r, r->lay.sites[i].name)) rc = put_site(r, cap, &r->lay.sites[i], bt, br);
+            if (site_selected(r, r->lay.sites[i].name))
+                rc = r->lay.sites[i].kind == RL_S_HEAD ? put_head(r, cap, n) : put_site(r, cap, &r->lay.sites[i], bt, br);
     }
     if (!rc) rc = fp4s_capture_flush(cap);
 done:
@@ -741,6 +775,7 @@ done:
     free(lr);
     free(seq);
     free(pos);
+    free(tok);
     free(bt);
     free(br);
     return rc;
@@ -776,7 +811,7 @@ int fp4s_rl_step(fp4s_rl *r, fp4s_capture *cap, fp4s_rl_stats *st)
     rl_gen_req q = {.cfg = &r->cfg, .lay = &r->lay, .lin = &r->lin_ro, .P = r->P, .task = &r->task, .nseq = B,
                     .prompts = r->prompts, .group = o->group, .greedy = false, .temperature = o->temperature,
                     .seed = o->seed, .stream = STREAM_SAMPLE + ((uint64_t)r->step << 8),
-                    .shard = (size_t)o->shard, .rec = acts ? &r->rec_ro : NULL};
+                    .shard = (size_t)o->shard, .rec = acts ? &r->rec_ro : NULL, .hf = acts ? r->hf_ro : NULL};
     if ((rc = rl_generate(&q, &r->gen, r->workers, r->nworkers))) return rc;
     s.t_rollout = rl_now() - tr0;
     /* 4. rewards and advantages */

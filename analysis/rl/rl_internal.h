@@ -195,15 +195,15 @@ typedef struct rl_worker {
 void rl_worker_free(rl_worker *w);
 
 /* ---- activations recorded for the capture ----------------------------------------------------- */
-/* Inputs of every linear site for sequences 0..nseq-1, row s*T + pos (the
- * token at position pos of the sequence as fed: prompt, then response without
- * its last token). One record per side. */
+/* Inputs of every linear site but lm_head for sequences 0..nseq-1, row
+ * s*T + pos (the token at position pos of the sequence as fed: prompt, then
+ * response without its last token). One record per side. (lm_head's input
+ * is kept for every sequence, row for row with the log-probs.) */
 typedef struct rl_caprec {
     size_t nseq, T;
     int L, K;
     size_t C, F;
     float *ln1, *atty, *ln2;   /* [L][nseq*T][C]: inputs of qkv_proj, o_proj, mlp.gate and gate_up_proj */
-    float *hf;                 /* [nseq*T][C]: input of lm_head */
     int32_t *topi;             /* [L][nseq*T][K]: experts chosen */
     float *hg;                 /* [L][nseq*T][K][F]: down_proj input of each chosen expert */
     int32_t *len;              /* [nseq] tokens recorded per sequence */
@@ -226,6 +226,7 @@ typedef struct rl_gen_req {
     uint64_t seed, stream;     /* sampling draws rl_hash(seed, stream, b, pos) */
     size_t shard;              /* sequences per engine batch */
     rl_caprec *rec;            /* record the inputs of sequences < rec->nseq, or NULL */
+    float *hf;                 /* or NULL: [nseq][R][C] lm_head input of every response token */
 } rl_gen_req;
 
 typedef struct rl_gen_out {    /* caller-allocated, [nseq][R] and [nseq] */
