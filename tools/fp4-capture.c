@@ -345,6 +345,18 @@ static int import_one(fp4s_capture *c, const job *j, int64_t step, const char *s
     }
     if (!raw)
         fprintf(stderr, "%s: %s: float64 converted to float32 (not bit-exact)\n", cli_prog(), j->spec);
+    /* rank >= 3 reads as [prod(leading), last]: keep the stored shape */
+    fp4s_capture_meta meta;
+    fp4s_capture_meta_defaults(&meta);
+    uint64_t dims[FP4S_MAX_RANK];
+    int rank = fp4s_source_shape(s, dims, FP4S_MAX_RANK);
+    char shape[FP4S_MAX_RANK * 21 + 1] = "";
+    if (rank >= 3) {
+        size_t k = 0;
+        for (int i = 0; i < rank; i++)
+            k += (size_t)snprintf(shape + k, sizeof shape - k, "%s%llu", i ? "," : "", (unsigned long long)dims[i]);
+        meta.source_shape = shape;
+    }
     fp4s_dtype st = raw ? dt : FP4S_DT_F32;
     size_t esz = fp4s_dtype_size(st);
     size_t rowb = cols * esz;
@@ -355,7 +367,7 @@ static int import_one(fp4s_capture *c, const job *j, int64_t step, const char *s
     for (size_t r0 = 0; r0 < rows && !rc; r0 += blk) {
         size_t nr = rows - r0 < blk ? rows - r0 : blk;
         rc = raw ? fp4s_source_read_raw(s, r0, nr, buf) : fp4s_source_read(s, r0, nr, buf, cols);
-        if (!rc) rc = fp4s_capture_put(c, step, j->site, side, st, buf, nr, cols, cols, NULL);
+        if (!rc) rc = fp4s_capture_put(c, step, j->site, side, st, buf, nr, cols, cols, &meta);
     }
     free(buf);
     fp4s_source_close(&s);

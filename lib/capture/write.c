@@ -69,6 +69,7 @@ void fp4s_capture_meta_defaults(fp4s_capture_meta *m)
     m->token_offset = -1;
     m->layer = -2;
     m->expert = -2;
+    m->source_shape = NULL;
 }
 
 /* ---- dataset cache ------------------------------------------------------------ */
@@ -783,6 +784,7 @@ static int get_dataset(fp4s_capture *c, const char *path, int64_t step, const ch
             if (layer >= 0) bad |= fp4s_h5_attr_i64(d, "layer", layer) < 0;
             if (expert >= 0) bad |= fp4s_h5_attr_i64(d, "expert", expert) < 0;
             if (m.token_offset >= 0) bad |= fp4s_h5_attr_i64(d, "token_offset", m.token_offset) < 0;
+            if (m.source_shape) bad |= fp4s_h5_attr_str(d, "source_shape", m.source_shape) < 0;
         }
         if (bad) {
             H5Dclose(d);

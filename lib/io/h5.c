@@ -125,16 +125,50 @@ static int src_open(struct fp4s_source *s)
     if (sp >= 0) H5Sclose(sp);
     if (nd < 0) return fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot read the dataspace (HDF5: %s)", P, D, fp4s_h5_msg());
     if (scls == H5S_NULL) return fp4s_error_set(FP4S_EEMPTY, "%s: %s: dataset has a null dataspace (no data)", P, D);
-    if (nd == 0) return fp4s_error_set(FP4S_ESHAPE, "%s: %s: expected a 1-D or 2-D dataset, found a scalar", P, D);
-    if (nd > 2) return fp4s_error_set(FP4S_ESHAPE, "%s: %s: expected a 1-D or 2-D dataset, found %d-D %s", P, D, nd, tb);
+    if (nd == 0) return fp4s_error_set(FP4S_ESHAPE, "%s: %s: expected an array, found a scalar", P, D);
+    if (nd > FP4S_MAX_RANK) return fp4s_error_set(FP4S_ESHAPE, "%s: %s: rank %d exceeds %d", P, D, nd, FP4S_MAX_RANK);
     s->rank = nd;
-    uint64_t r = nd == 2 ? dims[0] : 1, c = nd == 2 ? dims[1] : dims[0], n;
+    for (int i = 0; i < nd; i++) s->dims[i] = dims[i];
+    char what[1200];
+    snprintf(what, sizeof what, "%s: %s", P, D);
+    uint64_t r, c, n;
+    int frc = fp4s_flatten_dims(what, nd, s->dims, &r, &c);
+    if (frc) return frc;
     if (r == 0 || c == 0) return fp4s_error_set(FP4S_EEMPTY, "%s: %s: dataset is empty", P, D);
     if (__builtin_mul_overflow(r, c, &n) || n > (uint64_t)SIZE_MAX / 8)
         return fp4s_error_set(FP4S_ERANGE, "%s: %s: %" PRIu64 " x %" PRIu64 " overflows", P, D, r, c);
     s->rows = (size_t)r;
     s->cols = (size_t)c;
     return 0;
+}
+
+/* The next box of a row range: rows [a, a + r) of the matrix view
+ * [prod(leading), last] of an N-D dataset are the largest hyperslab that
+ * starts at row a (whole trailing blocks where a is aligned to them), at most
+ * 2 (N - 1) boxes per range. Fills start/count (rank entries) and returns the
+ * rows it covers. */
+static size_t next_box(const struct fp4s_source *s, uint64_t a, uint64_t r, hsize_t *start, hsize_t *count)
+{
+    int nd = s->rank, k = nd - 1;
+    if (nd == 1) {
+        start[0] = 0;
+        count[0] = s->cols;
+        return 1;
+    }
+    uint64_t S[FP4S_MAX_RANK];
+    S[k - 1] = 1;
+    for (int i = k - 2; i >= 0; i--) S[i] = S[i + 1] * s->dims[i + 1];
+    int j = 0;
+    while (j < k - 1 && !(a % S[j] == 0 && r >= S[j])) j++;
+    uint64_t cj = (a / S[j]) % s->dims[j], m = r / S[j];
+    if (m > s->dims[j] - cj) m = s->dims[j] - cj;
+    for (int i = 0; i < k; i++) {
+        start[i] = i <= j ? (a / S[i]) % s->dims[i] : 0;
+        count[i] = i < j ? 1 : i == j ? m : s->dims[i];
+    }
+    start[k] = 0;
+    count[k] = s->cols;
+    return (size_t)(m * S[j]);
 }
 
 /* Memory type for the stored dtype, unconverted. Caller closes if *own. */
@@ -165,39 +199,43 @@ static hid_t raw_memtype(const struct fp4s_source *s, int *own)
 static int src_read(struct fp4s_source *s, size_t row0, size_t nrows, void *out, size_t ld, int raw)
 {
     hid_t d = (hid_t)s->h5_dset;
-    hid_t fsp = H5Dget_space(d);
-    if (fsp < 0) return fp4s_error_set(FP4S_EFORMAT, "%s: %s: dataspace (HDF5: %s)", s->path, s->name, fp4s_h5_msg());
-    hsize_t start[2] = {row0, 0}, count[2] = {nrows, s->cols};
-    if (s->rank == 1) {
-        start[0] = 0;
-        count[0] = s->cols;
-    }
-    H5Sselect_hyperslab(fsp, H5S_SELECT_SET, start, NULL, count, NULL);
-
     int rc = 0, own = 0;
-    hid_t msp, mt;
     bool direct = raw || s->dt == FP4S_DT_F32 || s->dt == FP4S_DT_F64;
-    void *dst = out;
-    if (direct && !raw) {
-        /* HDF5 converts float32/float64 to float32 and honours the row stride. */
-        hsize_t mdims[2] = {nrows, ld}, mstart[2] = {0, 0}, mcount[2] = {nrows, s->cols};
-        msp = H5Screate_simple(2, mdims, NULL);
-        H5Sselect_hyperslab(msp, H5S_SELECT_SET, mstart, NULL, mcount, NULL);
-        mt = H5T_NATIVE_FLOAT;
-    } else {
-        /* the same shape as the file selection keeps HDF5 on its fast path */
-        msp = H5Screate_simple(s->rank == 1 ? 1 : 2, count, NULL);
-        mt = raw_memtype(s, &own);
-        if (!raw) {
-            rc = fp4s_src_scratch(s, nrows * s->cols * 2);
-            if (rc) goto done;
-            dst = s->scratch;
-        }
+    hid_t mt = direct && !raw ? H5T_NATIVE_FLOAT : raw_memtype(s, &own);
+    unsigned char *base = out; /* raw: stored bytes; converted: uint16 scratch */
+    size_t esz = fp4s_dtype_size(s->dt);
+    if (!direct) {
+        rc = fp4s_src_scratch(s, nrows * s->cols * 2);
+        if (rc) goto done;
+        base = s->scratch;
+        esz = 2;
     }
-    if (H5Dread(d, mt, msp, fsp, H5P_DEFAULT, dst) < 0) {
-        rc = fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot read rows %zu..%zu (HDF5: %s)", s->path, s->name,
-                            row0, row0 + nrows - 1, fp4s_h5_msg());
-        goto done;
+    for (size_t done = 0; done < nrows;) {
+        hsize_t start[FP4S_MAX_RANK], count[FP4S_MAX_RANK];
+        size_t nb = next_box(s, row0 + done, nrows - done, start, count);
+        hid_t fsp = H5Dget_space(d), msp;
+        void *dst;
+        if (direct && !raw) {
+            /* HDF5 converts float32/float64 to float32 and honours the row stride. */
+            hsize_t mdims[2] = {nb, ld}, mstart[2] = {0, 0}, mcount[2] = {nb, s->cols};
+            msp = H5Screate_simple(2, mdims, NULL);
+            if (msp >= 0) H5Sselect_hyperslab(msp, H5S_SELECT_SET, mstart, NULL, mcount, NULL);
+            dst = (float *)out + done * ld;
+        } else {
+            /* the same shape as the file selection keeps HDF5 on its fast path */
+            msp = H5Screate_simple(s->rank, count, NULL);
+            dst = base + done * s->cols * esz;
+        }
+        herr_t e = fsp < 0 || msp < 0 ? -1 : H5Sselect_hyperslab(fsp, H5S_SELECT_SET, start, NULL, count, NULL);
+        if (e >= 0) e = H5Dread(d, mt, msp, fsp, H5P_DEFAULT, dst);
+        if (msp >= 0) H5Sclose(msp);
+        if (fsp >= 0) H5Sclose(fsp);
+        if (e < 0) {
+            rc = fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot read rows %zu..%zu (HDF5: %s)", s->path, s->name,
+                                row0, row0 + nrows - 1, fp4s_h5_msg());
+            goto done;
+        }
+        done += nb;
     }
     if (!direct) {
         const uint16_t *h = s->scratch;
@@ -209,8 +247,6 @@ static int src_read(struct fp4s_source *s, size_t row0, size_t nrows, void *out,
     }
 done:
     if (own) H5Tclose(mt);
-    H5Sclose(msp);
-    H5Sclose(fsp);
     return rc;
 }
 

@@ -13,8 +13,9 @@ struct fp4s_source {
     enum fp4s_src_kind kind;
     char *path;            /* file part of the spec */
     char *name;            /* tensor or dataset part ("" for .npy) */
-    size_t rows, cols;
-    int rank;
+    size_t rows, cols;     /* rank >= 3: [prod(leading dimensions), last] */
+    int rank;              /* as stored */
+    uint64_t dims[FP4S_MAX_RANK]; /* the stored shape */
     fp4s_dtype dt;
     /* .npy and safetensors: raw little-endian rows at data_off */
     int fd;
@@ -39,11 +40,19 @@ int fp4s_h5_src_read(struct fp4s_source *s, size_t row0, size_t nrows, void *out
 void fp4s_h5_src_close(struct fp4s_source *s);
 
 /* Parse a .npy header from the start of a buffer (len bytes available).
- * On success fills dtype, rank, shape and the data offset. `what` names the
- * file in messages. Exposed for the unit tests through the static library. */
+ * On success fills dtype, rank, shape (rows and columns: a rank >= 3 array
+ * is [prod(leading), last], a 1-D one [1, n]), the stored dimensions (dims:
+ * FP4S_MAX_RANK entries, or NULL) and the data offset. `what` names the file
+ * in messages. Exposed for the unit tests through the static library. */
 int fp4s_npy_parse_header(const char *what, const unsigned char *buf, size_t len,
                           fp4s_dtype *dt, int *rank, uint64_t shape[2],
-                          uint64_t *data_off);
+                          uint64_t *data_off, uint64_t *dims);
+
+/* rows = prod(dims[0..rank-2]), cols = dims[rank-1] (rank 1: 1 and dims[0]);
+ * FP4S_ERANGE naming `what` if the product overflows. */
+int fp4s_flatten_dims(const char *what, int rank, const uint64_t *dims, uint64_t *rows, uint64_t *cols);
+/* "(2, 3, 4)" or "(5,)" */
+void fp4s_dims_str(int rank, const uint64_t *dims, char *buf, size_t n);
 
 /* Grow s->scratch to at least n bytes. */
 int fp4s_src_scratch(struct fp4s_source *s, size_t n);

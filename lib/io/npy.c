@@ -97,7 +97,7 @@ static int parse_uint(cursor *c, uint64_t *v)
     return 0;
 }
 
-#define NPY_MAX_RANK 32
+#define NPY_MAX_RANK FP4S_MAX_RANK
 
 static int parse_shape(cursor *c, uint64_t *dims, int *rank)
 {
@@ -132,7 +132,7 @@ static int parse_shape(cursor *c, uint64_t *dims, int *rank)
 }
 
 int fp4s_npy_parse_header(const char *what, const unsigned char *buf, size_t len,
-                          fp4s_dtype *dt, int *rank, uint64_t shape[2], uint64_t *data_off)
+                          fp4s_dtype *dt, int *rank, uint64_t shape[2], uint64_t *data_off, uint64_t *dims_out)
 {
     size_t total, toff;
     int rc = npy_prefix(what, buf, len, &total, &toff);
@@ -221,17 +221,11 @@ int fp4s_npy_parse_header(const char *what, const unsigned char *buf, size_t len
     if (fortran == 1)
         return fp4s_error_set(FP4S_EFORMAT, "%s: fortran_order is True (column-major); only C order is supported (save np.ascontiguousarray(a))", what);
     if (nd == 0)
-        return fp4s_error_set(FP4S_ESHAPE, "%s: shape () is a scalar; expected 1-D or 2-D", what);
-    if (nd > 2) {
-        char sb[256];
-        size_t k = 0;
-        for (int i = 0; i < nd && k < sizeof sb - 32; i++)
-            k += (size_t)snprintf(sb + k, sizeof sb - k, "%s%" PRIu64, i ? ", " : "", dims[i]);
-        return fp4s_error_set(FP4S_ESHAPE, "%s: shape (%s) has rank %d, expected 1 or 2", what, sb, nd);
-    }
+        return fp4s_error_set(FP4S_ESHAPE, "%s: shape () is a scalar; expected an array", what);
+    rc = fp4s_flatten_dims(what, nd, dims, &shape[0], &shape[1]);
+    if (rc) return rc;
     *rank = nd;
-    shape[0] = nd == 2 ? dims[0] : 1;
-    shape[1] = nd == 2 ? dims[1] : dims[0];
+    if (dims_out) memcpy(dims_out, dims, (size_t)nd * sizeof *dims);
     *data_off = total;
     return 0;
 }
@@ -255,25 +249,19 @@ int fp4s_npy_src_open(struct fp4s_source *s, uint64_t fsize)
         return fp4s_error_set(FP4S_EOPEN, "%s: cannot read: %s", s->path, strerror(errno));
     }
     uint64_t shape[2], off;
-    rc = fp4s_npy_parse_header(s->path, hb, (size_t)got, &s->dt, &s->rank, shape, &off);
+    rc = fp4s_npy_parse_header(s->path, hb, (size_t)got, &s->dt, &s->rank, shape, &off, s->dims);
     free(hb);
     if (rc) return rc;
-    if (shape[0] == 0 || shape[1] == 0) {
-        if (s->rank == 2)
-            return fp4s_error_set(FP4S_EEMPTY, "%s: shape (%" PRIu64 ", %" PRIu64 ") is empty", s->path, shape[0], shape[1]);
-        return fp4s_error_set(FP4S_EEMPTY, "%s: shape (0,) is empty", s->path);
-    }
+    char sh[512];
+    fp4s_dims_str(s->rank, s->dims, sh, sizeof sh);
+    if (shape[0] == 0 || shape[1] == 0) return fp4s_error_set(FP4S_EEMPTY, "%s: shape %s is empty", s->path, sh);
     uint64_t n, bytes;
     if (__builtin_mul_overflow(shape[0], shape[1], &n) ||
         __builtin_mul_overflow(n, (uint64_t)fp4s_dtype_size(s->dt), &bytes) ||
         bytes > (uint64_t)SIZE_MAX || n > (uint64_t)SIZE_MAX / sizeof(float))
-        return fp4s_error_set(FP4S_ERANGE, "%s: shape (%" PRIu64 ", %" PRIu64 ") overflows the addressable size",
-                              s->path, shape[0], shape[1]);
+        return fp4s_error_set(FP4S_ERANGE, "%s: shape %s overflows the addressable size", s->path, sh);
     uint64_t have = fsize - off;
     if (have < bytes) {
-        char sh[64];
-        if (s->rank == 2) snprintf(sh, sizeof sh, "(%" PRIu64 ", %" PRIu64 ")", shape[0], shape[1]);
-        else snprintf(sh, sizeof sh, "(%" PRIu64 ",)", shape[1]);
         return fp4s_error_set(FP4S_EFORMAT, "%s: truncated: shape %s %s needs %" PRIu64
                               " data bytes, the file has %" PRIu64, s->path, sh,
                               fp4s_dtype_name(s->dt), bytes, have);

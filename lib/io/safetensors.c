@@ -143,23 +143,26 @@ int fp4s_st_src_open(struct fp4s_source *s, uint64_t fsize)
         goto out;
     }
     size_t nd = json_array_size(js);
-    uint64_t dims[2] = {0, 0};
-    for (size_t i = 0; i < nd && i < 2; i++)
-        if (get_u64(json_array_get(js, i), &dims[i])) {
+    if (nd == 0 || nd > FP4S_MAX_RANK) {
+        rc = fp4s_error_set(FP4S_ESHAPE, "%s: %s: shape has rank %zu, expected 1 to %d", P, N, nd, FP4S_MAX_RANK);
+        goto out;
+    }
+    for (size_t i = 0; i < nd; i++)
+        if (get_u64(json_array_get(js, i), &s->dims[i])) {
             rc = fp4s_error_set(FP4S_EFORMAT, "%s: %s: shape[%zu] is not a non-negative integer", P, N, i);
             goto out;
         }
-    if (nd == 0 || nd > 2) {
-        rc = fp4s_error_set(FP4S_ESHAPE, "%s: %s: shape has rank %zu, expected 1 or 2", P, N, nd);
-        goto out;
-    }
     s->rank = (int)nd;
-    uint64_t r = nd == 2 ? dims[0] : 1, c = nd == 2 ? dims[1] : dims[0];
-    uint64_t cnt, bytes;
+    char what[512], sb[512];
+    snprintf(what, sizeof what, "%s: %s", P, N);
+    fp4s_dims_str(s->rank, s->dims, sb, sizeof sb);
+    uint64_t r, c, cnt, bytes;
+    rc = fp4s_flatten_dims(what, s->rank, s->dims, &r, &c);
+    if (rc) goto out;
     if (__builtin_mul_overflow(r, c, &cnt) ||
         __builtin_mul_overflow(cnt, (uint64_t)fp4s_dtype_size(s->dt), &bytes) ||
         cnt > (uint64_t)SIZE_MAX / sizeof(float)) {
-        rc = fp4s_error_set(FP4S_ERANGE, "%s: %s: shape [%" PRIu64 ", %" PRIu64 "] overflows", P, N, r, c);
+        rc = fp4s_error_set(FP4S_ERANGE, "%s: %s: shape %s overflows", P, N, sb);
         goto out;
     }
     uint64_t b, en;
@@ -178,12 +181,12 @@ int fp4s_st_src_open(struct fp4s_source *s, uint64_t fsize)
         goto out;
     }
     if (en - b != bytes) {
-        rc = fp4s_error_set(FP4S_EFORMAT, "%s: %s: data_offsets span %" PRIu64 " bytes but shape [%" PRIu64 ", %" PRIu64
-                            "] of %s needs %" PRIu64, P, N, en - b, r, c, dts, bytes);
+        rc = fp4s_error_set(FP4S_EFORMAT, "%s: %s: data_offsets span %" PRIu64 " bytes but shape %s of %s needs %"
+                            PRIu64, P, N, en - b, sb, dts, bytes);
         goto out;
     }
     if (cnt == 0) {
-        rc = fp4s_error_set(FP4S_EEMPTY, "%s: %s: tensor is empty (shape [%" PRIu64 ", %" PRIu64 "])", P, N, r, c);
+        rc = fp4s_error_set(FP4S_EEMPTY, "%s: %s: tensor is empty (shape %s)", P, N, sb);
         goto out;
     }
     s->rows = (size_t)r;

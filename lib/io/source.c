@@ -213,6 +213,36 @@ void fp4s_source_close(fp4s_source **src)
 size_t fp4s_source_rows(const fp4s_source *s) { return s ? s->rows : 0; }
 size_t fp4s_source_cols(const fp4s_source *s) { return s ? s->cols : 0; }
 int fp4s_source_rank(const fp4s_source *s) { return s ? s->rank : 0; }
+
+int fp4s_source_shape(const fp4s_source *s, uint64_t *dims, int max)
+{
+    if (!s) return 0;
+    for (int i = 0; i < s->rank && i < max; i++) dims[i] = s->dims[i];
+    return s->rank;
+}
+
+int fp4s_flatten_dims(const char *what, int rank, const uint64_t *dims, uint64_t *rows, uint64_t *cols)
+{
+    uint64_t r = 1;
+    for (int i = 0; i + 1 < rank; i++)
+        if (__builtin_mul_overflow(r, dims[i], &r)) {
+            char sb[512];
+            fp4s_dims_str(rank, dims, sb, sizeof sb);
+            return fp4s_error_set(FP4S_ERANGE, "%s: shape %s overflows", what, sb);
+        }
+    *rows = r;
+    *cols = rank ? dims[rank - 1] : 0;
+    return 0;
+}
+
+void fp4s_dims_str(int rank, const uint64_t *dims, char *buf, size_t n)
+{
+    size_t k = 0;
+    k += (size_t)snprintf(buf, n, "(");
+    for (int i = 0; i < rank && k + 24 < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%llu", i ? ", " : "", (unsigned long long)dims[i]);
+    if (k < n) snprintf(buf + k, n - k, rank == 1 ? ",)" : ")");
+}
 fp4s_dtype fp4s_source_dtype(const fp4s_source *s) { return s ? s->dt : FP4S_DT_F32; }
 const char *fp4s_source_path(const fp4s_source *s) { return s ? s->path : ""; }
 const char *fp4s_source_name(const fp4s_source *s) { return s ? s->name : ""; }

@@ -140,6 +140,21 @@ expect 3 "no tensor matches" timeout 10 $C import "$T/long.safetensors:*a*a*a*a*
 $C import "$T/long.safetensors:*a*a*a*a*a*a*a*a*" -o "$T/l.h5" --step 0 --side weight --site '{1}x{9}'
 fp4-capture ls "$T/l.h5" | grep -q " x$(printf 'a%.0s' $(seq 52)) " || fail "captures of a long match"
 
+# a dump of rank 3 [batch, seq, hidden] imports as batch*seq rows, bit for bit,
+# with its shape kept
+"$PY" -c "
+import numpy as np
+np.save('$T/dump3.npy', np.arange(2 * 3 * 8, dtype=np.float32).reshape(2, 3, 8))"
+$C import "$T/dump3.npy" -o "$T/r3.h5" --step 0 --side trainer --site layers.0.x
+"$PY" - "$T/r3.h5" "$T/dump3.npy" <<'PYEOF'
+import sys, h5py, numpy as np
+d = h5py.File(sys.argv[1], 'r')['/steps/0/layers.0.x/trainer']
+ref = np.load(sys.argv[2])
+assert d.shape == (6, 8) and d[()].tobytes() == ref.reshape(6, 8).tobytes(), d.shape
+s = d.attrs['source_shape']
+assert (s.decode() if isinstance(s, bytes) else s) == '2,3,8', s
+PYEOF
+
 # one safetensors header limit (100 MiB) and one true message for every reader
 "$PY" -c "
 import struct

@@ -67,10 +67,13 @@ for t in fp4-decompose fp4-channels; do
     expect 3 "multiple of the block size" $t odd.npy
 done
 # foundation bad-input list: each names the file and exits 3, no output
-for bad in rank3.npy int.npy trunc.npy; do
+for bad in int.npy trunc.npy; do
     expect 3 "$bad" fp4-decompose $bad
     expect 3 "$bad" fp4-channels $bad
 done
+# rank 3 reads as [prod(leading), last] (libfp4scope(3)): 4 rows of 32
+expect 0 "" fp4-decompose --json rank3.npy
+grep -q '"rows": 4' out.txt && grep -q '"cols": 32' out.txt || fail "rank3.npy was not read as 4 x 32"
 expect 3 "plain.h5" fp4-decompose plain.h5:/nope
 expect 3 "plain.h5" fp4-decompose --sites '*' plain.h5
 expect 3 "" fp4-decompose --by block a.npy huge-limit-is-not-hit.npy

@@ -19,9 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* internal entry point, tested directly */
-int fp4s_npy_parse_header(const char *what, const unsigned char *buf, size_t len,
-                          fp4s_dtype *dt, int *rank, uint64_t shape[2], uint64_t *data_off);
+/* internal entry points, tested directly */
+#include "io/internal.h"
 
 static char tmpdir[256];
 
@@ -104,7 +103,7 @@ static int parse_dict(const char *dict, fp4s_dtype *dt, int *rank, uint64_t sh[2
     memset(hdr + 10 + dl, ' ', hl - dl - 1);
     hdr[total - 1] = '\n';
     uint64_t off;
-    return fp4s_npy_parse_header("t.npy", hdr, total, dt, rank, sh, &off);
+    return fp4s_npy_parse_header("t.npy", hdr, total, dt, rank, sh, &off, NULL);
 }
 
 static bool detail_has(const char *s) { return strstr(fp4s_last_error(), s) != NULL; }
@@ -155,7 +154,8 @@ START_TEST(npy_header_rejects_malformed)
         {"{'descr': '>f4', 'fortran_order': False, 'shape': (3, 4), }", FP4S_EDTYPE, "big-endian"},
         {"{'descr': '<i4', 'fortran_order': False, 'shape': (3, 4), }", FP4S_EDTYPE, "'<i4' is not supported"},
         {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3,), }", FP4S_EDTYPE, "structured"},
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 4), }", FP4S_ESHAPE, "shape (2, 3, 4) has rank 3"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 2), }", FP4S_ERANGE,
+         "shape (4294967296, 4294967296, 2) overflows"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (), }", FP4S_ESHAPE, "scalar"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (3), }", FP4S_EFORMAT, "not a tuple"},
         {"{'descr': '<f4', 'fortran_order': False, }", FP4S_EFORMAT, "missing key 'shape'"},
@@ -183,18 +183,18 @@ START_TEST(npy_header_rejects_bad_prefix)
     int rank;
     uint64_t sh[2], off;
     unsigned char b[16] = "\x93NUMPY\x04\x00\x10\x00";
-    ck_assert_int_eq(fp4s_npy_parse_header("v.npy", b, 16, &dt, &rank, sh, &off), FP4S_EVERSION);
+    ck_assert_int_eq(fp4s_npy_parse_header("v.npy", b, 16, &dt, &rank, sh, &off, NULL), FP4S_EVERSION);
     ASSERT_DETAIL("version 4.0");
     memcpy(b, "\x93NUMPY\x01\x00\x76\x00", 10);
-    ck_assert_int_eq(fp4s_npy_parse_header("v.npy", b, 16, &dt, &rank, sh, &off), FP4S_EFORMAT);
+    ck_assert_int_eq(fp4s_npy_parse_header("v.npy", b, 16, &dt, &rank, sh, &off, NULL), FP4S_EFORMAT);
     ASSERT_DETAIL("truncated");
-    ck_assert_int_eq(fp4s_npy_parse_header("v.npy", b, 5, &dt, &rank, sh, &off), FP4S_EFORMAT);
+    ck_assert_int_eq(fp4s_npy_parse_header("v.npy", b, 5, &dt, &rank, sh, &off, NULL), FP4S_EFORMAT);
     memcpy(b, "PK\x03\x04zzzzzzzz", 12);
-    ck_assert_int_eq(fp4s_npy_parse_header("v.npy", b, 16, &dt, &rank, sh, &off), FP4S_EFORMAT);
+    ck_assert_int_eq(fp4s_npy_parse_header("v.npy", b, 16, &dt, &rank, sh, &off, NULL), FP4S_EFORMAT);
     ASSERT_DETAIL("magic");
     /* header text not ending in '\n' */
     memcpy(b, "\x93NUMPY\x01\x00\x06\x00{}    ", 16);
-    ck_assert_int_eq(fp4s_npy_parse_header("v.npy", b, 16, &dt, &rank, sh, &off), FP4S_EFORMAT);
+    ck_assert_int_eq(fp4s_npy_parse_header("v.npy", b, 16, &dt, &rank, sh, &off, NULL), FP4S_EFORMAT);
     ASSERT_DETAIL("newline");
 }
 END_TEST
@@ -272,9 +272,9 @@ START_TEST(npy_rejects_bad_files)
     ck_assert_int_eq(fp4s_source_open(tp("zero.npy"), &s), FP4S_EEMPTY);
     ASSERT_DETAIL("zero.npy: shape (0, 3) is empty");
 
-    make_npy(tp("r3.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 3), }", f, 24);
-    ck_assert_int_eq(fp4s_source_open(tp("r3.npy"), &s), FP4S_ESHAPE);
-    ASSERT_DETAIL("r3.npy: shape (1, 2, 3) has rank 3");
+    make_npy(tp("r3.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 4), }", f, 24);
+    ck_assert_int_eq(fp4s_source_open(tp("r3.npy"), &s), FP4S_EFORMAT);
+    ASSERT_DETAIL("r3.npy: truncated: shape (1, 2, 4) float32 needs 32 data bytes, the file has 24");
 
     make_npy(tp("i8.npy"), "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }", f, 24);
     ck_assert_int_eq(fp4s_source_open(tp("i8.npy"), &s), FP4S_EDTYPE);
@@ -407,13 +407,14 @@ START_TEST(safetensors_rejects_lies)
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}", 20, 24, "w", FP4S_EFORMAT, "not valid JSON"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}", -1, 20, "w", FP4S_EFORMAT, "run past the 20-byte data buffer"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[8,4]}}", -1, 24, "w", FP4S_EFORMAT, "end before they begin"},
-        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,24]}}", -1, 24, "w", FP4S_EFORMAT, "span 24 bytes but shape [2, 4] of F32 needs 32"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,24]}}", -1, 24, "w", FP4S_EFORMAT, "span 24 bytes but shape (2, 4) of F32 needs 32"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,24]}}", -1, 24, "w", FP4S_ERANGE, "overflows"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,-3],\"data_offsets\":[0,24]}}", -1, 24, "w", FP4S_EFORMAT, "shape[1] is not a non-negative integer"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,99999999999999999999]}}", -1, 24, "w", FP4S_EFORMAT, "not valid JSON"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0]}}", -1, 24, "w", FP4S_EFORMAT, "not a pair"},
         {"{\"w\":{\"dtype\":\"I64\",\"shape\":[3],\"data_offsets\":[0,24]}}", -1, 24, "w", FP4S_EDTYPE, "dtype I64 is not supported"},
-        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[1,2,3],\"data_offsets\":[0,24]}}", -1, 24, "w", FP4S_ESHAPE, "rank 3"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[1,2,4],\"data_offsets\":[0,24]}}", -1, 24, "w", FP4S_EFORMAT,
+         "shape (1, 2, 4) of F32 needs 32"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]}}", -1, 24, "w", FP4S_ESHAPE, "rank 0"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[0,3],\"data_offsets\":[0,0]}}", -1, 24, "w", FP4S_EEMPTY, "empty"},
         {"{\"w\":{\"dtype\":\"F32\"}}", -1, 24, "w", FP4S_EFORMAT, "needs string 'dtype'"},
@@ -535,6 +536,83 @@ START_TEST(h5_reads_float_and_bfloat16)
 }
 END_TEST
 
+/* Issue 9.6: tensors of rank 3 or more (a PyTorch dump [batch, seq, hidden])
+ * read as [prod(leading), last] in C order from .npy, safetensors and HDF5,
+ * the stored shape kept; HDF5 row ranges that cross the leading dimensions
+ * are read box by box. */
+static void check_rows(const char *spec, const float *ref, size_t rows, size_t cols, int rank,
+                       const uint64_t *dims)
+{
+    fp4s_source *s;
+    ck_assert_msg(fp4s_source_open(spec, &s) == 0, "%s: %s", spec, fp4s_last_error());
+    ck_assert_uint_eq(fp4s_source_rows(s), rows);
+    ck_assert_uint_eq(fp4s_source_cols(s), cols);
+    ck_assert_int_eq(fp4s_source_rank(s), rank);
+    uint64_t got[FP4S_MAX_RANK];
+    ck_assert_int_eq(fp4s_source_shape(s, got, FP4S_MAX_RANK), rank);
+    for (int i = 0; i < rank; i++) ck_assert_uint_eq(got[i], dims[i]);
+    float *o = malloc((rows * (cols + 3) + 1) * sizeof *o);
+    for (size_t r0 = 0; r0 < rows; r0++)
+        for (size_t n = 1; r0 + n <= rows; n += 1 + n / 2) {
+            ck_assert_int_eq(fp4s_source_read(s, r0, n, o, cols + 3), 0);
+            for (size_t i = 0; i < n; i++)
+                ck_assert_msg(memcmp(o + i * (cols + 3), ref + (r0 + i) * cols, cols * sizeof *o) == 0,
+                              "%s: rows %zu+%zu, row %zu differs", spec, r0, n, i);
+        }
+    free(o);
+    fp4s_source_close(&s);
+}
+
+START_TEST(rank3_and_more_read_as_rows_of_the_last_dimension)
+{
+    enum { N = 2 * 3 * 5 * 4 };
+    float a[N];
+    for (int i = 0; i < N; i++) a[i] = (float)i * 0.25f - 7;
+    uint64_t d3[3] = {6, 5, 4}, d4[4] = {2, 3, 5, 4};
+    make_npy(tp("r3.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (6, 5, 4), }", a, sizeof a);
+    check_rows(tp("r3.npy"), a, 30, 4, 3, d3);
+    make_npy(tp("r4.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 5, 4), }", a, sizeof a);
+    check_rows(tp("r4.npy"), a, 30, 4, 4, d4);
+#if FP4S_HAVE_JANSSON
+    const char *js = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3,5,4],\"data_offsets\":[0,480]}}";
+    uint64_t hl = strlen(js);
+    unsigned char lb[8];
+    for (int i = 0; i < 8; i++) lb[i] = (unsigned char)(hl >> (8 * i));
+    FILE *f = fopen(tp("r4.safetensors"), "wb");
+    fwrite(lb, 1, 8, f);
+    fwrite(js, 1, hl, f);
+    fwrite(a, 1, sizeof a, f);
+    fclose(f);
+    char spec[600];
+    snprintf(spec, sizeof spec, "%s:w", tp("r4.safetensors"));
+    check_rows(spec, a, 30, 4, 4, d4);
+#endif
+    hid_t h = H5Fcreate(tp("r.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t h3[3] = {6, 5, 4}, h4[4] = {2, 3, 5, 4}, h5d[5] = {2, 1, 3, 5, 4};
+    h5_dset(h, "/r3", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 3, h3, a, NULL);
+    h5_dset(h, "/r4", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, h4, a, NULL);
+    h5_dset(h, "/r5", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 5, h5d, a, NULL);
+    uint16_t bf[N];
+    for (int i = 0; i < N; i++) bf[i] = (uint16_t)(0x3f80 + i);
+    h5_dset(h, "/b4", H5T_STD_U16LE, H5T_NATIVE_UINT16, 4, h4, bf, "bfloat16");
+    H5Fclose(h);
+    uint64_t d5[5] = {2, 1, 3, 5, 4};
+    check_rows(h5_spec("r.h5", "/r3"), a, 30, 4, 3, d3);
+    check_rows(h5_spec("r.h5", "/r4"), a, 30, 4, 4, d4);
+    check_rows(h5_spec("r.h5", "/r5"), a, 30, 4, 5, d5);
+    float bref[N];
+    for (int i = 0; i < N; i++) bref[i] = fp4s_bf16_decode(bf[i]);
+    check_rows(h5_spec("r.h5", "/b4"), bref, 30, 4, 4, d4);
+    /* raw bytes too (what import copies bit for bit) */
+    fp4s_source *s;
+    ck_assert_int_eq(fp4s_source_open(h5_spec("r.h5", "/b4"), &s), 0);
+    uint16_t raw[N];
+    ck_assert_int_eq(fp4s_source_read_raw(s, 4, 21, raw), 0);
+    ck_assert_mem_eq(raw, bf + 16, 21 * 4 * sizeof *raw);
+    fp4s_source_close(&s);
+}
+END_TEST
+
 START_TEST(h5_rejects_bad_datasets)
 {
     make_h5(tp("t.h5"));
@@ -545,7 +623,6 @@ START_TEST(h5_rejects_bad_datasets)
         {"/act", FP4S_ENOTFOUND, "/act: is a group, not a dataset"},
         {"/u16", FP4S_EDTYPE, "uint16 dataset without attribute dtype = \"bfloat16\""},
         {"/i32", FP4S_EDTYPE, "int32 dataset is not supported"},
-        {"/r3", FP4S_ESHAPE, "found 3-D float32"},
         {"/scalar", FP4S_ESHAPE, "found a scalar"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -872,7 +949,7 @@ START_TEST(npy_header_survives_mutation)
         fp4s_dtype dt;
         int rank;
         uint64_t sh[2], off;
-        int rc = fp4s_npy_parse_header("m.npy", b, len, &dt, &rank, sh, &off);
+        int rc = fp4s_npy_parse_header("m.npy", b, len, &dt, &rank, sh, &off, NULL);
         if (rc == 0) {
             accepted++;
             ck_assert(rank == 1 || rank == 2);
@@ -952,6 +1029,7 @@ static Suite *io_suite(void)
 #endif
         {"h5_reads_float_and_bfloat16", h5_reads_float_and_bfloat16},
         {"h5_rejects_bad_datasets", h5_rejects_bad_datasets},
+        {"rank3_and_more_read_as_rows_of_the_last_dimension", rank3_and_more_read_as_rows_of_the_last_dimension},
 #if FP4S_HAVE_JANSSON
         {"spec_path_with_colon", spec_path_with_colon},
 #endif

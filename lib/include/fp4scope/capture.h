@@ -179,6 +179,8 @@ typedef struct fp4s_capture_meta {
     int64_t token_offset;  /* index of the first row in the step's token stream; -1 = none (default) */
     int64_t layer;         /* -2 = parse "layers.<n>" from the site (default), -1 = none */
     int64_t expert;        /* -2 = parse "experts.<n>" from the site (default), -1 = none */
+    const char *source_shape; /* "2,128,4096": the stored shape of a tensor of rank 3 or more
+                                 whose rows these are (attribute source_shape); NULL = none */
 } fp4s_capture_meta;
 
 FP4S_API void fp4s_capture_meta_defaults(fp4s_capture_meta *m);

@@ -1,10 +1,14 @@
 /* Tensor input and output.
  *
  * A source opens any supported tensor by one string and yields float32 rows:
- *   file.npy                    float32/float64/float16, C order, 1-D or 2-D
- *   file.safetensors:NAME       F32, F16, BF16, 1-D or 2-D
+ *   file.npy                    float32/float64/float16, C order
+ *   file.safetensors:NAME       F32, F16, BF16
  *   file.h5:/path/to/dataset    float32, float64, float16, or BF16 stored as
  *                               uint16 with attribute dtype = "bfloat16"
+ * of any rank from 1 to FP4S_MAX_RANK. A tensor of rank 3 or more (a PyTorch
+ * activation dump [batch, seq, hidden]) reads as the matrix
+ * [prod(leading dimensions), last]: rows of the last dimension, in C order;
+ * fp4s_source_rank and fp4s_source_shape give the shape as stored.
  * The last ':' splits file and tensor, unless the whole spec is an existing
  * file (paths with ':') or only an earlier ':' leaves an existing file before
  * it (tensor names with ':'). A 1-D tensor reads as one row. Rows are read on demand (HDF5 by hyperslab,
@@ -27,6 +31,8 @@
 extern "C" {
 #endif
 
+#define FP4S_MAX_RANK 32 /* the most dimensions a source may have (as numpy and HDF5) */
+
 typedef enum fp4s_dtype {
     FP4S_DT_F32 = 0, FP4S_DT_F64, FP4S_DT_F16, FP4S_DT_BF16,
     FP4S_DT_U8, FP4S_DT_U16, FP4S_DT_I32, FP4S_DT_I64
@@ -46,7 +52,10 @@ FP4S_API void fp4s_source_close(fp4s_source **src);
 
 FP4S_API size_t fp4s_source_rows(const fp4s_source *src);
 FP4S_API size_t fp4s_source_cols(const fp4s_source *src);
-FP4S_API int fp4s_source_rank(const fp4s_source *src);   /* 1 or 2, as stored */
+FP4S_API int fp4s_source_rank(const fp4s_source *src);   /* as stored: 1, 2, 3, ... */
+/* The shape as stored: copies min(rank, max) dimensions into dims and
+ * returns the rank. */
+FP4S_API int fp4s_source_shape(const fp4s_source *src, uint64_t *dims, int max);
 FP4S_API fp4s_dtype fp4s_source_dtype(const fp4s_source *src); /* stored dtype */
 FP4S_API const char *fp4s_source_path(const fp4s_source *src); /* file part */
 FP4S_API const char *fp4s_source_name(const fp4s_source *src); /* tensor/dataset part, "" for .npy */
