@@ -6,6 +6,7 @@
  *   spec.h      quantizer specs and the engine profiles
  *   quant.h     quantize / dequantize / pack, kernel selection
  *   tensor.h    tensor sources (.npy, safetensors, HDF5), atomic outputs, .npy writer
+ *   outfile.h   output groups: a run's outputs all or none, checked against its inputs
  *   qfile.h     the packed quantized HDF5 file
  *   capture.h   the capture schema fp4scope-capture/1: reader and writer
  *   decompose.h the three-way error decomposition and its mergeable accumulators
@@ -25,6 +26,7 @@
 #include <fp4scope/spec.h>
 #include <fp4scope/quant.h>
 #include <fp4scope/tensor.h>
+#include <fp4scope/outfile.h>
 #include <fp4scope/qfile.h>
 #include <fp4scope/capture.h>
 #include <fp4scope/decompose.h>
