@@ -35,7 +35,7 @@ fp4-decompose -f mxfp4 -p ceil --sites "$site" --steps 0 --sides rollout "$cap"
 step "3. which activation channels carry the NVFP4 error (QUADS residual compensation set)"
 fp4-channels -f nvfp4 -p te --ratio 0.125 --show 10 \
     --weight "$cap:/weights/$site" "$cap:/steps/0/$site/rollout" \
-    -o "$OUT/channels-set.h5"
+    -o "$OUT/channels-set.h5" --force  # the set of an earlier run is replaced
 fp4-channels -f nvfp4 -p te --ratio 0.125 --weight "$cap:/weights/$site" \
     "$cap:/steps/0/$site/rollout" --json > "$OUT/channels.json"
 

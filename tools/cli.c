@@ -1,24 +1,192 @@
 #include "cli.h"
 
 #include <fp4scope/capture.h>
+#include <fp4scope/outfile.h>
 #include <fp4scope/tensor.h>
 #include <fp4scope/version.h>
 
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *prog_name = "fp4scope";
+static bool failure_reported; /* a message with a non-zero status was printed */
+static bool stdout_reported;  /* ... about standard output */
+static fp4s_outgroup *group;  /* this run's outputs */
+static bool force;
 
-void cli_init(const char *prog) { prog_name = prog; }
+/* ---- scratch files: lock-free slots, removed from signal handlers -------------- */
+#define SCRATCH_MAX 64
+static _Atomic(char *) scratch[SCRATCH_MAX];
+
+static void scratch_unlink_all(void)
+{
+    for (int i = SCRATCH_MAX; i-- > 0;) {
+        char *p = atomic_exchange(&scratch[i], NULL);
+        if (p && unlink(p) != 0) (void)rmdir(p);
+    }
+}
+
+void cli_scratch_add(const char *path)
+{
+    char *p = xstrdup(path);
+    for (int i = 0; i < SCRATCH_MAX; i++) {
+        char *expect = NULL;
+        if (atomic_compare_exchange_strong(&scratch[i], &expect, p)) return;
+    }
+    cli_die(FP4S_EXIT_INTERNAL, "%s: too many scratch files", path);
+}
+
+void cli_scratch_remove(const char *path)
+{
+    for (int i = SCRATCH_MAX; i-- > 0;) {
+        char *p = atomic_load(&scratch[i]);
+        if (p && strcmp(p, path) == 0 && atomic_compare_exchange_strong(&scratch[i], &p, NULL)) {
+            if (unlink(p) != 0) (void)rmdir(p);
+            free(p);
+            return;
+        }
+    }
+}
+
+/* ---- signals and exit ------------------------------------------------------------- */
+static void on_signal(int sig)
+{
+    fp4s_outfile_unlink_all();
+    scratch_unlink_all();
+    signal(sig, SIG_DFL);
+    raise(sig); /* delivered when the handler returns: the process ends by the signal */
+}
+
+int cli_stdout_flush(void)
+{
+    if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
+    int e = errno;
+    if (!stdout_reported) {
+        fprintf(stderr, "%s: stdout: write failed: %s\n", prog_name, strerror(e ? e : EIO));
+        stdout_reported = true;
+    }
+    return FP4S_EXIT_OUTPUT;
+}
+
+static void at_exit(void)
+{
+    fp4s_outgroup_abort(&group);
+    scratch_unlink_all();
+    if (failure_reported) stdout_reported = true; /* that failure is the message */
+    bool bad = cli_stdout_flush() != 0;
+    if (!bad && fclose(stdout) != 0 && errno != EBADF) {
+        if (!stdout_reported)
+            fprintf(stderr, "%s: stdout: write failed: %s\n", prog_name, strerror(errno));
+        bad = true;
+    }
+    if (bad && !failure_reported) _exit(FP4S_EXIT_OUTPUT);
+}
+
+void cli_init(const char *prog)
+{
+    prog_name = prog;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    /* a signal ignored when the tool starts (nohup, a background job of a
+     * shell without job control) stays ignored */
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+        struct sigaction old;
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        sigaction(sigs[i], &sa, NULL);
+    }
+    atexit(at_exit);
+    if (fp4s_outgroup_open(0, &group)) cli_die(FP4S_EXIT_INTERNAL, "%s", fp4s_last_error());
+}
+
 const char *cli_prog(void) { return prog_name; }
 
+/* ---- memory ---------------------------------------------------------------------------- */
+void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) cli_die(FP4S_EXIT_INTERNAL, "out of memory (%zu bytes)", n);
+    return p;
+}
+
+void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) cli_die(FP4S_EXIT_INTERNAL, "out of memory (%zu x %zu bytes)", n, size);
+    return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q) cli_die(FP4S_EXIT_INTERNAL, "out of memory (%zu bytes)", n);
+    return q;
+}
+
+char *xstrdup(const char *s)
+{
+    char *d = strdup(s ? s : "");
+    if (!d) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    return d;
+}
+
+/* ---- outputs -------------------------------------------------------------------------------- */
+static fp4s_outgroup *the_group(void)
+{
+    if (!group && fp4s_outgroup_open(force ? FP4S_OUT_FORCE : 0, &group))
+        cli_die(FP4S_EXIT_INTERNAL, "%s", fp4s_last_error());
+    return group;
+}
+
+void cli_force(void)
+{
+    force = true;
+    fp4s_outgroup_flags(the_group(), FP4S_OUT_FORCE);
+}
+
+bool cli_forced(void) { return force; }
+
+void cli_input(const char *spec)
+{
+    int rc = fp4s_outgroup_input(the_group(), spec);
+    if (rc) cli_fail(rc);
+}
+
+void cli_output(const char *path)
+{
+    int rc = fp4s_outgroup_output(the_group(), path, 0);
+    if (rc) cli_fail(rc);
+}
+
+void cli_output_append(const char *path)
+{
+    int rc = fp4s_outgroup_output(the_group(), path, FP4S_OUT_APPEND);
+    if (rc) cli_fail(rc);
+}
+
+int cli_commit(void)
+{
+    if (!group) return 0;
+    int rc = fp4s_outgroup_commit(&group);
+    return rc ? cli_report(rc) : 0;
+}
+
+void cli_outputs_abort(void) { fp4s_outgroup_abort(&group); }
+
+/* ---- messages -------------------------------------------------------------------------------- */
 void cli_die(int status, const char *fmt, ...)
 {
     va_list ap;
+    if (status) failure_reported = true;
     fprintf(stderr, "%s: ", prog_name);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
@@ -30,6 +198,7 @@ void cli_die(int status, const char *fmt, ...)
 void cli_usage(const char *fmt, ...)
 {
     va_list ap;
+    failure_reported = true;
     fprintf(stderr, "%s: ", prog_name);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
@@ -40,6 +209,7 @@ void cli_usage(const char *fmt, ...)
 
 int cli_report(int code)
 {
+    failure_reported = true;
     const char *d = fp4s_last_error();
     fprintf(stderr, "%s: %s\n", prog_name, (d && *d) ? d : fp4s_strerror(code));
     return fp4s_exit_status(code);
@@ -55,6 +225,7 @@ void cli_failf(int code, const char *fmt, ...)
     vsnprintf(ctx, sizeof ctx, fmt, ap);
     va_end(ap);
     const char *d = fp4s_last_error();
+    failure_reported = true;
     fprintf(stderr, "%s: %s: %s\n", prog_name, ctx, (d && *d) ? d : fp4s_strerror(code));
     exit(fp4s_exit_status(code));
 }
@@ -141,20 +312,19 @@ json_t *cli_json_real(double v) { return isfinite(v) ? json_real(v) : json_null(
 
 int cli_json_print(json_t *j)
 {
-    int rc = json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);
     json_decref(j);
-    if (rc != 0 || fflush(stdout) != 0) {
-        fprintf(stderr, "%s: stdout: write failed\n", prog_name);
-        return FP4S_EXIT_OUTPUT;
-    }
-    return FP4S_EXIT_OK;
+    return cli_stdout_flush();
 }
 
 int cli_write_text(const char *path, const char *text, size_t len)
 {
-    if (strcmp(path, "-") == 0)
-        return fwrite(text, 1, len, stdout) == len ? 0 : FP4S_EWRITE;
+    if (strcmp(path, "-") == 0) {
+        if (fwrite(text, 1, len, stdout) == len && fflush(stdout) == 0) return 0;
+        stdout_reported = true; /* the caller reports this detail */
+        return fp4s_error_set(FP4S_EWRITE, "stdout: write failed: %s", strerror(errno ? errno : EIO));
+    }
     fp4s_outfile *o;
     int rc = fp4s_outfile_begin(path, &o);
     if (rc) return rc;
@@ -164,9 +334,14 @@ int cli_write_text(const char *path, const char *text, size_t len)
         return fp4s_error_set(FP4S_EWRITE, "%s: cannot write: %s", path, strerror(errno));
     }
     size_t w = fwrite(text, 1, len, f);
-    if (fclose(f) != 0 || w != len) {
+    int bad = w != len || ferror(f), e = errno;
+    if (fclose(f) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    if (bad) {
         fp4s_outfile_abort(&o);
-        return fp4s_error_set(FP4S_EWRITE, "%s: write failed", path);
+        return fp4s_error_set(FP4S_EWRITE, "%s: write failed: %s", path, strerror(e ? e : EIO));
     }
     return fp4s_outfile_commit(&o);
 }

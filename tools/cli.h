@@ -14,9 +14,49 @@
 #include <jansson.h>
 #include <stdio.h>
 
-/* Set the program name used in messages (call first in main). */
+/* Call first in main: the program name used in messages, and what every tool
+ * shares at run time. SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGPIPE remove the
+ * run's temporaries (its outputs not yet committed and its scratch files),
+ * then end the process by the same signal. At exit, outputs not committed are
+ * removed and standard output is flushed and checked: a failed write prints
+ * "prog: stdout: REASON" and the exit status becomes 4 (unless a failure was
+ * reported already). The run's outputs form one output group
+ * (fp4scope/outfile.h), opened here. */
 void cli_init(const char *prog);
 const char *cli_prog(void);
+
+/* ---- memory: out of memory is exit 5 with a message -------------------------------- */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);   /* NULL gives "" */
+
+/* ---- outputs ---------------------------------------------------------------------------
+ * Every tool declares what it reads and what it will write before the work;
+ * each declaration is checked at once (an output that is an input or another
+ * output: exit 2; an existing HDF5 file without --force: exit 2; a file a live
+ * writer holds: exit 4; nothing is written). Outputs begun by the writers join
+ * the group; cli_commit() renames them all into place, all or none. */
+enum { CLI_OPT_FORCE = 0x4100 };
+#define CLI_OUTPUT_LONGOPTS {"force", no_argument, NULL, CLI_OPT_FORCE},
+void cli_force(void);                   /* --force: existing HDF5 outputs may be replaced */
+bool cli_forced(void);
+void cli_input(const char *spec);       /* a tensor spec, trace or report the run reads */
+void cli_output(const char *path);      /* a file the run will replace */
+void cli_output_append(const char *path); /* a file the run appends to in place */
+/* Commit the group: 0, or the exit status after printing the reason. */
+int cli_commit(void);
+/* Drop every output not committed yet (their temporaries are removed). */
+void cli_outputs_abort(void);
+
+/* Scratch files and directories of the run (removed at exit and on a signal,
+ * in reverse order). cli_scratch_remove removes one now. */
+void cli_scratch_add(const char *path);
+void cli_scratch_remove(const char *path);
+
+/* Flush standard output: 0, or FP4S_EXIT_OUTPUT after "prog: stdout: REASON"
+ * (printed once). */
+int cli_stdout_flush(void);
 
 /* Print "prog: <fmt>" to stderr and exit with status. */
 _Noreturn void cli_die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -103,20 +103,6 @@ enum {
     OPT_VERSION, OPT_EXACT
 };
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-    return p;
-}
-
-static char *xstrdup(const char *s)
-{
-    char *d = strdup(s);
-    if (!d) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-    return d;
-}
-
 static bool has_suffix(const char *s, const char *suf)
 {
     size_t a = strlen(s), b = strlen(suf);
@@ -407,7 +393,7 @@ static int cmd_import(int argc, char **argv)
         {"step", required_argument, 0, OPT_STEP}, {"side", required_argument, 0, OPT_SIDE},
         {"const", no_argument, 0, OPT_CONST}, {"site", required_argument, 0, OPT_SITE},
         {"gzip", required_argument, 0, OPT_GZIP}, {"exact", no_argument, 0, OPT_EXACT},
-        {"help", no_argument, 0, OPT_HELP}, {"version", no_argument, 0, OPT_VERSION}, {0, 0, 0, 0}};
+        {"help", no_argument, 0, OPT_HELP}, {"version", no_argument, 0, OPT_VERSION}, CLI_OUTPUT_LONGOPTS {0, 0, 0, 0}};
     const char *out = NULL, *side = NULL, *tpl = "{name}";
     bool append = false, cst = false, have_step = false, exact = false;
     int64_t step = 0;
@@ -422,6 +408,7 @@ static int cmd_import(int argc, char **argv)
         case OPT_SITE: tpl = optarg; break;
         case OPT_GZIP: gz = (int)cli_parse_int("--gzip", optarg, 0, 9); break;
         case OPT_EXACT: exact = true; break;
+        case CLI_OPT_FORCE: cli_force(); break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;
         default: cli_usage("import: unknown option");
@@ -514,6 +501,9 @@ static int cmd_import(int argc, char **argv)
             if (strcmp(jobs[i].site, jobs[k].site) == 0)
                 cli_usage("import: %s and %s both map to site '%s' (use {name} or {1} in --site)",
                           jobs[i].spec, jobs[k].spec, jobs[i].site);
+    for (int a = optind; a < argc; a++) cli_input(argv[a]);
+    if (append && is_file(out)) cli_output_append(out);
+    else cli_output(out);
 
     fp4s_capture_opts o;
     fp4s_capture_opts_defaults(&o);
@@ -562,6 +552,7 @@ static int cmd_import(int argc, char **argv)
         if (rc) fail_output(rc, &of, out);
         break;
     }
+    if ((rc = cli_commit())) return rc;
     for (size_t i = 0; i < nj; i++) {
         free(jobs[i].spec);
         free(jobs[i].site);
@@ -757,13 +748,15 @@ static int cmd_merge(int argc, char **argv)
 {
     static const struct option lo[] = {
         {"output", required_argument, 0, 'o'}, {"gzip", required_argument, 0, OPT_GZIP},
-        {"help", no_argument, 0, OPT_HELP}, {"version", no_argument, 0, OPT_VERSION}, {0, 0, 0, 0}};
+        {"help", no_argument, 0, OPT_HELP}, {"version", no_argument, 0, OPT_VERSION},
+        CLI_OUTPUT_LONGOPTS {0, 0, 0, 0}};
     const char *out = NULL;
     int ch;
     while ((ch = getopt_long(argc, argv, "o:", lo, NULL)) != -1) {
         switch (ch) {
         case 'o': out = optarg; break;
         case OPT_GZIP: (void)cli_parse_int("--gzip", optarg, 0, 9); break;
+        case CLI_OPT_FORCE: cli_force(); break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;
         default: cli_usage("merge: unknown option");
@@ -771,8 +764,8 @@ static int cmd_merge(int argc, char **argv)
     }
     if (!out) cli_usage("merge: -o OUT.h5 is required");
     if (optind >= argc) cli_usage("merge: no input captures");
-    for (int a = optind; a < argc; a++)
-        if (strcmp(argv[a], out) == 0) cli_usage("merge: the output %s is also an input", out);
+    for (int a = optind; a < argc; a++) cli_input(argv[a]);
+    cli_output(out);
     fp4s_outfile *of;
     int rc = fp4s_outfile_begin(out, &of);
     if (rc) cli_fail(rc);
@@ -783,7 +776,7 @@ static int cmd_merge(int argc, char **argv)
                             fp4s_outfile_tmppath(of), &o);
     if (!rc) rc = fp4s_outfile_commit(&of);
     if (rc) fail_output(rc, &of, out);
-    return 0;
+    return cli_commit();
 }
 
 /* ---- synth -------------------------------------------------------------------- */
@@ -804,7 +797,7 @@ static int cmd_synth(int argc, char **argv)
         {"seq-len", required_argument, 0, OPT_SEQLEN}, {"lp-mismatch", required_argument, 0, OPT_LPM},
         {"onset", required_argument, 0, OPT_ONSET}, {"lp-growth", required_argument, 0, OPT_LPG},
         {"gzip", required_argument, 0, OPT_GZIP}, {"help", no_argument, 0, OPT_HELP},
-        {"version", no_argument, 0, OPT_VERSION}, {0, 0, 0, 0}};
+        {"version", no_argument, 0, OPT_VERSION}, CLI_OUTPUT_LONGOPTS {0, 0, 0, 0}};
     fp4s_synth_opts s;
     fp4s_synth_opts_defaults(&s);
     const char *out = NULL;
@@ -836,6 +829,7 @@ static int cmd_synth(int argc, char **argv)
         case OPT_ONSET: s.onset_step = (int)cli_parse_int("--onset", optarg, -1, 100000); break;
         case OPT_LPG: s.lp_growth = cli_parse_double("--lp-growth", optarg, 1, 100); break;
         case OPT_GZIP: s.gzip = (int)cli_parse_int("--gzip", optarg, 0, 9); break;
+        case CLI_OPT_FORCE: cli_force(); break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;
         default: cli_usage("synth: unknown option");
@@ -845,12 +839,13 @@ static int cmd_synth(int argc, char **argv)
     if (optind != argc) cli_usage("synth: unexpected argument '%s'", argv[optind]);
     if (s.experts && s.top_k > s.experts) cli_usage("--top-k %d exceeds --experts %d", s.top_k, s.experts);
     if (s.hot_channels > s.hidden) cli_usage("--hot-channels %d exceeds --hidden %d", s.hot_channels, s.hidden);
+    cli_output(out);
     fp4s_outfile *of;
     int rc = fp4s_outfile_begin(out, &of);
     if (!rc) rc = fp4s_capture_synth(fp4s_outfile_tmppath(of), &s);
     if (!rc) rc = fp4s_outfile_commit(&of);
     if (rc) fail_output(rc, &of, out);
-    return 0;
+    return cli_commit();
 }
 
 int main(int argc, char **argv)

@@ -180,6 +180,7 @@ int main(int argc, char **argv)
         {"chunk", required_argument, NULL, OPT_CHUNK},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
+        CLI_OUTPUT_LONGOPTS
         {NULL, 0, NULL, 0}};
     int c;
     opterr = 0;
@@ -188,6 +189,7 @@ int main(int argc, char **argv)
         case 'f': fmt_s = optarg; break;
         case 'p': profile = optarg; break;
         case 'o': outpath = optarg; break;
+        case CLI_OPT_FORCE: cli_force(); break;
         case OPT_SCALE_RULE: rule_s = optarg; break;
         case OPT_SCORE: score_s = optarg; break;
         case OPT_TOP: top = cli_parse_int("--top", optarg, 1, (long long)1 << 40); have_top = true; break;
@@ -236,6 +238,9 @@ int main(int argc, char **argv)
     if (dz_s && fp4s_dz_tie_parse(dz_s, &o.decomp.dz_tie)) cli_usage("--dz-tie: %s", fp4s_last_error());
     if (chunk) o.decomp.chunk_elems = chunk;
 
+    cli_input(input);
+    if (weight) cli_input(weight);
+    if (outpath) cli_output(outpath);
     fp4s_channels_report *r = NULL;
     rc = fp4s_channels_run(&spec, &o, input, weight, &r);
     if (rc) exit(cli_report(rc));
@@ -257,6 +262,7 @@ int main(int argc, char **argv)
             rc = fp4s_channels_write_h5(outpath, &spec, r, input, weight);
         }
         if (rc) exit(cli_report(rc));
+        if ((rc = cli_commit())) exit(rc);
     }
 
     int status = 0;
@@ -281,7 +287,7 @@ int main(int argc, char **argv)
             }
             putchar('\n');
         }
-        if (fflush(stdout) != 0) status = FP4S_EXIT_OUTPUT;
+        status = cli_stdout_flush();
     } else {
         char desc[512];
         fp4s_spec_describe(&spec, desc, sizeof desc);
@@ -341,7 +347,7 @@ int main(int argc, char **argv)
         printf("  extra FLOPs %.4g (%.2f%% of %.4g)\n", cst->flops_extra, 100.0 * cst->flops_ratio, cst->flops_base);
         printf("  extra bytes %.4g (%.2f%% of %.4g FP4 operand bytes)\n", cst->bytes_extra,
                100.0 * cst->bytes_ratio, cst->bytes_base);
-        if (fflush(stdout) != 0) status = FP4S_EXIT_OUTPUT;
+        status = cli_stdout_flush();
     }
     fp4s_channels_free(&r);
     return status;

@@ -59,13 +59,6 @@ typedef struct item {
     fp4s_decomp *acc;
 } item;
 
-static char *xstrdup(const char *s)
-{
-    char *d = strdup(s ? s : "");
-    if (!d) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-    return d;
-}
-
 /* The file part of a source spec: before the last ':' when that names a file. */
 static char *file_part(const char *spec)
 {
@@ -265,6 +258,7 @@ int main(int argc, char **argv)
         {"chunk", required_argument, NULL, OPT_CHUNK},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
+        CLI_OUTPUT_LONGOPTS
         {NULL, 0, NULL, 0}};
     int c;
     opterr = 0;
@@ -273,6 +267,7 @@ int main(int argc, char **argv)
         case 'f': fmt_s = optarg; break;
         case 'p': profile = optarg; break;
         case 'o': outpath = optarg; break;
+        case CLI_OPT_FORCE: cli_force(); break;
         case OPT_SCALE_RULE: rule_s = optarg; break;
         case OPT_BY: by_s = optarg; break;
         case OPT_DZTIE: dz_s = optarg; break;
@@ -308,6 +303,8 @@ int main(int argc, char **argv)
             if (!strchr("abcdefghijklmnopqrstuvwxyz,", *p)) cli_usage("--sides: expected a list like trainer,rollout");
     }
     bool capture_mode = sites || steps_s || sides;
+    for (int a = optind; a < argc; a++) cli_input(argv[a]);
+    if (outpath) cli_output(outpath);
 
     /* collect the inputs */
     size_t cap = 16, n = 0;
@@ -379,6 +376,7 @@ int main(int argc, char **argv)
         rc = fp4s_decomp_write_h5(outpath, &spec, di, n, roll);
         free(di);
         if (rc) exit(cli_report(rc));
+        if ((rc = cli_commit())) exit(rc);
     }
 
     fp4s_decomp_result rr;
@@ -452,7 +450,7 @@ int main(int argc, char **argv)
             }
         }
         csv_row("rollup", -1, NULL, -1, &rr);
-        if (fflush(stdout) != 0) status = FP4S_EXIT_OUTPUT;
+        status = cli_stdout_flush();
     } else {
         char desc[512];
         fp4s_spec_describe(&spec, desc, sizeof desc);
@@ -487,7 +485,7 @@ int main(int argc, char **argv)
             printf("\nroll-up over %zu inputs\n", n);
             human_result(&rr, true);
         }
-        if (fflush(stdout) != 0) status = FP4S_EXIT_OUTPUT;
+        status = cli_stdout_flush();
     }
     for (size_t i = 0; i < n; i++) {
         fp4s_decomp_close(&items[i].acc);

@@ -27,6 +27,7 @@ static const struct option longopts[] = {
     {"fail-on-onset", no_argument, NULL, OPT_FAIL_ONSET},
     {"output", required_argument, NULL, OPT_OUTPUT},
     CLI_TRACE_LONGOPTS
+    CLI_OUTPUT_LONGOPTS
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -486,6 +487,7 @@ int main(int argc, char **argv)
         case OPT_FAIL_ONSET: c.fail_onset = 1; break;
         case 'o':
         case OPT_OUTPUT: output = optarg; break;
+        case CLI_OPT_FORCE: cli_force(); break;
         case OPT_HELP: usage(); free(names); return 0;
         case OPT_VERSION: cli_version(); free(names); return 0;
         default:
@@ -507,6 +509,8 @@ int main(int argc, char **argv)
     int nstdin = 0;
     for (int i = optind; i < argc; i++) nstdin += strcmp(argv[i], "-") == 0;
     if (nstdin > 1) cli_usage("'-' (stdin) given more than once");
+    for (int i = optind; i < argc; i++) cli_input(argv[i]);
+    if (strcmp(output, "-") != 0) cli_output(output);
 
     fp4s_mm_result res = {0, NULL};
     for (int i = 0; i < ntr; i++) {
@@ -568,6 +572,7 @@ int main(int argc, char **argv)
         int rc = cli_write_text(output, s2, n + 1);
         free(s2);
         if (rc) status = cli_report(rc);
+        else status = cli_commit();
     } else {
         char *buf = NULL;
         size_t len = 0;
@@ -579,10 +584,7 @@ int main(int argc, char **argv)
         int rc = cli_write_text(output, buf, len);
         free(buf);
         if (rc) status = cli_report(rc);
-        else if (strcmp(output, "-") == 0 && fflush(stdout) != 0) {
-            fprintf(stderr, "fp4-mismatch: stdout: write failed\n");
-            status = FP4S_EXIT_OUTPUT;
-        }
+        else status = cli_commit();
     }
     for (size_t r = 0; r < res.nruns; r++) {
         free(ex[r].vals);

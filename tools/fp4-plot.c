@@ -34,6 +34,7 @@ static const struct option longopts[] = {
     {"size", required_argument, NULL, OPT_SIZE},
     {"output", required_argument, NULL, OPT_OUTPUT},
     CLI_TRACE_LONGOPTS
+    CLI_OUTPUT_LONGOPTS
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -166,7 +167,12 @@ static const char *const colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                      "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 #define NCOLORS (sizeof colors / sizeof colors[0])
 
-/* ---- output naming and the files written ----------------------------------------------- */
+/* ---- output naming and the files written -----------------------------------------------
+ * Every file of a plot (data, script, image) is an output of the run's group:
+ * they appear together when the image is drawn. gnuplot reads the data by
+ * the names the script gives, so it runs in a private staging directory
+ * beside the image that links those names to the temporaries. With
+ * --term dumb -o - everything lives in a scratch directory that is removed. */
 typedef struct plot {
     const char *out;   /* as given */
     char dir[4096];    /* directory of the image ("." when none) */
@@ -175,9 +181,9 @@ typedef struct plot {
     int width, height;
     const char *title;
     int to_stdout;     /* --term dumb -o - */
-    char tmpdir[256];  /* for to_stdout */
     text script;
-    char **files;      /* data files written (base names) */
+    char **files;      /* files written (base names), the data files first */
+    char **tmps;       /* ... their temporaries (NULL with to_stdout) */
     size_t nfiles;
 } plot;
 
@@ -193,13 +199,6 @@ static void safe_series(const char *in, char *out, size_t n)
     }
     out[k] = '\0';
     if (k == 0) snprintf(out, n, "series");
-}
-
-static plot *atexit_plot;
-static void cleanup_tmpdir(plot *p);
-static void atexit_cleanup(void)
-{
-    if (atexit_plot) cleanup_tmpdir(atexit_plot);
 }
 
 static void plot_setup(plot *p, const char *out, const char *term)
@@ -223,13 +222,11 @@ static void plot_setup(plot *p, const char *out, const char *term)
     if (strcmp(out, "-") == 0) {
         if (strcmp(term, "dumb") != 0) cli_usage("-o -: only the dumb terminal can print to stdout");
         p->to_stdout = 1;
-        snprintf(p->tmpdir, sizeof p->tmpdir, "%s/fp4-plot.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-        if (!mkdtemp(p->tmpdir)) cli_die(FP4S_EXIT_OUTPUT, "%s: cannot create a temporary directory: %s", p->tmpdir,
-                                         strerror(errno));
-        snprintf(p->dir, sizeof p->dir, "%s", p->tmpdir);
+        snprintf(p->dir, sizeof p->dir, "%s/fp4-plot.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+        if (!mkdtemp(p->dir))
+            cli_die(FP4S_EXIT_OUTPUT, "%s: cannot create a temporary directory: %s", p->dir, strerror(errno));
+        cli_scratch_add(p->dir);
         snprintf(p->stem, sizeof p->stem, "preview");
-        atexit_plot = p;
-        atexit(atexit_cleanup);
         return;
     }
     if (slash) {
@@ -249,6 +246,11 @@ static void plot_setup(plot *p, const char *out, const char *term)
     struct stat st;
     if (stat(p->dir, &st) != 0 || !S_ISDIR(st.st_mode))
         cli_die(FP4S_EXIT_OUTPUT, "%s: output directory does not exist", p->dir);
+    /* the image and its script are checked now; the data files when written */
+    cli_output(out);
+    char gp[5500];
+    snprintf(gp, sizeof gp, "%s/%s.gp", p->dir, p->stem);
+    cli_output(gp);
 }
 
 static void path_in_dir(const plot *p, const char *base, char *buf, size_t n)
@@ -256,10 +258,44 @@ static void path_in_dir(const plot *p, const char *base, char *buf, size_t n)
     snprintf(buf, n, "%s/%s", p->dir, base);
 }
 
+/* Write one file of the plot (an output of the group, or a scratch file). */
+static void put_file(plot *p, const char *base, const text *t)
+{
+    char path[5500];
+    path_in_dir(p, base, path, sizeof path);
+    p->files = xrealloc(p->files, (p->nfiles + 1) * sizeof *p->files);
+    p->tmps = xrealloc(p->tmps, (p->nfiles + 1) * sizeof *p->tmps);
+    p->files[p->nfiles] = xstrdup(base);
+    p->tmps[p->nfiles] = NULL;
+    const char *dst = path;
+    fp4s_outfile *of = NULL;
+    if (p->to_stdout) {
+        cli_scratch_add(path);
+    } else {
+        int rc = fp4s_outfile_begin(path, &of);
+        if (rc) cli_fail(rc);
+        dst = fp4s_outfile_tmppath(of);
+        p->tmps[p->nfiles] = xstrdup(dst);
+    }
+    p->nfiles++;
+    FILE *f = fopen(dst, "wb");
+    size_t n = t->n;
+    int bad = !f || (n && fwrite(t->p, 1, n, f) != n), e = errno;
+    if (f && fclose(f) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    if (bad) cli_die(FP4S_EXIT_OUTPUT, "%s: write failed: %s", path, strerror(e ? e : EIO));
+    if (of) {
+        int rc = fp4s_outfile_commit(&of); /* finished; the group renames it with the image */
+        if (rc) cli_fail(rc);
+    }
+}
+
 /* Write a data file OUT-stem[.series].dat; returns its base name (owned by p). */
 static const char *write_data(plot *p, const char *series, const text *t)
 {
-    char base[1300], path[5500];
+    char base[1300];
     if (series) {
         char s[256];
         safe_series(series, s, sizeof s);
@@ -274,15 +310,8 @@ static const char *write_data(plot *p, const char *series, const text *t)
     } else {
         snprintf(base, sizeof base, "%s.dat", p->stem);
     }
-    path_in_dir(p, base, path, sizeof path);
-    int rc = cli_write_text(path, t->p ? t->p : "", t->n);
-    if (rc) cli_fail(rc);
-    char **nf = realloc(p->files, (p->nfiles + 1) * sizeof *nf);
-    if (!nf) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-    p->files = nf;
-    p->files[p->nfiles] = strdup(base);
-    if (!p->files[p->nfiles]) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-    return p->files[p->nfiles++];
+    put_file(p, base, t);
+    return p->files[p->nfiles - 1];
 }
 
 /* " (synthetic data)" for the default title when a report's inputs came from a
@@ -347,91 +376,123 @@ static int find_exec(const char *name, char *buf, size_t n)
     return 0;
 }
 
-static void cleanup_tmpdir(plot *p)
+/* Link the plot's files under their final names in a private directory beside
+ * the image, so that gnuplot reads the temporaries by the names the script
+ * gives. Returns false when the file system has neither symbolic nor hard
+ * links (the caller then commits the data first). */
+static bool stage(plot *p, char *sdir, size_t n)
 {
-    if (!p->to_stdout || !p->tmpdir[0]) return;
-    char path[5500];
+    snprintf(sdir, n, "%s/.fp4-plot.XXXXXX", p->dir);
+    if (!mkdtemp(sdir)) cli_die(FP4S_EXIT_OUTPUT, "%s: cannot create a staging directory: %s", p->dir, strerror(errno));
+    cli_scratch_add(sdir);
     for (size_t i = 0; i < p->nfiles; i++) {
-        path_in_dir(p, p->files[i], path, sizeof path);
-        unlink(path);
+        char link_path[5500], target[5500];
+        snprintf(link_path, sizeof link_path, "%s/%s", sdir, p->files[i]);
+        const char *tb = strrchr(p->tmps[i], '/');
+        snprintf(target, sizeof target, "../%s", tb ? tb + 1 : p->tmps[i]);
+        cli_scratch_add(link_path);
+        if (symlink(target, link_path) != 0 && link(p->tmps[i], link_path) != 0) {
+            for (size_t k = i + 1; k-- > 0;) {
+                snprintf(link_path, sizeof link_path, "%s/%s", sdir, p->files[k]);
+                cli_scratch_remove(link_path);
+            }
+            cli_scratch_remove(sdir);
+            return false;
+        }
     }
-    snprintf(path, sizeof path, "%s/%s.gp", p->dir, p->stem);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/%s.txt", p->dir, p->stem);
-    unlink(path);
-    rmdir(p->tmpdir);
-    p->tmpdir[0] = '\0';
+    return true;
 }
 
-/* Write the script, run gnuplot, commit the image. Returns the exit status. */
+static void unstage(const plot *p, const char *sdir)
+{
+    char link_path[5500];
+    for (size_t i = p->nfiles; i-- > 0;) {
+        snprintf(link_path, sizeof link_path, "%s/%s", sdir, p->files[i]);
+        cli_scratch_remove(link_path);
+    }
+    cli_scratch_remove(sdir);
+}
+
+/* Write the script, run gnuplot, commit the image with the script and the
+ * data. Returns the exit status. */
 static int plot_finish(plot *p)
 {
     char gp[1300], gppath[5500];
     snprintf(gp, sizeof gp, "%s.gp", p->stem);
     path_in_dir(p, gp, gppath, sizeof gppath);
-    int rc = cli_write_text(gppath, p->script.p, p->script.n);
-    if (rc) {
-        cleanup_tmpdir(p);
-        return cli_report(rc);
-    }
+    put_file(p, gp, &p->script);
     const char *prog = getenv("FP4S_GNUPLOT");
     if (!prog || !*prog) prog = FP4S_HAVE_GNUPLOT ? FP4S_GNUPLOT : NULL;
     char exe[4096];
     if (!prog || !find_exec(prog, exe, sizeof exe)) {
         if (p->to_stdout) {
-            cleanup_tmpdir(p);
             fprintf(stderr, "fp4-plot: gnuplot not found (%s): no preview\n",
                     prog ? prog : "built with -Dgnuplot=disabled");
             return FP4S_EXIT_OK;
         }
+        int rc = cli_commit();
+        if (rc) return rc;
         fprintf(stderr, "fp4-plot: gnuplot not found (%s); wrote %s and its data (", prog ? prog
                 : "built with -Dgnuplot=disabled", gppath);
-        for (size_t i = 0; i < p->nfiles; i++) fprintf(stderr, "%s%s", i ? ", " : "", p->files[i]);
+        for (size_t i = 0; i + 1 < p->nfiles; i++) fprintf(stderr, "%s%s", i ? ", " : "", p->files[i]);
         fprintf(stderr, ") but no image; run 'gnuplot %s' in %s to draw %s\n", gp, p->dir, p->out);
         return FP4S_EXIT_OK;
     }
-    char imgpath[5500];
-    if (p->to_stdout) snprintf(imgpath, sizeof imgpath, "%s/%s.txt", p->dir, p->stem);
-    else snprintf(imgpath, sizeof imgpath, "%s", p->out);
+    char imgpath[5500], sdir[4200], expr[5600];
+    const char *rundir = p->dir;
     fp4s_outfile *of = NULL;
-    rc = fp4s_outfile_begin(imgpath, &of);
-    if (rc) {
-        cleanup_tmpdir(p);
-        return cli_report(rc);
+    int rc;
+    if (p->to_stdout) {
+        snprintf(imgpath, sizeof imgpath, "%s/%s.txt", p->dir, p->stem);
+        cli_scratch_add(imgpath);
+        snprintf(expr, sizeof expr, "outfile='%s.txt'", p->stem);
+    } else {
+        if (stage(p, sdir, sizeof sdir)) {
+            rundir = sdir;
+        } else if ((rc = cli_commit()) != 0) {
+            return rc; /* no links here: the script and data go first */
+        }
+        rc = fp4s_outfile_begin(p->out, &of);
+        if (rc) {
+            if (rundir != p->dir) unstage(p, sdir);
+            return cli_report(rc);
+        }
+        snprintf(imgpath, sizeof imgpath, "%s", fp4s_outfile_tmppath(of));
+        char *abs = realpath(imgpath, NULL);
+        if (!abs || strpbrk(abs, "'\n")) {
+            free(abs);
+            fp4s_outfile_abort(&of);
+            if (rundir != p->dir) unstage(p, sdir);
+            cli_die(FP4S_EXIT_OUTPUT, "%s: its directory's path has a quote or a newline that gnuplot cannot take", p->out);
+        }
+        snprintf(expr, sizeof expr, "outfile='%s'", abs);
+        free(abs);
     }
-    const char *tmp = fp4s_outfile_tmppath(of);
-    const char *tmpbase = strrchr(tmp, '/') ? strrchr(tmp, '/') + 1 : tmp;
-    char expr[2048];
-    snprintf(expr, sizeof expr, "outfile='%s'", tmpbase);
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
-    if (pid < 0) {
-        fp4s_outfile_abort(&of);
-        cleanup_tmpdir(p);
-        cli_die(FP4S_EXIT_INTERNAL, "fork: %s", strerror(errno));
-    }
+    if (pid < 0) cli_die(FP4S_EXIT_INTERNAL, "fork: %s", strerror(errno));
     if (pid == 0) {
-        if (chdir(p->dir) != 0) _exit(126);
+        if (chdir(rundir) != 0) _exit(126);
         execl(exe, "gnuplot", "-e", expr, gp, (char *)NULL);
         _exit(127);
     }
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
+    if (!p->to_stdout && rundir != p->dir) unstage(p, sdir);
     struct stat sb;
-    int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0 && stat(tmp, &sb) == 0 && sb.st_size > 0;
+    int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0 && stat(imgpath, &sb) == 0 && sb.st_size > 0;
     if (!ok) {
         fp4s_outfile_abort(&of);
-        cleanup_tmpdir(p);
+        if (!p->to_stdout) {
+            /* the script and data are kept for inspection */
+            rc = cli_commit();
+            if (rc) return rc;
+        }
         fprintf(stderr, "fp4-plot: %s failed (%s %d) on %s; the script and data are kept for inspection\n", exe,
                 WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), gppath);
         return FP4S_EXIT_OUTPUT;
-    }
-    rc = fp4s_outfile_commit(&of);
-    if (rc) {
-        cleanup_tmpdir(p);
-        return cli_report(rc);
     }
     if (p->to_stdout) {
         FILE *f = fopen(imgpath, "rb");
@@ -439,10 +500,11 @@ static int plot_finish(plot *p)
         size_t k;
         while (f && (k = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, k, stdout);
         if (f) fclose(f);
-        cleanup_tmpdir(p);
-        if (fflush(stdout) != 0) return FP4S_EXIT_OUTPUT;
+        return cli_stdout_flush();
     }
-    return FP4S_EXIT_OK;
+    rc = fp4s_outfile_commit(&of);
+    if (rc) return cli_report(rc);
+    return cli_commit();
 }
 
 /* ---- JSON report helpers --------------------------------------------------------------- */
@@ -1003,12 +1065,13 @@ int main(int argc, char **argv)
     int ch;
     while ((ch = getopt_long(argc, argv, "o:", longopts, NULL)) != -1) {
         if (!ismm && ch != 'o' && ch != OPT_OUTPUT && ch != OPT_TERM && ch != OPT_TITLE && ch != OPT_SIZE &&
-            ch != OPT_HELP && ch != OPT_VERSION && ch != '?')
+            ch != CLI_OPT_FORCE && ch != OPT_HELP && ch != OPT_VERSION && ch != '?')
             cli_usage("%s: option '--%s' applies to 'fp4-plot mismatch' only", sub, option_name(ch));
         switch (ch) {
         case 'o':
         case OPT_OUTPUT: out = optarg; break;
         case OPT_TERM: term = optarg; break;
+        case CLI_OPT_FORCE: cli_force(); break;
         case OPT_TITLE: p.title = optarg; break;
         case OPT_SIZE: {
             int w, h;
@@ -1030,6 +1093,7 @@ int main(int argc, char **argv)
         }
     }
     int nin = argc - optind;
+    for (int i = optind; i < argc; i++) cli_input(argv[i]);
     plot_setup(&p, out, term);
     int status;
     if (ismm) {
@@ -1042,8 +1106,12 @@ int main(int argc, char **argv)
         else status = cmd_hist(&p, argv[optind]);
     }
     tx_free(&p.script);
-    for (size_t i = 0; i < p.nfiles; i++) free(p.files[i]);
+    for (size_t i = 0; i < p.nfiles; i++) {
+        free(p.files[i]);
+        free(p.tmps[i]);
+    }
     free(p.files);
+    free(p.tmps);
     free(names);
     return status;
 }

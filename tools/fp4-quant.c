@@ -51,6 +51,7 @@ static const struct option longopts[] = {
     {"chunk-rows", required_argument, NULL, OPT_CHUNK},
     {"gzip", required_argument, NULL, OPT_GZIP},
     {"show", required_argument, NULL, OPT_SHOW},
+    CLI_OUTPUT_LONGOPTS
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -260,13 +261,6 @@ static size_t fp8_tile_rows(const fp4s_spec *s, size_t rows)
 {
     if (s->fp8_gran == FP4S_FP8_TENSOR) return rows;
     return s->fp8_gran == FP4S_FP8_128x128 ? 128 : 1;
-}
-
-static void *xcalloc(size_t n, size_t sz)
-{
-    void *p = calloc(n ? n : 1, sz);
-    if (!p) cli_die(FP4S_EXIT_INTERNAL, "out of memory (%zu x %zu bytes)", n, sz);
-    return p;
 }
 
 static void run_alloc(run_t *r, size_t chunk, size_t rows, size_t pcols, bool need_deq)
@@ -603,32 +597,10 @@ static const char *code_str(const fp4s_spec *s, uint8_t c, char *buf, size_t n)
     return buf;
 }
 
-static bool is_char_device(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISCHR(st.st_mode);
-}
-
-/* An interrupted run removes its temporaries, then dies of the signal. */
-static void on_signal(int sig)
-{
-    fp4s_outfile_unlink_all();
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
 /* ---- main --------------------------------------------------------------------------------------- */
 int main(int argc, char **argv)
 {
     cli_init("fp4-quant");
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    sigaction(SIGPIPE, &sa, NULL);
     const char *fmt_s = "mxfp4", *profile = NULL, *diff_profile = NULL;
     overrides ov = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     bool pad = false, json = false, list = false;
@@ -671,6 +643,7 @@ int main(int argc, char **argv)
         case OPT_CHUNK: chunk_rows = cli_parse_int("--chunk-rows", optarg, 1, 1LL << 40); break;
         case OPT_GZIP: gzip = (int)cli_parse_int("--gzip", optarg, 0, 9); break;
         case OPT_SHOW: show = cli_parse_int("--show", optarg, 0, 10000); break;
+        case CLI_OPT_FORCE: cli_force(); break;
         case OPT_HELP: usage(); return 0;
         case OPT_VERSION: cli_version(); return 0;
         case ':': cli_usage("option '%s' needs an argument", argv[optind - 1]);
@@ -698,12 +671,11 @@ int main(int argc, char **argv)
     bool diff = diff_profile != NULL;
     if (diff) make_spec(&r2.spec, fmt, diff_profile, NULL, "--diff");
 
-    /* Outputs that name the same file twice would race. */
+    /* every output checked against the input and each other before any work */
     const char *paths[4] = {out.out_h5, out.codes, out.scales, out.dequant};
+    cli_input(input);
     for (int i = 0; i < 4; i++)
-        for (int j = i + 1; j < 4; j++)
-            if (paths[i] && paths[j] && strcmp(paths[i], paths[j]) == 0 && !is_char_device(paths[i]))
-                cli_usage("the same output file '%s' is named twice", paths[i]);
+        if (paths[i]) cli_output(paths[i]);
 
     fp4s_source *src;
     int rc = fp4s_source_open(input, &src);
@@ -855,7 +827,7 @@ int main(int argc, char **argv)
     fp4s_source_close(&src);
     (void)srows_total;
 
-    /* commit every output; if one fails, remove the ones already in place */
+    /* finish every output, then commit them together: all or none */
     const char *done[4];
     int ndone = 0;
     if (out.qf) {
@@ -869,14 +841,12 @@ int main(int argc, char **argv)
     for (int i = 0; i < 3; i++) {
         if (!*ws[i]) continue;
         rc = fp4s_npy_writer_close(ws[i]);
-        if (rc) {
-            int st = cli_report(rc);
-            outputs_abort(&out);
-            for (int k = 0; k < ndone; k++)
-                if (strcmp(done[k], "-") != 0) unlink(done[k]);
-            return st;
-        }
+        if (rc) fail_out(&out, rc);
         done[ndone++] = wn[i];
+    }
+    if ((rc = cli_commit()) != 0) {
+        free(x);
+        return rc;
     }
 
     /* ---- report (none when an output went to stdout) ---- */
@@ -952,7 +922,6 @@ int main(int argc, char **argv)
         json_object_set_new(j, "outputs", o);
         rc = cli_json_print(j);
     } else {
-        FILE *so = stdout;
         char a[256], b[128];
         const char *pn1 = r1.spec.profile, *pn2 = diff ? r2.spec.profile : NULL;
         if (diff)
@@ -1063,8 +1032,7 @@ int main(int argc, char **argv)
             printf("\n");
             for (int i = 0; i < ndone; i++) print_row(i ? "" : "written", done[i], NULL);
         }
-        rc = fflush(so) ? FP4S_EXIT_OUTPUT : 0;
-        if (rc) fprintf(stderr, "fp4-quant: stdout: write failed\n");
+        rc = cli_stdout_flush();
     }
     free(x);
     free(da.pos);

@@ -83,7 +83,7 @@ $C ls --json "$T/c.h5" --steps 3 --sites layers.0.q_proj > "$T/j"
 grep -q '"shape": \[' "$T/j" && "$PY" -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['datasets'][0]['shape']==[10,7], j" "$T/j"
 
 # without -a the output is replaced atomically
-$C import "$T/v32.npy" -o "$T/c.h5" --step 0 --side trainer
+$C import "$T/v32.npy" -o "$T/c.h5" --step 0 --side trainer --force
 [ "$(fp4-capture ls --json "$T/c.h5" | grep -c '"path"')" = 1 ] || fail "import without -a did not replace"
 
 # refusals: nothing written, clear messages
@@ -92,10 +92,10 @@ expect 2 "both map to site 'same'" $C import "$T/a32.npy" "$T/a16.npy" -o "$T/c.
 expect 2 "--step N is required" $C import "$T/a32.npy" -o "$T/c.h5" --side trainer
 expect 2 "--side" $C import "$T/a32.npy" -o "$T/c.h5" --step 1 --side student
 expect 2 "--const needs --side weight" $C import "$T/a32.npy" -o "$T/c.h5" --const --side trainer
-expect 3 "no such file" $C import "$T/nope.npy" -o "$T/c.h5" --step 1 --side trainer
-expect 3 "no tensor matches 'model.layers.9.*'" $C import "$T/dump.safetensors:model.layers.9.*" -o "$T/c.h5" --step 1 --side trainer
-expect 3 "nothing" $C import "$T/dump.safetensors:nothing" -o "$T/c.h5" --step 1 --side trainer
-expect 3 "/acts/missing" $C import "$T/src.h5:/acts/missing" -o "$T/c.h5" --step 1 --side trainer
+expect 3 "no such file" $C import "$T/nope.npy" -o "$T/c.h5" --step 1 --side trainer --force
+expect 3 "no tensor matches 'model.layers.9.*'" $C import "$T/dump.safetensors:model.layers.9.*" -o "$T/c.h5" --step 1 --side trainer --force
+expect 3 "nothing" $C import "$T/dump.safetensors:nothing" -o "$T/c.h5" --step 1 --side trainer --force
+expect 3 "/acts/missing" $C import "$T/src.h5:/acts/missing" -o "$T/c.h5" --step 1 --side trainer --force
 cmp -s "$T/c.h5" "$T/keep.h5" || fail "a refused import changed the capture"
 ls "$T" | grep -q '\.tmp\.' && fail "temporary file left behind"
 

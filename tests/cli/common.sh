@@ -22,6 +22,16 @@ fail() {
     exit 1
 }
 
+# sigdfl CMD...: exec CMD with SIGINT and SIGQUIT at their default actions
+# (a background job of sh starts with them ignored, and the tools keep a
+# signal ignored at start, as nohup needs).
+sigdfl() {
+    exec $PY -c 'import os, signal, sys
+for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM):
+    signal.signal(s, signal.SIG_DFL)
+os.execvp(sys.argv[1], sys.argv[1:])' "$@"
+}
+
 # expect_exit CODE CMD...: run CMD, stdout to out.txt, stderr to err.txt.
 expect_exit() {
     want=$1

@@ -12,7 +12,7 @@ mkdir out
 hit=0
 for sig in TERM INT; do
     fp4s_pid=
-    fp4-quant --ref --threads 1 --chunk-rows 16 -o out/q.h5 --codes out/c.npy --dequant out/d.npy big.in.npy >/dev/null 2>&1 &
+    (sigdfl fp4-quant --ref --threads 1 --chunk-rows 16 -o out/q.h5 --codes out/c.npy --dequant out/d.npy big.in.npy >/dev/null 2>&1) &
     fp4s_pid=$!
     # wait until the temporaries exist, then interrupt
     n=0
