@@ -25,11 +25,14 @@ static bool force;
 #define SCRATCH_MAX 64
 static _Atomic(char *) scratch[SCRATCH_MAX];
 
-static void scratch_unlink_all(void)
+/* Remove every scratch file; `release` frees the names too (not from a
+ * signal handler). */
+static void scratch_unlink_all(bool release)
 {
     for (int i = SCRATCH_MAX; i-- > 0;) {
         char *p = atomic_exchange(&scratch[i], NULL);
         if (p && unlink(p) != 0) (void)rmdir(p);
+        if (release) free(p);
     }
 }
 
@@ -59,7 +62,7 @@ void cli_scratch_remove(const char *path)
 static void on_signal(int sig)
 {
     fp4s_outfile_unlink_all();
-    scratch_unlink_all();
+    scratch_unlink_all(false);
     signal(sig, SIG_DFL);
     raise(sig); /* delivered when the handler returns: the process ends by the signal */
 }
@@ -78,7 +81,7 @@ int cli_stdout_flush(void)
 static void at_exit(void)
 {
     fp4s_outgroup_abort(&group);
-    scratch_unlink_all();
+    scratch_unlink_all(true);
     if (failure_reported) stdout_reported = true; /* that failure is the message */
     bool bad = cli_stdout_flush() != 0;
     if (!bad && fclose(stdout) != 0 && errno != EBADF) {

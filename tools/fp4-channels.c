@@ -205,7 +205,7 @@ int main(int argc, char **argv)
         case OPT_SHOW: show = cli_parse_int("--show", optarg, 0, (long long)1 << 40); break;
         case OPT_JSON: json = true; break;
         case OPT_CSV: csv = true; break;
-        case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 256)); break;
+        case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 4096)); break;
         case OPT_CHUNK: chunk = (size_t)cli_parse_int("--chunk", optarg, 1, (long long)1 << 40); break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;

@@ -426,6 +426,8 @@ typedef struct {
     const char *out_h5, *codes, *scales, *dequant;
     fp4s_qfile *qf;
     fp4s_npy_writer *wc, *ws, *wd;
+    void *bufs[8];     /* the run's buffers, freed on a failure */
+    run_t *runs[2];
 } outputs;
 
 static void outputs_abort(outputs *o)
@@ -434,6 +436,9 @@ static void outputs_abort(outputs *o)
     fp4s_npy_writer_abort(&o->wc);
     fp4s_npy_writer_abort(&o->ws);
     fp4s_npy_writer_abort(&o->wd);
+    for (size_t i = 0; i < sizeof o->bufs / sizeof *o->bufs; i++) free(o->bufs[i]);
+    for (int i = 0; i < 2; i++)
+        if (o->runs[i]) run_free(o->runs[i]);
 }
 
 static _Noreturn void fail_out(outputs *o, int rc)
@@ -735,6 +740,9 @@ int main(int argc, char **argv)
     bool need_deq = diff || out.dequant;
     run_alloc(&r1, chunk, rows, pcols, need_deq);
     if (diff) run_alloc(&r2, chunk, rows, pcols, true);
+    out.bufs[0] = x;
+    out.runs[0] = &r1;
+    out.runs[1] = &r2;
 
     /* open every output now: unwritable paths fail before any work */
     if (out.out_h5) {
@@ -778,6 +786,8 @@ int main(int argc, char **argv)
     da.rpos = xcalloc(da.show + 1, sizeof *da.rpos);
     uint8_t *crop8 = pcols != cols && out.codes ? xcalloc(chunk, cols) : NULL;
     float *cropf = pcols != cols && out.dequant ? xcalloc(chunk, cols * sizeof(float)) : NULL;
+    void *bufs[] = {x, da.pos, da.cpos, da.rpos, crop8, cropf};
+    memcpy(out.bufs, bufs, sizeof bufs);
 
     /* pass 2: quantize chunk by chunk */
     for (size_t r0 = 0; r0 < rows; r0 += chunk) {
@@ -845,7 +855,7 @@ int main(int argc, char **argv)
         done[ndone++] = wn[i];
     }
     if ((rc = cli_commit()) != 0) {
-        free(x);
+        outputs_abort(&out);
         return rc;
     }
 

@@ -105,7 +105,9 @@ const char *fp4s_features(void)
 /* ---- threads ----------------------------------------------------------------- */
 static int n_threads_set;
 
-void fp4s_set_threads(int n) { n_threads_set = n > 0 ? n : 0; }
+static int clamp_threads(long n) { return n > FP4S_MAX_THREADS ? FP4S_MAX_THREADS : (int)n; }
+
+void fp4s_set_threads(int n) { n_threads_set = n > 0 ? clamp_threads(n) : 0; }
 
 int fp4s_get_threads(void)
 {
@@ -114,10 +116,10 @@ int fp4s_get_threads(void)
     if (e && *e) {
         char *end;
         long v = strtol(e, &end, 10);
-        if (*end == '\0' && v > 0 && v <= 1024) return (int)v;
+        if (*end == '\0' && v > 0) return clamp_threads(v);
     }
     long c = sysconf(_SC_NPROCESSORS_ONLN);
-    return c > 0 ? (int)(c > 256 ? 256 : c) : 1;
+    return c > 0 ? clamp_threads(c) : 1;
 }
 
 struct pf_job {
@@ -155,8 +157,9 @@ static void *pf_run(void *p)
  * (in worker order) gives the result and its error detail. */
 static int pf_launch(struct pf_job *jobs, size_t nt)
 {
-    pthread_t tid[256];
-    bool started[256] = {0};
+    pthread_t tid[FP4S_MAX_THREADS];
+    bool started[FP4S_MAX_THREADS] = {0};
+    if (nt > FP4S_MAX_THREADS) nt = FP4S_MAX_THREADS; /* the callers clamp already */
     for (size_t w = 1; w < nt; w++)
         started[w] = pthread_create(&tid[w], NULL, pf_run, &jobs[w]) == 0;
     pf_run(&jobs[0]);
@@ -176,7 +179,7 @@ int fp4s_parallel_for(size_t n, size_t grain, fp4s_range_fn fn, void *arg)
 {
     if (n == 0) return 0;
     if (grain == 0) grain = 1;
-    size_t nt = (size_t)fp4s_get_threads();
+    size_t nt = (size_t)fp4s_get_threads(); /* <= FP4S_MAX_THREADS */
     size_t max_by_grain = (n + grain - 1) / grain;
     if (nt > max_by_grain) nt = max_by_grain;
     if (nt <= 1) return fn(arg, 0, n, 0);
@@ -199,7 +202,7 @@ int fp4s_parallel_dynamic(size_t n, size_t piece, int nworkers, fp4s_range_fn fn
     if (n == 0) return 0;
     if (piece == 0) piece = 1;
     size_t nt = nworkers > 0 ? (size_t)nworkers : (size_t)fp4s_get_threads();
-    if (nt > 256) nt = 256;
+    if (nt > FP4S_MAX_THREADS) nt = FP4S_MAX_THREADS;
     size_t pieces = (n + piece - 1) / piece;
     if (nt > pieces) nt = pieces;
     if (nt <= 1) return fn(arg, 0, n, 0);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include <fp4scope/common.h>
+#include <fp4scope/quant.h>
 
 struct cover {
     unsigned char *seen; /* times each item was visited */
@@ -102,6 +103,52 @@ START_TEST(worker_error_detail_reaches_the_caller)
 }
 END_TEST
 
+static int max_worker(void *arg, size_t b, size_t e, int w)
+{
+    int *m = arg;
+    (void)b;
+    (void)e;
+    int cur = __atomic_load_n(m, __ATOMIC_RELAXED);
+    while (w > cur && !__atomic_compare_exchange_n(m, &cur, w, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+    return 0;
+}
+
+/* Counts above FP4S_MAX_THREADS (from fp4s_set_threads, FP4S_THREADS or a
+ * caller's nworkers) are clamped where they are set: no more workers run, and
+ * the per-worker arrays of the library hold them all (--threads 300 crashed). */
+START_TEST(thread_counts_are_clamped)
+{
+    fp4s_set_threads(300);
+    ck_assert_int_eq(fp4s_get_threads(), FP4S_MAX_THREADS);
+    size_t n = 5000;
+    struct cover c = {calloc(n, 1), (size_t)-1, {0}};
+    ck_assert_int_eq(fp4s_parallel_for(n, 1, visit, &c), 0);
+    check_once(&c, n);
+    free(c.seen);
+    int m = -1;
+    ck_assert_int_eq(fp4s_parallel_for(n, 1, max_worker, &m), 0);
+    ck_assert_int_lt(m, FP4S_MAX_THREADS);
+    ck_assert_int_eq(m, FP4S_MAX_THREADS - 1);
+    /* one row per work item (a row of 65537 columns is a whole grain): 300 items */
+    size_t rows = 300, cols = 65537;
+    float *x = calloc(rows * cols, sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    x[299 * cols + 7] = -3.5f;
+    uint64_t nf = 0;
+    ck_assert_float_eq(fp4s_amax(x, rows, cols, cols, &nf), 3.5f);
+    ck_assert_uint_eq(nf, 0);
+    free(x);
+    fp4s_set_threads(0);
+    setenv("FP4S_THREADS", "1000", 1);
+    ck_assert_int_le(fp4s_get_threads(), FP4S_MAX_THREADS);
+    unsetenv("FP4S_THREADS");
+    m = -1;
+    ck_assert_int_eq(fp4s_parallel_dynamic(n, 1, 1000, max_worker, &m), 0);
+    ck_assert_int_lt(m, FP4S_MAX_THREADS);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("threads");
@@ -110,6 +157,7 @@ int main(void)
         {"parallel_dynamic_visits_every_item_once", parallel_dynamic_visits_every_item_once},
         {"parallel_for_static_split_is_deterministic", parallel_for_static_split_is_deterministic},
         {"worker_error_detail_reaches_the_caller", worker_error_detail_reaches_the_caller},
+        {"thread_counts_are_clamped", thread_counts_are_clamped},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

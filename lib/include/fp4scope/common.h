@@ -94,8 +94,14 @@ FP4S_API const char *fp4s_version(void);
  * fp4s_features(): "hdf5 gsl jansson blas cuda simd=avx512 threads=2". */
 FP4S_API const char *fp4s_features(void);
 
+/* The most worker threads the library runs: every count above it (from
+ * fp4s_set_threads, FP4S_THREADS, the CPU count or a caller's nworkers) is
+ * clamped to it where it is set. */
+#define FP4S_MAX_THREADS 256
+
 /* Threads used by the parallel kernels. 0 (default) means: the environment
- * variable FP4S_THREADS if set, else the number of online CPUs. */
+ * variable FP4S_THREADS if set, else the number of online CPUs; at most
+ * FP4S_MAX_THREADS either way. */
 FP4S_API void fp4s_set_threads(int n);
 FP4S_API int fp4s_get_threads(void);
 
