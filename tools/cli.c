@@ -59,12 +59,18 @@ void cli_scratch_remove(const char *path)
 }
 
 /* ---- signals and exit ------------------------------------------------------------- */
-static void on_signal(int sig)
+static void die_by(int sig)
 {
-    fp4s_outfile_unlink_all();
     scratch_unlink_all(false);
     signal(sig, SIG_DFL);
     raise(sig); /* delivered when the handler returns: the process ends by the signal */
+}
+
+static void on_signal(int sig)
+{
+    /* during a commit on another thread the signal waits for its end */
+    if (fp4s_outfile_on_signal(sig)) return;
+    die_by(sig);
 }
 
 int cli_stdout_flush(void)
@@ -180,6 +186,11 @@ int cli_commit(void)
 {
     if (!group) return 0;
     int rc = fp4s_outgroup_commit(&group);
+    int sig = fp4s_outgroup_deferred_signal();
+    if (sig) {
+        fp4s_outfile_on_signal(sig);
+        die_by(sig); /* every output is in place (or none, with rc) */
+    }
     return rc ? cli_report(rc) : 0;
 }
 

@@ -53,6 +53,30 @@ void fp4s_outfile_unlink_all(void)
     }
 }
 
+/* Who owns the temporaries while a signal is handled: a group commit renaming
+ * them, or a handler removing them; never both. The committing thread blocks
+ * the asynchronous signals, but other threads of the process (a BLAS thread
+ * pool) may take one: their handler then defers it to the commit's end. */
+enum { ST_IDLE, ST_COMMITTING, ST_DYING };
+static _Atomic int commit_state = ST_IDLE;
+static _Atomic int deferred_sig;
+
+int fp4s_outfile_on_signal(int sig)
+{
+    int expect = ST_IDLE;
+    if (atomic_compare_exchange_strong(&commit_state, &expect, ST_DYING)) {
+        fp4s_outfile_unlink_all();
+        return 0;
+    }
+    if (expect == ST_COMMITTING) {
+        atomic_store(&deferred_sig, sig);
+        return 1;
+    }
+    return 0; /* another handler is removing them */
+}
+
+int fp4s_outgroup_deferred_signal(void) { return atomic_exchange(&deferred_sig, 0); }
+
 struct fp4s_outfile {
     char *path;
     char *tmp;
@@ -344,12 +368,13 @@ static int check_output(fp4s_outgroup *g, const char *path, unsigned oflags, dec
                 goto fail;
             }
     if (*dup != SIZE_MAX) return 0; /* the caller decides whether a second name is allowed */
+    /* (a file changed in place is locked by its own writer, with its message) */
+    if (d->exists && !(oflags & FP4S_OUT_APPEND) && (rc = fp4s_file_held(d->canon)) != 0) goto fail;
     if (d->exists && !(oflags & FP4S_OUT_APPEND) && !(g->flags & FP4S_OUT_FORCE) && holds_hdf5(d->canon)) {
         rc = fp4s_error_set(FP4S_EINVAL, "%s: exists and holds HDF5 data (a capture, a report or other "
                             "data): not replaced without --force; nothing was written", path);
         goto fail;
     }
-    if (d->exists && (rc = fp4s_file_held(d->canon)) != 0) goto fail;
     if ((rc = check_journals(d)) != 0) goto fail;
     return 0;
 fail:
@@ -841,6 +866,14 @@ int fp4s_outgroup_commit(fp4s_outgroup **gp)
     sigset_t block, old;
     async_signals(&block);
     pthread_sigmask(SIG_BLOCK, &block, &old);
+    int idle = ST_IDLE;
+    if (!atomic_compare_exchange_strong(&commit_state, &idle, ST_COMMITTING)) {
+        /* a signal handler is removing the temporaries: the process is ending */
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        rc = fp4s_error_set(FP4S_EWRITE, "interrupted by a signal; nothing was written");
+        fp4s_outgroup_abort(gp);
+        return rc;
+    }
     journal *j = NULL;
     size_t nj = 0;
     if (n >= 2) rc = journals_write(g, n, &j, &nj);
@@ -873,12 +906,14 @@ int fp4s_outgroup_commit(fp4s_outgroup **gp)
         g->members = NULL;
         group_free(g);
         *gp = NULL;
+        atomic_store(&commit_state, ST_IDLE);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         return rc;
     }
     if (rc) {
         journals_remove(j, nj);
         fp4s_outgroup_abort(gp);
+        atomic_store(&commit_state, ST_IDLE);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         return rc;
     }
@@ -898,6 +933,7 @@ int fp4s_outgroup_commit(fp4s_outgroup **gp)
     g->members = NULL;
     group_free(g);
     *gp = NULL;
+    atomic_store(&commit_state, ST_IDLE);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return 0;
 }

@@ -44,7 +44,7 @@ for sig in INT TERM HUP INT TERM HUP INT TERM HUP INT TERM HUP INT TERM HUP INT 
         [ "$(grep " $f\$" before.txt)" = "$(grep " $f\$" after.txt)" ] || changed=$((changed + 1))
     done
     left=$(ls -A | grep -e '\.tmp\.' -e '\.fp4s-commit' || true)
-    [ -z "$left" ] || fail "SIG$sig after $delay_ms ms (exit $rc) left $left"
+    [ -z "$left" ] || { cat ./*.fp4s-commit >&2 2>/dev/null; fail "SIG$sig after $delay_ms ms (exit $rc, pid $pid) left $left"; }
     case $changed in
     0) none=$((none + 1)) ;;
     4) all=$((all + 1)); [ $profile = ocp ] && profile=ceil || profile=ocp ;;

@@ -3,10 +3,12 @@
  * and the journal that a process killed between two renames leaves (it names
  * what is left, refuses those outputs, and `sh` on it finishes the commit).
  *
- * rename(2) is interposed below (the library is linked statically into this
- * program) so that a child can die at an exact point of the commit. */
+ * rename(2) and renameat2(2) are interposed below (the library is linked
+ * statically into this program) so that a child can die at an exact point of
+ * the commit. */
 #include <check.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,11 +28,26 @@ static int renames_done;
 static int die_after = -1;   /* after this many renames: raise(die_sig) */
 static int die_sig = SIGKILL;
 
+static int to_process; /* kill(getpid()) instead of raise: any thread may take it */
+
+static int renamed(int r)
+{
+    if (r == 0 && ++renames_done == die_after) {
+        if (to_process) kill(getpid(), die_sig);
+        else raise(die_sig);
+    }
+    return r;
+}
+
 int rename(const char *from, const char *to)
 {
-    int r = renameat(AT_FDCWD, from, AT_FDCWD, to);
-    if (r == 0 && ++renames_done == die_after) raise(die_sig);
-    return r;
+    return renamed((int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, 0));
+}
+
+/* the library renames onto a missing target with RENAME_NOREPLACE */
+int renameat2(int fd1, const char *from, int fd2, const char *to, unsigned flags)
+{
+    return renamed((int)syscall(SYS_renameat2, fd1, from, fd2, to, flags));
 }
 
 /* ---- helpers ---------------------------------------------------------------------- */
@@ -341,6 +359,54 @@ START_TEST(kill_between_renames_leaves_a_journal)
 }
 END_TEST
 
+/* Another thread of the process (a BLAS pool has some) does not block the
+ * signals: its handler, through fp4s_outfile_on_signal, defers the signal to
+ * the end of the commit. */
+static volatile sig_atomic_t handled;
+static void on_term(int sig)
+{
+    if (fp4s_outfile_on_signal(sig)) return;
+    handled = sig;
+    _exit(70); /* the temporaries are gone: what a tool does next */
+}
+
+static void *idle_thread(void *arg)
+{
+    (void)arg;
+    for (;;) pause();
+    return NULL;
+}
+
+START_TEST(signal_on_another_thread_waits_for_the_commit)
+{
+    ck_assert_int_eq(mkdir(tp("sub"), 0755), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGTERM, on_term);
+        pthread_t th;
+        if (pthread_create(&th, NULL, idle_thread, NULL) != 0) _exit(89);
+        fp4s_outgroup *g;
+        if (fp4s_outgroup_open(0, &g)) _exit(90);
+        write_out(tp("a.txt"), "new a");
+        write_out(tp("b.txt"), "new b");
+        write_out(tp("sub/c.txt"), "new c");
+        to_process = 1;
+        die_after = 1;
+        die_sig = SIGTERM;
+        int rc = fp4s_outgroup_commit(&g);
+        _exit(rc ? 91 : fp4s_outgroup_deferred_signal() == SIGTERM ? 0 : 92);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+    ck_assert_str_eq(get(tp("a.txt")), "new a");
+    ck_assert_str_eq(get(tp("b.txt")), "new b");
+    ck_assert_str_eq(get(tp("sub/c.txt")), "new c");
+    ck_assert_int_eq(count_matching(dir, ".fp4s-commit"), 0);
+    ck_assert_int_eq(count_matching(dir, ".tmp."), 0);
+}
+END_TEST
+
 /* Paths with a quote and a space survive the journal's shell quoting. */
 START_TEST(journal_quotes_paths)
 {
@@ -382,6 +448,7 @@ int main(void)
     tcase_add_test(tc, signal_during_commit_is_delivered_after_it);
     tcase_add_test(tc, kill_between_renames_leaves_a_journal);
     tcase_add_test(tc, journal_quotes_paths);
+    tcase_add_test(tc, signal_on_another_thread_waits_for_the_commit);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

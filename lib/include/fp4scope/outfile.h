@@ -88,6 +88,17 @@ FP4S_API void fp4s_outgroup_abort(fp4s_outgroup **g);
  * returns the old ones. */
 FP4S_API unsigned fp4s_outgroup_flags(fp4s_outgroup *g, unsigned flags);
 
+/* For a signal handler (async-signal-safe), in place of
+ * fp4s_outfile_unlink_all(): 0 when the temporaries are now removed (end the
+ * process), 1 when a group commit is renaming them on another thread: the
+ * signal is deferred, fp4s_outgroup_deferred_signal() returns it once the
+ * commit is done, and the caller should then end the process by it. The
+ * committing thread blocks the asynchronous signals itself; this covers the
+ * process's other threads (a BLAS thread pool, for one). */
+FP4S_API int fp4s_outfile_on_signal(int sig);
+/* The signal deferred during the last commit (0 if none); clears it. */
+FP4S_API int fp4s_outgroup_deferred_signal(void);
+
 /* The current group of this thread, or NULL. */
 FP4S_API fp4s_outgroup *fp4s_outgroup_current(void);
 
