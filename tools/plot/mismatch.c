@@ -1,0 +1,156 @@
+/* fp4-plot mismatch: a metric per training step of one or more runs, with the
+ * onset of each and its threshold. */
+#include "plot.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, const char **names,
+                        size_t nnames, const fp4s_mm_opts *mo, const fp4s_trace_opts *to, const fp4s_mm_onset_opts *oo)
+{
+    int mi = fp4s_mm_metric_index(metric);
+    if (mi < 0) cli_usage("--metric: unknown metric '%s' (see fp4-mismatch --help)", metric);
+    if (argc < 1) cli_usage("mismatch: no TRACE given");
+    if (nnames > (size_t)argc) cli_usage("%zu --name options for %d traces", nnames, argc);
+    fp4s_mm_result res = {0, NULL};
+    for (int i = 0; i < argc; i++) {
+        int rc = fp4s_mm_analyze(argv[i], (size_t)i < nnames ? names[i] : NULL, mo, to, &res);
+        if (rc) {
+            fp4s_mm_result_free(&res);
+            return cli_report(rc);
+        }
+    }
+    for (size_t a = 0; a < res.nruns; a++)
+        for (size_t b = a + 1; b < res.nruns; b++)
+            if (strcmp(res.runs[a].name, res.runs[b].name) == 0) {
+                fprintf(stderr, "fp4-plot: two runs are named '%s'; name them with --name\n", res.runs[a].name);
+                fp4s_mm_result_free(&res);
+                return FP4S_EXIT_USAGE;
+            }
+    /* values, onset, scale */
+    double vmin = INFINITY, vmax = -INFINITY, amin = INFINITY, amax = -INFINITY;
+    int nonpos = 0;
+    fp4s_mm_onset *on = calloc(res.nruns, sizeof *on);
+    if (!on) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    for (size_t r = 0; r < res.nruns; r++) {
+        fp4s_mm_run *run = &res.runs[r];
+        double *v = malloc((run->nsteps + 1) * sizeof *v);
+        int64_t *s = malloc((run->nsteps + 1) * sizeof *s);
+        if (!v || !s) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+        for (size_t i = 0; i < run->nsteps; i++) {
+            v[i] = fp4s_mm_metric_value(&run->steps[i], (size_t)mi);
+            s[i] = run->steps[i].step;
+            if (!isfinite(v[i])) continue;
+            if (v[i] < amin) amin = v[i];
+            if (v[i] > amax) amax = v[i];
+            if (v[i] <= 0) nonpos = 1;
+            else {
+                if (v[i] < vmin) vmin = v[i];
+                if (v[i] > vmax) vmax = v[i];
+            }
+        }
+        int rc = fp4s_mm_onset_find(s, v, run->nsteps, oo, &on[r]);
+        if (rc && rc != FP4S_EEMPTY) {
+            int st = cli_report(rc);
+            free(v);
+            free(s);
+            free(on);
+            fp4s_mm_result_free(&res);
+            return st;
+        }
+        free(v);
+        free(s);
+    }
+    int logy = scale > 0 ? 1 : scale < 0 ? 0 : (!nonpos && vmax >= 10 * vmin && isfinite(vmin));
+    if (logy && nonpos)
+        fprintf(stderr, "fp4-plot: note: --log with values <= 0 of %s: those points are left out\n", metric);
+    /* data files */
+    const char **files = calloc(res.nruns, sizeof *files);
+    if (!files) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    for (size_t r = 0; r < res.nruns; r++) {
+        fp4s_mm_run *run = &res.runs[r];
+        text d = {0};
+        tx_add(&d, "# run %s (%s): %s per training step\n# step %s tokens\n", run->name, run->source, metric, metric);
+        for (size_t i = 0; i < run->nsteps; i++) {
+            double v = fp4s_mm_metric_value(&run->steps[i], (size_t)mi);
+            if (logy && !(v > 0)) v = NAN;
+            tx_add(&d, "%lld", (long long)run->steps[i].step);
+            tx_num(&d, v);
+            tx_add(&d, " %llu\n", (unsigned long long)run->steps[i].tokens);
+        }
+        files[r] = write_data(p, run->name, &d);
+        tx_free(&d);
+    }
+    text *s = &p->script;
+    script_header(p, "fp4-plot mismatch");
+    char title[1024];
+    if (p->title) snprintf(title, sizeof title, "%s", p->title);
+    else {
+        const char *syn = "";
+        for (size_t r = 0; r < res.nruns; r++)
+            if (cli_source_synthetic(res.runs[r].source)) syn = " (synthetic data)";
+        snprintf(title, sizeof title, "Rollout vs trainer log-prob mismatch: %s per step%s", metric, syn);
+    }
+    tx_add(s, "set title ");
+    tx_label(s, title);
+    tx_add(s, " font 'Sans,14'\n");
+    tx_add(s, "set xlabel \"training step\"\n");
+    tx_add(s, "set ylabel ");
+    tx_label(s, fp4s_mm_metric_label((size_t)mi));
+    tx_add(s, "\n");
+    if (logy) {
+        tx_add(s, "set logscale y\nset format y '%s'\nset mytics 10\n", logfmt());
+        if (isfinite(vmin) && vmax > 0) tx_add(s, "set yrange [%.6g:%.6g]\n", vmin / 1.6, vmax * 2.5);
+    } else {
+        tx_add(s, "set format y '%%g'\n");
+        if (isfinite(amin) && isfinite(amax)) {
+            double span = amax > amin ? amax - amin : (fabs(amax) > 0 ? fabs(amax) : 1);
+            double lo = amin - 0.05 * span, hi = amax + 0.2 * span;
+            if (amin >= 0 && lo < 0) lo = 0;
+            tx_add(s, "set yrange [%.6g:%.6g]\n", lo, hi);
+        }
+    }
+    tx_add(s, "set key top left box opaque samplen 3\n");
+    if (g_enhanced) tx_add(s, "set style textbox opaque noborder margins 1,1\n");
+    for (size_t r = 0; r < res.nruns; r++) {
+        if (!on[r].found) continue;
+        const char *c = colors[r % NCOLORS];
+        tx_add(s, "set arrow from %lld, graph 0 to %lld, graph 1 nohead dt 2 lw 1.5 lc rgb '%s' front\n",
+               (long long)on[r].step, (long long)on[r].step, c);
+        tx_add(s, "set label ");
+        char lab[600];
+        snprintf(lab, sizeof lab, "onset %s: step %lld", res.runs[r].name, (long long)on[r].step);
+        tx_label(s, lab);
+        tx_add(s, " at %lld, graph 0.03 left rotate by 90 offset %s tc rgb '%s' %sfront\n", (long long)on[r].step,
+               g_enhanced ? "1.6,0" : "1,0", c, g_enhanced ? "boxed " : "");
+    }
+    tx_add(s, "plot ");
+    for (size_t r = 0; r < res.nruns; r++) {
+        const char *c = colors[r % NCOLORS];
+        tx_add(s, "%s", r ? ", \\\n     " : "");
+        tx_str(s, files[r]);
+        tx_add(s, " using 1:2 with linespoints lw 2 pt 7 ps 0.45 lc rgb '%s' title ", c);
+        tx_label(s, res.runs[r].name);
+        if (on[r].found && isfinite(on[r].threshold) && (!logy || on[r].threshold > 0)) {
+            tx_add(s, ", \\\n     %.9g with lines dt 3 lw 1 lc rgb '%s' title ", on[r].threshold, c);
+            char lab[600];
+            snprintf(lab, sizeof lab, "%s onset threshold", res.runs[r].name);
+            tx_label(s, lab);
+        }
+    }
+    for (size_t r = 0; r < res.nruns; r++) {
+        if (!on[r].found) continue;
+        double v = on[r].value;
+        if (!isfinite(v) || (logy && !(v > 0))) continue;
+        tx_add(s, ", \\\n     '+' using (%lld):(%.9g) every ::0::0 with points pt 6 ps 2.2 lw 2 lc rgb '%s' notitle",
+               (long long)on[r].step, v, colors[r % NCOLORS]);
+    }
+    tx_add(s, "\n");
+    free(files);
+    free(on);
+    fp4s_mm_result_free(&res);
+    return plot_finish(p);
+}
+
