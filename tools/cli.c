@@ -317,6 +317,25 @@ bad:
     cli_usage("%s: expected a list like '0,5,10-20' or '0:100:10', got '%s'", opt, arg);
 }
 
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts)
+{
+    char so[64];
+    snprintf(so, sizeof so, ":%s", shortopts); /* ':' reports a missing argument apart */
+    opterr = 0;
+    int c = getopt_long(argc, argv, so, longopts, NULL);
+    if (c != '?' && c != ':') return c;
+    char name[256];
+    const char *a = optind > 0 && optind <= argc ? argv[optind - 1] : "";
+    if (strncmp(a, "--", 2) == 0) {
+        /* a long option: as typed, without its "=value" */
+        snprintf(name, sizeof name, "%.*s", (int)strcspn(a, "="), a);
+    } else {
+        snprintf(name, sizeof name, "-%c", optopt ? optopt : '?');
+    }
+    if (c == ':') cli_usage("option '%s' needs an argument", name);
+    cli_usage("unknown option '%s'", name);
+}
+
 void cli_version(void)
 {
     printf("%s (fp4scope) %s\nfeatures: %s\n", prog_name, fp4s_version(), fp4s_features());

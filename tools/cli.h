@@ -78,6 +78,12 @@ double cli_parse_double(const char *opt, const char *arg, double lo, double hi);
  * ("0,5,10-20"). Returns a malloc'ed sorted unique array and its length. */
 long long *cli_parse_int_list(const char *opt, const char *arg, size_t *n);
 
+/* getopt_long for every tool, with the same one message for a bad option:
+ * "prog: unknown option '--x'" (or '-x'), "prog: option '--x' needs an
+ * argument", then "Try 'prog --help'." and exit 2. shortopts without a
+ * leading ':'. Returns the option's value, or -1 after the last option. */
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts);
+
 /* "--version" text: "prog (fp4scope) X.Y.Z\nfeatures: ...". */
 void cli_version(void);
 

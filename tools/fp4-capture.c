@@ -398,7 +398,7 @@ static int cmd_import(int argc, char **argv)
     bool append = false, cst = false, have_step = false, exact = false;
     int64_t step = 0;
     int gz = 0, ch;
-    while ((ch = getopt_long(argc, argv, "o:a", lo, NULL)) != -1) {
+    while ((ch = cli_getopt(argc, argv, "o:a", lo)) != -1) {
         switch (ch) {
         case 'o': out = optarg; break;
         case 'a': append = true; break;
@@ -411,7 +411,7 @@ static int cmd_import(int argc, char **argv)
         case CLI_OPT_FORCE: cli_force(); break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;
-        default: cli_usage("import: unknown option");
+        default: cli_usage("import: unknown option '%s'", argv[optind - 1]);
         }
     }
     if (optind >= argc) cli_usage("import: no SRC given");
@@ -607,7 +607,7 @@ static int cmd_ls(int argc, char **argv)
     long long *steps = NULL;
     size_t nsteps = 0;
     int ch;
-    while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+    while ((ch = cli_getopt(argc, argv, "", lo)) != -1) {
         switch (ch) {
         case OPT_JSON: json = true; break;
         case OPT_CHECK: check = true; break;
@@ -616,7 +616,7 @@ static int cmd_ls(int argc, char **argv)
         case OPT_SIDES: sides = optarg; break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;
-        default: cli_usage("ls: unknown option");
+        default: cli_usage("ls: unknown option '%s'", argv[optind - 1]);
         }
     }
     if (optind + 1 != argc) cli_usage("ls: expected exactly one CAP.h5");
@@ -752,14 +752,14 @@ static int cmd_merge(int argc, char **argv)
         CLI_OUTPUT_LONGOPTS {0, 0, 0, 0}};
     const char *out = NULL;
     int ch;
-    while ((ch = getopt_long(argc, argv, "o:", lo, NULL)) != -1) {
+    while ((ch = cli_getopt(argc, argv, "o:", lo)) != -1) {
         switch (ch) {
         case 'o': out = optarg; break;
         case OPT_GZIP: (void)cli_parse_int("--gzip", optarg, 0, 9); break;
         case CLI_OPT_FORCE: cli_force(); break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;
-        default: cli_usage("merge: unknown option");
+        default: cli_usage("merge: unknown option '%s'", argv[optind - 1]);
         }
     }
     if (!out) cli_usage("merge: -o OUT.h5 is required");
@@ -802,7 +802,7 @@ static int cmd_synth(int argc, char **argv)
     fp4s_synth_opts_defaults(&s);
     const char *out = NULL;
     int ch;
-    while ((ch = getopt_long(argc, argv, "o:", lo, NULL)) != -1) {
+    while ((ch = cli_getopt(argc, argv, "o:", lo)) != -1) {
         switch (ch) {
         case 'o': out = optarg; break;
         case OPT_SEED: s.seed = (uint64_t)cli_parse_int("--seed", optarg, 0, INT64_MAX); break;
@@ -832,7 +832,7 @@ static int cmd_synth(int argc, char **argv)
         case CLI_OPT_FORCE: cli_force(); break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;
-        default: cli_usage("synth: unknown option");
+        default: cli_usage("synth: unknown option '%s'", argv[optind - 1]);
         }
     }
     if (!out) cli_usage("synth: -o CAP.h5 is required");

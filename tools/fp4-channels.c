@@ -183,8 +183,7 @@ int main(int argc, char **argv)
         CLI_OUTPUT_LONGOPTS
         {NULL, 0, NULL, 0}};
     int c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":f:p:o:", lo, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, "f:p:o:", lo)) != -1) {
         switch (c) {
         case 'f': fmt_s = optarg; break;
         case 'p': profile = optarg; break;
@@ -209,7 +208,6 @@ int main(int argc, char **argv)
         case OPT_CHUNK: chunk = (size_t)cli_parse_int("--chunk", optarg, 1, (long long)1 << 40); break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;
-        case ':': cli_usage("option '%s' needs a value", argv[optind - 1]);
         default: cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }

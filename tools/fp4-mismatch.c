@@ -474,7 +474,7 @@ int main(int argc, char **argv)
     size_t nnames = 0;
     if (!names) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
     int ch;
-    while ((ch = getopt_long(argc, argv, "o:", longopts, NULL)) != -1) {
+    while ((ch = cli_getopt(argc, argv, "o:", longopts)) != -1) {
         switch (ch) {
         case OPT_METRIC: c.metric = optarg; break;
         case OPT_CLAMP: c.mo.clamp = cli_parse_double("--clamp", optarg, 1e-6, 700); break;
@@ -491,7 +491,7 @@ int main(int argc, char **argv)
         case OPT_HELP: usage(); free(names); return 0;
         case OPT_VERSION: cli_version(); free(names); return 0;
         default:
-            if (!cli_trace_option(ch, optarg, &c.mo, &t, &c.oo)) cli_usage("unknown option");
+            if (!cli_trace_option(ch, optarg, &c.mo, &t, &c.oo)) cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
     if (c.json && c.csv) cli_usage("--json and --csv exclude each other");

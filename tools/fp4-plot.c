@@ -97,9 +97,9 @@ int main(int argc, char **argv)
     int ismm = strcmp(sub, "mismatch") == 0;
     optind = 2;
     int ch;
-    while ((ch = getopt_long(argc, argv, "o:", longopts, NULL)) != -1) {
+    while ((ch = cli_getopt(argc, argv, "o:", longopts)) != -1) {
         if (!ismm && ch != 'o' && ch != OPT_OUTPUT && ch != OPT_TERM && ch != OPT_TITLE && ch != OPT_SIZE &&
-            ch != CLI_OPT_FORCE && ch != OPT_HELP && ch != OPT_VERSION && ch != '?')
+            ch != CLI_OPT_FORCE && ch != OPT_HELP && ch != OPT_VERSION)
             cli_usage("%s: option '--%s' applies to 'fp4-plot mismatch' only", sub, option_name(ch));
         switch (ch) {
         case 'o':
@@ -123,7 +123,7 @@ int main(int argc, char **argv)
         case OPT_HELP: usage(); free(names); return 0;
         case OPT_VERSION: cli_version(); free(names); return 0;
         default:
-            if (!cli_trace_option(ch, optarg, &mo, &to, &oo)) cli_usage("unknown option");
+            if (!cli_trace_option(ch, optarg, &mo, &to, &oo)) cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
     int nin = argc - optind;

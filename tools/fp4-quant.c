@@ -614,9 +614,8 @@ int main(int argc, char **argv)
     outputs out = {0};
     char alts[512];
 
-    opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":f:p:o:", longopts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, "f:p:o:", longopts)) != -1) {
         switch (c) {
         case 'f': case OPT_FORMAT: fmt_s = optarg; break;
         case 'p': case OPT_PROFILE: profile = optarg; break;
@@ -651,7 +650,6 @@ int main(int argc, char **argv)
         case CLI_OPT_FORCE: cli_force(); break;
         case OPT_HELP: usage(); return 0;
         case OPT_VERSION: cli_version(); return 0;
-        case ':': cli_usage("option '%s' needs an argument", argv[optind - 1]);
         default: cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
