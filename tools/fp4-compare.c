@@ -77,13 +77,6 @@ static int cmp_rank(const void *a, const void *b)
     return x->comp - y->comp;
 }
 
-static char *xstrdup(const char *s)
-{
-    char *d = strdup(s ? s : "");
-    if (!d) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-    return d;
-}
-
 static void fmtv(char *b, size_t n, const char *f, double v)
 {
     if (isfinite(v)) snprintf(b, n, f, v);
@@ -182,10 +175,10 @@ int main(int argc, char **argv)
         {"threads", required_argument, NULL, OPT_THREADS},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
+        CLI_OUTPUT_LONGOPTS
         {NULL, 0, NULL, 0}};
     int c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":f:p:o:", lo, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, "f:p:o:", lo)) != -1) {
         switch (c) {
         case 'f': fmt_s = optarg; break;
         case 'p': profile = optarg; break;
@@ -201,10 +194,10 @@ int main(int argc, char **argv)
         case OPT_TOP: top = cli_parse_int("--top", optarg, 0, 1LL << 40); break;
         case OPT_JSON: json = true; break;
         case OPT_CSV: csv = true; break;
-        case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 256)); break;
+        case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 4096)); break;
+        case CLI_OPT_FORCE: cli_force(); break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;
-        case ':': cli_usage("option '%s' needs a value", argv[optind - 1]);
         default: cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
@@ -229,7 +222,12 @@ int main(int argc, char **argv)
     fp4s_compare_opts_defaults(&co);
     if (dz_s && fp4s_dz_tie_parse(dz_s, &co.dz_tie)) cli_usage("--dz-tie: %s", fp4s_last_error());
     int rc;
-    if (outpath && (rc = fp4s_file_held(outpath))) exit(cli_report(rc));
+    /* the output is checked against the inputs before any work (cli.h) */
+    if (capture_mode) cli_input(argv[optind]);
+    if (act) cli_input(act);
+    if (tact) cli_input(tact);
+    if (weight) cli_input(weight);
+    if (outpath) cli_output(outpath);
 
     size_t cap = 4, nr = 0;
     run *runs = calloc(cap, sizeof *runs);
@@ -373,6 +371,7 @@ int main(int argc, char **argv)
         rc = cli_write_text(outpath, t2b, len + 1);
         free(t2b);
         if (rc) exit(cli_report(rc));
+        if ((rc = cli_commit())) exit(rc);
     }
     int status = 0;
     if (json) {

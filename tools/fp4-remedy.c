@@ -110,13 +110,6 @@ typedef struct site_run {
     fp4s_remedy_result *res;
 } site_run;
 
-static char *xstrdup(const char *s)
-{
-    char *d = strdup(s ? s : "");
-    if (!d) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-    return d;
-}
-
 static bool ends_with(const char *s, const char *suf)
 {
     size_t a = strlen(s), b = strlen(suf);
@@ -132,22 +125,6 @@ static char *file_part(const char *spec)
     char *c = strrchr(f, ':');
     if (c) *c = '\0';
     return f;
-}
-
-/* Refuse an output that would replace one of the inputs. */
-static void protect_inputs(const char *out, const char *const *inputs, size_t n)
-{
-    struct stat so;
-    if (!out || stat(out, &so) != 0) return;
-    for (size_t i = 0; i < n; i++) {
-        if (!inputs[i]) continue;
-        char *f = file_part(inputs[i]);
-        struct stat si;
-        bool same = stat(f, &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino;
-        free(f);
-        if (same) cli_die(FP4S_EXIT_OUTPUT, "%s: the output would replace the input %s; choose another -o", out,
-                          inputs[i]);
-    }
 }
 
 static void read_tensor(const char *what, const char *spec, float **x, size_t *rows, size_t *cols)
@@ -699,10 +676,10 @@ int main(int argc, char **argv)
         {"threads", required_argument, NULL, OPT_THREADS},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
+        CLI_OUTPUT_LONGOPTS
         {NULL, 0, NULL, 0}};
     int c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":f:p:r:o:", lo, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, "f:p:r:o:", lo)) != -1) {
         switch (c) {
         case 'f': fmt_s = optarg; break;
         case 'p': profile = optarg; break;
@@ -755,10 +732,10 @@ int main(int argc, char **argv)
         case OPT_LMHEAD: lm_head = optarg; break;
         case OPT_JSON: json = true; break;
         case OPT_CSV: csv = true; break;
-        case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 256)); break;
+        case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 4096)); break;
+        case CLI_OPT_FORCE: cli_force(); break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;
-        case ':': cli_usage("option '%s' needs a value", argv[optind - 1]);
         default: cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
@@ -819,9 +796,11 @@ int main(int argc, char **argv)
     if ((rc = fp4s_accel_get(accel_s, &eo.accel))) cli_usage("--accel: %s", fp4s_last_error());
     if (dz_s && fp4s_dz_tie_parse(dz_s, &eo.dz_tie)) cli_usage("--dz-tie: %s", fp4s_last_error());
     eo.decompose = !nodec;
+    /* the output is checked against the inputs before any work (cli.h) */
     const char *inputs[] = {act, tact, weight, capture_mode ? argv[optind] : NULL};
-    protect_inputs(outpath, inputs, 4);
-    if (outpath && (rc = fp4s_file_held(outpath))) exit(cli_report(rc));
+    for (int i = 0; i < 4; i++)
+        if (inputs[i]) cli_input(inputs[i]);
+    if (outpath) cli_output(outpath);
 
     if (logits) {
         long long *steps = NULL;
@@ -932,6 +911,7 @@ int main(int argc, char **argv)
             rc = fp4s_remedy_write_h5(outpath, &as, &ws, eo.accel, rows, nrow);
         }
         if (rc) exit(cli_report(rc));
+        if ((rc = cli_commit())) exit(rc);
     }
     if (json) {
         if (plan) status = cli_json_print(json_pack("{sOsO}", "plan", plan, "results", arr));

@@ -77,6 +77,11 @@ refused 2 "is also an input" fp4-plot components rep.in.json -o rep.in.json --te
 refused 2 "is also an input" fp4-plot components rep.in.dat -o rep.in.png
 refused 2 "is also an input" fp4-plot components r.in.gp -o r.in.svg
 refused 2 "is also an input" fp4-plot mismatch --format csv p.in.dat --name in -o p.png
+# the remedy tools (built with a BLAS)
+if command -v fp4-remedy >/dev/null 2>&1; then
+    refused 2 "is also an input" fp4-remedy --act x.in.npy --weight w.in.npy --remedy none -o whard.in.npy
+    refused 2 "is also an input" fp4-compare --act x.in.npy --trainer-act x.in.npy --weight w.in.npy -o x.in.npy
+fi
 # ... or another output of the same run
 refused 2 "named twice" fp4-quant w.in.npy --codes c.npy --dequant c.npy
 refused 2 "are the same file" fp4-quant w.in.npy --codes c.npy --dequant ./c.npy

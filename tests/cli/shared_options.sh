@@ -12,8 +12,10 @@ two_lines() {
     [ "$(wc -l <err.txt)" = 2 ] || { cat err.txt >&2; fail "$*: expected one message and the hint"; }
     sed -n 2p err.txt | grep -q "^Try '.* --help'\.$" || { cat err.txt >&2; fail "$*: no hint"; }
 }
+extra=
+command -v fp4-remedy >/dev/null 2>&1 && extra="fp4-remedy fp4-compare"
 for t in fp4-quant fp4-decompose fp4-channels fp4-mismatch "fp4-plot mismatch" "fp4-capture import" \
-         "fp4-capture ls" "fp4-capture merge" "fp4-capture synth"; do
+         "fp4-capture ls" "fp4-capture merge" "fp4-capture synth" $extra; do
     prog=${t%% *}
     # shellcheck disable=SC2086
     expect_exit 2 $t --bogus x.in.npy
@@ -29,7 +31,7 @@ for t in fp4-quant fp4-decompose fp4-channels fp4-mismatch "fp4-plot mismatch" "
     two_lines "$t -Z"
 done
 for t in fp4-quant fp4-decompose fp4-channels fp4-mismatch "fp4-plot mismatch" "fp4-capture import" \
-         "fp4-capture merge" "fp4-capture synth"; do
+         "fp4-capture merge" "fp4-capture synth" $extra; do
     prog=${t%% *}
     # shellcheck disable=SC2086
     expect_exit 2 $t x.in.npy -o

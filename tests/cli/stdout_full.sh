@@ -28,7 +28,9 @@ full() {
     [ "$(wc -l <err.txt)" = 1 ] || { cat err.txt >&2; fail "more than one message: $*"; }
 }
 
-for t in fp4-quant fp4-decompose fp4-channels fp4-capture fp4-mismatch fp4-plot; do
+extra=
+command -v fp4-remedy >/dev/null 2>&1 && extra="fp4-remedy fp4-compare"
+for t in fp4-quant fp4-decompose fp4-channels fp4-capture fp4-mismatch fp4-plot $extra; do
     full $t --help
     full $t --version
 done

@@ -78,14 +78,14 @@ expect 3 "no site matches --sites nothing.*" $R --sites 'nothing.*' "$FP4S_SRCDI
 expect 3 "no site matches --steps 99" $R --steps 99 "$FP4S_SRCDIR/datasets/synth-tiny.h5"
 expect 3 "site layers.0.mlp.up_proj step 0 has no weight" $R noweight.h5
 
-# --- no partial output, inputs protected (4) ---
+# --- no partial output, inputs protected (2) ---
 expect 3 "" $R --act a_nan.npy --weight w.npy --remedy none -o out.h5
 [ ! -e out.h5 ] || fail "a failed run left out.h5"
 ls ./*.tmp.* >/dev/null 2>&1 && fail "a temporary file was left"
 expect 4 "no_such_dir" $R --act a.npy --weight w.npy --remedy none -o no_such_dir/out.h5
 expect 4 "no_such_dir" $R --act a.npy --weight w.npy --remedy none -o no_such_dir/out.json
 cp w.npy w_copy.npy
-expect 4 "would replace the input w.npy" $R --act a.npy --weight w.npy --remedy none -o w.npy
+expect 2 "is also an input (w.npy)" $R --act a.npy --weight w.npy --remedy none -o w.npy
 cmp -s w.npy w_copy.npy || fail "-o over an input changed it"
 
 # --- outputs ---
