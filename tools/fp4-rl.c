@@ -426,6 +426,8 @@ static int write_demo_plot(const tool *t, const int *sel, size_t nsel, char onse
     snprintf(path, sizeof path, "%s/demo.gp", t->out);
     int rc = cli_write_text(path, gp, n);
     if (rc) return rc;
+    int st = cli_commit(); /* the script and data are in place before gnuplot reads them */
+    if (st) exit(st);
     rc = run_gnuplot(t->out, "demo.gp", "demo.png");
     *drawn = rc == 0;
     return rc < 0 ? rc : 0;
@@ -507,6 +509,8 @@ static int run_demo(tool *t)
                     if ((crc = write_stats(path, &res))) {
                         snprintf(slot->err, sizeof slot->err, "%s", fp4s_last_error());
                         status = fp4s_exit_status(crc);
+                    } else {
+                        status = cli_commit(); /* this child's outputs (cli.h) */
                     }
                     memcpy(slot + 1, res.st, (size_t)res.steps_done * sizeof *res.st);
                 }
@@ -620,6 +624,7 @@ static int run_demo(tool *t)
                            "tenth of the steps", sft.steps, sft.success, rl_wall() - t0);
     snprintf(path, sizeof path, "%s/summary.txt", t->out);
     if ((rc = cli_write_text(path, summary, sn))) cli_fail(rc);
+    if ((rc = cli_commit())) return rc;
     if (!drawn)
         fprintf(stderr, "%s: gnuplot not found: wrote %s/demo.gp and its data; run 'gnuplot demo.gp' in %s\n",
                 cli_prog(), t->out, t->out);
@@ -652,7 +657,7 @@ static void parse(int argc, char **argv, tool *t)
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--demo")) demo_defaults(t);
     int c;
-    while ((c = getopt_long(argc, argv, "o:p:", longopts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, "o:p:", longopts)) != -1) {
         switch (c) {
         case OPT_TASK: if (fp4s_rl_task_parse(optarg, &o->task)) cli_usage("--task: %s", fp4s_last_error()); break;
         case OPT_STEPS: t->steps = (int)cli_parse_int("--steps", optarg, 1, 10000000); break;
@@ -738,6 +743,10 @@ int main(int argc, char **argv)
     if (t.stats && (rc = write_stats(t.stats, &res))) {
         free(res.st);
         cli_failf(rc, "%s", t.stats);
+    }
+    if ((rc = cli_commit())) {
+        free(res.st);
+        return rc;
     }
     int status = 0;
     if (t.json) status = cli_json_print(run_json(&t.o, &res, t.out));
