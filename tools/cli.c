@@ -84,9 +84,12 @@ int cli_stdout_flush(void)
     return FP4S_EXIT_OUTPUT;
 }
 
-static void at_exit(void)
+/* At exit (status known where the C library gives it): outputs not committed
+ * yet are committed when the run succeeded and standard output is fine, and
+ * removed otherwise; scratch files are removed; standard output is checked. */
+static void at_exit_status(int status, void *arg)
 {
-    fp4s_outgroup_abort(&group);
+    (void)arg;
     scratch_unlink_all(true);
     if (failure_reported) stdout_reported = true; /* that failure is the message */
     bool bad = cli_stdout_flush() != 0;
@@ -95,8 +98,27 @@ static void at_exit(void)
             fprintf(stderr, "%s: stdout: write failed: %s\n", prog_name, strerror(errno));
         bad = true;
     }
+    if (status == 0 && !bad && !failure_reported && group) {
+        int rc = fp4s_outgroup_commit(&group);
+        int sig = fp4s_outgroup_deferred_signal();
+        if (sig) {
+            fp4s_outfile_on_signal(sig);
+            die_by(sig);
+        }
+        if (rc) {
+            const char *d = fp4s_last_error();
+            fprintf(stderr, "%s: %s\n", prog_name, (d && *d) ? d : fp4s_strerror(rc));
+            _exit(fp4s_exit_status(rc));
+        }
+    }
+    fp4s_outgroup_abort(&group);
     if (bad && !failure_reported) _exit(FP4S_EXIT_OUTPUT);
 }
+
+#ifndef __GLIBC__
+/* without on_exit the status is unknown: outputs appear only by cli_commit */
+static void at_exit(void) { at_exit_status(1, NULL); }
+#endif
 
 void cli_init(const char *prog)
 {
@@ -113,7 +135,11 @@ void cli_init(const char *prog)
         if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
         sigaction(sigs[i], &sa, NULL);
     }
+#ifdef __GLIBC__
+    on_exit(at_exit_status, NULL);
+#else
     atexit(at_exit);
+#endif
     if (fp4s_outgroup_open(0, &group)) cli_die(FP4S_EXIT_INTERNAL, "%s", fp4s_last_error());
 }
 

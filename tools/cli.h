@@ -17,10 +17,11 @@
 /* Call first in main: the program name used in messages, and what every tool
  * shares at run time. SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGPIPE remove the
  * run's temporaries (its outputs not yet committed and its scratch files),
- * then end the process by the same signal. At exit, outputs not committed are
- * removed and standard output is flushed and checked: a failed write prints
- * "prog: stdout: REASON" and the exit status becomes 4 (unless a failure was
- * reported already). The run's outputs form one output group
+ * then end the process by the same signal. At exit, standard output is
+ * flushed and checked (a failed write prints
+ * "prog: stdout: REASON" and the exit status becomes 4, unless a failure was
+ * reported already), and outputs not committed yet are committed or removed
+ * (see cli_commit). The run's outputs form one output group
  * (fp4scope/outfile.h), opened here. */
 void cli_init(const char *prog);
 const char *cli_prog(void);
@@ -36,7 +37,9 @@ char *xstrdup(const char *s);   /* NULL gives "" */
  * each declaration is checked at once (an output that is an input or another
  * output: exit 2; an existing HDF5 file without --force: exit 2; a file a live
  * writer holds: exit 4; nothing is written). Outputs begun by the writers join
- * the group; cli_commit() renames them all into place, all or none. */
+ * the group; cli_commit() renames them all into place, all or none. A run
+ * that ends with status 0 commits what is left (with glibc's on_exit; call
+ * cli_commit to commit before printing a report), any other status removes it. */
 enum { CLI_OPT_FORCE = 0x4100 };
 #define CLI_OUTPUT_LONGOPTS {"force", no_argument, NULL, CLI_OPT_FORCE},
 void cli_force(void);                   /* --force: existing HDF5 outputs may be replaced */
