@@ -87,10 +87,22 @@ int fp4s_tscale_init(const fp4s_spec *s, float amax, fp4s_tscale *ts)
         if (!rt) return fp4s_error_set(FP4S_EINVAL, "tensor scale: unknown NVFP4 recipe %d", (int)s->nv_recipe);
         switch (rt->tscale) {
         case FP4S_NV_TS_ENCODE: {
-            /* S_enc = min(2688 / amax, FLT_MAX); 1 if amax == 0 or S_enc == 0 */
-            float e = 2688.0f / amax;
-            if (e > FLT_MAX) e = FLT_MAX;
-            if (amax == 0.0f || e == 0.0f) e = 1.0f;
+            /* S_enc = min(2688 / amax, FLT_MAX); 1 if amax == 0 or S_enc == 0.
+             * The quotient is formed in double and rounded once to float:
+             * that is the float32 quotient exactly (53 >= 2*24 + 2 bits, so
+             * the double rounding is innocuous for a division), and no float
+             * division overflows to +Inf. Written as fl32(2688/amax) then
+             * clamped, gcc 13.3 -O2 returned 1 instead of FLT_MAX when the
+             * quotient overflowed (amax below about 1.6e-35): its value-range
+             * pass inverted the division that gave +Inf into amax == 0, a
+             * compiler bug (no undefined behaviour, no fast-math flags here).
+             * Testing amax before dividing leaves it nothing to invert. */
+            float e = 1.0f;
+            if (amax != 0.0f) {
+                double q = 2688.0 / (double)amax;
+                e = q > (double)FLT_MAX ? FLT_MAX : (float)q;
+                if (e == 0.0f) e = 1.0f;
+            }
             ts->s_enc = e;
             ts->s_dec = 1.0f / e;
             break;

@@ -281,6 +281,16 @@ START_TEST(nv_te_tensor_scale_and_hand_block)
     ck_assert(ts.s_enc == 1.0f && ts.s_dec == 1.0f);
     ck_assert_int_eq(fp4s_tscale_init(&s, 1e-45f, &ts), 0);
     ck_assert(ts.s_enc == FLT_MAX);
+    /* 2688/amax overflows for amax <= 0x1.5p-117 (2688 * 2^-128: the quotient
+     * is 2^128) and S_enc is then FLT_MAX; one float up it is the float32
+     * quotient. gcc 13.3 -O2 once gave 1 here (see fp4s_tscale_init). */
+    ck_assert_int_eq(fp4s_tscale_init(&s, 0x1.5p-117f, &ts), 0);
+    ck_assert(ts.s_enc == FLT_MAX);
+    ck_assert_int_eq(fp4s_tscale_init(&s, 0x1p-126f, &ts), 0);
+    ck_assert(ts.s_enc == FLT_MAX);
+    volatile float just_above = 0x1.500002p-117f, quot = 2688.0f / just_above;
+    ck_assert_int_eq(fp4s_tscale_init(&s, just_above, &ts), 0);
+    ck_assert(ts.s_enc == quot && quot == 0x1.fffffcp127f); /* the float below FLT_MAX */
     ck_assert_int_eq(fp4s_tscale_init(&s, NAN, &ts), FP4S_EINVAL);
     ck_assert_int_eq(fp4s_tscale_init(&s, 2688.0f, &ts), 0);
     ck_assert(ts.s_enc == 1.0f && ts.stored == 1.0f);
