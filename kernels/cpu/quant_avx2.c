@@ -312,7 +312,7 @@ static inline void nv_scales8(const nv_params *n, __m256 am, __m256i *code, __m2
         *fac = CLAMP_HI(enc, fmax);
         break;
     }
-    case FP4S_NV_TORCHAO: {
+    case FP4S_NV_TORCHAO_DIV: {
         __m256 sc = _mm256_div_ps(_mm256_div_ps(am, _mm256_set1_ps(6.0f)), _mm256_set1_ps(n->pts));
         sc = CLAMP_HI(CLAMP_LO(sc, _mm256_set1_ps(0x1p-6f)), _mm256_set1_ps(448.0f));
         *code = e4m3_encode8(sc);
@@ -657,7 +657,7 @@ static int fp8_dequant(const fp4s_spec *s, const fp4s_tscale *ts, const uint8_t 
 
 /* ---- kernel entry points -------------------------------------------------------- */
 
-QUANT_ENTRY
+QUANT_ENTRY(FP4S_KERNEL_AVX2)
 
 static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
                         const uint8_t *codes, size_t ld_codes,

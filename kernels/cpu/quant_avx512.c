@@ -380,7 +380,7 @@ static inline void nv_scales16(const nv_params *n, __m512 am, __m512i *code, __m
         *fac = CLAMP_HI(enc, fmax);
         break;
     }
-    case FP4S_NV_TORCHAO: {
+    case FP4S_NV_TORCHAO_DIV: {
         __m512 sc = _mm512_div_ps(_mm512_div_ps(am, _mm512_set1_ps(6.0f)), _mm512_set1_ps(n->pts));
         sc = CLAMP_HI(CLAMP_LO(sc, _mm512_set1_ps(0x1p-6f)), _mm512_set1_ps(448.0f));
         *code = e4m3_encode16(sc);
@@ -709,7 +709,7 @@ static int fp8_dequant(const fp4s_spec *s, const fp4s_tscale *ts, const uint8_t 
 
 /* ---- kernel entry points -------------------------------------------------------- */
 
-QUANT_ENTRY
+QUANT_ENTRY(FP4S_KERNEL_AVX512)
 
 static int k_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
                         const uint8_t *codes, size_t ld_codes,

@@ -113,23 +113,25 @@ static int mx_quant(const fp4s_spec *s, const float *x, size_t rows, size_t cols
             a->st.inf += sc.inf;
             a->st.nonfinite += sc.nan + sc.inf;
             if (sc.nan || sc.inf) a->st.nonfinite_blocks++;
+            uint8_t code = 0xFF;
             if (nan_block(s, &sc)) {
-                if (sr) sr[b] = 0xFF;
-                for (size_t j = 0; j < B; j++) {
-                    if (cr) cr[b * B + j] = 0;
-                    if (dr) dr[b * B + j] = NAN;
-                }
-                continue;
-            }
-            uint8_t code;
-            if (sc.amax == 0.0f) {
+                /* code 0xFF */
+            } else if (sc.amax == 0.0f) {
                 code = s->mx_zero_block_code;
                 a->st.zero_blocks++;
             } else {
                 bool low = false;
                 int k = fp4s_mx_k(s->mx_rule, sc.amax, &low);
                 if (low) a->st.scale_underflow++;
-                code = (uint8_t)(k + 127);
+                code = (uint8_t)(k + 127); /* 0xFF: the rule's own NaN scale (even-nan) */
+            }
+            if (code == 0xFF) {
+                if (sr) sr[b] = 0xFF;
+                for (size_t j = 0; j < B; j++) {
+                    if (cr) cr[b * B + j] = 0;
+                    if (dr) dr[b * B + j] = NAN;
+                }
+                continue;
             }
             if (sr) sr[b] = code;
             const int k = (int)code - 127;
@@ -164,9 +166,9 @@ static int mx_quant(const fp4s_spec *s, const float *x, size_t rows, size_t cols
 typedef struct nv_blk {
     uint8_t code;     /* stored scale byte */
     float sbv;        /* decoded block scale */
-    float enc;        /* TE: encode factor (multiply) */
-    float div;        /* torchao / ModelOpt: divisor (x / div) */
-    float dq;         /* torchao / ModelOpt: dequant factor (q * dq) */
+    float enc;        /* FP4S_NV_ELEM_MUL: encode factor (x * enc) */
+    float div;        /* FP4S_NV_ELEM_DIV: divisor (x / div) */
+    float dq;         /* FP4S_NV_DQ_TOTAL: dequant factor (q * dq) */
 } nv_blk;
 
 static const float e2m1_mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
@@ -189,19 +191,27 @@ static void nv_scale(const fp4s_spec *s, const fp4s_tscale *ts, float amax_b, nv
         o->enc = enc;
         break;
     }
-    case FP4S_NV_TORCHAO: {
-        /* torchao nvfp4_tensor.py _nvfp4_quantize (two-level):
-         * block_scale = amax_b / 6; scaled = block_scale / pts;
-         * s_b = e4m3(clamp(scaled, 2^-6, 448)); total = pts * s_b; v = x / total.
-         * torch.clamp keeps NaN (pts = 0 for an all-zero tensor gives 0/0). */
+    case FP4S_NV_TORCHAO_DIV:
+    case FP4S_NV_TORCHAO_RCP:
+    case FP4S_NV_TORCHAO_CUDA:
+    case FP4S_NV_TORCHAO_DIV_CUDA: {
+        /* torchao nvfp4_tensor.py nvfp4_quantize (two-level):
+         * block_scale = amax_b / 6 (on CUDA amax_b * fl(1/6): PyTorch divides
+         * a tensor by a Python scalar as a multiply by its reciprocal);
+         * scaled = block_scale / pts; s_b = e4m3(clamp(scaled, 2^-6, 448));
+         * up to 0.16 v = x / (pts * s_b), since 0.17 v = x * ((1/pts) / s_b)
+         * with 1/pts = s_enc. torch.clamp keeps NaN (pts = 0 for an all-zero
+         * tensor gives 0/0). Dequantized q * (pts * s_b) either way. */
+        const bool cuda = s->nv_recipe == FP4S_NV_TORCHAO_CUDA || s->nv_recipe == FP4S_NV_TORCHAO_DIV_CUDA;
         float pts = ts->s_dec;
-        float bs = amax_b / 6.0f;
+        float bs = cuda ? amax_b * (1.0f / 6.0f) : amax_b / 6.0f;
         float sc = bs / pts;
         if (sc < 0x1p-6f) sc = 0x1p-6f;
         if (sc > 448.0f) sc = 448.0f;
         o->code = fp4s_e4m3_encode(sc, FP4S_TIE_EVEN);
         o->sbv = fp4s_e4m3_decode(o->code);
         o->div = pts * o->sbv;
+        o->enc = ts->s_enc / o->sbv;
         o->dq = o->div;
         break;
     }

@@ -167,8 +167,10 @@ static inline quant_body quant_body_of(const fp4s_spec *s, size_t cols)
         return name(s, ts, x, rows, cols, ld, row0, out, NULL, false);                     \
     }
 
-/* k_quantize of a file that defines mx_quant, nv_quant and fp8_quant bodies. */
-#define QUANT_ENTRY                                                                        \
+/* k_quantize of a file that defines mx_quant, nv_quant and fp8_quant bodies;
+ * level is its FP4S_KERNEL_* bit (a scale rule without it goes to the
+ * reference; recipes are checked by nv_params_init). */
+#define QUANT_ENTRY(level)                                                                 \
     QUANT_PAIR(mx_quant)                                                                   \
     QUANT_PAIR(nv_quant)                                                                   \
     QUANT_PAIR(fp8_quant)                                                                  \
@@ -178,6 +180,7 @@ static inline quant_body quant_body_of(const fp4s_spec *s, size_t cols)
     {                                                                                      \
         switch (quant_body_of(s, cols)) {                                                  \
         case QB_MX:                                                                        \
+            if (!(fp4s_get_mx_rule_traits(s->mx_rule)->kernels & (level))) break;          \
             return st ? mx_quant_st(s, ts, x, rows, cols, ld, row0, out, st)               \
                       : mx_quant_co(s, ts, x, rows, cols, ld, row0, out);                  \
         case QB_NV:                                                                        \

@@ -340,6 +340,14 @@ FP4S_HD int cu_mx_k(int rule, float amax, int *low)
         if (!(l < 200.0f)) return 127;
         return cu_clamp_k((int)l - 2, low);
     }
+    case 6: { /* RCEIL_MUL: fl(amax * fl(1/6)) up to a power of two from its bits */
+        if (e32 == 255) return 127;
+        uint32_t d = cu_bits(cu_mul(amax, 1.0f / 6.0f)) & 0x7FFFFFFFu;
+        uint32_t de = d >> 23, dm = d & 0x7FFFFFu;
+        int code = de ? (int)de + (dm != 0u) : (dm > 0x400000u);
+        if (d <= 0x00200000u) *low = 1;
+        return code - 127;
+    }
     default: { /* CEIL_LOG2F: ceilf(max(log2f(amax / 6), -127)) in fp32 */
         float l = cu_log2f_libm(cu_div(amax, 6.0f));
         if (!(l < 200.0f)) return 127;
@@ -422,12 +430,16 @@ FP4S_HD fp4s_cu_blk cu_block(const fp4s_cu_params &p, fp4s_cu_amax am)
         b.f = enc;
         break;
     }
-    case 1: { /* torchao: x / (pts * s_b), clamp keeps NaN */
-        float sc = cu_div(cu_div(amax, 6.0f), p.s_dec);
+    case 1: case 4: case 5: case 6: {
+        /* torchao, clamp keeps NaN: 1 and 6 x / (pts * s_b), 4 and 5
+         * x * ((1/pts) / s_b); 5 and 6 (PyTorch on CUDA) amax_b * fl(1/6) */
+        const bool cuda = p.recipe == 5 || p.recipe == 6;
+        float sc = cu_div(cuda ? cu_mul(amax, 1.0f / 6.0f) : cu_div(amax, 6.0f), p.s_dec);
         if (sc < 0.015625f) sc = 0.015625f;
         if (sc > 448.0f) sc = 448.0f;
         b.scale = cu_e4m3(sc);
-        b.f = cu_mul(p.s_dec, cu_e4m3_value(b.scale));
+        const float sb = cu_e4m3_value(b.scale);
+        b.f = p.elem == 1 ? cu_mul(p.s_dec, sb) : cu_div(p.s_enc, sb);
         break;
     }
     case 2: { /* modelopt: x / (s_b * scale_2); >= 480 or NaN -> 0x7F */

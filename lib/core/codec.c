@@ -244,6 +244,26 @@ int fp4s_mx_k(fp4s_mx_rule rule, float amax, bool *clamped_low)
         }
         return clamp_k((int)ceilf(l), clamped_low);
     }
+    case FP4S_MX_RCEIL_MUL: {
+        /* torchao _f32_to_e8m0_rceil of descale = amax * (1.0 / 6): the
+         * float product, then up to a power of two from its bits (a normal
+         * rounds up when its mantissa is not zero; E8M0 code 0 is the
+         * subnormal 2^-127, so a subnormal product above it gives code 1) */
+        if (e32 == 255) return 127;
+        uint32_t d = fp4s_f32_bits(amax * (1.0f / 6.0f)) & 0x7FFFFFFFu;
+        uint32_t de = d >> 23, dm = d & 0x7FFFFFu;
+        int code = de ? (int)de + (dm != 0) : (dm > 0x400000u);
+        /* as CEIL, a product at or below 2^-128 counts as clamped from below */
+        if (clamped_low && d <= 0x00200000u) *clamped_low = true;
+        return code - 127;
+    }
+    case FP4S_MX_EVEN_NAN: {
+        /* EVEN, but an amax rounded up into the exponent field 255 (amax >=
+         * 1.75 * 2^127, and Inf) is the NaN scale: k = 128, code 0xFF */
+        uint32_t r = u + (1u << 21);
+        if ((r >> 23) >= 255) return 128;
+        return clamp_k((int)(r >> 23) - 127 - 2, clamped_low);
+    }
     case FP4S_MX_RULE_COUNT: /* not a rule: rejected by fp4s_spec_check */
         break;
     }

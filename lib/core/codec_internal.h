@@ -82,10 +82,11 @@ static inline uint8_t fp4s_e2m1_encode_inline(float v, fp4s_tie tie, bool keep_n
 float fp4s_ue4m3_decode_ggml(uint8_t code);
 
 /* MXFP4 shared exponent k of a block (scale 2^k) for a rule, from amax (finite
- * or +Inf, >= 0), clamped to the E8M0 range [-127, 127]. amax == 0 is the
+ * or +Inf, >= 0), clamped to the E8M0 range [-127, 127]; or 128 (code 0xFF,
+ * the NaN scale) where the rule itself gives NaN (EVEN_NAN). amax == 0 is the
  * caller's (zero-block code). *clamped_low is set when the unclamped k was
  * below -127 (counted as scale underflow). Inf: FLOOR/EVEN give 126 (the
- * exponent field 255 read as 128), CEIL/LOG2F/RTN clamp to 127. */
+ * exponent field 255 read as 128), EVEN_NAN 128, the others 127. */
 int fp4s_mx_k(fp4s_mx_rule rule, float amax, bool *clamped_low);
 
 /* E2M1 code of a scaled element v under a spec's tie rule and zero-sign

@@ -66,6 +66,31 @@ float fp4s_amax(const float *x, size_t rows, size_t cols, size_t ld, uint64_t *n
     return m;
 }
 
+float fp4s_spec_amax(const fp4s_spec *s, const float *x, size_t rows, size_t cols, size_t ld,
+                     uint64_t *nonfinite)
+{
+    uint64_t nf = 0;
+    float m = fp4s_amax(x, rows, cols, ld, &nf);
+    if (nonfinite) *nonfinite += nf;
+    if (!s || s->format != FP4S_NVFP4 || s->tensor_amax != FP4S_TAMAX_ALL || nf == 0) return m;
+    /* some value is NaN or Inf (rare): the engine's max sees it */
+    if (ld < cols) ld = cols;
+    bool inf = false;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) {
+            float a = fabsf(x[r * ld + c]);
+            if (a != a) return NAN;
+            if (a == INFINITY) inf = true;
+        }
+    return inf ? INFINITY : m;
+}
+
+float fp4s_amax_merge(float a, float b)
+{
+    if (a != a || b != b) return NAN;
+    return a > b ? a : b;
+}
+
 /* ---- tensor scale ------------------------------------------------------------- */
 
 size_t fp4s_tscale_size(void) { return sizeof(fp4s_tscale); }
@@ -73,9 +98,12 @@ size_t fp4s_tscale_size(void) { return sizeof(fp4s_tscale); }
 int fp4s_tscale_init(const fp4s_spec *s, float amax, fp4s_tscale *ts)
 {
     if (!s || !ts) return fp4s_error_set(FP4S_EINVAL, "tensor scale: missing spec or output");
-    if (!(amax >= 0.0f) || isinf(amax))
+    const bool all = s->format == FP4S_NVFP4 && s->tensor_amax == FP4S_TAMAX_ALL;
+    if (!all && (!(amax >= 0.0f) || isinf(amax)))
         return fp4s_error_set(FP4S_EINVAL, "tensor scale: amax %g is not a finite value >= 0",
                               (double)amax);
+    if (all && amax < 0.0f)
+        return fp4s_error_set(FP4S_EINVAL, "tensor scale: amax %g is negative", (double)amax);
     memset(ts, 0, sizeof *ts);
     ts->amax = amax;
     ts->s_enc = 1.0f;
@@ -111,6 +139,12 @@ int fp4s_tscale_init(const fp4s_spec *s, float amax, fp4s_tscale *ts)
             /* per_tensor_scale / scale_2 = amax / 2688 (0 for an all-zero
              * tensor: both engines then divide 0 by 0, see quant.h) */
             ts->s_dec = amax / 2688.0f;
+            ts->s_enc = 1.0f / ts->s_dec;
+            break;
+        case FP4S_NV_TS_DECODE_RCP:
+            /* the same as PyTorch computes amax / 2688 on CUDA: times the
+             * float reciprocal of the Python scalar */
+            ts->s_dec = amax * (1.0f / 2688.0f);
             ts->s_enc = 1.0f / ts->s_dec;
             break;
         case FP4S_NV_TS_NONE:

@@ -61,8 +61,21 @@ static const fp4s_mx_rule_traits mx_rules[FP4S_MX_RULE_COUNT] = {
     [FP4S_MX_CEIL_LOG2F] = {
         .name = "ceil-log2f", .aliases = "",
         .rule = "ceilf(max(log2f(amax/6), -127)) in fp32",
-        .used_by = "ModelOpt MXFP4, TransformerEngine's pow2 reference, torchao's RCEIL emulation",
+        .used_by = "ModelOpt MXFP4, TransformerEngine's pow2 reference, torchao's RCEIL emulation up to 0.18",
         .kernels = FP4S_KERNEL_ALL},
+    [FP4S_MX_RCEIL_MUL] = {
+        .name = "rceil-mul", .aliases = "",
+        .rule = "d = fl(amax * fl(1/6)) rounded up to a power of two from its bits (a normal d with a "
+                "nonzero mantissa: exponent + 1; a subnormal d above 2^-127: code 1); ceil except for "
+                "amax = 0x01400001, whose product rounds down onto 2^-127",
+        .used_by = "torchao RCEIL since 5d73a0c10 (mx_tensor.py _f32_to_e8m0_rceil of max_abs * (1.0 / 6))",
+        .kernels = FP4S_KERNEL_ALL},
+    [FP4S_MX_EVEN_NAN] = {
+        .name = "even-nan", .aliases = "",
+        .rule = "even, but an amax that rounds up to 2^128 (amax >= 1.75*2^127) gives the NaN scale 0xFF",
+        .used_by = "torchao EVEN since 5d73a0c10 (the rounded max_abs is Inf and fails the isfinite test)",
+        /* a NaN scale from a finite block: the SIMD bodies hand it to the reference */
+        .kernels = FP4S_KERNEL_REF},
 };
 
 /* ---- NVFP4 recipes --------------------------------------------------------------- */
@@ -79,11 +92,11 @@ static const fp4s_nv_recipe_traits nv_recipes[FP4S_NV_RECIPE_COUNT] = {
         .tscale = FP4S_NV_TS_ENCODE, .elem = FP4S_NV_ELEM_MUL, .dequant = FP4S_NV_DQ_SPLIT,
         .scale_codec = FP4S_NV_SC_E4M3, .global_scale = FP4S_GS_ENCODE,
         .ties = TIE_ANY, .tile2d = true, .kernels = FP4S_KERNEL_ALL},
-    [FP4S_NV_TORCHAO] = {
-        .name = "torchao", .aliases = "",
+    [FP4S_NV_TORCHAO_DIV] = {
+        .name = "torchao-div", .aliases = "",
         .recipe = "pts = amax/2688; s_b = e4m3(clamp((amax_b/6)/pts, 2^-6, 448)); t = pts*s_b; "
                   "q = E2M1(x/t); dequant q*t",
-        .used_by = "torchao torchao/prototype/mx_formats/nvfp4_tensor.py nvfp4_quantize (0.14.1 to 0.16.0)",
+        .used_by = "torchao torchao/prototype/mx_formats/nvfp4_tensor.py nvfp4_quantize, 0.14.1 to 0.16.0",
         .tscale = FP4S_NV_TS_DECODE, .elem = FP4S_NV_ELEM_DIV, .dequant = FP4S_NV_DQ_TOTAL,
         .scale_codec = FP4S_NV_SC_E4M3, .global_scale = FP4S_GS_DECODE,
         .ties = TIE_ANY, .tile2d = true, .kernels = FP4S_KERNEL_ALL},
@@ -103,6 +116,32 @@ static const fp4s_nv_recipe_traits nv_recipes[FP4S_NV_RECIPE_COUNT] = {
         .tscale = FP4S_NV_TS_NONE, .elem = FP4S_NV_ELEM_SEARCH, .dequant = FP4S_NV_DQ_TOTAL,
         .scale_codec = FP4S_NV_SC_UE4M3_GGML, .global_scale = FP4S_GS_NONE,
         .ties = 1u << FP4S_TIE_ZERO, .tile2d = false, .kernels = FP4S_KERNEL_ALL},
+    [FP4S_NV_TORCHAO_RCP] = {
+        .name = "torchao", .aliases = "torchao-rcp",
+        .recipe = "pts = amax/2688; s_b = e4m3(clamp((amax_b/6)/pts, 2^-6, 448)); r = (1/pts)/s_b; "
+                  "q = E2M1(x*r); dequant q*(pts*s_b)",
+        .used_by = "torchao torchao/prototype/mx_formats/nvfp4_tensor.py nvfp4_quantize since 5c0c81487 (0.17.0)",
+        .tscale = FP4S_NV_TS_DECODE, .elem = FP4S_NV_ELEM_MUL, .dequant = FP4S_NV_DQ_TOTAL,
+        .scale_codec = FP4S_NV_SC_E4M3, .global_scale = FP4S_GS_DECODE,
+        .ties = TIE_ANY, .tile2d = true, .kernels = FP4S_KERNEL_REF | FP4S_KERNEL_CUDA},
+    [FP4S_NV_TORCHAO_CUDA] = {
+        .name = "torchao-cuda", .aliases = "",
+        .recipe = "pts = amax*fl(1/2688); s_b = e4m3(clamp((amax_b*fl(1/6))/pts, 2^-6, 448)); "
+                  "r = (1/pts)/s_b; q = E2M1(x*r); dequant q*(pts*s_b)",
+        .used_by = "torchao nvfp4_quantize since 5c0c81487 on CUDA, where PyTorch computes tensor / Python "
+                   "scalar as a multiply by the float reciprocal (aten/src/ATen/native/cuda/BinaryDivTrueKernel.cu)",
+        .tscale = FP4S_NV_TS_DECODE_RCP, .elem = FP4S_NV_ELEM_MUL, .dequant = FP4S_NV_DQ_TOTAL,
+        .scale_codec = FP4S_NV_SC_E4M3, .global_scale = FP4S_GS_DECODE,
+        .ties = TIE_ANY, .tile2d = true, .kernels = FP4S_KERNEL_REF | FP4S_KERNEL_CUDA},
+    [FP4S_NV_TORCHAO_DIV_CUDA] = {
+        .name = "torchao-div-cuda", .aliases = "",
+        .recipe = "pts = amax*fl(1/2688); s_b = e4m3(clamp((amax_b*fl(1/6))/pts, 2^-6, 448)); t = pts*s_b; "
+                  "q = E2M1(x/t); dequant q*t",
+        .used_by = "torchao nvfp4_quantize 0.14.1 to 0.16.0 on CUDA (BinaryDivTrueKernel.cu: tensor / Python "
+                   "scalar is a multiply by the float reciprocal)",
+        .tscale = FP4S_NV_TS_DECODE_RCP, .elem = FP4S_NV_ELEM_DIV, .dequant = FP4S_NV_DQ_TOTAL,
+        .scale_codec = FP4S_NV_SC_E4M3, .global_scale = FP4S_GS_DECODE,
+        .ties = TIE_ANY, .tile2d = true, .kernels = FP4S_KERNEL_REF | FP4S_KERNEL_CUDA},
 };
 
 const fp4s_mx_rule_traits *fp4s_get_mx_rule_traits(fp4s_mx_rule r)
@@ -140,31 +179,97 @@ static const profile_row profiles[] = {
                             "cvt.rp.ue8m0 of amax/6: smallest k with amax <= 6*2^k (CEIL, never clips), E2M1 "
                             "RNE, -0 kept, pairs, NaN -> 0xFF, zero block code 0"},
      .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_CEIL, .keep_neg_zero = true}},
+    /* torchao: main, then the behaviour of earlier releases as name@release
+     * (the last release that has it), then the same on CUDA */
     {.info = {.name = "torchao", .formats = MX | NV,
-              .engine = "pytorch/ao (torchao)", .version = "0.14.1 to 0.16.0 (NVFP4: main up to 03ca8e22a)",
+              .engine = "pytorch/ao (torchao)",
+              .version = "main at 36027d82d (2026-08-21): MXFP4 as since 5d73a0c10 (2026-08-12), NVFP4 as since "
+                         "5c0c81487 (2026-03-13, 0.17.0)",
               .device = "cpu",
-              .source = "torchao/prototype/mx_formats/mx_tensor.py, nvfp4_tensor.py",
-              .reproduces = "pytorch/ao torchao/prototype/mx_formats: MXFP4 mx_tensor.py to_mx "
-                            "ScaleCalculationMode.FLOOR (exponent bits - 2, clamp, NaN amax -> 0xFF, zero "
-                            "block code 0), f32_to_f4_unpacked RNE with the sign kept (-0 -> 8), pairs (not "
-                            "modelled: torchao divides code-0 blocks by 2^-126); NVFP4 nvfp4_tensor.py "
-                            "_nvfp4_quantize two-level: pts = amax/2688, s_b = e4m3(clamp((amax_b/6)/pts, "
-                            "2^-6, 448)), v = x/(pts*s_b), clamp +-6, RNE"},
+              .source = "torchao/prototype/mx_formats/mx_tensor.py (to_mx), nvfp4_tensor.py (nvfp4_quantize, "
+                        "per_tensor_amax_to_scale)",
+              .reproduces = "MXFP4 to_mx ScaleCalculationMode.FLOOR: exponent bits - 2, a block whose amax is "
+                            "not finite (NaN or Inf) gets scale 0xFF (block-nan), elements times the E8M0 "
+                            "reciprocal (exact), f32_to_f4_unpacked RNE keeping the sign (-0 -> 8), pairs, zero "
+                            "block code 0; NVFP4 two-level: tensor amax torch.max(abs(x)) (NaN and Inf enter), "
+                            "pts = amax/2688, s_b = e4m3(clamp((amax_b/6)/pts, 2^-6, 448)), v = x*((1/pts)/s_b), "
+                            "clamp +-6, RNE; dequant q*(pts*s_b)"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_FLOOR, .nonfinite = FP4S_NF_BLOCK_NAN, .keep_neg_zero = true},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TORCHAO_RCP, .global_scale = FP4S_GS_DECODE,
+            .tensor_amax = FP4S_TAMAX_ALL, .keep_neg_zero = true}},
+    {.info = {.name = "torchao@0.18", .formats = MX | NV,
+              .engine = "pytorch/ao (torchao)",
+              .version = "0.17.0 to 0.18.0 (5c0c81487 up to 5d73a0c10)", .device = "cpu",
+              .source = "torchao/prototype/mx_formats/mx_tensor.py (to_mx), nvfp4_tensor.py (nvfp4_quantize)",
+              .reproduces = "MXFP4 as torchao@0.16 (NaN amax -> 0xFF, Inf a value); NVFP4 as torchao (v = "
+                            "x*((1/pts)/s_b))"},
      .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_FLOOR, .keep_neg_zero = true},
-     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TORCHAO, .global_scale = FP4S_GS_DECODE, .keep_neg_zero = true}},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TORCHAO_RCP, .global_scale = FP4S_GS_DECODE,
+            .tensor_amax = FP4S_TAMAX_ALL, .keep_neg_zero = true}},
+    {.info = {.name = "torchao@0.16", .formats = MX | NV,
+              .engine = "pytorch/ao (torchao)",
+              .version = "0.14.1 to 0.16.0 (main up to 03ca8e22a, 2026-03-13)", .device = "cpu",
+              .source = "torchao/prototype/mx_formats/mx_tensor.py (to_mx), nvfp4_tensor.py (nvfp4_quantize)",
+              .reproduces = "MXFP4 to_mx ScaleCalculationMode.FLOOR: exponent bits - 2, NaN amax -> 0xFF, Inf "
+                            "a value (scale-nan), f32_to_f4_unpacked RNE with the sign kept (-0 -> 8), pairs, "
+                            "zero block code 0 (not modelled: torchao divides code-0 blocks by 2^-126); NVFP4 "
+                            "two-level: tensor amax torch.max(abs(x)), pts = amax/2688, s_b = "
+                            "e4m3(clamp((amax_b/6)/pts, 2^-6, 448)), v = x/(pts*s_b), clamp +-6, RNE"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_FLOOR, .keep_neg_zero = true},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TORCHAO_DIV, .global_scale = FP4S_GS_DECODE,
+            .tensor_amax = FP4S_TAMAX_ALL, .keep_neg_zero = true}},
+    {.info = {.name = "torchao-cuda", .formats = MX | NV,
+              .engine = "pytorch/ao (torchao)", .version = "as torchao", .device = "cuda",
+              .source = "nvfp4_tensor.py; PyTorch aten/src/ATen/native/cuda/BinaryDivTrueKernel.cu",
+              .reproduces = "torchao's PyTorch code run on CUDA, where a tensor divided by a Python scalar is "
+                            "a multiply by the float reciprocal of the scalar: NVFP4 pts = amax*fl(1/2688) and "
+                            "amax_b*fl(1/6), otherwise as torchao; MXFP4 as torchao (no such division)"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_FLOOR, .nonfinite = FP4S_NF_BLOCK_NAN, .keep_neg_zero = true},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TORCHAO_CUDA, .global_scale = FP4S_GS_DECODE,
+            .tensor_amax = FP4S_TAMAX_ALL, .keep_neg_zero = true}},
+    {.info = {.name = "torchao-cuda@0.18", .formats = MX | NV,
+              .engine = "pytorch/ao (torchao)", .version = "as torchao@0.18", .device = "cuda",
+              .source = "nvfp4_tensor.py; PyTorch aten/src/ATen/native/cuda/BinaryDivTrueKernel.cu",
+              .reproduces = "torchao@0.18 on CUDA: NVFP4 as torchao-cuda, MXFP4 as torchao@0.16"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_FLOOR, .keep_neg_zero = true},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TORCHAO_CUDA, .global_scale = FP4S_GS_DECODE,
+            .tensor_amax = FP4S_TAMAX_ALL, .keep_neg_zero = true}},
+    {.info = {.name = "torchao-cuda@0.16", .formats = MX | NV,
+              .engine = "pytorch/ao (torchao)", .version = "as torchao@0.16", .device = "cuda",
+              .source = "nvfp4_tensor.py; PyTorch aten/src/ATen/native/cuda/BinaryDivTrueKernel.cu",
+              .reproduces = "torchao@0.16 on CUDA: NVFP4 pts = amax*fl(1/2688) and amax_b*fl(1/6), v = "
+                            "x/(pts*s_b); MXFP4 as torchao@0.16"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_FLOOR, .keep_neg_zero = true},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TORCHAO_DIV_CUDA, .global_scale = FP4S_GS_DECODE,
+            .tensor_amax = FP4S_TAMAX_ALL, .keep_neg_zero = true}},
     {.info = {.name = "torchao-rceil", .formats = MX,
+              .engine = "pytorch/ao (torchao)", .version = "main at 36027d82d (2026-08-21), as since 5d73a0c10",
+              .device = "any", .source = "torchao/prototype/mx_formats/mx_tensor.py (_to_mx_rceil, "
+                                         "_f32_to_e8m0_rceil)",
+              .reproduces = "ScaleCalculationMode.RCEIL: descale = max_abs * (1.0/6), rounded up to a power of "
+                            "two from its bits (rceil-mul: exact ceil except amax 0x01400001), NaN or Inf amax -> "
+                            "0xFF (block-nan), elements times the E8M0 reciprocal, otherwise as torchao (its "
+                            "sm100 compiled path rounds the same descale up with cvt.rp.ue8m0x2)"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_RCEIL_MUL, .nonfinite = FP4S_NF_BLOCK_NAN, .keep_neg_zero = true}},
+    {.info = {.name = "torchao-rceil@0.18", .formats = MX,
               .engine = "pytorch/ao (torchao)", .version = "0.14.1 to 0.18.0", .device = "cuda",
-              .source = "torchao/prototype/mx_formats/mx_tensor.py",
-              .reproduces = "pytorch/ao mx_tensor.py ScaleCalculationMode.RCEIL as its CUDA kernels compute "
-                            "it (cvt.rp.satfinite.ue8m0 of amax/6 = exact CEIL), otherwise as torchao; its "
-                            "PyTorch emulation _to_mx_rceil uses ceil(log2(amax/6)) (--scale-rule ceil-log2f) "
-                            "and scales code-0 blocks by 1"},
+              .source = "torchao/prototype/mx_formats/mx_tensor.py (_to_mx_rceil)",
+              .reproduces = "ScaleCalculationMode.RCEIL as its CUDA path computes it (cvt.rp.satfinite.ue8m0 "
+                            "of amax/6 = exact ceil), otherwise as torchao@0.16; its PyTorch emulation uses "
+                            "ceil(log2(amax/6)) (--scale-rule ceil-log2f) and scales code-0 blocks by 1"},
      .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_CEIL, .keep_neg_zero = true}},
     {.info = {.name = "even", .formats = MX,
+              .engine = "pytorch/ao (torchao)", .version = "main at 36027d82d (2026-08-21), as since 5d73a0c10",
+              .device = "any", .source = "torchao/prototype/mx_formats/mx_tensor.py (to_mx)",
+              .reproduces = "ScaleCalculationMode.EVEN: exponent of (bits(amax) + 2^21) - 2, a rounded amax "
+                            "that reaches Inf (amax >= 1.75*2^127) and NaN or Inf amax -> 0xFF (even-nan, "
+                            "block-nan), otherwise as torchao"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_EVEN_NAN, .nonfinite = FP4S_NF_BLOCK_NAN, .keep_neg_zero = true}},
+    {.info = {.name = "even@0.18", .formats = MX,
               .engine = "pytorch/ao (torchao)", .version = "0.14.1 to 0.18.0", .device = "any",
-              .source = "torchao/prototype/mx_formats/mx_tensor.py",
-              .reproduces = "pytorch/ao mx_tensor.py ScaleCalculationMode.EVEN: exponent of (bits(amax) + "
-                            "2^21) - 2, otherwise as torchao"},
+              .source = "torchao/prototype/mx_formats/mx_tensor.py (to_mx)",
+              .reproduces = "ScaleCalculationMode.EVEN: exponent of (bits(amax) + 2^21) - 2 (amax >= "
+                            "1.75*2^127 gives code 253), otherwise as torchao@0.16"},
      .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_EVEN, .keep_neg_zero = true}},
     {.info = {.name = "vllm", .formats = MX | NV,
               .engine = "vLLM", .version = "", .device = "cuda",
@@ -176,9 +281,10 @@ static const profile_row profiles[] = {
      .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TE, .global_scale = FP4S_GS_ENCODE, .zero_in = FP4S_ZIN_POS,
             .keep_neg_zero = true}},
     {.info = {.name = "te", .formats = MX | NV,
-              .engine = "NVIDIA TransformerEngine", .version = "", .device = "any",
+              .engine = "NVIDIA TransformerEngine", .version = "main at d0067d0da (2026-08-22)", .device = "any",
               .source = "transformer_engine/pytorch/custom_recipes/reference_nvfp4.py",
-              .reproduces = "NVIDIA TransformerEngine pytorch/custom_recipes/reference_nvfp4.py: NVFP4 S_enc = "
+              .reproduces = "NVIDIA TransformerEngine pytorch/custom_recipes/reference_nvfp4.py: NVFP4 global "
+                            "amax torch.max(abs(x)) (a NaN makes every scale NaN, Inf gives S_enc 1), S_enc = "
                             "min(2688/amax, FLT_MAX) (1 if 0), s_b = e4m3(min(amax_b*(S_enc*(1/6)), FLT_MAX)) "
                             "satfinite, enc = min(1/(s_b*S_dec), FLT_MAX), q = E2M1 RNE satfinite of x*enc "
                             "(exact -0 -> 0, negative -> 8), dequant q*s_b*S_dec, 1-D 1x16 "
@@ -186,14 +292,14 @@ static const profile_row profiles[] = {
                             "2^ceil(log2(amax/6)) in fp32 (ceil-log2f), clamp +-127, RNE thresholds"},
      .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_CEIL_LOG2F, .zero_in = FP4S_ZIN_POS, .keep_neg_zero = true},
      .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TE, .global_scale = FP4S_GS_ENCODE, .zero_in = FP4S_ZIN_POS,
-            .keep_neg_zero = true}},
+            .tensor_amax = FP4S_TAMAX_ALL, .keep_neg_zero = true}},
     {.info = {.name = "te-2d", .formats = NV,
-              .engine = "NVIDIA TransformerEngine", .version = "", .device = "any",
+              .engine = "NVIDIA TransformerEngine", .version = "main at d0067d0da (2026-08-22)", .device = "any",
               .source = "transformer_engine/pytorch/custom_recipes/reference_nvfp4.py",
               .reproduces = "TransformerEngine NVFP4 weights: as te with 16x16 2-D tiles (one scale per tile, "
                             "repeated on its 16 rows)"},
      .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TE, .global_scale = FP4S_GS_ENCODE, .zero_in = FP4S_ZIN_POS,
-            .keep_neg_zero = true, .tile2d = true}},
+            .tensor_amax = FP4S_TAMAX_ALL, .keep_neg_zero = true, .tile2d = true}},
     {.info = {.name = "modelopt", .formats = MX | NV,
               .engine = "NVIDIA Model-Optimizer (ModelOpt)", .version = "", .device = "any",
               .source = "modelopt/torch/quantization/qtensor/mxfp4_tensor.py, nvfp4_tensor.py",
@@ -340,6 +446,8 @@ int fp4s_spec_check(const fp4s_spec *s)
             return fp4s_error_set(FP4S_ENOTSUP, "spec: the %s NVFP4 recipe has no 2-D tiles", rt->name);
         if ((unsigned)s->global_scale >= FP4S_GS_COUNT)
             return fp4s_error_set(FP4S_EINVAL, "spec: unknown global-scale convention %d", (int)s->global_scale);
+        if ((unsigned)s->tensor_amax >= FP4S_TAMAX_COUNT)
+            return fp4s_error_set(FP4S_EINVAL, "spec: unknown tensor-amax rule %d", (int)s->tensor_amax);
         break;
     }
     case FP4S_FP8:
@@ -388,6 +496,7 @@ static const name_row gs_names[FP4S_GS_COUNT] = {{"encode", ""}, {"decode", ""},
 static const name_row nf_names[FP4S_NF_COUNT] = {{"scale-nan", ""}, {"block-nan", ""}, {"ignore", ""}};
 static const name_row pk_names[FP4S_PACK_COUNT] = {{"pairs", ""}, {"split", ""}};
 static const name_row g8_names[FP4S_FP8_GRAN_COUNT] = {{"tensor", ""}, {"1x128", ""}, {"128x128", ""}};
+static const name_row ta_names[FP4S_TAMAX_COUNT] = {{"finite", ""}, {"all", ""}};
 static const char *const sc_names[FP4S_NV_SC_COUNT] = {"e4m3", "ue4m3-ggml"};
 
 /* The small name tables by kind (the others come from the trait tables). */
@@ -398,6 +507,7 @@ static const struct { const name_row *rows; size_t n; } name_tables[FP4S_NAMES_C
     [FP4S_NAMES_NONFINITE] = {nf_names, FP4S_NF_COUNT},
     [FP4S_NAMES_PACKING] = {pk_names, FP4S_PACK_COUNT},
     [FP4S_NAMES_FP8_GRAN] = {g8_names, FP4S_FP8_GRAN_COUNT},
+    [FP4S_NAMES_TENSOR_AMAX] = {ta_names, FP4S_TAMAX_COUNT},
 };
 
 #define NAME_OF(table, v) ((unsigned)(v) < sizeof table / sizeof table[0] ? table[v].name : "?")
@@ -414,6 +524,7 @@ const char *fp4s_global_scale_name(fp4s_global_scale g) { return NAME_OF(gs_name
 const char *fp4s_nonfinite_name(fp4s_nonfinite n) { return NAME_OF(nf_names, n); }
 const char *fp4s_packing_name(fp4s_packing p) { return NAME_OF(pk_names, p); }
 const char *fp4s_fp8_gran_name(fp4s_fp8_gran g) { return NAME_OF(g8_names, g); }
+const char *fp4s_tensor_amax_name(fp4s_tensor_amax t) { return NAME_OF(ta_names, t); }
 const char *fp4s_nv_scale_codec_name(fp4s_nv_scale_codec c)
 {
     return (unsigned)c < FP4S_NV_SC_COUNT ? sc_names[c] : "?";
@@ -495,7 +606,7 @@ int fp4s_name_index(fp4s_name_kind kind, const char *s)
     static const char *const what[FP4S_NAMES_COUNT] = {
         "format", "scale rule", "recipe", "tie rule", "zero-input rule", "global-scale convention",
         "non-finite policy", "packing", "FP8 granularity", "profile", "MXFP4 profile", "NVFP4 profile",
-        "FP8 profile"};
+        "FP8 profile", "tensor amax"};
     const char *name, *aliases;
     if ((unsigned)kind >= FP4S_NAMES_COUNT) return fp4s_error_set(FP4S_EINVAL, "names: unknown kind %d", (int)kind);
     if (!s) return fp4s_error_set(FP4S_EINVAL, "%s: missing value", what[kind]);
@@ -542,12 +653,13 @@ size_t fp4s_spec_describe(const fp4s_spec *s, char *buf, size_t n)
         const fp4s_nv_recipe_traits *rt = fp4s_get_nv_recipe_traits(s->nv_recipe);
         len = snprintf(tmp, sizeof tmp,
                        "format=nvfp4 profile=%s block=%u scale=%s recipe=%s global_scale=%s tiles=%s "
-                       "round=%s neg_zero=%s zero_input=%s packing=%s nonfinite=%s",
+                       "round=%s neg_zero=%s zero_input=%s packing=%s nonfinite=%s tensor_amax=%s",
                        prof, s->block, rt ? fp4s_nv_scale_codec_name(rt->scale_codec) : "?",
                        fp4s_nv_recipe_name(s->nv_recipe), fp4s_global_scale_name(s->global_scale),
                        s->tile2d ? "16x16" : "1x16", fp4s_tie_name(s->tie),
                        s->keep_neg_zero ? "keep" : "drop", fp4s_zero_in_name(s->zero_in),
-                       fp4s_packing_name(s->packing), fp4s_nonfinite_name(s->nonfinite));
+                       fp4s_packing_name(s->packing), fp4s_nonfinite_name(s->nonfinite),
+                       fp4s_tensor_amax_name(s->tensor_amax));
         break;
     }
     case FP4S_FP8:

@@ -135,11 +135,11 @@ START_TEST(name_lists_come_from_the_tables)
     char buf[1024];
     size_t n = fp4s_names(FP4S_NAMES_MX_RULE, ", ", " or ", buf, sizeof buf);
     ck_assert_uint_eq(n, strlen(buf));
-    ck_assert_str_eq(buf, "floor, ceil (rceil), even, log2f, rtn or ceil-log2f");
+    ck_assert_str_eq(buf, "floor, ceil (rceil), even, log2f, rtn, ceil-log2f, rceil-mul or even-nan");
     fp4s_names(FP4S_NAMES_FORMAT, ", ", " or ", buf, sizeof buf);
     ck_assert_str_eq(buf, "mxfp4, nvfp4 or fp8");
     fp4s_names(FP4S_NAMES_NV_RECIPE, "|", NULL, buf, sizeof buf);
-    ck_assert_str_eq(buf, "te|torchao|modelopt|ggml");
+    ck_assert_str_eq(buf, "te|torchao-div|modelopt|ggml|torchao (torchao-rcp)|torchao-cuda|torchao-div-cuda");
     fp4s_names(FP4S_NAMES_PACKING, ", ", NULL, buf, sizeof buf);
     ck_assert_str_eq(buf, "pairs, split");
     fp4s_names(FP4S_NAMES_PROFILE_FP8, ", ", NULL, buf, sizeof buf);
@@ -158,7 +158,7 @@ START_TEST(name_lists_come_from_the_tables)
     /* truncation: the length needed, a terminated prefix */
     char small[10];
     n = fp4s_names(FP4S_NAMES_MX_RULE, ", ", " or ", small, sizeof small);
-    ck_assert_uint_eq(n, strlen("floor, ceil (rceil), even, log2f, rtn or ceil-log2f"));
+    ck_assert_uint_eq(n, strlen("floor, ceil (rceil), even, log2f, rtn, ceil-log2f, rceil-mul or even-nan"));
     ck_assert_str_eq(small, "floor, ce");
     /* each name (and alias) of each kind parses back */
     for (int r = 0; r < FP4S_MX_RULE_COUNT; r++)
@@ -179,6 +179,9 @@ START_TEST(name_lists_come_from_the_tables)
         ck_assert_int_eq(fp4s_name_index(FP4S_NAMES_FP8_GRAN, fp4s_fp8_gran_name((fp4s_fp8_gran)g)), g);
     for (int g = 0; g < FP4S_ZIN_COUNT; g++)
         ck_assert_int_eq(fp4s_name_index(FP4S_NAMES_ZERO_IN, fp4s_zero_in_name((fp4s_zero_in)g)), g);
+    for (int g = 0; g < FP4S_TAMAX_COUNT; g++)
+        ck_assert_int_eq(fp4s_name_index(FP4S_NAMES_TENSOR_AMAX, fp4s_tensor_amax_name((fp4s_tensor_amax)g)), g);
+    ck_assert_int_eq(fp4s_name_index(FP4S_NAMES_NV_RECIPE, "torchao-rcp"), FP4S_NV_TORCHAO_RCP);
     for (size_t i = 0; (p = fp4s_profile_at(i)); i++)
         ck_assert_int_eq(fp4s_name_index(FP4S_NAMES_PROFILE, p->name), (int)i);
     fp4s_tie t;
@@ -199,7 +202,7 @@ START_TEST(profiles_set_the_documented_rules)
     ck_assert_int_eq(s.block, 32); ck_assert_int_eq(s.packing, FP4S_PACK_PAIRS);
     fp4s_spec_profile(&s, FP4S_MXFP4, "ceil");
     ck_assert_int_eq(s.mx_rule, FP4S_MX_CEIL);
-    fp4s_spec_profile(&s, FP4S_MXFP4, "torchao-rceil");
+    fp4s_spec_profile(&s, FP4S_MXFP4, "torchao-rceil@0.18");
     ck_assert_int_eq(s.mx_rule, FP4S_MX_CEIL);
     fp4s_spec_profile(&s, FP4S_MXFP4, "vllm");
     ck_assert_int_eq(s.mx_rule, FP4S_MX_EVEN);
@@ -214,11 +217,36 @@ START_TEST(profiles_set_the_documented_rules)
     ck_assert_int_eq(s.zero_in, FP4S_ZIN_NEG);
     fp4s_spec_profile(&s, FP4S_NVFP4, "te");
     ck_assert_int_eq(s.nv_recipe, FP4S_NV_TE); ck_assert_int_eq(s.global_scale, FP4S_GS_ENCODE);
+    ck_assert_int_eq(s.tensor_amax, FP4S_TAMAX_ALL);
     ck_assert(!s.tile2d); ck_assert_int_eq(s.block, 16);
     fp4s_spec_profile(&s, FP4S_NVFP4, "te-2d");
     ck_assert(s.tile2d); ck_assert_uint_eq(fp4s_spec_row_align(&s), 16);
     fp4s_spec_profile(&s, FP4S_NVFP4, "torchao");
-    ck_assert_int_eq(s.nv_recipe, FP4S_NV_TORCHAO); ck_assert_int_eq(s.global_scale, FP4S_GS_DECODE);
+    ck_assert_int_eq(s.nv_recipe, FP4S_NV_TORCHAO_RCP); ck_assert_int_eq(s.global_scale, FP4S_GS_DECODE);
+    ck_assert_int_eq(s.tensor_amax, FP4S_TAMAX_ALL);
+    /* torchao's versions and devices */
+    fp4s_spec_profile(&s, FP4S_NVFP4, "torchao@0.18");
+    ck_assert_int_eq(s.nv_recipe, FP4S_NV_TORCHAO_RCP);
+    fp4s_spec_profile(&s, FP4S_NVFP4, "torchao@0.16");
+    ck_assert_int_eq(s.nv_recipe, FP4S_NV_TORCHAO_DIV);
+    fp4s_spec_profile(&s, FP4S_NVFP4, "torchao-cuda");
+    ck_assert_int_eq(s.nv_recipe, FP4S_NV_TORCHAO_CUDA);
+    fp4s_spec_profile(&s, FP4S_NVFP4, "torchao-cuda@0.18");
+    ck_assert_int_eq(s.nv_recipe, FP4S_NV_TORCHAO_CUDA);
+    fp4s_spec_profile(&s, FP4S_NVFP4, "torchao-cuda@0.16");
+    ck_assert_int_eq(s.nv_recipe, FP4S_NV_TORCHAO_DIV_CUDA);
+    fp4s_spec_profile(&s, FP4S_MXFP4, "torchao");
+    ck_assert_int_eq(s.mx_rule, FP4S_MX_FLOOR); ck_assert_int_eq(s.nonfinite, FP4S_NF_BLOCK_NAN);
+    fp4s_spec_profile(&s, FP4S_MXFP4, "torchao@0.18");
+    ck_assert_int_eq(s.mx_rule, FP4S_MX_FLOOR); ck_assert_int_eq(s.nonfinite, FP4S_NF_SCALE_NAN);
+    fp4s_spec_profile(&s, FP4S_MXFP4, "torchao-rceil");
+    ck_assert_int_eq(s.mx_rule, FP4S_MX_RCEIL_MUL); ck_assert_int_eq(s.nonfinite, FP4S_NF_BLOCK_NAN);
+    fp4s_spec_profile(&s, FP4S_MXFP4, "even");
+    ck_assert_int_eq(s.mx_rule, FP4S_MX_EVEN_NAN); ck_assert_int_eq(s.nonfinite, FP4S_NF_BLOCK_NAN);
+    fp4s_spec_profile(&s, FP4S_MXFP4, "even@0.18");
+    ck_assert_int_eq(s.mx_rule, FP4S_MX_EVEN); ck_assert_int_eq(s.nonfinite, FP4S_NF_SCALE_NAN);
+    fp4s_spec_profile(&s, FP4S_NVFP4, "vllm");
+    ck_assert_int_eq(s.tensor_amax, FP4S_TAMAX_FINITE);
     fp4s_spec_profile(&s, FP4S_NVFP4, "modelopt");
     ck_assert_int_eq(s.nv_recipe, FP4S_NV_MODELOPT);
     fp4s_spec_profile(&s, FP4S_NVFP4, "ggml");
@@ -289,7 +317,8 @@ START_TEST(describe_names_every_rule)
     fp4s_spec_profile(&s, FP4S_NVFP4, "te-2d");
     fp4s_spec_describe(&s, buf, sizeof buf);
     static const char *nv_keys[] = {"format=nvfp4", "recipe=te", "global_scale=encode", "tiles=16x16",
-                                    "round=rne", "neg_zero=keep", "packing=pairs", "nonfinite=scale-nan"};
+                                    "round=rne", "neg_zero=keep", "packing=pairs", "nonfinite=scale-nan",
+                                    "tensor_amax=all"};
     for (size_t i = 0; i < sizeof nv_keys / sizeof nv_keys[0]; i++)
         ck_assert_msg(strstr(buf, nv_keys[i]), "%s missing in %s", nv_keys[i], buf);
     fp4s_spec_profile(&s, FP4S_FP8, "fp8-128x128");
@@ -315,8 +344,8 @@ START_TEST(parse_and_name_helpers_round_trip)
     ck_assert_int_eq(o, FP4S_MX_CEIL);
     ck_assert_int_eq(fp4s_mx_rule_parse("round", &o), FP4S_EINVAL);
     /* the error lists every rule, ceil-log2f and the rceil alias included */
-    ck_assert_str_eq(fp4s_last_error(),
-                     "scale rule 'round': expected floor, ceil (rceil), even, log2f, rtn or ceil-log2f");
+    ck_assert_str_eq(fp4s_last_error(), "scale rule 'round': expected floor, ceil (rceil), even, log2f, rtn, "
+                                        "ceil-log2f, rceil-mul or even-nan");
     for (int f = 0; f < 3; f++) {
         fp4s_format g;
         ck_assert_int_eq(fp4s_format_parse(fp4s_format_name(fmts[f]), &g), 0);

@@ -380,7 +380,7 @@ static long check_one(const tspec *t, int kind, const float *x, const shape *sh,
     memset(gd, 0xEE, rows * cols * sizeof(float));
 
     uint64_t nf = 0;
-    float amax = fp4s_amax(x, rows, cols, ld, &nf);
+    float amax = fp4s_spec_amax(s, x, rows, cols, ld, &nf); /* NaN/Inf for tensor_amax "all" */
     fp4s_tscale ts;
     int rc = fp4s_tscale_init(s, amax, &ts);
     if (rc) {

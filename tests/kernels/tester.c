@@ -345,8 +345,13 @@ static int run_quant(const fp4s_spec *s, const float *x, const shape *sh, result
     memset(r->deq, 0xAB, sh->rows * sh->cols * sizeof(float));
     memset(r->sf32, 0xAB, sh->sf_rows * sh->sf_cols * sizeof(float));
     uint64_t nf = 0;
-    float amax = fp4s_amax(x, sh->rows, sh->cols, sh->ld, &nf) * amax_factor;
-    if (isinf(amax)) amax = FLT_MAX;
+    /* the amax the spec's engine takes (NaN or Inf for tensor_amax "all"
+     * when such a value is planted) */
+    float amax = fp4s_spec_amax(s, x, sh->rows, sh->cols, sh->ld, &nf);
+    if (isfinite(amax)) {
+        amax *= amax_factor;
+        if (isinf(amax)) amax = FLT_MAX;
+    }
     r->rc = fp4s_tscale_init(s, amax, &r->ts);
     if (r->rc) return r->rc;
     fp4s_qout o = {r->codes, sh->cols, s->format == FP4S_FP8 ? NULL : r->scales, sh->nb,

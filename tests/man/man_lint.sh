@@ -1,5 +1,6 @@
 #!/bin/sh
-# Every page in man/ renders without a groff warning (-ww: all warnings), and
+# Every page in man/ renders without a groff warning (-ww: all warnings; -t runs
+# tbl for the pages with tables), and
 # every tool named in the arguments (the build's fp4-* programs) has its
 # section-1 page.
 set -eu
@@ -10,7 +11,7 @@ trap 'rm -rf "$T"' EXIT
 bad=0 n=0
 for page in "$SRC"/man/*.[1-8]; do
     n=$((n + 1))
-    groff -man -Tutf8 -ww -z "$page" 2> "$T/err" || { echo "man-lint: groff failed on $page" >&2; bad=1; }
+    groff -t -man -Tutf8 -ww -z "$page" 2> "$T/err" || { echo "man-lint: groff failed on $page" >&2; bad=1; }
     if [ -s "$T/err" ]; then
         echo "man-lint: $page:" >&2
         cat "$T/err" >&2

@@ -134,7 +134,20 @@ START_TEST(mx_profiles_scale_codes_on_hand_picked_amax)
     ck_assert_uint_eq(mx_code_of("torchao", 7.0f), 127);
     ck_assert_uint_eq(mx_code_of("ceil", 7.0f), 128);
     ck_assert_uint_eq(mx_code_of("torchao-rceil", 7.0f), 128);
+    ck_assert_uint_eq(mx_code_of("torchao-rceil@0.18", 7.0f), 128);
     ck_assert_uint_eq(mx_code_of("even", 7.0f), 128);
+    ck_assert_uint_eq(mx_code_of("even@0.18", 7.0f), 128);
+    /* torchao's EVEN rounds 1.75 * 2^127 up to Inf: 0xFF since 5d73a0c10, 253 before */
+    ck_assert_uint_eq(mx_code_of("even", 0x1.cp127f), 0xFF);
+    ck_assert_uint_eq(mx_code_of("even", FLT_MAX), 0xFF);
+    ck_assert_uint_eq(mx_code_of("even@0.18", 0x1.cp127f), 253);
+    ck_assert_uint_eq(mx_code_of("even", 0x1.bffffep127f), 252); /* no carry: k = 125 */
+    /* torchao's RCEIL since 5d73a0c10 rounds amax * fl(1/6) up from its bits:
+     * exact CEIL but for the one float 0x01400001 (1.5000001 * 2^-125), whose
+     * product rounds down onto 2^-127 (code 0; CEIL: code 1) */
+    ck_assert_uint_eq(mx_code_of("torchao-rceil", 0x1.800002p-125f), 0);
+    ck_assert_uint_eq(mx_code_of("torchao-rceil@0.18", 0x1.800002p-125f), 1);
+    ck_assert_uint_eq(mx_code_of("torchao-rceil", 0x1.800004p-125f), 1);
     ck_assert_uint_eq(mx_code_of("ggml", 7.0f), 127);
     ck_assert_uint_eq(mx_code_of("microxcaling", 7.0f), 127);
     ck_assert_uint_eq(mx_code_of("modelopt", 7.0f), 128);
@@ -191,8 +204,8 @@ START_TEST(mx_nonfinite_policies_counted)
     for (int i = 0; i < 96; i++) x[i] = 0.25f * (float)(i % 7) - 0.7f;
     x[3] = NAN;      /* block 0 */
     x[40] = INFINITY; /* block 1 */
-    /* torchao / ocp: NaN -> scale 0xFF; Inf is a value (amax Inf) */
-    fp4s_spec s = prof(FP4S_MXFP4, "torchao");
+    /* torchao up to 0.18 / ocp: NaN -> scale 0xFF; Inf is a value (amax Inf) */
+    fp4s_spec s = prof(FP4S_MXFP4, "torchao@0.18");
     qres q = run_q(&s, x, 1, 96);
     ck_assert_uint_eq(q.scales[0], 0xFF);
     ck_assert(isnan(q.deq[0]) && isnan(q.deq[31]));
@@ -202,6 +215,15 @@ START_TEST(mx_nonfinite_policies_counted)
     ck_assert_uint_eq(q.st.inf, 1);
     ck_assert_uint_eq(q.st.nonfinite, 2);
     ck_assert_uint_eq(q.st.nonfinite_blocks, 2);
+    ck_assert(q.scales[2] != 0xFF);
+    qres_free(&q);
+    /* torchao main: a block whose amax is not finite gets 0xFF (to_mx's
+     * isfinite test), the Inf block too */
+    s = prof(FP4S_MXFP4, "torchao");
+    q = run_q(&s, x, 1, 96);
+    ck_assert_uint_eq(q.scales[0], 0xFF);
+    ck_assert_uint_eq(q.scales[1], 0xFF);
+    ck_assert(isnan(q.deq[32]) && q.codes[40] == 0);
     ck_assert(q.scales[2] != 0xFF);
     qres_free(&q);
     /* microxcaling: NaN or Inf makes the whole block NaN */
@@ -291,7 +313,17 @@ START_TEST(nv_te_tensor_scale_and_hand_block)
     volatile float just_above = 0x1.500002p-117f, quot = 2688.0f / just_above;
     ck_assert_int_eq(fp4s_tscale_init(&s, just_above, &ts), 0);
     ck_assert(ts.s_enc == quot && quot == 0x1.fffffcp127f); /* the float below FLT_MAX */
-    ck_assert_int_eq(fp4s_tscale_init(&s, NAN, &ts), FP4S_EINVAL);
+    /* te takes its global amax over every value (torch.max): Inf gives
+     * 2688/Inf = 0, so S_enc 1; NaN gives NaN scales. A spec whose amax is
+     * over the finite values refuses both. */
+    ck_assert_int_eq(fp4s_tscale_init(&s, INFINITY, &ts), 0);
+    ck_assert(ts.s_enc == 1.0f && ts.s_dec == 1.0f);
+    ck_assert_int_eq(fp4s_tscale_init(&s, NAN, &ts), 0);
+    ck_assert(isnan(ts.s_enc) && isnan(ts.s_dec));
+    ck_assert_int_eq(fp4s_tscale_init(&s, -1.0f, &ts), FP4S_EINVAL);
+    fp4s_spec fin = prof(FP4S_NVFP4, "vllm");
+    ck_assert_int_eq(fp4s_tscale_init(&fin, NAN, &ts), FP4S_EINVAL);
+    ck_assert_int_eq(fp4s_tscale_init(&fin, INFINITY, &ts), FP4S_EINVAL);
     ck_assert_int_eq(fp4s_tscale_init(&s, 2688.0f, &ts), 0);
     ck_assert(ts.s_enc == 1.0f && ts.stored == 1.0f);
     /* tensor amax 2688 -> S_enc 1; block amax 6 -> s_b = e4m3(6*(1/6f)) = 1.0 */

@@ -28,7 +28,8 @@
  *   IGNORE: Inf enters amax (ggml's loop), NaN and Inf elements get code 0.
  *   Elements of NaN-scale blocks are left out of err2/x2.
  * MXFP4: k = rule(amax) clamped to [-127, 127] (fp4s_mx_k; a clamp from below
- *   counts as scale_underflow), code k+127, amax 0 -> mx_zero_block_code;
+ *   counts as scale_underflow), code k+127, amax 0 -> mx_zero_block_code; a
+ *   rule may give the NaN code 0xFF (even-nan), which makes a NaN block;
  *   q = enc(x * 2^-k) (exact), dequant q * 2^k. Rule of amax = Inf: FLOOR and
  *   EVEN 126, others 127. ggml (LOG2F) is undefined below 2^-125 and for Inf:
  *   fp4scope clamps the code to [0, 254]. mx_scale_is_ggml changes no byte: ggml
@@ -38,12 +39,18 @@
  *   S_dec = 1/S_enc; sb = e4m3(min(amax_b * (S_enc * (1/6f)), FLT_MAX));
  *   enc = min(1/(float(sb) * S_dec), FLT_MAX); q = enc(x * enc);
  *   dequant (q * float(sb)) * S_dec. A zero scale gives enc = FLT_MAX.
- * NVFP4 torchao (nvfp4_tensor.py _nvfp4_quantize, two-level): pts = amax/2688
- *   (s_dec); sc = (amax_b / 6) / pts; sc < 2^-6 -> 2^-6; sc > 448 -> 448 (NaN
- *   stays NaN); sb = e4m3(sc); t = pts * float(sb); q = enc(x / t); dequant q*t.
- *   (Later torchao multiplies by (1/pts)/sb instead: see fp4scope-formats(7).)
- *   An all-zero tensor has pts = 0 and gives 0/0: scale 0x7F, dequant NaN, as
- *   torchao does.
+ * NVFP4 torchao-div (nvfp4_tensor.py nvfp4_quantize up to torchao 0.16,
+ *   two-level): pts = amax/2688 (s_dec); sc = (amax_b / 6) / pts; sc < 2^-6 ->
+ *   2^-6; sc > 448 -> 448 (NaN stays NaN); sb = e4m3(sc); t = pts * float(sb);
+ *   q = enc(x / t); dequant q*t. An all-zero tensor has pts = 0 and gives 0/0:
+ *   scale 0x7F, dequant NaN, as torchao does.
+ * NVFP4 torchao (since 0.17): as torchao-div but q = enc(x * r), r = s_enc /
+ *   float(sb) where s_enc = 1/pts (torchao's (1/pts)/s_b); dequant q * (pts *
+ *   float(sb)). An amax below 2688 * 2^-128 makes 1/pts +Inf: the elements
+ *   saturate (and 0 * Inf is NaN: code 0).
+ * NVFP4 torchao-cuda, torchao-div-cuda: the same with PyTorch's CUDA division
+ *   by a Python scalar, a multiply by the float reciprocal: pts = amax *
+ *   fl(1/2688) (tensor scale FP4S_NV_TS_DECODE_RCP), amax_b * fl(1/6).
  * NVFP4 ModelOpt (nvfp4_tensor.py): scale_2 = amax/2688 (s_dec);
  *   p = amax_b / (6 * scale_2); p == 0 -> 1; p < 2^-9 -> 2^-9; p > 464 or NaN
  *   -> 0x7F (torch's unsaturated cast), else sb = e4m3(p); t = float(sb) * scale_2;
@@ -109,7 +116,18 @@ FP4S_API void fp4s_qstats_merge(fp4s_qstats *into, const fp4s_qstats *from);
  * stride ld (elements); non-finite values are counted in *nonfinite if not NULL. */
 FP4S_API float fp4s_amax(const float *x, size_t rows, size_t cols, size_t ld, uint64_t *nonfinite);
 
-/* Tensor scale for a spec from the tensor amax. */
+/* The tensor amax the spec's engine takes (spec->tensor_amax): fp4s_amax for
+ * FP4S_TAMAX_FINITE; for FP4S_TAMAX_ALL +Inf if a value is infinite and NaN if
+ * one is NaN, as torch.max(torch.abs(x)) gives them. Chunked callers merge
+ * the chunks' values with fp4s_amax_merge (NaN if either is NaN, else the
+ * larger), which for finite values is fmaxf. */
+FP4S_API float fp4s_spec_amax(const fp4s_spec *s, const float *x, size_t rows, size_t cols, size_t ld,
+                              uint64_t *nonfinite);
+FP4S_API float fp4s_amax_merge(float a, float b);
+
+/* Tensor scale for a spec from the tensor amax (>= 0; NaN and +Inf only for
+ * an NVFP4 spec with tensor_amax FP4S_TAMAX_ALL, where they give what the
+ * engine's arithmetic gives: TE S_enc 1 for +Inf, NaN scales for NaN). */
 FP4S_API int fp4s_tscale_init(const fp4s_spec *s, float amax, fp4s_tscale *ts);
 
 /* Output buffers of one chunk. Any pointer may be NULL to skip that output

@@ -45,6 +45,11 @@ typedef enum fp4s_mx_rule {
     FP4S_MX_CEIL_LOG2F = 5, /* ceilf(max(log2f(amax/6), -127)) in fp32 (ModelOpt MXFP4):
                              * CEIL except where log2f rounds amax/6 just above a power of
                              * two down to the integer, so such blocks clip slightly */
+    FP4S_MX_RCEIL_MUL = 6,  /* fl(amax * fl(1/6)) rounded up to a power of two from its bits
+                             * (torchao RCEIL since 5d73a0c10): CEIL except for amax
+                             * 0x01400001, whose product rounds down onto 2^-127 */
+    FP4S_MX_EVEN_NAN = 7,   /* EVEN, but an amax that rounds up to 2^128 (amax >= 1.75*2^127)
+                             * gets the NaN scale 0xFF (torchao EVEN since 5d73a0c10) */
     FP4S_MX_RULE_COUNT      /* number of rules (not a rule) */
 } fp4s_mx_rule;
 
@@ -62,9 +67,16 @@ typedef enum fp4s_zero_in {
  * Each recipe is one row of the table fp4s_get_nv_recipe_traits() returns. */
 typedef enum fp4s_nv_recipe {
     FP4S_NV_TE       = 0, /* TransformerEngine: S_enc = 2688/amax, s_b = e4m3(amax_b*(S_enc*(1/6))) */
-    FP4S_NV_TORCHAO  = 1, /* torchao: pts = amax/2688, s_b = e4m3(clamp((amax_b/6)/pts, 2^-6, 448)) */
+    FP4S_NV_TORCHAO_DIV = 1, /* torchao up to 0.16: pts = amax/2688, s_b = e4m3(clamp((amax_b/6)/pts,
+                              * 2^-6, 448)), q = E2M1(x / (pts*s_b)) */
     FP4S_NV_MODELOPT = 2, /* ModelOpt: scale_2 = amax/2688, true division, zero blocks -> 1.0 */
     FP4S_NV_GGML     = 3, /* ggml: no tensor scale, s_b = ggml UE4M3(amax_b/6) */
+    FP4S_NV_TORCHAO_RCP = 4, /* torchao since 0.17 (5c0c81487): as TORCHAO_DIV but
+                              * q = E2M1(x * ((1/pts)/s_b)) */
+    FP4S_NV_TORCHAO_CUDA = 5,     /* TORCHAO_RCP as PyTorch computes it on CUDA: a tensor divided
+                                   * by a Python scalar is a multiply by its float reciprocal, so
+                                   * pts = amax*fl(1/2688) and amax_b*fl(1/6) */
+    FP4S_NV_TORCHAO_DIV_CUDA = 6, /* TORCHAO_DIV on CUDA, the same way */
     FP4S_NV_RECIPE_COUNT  /* number of recipes (not a recipe) */
 } fp4s_nv_recipe;
 
@@ -103,6 +115,15 @@ typedef enum fp4s_packing {
     FP4S_PACK_COUNT
 } fp4s_packing;
 
+/* Which values the tensor amax of an NVFP4 tensor scale is taken over (see
+ * fp4s_spec_amax). */
+typedef enum fp4s_tensor_amax {
+    FP4S_TAMAX_FINITE = 0, /* max |x| over the finite values */
+    FP4S_TAMAX_ALL    = 1, /* max |x| over every value: +Inf enters, any NaN makes it NaN
+                            * (torch.max(torch.abs(x)): TransformerEngine's reference, torchao) */
+    FP4S_TAMAX_COUNT
+} fp4s_tensor_amax;
+
 /* A quantizer. Callers allocate it (usually on the stack) and fill it with
  * fp4s_spec_profile(); `reserved` keeps the size fixed while fields are added
  * (new fields take its place, so binaries built against an older header keep
@@ -130,7 +151,8 @@ typedef struct fp4s_spec {
     fp4s_fp8_gran fp8_gran;
     /* bookkeeping */
     char profile[32];           /* profile the spec started from ("" if none) */
-    uint32_t reserved[16];      /* zero; room for fields added later */
+    fp4s_tensor_amax tensor_amax; /* NVFP4: what the tensor amax is taken over */
+    uint32_t reserved[15];      /* zero; room for fields added later */
 } fp4s_spec;
 
 /* sizeof(fp4s_spec) of the library (for callers that allocate it blindly). */
@@ -177,13 +199,14 @@ typedef enum fp4s_nv_tscale {
     FP4S_NV_TS_ENCODE = 0, /* S_enc = min(2688/amax, FLT_MAX), 1 if amax is 0; S_dec = 1/S_enc (TE) */
     FP4S_NV_TS_DECODE = 1, /* s_dec = amax/2688, s_enc = 1/s_dec (torchao, ModelOpt) */
     FP4S_NV_TS_NONE   = 2, /* no tensor scale: fp4s_quantize accepts ts == NULL (ggml) */
+    FP4S_NV_TS_DECODE_RCP = 3, /* s_dec = amax*fl(1/2688), s_enc = 1/s_dec (PyTorch on CUDA) */
     FP4S_NV_TS_COUNT
 } fp4s_nv_tscale;
 
 /* How an NVFP4 recipe encodes the elements of a block. */
 typedef enum fp4s_nv_elem {
-    FP4S_NV_ELEM_MUL    = 0, /* q = E2M1(x * f), f the block's encode factor (TE) */
-    FP4S_NV_ELEM_DIV    = 1, /* q = E2M1(x / t), t the block's total scale (torchao, ModelOpt) */
+    FP4S_NV_ELEM_MUL    = 0, /* q = E2M1(x * f), f the block's encode factor (TE, torchao >= 0.17) */
+    FP4S_NV_ELEM_DIV    = 1, /* q = E2M1(x / t), t the block's total scale (torchao <= 0.16, ModelOpt) */
     FP4S_NV_ELEM_SEARCH = 2, /* the nearest of the eight levels times s_b in fp32 (ggml) */
     FP4S_NV_ELEM_COUNT
 } fp4s_nv_elem;
@@ -234,6 +257,7 @@ FP4S_API const char *fp4s_nonfinite_name(fp4s_nonfinite n);
 FP4S_API const char *fp4s_packing_name(fp4s_packing p);
 FP4S_API const char *fp4s_fp8_gran_name(fp4s_fp8_gran g);
 FP4S_API const char *fp4s_zero_in_name(fp4s_zero_in z);
+FP4S_API const char *fp4s_tensor_amax_name(fp4s_tensor_amax t);
 /* Name of a scale codec ("e4m3", "ue4m3-ggml"). */
 FP4S_API const char *fp4s_nv_scale_codec_name(fp4s_nv_scale_codec c);
 
@@ -259,6 +283,7 @@ typedef enum fp4s_name_kind {
     FP4S_NAMES_PROFILE_MXFP4,  /* the profiles that define MXFP4 (NVFP4, FP8 below) */
     FP4S_NAMES_PROFILE_NVFP4,
     FP4S_NAMES_PROFILE_FP8,
+    FP4S_NAMES_TENSOR_AMAX,
     FP4S_NAMES_COUNT
 } fp4s_name_kind;
 FP4S_API size_t fp4s_names(fp4s_name_kind kind, const char *sep, const char *last, char *buf, size_t n);

@@ -29,7 +29,7 @@ int ph_quant(const char *fmt, const char *profile, const float *x, size_t rows, 
     int rc = fp4s_format_parse(fmt, &f);
     if (!rc) rc = fp4s_spec_profile(&s, f, profile);
     if (rc) return rc;
-    rc = fp4s_tscale_init(&s, fp4s_amax(x, rows, cols, cols, NULL), &ts);
+    rc = fp4s_tscale_init(&s, fp4s_spec_amax(&s, x, rows, cols, cols, NULL), &ts);
     if (rc) return rc;
     fp4s_qout o;
     memset(&o, 0, sizeof o);

@@ -8,7 +8,13 @@ Needs PyTorch and the ctypes helper library (see peers_helper.c):
 Prints one line per check: the number of mismatching bytes out of the total.
 Not part of `meson test` (PyTorch is not a build dependency).
 
-Measured 2026-12-01, PyTorch 2.11.0+cu130, one H200 (CPU and CUDA), full run:
+NVFP4 torchao is compared with the torchao / torchao@0.16 profiles on the
+CPU and with torchao-cuda / torchao-cuda@0.16 on CUDA (PyTorch's CUDA
+division by a Python scalar is a multiply by its reciprocal).
+
+Measured 2026-12-01, PyTorch 2.11.0+cu130, one H200 (CPU and CUDA), full run,
+before the profiles were versioned (the torchao profile of then is
+torchao@0.16 now, and the CUDA run compared it, not torchao-cuda@0.16):
 - float32 -> float8_e4m3fn: all 2^32 inputs agree with fp4s_e4m3_encode for
   |x| <= 464; torch gives NaN above 464 (its cast does not saturate);
 - floor(torch.log2(a)) - 2 agrees with the log2f rule for every positive finite
@@ -152,14 +158,21 @@ def nv_te(x):
     return code.view(m, n).to(torch.uint8), sb.view(m, n // 16)
 
 
-def nv_torchao(x):
+def nv_torchao(x, rcp):
+    """torchao nvfp4_quantize: up to 0.16 x / (pts * s_b), since 0.17
+    x * ((1/pts) / s_b). Run on CUDA, PyTorch computes the two divisions by
+    a Python scalar (amax / 2688, vm / 6) as multiplies by the reciprocal:
+    that is the -cuda profiles."""
     m, n = x.shape
     pts = x.abs().max().float() / (448.0 * 6.0)
     vm = x.view(m, n // 16, 16).abs().amax(-1)
     sc = torch.clamp((vm / 6.0) / pts, min=2.0 ** -6, max=448.0)
     sb = e4m3_byte(sc)
-    total = pts * sb.view(torch.float8_e4m3fn).float()
-    v = torch.clamp(x.view(m, n // 16, 16) / total.unsqueeze(-1), -6.0, 6.0)
+    if rcp:
+        v = x.view(m, n // 16, 16) * ((1.0 / pts) / sb.view(torch.float8_e4m3fn).float()).unsqueeze(-1)
+    else:
+        v = x.view(m, n // 16, 16) / (pts * sb.view(torch.float8_e4m3fn).float()).unsqueeze(-1)
+    v = torch.clamp(v, -6.0, 6.0)
     code = rne_mag(v.abs()) + 8 * torch.signbit(v).int()
     return code.view(m, n).to(torch.uint8), sb
 
@@ -182,6 +195,25 @@ def nv_modelopt(x):
 
 
 # ---- 4. MXFP4: torchao FLOOR, microxcaling, ModelOpt ----------------------------------------------
+def mx_torchao_main(x):
+    """torchao to_mx FLOOR since 5d73a0c10: a non-finite amax gives 0xFF,
+    elements times the E8M0 reciprocal."""
+    m, n = x.shape
+    xb = x.view(m, n // 32, 32)
+    ma = xb.abs().amax(-1)
+    e = (((ma.view(torch.int32) >> 23) & 0xFF) - 127 - 2).clamp(-127, 128)
+    biased = torch.where(torch.isfinite(ma), (e + 127).to(torch.int32), torch.full_like(e, 255)).to(torch.uint8)
+    rb = (254 - biased.to(torch.int32)).to(torch.uint8).to(torch.int32)
+    rcp = torch.where(rb == 0, torch.full_like(rb, 0x00400000), rb << 23)
+    rcp = torch.where(biased == 255, torch.full_like(rb, 0x7F800001), rcp).view(torch.float32)
+    v = torch.clamp(xb * rcp.unsqueeze(-1), -6.0, 6.0)
+    code = rne_mag(v.abs()) + 8 * torch.signbit(v).int()
+    nanblk = (biased == 255).unsqueeze(-1).expand_as(code)
+    code = torch.where(nanblk, torch.zeros_like(code), code)  # fp4scope writes 0 in NaN-scale blocks
+    return code.view(m, n).to(torch.uint8), biased
+
+
+
 def mx_torchao_floor(x):
     m, n = x.shape
     xb = x.view(m, n // 32, 32)
@@ -253,10 +285,13 @@ if __name__ == "__main__":
     for seed in (1, 2):
         x = make_data(rows, cols, seed)
         for dev in (["cpu", DEV] if DEV != "cpu" else ["cpu"]):
+            cuda = "-cuda" if dev != "cpu" else ""
             compare("NVFP4 te", "nvfp4", "te", nv_te, x, dev)
-            compare("NVFP4 torchao", "nvfp4", "torchao", nv_torchao, x, dev)
+            compare("NVFP4 torchao", "nvfp4", "torchao" + cuda, lambda t: nv_torchao(t, True), x, dev)
+            compare("NVFP4 torchao@0.16", "nvfp4", "torchao" + cuda + "@0.16", lambda t: nv_torchao(t, False), x, dev)
             compare("NVFP4 modelopt", "nvfp4", "modelopt", nv_modelopt, x, dev)
-            compare("MXFP4 torchao floor", "mxfp4", "torchao", mx_torchao_floor, x, dev)
+            compare("MXFP4 torchao floor", "mxfp4", "torchao", mx_torchao_main, x, dev)
+            compare("MXFP4 torchao@0.18 floor", "mxfp4", "torchao@0.18", mx_torchao_floor, x, dev)
             compare("MXFP4 microxcaling", "mxfp4", "microxcaling", mx_microxcaling, x, dev, signed_zero=False)
             compare("MXFP4 modelopt", "mxfp4", "modelopt", mx_modelopt, x, dev)
     sys.exit(1 if fails else 0)
