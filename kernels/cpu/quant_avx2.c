@@ -280,7 +280,9 @@ static inline __m256i e4m3_encode8(__m256 v)
     __m256i cs = _mm256_cvtps_epi32(_mm256_mul_ps(v, _mm256_set1_ps(512.0f)));
     __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x3c800000), u);
     __m256i code = _mm256_blendv_epi8(cn, cs, small);
-    __m256i nan = _mm256_cmpgt_epi32(u, _mm256_set1_epi32((int)INF_BITS));
+    /* NaN of either sign (0/0 gives the negative default NaN) */
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                     _mm256_set1_epi32((int)INF_BITS));
     return _mm256_blendv_epi8(code, _mm256_set1_epi32(0x7f), nan);
 }
 

@@ -21,7 +21,7 @@
  * blocks (exact E2M1 ties at the block scale, +-1 ulp around them, NVFP4
  * exact ties through a power-of-two tensor scale, FP8 exact E4M3 ties,
  * saturating values, fp32 subnormals, values near FLT_MAX, NaN/Inf at random
- * positions, all-zero and -0 blocks, amax on the boundaries of every scale
+ * positions, all-zero and -0 blocks and tensors, amax on the boundaries of every scale
  * rule); in a quarter of the cases the tensor amax is off by a random factor
  * (a stale amax: saturating block scales), and specs without a tensor scale
  * also run with ts = NULL. The first mismatch is printed with profile,
@@ -248,6 +248,13 @@ static void fill_block(float *p, int n, int e, float nvs)
  * and blocks of case 12 hit exact ties. Blocks of 16 (the smallest block). */
 static void fill_tensor(float *x, size_t rows, size_t cols, size_t ld)
 {
+    if (rndu(16) == 0) {
+        /* an all-zero tensor (+0 and -0): tensor amax 0, which torchao and
+         * ModelOpt turn into 0/0, NaN block scales (the negative default NaN) */
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c = 0; c < ld; c++) x[r * ld + c] = c < cols ? ((rnd() & 1) ? -0.0f : 0.0f) : NAN;
+        return;
+    }
     if (rndu(6) == 0) {
         /* FP8 exact ties: tensor (and every tile) amax 448 * X with X a power
          * of two, so that x / (amax / 448) lands exactly on E4M3 midpoints
