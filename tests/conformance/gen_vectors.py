@@ -1,0 +1,734 @@
+#!/usr/bin/env python3
+"""Write the conformance corpus (vectors.txt): for every profile and format,
+small tensors chosen at E2M1 ties, scale-rule boundaries, fp32 subnormals,
+huge values, zeros and non-finite values, with the scale bytes, element codes
+and tensor scale each engine's documented arithmetic gives them.
+
+The expectations are computed here, not by fp4scope: this is a second,
+independent statement of the arithmetic of fp4scope-formats(7), written from
+the engines' source as that page describes it. Codecs are exact (fractions
+on the bit pattern); the engines' float32 operations are numpy float32
+scalar operations, one IEEE rounding each, in the engine's order. Where an
+engine's bytes are not meaningful (element codes inside a NaN-scale block)
+the corpus holds fp4scope's documented choice, code 0.
+
+    python3 gen_vectors.py > vectors.txt     # regenerate
+    python3 gen_vectors.py --check vectors.txt   # exit 1 if it differs
+
+File format, one record per line:
+    input NAME FORMAT ROWS COLS      then lines "x HEX..." (float32 bits)
+    expect NAME PROFILE FORMAT amax=HEX tscale=HEX scales=HEX.. codes=HEX..
+scales and codes are two hex digits per byte (FP8 scales: eight digits per
+float32 tile scale), row-major; amax is the tensor amax the engine takes and
+tscale the stored tensor scale (fp4s_tscale.stored: NVFP4 by the profile's
+convention, FP8 amax/448, MXFP4 1)."""
+import math
+import struct
+import sys
+from fractions import Fraction as Fr
+
+import numpy as np
+
+f32 = np.float32
+FLT_MAX = f32(np.finfo(np.float32).max)
+
+
+def bits(x):
+    return struct.unpack("<I", struct.pack("<f", float(x)))[0] if x == x else (
+        0x7FC00000 | (0x80000000 if math.copysign(1.0, float(x)) < 0 else 0))
+
+
+def fb(u):
+    return f32(struct.unpack("<f", struct.pack("<I", u & 0xFFFFFFFF))[0])
+
+
+def up(x):
+    return np.nextafter(f32(x), f32(np.inf))
+
+
+def down(x):
+    return np.nextafter(f32(x), f32(-np.inf))
+
+
+def isnan(x):
+    return x != x
+
+
+def isfin(x):
+    return bool(np.isfinite(x))
+
+
+# ---- codecs (exact) ----------------------------------------------------------------------------
+E2M1 = [Fr(0), Fr(1, 2), Fr(1), Fr(3, 2), Fr(2), Fr(3), Fr(4), Fr(6)]
+
+
+def nearest(a, grid, tie):
+    """Index into the ascending grid of the value nearest to a >= 0 (ties by
+    the rule; "rne" picks the even index), saturating at the top."""
+    if a >= grid[-1]:
+        return len(grid) - 1
+    i = 0
+    while grid[i + 1] < a:
+        i += 1
+    lo, hi = grid[i], grid[i + 1]
+    if a == lo:
+        return i
+    mid = (lo + hi) / 2
+    if a < mid:
+        return i
+    if a > mid:
+        return i + 1
+    if tie == "rne":
+        return i if i % 2 == 0 else i + 1
+    return i if tie == "rtz" else i + 1
+
+
+def e2m1(v, tie="rne", keep_neg_zero=True, zero_in="sign"):
+    v = f32(v)
+    if isnan(v):
+        return 0
+    neg = math.copysign(1.0, float(v)) < 0
+    if v == 0:
+        return 8 if zero_in == "neg" else 0 if zero_in == "pos" else (8 if neg and keep_neg_zero else 0)
+    a = Fr(6) if not isfin(v) else abs(Fr(float(v)))
+    m = nearest(a, E2M1, tie)
+    if m == 0:
+        return 8 if neg and keep_neg_zero else 0
+    return m | (8 if neg else 0)
+
+
+def e4m3_value(c):
+    e, m = (c >> 3) & 15, c & 7
+    if e == 15 and m == 7:
+        return None
+    v = Fr(m, 512) if e == 0 else Fr(8 + m, 1) * Fr(2) ** (e - 10)
+    return -v if c & 0x80 else v
+
+
+# magnitudes of codes 0x00..0x7E and 0x7F taken as 480 for rounding, then saturated
+E4M3_GRID = [e4m3_value(c) for c in range(0x7F)] + [Fr(480)]
+
+
+def e4m3(v, tie="rne"):
+    """E4M3 byte of float32 v: nearest, satfinite, NaN -> 0x7F, Inf -> +-448."""
+    v = f32(v)
+    if isnan(v):
+        return 0x7F
+    neg = math.copysign(1.0, float(v)) < 0
+    a = Fr(480) if not isfin(v) else abs(Fr(float(v)))
+    c = min(nearest(a, E4M3_GRID, tie), 0x7E)
+    return c | (0x80 if neg else 0)
+
+
+def e4m3_f(c):
+    v = e4m3_value(c)
+    return f32(np.nan) if v is None else f32(float(v))
+
+
+def ue4m3_ggml(v):
+    """ggml_fp32_to_ue4m3 as fp4scope-formats(7) documents it."""
+    v = f32(v)
+    if not v > 0:
+        return 0
+    if v > 448:
+        v = f32(448)
+    u = bits(v)
+    e = ((u >> 23) & 0xFF) - 127 + 7
+    if e <= 0:
+        r = f32(v * f32(512)) + f32(0.5)
+        man = min(int(r), 7)
+        return 0 if man < 1 else man
+    if e >= 15:
+        return 0x7E
+    man = ((u >> 20) & 7) + ((u >> 19) & 1)
+    if man > 7:
+        man, e = 0, e + 1
+        if e >= 15:
+            return 0x7E
+    return (e << 3) | man
+
+
+def ue4m3_ggml_f(c):
+    if c in (0, 0x7F):
+        return f32(0)
+    e, m = (c >> 3) & 15, c & 7
+    return f32(float(Fr(m, 512) if e == 0 else Fr(8 + m) * Fr(2) ** (e - 10)))
+
+
+def pow2(k):
+    return f32(2.0 ** k)
+
+
+# ---- MXFP4 scale rules: the E8M0 code of a block amax > 0 -----------------------------------------
+def fl_log2(a):
+    """log2f as a correctly rounded float32 (glibc's log2f on the values used
+    here); log2f(0) = -Inf."""
+    return f32(-np.inf) if a == 0 else f32(math.log2(float(a)))
+
+
+def clamp_code(k):
+    return min(max(k, -127), 127) + 127
+
+
+def mx_code(rule, amax):
+    u = bits(amax) & 0x7FFFFFFF
+    e32 = u >> 23
+    if rule == "floor":
+        return clamp_code(e32 - 127 - 2)
+    if rule == "even":
+        return clamp_code(((u + (1 << 21)) >> 23 & 0xFF) - 127 - 2)
+    if rule == "even-nan":
+        r = (u + (1 << 21)) >> 23
+        return 0xFF if r >= 255 else clamp_code(r - 127 - 2)
+    if rule == "ceil":  # smallest k with amax <= 6 * 2^k
+        if not isfin(amax):
+            return 254
+        a, k = Fr(float(amax)), -200
+        while a > 6 * Fr(2) ** k:
+            k += 1
+        return clamp_code(k)
+    if rule == "rceil-mul":
+        if not isfin(amax):
+            return 254
+        d = bits(f32(amax) * f32(1.0 / 6.0)) & 0x7FFFFFFF
+        de, dm = d >> 23, d & 0x7FFFFF
+        return de + (dm != 0) if de else int(dm > 0x400000)
+    if rule in ("log2f", "rtn"):
+        if not isfin(amax):
+            return 254
+        l = fl_log2(amax)
+        return clamp_code(int(math.floor(l) if rule == "log2f" else np.rint(l)) - 2)
+    if rule == "ceil-log2f":
+        if not isfin(amax):
+            return 254
+        l = max(fl_log2(f32(amax) / f32(6)), f32(-127))
+        return clamp_code(int(math.ceil(l)))
+    raise ValueError(rule)
+
+
+# ---- profiles: a transcription of fp4scope-formats(7) PROFILES ----------------------------------
+def mx(rule, tie="rne", knz=True, zin="sign", nf="scale-nan", zero=0):
+    return dict(rule=rule, tie=tie, knz=knz, zin=zin, nf=nf, zero=zero)
+
+
+def nv(recipe, tie="rne", knz=True, zin="sign", nf="scale-nan", tile2d=False, tamax="finite", gs="decode"):
+    return dict(recipe=recipe, tie=tie, knz=knz, zin=zin, nf=nf, tile2d=tile2d, tamax=tamax, gs=gs)
+
+
+PROFILES = {
+    "ocp": {"mxfp4": mx("floor")},
+    "ceil": {"mxfp4": mx("ceil")},
+    "torchao": {"mxfp4": mx("floor", nf="block-nan"), "nvfp4": nv("torchao-rcp", tamax="all")},
+    "torchao@0.18": {"mxfp4": mx("floor"), "nvfp4": nv("torchao-rcp", tamax="all")},
+    "torchao@0.16": {"mxfp4": mx("floor"), "nvfp4": nv("torchao-div", tamax="all")},
+    "torchao-cuda": {"mxfp4": mx("floor", nf="block-nan"), "nvfp4": nv("torchao-rcp-cuda", tamax="all")},
+    "torchao-cuda@0.18": {"mxfp4": mx("floor"), "nvfp4": nv("torchao-rcp-cuda", tamax="all")},
+    "torchao-cuda@0.16": {"mxfp4": mx("floor"), "nvfp4": nv("torchao-div-cuda", tamax="all")},
+    "torchao-rceil": {"mxfp4": mx("rceil-mul", nf="block-nan")},
+    "torchao-rceil@0.18": {"mxfp4": mx("ceil")},
+    "even": {"mxfp4": mx("even-nan", nf="block-nan")},
+    "even@0.18": {"mxfp4": mx("even")},
+    "vllm": {"mxfp4": mx("even"), "nvfp4": nv("te", zin="pos", gs="encode")},
+    "te": {"mxfp4": mx("ceil-log2f", zin="pos"), "nvfp4": nv("te", zin="pos", gs="encode", tamax="all")},
+    "te-2d": {"nvfp4": nv("te", zin="pos", gs="encode", tamax="all", tile2d=True)},
+    "modelopt": {"mxfp4": mx("ceil-log2f", tie="rtz", zin="neg"), "nvfp4": nv("modelopt", zin="pos")},
+    "ggml": {"mxfp4": mx("log2f", tie="rtz", knz=False, zin="pos", nf="ignore"),
+             "nvfp4": nv("ggml", tie="rtz", knz=False, zin="pos", nf="ignore", gs="none")},
+    "microxcaling": {"mxfp4": mx("log2f", tie="rha", nf="block-nan")},
+    "fp8-tensor": {"fp8": "tensor"},
+    "fp8-1x128": {"fp8": "1x128"},
+    "fp8-128x128": {"fp8": "128x128"},
+    "deepseek": {"fp8": "1x128"},
+}
+
+
+# ---- the quantizers ---------------------------------------------------------------------------------
+def scan(vals):
+    """amax without NaN (Inf enters), the finite amax, NaN and Inf present."""
+    am = fam = f32(0)
+    nan = inf = False
+    for v in vals:
+        a = abs(f32(v))
+        if isnan(a):
+            nan = True
+        elif not isfin(a):
+            inf, am = True, a
+        else:
+            am, fam = max(am, a), max(fam, a)
+    return am, fam, nan, inf
+
+
+def nan_block(nf, nan, inf):
+    return (nf == "block-nan" and (nan or inf)) or (nf == "scale-nan" and nan)
+
+
+def quant_mx(p, x):
+    rows, cols = x.shape
+    scales, codes = [], []
+    for r in range(rows):
+        for b in range(cols // 32):
+            blk = x[r, 32 * b:32 * b + 32]
+            am, _, nan, inf = scan(blk)
+            code = 0xFF
+            if not nan_block(p["nf"], nan, inf):
+                code = p["zero"] if am == 0 else mx_code(p["rule"], am)
+            scales.append(code)
+            if code == 0xFF:
+                codes += [0] * 32
+                continue
+            inv = pow2(127 - code)
+            for v in blk:
+                if p["nf"] == "ignore" and not isfin(v):
+                    codes.append(0)
+                else:
+                    codes.append(e2m1(f32(v) * inv, p["tie"], p["knz"], p["zin"]))
+    return scales, codes
+
+
+def tensor_amax(x, mode):
+    am, fam, nan, inf = scan(x.ravel())
+    if mode == "all":
+        return f32(np.nan) if nan else am
+    return fam
+
+
+def nv_tscale(p, amax):
+    """(s_enc, s_dec, stored) of the recipe."""
+    rec = p["recipe"]
+    if rec == "ggml":
+        return f32(1), f32(1), f32(1)
+    if rec == "te":
+        if amax == 0:
+            e = f32(1)
+        else:
+            with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+                e = f32(2688) / f32(amax)
+            if e > FLT_MAX:
+                e = FLT_MAX
+            if e == 0:
+                e = f32(1)
+        d = f32(1) / e
+        return e, d, e
+    with np.errstate(all="ignore"):
+        d = f32(amax) * f32(1.0 / 2688.0) if rec.endswith("-cuda") else f32(amax) / f32(2688)
+        e = f32(1) / d
+    return e, d, d
+
+
+def nv_block(p, senc, sdec, amax_b):
+    """(scale byte, decoded s_b, element op, factor, dequant factor)."""
+    rec = p["recipe"]
+    with np.errstate(all="ignore"):
+        if rec == "te":
+            mult = senc * f32(1.0 / 6.0)
+            sbf = f32(amax_b) * mult
+            if sbf > FLT_MAX:
+                sbf = FLT_MAX
+            code = e4m3(sbf)
+            sbv = e4m3_f(code)
+            enc = f32(1) / (sbv * sdec)
+            if enc > FLT_MAX:
+                enc = FLT_MAX
+            return code, sbv, "mul", enc
+        if rec.startswith("torchao"):
+            pts = sdec
+            bs = f32(amax_b) * f32(1.0 / 6.0) if rec.endswith("-cuda") else f32(amax_b) / f32(6)
+            sc = bs / pts
+            if sc < f32(2.0 ** -6):
+                sc = f32(2.0 ** -6)
+            if sc > f32(448):
+                sc = f32(448)
+            code = e4m3(sc)
+            sbv = e4m3_f(code)
+            if rec.startswith("torchao-div"):
+                return code, sbv, "div", pts * sbv
+            return code, sbv, "mul", senc / sbv  # (1/pts) / s_b
+        if rec == "modelopt":
+            sc2 = sdec
+            pbs = f32(amax_b) / (f32(6) * sc2)
+            if pbs == 0:
+                pbs = f32(1)
+            if pbs < f32(2.0 ** -9):
+                pbs = f32(2.0 ** -9)
+            code = 0x7F if not pbs <= 464 else e4m3(pbs)
+            sbv = e4m3_f(code)
+            return code, sbv, "div", sbv * sc2
+        if rec == "ggml":
+            code = ue4m3_ggml(f32(amax_b) / f32(6))
+            sbv = ue4m3_ggml_f(code)
+            return code, sbv, "search", sbv
+    raise ValueError(rec)
+
+
+def ggml_best(v, s, knz):
+    ax = abs(f32(v))
+    best, be = 0, abs(f32(E2M1[0]) * s - ax)
+    for i in range(1, 8):
+        e = abs(f32(float(E2M1[i])) * s - ax)
+        if e < be:
+            best, be = i, e
+    if best == 0:
+        return 8 if knz and v < 0 else 0
+    return best | (8 if math.copysign(1.0, float(v)) < 0 else 0)
+
+
+def quant_nv(p, x):
+    rows, cols = x.shape
+    amax = tensor_amax(x, p["tamax"])
+    senc, sdec, stored = nv_tscale(p, amax)
+    if p["gs"] == "encode":
+        stored = senc
+    H = 16 if p["tile2d"] else 1
+    scales = np.zeros((rows, cols // 16), np.uint8)
+    codes = np.zeros((rows, cols), np.uint8)
+    for r0 in range(0, rows, H):
+        h = min(H, rows - r0)
+        for b in range(cols // 16):
+            tile = x[r0:r0 + h, 16 * b:16 * b + 16]
+            am, _, nan, inf = scan(tile.ravel())
+            if nan_block(p["nf"], nan, inf):
+                scales[r0:r0 + h, b] = 0x7F
+                continue
+            code, sbv, op, fac = nv_block(p, senc, sdec, am)
+            scales[r0:r0 + h, b] = code
+            for i in range(h):
+                for j in range(16):
+                    v = f32(x[r0 + i, 16 * b + j])
+                    if p["nf"] == "ignore" and not isfin(v):
+                        q = 0
+                    elif op == "search":
+                        q = ggml_best(v, sbv, p["knz"])
+                    else:
+                        with np.errstate(all="ignore"):
+                            t = v * fac if op == "mul" else v / fac
+                        q = e2m1(t, p["tie"], p["knz"], p["zin"])
+                    codes[r0 + i, 16 * b + j] = q
+    return amax, stored, list(scales.ravel()), list(codes.ravel())
+
+
+def quant_fp8(gran, x):
+    rows, cols = x.shape
+    codes = np.zeros((rows, cols), np.uint8)
+    amax = tensor_amax(x, "finite")
+    tiles = []
+    if gran == "tensor":
+        H, W = rows, cols
+    else:
+        H, W = (1, 128) if gran == "1x128" else (128, 128)
+    for r0 in range(0, rows, H):
+        for t in range(cols // W):
+            tile = x[r0:r0 + H, t * W:(t + 1) * W]
+            fam = scan(tile.ravel())[1]
+            sc = fam / f32(448) if fam > 0 else f32(1)
+            tiles.append(sc)
+            with np.errstate(all="ignore"):
+                for i in range(tile.shape[0]):
+                    for j in range(W):
+                        codes[r0 + i, t * W + j] = e4m3(f32(tile[i, j]) / sc)
+    stored = amax / f32(448) if amax > 0 else f32(1)  # fp4s_tscale.stored: the per-tensor scale
+    return amax, stored, tiles, list(codes.ravel())
+
+
+# ---- the inputs ----------------------------------------------------------------------------------
+def filler(n, top, seed):
+    """n deterministic values of magnitude below top (mixed signs)."""
+    g = np.random.default_rng(seed)
+    return (g.uniform(-1, 1, n) * float(top) * 0.9).astype(np.float32)
+
+
+def blocks(amaxes, B, seed, extra=None):
+    """One row of blocks of B values, block i having amax amaxes[i] at
+    position i % B (the rest below it)."""
+    out = []
+    for i, a in enumerate(amaxes):
+        blk = filler(B, abs(a) if isfin(a) and a != 0 else 1.0, seed + i)
+        if a == 0:
+            blk[:] = 0
+        blk[i % B] = a
+        out.append(blk)
+    x = np.concatenate(out).astype(np.float32).reshape(1, -1)
+    if extra:
+        extra(x)
+    return x
+
+
+def ties_row(B, scale):
+    """Exact E2M1 midpoints and grid values (both signs) times scale, amax 6 * scale."""
+    pts = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0, 0.5, 1.0, 3.0, 4.0]
+    v = [f32(s * p * scale) for p in pts for s in (1, -1)]
+    v += [f32(0.0), f32(-0.0), f32(0.2 * scale), f32(-0.2 * scale)]
+    v += [f32(up(0.25 * scale)), f32(down(0.75 * scale)), f32(up(2.5 * scale)), f32(down(5.0 * scale))]
+    return np.array((v * 2)[:B], np.float32)
+
+
+def mx_inputs():
+    ins = {}
+    ins["mx-ties"] = np.stack([np.concatenate([ties_row(32, 1.0), ties_row(32, 2.0 ** -20)])])
+    # amax on the boundaries of every rule (one block each)
+    b = [6.0, up(6.0), 4.0, down(4.0), down(8.0), 1.75, down(1.75), up(1.5), 3.5, 7.0,
+         6.0 * 2 ** 20, up(6.0 * 2 ** -20), down(2.0 ** 10), 2.0 ** -100 * 6, down(2.0 ** -30)]
+    ins["mx-boundaries"] = blocks([f32(a) for a in b], 32, 10)
+    # fp32 subnormals and the bottom of E8M0; 0x01400001 is torchao RCEIL's one difference
+    sub = [fb(0x00400000), fb(0x00400001), fb(0x00000001), fb(0x007FFFFF), fb(0x00800000),
+           fb(0x01400001), fb(0x01400002), fb(0x01400000), f32(2.0 ** -125 * 6), f32(2.0 ** -140)]
+    ins["mx-subnormal"] = blocks(sub, 32, 20)
+    huge = [FLT_MAX, f32(1.75 * 2 ** 127), down(1.75 * 2 ** 127), f32(2.0 ** 127), f32(3e38), f32(6.0 * 2 ** 125)]
+    ins["mx-huge"] = blocks(huge, 32, 30)
+
+    def zeros(x):
+        x[0, 32:64] = -0.0
+        x[0, 64:96] = filler(32, 2.0 ** -140, 5)
+        x[0, 96:128] = 0
+        x[0, 96] = 3.0
+        x[0, 97] = -0.0
+        x[0, 98] = -0.01
+    ins["mx-zeros"] = blocks([0.0, 1.0, 1.0, 1.0], 32, 40, zeros)
+
+    def nonfin(x):
+        x[0, 3] = np.nan
+        x[0, 40] = np.inf
+        x[0, 70] = -np.inf
+        x[0, 100] = np.nan
+        x[0, 101] = np.inf
+    ins["mx-nonfinite"] = blocks([2.0, 3.0, 5.0, 7.0, 1.0], 32, 50, nonfin)
+    return ins
+
+
+def torchao_div_vs_rcp():
+    """One block (tensor amax = block amax T, pts = T/2688 inexact) whose
+    elements sit where x/(pts*s_b) and x*((1/pts)/s_b) round to different
+    codes: ties of the division that the multiply moves off."""
+    T = f32(5.0)
+    pts = T / f32(2688)
+    sb = e4m3_f(e4m3(max(min((T / f32(6)) / pts, f32(448)), f32(2.0 ** -6))))
+    t, r = pts * sb, (f32(1) / pts) / sb
+    found = []
+    for mid in (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0):
+        x0 = f32(float(Fr(mid) * Fr(float(t))))
+        for k in range(0, 81):
+            x = x0
+            for _ in range(k // 2):
+                x = up(x) if k % 2 else down(x)
+            if abs(x) >= T or e2m1(x / t) == e2m1(x * r):
+                continue
+            found.append(x)
+            break
+    assert found, "no element where torchao's division and multiply differ"
+    row = filler(16, T, 7)
+    row[0] = T
+    row[1:1 + len(found)] = found
+    return row
+
+
+def cuda_tensor_amax():
+    """A tensor amax whose amax/2688 and amax*fl(1/2688) differ (torchao's
+    pts on the CPU and on CUDA)."""
+    for u in range(0x3F800000, 0x3F800000 + 100000):
+        a = fb(u)
+        if a / f32(2688) != a * f32(1.0 / 2688.0):
+            return a
+    raise AssertionError("no tensor amax where CPU and CUDA pts differ")
+
+
+def cuda_block_amax(T):
+    """A block amax whose E4M3 scale differs between torchao on the CPU
+    (amax_b/6, pts = T/2688) and on CUDA (amax_b*fl(1/6), T*fl(1/2688))."""
+    p_cpu, p_gpu = T / f32(2688), T * f32(1.0 / 2688.0)
+    for mid in (8.5, 9.5, 10.5, 11.5, 12.5, 13.5, 14.5, 15.5, 17.0, 19.0, 21.0, 23.0, 25.0, 27.0, 29.0):
+        b = f32(6 * mid)
+        for k in range(64):
+            for v in (b, up(b), down(b)):
+                sc_cpu = e4m3(min(max((v / f32(6)) / p_cpu, f32(2.0 ** -6)), f32(448)))
+                sc_gpu = e4m3(min(max((v * f32(1.0 / 6.0)) / p_gpu, f32(2.0 ** -6)), f32(448)))
+                if sc_cpu != sc_gpu:
+                    return v
+            b = down(b) if k % 2 else up(b)
+    raise AssertionError("no block amax where torchao's CPU and CUDA scales differ")
+
+
+def nv_inputs():
+    ins = {}
+    # tensor amax 2688 * 2^-4: S_enc and pts powers of two, block scales exact; ties at two scales
+    x = np.zeros((2, 32), np.float32)
+    x[0, :16] = ties_row(16, 1.0 / 16)
+    x[0, 16:] = ties_row(16, 1.0 / 64)
+    x[1, :16] = ties_row(16, 1.0 / 32)[::-1]
+    x[1, 16:] = filler(16, 2.0, 3)
+    x[1, 31] = f32(2688.0 / 16)
+    ins["nv-ties"] = x
+    ins["nv-torchao-div-rcp"] = torchao_div_vs_rcp().reshape(1, 16)
+    # torchao on CUDA: pts = amax*fl(1/2688) differs here from amax/2688, and
+    # amax_b*fl(1/6) from amax_b/6 where amax_b/6 is an E4M3 tie (51/6 = 8.5)
+    ta = cuda_tensor_amax()
+    x = np.zeros((1, 48), np.float32)
+    x[0, :16] = ties_row(16, float(ta) / 6)
+    x[0, 0] = ta
+    x[0, 16:32] = filler(16, 51.0 / 2688 * float(ta), 11)
+    x[0, 16] = f32(51.0 / 2688) * ta
+    x[0, 32:48] = filler(16, 0.3, 13)
+    ins["nv-cuda-scalar"] = x
+    # ... and a block amax near 6 * (an E4M3 midpoint) where amax_b/6 rounds
+    # below the midpoint and amax_b*fl(1/6) onto it (tensor amax 2688)
+    x = np.zeros((1, 32), np.float32)
+    x[0, :16] = filler(16, 2688.0, 14)
+    x[0, 0] = 2688.0
+    x[0, 16:32] = filler(16, 50.0, 15)
+    x[0, 16] = cuda_block_amax(f32(2688.0))
+    ins["nv-cuda-tie"] = x
+    # block amax at E4M3 scale ties and the top of E4M3: amax_b / 6 / pts = s with
+    # pts = 1 (tensor amax 2688, its own block); 2.5 * 2^-9 is a subnormal tie,
+    # 470 above ModelOpt's unsaturated 464
+    ss = [8.5, 9.5, 2.5 * 2 ** -9, 440.0, 449.0, 470.0]
+    x = np.zeros((1, 16 * (1 + len(ss))), np.float32)
+    x[0, :16] = filler(16, 2688.0, 12)
+    x[0, 0] = 2688.0
+    for i, sv in enumerate(ss):
+        blk = filler(16, 6 * sv, 13 + i)
+        blk[5] = f32(6 * sv)
+        x[0, 16 * (i + 1):16 * (i + 2)] = blk
+    ins["nv-scale-boundaries"] = x
+    # every value subnormal: torchao's 1/pts overflows; TE's 2688/amax overflows (S_enc FLT_MAX)
+    x = np.zeros((1, 32), np.float32)
+    x[0, :] = filler(32, 1.4e-39, 18)
+    x[0, 0] = fb(0x000FFFFF)
+    x[0, 17] = fb(0x80000001)
+    ins["nv-subnormal"] = x
+    x = np.zeros((1, 32), np.float32)
+    x[0, :] = filler(32, 2.0 ** -126, 17)
+    x[0, 0] = f32(2.0 ** -126)
+    x[0, 20] = fb(0x05280000)  # 0x1.5p-117: 2688 / amax = 2^128 exactly
+    ins["nv-tiny-tensor"] = x
+    x = np.zeros((1, 48), np.float32)
+    x[0, :16] = filler(16, 3e38, 19)
+    x[0, 0] = FLT_MAX
+    x[0, 16:32] = filler(16, 1e30, 21)
+    x[0, 32:48] = filler(16, 1e-30, 23)
+    ins["nv-huge"] = x
+    x = np.zeros((2, 32), np.float32)
+    x[0, 16:] = -0.0
+    x[1, :16] = filler(16, 1.0, 29)
+    x[1, 3] = -0.0
+    x[1, 4] = 0.0
+    x[1, 16:] = filler(16, 1e-5, 31)
+    ins["nv-zeros"] = x
+    ins["nv-all-zero"] = np.zeros((1, 16), np.float32)
+    x = np.zeros((2, 32), np.float32)
+    x[0, :] = filler(32, 4.0, 37)
+    x[0, 5] = np.nan
+    x[1, :] = filler(32, 4.0, 41)
+    x[1, 20] = np.inf
+    ins["nv-nan"] = x           # the tensor amax is NaN where the engine takes every value
+    x = x.copy()
+    x[0, 5] = 1.0
+    ins["nv-inf"] = x           # ... +Inf (TE: S_enc 1)
+    # 2-D tiles: 32 rows, the second tile row half (16 rows) present
+    x = np.zeros((24, 32), np.float32)
+    for r in range(24):
+        x[r] = filler(32, 1.0 + r, 43 + r)
+    x[3, 7] = 9.0
+    x[20, 30] = 12.0
+    ins["nv-2d"] = x
+    return ins
+
+
+def fp8_inputs():
+    x = np.zeros((2, 256), np.float32)
+    x[0, :128] = filler(128, 448.0, 51)
+    x[0, 0] = 448.0
+    # E4M3 ties at scale 1: (m + 0.5) * 2^e
+    x[0, 1:9] = [f32(v) for v in (8.5 * 2 ** -3, 9.5 * 2 ** -3, 0.5 * 2 ** -9 * 3, 0.5 * 2 ** -9, 464.0 / 2, 1.0625, -1.1875, -1.0625)]
+    x[0, 128:256] = 0
+    x[1, :128] = filler(128, 1e-30, 53)
+    x[1, 128:256] = filler(128, 3e38, 55)
+    x[1, 200] = np.nan
+    x[1, 201] = np.inf
+    return {"fp8-mixed": x}
+
+
+# ---- the corpus --------------------------------------------------------------------------------------
+def facts(exp):
+    """The behaviours the corpus must show (fp4scope-formats(7), ENGINE
+    VERSIONS): each as differing records of the same input."""
+    def rec(name, prof):
+        return exp[(name, prof)]
+    checks = [
+        ("torchao >= 0.17 multiplies by (1/pts)/s_b, up to 0.16 divides by pts*s_b: ties move",
+         rec("nv-torchao-div-rcp", "torchao")[3] != rec("nv-torchao-div-rcp", "torchao@0.16")[3]),
+        ("on CUDA amax/2688 is amax*fl(1/2688): the tensor scale differs",
+         rec("nv-cuda-scalar", "torchao")[1] != rec("nv-cuda-scalar", "torchao-cuda")[1]),
+        ("on CUDA amax_b/6 is amax_b*fl(1/6): an E4M3 tie becomes another scale",
+         rec("nv-cuda-tie", "torchao")[2] != rec("nv-cuda-tie", "torchao-cuda")[2]),
+        ("torchao >= 0.17 on an all-subnormal tensor: 1/pts is Inf, the elements saturate",
+         rec("nv-subnormal", "torchao")[3] != rec("nv-subnormal", "torchao@0.16")[3]),
+        ("torchao RCEIL since 5d73a0c10 differs from exact ceil at amax 0x01400001",
+         rec("mx-subnormal", "torchao-rceil")[2] != rec("mx-subnormal", "torchao-rceil@0.18")[2]),
+        ("torchao EVEN since 5d73a0c10 writes 0xFF for amax >= 1.75*2^127",
+         "ff" in rec("mx-huge", "even")[2] and "ff" not in rec("mx-huge", "even@0.18")[2]),
+        ("TransformerEngine's global amax includes NaN: every scale NaN",
+         set(rec("nv-nan", "te")[2][i:i + 2] for i in range(0, 8, 2)) == {"7f"}
+         and set(rec("nv-nan", "vllm")[2][i:i + 2] for i in range(0, 8, 2)) != {"7f"}),
+        ("TE: 2688/amax overflows for amax <= 0x1.5p-117, S_enc = FLT_MAX",
+         rec("nv-tiny-tensor", "te")[1] == "7f7fffff"),
+    ]
+    for what, ok in checks:
+        assert ok, "the corpus does not show: " + what
+
+
+def hexbytes(v):
+    return "".join("%02x" % int(c) for c in v)
+
+
+def corpus():
+    lines = ["# fp4scope conformance corpus: written by gen_vectors.py from the documented arithmetic",
+             "# (fp4scope-formats(7)), not by fp4scope. Regenerate: python3 gen_vectors.py > vectors.txt"]
+    sets = [("mxfp4", mx_inputs()), ("nvfp4", nv_inputs()), ("fp8", fp8_inputs())]
+    exp = {}
+    for fmt, ins in sets:
+        for name, x in ins.items():
+            rows, cols = x.shape
+            lines.append("input %s %s %d %d" % (name, fmt, rows, cols))
+            flat = x.ravel()
+            for i in range(0, flat.size, 16):
+                lines.append("x " + " ".join("%08x" % bits(v) for v in flat[i:i + 16]))
+            for prof, fmts in PROFILES.items():
+                if fmt not in fmts:
+                    continue
+                p = fmts[fmt]
+                if fmt == "mxfp4":
+                    sc, co = quant_mx(p, x)
+                    amax, stored, shex = tensor_amax(x, "finite"), f32(1), hexbytes(sc)
+                elif fmt == "nvfp4":
+                    amax, stored, sc, co = quant_nv(p, x)
+                    shex = hexbytes(sc)
+                else:
+                    amax, stored, tiles, co = quant_fp8(p, x)
+                    shex = "".join("%08x" % bits(t) for t in tiles)
+                rec = ("%08x" % bits(amax), "%08x" % bits(stored), shex, hexbytes(co))
+                exp[(name, prof)] = rec
+                lines.append("expect %s %s %s amax=%s tscale=%s scales=%s codes=%s" % ((name, prof, fmt) + rec))
+    facts(exp)
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    text = corpus()
+    if len(sys.argv) == 3 and sys.argv[1] == "--check":
+        have = open(sys.argv[2]).read()
+        if have != text:
+            a, b = have.splitlines(), text.splitlines()
+            for i, (p, q) in enumerate(zip(a, b)):
+                if p != q:
+                    print("%s:%d: committed and regenerated corpus differ:\n  committed   %s\n  regenerated %s"
+                          % (sys.argv[2], i + 1, p[:160], q[:160]))
+                    break
+            else:
+                print("%s: %d lines committed, %d regenerated" % (sys.argv[2], len(a), len(b)))
+            return 1
+        print("ok: %s is the documented arithmetic (%d lines)" % (sys.argv[2], len(text.splitlines())))
+        return 0
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
