@@ -9,29 +9,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decomp_internal.h"
 #include "io/h5_internal.h"
+
+static const fp4s_dname scores[] = {{"residual", FP4S_SCORE_RESIDUAL},
+                                     {"relative", FP4S_SCORE_RELATIVE},
+                                     {"hcp", FP4S_SCORE_HCP},
+                                     {"deadzone", FP4S_SCORE_DEADZONE}};
 
 int fp4s_chscore_parse(const char *s, fp4s_chscore *out)
 {
-    if (!s || !out) return fp4s_error_set(FP4S_EINVAL, "score: missing value");
-    if (!strcmp(s, "residual")) *out = FP4S_SCORE_RESIDUAL;
-    else if (!strcmp(s, "relative")) *out = FP4S_SCORE_RELATIVE;
-    else if (!strcmp(s, "hcp")) *out = FP4S_SCORE_HCP;
-    else if (!strcmp(s, "deadzone")) *out = FP4S_SCORE_DEADZONE;
-    else return fp4s_error_set(FP4S_EINVAL, "score '%s': expected residual, relative, hcp or deadzone", s);
-    return 0;
+    int v = 0, rc = fp4s_dname_parse(scores, 4, 4, "score", out ? s : NULL, &v);
+    if (!rc) *out = (fp4s_chscore)v;
+    return rc;
 }
 
-const char *fp4s_chscore_name(fp4s_chscore s)
-{
-    switch (s) {
-    case FP4S_SCORE_RESIDUAL: return "residual";
-    case FP4S_SCORE_RELATIVE: return "relative";
-    case FP4S_SCORE_HCP: return "hcp";
-    case FP4S_SCORE_DEADZONE: return "deadzone";
-    }
-    return "?";
-}
+const char *fp4s_chscore_name(fp4s_chscore s) { return fp4s_dname_of(scores, 4, (int)s); }
 
 void fp4s_channels_opts_defaults(fp4s_channels_opts *o)
 {

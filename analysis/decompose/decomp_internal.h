@@ -1,36 +1,21 @@
-/* Internal pieces of the decomposition shared by decompose.c, channels.c and
- * the unit tests (not installed). */
+/* Internal pieces of the decomposition shared by decompose.c (the decomposer:
+ * blocks, rows, groups, merge), decomp_result.c (names, the field table, the
+ * exact accumulators and how they become a result), reader.c (the streaming
+ * driver), channels.c and the unit tests (not installed). The element kernels
+ * and the types they share are in kernels/cpu/decomp_kernels.h. */
 #ifndef FP4S_DECOMP_INTERNAL_H
 #define FP4S_DECOMP_INTERNAL_H
 
 #include <fp4scope/decompose.h>
+#include <fp4scope/quant.h>
+
+#include "cpu/decomp_kernels.h"
 #include "xsum.h"
-
-/* Sums: the first S_CH are kept per element (channel groups too). */
-enum {
-    S_X2, S_E2, S_ES2, S_EDZ2, S_EG2, S_CSG, S_CSD, S_CDG, S_ER2, S_EC2, S_EU2, S_EABS,
-    S_CH,
-    S_GAM = S_CH, S_GAM2, S_DEL, S_DEL2,
-    S_N
-};
-/* Counts: the first C_CH are per element; C_NUM is the number of counts. */
-enum {
-    C_ELEM, C_DZ, C_DZTIE, C_ZEROS, C_CLIP, C_NAN, C_INF, C_EXCL,
-    C_CH,
-    C_BLOCKS = C_CH, C_ZB, C_UFB, C_GB, C_NFB, C_NFOUT,
-    C_NUM
-};
-
-typedef struct part {  /* one block, plain double */
-    double s[S_N];
-    uint64_t c[C_NUM];
-    double gmin, gmax, dmin, dmax, amax, res;
-} part;
 
 typedef struct xacc {  /* a group, exact */
     xsum s[S_N];
     uint64_t c[C_NUM];
-    double gmin, gmax, dmin, dmax, amax, res;
+    dextr x;
 } xacc;
 
 typedef struct chacc { /* a channel, exact, per element */
@@ -39,20 +24,93 @@ typedef struct chacc { /* a channel, exact, per element */
     double amax, res;
 } chacc;
 
+/* One worker thread's partials and scratch. */
+typedef struct worker {
+    xacc tot;
+    uint64_t hd[FP4S_HIST_BINS], he[FP4S_HIST_BINS];
+    uint64_t he4[4][FP4S_HIST_BINS]; /* fused row path: four copies (fewer store-to-load chains) */
+    chacc *ch; /* [cols] in channel mode */
+    int used;
+    /* fused row path scratch: per-block constants [KB_N + 2][nblk], bins [cols] */
+    double *kb;
+    int32_t *bins;
+    /* fp4s_decomp_add: quantizer outputs of one cache-sized piece of rows */
+    float *q;
+    uint8_t *codes, *scales;
+    size_t piece_rows;
+} worker;
+
+#define MAX_WORKERS 64
+
+struct fp4s_decomp {
+    fp4s_spec spec;
+    fp4s_tscale ts;
+    fp4s_decomp_opts opts;
+    size_t rows, cols, nblk;
+    xacc tot;
+    uint64_t hd[FP4S_HIST_BINS], he[FP4S_HIST_BINS];
+    /* groups */
+    size_t ngroups;
+    fp4s_decomp_result *unit; /* row or block groups, filled once */
+    uint8_t *filled;
+    chacc *ch;                /* channel groups */
+    worker *wk[MAX_WORKERS];
+    /* the real block scale of every scale byte (NVFP4: times the tensor
+     * decode scale) and whether it underflows, as block_scale() gives them */
+    double seff[256];
+    uint8_t uf[256];
+    /* a tie at E2M1 midpoint k (between codes k and k+1) goes up to k+1: from
+     * the spec's tie rule, and --dz-tie for the dead-zone boundary k = 0 */
+    bool tie_up[7];
+    /* the element kernels of the CPU level at open, and what the fused row
+     * path reads of this decomposer */
+    fp4s_decomp_kernels k;
+    fp4s_dk_spec dks;
+};
+
 /* Reference E2M1 rounding of t >= 0 in double with the tie rules (the kernels
  * decide by exact comparisons instead; the tests check both agree). */
 double fp4s_decomp_e2m1_round(double t, fp4s_tie tie, fp4s_dz_tie dzt);
-/* Force the portable element kernel (true) or pick by CPU (false). */
-void fp4s_decomp_kernel_force_portable(bool force);
-/* Rows decomposed so far by the fused AVX-512 row path (for the tests: they
- * check that the path they compare was taken). */
+/* Rows decomposed so far by the fused row path (for the tests: they check
+ * that the path they compare was taken). */
 uint64_t fp4s_decomp_fused_rows(void);
-/* Whether this build and CPU have the fused row path. */
+/* Whether the current CPU level (fp4s_cpu_flags) has the fused row path. */
 bool fp4s_decomp_fused_available(void);
+/* FP4S_ENOTSUP / FP4S_EINVAL with a message when the decomposition does not
+ * take this spec. */
+int fp4s_decomp_spec_check(const fp4s_spec *s);
+
+/* The names of an enum's values for the option parsers and reports; entries
+ * from nlisted on are aliases (accepted, not listed in the error). */
+typedef struct fp4s_dname {
+    const char *name;
+    int value;
+} fp4s_dname;
+/* FP4S_EINVAL "WHAT 's': expected a, b or c" for an unknown name. */
+int fp4s_dname_parse(const fp4s_dname *t, size_t n, size_t nlisted, const char *what, const char *s, int *out);
+/* The name of value, or "?". */
+const char *fp4s_dname_of(const fp4s_dname *t, size_t n, int value);
+
+/* o, or the defaults written to *def when o is NULL. */
+static inline const fp4s_decomp_opts *fp4s_decomp_opts_or_default(const fp4s_decomp_opts *o,
+                                                                   fp4s_decomp_opts *def)
+{
+    if (o) return o;
+    fp4s_decomp_opts_defaults(def);
+    return def;
+}
+
+/* ---- accumulators (decomp_result.c) ---- */
 void fp4s_xacc_init(xacc *a);
 void fp4s_part_init(part *p);
+void fp4s_part_add(part *a, const part *p);
 void fp4s_xacc_add_part(xacc *a, const part *p);
 void fp4s_xacc_merge(xacc *a, const xacc *b);
+void fp4s_chacc_merge(chacc *a, const chacc *b);
 void fp4s_xacc_finish(const xacc *a, fp4s_decomp_result *r);
+void fp4s_part_finish(const part *p, fp4s_decomp_result *r);
+void fp4s_chacc_finish(const chacc *a, fp4s_decomp_result *r);
+/* Sum the element kernel's lanes in a fixed order into p and clear them. */
+void fp4s_lanes_reduce(lanes *ln, part *p);
 
 #endif

@@ -1,8 +1,8 @@
-/* Internal kernel interface (not installed). One prototype per hot loop; a
- * backend table is filled with the scalar reference first, then overridden by
- * the best SIMD level the CPU has (dispatch.c). A backend may decline a spec it
- * does not implement by returning FP4S_ENOTSUP: the caller then runs the
- * reference for that call, so every spec always works.
+/* Internal kernel interface of the quantizer (not installed), and the one CPU
+ * feature query. One prototype per hot loop; the table in use is the one of
+ * the best level fp4s_cpu_flags() allows (dispatch.c). A backend may decline a
+ * spec it does not implement by returning FP4S_ENOTSUP: the caller then runs
+ * the reference for that call, so every spec always works.
  *
  * Kernels work on one contiguous range of whole rows; threading, stats merge and
  * argument checks are done by the front end (lib/core/quant.c). row0 is the
@@ -63,7 +63,15 @@ extern const fp4s_kernel_table fp4s_kernels_ref;
 extern const fp4s_kernel_table fp4s_kernels_avx2;
 extern const fp4s_kernel_table fp4s_kernels_avx512;
 
-/* The table in use (dispatch.c): honours FP4S_FORCE_REF and fp4s_kernels_*(). */
+/* The CPU feature levels every SIMD path of the library takes from
+ * fp4s_cpu_flags() (dispatch.c): what this build (-Dsimd) and the CPU have,
+ * masked by FP4S_FORCE_REF (0: the portable C everywhere),
+ * fp4s_kernels_force_ref() and fp4s_kernels_select(). AVX512 (F, BW, VL, DQ)
+ * comes with AVX2 (+FMA) set. */
+enum { FP4S_CPU_AVX2 = 1u << 0, FP4S_CPU_AVX512 = 1u << 1 };
+unsigned fp4s_cpu_flags(void);
+
+/* The quantizer table for the current flags. */
 const fp4s_kernel_table *fp4s_kernels_active(void);
 
 #endif

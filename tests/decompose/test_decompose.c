@@ -501,38 +501,58 @@ START_TEST(naive_agrees_adversarial)
 }
 END_TEST
 
+/* The CPU levels after "ref" that this build and CPU have (fp4s_kernels_select). */
+static int simd_levels(const char **out)
+{
+    static const char *cand[] = {"avx2", "avx512"};
+    int n = 0;
+    for (int i = 0; i < 2; i++)
+        if (fp4s_kernels_select(cand[i]) == 0) out[n++] = cand[i];
+    fp4s_kernels_force_ref(false);
+    return n;
+}
+
 START_TEST(kernels_agree_bitwise)
 {
-    /* the AVX-512 vector-extension kernel (when the CPU has it) and the
-     * portable kernel give the same bits on random and adversarial data */
+    /* every level's element kernels (AVX2: the portable loop compiled for it;
+     * AVX-512: the vector-extension loop and the fused row path) give the
+     * bits of the portable C ("ref") on random and adversarial data */
     size_t rows = 16, cols = 256;
     float *adv = adversarial(rows, cols);
     float *g = gauss(rows * cols, 44);
     fp4s_spec specs[64];
     int ns = all_specs(specs, 64);
     fp4s_group groups[] = {FP4S_GROUP_TENSOR, FP4S_GROUP_BLOCK, FP4S_GROUP_CHANNEL, FP4S_GROUP_ROW};
-    for (int k = 0; k < ns; k++)
-        for (int di = 0; di < 2; di++)
-            for (size_t gi = 0; gi < 4; gi++) {
-                const float *x = di ? adv : g;
-                fp4s_decomp_kernel_force_portable(true);
-                fp4s_decomp *a = run(&specs[k], x, rows, cols, groups[gi], 0, FP4S_DZ_TIE_SPEC);
-                fp4s_decomp_kernel_force_portable(false);
-                fp4s_decomp *b = run(&specs[k], x, rows, cols, groups[gi], 0, FP4S_DZ_TIE_SPEC);
-                fp4s_decomp_result ra = summary(a), rb = summary(b);
-                assert_same_result(&ra, &rb, "portable vs selected kernel");
-                for (size_t i = 0; i < fp4s_decomp_ngroups(a); i++) {
-                    fp4s_decomp_group(a, i, &ra);
-                    fp4s_decomp_group(b, i, &rb);
-                    assert_same_result(&ra, &rb, "portable vs selected kernel, group");
+    const char *lv[2];
+    int nl = simd_levels(lv);
+    if (nl == 0) fprintf(stderr, "kernels_agree_bitwise: no SIMD level in this build or CPU\n");
+    for (int l = 0; l < nl; l++)
+        for (int k = 0; k < ns; k++)
+            for (int di = 0; di < 2; di++)
+                for (size_t gi = 0; gi < 4; gi++) {
+                    const float *x = di ? adv : g;
+                    ck_assert_int_eq(fp4s_kernels_select("ref"), 0);
+                    fp4s_decomp *a = run(&specs[k], x, rows, cols, groups[gi], 0, FP4S_DZ_TIE_SPEC);
+                    ck_assert_int_eq(fp4s_kernels_select(lv[l]), 0);
+                    fp4s_decomp *b = run(&specs[k], x, rows, cols, groups[gi], 0, FP4S_DZ_TIE_SPEC);
+                    char lab[160];
+                    spec_label(&specs[k], lab, sizeof lab);
+                    snprintf(lab + strlen(lab), sizeof lab - strlen(lab), ": ref vs %s", lv[l]);
+                    fp4s_decomp_result ra = summary(a), rb = summary(b);
+                    assert_same_result(&ra, &rb, lab);
+                    for (size_t i = 0; i < fp4s_decomp_ngroups(a); i++) {
+                        fp4s_decomp_group(a, i, &ra);
+                        fp4s_decomp_group(b, i, &rb);
+                        assert_same_result(&ra, &rb, lab);
+                    }
+                    fp4s_decomp_hist ha, hb;
+                    fp4s_decomp_hist_get(a, FP4S_HIST_ERROR, &ha);
+                    fp4s_decomp_hist_get(b, FP4S_HIST_ERROR, &hb);
+                    ck_assert_msg(memcmp(ha.counts, hb.counts, sizeof ha.counts) == 0, "%s: histogram", lab);
+                    fp4s_decomp_close(&a);
+                    fp4s_decomp_close(&b);
                 }
-                fp4s_decomp_hist ha, hb;
-                fp4s_decomp_hist_get(a, FP4S_HIST_ERROR, &ha);
-                fp4s_decomp_hist_get(b, FP4S_HIST_ERROR, &hb);
-                ck_assert(memcmp(ha.counts, hb.counts, sizeof ha.counts) == 0);
-                fp4s_decomp_close(&a);
-                fp4s_decomp_close(&b);
-            }
+    fp4s_kernels_force_ref(false);
     free(adv);
     free(g);
 }
@@ -587,10 +607,10 @@ START_TEST(fused_row_path_matches_per_block)
                     const float *x = di ? adv : g;
                     char lab[128];
                     spec_label(&specs[k], lab, sizeof lab);
-                    fp4s_decomp_kernel_force_portable(true);
+                    fp4s_kernels_force_ref(true);
                     fp4s_set_threads(1);
                     fp4s_decomp *a = run(&specs[k], x, rows, cols, groups[gi], 0, ties[ti]);
-                    fp4s_decomp_kernel_force_portable(false);
+                    fp4s_kernels_force_ref(false);
                     fp4s_set_threads(2);
                     fp4s_decomp *b = run(&specs[k], x, rows, cols, groups[gi], 16, ties[ti]);
                     fp4s_set_threads(0);
@@ -611,6 +631,7 @@ START_TEST(fused_row_path_matches_per_block)
                     fp4s_decomp_close(&a);
                     fp4s_decomp_close(&b);
                 }
+    fp4s_kernels_force_ref(false);
     if (fp4s_decomp_fused_available())
         ck_assert_msg(fp4s_decomp_fused_rows() > fused0, "the fused row path was not taken");
     else

@@ -1,0 +1,160 @@
+/* The streaming driver of the decomposition (fp4s_decomp_source): one pass
+ * (two for NVFP4: the tensor amax first) over a source in chunks of rows,
+ * double-buffered, the next chunk read on a thread while this one is
+ * decomposed. */
+#include <fp4scope/decompose.h>
+#include <fp4scope/tensor.h>
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decomp_internal.h"
+
+struct reader {
+    fp4s_source *src;
+    size_t rows, cols, chunk;
+    float *buf[2];
+    size_t next_row;  /* first row of the chunk being read */
+    int rc;
+    char err[1024];
+};
+
+static int read_chunk(struct reader *rd, int slot, size_t row0)
+{
+    size_t n = rd->rows - row0 < rd->chunk ? rd->rows - row0 : rd->chunk;
+    int rc = fp4s_source_read(rd->src, row0, n, rd->buf[slot], rd->cols);
+    if (rc) {
+        rd->rc = rc;
+        snprintf(rd->err, sizeof rd->err, "%s", fp4s_last_error());
+    }
+    return rc;
+}
+
+struct read_arg {
+    struct reader *rd;
+    int slot;
+    size_t row0;
+};
+
+static void *read_thread(void *p)
+{
+    struct read_arg *a = p;
+    read_chunk(a->rd, a->slot, a->row0);
+    return NULL;
+}
+
+/* One pass over the source: fn(ctx, rows, n, row0) on every chunk in order,
+ * the next chunk read on a thread meanwhile (in this thread when none can be
+ * started). Returns fn's error with the detail prefixed by spec_str, or the
+ * reader's error with its detail. */
+static int each_chunk(struct reader *rd, const char *spec_str,
+                      int (*fn)(void *ctx, const float *x, size_t n, size_t row0), void *ctx)
+{
+    if (read_chunk(rd, 0, 0)) return fp4s_error_set(rd->rc, "%s", rd->err);
+    int slot = 0;
+    for (size_t r0 = 0; r0 < rd->rows; r0 += rd->chunk) {
+        size_t n = rd->rows - r0 < rd->chunk ? rd->rows - r0 : rd->chunk;
+        size_t nx = r0 + n;
+        pthread_t th;
+        struct read_arg ra = {rd, 1 - slot, nx};
+        bool threaded = false;
+        if (nx < rd->rows) {
+            threaded = pthread_create(&th, NULL, read_thread, &ra) == 0;
+            if (!threaded) read_chunk(rd, 1 - slot, nx);
+        }
+        int rc = fn(ctx, rd->buf[slot], n, r0);
+        if (threaded) pthread_join(th, NULL);
+        if (rc) {
+            fp4s_error_prefix("%s", spec_str);
+            return rc;
+        }
+        if (rd->rc) return fp4s_error_set(rd->rc, "%s", rd->err);
+        slot = 1 - slot;
+    }
+    return 0;
+}
+
+static int chunk_amax(void *ctx, const float *x, size_t n, size_t row0)
+{
+    (void)row0;
+    struct reader *rd = ((void **)ctx)[0];
+    float *amax = ((void **)ctx)[1], a = fp4s_amax(x, n, rd->cols, rd->cols, NULL);
+    if (a > *amax) *amax = a;
+    return 0;
+}
+
+static int chunk_add(void *ctx, const float *x, size_t n, size_t row0)
+{
+    fp4s_decomp *d = ctx;
+    return fp4s_decomp_add(d, x, n, d->cols, row0);
+}
+
+int fp4s_decomp_source(const fp4s_spec *s, const fp4s_decomp_opts *o, const char *spec_str,
+                       fp4s_decomp **out)
+{
+    if (!out) return fp4s_error_set(FP4S_EINVAL, "decomposition: NULL output");
+    *out = NULL;
+    if (!s || !spec_str) return fp4s_error_set(FP4S_EINVAL, "decomposition: NULL argument");
+    int rc = fp4s_decomp_spec_check(s);
+    if (rc) return rc;
+    fp4s_decomp_opts def;
+    o = fp4s_decomp_opts_or_default(o, &def);
+    fp4s_source *src = NULL;
+    rc = fp4s_source_open(spec_str, &src);
+    if (rc) return rc;
+    struct reader rd;
+    memset(&rd, 0, sizeof rd);
+    rd.src = src;
+    rd.rows = fp4s_source_rows(src);
+    rd.cols = fp4s_source_cols(src);
+    fp4s_decomp *d = NULL;
+    if (rd.rows == 0 || rd.cols == 0) {
+        rc = fp4s_error_set(FP4S_EEMPTY, "%s: empty tensor [%zu, %zu]", spec_str, rd.rows, rd.cols);
+        goto done;
+    }
+    if (rd.cols % s->block) {
+        rc = fp4s_error_set(FP4S_ESHAPE, "%s: %zu columns is not a multiple of the block size %u (pad first)",
+                            spec_str, rd.cols, s->block);
+        goto done;
+    }
+    size_t align = fp4s_spec_row_align(s);
+    if (align == 0) align = 1;
+    size_t ce = o->chunk_elems ? o->chunk_elems : ((size_t)1 << 21);
+    rd.chunk = ce / rd.cols;
+    rd.chunk -= rd.chunk % align;
+    if (rd.chunk < align) rd.chunk = align;
+    if (rd.chunk > rd.rows) rd.chunk = rd.rows;
+    rd.buf[0] = malloc(rd.chunk * rd.cols * sizeof(float));
+    rd.buf[1] = malloc(rd.chunk * rd.cols * sizeof(float));
+    if (!rd.buf[0] || !rd.buf[1]) {
+        rc = fp4s_error_set(FP4S_ENOMEM, "%s: out of memory for chunks of %zu rows", spec_str, rd.chunk);
+        goto done;
+    }
+    fp4s_tscale ts;
+    memset(&ts, 0, sizeof ts);
+    float amax = 0.0f;
+    if (s->format == FP4S_NVFP4) {
+        /* a first pass for the tensor amax */
+        void *ctx[2] = {&rd, &amax};
+        rc = each_chunk(&rd, spec_str, chunk_amax, ctx);
+        if (rc) goto done;
+    }
+    rc = fp4s_tscale_init(s, amax, &ts);
+    if (rc) goto done;
+    rc = fp4s_decomp_open(s, &ts, o, rd.rows, rd.cols, &d);
+    if (rc) goto done;
+    rc = each_chunk(&rd, spec_str, chunk_add, d);
+done:
+    free(rd.buf[0]);
+    free(rd.buf[1]);
+    fp4s_source_close(&src);
+    if (rc) {
+        fp4s_decomp_close(&d);
+        return rc;
+    }
+    *out = d;
+    return 0;
+}
