@@ -1,4 +1,6 @@
-/* Per-step mismatch accumulator: token sums, per-sequence sums, |rho| values. */
+/* Per-step mismatch accumulator: token sums, per-sequence sums and |rho|
+ * values, iterating the metric tables of mm_metrics.h; the exact
+ * percentiles. */
 #include "mm_internal.h"
 
 #include <math.h>
@@ -6,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const double pct_levels[FP4S_MM_NPCT] = {99.9, 99.0, 95.0, 90.0, 50.0, 10.0, 1.0};
+#include "cpu/kernels.h"
 
-const double *fp4s_mm_percentile_levels(void) { return pct_levels; }
+static inline uint64_t dkey(double v);
+static void percentiles_hist(double *data, size_t n, const uint32_t *hist, const double *fractions, size_t k,
+                             double *out);
 
 void fp4s_mm_opts_defaults(fp4s_mm_opts *o)
 {
@@ -17,75 +21,73 @@ void fp4s_mm_opts_defaults(fp4s_mm_opts *o)
     o->clamp = 20.0;
 }
 
-static inline uint64_t dkey(double v);
-static void percentiles_hist(double *data, size_t n, const uint32_t *hist, const double *fractions, size_t k,
-                             double *out);
-
-/* ---- metric table ------------------------------------------------------------- */
+/* ---- the metric table ---------------------------------------------------------- */
 typedef struct metric_def {
-    const char *name;
-    size_t off;
-    const char *label;
+    const char *name, *label;
 } metric_def;
 
-#define M(field, label) {#field, offsetof(fp4s_mm_metrics, field), label}
-#define P(i, name, label) {name, offsetof(fp4s_mm_metrics, abs_pct) + (i) * sizeof(double), label}
-static const metric_def metrics[] = {
-    M(mean_abs, "mean |rho| (nats)"),
-    M(mean_abs_per_seq, "mean of per-sequence mean |rho| (nats)"),
-    M(max_abs, "max |rho| (nats)"),
-    M(k1, "k1 = mean(lp_rollout - lp_trainer) (nats)"),
-    M(k2, "k2 = mean(rho^2/2) (nats)"),
-    M(k3, "k3 = mean(exp(rho) - rho - 1) (nats)"),
-    M(chi2_token, "chi^2 token = mean(w^2) - 1"),
-    M(chi2_seq, "chi^2 sequence = mean((prod w)^2) - 1"),
-    M(probs_diff_mean, "mean |p_trainer - p_rollout| (probability)"),
-    M(probs_diff_max, "max |p_trainer - p_rollout| (probability)"),
-    M(probs_diff_std, "std |p_trainer - p_rollout| (probability)"),
-    M(probs_pearson, "Pearson r of p_trainer, p_rollout"),
-    M(ppl_trainer, "trainer perplexity (per-sequence mean)"),
-    M(ppl_rollout, "rollout perplexity (per-sequence mean)"),
-    M(log_ppl_diff_mean, "mean log-PPL difference (nats)"),
-    M(log_ppl_abs_diff, "mean |log-PPL difference| (nats)"),
-    M(log_ppl_diff_max, "max log-PPL difference (nats)"),
-    M(log_ppl_diff_min, "min log-PPL difference (nats)"),
-    M(ppl_ratio, "mean PPL ratio trainer/rollout"),
-    M(is_mean, "mean IS weight w"),
-    M(is_max, "max IS weight w"),
-    M(is_min, "min IS weight w"),
-    M(is_std, "std of IS weight (clamped to [1/C, C])"),
-    M(is_ess, "IS effective sample size (fraction)"),
-    M(is_frac_high, "fraction of tokens with w > C"),
-    M(is_frac_low, "fraction of tokens with w < 1/C"),
-    P(0, "abs_p99_9", "99.9th percentile of |rho| (nats)"),
-    P(1, "abs_p99", "99th percentile of |rho| (nats)"),
-    P(2, "abs_p95", "95th percentile of |rho| (nats)"),
-    P(3, "abs_p90", "90th percentile of |rho| (nats)"),
-    P(4, "abs_p50", "median |rho| (nats)"),
-    P(5, "abs_p10", "10th percentile of |rho| (nats)"),
-    P(6, "abs_p1", "1st percentile of |rho| (nats)"),
-};
-#undef M
-#undef P
+#define DEF(key, label, kind, arg) {#key, label},
+static const metric_def metrics[] = {MM_METRICS(DEF)};
+#undef DEF
 
-size_t fp4s_mm_metric_count(void) { return sizeof metrics / sizeof metrics[0]; }
-const char *fp4s_mm_metric_name(size_t i) { return i < fp4s_mm_metric_count() ? metrics[i].name : NULL; }
-const char *fp4s_mm_metric_label(size_t i) { return i < fp4s_mm_metric_count() ? metrics[i].label : NULL; }
+/* The percentile rows: their levels and ids, in id order. */
+#define LVL(key, label, kind, arg) LVL_##kind(arg)
+#define LVL_VAL(a)
+#define LVL_PCT(a) a,
+static const double pct_levels[] = {MM_METRICS(LVL)};
+#define PID(key, label, kind, arg) PID_##kind(M_##key)
+#define PID_VAL(id)
+#define PID_PCT(id) id,
+static const int pct_ids[] = {MM_METRICS(PID)};
+#define NPCT (sizeof pct_levels / sizeof pct_levels[0])
+
+_Static_assert(MM_NM <= FP4S_MM_METRIC_SLOTS, "more metrics than fp4s_mm_metrics has slots");
+_Static_assert(NPCT >= FP4S_MM_NPCT && NPCT <= 64, "percentile rows");
+/* the named view of <fp4scope/mismatch.h> over the first ids (tests/mismatch
+ * checks every field against its id) */
+_Static_assert(offsetof(fp4s_mm_metrics, mean_abs) == offsetof(fp4s_mm_metrics, v) + M_mean_abs * sizeof(double),
+               "named view");
+_Static_assert(offsetof(fp4s_mm_metrics, is_frac_low) ==
+                   offsetof(fp4s_mm_metrics, v) + M_is_frac_low * sizeof(double), "named view");
+_Static_assert(offsetof(fp4s_mm_metrics, abs_pct) == offsetof(fp4s_mm_metrics, v) + M_abs_p99_9 * sizeof(double),
+               "named view");
+
+const double *fp4s_mm_percentile_levels(void) { return pct_levels; }
+
+size_t fp4s_mm_metric_count(void) { return MM_NM; }
+const char *fp4s_mm_metric_name(size_t i) { return i < MM_NM ? metrics[i].name : NULL; }
+const char *fp4s_mm_metric_label(size_t i) { return i < MM_NM ? metrics[i].label : NULL; }
 
 int fp4s_mm_metric_index(const char *name)
 {
     if (!name) return -1;
-    for (size_t i = 0; i < fp4s_mm_metric_count(); i++)
+    for (size_t i = 0; i < MM_NM; i++)
         if (strcmp(metrics[i].name, name) == 0) return (int)i;
     return -1;
 }
 
 double fp4s_mm_metric_value(const fp4s_mm_metrics *m, size_t i)
 {
-    if (!m || i >= fp4s_mm_metric_count()) return NAN;
-    double v;
-    memcpy(&v, (const char *)m + metrics[i].off, sizeof v);
-    return v;
+    if (!m || i >= m->nmetrics || i >= FP4S_MM_METRIC_SLOTS) return NAN;
+    return m->v[i];
+}
+
+/* How each token sum and sequence term starts and combines. */
+typedef enum { OP_SUM, OP_MAX, OP_MIN } mm_op;
+#define OPS(id, op, term) [id] = OP_##op,
+static const uint8_t token_op[MM_NT] = {MM_TOKEN_SUMS(OPS)};
+static const uint8_t seq_op[MM_NR] = {MM_SEQ_TERMS(OPS)};
+#undef OPS
+
+static double op_init(mm_op op) { return op == OP_SUM ? 0.0 : (op == OP_MAX ? -INFINITY : INFINITY); }
+static double op_apply(mm_op op, double a, double b)
+{
+    switch (op) {
+    case OP_SUM: return MM_OP_SUM(a, b);
+    case OP_MAX: return MM_OP_MAX(a, b);
+    case OP_MIN: break;
+    }
+    return MM_OP_MIN(a, b);
 }
 
 /* ---- sequence table (open addressing, int64 keys) ----------------------------- */
@@ -169,6 +171,7 @@ int fp4s_mm_acc_open(const fp4s_mm_opts *o, fp4s_mm_acc **out)
         return fp4s_error_set(FP4S_ENOMEM, "mismatch: out of memory");
     }
     a->o = *o;
+    mm_kernels_init(&a->k);
     fp4s_mm_acc_reset(a);
     *out = a;
     return 0;
@@ -187,10 +190,7 @@ void fp4s_mm_acc_close(fp4s_mm_acc **a)
 void fp4s_mm_acc_reset(fp4s_mm_acc *a)
 {
     memset(&a->s, 0, sizeof a->s);
-    a->s.max_abs = -INFINITY;
-    a->s.max_w = -INFINITY;
-    a->s.min_w = INFINITY;
-    a->s.max_d = -INFINITY;
+    for (int k = 0; k < MM_NT; k++) a->s.t[k] = op_init((mm_op)token_op[k]);
     if (a->seqs && a->seq_used) memset(a->seqs, 0, a->seq_cap * sizeof *a->seqs);
     a->seq_used = 0;
     a->last_slot = SIZE_MAX;
@@ -198,193 +198,75 @@ void fp4s_mm_acc_reset(fp4s_mm_acc *a)
     a->nabs = 0;
 }
 
+void mm_kernels_init(mm_kernels *k)
+{
+    const unsigned f = fp4s_cpu_flags();
+    (void)f;
+    *k = (mm_kernels){mm_tokens_c, mm_any_positive_c, mm_irregular_c};
+#ifdef FP4S_HAVE_MM_SIMD
+    if (!(f & FP4S_CPU_AVX2)) return;
+    *k = (mm_kernels){mm_tokens_avx2, mm_any_positive_avx2, mm_irregular_avx2};
+    if (!(f & FP4S_CPU_AVX512)) return;
+    *k = (mm_kernels){mm_tokens_avx512, mm_any_positive_avx512, mm_irregular_avx512};
+#endif
+}
+
 static inline int counted(const uint8_t *mask, size_t i) { return !mask || mask[i] != 0; }
 
-/* One token with libm exp (the rare path: log-probs below -700 or |rho| > 700). */
-static void add_slow(mm_sums *s, double lt, double lr, double C, double Cl, double B)
+/* One token with libm exp (the rare path: log-probs below -700 or |rho| >
+ * 700): the rows of MM_TOKEN_SUMS in scalar code. */
+#define GT(a, b) ((a) > (b) ? 1.0 : 0.0)
+#define LT(a, b) ((a) < (b) ? 1.0 : 0.0)
+static void add_slow(mm_sums *s, double lt, double lr, const mm_tok_opts *o)
 {
+    const double C = o->C, Cl = o->Cl, B = o->B;
     const double rho = lt - lr, ab = fabs(rho);
     const double e = exp(rho);
     const double w = rho > B ? exp(B) : (rho < -B ? exp(-B) : e);
-    s->n++;
-    s->s_abs += ab;
-    if (ab > s->max_abs) s->max_abs = ab;
-    s->s_rho += rho;
-    s->s_rho2 += rho * rho;
-    s->s_k3 += e - rho - 1.0;
-    s->s_w += w;
-    s->s_w2 += w * w;
-    if (w > s->max_w) s->max_w = w;
-    if (w < s->min_w) s->min_w = w;
     const double wc = w < Cl ? Cl : (w > C ? C : w);
-    s->s_wc += wc;
-    s->s_wc2 += wc * wc;
-    s->n_hi += w > C;
-    s->n_lo += w < Cl;
     const double pt = exp(lt), pr = exp(lr), d = fabs(pt - pr);
-    s->s_d += d;
-    s->s_d2 += d * d;
-    if (d > s->max_d) s->max_d = d;
-    s->s_pt += pt;
-    s->s_pr += pr;
-    s->s_pt2 += pt * pt;
-    s->s_pr2 += pr * pr;
-    s->s_ptpr += pt * pr;
+    s->n++;
+#define SLOW(id, op, term) s->t[id] = MM_OP_##op(s->t[id], (term));
+    MM_TOKEN_SUMS(SLOW)
+#undef SLOW
 }
-
-/* exp for |x| < 700, branch-free so that the token loop vectorizes:
- * x = k ln2 + r, |r| <= ln2/2, Taylor polynomial to r^13 (truncation < 1e-17
- * relative), 2^k built in the exponent bits. About 1 ulp (checked against libm
- * by the unit test through fp4s_mm_vexp_internal). */
-static inline double vexp(double x)
-{
-    const double log2e = 1.4426950408889634074, shift = 6755399441055744.0; /* 1.5 * 2^52 */
-    const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
-    double t = x * log2e + shift;
-    double kd = t - shift;
-    double r = (x - kd * ln2_hi) - kd * ln2_lo;
-    double p = 1.0 / 6227020800.0;
-    p = p * r + 1.0 / 479001600.0;
-    p = p * r + 1.0 / 39916800.0;
-    p = p * r + 1.0 / 3628800.0;
-    p = p * r + 1.0 / 362880.0;
-    p = p * r + 1.0 / 40320.0;
-    p = p * r + 1.0 / 5040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
-    uint64_t tb, sb = 0x4338000000000000ULL; /* bits of shift */
-    memcpy(&tb, &t, sizeof tb);
-    uint64_t eb = (tb - sb + 1023) << 52;
-    double sc;
-    memcpy(&sc, &eb, sizeof sc);
-    return p * sc;
-}
+#undef GT
+#undef LT
 
 /* For the unit test (not exported from the shared library). */
 double fp4s_mm_vexp_internal(double x);
-double fp4s_mm_vexp_internal(double x) { return vexp(x); }
-
-typedef struct blk_sums {
-    double n_hi, n_lo, s_abs, max_abs, s_rho, s_rho2, s_k3, s_w, s_w2, max_w, min_w, s_wc, s_wc2;
-    double s_d, s_d2, max_d, s_pt, s_pr, s_pt2, s_pr2, s_ptpr;
-} blk_sums;
-
-/* Token sums of n counted tokens, all with log-probs and rho in (-700, 700).
- * Writes |rho| to absv. Compiled for AVX2+FMA and the baseline; the
- * loader picks one (the FMA clone contracts nothing: -ffp-contract=off). */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void token_pass(const double *restrict lt, const double *restrict lr, size_t n, double C, double Cl,
-                       double B, double wB, double wmB, double *restrict absv, blk_sums *out)
-{
-    /* two loops over the block (it is in L1): fewer live accumulators each, no spills */
-    double n_hi = 0, n_lo = 0, s_abs = 0, max_abs = -INFINITY, s_rho = 0, s_rho2 = 0, s_k3 = 0, s_w = 0, s_w2 = 0;
-    double max_w = -INFINITY, min_w = INFINITY, s_wc = 0, s_wc2 = 0;
-#pragma omp simd reduction(+ : n_hi, n_lo, s_abs, s_rho, s_rho2, s_k3, s_w, s_w2, s_wc, s_wc2) \
-    reduction(max : max_abs, max_w) reduction(min : min_w)
-    for (size_t i = 0; i < n; i++) {
-        const double rho = lt[i] - lr[i], ab = fabs(rho);
-        const double e = vexp(rho);
-        const double w = rho > B ? wB : (rho < -B ? wmB : e);
-        absv[i] = ab;
-        s_abs += ab;
-        max_abs = ab > max_abs ? ab : max_abs;
-        s_rho += rho;
-        s_rho2 += rho * rho;
-        s_k3 += e - rho - 1.0;
-        s_w += w;
-        s_w2 += w * w;
-        max_w = w > max_w ? w : max_w;
-        min_w = w < min_w ? w : min_w;
-        const double wc = w < Cl ? Cl : (w > C ? C : w);
-        s_wc += wc;
-        s_wc2 += wc * wc;
-        n_hi += w > C ? 1.0 : 0.0;
-        n_lo += w < Cl ? 1.0 : 0.0;
-    }
-    double s_d = 0, s_d2 = 0, max_d = -INFINITY, s_pt = 0, s_pr = 0, s_pt2 = 0, s_pr2 = 0, s_ptpr = 0;
-#pragma omp simd reduction(+ : s_d, s_d2, s_pt, s_pr, s_pt2, s_pr2, s_ptpr) reduction(max : max_d)
-    for (size_t i = 0; i < n; i++) {
-        const double pt = vexp(lt[i]), pr = vexp(lr[i]), d = fabs(pt - pr);
-        s_d += d;
-        s_d2 += d * d;
-        max_d = d > max_d ? d : max_d;
-        s_pt += pt;
-        s_pr += pr;
-        s_pt2 += pt * pt;
-        s_pr2 += pr * pr;
-        s_ptpr += pt * pr;
-    }
-    out->n_hi = n_hi;
-    out->n_lo = n_lo;
-    out->s_abs = s_abs;
-    out->max_abs = max_abs;
-    out->s_rho = s_rho;
-    out->s_rho2 = s_rho2;
-    out->s_k3 = s_k3;
-    out->s_w = s_w;
-    out->s_w2 = s_w2;
-    out->max_w = max_w;
-    out->min_w = min_w;
-    out->s_wc = s_wc;
-    out->s_wc2 = s_wc2;
-    out->s_d = s_d;
-    out->s_d2 = s_d2;
-    out->max_d = max_d;
-    out->s_pt = s_pt;
-    out->s_pr = s_pr;
-    out->s_pt2 = s_pt2;
-    out->s_pr2 = s_pr2;
-    out->s_ptpr = s_ptpr;
-}
+double fp4s_mm_vexp_internal(double x) { return mm_vexp(x); }
 
 #define MM_BLK 1024
 
-/* Any counted token with a finite positive log-prob (a vectorizable max). */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static int any_positive(const double *restrict t, const double *restrict r, const uint8_t *restrict mask, size_t n)
+/* Add the per-sequence sums of the k counted tokens (indices b0 + idx(q),
+ * in token order): a run of tokens of one sequence is summed first and added
+ * once. */
+static int add_sequences(fp4s_mm_acc *a, const double *trainer, const double *rollout, const int64_t *ps, size_t k,
+                         size_t b0, const uint32_t *ci, uint8_t *first_out)
 {
-    double mx = -INFINITY;
-    if (mask) {
-#pragma omp simd reduction(max : mx)
-        for (size_t i = 0; i < n; i++) {
-            double vt = t[i] < INFINITY ? t[i] : -INFINITY; /* NaN and +Inf do not count */
-            double vr = r[i] < INFINITY ? r[i] : -INFINITY;
-            double v = vt > vr ? vt : vr;
-            v = mask[i] == 0 ? -INFINITY : v;
-            mx = v > mx ? v : mx;
-        }
-    } else {
-#pragma omp simd reduction(max : mx)
-        for (size_t i = 0; i < n; i++) {
-            double vt = t[i] < INFINITY ? t[i] : -INFINITY;
-            double vr = r[i] < INFINITY ? r[i] : -INFINITY;
-            double v = vt > vr ? vt : vr;
-            mx = v > mx ? v : mx;
-        }
+    for (size_t q = 0; q < k;) {
+        const int64_t id = ps[q];
+        size_t q1 = q;
+        double qs[MM_NQ] = {0};
+        do {
+            size_t i = b0 + (ci ? ci[q1] : q1);
+            const double lt = trainer[i], lr = rollout[i], rho = lt - lr, ab = fabs(rho);
+            (void)ab;
+#define SEQ(id_, term) qs[id_] += (term);
+            MM_SEQ_SUMS(SEQ)
+#undef SEQ
+            q1++;
+        } while (q1 < k && ps[q1] == id);
+        size_t slot = (a->last_slot != SIZE_MAX && a->last_id == id) ? a->last_slot : seq_slot(a, id);
+        if (slot == SIZE_MAX) return fp4s_error_set(FP4S_ENOMEM, "mismatch: out of memory for the sequence table");
+        mm_seq *sq = &a->seqs[slot];
+        if (sq->n == 0 && first_out) first_out[b0 + (ci ? ci[q] : q)] = 1;
+        sq->n += q1 - q;
+        for (int j = 0; j < MM_NQ; j++) sq->q[j] += qs[j];
+        q = q1;
     }
-    return mx > 0;
-}
-
-/* Tokens of a block that are not (counted, finite and inside +-700): 0 means
- * the block can go to token_pass as it is (a vectorizable sum). */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static int block_irregular(const double *restrict t, const double *restrict r, const uint8_t *restrict mask,
-                           size_t n)
-{
-    double odd = 0;
-    if (mask) {
-        for (size_t i = 0; i < n; i++)
-            if (mask[i] == 0) return 1;
-    }
-    /* |x| < 700 also rejects NaN */
-#pragma omp simd reduction(+ : odd)
-    for (size_t i = 0; i < n; i++) odd += (fabs(t[i]) < 700 ? 0.0 : 1.0) + (fabs(r[i]) < 700 ? 0.0 : 1.0);
-    return odd != 0;
+    return 0;
 }
 
 int fp4s_mm_acc_add(fp4s_mm_acc *a, size_t n, const double *trainer, const double *rollout,
@@ -392,7 +274,7 @@ int fp4s_mm_acc_add(fp4s_mm_acc *a, size_t n, const double *trainer, const doubl
 {
     if (!a || (n && (!trainer || !rollout || !seq)))
         return fp4s_error_set(FP4S_EINVAL, "mismatch: add: NULL argument");
-    if (!a->o.allow_positive && any_positive(trainer, rollout, mask, n)) {
+    if (!a->o.allow_positive && a->k.any_positive(trainer, rollout, mask, n)) {
         for (size_t i = 0; i < n; i++) {
             if (!counted(mask, i)) continue;
             if (trainer[i] > 0 && isfinite(trainer[i]))
@@ -405,8 +287,7 @@ int fp4s_mm_acc_add(fp4s_mm_acc *a, size_t n, const double *trainer, const doubl
     }
     int rc = abs_reserve(a, n);
     if (rc) return rc;
-    const double C = a->o.is_cap, Cl = 1.0 / C, B = a->o.clamp;
-    const double wB = exp(B), wmB = exp(-B);
+    const mm_tok_opts to = {a->o.is_cap, 1.0 / a->o.is_cap, a->o.clamp, exp(a->o.clamp), exp(-a->o.clamp)};
     double ct[MM_BLK], cr[MM_BLK];
     int64_t cs[MM_BLK];
     uint32_t ci[MM_BLK];
@@ -416,7 +297,7 @@ int fp4s_mm_acc_add(fp4s_mm_acc *a, size_t n, const double *trainer, const doubl
         size_t k = 0, kslow = 0;
         const double *pt = ct, *pr = cr;
         const int64_t *ps = cs;
-        int direct = !block_irregular(trainer + b0, rollout + b0, mask ? mask + b0 : NULL, bn);
+        int direct = !a->k.irregular(trainer + b0, rollout + b0, mask ? mask + b0 : NULL, bn);
         if (direct) {
             /* every token counted and regular: no copy */
             pt = trainer + b0;
@@ -453,34 +334,14 @@ int fp4s_mm_acc_add(fp4s_mm_acc *a, size_t n, const double *trainer, const doubl
         if (k == 0) continue;
         double *absv = a->absv + a->nabs;
         if (kslow == 0) {
-            blk_sums bs;
-            token_pass(pt, pr, k, C, Cl, B, wB, wmB, absv, &bs);
+            double bs[MM_NT];
+            a->k.tokens(pt, pr, k, &to, absv, bs);
             s.n += k;
-            s.n_hi += (uint64_t)bs.n_hi;
-            s.n_lo += (uint64_t)bs.n_lo;
-            s.s_abs += bs.s_abs;
-            s.s_rho += bs.s_rho;
-            s.s_rho2 += bs.s_rho2;
-            s.s_k3 += bs.s_k3;
-            s.s_w += bs.s_w;
-            s.s_w2 += bs.s_w2;
-            s.s_wc += bs.s_wc;
-            s.s_wc2 += bs.s_wc2;
-            s.s_d += bs.s_d;
-            s.s_d2 += bs.s_d2;
-            s.s_pt += bs.s_pt;
-            s.s_pr += bs.s_pr;
-            s.s_pt2 += bs.s_pt2;
-            s.s_pr2 += bs.s_pr2;
-            s.s_ptpr += bs.s_ptpr;
-            if (bs.max_abs > s.max_abs) s.max_abs = bs.max_abs;
-            if (bs.max_w > s.max_w) s.max_w = bs.max_w;
-            if (bs.min_w < s.min_w) s.min_w = bs.min_w;
-            if (bs.max_d > s.max_d) s.max_d = bs.max_d;
+            for (int t = 0; t < MM_NT; t++) s.t[t] = op_apply((mm_op)token_op[t], s.t[t], bs[t]);
         } else {
             for (size_t q = 0; q < k; q++) {
                 size_t i = b0 + ci[q];
-                add_slow(&s, trainer[i], rollout[i], C, Cl, B);
+                add_slow(&s, trainer[i], rollout[i], &to);
                 absv[q] = fabs(trainer[i] - rollout[i]);
             }
         }
@@ -496,34 +357,10 @@ int fp4s_mm_acc_add(fp4s_mm_acc *a, size_t n, const double *trainer, const doubl
             if (q < k) h0[dkey(absv[q]) >> 48]++;
         }
         a->nabs += k;
-        /* sequences, in token order; a run of tokens of one sequence is summed
-         * first and added once */
-        for (size_t q = 0; q < k;) {
-            const int64_t id = ps[q];
-            size_t q1 = q;
-            double sa = 0, sr = 0, sl = 0, sm = 0;
-            do {
-                size_t i = b0 + (direct ? q1 : ci[q1]);
-                const double lt = trainer[i], lr = rollout[i], rho = lt - lr;
-                sa += fabs(rho);
-                sr += rho;
-                sl += lt;
-                sm += lr;
-                q1++;
-            } while (q1 < k && ps[q1] == id);
-            size_t slot = (a->last_slot != SIZE_MAX && a->last_id == id) ? a->last_slot : seq_slot(a, id);
-            if (slot == SIZE_MAX) {
-                a->s = s;
-                return fp4s_error_set(FP4S_ENOMEM, "mismatch: out of memory for the sequence table");
-            }
-            mm_seq *sq = &a->seqs[slot];
-            if (sq->n == 0 && first_out) first_out[b0 + (direct ? q : ci[q])] = 1;
-            sq->n += q1 - q;
-            sq->s_abs += sa;
-            sq->s_rho += sr;
-            sq->s_lt += sl;
-            sq->s_lr += sm;
-            q = q1;
+        rc = add_sequences(a, trainer, rollout, ps, k, b0, direct ? NULL : ci, first_out);
+        if (rc) {
+            a->s = s;
+            return rc;
         }
     }
     a->s = s;
@@ -565,38 +402,47 @@ int fp4s_mm_acc_merge(fp4s_mm_acc *dst, const fp4s_mm_acc *src)
         if (slot == SIZE_MAX) return fp4s_error_set(FP4S_ENOMEM, "mismatch: out of memory for the sequence table");
         mm_seq *d = &dst->seqs[slot];
         d->n += q->n;
-        d->s_abs += q->s_abs;
-        d->s_rho += q->s_rho;
-        d->s_lt += q->s_lt;
-        d->s_lr += q->s_lr;
+        for (int j = 0; j < MM_NQ; j++) d->q[j] += q->q[j];
     }
     mm_sums *a = &dst->s;
     const mm_sums *b = &src->s;
     a->n += b->n;
     a->masked += b->masked;
     a->nonfinite += b->nonfinite;
-    a->n_hi += b->n_hi;
-    a->n_lo += b->n_lo;
-    a->s_abs += b->s_abs;
-    a->s_rho += b->s_rho;
-    a->s_rho2 += b->s_rho2;
-    a->s_k3 += b->s_k3;
-    a->s_w += b->s_w;
-    a->s_w2 += b->s_w2;
-    a->s_wc += b->s_wc;
-    a->s_wc2 += b->s_wc2;
-    a->s_d += b->s_d;
-    a->s_d2 += b->s_d2;
-    a->s_pt += b->s_pt;
-    a->s_pr += b->s_pr;
-    a->s_pt2 += b->s_pt2;
-    a->s_pr2 += b->s_pr2;
-    a->s_ptpr += b->s_ptpr;
-    if (b->max_abs > a->max_abs) a->max_abs = b->max_abs;
-    if (b->max_w > a->max_w) a->max_w = b->max_w;
-    if (b->min_w < a->min_w) a->min_w = b->min_w;
-    if (b->max_d > a->max_d) a->max_d = b->max_d;
+    for (int t = 0; t < MM_NT; t++) a->t[t] = op_apply((mm_op)token_op[t], a->t[t], b->t[t]);
     return 0;
+}
+
+/* ---- finishing: the helpers of MM_METRICS ------------------------------------------ */
+/* Sample standard deviation (n - 1) from the sum and the sum of squares. */
+static double sample_std(double s, double s2, double n)
+{
+    if (n <= 1) return NAN;
+    double var = (s2 - s * s / n) / (n - 1.0);
+    return sqrt(var > 0 ? var : 0);
+}
+
+static double pearson(const double *T, double n)
+{
+    if (n <= 1) return NAN;
+    double cxy = T[T_PTPR] - T[T_PT] * T[T_PR] / n;
+    double cxx = T[T_PT2] - T[T_PT] * T[T_PT] / n;
+    double cyy = T[T_PR2] - T[T_PR] * T[T_PR] / n;
+    return (cxx > 0 && cyy > 0) ? cxy / sqrt(cxx * cyy) : NAN;
+}
+
+/* verl compute_is_metrics: std and ESS of the IS weights clamped to [1/C, C] */
+static double is_std(const double *T, double n)
+{
+    if (n <= 1) return 0.0;
+    const double mc = T[T_WC] / n, m2c = T[T_WC2] / n, var = m2c - mc * mc;
+    return sqrt(var > 0 ? var : 0);
+}
+
+static double is_ess(const double *T, double n)
+{
+    const double mc = T[T_WC] / n, m2c = T[T_WC2] / n;
+    return 1.0 / (m2c / ((mc + 1e-8) * (mc + 1e-8)));
 }
 
 int fp4s_mm_acc_finish(fp4s_mm_acc *a, fp4s_mm_metrics *out)
@@ -605,85 +451,48 @@ int fp4s_mm_acc_finish(fp4s_mm_acc *a, fp4s_mm_metrics *out)
     int64_t step = out->step;
     memset(out, 0, sizeof *out);
     out->step = step;
+    out->nmetrics = MM_NM;
     const mm_sums *s = &a->s;
     out->masked = s->masked;
     out->nonfinite = s->nonfinite;
     out->tokens = s->n;
+    double *v = out->v;
     if (s->n == 0) {
-        double *f = &out->mean_abs;
-        for (size_t i = 0; i < fp4s_mm_metric_count(); i++) f[i] = NAN;
+        for (size_t i = 0; i < MM_NM; i++) v[i] = NAN;
         return fp4s_error_set(FP4S_EEMPTY, "no counted token (all masked or non-finite)");
     }
-    const double n = (double)s->n, C = a->o.is_cap, B = a->o.clamp;
-    out->mean_abs = s->s_abs / n;
-    out->max_abs = s->max_abs;
-    out->k1 = -s->s_rho / n;
-    out->k2 = s->s_rho2 / (2.0 * n);
-    out->k3 = s->s_k3 / n;
-    out->chi2_token = s->s_w2 / n - 1.0;
-    out->probs_diff_mean = s->s_d / n;
-    out->probs_diff_max = s->max_d;
-    if (s->n > 1) {
-        double var = (s->s_d2 - s->s_d * s->s_d / n) / (n - 1.0);
-        out->probs_diff_std = sqrt(var > 0 ? var : 0);
-        double cxy = s->s_ptpr - s->s_pt * s->s_pr / n;
-        double cxx = s->s_pt2 - s->s_pt * s->s_pt / n;
-        double cyy = s->s_pr2 - s->s_pr * s->s_pr / n;
-        out->probs_pearson = (cxx > 0 && cyy > 0) ? cxy / sqrt(cxx * cyy) : NAN;
-    } else {
-        out->probs_diff_std = NAN;
-        out->probs_pearson = NAN;
-    }
-    out->is_mean = s->s_w / n;
-    out->is_max = s->max_w;
-    out->is_min = s->min_w;
-    out->is_frac_high = (double)s->n_hi / n;
-    out->is_frac_low = (double)s->n_lo / n;
-    const double mc = s->s_wc / n, m2c = s->s_wc2 / n;
-    if (s->n > 1) {
-        double var = m2c - mc * mc;
-        out->is_std = sqrt(var > 0 ? var : 0);
-    } else {
-        out->is_std = 0.0;
-    }
-    out->is_ess = 1.0 / (m2c / ((mc + 1e-8) * (mc + 1e-8)));
-    (void)C;
+    const double n = (double)s->n, B = a->o.clamp;
+    const double *T = s->t;
 
     /* sequences */
-    double ns = 0, sabs = 0, schi = 0, spt = 0, spr = 0, sd = 0, sad = 0, sed = 0;
-    double dmax = -INFINITY, dmin = INFINITY;
+    double ns = 0, R[MM_NR];
+    for (int k = 0; k < MM_NR; k++) R[k] = op_init((mm_op)seq_op[k]);
     for (size_t i = 0; i < a->seq_cap; i++) {
-        const mm_seq *q = &a->seqs[i];
-        if (!q->used || q->n == 0) continue;
-        const double qn = (double)q->n;
+        const mm_seq *sq = &a->seqs[i];
+        if (!sq->used || sq->n == 0) continue;
+        const double *q = sq->q, qn = (double)sq->n;
+        const double rc = q[Q_RHO] > B ? B : (q[Q_RHO] < -B ? -B : q[Q_RHO]);
+        const double mt = q[Q_LT] / qn, mr = q[Q_LR] / qn, dd = mr - mt;
+        (void)rc, (void)mt, (void)mr, (void)dd;
         ns += 1;
-        sabs += q->s_abs / qn;
-        double r = q->s_rho;
-        r = r > B ? B : (r < -B ? -B : r);
-        schi += exp(2.0 * r);
-        const double mt = q->s_lt / qn, mr = q->s_lr / qn, d = mr - mt;
-        spt += exp(-mt);
-        spr += exp(-mr);
-        sd += d;
-        sad += fabs(d);
-        sed += exp(d);
-        if (d > dmax) dmax = d;
-        if (d < dmin) dmin = d;
+#define SEQT(id, op, term) R[id] = MM_OP_##op(R[id], (term));
+        MM_SEQ_TERMS(SEQT)
+#undef SEQT
     }
     out->sequences = (uint64_t)ns;
-    out->mean_abs_per_seq = sabs / ns;
-    out->chi2_seq = schi / ns - 1.0;
-    out->ppl_trainer = spt / ns;
-    out->ppl_rollout = spr / ns;
-    out->log_ppl_diff_mean = sd / ns;
-    out->log_ppl_abs_diff = sad / ns;
-    out->log_ppl_diff_max = dmax;
-    out->log_ppl_diff_min = dmin;
-    out->ppl_ratio = sed / ns;
 
-    double fr[FP4S_MM_NPCT];
-    for (int k = 0; k < FP4S_MM_NPCT; k++) fr[k] = pct_levels[k] / 100.0;
-    percentiles_hist(a->absv, a->nabs, a->nabs <= 0xffffffffu ? a->hist : NULL, fr, FP4S_MM_NPCT, out->abs_pct);
+#define FIN(key, label, kind, arg) FIN_##kind(M_##key, arg)
+#define FIN_VAL(id, e) v[id] = (e);
+#define FIN_PCT(id, level)
+    MM_METRICS(FIN)
+#undef FIN
+#undef FIN_VAL
+#undef FIN_PCT
+
+    double fr[NPCT], pv[NPCT];
+    for (size_t k = 0; k < NPCT; k++) fr[k] = pct_levels[k] / 100.0;
+    percentiles_hist(a->absv, a->nabs, a->nabs <= 0xffffffffu ? a->hist : NULL, fr, NPCT, pv);
+    for (size_t k = 0; k < NPCT; k++) v[pct_ids[k]] = pv[k];
     return 0;
 }
 
@@ -833,15 +642,13 @@ static void select_segment(double *seg, size_t m, const size_t *rk, size_t k, ui
 static int radix_select(const double *data, size_t n, const uint32_t *hin, const size_t *r, size_t nr, uint64_t *st,
                         double *rv)
 {
+    int rc = -1;
     uint32_t *hist = calloc(65536, sizeof *hist);
     uint8_t *want = calloc(65536, 1);
-    size_t *below = malloc(65537 * sizeof *below);
-    if (!hist || !want || !below) {
-        free(hist);
-        free(want);
-        free(below);
-        return -1;
-    }
+    size_t *below = malloc(65537 * sizeof *below), *coff = malloc(65537 * sizeof *coff);
+    size_t *bin = malloc(nr * sizeof *bin), *rb = malloc(nr * sizeof *rb);
+    double *cand = NULL;
+    if (!hist || !want || !below || !coff || !bin || !rb) goto out;
     if (hin)
         for (size_t q = 0; q < 65536; q++) hist[q] = hin[q] + hin[65536 + q];
     else
@@ -849,13 +656,6 @@ static int radix_select(const double *data, size_t n, const uint32_t *hin, const
     below[0] = 0;
     for (size_t b = 0; b < 65536; b++) below[b + 1] = below[b] + hist[b];
     /* bin of each rank: below[bin] <= r < below[bin + 1] */
-    size_t *bin = malloc(nr * sizeof *bin);
-    if (!bin) {
-        free(hist);
-        free(want);
-        free(below);
-        return -1;
-    }
     size_t b = 0, ncand = 0;
     for (size_t j = 0; j < nr; j++) {
         while (below[b + 1] <= r[j]) b++;
@@ -866,19 +666,8 @@ static int radix_select(const double *data, size_t n, const uint32_t *hin, const
         }
     }
     /* candidates grouped by bin: offsets of the wanted bins in cand */
-    size_t *coff = malloc(65537 * sizeof *coff);
-    double *cand = malloc((ncand ? ncand : 1) * sizeof *cand);
-    size_t *cr = calloc(nr, sizeof *cr);
-    if (!coff || !cand || !cr) {
-        free(hist);
-        free(want);
-        free(below);
-        free(bin);
-        free(coff);
-        free(cand);
-        free(cr);
-        return -1;
-    }
+    cand = malloc((ncand ? ncand : 1) * sizeof *cand);
+    if (!cand) goto out;
     size_t acc = 0;
     for (size_t q = 0; q < 65536; q++) {
         coff[q] = acc;
@@ -887,17 +676,6 @@ static int radix_select(const double *data, size_t n, const uint32_t *hin, const
     coff[65536] = acc;
     /* bucket the candidates by bin so that cand is ordered across bins */
     size_t *fill = below; /* reused: below[] is not needed once rb is known */
-    size_t *rb = malloc(nr * sizeof *rb);
-    if (!rb) {
-        free(hist);
-        free(want);
-        free(below);
-        free(bin);
-        free(coff);
-        free(cand);
-        free(cr);
-        return -1;
-    }
     for (size_t j = 0; j < nr; j++) rb[j] = r[j] - below[bin[j]]; /* rank inside its bin */
     for (size_t q = 0; q < 65536; q++) fill[q] = coff[q];
     for (size_t i = 0; i < n; i++) {
@@ -911,16 +689,16 @@ static int radix_select(const double *data, size_t n, const uint32_t *hin, const
         select_segment(cand + coff[bin[j]], hist[bin[j]], rb + j, j1 - j, st, rv + j);
         j = j1;
     }
-    (void)cr;
+    rc = 0;
+out:
     free(hist);
     free(want);
     free(below);
-    free(bin);
     free(coff);
-    free(cand);
-    free(cr);
+    free(bin);
     free(rb);
-    return 0;
+    free(cand);
+    return rc;
 }
 
 static int cmp_size(const void *x, const void *y)
@@ -932,6 +710,19 @@ static int cmp_size(const void *x, const void *y)
 void fp4s_percentiles(double *data, size_t n, const double *fractions, size_t k, double *out)
 {
     percentiles_hist(data, n, NULL, fractions, k, out);
+}
+
+/* llama.cpp's rule for fraction f of n > 0 sorted values: p = f (n - 1), the
+ * rank floor(p) and the interpolation weight p - floor(p). */
+static size_t pct_rank(double f, size_t n, double *frac)
+{
+    if (f <= 0) f = 0;
+    if (f >= 1) f = 1;
+    double p = f * (double)(n - 1);
+    size_t ip = (size_t)p;
+    if (ip > n - 1) ip = n - 1;
+    *frac = p - (double)ip;
+    return ip;
 }
 
 /* hist: NULL, or the 16-bit key histogram of data (saves the first pass). */
@@ -949,12 +740,8 @@ static void percentiles_hist(double *data, size_t n, const uint32_t *hist, const
         return;
     }
     for (size_t j = 0; j < k; j++) {
-        double f = fractions[j];
-        if (f <= 0) f = 0;
-        if (f >= 1) f = 1;
-        double p = f * (double)(n - 1);
-        size_t ip = (size_t)p;
-        if (ip > n - 1) ip = n - 1;
+        double fr;
+        size_t ip = pct_rank(fractions[j], n, &fr);
         ranks[nr++] = ip;
         if (ip + 1 < n) ranks[nr++] = ip + 1;
     }
@@ -967,13 +754,8 @@ static void percentiles_hist(double *data, size_t n, const uint32_t *hist, const
     int done = rv && n >= 8192 && n <= 0xffffffffu && radix_select(data, n, hist, ranks, u, &st, rv) == 0;
     if (!done) mselect(data, 0, n, ranks, u, &st);
     for (size_t j = 0; j < k; j++) {
-        double f = fractions[j];
-        if (f <= 0) f = 0;
-        if (f >= 1) f = 1;
-        double p = f * (double)(n - 1);
-        size_t ip = (size_t)p;
-        if (ip > n - 1) ip = n - 1;
-        double fr = p - (double)ip;
+        double fr;
+        size_t ip = pct_rank(fractions[j], n, &fr);
         size_t i2 = ip + 1 < n ? ip + 1 : n - 1;
         double v1 = data[ip], v2 = data[i2];
         if (done) {

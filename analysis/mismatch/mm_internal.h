@@ -6,23 +6,97 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "mm_metrics.h"
+
+/* The sums of the metric tables (mm_metrics.h). */
 typedef struct mm_sums {
-    uint64_t n, masked, nonfinite, n_hi, n_lo;
-    double s_abs, max_abs, s_rho, s_rho2, s_k3;
-    double s_w, s_w2, max_w, min_w, s_wc, s_wc2;
-    double s_d, s_d2, max_d, s_pt, s_pr, s_pt2, s_pr2, s_ptpr;
+    uint64_t n, masked, nonfinite;
+    double t[MM_NT];              /* MM_TOKEN_SUMS */
 } mm_sums;
 
 typedef struct mm_seq {
     int64_t id;
     uint64_t n;
-    double s_abs, s_rho, s_lt, s_lr;
+    double q[MM_NQ];              /* MM_SEQ_SUMS */
     int used;
 } mm_seq;
 
+/* ---- the token kernel (mm_token.c, one per CPU level) ---------------------------- */
+typedef struct mm_tok_opts {
+    double C, Cl, B;              /* IS cap, 1/C, clamp */
+    double wB, wmB;               /* exp(B), exp(-B) */
+} mm_tok_opts;
+
+typedef struct mm_kernels {
+    /* MM_TOKEN_SUMS of n tokens, all counted, finite and with both log-probs
+     * and rho in (-700, 700), into out[MM_NT]; |rho| of each into absv */
+    void (*tokens)(const double *restrict lt, const double *restrict lr, size_t n, const mm_tok_opts *o,
+                   double *restrict absv, double *restrict out);
+    /* any counted token (mask NULL: all) with a finite positive log-prob */
+    int (*any_positive)(const double *restrict t, const double *restrict r, const uint8_t *restrict mask,
+                        size_t n);
+    /* any token not counted, not finite or outside (-700, 700) */
+    int (*irregular)(const double *restrict t, const double *restrict r, const uint8_t *restrict mask, size_t n);
+} mm_kernels;
+
+/* The kernels of the level fp4s_cpu_flags() allows now (acc.c). */
+void mm_kernels_init(mm_kernels *k);
+
+/* The entries of each level: _c (baseline), _avx2, _avx512 (mm_token.c). */
+#define MM_KERNEL_DECL(sfx)                                                                                    \
+    void mm_tokens##sfx(const double *restrict lt, const double *restrict lr, size_t n, const mm_tok_opts *o, \
+                        double *restrict absv, double *restrict out);                                          \
+    int mm_any_positive##sfx(const double *restrict t, const double *restrict r, const uint8_t *restrict mask, \
+                             size_t n);                                                                        \
+    int mm_irregular##sfx(const double *restrict t, const double *restrict r, const uint8_t *restrict mask,    \
+                          size_t n);
+MM_KERNEL_DECL(_c)
+MM_KERNEL_DECL(_avx2)
+MM_KERNEL_DECL(_avx512)
+
+/* exp for |x| < 700, branch-free so that it vectorizes: x = k ln2 + r,
+ * |r| <= ln2/2, Taylor polynomial to r^13 (truncation < 1e-17 relative), 2^k
+ * built in the exponent bits. About 1 ulp (checked against libm by the unit
+ * test through fp4s_mm_vexp_internal). Written once for a type T of doubles
+ * (double, or a GCC vector of doubles: the token kernels) with TU the
+ * unsigned 64-bit integers of the same shape, so that every lane does the
+ * same IEEE operations as the scalar function. */
+#define MM_VEXP_DEFINE(name, T, TU)                                                   \
+    static inline T name(T x)                                                         \
+    {                                                                                 \
+        const double log2e = 1.4426950408889634074, shift = 6755399441055744.0;      \
+        const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10; \
+        const T t = x * log2e + shift; /* shift = 1.5 * 2^52 */                     \
+        const T kd = t - shift;                                                       \
+        const T r = (x - kd * ln2_hi) - kd * ln2_lo;                                 \
+        T p = (T){0} + 1.0 / 6227020800.0;                                           \
+        p = p * r + 1.0 / 479001600.0;                                                \
+        p = p * r + 1.0 / 39916800.0;                                                 \
+        p = p * r + 1.0 / 3628800.0;                                                  \
+        p = p * r + 1.0 / 362880.0;                                                   \
+        p = p * r + 1.0 / 40320.0;                                                    \
+        p = p * r + 1.0 / 5040.0;                                                     \
+        p = p * r + 1.0 / 720.0;                                                      \
+        p = p * r + 1.0 / 120.0;                                                      \
+        p = p * r + 1.0 / 24.0;                                                       \
+        p = p * r + 1.0 / 6.0;                                                        \
+        p = p * r + 0.5;                                                              \
+        p = p * r + 1.0;                                                              \
+        p = p * r + 1.0;                                                              \
+        TU tb;                                                                        \
+        memcpy(&tb, &t, sizeof tb);                                                   \
+        const TU eb = (tb - 0x4338000000000000ULL + 1023) << 52; /* minus the bits of shift */ \
+        T sc;                                                                         \
+        memcpy(&sc, &eb, sizeof sc);                                                  \
+        return p * sc;                                                                \
+    }
+MM_VEXP_DEFINE(mm_vexp, double, uint64_t)
+
 struct fp4s_mm_acc {
     fp4s_mm_opts o;
+    mm_kernels k;        /* of the CPU level at open */
     mm_sums s;
     mm_seq *seqs;
     size_t seq_cap, seq_used, last_slot;

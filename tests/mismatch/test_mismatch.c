@@ -1,10 +1,12 @@
 /* Unit tests of analysis/mismatch: hand-computed cases, clamp, bad input,
  * merge, percentiles, onset, trend and the trace readers. */
 #include <fp4scope/mismatch.h>
+#include <fp4scope/quant.h>
 
 #include <check.h>
 #include <hdf5.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,6 +277,86 @@ START_TEST(metric_names_roundtrip)
     ck_assert_int_ge(fp4s_mm_metric_index("k3"), 0);
     ck_assert_int_ge(fp4s_mm_metric_index("abs_p99_9"), 0);
     ck_assert_ptr_null(fp4s_mm_metric_name(fp4s_mm_metric_count()));
+}
+END_TEST
+
+/* The ABI of fp4s_mm_metrics: the named fields are the ids of version 1, in
+ * order, inside the reserved slots v[]; nmetrics says how many ids are filled
+ * and fp4s_mm_metric_value answers NaN above it. */
+START_TEST(metrics_struct_layout)
+{
+    static const struct {
+        const char *name;
+        size_t off;
+    } v1[] = {
+#define F(x) {#x, offsetof(fp4s_mm_metrics, x)}
+        F(mean_abs), F(mean_abs_per_seq), F(max_abs), F(k1), F(k2), F(k3), F(chi2_token), F(chi2_seq),
+        F(probs_diff_mean), F(probs_diff_max), F(probs_diff_std), F(probs_pearson), F(ppl_trainer),
+        F(ppl_rollout), F(log_ppl_diff_mean), F(log_ppl_abs_diff), F(log_ppl_diff_max), F(log_ppl_diff_min),
+        F(ppl_ratio), F(is_mean), F(is_max), F(is_min), F(is_std), F(is_ess), F(is_frac_high), F(is_frac_low),
+#undef F
+        {"abs_p99_9", offsetof(fp4s_mm_metrics, abs_pct[0])}, {"abs_p99", offsetof(fp4s_mm_metrics, abs_pct[1])},
+        {"abs_p95", offsetof(fp4s_mm_metrics, abs_pct[2])}, {"abs_p90", offsetof(fp4s_mm_metrics, abs_pct[3])},
+        {"abs_p50", offsetof(fp4s_mm_metrics, abs_pct[4])}, {"abs_p10", offsetof(fp4s_mm_metrics, abs_pct[5])},
+        {"abs_p1", offsetof(fp4s_mm_metrics, abs_pct[6])},
+    };
+    ck_assert_uint_le(fp4s_mm_metric_count(), FP4S_MM_METRIC_SLOTS);
+    for (size_t i = 0; i < sizeof v1 / sizeof v1[0]; i++) {
+        ck_assert_msg(fp4s_mm_metric_index(v1[i].name) == (int)i, "%s: id %d, expected %zu", v1[i].name,
+                      fp4s_mm_metric_index(v1[i].name), i);
+        ck_assert_uint_eq(v1[i].off, offsetof(fp4s_mm_metrics, v) + i * sizeof(double));
+    }
+    const double lt[] = {-1.0, -2.0}, lr[] = {-1.5, -2.0};
+    const int64_t seq[] = {0, 1};
+    fp4s_mm_metrics m = run_acc(lt, lr, seq, NULL, 2, NULL, 0);
+    ck_assert_uint_eq(m.nmetrics, fp4s_mm_metric_count());
+    ck_assert(fp4s_mm_metric_value(&m, 0) == m.mean_abs && m.v[0] == m.mean_abs);
+    ck_assert(isnan(fp4s_mm_metric_value(&m, m.nmetrics)));
+    m.nmetrics = 3; /* as filled by a library that knew 3 metrics */
+    ck_assert(isnan(fp4s_mm_metric_value(&m, 3)) && fp4s_mm_metric_value(&m, 2) == m.max_abs);
+}
+END_TEST
+
+/* Every CPU level's token loop gives the bits of the portable C (and the tail
+ * of fewer than 8 tokens, the slow libm path, masks and the percentiles
+ * along with it). */
+START_TEST(acc_levels_bitwise)
+{
+    enum { N = 3 * 1024 + 389 };
+    static double lt[N], lr[N];
+    static int64_t seq[N];
+    static uint8_t mask[N];
+    unsigned s = 99;
+    for (int i = 0; i < N; i++) {
+        lr[i] = -12 * urand(&s) * urand(&s);
+        lt[i] = fmin(0, lr[i] + 0.3 * (urand(&s) - 0.5));
+        seq[i] = i / 37;
+        mask[i] = urand(&s) > 0.05;
+    }
+    lt[1500] = -800; /* a block through the slow path */
+    lr[2100] = NAN;
+    static const char *levels[] = {"ref", "avx2", "avx512"};
+    fp4s_mm_metrics ref[2];
+    int compared = 0;
+    for (int l = 0; l < 3; l++) {
+        if (fp4s_kernels_select(levels[l]) != 0) continue;
+        for (int k = 0; k < 2; k++) {
+            fp4s_mm_metrics m = run_acc(lt, lr, seq, k ? mask : NULL, N - k * 5, NULL, 0);
+            if (l == 0) {
+                ref[k] = m;
+                continue;
+            }
+            compared++;
+            ck_assert_uint_eq(m.tokens, ref[k].tokens);
+            for (size_t i = 0; i < fp4s_mm_metric_count(); i++) {
+                double x = fp4s_mm_metric_value(&ref[k], i), y = fp4s_mm_metric_value(&m, i);
+                ck_assert_msg(memcmp(&x, &y, sizeof x) == 0, "%s, %s: %.17g vs ref %.17g", levels[l],
+                              fp4s_mm_metric_name(i), y, x);
+            }
+        }
+    }
+    fp4s_kernels_force_ref(false);
+    if (!compared) fprintf(stderr, "acc_levels_bitwise: no SIMD level in this build or CPU\n");
 }
 END_TEST
 
@@ -829,6 +911,8 @@ static Suite *suite(void)
         {"acc_first_out_marks_first_token", acc_first_out_marks_first_token},
         {"acc_bad_options", acc_bad_options},
         {"metric_names_roundtrip", metric_names_roundtrip},
+        {"metrics_struct_layout", metrics_struct_layout},
+        {"acc_levels_bitwise", acc_levels_bitwise},
         {"percentiles_equal_sorted_rule", percentiles_equal_sorted_rule},
         {"percentiles_radix_path_large", percentiles_radix_path_large},
         {"vexp_matches_libm", vexp_matches_libm},

@@ -56,30 +56,54 @@ typedef struct fp4s_mm_opts {
 
 FP4S_API void fp4s_mm_opts_defaults(fp4s_mm_opts *o);
 
-/* Metrics of one step (or one part of it with by_position). */
+/* Room for the double-valued metrics in fp4s_mm_metrics.v: ids
+ * 0 .. fp4s_mm_metric_count() - 1 are filled, the rest are reserved for
+ * metrics later versions add. */
+#define FP4S_MM_METRIC_SLOTS 64
+
+/* Metrics of one step (or one part of it with by_position).
+ *
+ * Growth without breaking callers: every double-valued metric is v[id], id
+ * its position in the metric table (fp4s_mm_metric_name/_index/_value below;
+ * ids are never reordered or reused, new metrics take the next free slot), so
+ * the struct keeps its size and layout while metrics are added: a program
+ * built against an older header reads the new ones by name through
+ * fp4s_mm_metric_index() and fp4s_mm_metric_value(). The named fields are a
+ * view of the first 33 ids (the metrics of version 1) and stay valid; later
+ * metrics have no field name. nmetrics says how many ids the library that
+ * filled the struct knows. */
 typedef struct fp4s_mm_metrics {
     int64_t step;
     uint64_t tokens;      /* counted tokens */
     uint64_t sequences;   /* sequences with at least one counted token */
     uint64_t masked;      /* tokens with mask = 0 */
     uint64_t nonfinite;   /* unmasked tokens excluded because a log-prob was NaN or +-Inf */
-    double mean_abs, mean_abs_per_seq, max_abs;
-    double k1, k2, k3, chi2_token, chi2_seq;
-    double probs_diff_mean, probs_diff_max, probs_diff_std, probs_pearson;
-    double ppl_trainer, ppl_rollout;
-    double log_ppl_diff_mean, log_ppl_abs_diff, log_ppl_diff_max, log_ppl_diff_min, ppl_ratio;
-    double is_mean, is_max, is_min, is_std, is_ess, is_frac_high, is_frac_low;
-    double abs_pct[FP4S_MM_NPCT]; /* abs_p99_9, abs_p99, abs_p95, abs_p90, abs_p50, abs_p10, abs_p1 */
+    uint32_t nmetrics;    /* v[0 .. nmetrics-1] filled (fp4s_mm_metric_count() of the filling library) */
+    uint32_t reserved;
+    union {
+        double v[FP4S_MM_METRIC_SLOTS]; /* by metric id */
+        struct {
+            double mean_abs, mean_abs_per_seq, max_abs;
+            double k1, k2, k3, chi2_token, chi2_seq;
+            double probs_diff_mean, probs_diff_max, probs_diff_std, probs_pearson;
+            double ppl_trainer, ppl_rollout;
+            double log_ppl_diff_mean, log_ppl_abs_diff, log_ppl_diff_max, log_ppl_diff_min, ppl_ratio;
+            double is_mean, is_max, is_min, is_std, is_ess, is_frac_high, is_frac_low;
+            double abs_pct[FP4S_MM_NPCT]; /* abs_p99_9, abs_p99, abs_p95, abs_p90, abs_p50, abs_p10, abs_p1 */
+        };
+    };
 } fp4s_mm_metrics;
 
-/* The double-valued metrics by name (the JSON field names), for --metric,
- * tables and plots. Index i in [0, fp4s_mm_metric_count()). */
+/* The double-valued metrics by name (the JSON field and CSV column names),
+ * for --metric, tables and plots. Index i (the metric's id) in
+ * [0, fp4s_mm_metric_count()). */
 FP4S_API size_t fp4s_mm_metric_count(void);
 FP4S_API const char *fp4s_mm_metric_name(size_t i);
 /* Short description with the unit, for axis labels ("mean |rho| (nats)"). */
 FP4S_API const char *fp4s_mm_metric_label(size_t i);
 /* Index of a metric name, or -1 when unknown. */
 FP4S_API int fp4s_mm_metric_index(const char *name);
+/* m->v[i]; NaN when i is not below m->nmetrics. */
 FP4S_API double fp4s_mm_metric_value(const fp4s_mm_metrics *m, size_t i);
 
 /* ---- accumulator (init / add / merge / finish) --------------------------------- */

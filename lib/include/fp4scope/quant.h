@@ -13,8 +13,11 @@
  * fp4s_pack_e2m1() makes the packed nibble layout of the spec.
  *
  * Kernels: a scalar C reference and, picked at run time, AVX2 and AVX-512
- * paths; all are bit-identical (tests/kernels/tester checks). FP4S_FORCE_REF=1 in
- * the environment or fp4s_kernels_force_ref(true) forces the reference.
+ * paths; codes, scales, dequantized values and counters are bit-identical
+ * (tests/kernels/tester checks), the err2/x2 sums of fp4s_qstats only up to
+ * the order of their additions (as between thread counts). FP4S_FORCE_REF=1
+ * in the environment or fp4s_kernels_force_ref(true) forces the reference
+ * (kernel selection, below).
  * Large chunks are split over fp4s_get_threads() threads.
  *
  * The arithmetic (kernels/cpu/quant_ref.c is the definition; all fp32, one
@@ -179,14 +182,24 @@ FP4S_API int fp4s_unpack_e2m1_block(fp4s_packing p, uint32_t block, const uint8_
                                     size_t cols, uint8_t *codes);
 
 /* ---- kernel selection ------------------------------------------------------ */
-/* Force the scalar reference kernels (true) or allow the fastest (false). */
+/* One switch for every SIMD path of the library: the quantizer, the
+ * decomposition's element kernels and the mismatch accumulator's token loop
+ * all run at the level chosen here (a path without a kernel at that level
+ * runs the one below it; "ref" is the portable C everywhere). The level is
+ * read when an operation starts: a decomposer or mismatch accumulator keeps
+ * the level it was opened with. Precedence: the last of
+ * fp4s_kernels_force_ref() and fp4s_kernels_select(), then FP4S_FORCE_REF in
+ * the environment (read once, at the first use), then the best level this
+ * build (-Dsimd=false builds none) and CPU have. Every level gives the same
+ * bits except the quantizer's err2/x2 sums (above). */
+/* Force the reference level (true) or allow the fastest (false). */
 FP4S_API void fp4s_kernels_force_ref(bool force);
 /* Name of the kernel level in use: "ref", "avx2" or "avx512". */
 FP4S_API const char *fp4s_kernels_level(void);
-/* Highest level the CPU supports, ignoring the force switch. */
+/* Highest level the build and CPU support, ignoring the switch. */
 FP4S_API const char *fp4s_kernels_cpu_level(void);
-/* Select a level by name for testing ("ref", "avx2", "avx512"); FP4S_ENOTSUP if
- * the CPU or build lacks it. */
+/* Select a level by name ("ref", "avx2", "avx512"); FP4S_ENOTSUP if the CPU
+ * or build lacks it. */
 FP4S_API int fp4s_kernels_select(const char *level);
 
 #ifdef __cplusplus
