@@ -1,0 +1,28 @@
+#!/bin/sh
+# The one CPU switch reaches every SIMD path of the tools: run the quantizer,
+# decomposition, channel and mismatch tools (tool_outputs.sh) normally and
+# with FP4S_FORCE_REF=1 (the portable C everywhere), and compare all they
+# write (compare_outputs.sh --levels: byte for byte, HDF5 by h5diff). With
+# the reference forced, fp4-quant --json must also name the level "ref".
+set -eu
+SRC=${FP4S_SRCDIR:?FP4S_SRCDIR not set}
+K=$SRC/tests/kernels
+T=$(mktemp -d "${TMPDIR:-/tmp}/fp4s_forceref.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+unset FP4S_FORCE_REF
+sh "$K/tool_outputs.sh" "$T/simd"
+FP4S_FORCE_REF=1 sh "$K/tool_outputs.sh" "$T/ref"
+for d in simd ref; do
+    if grep -l -v '^0$' "$T/$d"/*.rc >/dev/null 2>&1; then
+        for f in $(grep -l -v '^0$' "$T/$d"/*.rc); do
+            echo "FAIL: $d run: ${f##*/} exited $(cat "$f"): $(head -c 300 "${f%.rc}.err")" >&2
+        done
+        exit 1
+    fi
+done
+nq=$(grep -l '"kernels":' "$T/ref"/q*.json | wc -l)
+nr=$(grep -l '"kernels": "ref"' "$T/ref"/q*.json | wc -l)
+[ "$nq" -gt 40 ] && [ "$nr" = "$nq" ] ||
+    { echo "FAIL: with FP4S_FORCE_REF=1, $nr of $nq fp4-quant reports name the reference kernels" >&2; exit 1; }
+echo "simd run: $(sed -n 's/^ *"kernels": "\(.*\)",*$/\1/p' "$T/simd/q1-mxfp4-ocp.json" | head -1) kernels"
+sh "$K/compare_outputs.sh" --levels "$T/simd" "$T/ref"
