@@ -7,6 +7,7 @@
  * emin (subnormals below it) and returns the unsaturated magnitude code; each
  * codec then applies its own saturation and specials. */
 #include <fp4scope/codec.h>
+#include <fp4scope/quant.h>
 
 #include <math.h>
 #include <string.h>
@@ -105,6 +106,21 @@ float fp4s_e8m0_decode(uint8_t code)
     if (code == 0xFF) return NAN;
     if (code == 0) return fp4s_bits_f32(0x00400000u); /* 2^-127, fp32 subnormal */
     return fp4s_bits_f32((uint32_t)code << 23);
+}
+
+/* The value of a block scale byte as the spec's format and recipe store it
+ * (declared in <fp4scope/quant.h>; here, below the kernels, because the
+ * reference kernel decodes scales with it). */
+float fp4s_scale_decode(const fp4s_spec *s, uint8_t code)
+{
+    if (!s) return NAN;
+    if (s->format == FP4S_MXFP4) return fp4s_e8m0_decode(code);
+    if (s->format == FP4S_NVFP4) {
+        const fp4s_nv_recipe_traits *rt = fp4s_get_nv_recipe_traits(s->nv_recipe);
+        if (!rt) return NAN;
+        return rt->scale_codec == FP4S_NV_SC_UE4M3_GGML ? fp4s_ue4m3_decode_ggml(code) : fp4s_e4m3_decode(code);
+    }
+    return NAN;
 }
 
 /* ---- BF16 ---------------------------------------------------------------------- */

@@ -164,18 +164,6 @@ int fp4s_tscale_init(const fp4s_spec *s, float amax, fp4s_tscale *ts)
     return 0;
 }
 
-float fp4s_scale_decode(const fp4s_spec *s, uint8_t code)
-{
-    if (!s) return NAN;
-    if (s->format == FP4S_MXFP4) return fp4s_e8m0_decode(code);
-    if (s->format == FP4S_NVFP4) {
-        const fp4s_nv_recipe_traits *rt = fp4s_get_nv_recipe_traits(s->nv_recipe);
-        if (!rt) return NAN;
-        return rt->scale_codec == FP4S_NV_SC_UE4M3_GGML ? fp4s_ue4m3_decode_ggml(code) : fp4s_e4m3_decode(code);
-    }
-    return NAN;
-}
-
 uint8_t fp4s_mx_scale_code(const fp4s_spec *s, float amax)
 {
     if (!s) return 0xFF;
