@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -145,12 +146,25 @@ static double rl_wall(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* SIGINT / SIGTERM: stop after the step under way, keep what was done. */
+static volatile sig_atomic_t stop_signal;
+static void on_stop(int sig) { stop_signal = sig; }
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 /* ---- one run --------------------------------------------------------------------------------- */
 typedef struct run_result {
     fp4s_rl_sft sft;
     fp4s_rl_stats *st;       /* [steps] */
     int steps_done;
-    bool diverged;
+    bool diverged, interrupted;
     char diverged_msg[256];
     size_t params;
     double seconds;
@@ -189,7 +203,7 @@ static int run_one(const tool *t, const fp4s_rl_opts *o, const char *name, const
         rc = fp4s_error_set(FP4S_ENOMEM, "out of memory");
         goto done;
     }
-    for (int k = 0; k < t->steps; k++) {
+    for (int k = 0; k < t->steps && !stop_signal; k++) {
         rc = fp4s_rl_step(r, cap, &res->st[k]);
         if (rc == FP4S_ECHECK) { /* the policy diverged: the run ends here, the capture keeps its steps */
             res->diverged = true;
@@ -203,6 +217,7 @@ static int run_one(const tool *t, const fp4s_rl_opts *o, const char *name, const
         progress(t, name, &res->st[k], t->steps);
     }
     (void)t0;
+    res->interrupted = stop_signal != 0;
 done:;
     int rc2 = fp4s_capture_close(&cap);
     if (!rc) rc = rc2;
@@ -239,6 +254,7 @@ static json_t *run_json(const fp4s_rl_opts *o, const run_result *res, const char
     json_object_set_new(j, "params", json_integer((json_int_t)res->params));
     json_object_set_new(j, "steps", json_integer(res->steps_done));
     json_object_set_new(j, "diverged", json_boolean(res->diverged));
+    json_object_set_new(j, "interrupted", json_boolean(res->interrupted));
     if (res->diverged) json_object_set_new(j, "diverged_detail", json_string(res->diverged_msg));
     json_t *sft = json_object();
     json_object_set_new(sft, "steps", json_integer(res->sft.steps));
@@ -284,12 +300,12 @@ static void demo_defaults(tool *t)
     fp4s_rl_opts *o = &t->o;
     o->width = 64;
     o->prompts = 16;
-    o->lr = 1e-4;
+    o->lr = 2e-4;
     o->eval_every = 20;
     o->eval_prompts = 128;
     o->act_every = 100;
     o->act_seqs = 8;
-    t->steps = 200;
+    t->steps = 300;
 }
 
 static int mkdir_p1(const char *dir)
@@ -403,8 +419,8 @@ static int write_demo_plot(const tool *t, const int *sel, size_t nsel, char onse
         "set grid\nset key outside right\nset xlabel 'step'\nset xrange [0:%d]\n", t->steps, t->steps);
     const char *panels[3][3] = {
         {"reward (10-step mean)", "3", "set yrange [0:1]"},
-        {"mean |lp_t - lp_r| (nats, 10-step mean)", "5", "set logscale y; set yrange [*:*]"},
-        {"held-out greedy accuracy, trainer numerics", "7", "unset logscale y; set yrange [0:1]"},
+        {"mean |lp_t - lp_r| (nats, 10-step mean)", "5", "set logscale y; set yrange [*:*]; set format y '%.0e'"},
+        {"held-out greedy accuracy, trainer numerics", "7", "unset logscale y; set yrange [0:1]; set format y '%g'"},
     };
     for (int pnl = 0; pnl < 3; pnl++) {
         n += (size_t)snprintf(gp + n, sizeof gp - n, "%s\nset ylabel '%s'\nplot ", panels[pnl][2], panels[pnl][0]);
@@ -435,6 +451,7 @@ static int write_demo_plot(const tool *t, const int *sel, size_t nsel, char onse
 
 static int run_demo(tool *t)
 {
+    catch_stop_signals(); /* the children stop after their step; the summary covers what ran */
     int sel[NDEMO];
     size_t nsel = 0;
     if (t->demo_runs) {
@@ -629,17 +646,21 @@ static int run_demo(tool *t)
         fprintf(stderr, "%s: gnuplot not found: wrote %s/demo.gp and its data; run 'gnuplot demo.gp' in %s\n",
                 cli_prog(), t->out, t->out);
     munmap(shm, per * nsel);
+    if (stop_signal)
+        fprintf(stderr, "%s: interrupted by signal %d: the outputs hold the steps done\n", cli_prog(), (int)stop_signal);
     if (t->json) {
         json_t *j = json_object();
         json_object_set_new(j, "tool", json_string("fp4-rl"));
         json_object_set_new(j, "dir", json_string(t->out));
         json_object_set_new(j, "plot", drawn ? json_string("demo.png") : json_null());
         json_object_set_new(j, "runs", jruns);
-        return cli_json_print(j);
+        int js = cli_json_print(j);
+        return stop_signal ? 128 + (int)stop_signal : js;
     }
     json_decref(jruns);
     fputs(summary, stdout);
-    return fflush(stdout) ? FP4S_EXIT_OUTPUT : 0;
+    if (fflush(stdout)) return FP4S_EXIT_OUTPUT;
+    return stop_signal ? 128 + (int)stop_signal : 0;
 }
 
 /* ---- options --------------------------------------------------------------------------------- */
@@ -733,6 +754,7 @@ int main(int argc, char **argv)
     if (t.demo) return run_demo(&t);
     if (!t.force && access(t.out, F_OK) == 0)
         cli_die(FP4S_EXIT_OUTPUT, "%s: exists (use --force to replace it)", t.out);
+    catch_stop_signals();
     run_result res;
     int rc = run_one(&t, &t.o, "run", t.out, NULL, &res);
     if (rc) {
@@ -751,5 +773,10 @@ int main(int argc, char **argv)
     int status = 0;
     if (t.json) status = cli_json_print(run_json(&t.o, &res, t.out));
     free(res.st);
+    if (res.interrupted) {
+        fprintf(stderr, "%s: %s: interrupted by signal %d after %d steps (the capture and the stats hold them)\n",
+                cli_prog(), t.out, (int)stop_signal, res.steps_done);
+        return 128 + (int)stop_signal;
+    }
     return status;
 }

@@ -43,4 +43,19 @@ fp4-mismatch --csv run.h5 > mm.csv
 # --json: the per-step scalars
 fp4-rl $tiny --json --force -o run.h5 > j.json
 grep -q '"per_step"' j.json && grep -q '"acc_trainer"' j.json || fail "--json fields"
+# SIGINT: stops after the step under way; the capture and the stats keep the steps done
+set +e
+fp4-rl $tiny --steps 1000000 --sft-max-steps 0 --stats int.tsv -o int.h5 2>err.txt &
+pid=$!
+sleep 4
+kill -INT $pid
+wait $pid
+got=$?
+set -e
+[ "$got" = 130 ] || { cat err.txt >&2; fail "SIGINT: exit $got, expected 130"; }
+expect_err "interrupted by signal 2 after"
+n=$(($(wc -l < int.tsv) - 1))
+[ "$n" -ge 1 ] || fail "SIGINT: no step in int.tsv"
+fp4-mismatch --csv int.h5 > int.csv
+[ "$(grep -c '^int,all,' int.csv)" -eq "$n" ] || fail "SIGINT: the capture and the stats disagree ($n steps)"
 echo ok
