@@ -225,6 +225,9 @@ static const struct {
     S(t_total, "step wall time (s)"),
     S(t_gemm, "thread-seconds in BLAS"),
     S(t_quant, "thread-seconds in quantizers"),
+    S(t_gemm_rollout, "thread-seconds in BLAS during the rollout"),
+    S(t_fwd, "thread-seconds in the trainer's forward passes"),
+    S(t_bwd, "thread-seconds in the trainer's backward passes"),
 #undef S
 };
 

@@ -67,15 +67,12 @@ struct fp4s_rl {
 };
 
 /* ---- small helpers ------------------------------------------------------------------------------ */
-static void prof_sum(fp4s_rl *r, double *gemm, double *quant)
+/* Thread-seconds of every worker (and the main thread's syncs) by kind. */
+static void prof_sum(fp4s_rl *r, double t[RL_T_NT])
 {
-    double g = 0, q = r->sprof.t[RL_T_QUANT];
-    for (int w = 0; w < r->nworkers; w++) {
-        g += r->workers[w].ws.prof.t[RL_T_GEMM];
-        q += r->workers[w].ws.prof.t[RL_T_QUANT];
-    }
-    *gemm = g;
-    *quant = q;
+    for (int k = 0; k < RL_T_NT; k++) t[k] = r->sprof.t[k];
+    for (int w = 0; w < r->nworkers; w++)
+        for (int k = 0; k < RL_T_NT; k++) t[k] += r->workers[w].ws.prof.t[k];
 }
 
 static fp4s_format rollout_format(fp4s_rl_rollout ro)
@@ -368,7 +365,9 @@ static int passa_piece(void *arg, size_t begin, size_t end, int worker)
         size_t s0 = p * mbs, s1 = s0 + mbs < r->B ? s0 + mbs : r->B;
         rl_batch b;
         int rc = mbuf_build(r, mb, &j->src, s0, s1, &b);
+        double t0 = rl_now();
         if (!rc) rc = rl_forward(&x, &b, &w->acts, mb->logp, mb->ent, mb->amax);
+        w->ws.prof.t[RL_T_FWD] += rl_now() - t0;
         if (rc) return rc;
         j->aux[p] = w->acts.aux;
         for (size_t i = 0; i < b.nseq; i++) {
@@ -438,7 +437,9 @@ static int upd_piece(void *arg, size_t begin, size_t end, int worker)
         size_t s0 = j->s_begin + p * mbs, s1 = s0 + mbs < j->s_end ? s0 + mbs : j->s_end;
         rl_batch b;
         int rc = mbuf_build(r, mb, &j->src, s0, s1, &b);
+        double t0 = rl_now();
         if (!rc) rc = rl_forward(&x, &b, &w->acts, mb->logp, NULL, NULL);
+        w->ws.prof.t[RL_T_FWD] += rl_now() - t0;
         if (rc) return rc;
         for (size_t m = 0; m < b.M; m++) mb->c[m] = 0;
         uint64_t clipped = 0;
@@ -460,7 +461,10 @@ static int upd_piece(void *arg, size_t begin, size_t end, int worker)
         float *G = r->gbuf + p * Pn;
         memset(G, 0, Pn * sizeof *G);
         double aux_scale = o->aux_coef * (double)b.M / (double)j->rows_mb;
-        if ((rc = rl_backward(&x, &b, &w->acts, mb->c, aux_scale, G))) return rc;
+        t0 = rl_now();
+        rc = rl_backward(&x, &b, &w->acts, mb->c, aux_scale, G);
+        w->ws.prof.t[RL_T_BWD] += rl_now() - t0;
+        if (rc) return rc;
     }
     return 0;
 }
@@ -788,8 +792,8 @@ int fp4s_rl_step(fp4s_rl *r, fp4s_capture *cap, fp4s_rl_stats *st)
     const fp4s_rl_opts *o = &r->o;
     fp4s_rl_stats s = {.step = r->step, .acc_rollout = NAN, .acc_trainer = NAN};
     size_t Tp = (size_t)r->task.prompt_len, R = (size_t)r->task.max_resp, B = r->B, G = (size_t)o->group;
-    double t0 = rl_now(), g0, q0;
-    prof_sum(r, &g0, &q0);
+    double t0 = rl_now(), p0[RL_T_NT], pr[RL_T_NT];
+    prof_sum(r, p0);
     int rc;
     bool acts = cap && o->act_every && r->step % o->act_every == 0;
     /* 1. sync */
@@ -812,8 +816,12 @@ int fp4s_rl_step(fp4s_rl *r, fp4s_capture *cap, fp4s_rl_stats *st)
                     .prompts = r->prompts, .group = o->group, .greedy = false, .temperature = o->temperature,
                     .seed = o->seed, .stream = STREAM_SAMPLE + ((uint64_t)r->step << 8),
                     .shard = (size_t)o->shard, .rec = acts ? &r->rec_ro : NULL, .hf = acts ? r->hf_ro : NULL};
+    prof_sum(r, pr);
     if ((rc = rl_generate(&q, &r->gen, r->workers, r->nworkers))) return rc;
     s.t_rollout = rl_now() - tr0;
+    double pr1[RL_T_NT];
+    prof_sum(r, pr1);
+    s.t_gemm_rollout = pr1[RL_T_GEMM] - pr[RL_T_GEMM];
     /* 4. rewards and advantages */
     uint64_t ntok = 0;
     double rsum = 0, lsum = 0;
@@ -897,10 +905,12 @@ int fp4s_rl_step(fp4s_rl *r, fp4s_capture *cap, fp4s_rl_stats *st)
     s.aqn_sigma = r->aqn_sigma;
     s.clip_frac = nupd ? (double)nclip / (double)nupd : 0.0;
     s.t_train = rl_now() - tt0;
-    double g1, q1;
-    prof_sum(r, &g1, &q1);
-    s.t_gemm = g1 - g0;
-    s.t_quant = q1 - q0;
+    double p1[RL_T_NT];
+    prof_sum(r, p1);
+    s.t_gemm = p1[RL_T_GEMM] - p0[RL_T_GEMM];
+    s.t_quant = p1[RL_T_QUANT] - p0[RL_T_QUANT];
+    s.t_fwd = p1[RL_T_FWD] - p0[RL_T_FWD];
+    s.t_bwd = p1[RL_T_BWD] - p0[RL_T_BWD];
     s.t_total = rl_now() - t0; /* the capture's writing comes after */
     if (cap && (rc = write_step(r, cap, acts, &s))) goto done;
     r->step++;

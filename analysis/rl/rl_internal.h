@@ -77,7 +77,7 @@ static inline double rl_u01(uint64_t h) { return ((double)(h >> 11) + 0.5) * 0x1
 double rl_gauss(uint64_t a, uint64_t b, uint64_t c, uint64_t d);
 
 /* ---- time accounting (per worker, summed by the caller) ------------------------------ */
-enum { RL_T_GEMM = 0, RL_T_QUANT, RL_T_NT };
+enum { RL_T_GEMM = 0, RL_T_QUANT, RL_T_FWD, RL_T_BWD, RL_T_NT }; /* BLAS, quantizers, trainer forward, backward */
 typedef struct rl_prof { double t[RL_T_NT]; uint64_t gemm_flop; } rl_prof;
 double rl_now(void);
 

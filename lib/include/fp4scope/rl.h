@@ -146,7 +146,9 @@ typedef struct fp4s_rl_stats {
     double aux;              /* load-balancing term (mean over layers) */
     double aqn_sigma;        /* the rollout's aqn noise at this step (0 without aqn) */
     double t_rollout, t_train, t_eval, t_total;
-    double t_gemm, t_quant;  /* thread-seconds inside BLAS calls and quantizers */
+    double t_gemm, t_quant;  /* thread-seconds inside BLAS calls and quantizers (weights, activations, remedies) */
+    double t_gemm_rollout;   /* the part of t_gemm spent in the rollout phase */
+    double t_fwd, t_bwd;     /* thread-seconds in the trainer's forward and backward passes */
     uint64_t rollout_tokens; /* tokens the engine processed (prompts and responses) */
     uint64_t train_tokens;   /* tokens the trainer processed, counting each forward */
 } fp4s_rl_stats;
