@@ -34,23 +34,10 @@ BUDGET=${RL_BUDGET:-480}
 mkdir -p "$OUT"
 t0=$(date +%s)
 TARGETS="tools/fp4-rl tools/fp4-mismatch"
-{
-if ls .device/debs/*.deb >/dev/null 2>&1; then
-    FP4S_DEVICE_BUILD=$B FP4S_MESON_ARGS="-Dtests=disabled -Dgsl=disabled -Dblas=enabled" \
-        sh scripts/device/setup.sh $TARGETS
-else
-    export CPATH="/usr/include/hdf5/serial${CPATH:+:$CPATH}"
-    if ! pkg-config --exists hdf5 && pkg-config --exists hdf5-serial; then
-        mkdir -p "$B-pc"
-        printf 'Name: hdf5\nDescription: shim\nVersion: %s\nRequires: hdf5-serial\n' \
-            "$(pkg-config --modversion hdf5-serial)" > "$B-pc/hdf5.pc"
-        export PKG_CONFIG_PATH="$(pwd)/$B-pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-    fi
-    [ -d "$B" ] || meson setup "$B" -Dtests=disabled -Dgsl=disabled -Dgnuplot=disabled -Dcuda=disabled -Dblas=enabled
-    # shellcheck disable=SC2086
-    ninja -C "$B" -j "$(nproc)" $TARGETS
-fi
-} > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+. scripts/gpu/build.sh
+# shellcheck disable=SC2086
+gpu_build "$B" "-Dtests=disabled -Dgsl=disabled -Dblas=enabled" $TARGETS > "$OUT/build.log" 2>&1 ||
+    { tail -30 "$OUT/build.log"; exit 1; }
 [ -f .device/env.sh ] && . .device/env.sh
 RL=$(pwd)/$B/tools/fp4-rl
 MM=$(pwd)/$B/tools/fp4-mismatch

@@ -5,31 +5,15 @@
 #
 #   scripts/gpu/run_moe.sh [moe_capture.py options]
 #
-# The machine has serial HDF5 (headers in /usr/include/hdf5/serial) but no
-# jansson/GSL/Check/gnuplot: when the Debian packages are carried in
-# .device/debs, scripts/device/setup.sh unpacks them and configures the build;
-# otherwise meson is run directly (then jansson must be installed).
+# The build: scripts/gpu/build.sh.
 set -eu
 cd "$(dirname "$0")/../.."
 B=${FP4S_MOE_BUILD:-build-moe}
 OUT=${OUT:-$(pwd)/out-moe}
 TARGETS="tools/fp4-capture tools/fp4-decompose tools/fp4-channels tools/fp4-quant"
-if ls .device/debs/*.deb >/dev/null 2>&1; then
-    FP4S_DEVICE_BUILD=$B FP4S_MESON_ARGS="-Dtests=disabled -Dgsl=disabled" \
-        sh scripts/device/setup.sh $TARGETS
-    . .device/env.sh
-else
-    export CPATH="/usr/include/hdf5/serial${CPATH:+:$CPATH}"
-    if ! pkg-config --exists hdf5 && pkg-config --exists hdf5-serial; then
-        mkdir -p "$B-pc"
-        printf 'Name: hdf5\nDescription: shim\nVersion: %s\nRequires: hdf5-serial\n' \
-            "$(pkg-config --modversion hdf5-serial)" > "$B-pc/hdf5.pc"
-        export PKG_CONFIG_PATH="$(pwd)/$B-pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-    fi
-    [ -d "$B" ] || meson setup "$B" -Dtests=disabled -Dgsl=disabled -Dgnuplot=disabled
-    # shellcheck disable=SC2086
-    ninja -C "$B" -j "$(nproc)" $TARGETS
-fi
+. scripts/gpu/build.sh
+# shellcheck disable=SC2086
+gpu_build "$B" "-Dtests=disabled -Dgsl=disabled" $TARGETS
 export FP4SCOPE_LIB="$(pwd)/$B/libfp4scope.so"
 export PATH="$(pwd)/$B/tools:$PATH"
 mkdir -p "$OUT"
