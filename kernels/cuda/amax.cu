@@ -1,16 +1,49 @@
 /* CUDA op: tensor amax (max |x| over finite entries) and the count of NaN/Inf
- * entries, the first pass of NVFP4's two-pass flow. Magnitudes are compared
- * as float32 bit patterns (numeric order for non-negative floats), so the
- * result is exact and independent of the reduction order. */
+ * entries, the first pass of NVFP4's two-pass flow, for float32, BF16 and
+ * FP16 input. Magnitudes are compared as float32 bit patterns (numeric order
+ * for non-negative floats), so the result is exact and independent of the
+ * reduction order. */
 #include "cuda_internal.cuh"
+
+#include <cuda_fp16.h>
 
 namespace {
 
 constexpr int THREADS = 256;
 
+template <int DT>
+__device__ __forceinline__ uint32_t mag_bits(const void *x, size_t i)
+{
+    if (DT == CU_DT_F32) return __float_as_uint(__ldcs(static_cast<const float *>(x) + i)) & 0x7FFFFFFFu;
+    const uint32_t h = __ldcs(static_cast<const unsigned short *>(x) + i);
+    if (DT == CU_DT_BF16) return (h << 16) & 0x7FFFFFFFu;
+    return __float_as_uint(__half2float(__ushort_as_half((unsigned short)h))) & 0x7FFFFFFFu;
+}
+
+__device__ __forceinline__ void fold(uint32_t u, uint32_t &m, unsigned long long &nf)
+{
+    if (u >= 0x7F800000u) nf++;
+    else m = max(m, u);
+}
+
+__device__ __forceinline__ void reduce(uint32_t m, unsigned long long nf, unsigned int *amax_bits,
+                                       unsigned long long *nonfinite)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+        nf += __shfl_xor_sync(0xffffffffu, nf, o);
+    }
+    if ((threadIdx.x & 31u) == 0) {
+        if (m) atomicMax(amax_bits, m);
+        if (nf) atomicAdd(nonfinite, nf);
+    }
+}
+
+template <int DT>
 __global__ void __launch_bounds__(THREADS)
-amax_kernel(const float *__restrict__ x, size_t rows, size_t cols, size_t ld,
-            unsigned int *amax_bits, unsigned long long *nonfinite)
+amax_kernel(const void *__restrict__ x, size_t rows, size_t cols, size_t ld, unsigned int *amax_bits,
+            unsigned long long *nonfinite)
 {
     const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     const size_t nthreads = (size_t)gridDim.x * blockDim.x;
@@ -19,58 +52,63 @@ amax_kernel(const float *__restrict__ x, size_t rows, size_t cols, size_t ld,
     unsigned long long nf = 0;
     for (size_t i = tid; i < n; i += nthreads) {
         size_t r = i / cols, c = i - r * cols;
-        uint32_t u = __float_as_uint(__ldcs(x + r * ld + c)) & 0x7FFFFFFFu;
-        if (u >= 0x7F800000u) nf++;
-        else m = max(m, u);
+        fold(mag_bits<DT>(x, r * ld + c), m, nf);
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
-        nf += __shfl_xor_sync(0xffffffffu, nf, o);
-    }
-    if ((threadIdx.x & 31u) == 0) {
-        if (m) atomicMax(amax_bits, m);
-        if (nf) atomicAdd(nonfinite, nf);
-    }
+    reduce(m, nf, amax_bits, nonfinite);
 }
 
-/* Contiguous, 16-byte aligned fast path. */
+/* Contiguous, 16-byte aligned fast path: 16 bytes a load. */
+template <int DT>
 __global__ void __launch_bounds__(THREADS)
-amax4_kernel(const float4 *__restrict__ x, size_t n4, unsigned int *amax_bits,
-             unsigned long long *nonfinite)
+amax16_kernel(const uint4 *__restrict__ x, size_t n16, unsigned int *amax_bits, unsigned long long *nonfinite)
 {
     const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     const size_t nthreads = (size_t)gridDim.x * blockDim.x;
     uint32_t m = 0;
     unsigned long long nf = 0;
-    for (size_t i = tid; i < n4; i += nthreads) {
-        float4 f = __ldcs(x + i);
-        uint32_t u[4] = {__float_as_uint(f.x) & 0x7FFFFFFFu, __float_as_uint(f.y) & 0x7FFFFFFFu,
-                         __float_as_uint(f.z) & 0x7FFFFFFFu, __float_as_uint(f.w) & 0x7FFFFFFFu};
+    for (size_t i = tid; i < n16; i += nthreads) {
+        const uint4 v = __ldcs(x + i);
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            if (u[k] >= 0x7F800000u) nf++;
-            else m = max(m, u[k]);
+            if (DT == CU_DT_F32) {
+                fold(w[k] & 0x7FFFFFFFu, m, nf);
+            } else if (DT == CU_DT_BF16) {
+                fold((w[k] << 16) & 0x7FFFFFFFu, m, nf);
+                fold(w[k] & 0x7FFF0000u, m, nf);
+            } else {
+                const float2 h = __half22float2(*reinterpret_cast<const __half2 *>(&w[k]));
+                fold(__float_as_uint(h.x) & 0x7FFFFFFFu, m, nf);
+                fold(__float_as_uint(h.y) & 0x7FFFFFFFu, m, nf);
+            }
         }
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
-        nf += __shfl_xor_sync(0xffffffffu, nf, o);
-    }
-    if ((threadIdx.x & 31u) == 0) {
-        if (m) atomicMax(amax_bits, m);
-        if (nf) atomicAdd(nonfinite, nf);
+    reduce(m, nf, amax_bits, nonfinite);
+}
+
+template <int DT>
+void launch(const void *d_x, size_t rows, size_t cols, size_t ld, unsigned int *bits, unsigned long long *nf,
+            cudaStream_t st)
+{
+    const size_t esz = DT == CU_DT_F32 ? 4 : 2, n = rows * cols;
+    if (ld == cols && (uintptr_t)d_x % 16 == 0 && (n * esz) % 16 == 0) {
+        const size_t n16 = n * esz / 16;
+        amax16_kernel<DT><<<fp4s_cu_grid(n16, THREADS), THREADS, 0, st>>>(static_cast<const uint4 *>(d_x), n16,
+                                                                         bits, nf);
+    } else {
+        amax_kernel<DT><<<fp4s_cu_grid(n, THREADS), THREADS, 0, st>>>(d_x, rows, cols, ld, bits, nf);
     }
 }
 
 } // namespace
 
-extern "C" FP4S_API int fp4s_cuda_amax(const float *d_x, size_t rows, size_t cols, size_t ld,
-                                       float *amax, uint64_t *nonfinite, void *stream)
+extern "C" FP4S_API int fp4s_cuda_amax_ex(fp4s_dtype dtype, const void *d_x, size_t rows, size_t cols, size_t ld,
+                                          float *amax, uint64_t *nonfinite, void *stream)
 {
     if (!d_x || !amax)
         return fp4s_error_set(FP4S_EINVAL, "cuda: amax: input and result are required");
+    const int dt = fp4s_cu_dtype(dtype, "amax");
+    if (dt < 0) return dt;
     if (ld < cols)
         return fp4s_error_set(FP4S_EINVAL, "cuda: amax: row stride %zu is smaller than %zu columns",
                               ld, cols);
@@ -87,15 +125,9 @@ extern "C" FP4S_API int fp4s_cuda_amax(const float *d_x, size_t rows, size_t col
     if (e != cudaSuccess) return fp4s_cu_fail(e, "amax: scratch allocation");
     e = cudaMemsetAsync(d_res, 0, sizeof(res), st);
     if (e == cudaSuccess) {
-        size_t n = rows * cols;
-        if (ld == cols && (uintptr_t)d_x % 16 == 0 && n % 4 == 0) {
-            unsigned grid = fp4s_cu_grid(n / 4, THREADS);
-            amax4_kernel<<<grid, THREADS, 0, st>>>(reinterpret_cast<const float4 *>(d_x), n / 4,
-                                                   &d_res->bits, &d_res->nf);
-        } else {
-            unsigned grid = fp4s_cu_grid(n, THREADS);
-            amax_kernel<<<grid, THREADS, 0, st>>>(d_x, rows, cols, ld, &d_res->bits, &d_res->nf);
-        }
+        if (dt == CU_DT_F32) launch<CU_DT_F32>(d_x, rows, cols, ld, &d_res->bits, &d_res->nf, st);
+        else if (dt == CU_DT_BF16) launch<CU_DT_BF16>(d_x, rows, cols, ld, &d_res->bits, &d_res->nf, st);
+        else launch<CU_DT_F16>(d_x, rows, cols, ld, &d_res->bits, &d_res->nf, st);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess) e = cudaMemcpyAsync(&h, d_res, sizeof h, cudaMemcpyDeviceToHost, st);
@@ -107,4 +139,10 @@ extern "C" FP4S_API int fp4s_cuda_amax(const float *d_x, size_t rows, size_t col
     memcpy(amax, &b, sizeof b);
     if (nonfinite) *nonfinite += h.nf;
     return 0;
+}
+
+extern "C" FP4S_API int fp4s_cuda_amax(const float *d_x, size_t rows, size_t cols, size_t ld, float *amax,
+                                       uint64_t *nonfinite, void *stream)
+{
+    return fp4s_cuda_amax_ex(FP4S_DT_F32, d_x, rows, cols, ld, amax, nonfinite, stream);
 }

@@ -66,15 +66,7 @@ int fp4s_cu_fail(cudaError_t e, const char *what)
     return fp4s_error_set(code, "cuda: %s: %s", what, txt);
 }
 
-int fp4s_cu_variant(void)
-{
-    static int v = 0;
-    if (v == 0) {
-        const char *e = getenv("FP4S_CUDA_VARIANT");
-        v = (e && !strcmp(e, "4")) ? 4 : 8;
-    }
-    return v;
-}
+unsigned fp4s_cu_extra_caps(void) { return 0; }
 
 unsigned fp4s_cu_grid(size_t work, unsigned threads)
 {
@@ -142,18 +134,35 @@ int fp4s_cu_prepare(const fp4s_spec *s, const fp4s_tscale *ts, size_t rows, size
     p->tile2d = s->format == FP4S_NVFP4 && s->tile2d;
     p->s_enc = ts ? ts->s_enc : 1.0f;
     p->s_dec = ts ? ts->s_dec : 1.0f;
+    /* the fast element path: not ggml's level search; zero_in NEG gives
+     * exact zeros code 8, which the word-level -0 clearing of a spec that
+     * drops -0 would undo, so that combination takes the generic path */
+    p->fast_ok = !(p->format == FP4S_NVFP4 && p->elem == FP4S_NV_ELEM_SEARCH) &&
+                 !(s->zero_in == FP4S_ZIN_NEG && !s->keep_neg_zero);
+    p->clear_negz = !s->keep_neg_zero;
+    p->kmag = s->tie == FP4S_TIE_ZERO ? 0x1.fffffep-1f /* 1 - 2^-24 */ : 1.0f;
     return 0;
+}
+
+extern "C" FP4S_API unsigned fp4s_cuda_caps(void)
+{
+    unsigned c = FP4S_CUDA_CAP_BUILT | FP4S_CUDA_CAP_QUANTIZE | FP4S_CUDA_CAP_BF16 | FP4S_CUDA_CAP_F16 |
+                 FP4S_CUDA_CAP_PACKED | fp4s_cu_extra_caps();
+    if (fp4s_cuda_available()) c |= FP4S_CUDA_CAP_DEVICE;
+    return c;
 }
 
 /* ---- host-memory conveniences ------------------------------------------------ */
 
-extern "C" FP4S_API int fp4s_cuda_quantize_host(const fp4s_spec *s, const fp4s_tscale *ts,
-                                                const float *x, size_t rows, size_t cols, size_t ld,
-                                                uint8_t *codes, uint8_t *scales)
+extern "C" FP4S_API int fp4s_cuda_quantize_host_ex(const fp4s_spec *s, const fp4s_tscale *ts, fp4s_dtype dtype,
+                                                   const void *x, size_t rows, size_t cols, size_t ld,
+                                                   bool packed, uint8_t *codes, uint8_t *scales)
 {
     fp4s_cu_params p;
     int rc = fp4s_cu_prepare(s, ts, rows, cols, &p);
     if (rc) return rc;
+    const int dt = fp4s_cu_dtype(dtype, "quantize");
+    if (dt < 0) return dt;
     if (!x || !codes || !scales)
         return fp4s_error_set(FP4S_EINVAL, "cuda: quantize: input, codes and scales are required");
     if (ld < cols)
@@ -162,15 +171,16 @@ extern "C" FP4S_API int fp4s_cuda_quantize_host(const fp4s_spec *s, const fp4s_t
     if (rows == 0 || cols == 0) return 0;
     if (!fp4s_cuda_available())
         return fp4s_error_set(FP4S_ENOTSUP, "cuda: quantize: no usable GPU");
-    size_t nx = (rows - 1) * ld + cols, nc = rows * cols, ns = rows * (cols / s->block);
-    float *dx = nullptr;
+    const size_t esz = dt == CU_DT_F32 ? 4 : 2;
+    size_t nx = (rows - 1) * ld + cols, nc = rows * cols / (packed ? 2 : 1), ns = rows * (cols / s->block);
+    void *dx = nullptr;
     uint8_t *dc = nullptr, *ds = nullptr;
-    cudaError_t e = cudaMalloc((void **)&dx, nx * sizeof(float));
+    cudaError_t e = cudaMalloc(&dx, nx * esz);
     if (e == cudaSuccess) e = cudaMalloc((void **)&dc, nc);
     if (e == cudaSuccess) e = cudaMalloc((void **)&ds, ns);
-    if (e == cudaSuccess) e = cudaMemcpy(dx, x, nx * sizeof(float), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMemcpy(dx, x, nx * esz, cudaMemcpyHostToDevice);
     if (e == cudaSuccess) {
-        rc = fp4s_cuda_quantize(s, ts, dx, rows, cols, ld, dc, ds, nullptr);
+        rc = fp4s_cuda_quantize_ex(s, ts, dtype, dx, rows, cols, ld, packed, dc, ds, nullptr);
         if (rc == 0) e = cudaDeviceSynchronize();
         if (rc == 0 && e == cudaSuccess) e = cudaMemcpy(codes, dc, nc, cudaMemcpyDeviceToHost);
         if (rc == 0 && e == cudaSuccess) e = cudaMemcpy(scales, ds, ns, cudaMemcpyDeviceToHost);
@@ -182,9 +192,16 @@ extern "C" FP4S_API int fp4s_cuda_quantize_host(const fp4s_spec *s, const fp4s_t
     return rc;
 }
 
-extern "C" FP4S_API int fp4s_cuda_dequantize_host(const fp4s_spec *s, const fp4s_tscale *ts,
-                                                  const uint8_t *codes, const uint8_t *scales,
-                                                  size_t rows, size_t cols, float *out)
+extern "C" FP4S_API int fp4s_cuda_quantize_host(const fp4s_spec *s, const fp4s_tscale *ts,
+                                                const float *x, size_t rows, size_t cols, size_t ld,
+                                                uint8_t *codes, uint8_t *scales)
+{
+    return fp4s_cuda_quantize_host_ex(s, ts, FP4S_DT_F32, x, rows, cols, ld, false, codes, scales);
+}
+
+extern "C" FP4S_API int fp4s_cuda_dequantize_host_ex(const fp4s_spec *s, const fp4s_tscale *ts, bool packed,
+                                                     const uint8_t *codes, const uint8_t *scales,
+                                                     size_t rows, size_t cols, float *out)
 {
     fp4s_cu_params p;
     int rc = fp4s_cu_prepare(s, ts, rows, cols, &p);
@@ -194,22 +211,29 @@ extern "C" FP4S_API int fp4s_cuda_dequantize_host(const fp4s_spec *s, const fp4s
     if (rows == 0 || cols == 0) return 0;
     if (!fp4s_cuda_available())
         return fp4s_error_set(FP4S_ENOTSUP, "cuda: dequantize: no usable GPU");
-    size_t nc = rows * cols, ns = rows * (cols / s->block);
+    size_t n = rows * cols, nc = n / (packed ? 2 : 1), ns = rows * (cols / s->block);
     float *dout = nullptr;
     uint8_t *dc = nullptr, *ds = nullptr;
-    cudaError_t e = cudaMalloc((void **)&dout, nc * sizeof(float));
+    cudaError_t e = cudaMalloc((void **)&dout, n * sizeof(float));
     if (e == cudaSuccess) e = cudaMalloc((void **)&dc, nc);
     if (e == cudaSuccess) e = cudaMalloc((void **)&ds, ns);
     if (e == cudaSuccess) e = cudaMemcpy(dc, codes, nc, cudaMemcpyHostToDevice);
     if (e == cudaSuccess) e = cudaMemcpy(ds, scales, ns, cudaMemcpyHostToDevice);
     if (e == cudaSuccess) {
-        rc = fp4s_cuda_dequantize(s, ts, dc, ds, rows, cols, dout, nullptr);
+        rc = fp4s_cuda_dequantize_ex(s, ts, packed, dc, ds, rows, cols, dout, nullptr);
         if (rc == 0) e = cudaDeviceSynchronize();
-        if (rc == 0 && e == cudaSuccess) e = cudaMemcpy(out, dout, nc * sizeof(float), cudaMemcpyDeviceToHost);
+        if (rc == 0 && e == cudaSuccess) e = cudaMemcpy(out, dout, n * sizeof(float), cudaMemcpyDeviceToHost);
     }
     if (e != cudaSuccess && rc == 0) rc = fp4s_cu_fail(e, "dequantize (host buffers)");
     cudaFree(dout);
     cudaFree(dc);
     cudaFree(ds);
     return rc;
+}
+
+extern "C" FP4S_API int fp4s_cuda_dequantize_host(const fp4s_spec *s, const fp4s_tscale *ts,
+                                                  const uint8_t *codes, const uint8_t *scales,
+                                                  size_t rows, size_t cols, float *out)
+{
+    return fp4s_cuda_dequantize_host_ex(s, ts, false, codes, scales, rows, cols, out);
 }

@@ -15,11 +15,13 @@ int fp4s_cu_fail(cudaError_t e, const char *what);
 int fp4s_cu_prepare(const fp4s_spec *s, const fp4s_tscale *ts, size_t rows, size_t cols,
                     fp4s_cu_params *p);
 
-/* Which 1-D quantize kernel runs: 8 (a thread per 8 elements, the default:
- * 1.3 to 1.5 times faster on the H200, bench/RESULTS.md) or 4 (a thread per
- * 4 elements), selected with FP4S_CUDA_VARIANT=4 in the environment
- * (scripts/device/cuda_check.sh tests and times both). Read once. */
-int fp4s_cu_variant(void);
+/* The kernels' input type index (CU_DT_*) of a fp4s_dtype, or FP4S_EDTYPE
+ * with a detail naming op for the types they do not read. */
+int fp4s_cu_dtype(fp4s_dtype dt, const char *op);
+
+/* Capability bits of modules beyond quantize (the decomposition): 0 until
+ * they are built in. */
+unsigned fp4s_cu_extra_caps(void);
 
 /* Blocks for a grid-stride launch of `threads` threads over `work` items. */
 unsigned fp4s_cu_grid(size_t work, unsigned threads);

@@ -54,3 +54,39 @@ FP4S_API int fp4s_cuda_dequantize_host(const fp4s_spec *s, const fp4s_tscale *ts
 {
     return declined("dequantize");
 }
+
+FP4S_API unsigned fp4s_cuda_caps(void) { return 0; }
+
+FP4S_API int fp4s_cuda_quantize_ex(const fp4s_spec *s, const fp4s_tscale *ts, fp4s_dtype dtype,
+                                   const void *d_x, size_t rows, size_t cols, size_t ld, bool packed,
+                                   uint8_t *d_codes, uint8_t *d_scales, void *stream)
+{
+    return declined("quantize");
+}
+
+FP4S_API int fp4s_cuda_dequantize_ex(const fp4s_spec *s, const fp4s_tscale *ts, bool packed,
+                                     const uint8_t *d_codes, const uint8_t *d_scales,
+                                     size_t rows, size_t cols, float *d_out, void *stream)
+{
+    return declined("dequantize");
+}
+
+FP4S_API int fp4s_cuda_amax_ex(fp4s_dtype dtype, const void *d_x, size_t rows, size_t cols, size_t ld,
+                               float *amax, uint64_t *nonfinite, void *stream)
+{
+    return declined("amax");
+}
+
+FP4S_API int fp4s_cuda_quantize_host_ex(const fp4s_spec *s, const fp4s_tscale *ts, fp4s_dtype dtype,
+                                        const void *x, size_t rows, size_t cols, size_t ld, bool packed,
+                                        uint8_t *codes, uint8_t *scales)
+{
+    return declined("quantize");
+}
+
+FP4S_API int fp4s_cuda_dequantize_host_ex(const fp4s_spec *s, const fp4s_tscale *ts, bool packed,
+                                          const uint8_t *codes, const uint8_t *scales,
+                                          size_t rows, size_t cols, float *out)
+{
+    return declined("dequantize");
+}

@@ -10,6 +10,7 @@
 #define FP4S_CUDA_EMULATE_H
 
 #include <fp4scope/quant.h>
+#include <fp4scope/tensor.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,6 +19,9 @@ extern "C" {
 int fp4s_cuda_emulate_quantize(const fp4s_spec *s, const fp4s_tscale *ts,
                                const float *x, size_t rows, size_t cols, size_t ld,
                                uint8_t *codes, uint8_t *scales);
+int fp4s_cuda_emulate_quantize_ex(const fp4s_spec *s, const fp4s_tscale *ts, fp4s_dtype dtype,
+                                  const void *x, size_t rows, size_t cols, size_t ld, bool packed,
+                                  uint8_t *codes, uint8_t *scales);
 int fp4s_cuda_emulate_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
                                  const uint8_t *codes, const uint8_t *scales,
                                  size_t rows, size_t cols, float *out);
@@ -26,6 +30,10 @@ int fp4s_cuda_emulate_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
  * E2M1 encoders for each tie rule, against fp4s_e2m1_encode: the number of
  * disagreements (first one's bits in *first). Takes ~a minute. */
 uint64_t fp4s_cuda_emulate_check_e2m1(uint32_t *first);
+
+/* The kernels' division by a block factor (reciprocal and two FMAs) against
+ * the IEEE division on n pseudo-random and planted pairs: disagreements. */
+uint64_t fp4s_cuda_emulate_check_div(uint64_t seed, uint64_t n, float *first_x, float *first_t);
 
 #ifdef __cplusplus
 }

@@ -48,6 +48,10 @@ struct fp4s_cu_params {
     int ignore;        /* nonfinite == IGNORE: NaN/Inf inputs get code 0 */
     float s_enc;       /* fp4s_tscale.s_enc */
     float s_dec;       /* fp4s_tscale.s_dec */
+    /* the fast element path (cu_nib_fast) */
+    int fast_ok;       /* the spec may take it (not ggml's search, not zero_in NEG without -0) */
+    int clear_negz;    /* !keep_neg_zero: code 8 becomes 0 (done on whole words of codes) */
+    float kmag;        /* the magic add's multiplier: 1 (RNE) or 1 - 2^-24 (RTZ); RHA uses thr */
 };
 
 /* ---- fp32 operations, exactly rounded on both sides ------------------------ */
@@ -73,6 +77,14 @@ FP4S_HD float cu_rcp(float a)
     return __frcp_rn(a);
 #else
     return 1.0f / a;
+#endif
+}
+FP4S_HD float cu_fma(float a, float b, float c)
+{
+#if defined(__CUDA_ARCH__)
+    return __fmaf_rn(a, b, c);
+#else
+    return fmaf(a, b, c);
 #endif
 }
 FP4S_HD float cu_add(float a, float b)
@@ -597,6 +609,197 @@ FP4S_HD float cu_deq_elem(const fp4s_cu_dq &d, uint8_t code)
 FP4S_HD float cu_deq(const fp4s_cu_params &p, uint8_t scale, uint8_t code)
 {
     return cu_deq_elem(cu_deq_block(p, scale), code);
+}
+
+/* ---- input element types ----------------------------------------------------
+ * BF16 and FP16 inputs are widened to float32 exactly (every BF16 and FP16
+ * value is a float32 value), so the arithmetic below sees the same floats as
+ * the C reference does after fp4s_bf16_decode / fp4s_fp16_decode. */
+enum { CU_DT_F32 = 0, CU_DT_BF16 = 1, CU_DT_F16 = 2 };
+
+FP4S_HD float cu_bf16_f32(uint32_t h) { return cu_float(h << 16); }
+
+/* IEEE half to float32, exact (subnormals, Inf and NaN payloads kept as
+ * fp4s_fp16_decode keeps them: the quiet bit is not forced). */
+FP4S_HD float cu_f16_f32(uint32_t h)
+{
+    uint32_t s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+    if (e == 0x1Fu) return cu_float(s | 0x7F800000u | (m << 13));
+    if (e == 0) {
+        /* m * 2^-24: exact in float32 */
+        return cu_float(s | cu_bits(cu_mul((float)m, 5.9604644775390625e-8f)));
+    }
+    return cu_float(s | ((e + 112u) << 23) | (m << 13));
+}
+
+/* ---- the fast element path ----------------------------------------------------
+ * For blocks without NaN/Inf whose factor is finite (the common case) the
+ * elements take cu_nib_fast: the E2M1 magnitude by one rounding in float32
+ * instead of threshold compares. With c = min(|v|, 6), the grid step is 0.5
+ * below 2, 1 in [2, 4) and 2 in [4, 6]: it is the ulp of M = 2^22 * P where P
+ * = 2^floor(log2(max(c, 1))) (1, 2 or 4). t = RN(c * k + M) rounds c to that
+ * step in one IEEE operation (an exact product inside an FMA): k = 1 ties to
+ * even (RNE); k = 1 - 2^-24 moves every c by less than its own ulp toward 0,
+ * which turns the ties (and only them: no other c lies within an ulp of a
+ * midpoint) toward zero (RTZ). R = t - M is then the rounded value, exactly
+ * on the grid, and R * 2^-126 (exact: R has at most two significant bits) has
+ * the bit pattern code << 22: the eight grid values 0, .5, 1, 1.5, 2, 3, 4, 6
+ * scaled by 2^-126 are the float32 patterns k * 2^22, k = 0..7 (0.5 lands on
+ * the subnormal 2^-127). Ties away from zero (RHA) have no such product and
+ * use the threshold count. test_cuda --exhaustive checks every float32 up to
+ * 8 against the reference encoder for each tie rule.
+ * The sign of the code is the sign of v; zero_in POS reads it from v + 0
+ * (which is +0 for both zeros), NEG from -((-v) + 0) (-0 for both zeros).
+ * Returns code | sign << 3 in the low 4 bits (bits above are zero); a -0 code
+ * (8) that keep_neg_zero drops is cleared later on whole words (cu_clear_negz). */
+FP4S_HD uint32_t cu_nib_fast(const fp4s_cu_params &p, float v)
+{
+    const float c = fminf(fabsf(v), 6.0f);
+    uint32_t code;
+    if (p.tie == 2) {
+        code = cu_e2m1_thr_mag(p.thr, cu_bits(c));
+    } else {
+        const float P = cu_float(cu_bits(fmaxf(c, 1.0f)) & 0xFF800000u);
+        const float M = cu_mul(P, 4194304.0f);
+        const float t = cu_fma(c, p.kmag, M);
+        const float R = cu_add(t, -M);
+        code = cu_bits(cu_mul(R, 1.17549435e-38f /* 2^-126 */)) >> 22;
+    }
+    uint32_t sv;
+    if (p.zero_in == 0) sv = cu_bits(v);
+    else if (p.zero_in == 1) sv = cu_bits(cu_add(v, 0.0f));
+    else sv = ~cu_bits(cu_add(-v, 0.0f));
+    return code | ((sv >> 28) & 8u);
+}
+
+/* x / t correctly rounded, from y = RN(1/t), one product and two FMAs
+ * (Markstein's correction: q = RN(x y) is within an ulp of x/t, r = x - q t is
+ * exact, RN(q + r y) is RN(x / t)). Valid when nothing underflows: for t >=
+ * 2^-90 and y normal (cu_block_fast) every quotient of at least 2^-60 is
+ * exact; below, the result may be off but stays far below the grid, and the
+ * sign of x is put back (RN(x/t) keeps the sign of x for t > 0, the
+ * correction could round a tiny quotient to a zero of either sign). test_cuda
+ * --emulate compares it with the division on random and adversarial pairs. */
+FP4S_HD float cu_div_fast(float x, float t, float y)
+{
+    const float q = cu_mul(x, y);
+    const float r = cu_fma(-q, t, x);
+    const float q1 = cu_fma(r, y, q);
+    return cu_float((cu_bits(q1) & 0x7FFFFFFFu) | (cu_bits(x) & 0x80000000u));
+}
+
+/* |x| maximum that propagates NaN: the result is NaN if any input was NaN,
+ * +Inf if any was +-Inf (and none NaN), else the largest magnitude. */
+FP4S_HD float cu_absmax_nan(float m, float x)
+{
+#if defined(__CUDA_ARCH__)
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(m), "f"(fabsf(x)));
+    return r;
+#else
+    float a = fabsf(x);
+    if (m != m || a != a) return cu_float(0x7FC00000u);
+    return a > m ? a : m;
+#endif
+}
+
+/* The block summary from a NaN-propagating maximum (exact unless the block
+ * holds a NaN: then only the flags are right, and the IGNORE policy, the one
+ * that still needs the finite maximum, recomputes it with cu_amax_add). */
+FP4S_HD fp4s_cu_amax cu_amax_from(float a)
+{
+    fp4s_cu_amax am;
+    uint32_t u = cu_bits(a) & 0x7FFFFFFFu;
+    am.nan = u > 0x7F800000u;
+    am.inf = u == 0x7F800000u;
+    am.abits = u < 0x7F800000u ? u : 0u;
+    return am;
+}
+
+/* A shift-in of 4 (nibbles) or 8 (bytes) code bits at the top of w. */
+FP4S_HD uint32_t cu_shin(uint32_t w, uint32_t code, int bits)
+{
+#if defined(__CUDA_ARCH__)
+    return __funnelshift_r(w, code, bits);
+#else
+    return (w >> bits) | (code << (32 - bits));
+#endif
+}
+
+/* Clear the sign of -0 codes (8) in a word of 4-bit (NB = 4) or 8-bit codes:
+ * a field keeps bit 3 only where its low three bits are not all zero. */
+template <int NB>
+FP4S_HD uint32_t cu_clear_negz(uint32_t w)
+{
+    const uint32_t lo = NB == 4 ? 0x77777777u : 0x07070707u;
+    const uint32_t t = (w & lo) + lo; /* bit 3 of a field set iff its low bits are nonzero */
+    return w & (t | ~(lo + (NB == 4 ? 0x11111111u : 0x01010101u)));
+}
+
+/* May the block take the fast path? No NaN/Inf among its inputs, a finite
+ * factor, a spec the fast path implements; dividing recipes also need a
+ * normal t and 1/t (y). */
+FP4S_HD bool cu_block_fast(const fp4s_cu_params &p, const fp4s_cu_amax &am, const fp4s_cu_blk &b,
+                           int mode, float y)
+{
+    if (!p.fast_ok || mode == 2 || am.nan || am.inf || b.nan) return false;
+    const uint32_t fb = cu_bits(b.f) & 0x7FFFFFFFu;
+    if (fb >= 0x7F800000u) return false;
+    if (mode == 1) {
+        /* t >= 2^-90 and 1/t normal: every element whose quotient is within
+         * reach of the grid (|v| >= 2^-3) is then a normal x with an exact
+         * remainder; smaller quotients only need their sign (code 0) */
+        const uint32_t ef = fb >> 23, ey = (cu_bits(y) >> 23) & 0xFFu;
+        return ef >= 37 && ey != 0 && ey != 0xFFu;
+    }
+    return true;
+}
+
+/* The codes of 16 consecutive elements of one block (one row of a 2-D tile),
+ * in NB-bit fields (NB = 4: w[0..1] hold elements 0..7 and 8..15, element i
+ * in bits 4(i mod 8); NB = 8: w[0..3], a byte each). Fast path or the
+ * generic per-element one, NaN blocks all zero, -0 cleared per keep_neg_zero
+ * on the fast path (the generic one applies it itself). */
+template <int MODE, int NB>
+FP4S_HD void cu_encode16(const fp4s_cu_params &p, const fp4s_cu_amax &am, const fp4s_cu_blk &b,
+                         const float *f, uint32_t *w)
+{
+    constexpr int PER = 32 / NB; /* fields per word */
+    const float y = MODE == 1 ? cu_rcp(b.f) : 0.0f;
+    if (cu_block_fast(p, am, b, MODE, y)) {
+#pragma unroll
+        for (int k = 0; k < 16 / PER; k++) {
+            uint32_t acc = 0;
+#pragma unroll
+            for (int i = 0; i < PER; i++) {
+                const float x = f[k * PER + i];
+                const float v = MODE == 1 ? cu_div_fast(x, b.f, y) : cu_mul(x, b.f);
+                acc = cu_shin(acc, cu_nib_fast(p, v), NB);
+            }
+            w[k] = p.clear_negz ? cu_clear_negz<NB>(acc) : acc;
+        }
+        return;
+    }
+    const bool plain = cu_block_plain(p, am, b);
+#pragma unroll
+    for (int k = 0; k < 16 / PER; k++) {
+        uint32_t acc = 0;
+#pragma unroll
+        for (int i = 0; i < PER; i++) {
+            const float x = f[k * PER + i];
+            const uint32_t c = plain ? cu_elem_t<MODE, true>(p, b.f, x) : cu_elem_t<MODE, false>(p, b.f, x);
+            acc = cu_shin(acc, c, NB);
+        }
+        w[k] = b.nan ? 0u : acc;
+    }
+}
+
+/* ggml's split layout for a 16-element block held by one thread: byte j =
+ * q[j] | q[j+8] << 4, from the byte fields of cu_encode16<MODE, 8>. */
+FP4S_HD void cu_split16(const uint32_t *bw, uint32_t *out)
+{
+    out[0] = bw[0] | (bw[2] << 4);
+    out[1] = bw[1] | (bw[3] << 4);
 }
 
 #endif

@@ -25,6 +25,8 @@
  * The seed is printed first; rerun with --seed to reproduce. */
 #include <fp4scope/cuda.h>
 #include <fp4scope/quant.h>
+#include <fp4scope/tensor.h>
+#include <fp4scope/codec.h>
 
 #include <inttypes.h>
 #include <math.h>
@@ -270,6 +272,12 @@ static void fill_tensor(int kind, float *x, size_t rows, size_t cols, size_t ld)
         }
 }
 
+static size_t dt_size(fp4s_dtype dt) { return dt == FP4S_DT_F32 ? 4 : 2; }
+static const char *dt_name(fp4s_dtype dt)
+{
+    return dt == FP4S_DT_F32 ? "float32" : (dt == FP4S_DT_BF16 ? "bfloat16" : "float16");
+}
+
 /* ---- the GPU side through the device-pointer API on a stream ------------------ */
 static cudaStream_t stream;
 static int use_host_api; /* alternate with the host-memory conveniences */
@@ -280,22 +288,24 @@ static int cu_check(cudaError_t e, const char *what)
     return fp4s_error_set(FP4S_EINTERNAL, "test: %s: %s", what, cudaGetErrorString(e));
 }
 
-/* x: host [rows, ld] at element offset off of its allocation (misaligned when
- * off is odd): copied to device memory with the same offset and stride. */
-static int gpu_quantize(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
-                        size_t cols, size_t ld, size_t off, uint8_t *codes, uint8_t *scales)
+/* x: host [rows, ld] elements of type dt at element offset off of its
+ * allocation (misaligned when off is odd): copied to device memory with the
+ * same offset and stride. codes: rows*cols bytes, or half that packed. */
+static int gpu_quantize(const fp4s_spec *s, const fp4s_tscale *ts, fp4s_dtype dt, const void *x, size_t rows,
+                        size_t cols, size_t ld, size_t off, bool packed, uint8_t *codes, uint8_t *scales)
 {
-    if (use_host_api) return fp4s_cuda_quantize_host(s, ts, x, rows, cols, ld, codes, scales);
-    size_t nx = rows * ld + off, nc = rows * cols, ns = rows * (cols / s->block);
-    float *dx = NULL;
+    if (use_host_api) return fp4s_cuda_quantize_host_ex(s, ts, dt, x, rows, cols, ld, packed, codes, scales);
+    const size_t esz = dt_size(dt);
+    size_t nx = rows * ld + off, nc = rows * cols / (packed ? 2 : 1), ns = rows * (cols / s->block);
+    char *dx = NULL;
     uint8_t *dc = NULL, *ds = NULL;
-    int rc = cu_check(cudaMalloc((void **)&dx, nx * sizeof(float)), "cudaMalloc");
+    int rc = cu_check(cudaMalloc((void **)&dx, nx * esz), "cudaMalloc");
     if (!rc) rc = cu_check(cudaMalloc((void **)&dc, nc), "cudaMalloc");
     if (!rc) rc = cu_check(cudaMalloc((void **)&ds, ns), "cudaMalloc");
-    if (!rc) rc = cu_check(cudaMemcpy(dx, x - off, nx * sizeof(float), cudaMemcpyHostToDevice), "copy in");
+    if (!rc) rc = cu_check(cudaMemcpy(dx, (const char *)x - off * esz, nx * esz, cudaMemcpyHostToDevice), "copy in");
     if (!rc) rc = cu_check(cudaMemset(dc, 0xEE, nc), "poison");
     if (!rc) rc = cu_check(cudaMemset(ds, 0xEE, ns), "poison");
-    if (!rc) rc = fp4s_cuda_quantize(s, ts, dx + off, rows, cols, ld, dc, ds, stream);
+    if (!rc) rc = fp4s_cuda_quantize_ex(s, ts, dt, dx + off * esz, rows, cols, ld, packed, dc, ds, stream);
     if (!rc) rc = cu_check(cudaStreamSynchronize(stream), "quantize kernel");
     if (!rc) rc = cu_check(cudaMemcpy(codes, dc, nc, cudaMemcpyDeviceToHost), "copy out");
     if (!rc) rc = cu_check(cudaMemcpy(scales, ds, ns, cudaMemcpyDeviceToHost), "copy out");
@@ -305,36 +315,37 @@ static int gpu_quantize(const fp4s_spec *s, const fp4s_tscale *ts, const float *
     return rc;
 }
 
-static int gpu_dequantize(const fp4s_spec *s, const fp4s_tscale *ts, const uint8_t *codes,
+static int gpu_dequantize(const fp4s_spec *s, const fp4s_tscale *ts, bool packed, const uint8_t *codes,
                           const uint8_t *scales, size_t rows, size_t cols, float *out)
 {
-    if (use_host_api) return fp4s_cuda_dequantize_host(s, ts, codes, scales, rows, cols, out);
-    size_t nc = rows * cols, ns = rows * (cols / s->block);
+    if (use_host_api) return fp4s_cuda_dequantize_host_ex(s, ts, packed, codes, scales, rows, cols, out);
+    size_t nc = rows * cols / (packed ? 2 : 1), ns = rows * (cols / s->block);
     float *dout = NULL;
     uint8_t *dc = NULL, *ds = NULL;
-    int rc = cu_check(cudaMalloc((void **)&dout, nc * sizeof(float)), "cudaMalloc");
+    int rc = cu_check(cudaMalloc((void **)&dout, rows * cols * sizeof(float)), "cudaMalloc");
     if (!rc) rc = cu_check(cudaMalloc((void **)&dc, nc), "cudaMalloc");
     if (!rc) rc = cu_check(cudaMalloc((void **)&ds, ns), "cudaMalloc");
     if (!rc) rc = cu_check(cudaMemcpy(dc, codes, nc, cudaMemcpyHostToDevice), "copy in");
     if (!rc) rc = cu_check(cudaMemcpy(ds, scales, ns, cudaMemcpyHostToDevice), "copy in");
-    if (!rc) rc = cu_check(cudaMemset(dout, 0xEE, nc * sizeof(float)), "poison");
-    if (!rc) rc = fp4s_cuda_dequantize(s, ts, dc, ds, rows, cols, dout, stream);
+    if (!rc) rc = cu_check(cudaMemset(dout, 0xEE, rows * cols * sizeof(float)), "poison");
+    if (!rc) rc = fp4s_cuda_dequantize_ex(s, ts, packed, dc, ds, rows, cols, dout, stream);
     if (!rc) rc = cu_check(cudaStreamSynchronize(stream), "dequantize kernel");
-    if (!rc) rc = cu_check(cudaMemcpy(out, dout, nc * sizeof(float), cudaMemcpyDeviceToHost), "copy out");
+    if (!rc) rc = cu_check(cudaMemcpy(out, dout, rows * cols * sizeof(float), cudaMemcpyDeviceToHost), "copy out");
     cudaFree(dout);
     cudaFree(dc);
     cudaFree(ds);
     return rc;
 }
 
-static int gpu_amax(const float *x, size_t rows, size_t cols, size_t ld, size_t off,
+static int gpu_amax(fp4s_dtype dt, const void *x, size_t rows, size_t cols, size_t ld, size_t off,
                     float *amax, uint64_t *nf)
 {
+    const size_t esz = dt_size(dt);
     size_t nx = rows * ld + off;
-    float *dx = NULL;
-    int rc = cu_check(cudaMalloc((void **)&dx, nx * sizeof(float)), "cudaMalloc");
-    if (!rc) rc = cu_check(cudaMemcpy(dx, x - off, nx * sizeof(float), cudaMemcpyHostToDevice), "copy in");
-    if (!rc) rc = fp4s_cuda_amax(dx + off, rows, cols, ld, amax, nf, stream);
+    char *dx = NULL;
+    int rc = cu_check(cudaMalloc((void **)&dx, nx * esz), "cudaMalloc");
+    if (!rc) rc = cu_check(cudaMemcpy(dx, (const char *)x - off * esz, nx * esz, cudaMemcpyHostToDevice), "copy in");
+    if (!rc) rc = fp4s_cuda_amax_ex(dt, dx + off * esz, rows, cols, ld, amax, nf, stream);
     cudaFree(dx);
     return rc;
 }
@@ -361,17 +372,26 @@ typedef struct shape { size_t rows, cols, ld, off; } shape;
 
 static const char *tensor_name[] = {"mixed", "ties", "zero", "subnormal", "gaussian"};
 
-/* Returns the number of mismatching bytes/floats (first few printed). */
-static long check_one(const tspec *t, int kind, const float *x, const shape *sh, int emulate)
+/* Returns the number of mismatching bytes/floats (first few printed). x: the
+ * input as float32 (the reference's input); xin: the same values stored as
+ * type dt (what the kernels read: x itself for float32, else BF16/FP16 whose
+ * exact float32 values are x), both [rows, ld] at element offset sh->off of
+ * their allocations. packed: the kernels write (and the dequantizer reads)
+ * codes in the spec's packing, compared with fp4s_pack_e2m1_block of the
+ * reference's codes. */
+static long check_one(const tspec *t, int kind, const float *x, fp4s_dtype dt, const void *xin,
+                      const shape *sh, bool packed, int emulate)
 {
     const fp4s_spec *s = &t->s;
     size_t rows = sh->rows, cols = sh->cols, ld = sh->ld;
-    size_t nb = cols / s->block;
-    uint8_t *rc_ = malloc(rows * cols), *rs = malloc(rows * nb);
+    size_t nb = cols / s->block, pc = packed ? cols / 2 : cols; /* code bytes per row */
+    uint8_t *rc_ = malloc(rows * cols), *rs = malloc(rows * nb), *rp = malloc(rows * cols);
     uint8_t *gc = malloc(rows * cols), *gs = malloc(rows * nb);
     float *rd = malloc(rows * cols * sizeof(float)), *gd = malloc(rows * cols * sizeof(float));
     long bad = 0;
-    if (!rc_ || !rs || !gc || !gs || !rd || !gd) {
+    char what[160];
+    snprintf(what, sizeof what, "%s [%s%s]", t->name, dt_name(dt), packed ? ", packed" : "");
+    if (!rc_ || !rs || !rp || !gc || !gs || !rd || !gd) {
         fprintf(stderr, "out of memory\n");
         exit(5);
     }
@@ -384,7 +404,7 @@ static long check_one(const tspec *t, int kind, const float *x, const shape *sh,
     fp4s_tscale ts;
     int rc = fp4s_tscale_init(s, amax, &ts);
     if (rc) {
-        fprintf(stderr, "FAIL %s: tscale_init: %s\n", t->name, fp4s_last_error());
+        fprintf(stderr, "FAIL %s: tscale_init: %s\n", what, fp4s_last_error());
         bad++;
         goto out;
     }
@@ -396,14 +416,24 @@ static long check_one(const tspec *t, int kind, const float *x, const shape *sh,
     memset(&st, 0, sizeof st);
     rc = fp4s_quantize(s, &ts, x, rows, cols, ld, 0, &o, &st);
     if (rc) {
-        fprintf(stderr, "FAIL %s: reference quantize: %s\n", t->name, fp4s_last_error());
+        fprintf(stderr, "FAIL %s: reference quantize: %s\n", what, fp4s_last_error());
         bad++;
         goto out;
     }
-    rc = emulate ? fp4s_cuda_emulate_quantize(s, &ts, x, rows, cols, ld, gc, gs)
-                 : gpu_quantize(s, &ts, x, rows, cols, ld, sh->off, gc, gs);
+    /* the reference's codes in the layout the kernels were asked for */
+    for (size_t r = 0; r < rows; r++) {
+        if (packed) rc = fp4s_pack_e2m1_block(s->packing, s->block, rc_ + r * cols, cols, rp + r * pc);
+        else memcpy(rp + r * cols, rc_ + r * cols, cols);
+        if (rc) {
+            fprintf(stderr, "FAIL %s: reference packing: %s\n", what, fp4s_last_error());
+            bad++;
+            goto out;
+        }
+    }
+    rc = emulate ? fp4s_cuda_emulate_quantize_ex(s, &ts, dt, xin, rows, cols, ld, packed, gc, gs)
+                 : gpu_quantize(s, &ts, dt, xin, rows, cols, ld, sh->off, packed, gc, gs);
     if (rc) {
-        fprintf(stderr, "FAIL %s: cuda quantize: %s\n", t->name, fp4s_last_error());
+        fprintf(stderr, "FAIL %s: cuda quantize: %s\n", what, fp4s_last_error());
         bad++;
         goto out;
     }
@@ -415,35 +445,36 @@ static long check_one(const tspec *t, int kind, const float *x, const shape *sh,
                 bad++;
                 if (shown++ < 3) {
                     fprintf(stderr, "MISMATCH scale: %s, tensor %s %zux%zu ld %zu: row %zu block %zu: "
-                            "ref 0x%02x, cuda 0x%02x (tensor amax %a)\n", t->name, tensor_name[kind],
+                            "ref 0x%02x, cuda 0x%02x (tensor amax %a)\n", what, tensor_name[kind],
                             rows, cols, ld, r, b, rs[r * nb + b], gs[r * nb + b], (double)amax);
                     print_block(x, ld, r, b * s->block, s->block);
                 }
             }
     for (size_t r = 0; r < rows; r++)
-        for (size_t c = 0; c < cols; c++)
-            if (rc_[r * cols + c] != gc[r * cols + c]) {
+        for (size_t c = 0; c < pc; c++)
+            if (rp[r * pc + c] != gc[r * pc + c]) {
                 bad++;
                 if (shown++ < 6) {
-                    fprintf(stderr, "MISMATCH code: %s, tensor %s %zux%zu ld %zu: row %zu col %zu: "
-                            "x %a, ref %u, cuda %u (scale ref 0x%02x cuda 0x%02x)\n", t->name,
-                            tensor_name[kind], rows, cols, ld, r, c, (double)x[r * ld + c],
-                            rc_[r * cols + c], gc[r * cols + c], rs[r * nb + c / s->block],
-                            gs[r * nb + c / s->block]);
-                    print_block(x, ld, r, c, s->block);
+                    size_t ce = packed ? (s->packing == FP4S_PACK_SPLIT ? c - c % (s->block / 2) + (c % (s->block / 2)) : 2 * c) : c;
+                    if (packed && s->packing == FP4S_PACK_SPLIT) ce = (c / (s->block / 2)) * s->block + c % (s->block / 2);
+                    fprintf(stderr, "MISMATCH code byte: %s, tensor %s %zux%zu ld %zu: row %zu byte %zu "
+                            "(element %zu): x %a, ref 0x%02x, cuda 0x%02x (scale ref 0x%02x cuda 0x%02x)\n",
+                            what, tensor_name[kind], rows, cols, ld, r, c, ce, (double)x[r * ld + ce],
+                            rp[r * pc + c], gc[r * pc + c], rs[r * nb + ce / s->block], gs[r * nb + ce / s->block]);
+                    print_block(x, ld, r, ce, s->block);
                 }
             }
     /* dequantize the reference's codes both ways */
     rc = fp4s_dequantize(s, &ts, rc_, cols, rs, nb, NULL, 0, rows, cols, 0, rd, cols);
     if (rc) {
-        fprintf(stderr, "FAIL %s: reference dequantize: %s\n", t->name, fp4s_last_error());
+        fprintf(stderr, "FAIL %s: reference dequantize: %s\n", what, fp4s_last_error());
         bad++;
         goto out;
     }
     rc = emulate ? fp4s_cuda_emulate_dequantize(s, &ts, rc_, rs, rows, cols, gd)
-                 : gpu_dequantize(s, &ts, rc_, rs, rows, cols, gd);
+                 : gpu_dequantize(s, &ts, packed, rp, rs, rows, cols, gd);
     if (rc) {
-        fprintf(stderr, "FAIL %s: cuda dequantize: %s\n", t->name, fp4s_last_error());
+        fprintf(stderr, "FAIL %s: cuda dequantize: %s\n", what, fp4s_last_error());
         bad++;
         goto out;
     }
@@ -452,32 +483,49 @@ static long check_one(const tspec *t, int kind, const float *x, const shape *sh,
             bad++;
             if (shown++ < 9)
                 fprintf(stderr, "MISMATCH dequant: %s, tensor %s: element %zu (code %u scale 0x%02x): "
-                        "ref %a, cuda %a\n", t->name, tensor_name[kind], i, rc_[i],
+                        "ref %a, cuda %a\n", what, tensor_name[kind], i, rc_[i],
                         rs[(i / cols) * nb + (i % cols) / s->block], (double)rd[i], (double)gd[i]);
         }
 out:
-    free(rc_); free(rs); free(gc); free(gs); free(rd); free(gd);
+    free(rc_); free(rs); free(rp); free(gc); free(gs); free(rd); free(gd);
     return bad;
 }
 
-/* GPU amax (device API, strided input) against fp4s_amax. */
-static long check_amax(const float *x, const shape *sh)
+/* GPU amax (device API, strided input of type dt) against fp4s_amax of its
+ * float32 values x. */
+static long check_amax(const float *x, fp4s_dtype dt, const void *xin, const shape *sh)
 {
     uint64_t nf_ref = 0, nf_gpu = 0;
     float ref = fp4s_amax(x, sh->rows, sh->cols, sh->ld, &nf_ref);
     float gpu = -1.0f;
-    int rc = gpu_amax(x, sh->rows, sh->cols, sh->ld, sh->off, &gpu, &nf_gpu);
+    int rc = gpu_amax(dt, xin, sh->rows, sh->cols, sh->ld, sh->off, &gpu, &nf_gpu);
     n_checks++;
     if (rc) {
-        fprintf(stderr, "FAIL cuda amax: %s\n", fp4s_last_error());
+        fprintf(stderr, "FAIL cuda amax (%s): %s\n", dt_name(dt), fp4s_last_error());
         return 1;
     }
     if (f2b(ref) != f2b(gpu) || nf_ref != nf_gpu) {
-        fprintf(stderr, "MISMATCH amax %zux%zu ld %zu: ref %a (%" PRIu64 " non-finite), cuda %a (%" PRIu64 ")\n",
-                sh->rows, sh->cols, sh->ld, (double)ref, nf_ref, (double)gpu, nf_gpu);
+        fprintf(stderr, "MISMATCH amax %s %zux%zu ld %zu: ref %a (%" PRIu64 " non-finite), cuda %a (%" PRIu64 ")\n",
+                dt_name(dt), sh->rows, sh->cols, sh->ld, (double)ref, nf_ref, (double)gpu, nf_gpu);
         return 1;
     }
     return 0;
+}
+
+/* The float32 tensor x narrowed to BF16 / FP16 (round to nearest even) into
+ * h, and x replaced by the exact float32 values of h: the reference then
+ * quantizes exactly what the kernels read. Padding is converted too. */
+static void narrow(fp4s_dtype dt, float *x, uint16_t *h, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (dt == FP4S_DT_BF16) {
+            h[i] = fp4s_bf16_encode(x[i], FP4S_TIE_EVEN);
+            x[i] = fp4s_bf16_decode(h[i]);
+        } else {
+            h[i] = fp4s_fp16_encode(x[i], FP4S_TIE_EVEN);
+            x[i] = fp4s_fp16_decode(h[i]);
+        }
+    }
 }
 
 static void usage(void)
@@ -530,8 +578,7 @@ int main(int argc, char **argv)
     char desc[200];
     fp4s_cuda_describe(desc, sizeof desc);
     if (!emulate) {
-        const char *var = getenv("FP4S_CUDA_VARIANT");
-        printf("test_cuda: device: %s (FP4S_CUDA_VARIANT=%s)\n", desc, var ? var : "default");
+        printf("test_cuda: device: %s\n", desc);
         if (!fp4s_cuda_available()) {
             printf("test_cuda: SKIP: no usable GPU\n");
             return 77;
@@ -556,21 +603,54 @@ int main(int argc, char **argv)
     };
     const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
     long bad = 0;
+    if (emulate) {
+        /* the kernels' division by the block factor (dividing NVFP4 recipes) */
+        float fx = 0, ft = 0;
+        uint64_t nd = fp4s_cuda_emulate_check_div(seed, 2000000, &fx, &ft);
+        n_checks++;
+        if (nd) {
+            fprintf(stderr, "MISMATCH fast division: %" PRIu64 " of 2000000 pairs (first %a / %a)\n", nd,
+                    (double)fx, (double)ft);
+            bad += (long)nd;
+        }
+    }
+    static const fp4s_dtype dts[3] = {FP4S_DT_F32, FP4S_DT_BF16, FP4S_DT_F16};
     for (int it = 0; it < iters; it++) {
         for (int sh = 0; sh < nshapes; sh++) {
             for (int kind = 0; kind < 5; kind++) {
                 const shape *S = &shapes[sh];
                 size_t n = S->rows * S->ld + S->off + 4;
                 float *buf = malloc(n * sizeof(float));
-                if (!buf) return 5;
+                float *xn = malloc(n * sizeof(float));
+                uint16_t *hb = malloc(n * sizeof(uint16_t));
+                if (!buf || !xn || !hb) return 5;
                 float *x = buf + S->off;
                 fill_tensor(kind, x, S->rows, S->cols, S->ld);
-                for (int t = 0; t < nspecs; t++) {
-                    use_host_api = (t + kind) % 4 == 3;
-                    bad += check_one(&specs[t], kind, x, S, emulate);
+                for (int d = 0; d < 3; d++) {
+                    /* the input as the kernels read it (xin) and its float32 values (xr) */
+                    const float *xr = x;
+                    const void *xin = x;
+                    if (dts[d] != FP4S_DT_F32) {
+                        memcpy(xn, buf, n * sizeof(float));
+                        narrow(dts[d], xn, hb, n);
+                        xr = xn + S->off;
+                        xin = hb + S->off;
+                    }
+                    for (int t = 0; t < nspecs; t++) {
+                        const bool prof = specs[t].s.profile[0] != 0;
+                        const int pick = t + kind + sh + it;
+                        for (int pk = 0; pk < 2; pk++) {
+                            /* profiles: every type and layout; the other specs one each, in turn */
+                            if (!prof && (pick % 3 != d || (pick / 3) % 2 != pk)) continue;
+                            use_host_api = (t + kind + pk) % 4 == 3;
+                            bad += check_one(&specs[t], kind, xr, dts[d], xin, S, pk == 1, emulate);
+                        }
+                    }
+                    if (!emulate) bad += check_amax(xr, dts[d], xin, S);
                 }
-                if (!emulate) bad += check_amax(x, S);
                 free(buf);
+                free(xn);
+                free(hb);
             }
         }
     }
@@ -578,12 +658,21 @@ int main(int argc, char **argv)
         /* one large tensor through a few profiles: many blocks, grid-stride loops */
         shape S = {4099, 4096, 4096, 0};
         float *x = malloc(S.rows * S.ld * sizeof(float));
-        if (!x) return 5;
+        uint16_t *h = malloc(S.rows * S.ld * sizeof(uint16_t));
+        if (!x || !h) return 5;
         fill_tensor(0, x, S.rows, S.cols, S.ld);
         for (int t = 0; t < nspecs; t++)
-            if (specs[t].s.profile[0]) bad += check_one(&specs[t], 0, x, &S, 0);
-        bad += check_amax(x, &S);
+            if (specs[t].s.profile[0]) {
+                bad += check_one(&specs[t], 0, x, FP4S_DT_F32, x, &S, false, 0);
+                bad += check_one(&specs[t], 0, x, FP4S_DT_F32, x, &S, true, 0);
+            }
+        bad += check_amax(x, FP4S_DT_F32, x, &S);
+        narrow(FP4S_DT_BF16, x, h, S.rows * S.ld);
+        for (int t = 0; t < nspecs; t++)
+            if (specs[t].s.profile[0]) bad += check_one(&specs[t], 0, x, FP4S_DT_BF16, h, &S, true, 0);
+        bad += check_amax(x, FP4S_DT_BF16, h, &S);
         free(x);
+        free(h);
     }
     printf("test_cuda: %d specs, %ld comparisons, %ld mismatches\n", nspecs, n_checks, bad);
     if (!quiet) {

@@ -12,12 +12,18 @@
  * ops return FP4S_ENOTSUP with a detail: callers fall back to the CPU.
  * fp4s_cuda_supports() answers for the spec alone in every build.
  *
- * Layout: input x is row-major float32 [rows, cols] with row stride ld
- * (elements, ld >= cols); cols must be a multiple of the block size. Outputs
- * are contiguous and unpacked like fp4s_qout: codes [rows, cols] (one E2M1 code
- * per byte, sign in bit 3), scales [rows, cols/block] (E8M0 or E4M3 byte as the
- * engine stores it; NVFP4 2-D tiles repeat their scale on each row). The
- * tensor scale (NVFP4) comes from fp4s_tscale_init() on the tensor amax, which
+ * Layout: input x is row-major [rows, cols] float32, BF16 or FP16 (the _ex
+ * functions; the others take float32) with row stride ld (elements, ld >=
+ * cols); cols must be a multiple of the block size. BF16 and FP16 values are
+ * widened to float32 exactly, so they quantize as fp4s_quantize quantizes
+ * fp4s_bf16_decode / fp4s_fp16_decode of them. Outputs are contiguous: codes
+ * unpacked like fp4s_qout, [rows, cols] (one E2M1 code per byte, sign in bit
+ * 3), or packed, [rows, cols/2] bytes in the spec's packing as
+ * fp4s_pack_e2m1_block(s->packing, s->block, ...) writes each row (pairs:
+ * byte i = q[2i] | q[2i+1] << 4; split: per block, byte j = q[j] | q[j+block/2]
+ * << 4); scales [rows, cols/block] (E8M0 or E4M3 byte as the engine stores
+ * it; NVFP4 2-D tiles repeat their scale on each row). The tensor scale
+ * (NVFP4) comes from fp4s_tscale_init() on the tensor amax, which
  * fp4s_cuda_amax() computes on the device. Whole tensors only: 2-D tiles start
  * at row 0.
  *
@@ -29,6 +35,7 @@
 #define FP4SCOPE_CUDA_H
 
 #include <fp4scope/quant.h>
+#include <fp4scope/tensor.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,6 +48,21 @@ FP4S_API bool fp4s_cuda_available(void);
 /* Name and compute capability of the device in use ("NVIDIA H200, sm_90"),
  * or why none is usable; writes at most n bytes, returns the length needed. */
 FP4S_API size_t fp4s_cuda_describe(char *buf, size_t n);
+
+/* What this build and machine can do on the GPU: FP4S_CUDA_CAP_* bits.
+ * BUILT: CUDA support is compiled in; DEVICE: a usable GPU is present (the
+ * ops below then run); the others name what the kernels implement whenever
+ * BUILT is set. */
+enum fp4s_cuda_cap {
+    FP4S_CUDA_CAP_BUILT     = 1u << 0,
+    FP4S_CUDA_CAP_DEVICE    = 1u << 1,
+    FP4S_CUDA_CAP_QUANTIZE  = 1u << 2, /* quantize, dequantize, amax (float32 input) */
+    FP4S_CUDA_CAP_BF16      = 1u << 3, /* BF16 input */
+    FP4S_CUDA_CAP_F16       = 1u << 4, /* FP16 input */
+    FP4S_CUDA_CAP_PACKED    = 1u << 5, /* packed codes (pairs, split) */
+    FP4S_CUDA_CAP_DECOMPOSE = 1u << 6  /* fp4s_cuda_decomp_add (<fp4scope/decompose.h>) */
+};
+FP4S_API unsigned fp4s_cuda_caps(void);
 
 /* True when the kernels implement this spec (MXFP4: every scale rule, tie
  * rule, zero-sign and non-finite policy; NVFP4: the te, torchao, modelopt and
@@ -55,16 +77,30 @@ FP4S_API int fp4s_cuda_quantize(const fp4s_spec *s, const fp4s_tscale *ts,
                                 const float *d_x, size_t rows, size_t cols, size_t ld,
                                 uint8_t *d_codes, uint8_t *d_scales, void *stream);
 
+/* The same for input type dtype (FP4S_DT_F32, FP4S_DT_BF16 or FP4S_DT_F16;
+ * another type is FP4S_EDTYPE) and codes one per byte (packed false) or
+ * packed (true), in the layouts above. */
+FP4S_API int fp4s_cuda_quantize_ex(const fp4s_spec *s, const fp4s_tscale *ts, fp4s_dtype dtype,
+                                   const void *d_x, size_t rows, size_t cols, size_t ld, bool packed,
+                                   uint8_t *d_codes, uint8_t *d_scales, void *stream);
+
 /* Dequantize device codes and scales (layout above) into d_out [rows, cols]
  * (contiguous) on a stream. */
 FP4S_API int fp4s_cuda_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
                                   const uint8_t *d_codes, const uint8_t *d_scales,
                                   size_t rows, size_t cols, float *d_out, void *stream);
 
+FP4S_API int fp4s_cuda_dequantize_ex(const fp4s_spec *s, const fp4s_tscale *ts, bool packed,
+                                     const uint8_t *d_codes, const uint8_t *d_scales,
+                                     size_t rows, size_t cols, float *d_out, void *stream);
+
 /* Max |x| over the finite entries of device array d_x (as fp4s_amax) and the
- * number of NaN/Inf entries (nonfinite may be NULL). Synchronises the stream. */
+ * number of NaN/Inf entries (nonfinite may be NULL; added to). Synchronises
+ * the stream. _ex: input of type dtype as above. */
 FP4S_API int fp4s_cuda_amax(const float *d_x, size_t rows, size_t cols, size_t ld,
                             float *amax, uint64_t *nonfinite, void *stream);
+FP4S_API int fp4s_cuda_amax_ex(fp4s_dtype dtype, const void *d_x, size_t rows, size_t cols, size_t ld,
+                               float *amax, uint64_t *nonfinite, void *stream);
 
 /* Host-memory conveniences: copy in, run on the default stream, copy out,
  * synchronise. x is [rows, cols] with row stride ld; codes/scales/out are
@@ -75,6 +111,13 @@ FP4S_API int fp4s_cuda_quantize_host(const fp4s_spec *s, const fp4s_tscale *ts,
 FP4S_API int fp4s_cuda_dequantize_host(const fp4s_spec *s, const fp4s_tscale *ts,
                                        const uint8_t *codes, const uint8_t *scales,
                                        size_t rows, size_t cols, float *out);
+/* With an input type and packed codes (codes then hold rows * cols / 2 bytes). */
+FP4S_API int fp4s_cuda_quantize_host_ex(const fp4s_spec *s, const fp4s_tscale *ts, fp4s_dtype dtype,
+                                        const void *x, size_t rows, size_t cols, size_t ld, bool packed,
+                                        uint8_t *codes, uint8_t *scales);
+FP4S_API int fp4s_cuda_dequantize_host_ex(const fp4s_spec *s, const fp4s_tscale *ts, bool packed,
+                                          const uint8_t *codes, const uint8_t *scales,
+                                          size_t rows, size_t cols, float *out);
 
 #ifdef __cplusplus
 }

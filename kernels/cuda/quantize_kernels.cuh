@@ -1,0 +1,220 @@
+/* The quantize kernel templates (internal): included by quantize_f32.cu,
+ * quantize_bf16.cu and quantize_f16.cu, each of which instantiates the
+ * kernels of one input type (three objects that nvcc compiles in parallel);
+ * quantize.cu holds the entry points. See quantize.cu for the design. */
+#ifndef FP4S_CUDA_QUANTIZE_KERNELS_CUH
+#define FP4S_CUDA_QUANTIZE_KERNELS_CUH
+
+#include "cuda_internal.cuh"
+
+#include <cuda_fp16.h>
+
+/* Launch the kernel for input type DT (CU_DT_*): mode the element mode, out
+ * the code layout (0 bytes, 1 pairs, 2 split), d2 the 2-D tiles. */
+template <int DT>
+void fp4s_cu_quant_launch(int bs, int mode, int out, bool d2, unsigned grid, cudaStream_t st,
+                          const fp4s_cu_params &p, const void *x, size_t ngroups, size_t gpr, size_t rows,
+                          size_t ld, bool contig, bool vec_in, bool vec_out, uint8_t *codes, uint8_t *scales);
+
+#ifdef FP4S_CUDA_QUANT_INSTANTIATE
+namespace {
+
+constexpr int THREADS = 256;
+constexpr unsigned FULL = 0xffffffffu;
+
+/* 16 elements at element offset off of x, widened to float32 exactly. */
+template <int DT>
+__device__ __forceinline__ void load16(const void *__restrict__ xv, size_t off, bool vec, float *f)
+{
+    if (DT == CU_DT_F32) {
+        const float *x = static_cast<const float *>(xv) + off;
+        if (vec) {
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const float4 v = __ldcs(reinterpret_cast<const float4 *>(x) + k);
+                f[4 * k] = v.x;
+                f[4 * k + 1] = v.y;
+                f[4 * k + 2] = v.z;
+                f[4 * k + 3] = v.w;
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < 16; k++) f[k] = __ldcs(x + k);
+        }
+        return;
+    }
+    const unsigned short *x = static_cast<const unsigned short *>(xv) + off;
+    uint32_t u[8];
+    if (vec) {
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            const uint4 v = __ldcs(reinterpret_cast<const uint4 *>(x) + k);
+            u[4 * k] = v.x;
+            u[4 * k + 1] = v.y;
+            u[4 * k + 2] = v.z;
+            u[4 * k + 3] = v.w;
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            u[k] = (uint32_t)__ldcs(x + 2 * k) | ((uint32_t)__ldcs(x + 2 * k + 1) << 16);
+    }
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        if (DT == CU_DT_BF16) {
+            f[2 * k] = __uint_as_float(u[k] << 16);
+            f[2 * k + 1] = __uint_as_float(u[k] & 0xFFFF0000u);
+        } else {
+            const float2 h = __half22float2(*reinterpret_cast<const __half2 *>(&u[k]));
+            f[2 * k] = h.x;
+            f[2 * k + 1] = h.y;
+        }
+    }
+}
+
+__device__ __forceinline__ void store_words(uint8_t *dst, const uint32_t *w, int n, bool vec)
+{
+    if (vec) {
+        if (n == 4) __stcs(reinterpret_cast<uint4 *>(dst), make_uint4(w[0], w[1], w[2], w[3]));
+        else __stcs(reinterpret_cast<uint2 *>(dst), make_uint2(w[0], w[1]));
+        return;
+    }
+    for (int k = 0; k < 4 * n; k++) dst[k] = (uint8_t)(w[k >> 2] >> (8 * (k & 3)));
+}
+
+/* OUT: 0 one code per byte, 1 pairs, 2 split. D2: 16x16 tiles (BS 16). */
+template <int BS, int MODE, int DT, int OUT, bool D2>
+__global__ void __launch_bounds__(THREADS)
+quant16_kernel(fp4s_cu_params p, const void *__restrict__ x, size_t ngroups, size_t gpr, size_t rows,
+               size_t ld, bool contig, bool vec_in, bool vec_out, uint8_t *__restrict__ codes,
+               uint8_t *__restrict__ scales)
+{
+    const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    const size_t nth = (size_t)gridDim.x * blockDim.x;
+    const size_t total = (ngroups + 31) & ~(size_t)31; /* every lane runs every shuffle */
+    const size_t cols = gpr * 16;
+    const bool idx32 = ngroups <= 0xFFFFFFFFu;
+    for (size_t g = tid; g < total; g += nth) {
+        size_t row, cg;
+        bool act;
+        if (D2) {
+            const size_t tile = g >> 4;
+            size_t tr;
+            if (idx32) tr = (uint32_t)tile / (uint32_t)gpr;
+            else tr = tile / gpr;
+            cg = tile - tr * gpr;
+            row = tr * 16 + (g & 15);
+            act = g < ngroups && row < rows;
+        } else {
+            act = g < ngroups;
+            if (contig) {
+                row = 0;
+                cg = g;
+            } else {
+                if (idx32) row = (uint32_t)g / (uint32_t)gpr;
+                else row = g / gpr;
+                cg = g - row * gpr;
+            }
+        }
+        float f[16];
+        if (act) {
+            load16<DT>(x, row * ld + cg * 16, vec_in, f);
+        } else {
+#pragma unroll
+            for (int k = 0; k < 16; k++) f[k] = 0.0f;
+        }
+        float a = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 16; k++) a = cu_absmax_nan(a, f[k]);
+        if (BS == 32) a = cu_absmax_nan(a, __shfl_xor_sync(FULL, a, 1));
+        if (D2) {
+#pragma unroll
+            for (int o = 1; o < 16; o <<= 1) a = cu_absmax_nan(a, __shfl_xor_sync(FULL, a, o));
+        }
+        fp4s_cu_amax am = cu_amax_from(a);
+        if (p.nonfinite == 2 && __any_sync(FULL, am.nan)) {
+            /* IGNORE: NaN stays out of the amax, Inf enters it */
+            fp4s_cu_amax e = {0u, 0, 0};
+#pragma unroll
+            for (int k = 0; k < 16; k++) cu_amax_add(&e, f[k]);
+            unsigned flags = (unsigned)e.nan | ((unsigned)e.inf << 1);
+            const int span = D2 ? 16 : BS / 16;
+#pragma unroll
+            for (int o = 1; o < 16; o <<= 1) {
+                if (o >= span) break;
+                e.abits = max(e.abits, __shfl_xor_sync(FULL, e.abits, o));
+                flags |= __shfl_xor_sync(FULL, flags, o);
+            }
+            e.nan = flags & 1u;
+            e.inf = (flags >> 1) & 1u;
+            am = e;
+        }
+        const fp4s_cu_blk b = cu_block(p, am);
+        uint32_t w[4];
+        if (OUT == 1) cu_encode16<MODE, 4>(p, am, b, f, w);
+        else cu_encode16<MODE, 8>(p, am, b, f, w);
+        const size_t e0 = D2 ? row * cols + cg * 16 : g * 16; /* first element, output order */
+        if (OUT == 2) {
+            uint32_t s[2];
+            if (BS == 16) {
+                cu_split16(w, s);
+            } else {
+                /* element j + 16 of the block sits in the other lane */
+                const unsigned h = (unsigned)(g & 1);
+                const uint32_t r0 = __shfl_xor_sync(FULL, h ? w[0] : w[2], 1);
+                const uint32_t r1 = __shfl_xor_sync(FULL, h ? w[1] : w[3], 1);
+                s[0] = h ? (r0 | (w[2] << 4)) : (w[0] | (r0 << 4));
+                s[1] = h ? (r1 | (w[3] << 4)) : (w[1] | (r1 << 4));
+            }
+            if (act) store_words(codes + e0 / 2, s, 2, vec_out);
+        } else if (act) {
+            if (OUT == 1) store_words(codes + e0 / 2, w, 2, vec_out);
+            else store_words(codes + e0, w, 4, vec_out);
+        }
+        if (act && (BS == 16 || (g & 1) == 0)) scales[e0 / BS] = b.scale;
+    }
+}
+
+template <int BS, int MODE, int DT, bool D2>
+void launch_out(int out, unsigned grid, cudaStream_t st, const fp4s_cu_params &p, const void *x,
+                size_t ngroups, size_t gpr, size_t rows, size_t ld, bool contig, bool vec_in, bool vec_out,
+                uint8_t *codes, uint8_t *scales)
+{
+    if (out == 0)
+        quant16_kernel<BS, MODE, DT, 0, D2><<<grid, THREADS, 0, st>>>(p, x, ngroups, gpr, rows, ld, contig, vec_in,
+                                                                      vec_out, codes, scales);
+    else if (out == 1)
+        quant16_kernel<BS, MODE, DT, 1, D2><<<grid, THREADS, 0, st>>>(p, x, ngroups, gpr, rows, ld, contig, vec_in,
+                                                                      vec_out, codes, scales);
+    else
+        quant16_kernel<BS, MODE, DT, 2, D2><<<grid, THREADS, 0, st>>>(p, x, ngroups, gpr, rows, ld, contig, vec_in,
+                                                                      vec_out, codes, scales);
+}
+
+
+} // namespace
+
+template <int DT>
+void fp4s_cu_quant_launch(int bs, int mode, int out, bool d2, unsigned grid, cudaStream_t st,
+                          const fp4s_cu_params &p, const void *x, size_t ngroups, size_t gpr, size_t rows,
+                          size_t ld, bool contig, bool vec_in, bool vec_out, uint8_t *codes, uint8_t *scales)
+{
+#define FP4S_QL(BS, MODE, D2) \
+    launch_out<BS, MODE, DT, D2>(out, grid, st, p, x, ngroups, gpr, rows, ld, contig, vec_in, vec_out, codes, scales)
+    if (d2) {
+        if (mode == 0) FP4S_QL(16, 0, true);
+        else if (mode == 1) FP4S_QL(16, 1, true);
+        else FP4S_QL(16, 2, true);
+    } else if (bs == 32) {
+        FP4S_QL(32, 0, false);
+    } else if (mode == 0) {
+        FP4S_QL(16, 0, false);
+    } else if (mode == 1) {
+        FP4S_QL(16, 1, false);
+    } else {
+        FP4S_QL(16, 2, false);
+    }
+#undef FP4S_QL
+}
+#endif /* FP4S_CUDA_QUANT_INSTANTIATE */
+#endif
