@@ -1,79 +1,114 @@
 #!/bin/bash
 # One call on the GPU machine: setup + build (scripts/device/setup.sh), the
-# CUDA-vs-reference test (tests/cuda, also the big/slow variant and a
-# compute-sanitizer memcheck pass) and the benchmark, logs to $OUT.
+# CUDA kernels against the C reference (tests/cuda), the benchmark against the
+# device copy (bench/bench_cuda), fp4scope against torch.compile and eager
+# PyTorch on the same tensors (scripts/device/bench_torch.py), an Nsight
+# Compute pass (clocks left alone), compute-sanitizer memcheck and racecheck,
+# and the CPU scaling table (scripts/device/cpu_scaling.sh); logs to $OUT.
 #
-#   scripts/device/cuda_check.sh [--no-bench] [--no-sanitizer] [--profile]
+#   scripts/device/cuda_check.sh [--parts LIST]
 #
-# --profile adds an Nsight Compute (ncu) speed-of-light pass over the kernels
-# of a small benchmark run (profile.log; clocks left alone).
-# Run through the device tool with carry: [".device"]. Prints a short summary
-# last. Exit status: 0 when every step passed, 1 otherwise.
+# LIST: comma-separated, run in this order: test, bench, ncu, torch, big,
+# sanitizer, cpu (default: all of them). Every step has a time limit and the
+# whole script a deadline (FP4S_DEADLINE seconds, default 225; a step that
+# would start too late is skipped), so that it stays inside one device call. Run through the device tool with
+# carry [".device"]. Prints a short summary last. Exit status: 0 when every
+# step passed, 1 otherwise.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$(pwd)/out}
 mkdir -p "$OUT"
 B=${FP4S_DEVICE_BUILD:-build-device}
 export FP4S_DEVICE_BUILD=$B
-bench=1 sanit=1 prof=0
-for a in "$@"; do
-    case $a in
-    --no-bench) bench=0 ;;
-    --no-sanitizer) sanit=0 ;;
-    --profile) prof=1 ;;
-    *) echo "usage: cuda_check.sh [--no-bench] [--no-sanitizer] [--profile]" >&2; exit 2 ;;
+parts=test,big,bench,torch,ncu,sanitizer,cpu
+while [ $# -gt 0 ]; do
+    case $1 in
+    --parts) parts=$2; shift ;;
+    *) echo "usage: cuda_check.sh [--parts test,big,bench,torch,ncu,sanitizer,cpu]" >&2; exit 2 ;;
     esac
+    shift
 done
+want() { case ",$parts," in *",$1,"*) return 0 ;; esac; return 1; }
 summary=()
-step() { # step NAME LOGFILE CMD...: run, tee the log, record the status
-    local name=$1 log=$2
-    shift 2
-    local t0=$SECONDS
-    "$@" > >(tee "$OUT/$log") 2>&1
+T0=$SECONDS
+DEADLINE=${FP4S_DEADLINE:-225} # seconds for the whole script (the device call's limit, less the packing)
+step() { # step NAME LOGFILE LIMIT CMD...: run under a time limit, tee the log, record the status
+    local name=$1 log=$2 lim=$3
+    shift 3
+    local t0=$SECONDS left=$((DEADLINE - (SECONDS - T0) - 3))
+    [ "$left" -lt "$lim" ] && lim=$left
+    if [ "$lim" -le 5 ]; then
+        summary+=("$(printf '%-12s %-8s %4ss  %s' "$name" "skipped" 0 "(out of time)")")
+        return 1
+    fi
+    timeout "$lim" "$@" > >(tee "$OUT/$log") 2>&1
     local rc=$?
     sleep 0.2
-    summary+=("$(printf '%-22s rc=%-3s %4ss  %s' "$name" "$rc" "$((SECONDS - t0))" "$log")")
+    summary+=("$(printf '%-12s rc=%-3s %4ss  %s' "$name" "$rc" "$((SECONDS - t0))" "$log")")
     return $rc
 }
 
 { nvidia-smi; nvidia-smi -q -d CLOCK; } > "$OUT/nvidia-smi.txt" 2>&1
 ok=1
 # -Dsimd=false: the CUDA test and benchmark compare with the scalar reference
-# only, and the SIMD sources are then not compiled at all.
+# only; the CPU scaling table then needs the SIMD kernels: a second build.
 export FP4S_MESON_ARGS="${FP4S_MESON_ARGS:--Dsimd=false}"
-if ! step setup+build build.log scripts/device/setup.sh tests/cuda/test_cuda bench/bench_cuda; then
+targets="tests/cuda/test_cuda bench/bench_cuda bench/bench_read"
+if ! step build build.log 200 scripts/device/setup.sh $targets; then
     ok=0
 else
     . .device/env.sh
-    step test-emulate test_emulate.log "$B/tests/cuda/test_cuda" --emulate --quiet || ok=0
-    # both 1-D quantize kernels (FP4S_CUDA_VARIANT, see kernels/cuda/cuda.cu)
-    step test-gpu test_gpu.log sh -c "'$B/tests/cuda/test_cuda' --iterations 3 &&
-        FP4S_CUDA_VARIANT=4 '$B/tests/cuda/test_cuda' --iterations 3" || ok=0
-    step test-gpu-big test_gpu_big.log sh -c "'$B/tests/cuda/test_cuda' --big --quiet &&
-        FP4S_CUDA_VARIANT=4 '$B/tests/cuda/test_cuda' --big --quiet" || ok=0
-    if [ $sanit = 1 ] && command -v compute-sanitizer >/dev/null; then
-        step memcheck memcheck.log sh -c "timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 \
-            '$B/tests/cuda/test_cuda' --quiet && FP4S_CUDA_VARIANT=4 timeout 240 compute-sanitizer \
-            --tool memcheck --error-exitcode 9 '$B/tests/cuda/test_cuda' --quiet" || ok=0
+    if want cpu; then
+        # the CPU table with the SIMD kernels, built in the background meanwhile
+        # (meson directly: setup.sh would unpack .device/root again under the running steps)
+        (rm -rf build-cpu && nice meson setup build-cpu -Dgnuplot=disabled -Dcuda=disabled &&
+            nice ninja -C build-cpu -j "$(nproc)" tools/fp4-quant tools/fp4-decompose bench/bench_read) \
+            > "$OUT/build_cpu.log" 2>&1 &
+        cpu_build=$!
     fi
-    if [ $bench = 1 ]; then
-        # both kernel variants, the default one twice (noise)
-        step bench bench_cuda.log sh -c "'$B/bench/bench_cuda' && FP4S_CUDA_VARIANT=4 '$B/bench/bench_cuda' &&
-            '$B/bench/bench_cuda'" || ok=0
+    if want test; then
+        step test-emul test_emulate.log 60 "$B/tests/cuda/test_cuda" --emulate --quiet || ok=0
+        step test-gpu test_gpu.log 90 "$B/tests/cuda/test_cuda" --quiet || ok=0
     fi
+    want bench && { step bench bench_cuda.log 150 "$B/bench/bench_cuda" --reps ${FP4S_BENCH_REPS:-15} || ok=0; }
     NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1)
-    if [ $prof = 1 ] && [ -n "$NCU" ]; then
-        # speed of light of each kernel once, on a 256 MiB tensor (> L2)
-        step ncu profile.log sh -c "'$NCU' --clock-control none --section SpeedOfLight \
-            --kernel-name regex:'quant1d|quant2d|dequant|amax' --launch-count 24 \
-            '$B/bench/bench_cuda' --rows 16384 --reps 1 --warmup 0 &&
-            FP4S_CUDA_VARIANT=4 '$NCU' --clock-control none --section SpeedOfLight \
-            --kernel-name regex:'quant1d_kernel' --launch-count 8 \
-            '$B/bench/bench_cuda' --rows 16384 --reps 1 --warmup 0" || ok=0
+    if want ncu && [ -n "$NCU" ]; then
+        # each quantize kernel of a few configurations on a 256 MiB float32 /
+        # 128 MiB BF16 tensor (> L2): speed of light, memory and compute
+        # workload (pipe use), DRAM bytes
+        step ncu profile.log 120 "$NCU" --clock-control none --section SpeedOfLight \
+            --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section Occupancy \
+            --metrics dram__bytes_read.sum,dram__bytes_write.sum,smsp__inst_executed.sum \
+            --kernel-name regex:'quant16|dequant16' \
+            "$B/bench/bench_cuda" --rows 16384 --reps 1 --warmup 0 --only -floor || ok=0
+        step ncu-nv profile_nv.log 120 "$NCU" --clock-control none --section SpeedOfLight \
+            --section ComputeWorkloadAnalysis \
+            --metrics dram__bytes_read.sum,dram__bytes_write.sum,smsp__inst_executed.sum \
+            --kernel-name regex:'quant16' \
+            "$B/bench/bench_cuda" --rows 16384 --reps 1 --warmup 0 --only nvfp4-te || ok=0
+    fi
+    if want torch; then
+        step torch bench_torch.log 150 env PYTHONUNBUFFERED=1 python3 scripts/device/bench_torch.py \
+            "$B/libfp4scope.so" --reps ${FP4S_BENCH_REPS:-15} || ok=0
+    fi
+    want big && { step test-big test_gpu_big.log 120 "$B/tests/cuda/test_cuda" --big --quiet || ok=0; }
+    if want sanitizer && command -v compute-sanitizer >/dev/null; then
+        step memcheck memcheck.log 150 compute-sanitizer --tool memcheck --error-exitcode 9 \
+            "$B/tests/cuda/test_cuda" --profiles --quiet || ok=0
+        step racecheck racecheck.log 150 compute-sanitizer --tool racecheck --error-exitcode 9 \
+            "$B/tests/cuda/test_cuda" --profiles --quiet || ok=0
+    fi
+    if want cpu; then
+        wait "$cpu_build" || ok=0
+        step cpu cpu_scaling.log 240 scripts/device/cpu_scaling.sh build-cpu || ok=0
     fi
 fi
-echo "== cuda_check summary"
+tar -czf "$OUT/logs.tgz" -C "$OUT" --exclude logs.tgz . 2>/dev/null
+echo "== cuda_check summary ($((SECONDS - T0)) s)"
 printf '%s\n' "${summary[@]}"
-grep -h "mismatches\|seed\|VARIANT" "$OUT"/test_*.log 2>/dev/null
-[ -f "$OUT/bench_cuda.log" ] && grep -E "^(op|d2d|amax|quantize|dequantize)" "$OUT/bench_cuda.log"
+grep -h "mismatches\|disagreements\|ERROR SUMMARY\|RACECHECK SUMMARY" "$OUT"/test_*.log "$OUT"/memcheck.log \
+    "$OUT"/racecheck.log 2>/dev/null
+[ -f "$OUT/bench_cuda.log" ] && grep "^RESULT" "$OUT/bench_cuda.log" | awk '{printf "%-10s %-8s %-5s %-24s %7.3f ms %7.0f GB/s %5.1f%%\n", $2, $3, $4, $5, $6, $7, 100*$8}'
+[ -f "$OUT/bench_torch.log" ] && grep "^|" "$OUT/bench_torch.log"
+[ -f "$OUT/cpu_scaling.log" ] && grep "^|" "$OUT/cpu_scaling.log"
 [ $ok = 1 ]

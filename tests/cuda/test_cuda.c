@@ -1,6 +1,6 @@
 /* CUDA kernels against the C reference, bit for bit.
  *
- *   test_cuda [--seed N] [--iterations N] [--emulate] [--big] [--exhaustive] [--quiet]
+ *   test_cuda [--seed N] [--iterations N] [--emulate] [--big] [--exhaustive] [--profiles] [--quiet]
  *
  * For every spec the kernels support (each profile of fp4s_profile_at() for
  * MXFP4 and NVFP4, plus every MXFP4 scale rule x tie rule x zero sign x
@@ -20,7 +20,8 @@
  * --emulate runs the kernels' arithmetic on the CPU (emulate.h) instead of the
  * GPU: that check runs everywhere nvcc is found. Without --emulate and without
  * a usable GPU the program prints why and exits 77 (meson: skipped).
- * --exhaustive runs only the CPU check of the kernels' E2M1 encoders on every
+ * --profiles keeps only the profiles' specs (fewer launches, for the
+ * compute-sanitizer runs). --exhaustive runs only the CPU check of the kernels' E2M1 encoders on every
  * float32 magnitude up to 8, for each tie rule (slow suite).
  * The seed is printed first; rerun with --seed to reproduce. */
 #include <fp4scope/cuda.h>
@@ -65,9 +66,12 @@ typedef struct tspec { fp4s_spec s; char name[96]; } tspec;
 static tspec specs[1024];
 static int nspecs;
 
+static int profiles_only; /* --profiles: the profile specs alone (sanitizer runs) */
+
 static void add_spec(const fp4s_spec *s, const char *name)
 {
     if (nspecs >= (int)(sizeof specs / sizeof specs[0])) return;
+    if (profiles_only && !s->profile[0]) return;
     if (fp4s_spec_check(s) != 0 || !fp4s_cuda_supports(s)) return;
     specs[nspecs].s = *s;
     snprintf(specs[nspecs].name, sizeof specs[nspecs].name, "%s", name);
@@ -530,7 +534,7 @@ static void narrow(fp4s_dtype dt, float *x, uint16_t *h, size_t n)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: test_cuda [--seed N] [--iterations N] [--emulate] [--big] [--exhaustive] [--quiet]\n");
+    fprintf(stderr, "usage: test_cuda [--seed N] [--iterations N] [--emulate] [--big] [--exhaustive] [--profiles] [--quiet]\n");
     exit(2);
 }
 
@@ -553,6 +557,8 @@ int main(int argc, char **argv)
             big = 1;
         } else if (!strcmp(argv[i], "--exhaustive")) {
             exhaustive = 1;
+        } else if (!strcmp(argv[i], "--profiles")) {
+            profiles_only = 1;
         } else if (!strcmp(argv[i], "--quiet")) {
             quiet = 1;
         } else {
