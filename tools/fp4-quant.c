@@ -10,6 +10,7 @@
 
 #include <getopt.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -448,6 +449,114 @@ static _Noreturn void fail_out(outputs *o, int rc)
     exit(st);
 }
 
+/* ---- the chunk pipeline ----------------------------------------------------------------
+ * Reading chunk i+1 (a thread), quantizing chunk i (the library's threads)
+ * and writing chunk i-1 (a thread) overlap, so that with enough threads the
+ * run takes about as long as its slowest stage instead of the sum of the
+ * three (the reader alone, on one core, is the plain read; bench/RESULTS-H200.md).
+ * The writes keep their order: one write job at a time, joined before the
+ * next. A stage's error keeps its detail (fp4s_last_error is per thread).
+ * HDF5 is called from one thread at a time: a read of an HDF5 source and a
+ * write of the HDF5 output (-o) take the same lock (.npy and .safetensors
+ * reads, .npy writes and the quantizer run beside anything). */
+static pthread_mutex_t h5_lock = PTHREAD_MUTEX_INITIALIZER;
+
+typedef struct job {
+    pthread_t th;
+    bool live;
+    int rc;
+    char err[1024];
+    int (*fn)(struct job *);
+    /* read */
+    fp4s_source *src;
+    float *buf;
+    /* write */
+    outputs *out;
+    const run_t *r;
+    uint8_t *codes, *scales, *crop8;
+    float *sf32, *deq, *cropf;
+    int rank;
+    size_t rows, cols;
+    /* both */
+    size_t r0, n, pcols;
+    bool h5; /* the job calls HDF5 */
+} job;
+
+static void *job_main(void *arg)
+{
+    job *j = arg;
+    if (j->h5) pthread_mutex_lock(&h5_lock);
+    j->rc = j->fn(j);
+    if (j->h5) pthread_mutex_unlock(&h5_lock);
+    if (j->rc) snprintf(j->err, sizeof j->err, "%s", fp4s_last_error());
+    return NULL;
+}
+
+/* Run j->fn on a thread (in this thread if none can be started). */
+static void job_start(job *j)
+{
+    j->rc = 0;
+    j->live = pthread_create(&j->th, NULL, job_main, j) == 0;
+    if (!j->live) job_main(j);
+}
+
+static int job_wait(job *j)
+{
+    if (j->live) pthread_join(j->th, NULL);
+    j->live = false;
+    if (j->rc) return fp4s_error_set(j->rc, "%s", j->err);
+    return 0;
+}
+
+static bool ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+static int read_fn(job *j) { return fp4s_source_read(j->src, j->r0, j->n, j->buf, j->pcols); }
+
+/* Write one quantized chunk (rows r0..r0+n) from the buffers the job holds. */
+static int write_fn(job *j)
+{
+    const size_t n = j->n, cols = j->cols, pcols = j->pcols;
+    outputs *out = j->out;
+    const run_t *r1 = j->r;
+    int rc = 0;
+    if (out->qf) {
+        rc = fp4s_qfile_write(out->qf, n, j->codes, pcols, j->scales, r1->scale_cols, j->sf32, r1->scale_cols);
+        if (rc) return rc;
+    }
+    if (out->wc) {
+        const uint8_t *src8 = j->codes;
+        if (j->crop8) {
+            for (size_t i = 0; i < n; i++) memcpy(j->crop8 + i * cols, j->codes + i * pcols, cols);
+            src8 = j->crop8;
+        }
+        rc = fp4s_npy_writer_rows(out->wc, src8, j->rank == 1 ? cols : n);
+        if (rc) return rc;
+    }
+    if (out->wd) {
+        const float *srcf = j->deq;
+        if (j->cropf) {
+            for (size_t i = 0; i < n; i++) memcpy(j->cropf + i * cols, j->deq + i * pcols, cols * sizeof(float));
+            srcf = j->cropf;
+        }
+        rc = fp4s_npy_writer_rows(out->wd, srcf, j->rank == 1 ? cols : n);
+        if (rc) return rc;
+    }
+    if (out->ws) {
+        if (is_fp4(&r1->spec)) {
+            rc = fp4s_npy_writer_rows(out->ws, j->scales, n);
+        } else {
+            size_t tr = fp8_tile_rows(&r1->spec, j->rows);
+            size_t ns = r1->spec.fp8_gran == FP4S_FP8_TENSOR ? (j->r0 == 0) : (n + tr - 1) / tr;
+            rc = fp4s_npy_writer_rows(out->ws, j->sf32, ns);
+        }
+    }
+    return rc;
+}
+
 static json_t *pos_json(const diffpos *pos, size_t n)
 {
     json_t *fp = json_array();
@@ -719,16 +828,25 @@ int main(int argc, char **argv)
     if (chunk < 1) chunk = 1;
     chunk = (chunk + align - 1) / align * align;
     if (chunk > rows) chunk = rows;
-    float *x = xcalloc(chunk, pcols * sizeof(float)); /* padding columns stay zero */
+    /* two input buffers: one read while the other is quantized */
+    float *xb[2] = {xcalloc(chunk, pcols * sizeof(float)), xcalloc(chunk, pcols * sizeof(float))};
+    job rd = {.fn = read_fn, .src = src, .pcols = pcols, .h5 = !ends_with(input, ".npy") &&
+              !strstr(input, ".safetensors")}; /* padding columns stay zero */
 
     /* pass 1: amax */
     float amax = 0.0f;
     if (needs_amax(&r1.spec) || (diff && needs_amax(&r2.spec))) {
-        for (size_t r0 = 0; r0 < rows; r0 += chunk) {
+        rd.buf = xb[0], rd.r0 = 0, rd.n = chunk;
+        job_start(&rd);
+        for (size_t r0 = 0, k = 0; r0 < rows; r0 += chunk, k ^= 1) {
             size_t n = rows - r0 < chunk ? rows - r0 : chunk;
-            rc = fp4s_source_read(src, r0, n, x, pcols);
+            rc = job_wait(&rd);
             if (rc) cli_fail(rc);
-            amax = fmaxf(amax, fp4s_amax(x, n, pcols, pcols, NULL));
+            if (r0 + n < rows) {
+                rd.buf = xb[k ^ 1], rd.r0 = r0 + n, rd.n = rows - rd.r0 < chunk ? rows - rd.r0 : chunk;
+                job_start(&rd);
+            }
+            amax = fmaxf(amax, fp4s_amax(xb[k], n, pcols, pcols, NULL));
         }
     }
     rc = fp4s_tscale_init(&r1.spec, amax, &r1.ts);
@@ -787,51 +905,57 @@ int main(int argc, char **argv)
     void *bufs[] = {x, da.pos, da.cpos, da.rpos, crop8, cropf};
     memcpy(out.bufs, bufs, sizeof bufs);
 
-    /* pass 2: quantize chunk by chunk */
-    for (size_t r0 = 0; r0 < rows; r0 += chunk) {
+    /* pass 2: quantize chunk by chunk; two banks of outputs, one written while
+     * the other is filled */
+    uint8_t *cb[2] = {r1.codes, xcalloc(chunk, pcols)}, *sb[2] = {r1.scales, NULL};
+    float *fb[2] = {r1.sf32, NULL}, *db[2] = {r1.deq, NULL};
+    if (r1.scales) sb[1] = xcalloc(chunk, r1.scale_cols);
+    if (r1.sf32) fb[1] = xcalloc(r1.sf_rows_chunk * r1.scale_cols, sizeof(float));
+    if (r1.deq) db[1] = xcalloc(chunk * pcols, sizeof(float));
+    job wr = {.fn = write_fn, .out = &out, .r = &r1, .crop8 = crop8, .cropf = cropf, .rank = rank,
+              .rows = rows, .cols = cols, .pcols = pcols, .h5 = out.qf != NULL};
+/* an error while a write may be running: let it end before the outputs go */
+#define FAIL_PIPE(rc_)                                                  \
+    do {                                                                \
+        int rc__ = (rc_);                                               \
+        char keep__[1024];                                              \
+        snprintf(keep__, sizeof keep__, "%s", fp4s_last_error());       \
+        job_wait(&wr);                                                  \
+        job_wait(&rd);                                                  \
+        fail_out(&out, fp4s_error_set(rc__, "%s", keep__));             \
+    } while (0)
+    rd.buf = xb[0], rd.r0 = 0, rd.n = chunk;
+    job_start(&rd);
+    for (size_t r0 = 0, k = 0; r0 < rows; r0 += chunk, k ^= 1) {
         size_t n = rows - r0 < chunk ? rows - r0 : chunk;
-        rc = fp4s_source_read(src, r0, n, x, pcols);
-        if (rc) fail_out(&out, rc);
+        rc = job_wait(&rd);
+        if (rc) FAIL_PIPE(rc);
+        float *x = xb[k];
+        if (r0 + n < rows) {
+            rd.buf = xb[k ^ 1], rd.r0 = r0 + n, rd.n = rows - rd.r0 < chunk ? rows - rd.r0 : chunk;
+            job_start(&rd);
+        }
+        r1.codes = cb[k], r1.scales = sb[k], r1.sf32 = fb[k], r1.deq = db[k];
         rc = run_chunk(&r1, x, n, pcols, r0);
-        if (rc) fail_out(&out, rc);
+        if (rc) FAIL_PIPE(rc);
         if (diff) {
             rc = run_chunk(&r2, x, n, pcols, r0);
-            if (rc) fail_out(&out, rc);
+            if (rc) FAIL_PIPE(rc);
             diff_chunk(&da, &r1, &r2, x, n, pcols, cols, r0);
         }
-        if (out.qf) {
-            rc = fp4s_qfile_write(out.qf, n, r1.codes, pcols, r1.scales, r1.scale_cols, r1.sf32, r1.scale_cols);
-            if (rc) fail_out(&out, rc);
-        }
-        if (out.wc) {
-            const uint8_t *src8 = r1.codes;
-            if (crop8) {
-                for (size_t i = 0; i < n; i++) memcpy(crop8 + i * cols, r1.codes + i * pcols, cols);
-                src8 = crop8;
-            }
-            rc = fp4s_npy_writer_rows(out.wc, src8, rank == 1 ? cols : n);
-            if (rc) fail_out(&out, rc);
-        }
-        if (out.wd) {
-            const float *srcf = r1.deq;
-            if (cropf) {
-                for (size_t i = 0; i < n; i++) memcpy(cropf + i * cols, r1.deq + i * pcols, cols * sizeof(float));
-                srcf = cropf;
-            }
-            rc = fp4s_npy_writer_rows(out.wd, srcf, rank == 1 ? cols : n);
-            if (rc) fail_out(&out, rc);
-        }
-        if (out.ws) {
-            if (is_fp4(&r1.spec)) {
-                rc = fp4s_npy_writer_rows(out.ws, r1.scales, n);
-            } else {
-                size_t tr = fp8_tile_rows(&r1.spec, rows);
-                size_t ns = r1.spec.fp8_gran == FP4S_FP8_TENSOR ? (r0 == 0) : (n + tr - 1) / tr;
-                rc = fp4s_npy_writer_rows(out.ws, r1.sf32, ns);
-            }
-            if (rc) fail_out(&out, rc);
-        }
+        rc = job_wait(&wr); /* the previous chunk's write */
+        if (rc) FAIL_PIPE(rc);
+        wr.codes = cb[k], wr.scales = sb[k], wr.sf32 = fb[k], wr.deq = db[k], wr.r0 = r0, wr.n = n;
+        job_start(&wr);
     }
+    rc = job_wait(&wr);
+    if (rc) FAIL_PIPE(rc);
+#undef FAIL_PIPE
+    r1.codes = cb[0], r1.scales = sb[0], r1.sf32 = fb[0], r1.deq = db[0];
+    free(cb[1]);
+    free(sb[1]);
+    free(fb[1]);
+    free(db[1]);
     fp4s_source_close(&src);
     (void)srows_total;
 
@@ -1042,7 +1166,8 @@ int main(int argc, char **argv)
         }
         rc = cli_stdout_flush();
     }
-    free(x);
+    free(xb[0]);
+    free(xb[1]);
     free(da.pos);
     free(da.cpos);
     free(da.rpos);

@@ -141,6 +141,7 @@ int fp4s_cu_prepare(const fp4s_spec *s, const fp4s_tscale *ts, size_t rows, size
                  !(s->zero_in == FP4S_ZIN_NEG && !s->keep_neg_zero);
     p->clear_negz = !s->keep_neg_zero;
     p->kmag = s->tie == FP4S_TIE_ZERO ? 0x1.fffffep-1f /* 1 - 2^-24 */ : 1.0f;
+    p->fsel = 3 * (s->tie == FP4S_TIE_AWAY ? 2 : (s->tie == FP4S_TIE_ZERO ? 1 : 0)) + (int)s->zero_in;
     return 0;
 }
 

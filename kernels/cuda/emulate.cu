@@ -217,3 +217,48 @@ extern "C" uint64_t fp4s_cuda_emulate_check_div(uint64_t seed, uint64_t n, float
     }
     return bad;
 }
+
+/* ---- device-side checks ----------------------------------------------------- */
+namespace {
+__global__ void e4m3_check_kernel(unsigned long long *bad, unsigned int *first)
+{
+    const uint64_t n = 1ull << 32;
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        const float v = __uint_as_float((uint32_t)i);
+        if (cu_e4m3(v) != cu_e4m3_soft(v)) {
+            if (atomicAdd(bad, 1ull) == 0) *first = (uint32_t)i;
+        }
+    }
+}
+} // namespace
+
+/* The device's E4M3 conversion (the instruction cu_e4m3 uses there) against
+ * the software encoder cu_e4m3_soft on every float32 bit pattern: the number
+ * of disagreements (the first one's bits in *first), or UINT64_MAX when the
+ * check could not run. */
+extern "C" uint64_t fp4s_cuda_device_check_e4m3(uint32_t *first)
+{
+    unsigned long long *d = nullptr;
+    unsigned int *df = nullptr;
+    unsigned long long h = 0;
+    unsigned int hf = 0;
+    if (cudaMalloc((void **)&d, sizeof *d) != cudaSuccess) return UINT64_MAX;
+    if (cudaMalloc((void **)&df, sizeof *df) != cudaSuccess) {
+        cudaFree(d);
+        return UINT64_MAX;
+    }
+    cudaError_t e = cudaMemset(d, 0, sizeof *d);
+    if (e == cudaSuccess) e = cudaMemset(df, 0, sizeof *df);
+    if (e == cudaSuccess) {
+        e4m3_check_kernel<<<fp4s_cu_grid((size_t)1 << 32, 256), 256>>>(d, df);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess) e = cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess) e = cudaMemcpy(&hf, df, sizeof hf, cudaMemcpyDeviceToHost);
+    cudaFree(d);
+    cudaFree(df);
+    if (e != cudaSuccess) return UINT64_MAX;
+    if (first) *first = hf;
+    return h;
+}

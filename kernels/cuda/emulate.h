@@ -35,6 +35,10 @@ uint64_t fp4s_cuda_emulate_check_e2m1(uint32_t *first);
  * the IEEE division on n pseudo-random and planted pairs: disagreements. */
 uint64_t fp4s_cuda_emulate_check_div(uint64_t seed, uint64_t n, float *first_x, float *first_t);
 
+/* On the GPU: the device's E4M3 conversion against the software encoder on
+ * every float32 (disagreements; UINT64_MAX if it could not run). */
+uint64_t fp4s_cuda_device_check_e4m3(uint32_t *first);
+
 #ifdef __cplusplus
 }
 #endif

@@ -52,6 +52,7 @@ struct fp4s_cu_params {
     int fast_ok;       /* the spec may take it (not ggml's search, not zero_in NEG without -0) */
     int clear_negz;    /* !keep_neg_zero: code 8 becomes 0 (done on whole words of codes) */
     float kmag;        /* the magic add's multiplier: 1 (RNE) or 1 - 2^-24 (RTZ); RHA uses thr */
+    int fsel;          /* 3 * (0 RNE, 1 RTZ, 2 RHA) + zero_in: the fast path's variant */
 };
 
 /* ---- fp32 operations, exactly rounded on both sides ------------------------ */
@@ -221,8 +222,23 @@ FP4S_HD uint8_t cu_e2m1_thr(const uint32_t t[7], float v, int keep_neg_zero)
     return (uint8_t)(m | (sign << 3));
 }
 
-/* E4M3 (FN), RNE, satfinite to 448, NaN -> 0x7F. */
+/* E4M3 (FN), RNE, satfinite to 448, NaN -> 0x7F. On the device the
+ * conversion instruction (cvt.rn.satfinite.e4m3x2.f32, sm_89 and later)
+ * computes the same byte for every float32 (test_cuda checks all 2^32 of them
+ * against cu_e4m3_soft). */
+FP4S_HD uint8_t cu_e4m3_soft(float v);
 FP4S_HD uint8_t cu_e4m3(float v)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    unsigned short r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(v));
+    const uint32_t b = r & 0xFFu;
+    return (uint8_t)((b & 0x7Fu) == 0x7Fu ? 0x7Fu : b); /* NaN of either sign: 0x7F */
+#else
+    return cu_e4m3_soft(v);
+#endif
+}
+FP4S_HD uint8_t cu_e4m3_soft(float v)
 {
     uint32_t u = cu_bits(v);
     uint32_t sign = u >> 31, a = u & 0x7FFFFFFFu;
@@ -645,31 +661,56 @@ FP4S_HD float cu_f16_f32(uint32_t h)
  * on the grid, and R * 2^-126 (exact: R has at most two significant bits) has
  * the bit pattern code << 22: the eight grid values 0, .5, 1, 1.5, 2, 3, 4, 6
  * scaled by 2^-126 are the float32 patterns k * 2^22, k = 0..7 (0.5 lands on
- * the subnormal 2^-127). Ties away from zero (RHA) have no such product and
- * use the threshold count. test_cuda --exhaustive checks every float32 up to
- * 8 against the reference encoder for each tie rule.
+ * the subnormal 2^-127). Multiplying by -2^-126 for a negative v puts the
+ * sign in bit 31 as well, and one shift and mask move sign and code to the
+ * top nibble (bits 28..31), which a funnel shift appends to the word of
+ * codes. Ties away from zero (RHA) have no such product and use the
+ * threshold count. test_cuda --exhaustive checks every float32 up to 8
+ * against the reference encoder for each tie rule.
  * The sign of the code is the sign of v; zero_in POS reads it from v + 0
  * (which is +0 for both zeros), NEG from -((-v) + 0) (-0 for both zeros).
- * Returns code | sign << 3 in the low 4 bits (bits above are zero); a -0 code
+ * TM: 0 RNE, 1 RTZ (magic add), 2 thresholds; ZIN: the zero_in policy.
+ * Returns code | sign << 3 in bits 28..31 (bits below are zero); a -0 code
  * (8) that keep_neg_zero drops is cleared later on whole words (cu_clear_negz). */
-FP4S_HD uint32_t cu_nib_fast(const fp4s_cu_params &p, float v)
+template <int TM, int ZIN>
+FP4S_HD uint32_t cu_nib_top(const fp4s_cu_params &p, float v)
 {
     const float c = fminf(fabsf(v), 6.0f);
-    uint32_t code;
-    if (p.tie == 2) {
-        code = cu_e2m1_thr_mag(p.thr, cu_bits(c));
-    } else {
-        const float P = cu_float(cu_bits(fmaxf(c, 1.0f)) & 0xFF800000u);
-        const float M = cu_mul(P, 4194304.0f);
-        const float t = cu_fma(c, p.kmag, M);
-        const float R = cu_add(t, -M);
-        code = cu_bits(cu_mul(R, 1.17549435e-38f /* 2^-126 */)) >> 22;
-    }
     uint32_t sv;
-    if (p.zero_in == 0) sv = cu_bits(v);
-    else if (p.zero_in == 1) sv = cu_bits(cu_add(v, 0.0f));
+    if (ZIN == 0) sv = cu_bits(v);
+    else if (ZIN == 1) sv = cu_bits(cu_add(v, 0.0f));
     else sv = ~cu_bits(cu_add(-v, 0.0f));
-    return code | ((sv >> 28) & 8u);
+    if (TM == 2) return (cu_e2m1_thr_mag(p.thr, cu_bits(c)) << 28) | (sv & 0x80000000u);
+    const float P = cu_float(cu_bits(fmaxf(c, 1.0f)) & 0xFF800000u);
+    float R;
+    if (TM == 0) {
+        const float t = cu_fma(P, 4194304.0f, c);
+        R = cu_fma(-P, 4194304.0f, t);
+    } else {
+        const float M = cu_mul(P, 4194304.0f);
+        R = cu_add(cu_fma(c, p.kmag, M), -M);
+    }
+    const uint32_t u = cu_bits(cu_mul(R, cu_float((sv & 0x80000000u) | 0x00800000u))); /* R * (+-2^-126) */
+    return (u & 0x80000000u) | ((u << 6) & 0x70000000u);
+}
+
+/* The same in the low 4 bits (bits above zero), any variant (tests, emulation). */
+FP4S_HD uint32_t cu_nib_fast(const fp4s_cu_params &p, float v)
+{
+    uint32_t t;
+    const int tm = p.tie == 2 ? 2 : (p.tie == 1 ? 1 : 0);
+    switch (tm * 3 + p.zero_in) {
+    case 0: t = cu_nib_top<0, 0>(p, v); break;
+    case 1: t = cu_nib_top<0, 1>(p, v); break;
+    case 2: t = cu_nib_top<0, 2>(p, v); break;
+    case 3: t = cu_nib_top<1, 0>(p, v); break;
+    case 4: t = cu_nib_top<1, 1>(p, v); break;
+    case 5: t = cu_nib_top<1, 2>(p, v); break;
+    case 6: t = cu_nib_top<2, 0>(p, v); break;
+    case 7: t = cu_nib_top<2, 1>(p, v); break;
+    default: t = cu_nib_top<2, 2>(p, v); break;
+    }
+    return t >> 28;
 }
 
 /* x / t correctly rounded, from y = RN(1/t), one product and two FMAs
@@ -726,6 +767,16 @@ FP4S_HD uint32_t cu_shin(uint32_t w, uint32_t code, int bits)
 #endif
 }
 
+/* w << bits with the top `bits` bits of top shifted in at the bottom. */
+FP4S_HD uint32_t cu_shin_l(uint32_t w, uint32_t top, int bits)
+{
+#if defined(__CUDA_ARCH__)
+    return __funnelshift_l(top, w, bits);
+#else
+    return (w << bits) | (top >> (32 - bits));
+#endif
+}
+
 /* Clear the sign of -0 codes (8) in a word of 4-bit (NB = 4) or 8-bit codes:
  * a field keeps bit 3 only where its low three bits are not all zero. */
 template <int NB>
@@ -760,6 +811,33 @@ FP4S_HD bool cu_block_fast(const fp4s_cu_params &p, const fp4s_cu_amax &am, cons
  * in bits 4(i mod 8); NB = 8: w[0..3], a byte each). Fast path or the
  * generic per-element one, NaN blocks all zero, -0 cleared per keep_neg_zero
  * on the fast path (the generic one applies it itself). */
+/* The fast path's loop over 16 elements: fields appended from the last
+ * element to the first (a left funnel shift), so element 0 ends in the low
+ * field. */
+template <int MODE, int NB, int TM, int ZIN>
+FP4S_HD void cu_encode16_fast(const fp4s_cu_params &p, const fp4s_cu_blk &b, float y, const float *f,
+                              uint32_t *w)
+{
+    constexpr int PER = 32 / NB; /* fields per word */
+#pragma unroll
+    for (int k = 0; k < 16 / PER; k++) {
+        uint32_t acc = 0;
+#pragma unroll
+        for (int i = PER - 1; i >= 0; i--) {
+            const float x = f[k * PER + i];
+            const float v = MODE == 1 ? cu_div_fast(x, b.f, y) : cu_mul(x, b.f);
+            const uint32_t t = cu_nib_top<TM, ZIN>(p, v);
+            acc = cu_shin_l(acc, NB == 4 ? t : t >> 4, NB);
+        }
+        w[k] = p.clear_negz ? cu_clear_negz<NB>(acc) : acc;
+    }
+}
+
+/* The codes of 16 consecutive elements of one block (one row of a 2-D tile),
+ * in NB-bit fields (NB = 4: w[0..1] hold elements 0..7 and 8..15, element i
+ * in bits 4(i mod 8); NB = 8: w[0..3], a byte each). Fast path or the
+ * generic per-element one, NaN blocks all zero, -0 cleared per keep_neg_zero
+ * on the fast path (the generic one applies it itself). */
 template <int MODE, int NB>
 FP4S_HD void cu_encode16(const fp4s_cu_params &p, const fp4s_cu_amax &am, const fp4s_cu_blk &b,
                          const float *f, uint32_t *w)
@@ -767,16 +845,16 @@ FP4S_HD void cu_encode16(const fp4s_cu_params &p, const fp4s_cu_amax &am, const 
     constexpr int PER = 32 / NB; /* fields per word */
     const float y = MODE == 1 ? cu_rcp(b.f) : 0.0f;
     if (cu_block_fast(p, am, b, MODE, y)) {
-#pragma unroll
-        for (int k = 0; k < 16 / PER; k++) {
-            uint32_t acc = 0;
-#pragma unroll
-            for (int i = 0; i < PER; i++) {
-                const float x = f[k * PER + i];
-                const float v = MODE == 1 ? cu_div_fast(x, b.f, y) : cu_mul(x, b.f);
-                acc = cu_shin(acc, cu_nib_fast(p, v), NB);
-            }
-            w[k] = p.clear_negz ? cu_clear_negz<NB>(acc) : acc;
+        switch (p.fsel) { /* the tie rule and zero_in, fixed per launch */
+        case 0: cu_encode16_fast<MODE, NB, 0, 0>(p, b, y, f, w); break;
+        case 1: cu_encode16_fast<MODE, NB, 0, 1>(p, b, y, f, w); break;
+        case 2: cu_encode16_fast<MODE, NB, 0, 2>(p, b, y, f, w); break;
+        case 3: cu_encode16_fast<MODE, NB, 1, 0>(p, b, y, f, w); break;
+        case 4: cu_encode16_fast<MODE, NB, 1, 1>(p, b, y, f, w); break;
+        case 5: cu_encode16_fast<MODE, NB, 1, 2>(p, b, y, f, w); break;
+        case 6: cu_encode16_fast<MODE, NB, 2, 0>(p, b, y, f, w); break;
+        case 7: cu_encode16_fast<MODE, NB, 2, 1>(p, b, y, f, w); break;
+        default: cu_encode16_fast<MODE, NB, 2, 2>(p, b, y, f, w); break;
         }
         return;
     }

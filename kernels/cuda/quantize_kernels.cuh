@@ -82,25 +82,33 @@ __device__ __forceinline__ void store_words(uint8_t *dst, const uint32_t *w, int
     for (int k = 0; k < 4 * n; k++) dst[k] = (uint8_t)(w[k >> 2] >> (8 * (k & 3)));
 }
 
+/* n / d for n < 2^32 from mg = floor((2^32 - 1) / d): the estimate is low by
+ * at most one, one correction makes it exact. */
+__device__ __forceinline__ uint32_t udiv(uint32_t n, uint32_t d, uint32_t mg)
+{
+    uint32_t q = __umulhi(n, mg);
+    return q + (n - q * d >= d ? 1u : 0u);
+}
+
 /* OUT: 0 one code per byte, 1 pairs, 2 split. D2: 16x16 tiles (BS 16). */
 template <int BS, int MODE, int DT, int OUT, bool D2>
 __global__ void __launch_bounds__(THREADS)
 quant16_kernel(fp4s_cu_params p, const void *__restrict__ x, size_t ngroups, size_t gpr, size_t rows,
                size_t ld, bool contig, bool vec_in, bool vec_out, uint8_t *__restrict__ codes,
-               uint8_t *__restrict__ scales)
+               uint8_t *__restrict__ scales, uint32_t mg)
 {
     const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     const size_t nth = (size_t)gridDim.x * blockDim.x;
     const size_t total = (ngroups + 31) & ~(size_t)31; /* every lane runs every shuffle */
     const size_t cols = gpr * 16;
-    const bool idx32 = ngroups <= 0xFFFFFFFFu;
+    const bool idx32 = total <= 0xFFFFFFFFu && gpr <= 0xFFFFFFFFu;
     for (size_t g = tid; g < total; g += nth) {
         size_t row, cg;
         bool act;
         if (D2) {
             const size_t tile = g >> 4;
             size_t tr;
-            if (idx32) tr = (uint32_t)tile / (uint32_t)gpr;
+            if (idx32) tr = udiv((uint32_t)tile, (uint32_t)gpr, mg);
             else tr = tile / gpr;
             cg = tile - tr * gpr;
             row = tr * 16 + (g & 15);
@@ -111,7 +119,7 @@ quant16_kernel(fp4s_cu_params p, const void *__restrict__ x, size_t ngroups, siz
                 row = 0;
                 cg = g;
             } else {
-                if (idx32) row = (uint32_t)g / (uint32_t)gpr;
+                if (idx32) row = udiv((uint32_t)g, (uint32_t)gpr, mg);
                 else row = g / gpr;
                 cg = g - row * gpr;
             }
@@ -180,15 +188,16 @@ void launch_out(int out, unsigned grid, cudaStream_t st, const fp4s_cu_params &p
                 size_t ngroups, size_t gpr, size_t rows, size_t ld, bool contig, bool vec_in, bool vec_out,
                 uint8_t *codes, uint8_t *scales)
 {
+    const uint32_t mg = gpr <= 0xFFFFFFFFu ? (uint32_t)(0xFFFFFFFFu / (uint32_t)gpr) : 0u;
     if (out == 0)
         quant16_kernel<BS, MODE, DT, 0, D2><<<grid, THREADS, 0, st>>>(p, x, ngroups, gpr, rows, ld, contig, vec_in,
-                                                                      vec_out, codes, scales);
+                                                                      vec_out, codes, scales, mg);
     else if (out == 1)
         quant16_kernel<BS, MODE, DT, 1, D2><<<grid, THREADS, 0, st>>>(p, x, ngroups, gpr, rows, ld, contig, vec_in,
-                                                                      vec_out, codes, scales);
+                                                                      vec_out, codes, scales, mg);
     else
         quant16_kernel<BS, MODE, DT, 2, D2><<<grid, THREADS, 0, st>>>(p, x, ngroups, gpr, rows, ld, contig, vec_in,
-                                                                      vec_out, codes, scales);
+                                                                      vec_out, codes, scales, mg);
 }
 
 

@@ -620,6 +620,18 @@ int main(int argc, char **argv)
             bad += (long)nd;
         }
     }
+    if (!emulate) {
+        /* the conversion instruction behind the device's E4M3 block scales */
+        uint32_t fe = 0;
+        uint64_t ne = fp4s_cuda_device_check_e4m3(&fe);
+        n_checks++;
+        printf("test_cuda: device E4M3 conversion vs the software encoder, all 2^32 floats: %" PRIu64
+               " disagreements\n", ne);
+        if (ne) {
+            fprintf(stderr, "MISMATCH device E4M3 conversion: %" PRIu64 " inputs (first bits 0x%08x)\n", ne, fe);
+            bad += ne == UINT64_MAX ? 1 : (long)ne;
+        }
+    }
     static const fp4s_dtype dts[3] = {FP4S_DT_F32, FP4S_DT_BF16, FP4S_DT_F16};
     for (int it = 0; it < iters; it++) {
         for (int sh = 0; sh < nshapes; sh++) {
