@@ -117,7 +117,6 @@ def main():
     print("RESULT copy float32 - d2d %.4f %.1f 1.0000" % (t_copy, copy_tbs * 1000))
     del y
     codes = torch.empty(rows, cols // 2, dtype=torch.uint8, device=dev)
-    scales = torch.empty(rows, cols // 16, dtype=torch.uint8, device=dev)
     spec = ctypes.create_string_buffer(lib.fp4s_spec_size())
     ts = ctypes.create_string_buffer(lib.fp4s_tscale_size())
     comp_mx = torch.compile(mx_ocp, fullgraph=True, dynamic=False)
@@ -129,7 +128,7 @@ def main():
         for x, dt, dtn, esz in ((x32, FP4S_DT_F32, "float32", 4), (xbf, FP4S_DT_BF16, "bfloat16", 2)):
             amax = float(x.float().abs().max())
             check(lib, lib.fp4s_tscale_init(spec, ctypes.c_float(amax), ts), "tscale")
-            sc = scales[:, : cols // bs]
+            sc = torch.empty(rows, cols // bs, dtype=torch.uint8, device=dev)
 
             def f4s():
                 check(lib, lib.fp4s_cuda_quantize_ex(spec, ts, dt, x.data_ptr(), rows, cols, cols, True,

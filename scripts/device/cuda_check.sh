@@ -77,12 +77,12 @@ else
         # 128 MiB BF16 tensor (> L2): speed of light, memory and compute
         # workload (pipe use), DRAM bytes
         step ncu profile.log 120 "$NCU" --clock-control none --section SpeedOfLight \
-            --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section Occupancy \
+            --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section WarpStateStats \
             --metrics dram__bytes_read.sum,dram__bytes_write.sum,smsp__inst_executed.sum \
             --kernel-name regex:'quant16|dequant16' \
             "$B/bench/bench_cuda" --rows 16384 --reps 1 --warmup 0 --only -floor || ok=0
         step ncu-nv profile_nv.log 120 "$NCU" --clock-control none --section SpeedOfLight \
-            --section ComputeWorkloadAnalysis \
+            --section ComputeWorkloadAnalysis --section WarpStateStats \
             --metrics dram__bytes_read.sum,dram__bytes_write.sum,smsp__inst_executed.sum \
             --kernel-name regex:'quant16' \
             "$B/bench/bench_cuda" --rows 16384 --reps 1 --warmup 0 --only nvfp4-te || ok=0
