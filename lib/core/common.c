@@ -4,6 +4,8 @@
 #include <fp4scope/quant.h>
 
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,9 +155,8 @@ static void *pf_run(void *p)
 }
 
 /* Start workers 1..nt-1 on threads, run worker 0 here, join; a worker whose
- * thread could not be started runs here afterwards. The first failing worker
- * (in worker order) gives the result and its error detail. */
-static int pf_launch(struct pf_job *jobs, size_t nt)
+ * thread could not be started runs here afterwards. */
+static void pf_spawn(struct pf_job *jobs, size_t nt)
 {
     pthread_t tid[FP4S_MAX_THREADS];
     bool started[FP4S_MAX_THREADS] = {0};
@@ -167,6 +168,87 @@ static int pf_launch(struct pf_job *jobs, size_t nt)
         if (started[w]) pthread_join(tid[w], NULL);
         else pf_run(&jobs[w]);
     }
+}
+
+/* A pool of worker threads kept between calls: a tool that quantizes a
+ * tensor in thousands of chunks would otherwise create and join every worker
+ * thread once per chunk, which on a many-core machine costs about as much as
+ * the chunk's arithmetic (bench/RESULTS-H200.md, CPU scaling). Workers are
+ * started on first use and as more are needed; one call at a time uses the
+ * pool (a call made while it is busy, for example from inside a worker,
+ * starts threads of its own as before). */
+static struct {
+    pthread_mutex_t mu, use;
+    pthread_cond_t go, done;
+    struct pf_job *jobs; /* the current call's jobs, worker w takes jobs[w] */
+    size_t nt;           /* workers 1..nt-1 take part in the current call */
+    size_t running;      /* of those, not finished yet */
+    unsigned long gen;   /* call number: a worker runs once per call */
+    size_t nthreads;     /* threads started: pool workers 1..nthreads */
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+          PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0, 0};
+
+static void *pool_main(void *p)
+{
+    const size_t w = (size_t)(uintptr_t)p;
+    unsigned long seen = 0;
+    pthread_mutex_lock(&pool.mu);
+    for (;;) {
+        while (pool.gen == seen) pthread_cond_wait(&pool.go, &pool.mu);
+        seen = pool.gen;
+        if (w >= pool.nt) continue;
+        struct pf_job *j = &pool.jobs[w];
+        pthread_mutex_unlock(&pool.mu);
+        pf_run(j);
+        pthread_mutex_lock(&pool.mu);
+        if (--pool.running == 0) pthread_cond_signal(&pool.done);
+    }
+    return NULL;
+}
+
+/* Run workers 1..nt-1 of jobs on the pool and worker 0 here; false (nothing
+ * run) when the pool is busy or cannot get enough threads. */
+static bool pool_launch(struct pf_job *jobs, size_t nt)
+{
+    if (pthread_mutex_trylock(&pool.use) != 0) return false;
+    pthread_mutex_lock(&pool.mu);
+    while (pool.nthreads + 1 < nt) {
+        pthread_t t;
+        pthread_attr_t a;
+        bool ok = pthread_attr_init(&a) == 0;
+        if (ok) pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        ok = ok && pthread_create(&t, &a, pool_main, (void *)(uintptr_t)(pool.nthreads + 1)) == 0;
+        pthread_attr_destroy(&a);
+        if (!ok) break;
+        pool.nthreads++;
+    }
+    if (pool.nthreads + 1 < nt) {
+        pthread_mutex_unlock(&pool.mu);
+        pthread_mutex_unlock(&pool.use);
+        return false;
+    }
+    pool.jobs = jobs;
+    pool.nt = nt;
+    pool.running = nt - 1;
+    pool.gen++;
+    pthread_cond_broadcast(&pool.go);
+    pthread_mutex_unlock(&pool.mu);
+    pf_run(&jobs[0]);
+    pthread_mutex_lock(&pool.mu);
+    while (pool.running) pthread_cond_wait(&pool.done, &pool.mu);
+    pool.jobs = NULL;
+    pool.nt = 0;
+    pthread_mutex_unlock(&pool.mu);
+    pthread_mutex_unlock(&pool.use);
+    return true;
+}
+
+/* The workers of a call run on the pool (or on threads of their own); the
+ * first failing worker (in worker order) gives the result and its error
+ * detail. */
+static int pf_launch(struct pf_job *jobs, size_t nt)
+{
+    if (!pool_launch(jobs, nt)) pf_spawn(jobs, nt);
     for (size_t w = 0; w < nt; w++)
         if (jobs[w].rc) {
             memcpy(err_detail, jobs[w].err, sizeof err_detail);
