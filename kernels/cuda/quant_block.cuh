@@ -661,16 +661,16 @@ FP4S_HD float cu_f16_f32(uint32_t h)
  * on the grid, and R * 2^-126 (exact: R has at most two significant bits) has
  * the bit pattern code << 22: the eight grid values 0, .5, 1, 1.5, 2, 3, 4, 6
  * scaled by 2^-126 are the float32 patterns k * 2^22, k = 0..7 (0.5 lands on
- * the subnormal 2^-127). Multiplying by -2^-126 for a negative v puts the
- * sign in bit 31 as well, and one shift and mask move sign and code to the
- * top nibble (bits 28..31), which a funnel shift appends to the word of
- * codes. Ties away from zero (RHA) have no such product and use the
+ * the subnormal 2^-127). A shift moves the code to bits 28..30 and one
+ * bit-select takes bit 31 from the sign source: the top nibble (bits 28..31),
+ * which a funnel shift appends to the word of codes. Ties away from zero (RHA) have no such product and use the
  * threshold count. test_cuda --exhaustive checks every float32 up to 8
  * against the reference encoder for each tie rule.
  * The sign of the code is the sign of v; zero_in POS reads it from v + 0
  * (which is +0 for both zeros), NEG from -((-v) + 0) (-0 for both zeros).
  * TM: 0 RNE, 1 RTZ (magic add), 2 thresholds; ZIN: the zero_in policy.
- * Returns code | sign << 3 in bits 28..31 (bits below are zero); a -0 code
+ * Returns code | sign << 3 in bits 28..31 (the bits below are not cleared:
+ * every user takes the top nibble only); a -0 code
  * (8) that keep_neg_zero drops is cleared later on whole words (cu_clear_negz). */
 template <int TM, int ZIN>
 FP4S_HD uint32_t cu_nib_top(const fp4s_cu_params &p, float v)
@@ -680,7 +680,7 @@ FP4S_HD uint32_t cu_nib_top(const fp4s_cu_params &p, float v)
     if (ZIN == 0) sv = cu_bits(v);
     else if (ZIN == 1) sv = cu_bits(cu_add(v, 0.0f));
     else sv = ~cu_bits(cu_add(-v, 0.0f));
-    if (TM == 2) return (cu_e2m1_thr_mag(p.thr, cu_bits(c)) << 28) | (sv & 0x80000000u);
+    if (TM == 2) return (cu_e2m1_thr_mag(p.thr, cu_bits(c)) << 28) | (sv & ~0x70000000u);
     const float P = cu_float(cu_bits(fmaxf(c, 1.0f)) & 0xFF800000u);
     float R;
     if (TM == 0) {
@@ -690,8 +690,8 @@ FP4S_HD uint32_t cu_nib_top(const fp4s_cu_params &p, float v)
         const float M = cu_mul(P, 4194304.0f);
         R = cu_add(cu_fma(c, p.kmag, M), -M);
     }
-    const uint32_t u = cu_bits(cu_mul(R, cu_float((sv & 0x80000000u) | 0x00800000u))); /* R * (+-2^-126) */
-    return (u & 0x80000000u) | ((u << 6) & 0x70000000u);
+    const uint32_t u = cu_bits(cu_mul(R, 1.17549435e-38f)); /* R * 2^-126 = code << 22 */
+    return ((u << 6) & 0x70000000u) | (sv & ~0x70000000u); /* one LOP3: code, and sign in bit 31 */
 }
 
 /* The same in the low 4 bits (bits above zero), any variant (tests, emulation). */

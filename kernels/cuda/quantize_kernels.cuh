@@ -90,96 +90,127 @@ __device__ __forceinline__ uint32_t udiv(uint32_t n, uint32_t d, uint32_t mg)
     return q + (n - q * d >= d ? 1u : 0u);
 }
 
-/* OUT: 0 one code per byte, 1 pairs, 2 split. D2: 16x16 tiles (BS 16). */
+/* Where group g lies: its row, its 16-column group in the row, whether it
+ * is inside the tensor. */
+template <bool D2>
+__device__ __forceinline__ bool group_pos(size_t g, size_t ngroups, size_t gpr, size_t rows, bool contig,
+                                          bool idx32, uint32_t mg, size_t &row, size_t &cg)
+{
+    if (D2) {
+        const size_t tile = g >> 4;
+        size_t tr;
+        if (idx32) tr = udiv((uint32_t)tile, (uint32_t)gpr, mg);
+        else tr = tile / gpr;
+        cg = tile - tr * gpr;
+        row = tr * 16 + (g & 15);
+        return g < ngroups && row < rows;
+    }
+    if (contig) {
+        row = 0;
+        cg = g;
+    } else {
+        if (idx32) row = udiv((uint32_t)g, (uint32_t)gpr, mg);
+        else row = g / gpr;
+        cg = g - row * gpr;
+    }
+    return g < ngroups;
+}
+
+/* One group of 16 loaded elements f: block amax (shuffles), scale, codes,
+ * stores. Every lane of the warp calls it for the same iteration. */
+template <int BS, int MODE, int OUT, bool D2>
+__device__ __forceinline__ void quant_group(const fp4s_cu_params &p, size_t g, bool act, size_t row, size_t cg,
+                                            size_t cols, bool vec_out, uint8_t *__restrict__ codes,
+                                            uint8_t *__restrict__ scales, const float *f)
+{
+    float a = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 16; k++) a = cu_absmax_nan(a, f[k]);
+    if (BS == 32) a = cu_absmax_nan(a, __shfl_xor_sync(FULL, a, 1));
+    if (D2) {
+#pragma unroll
+        for (int o = 1; o < 16; o <<= 1) a = cu_absmax_nan(a, __shfl_xor_sync(FULL, a, o));
+    }
+    fp4s_cu_amax am = cu_amax_from(a);
+    if (p.nonfinite == 2 && __any_sync(FULL, am.nan)) {
+        /* IGNORE: NaN stays out of the amax, Inf enters it */
+        fp4s_cu_amax e = {0u, 0, 0};
+#pragma unroll
+        for (int k = 0; k < 16; k++) cu_amax_add(&e, f[k]);
+        unsigned flags = (unsigned)e.nan | ((unsigned)e.inf << 1);
+        const int span = D2 ? 16 : BS / 16;
+#pragma unroll
+        for (int o = 1; o < 16; o <<= 1) {
+            if (o >= span) break;
+            e.abits = max(e.abits, __shfl_xor_sync(FULL, e.abits, o));
+            flags |= __shfl_xor_sync(FULL, flags, o);
+        }
+        e.nan = flags & 1u;
+        e.inf = (flags >> 1) & 1u;
+        am = e;
+    }
+    const fp4s_cu_blk b = cu_block(p, am);
+    uint32_t w[4];
+    if (OUT == 1) cu_encode16<MODE, 4>(p, am, b, f, w);
+    else cu_encode16<MODE, 8>(p, am, b, f, w);
+    const size_t e0 = D2 ? row * cols + cg * 16 : g * 16; /* first element, output order */
+    if (OUT == 2) {
+        uint32_t s[2];
+        if (BS == 16) {
+            cu_split16(w, s);
+        } else {
+            /* element j + 16 of the block sits in the other lane */
+            const unsigned h = (unsigned)(g & 1);
+            const uint32_t r0 = __shfl_xor_sync(FULL, h ? w[0] : w[2], 1);
+            const uint32_t r1 = __shfl_xor_sync(FULL, h ? w[1] : w[3], 1);
+            s[0] = h ? (r0 | (w[2] << 4)) : (w[0] | (r0 << 4));
+            s[1] = h ? (r1 | (w[3] << 4)) : (w[1] | (r1 << 4));
+        }
+        if (act) store_words(codes + e0 / 2, s, 2, vec_out);
+    } else if (act) {
+        if (OUT == 1) store_words(codes + e0 / 2, w, 2, vec_out);
+        else store_words(codes + e0, w, 4, vec_out);
+    }
+    if (act && (BS == 16 || (g & 1) == 0)) scales[e0 / BS] = b.scale;
+}
+
+/* OUT: 0 one code per byte, 1 pairs, 2 split. D2: 16x16 tiles (BS 16).
+ * G groups per iteration, all loaded before the first is encoded: 2 for
+ * 16-bit inputs, so that a thread keeps 64 bytes of loads in flight as it
+ * does with float32 (one group of 16 floats). */
 template <int BS, int MODE, int DT, int OUT, bool D2>
 __global__ void __launch_bounds__(THREADS)
 quant16_kernel(fp4s_cu_params p, const void *__restrict__ x, size_t ngroups, size_t gpr, size_t rows,
                size_t ld, bool contig, bool vec_in, bool vec_out, uint8_t *__restrict__ codes,
                uint8_t *__restrict__ scales, uint32_t mg)
 {
+    constexpr int G = DT == CU_DT_F32 ? 1 : 2;
     const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     const size_t nth = (size_t)gridDim.x * blockDim.x;
     const size_t total = (ngroups + 31) & ~(size_t)31; /* every lane runs every shuffle */
     const size_t cols = gpr * 16;
-    const bool idx32 = total <= 0xFFFFFFFFu && gpr <= 0xFFFFFFFFu;
-    for (size_t g = tid; g < total; g += nth) {
-        size_t row, cg;
-        bool act;
-        if (D2) {
-            const size_t tile = g >> 4;
-            size_t tr;
-            if (idx32) tr = udiv((uint32_t)tile, (uint32_t)gpr, mg);
-            else tr = tile / gpr;
-            cg = tile - tr * gpr;
-            row = tr * 16 + (g & 15);
-            act = g < ngroups && row < rows;
-        } else {
-            act = g < ngroups;
-            if (contig) {
-                row = 0;
-                cg = g;
+    const bool idx32 = total + (size_t)G * nth <= 0xFFFFFFFFu && gpr <= 0xFFFFFFFFu;
+    for (size_t g0 = tid; g0 < total; g0 += (size_t)G * nth) {
+        float f[G][16];
+        size_t row[G], cg[G];
+        bool act[G];
+#pragma unroll
+        for (int u = 0; u < G; u++) {
+            const size_t g = g0 + (size_t)u * nth;
+            act[u] = group_pos<D2>(g, ngroups, gpr, rows, contig, idx32, mg, row[u], cg[u]);
+            if (act[u]) {
+                load16<DT>(x, row[u] * ld + cg[u] * 16, vec_in, f[u]);
             } else {
-                if (idx32) row = udiv((uint32_t)g, (uint32_t)gpr, mg);
-                else row = g / gpr;
-                cg = g - row * gpr;
+#pragma unroll
+                for (int k = 0; k < 16; k++) f[u][k] = 0.0f;
             }
         }
-        float f[16];
-        if (act) {
-            load16<DT>(x, row * ld + cg * 16, vec_in, f);
-        } else {
 #pragma unroll
-            for (int k = 0; k < 16; k++) f[k] = 0.0f;
+        for (int u = 0; u < G; u++) {
+            const size_t g = g0 + (size_t)u * nth;
+            if (g >= total) break; /* the same for the whole warp */
+            quant_group<BS, MODE, OUT, D2>(p, g, act[u], row[u], cg[u], cols, vec_out, codes, scales, f[u]);
         }
-        float a = 0.0f;
-#pragma unroll
-        for (int k = 0; k < 16; k++) a = cu_absmax_nan(a, f[k]);
-        if (BS == 32) a = cu_absmax_nan(a, __shfl_xor_sync(FULL, a, 1));
-        if (D2) {
-#pragma unroll
-            for (int o = 1; o < 16; o <<= 1) a = cu_absmax_nan(a, __shfl_xor_sync(FULL, a, o));
-        }
-        fp4s_cu_amax am = cu_amax_from(a);
-        if (p.nonfinite == 2 && __any_sync(FULL, am.nan)) {
-            /* IGNORE: NaN stays out of the amax, Inf enters it */
-            fp4s_cu_amax e = {0u, 0, 0};
-#pragma unroll
-            for (int k = 0; k < 16; k++) cu_amax_add(&e, f[k]);
-            unsigned flags = (unsigned)e.nan | ((unsigned)e.inf << 1);
-            const int span = D2 ? 16 : BS / 16;
-#pragma unroll
-            for (int o = 1; o < 16; o <<= 1) {
-                if (o >= span) break;
-                e.abits = max(e.abits, __shfl_xor_sync(FULL, e.abits, o));
-                flags |= __shfl_xor_sync(FULL, flags, o);
-            }
-            e.nan = flags & 1u;
-            e.inf = (flags >> 1) & 1u;
-            am = e;
-        }
-        const fp4s_cu_blk b = cu_block(p, am);
-        uint32_t w[4];
-        if (OUT == 1) cu_encode16<MODE, 4>(p, am, b, f, w);
-        else cu_encode16<MODE, 8>(p, am, b, f, w);
-        const size_t e0 = D2 ? row * cols + cg * 16 : g * 16; /* first element, output order */
-        if (OUT == 2) {
-            uint32_t s[2];
-            if (BS == 16) {
-                cu_split16(w, s);
-            } else {
-                /* element j + 16 of the block sits in the other lane */
-                const unsigned h = (unsigned)(g & 1);
-                const uint32_t r0 = __shfl_xor_sync(FULL, h ? w[0] : w[2], 1);
-                const uint32_t r1 = __shfl_xor_sync(FULL, h ? w[1] : w[3], 1);
-                s[0] = h ? (r0 | (w[2] << 4)) : (w[0] | (r0 << 4));
-                s[1] = h ? (r1 | (w[3] << 4)) : (w[1] | (r1 << 4));
-            }
-            if (act) store_words(codes + e0 / 2, s, 2, vec_out);
-        } else if (act) {
-            if (OUT == 1) store_words(codes + e0 / 2, w, 2, vec_out);
-            else store_words(codes + e0, w, 4, vec_out);
-        }
-        if (act && (BS == 16 || (g & 1) == 0)) scales[e0 / BS] = b.scale;
     }
 }
 

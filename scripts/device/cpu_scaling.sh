@@ -10,8 +10,9 @@
 # then for each thread count times, best of 3 (wall seconds, /usr/bin/time
 # style from bash's TIMEFORMAT): the plain read (bench/bench_read: the same
 # fp4s_source_read of every chunk, nothing else), fp4-quant -f mxfp4 -p ocp -o
-# OUT.h5, fp4-decompose -f mxfp4 and -f nvfp4 (statistics are on: they are what
-# it computes). Prints a markdown table: seconds and x of the plain read.
+# OUT.h5 (which ends with an fsync of the output), the same without an output
+# (the summary alone: read and quantize), fp4-decompose -f mxfp4 and -f nvfp4
+# (statistics are on: they are what it computes). Prints a markdown table: seconds and x of the plain read.
 set -uo pipefail
 B=${1:?usage: cpu_scaling.sh BUILD_DIR [THREADS...]}
 shift
@@ -62,14 +63,15 @@ cat "$X" > /dev/null
 echo "cpu_scaling: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "cpu_scaling: input $X ($(du -h "$X" | cut -f1)), kernels $("$B"/tools/fp4-quant --version | sed -n 2p)"
 echo
-echo "| threads | plain read s | fp4-quant mxfp4 s | x read | fp4-decompose mxfp4 s | x read | fp4-decompose nvfp4 s | x read |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| threads | plain read s | fp4-quant mxfp4 -o s | x read | fp4-quant mxfp4, summary only s | x read | fp4-decompose mxfp4 s | x read | fp4-decompose nvfp4 s | x read |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for n in $THREADS; do
     export FP4S_THREADS=$n
     r=$("$B"/bench/bench_read "$X" 3 | cut -d' ' -f2)
     q=$(best "'$B/tools/fp4-quant' -f mxfp4 -p ocp -o '$T/q.h5' '$X'")
+    qs=$(best "'$B/tools/fp4-quant' -f mxfp4 -p ocp '$X'")
     dm=$(best "'$B/tools/fp4-decompose' -f mxfp4 --json '$X'")
     dn=$(best "'$B/tools/fp4-decompose' -f nvfp4 --json '$X'")
-    python3 -c "r,q,a,b=$r,$q,$dm,$dn; print('| $n | %.3f | %.3f | %.2fx | %.3f | %.2fx | %.3f | %.2fx |' % (r, q, q/r, a, a/r, b, b/r))"
+    python3 -c "r,q,s,a,b=$r,$q,$qs,$dm,$dn; print('| $n | %.3f | %.3f | %.2fx | %.3f | %.2fx | %.3f | %.2fx | %.3f | %.2fx |' % (r, q, q/r, s, s/r, a, a/r, b, b/r))"
     rm -f "$T/q.h5"
 done
