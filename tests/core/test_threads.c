@@ -2,6 +2,9 @@
  * split's determinism, and errors (code and detail) carried back from a worker
  * thread to the caller. */
 #include <check.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,6 +152,73 @@ START_TEST(thread_counts_are_clamped)
 }
 END_TEST
 
+/* Worker w records its thread id. */
+static int record_tid(void *arg, size_t b, size_t e, int w)
+{
+    long *t = arg;
+    (void)b;
+    (void)e;
+    t[w] = (long)syscall(SYS_gettid);
+    return 0;
+}
+
+START_TEST(workers_are_kept_between_calls)
+{
+    /* the pool: a second call runs on the threads of the first (a chunked tool
+     * no longer starts its workers once per chunk) */
+    fp4s_set_threads(4);
+    long a[4] = {0}, b[4] = {0};
+    ck_assert_int_eq(fp4s_parallel_for(4, 1, record_tid, a), 0);
+    ck_assert_int_eq(fp4s_parallel_for(4, 1, record_tid, b), 0);
+    for (int w = 0; w < 4; w++) ck_assert_msg(a[w] == b[w], "worker %d: thread %ld, then %ld", w, a[w], b[w]);
+    for (int w = 1; w < 4; w++) ck_assert_msg(a[w] != a[0], "worker %d ran on the caller's thread", w);
+    fp4s_set_threads(0);
+}
+END_TEST
+
+/* A worker that runs a parallel loop of its own (the pool is busy then). */
+static int nested(void *arg, size_t b, size_t e, int w)
+{
+    struct cover *c = arg;
+    (void)w;
+    for (size_t i = b; i < e; i++) {
+        struct cover in = {c[i + 1].seen, (size_t)-1, {0}};
+        int rc = fp4s_parallel_for(50, 1, visit, &in);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static void *call_from_thread(void *arg)
+{
+    struct cover *c = arg;
+    return (void *)(intptr_t)fp4s_parallel_dynamic(300, 5, 3, visit, c);
+}
+
+START_TEST(nested_and_concurrent_calls)
+{
+    fp4s_set_threads(3);
+    struct cover c[7];
+    for (int i = 0; i < 7; i++) c[i] = (struct cover){calloc(300, 1), (size_t)-1, {0}};
+    ck_assert_int_eq(fp4s_parallel_for(6, 1, nested, c), 0);
+    for (int i = 1; i < 7; i++) check_once(&c[i], 50);
+    /* two callers at once: one gets the pool, the other its own threads */
+    struct cover x = {calloc(300, 1), (size_t)-1, {0}}, y = {calloc(300, 1), (size_t)-1, {0}};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, call_from_thread, &x), 0);
+    ck_assert_int_eq(fp4s_parallel_dynamic(300, 5, 3, visit, &y), 0);
+    void *r;
+    pthread_join(t, &r);
+    ck_assert_int_eq((int)(intptr_t)r, 0);
+    check_once(&x, 300);
+    check_once(&y, 300);
+    for (int i = 0; i < 7; i++) free(c[i].seen);
+    free(x.seen);
+    free(y.seen);
+    fp4s_set_threads(0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("threads");
@@ -158,6 +228,8 @@ int main(void)
         {"parallel_for_static_split_is_deterministic", parallel_for_static_split_is_deterministic},
         {"worker_error_detail_reaches_the_caller", worker_error_detail_reaches_the_caller},
         {"thread_counts_are_clamped", thread_counts_are_clamped},
+        {"workers_are_kept_between_calls", workers_are_kept_between_calls},
+        {"nested_and_concurrent_calls", nested_and_concurrent_calls},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);
