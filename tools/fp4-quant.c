@@ -427,7 +427,7 @@ typedef struct {
     const char *out_h5, *codes, *scales, *dequant;
     fp4s_qfile *qf;
     fp4s_npy_writer *wc, *ws, *wd;
-    void *bufs[8];     /* the run's buffers, freed on a failure */
+    void *bufs[16];    /* the run's buffers, freed on a failure */
     run_t *runs[2];
 } outputs;
 
@@ -856,7 +856,8 @@ int main(int argc, char **argv)
     bool need_deq = diff || out.dequant;
     run_alloc(&r1, chunk, rows, pcols, need_deq);
     if (diff) run_alloc(&r2, chunk, rows, pcols, true);
-    out.bufs[0] = x;
+    out.bufs[0] = xb[0];
+    out.bufs[1] = xb[1];
     out.runs[0] = &r1;
     out.runs[1] = &r2;
 
@@ -902,7 +903,7 @@ int main(int argc, char **argv)
     da.rpos = xcalloc(da.show + 1, sizeof *da.rpos);
     uint8_t *crop8 = pcols != cols && out.codes ? xcalloc(chunk, cols) : NULL;
     float *cropf = pcols != cols && out.dequant ? xcalloc(chunk, cols * sizeof(float)) : NULL;
-    void *bufs[] = {x, da.pos, da.cpos, da.rpos, crop8, cropf};
+    void *bufs[] = {xb[0], xb[1], da.pos, da.cpos, da.rpos, crop8, cropf};
     memcpy(out.bufs, bufs, sizeof bufs);
 
     /* pass 2: quantize chunk by chunk; two banks of outputs, one written while
@@ -912,6 +913,8 @@ int main(int argc, char **argv)
     if (r1.scales) sb[1] = xcalloc(chunk, r1.scale_cols);
     if (r1.sf32) fb[1] = xcalloc(r1.sf_rows_chunk * r1.scale_cols, sizeof(float));
     if (r1.deq) db[1] = xcalloc(chunk * pcols, sizeof(float));
+    /* the second bank goes with the other buffers on a failure (r1 then holds the first) */
+    out.bufs[7] = cb[1], out.bufs[8] = sb[1], out.bufs[9] = fb[1], out.bufs[10] = db[1];
     job wr = {.fn = write_fn, .out = &out, .r = &r1, .crop8 = crop8, .cropf = cropf, .rank = rank,
               .rows = rows, .cols = cols, .pcols = pcols, .h5 = out.qf != NULL};
 /* an error while a write may be running: let it end before the outputs go */
@@ -922,6 +925,7 @@ int main(int argc, char **argv)
         snprintf(keep__, sizeof keep__, "%s", fp4s_last_error());       \
         job_wait(&wr);                                                  \
         job_wait(&rd);                                                  \
+        r1.codes = cb[0], r1.scales = sb[0], r1.sf32 = fb[0], r1.deq = db[0]; \
         fail_out(&out, fp4s_error_set(rc__, "%s", keep__));             \
     } while (0)
     rd.buf = xb[0], rd.r0 = 0, rd.n = chunk;
@@ -956,6 +960,7 @@ int main(int argc, char **argv)
     free(sb[1]);
     free(fb[1]);
     free(db[1]);
+    out.bufs[7] = out.bufs[8] = out.bufs[9] = out.bufs[10] = NULL;
     fp4s_source_close(&src);
     (void)srows_total;
 
