@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cpu/kernels.h"
+#include "core/approx.h"
 #include "core/codec_internal.h"
 
 typedef struct ksum { double s, c; } ksum;
@@ -93,11 +94,45 @@ static float pow2f(int k) /* exact 2^k for k in [-149, 127] */
     return fp4s_bits_f32(1u << (k + 149));
 }
 
+/* The cvt policy's amax of a block of NaNs: bf16 max of NaNs gives the
+ * canonical bf16 NaN 0x7FFF, widened to float. */
+static inline float cvt_nan_amax(void) { return fp4s_bits_f32(0x7FFF0000u); }
+
+/* The factor an MXFP4 block's elements are multiplied by, from its scale code
+ * (fp4s_mx_elem); *ftz: the multiply flushes subnormals. Code 0xFF only
+ * reaches the engines' kinds (the exact kind makes a NaN block). */
+static float mx_factor(fp4s_mx_elem e, uint8_t code, bool *ftz)
+{
+    *ftz = false;
+    switch (e) {
+    case FP4S_MX_ELEM_ZERO0:
+        /* vLLM: SFValue = 2^(code-127) as bits, 1/SFValue (IEEE), 0 for code 0 */
+        return code == 0 ? 0.0f : pow2f(127 - (int)code);
+    case FP4S_MX_ELEM_EX2_FTZ:
+        /* FlashInfer: vecMax != 0 ? exp2f(127 - code) : 0 under -use_fast_math
+         * (ex2.approx.ftz); its vecMax is 0 exactly when the code is 0 */
+        *ftz = true;
+        return code == 0 ? 0.0f : fp4s_ex2_approx_ftz_int(127 - (int)code);
+    case FP4S_MX_ELEM_RCP_FTZ: {
+        /* vLLM before PR #43557: SFValue = bits(code << 23), outputScale =
+         * SFValue != 0 ? rcp(SFValue * rcp(1)) : 0 */
+        if (code == 0) return 0.0f;
+        float sf = fp4s_bits_f32((uint32_t)code << 23);
+        return fp4s_rcp_approx_ftz(sf * fp4s_rcp_approx_ftz(1.0f));
+    }
+    case FP4S_MX_ELEM_EXACT:
+    case FP4S_MX_ELEM_COUNT:
+        break;
+    }
+    return pow2f(127 - (int)code);
+}
+
 static int mx_quant(const fp4s_spec *s, const float *x, size_t rows, size_t cols,
                     size_t ld, const fp4s_qout *o, acc *a)
 {
     const size_t B = s->block, nb = cols / B;
     const bool ignore = s->nonfinite == FP4S_NF_IGNORE;
+    const bool cvt = s->nonfinite == FP4S_NF_CVT;
     for (size_t r = 0; r < rows; r++) {
         const float *xr = x + r * ld;
         uint8_t *cr = o->codes ? o->codes + r * o->ld_codes : NULL;
@@ -114,6 +149,7 @@ static int mx_quant(const fp4s_spec *s, const float *x, size_t rows, size_t cols
             a->st.nonfinite += sc.nan + sc.inf;
             if (sc.nan || sc.inf) a->st.nonfinite_blocks++;
             uint8_t code = 0xFF;
+            if (cvt && sc.nan == B) sc.amax = cvt_nan_amax();
             if (nan_block(s, &sc)) {
                 /* code 0xFF */
             } else if (sc.amax == 0.0f) {
@@ -125,7 +161,7 @@ static int mx_quant(const fp4s_spec *s, const float *x, size_t rows, size_t cols
                 if (low) a->st.scale_underflow++;
                 code = (uint8_t)(k + 127); /* 0xFF: the rule's own NaN scale (even-nan) */
             }
-            if (code == 0xFF) {
+            if (code == 0xFF && s->mx_elem == FP4S_MX_ELEM_EXACT) {
                 if (sr) sr[b] = 0xFF;
                 for (size_t j = 0; j < B; j++) {
                     if (cr) cr[b * B + j] = 0;
@@ -134,8 +170,12 @@ static int mx_quant(const fp4s_spec *s, const float *x, size_t rows, size_t cols
                 continue;
             }
             if (sr) sr[b] = code;
-            const int k = (int)code - 127;
-            const float inv = pow2f(-k), X = pow2f(k);
+            /* the engines' kinds run their arithmetic even on a NaN scale
+             * (the block then decodes to NaN and stays out of the sums) */
+            bool ftz;
+            const float inv = mx_factor(s->mx_elem, code, &ftz);
+            const float X = fp4s_e8m0_decode(code);
+            const bool sums = a->sums && code != 0xFF;
             bsum bs = {0, 0};
             for (size_t j = 0; j < B; j++) {
                 float xv = xb[j];
@@ -143,15 +183,16 @@ static int mx_quant(const fp4s_spec *s, const float *x, size_t rows, size_t cols
                 if (ignore && !isfinite(xv)) {
                     q = 0;
                 } else {
-                    float v = xv * inv; /* exact where it matters: power of two */
-                    q = fp4s_e2m1_encode_spec(s, v);
+                    /* exact where it matters: a power of two (or 0) */
+                    float v = ftz ? fp4s_mul_ftz(xv, inv) : xv * inv;
+                    q = cvt && isnan(v) ? 7 : fp4s_e2m1_encode_spec(s, v);
                     if (fabsf(v) > 6.0f) a->st.saturated++;
                 }
                 if (q == 8) a->st.neg_zero++;
                 float d = fp4s_e2m1_decode(q) * X;
                 if (cr) cr[b * B + j] = q;
                 if (dr) dr[b * B + j] = d;
-                if (a->sums) bsum_elem(&bs, xv, d);
+                if (sums) bsum_elem(&bs, xv, d);
             }
             acc_block(a, &bs);
         }
@@ -169,6 +210,7 @@ typedef struct nv_blk {
     float enc;        /* FP4S_NV_ELEM_MUL: encode factor (x * enc) */
     float div;        /* FP4S_NV_ELEM_DIV: divisor (x / div) */
     float dq;         /* FP4S_NV_DQ_TOTAL: dequant factor (q * dq) */
+    bool ftz;         /* x * enc is mul.rn.ftz (a kernel built with -use_fast_math) */
 } nv_blk;
 
 static const float e2m1_mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
@@ -241,6 +283,49 @@ static void nv_scale(const fp4s_spec *s, const fp4s_tscale *ts, float amax_b, nv
         o->dq = o->sbv;
         break;
     }
+    case FP4S_NV_FLASHINFER: {
+        /* FlashInfer / TRT-LLM cvt_warp_fp16_to_fp4 with fast math (mul.ftz,
+         * rcp = rcp.approx.ftz.f32):
+         * SFValue = S * (vecMax * rcp(6)); s_b = e4m3(SFValue);
+         * outputScale = vecMax != 0 ? rcp(float(s_b) * rcp(S)) : 0 */
+        const float S = ts->s_enc;
+        float sbf = fp4s_mul_ftz(S, fp4s_mul_ftz(amax_b, fp4s_rcp_approx_ftz(6.0f)));
+        o->code = fp4s_e4m3_encode(sbf, FP4S_TIE_EVEN);
+        o->sbv = fp4s_e4m3_decode(o->code);
+        /* "vecMax != 0" is setp.ftz: a subnormal block amax compares as 0 */
+        o->enc = fp4s_daz(amax_b) != 0.0f ? fp4s_rcp_approx_ftz(fp4s_mul_ftz(o->sbv, fp4s_rcp_approx_ftz(S)))
+                                          : 0.0f;
+        o->ftz = true;
+        break;
+    }
+    case FP4S_NV_FLASHINFER_EXACT: {
+        /* the same with DISABLE_FP4_QUANT_FAST_MATH, still built with
+         * -use_fast_math (mul.ftz, __fdiv_rn = div.rn.ftz, fminf = min.ftz,
+         * comparisons setp.ftz):
+         * SFValue = vecMax != 0 ? vecMax * (S * fl(1/6)) : 0; s_b = e4m3(SFValue);
+         * outputScale = vecMax != 0 ? fminf(1 / (float(s_b) * (1 / S)), FLT_MAX) : 0 */
+        const float S = ts->s_enc;
+        const bool nz = fp4s_daz(amax_b) != 0.0f; /* setp.ftz */
+        float sbf = nz ? fp4s_mul_ftz(amax_b, fp4s_mul_ftz(S, 1.0f / 6.0f)) : 0.0f;
+        o->code = fp4s_e4m3_encode(sbf, FP4S_TIE_EVEN);
+        o->sbv = fp4s_e4m3_decode(o->code);
+        o->enc = nz
+                     ? fminf(fp4s_div_ftz(1.0f, fp4s_mul_ftz(o->sbv, fp4s_div_ftz(1.0f, S))), FLT_MAX)
+                     : 0.0f;
+        o->ftz = true;
+        break;
+    }
+    case FP4S_NV_VLLM: {
+        /* vLLM / SGLang cvt_warp_fp16_to_fp4 (IEEE multiplies):
+         * SFValue = S * (vecMax * rcp(6)); s_b = e4m3(SFValue); SFValue = float(s_b);
+         * outputScale = SFValue != 0 ? rcp(SFValue * rcp(S)) : 0 */
+        const float S = ts->s_enc;
+        float sbf = S * (amax_b * fp4s_rcp_approx_ftz(6.0f));
+        o->code = fp4s_e4m3_encode(sbf, FP4S_TIE_EVEN);
+        o->sbv = fp4s_e4m3_decode(o->code);
+        o->enc = o->sbv != 0.0f ? fp4s_rcp_approx_ftz(o->sbv * fp4s_rcp_approx_ftz(S)) : 0.0f;
+        break;
+    }
     case FP4S_NV_RECIPE_COUNT: /* rejected by fp4s_spec_check */
         break;
     }
@@ -279,6 +364,7 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
     const size_t B = s->block, nb = cols / B;
     const size_t H = s->tile2d ? 16 : 1;
     const bool ignore = s->nonfinite == FP4S_NF_IGNORE;
+    const bool cvt = s->nonfinite == FP4S_NF_CVT;
     const fp4s_nv_recipe_traits *rt = fp4s_get_nv_recipe_traits(s->nv_recipe);
     for (size_t r0 = 0; r0 < rows; r0 += H) {
         size_t h = rows - r0 < H ? rows - r0 : H;
@@ -286,6 +372,7 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
             /* scale from the tile (1 x 16 or up to 16 x 16) */
             bscan sc = {0};
             for (size_t i = 0; i < h; i++) scan_add(&sc, x + (r0 + i) * ld + b * B, B);
+            if (cvt && sc.nan == h * B) sc.amax = cvt_nan_amax();
             bool nanb = nan_block(s, &sc);
             nv_blk nbk = {0};
             if (!nanb) nv_scale(s, ts, sc.amax, &nbk);
@@ -323,9 +410,10 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                     } else if (rt->elem == FP4S_NV_ELEM_SEARCH) {
                         q = ggml_best(xv, nbk.sbv, s->keep_neg_zero, &sat);
                     } else {
-                        float v = rt->elem == FP4S_NV_ELEM_MUL ? xv * nbk.enc : xv / nbk.div;
+                        float v = rt->elem == FP4S_NV_ELEM_DIV ? xv / nbk.div
+                                  : nbk.ftz ? fp4s_mul_ftz(xv, nbk.enc) : xv * nbk.enc;
                         sat = fabsf(v) > 6.0f;
-                        q = fp4s_e2m1_encode_spec(s, v);
+                        q = cvt && isnan(v) ? 7 : fp4s_e2m1_encode_spec(s, v);
                     }
                     if (sat) a->st.saturated++;
                     if (q == 8) a->st.neg_zero++;

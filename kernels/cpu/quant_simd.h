@@ -168,8 +168,9 @@ static inline quant_body quant_body_of(const fp4s_spec *s, size_t cols)
     }
 
 /* k_quantize of a file that defines mx_quant, nv_quant and fp8_quant bodies;
- * level is its FP4S_KERNEL_* bit (a scale rule without it goes to the
- * reference; recipes are checked by nv_params_init). */
+ * level is its FP4S_KERNEL_* bit (a scale rule without it, or an element
+ * factor other than the exact 2^-k, goes to the reference; recipes are
+ * checked by nv_params_init). */
 #define QUANT_ENTRY(level)                                                                 \
     QUANT_PAIR(mx_quant)                                                                   \
     QUANT_PAIR(nv_quant)                                                                   \
@@ -181,6 +182,7 @@ static inline quant_body quant_body_of(const fp4s_spec *s, size_t cols)
         switch (quant_body_of(s, cols)) {                                                  \
         case QB_MX:                                                                        \
             if (!(fp4s_get_mx_rule_traits(s->mx_rule)->kernels & (level))) break;          \
+            if (s->mx_elem != FP4S_MX_ELEM_EXACT) break; /* the engines' factors: ref */  \
             return st ? mx_quant_st(s, ts, x, rows, cols, ld, row0, out, st)               \
                       : mx_quant_co(s, ts, x, rows, cols, ld, row0, out);                  \
         case QB_NV:                                                                        \

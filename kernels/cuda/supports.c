@@ -12,11 +12,13 @@ bool fp4s_cu_supports_why(const fp4s_spec *s, const char **why)
     if ((unsigned)s->tie >= FP4S_TIE_COUNT) { *why = "unknown tie rule"; return false; }
     if ((unsigned)s->nonfinite >= FP4S_NF_COUNT) { *why = "unknown non-finite policy"; return false; }
     if ((unsigned)s->zero_in >= FP4S_ZIN_COUNT) { *why = "unknown zero-input policy"; return false; }
+    if (s->nonfinite == FP4S_NF_CVT) { *why = "the cvt non-finite policy runs on the CPU"; return false; }
     if (s->format == FP4S_MXFP4) {
         const fp4s_mx_rule_traits *rt = fp4s_get_mx_rule_traits(s->mx_rule);
         if (s->block != 32) { *why = "MXFP4 block other than 32"; return false; }
         if (!rt) { *why = "unknown MXFP4 scale rule"; return false; }
         if (!(rt->kernels & FP4S_KERNEL_CUDA)) { *why = "scale rule without a CUDA kernel"; return false; }
+        if (s->mx_elem != FP4S_MX_ELEM_EXACT) { *why = "an engine's MXFP4 element factor runs on the CPU"; return false; }
         return true;
     }
     if (s->format == FP4S_NVFP4) {

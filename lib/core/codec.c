@@ -12,6 +12,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/approx.h"
 #include "core/codec_internal.h"
 
 /* fp4s_tie_parse and fp4s_tie_name are in spec.c, with the other name tables. */
@@ -279,6 +280,64 @@ int fp4s_mx_k(fp4s_mx_rule rule, float amax, bool *clamped_low)
         uint32_t r = u + (1u << 21);
         if ((r >> 23) >= 255) return 128;
         return clamp_k((int)(r >> 23) - 127 - 2, clamped_low);
+    }
+    /* The engines' kernels: each returns its code - 127 (code 0xFF: k = 128).
+     * An amax that is NaN (an all-NaN block under the cvt policy) goes
+     * through the same bits as the kernel's. */
+    case FP4S_MX_RCEIL_RCP_FTZ: {
+        /* FlashInfer / TRT-LLM: vecMax *= rcp.approx.ftz(6) (mul.ftz), then
+         * __nv_cvt_float_to_e8m0(vecMax, satfinite, round up) */
+        uint32_t d = fp4s_f32_bits(fp4s_mul_ftz(amax, fp4s_rcp_approx_ftz(6.0f))) & 0x7FFFFFFFu;
+        if (d > 0x7F800000u) return 128;
+        if (d == 0x7F800000u) return 127;
+        if (d <= 0x00400000u) { /* flushed (or at most 2^-127): code 0 */
+            if (clamped_low && amax != 0.0f) *clamped_low = true;
+            return -127;
+        }
+        int code = d >= 0x00800000u ? (int)(d >> 23) + ((d & 0x7FFFFFu) != 0) : 1;
+        return (code > 254 ? 254 : code) - 127;
+    }
+    case FP4S_MX_FLOOR_RCP: {
+        /* vLLM before PR #43557: the exponent bits of 1 * (amax * rcp(6)) */
+        uint32_t d = fp4s_f32_bits(amax * fp4s_rcp_approx_ftz(6.0f)) & 0x7FFFFFFFu;
+        int code = (int)(d >> 23);
+        if (code == 0 && clamped_low && amax != 0.0f) *clamped_low = true;
+        return code - 127;
+    }
+    case FP4S_MX_RCEIL_MIN: {
+        /* aiter RoundUp: absMax starts at 1e-10f (max() skips NaN);
+         * u32 = bits(absMax * fl(1/6)); exponent + 1 if the mantissa is not
+         * zero and the exponent is not 255 */
+        float a = amax > 1e-10f ? amax : 1e-10f;
+        uint32_t d = fp4s_f32_bits(a * (1.0f / 6.0f)) & 0x7FFFFFFFu;
+        int code = (int)(d >> 23);
+        if (code < 255 && (d & 0x7FFFFFu)) code++;
+        return code - 127;
+    }
+    case FP4S_MX_ROUND_MIN: {
+        /* aiter before PR #3212: f32_to_e8m0_scale(absMax) * 0.25, the byte
+         * being the product's exponent field */
+        float a = amax > 1e-10f ? amax : 1e-10f;
+        uint32_t b = fp4s_f32_bits(a) & 0x7FFFFFFFu;
+        int e = (int)(b >> 23);
+        if (e == 255) return 128;
+        if ((b & 0x400000u) && ((b & 0x3FFFFFu) || e)) e++;
+        if (e == 255) return 128;      /* rounded up to Inf: Inf * 0.25 */
+        return (e >= 3 ? e - 2 : 0) - 127;
+    }
+    case FP4S_MX_EVEN_SAT: {
+        /* Quark even_round: (bits + 2^21) & 0xFF800000, floor(log2) - 2
+         * clamped to [-127, 127]; an Inf there gives 127 */
+        uint32_t r = (u + (1u << 21)) >> 23;
+        if (r >= 255) return 127;
+        return clamp_k((int)r - 127 - 2, clamped_low);
+    }
+    case FP4S_MX_CEIL_LOG2F_MIN: {
+        /* Brevitas: 2^ceil(log2(clamp_min(amax, 1e-10))) / 4 */
+        float a = amax > 1e-10f ? amax : 1e-10f;
+        float l = ceilf(log2f(a));
+        if (!(l < 200.0f)) return 127;
+        return clamp_k((int)l - 2, clamped_low);
     }
     case FP4S_MX_RULE_COUNT: /* not a rule: rejected by fp4s_spec_check */
         break;

@@ -76,6 +76,45 @@ static const fp4s_mx_rule_traits mx_rules[FP4S_MX_RULE_COUNT] = {
         .used_by = "torchao EVEN since 5d73a0c10 (the rounded max_abs is Inf and fails the isfinite test)",
         /* a NaN scale from a finite block: the SIMD bodies hand it to the reference */
         .kernels = FP4S_KERNEL_REF},
+    /* The rollout engines' GPU kernels: rcp is rcp.approx.ftz.f32 as measured on
+     * sm_90 (lib/core/approx.h); the CPU reference alone implements them. */
+    [FP4S_MX_RCEIL_RCP_FTZ] = {
+        .name = "rceil-rcp-ftz", .aliases = "",
+        .rule = "d = amax*rcp(6) in float32 with a product below 2^-126 flushed to 0 (rcp(6) = fl(1/6) "
+                "on sm_90); code = d rounded up to a power of two (cvt.rp.satfinite.ue8m0: 0 for d = 0, "
+                "at most 254, 255 for NaN): ceil except that amax*fl(1/6) below 2^-126 gives code 0",
+        .used_by = "FlashInfer / TRT-LLM cvt_warp_fp16_to_fp4 with UE8M0 scales (quantization_utils.cuh)",
+        .kernels = FP4S_KERNEL_REF},
+    [FP4S_MX_FLOOR_RCP] = {
+        .name = "floor-rcp", .aliases = "",
+        .rule = "code = the exponent field of fl(amax*rcp(6)): k = floor(log2(amax/6)), amax/2^k in [6, 12) "
+                "(clips), 255 for an Inf amax",
+        .used_by = "vLLM mxfp4_experts_quant (the MXFP4 W4A4 MoE CUTLASS path) before vLLM PR #43557",
+        .kernels = FP4S_KERNEL_REF},
+    [FP4S_MX_RCEIL_MIN] = {
+        .name = "rceil-min", .aliases = "",
+        .rule = "d = fl(max(amax, 1e-10f)*fl(1/6)); code = exponent field of d, + 1 when its mantissa is not "
+                "zero (255 stays): ceil for amax >= 1e-10, code 92 below (all-zero blocks too)",
+        .used_by = "AMD aiter fp_f32_to_e8m0_scale RoundUp (csrc/include/mx_quant_utils.h) since PR #3212",
+        .kernels = FP4S_KERNEL_REF},
+    [FP4S_MX_ROUND_MIN] = {
+        .name = "round-min", .aliases = "",
+        .rule = "a = max(amax, 1e-10f); e = its exponent field, + 1 when the mantissa is >= 0.5 (a >= 1.5*2^k); "
+                "code = e - 2 (0 below 3, 255 for e = 255): amax/2^k in [3, 6), never clips",
+        .used_by = "AMD aiter f32_to_e8m0_scale(absMax) * 0.25 before PR #3212 (fbd6ce8dc)",
+        .kernels = FP4S_KERNEL_REF},
+    [FP4S_MX_EVEN_SAT] = {
+        .name = "even-sat", .aliases = "",
+        .rule = "even, but an amax that rounds up to 2^128 (amax >= 1.75*2^127, Inf) gives k = 127 "
+                "(code 254) instead of 126: floor(log2(Inf)) clamped to 127",
+        .used_by = "AMD Quark quark/torch/quantization/utils.py even_round",
+        .kernels = FP4S_KERNEL_REF},
+    [FP4S_MX_CEIL_LOG2F_MIN] = {
+        .name = "ceil-log2f-min", .aliases = "",
+        .rule = "k = ceilf(log2f(max(amax, 1e-10f))) - 2 (2^ceil(log2 amax) over the threshold 6 floored to "
+                "a power of two, 4): amax/2^k in (2, 4], code 92 below 1e-10",
+        .used_by = "Brevitas MX quantizers with scale_rounding_func_type='ceil' (CeilSte on the log2 scale)",
+        .kernels = FP4S_KERNEL_REF},
 };
 
 /* ---- NVFP4 recipes --------------------------------------------------------------- */
@@ -142,6 +181,35 @@ static const fp4s_nv_recipe_traits nv_recipes[FP4S_NV_RECIPE_COUNT] = {
         .tscale = FP4S_NV_TS_DECODE_RCP, .elem = FP4S_NV_ELEM_DIV, .dequant = FP4S_NV_DQ_TOTAL,
         .scale_codec = FP4S_NV_SC_E4M3, .global_scale = FP4S_GS_DECODE,
         .ties = TIE_ANY, .tile2d = true, .kernels = FP4S_KERNEL_REF | FP4S_KERNEL_CUDA},
+    /* The rollout engines' GPU kernels (rcp = rcp.approx.ftz.f32 as measured
+     * on sm_90, *f = mul.rn.ftz, /f = div.rn.ftz; lib/core/approx.h). Their
+     * E2M1 conversion is cvt.rn.satfinite.e2m1x2: round to nearest even only. */
+    [FP4S_NV_FLASHINFER] = {
+        .name = "flashinfer", .aliases = "trtllm",
+        .recipe = "S = the caller's global scale (2688/amax); s_b = e4m3(S *f (amax_b *f rcp(6))); "
+                  "f = amax_b != 0 ? rcp(float(s_b) *f rcp(S)) : 0; q = E2M1(x *f f); dequant (q*s_b)*(1/S)",
+        .used_by = "FlashInfer / TRT-LLM cvt_warp_fp16_to_fp4 (quantization_utils.cuh), JIT-built with "
+                   "-use_fast_math",
+        .tscale = FP4S_NV_TS_ENCODE, .elem = FP4S_NV_ELEM_MUL, .dequant = FP4S_NV_DQ_SPLIT,
+        .scale_codec = FP4S_NV_SC_E4M3, .global_scale = FP4S_GS_ENCODE,
+        .ties = 1u << FP4S_TIE_EVEN, .tile2d = false, .kernels = FP4S_KERNEL_REF},
+    [FP4S_NV_FLASHINFER_EXACT] = {
+        .name = "flashinfer-exact", .aliases = "trtllm-exact",
+        .recipe = "s_b = amax_b != 0 ? e4m3(amax_b *f (S *f fl(1/6))) : 0; f = amax_b != 0 ? "
+                  "min(1 /f (float(s_b) *f (1 /f S)), FLT_MAX) : 0; q = E2M1(x *f f); dequant (q*s_b)*(1/S)",
+        .used_by = "the same with FLASHINFER_DISABLE_FP4_QUANT_FAST_MATH=1 (or TRTLLM_DISABLE_FP4_QUANT_FAST_MATH)",
+        .tscale = FP4S_NV_TS_ENCODE, .elem = FP4S_NV_ELEM_MUL, .dequant = FP4S_NV_DQ_SPLIT,
+        .scale_codec = FP4S_NV_SC_E4M3, .global_scale = FP4S_GS_ENCODE,
+        .ties = 1u << FP4S_TIE_EVEN, .tile2d = false, .kernels = FP4S_KERNEL_REF},
+    [FP4S_NV_VLLM] = {
+        .name = "vllm", .aliases = "sglang",
+        .recipe = "s_b = e4m3(S * (amax_b * rcp(6))); f = float(s_b) != 0 ? rcp(float(s_b) * rcp(S)) : 0; "
+                  "q = E2M1(x * f) (IEEE multiplies); dequant (q*s_b)*(1/S)",
+        .used_by = "vLLM scaled_fp4_quant (csrc/libtorch_stable/quantization/fp4/nvfp4_utils.cuh "
+                   "cvt_warp_fp16_to_fp4), SGLang's copy (sglang/jit_kernel/csrc/gemm/nvfp4)",
+        .tscale = FP4S_NV_TS_ENCODE, .elem = FP4S_NV_ELEM_MUL, .dequant = FP4S_NV_DQ_SPLIT,
+        .scale_codec = FP4S_NV_SC_E4M3, .global_scale = FP4S_GS_ENCODE,
+        .ties = 1u << FP4S_TIE_EVEN, .tile2d = false, .kernels = FP4S_KERNEL_REF},
 };
 
 const fp4s_mx_rule_traits *fp4s_get_mx_rule_traits(fp4s_mx_rule r)
@@ -271,15 +339,147 @@ static const profile_row profiles[] = {
               .reproduces = "ScaleCalculationMode.EVEN: exponent of (bits(amax) + 2^21) - 2 (amax >= "
                             "1.75*2^127 gives code 253), otherwise as torchao@0.16"},
      .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_EVEN, .keep_neg_zero = true}},
+    /* The rollout engines' GPU kernels. rcp = rcp.approx.ftz.f32: its table
+     * was measured on an H200, so these are bit-exact on sm_90 only. */
     {.info = {.name = "vllm", .formats = MX | NV,
-              .engine = "vLLM", .version = "", .device = "cuda",
-              .source = "vLLM's MXFP4 and NVFP4 quantization kernels",
-              .reproduces = "vLLM: MXFP4 kernel rounds amax at the 2nd mantissa bit (as 'even'); NVFP4 "
-                            "kernels follow TE's order but use rcp.approx on the GPU (not bit-reproducible on "
-                            "a CPU): 'te' is the exact CPU model"},
-     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_EVEN, .keep_neg_zero = true},
-     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TE, .global_scale = FP4S_GS_ENCODE, .zero_in = FP4S_ZIN_POS,
+              .engine = "vLLM (vllm-project/vllm)",
+              .version = "nvfp4_utils.cuh at 20b4ad8eb (after vLLM PR #43557, 2026-05)", .device = "cuda sm_90",
+              .source = "csrc/libtorch_stable/quantization/fp4/nvfp4_utils.cuh (cvt_warp_fp16_to_fp4), "
+                        "nvfp4_quant_kernels.cu (scaled_fp4_quant), mxfp4_experts_quant.cu",
+              .reproduces = "NVFP4 scaled_fp4_quant of a BF16/FP16 tensor: amax_b by bf16 max (skips NaN), "
+                            "s_b = e4m3(S*(amax_b*rcp(6))), elements x*rcp(s_b*rcp(S)), factor 0 for a block "
+                            "whose scale is 0 (codes +-0), IEEE multiplies (vLLM's cmake/utils.cmake at "
+                            "00c1d959 adds no -use_fast_math; per-file flags not checked); S is the caller's "
+                            "global scale (a checkpoint's input scale), fp4scope takes 2688/amax. MXFP4 "
+                            "mxfp4_experts_quant (W4A4 MoE, CUTLASS): k from (bits(amax) + 2^21) & 0xFF800000 "
+                            "(even), elements x*(1/2^k) exactly, factor 0 for code 0. E2M1 "
+                            "cvt.rn.satfinite.e2m1x2: NaN -> code 7 as CUDA's cuda_fp4.hpp models it (the sm_100 "
+                            "instruction itself not measured). Bit-exact on sm_90 (rcp.approx.ftz.f32 measured "
+                            "on an H200); not claimed for other architectures"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_EVEN, .mx_elem = FP4S_MX_ELEM_ZERO0, .nonfinite = FP4S_NF_CVT,
+            .keep_neg_zero = true},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_VLLM, .global_scale = FP4S_GS_ENCODE, .nonfinite = FP4S_NF_CVT,
             .keep_neg_zero = true}},
+    {.info = {.name = "vllm@pre-43557", .formats = MX | NV,
+              .engine = "vLLM (vllm-project/vllm)",
+              .version = "before vLLM PR #43557 (UE8M0 branch as at 07c13c7bd csrc/quantization/fp4/nvfp4_utils.cuh)",
+              .device = "cuda sm_90",
+              .source = "csrc/libtorch_stable/quantization/fp4/nvfp4_utils.cuh (cvt_warp_fp16_to_fp4, UE8M0_SF), "
+                        "mxfp4_experts_quant.cu",
+              .reproduces = "MXFP4 mxfp4_experts_quant before the PR: code = the exponent field of amax*rcp(6) "
+                            "(floor-rcp: amax/2^k in [6, 12), clips), elements x*rcp(2^k*rcp(1)), factor 0 for "
+                            "codes 0, 254 (rcp flushes 2^-127) and 255 (an Inf amax); NVFP4 as vllm"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_FLOOR_RCP, .mx_elem = FP4S_MX_ELEM_RCP_FTZ, .nonfinite = FP4S_NF_CVT,
+            .keep_neg_zero = true},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_VLLM, .global_scale = FP4S_GS_ENCODE, .nonfinite = FP4S_NF_CVT,
+            .keep_neg_zero = true}},
+    {.info = {.name = "sglang", .formats = NV,
+              .engine = "SGLang (sgl-project/sglang)",
+              .version = "jit_kernel nvfp4_quant_kernels.cuh at 0fb8f05e3", .device = "cuda sm_90",
+              .source = "python/sglang/jit_kernel/csrc/gemm/nvfp4/nvfp4_quant_kernels.cuh (scaled_fp4_quant), "
+                        "sgl-kernel/csrc/gemm/nvfp4_quant.cuh", .alias_of = "vllm",
+              .reproduces = "alias of vllm (NVFP4): SGLang's own scaled_fp4_quant (JIT kernel, sm100+) is "
+                            "vLLM's cvt_warp_fp16_to_fp4, the same operations in the same order; SGLang's build "
+                            "flags not checked. SGLang's FlashInfer TRT-LLM MoE backend calls "
+                            "flashinfer.fp4_quantize instead: profile flashinfer. SGLang's MXFP4 activation path "
+                            "not read"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_VLLM, .global_scale = FP4S_GS_ENCODE, .nonfinite = FP4S_NF_CVT,
+            .keep_neg_zero = true}},
+    {.info = {.name = "flashinfer", .formats = MX | NV,
+              .engine = "FlashInfer (flashinfer-ai/flashinfer), CUDA backend",
+              .version = "main at fb28d7242 (2026-08-22)", .device = "cuda sm_90",
+              .source = "csrc/nv_internal/tensorrt_llm/kernels/quantization_utils.cuh (cvt_warp_fp16_to_fp4), "
+                        "quantization.cuh (quantize_with_block_size), flashinfer/jit/core.py (-use_fast_math)",
+              .reproduces = "fp4_quantize / nvfp4_quantize / mxfp4_quantize(backend='cuda') of a BF16/FP16 "
+                            "tensor, JIT-built with -use_fast_math (multiplies flush subnormals: mul.ftz; exp2f "
+                            "is ex2.approx.ftz). NVFP4: s_b = e4m3(S*(amax_b*rcp(6))), elements "
+                            "x*rcp(s_b*rcp(S)) (factor 0 for an all-zero block; a block whose scale rounds to 0 "
+                            "gets rcp(0) = Inf: its elements code +-6, its zeros NaN -> 7); S is the caller's "
+                            "global scale, fp4scope takes 2688/amax. MXFP4: d = amax*rcp(6) (flushed), code "
+                            "cvt.rp.satfinite.ue8m0(d), elements x*ex2.approx.ftz(127 - code): factor 0 for "
+                            "codes 0 and 254. amax by bf16 max (skips NaN), E2M1 cvt.rn.satfinite.e2m1x2 with NaN "
+                            "-> code 7 as CUDA's cuda_fp4.hpp models it. Measured on an H200: FlashInfer's own "
+                            "cvt_warp_fp16_to_fp4, compiled for sm_100a and run on sm_90 with its E2M1 and UE8M0 "
+                            "conversions replaced by that model, gives these bytes. Bit-exact on sm_90 only"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_RCEIL_RCP_FTZ, .mx_elem = FP4S_MX_ELEM_EX2_FTZ, .nonfinite = FP4S_NF_CVT,
+            .keep_neg_zero = true},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_FLASHINFER, .global_scale = FP4S_GS_ENCODE, .nonfinite = FP4S_NF_CVT,
+            .keep_neg_zero = true}},
+    {.info = {.name = "flashinfer-exact", .formats = MX | NV,
+              .engine = "FlashInfer (flashinfer-ai/flashinfer), CUDA backend",
+              .version = "main at fb28d7242 (2026-08-22)", .device = "cuda sm_90",
+              .source = "csrc/nv_internal/tensorrt_llm/kernels/quantization_utils.cuh (cvt_warp_fp16_to_fp4, "
+                        "DISABLE_FP4_QUANT_FAST_MATH), csrc/nv_internal/cpp/common/envUtils.cpp",
+              .reproduces = "flashinfer with FLASHINFER_DISABLE_FP4_QUANT_FAST_MATH=1 (or "
+                            "TRTLLM_DISABLE_FP4_QUANT_FAST_MATH=1): NVFP4 s_b = e4m3(amax_b*(S*fl(1/6))), elements "
+                            "x*min(1/(s_b*(1/S)), FLT_MAX) with correctly rounded divisions (div.rn.ftz: still "
+                            "flushing, the JIT keeps -use_fast_math), factor 0 for an all-zero block: TE's order "
+                            "with a flush; MXFP4 as flashinfer (the UE8M0 path has no exact variant)"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_RCEIL_RCP_FTZ, .mx_elem = FP4S_MX_ELEM_EX2_FTZ, .nonfinite = FP4S_NF_CVT,
+            .keep_neg_zero = true},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_FLASHINFER_EXACT, .global_scale = FP4S_GS_ENCODE,
+            .nonfinite = FP4S_NF_CVT, .keep_neg_zero = true}},
+    {.info = {.name = "trtllm", .formats = MX | NV,
+              .engine = "TensorRT-LLM (NVIDIA/TensorRT-LLM)", .version = "as vendored by FlashInfer fb28d7242",
+              .device = "cuda sm_90", .source = "cpp/tensorrt_llm/kernels/quantization_utils.cuh", .alias_of = "flashinfer",
+              .reproduces = "alias of flashinfer: FlashInfer vendors TRT-LLM's FP4 quantize kernels as "
+                            "csrc/nv_internal/tensorrt_llm/kernels/ (namespace tensorrt_llm, and honours "
+                            "TRTLLM_DISABLE_FP4_QUANT_FAST_MATH). Not established: TRT-LLM's own copy of the file "
+                            "(not in the sources read) and whether TRT-LLM builds it with -use_fast_math"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_RCEIL_RCP_FTZ, .mx_elem = FP4S_MX_ELEM_EX2_FTZ, .nonfinite = FP4S_NF_CVT,
+            .keep_neg_zero = true},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_FLASHINFER, .global_scale = FP4S_GS_ENCODE, .nonfinite = FP4S_NF_CVT,
+            .keep_neg_zero = true}},
+    {.info = {.name = "trtllm-exact", .formats = MX | NV,
+              .engine = "TensorRT-LLM (NVIDIA/TensorRT-LLM)", .version = "as vendored by FlashInfer fb28d7242",
+              .device = "cuda sm_90", .source = "cpp/tensorrt_llm/kernels/quantization_utils.cuh",
+              .alias_of = "flashinfer-exact",
+              .reproduces = "alias of flashinfer-exact (TRTLLM_DISABLE_FP4_QUANT_FAST_MATH=1), with the caveats of "
+                            "trtllm"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_RCEIL_RCP_FTZ, .mx_elem = FP4S_MX_ELEM_EX2_FTZ, .nonfinite = FP4S_NF_CVT,
+            .keep_neg_zero = true},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_FLASHINFER_EXACT, .global_scale = FP4S_GS_ENCODE,
+            .nonfinite = FP4S_NF_CVT, .keep_neg_zero = true}},
+    /* AMD's and Xilinx's MXFP4: documented arithmetic (no AMD GPU was measured) */
+    {.info = {.name = "aiter", .formats = MX,
+              .engine = "AMD AITER (ROCm/aiter)", .version = "main at e4048607a (2026-08-22), as since PR #3212",
+              .device = "rocm",
+              .source = "csrc/include/mx_quant_utils.h (fp_f32_to_e8m0_scale RoundUp), csrc/kernels/quant_kernels.cu "
+                        "(dynamic_per_group_scaled_quant_kernel)",
+              .reproduces = "dynamic_per_group_scaled_quant (MXFP4, group 32): absMax starts at 1e-10f (so all-zero "
+                            "and tiny blocks get code 92) and max() skips NaN; d = absMax*fl(1/6), code = its "
+                            "exponent field + (mantissa != 0) (rceil-min); elements E2M1 of x/2^k, RNE (the gfx950 "
+                            "v_cvt_scalef32_pk_fp4 instruction, or even_round_e2m1 since aiter PR #3992). Not "
+                            "established: the instruction's rounding of ties and of NaN/Inf (fp4scope codes NaN and "
+                            "Inf elements 0); not measured (no AMD GPU)"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_RCEIL_MIN, .mx_zero_block_code = 92, .nonfinite = FP4S_NF_IGNORE,
+            .keep_neg_zero = true}},
+    {.info = {.name = "aiter@pre-3212", .formats = MX,
+              .engine = "AMD AITER (ROCm/aiter)", .version = "fbd6ce8dc (2026-06-02), before PR #3212", .device = "rocm",
+              .source = "csrc/include/fp4_quant_utils.h (f32_to_e8m0_scale), csrc/kernels/quant_kernels.cu",
+              .reproduces = "before PR #3212: scale = f32_to_e8m0_scale(absMax)*0.25 with absMax from 1e-10f: absMax "
+                            "rounded to the nearest power of two at mantissa 1.5 (round-min), k = that exponent - 2 "
+                            "(amax/2^k in [3, 6)); otherwise as aiter"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_ROUND_MIN, .mx_zero_block_code = 92, .nonfinite = FP4S_NF_IGNORE,
+            .keep_neg_zero = true}},
+    {.info = {.name = "quark", .formats = MX,
+              .engine = "AMD Quark (amd/Quark)", .version = "utils.py at 1d27b5582", .device = "any",
+              .source = "quark/torch/quantization/utils.py (even_round)",
+              .reproduces = "even_round: (bits(amax) + 2^21) & 0xFF800000, floor(log2) - 2 clamped to [-127, 127] "
+                            "(even-sat: amax >= 1.75*2^127 gives k = 127), zero blocks 2^-126 -> code 0, NaN kept "
+                            "(scale-nan). Not established: Quark's element rounding (its MX fake-quantizer was not "
+                            "read): fp4scope rounds to nearest even, satfinite, keeping -0"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_EVEN_SAT, .keep_neg_zero = true}},
+    {.info = {.name = "brevitas-ceil", .formats = MX,
+              .engine = "Brevitas (Xilinx/brevitas)", .version = "main at b106358c4 (2025-08-28)", .device = "any",
+              .source = "src/brevitas/core/scaling/runtime.py (RuntimeDynamicGroupStatsScaling), "
+                        "quant/experimental/mx_quant_ocp.py, brevitas_examples/common/generative/quantize.py",
+              .reproduces = "MX (OCP E2M1, group 32) with scale_rounding_func_type='ceil': scale = "
+                            "2^ceil(log2(max(amax, 1e-10)))/4 (scaling_min_val 1e-10; the threshold 6 floored to a "
+                            "power of two), ceil-log2f-min; elements rounded to nearest even on the E2M1 grid, "
+                            "saturating, -0 kept; NaN makes the block NaN. log2 through libm's log2f (Brevitas takes "
+                            "torch.log2 in float32)"},
+     .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_CEIL_LOG2F_MIN, .mx_zero_block_code = 92, .keep_neg_zero = true}},
     {.info = {.name = "te", .formats = MX | NV,
               .engine = "NVIDIA TransformerEngine", .version = "main at d0067d0da (2026-08-22)", .device = "any",
               .source = "transformer_engine/pytorch/custom_recipes/reference_nvfp4.py",
@@ -424,6 +624,8 @@ int fp4s_spec_check(const fp4s_spec *s)
             return fp4s_error_set(FP4S_EINVAL, "spec: unknown MX scale rule %d", (int)s->mx_rule);
         if (s->mx_zero_block_code == 0xFF)
             return fp4s_error_set(FP4S_EINVAL, "spec: the zero-block code cannot be the NaN code 0xFF");
+        if ((unsigned)s->mx_elem >= FP4S_MX_ELEM_COUNT)
+            return fp4s_error_set(FP4S_EINVAL, "spec: unknown MXFP4 element factor %d", (int)s->mx_elem);
         if (s->tile2d) return fp4s_error_set(FP4S_ENOTSUP, "spec: 2-D tiles are an NVFP4 option");
         break;
     case FP4S_NVFP4: {
@@ -493,10 +695,13 @@ typedef struct name_row { const char *name, *aliases; } name_row;
 static const name_row tie_names[FP4S_TIE_COUNT] = {{"rne", "even"}, {"rtz", "zero"}, {"rha", "away"}};
 static const name_row zin_names[FP4S_ZIN_COUNT] = {{"sign", ""}, {"pos", ""}, {"neg", ""}};
 static const name_row gs_names[FP4S_GS_COUNT] = {{"encode", ""}, {"decode", ""}, {"none", ""}};
-static const name_row nf_names[FP4S_NF_COUNT] = {{"scale-nan", ""}, {"block-nan", ""}, {"ignore", ""}};
+static const name_row nf_names[FP4S_NF_COUNT] = {{"scale-nan", ""}, {"block-nan", ""}, {"ignore", ""},
+                                                 {"cvt", ""}};
 static const name_row pk_names[FP4S_PACK_COUNT] = {{"pairs", ""}, {"split", ""}};
 static const name_row g8_names[FP4S_FP8_GRAN_COUNT] = {{"tensor", ""}, {"1x128", ""}, {"128x128", ""}};
 static const name_row ta_names[FP4S_TAMAX_COUNT] = {{"finite", ""}, {"all", ""}};
+static const name_row me_names[FP4S_MX_ELEM_COUNT] = {{"exact", ""}, {"zero-at-0", ""}, {"ex2-ftz", ""},
+                                                      {"rcp-ftz", ""}};
 static const char *const sc_names[FP4S_NV_SC_COUNT] = {"e4m3", "ue4m3-ggml"};
 
 /* The small name tables by kind (the others come from the trait tables). */
@@ -508,6 +713,7 @@ static const struct { const name_row *rows; size_t n; } name_tables[FP4S_NAMES_C
     [FP4S_NAMES_PACKING] = {pk_names, FP4S_PACK_COUNT},
     [FP4S_NAMES_FP8_GRAN] = {g8_names, FP4S_FP8_GRAN_COUNT},
     [FP4S_NAMES_TENSOR_AMAX] = {ta_names, FP4S_TAMAX_COUNT},
+    [FP4S_NAMES_MX_ELEM] = {me_names, FP4S_MX_ELEM_COUNT},
 };
 
 #define NAME_OF(table, v) ((unsigned)(v) < sizeof table / sizeof table[0] ? table[v].name : "?")
@@ -525,6 +731,7 @@ const char *fp4s_nonfinite_name(fp4s_nonfinite n) { return NAME_OF(nf_names, n);
 const char *fp4s_packing_name(fp4s_packing p) { return NAME_OF(pk_names, p); }
 const char *fp4s_fp8_gran_name(fp4s_fp8_gran g) { return NAME_OF(g8_names, g); }
 const char *fp4s_tensor_amax_name(fp4s_tensor_amax t) { return NAME_OF(ta_names, t); }
+const char *fp4s_mx_elem_name(fp4s_mx_elem e) { return NAME_OF(me_names, e); }
 const char *fp4s_nv_scale_codec_name(fp4s_nv_scale_codec c)
 {
     return (unsigned)c < FP4S_NV_SC_COUNT ? sc_names[c] : "?";
@@ -606,7 +813,7 @@ int fp4s_name_index(fp4s_name_kind kind, const char *s)
     static const char *const what[FP4S_NAMES_COUNT] = {
         "format", "scale rule", "recipe", "tie rule", "zero-input rule", "global-scale convention",
         "non-finite policy", "packing", "FP8 granularity", "profile", "MXFP4 profile", "NVFP4 profile",
-        "FP8 profile", "tensor amax"};
+        "FP8 profile", "tensor amax", "MXFP4 element factor"};
     const char *name, *aliases;
     if ((unsigned)kind >= FP4S_NAMES_COUNT) return fp4s_error_set(FP4S_EINVAL, "names: unknown kind %d", (int)kind);
     if (!s) return fp4s_error_set(FP4S_EINVAL, "%s: missing value", what[kind]);
@@ -643,11 +850,14 @@ size_t fp4s_spec_describe(const fp4s_spec *s, char *buf, size_t n)
     case FP4S_MXFP4:
         len = snprintf(tmp, sizeof tmp,
                        "format=mxfp4 profile=%s block=%u scale=e8m0 scale_rule=%s zero_block_code=%u "
-                       "scale_byte=%s round=%s neg_zero=%s zero_input=%s packing=%s nonfinite=%s",
+                       "scale_byte=%s round=%s neg_zero=%s zero_input=%s packing=%s nonfinite=%s%s%s",
                        prof, s->block, fp4s_mx_rule_name(s->mx_rule), s->mx_zero_block_code,
                        s->mx_scale_is_ggml ? "ggml" : "ocp", fp4s_tie_name(s->tie),
                        s->keep_neg_zero ? "keep" : "drop", fp4s_zero_in_name(s->zero_in),
-                       fp4s_packing_name(s->packing), fp4s_nonfinite_name(s->nonfinite));
+                       fp4s_packing_name(s->packing), fp4s_nonfinite_name(s->nonfinite),
+                       /* the element factor, where it is not the exact 2^-k (older outputs unchanged) */
+                       s->mx_elem != FP4S_MX_ELEM_EXACT ? " elements=" : "",
+                       s->mx_elem != FP4S_MX_ELEM_EXACT ? fp4s_mx_elem_name(s->mx_elem) : "");
         break;
     case FP4S_NVFP4: {
         const fp4s_nv_recipe_traits *rt = fp4s_get_nv_recipe_traits(s->nv_recipe);

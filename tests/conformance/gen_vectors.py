@@ -159,6 +159,76 @@ def pow2(k):
     return f32(2.0 ** k)
 
 
+# ---- the GPU instructions of the engines' kernels (fp4scope-formats(7), THE GPU INSTRUCTIONS) ----
+# rcp.approx.ftz.f32 as measured on an H200: the correctly rounded 1/(1.m) plus
+# the measured deviation of lib/core/approx/rcp_approx_ftz_sm90.h5 (read with
+# h5py), the input's exponent applied, zero and subnormal inputs -> +-Inf,
+# results below 2^-126 -> +-0, Inf -> +-0, NaN -> 0x7FFFFFFF.
+_RCP_DEV = []
+
+
+def rcp_dev(m):
+    if not _RCP_DEV:
+        import os
+        import h5py
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib", "core", "approx",
+                            "rcp_approx_ftz_sm90.h5")
+        with h5py.File(path, "r") as f:
+            _RCP_DEV.append(f["/rcp_approx_ftz/deviation"][()])
+    return int(_RCP_DEV[0][m])
+
+
+def rcp_ftz(x):
+    u = bits(x) if x == x else 0x7FC00000
+    s, a = u & 0x80000000, u & 0x7FFFFFFF
+    if a > 0x7F800000:
+        return fb(0x7FFFFFFF)
+    if a == 0x7F800000:
+        return fb(s)
+    if a < 0x00800000:
+        return fb(s | 0x7F800000)
+    e, m = a >> 23, a & 0x7FFFFF
+    if m == 0:
+        t = 0x3F800000
+    else:  # 1/(1.m) in (0.5, 1), rounded to 24 bits, half to even
+        t = (126 << 23) | (round(Fr(1 << 24) / (1 + Fr(m, 1 << 23))) - (1 << 23))
+    t += rcp_dev(m)
+    re = (t >> 23) - (e - 127)
+    return fb(s) if re < 1 else fb(s | (re << 23) | (t & 0x7FFFFF))
+
+
+def ex2_ftz_int(n):
+    """ex2.approx.ftz.f32 of an integer (measured exact; 0 below 2^-126)."""
+    return f32(0) if n < -126 else f32(np.inf) if n > 127 else pow2(n)
+
+
+def daz(v):
+    v = f32(v)
+    return f32(math.copysign(0.0, float(v))) if isfin(v) and v != 0 and abs(v) < f32(2.0 ** -126) else v
+
+
+def _ftz(exact, rounded):
+    """mul/div.rn.ftz: +-0 where the exact result rounded to 24 bits with an
+    unbounded exponent is below 2^-126 (IEEE tininess after rounding)."""
+    if exact != 0 and abs(exact) < Fr(2) ** -126 * (1 - Fr(2) ** -25):
+        return f32(-0.0) if exact < 0 else f32(0.0)
+    return rounded
+
+
+def mul_ftz(a, b):
+    a, b = daz(a), daz(b)
+    with np.errstate(all="ignore"):
+        r = f32(a) * f32(b)
+    return _ftz(Fr(float(a)) * Fr(float(b)), r) if isfin(a) and isfin(b) else r
+
+
+def div_ftz(a, b):
+    a, b = daz(a), daz(b)
+    with np.errstate(all="ignore"):
+        r = f32(a) / f32(b)
+    return _ftz(Fr(float(a)) / Fr(float(b)), r) if isfin(a) and isfin(b) and b != 0 else r
+
+
 # ---- MXFP4 scale rules: the E8M0 code of a block amax > 0 -----------------------------------------
 def fl_log2(a):
     """log2f as a correctly rounded float32 (glibc's log2f on the values used
@@ -170,8 +240,10 @@ def clamp_code(k):
     return min(max(k, -127), 127) + 127
 
 
-def mx_code(rule, amax):
-    u = bits(amax) & 0x7FFFFFFF
+def mx_code(rule, amax, u=None):
+    """u: the amax's bits where they matter for a NaN (the cvt policy's
+    all-NaN block: 0x7FFF0000, the bf16 NaN widened)."""
+    u = (bits(amax) if u is None else u) & 0x7FFFFFFF
     e32 = u >> 23
     if rule == "floor":
         return clamp_code(e32 - 127 - 2)
@@ -203,12 +275,69 @@ def mx_code(rule, amax):
             return 254
         l = max(fl_log2(f32(amax) / f32(6)), f32(-127))
         return clamp_code(int(math.ceil(l)))
+    # the engines' kernels
+    if rule == "rceil-rcp-ftz":  # cvt.rp.satfinite.ue8m0 of mul.ftz(amax, rcp(6))
+        d = mul_ftz(amax, rcp_ftz(f32(6)))
+        if isnan(d):
+            return 0xFF
+        if not isfin(d):
+            return 254
+        if d == 0:
+            return 0
+        k = -127
+        while Fr(float(d)) > Fr(2) ** k:
+            k += 1
+        return min(k + 127, 254)
+    if rule == "floor-rcp":  # the exponent field of amax * rcp(6)
+        with np.errstate(all="ignore"):
+            d = f32(amax) * rcp_ftz(f32(6))
+        return 0xFF if not isfin(d) else (bits(d) >> 23) & 0xFF
+    if rule == "rceil-min":  # exponent of max(amax, 1e-10) * fl(1/6), + 1 if not a power of two
+        d = bits(max(f32(amax), f32(1e-10)) * f32(1.0 / 6.0)) & 0x7FFFFFFF
+        e = d >> 23
+        return e + 1 if e < 255 and d & 0x7FFFFF else e
+    if rule == "round-min":  # max(amax, 1e-10) to the nearest power of two at 1.5, times 1/4
+        a = max(f32(amax), f32(1e-10))
+        if not isfin(a):
+            return 0xFF
+        k = math.floor(math.log2(float(a)))
+        while Fr(2) ** k > Fr(float(a)):
+            k -= 1
+        while Fr(2) ** (k + 1) <= Fr(float(a)):
+            k += 1
+        if Fr(float(a)) >= Fr(3, 2) * Fr(2) ** k:
+            k += 1
+        return 0xFF if k + 127 >= 255 else max(k + 127 - 2, 0)
+    if rule == "even-sat":  # Quark: floor(log2(Inf)) clamps to 127
+        r = (u + (1 << 21)) >> 23
+        return 254 if r >= 255 else clamp_code(r - 127 - 2)
+    if rule == "ceil-log2f-min":  # Brevitas: ceil(log2(max(amax, 1e-10))) - 2
+        a = max(f32(amax), f32(1e-10))
+        if not isfin(a):
+            return 254
+        return clamp_code(int(math.ceil(fl_log2(a))) - 2)
     raise ValueError(rule)
 
 
+def mx_factor(elem, code):
+    """(the elements' factor, multiply with ftz) from the scale code."""
+    if elem == "exact":
+        return pow2(127 - code), False
+    if code == 0:
+        return f32(0), elem == "ex2-ftz"
+    if elem == "zero-at-0":
+        return pow2(127 - code), False
+    if elem == "ex2-ftz":  # exp2f(127 - code) under -use_fast_math
+        return ex2_ftz_int(127 - code), True
+    if elem == "rcp-ftz":  # rcp(bits(code << 23) * rcp(1))
+        with np.errstate(all="ignore"):
+            return rcp_ftz(fb(code << 23) * rcp_ftz(f32(1))), False
+    raise ValueError(elem)
+
+
 # ---- profiles: a transcription of fp4scope-formats(7) PROFILES ----------------------------------
-def mx(rule, tie="rne", knz=True, zin="sign", nf="scale-nan", zero=0):
-    return dict(rule=rule, tie=tie, knz=knz, zin=zin, nf=nf, zero=zero)
+def mx(rule, tie="rne", knz=True, zin="sign", nf="scale-nan", zero=0, elem="exact"):
+    return dict(rule=rule, tie=tie, knz=knz, zin=zin, nf=nf, zero=zero, elem=elem)
 
 
 def nv(recipe, tie="rne", knz=True, zin="sign", nf="scale-nan", tile2d=False, tamax="finite", gs="decode"):
@@ -228,7 +357,22 @@ PROFILES = {
     "torchao-rceil@0.18": {"mxfp4": mx("ceil")},
     "even": {"mxfp4": mx("even-nan", nf="block-nan")},
     "even@0.18": {"mxfp4": mx("even")},
-    "vllm": {"mxfp4": mx("even"), "nvfp4": nv("te", zin="pos", gs="encode")},
+    "vllm": {"mxfp4": mx("even", elem="zero-at-0", nf="cvt"), "nvfp4": nv("vllm", nf="cvt", gs="encode")},
+    "vllm@pre-43557": {"mxfp4": mx("floor-rcp", elem="rcp-ftz", nf="cvt"),
+                       "nvfp4": nv("vllm", nf="cvt", gs="encode")},
+    "sglang": {"nvfp4": nv("vllm", nf="cvt", gs="encode")},
+    "flashinfer": {"mxfp4": mx("rceil-rcp-ftz", elem="ex2-ftz", nf="cvt"),
+                   "nvfp4": nv("flashinfer", nf="cvt", gs="encode")},
+    "flashinfer-exact": {"mxfp4": mx("rceil-rcp-ftz", elem="ex2-ftz", nf="cvt"),
+                         "nvfp4": nv("flashinfer-exact", nf="cvt", gs="encode")},
+    "trtllm": {"mxfp4": mx("rceil-rcp-ftz", elem="ex2-ftz", nf="cvt"),
+               "nvfp4": nv("flashinfer", nf="cvt", gs="encode")},
+    "trtllm-exact": {"mxfp4": mx("rceil-rcp-ftz", elem="ex2-ftz", nf="cvt"),
+                     "nvfp4": nv("flashinfer-exact", nf="cvt", gs="encode")},
+    "aiter": {"mxfp4": mx("rceil-min", nf="ignore", zero=92)},
+    "aiter@pre-3212": {"mxfp4": mx("round-min", nf="ignore", zero=92)},
+    "quark": {"mxfp4": mx("even-sat")},
+    "brevitas-ceil": {"mxfp4": mx("ceil-log2f-min", zero=92)},
     "te": {"mxfp4": mx("ceil-log2f", zin="pos"), "nvfp4": nv("te", zin="pos", gs="encode", tamax="all")},
     "te-2d": {"nvfp4": nv("te", zin="pos", gs="encode", tamax="all", tile2d=True)},
     "modelopt": {"mxfp4": mx("ceil-log2f", tie="rtz", zin="neg"), "nvfp4": nv("modelopt", zin="pos")},
@@ -269,19 +413,24 @@ def quant_mx(p, x):
         for b in range(cols // 32):
             blk = x[r, 32 * b:32 * b + 32]
             am, _, nan, inf = scan(blk)
+            cvt = p["nf"] == "cvt"
             code = 0xFF
-            if not nan_block(p["nf"], nan, inf):
+            if cvt and all(isnan(f32(v)) for v in blk):
+                code = mx_code(p["rule"], f32(np.nan), 0x7FFF0000)
+            elif not nan_block(p["nf"], nan, inf):
                 code = p["zero"] if am == 0 else mx_code(p["rule"], am)
             scales.append(code)
-            if code == 0xFF:
+            if code == 0xFF and p["elem"] == "exact":
                 codes += [0] * 32
                 continue
-            inv = pow2(127 - code)
+            inv, ftz = mx_factor(p["elem"], code)
             for v in blk:
                 if p["nf"] == "ignore" and not isfin(v):
                     codes.append(0)
-                else:
-                    codes.append(e2m1(f32(v) * inv, p["tie"], p["knz"], p["zin"]))
+                    continue
+                with np.errstate(all="ignore"):
+                    t = mul_ftz(v, inv) if ftz else f32(v) * inv
+                codes.append(7 if cvt and isnan(t) else e2m1(t, p["tie"], p["knz"], p["zin"]))
     return scales, codes
 
 
@@ -297,7 +446,7 @@ def nv_tscale(p, amax):
     rec = p["recipe"]
     if rec == "ggml":
         return f32(1), f32(1), f32(1)
-    if rec == "te":
+    if rec in ("te", "flashinfer", "flashinfer-exact", "vllm"):
         if amax == 0:
             e = f32(1)
         else:
@@ -357,6 +506,26 @@ def nv_block(p, senc, sdec, amax_b):
             code = ue4m3_ggml(f32(amax_b) / f32(6))
             sbv = ue4m3_ggml_f(code)
             return code, sbv, "search", sbv
+        S = senc
+        if rec == "flashinfer":  # fast math: mul.ftz, rcp.approx.ftz
+            code = e4m3(mul_ftz(S, mul_ftz(amax_b, rcp_ftz(f32(6)))))
+            sbv = e4m3_f(code)
+            # "vecMax != 0" compiles to setp.ftz: a subnormal amax compares as 0
+            enc = rcp_ftz(mul_ftz(sbv, rcp_ftz(S))) if daz(amax_b) != 0 else f32(0)
+            return code, sbv, "mul-ftz", enc
+        if rec == "flashinfer-exact":  # div.rn.ftz, mul.ftz, fminf, setp.ftz
+            code = e4m3(mul_ftz(amax_b, mul_ftz(S, f32(1.0 / 6.0))) if daz(amax_b) != 0 else f32(0))
+            sbv = e4m3_f(code)
+            enc = f32(0)
+            if daz(amax_b) != 0:
+                q = div_ftz(f32(1), mul_ftz(sbv, div_ftz(f32(1), S)))
+                enc = FLT_MAX if isnan(q) or q > FLT_MAX else q
+            return code, sbv, "mul-ftz", enc
+        if rec == "vllm":  # IEEE multiplies, rcp.approx.ftz, factor 0 for a zero scale
+            code = e4m3(S * (f32(amax_b) * rcp_ftz(f32(6))))
+            sbv = e4m3_f(code)
+            enc = rcp_ftz(sbv * rcp_ftz(S)) if sbv != 0 else f32(0)
+            return code, sbv, "mul", enc
     raise ValueError(rec)
 
 
@@ -386,6 +555,9 @@ def quant_nv(p, x):
         for b in range(cols // 16):
             tile = x[r0:r0 + h, 16 * b:16 * b + 16]
             am, _, nan, inf = scan(tile.ravel())
+            cvt = p["nf"] == "cvt"
+            if cvt and all(isnan(f32(v)) for v in tile.ravel()):
+                am = f32(np.nan)
             if nan_block(p["nf"], nan, inf):
                 scales[r0:r0 + h, b] = 0x7F
                 continue
@@ -400,8 +572,8 @@ def quant_nv(p, x):
                         q = ggml_best(v, sbv, p["knz"])
                     else:
                         with np.errstate(all="ignore"):
-                            t = v * fac if op == "mul" else v / fac
-                        q = e2m1(t, p["tie"], p["knz"], p["zin"])
+                            t = mul_ftz(v, fac) if op == "mul-ftz" else v * fac if op == "mul" else v / fac
+                        q = 7 if cvt and isnan(t) else e2m1(t, p["tie"], p["knz"], p["zin"])
                     codes[r0 + i, 16 * b + j] = q
     return amax, stored, list(scales.ravel()), list(codes.ravel())
 
@@ -491,6 +663,22 @@ def mx_inputs():
         x[0, 100] = np.nan
         x[0, 101] = np.inf
     ins["mx-nonfinite"] = blocks([2.0, 3.0, 5.0, 7.0, 1.0], 32, 50, nonfin)
+
+    # the engines' kernels: FlashInfer's flush below d = amax*rcp(6) = 2^-126, aiter's and
+    # Brevitas' amax floor 1e-10, aiter's rounding at mantissa 1.5, subnormal elements of a
+    # normal block (flushed by a -use_fast_math multiply), an all-NaN block (the cvt policy's
+    # NaN amax), Inf alone, NaN among finite values
+    def engines(x):
+        x[0, 32 * 10:32 * 11] = filler(32, 2.0 ** -127, 61)
+        x[0, 32 * 10] = f32(2.0 ** -123)
+        x[0, 32 * 10 + 1] = fb(0x00600000)
+        x[0, 32 * 11:32 * 12] = np.nan
+        x[0, 32 * 12:32 * 13] = filler(32, 3.0, 62)
+        x[0, 32 * 12 + 4] = np.inf
+        x[0, 32 * 13 + 9] = np.nan
+    ea = [f32(6 * 2.0 ** -126), down(6 * 2.0 ** -126), up(6 * 2.0 ** -126), f32(1e-10), down(1e-10),
+          f32(1e-12), f32(1.5), down(1.5), up(1.5), f32(3.0 * 2 ** 100), 1.0, 1.0, 1.0, f32(5.0)]
+    ins["mx-engines"] = blocks(ea, 32, 60, engines)
     return ins
 
 
@@ -628,7 +816,74 @@ def nv_inputs():
     x[3, 7] = 9.0
     x[20, 30] = 12.0
     ins["nv-2d"] = x
+    ins["nv-engines"] = nv_engines()
     return ins
+
+
+def nv_engines():
+    """A tensor (amax 3.1: S = 2688/3.1 is not a power of two) for the engines'
+    kernels: a block whose E4M3 scale underflows to 0 (FlashInfer: rcp(0) = Inf,
+    elements +-6 and 0 -> NaN -> 7; vLLM: factor 0; TE: FLT_MAX), an all-zero
+    block, elements where FlashInfer's rcp.approx.ftz factor and its exact
+    variant round to different codes, a block amax where S*(amax_b*fl(1/6))
+    and amax_b*(S*fl(1/6)) are different E4M3 scales, an all-NaN block and Inf."""
+    T = f32(3.1)
+    S = f32(2688) / T
+    x = np.zeros((1, 16 * 8), np.float32)
+    x[0, :16] = filler(16, T, 71)
+    x[0, 0] = T
+    x[0, 16:32] = filler(16, 1e-6, 72)
+    x[0, 16] = f32(1e-6)
+    x[0, 17] = f32(0.0)
+    x[0, 18] = f32(-0.0)
+    # block 2 all zero; block 3: elements on which the two FlashInfer factors differ
+    am = f32(0.01)
+    for _ in range(1000):
+        fi = nv_block({"recipe": "flashinfer"}, S, f32(1) / S, am)
+        ex = nv_block({"recipe": "flashinfer-exact"}, S, f32(1) / S, am)
+        if fi[0] == ex[0] and fi[3] != ex[3]:
+            break
+        am = f32(am * f32(1.03))
+    else:
+        raise AssertionError("no block amax where FlashInfer's approximate and exact factors differ")
+    found = []
+    for mid in (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0):
+        x0 = f32(float(Fr(mid) / Fr(float(ex[3]))))
+        v = x0
+        for k in range(400):
+            v = up(v) if k % 2 else down(v)
+            w = x0
+            for _ in range(k // 2 + 1):
+                w = up(w) if k % 2 else down(w)
+            if abs(w) < am and e2m1(mul_ftz(w, fi[3])) != e2m1(mul_ftz(w, ex[3])):
+                found.append(w)
+                break
+    assert found, "no element where FlashInfer's approximate and exact factors differ"
+    x[0, 48:64] = filler(16, am, 73)
+    x[0, 48] = am
+    x[0, 49:49 + len(found)] = found
+    # block 4: an amax_b where the association of S, amax_b and fl(1/6) changes the E4M3 scale
+    r6 = f32(1.0 / 6.0)
+
+    def assoc():
+        for c in range(8, 0x7E):  # near each E4M3 midpoint (s_b values below T*S/6)
+            mid = (e4m3_value(c) + e4m3_value(c + 1)) / 2
+            a0 = f32(float(mid * 6 / Fr(float(S))))
+            for k in range(64):
+                a = a0
+                for _ in range(k // 2):
+                    a = up(a) if k % 2 else down(a)
+                if a < T and e4m3(S * (a * r6)) != e4m3(a * (S * r6)):
+                    return a
+        raise AssertionError("no block amax where the two associations give different E4M3 scales")
+    a = assoc()
+    x[0, 64:80] = filler(16, a, 74)
+    x[0, 64] = a
+    x[0, 80:96] = np.nan
+    x[0, 96:112] = filler(16, 1.0, 75)
+    x[0, 97] = np.inf
+    x[0, 112:128] = filler(16, 0.01, 76)
+    return x
 
 
 def fp8_inputs():
@@ -669,6 +924,18 @@ def facts(exp):
          and set(rec("nv-nan", "vllm")[2][i:i + 2] for i in range(0, 8, 2)) != {"7f"}),
         ("TE: 2688/amax overflows for amax <= 0x1.5p-117, S_enc = FLT_MAX",
          rec("nv-tiny-tensor", "te")[1] == "7f7fffff"),
+        ("FlashInfer: a block whose E4M3 scale underflows: rcp(0) = Inf, elements +-6, +-0 NaN -> 7",
+         rec("nv-engines", "flashinfer")[3][32:38] == "070707" and rec("nv-engines", "vllm")[3][32:38] == "000008"),
+        ("FlashInfer's rcp.approx.ftz factor rounds elements apart from its exact variant",
+         rec("nv-engines", "flashinfer")[3] != rec("nv-engines", "flashinfer-exact")[3]),
+        ("aiter's and Brevitas' amax floor 1e-10: all-zero blocks get code 92",
+         rec("mx-zeros", "aiter")[2][:2] == "5c" and rec("mx-zeros", "brevitas-ceil")[2][:2] == "5c"),
+        ("vLLM before PR #43557 floors amax*rcp(6): other scales than since",
+         rec("mx-boundaries", "vllm@pre-43557")[2] != rec("mx-boundaries", "vllm")[2]),
+        ("Quark's even_round saturates at code 254 where even gives 253",
+         rec("mx-huge", "quark")[2] != rec("mx-huge", "even@0.18")[2]),
+        ("FlashInfer flushes amax*rcp(6) below 2^-126 (code 0) where ceil gives 1",
+         rec("mx-engines", "flashinfer")[2] != rec("mx-engines", "ceil")[2]),
     ]
     for what, ok in checks:
         assert ok, "the corpus does not show: " + what

@@ -50,6 +50,18 @@ typedef enum fp4s_mx_rule {
                              * 0x01400001, whose product rounds down onto 2^-127 */
     FP4S_MX_EVEN_NAN = 7,   /* EVEN, but an amax that rounds up to 2^128 (amax >= 1.75*2^127)
                              * gets the NaN scale 0xFF (torchao EVEN since 5d73a0c10) */
+    /* The rollout engines' GPU kernels (rcp: rcp.approx.ftz.f32 as measured on sm_90) */
+    FP4S_MX_RCEIL_RCP_FTZ = 8, /* d = amax * rcp(6) with subnormal products flushed, rounded up to
+                                * a power of two (cvt.rp.satfinite.ue8m0): FlashInfer, TRT-LLM */
+    FP4S_MX_FLOOR_RCP   = 9,  /* the exponent field of amax * rcp(6): k = floor(log2(amax/6)),
+                               * amax/2^k in [6, 12) (vLLM's MXFP4 MoE kernel before PR #43557) */
+    FP4S_MX_RCEIL_MIN   = 10, /* d = max(amax, 1e-10) * fl(1/6), exponent field + 1 when the
+                               * mantissa is not zero (AMD aiter since PR #3212) */
+    FP4S_MX_ROUND_MIN   = 11, /* max(amax, 1e-10) rounded to the nearest power of two at
+                               * mantissa 1.5, times 1/4 (aiter before PR #3212) */
+    FP4S_MX_EVEN_SAT    = 12, /* EVEN, but amax >= 1.75*2^127 gives k = 127 (AMD Quark even_round) */
+    FP4S_MX_CEIL_LOG2F_MIN = 13, /* ceilf(log2f(max(amax, 1e-10))) - 2 (Brevitas MX, ceil scale
+                                  * rounding): amax/2^k in (2, 4] */
     FP4S_MX_RULE_COUNT      /* number of rules (not a rule) */
 } fp4s_mx_rule;
 
@@ -77,6 +89,13 @@ typedef enum fp4s_nv_recipe {
                                    * by a Python scalar is a multiply by its float reciprocal, so
                                    * pts = amax*fl(1/2688) and amax_b*fl(1/6) */
     FP4S_NV_TORCHAO_DIV_CUDA = 6, /* TORCHAO_DIV on CUDA, the same way */
+    /* The rollout engines' GPU kernels (rcp: rcp.approx.ftz.f32 as measured on sm_90) */
+    FP4S_NV_FLASHINFER = 7,       /* FlashInfer / TRT-LLM with fast math: s_b = e4m3(S*(amax_b*rcp(6))),
+                                   * q = E2M1(x * rcp(s_b*rcp(S))), multiplies flush subnormals */
+    FP4S_NV_FLASHINFER_EXACT = 8, /* the same with fast math disabled: s_b = e4m3(amax_b*(S*fl(1/6))),
+                                   * q = E2M1(x * min(1/(s_b*(1/S)), FLT_MAX)), divisions flush */
+    FP4S_NV_VLLM = 9,             /* vLLM / SGLang scaled_fp4_quant: as FLASHINFER with IEEE multiplies,
+                                   * and a block whose scale rounds to 0 quantizes to zeros */
     FP4S_NV_RECIPE_COUNT  /* number of recipes (not a recipe) */
 } fp4s_nv_recipe;
 
@@ -106,6 +125,10 @@ typedef enum fp4s_nonfinite {
                             * (microxcaling) */
     FP4S_NF_IGNORE    = 2, /* NaN ignored when taking amax (Inf is taken); NaN and Inf
                             * elements get code 0 (ggml) */
+    FP4S_NF_CVT       = 3, /* as the GPU kernels: NaN ignored when taking amax unless every value
+                            * is NaN (bf16 max; the amax is then the NaN 0x7FFF0000), Inf is taken,
+                            * every element goes through the arithmetic and a NaN product gets
+                            * code 7 (+6: cvt.rn.satfinite.e2m1x2, as CUDA's cuda_fp4.hpp models it) */
     FP4S_NF_COUNT
 } fp4s_nonfinite;
 
@@ -114,6 +137,18 @@ typedef enum fp4s_packing {
     FP4S_PACK_SPLIT = 1, /* per block of 32: byte j = q[j] | q[j+16] << 4 (ggml) */
     FP4S_PACK_COUNT
 } fp4s_packing;
+
+/* MXFP4: the factor a block's elements are multiplied by before the E2M1
+ * conversion, given the block's scale code c (k = c - 127). */
+typedef enum fp4s_mx_elem {
+    FP4S_MX_ELEM_EXACT  = 0, /* 2^-k exactly (code 0: 2^127) */
+    FP4S_MX_ELEM_ZERO0  = 1, /* 2^-k exactly, but 0 for code 0 (vLLM since PR #43557) */
+    FP4S_MX_ELEM_EX2_FTZ = 2, /* ex2.approx.ftz.f32(127 - c): 2^-k, 0 for codes 0 and 254; the
+                               * multiply flushes subnormals (FlashInfer / TRT-LLM, fast math) */
+    FP4S_MX_ELEM_RCP_FTZ = 3, /* rcp.approx.ftz.f32(2^k * rcp(1)): 2^-k, 0 for codes 0, 254, 255
+                               * (vLLM before PR #43557) */
+    FP4S_MX_ELEM_COUNT
+} fp4s_mx_elem;
 
 /* Which values the tensor amax of an NVFP4 tensor scale is taken over (see
  * fp4s_spec_amax). */
@@ -139,7 +174,7 @@ typedef struct fp4s_spec {
     fp4s_nonfinite nonfinite;
     /* MXFP4 */
     fp4s_mx_rule mx_rule;
-    uint8_t mx_zero_block_code; /* E8M0 code written for an all-zero block (0 or 127; not 0xFF) */
+    uint8_t mx_zero_block_code; /* E8M0 code written for an all-zero block (not 0xFF; profiles: 0, 92, 127) */
     bool mx_scale_is_ggml;      /* ggml's scale convention: ggml decodes the byte as 2^(e-128) and
                                  * doubles its kvalues; the stored byte and every value are the
                                  * same as OCP E8M0, so this only labels the output */
@@ -152,7 +187,8 @@ typedef struct fp4s_spec {
     /* bookkeeping */
     char profile[32];           /* profile the spec started from ("" if none) */
     fp4s_tensor_amax tensor_amax; /* NVFP4: what the tensor amax is taken over */
-    uint32_t reserved[15];      /* zero; room for fields added later */
+    fp4s_mx_elem mx_elem;       /* MXFP4: the elements' factor from the scale code (default EXACT) */
+    uint32_t reserved[14];      /* zero; room for fields added later */
 } fp4s_spec;
 
 /* sizeof(fp4s_spec) of the library (for callers that allocate it blindly). */
@@ -258,6 +294,7 @@ FP4S_API const char *fp4s_packing_name(fp4s_packing p);
 FP4S_API const char *fp4s_fp8_gran_name(fp4s_fp8_gran g);
 FP4S_API const char *fp4s_zero_in_name(fp4s_zero_in z);
 FP4S_API const char *fp4s_tensor_amax_name(fp4s_tensor_amax t);
+FP4S_API const char *fp4s_mx_elem_name(fp4s_mx_elem e);
 /* Name of a scale codec ("e4m3", "ue4m3-ggml"). */
 FP4S_API const char *fp4s_nv_scale_codec_name(fp4s_nv_scale_codec c);
 
@@ -284,6 +321,7 @@ typedef enum fp4s_name_kind {
     FP4S_NAMES_PROFILE_NVFP4,
     FP4S_NAMES_PROFILE_FP8,
     FP4S_NAMES_TENSOR_AMAX,
+    FP4S_NAMES_MX_ELEM,
     FP4S_NAMES_COUNT
 } fp4s_name_kind;
 FP4S_API size_t fp4s_names(fp4s_name_kind kind, const char *sep, const char *last, char *buf, size_t n);
