@@ -54,6 +54,7 @@ int main(int argc, char **argv)
             char *s = NULL;
             hid_t mt = H5Tcopy(H5T_C_S1);
             H5Tset_size(mt, H5T_VARIABLE);
+            H5Tset_cset(mt, H5Tget_cset(t)); /* h5py writes UTF-8 */
             if (H5Aread(a, mt, &s) >= 0 && s) {
                 snprintf(device, sizeof device, "%s", s);
                 H5free_memory(s);

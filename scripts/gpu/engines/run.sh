@@ -15,8 +15,10 @@
 #    input and output folders (an engine's own kernel built outside the
 #    repository; nothing in the repository builds engine code);
 # 4. packs inputs, outputs and tables into $OUT/engines.tar.gz.
-# tests/engines/h200_compare.sh compares $OUT's bytes with fp4scope's
-# profiles on this machine.
+# Then, on the development machine: make_table.py writes the rcp table from
+# scan/, pack_results.py the outputs into one HDF5 file, and
+# tests/engines/h200_compare compares it with fp4scope's profiles (see
+# RESULTS.md here).
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/../../.." && pwd)
