@@ -15,7 +15,9 @@
  * With SAMPLES (written on the GPU by scripts/gpu/engines/approx_sample.cu:
  * records of four little-endian uint32, op, a, b, result): every sample's
  * result must equal the emulation's (op 0: rcp.approx.ftz.f32(a); 1:
- * ex2.approx.ftz.f32 of the integer a - 1000; 2: mul.rn.ftz.f32(a, b)). */
+ * ex2.approx.ftz.f32 of the integer a - 1000; 2: mul.rn.ftz.f32(a, b); 3:
+ * div.rn.ftz.f32(a, b)). NaN results are compared as NaN (their payload is
+ * not modelled) except for rcp, whose NaN is 0x7FFFFFFF. */
 #include <check.h>
 #include <hdf5.h>
 
@@ -171,6 +173,7 @@ START_TEST(gpu_samples)
         case 0: got = fp4s_rcp_approx_ftz(a); break;
         case 1: got = fp4s_ex2_approx_ftz_int((int)rec[1] - 1000); break;
         case 2: got = fp4s_mul_ftz(a, b); break;
+        case 3: got = fp4s_div_ftz(a, b); break;
         default: ck_abort_msg("%s: record %zu: unknown op %u", samples_path, n, rec[0]);
         }
         uint32_t g = fp4s_f32_bits(got);

@@ -11,7 +11,9 @@
  * 2^20 around powers of two and the ends of the range; op 1
  * ex2.approx.ftz.f32 of every integer a - 1000 in [-200, 200]; op 2
  * mul.rn.ftz.f32(a, b) for 2^22 pairs whose product lies near 2^-126 and
- * 2^20 random pairs.
+ * 2^20 random pairs; op 3 div.rn.ftz.f32(a, b) for 2^22 pairs whose quotient
+ * lies near 2^-126 (1/b, b about 2^126, and 2^-126/b, b about 1) and 2^20
+ * random pairs.
  *
  * Build: nvcc -O3 -arch=sm_90 -o approx_sample approx_sample.cu */
 #include <cuda_runtime.h>
@@ -43,7 +45,8 @@ __global__ void k_run(uint32_t *r, size_t n)
         asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
         break;
     }
-    default: asm volatile("mul.rn.ftz.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b)); break;
+    case 2: asm volatile("mul.rn.ftz.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b)); break;
+    default: asm volatile("div.rn.ftz.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b)); break;
     }
     q[3] = __float_as_uint(y);
 }
@@ -76,6 +79,11 @@ int main(int argc, char **argv)
         add(2, a, b);
     }
     for (int i = 0; i < (1 << 20); i++) add(2, rnd() << 16 ^ rnd(), rnd() << 16 ^ rnd());
+    for (int i = 0; i < (1 << 21); i++)
+        add(3, 0x3F800000u | (rnd() & 1) << 31, 0x7E800000u - 0x1000u + rnd() % 0x2000u); /* 1 / ~2^126 */
+    for (int i = 0; i < (1 << 21); i++)
+        add(3, 0x00800000u - 0x1000u + rnd() % 0x2000u, 0x3F7FF000u + rnd() % 0x2000u);  /* ~2^-126 / ~1 */
+    for (int i = 0; i < (1 << 20); i++) add(3, rnd() << 16 ^ rnd(), rnd() << 16 ^ rnd());
     size_t n = r.size() / 4;
     uint32_t *d;
     CK(cudaMalloc(&d, r.size() * 4));
