@@ -343,7 +343,7 @@ static const profile_row profiles[] = {
      * was measured on an H200, so these are bit-exact on sm_90 only. */
     {.info = {.name = "vllm", .formats = MX | NV,
               .engine = "vLLM (vllm-project/vllm)",
-              .version = "nvfp4_utils.cuh at 20b4ad8eb (after vLLM PR #43557, 2026-05)", .device = "cuda sm_90",
+              .version = "nvfp4_utils.cuh at 20b4ad8eb (after vLLM PR #43557)", .device = "cuda sm_90",
               .source = "csrc/libtorch_stable/quantization/fp4/nvfp4_utils.cuh (cvt_warp_fp16_to_fp4), "
                         "nvfp4_quant_kernels.cu (scaled_fp4_quant), mxfp4_experts_quant.cu",
               .reproduces = "NVFP4 scaled_fp4_quant of a BF16/FP16 tensor: amax_b by bf16 max (skips NaN), "
@@ -448,10 +448,11 @@ static const profile_row profiles[] = {
                         "(dynamic_per_group_scaled_quant_kernel)",
               .reproduces = "dynamic_per_group_scaled_quant (MXFP4, group 32): absMax starts at 1e-10f (so all-zero "
                             "and tiny blocks get code 92) and max() skips NaN; d = absMax*fl(1/6), code = its "
-                            "exponent field + (mantissa != 0) (rceil-min); elements E2M1 of x/2^k, RNE (the gfx950 "
-                            "v_cvt_scalef32_pk_fp4 instruction, or even_round_e2m1 since aiter PR #3992). Not "
-                            "established: the instruction's rounding of ties and of NaN/Inf (fp4scope codes NaN and "
-                            "Inf elements 0); not measured (no AMD GPU)"},
+                            "exponent field + (mantissa != 0) (rceil-min); elements E2M1 of x/2^k rounded to "
+                            "nearest even (aiter PR #3992 says gfx950's v_cvt_scalef32_pk_fp4 does, and made the "
+                            "software fallback do so). Not established: how the instruction treats NaN, Inf and a "
+                            "zero scale (fp4scope codes NaN and Inf elements 0); documented arithmetic, not "
+                            "measured (no AMD GPU)"},
      .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_RCEIL_MIN, .mx_zero_block_code = 92, .nonfinite = FP4S_NF_IGNORE,
             .keep_neg_zero = true}},
     {.info = {.name = "aiter@pre-3212", .formats = MX,

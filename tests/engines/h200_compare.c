@@ -197,6 +197,13 @@ int main(int argc, char **argv)
     }
     H5Gclose(g);
     H5Fclose(f);
+    for (size_t i = 0; i < t.n; i++) H5free_memory(t.name[i]);
+    free(t.name);
+    free(t.rows);
+    free(t.cols);
+    free(t.off);
+    free(t.x);
+    H5Tclose(st);
     printf("h200_compare: %s\n", total_diff ? "DIFFERENCES" : "every scale, code and global scale equal");
     return total_diff ? 1 : 0;
 }

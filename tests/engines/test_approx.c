@@ -71,11 +71,12 @@ START_TEST(table_is_the_shipped_file)
     size_t n;
     int8_t *dev = read_ds("/rcp_approx_ftz/deviation", H5T_NATIVE_INT8, 1, &n);
     ck_assert_uint_eq(n, 1u << 23);
-    size_t cnt[3] = {0, 0, 0};
+    size_t cnt[3] = {0, 0, 0}, bad = 0;
     for (uint32_t m = 0; m < n; m++) {
-        ck_assert_int_eq(fp4s_rcp_approx_dev(m), dev[m]);
+        bad += fp4s_rcp_approx_dev(m) != dev[m];
         cnt[dev[m] + 1]++;
     }
+    ck_assert_uint_eq(bad, 0);
     /* the measured counts (make_table.py records them in the file too) */
     ck_assert_uint_eq(cnt[0], 374723);
     ck_assert_uint_eq(cnt[1], 7280086);
@@ -94,7 +95,7 @@ START_TEST(rcp_every_mantissa_and_exponent)
         uint32_t t = rcp_rn_bits(m) + (uint32_t)fp4s_rcp_approx_dev(m);
         if (fp4s_f32_bits(fp4s_rcp_approx_ftz(fp4s_bits_f32(0x3F800000u | m))) != t && !bad++) first = m;
         /* every exponent of a sample of mantissas, both signs */
-        if (m % 1021 == 0)
+        if (m % 4093 == 0)
             for (uint32_t e = 1; e < 255; e++)
                 for (uint32_t s = 0; s < 2; s++) {
                     uint32_t u = s << 31 | e << 23 | m;
