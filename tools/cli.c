@@ -446,7 +446,8 @@ bool cli_trace_option(int id, const char *arg, fp4s_mm_opts *mo, fp4s_trace_opts
         else if (strcmp(arg, "csv") == 0 || strcmp(arg, "tsv") == 0) to->format = FP4S_TRACE_CSV;
         else if (strcmp(arg, "jsonl") == 0) to->format = FP4S_TRACE_JSONL;
         else if (strcmp(arg, "capture") == 0 || strcmp(arg, "h5") == 0) to->format = FP4S_TRACE_CAPTURE;
-        else cli_usage("--format: expected auto, csv, jsonl or capture, got '%s'", arg);
+        else if (strcmp(arg, "scalars") == 0) to->format = FP4S_TRACE_SCALARS;
+        else cli_usage("--format: expected auto, csv, jsonl, capture or scalars, got '%s'", arg);
         break;
     case CLI_OPT_DELIM:
         if (strcmp(arg, "tab") == 0 || strcmp(arg, "\\t") == 0) to->delim = '\t';

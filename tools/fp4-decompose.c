@@ -37,6 +37,7 @@ static void usage_text(void)
         "  -o, --output FILE     also write an HDF5 report (layout in fp4-decompose(1))\n"
         "      --threads N       worker threads (default: all CPUs)\n"
         "      --chunk N         elements per read chunk (default 2097152)\n"
+        "      --show N          groups listed per input in the table (default 20, 0 = all)\n"
         "      --help            show this help and exit\n"
         "      --version         show version and features and exit\n"
         "\n"
@@ -46,8 +47,25 @@ static void usage_text(void)
 
 enum {
     OPT_SCALE_RULE = 256, OPT_BY, OPT_DZTIE, OPT_SITES, OPT_STEPS, OPT_SIDES, OPT_JSON, OPT_CSV,
-    OPT_THREADS, OPT_CHUNK, OPT_HELP, OPT_VERSION
+    OPT_THREADS, OPT_CHUNK, OPT_HELP, OPT_VERSION, OPT_SHOW
 };
+
+/* step, site and side of "file.h5:/steps/<step>/<site>/<side>" (a capture
+ * dataset addressed by path, as --sites would select it). */
+static void capture_path_parts(const char *spec, int64_t *step, char **site, char **side)
+{
+    const char *p = strstr(spec, ":/steps/");
+    if (!p) return;
+    char *end;
+    long long st = strtoll(p + 8, &end, 10);
+    if (end == p + 8 || *end != '/') return;
+    const char *s1 = end + 1, *s2 = strrchr(s1, '/');
+    if (!s2 || s2 == s1 || !s2[1] || strchr(s2 + 1, ':')) return;
+    if (strcmp(s2 + 1, "trainer") && strcmp(s2 + 1, "rollout") && strcmp(s2 + 1, "weight")) return;
+    *step = st;
+    *site = strndup(s1, (size_t)(s2 - s1));
+    *side = xstrdup(s2 + 1);
+}
 
 typedef struct item {
     char *source;    /* source spec string */
@@ -241,7 +259,7 @@ int main(int argc, char **argv)
     const char *fmt_s = NULL, *profile = NULL, *rule_s = NULL, *by_s = NULL, *dz_s = NULL;
     const char *sites = NULL, *steps_s = NULL, *sides = NULL, *outpath = NULL;
     bool json = false, csv = false;
-    size_t chunk = 0;
+    size_t chunk = 0, show = 20;
     static const struct option lo[] = {
         {"format", required_argument, NULL, 'f'},
         {"profile", required_argument, NULL, 'p'},
@@ -256,6 +274,7 @@ int main(int argc, char **argv)
         {"csv", no_argument, NULL, OPT_CSV},
         {"threads", required_argument, NULL, OPT_THREADS},
         {"chunk", required_argument, NULL, OPT_CHUNK},
+        {"show", required_argument, NULL, OPT_SHOW},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
         CLI_OUTPUT_LONGOPTS
@@ -277,6 +296,7 @@ int main(int argc, char **argv)
         case OPT_CSV: csv = true; break;
         case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 4096)); break;
         case OPT_CHUNK: chunk = (size_t)cli_parse_int("--chunk", optarg, 1, (long long)1 << 40); break;
+        case OPT_SHOW: show = (size_t)cli_parse_int("--show", optarg, 0, (long long)1 << 40); break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;
         default: cli_usage("unknown option '%s'", argv[optind - 1]);
@@ -318,6 +338,7 @@ int main(int argc, char **argv)
             char *fp = file_part(argv[a]);
             items[n] = (item){xstrdup(argv[a]), xstrdup(argv[a]), -1, NULL, NULL,
                               fp4s_decomp_file_synthetic(fp), 0, 0, NULL};
+            capture_path_parts(argv[a], &items[n].step, &items[n].site, &items[n].side);
             free(fp);
             n++;
             continue;
@@ -416,7 +437,7 @@ int main(int argc, char **argv)
                 for (size_t g = 0; g < ng; g++) {
                     fp4s_decomp_group(it->acc, g, &r);
                     json_t *go = json_object();
-                    json_object_set_new(go, "index", json_integer((json_int_t)g));
+                    json_object_set_new(go, "group", json_integer((json_int_t)g)); /* the CSV's column */
                     if (opts.by == FP4S_GROUP_BLOCK) {
                         size_t nb = it->cols / spec.block;
                         json_object_set_new(go, "row", json_integer((json_int_t)(g / nb)));
@@ -463,20 +484,25 @@ int main(int argc, char **argv)
             human_result(&r, true);
             size_t ng = fp4s_decomp_ngroups(it->acc);
             if (ng) {
-                printf("  %s groups:\n  %8s %10s %11s %9s %9s %9s %9s %9s\n", fp4s_group_name(opts.by),
-                       "index", "n", "rel.error", "scale", "deadzone", "grid", "cos", "dz frac");
-                for (size_t g = 0; g < ng; g++) {
+                printf("  %s groups (shares of ||e||^2; cross = 1 - scale - deadzone - grid, the cross terms):\n"
+                       "  %8s %10s %11s %9s %9s %9s %9s %9s %9s\n", fp4s_group_name(opts.by),
+                       "group", "n", "rel.error", "scale", "deadzone", "grid", "cross", "cos", "dz frac");
+                size_t lim = show == 0 || show > ng ? ng : show;
+                for (size_t g = 0; g < lim; g++) {
                     fp4s_decomp_group(it->acc, g, &r);
-                    char re[32], s1[32], s2[32], s3[32], co[32], dz[32];
+                    char re[32], s1[32], s2[32], s3[32], s4[32], co[32], dz[32];
                     num(re, 32, r.relative_error, "%11.4g");
                     pct(s1, 32, r.ratio_scale);
                     pct(s2, 32, r.ratio_deadzone);
                     pct(s3, 32, r.ratio_grid);
+                    pct(s4, 32, 1.0 - r.ratio_scale - r.ratio_deadzone - r.ratio_grid);
                     num(co, 32, r.cos_scale_grid, "%9.4f");
                     pct(dz, 32, r.deadzone_fraction);
-                    printf("  %8zu %10llu %11s %9s %9s %9s %9s %9s\n", g, (unsigned long long)r.n, re, s1, s2,
-                           s3, co, dz);
+                    printf("  %8zu %10llu %11s %9s %9s %9s %9s %9s %9s\n", g, (unsigned long long)r.n, re, s1, s2,
+                           s3, s4, co, dz);
                 }
+                if (lim < ng) printf("  %8s (%zu more groups; --show 0 lists all, --json or --csv has them)\n", "...",
+                                     ng - lim);
             }
         }
         if (n > 1) {

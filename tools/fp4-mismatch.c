@@ -12,7 +12,8 @@
 
 enum {
     OPT_METRIC = 256, OPT_CLAMP, OPT_BY_POS, OPT_EVERY, OPT_JSON, OPT_CSV, OPT_NAME, OPT_LEVEL,
-    OPT_FAIL_ONSET, OPT_OUTPUT, OPT_HELP, OPT_VERSION
+    OPT_FAIL_ONSET, OPT_OUTPUT, OPT_HELP, OPT_VERSION, OPT_NAMES, OPT_GATE, OPT_BASELINE, OPT_BASELINE_RUN,
+    OPT_GATE_METRICS, OPT_GATE_SIGMA, OPT_GATE_STEPS, OPT_GATE_WINDOW, OPT_MIN_SEGMENT
 }; /* the trace and onset options are CLI_OPT_* (cli.h) */
 
 static const struct option longopts[] = {
@@ -26,6 +27,15 @@ static const struct option longopts[] = {
     {"level", required_argument, NULL, OPT_LEVEL},
     {"fail-on-onset", no_argument, NULL, OPT_FAIL_ONSET},
     {"output", required_argument, NULL, OPT_OUTPUT},
+    {"names", required_argument, NULL, OPT_NAMES},
+    {"gate", no_argument, NULL, OPT_GATE},
+    {"baseline", required_argument, NULL, OPT_BASELINE},
+    {"baseline-run", required_argument, NULL, OPT_BASELINE_RUN},
+    {"gate-metrics", required_argument, NULL, OPT_GATE_METRICS},
+    {"gate-sigma", required_argument, NULL, OPT_GATE_SIGMA},
+    {"gate-steps", required_argument, NULL, OPT_GATE_STEPS},
+    {"gate-window", required_argument, NULL, OPT_GATE_WINDOW},
+    {"min-segment", required_argument, NULL, OPT_MIN_SEGMENT},
     CLI_TRACE_LONGOPTS
     CLI_OUTPUT_LONGOPTS
     {"help", no_argument, NULL, OPT_HELP},
@@ -39,9 +49,15 @@ static void usage(void)
            "Rollout/trainer log-prob mismatch per training step, as RL frameworks log it\n"
            "(verl, slime, OpenRLHF, llama.cpp percentiles), the onset of divergence, the\n"
            "trend, and runs compared at equal steps. TRACE: CSV/TSV or JSONL with one row\n"
-           "per token, or an fp4scope capture (.h5); '-' reads CSV/JSONL from stdin.\n\n"
+           "per token, an fp4scope capture (.h5), or a per-step scalar log (a W&B or\n"
+           "TensorBoard CSV export, JSONL such as verl's file logger); '-' reads CSV/JSONL\n"
+           "from stdin.\n\n"
            "Metrics:\n"
-           "  --metric M          metric for onset, trend and comparison (default mean_abs)\n"
+           "  --metric M          metric for onset, trend and comparison (default mean_abs): a\n"
+           "                      metric, a framework's name of one (rollout_corr/k3_kl), or\n"
+           "                      a per-step scalar of a scalar log or capture (reward)\n"
+           "  --names F           name the metrics in JSON and CSV as F logs them: fp4scope\n"
+           "                      (default), verl, slime, nemo-rl\n"
            "  --is-cap C          IS cap: fractions above C / below 1/C, clamp of is_std/is_ess (2)\n"
            "  --clamp B           bound of rho before exp where verl clamps (20)\n"
            "  --by-position       also split every step into first token / the rest\n"
@@ -54,7 +70,16 @@ static void usage(void)
            "  --sigma K           ... and at least K robust sigmas above it (3)\n"
            "  --consecutive N     steps in a row above the threshold (5)\n"
            "  --level L           confidence level of the trend interval (0.95)\n"
+           "  --min-segment N     points per segment of the change-point fit (5)\n"
            "  --fail-on-onset     exit 1 when an onset is found in any run\n"
+           "Gate (calibrated on a reference run):\n"
+           "  --gate              exit 1 when a metric crosses its noise floor (needs --baseline)\n"
+           "  --baseline FILE     the reference run (BF16 vs BF16, or FP8): the noise floor\n"
+           "  --baseline-run NAME the run of FILE to use (default: its first)\n"
+           "  --gate-metrics L    metrics gated (mean_abs,k3,is_frac_high,is_frac_low,is_max)\n"
+           "  --gate-sigma K      threshold: floor mean + K spreads (6)\n"
+           "  --gate-steps N      steps in a row over the threshold (3)\n"
+           "  --gate-window W     steps of the windowed slope of ln(--metric) (20)\n"
            "Input:\n"
            "  --name NAME         run name of the next TRACE (repeat per TRACE; default: file name)\n"
            "  --format F          auto, csv, jsonl or capture (auto)\n"
@@ -67,19 +92,37 @@ static void usage(void)
            "  --json | --csv      machine-readable output (default: tables)\n"
            "  -o, --output FILE   write to FILE (atomically) instead of stdout\n"
            "  --help, --version\n\n"
-           "Exit status: 0 ok, 1 onset found with --fail-on-onset, 2 usage, 3 bad input,\n"
+           "Exit status: 0 ok, 1 onset found with --fail-on-onset or a gate crossed, 2 usage, 3 bad input,\n"
            "4 output not written, 5 internal error.\n");
 }
 
 typedef struct cfg {
     const char *metric;
-    int mi;
+    int mi;                 /* the metric's id, or -1 for a per-step scalar */
     size_t every;
     int json, csv, fail_onset;
     double level;
+    fp4s_mm_names names;
     fp4s_mm_opts mo;
     fp4s_mm_onset_opts oo;
+    fp4s_mm_changepoint_opts co;
+    /* gate */
+    int gate;
+    const char *baseline, *baseline_run, *gate_metrics;
+    double gate_sigma;
+    size_t gate_steps, gate_window;
 } cfg;
+
+/* One gated quantity of a run: a metric, or the windowed slope of ln(--metric). */
+typedef struct gate_item {
+    char name[96];
+    int lower_worse;        /* is_ess, is_min, probs_pearson: a drop is the alarm */
+    double mean, spread;    /* the floor on the baseline */
+    size_t nbase;
+    int crossed;
+    int64_t step;           /* first step of the first run of gate_steps crossings */
+    double value, sigmas;   /* there: the value and (value - mean) / spread */
+} gate_item;
 
 typedef struct run_extra {
     fp4s_mm_onset onset;
@@ -87,8 +130,12 @@ typedef struct run_extra {
     fp4s_mm_trend trend;
     int trend_rc;
     char trend_note[256];
+    fp4s_mm_changepoint cp;
+    int cp_rc;
     double *vals;
     int64_t *steps;
+    gate_item *gate;
+    size_t ngate;
 } run_extra;
 
 /* ---- output buffer ------------------------------------------------------------------- */
@@ -132,6 +179,8 @@ static void series_minmax(const double *v, size_t n, double *mn, double *mx)
 }
 
 /* ---- JSON ------------------------------------------------------------------------------------ */
+static fp4s_mm_names g_names;
+
 static json_t *metrics_json(const fp4s_mm_metrics *m, const char *run, const char *part)
 {
     json_t *o = json_object();
@@ -142,8 +191,62 @@ static json_t *metrics_json(const fp4s_mm_metrics *m, const char *run, const cha
     json_object_set_new(o, "sequences", json_integer((json_int_t)m->sequences));
     json_object_set_new(o, "masked", json_integer((json_int_t)m->masked));
     json_object_set_new(o, "nonfinite", json_integer((json_int_t)m->nonfinite));
-    for (size_t i = 0; i < fp4s_mm_metric_count(); i++)
-        json_object_set_new(o, fp4s_mm_metric_name(i), cli_json_real(fp4s_mm_metric_value(m, i)));
+    for (size_t i = 0; i < fp4s_mm_metric_count(); i++) {
+        const char *k = fp4s_mm_metric_alias(i, g_names);
+        json_object_set_new(o, k ? k : fp4s_mm_metric_name(i), cli_json_real(fp4s_mm_metric_value(m, i)));
+    }
+    return o;
+}
+
+static json_t *scalars_json(const fp4s_mm_run *r, size_t i)
+{
+    json_t *o = json_object();
+    for (size_t k = 0; k < r->nscalars; k++)
+        json_object_set_new(o, r->scalar_names[k], cli_json_real(r->scalars[i * r->nscalars + k]));
+    return o;
+}
+
+static json_t *changepoint_json(const cfg *c, const run_extra *x)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "metric", json_string(c->metric));
+    json_object_set_new(o, "method", json_string("two-segment fit of ln(metric)"));
+    json_object_set_new(o, "found", json_boolean(x->cp.found));
+    json_object_set_new(o, "step", x->cp.found ? json_integer(x->cp.step) : json_null());
+    json_object_set_new(o, "rate", cli_json_real(x->cp.rate));
+    json_object_set_new(o, "level", cli_json_real(x->cp.level));
+    json_object_set_new(o, "bic_gain", cli_json_real(x->cp.bic_gain));
+    json_object_set_new(o, "n", json_integer((json_int_t)x->cp.n));
+    json_object_set_new(o, "min_segment", json_integer((json_int_t)c->co.min_segment));
+    if (x->cp_rc) json_object_set_new(o, "note", json_string("too few positive values"));
+    return o;
+}
+
+static json_t *gate_json(const cfg *c, const run_extra *x)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "baseline", json_string(c->baseline));
+    json_object_set_new(o, "sigma", json_real(c->gate_sigma));
+    json_object_set_new(o, "steps", json_integer((json_int_t)c->gate_steps));
+    int any = 0;
+    json_t *a = json_array();
+    for (size_t g = 0; g < x->ngate; g++) {
+        const gate_item *it = &x->gate[g];
+        json_t *e = json_object();
+        json_object_set_new(e, "metric", json_string(it->name));
+        json_object_set_new(e, "floor_mean", cli_json_real(it->mean));
+        json_object_set_new(e, "floor_spread", cli_json_real(it->spread));
+        json_object_set_new(e, "threshold", cli_json_real(it->lower_worse ? it->mean - c->gate_sigma * it->spread
+                                                                          : it->mean + c->gate_sigma * it->spread));
+        json_object_set_new(e, "crossed", json_boolean(it->crossed));
+        json_object_set_new(e, "step", it->crossed ? json_integer(it->step) : json_null());
+        json_object_set_new(e, "value", it->crossed ? cli_json_real(it->value) : json_null());
+        json_object_set_new(e, "sigmas", it->crossed ? cli_json_real(it->sigmas) : json_null());
+        json_array_append_new(a, e);
+        any |= it->crossed;
+    }
+    json_object_set_new(o, "passed", json_boolean(!any));
+    json_object_set_new(o, "metrics", a);
     return o;
 }
 
@@ -213,7 +316,7 @@ static size_t common_steps(const fp4s_mm_result *res, size_t **idx_out)
     return k;
 }
 
-static json_t *comparison_json(const cfg *c, const fp4s_mm_result *res)
+static json_t *comparison_json(const cfg *c, const fp4s_mm_result *res, const run_extra *ex)
 {
     size_t *idx;
     size_t k = common_steps(res, &idx);
@@ -226,8 +329,8 @@ static json_t *comparison_json(const cfg *c, const fp4s_mm_result *res)
         double sl = 0;
         size_t m = 0;
         for (size_t i = 0; i < k; i++) {
-            double a = fp4s_mm_metric_value(&res->runs[0].steps[idx[i * res->nruns]], (size_t)c->mi);
-            double b = fp4s_mm_metric_value(&res->runs[r].steps[idx[i * res->nruns + r]], (size_t)c->mi);
+            double a = ex[0].vals[idx[i * res->nruns]];
+            double b = ex[r].vals[idx[i * res->nruns + r]];
             if (a > 0 && b > 0 && isfinite(a) && isfinite(b)) {
                 sl += log(b / a);
                 m++;
@@ -242,9 +345,7 @@ static json_t *comparison_json(const cfg *c, const fp4s_mm_result *res)
         json_object_set_new(e, "step", json_integer(res->runs[0].steps[idx[i * res->nruns]].step));
         json_t *vals = json_object();
         for (size_t r = 0; r < res->nruns; r++)
-            json_object_set_new(vals, res->runs[r].name,
-                                cli_json_real(fp4s_mm_metric_value(&res->runs[r].steps[idx[i * res->nruns + r]],
-                                                                   (size_t)c->mi)));
+            json_object_set_new(vals, res->runs[r].name, cli_json_real(ex[r].vals[idx[i * res->nruns + r]]));
         json_object_set_new(e, "values", vals);
         json_array_append_new(arr, e);
     }
@@ -259,6 +360,7 @@ static json_t *result_json(const cfg *c, const fp4s_mm_result *res, run_extra *e
     json_object_set_new(root, "tool", json_string("fp4-mismatch"));
     json_object_set_new(root, "version", json_string(fp4s_version()));
     json_object_set_new(root, "metric", json_string(c->metric));
+    json_object_set_new(root, "names", json_string(fp4s_mm_names_name(c->names)));
     json_t *opt = json_object();
     json_object_set_new(opt, "is_cap", json_real(c->mo.is_cap));
     json_object_set_new(opt, "clamp", json_real(c->mo.clamp));
@@ -277,6 +379,7 @@ static json_t *result_json(const cfg *c, const fp4s_mm_result *res, run_extra *e
         json_t *steps = json_array();
         for (size_t i = 0; i < run->nsteps; i += c->every) {
             json_t *m = metrics_json(&run->steps[i], NULL, NULL);
+            if (run->nscalars) json_object_set_new(m, "scalars", scalars_json(run, i));
             if (run->first) {
                 json_object_set_new(m, "first", metrics_json(&run->first[i], NULL, NULL));
                 json_object_set_new(m, "rest", metrics_json(&run->rest[i], NULL, NULL));
@@ -303,10 +406,12 @@ static json_t *result_json(const cfg *c, const fp4s_mm_result *res, run_extra *e
         json_object_set_new(jr, "summary", sm);
         json_object_set_new(jr, "onset", onset_json(c, &ex[r]));
         json_object_set_new(jr, "trend", trend_json(c, &ex[r]));
+        json_object_set_new(jr, "changepoint", changepoint_json(c, &ex[r]));
+        if (c->gate) json_object_set_new(jr, "gate", gate_json(c, &ex[r]));
         json_array_append_new(runs, jr);
     }
     json_object_set_new(root, "runs", runs);
-    if (res->nruns > 1) json_object_set_new(root, "comparison", comparison_json(c, res));
+    if (res->nruns > 1) json_object_set_new(root, "comparison", comparison_json(c, res, ex));
     return root;
 }
 
@@ -341,7 +446,11 @@ static void csv_row(FILE *f, const char *run, const char *part, const fp4s_mm_me
 static void write_csv(FILE *f, const cfg *c, const fp4s_mm_result *res)
 {
     fputs("run,part,step,tokens,sequences,masked,nonfinite", f);
-    for (size_t i = 0; i < fp4s_mm_metric_count(); i++) fprintf(f, ",%s", fp4s_mm_metric_name(i));
+    for (size_t i = 0; i < fp4s_mm_metric_count(); i++) {
+        const char *k = fp4s_mm_metric_alias(i, c->names);
+        fputc(',', f);
+        csv_quote(f, k ? k : fp4s_mm_metric_name(i));
+    }
     fputc('\n', f);
     for (size_t r = 0; r < res->nruns; r++) {
         const fp4s_mm_run *run = &res->runs[r];
@@ -355,10 +464,166 @@ static void write_csv(FILE *f, const cfg *c, const fp4s_mm_result *res)
     }
 }
 
+
+/* ---- the gate ---------------------------------------------------------------------------------- */
+static int lower_is_worse(const char *m)
+{
+    int id = fp4s_mm_metric_lookup(m);
+    const char *n = id >= 0 ? fp4s_mm_metric_name((size_t)id) : m;
+    return strcmp(n, "is_ess") == 0 || strcmp(n, "is_min") == 0 || strcmp(n, "probs_pearson") == 0;
+}
+
+/* out[i]: least-squares slope of ln(v) over the w steps ending at i (NaN
+ * until w points, or when fewer than w/2 + 2 of them are positive). */
+static void windowed_slopes(const int64_t *st, const double *v, size_t n, size_t w, double *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        out[i] = NAN;
+        if (i + 1 < w) continue;
+        double sx = 0, sy = 0, sxx = 0, sxy = 0, x0 = (double)st[i + 1 - w];
+        size_t m = 0;
+        for (size_t j = i + 1 - w; j <= i; j++) {
+            if (!(v[j] > 0) || !isfinite(v[j])) continue;
+            double x = (double)st[j] - x0, y = log(v[j]);
+            sx += x;
+            sy += y;
+            sxx += x * x;
+            sxy += x * y;
+            m++;
+        }
+        if (m < w / 2 + 2) continue;
+        double d = (double)m * sxx - sx * sx;
+        if (d > 0) out[i] = ((double)m * sxy - sx * sy) / d;
+    }
+}
+
+static void floor_of(const double *v, size_t n, double *mean, double *spread, size_t *cnt)
+{
+    double s = 0, s2 = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(v[i])) {
+            s += v[i];
+            k++;
+        }
+    *cnt = k;
+    *mean = k ? s / (double)k : NAN;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(v[i])) s2 += (v[i] - *mean) * (v[i] - *mean);
+    *spread = k > 1 ? sqrt(s2 / (double)(k - 1)) : NAN;
+}
+
+/* The median tokens per step of a run (the resolution of a token fraction). */
+static double median_tokens(const fp4s_mm_run *r)
+{
+    double *t = xmalloc((r->nsteps ? r->nsteps : 1) * sizeof *t);
+    for (size_t i = 0; i < r->nsteps; i++) t[i] = (double)r->steps[i].tokens;
+    double m = series_median(t, r->nsteps);
+    free(t);
+    return m;
+}
+
+static void gate_scan(const cfg *c, gate_item *it, const int64_t *st, const double *v, size_t n)
+{
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        double thr = it->lower_worse ? it->mean - c->gate_sigma * it->spread : it->mean + c->gate_sigma * it->spread;
+        int over = isfinite(v[i]) && (it->lower_worse ? v[i] < thr : v[i] > thr);
+        run = over ? run + 1 : 0;
+        if (run == c->gate_steps) {
+            size_t s0 = i + 1 - c->gate_steps;
+            it->crossed = 1;
+            it->step = st[s0];
+            it->value = v[s0];
+            it->sigmas = (v[s0] - it->mean) / it->spread;
+            return;
+        }
+    }
+}
+
+/* Calibrate every gated quantity on the baseline run and scan the run. */
+static void gate_run(const cfg *c, const fp4s_mm_run *base, const fp4s_mm_run *run, run_extra *x)
+{
+    char *list = xstrdup(c->gate_metrics);
+    double *bv = xmalloc((base->nsteps ? base->nsteps : 1) * sizeof *bv);
+    double *rv = xmalloc((run->nsteps ? run->nsteps : 1) * sizeof *rv);
+    int64_t *bs = xmalloc((base->nsteps ? base->nsteps : 1) * sizeof *bs);
+    for (size_t i = 0; i < base->nsteps; i++) bs[i] = base->steps[i].step;
+    size_t cap = 8;
+    x->gate = xcalloc(cap, sizeof *x->gate);
+    for (char *sv = NULL, *m = strtok_r(list, ",", &sv);; m = strtok_r(NULL, ",", &sv)) {
+        int slope = m == NULL;
+        const char *name = slope ? c->metric : m;
+        if (fp4s_mm_run_series(base, name, bv) || fp4s_mm_run_series(run, name, rv)) {
+            if (!slope) fprintf(stderr, "fp4-mismatch: gate: %s: not in both %s and %s, not gated\n", name,
+                                base->source, run->source);
+            if (slope) break;
+            continue;
+        }
+        if (x->ngate == cap) x->gate = xrealloc(x->gate, (cap *= 2) * sizeof *x->gate);
+        gate_item *it = &x->gate[x->ngate];
+        memset(it, 0, sizeof *it);
+        if (slope) {
+            double *t = xmalloc((base->nsteps > run->nsteps ? base->nsteps : run->nsteps) * sizeof *t + 8);
+            windowed_slopes(bs, bv, base->nsteps, c->gate_window, t);
+            memcpy(bv, t, base->nsteps * sizeof *bv);
+            windowed_slopes(x->steps, rv, run->nsteps, c->gate_window, t);
+            memcpy(rv, t, run->nsteps * sizeof *rv);
+            free(t);
+            snprintf(it->name, sizeof it->name, "slope of ln(%s) over %zu steps", c->metric, c->gate_window);
+        } else {
+            snprintf(it->name, sizeof it->name, "%s", name);
+            it->lower_worse = lower_is_worse(name);
+        }
+        floor_of(bv, base->nsteps, &it->mean, &it->spread, &it->nbase);
+        if (it->nbase < 2) {
+            fprintf(stderr, "fp4-mismatch: gate: %s: fewer than 2 finite values in the baseline, not gated\n",
+                    it->name);
+            if (slope) break;
+            continue;
+        }
+        if (!(it->spread > 0)) {
+            /* a floor that never moved: the resolution of the metric */
+            int id = fp4s_mm_metric_lookup(name);
+            const char *nm = id >= 0 ? fp4s_mm_metric_name((size_t)id) : "";
+            double tk = median_tokens(base);
+            it->spread = !slope && strncmp(nm, "is_frac", 7) == 0 && tk > 0 ? 1.0 / tk
+                                                                             : 1e-12 + 1e-6 * fabs(it->mean);
+        }
+        gate_scan(c, it, x->steps, rv, run->nsteps);
+        x->ngate++;
+        if (slope) break;
+    }
+    free(list);
+    free(bv);
+    free(rv);
+    free(bs);
+}
+
+static void gate_lines(FILE *f, const cfg *c, const fp4s_mm_run *run, const run_extra *x)
+{
+    char b1[32], b2[32], b3[32], b4[32];
+    int any = 0;
+    for (size_t g = 0; g < x->ngate; g++) {
+        const gate_item *it = &x->gate[g];
+        double thr = it->lower_worse ? it->mean - c->gate_sigma * it->spread : it->mean + c->gate_sigma * it->spread;
+        if (!it->crossed) continue;
+        any = 1;
+        fprintf(f, "gate: CROSSED %s at step %lld: %s, %.3g spreads %s the floor %s (spread %s; threshold %s = "
+                   "floor %s %g spreads, %zu steps in a row)\n",
+                it->name, (long long)it->step, fmt_g(b1, sizeof b1, it->value), fabs(it->sigmas),
+                it->lower_worse ? "under" : "over", fmt_g(b2, sizeof b2, it->mean), fmt_g(b3, sizeof b3, it->spread),
+                fmt_g(b4, sizeof b4, thr), it->lower_worse ? "-" : "+", c->gate_sigma, c->gate_steps);
+    }
+    if (!any)
+        fprintf(f, "gate: passed: run %s stays within the floor of %s (%zu quantities, floor + %g spreads, "
+                   "%zu steps in a row)\n", run->name, c->baseline, x->ngate, c->gate_sigma, c->gate_steps);
+}
+
 /* ---- tables ------------------------------------------------------------------------------------- */
 static const char *const table_cols[] = {"mean_abs", "max_abs", "k1", "k3", "chi2_token", "is_ess", "abs_p99"};
 
-static void table_line(FILE *f, const cfg *c, const char *part, const fp4s_mm_metrics *m, int extra)
+static void table_line(FILE *f, const char *part, const fp4s_mm_metrics *m, int extra, double xv)
 {
     char b[32];
     fprintf(f, "%8lld", (long long)m->step);
@@ -366,8 +631,29 @@ static void table_line(FILE *f, const cfg *c, const char *part, const fp4s_mm_me
     fprintf(f, " %10llu %6llu", (unsigned long long)m->tokens, (unsigned long long)m->sequences);
     for (size_t k = 0; k < sizeof table_cols / sizeof *table_cols; k++)
         fprintf(f, " %10s", fmt_g(b, sizeof b, fp4s_mm_metric_value(m, (size_t)fp4s_mm_metric_index(table_cols[k]))));
-    if (extra) fprintf(f, " %10s", fmt_g(b, sizeof b, fp4s_mm_metric_value(m, (size_t)c->mi)));
+    if (extra) fprintf(f, " %10s", fmt_g(b, sizeof b, xv));
     fputc('\n', f);
+}
+
+/* A run of a per-step scalar log: the step, the chosen metric, then the
+ * log's columns (up to 7). */
+static void scalar_table(FILE *f, const cfg *c, const fp4s_mm_run *run, const run_extra *x)
+{
+    char b[32];
+    size_t nc = run->nscalars < 7 ? run->nscalars : 7;
+    fprintf(f, "%8s %14.14s", "step", c->metric);
+    for (size_t k = 0; k < nc; k++) {
+        const char *nm = run->scalar_names[k];
+        size_t l = strlen(nm);
+        fprintf(f, " %14.14s", l > 14 ? nm + l - 14 : nm);
+    }
+    fputc('\n', f);
+    for (size_t i = 0; i < run->nsteps; i += c->every) {
+        fprintf(f, "%8lld %14s", (long long)run->steps[i].step, fmt_g(b, sizeof b, x->vals[i]));
+        for (size_t k = 0; k < nc; k++) fprintf(f, " %14s", fmt_g(b, sizeof b, run->scalars[i * run->nscalars + k]));
+        fputc('\n', f);
+    }
+    if (run->nscalars > nc) fprintf(f, "(%zu more columns: --json or --csv has them)\n", run->nscalars - nc);
 }
 
 static void write_tables(FILE *f, const cfg *c, const fp4s_mm_result *res, const run_extra *ex)
@@ -379,13 +665,20 @@ static void write_tables(FILE *f, const cfg *c, const fp4s_mm_result *res, const
     for (size_t r = 0; r < res->nruns; r++) {
         const fp4s_mm_run *run = &res->runs[r];
         const run_extra *x = &ex[r];
-        fprintf(f, "run %s (%s%s): %zu steps, %llu tokens", run->name, run->source,
-                cli_source_synthetic(run->source) ? ", synthetic capture" : "", run->nsteps,
-                (unsigned long long)run->tokens);
+        int scal = run->tokens == 0 && run->nscalars > 0;
+        if (scal)
+            fprintf(f, "run %s (%s%s): %zu steps, per-step scalar log of %zu columns", run->name, run->source,
+                    cli_source_synthetic(run->source) ? ", synthetic capture" : "", run->nsteps, run->nscalars);
+        else
+            fprintf(f, "run %s (%s%s): %zu steps, %llu tokens", run->name, run->source,
+                    cli_source_synthetic(run->source) ? ", synthetic capture" : "", run->nsteps,
+                    (unsigned long long)run->tokens);
         if (run->masked || run->nonfinite || run->skipped_steps)
             fprintf(f, ", %llu masked, %llu with NaN/Inf log-probs excluded, %zu empty steps skipped",
                     (unsigned long long)run->masked, (unsigned long long)run->nonfinite, run->skipped_steps);
         fputc('\n', f);
+        if (scal) scalar_table(f, c, run, x);
+        else {
         fprintf(f, "%8s", "step");
         if (run->first) fprintf(f, " %-5s", "part");
         fprintf(f, " %10s %6s", "tokens", "seqs");
@@ -393,11 +686,14 @@ static void write_tables(FILE *f, const cfg *c, const fp4s_mm_result *res, const
         if (extra) fprintf(f, " %10.10s", c->metric);
         fputc('\n', f);
         for (size_t i = 0; i < run->nsteps; i += c->every) {
-            table_line(f, c, run->first ? "all" : NULL, &run->steps[i], extra);
+            table_line(f, run->first ? "all" : NULL, &run->steps[i], extra, x->vals[i]);
             if (run->first) {
-                table_line(f, c, "first", &run->first[i], extra);
-                table_line(f, c, "rest", &run->rest[i], extra);
+                table_line(f, "first", &run->first[i], extra,
+                           c->mi >= 0 ? fp4s_mm_metric_value(&run->first[i], (size_t)c->mi) : NAN);
+                table_line(f, "rest", &run->rest[i], extra,
+                           c->mi >= 0 ? fp4s_mm_metric_value(&run->rest[i], (size_t)c->mi) : NAN);
             }
+        }
         }
         double mn, mx;
         series_minmax(x->vals, run->nsteps, &mn, &mx);
@@ -422,13 +718,29 @@ static void write_tables(FILE *f, const cfg *c, const fp4s_mm_result *res, const
             fprintf(f, "trend: ln(%s) slope %s per step, %g%% CI [%s, %s], n = %zu", c->metric,
                     fmt_g(b1, sizeof b1, x->trend.slope), 100 * x->trend.level, fmt_g(b2, sizeof b2, x->trend.lo),
                     fmt_g(b3, sizeof b3, x->trend.hi), x->trend.n);
-            if (x->trend.slope > 0) fprintf(f, " (doubles every %.3g steps)", log(2.0) / x->trend.slope);
+            if (!(x->trend.lo > 0 || x->trend.hi < 0))
+                fprintf(f, " (no significant trend: the interval contains 0)");
+            else if (x->trend.slope > 0)
+                fprintf(f, " (doubles every %.3g steps)", log(2.0) / x->trend.slope);
+            else
+                fprintf(f, " (halves every %.3g steps)", -log(2.0) / x->trend.slope);
             fputc('\n', f);
         } else if (x->trend_rc == FP4S_ENOTSUP) {
             fprintf(f, "trend: unavailable (built without GSL)\n");
         } else {
             fprintf(f, "trend: not computed (%s)\n", x->trend_note);
         }
+        if (x->cp.found)
+            fprintf(f, "change point: step %lld (two-segment fit of ln(%s): flat at %s, then x%.4g per step; "
+                       "BIC gain %.3g)\n", (long long)x->cp.step, c->metric, fmt_g(b1, sizeof b1, x->cp.level),
+                    exp(x->cp.rate), x->cp.bic_gain);
+        else if (x->cp_rc)
+            fprintf(f, "change point: not computed (%zu positive values; needs 2 x %zu)\n", x->cp.n,
+                    c->co.min_segment);
+        else
+            fprintf(f, "change point: none (no flat-then-growing bend of ln(%s) beats one line by BIC %g)\n",
+                    c->metric, c->co.min_bic_gain);
+        if (c->gate) gate_lines(f, c, run, x);
         fputc('\n', f);
     }
     if (res->nruns > 1) {
@@ -441,14 +753,12 @@ static void write_tables(FILE *f, const cfg *c, const fp4s_mm_result *res, const
         for (size_t r = 1; r < res->nruns; r++) fprintf(f, " %8s%-6.6s", "ratio:", res->runs[r].name);
         fputc('\n', f);
         for (size_t i = 0; i < k; i += c->every) {
-            double a = fp4s_mm_metric_value(&res->runs[0].steps[idx[i * res->nruns]], (size_t)c->mi);
+            double a = ex[0].vals[idx[i * res->nruns]];
             fprintf(f, "%8lld", (long long)res->runs[0].steps[idx[i * res->nruns]].step);
             for (size_t r = 0; r < res->nruns; r++)
-                fprintf(f, " %14s",
-                        fmt_g(b1, sizeof b1,
-                              fp4s_mm_metric_value(&res->runs[r].steps[idx[i * res->nruns + r]], (size_t)c->mi)));
+                fprintf(f, " %14s", fmt_g(b1, sizeof b1, ex[r].vals[idx[i * res->nruns + r]]));
             for (size_t r = 1; r < res->nruns; r++) {
-                double b = fp4s_mm_metric_value(&res->runs[r].steps[idx[i * res->nruns + r]], (size_t)c->mi);
+                double b = ex[r].vals[idx[i * res->nruns + r]];
                 fprintf(f, " %14s", fmt_g(b1, sizeof b1, b / a));
             }
             fputc('\n', f);
@@ -467,6 +777,11 @@ int main(int argc, char **argv)
     c.level = 0.95;
     fp4s_mm_opts_defaults(&c.mo);
     fp4s_mm_onset_opts_defaults(&c.oo);
+    fp4s_mm_changepoint_opts_defaults(&c.co);
+    c.gate_metrics = "mean_abs,k3,is_frac_high,is_frac_low,is_max";
+    c.gate_sigma = 6;
+    c.gate_steps = 3;
+    c.gate_window = 20;
     fp4s_trace_opts t;
     fp4s_trace_opts_defaults(&t);
     const char *output = "-";
@@ -485,6 +800,17 @@ int main(int argc, char **argv)
         case OPT_NAME: names[nnames++] = optarg; break;
         case OPT_LEVEL: c.level = cli_parse_double("--level", optarg, 1e-6, 0.999999); break;
         case OPT_FAIL_ONSET: c.fail_onset = 1; break;
+        case OPT_NAMES:
+            if (fp4s_mm_names_parse(optarg, &c.names)) cli_usage("--names: %s", fp4s_last_error());
+            break;
+        case OPT_GATE: c.gate = 1; break;
+        case OPT_BASELINE: c.baseline = optarg; break;
+        case OPT_BASELINE_RUN: c.baseline_run = optarg; break;
+        case OPT_GATE_METRICS: c.gate_metrics = optarg; break;
+        case OPT_GATE_SIGMA: c.gate_sigma = cli_parse_double("--gate-sigma", optarg, 0, 1e6); break;
+        case OPT_GATE_STEPS: c.gate_steps = (size_t)cli_parse_int("--gate-steps", optarg, 1, 1000000); break;
+        case OPT_GATE_WINDOW: c.gate_window = (size_t)cli_parse_int("--gate-window", optarg, 3, 1000000); break;
+        case OPT_MIN_SEGMENT: c.co.min_segment = (size_t)cli_parse_int("--min-segment", optarg, 2, 1000000); break;
         case 'o':
         case OPT_OUTPUT: output = optarg; break;
         case CLI_OPT_FORCE: cli_force(); break;
@@ -495,13 +821,25 @@ int main(int argc, char **argv)
         }
     }
     if (c.json && c.csv) cli_usage("--json and --csv exclude each other");
-    c.mi = fp4s_mm_metric_index(c.metric);
+    g_names = c.names;
+    if (c.gate && !c.baseline) cli_usage("--gate needs --baseline FILE (the reference run that sets the floor)");
+    if (!c.gate && (c.baseline || c.baseline_run)) cli_usage("--baseline applies to --gate");
+    c.mi = fp4s_mm_metric_lookup(c.metric);
     if (c.mi < 0) {
-        fprintf(stderr, "fp4-mismatch: --metric: unknown metric '%s'; one of:", c.metric);
-        for (size_t i = 0; i < fp4s_mm_metric_count(); i++) fprintf(stderr, " %s", fp4s_mm_metric_name(i));
-        fputc('\n', stderr);
-        free(names);
-        return FP4S_EXIT_USAGE;
+        /* not a metric: a per-step scalar of a scalar log or a capture, if any */
+        int scal = 0;
+        for (int i = optind; i < argc; i++) {
+            size_t l = strlen(argv[i]);
+            scal |= fp4s_mm_is_scalar_log(argv[i], &t) || (l > 3 && strcmp(argv[i] + l - 3, ".h5") == 0) ||
+                    t.format == FP4S_TRACE_CAPTURE;
+        }
+        if (!scal) {
+            fprintf(stderr, "fp4-mismatch: --metric: unknown metric '%s'; one of:", c.metric);
+            for (size_t i = 0; i < fp4s_mm_metric_count(); i++) fprintf(stderr, " %s", fp4s_mm_metric_name(i));
+            fprintf(stderr, ", or a framework's name of one (fp4-mismatch(1))\n");
+            free(names);
+            return FP4S_EXIT_USAGE;
+        }
     }
     int ntr = argc - optind;
     if (ntr < 1) cli_usage("no TRACE given");
@@ -510,9 +848,18 @@ int main(int argc, char **argv)
     for (int i = optind; i < argc; i++) nstdin += strcmp(argv[i], "-") == 0;
     if (nstdin > 1) cli_usage("'-' (stdin) given more than once");
     for (int i = optind; i < argc; i++) cli_input(argv[i]);
+    if (c.baseline) cli_input(c.baseline);
     if (strcmp(output, "-") != 0) cli_output(output);
 
-    fp4s_mm_result res = {0, NULL};
+    fp4s_mm_result res = {0, NULL}, bres = {0, NULL};
+    const fp4s_mm_run *base = NULL;
+    if (c.baseline) {
+        int rc = fp4s_mm_analyze(c.baseline, NULL, &c.mo, &t, &bres);
+        if (rc) return cli_report(rc);
+        for (size_t r = 0; r < bres.nruns && !base; r++)
+            if (!c.baseline_run || strcmp(bres.runs[r].name, c.baseline_run) == 0) base = &bres.runs[r];
+        if (!base) cli_die(FP4S_EXIT_USAGE, "--baseline-run: %s has no run '%s'", c.baseline, c.baseline_run);
+    }
     for (int i = 0; i < ntr; i++) {
         int rc = fp4s_mm_analyze(argv[optind + i], (size_t)i < nnames ? names[i] : NULL, &c.mo, &t, &res);
         if (rc) {
@@ -532,16 +879,27 @@ int main(int argc, char **argv)
             }
     run_extra *ex = calloc(res.nruns, sizeof *ex);
     if (!ex) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-    int any_onset = 0;
+    int any_onset = 0, any_gate = 0;
     for (size_t r = 0; r < res.nruns; r++) {
         const fp4s_mm_run *run = &res.runs[r];
         ex[r].vals = malloc((run->nsteps ? run->nsteps : 1) * sizeof *ex[r].vals);
         ex[r].steps = malloc((run->nsteps ? run->nsteps : 1) * sizeof *ex[r].steps);
         if (!ex[r].vals || !ex[r].steps) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
         for (size_t i = 0; i < run->nsteps; i++) {
-            ex[r].vals[i] = fp4s_mm_metric_value(&run->steps[i], (size_t)c.mi);
+            ex[r].vals[i] = NAN;
             ex[r].steps[i] = run->steps[i].step;
         }
+        if (fp4s_mm_run_series(run, c.metric, ex[r].vals)) {
+            fprintf(stderr, "fp4-mismatch: --metric: unknown metric '%s' (run '%s' of %s); one of:", c.metric,
+                    run->name, run->source);
+            for (size_t i = 0; i < fp4s_mm_metric_count(); i++) fprintf(stderr, " %s", fp4s_mm_metric_name(i));
+            for (size_t i = 0; i < run->nscalars; i++) fprintf(stderr, " %s", run->scalar_names[i]);
+            fprintf(stderr, ", or a framework's name of a metric (fp4-mismatch(1))\n");
+            exit(FP4S_EXIT_USAGE);
+        }
+        ex[r].cp_rc = fp4s_mm_changepoint_find(ex[r].steps, ex[r].vals, run->nsteps, &c.co, &ex[r].cp);
+        if (ex[r].cp_rc && ex[r].cp_rc != FP4S_EEMPTY) exit(cli_report(ex[r].cp_rc));
+        if (c.gate) gate_run(&c, base, run, &ex[r]);
         ex[r].onset_rc = fp4s_mm_onset_find(ex[r].steps, ex[r].vals, run->nsteps, &c.oo, &ex[r].onset);
         if (ex[r].onset_rc && ex[r].onset_rc != FP4S_EEMPTY) {
             int st = cli_report(ex[r].onset_rc);
@@ -557,6 +915,7 @@ int main(int argc, char **argv)
         ex[r].trend_rc = fp4s_mm_trend_fit(ex[r].steps, ex[r].vals, run->nsteps, c.level, &ex[r].trend);
         if (ex[r].trend_rc) snprintf(ex[r].trend_note, sizeof ex[r].trend_note, "%s", fp4s_last_error());
         any_onset |= ex[r].onset.found;
+        for (size_t g = 0; g < ex[r].ngate; g++) any_gate |= ex[r].gate[g].crossed;
     }
     int status = 0;
     if (c.json) {
@@ -589,10 +948,13 @@ int main(int argc, char **argv)
     for (size_t r = 0; r < res.nruns; r++) {
         free(ex[r].vals);
         free(ex[r].steps);
+        free(ex[r].gate);
     }
     free(ex);
     fp4s_mm_result_free(&res);
+    fp4s_mm_result_free(&bres);
     free(names);
     if (!status && c.fail_onset && any_onset) status = FP4S_EXIT_CHECK;
+    if (!status && any_gate) status = FP4S_EXIT_CHECK;
     return status;
 }

@@ -41,7 +41,8 @@ static const char *option_name(int id)
 static void usage(void)
 {
     printf("Usage: fp4-plot mismatch TRACE... [--metric M] [--log|--linear] -o OUT.png|.svg|.pdf\n"
-           "       fp4-plot components REPORT -o OUT   (fp4-decompose --json: energy shares per site)\n"
+           "       fp4-plot components REPORT... -o OUT (fp4-decompose --json: energy shares and energies\n"
+           "                                         per site; several reports side by side)\n"
            "       fp4-plot channels REPORT -o OUT     (fp4-channels --json: sorted scores, top-k, coverage)\n"
            "       fp4-plot hist REPORT -o OUT         (fp4-decompose --json: delta and error histograms)\n"
            "Draws with gnuplot and writes the script OUT.gp and its data (OUT.dat or\n"
@@ -132,11 +133,12 @@ int main(int argc, char **argv)
     int status;
     if (ismm) {
         status = cmd_mismatch(&p, nin, argv + optind, metric, scale, names, nnames, &mo, &to, &oo);
+    } else if (strcmp(sub, "components") == 0) {
+        status = cmd_components(&p, nin, argv + optind);
     } else {
         if (nin != 1) cli_usage("%s: expected one REPORT (the JSON of fp4-%s --json), got %d", sub,
                                 strcmp(sub, "channels") == 0 ? "channels" : "decompose", nin);
-        if (strcmp(sub, "components") == 0) status = cmd_components(&p, argv[optind]);
-        else if (strcmp(sub, "channels") == 0) status = cmd_channels(&p, argv[optind]);
+        if (strcmp(sub, "channels") == 0) status = cmd_channels(&p, argv[optind]);
         else status = cmd_hist(&p, argv[optind]);
     }
     tx_free(&p.script);

@@ -221,7 +221,7 @@ static void add_slow(mm_sums *s, double lt, double lr, const mm_tok_opts *o)
 {
     const double C = o->C, Cl = o->Cl, B = o->B;
     const double rho = lt - lr, ab = fabs(rho);
-    const double e = exp(rho);
+    const double e = exp(rho), ie = 1.0 / e;
     const double w = rho > B ? exp(B) : (rho < -B ? exp(-B) : e);
     const double wc = w < Cl ? Cl : (w > C ? C : w);
     const double pt = exp(lt), pr = exp(lr), d = fabs(pt - pr);

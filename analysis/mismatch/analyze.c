@@ -103,6 +103,9 @@ static void run_free(fp4s_mm_run *r)
     free(r->steps);
     free(r->first);
     free(r->rest);
+    for (size_t k = 0; k < r->nscalars; k++) free(r->scalar_names[k]);
+    free(r->scalar_names);
+    free(r->scalars);
     memset(r, 0, sizeof *r);
 }
 
@@ -305,8 +308,44 @@ static int sort_run(fp4s_mm_run *r)
     return 0;
 }
 
+static int analyze_tokens(const char *path, const char *name, const fp4s_mm_opts *o, const fp4s_trace_opts *t,
+                          fp4s_mm_result *res);
+
+static int is_capture(const char *path, const fp4s_trace_opts *t)
+{
+    if (t && t->format == FP4S_TRACE_CAPTURE) return 1;
+    if (t && t->format != FP4S_TRACE_AUTO) return 0;
+    size_t n = strlen(path);
+    return (n > 3 && strcmp(path + n - 3, ".h5") == 0) || (n > 5 && strcmp(path + n - 5, ".hdf5") == 0);
+}
+
 int fp4s_mm_analyze(const char *path, const char *name, const fp4s_mm_opts *o, const fp4s_trace_opts *t,
                     fp4s_mm_result *res)
+{
+    if (!path || !res) return fp4s_error_set(FP4S_EINVAL, "mismatch: analyze: NULL argument");
+    if (mm_scalar_log_sniff(path, t)) return mm_scalar_log_read(path, name, t, res);
+    size_t before = res->nruns;
+    int rc = analyze_tokens(path, name, o, t, res);
+    if (!is_capture(path, t)) return rc;
+    if (rc == FP4S_EEMPTY && res->nruns == before) {
+        /* a capture without log-probs: its per-step scalars alone */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", fp4s_last_error());
+        int r2 = mm_capture_scalars(path, name, res, 0, 1);
+        if (r2 == FP4S_EEMPTY) return fp4s_error_set(rc, "%s (and no per-step scalars)", msg);
+        return r2;
+    }
+    if (rc || res->nruns != before + 1) return rc;
+    rc = mm_capture_scalars(path, name, res, before, 0);
+    if (rc) {
+        fp4s_mm_run *r = &res->runs[--res->nruns];
+        run_free(r);
+    }
+    return rc;
+}
+
+static int analyze_tokens(const char *path, const char *name, const fp4s_mm_opts *o, const fp4s_trace_opts *t,
+                          fp4s_mm_result *res)
 {
     if (!path || !res) return fp4s_error_set(FP4S_EINVAL, "mismatch: analyze: NULL argument");
     fp4s_mm_opts od;

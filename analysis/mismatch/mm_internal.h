@@ -146,4 +146,9 @@ const char *mm_reader_path(const mm_reader *r);
 int mm_batch_init(mm_batch *b, size_t cap);
 void mm_batch_free(mm_batch *b);
 
+/* scalars.c: per-step scalar logs and a capture's per-step scalars */
+int mm_scalar_log_sniff(const char *path, const fp4s_trace_opts *t);
+int mm_scalar_log_read(const char *path, const char *name, const fp4s_trace_opts *t, fp4s_mm_result *res);
+int mm_capture_scalars(const char *path, const char *name, fp4s_mm_result *res, size_t run_index, int add_run);
+
 #endif

@@ -19,7 +19,7 @@
  *   lt, lr  trainer and rollout log-prob       rho = lt - lr, ab = |rho|
  *   e       exp(rho)                           w = exp(clamp(rho, -B, B))
  *   wc      w clamped to [1/C, C]              pt = exp(lt), pr = exp(lr)
- *   d       |pt - pr|
+ *   d       |pt - pr|                          ie = 1 / e = exp(-rho)
  * and the options C (IS cap), Cl = 1/C, B (clamp); GT(a, b) and LT(a, b) are
  * 1 where a > b (a < b), else 0. */
 #define MM_TOKEN_SUMS(X)                 \
@@ -43,7 +43,9 @@
     X(T_PR, SUM, pr)                     \
     X(T_PT2, SUM, pt * pt)               \
     X(T_PR2, SUM, pr * pr)               \
-    X(T_PTPR, SUM, pt * pr)
+    X(T_PTPR, SUM, pt * pr)              \
+    X(T_EABS, SUM, (e - ie) * GT(rho, 0.0) + ie) \
+    X(T_K3R, SUM, ie + rho - 1.0)
 
 /* ---- per-sequence sums -------------------------------------------------------------
  * X(id, term): summed over the counted tokens of each sequence (token
@@ -109,7 +111,9 @@
     X(abs_p90, "90th percentile of |rho| (nats)", PCT, 90.0)                                           \
     X(abs_p50, "median |rho| (nats)", PCT, 50.0)                                                       \
     X(abs_p10, "10th percentile of |rho| (nats)", PCT, 10.0)                                           \
-    X(abs_p1, "1st percentile of |rho| (nats)", PCT, 1.0)
+    X(abs_p1, "1st percentile of |rho| (nats)", PCT, 1.0)                                              \
+    X(mult_prob_error, "mean exp(|rho|) (multiplicative probability error)", VAL, T[T_EABS] / n)         \
+    X(k3_reverse, "reverse k3 = mean(exp(-rho) + rho - 1) (nats)", VAL, T[T_K3R] / n)
 
 /* Ids of the rows. */
 #define MM_ID3(id, op, t) id,

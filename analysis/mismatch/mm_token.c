@@ -47,7 +47,7 @@ static inline __attribute__((always_inline)) void token_step(v8d *restrict acc, 
     const v8d C = zero + o->C, Cl = zero + o->Cl, B = zero + o->B;
     const v8l absm = (v8l){0} + 0x7fffffffffffffffLL;
     const v8d rho = lt - lr, ab = (v8d)((v8l)rho & absm);
-    const v8d e = vexp8(rho);
+    const v8d e = vexp8(rho), ie = one / e;
     const v8d w = vsel(rho > B, zero + o->wB, vsel(rho < -B, zero + o->wmB, e));
     const v8d wc = vsel(w < Cl, Cl, vsel(w > C, C, w));
     const v8d pt = vexp8(lt), pr = vexp8(lr), d = (v8d)((v8l)(pt - pr) & absm);

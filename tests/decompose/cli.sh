@@ -115,7 +115,7 @@ for h in ("delta", "error"):
     hh = i["histograms"][h]
     assert len(hh["edges"]) == len(hh["counts"]) + 1
 assert sum(i["histograms"]["delta"]["counts"]) == s["gamma_blocks"]
-assert len(i["groups"]) == 64 and i["groups"][5]["index"] == 5
+assert len(i["groups"]) == 64 and i["groups"][5]["group"] == 5
 assert abs(sum(g["energy_total"] for g in i["groups"]) - s["energy_total"]) <= 1e-12 * s["energy_total"]
 assert d["rollup"]["energy_total"] == s["energy_total"]
 EOF

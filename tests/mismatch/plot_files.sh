@@ -107,7 +107,7 @@ expect_exit 2 fp4-plot mismatch "$TR"
 expect_err "-o OUT is required"
 expect_exit 2 fp4-plot mismatch "$TR" -o out/x.gif
 expect_exit 2 fp4-plot scatter "$TR" -o out/x.png
-expect_exit 2 fp4-plot components a.json b.json -o out/x.png
+expect_exit 2 fp4-plot channels a.json b.json -o out/x.png
 expect_exit 2 fp4-plot components --metric k3 bad1.json -o out/x.png
 expect_err "components: option '--metric' applies to 'fp4-plot mismatch' only"
 expect_exit 2 fp4-plot hist --is-cap 3 bad1.json -o out/x.png

@@ -48,6 +48,9 @@ def metrics(lt, lr, seq, cap):
     out["k2"] = (rho ** 2 / 2).mean()
     # verl k3_kl: exp(log_ratio) - log_ratio - 1, log_ratio not clamped
     out["k3"] = (np.exp(rho) - rho - 1).mean()
+    # NeMo-RL token_mult_prob_error and policy_kl_error (k3 of the reverse ratio)
+    out["mult_prob_error"] = np.exp(a).mean()
+    out["k3_reverse"] = (np.exp(-rho) + rho - 1).mean()
     w = np.exp(np.clip(rho, -CLAMP, CLAMP))
     out["chi2_token"] = (w ** 2).mean() - 1
     # verl debug metrics: probs, |diff|, torch.std (unbiased), corrcoef

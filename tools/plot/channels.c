@@ -17,6 +17,9 @@ int cmd_channels(plot *p, const char *path)
     tx_add(&d, "# rank channel score selected(1/0)\n");
     double smin = INFINITY, smax = -INFINITY;
     size_t nsel = 0;
+    /* the error energy of each channel by rank, for the whole coverage curve */
+    double *en = xcalloc(n, sizeof *en), etot = 0;
+    int have_energy = 1;
     for (size_t i = 0; i < n; i++) {
         json_t *c = json_array_get(ch, i);
         char where[64];
@@ -25,6 +28,14 @@ int cmd_channels(plot *p, const char *path)
         double sc = num_field(c, "score", where, 1);
         double chn = num_field(c, "channel", where, 1);
         double rk = num_field(c, "rank", where, 0);
+        double ec = num_field(c, "energy_total", where, 0);
+        size_t ri = isfinite(rk) && rk >= 1 && rk <= (double)n ? (size_t)rk - 1 : i;
+        if (isfinite(ec) && ec >= 0) {
+            en[ri] = ec;
+            etot += ec;
+        } else {
+            have_energy = 0;
+        }
         json_t *sel = json_object_get(c, "selected");
         if (sel && !json_is_boolean(sel)) bad_report("%s: 'selected' is not a boolean", where);
         int is = sel && json_is_true(sel);
@@ -41,7 +52,23 @@ int cmd_channels(plot *p, const char *path)
     text c = {0};
     int has_cov = cov && json_is_array(cov) && json_array_size(cov) > 0;
     if (cov && !json_is_array(cov)) bad_report("'coverage' is not an array");
-    if (has_cov) {
+    if (have_energy && etot > 0) {
+        /* the curve at every rank up to 16, then 40 points a decade: the top
+         * few channels (where it bends) are as visible as the tail */
+        has_cov = 1;
+        tx_add(&c, "# ratio channels share (cumulative energy_total of the channels by rank)\n");
+        double cum = 0, next = 1;
+        for (size_t k = 1; k <= n; k++) {
+            cum += en[k - 1];
+            if ((double)k < next && k != n && k != nsel) continue;
+            tx_num(&c, (double)k / (double)n);
+            tx_add(&c, " %zu", k);
+            tx_num(&c, cum / etot);
+            tx_add(&c, "\n");
+            next = k < 16 ? (double)k + 1 : next * pow(10.0, 1.0 / 40.0);
+            while (next <= (double)k) next += 1;
+        }
+    } else if (has_cov) {
         tx_add(&c, "# ratio channels share\n");
         for (size_t i = 0; i < json_array_size(cov); i++) {
             json_t *e = json_array_get(cov, i);
@@ -65,8 +92,12 @@ int cmd_channels(plot *p, const char *path)
     script_header(p, "fp4-plot channels");
     char title[1024];
     if (p->title) snprintf(title, sizeof title, "%s", p->title);
-    else snprintf(title, sizeof title, "Per-channel quantization error (%s score), %zu channels, %zu selected%s",
-                  sname, n, nsel, report_synthetic(j));
+    else {
+        char qd[300];
+        report_quantizer(j, qd, sizeof qd);
+        snprintf(title, sizeof title, "Per-channel quantization error%s%s (%s score), %zu channels, %zu selected%s",
+                 *qd ? ", " : "", qd, sname, n, nsel, report_synthetic(j));
+    }
     tx_add(s, "set multiplot layout 1,%d title ", cf ? 2 : 1);
     tx_label(s, title);
     tx_add(s, " font 'Sans,14'\n");
@@ -76,7 +107,9 @@ int cmd_channels(plot *p, const char *path)
     tx_label(s, yl);
     tx_add(s, "\n");
     if (logy) tx_add(s, "set logscale y\nset format y '%s'\n", logfmt());
-    tx_add(s, "set key top right box opaque\nset xrange [0:%zu]\n", n + 1);
+    /* ranks on a log axis: the top channels are not squeezed against x = 0 */
+    tx_add(s, "set logscale x\nset format x '%%g'\nset key top right box opaque\nset xrange [0.8:%zu]\n",
+           n + n / 4 + 1);
     tx_add(s, "plot ");
     tx_str(s, df);
     tx_add(s, " using 1:3 with lines lw 1.5 lc rgb '#1f77b4' title \"all channels\", \\\n     ");
@@ -84,20 +117,21 @@ int cmd_channels(plot *p, const char *path)
     tx_add(s, " using 1:($4 > 0 ? $3 : NaN) with points pt 7 ps 0.8 lc rgb '#d62728' title \"selected (top-k)\"\n");
     if (cf) {
         tx_add(s, "unset logscale y\nset format y '%%g'\n");
-        tx_add(s, "set title \"coverage\"\nset xlabel \"fraction of channels compensated\"\n"
+        tx_add(s, "set title \"coverage\"\nset xlabel \"fraction of channels compensated (log scale)\"\n"
                   "set ylabel \"share of the error energy covered\"\n");
-        tx_add(s, "set xrange [0:1]\nset yrange [0:1.05]\nset key bottom right box opaque\n");
+        tx_add(s, "set xrange [%.6g:1]\nset yrange [0:1.05]\nset key top left box opaque\n", 0.8 / (double)n);
         if (nsel > 0)
             tx_add(s, "set arrow from %.9g, graph 0 to %.9g, graph 1 nohead dt 2 lc rgb '#d62728'\n",
                    (double)nsel / (double)n, (double)nsel / (double)n);
         tx_add(s, "plot ");
         tx_str(s, cf);
-        tx_add(s, " using 1:3 with linespoints lw 2 pt 7 ps 0.6 lc rgb '#2ca02c' title \"coverage\", \\\n"
+        tx_add(s, " using 1:3 with linespoints lw 2 pt 7 ps 0.5 lc rgb '#2ca02c' title \"coverage\", \\\n"
                   "     x with lines dt 3 lc rgb '#7f7f7f' title \"uniform\"");
         if (nsel > 0) tx_add(s, ", \\\n     NaN with lines dt 2 lc rgb '#d62728' title \"selection (%zu)\"", nsel);
         tx_add(s, "\n");
     }
     tx_add(s, "unset multiplot\n");
+    free(en);
     json_decref(j);
     return plot_finish(p);
 }

@@ -67,25 +67,26 @@ int cmd_hist(plot *p, const char *path)
     text *s = &p->script;
     script_header(p, "fp4-plot hist");
     char title[1024];
-    json_t *fmt = json_object_get(j, "format");
+    char qd[300];
+    report_quantizer(j, qd, sizeof qd);
     if (p->title) snprintf(title, sizeof title, "%s", p->title);
-    else snprintf(title, sizeof title, "Scale exponent offsets and quantization errors%s%s%s",
-                  json_is_string(fmt) ? ": " : "", json_is_string(fmt) ? json_string_value(fmt) : "",
+    else snprintf(title, sizeof title, "Scale exponent offsets and quantization errors%s%s%s", *qd ? ": " : "", qd,
                   report_synthetic(j));
-    tx_add(s, "set multiplot layout 1,2 title ");
+    /* two panels, and the key in a panel of its own below them with a row per
+     * two inputs: every input is named (a key inside a panel drops the
+     * entries that do not fit) */
+    size_t kcols = n > 1 && g_enhanced ? 2 : 1, krows = (n + kcols - 1) / kcols; /* dumb: 100 columns */
+    double kh = 0.035 + 0.034 * (double)krows;
+    if (kh > 0.6) kh = 0.6;
+    tx_add(s, "set multiplot title ");
     tx_label(s, title);
     tx_add(s, " font 'Sans,14'\n");
-    tx_add(s, "set style fill transparent solid 0.5 border\n");
-    size_t krows = n < 4 ? n : 4;
-    tx_add(s, "set bmargin at screen %.3f\n", 0.13 + 0.028 * (double)krows);
+    tx_add(s, "set style fill transparent solid 0.5 border\nunset key\n");
     const char *xl[2] = {"delta = log_2(s / s*) per block (scale rounding, 1 = one binade)",
-                         "quantization error Q(x) - x (units of x)"};
+                         "quantization error e / s*_b (units of the ideal block scale)"};
     const char *tl[2] = {"delta histogram", "error histogram"};
     for (int k = 0; k < 2; k++) {
-        if (k == 0)
-            tx_add(s, "set key at screen 0.5, 0.01 center bottom vertical maxrows %zu box noenhanced font ',10'\n", krows);
-        else
-            tx_add(s, "unset key\n");
+        tx_add(s, "set origin %.3f, %.4f\nset size 0.5, %.4f\n", 0.5 * k, kh, 0.93 - kh);
         tx_add(s, "set title \"%s\"\nset xlabel ", tl[k]);
         tx_label(s, xl[k]);
         tx_add(s, "\nset ylabel \"count\"\n");
@@ -106,7 +107,16 @@ int cmd_hist(plot *p, const char *path)
         }
         tx_add(s, "\n");
     }
-    tx_add(s, "unset multiplot\n");
+    /* the key panel */
+    tx_add(s, "set origin 0, 0\nset size 1, %.4f\nunset title\nunset xlabel\nunset ylabel\nunset logscale y\n"
+              "unset border\nunset tics\nunset grid\nset xrange [0:1]\nset yrange [0:1]\n"
+              "set key center center horizontal maxcols %zu maxrows %zu noenhanced font ',10' samplen 3\nplot ",
+           kh, kcols, krows);
+    for (size_t i = 0; i < n; i++) {
+        tx_add(s, "%sNaN with lines lw 2 lc rgb '%s' title ", i ? ", \\\n     " : "", colors[i % NCOLORS]);
+        tx_plain(s, labels[i]);
+    }
+    tx_add(s, "\nunset multiplot\n");
     free(files);
     free(labels);
     json_decref(j);

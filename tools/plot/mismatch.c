@@ -1,5 +1,6 @@
-/* fp4-plot mismatch: a metric per training step of one or more runs, with the
- * onset of each and its threshold. */
+/* fp4-plot mismatch: a metric per training step of one or more runs (token
+ * traces, per-step scalar logs, captures, or fp4-mismatch --json reports),
+ * with the onset of each and its threshold. */
 #include "plot.h"
 
 #include <math.h>
@@ -7,15 +8,66 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* An fp4-mismatch --json report as runs (its steps, every metric by name);
+ * 0 when `path` is not one (a trace, read by fp4s_mm_analyze). */
+static int load_mismatch_report(const char *path, const char *name, fp4s_mm_result *res)
+{
+    if (strcmp(path, "-") == 0) return 0;
+    json_error_t err;
+    json_t *j = json_load_file(path, 0, &err);
+    if (!j) return 0; /* not one JSON document (JSONL, CSV, HDF5) */
+    json_t *tool = json_object_get(j, "tool");
+    if (!json_is_object(j) || !json_is_string(tool) || strcmp(json_string_value(tool), "fp4-mismatch") != 0) {
+        json_decref(j);
+        return 0;
+    }
+    json_t *runs = arr_field(j, "runs", path);
+    size_t nm = fp4s_mm_metric_count();
+    res->runs = xrealloc(res->runs, (res->nruns + json_array_size(runs)) * sizeof *res->runs);
+    for (size_t r = 0; r < json_array_size(runs); r++) {
+        json_t *jr = json_array_get(runs, r), *st = arr_field(jr, "steps", path);
+        json_t *nmj = json_object_get(jr, "name");
+        fp4s_mm_run *o = &res->runs[res->nruns++];
+        memset(o, 0, sizeof *o);
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s%s%s", name ? name : "", name && json_is_string(nmj) ? "/" : "",
+                 json_is_string(nmj) ? json_string_value(nmj) : (name ? "" : "run"));
+        o->name = xstrdup(buf);
+        o->source = xstrdup(path);
+        o->nsteps = json_array_size(st);
+        o->steps = xcalloc(o->nsteps ? o->nsteps : 1, sizeof *o->steps);
+        for (size_t i = 0; i < o->nsteps; i++) {
+            json_t *e = json_array_get(st, i);
+            fp4s_mm_metrics *m = &o->steps[i];
+            char where[64];
+            snprintf(where, sizeof where, "runs[%zu].steps[%zu]", r, i);
+            m->step = (int64_t)num_field(e, "step", where, 1);
+            double tk = num_field(e, "tokens", where, 0);
+            m->tokens = tk > 0 ? (uint64_t)tk : 0;
+            m->nmetrics = (uint32_t)nm;
+            for (size_t k = 0; k < FP4S_MM_METRIC_SLOTS; k++) m->v[k] = NAN;
+            const char *key;
+            json_t *v;
+            json_object_foreach(e, key, v)
+            {
+                int id = fp4s_mm_metric_lookup(key);
+                if (id >= 0 && json_is_number(v)) m->v[id] = json_number_value(v);
+            }
+        }
+    }
+    json_decref(j);
+    return 1;
+}
+
 int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, const char **names,
                         size_t nnames, const fp4s_mm_opts *mo, const fp4s_trace_opts *to, const fp4s_mm_onset_opts *oo)
 {
-    int mi = fp4s_mm_metric_index(metric);
-    if (mi < 0) cli_usage("--metric: unknown metric '%s' (see fp4-mismatch --help)", metric);
     if (argc < 1) cli_usage("mismatch: no TRACE given");
     if (nnames > (size_t)argc) cli_usage("%zu --name options for %d traces", nnames, argc);
+    int mi = fp4s_mm_metric_lookup(metric);
     fp4s_mm_result res = {0, NULL};
     for (int i = 0; i < argc; i++) {
+        if (load_mismatch_report(argv[i], (size_t)i < nnames ? names[i] : NULL, &res)) continue;
         int rc = fp4s_mm_analyze(argv[i], (size_t)i < nnames ? names[i] : NULL, mo, to, &res);
         if (rc) {
             fp4s_mm_result_free(&res);
@@ -33,14 +85,18 @@ int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, 
     double vmin = INFINITY, vmax = -INFINITY, amin = INFINITY, amax = -INFINITY;
     int nonpos = 0;
     fp4s_mm_onset *on = calloc(res.nruns, sizeof *on);
-    if (!on) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    double **vals = calloc(res.nruns, sizeof *vals);
+    if (!on || !vals) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
     for (size_t r = 0; r < res.nruns; r++) {
         fp4s_mm_run *run = &res.runs[r];
         double *v = malloc((run->nsteps + 1) * sizeof *v);
         int64_t *s = malloc((run->nsteps + 1) * sizeof *s);
         if (!v || !s) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+        if (fp4s_mm_run_series(run, metric, v))
+            cli_usage("--metric: unknown metric '%s' for run '%s' of %s (see fp4-mismatch(1))", metric, run->name,
+                      run->source);
+        vals[r] = v;
         for (size_t i = 0; i < run->nsteps; i++) {
-            v[i] = fp4s_mm_metric_value(&run->steps[i], (size_t)mi);
             s[i] = run->steps[i].step;
             if (!isfinite(v[i])) continue;
             if (v[i] < amin) amin = v[i];
@@ -54,13 +110,11 @@ int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, 
         int rc = fp4s_mm_onset_find(s, v, run->nsteps, oo, &on[r]);
         if (rc && rc != FP4S_EEMPTY) {
             int st = cli_report(rc);
-            free(v);
             free(s);
             free(on);
             fp4s_mm_result_free(&res);
             return st;
         }
-        free(v);
         free(s);
     }
     int logy = scale > 0 ? 1 : scale < 0 ? 0 : (!nonpos && vmax >= 10 * vmin && isfinite(vmin));
@@ -74,7 +128,7 @@ int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, 
         text d = {0};
         tx_add(&d, "# run %s (%s): %s per training step\n# step %s tokens\n", run->name, run->source, metric, metric);
         for (size_t i = 0; i < run->nsteps; i++) {
-            double v = fp4s_mm_metric_value(&run->steps[i], (size_t)mi);
+            double v = vals[r][i];
             if (logy && !(v > 0)) v = NAN;
             tx_add(&d, "%lld", (long long)run->steps[i].step);
             tx_num(&d, v);
@@ -98,7 +152,7 @@ int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, 
     tx_add(s, " font 'Sans,14'\n");
     tx_add(s, "set xlabel \"training step\"\n");
     tx_add(s, "set ylabel ");
-    tx_label(s, fp4s_mm_metric_label((size_t)mi));
+    tx_label(s, mi >= 0 ? fp4s_mm_metric_label((size_t)mi) : metric);
     tx_add(s, "\n");
     if (logy) {
         tx_add(s, "set logscale y\nset format y '%s'\nset mytics 10\n", logfmt());
@@ -114,17 +168,13 @@ int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, 
     }
     tx_add(s, "set key top left box opaque samplen 3\n");
     if (g_enhanced) tx_add(s, "set style textbox opaque noborder margins 1,1\n");
+    /* the onset: a dashed line behind the data, named in the key (a label in
+     * the plot area would hide the data under it) */
     for (size_t r = 0; r < res.nruns; r++) {
         if (!on[r].found) continue;
         const char *c = colors[r % NCOLORS];
-        tx_add(s, "set arrow from %lld, graph 0 to %lld, graph 1 nohead dt 2 lw 1.5 lc rgb '%s' front\n",
+        tx_add(s, "set arrow from %lld, graph 0 to %lld, graph 1 nohead dt 2 lw 1.5 lc rgb '%s' back\n",
                (long long)on[r].step, (long long)on[r].step, c);
-        tx_add(s, "set label ");
-        char lab[600];
-        snprintf(lab, sizeof lab, "onset %s: step %lld", res.runs[r].name, (long long)on[r].step);
-        tx_label(s, lab);
-        tx_add(s, " at %lld, graph 0.03 left rotate by 90 offset %s tc rgb '%s' %sfront\n", (long long)on[r].step,
-               g_enhanced ? "1.6,0" : "1,0", c, g_enhanced ? "boxed " : "");
     }
     tx_add(s, "plot ");
     for (size_t r = 0; r < res.nruns; r++) {
@@ -133,6 +183,12 @@ int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, 
         tx_str(s, files[r]);
         tx_add(s, " using 1:2 with linespoints lw 2 pt 7 ps 0.45 lc rgb '%s' title ", c);
         tx_label(s, res.runs[r].name);
+        if (on[r].found) {
+            char lab[600];
+            snprintf(lab, sizeof lab, "onset %s: step %lld", res.runs[r].name, (long long)on[r].step);
+            tx_add(s, ", \\\n     NaN with lines dt 2 lw 1.5 lc rgb '%s' title ", c);
+            tx_label(s, lab);
+        }
         if (on[r].found && isfinite(on[r].threshold) && (!logy || on[r].threshold > 0)) {
             tx_add(s, ", \\\n     %.9g with lines dt 3 lw 1 lc rgb '%s' title ", on[r].threshold, c);
             char lab[600];
@@ -150,6 +206,8 @@ int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, 
     tx_add(s, "\n");
     free(files);
     free(on);
+    for (size_t r = 0; r < res.nruns; r++) free(vals[r]);
+    free(vals);
     fp4s_mm_result_free(&res);
     return plot_finish(p);
 }

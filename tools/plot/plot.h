@@ -62,13 +62,16 @@ json_t *arr_field(json_t *o, const char *key, const char *where);
 json_t *obj_field(json_t *o, const char *key, const char *where);
 /* Label of an fp4-decompose input: site, else source base name; with step and side. */
 void input_label(json_t *in, size_t i, char *buf, size_t n);
+/* The quantizer of a report: format, profile, and the scale rule when it is
+ * not the profile's own. */
+void report_quantizer(json_t *j, char *buf, size_t n);
 /* " (synthetic data)" when the report's inputs came from a synthetic capture. */
 const char *report_synthetic(json_t *j);
 
 /* ---- the plot kinds ------------------------------------------------------------------------- */
 int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, const char **names,
                  size_t nnames, const fp4s_mm_opts *mo, const fp4s_trace_opts *to, const fp4s_mm_onset_opts *oo);
-int cmd_components(plot *p, const char *path);
+int cmd_components(plot *p, int nrep, char **paths);
 int cmd_channels(plot *p, const char *path);
 int cmd_hist(plot *p, const char *path);
 

@@ -23,6 +23,26 @@ const char *report_synthetic(json_t *j)
     return "";
 }
 
+/* "mxfp4, ceil" / "mxfp4 ocp, scale rule ceil" / "nvfp4 te": the quantizer
+ * of an fp4-decompose or fp4-channels report as it ran, with the scale rule
+ * when it differs from the profile's (a CEIL run of the ocp profile is not
+ * "ocp"). */
+void report_quantizer(json_t *j, char *buf, size_t n)
+{
+    json_t *fmt = json_object_get(j, "format"), *prof = json_object_get(j, "profile"),
+           *rule = json_object_get(j, "scale_rule");
+    const char *f = json_is_string(fmt) ? json_string_value(fmt) : "", *p = json_is_string(prof) ? json_string_value(prof) : "";
+    size_t k = (size_t)snprintf(buf, n, "%s%s%s", f, *f && *p ? " " : "", p);
+    if (json_is_string(rule) && k < n) {
+        const char *r = json_string_value(rule);
+        fp4s_spec sp;
+        fp4s_mx_rule pr;
+        int same = *p && fp4s_spec_profile(&sp, FP4S_MXFP4, p) == 0 && fp4s_mx_rule_parse(r, &pr) == 0 &&
+                   pr == sp.mx_rule;
+        if (!same) snprintf(buf + k, n - k, ", scale rule %s", r);
+    }
+}
+
 /* ---- JSON report helpers --------------------------------------------------------------- */
 static const char *report_path;
 

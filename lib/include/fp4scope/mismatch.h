@@ -25,6 +25,8 @@
  *   is_frac_high/low  fraction of tokens with w > C, w < 1/C        (verl)
  *   abs_p99_9 ... abs_p1  percentiles of |rho| with llama.cpp's rule
  *                     (linear interpolation at fraction * (n - 1) of the sorted values)
+ *   mult_prob_error   mean exp(|rho|)                               (NeMo-RL token_mult_prob_error)
+ *   k3_reverse        mean(exp(-rho) + rho - 1)                     (NeMo-RL policy_kl_error)
  *
  * clamp is verl's SAFETY_BOUND (20). C is the IS cap (default 2, verl's
  * rollout_is_threshold). The accumulator divides by the exact token / sequence
@@ -136,7 +138,8 @@ FP4S_API int fp4s_mm_acc_finish(fp4s_mm_acc *a, fp4s_mm_metrics *out);
 
 /* ---- traces --------------------------------------------------------------------- */
 typedef enum fp4s_trace_format {
-    FP4S_TRACE_AUTO = 0, FP4S_TRACE_CSV, FP4S_TRACE_JSONL, FP4S_TRACE_CAPTURE
+    FP4S_TRACE_AUTO = 0, FP4S_TRACE_CSV, FP4S_TRACE_JSONL, FP4S_TRACE_CAPTURE,
+    FP4S_TRACE_SCALARS /* a per-step scalar log (see fp4s_mm_analyze) */
 } fp4s_trace_format;
 
 typedef struct fp4s_trace_opts {
@@ -164,6 +167,12 @@ typedef struct fp4s_mm_run {
     fp4s_mm_metrics *rest;   /* by_position: the other tokens, else NULL */
     uint64_t tokens, masked, nonfinite; /* totals over the run */
     size_t skipped_steps;    /* empty steps skipped with skip_empty */
+    /* Per-step scalars by name: every column of a scalar log, or a capture's
+     * /steps/<step> attributes; scalars[i * nscalars + k] is column k at
+     * steps[i] (NaN where that step has none). 0 / NULL for token traces. */
+    size_t nscalars;
+    char **scalar_names;
+    double *scalars;
 } fp4s_mm_run;
 
 typedef struct fp4s_mm_result {
@@ -172,7 +181,24 @@ typedef struct fp4s_mm_result {
 } fp4s_mm_result;
 
 /* Stream one trace (CSV/TSV, JSONL or capture file; "-" = stdin for CSV and
- * JSONL) and append its runs to res (zero-initialise res before the first call).
+ * JSONL) and append its runs to res.
+ *
+ * Per-step scalar logs (the metrics RL frameworks log once per step) are
+ * read too: a CSV whose header has a step column (step, Step, _step,
+ * global_step, train/step, or col_step) but not the two log-prob columns (a
+ * W&B export, with "RUN - METRIC" columns for several runs and __MIN/__MAX
+ * columns ignored; a TensorBoard export "Wall time,Step,Value", the tag taken
+ * from the file name after "-tag-"; any one-row-per-step table), or JSONL of
+ * one object per step (verl's file logger {"step": N, "data": {...}}, or flat
+ * objects; nested objects are joined with '/'), or format
+ * FP4S_TRACE_SCALARS. Each column whose name is a metric or a framework's
+ * name of one (fp4s_mm_metric_lookup) fills that metric of the step; every
+ * column is kept by name in scalars; tokens are 0. A capture's per-step
+ * scalars are attached to its run, and a capture without log-probs but with
+ * scalars gives a run of them alone. Rows of a scalar log may come in any
+ * order; rows of one step are merged.
+ *
+ * For token traces (zero-initialise res before the first call).
  * Rows of a run must arrive grouped by step: a step that comes back after
  * another step of the same run began is FP4S_EFORMAT (sort the trace by run
  * and step first). Memory is bounded by the largest step (8 bytes per token
@@ -186,6 +212,26 @@ typedef struct fp4s_mm_result {
 FP4S_API int fp4s_mm_analyze(const char *path, const char *name, const fp4s_mm_opts *o,
                              const fp4s_trace_opts *t, fp4s_mm_result *res);
 FP4S_API void fp4s_mm_result_free(fp4s_mm_result *res);
+
+/* ---- the frameworks' names of the metrics ------------------------------------------ */
+typedef enum fp4s_mm_names {
+    FP4S_NAMES_FP4SCOPE = 0, FP4S_NAMES_VERL, FP4S_NAMES_SLIME, FP4S_NAMES_NEMO_RL
+} fp4s_mm_names;
+/* "fp4scope", "verl", "slime", "nemo-rl" (or "nemo"); FP4S_EINVAL otherwise. */
+FP4S_API int fp4s_mm_names_parse(const char *s, fp4s_mm_names *out);
+FP4S_API const char *fp4s_mm_names_name(fp4s_mm_names fw);
+/* The name framework fw logs metric id under ("rollout_corr/k3_kl" for k3 in
+ * verl), the metric's own name for FP4S_NAMES_FP4SCOPE, NULL when fw logs no
+ * exact equivalent. */
+FP4S_API const char *fp4s_mm_metric_alias(size_t id, fp4s_mm_names fw);
+/* 1 when fp4s_mm_analyze would read `path` as a per-step scalar log. */
+FP4S_API int fp4s_mm_is_scalar_log(const char *path, const fp4s_trace_opts *t);
+/* The id of a metric by its name or any framework's name of it, else -1. */
+FP4S_API int fp4s_mm_metric_lookup(const char *name);
+/* The series of `metric` over the run's steps into out[nsteps]: a metric (by
+ * any of its names), else a per-step scalar of that exact name;
+ * FP4S_ENOTFOUND when the run has neither. */
+FP4S_API int fp4s_mm_run_series(const fp4s_mm_run *r, const char *metric, double *out);
 
 /* ---- onset of divergence and trend ----------------------------------------------- */
 typedef struct fp4s_mm_onset_opts {
@@ -213,6 +259,33 @@ typedef struct fp4s_mm_onset {
  * filled when possible). NaN values are never above the threshold. */
 FP4S_API int fp4s_mm_onset_find(const int64_t *steps, const double *values, size_t n,
                                 const fp4s_mm_onset_opts *o, fp4s_mm_onset *out);
+
+/* Change point: where ln(metric) bends from flat to growing, by a
+ * two-segment fit at every candidate step (a constant before it, a straight
+ * line in ln from it on: an exponential growth, possibly after a jump), the
+ * best one kept when its slope is positive and it beats both one straight
+ * line and a constant by min_bic_gain in BIC (4 parameters against 2 and 1). Finds the bend itself, so its delay does
+ * not depend on the growth rate the way the threshold onset's does. */
+typedef struct fp4s_mm_changepoint_opts {
+    size_t min_segment;   /* points in each segment, >= 2; default 5 */
+    double min_bic_gain;  /* default 10 ("very strong" on the usual BIC scale) */
+} fp4s_mm_changepoint_opts;
+
+FP4S_API void fp4s_mm_changepoint_opts_defaults(fp4s_mm_changepoint_opts *o);
+
+typedef struct fp4s_mm_changepoint {
+    bool found;            /* a bend with growth after it (rate > 0) and the BIC gain */
+    int64_t step;          /* the first step of the growing segment (-1 when not found) */
+    size_t index;          /* its index in the series */
+    double level;          /* the metric's level before it (exp of the mean ln over the flat segment) */
+    double rate;           /* d ln(metric) / d step after it */
+    double bic_gain;       /* BIC of the better of line / constant minus that of the fit */
+    size_t n;              /* points used (finite, positive values) */
+} fp4s_mm_changepoint;
+
+/* FP4S_EEMPTY when fewer than 2 min_segment positive values (found false). */
+FP4S_API int fp4s_mm_changepoint_find(const int64_t *steps, const double *values, size_t n,
+                                      const fp4s_mm_changepoint_opts *o, fp4s_mm_changepoint *out);
 
 typedef struct fp4s_mm_trend {
     bool valid;
