@@ -114,7 +114,7 @@ int fp4s_capture_scalars(const char *file, fp4s_capture_scalar **out, size_t *n)
         free(c.v);
         return rc;
     }
-    qsort(c.v, c.n, sizeof *c.v, sc_cmp);
+    if (c.n > 1) qsort(c.v, c.n, sizeof *c.v, sc_cmp); /* c.v is NULL when there are none */
     *out = c.v;
     *n = c.n;
     return 0;
