@@ -18,7 +18,7 @@ bool fp4s_decomp_file_synthetic(const char *path)
     fp4s_h5_quiet q;
     fp4s_h5_quiet_begin(&q);
     bool syn = false;
-    hid_t f = H5Fis_hdf5(path) > 0 ? fp4s_h5_open(path, H5F_ACC_RDONLY) : -1;
+    hid_t f = H5Fis_hdf5(path) > 0 ? fp4s_h5_open(path, H5F_ACC_RDONLY, false) : -1;
     if (f >= 0) {
         int64_t v = 0;
         syn = fp4s_h5_attr_get_i64(f, "synthetic", &v) == 1 && v == 1;

@@ -174,10 +174,11 @@ int fp4s_remedy_lm_head_site(const char *capture, char *buf, size_t n)
     if (!capture || !buf || n == 0) return fp4s_error_set(FP4S_EINVAL, "lm_head_site: NULL argument");
     fp4s_h5_quiet q;
     fp4s_h5_quiet_begin(&q);
-    hid_t f = fp4s_h5_open(capture, H5F_ACC_RDONLY);
+    hid_t f = fp4s_h5_open(capture, H5F_ACC_RDONLY, true);
     int rc = 0;
     if (f < 0) {
-        rc = fp4s_error_set(FP4S_EOPEN, "%s: cannot open: %s", capture, fp4s_h5_msg());
+        rc = fp4s_h5_refused() ? FP4S_EFORMAT
+                               : fp4s_error_set(FP4S_EOPEN, "%s: cannot open: %s", capture, fp4s_h5_msg());
     } else {
         int got = fp4s_h5_attr_get_str(f, "lm_head_site", buf, n);
         if (got < 0) rc = fp4s_error_set(FP4S_EFORMAT, "%s: root attribute lm_head_site is not a string", capture);
@@ -232,10 +233,11 @@ int fp4s_remedy_read_tokens(const char *capture, int64_t step, int64_t **token, 
     *n = 0;
     fp4s_h5_quiet q;
     fp4s_h5_quiet_begin(&q);
-    hid_t f = fp4s_h5_open(capture, H5F_ACC_RDONLY);
+    hid_t f = fp4s_h5_open(capture, H5F_ACC_RDONLY, true);
     int rc = 0;
     if (f < 0) {
-        rc = fp4s_error_set(FP4S_EOPEN, "%s: cannot open: %s", capture, fp4s_h5_msg());
+        rc = fp4s_h5_refused() ? FP4S_EFORMAT
+                               : fp4s_error_set(FP4S_EOPEN, "%s: cannot open: %s", capture, fp4s_h5_msg());
         goto out;
     }
     char p[128];

@@ -40,7 +40,8 @@ static int cmp_i64(const void *a, const void *b)
 static int lp_open(const char *file, cap_lp *r)
 {
     fp4s_capture_info info;
-    int rc = cap_open_read(file, &r->f, &info);
+    int rc = fp4s_h5_validate(file, true); /* the log-probs are read, not only listed */
+    if (!rc) rc = cap_open_read(file, &r->f, &info);
     if (rc) return rc;
     fp4s_capture_entry *e = NULL;
     size_t n = 0;
@@ -121,6 +122,10 @@ static int open_field(cap_lp *r, int k, hsize_t *len, bool *f32)
     hid_t d = H5Dopen2(r->f, p, H5P_DEFAULT);
     if (d < 0) return fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot open dataset: %s", r->file, p, fp4s_h5_msg());
     r->d[k] = d;
+    char what[200];
+    snprintf(what, sizeof what, "%s: %s", r->file, p);
+    int lrc = fp4s_h5_check_layout(d, what);
+    if (lrc) return lrc;
     hid_t sp = H5Dget_space(d);
     int rank = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
     hsize_t dims[1] = {0};

@@ -230,7 +230,7 @@ int fp4s_capture_merge(const char *const *inputs, size_t n, const char *out, con
     if (rc) goto done;
     fp4s_h5_quiet q;
     fp4s_h5_quiet_begin(&q);
-    hid_t fo = fp4s_h5_open(out, H5F_ACC_RDWR);
+    hid_t fo = fp4s_h5_open(out, H5F_ACC_RDWR, false);
     if (fo < 0) {
         rc = fp4s_error_set(FP4S_EWRITE, "%s: cannot reopen the merge output: %s", out, fp4s_h5_msg());
         fp4s_h5_quiet_end(&q);
@@ -247,9 +247,10 @@ int fp4s_capture_merge(const char *const *inputs, size_t n, const char *out, con
             if (i) strcat(from, ";");
             strcat(from, inputs[i]);
         }
-        hid_t fi = fp4s_h5_open(inputs[i], H5F_ACC_RDONLY);
+        hid_t fi = fp4s_h5_open(inputs[i], H5F_ACC_RDONLY, true);
         if (fi < 0) {
-            rc = fp4s_error_set(FP4S_EOPEN, "%s: cannot open: %s", inputs[i], fp4s_h5_msg());
+            rc = fp4s_h5_refused() ? FP4S_EFORMAT
+                                   : fp4s_error_set(FP4S_EOPEN, "%s: cannot open: %s", inputs[i], fp4s_h5_msg());
             break;
         }
         attr_copy ac = {fo};
@@ -269,14 +270,26 @@ int fp4s_capture_merge(const char *const *inputs, size_t n, const char *out, con
                                         "contents (%s)", inputs[*org], inputs[i], e->path, why);
                 continue;
             }
+            hid_t sd = H5Dopen2(fi, e->path, H5P_DEFAULT);
+            if (sd >= 0) {
+                char what[1200];
+                snprintf(what, sizeof what, "%s: %s", inputs[i], e->path);
+                rc = fp4s_h5_check_layout(sd, what);
+                H5Dclose(sd);
+                if (rc) break;
+            }
             if (ensure_parents(fo, e->path) < 0) {
                 rc = fp4s_error_set(FP4S_EWRITE, "merge: %s: cannot create the groups of %s: %s", out,
                                     e->path, fp4s_h5_msg());
                 break;
             }
             if (H5Ocopy(fi, e->path, fo, e->path, H5P_DEFAULT, lcpl) < 0) {
-                rc = fp4s_error_set(FP4S_EWRITE, "merge: %s: cannot copy %s from %s: %s", out, e->path,
-                                    inputs[i], fp4s_h5_msg());
+                /* a failed write is the output's fault; anything else, the input's */
+                int we = fp4s_h5_write_errno(fo);
+                rc = we ? fp4s_error_set(FP4S_EWRITE, "merge: %s: cannot copy %s from %s: %s", out, e->path,
+                                         inputs[i], strerror(we))
+                        : fp4s_error_set(FP4S_EFORMAT, "merge: %s: %s cannot be copied (damaged?): %s",
+                                         inputs[i], e->path, fp4s_h5_msg());
                 break;
             }
             if (map_put(&m, e->path, (int)i)) rc = fp4s_error_set(FP4S_ENOMEM, "merge: out of memory");

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 bool fp4s_site_match(const char *pattern, const char *site)
 {
@@ -93,8 +94,9 @@ static int add_dataset_at(list_ctx *c, const char *site, const char *side, const
         return 0;
     }
     if (d < 0)
-        return fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot open dataset: %s", c->file, e->path,
+        return fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot open the dataset (damaged?): %s", c->file, e->path,
                               fp4s_h5_msg());
+    /* (the layout is checked where data is read: fp4s_h5_check_layout) */
     int rc = fp4s_h5_dset_dtype(d, &e->dtype);
     if (rc) {
         H5Dclose(d);
@@ -327,7 +329,91 @@ int fp4s_capture_list(const char *file, fp4s_capture_entry **entries, size_t *n)
     return rc;
 }
 
+/* ---- the listing and the info, read in a child process ----------------------------
+ * A damaged file can make libhdf5 crash; everything these two readers do with
+ * the file happens in a child (fp4s_h5_isolate), which sends back the result:
+ * [int rc][detail, NUL-terminated][fp4s_capture_info][size_t n][n entries]. */
+typedef struct iso_arg {
+    const char *file;
+    bool list;
+} iso_arg;
+
+static int list_inproc(const char *file, fp4s_capture_entry **entries, size_t *n);
+static int info_inproc(const char *file, fp4s_capture_info *info);
+
+static void iso_child(void *arg, int fd)
+{
+    const iso_arg *a = arg;
+    fp4s_capture_info info;
+    memset(&info, 0, sizeof info);
+    fp4s_capture_entry *v = NULL;
+    size_t n = 0;
+    int rc = a->list ? list_inproc(a->file, &v, &n) : info_inproc(a->file, &info);
+    const char *d = rc ? fp4s_last_error() : "";
+    if (fp4s_h5_iso_write(fd, &rc, sizeof rc) || fp4s_h5_iso_write(fd, d, strlen(d) + 1) ||
+        fp4s_h5_iso_write(fd, &info, sizeof info) || fp4s_h5_iso_write(fd, &n, sizeof n) ||
+        (n && fp4s_h5_iso_write(fd, v, n * sizeof *v)))
+        _exit(3);
+    free(v);
+}
+
+/* 0 done (rc = the child's result), 1 do it in-process */
+static int isolated(const char *file, bool list, int *rc, fp4s_capture_info *info,
+                    fp4s_capture_entry **entries, size_t *n)
+{
+    if (!fp4s_h5_isolation_on()) return 1;
+    iso_arg a = {file, list};
+    unsigned char *b;
+    size_t len;
+    int r = fp4s_h5_isolate(file, iso_child, &a, &b, &len);
+    if (r == 1) return 1;
+    if (r) {
+        *rc = r;
+        return 0;
+    }
+    size_t off = 0, dl;
+    const unsigned char *p = b;
+    if (len < sizeof(int) || (dl = strnlen((const char *)p + sizeof(int), len - sizeof(int))) ==
+                                 len - sizeof(int))
+        goto bad;
+    memcpy(rc, p, sizeof(int));
+    off = sizeof(int) + dl + 1;
+    if (*rc) fp4s_error_set(*rc, "%s", (const char *)p + sizeof(int));
+    if (len - off < sizeof *info + sizeof(size_t)) goto bad;
+    if (info) memcpy(info, p + off, sizeof *info);
+    off += sizeof *info;
+    size_t k;
+    memcpy(&k, p + off, sizeof k);
+    off += sizeof k;
+    if (k > (len - off) / sizeof(fp4s_capture_entry) || (len - off) != k * sizeof(fp4s_capture_entry)) goto bad;
+    if (entries) {
+        *entries = malloc((k ? k : 1) * sizeof **entries);
+        if (!*entries) {
+            free(b);
+            *rc = fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", file);
+            return 0;
+        }
+        if (k) memcpy(*entries, p + off, k * sizeof **entries);
+        *n = k;
+    }
+    free(b);
+    return 0;
+bad:
+    free(b);
+    *rc = fp4s_error_set(FP4S_EINTERNAL, "%s: the listing process sent a malformed result", file);
+    return 0;
+}
+
 int fp4s_capture_list_raw(const char *file, fp4s_capture_entry **entries, size_t *n)
+{
+    *entries = NULL;
+    *n = 0;
+    int rc;
+    if (isolated(file, true, &rc, NULL, entries, n) == 0) return rc;
+    return list_inproc(file, entries, n);
+}
+
+static int list_inproc(const char *file, fp4s_capture_entry **entries, size_t *n)
 {
     *entries = NULL;
     *n = 0;
@@ -346,6 +432,13 @@ int fp4s_capture_list_raw(const char *file, fp4s_capture_entry **entries, size_t
 }
 
 int fp4s_capture_info_read(const char *file, fp4s_capture_info *info)
+{
+    int rc;
+    if (isolated(file, false, &rc, info, NULL, NULL) == 0) return rc;
+    return info_inproc(file, info);
+}
+
+static int info_inproc(const char *file, fp4s_capture_info *info)
 {
     fp4s_h5_quiet q;
     fp4s_h5_quiet_begin(&q);

@@ -381,6 +381,12 @@ int fp4s_capture_open_append(const char *path, const fp4s_capture_opts *o, fp4s_
         cap_free(c);
         return fp4s_error_set(FP4S_EFORMAT, "%s: not an HDF5 file (no superblock)", path);
     }
+    rc = fp4s_h5_validate(path, false); /* a damaged capture is refused before it is opened */
+    if (rc) {
+        fp4s_h5_quiet_end(&q);
+        cap_free(c);
+        return rc;
+    }
     hid_t fapl = writer_fapl();
     c->file = H5Fopen(path, H5F_ACC_RDWR, fapl);
     char m[256];

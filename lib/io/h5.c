@@ -61,9 +61,10 @@ static int src_open(struct fp4s_source *s)
 {
     const char *P = s->path;
     char names[1024];
-    hid_t f = fp4s_h5_open(P, H5F_ACC_RDONLY);
+    hid_t f = fp4s_h5_open(P, H5F_ACC_RDONLY, true);
+    if (f < 0 && fp4s_h5_refused()) return FP4S_EFORMAT;
     if (f < 0)
-        return fp4s_error_set(FP4S_EFORMAT, "%s: not a readable HDF5 file (HDF5: %s)", P, fp4s_h5_msg());
+        return fp4s_error_set(FP4S_EFORMAT, "%s: not a readable HDF5 file (damaged or not HDF5; HDF5: %s)", P, fp4s_h5_msg());
     s->h5_file = f;
     if (!*s->name) {
         list_datasets(f, names, sizeof names);
@@ -83,6 +84,12 @@ static int src_open(struct fp4s_source *s)
     if (d < 0)
         return fp4s_error_set(FP4S_EFORMAT, "%s: %s: cannot open dataset (HDF5: %s)", P, D, fp4s_h5_msg());
     s->h5_dset = d;
+    {
+        char what[1200];
+        snprintf(what, sizeof what, "%s: %s", P, D);
+        int lrc = fp4s_h5_check_layout(d, what);
+        if (lrc) return lrc;
+    }
 
     hid_t t = H5Dget_type(d);
     if (t < 0)

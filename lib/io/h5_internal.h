@@ -43,8 +43,30 @@ const char *fp4s_h5_msg(void);
  * file between its writer and readers, as HDF5 does for one driver). The
  * caller closes the list. */
 hid_t fp4s_h5_fapl(void);
-/* H5Fopen with fp4s_h5_fapl(). */
-hid_t fp4s_h5_open(const char *path, unsigned flags);
+/* Walk `path` with HDF5 in a child process before this process reads it
+ * (h5guard.c): 0 when the walk finished (HDF5 errors included: the readers
+ * report those), FP4S_EFORMAT naming the file when libhdf5 crashed or hung
+ * on it. data: read the datasets too (files with up to 64 MiB of data), for
+ * readers of data; else the metadata only. Verdicts are kept per file;
+ * FP4S_H5_VALIDATE=0 turns it off. */
+int fp4s_h5_validate(const char *path, bool data);
+/* Run fn(arg, fd) in a child process, as the readers of the whole file
+ * (the capture listing) do: fn writes its result to fd (fp4s_h5_iso_write),
+ * the parent gets the bytes in *out (malloc'ed). FP4S_EFORMAT naming the file
+ * when the child dies (a crash inside libhdf5) or runs past 8 s plus 1 s per
+ * 4 MiB of file; 1 (nothing done, the caller works in-process) when no child
+ * can be made. fp4s_h5_isolation_on() is false inside such a child and with
+ * FP4S_H5_VALIDATE=0. */
+typedef void (*fp4s_h5_iso_fn)(void *arg, int fd);
+bool fp4s_h5_isolation_on(void);
+int fp4s_h5_isolate(const char *path, fp4s_h5_iso_fn fn, void *arg, unsigned char **out, size_t *len);
+int fp4s_h5_iso_write(int fd, const void *p, size_t n);
+/* H5Fopen with fp4s_h5_fapl(), after fp4s_h5_validate(path, data): on a
+ * refused file -1 with the detail set (check fp4s_h5_refused()). */
+hid_t fp4s_h5_open(const char *path, unsigned flags, bool data);
+/* Did the last fp4s_h5_open on this thread fail because the file was refused
+ * by the validation (the detail already says why)? */
+bool fp4s_h5_refused(void);
 /* The errno of the first write to `file` that failed (0: none). */
 int fp4s_h5_write_errno(hid_t file);
 /* H5Fclose, then: FP4S_EWRITE "path: <strerror>" if a write failed (before
@@ -71,6 +93,12 @@ int fp4s_h5_dset_dtype(hid_t d, fp4s_dtype *dt);
 /* HDF5 file type of a fp4s dtype, to write or read it without conversion
  * (little-endian; the caller closes it). */
 hid_t fp4s_h5_type(fp4s_dtype dt);
+/* Can the dataset be read without trusting a damaged layout? Its chunks fit
+ * its rank and fixed dimensions (at most 4 GiB each), and its shape claims
+ * no more data than the file stores (contiguous: at most the file's size;
+ * chunked: at most 1100 times the stored bytes, deflate's limit, + 1 MiB).
+ * 0, or FP4S_EFORMAT naming `what`. */
+int fp4s_h5_check_layout(hid_t d, const char *what);
 /* Does the absolute path exist, component by component (never an error). */
 bool fp4s_h5_path_exists(hid_t f, const char *path);
 

@@ -5,13 +5,28 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- errors ------------------------------------------------------------------ */
+/* After reading a damaged file libhdf5 may hold internal structures it cannot
+ * release, and its exit handler then prints "HDF5: infinite loop closing
+ * library" when automatic error printing is on (the caller's default). The
+ * library never prints: its own exit handler, registered after HDF5's and so
+ * run before it, switches that printing off for the shutdown. */
+static void quiet_at_exit(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
+static void register_quiet_at_exit(void)
+{
+    H5open(); /* HDF5 registers its exit handler first: ours runs before it */
+    atexit(quiet_at_exit);
+}
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
 void fp4s_h5_quiet_begin(fp4s_h5_quiet *q)
 {
+    pthread_once(&exit_once, register_quiet_at_exit);
     if (H5Eget_auto2(H5E_DEFAULT, &q->func, &q->data) < 0) {
         q->func = NULL;
         q->data = NULL;
@@ -87,10 +102,12 @@ int fp4s_h5_attr_get_str(hid_t obj, const char *name, char *buf, size_t n)
                 H5Tclose(mt);
             } else {
                 size_t sz = H5Tget_size(t);
+                if (sz == 0 || sz > ((size_t)1 << 20)) goto out; /* a damaged size */
                 char *tmp = calloc(1, sz + 1);
                 hid_t mt = H5Tcopy(H5T_C_S1);
                 H5Tset_size(mt, sz + 1);
                 H5Tset_strpad(mt, H5T_STR_NULLTERM);
+                H5Tset_cset(mt, H5Tget_cset(t)); /* HDF5 does not convert ASCII <-> UTF-8 */
                 if (tmp && H5Aread(a, mt, tmp) >= 0) {
                     snprintf(buf, n, "%s", tmp);
                     rc = 1;
@@ -100,6 +117,7 @@ int fp4s_h5_attr_get_str(hid_t obj, const char *name, char *buf, size_t n)
             }
         }
     }
+out:
     if (t >= 0) H5Tclose(t);
     H5Aclose(a);
     return rc;
@@ -148,6 +166,12 @@ static int attr_write(hid_t obj, const char *name, hid_t ftype, hid_t mtype, con
     return rc;
 }
 
+/* Variable-length UTF-8, as h5py writes str attributes and reads them back as
+ * str. (A fixed-length string would keep the text out of the global heap,
+ * which libhdf5 1.10 reads past its buffer when the heap is damaged, but
+ * h5py reads fixed-length strings as bytes: every reader's
+ * f.attrs['fp4scope_schema'].split('/') would break. The damaged heap is
+ * handled by fp4s_h5_validate instead.) */
 int fp4s_h5_attr_str(hid_t obj, const char *name, const char *value)
 {
     if (!value) value = "";
@@ -219,6 +243,68 @@ int fp4s_h5_dset_dtype(hid_t d, fp4s_dtype *dt)
         if (sz == 8 && sg == H5T_SGN_2) { *dt = FP4S_DT_I64; return 0; }
     }
     return FP4S_EDTYPE;
+}
+
+int fp4s_h5_check_layout(hid_t d, const char *what)
+{
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
+    int rc = 0;
+    hid_t sp = H5Dget_space(d), t = H5Dget_type(d), pl = H5Dget_create_plist(d), fapl = -1;
+    int nd = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+    size_t esz = t >= 0 ? H5Tget_size(t) : 0;
+    hsize_t dims[H5S_MAX_RANK], maxd[H5S_MAX_RANK];
+    if (nd < 0 || nd > H5S_MAX_RANK || t < 0 || esz == 0 || pl < 0 ||
+        H5Sget_simple_extent_dims(sp, dims, maxd) < 0) {
+        rc = fp4s_error_set(FP4S_EFORMAT, "%s: unreadable dataspace, datatype or layout (HDF5: %s)", what,
+                            fp4s_h5_msg());
+        goto out;
+    }
+    uint64_t logical = esz;
+    bool over = false;
+    for (int i = 0; i < nd; i++) over |= __builtin_mul_overflow(logical, (uint64_t)dims[i], &logical);
+    H5D_layout_t lay = H5Pget_layout(pl);
+    if (lay == H5D_CHUNKED) {
+        hsize_t ch[H5S_MAX_RANK];
+        int cr = H5Pget_chunk(pl, H5S_MAX_RANK, ch);
+        uint64_t cb = esz;
+        bool cover = cr != nd;
+        for (int i = 0; i < nd && !cover; i++) {
+            cover |= ch[i] == 0 || (maxd[i] != H5S_UNLIMITED && ch[i] > maxd[i] && ch[i] > 1);
+            cover |= __builtin_mul_overflow(cb, (uint64_t)ch[i], &cb);
+        }
+        if (cover || cb > ((uint64_t)1 << 32)) {
+            rc = fp4s_error_set(FP4S_EFORMAT, "%s: damaged layout: chunks of rank %d do not fit the %d-D "
+                                "dataset (a chunk larger than a fixed dimension, or over 4 GiB)", what, cr, nd);
+            goto out;
+        }
+    }
+    /* a claimed size the file cannot hold: deflate packs at most ~1030:1 */
+    hsize_t stored = H5Dget_storage_size(d);
+    uint64_t fsize = 0;
+    hid_t f = H5Iget_file_id(d);
+    if (f >= 0) {
+        hsize_t fs = 0;
+        if (H5Fget_filesize(f, &fs) >= 0) fsize = fs;
+        H5Fclose(f);
+    }
+    uint64_t bound = lay == H5D_CHUNKED ? (uint64_t)stored * 1100 + ((uint64_t)1 << 20) : fsize;
+    if (over || (fsize && (uint64_t)stored > fsize) || (bound && logical > bound)) {
+        char sb[256] = "";
+        size_t k = 0;
+        for (int i = 0; i < nd && k + 24 < sizeof sb; i++)
+            k += (size_t)snprintf(sb + k, sizeof sb - k, "%s%llu", i ? " x " : "", (unsigned long long)dims[i]);
+        rc = fp4s_error_set(FP4S_EFORMAT, "%s: damaged: its shape %s claims more data than the file "
+                            "stores (%llu bytes stored, the file has %llu)", what, sb,
+                            (unsigned long long)stored, (unsigned long long)fsize);
+    }
+out:
+    if (fapl >= 0) H5Pclose(fapl);
+    if (pl >= 0) H5Pclose(pl);
+    if (t >= 0) H5Tclose(t);
+    if (sp >= 0) H5Sclose(sp);
+    fp4s_h5_quiet_end(&q);
+    return rc;
 }
 
 bool fp4s_h5_path_exists(hid_t f, const char *path)

@@ -323,12 +323,23 @@ hid_t fp4s_h5_fapl(void)
     return fapl;
 }
 
-hid_t fp4s_h5_open(const char *path, unsigned flags)
+static _Thread_local bool refused;
+
+bool fp4s_h5_refused(void) { return refused; }
+
+hid_t fp4s_h5_open(const char *path, unsigned flags, bool data)
 {
+    refused = false;
+    if (fp4s_h5_validate(path, data)) {
+        refused = true;
+        return -1;
+    }
     hid_t fapl = fp4s_h5_fapl();
     if (fapl < 0) return -1;
     hid_t f = H5Fopen(path, flags, fapl);
+    hid_t st = f < 0 ? H5Eget_current_stack() : -1; /* H5Pclose would clear why it failed */
     H5Pclose(fapl);
+    if (st >= 0) H5Eset_current_stack(st);
     return f;
 }
 

@@ -109,6 +109,30 @@ START_TEST(schema_newer_minor_is_accepted)
 }
 END_TEST
 
+/* A fixed-length UTF-8 string attribute (as h5py writes np.bytes_ with an
+ * explicit UTF-8 type, and other HDF5 writers do) reads like any other: the
+ * reader asked HDF5 for ASCII, which it does not convert from UTF-8. */
+START_TEST(schema_fixed_length_utf8_is_read)
+{
+    const char *v = "fp4scope-capture/1";
+    hid_t f = H5Fcreate(tmp("u.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, strlen(v));
+    H5Tset_cset(t, H5T_CSET_UTF8);
+    H5Tset_strpad(t, H5T_STR_NULLPAD);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, "fp4scope_schema", t, sp, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, t, v);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+    H5Fclose(f);
+    fp4s_capture_info in;
+    ck_assert_msg(fp4s_capture_info_read(tmp("u.h5"), &in) == 0, "%s", fp4s_last_error());
+    ck_assert_str_eq(in.schema, v);
+}
+END_TEST
+
 START_TEST(schema_malformed_is_eformat)
 {
     plain_file(tmp("m.h5"), "fp4scope-capture/x");
@@ -821,7 +845,7 @@ int main(void)
     } tests[] = {
 #define T(x) {#x, x}
         T(schema_missing_attribute_is_eformat), T(schema_newer_major_is_eversion),
-        T(schema_newer_minor_is_accepted), T(schema_malformed_is_eformat),
+        T(schema_newer_minor_is_accepted), T(schema_fixed_length_utf8_is_read), T(schema_malformed_is_eformat),
         T(open_missing_not_hdf5_truncated), T(put_f32_bf16_f16_bit_exact_with_stride),
         T(put_appends_rows), T(put_rejects_bad_shapes_types_names),
         T(logprobs_round_trip_and_field_consistency), T(scalars_round_trip_sorted_and_merged),

@@ -1,0 +1,450 @@
+/* Reading a damaged HDF5 file without dying with it (h5_internal.h,
+ * fp4s_h5_validate).
+ *
+ * libhdf5 1.10 trusts much of what a file says: a one-byte corruption near the
+ * metadata can make it copy past a buffer (a variable-length string in the
+ * global heap, a B-tree node, a chunk larger than its dataset) and kill the
+ * process. The library's own checks (attribute classes and sizes, claimed
+ * sizes bounded by the stored ones) catch what they can; for the rest, the
+ * first time a process opens an HDF5 file the library walks it in a child
+ * process (fork) the way its readers will: every object by iteration and by
+ * path, every attribute read as the readers read it, every dataset's type,
+ * space, creation list and chunk index, and, for a reader of data (not for a
+ * listing), the data itself when the file holds at most 64 MiB of it, and a
+ * copy of each dataset into an in-memory file (as merge copies them). A child that dies by a signal, or does not
+ * finish in 5 s plus 1 s per 16 MiB it reads, means the file is refused
+ * (FP4S_EFORMAT) before the process touches it; a file that merely fails
+ * with HDF5 errors passes, since the readers report those themselves. The
+ * verdict is kept per file (device, inode, size, modification time).
+ * FP4S_H5_VALIDATE=0 turns the check off; where fork is not possible the file
+ * is read unchecked. */
+#include "h5_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define DATA_BUDGET ((uint64_t)64 << 20)   /* read all data only up to this much */
+#define PIECE ((uint64_t)8 << 20)          /* bytes per H5Dread in the child */
+#define MAX_CHUNKS 200000                  /* chunk records walked per dataset */
+
+/* ---- the walk (in the child) ------------------------------------------------ */
+typedef struct walk {
+    hid_t f;
+    int out;         /* pipe to the parent: the first damage found, as text */
+    bool damaged;
+    uint64_t budget; /* data bytes the walk may still read (0: metadata only) */
+    hid_t copy;      /* an in-memory file each dataset is copied into (merge copies them), or -1 */
+} walk;
+
+static herr_t attr_cb(hid_t loc, const char *name, const H5A_info_t *ai, void *op)
+{
+    (void)ai;
+    (void)op;
+    char buf[256];
+    int64_t v;
+    /* as the readers do: the string reader, the integer reader */
+    (void)fp4s_h5_attr_get_str(loc, name, buf, sizeof buf);
+    (void)fp4s_h5_attr_get_i64(loc, name, &v);
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+    if (a < 0) return 0;
+    hid_t t = H5Aget_type(a), sp = H5Aget_space(a);
+    hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    H5T_class_t cl = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
+    if ((cl == H5T_INTEGER || cl == H5T_FLOAT) && np > 0 && np <= 4096) {
+        double *d = malloc((size_t)np * sizeof *d);
+        if (d) (void)H5Aread(a, H5T_NATIVE_DOUBLE, d);
+        free(d);
+    }
+    if (sp >= 0) H5Sclose(sp);
+    if (t >= 0) H5Tclose(t);
+    H5Aclose(a);
+    return 0;
+}
+
+/* Rows [r0, r0 + n) of d as memory type mt into buf. */
+static void read_rows(hid_t d, hid_t sp, int nd, const hsize_t *dims, hid_t mt, hsize_t r0, hsize_t n, void *buf)
+{
+    hsize_t start[H5S_MAX_RANK] = {0}, count[H5S_MAX_RANK];
+    for (int i = 0; i < nd; i++) count[i] = dims[i];
+    start[0] = r0;
+    count[0] = n;
+    hid_t ms = H5Screate_simple(nd, count, NULL);
+    if (ms >= 0 && H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, NULL, count, NULL) >= 0)
+        (void)H5Dread(d, mt, ms, sp, H5P_DEFAULT, buf);
+    if (ms >= 0) H5Sclose(ms);
+}
+
+/* Read the data as the readers do: all of it in its native type (every chunk
+ * decoded), and the first rows, and one row, in each memory type a reader
+ * converts it to (float32, float64, int64, uint8, uint16, binary16). */
+static void read_data(walk *w, hid_t d)
+{
+    hid_t t = H5Dget_type(d);
+    if (t < 0) return;
+    H5T_class_t cl = H5Tget_class(t);
+    hid_t nat = (cl == H5T_INTEGER || cl == H5T_FLOAT) ? H5Tget_native_type(t, H5T_DIR_DEFAULT) : -1;
+    hid_t half = -1;
+    if (cl == H5T_FLOAT && H5Tget_size(t) == 2 && (half = H5Tcopy(t)) >= 0) H5Tset_order(half, H5T_ORDER_LE);
+    H5Tclose(t);
+    hid_t sp = H5Dget_space(d);
+    int nd = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+    hsize_t dims[H5S_MAX_RANK];
+    void *buf = NULL;
+    if (nat < 0 || nd < 1 || nd > H5S_MAX_RANK || H5Sget_simple_extent_dims(sp, dims, NULL) < 0 || !dims[0])
+        goto out;
+    uint64_t elems = 1, total;
+    for (int i = 1; i < nd; i++)
+        if (__builtin_mul_overflow(elems, dims[i], &elems)) goto out;
+    uint64_t row = elems * 8; /* the widest memory type */
+    if (__builtin_mul_overflow(row, dims[0], &total) || row > PIECE || total / 4 > w->budget) goto out;
+    w->budget -= total / 4 < w->budget ? total / 4 : w->budget;
+    uint64_t per = PIECE / row;
+    buf = malloc((size_t)(per * row));
+    if (!buf) goto out;
+    for (hsize_t r0 = 0; r0 < dims[0]; r0 += per)
+        read_rows(d, sp, nd, dims, nat, r0, dims[0] - r0 < per ? dims[0] - r0 : per, buf);
+    hid_t conv[6] = {H5T_NATIVE_FLOAT, H5T_NATIVE_DOUBLE, H5T_NATIVE_INT64, H5T_NATIVE_UINT8,
+                     H5T_NATIVE_UINT16, half};
+    for (int k = 0; k < 6; k++) {
+        if (conv[k] < 0) continue;
+        if ((cl == H5T_FLOAT) != (k < 2 || k == 5)) continue; /* conversions the readers make */
+        read_rows(d, sp, nd, dims, conv[k], 0, dims[0] < per ? dims[0] : per, buf);
+        if (dims[0] > 1) read_rows(d, sp, nd, dims, conv[k], dims[0] / 2, 1, buf);
+    }
+out:
+    free(buf);
+    if (half >= 0) H5Tclose(half);
+    if (nat >= 0) H5Tclose(nat);
+    if (sp >= 0) H5Sclose(sp);
+    H5Eclear2(H5E_DEFAULT);
+}
+
+static void dataset(walk *w, hid_t d, const char *name)
+{
+    /* a damaged layout: say so and stop (opening it in the parent leaves
+     * libhdf5's internals unable to shut down) */
+    char what[600];
+    snprintf(what, sizeof what, "/%s", name);
+    if (fp4s_h5_check_layout(d, what)) {
+        const char *m = fp4s_last_error();
+        if (write(w->out, m, strlen(m)) < 0) { /* the verdict is the exit status anyway */
+        }
+        w->damaged = true;
+        return;
+    }
+    fp4s_dtype dt;
+    (void)fp4s_h5_dset_dtype(d, &dt);
+    hid_t pl = H5Dget_create_plist(d);
+    if (pl >= 0) {
+        hsize_t ch[H5S_MAX_RANK];
+        if (H5Pget_layout(pl) == H5D_CHUNKED) (void)H5Pget_chunk(pl, H5S_MAX_RANK, ch);
+        int nf = H5Pget_nfilters(pl);
+        for (int i = 0; i < nf && i < 32; i++) {
+            unsigned flags, cd[8];
+            size_t ncd = 8;
+            char fname[64];
+            unsigned cfg;
+            (void)H5Pget_filter2(pl, (unsigned)i, &flags, &ncd, cd, sizeof fname, fname, &cfg);
+        }
+        H5Pclose(pl);
+    }
+    (void)H5Dget_storage_size(d);
+    hid_t sp = H5Dget_space(d);
+    hsize_t n = 0;
+    if (sp >= 0 && H5Dget_num_chunks(d, sp, &n) >= 0) {
+        for (hsize_t i = 0; i < n && i < MAX_CHUNKS; i++) {
+            hsize_t off[H5S_MAX_RANK];
+            unsigned mask;
+            haddr_t addr;
+            hsize_t size;
+            (void)H5Dget_chunk_info(d, sp, i, off, &mask, &addr, &size);
+        }
+    }
+    if (sp >= 0) H5Sclose(sp);
+    H5Eclear2(H5E_DEFAULT);
+    read_data(w, d);
+}
+
+static herr_t obj_cb(hid_t loc, const char *name, const H5O_info_t *info, void *op)
+{
+    walk *w = op;
+    (void)loc;
+    (void)info;
+    /* by path too: lookups walk the groups differently from iteration */
+    (void)H5Lexists(w->f, name, H5P_DEFAULT);
+    hid_t o = H5Oopen(w->f, name, H5P_DEFAULT);
+    if (o < 0) return 0;
+    hsize_t idx = 0;
+    (void)H5Aiterate2(o, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, attr_cb, w);
+    H5I_type_t ty = H5Iget_type(o);
+    if (ty == H5I_DATASET) {
+        dataset(w, o, name);
+        if (w->copy >= 0 && !w->damaged) {
+            char dst[32];
+            static unsigned k;
+            snprintf(dst, sizeof dst, "d%u", k++);
+            (void)H5Ocopy(w->f, name, w->copy, dst, H5P_DEFAULT, H5P_DEFAULT);
+        }
+    }
+    else if (ty == H5I_GROUP) {
+        H5G_info_t gi;
+        if (H5Gget_info(o, &gi) >= 0)
+            for (hsize_t i = 0; i < gi.nlinks && i < 1000000; i++) {
+                char nb[512];
+                (void)H5Lget_name_by_idx(o, ".", H5_INDEX_NAME, H5_ITER_NATIVE, i, nb, sizeof nb, H5P_DEFAULT);
+            }
+    }
+    H5Oclose(o);
+    H5Eclear2(H5E_DEFAULT);
+    return w->damaged ? 1 : 0; /* 1 stops the visit */
+}
+
+static bool walk_file(const char *path, bool data, int out)
+{
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
+    if (H5Fis_hdf5(path) == 0) return false; /* as the readers: not opened at all */
+    hid_t fapl = fp4s_h5_fapl();
+    walk w = {-1, out, false, data ? DATA_BUDGET : 0, -1};
+    w.f = fapl < 0 ? -1 : H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    if (w.f < 0) {
+        /* the readers report it; the parent quotes it if the child fails after */
+        char m[300];
+        snprintf(m, sizeof m, "cannot open it: %s", fp4s_h5_msg());
+        if (write(out, m, strlen(m)) < 0) {
+        }
+    }
+    if (fapl >= 0) H5Pclose(fapl);
+    if (w.f < 0) return false;
+    struct stat st;
+    if (data && stat(path, &st) == 0 && (uint64_t)st.st_size <= DATA_BUDGET) {
+        hid_t core = H5Pcreate(H5P_FILE_ACCESS);
+        if (core >= 0 && H5Pset_fapl_core(core, 1 << 20, 0) >= 0)
+            w.copy = H5Fcreate("fp4s-validate-copy", H5F_ACC_TRUNC, H5P_DEFAULT, core);
+        if (core >= 0) H5Pclose(core);
+    }
+    hsize_t idx = 0;
+    (void)H5Aiterate2(w.f, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, attr_cb, &w);
+    (void)H5Ovisit2(w.f, H5_INDEX_NAME, H5_ITER_NATIVE, obj_cb, &w, H5O_INFO_BASIC);
+    if (w.copy >= 0) H5Fclose(w.copy);
+    H5Fclose(w.f);
+    return w.damaged;
+}
+
+/* ---- the verdicts (in the parent) ------------------------------------------------ */
+typedef struct verdict {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+    int ok;    /* 1 passed (level says how far), 0 refused */
+    int level; /* 1 metadata walked, 2 data read too */
+    char why[400];
+} verdict;
+
+#define NVERDICTS 64
+static verdict verdicts[NVERDICTS];
+static unsigned nverdicts;
+static pthread_mutex_t vlock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool same(const verdict *v, const struct stat *st)
+{
+    return v->dev == st->st_dev && v->ino == st->st_ino && v->size == st->st_size &&
+           v->mtime.tv_sec == st->st_mtim.tv_sec && v->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+static unsigned budget_seconds(off_t size, bool data)
+{
+    uint64_t d = (uint64_t)size < DATA_BUDGET ? (uint64_t)size : DATA_BUDGET;
+    return 5u + (data ? (unsigned)(d >> 24) : 0u);
+}
+
+static bool in_child; /* in a validation or isolation child: no nested forks */
+
+int fp4s_h5_validate(const char *path, bool data)
+{
+    const char *e = getenv("FP4S_H5_VALIDATE");
+    if (in_child || (e && strcmp(e, "0") == 0)) return 0;
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0; /* the open will say why */
+    pthread_mutex_lock(&vlock);
+    int need = data ? 2 : 1;
+    for (unsigned i = 0; i < nverdicts && i < NVERDICTS; i++)
+        if (same(&verdicts[i], &st) && (!verdicts[i].ok || verdicts[i].level >= need)) {
+            int ok = verdicts[i].ok;
+            char why[400];
+            snprintf(why, sizeof why, "%s", verdicts[i].why);
+            pthread_mutex_unlock(&vlock);
+            return ok ? 0 : fp4s_error_set(FP4S_EFORMAT, "%s: damaged HDF5 file: %s; refused", path, why);
+        }
+    pthread_mutex_unlock(&vlock);
+    unsigned secs = budget_seconds(st.st_size, data);
+    int pfd[2];
+    if (pipe(pfd) != 0) return 0;
+    fflush(NULL); /* nothing buffered is written twice by the child */
+    pid_t pid = fork();
+    if (pid < 0) { /* cannot check: read it as it is */
+        close(pfd[0]);
+        close(pfd[1]);
+        return 0;
+    }
+    if (pid == 0) {
+        close(pfd[0]);
+        /* the child: default signal handling, a time limit, no exit handlers */
+        signal(SIGSEGV, SIG_DFL);
+        signal(SIGBUS, SIG_DFL);
+        signal(SIGABRT, SIG_DFL);
+        signal(SIGFPE, SIG_DFL);
+        signal(SIGALRM, SIG_DFL);
+        alarm(secs);
+        /* _exit: neither HDF5's nor the program's exit handlers run here (they
+         * would flush files the parent has open) */
+        in_child = true;
+        _exit(walk_file(path, data, pfd[1]) ? 2 : 0);
+    }
+    close(pfd[1]);
+    char msg[300];
+    size_t got = 0;
+    for (;;) {
+        ssize_t r = read(pfd[0], msg + got, sizeof msg - 1 - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+        if (got == sizeof msg - 1) break;
+    }
+    msg[got] = '\0';
+    close(pfd[0]);
+
+    int status = 0;
+    pid_t r;
+    do r = waitpid(pid, &status, 0);
+    while (r < 0 && errno == EINTR);
+    if (r < 0) return 0; /* SIGCHLD ignored by the program: no verdict */
+    verdict v;
+    memset(&v, 0, sizeof v);
+    v.dev = st.st_dev;
+    v.ino = st.st_ino;
+    v.size = st.st_size;
+    v.mtime = st.st_mtim;
+    v.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    v.level = need;
+    if (!v.ok) {
+        if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
+            snprintf(v.why, sizeof v.why, "the HDF5 library did not finish reading it within %u s", secs);
+        else if (WIFSIGNALED(status))
+            snprintf(v.why, sizeof v.why, "the HDF5 library crashed (%s) reading it", strsignal(WTERMSIG(status)));
+        else if (WEXITSTATUS(status) == 2 && got)
+            snprintf(v.why, sizeof v.why, "%s", msg);
+        else
+            snprintf(v.why, sizeof v.why, "the HDF5 library failed reading it (status %d)", WEXITSTATUS(status));
+    }
+    pthread_mutex_lock(&vlock);
+    verdicts[nverdicts++ % NVERDICTS] = v;
+    pthread_mutex_unlock(&vlock);
+    if (v.ok) return 0;
+    return fp4s_error_set(FP4S_EFORMAT, "%s: damaged HDF5 file: %s; refused", path, v.why);
+}
+
+/* ---- work done in a child, its result passed back ------------------------------- */
+
+bool fp4s_h5_isolation_on(void)
+{
+    const char *e = getenv("FP4S_H5_VALIDATE");
+    return !in_child && !(e && strcmp(e, "0") == 0);
+}
+
+int fp4s_h5_isolate(const char *path, fp4s_h5_iso_fn fn, void *arg, unsigned char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    struct stat st;
+    off_t size = stat(path, &st) == 0 ? st.st_size : 0;
+    uint64_t lim = 8 + (uint64_t)size / (4 << 20);
+    unsigned secs = lim > 600 ? 600 : (unsigned)lim;
+    int pfd[2];
+    if (pipe(pfd) != 0) return fp4s_error_set(FP4S_EINTERNAL, "%s: pipe: %s", path, strerror(errno));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(pfd[0]);
+        close(pfd[1]);
+        return 1; /* the caller does the work itself */
+    }
+    if (pid == 0) {
+        close(pfd[0]);
+        in_child = true;
+        signal(SIGSEGV, SIG_DFL);
+        signal(SIGBUS, SIG_DFL);
+        signal(SIGABRT, SIG_DFL);
+        signal(SIGFPE, SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);
+        signal(SIGALRM, SIG_DFL);
+        alarm(secs);
+        fn(arg, pfd[1]);
+        _exit(0); /* no exit handlers: they would flush files the parent has open */
+    }
+    close(pfd[1]);
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *b = malloc(cap);
+    bool oom = !b;
+    for (;;) {
+        if (!oom && n == cap) {
+            unsigned char *nb = realloc(b, cap * 2);
+            if (!nb) oom = true;
+            else {
+                b = nb;
+                cap *= 2;
+            }
+        }
+        unsigned char sink[4096];
+        ssize_t r = oom ? read(pfd[0], sink, sizeof sink) : read(pfd[0], b + n, cap - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        if (!oom) n += (size_t)r;
+    }
+    close(pfd[0]);
+    int status = 0;
+    pid_t r;
+    do r = waitpid(pid, &status, 0);
+    while (r < 0 && errno == EINTR);
+    if (oom) {
+        free(b);
+        return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
+    }
+    if (r >= 0 && WIFSIGNALED(status)) {
+        free(b);
+        if (WTERMSIG(status) == SIGALRM)
+            return fp4s_error_set(FP4S_EFORMAT, "%s: damaged HDF5 file: the HDF5 library did not finish "
+                                  "reading it within %u s; refused", path, secs);
+        return fp4s_error_set(FP4S_EFORMAT, "%s: damaged HDF5 file: the HDF5 library crashed (%s) reading "
+                              "it; refused", path, strsignal(WTERMSIG(status)));
+    }
+    if (r >= 0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
+        free(b);
+        return fp4s_error_set(FP4S_EFORMAT, "%s: damaged HDF5 file: the HDF5 library failed reading it "
+                              "(status %d); refused", path, WEXITSTATUS(status));
+    }
+    *out = b;
+    *len = n;
+    return 0;
+}
+
+int fp4s_h5_iso_write(int fd, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    while (n) {
+        ssize_t w = write(fd, b, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
