@@ -3,7 +3,9 @@
  * it at a random moment (mid-step, mid-put or mid-flush), reopens the file and
  * checks that every reported step is listed and holds exactly the bytes that
  * were written. FP4S_CRASH_ROUNDS sets the number of kills (default 12; the
- * slow suite runs 200). */
+ * slow suite runs 200). The soak grows one capture to FP4S_SOAK_STEPS steps
+ * (default 40; the slow suite 1000) through writers killed at random moments,
+ * each appending where the last one's committed steps end. */
 #include <fp4scope/capture.h>
 
 #include <check.h>
@@ -249,6 +251,135 @@ START_TEST(unflushed_step_is_absent_after_kill)
 }
 END_TEST
 
+/* ---- the soak: one capture grown to FP4S_SOAK_STEPS steps (default 40; the
+ * slow suite 1000) by writers killed at random moments, each appending from
+ * the first step that is not in the file ---------------------------------------- */
+#define SOAK_SITES 2
+#define SOAK_ROWS 16
+#define SOAK_COLS 64
+
+static float soak_value(int64_t step, int site, int side, size_t r, size_t c)
+{
+    return (float)(step * 100 + site * 10 + side) + (float)r * 0.5f + (float)c * 1e-2f;
+}
+
+static _Noreturn void soak_writer(const char *path, int64_t from, int wfd)
+{
+    fp4s_capture *c;
+    int rc = from == 0 ? fp4s_capture_create(path, NULL, &c) : fp4s_capture_open_append(path, NULL, &c);
+    if (rc) _exit(3);
+    static float buf[SOAK_ROWS * SOAK_COLS];
+    for (int64_t s = from;; s++) {
+        for (int j = 0; j < SOAK_SITES; j++) {
+            char site[32];
+            snprintf(site, sizeof site, "layers.%d.up_proj", j);
+            for (int side = 0; side < 2; side++) {
+                for (size_t r = 0; r < SOAK_ROWS; r++)
+                    for (size_t k = 0; k < SOAK_COLS; k++) buf[r * SOAK_COLS + k] = soak_value(s, j, side, r, k);
+                if (fp4s_capture_put(c, s, site, side ? "rollout" : "trainer", FP4S_DT_F32, buf, SOAK_ROWS,
+                                     SOAK_COLS, SOAK_COLS, NULL))
+                    _exit(4);
+            }
+        }
+        if (fp4s_capture_flush(c)) _exit(6);
+        if (write(wfd, &s, sizeof s) != (ssize_t)sizeof s) _exit(7);
+    }
+}
+
+static int soak_check(hid_t f, int64_t s)
+{
+    static float v[SOAK_ROWS * SOAK_COLS];
+    for (int j = 0; j < SOAK_SITES; j++)
+        for (int side = 0; side < 2; side++) {
+            char path[96];
+            snprintf(path, sizeof path, "/steps/%" PRId64 "/layers.%d.up_proj/%s", s, j, side ? "rollout" : "trainer");
+            hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
+            if (d < 0) return -1;
+            herr_t e = H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v);
+            H5Dclose(d);
+            if (e < 0) return -1;
+            for (size_t r = 0; r < SOAK_ROWS; r++)
+                for (size_t k = 0; k < SOAK_COLS; k++)
+                    if (v[r * SOAK_COLS + k] != soak_value(s, j, side, r, k)) return -1;
+        }
+    return 0;
+}
+
+START_TEST(soak_grows_a_capture_through_kills)
+{
+    char dir[] = "/tmp/fp4s_soak_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/soak.h5", dir);
+    const char *env = getenv("FP4S_SOAK_STEPS");
+    int64_t target = env ? atoll(env) : 40;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    unsigned seed = (unsigned)time(NULL);
+    srand(seed);
+    int64_t committed = -1; /* every step up to this one is in the file and checked */
+    int64_t reported = -1;  /* the last step any writer reported flushed */
+    int kills = 0;
+    while (committed + 1 < target) {
+        int p[2];
+        ck_assert_int_eq(pipe(p), 0);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            close(p[0]);
+            soak_writer(path, committed + 1, p[1]);
+        }
+        close(p[1]);
+        /* let it flush a few steps, then kill it at a random moment */
+        int want = 1 + rand() % 8;
+        int64_t s;
+        for (int k = 0; k < want && committed + 1 + k < target; k++) {
+            ssize_t r = read(p[0], &s, sizeof s);
+            ck_assert_msg(r == (ssize_t)sizeof s, "soak writer died early (seed %u, from step %" PRId64 ")",
+                          seed, committed + 1);
+            reported = s;
+        }
+        struct timespec ts = {0, (long)(rand() % 3000) * 1000L};
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        int st;
+        waitpid(pid, &st, 0);
+        kills += WIFSIGNALED(st);
+        while (read(p[0], &s, sizeof s) == (ssize_t)sizeof s) reported = s;
+        close(p[0]);
+        /* every reported step is listed and exact; a step whose flush was
+         * under way at the kill is complete or absent */
+        fp4s_capture_entry *e;
+        size_t n;
+        ck_assert_msg(fp4s_capture_list(path, &e, &n) == 0, "list after kill %d (seed %u): %s", kills, seed,
+                      fp4s_last_error());
+        int64_t maxl = -1;
+        for (size_t i = 0; i < n; i++)
+            if (e[i].step > maxl) maxl = e[i].step;
+        ck_assert_msg(maxl >= reported && maxl <= reported + 1, "steps up to %" PRId64 " listed, %" PRId64
+                      " reported (seed %u)", maxl, reported, seed);
+        ck_assert_msg(n == (size_t)(maxl + 1) * SOAK_SITES * 2, "%zu datasets for steps 0..%" PRId64 " (seed %u)",
+                      n, maxl, seed);
+        free(e);
+        hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        ck_assert_int_ge(f, 0);
+        for (int64_t k = committed + 1; k <= maxl; k++)
+            ck_assert_msg(soak_check(f, k) == 0, "step %" PRId64 " damaged (seed %u)", k, seed);
+        H5Fclose(f);
+        committed = maxl;
+    }
+    /* all of it, once more, through the library's reader and plain HDF5 */
+    ck_assert_int_eq(fp4s_capture_verify(path), 0);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    for (int64_t k = 0; k <= committed; k++)
+        ck_assert_msg(soak_check(f, k) == 0, "step %" PRId64 " damaged at the end (seed %u)", k, seed);
+    H5Fclose(f);
+    printf("soak: %" PRId64 " steps through %d kills (seed %u), every flushed step intact\n", committed + 1,
+           kills, seed);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("capture_crash");
@@ -256,6 +387,10 @@ int main(void)
     tcase_add_test(t1, kill_mid_step_keeps_flushed_steps);
     tcase_set_timeout(t1, 600);
     suite_add_tcase(s, t1);
+    TCase *t3 = tcase_create("soak_grows_a_capture_through_kills");
+    tcase_add_test(t3, soak_grows_a_capture_through_kills);
+    tcase_set_timeout(t3, 3000);
+    suite_add_tcase(s, t3);
     TCase *t2 = tcase_create("unflushed_step_is_absent_after_kill");
     tcase_add_test(t2, unflushed_step_is_absent_after_kill);
     suite_add_tcase(s, t2);
