@@ -4,6 +4,7 @@
 # every tool on each copy, 10 s each. Fails on any signal, hang, unexpected
 # exit status, libhdf5 output or changed input; prints the figures.
 . "$FP4S_SRCDIR/tests/capture/common.sh"
+export LSAN_OPTIONS="suppressions=$SRC/tests/capture/lsan-hdf5.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 "$PY" "$SRC/tests/fuzz/corrupt.py" "$SRC/datasets/synth-tiny.h5" "${1:-1000}" \
     --seed "${FP4S_CORRUPT_SEED:-$(date +%s)}" --timeout 10 > "$T/summary.json" || {
     cat "$T/summary.json"; fail "corruption fuzz"; }
