@@ -699,7 +699,7 @@ static void parse(int argc, char **argv, tool *t)
         case OPT_TOPK: o->top_k = (int)cli_parse_int("--top-k", optarg, 1, 8); break;
         case OPT_EHIDDEN: o->expert_hidden = (int)cli_parse_int("--expert-hidden", optarg, 32, 16384); break;
         case OPT_AUX: o->aux_coef = cli_parse_double("--aux-coef", optarg, 0, 10); break;
-        case OPT_PROMPTS: o->prompts = (int)cli_parse_int("--prompts", optarg, 1, 65536); break;
+        case OPT_PROMPTS: o->prompts = (int)cli_parse_int("--prompts", optarg, 1, FP4S_RL_MAX_SAMPLES / 2); break;
         case OPT_GROUP: o->group = (int)cli_parse_int("--group", optarg, 2, 1024); break;
         case OPT_TEMP: o->temperature = cli_parse_double("--temperature", optarg, 0.05, 20); break;
         case OPT_LR: o->lr = cli_parse_double("--lr", optarg, 0, 1); break;
@@ -712,15 +712,15 @@ static void parse(int argc, char **argv, tool *t)
         case OPT_IS: if (fp4s_rl_iscorr_parse(optarg, &o->is_corr)) cli_usage("--is-corr: %s", fp4s_last_error()); break;
         case OPT_ISCAP: o->is_cap = cli_parse_double("--is-cap", optarg, 1.000001, 1e6); break;
         case OPT_SFT_LR: o->sft_lr = cli_parse_double("--sft-lr", optarg, 0, 1); break;
-        case OPT_SFT_BATCH: o->sft_batch = (int)cli_parse_int("--sft-batch", optarg, 1, 65536); break;
+        case OPT_SFT_BATCH: o->sft_batch = (int)cli_parse_int("--sft-batch", optarg, 1, FP4S_RL_MAX_SAMPLES); break;
         case OPT_SFT_MAX: o->sft_max_steps = (int)cli_parse_int("--sft-max-steps", optarg, 0, 10000000); break;
         case OPT_SFT_TARGET: o->sft_target = cli_parse_double("--sft-target", optarg, 0, 1); break;
         case OPT_SFT_EVERY: o->sft_check_every = (int)cli_parse_int("--sft-check-every", optarg, 1, 10000000); break;
         case OPT_EVAL_EVERY: o->eval_every = (int)cli_parse_int("--eval-every", optarg, 0, 10000000); break;
-        case OPT_EVAL_PROMPTS: o->eval_prompts = (int)cli_parse_int("--eval-prompts", optarg, 1, 65536); break;
+        case OPT_EVAL_PROMPTS: o->eval_prompts = (int)cli_parse_int("--eval-prompts", optarg, 1, FP4S_RL_MAX_SAMPLES); break;
         case OPT_ACT_EVERY: o->act_every = (int)cli_parse_int("--act-every", optarg, 0, 10000000); break;
         case OPT_ACT_SITES: copy_opt(o->act_sites, sizeof o->act_sites, "--act-sites", optarg); break;
-        case OPT_ACT_SEQS: o->act_seqs = (int)cli_parse_int("--act-seqs", optarg, 1, 65536); break;
+        case OPT_ACT_SEQS: o->act_seqs = (int)cli_parse_int("--act-seqs", optarg, 1, FP4S_RL_MAX_SAMPLES); break;
         case OPT_MICRO: o->micro_batch = (int)cli_parse_int("--micro-batch", optarg, 1, 65536); break;
         case OPT_SHARD: o->shard = (int)cli_parse_int("--shard", optarg, 1, 4096); break;
         case OPT_STATS: t->stats = optarg; break;

@@ -25,6 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Micro-batches whose gradients are held at once: pieces run RL_ROUND at a
+ * time and are added to the update's gradient in piece order, whatever the
+ * thread count (memory: RL_ROUND + 1 copies of the parameters). */
+#define RL_ROUND 8
+
 enum { STREAM_INIT = 1, STREAM_PROMPT, STREAM_SAMPLE, STREAM_EVAL, STREAM_SFT, STREAM_SFT_CHECK,
        STREAM_SFT_SAMPLE };
 
@@ -47,8 +52,8 @@ struct fp4s_rl {
     int nworkers;
     rl_worker *workers;
     rl_mbuf *mbuf;               /* [nworkers] */
-    float *gbuf;                 /* [ngbuf][P] gradients per micro-batch */
-    size_t ngbuf;
+    float *gbuf;                 /* [RL_ROUND][P] gradients of the micro-batches of a round */
+    float *gsum;                 /* [P] their sum over the pieces of an update */
     int64_t step;
     rl_prof sprof;               /* weight quantization of the syncs (main thread) */
     double aqn_sigma;            /* the aqn noise of the current stage */
@@ -138,11 +143,8 @@ static void init_weights(fp4s_rl *r)
 static int alloc_all(fp4s_rl *r)
 {
     size_t B = r->B, R = (size_t)r->task.max_resp, Tp = (size_t)r->task.prompt_len, Pn = r->lay.total;
-    size_t per_mb_max = (B + (size_t)r->o.minibatches - 1) / (size_t)r->o.minibatches;
-    size_t biggest = per_mb_max > (size_t)r->o.sft_batch ? per_mb_max : (size_t)r->o.sft_batch;
-    r->ngbuf = (biggest + (size_t)r->o.micro_batch - 1) / (size_t)r->o.micro_batch;
     bool ok = (r->P = calloc(Pn, sizeof *r->P)) && (r->m = calloc(Pn, sizeof *r->m)) &&
-              (r->v = calloc(Pn, sizeof *r->v)) && (r->gbuf = calloc(r->ngbuf * Pn, sizeof *r->gbuf)) &&
+              (r->v = calloc(Pn, sizeof *r->v)) && (r->gbuf = calloc(RL_ROUND * Pn, sizeof *r->gbuf)) && (r->gsum = calloc(Pn, sizeof *r->gsum)) &&
               (r->prompts = calloc((size_t)r->o.prompts * Tp, sizeof(int32_t))) &&
               (r->eval_prompts = calloc((size_t)r->o.eval_prompts * Tp, sizeof(int32_t))) &&
               (r->gen.resp = calloc(B * R, sizeof(int32_t))) && (r->gen.len = calloc(B, sizeof(int32_t))) &&
@@ -252,7 +254,7 @@ void fp4s_rl_close(fp4s_rl **pr)
     rl_lin_free(&r->lin_sft);
     rl_caprec_free(&r->rec_ro);
     rl_caprec_free(&r->rec_tr);
-    void *f[] = {r->hf_tr, r->hf_ro, r->workers, r->mbuf, r->P, r->m, r->v, r->gbuf, r->prompts, r->eval_prompts, r->gen.resp,
+    void *f[] = {r->hf_tr, r->hf_ro, r->workers, r->mbuf, r->P, r->m, r->v, r->gbuf, r->gsum, r->prompts, r->eval_prompts, r->gen.resp,
                  r->gen.len, r->gen.logp, r->gen.amax, r->reward, r->adv, r->old_lp, r->ent, r->tr_amax};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);
     rl_layout_free(&r->lay);
@@ -411,14 +413,15 @@ double rl_grpo_dlogp(const fp4s_rl_opts *o, double logp, double old, double ro, 
 }
 
 /* One minibatch's micro-batches: forward, per-token loss gradient, backward
- * into gbuf[piece]. */
+ * into gbuf[piece - piece0] for the pieces of the current round. */
 struct upd_job {
     fp4s_rl *r;
     tr_src src;
     size_t s_begin, s_end;   /* the minibatch */
     double norm;             /* 1 / counted tokens of the minibatch */
     size_t rows_mb;
-    uint64_t *clipped;       /* [piece] */
+    size_t piece0;           /* the round's first piece */
+    uint64_t clipped[RL_ROUND];
     int sft;                 /* 1: supervised (c = -norm) */
     const rl_lin *lin;
 };
@@ -434,7 +437,7 @@ static int upd_piece(void *arg, size_t begin, size_t end, int worker)
     size_t Pn = r->lay.total;
     rl_ctx x = {.cfg = &r->cfg, .lay = &r->lay, .P = r->P, .lin = j->lin, .ws = &w->ws};
     for (size_t p = begin; p < end; p++) {
-        size_t s0 = j->s_begin + p * mbs, s1 = s0 + mbs < j->s_end ? s0 + mbs : j->s_end;
+        size_t s0 = j->s_begin + (j->piece0 + p) * mbs, s1 = s0 + mbs < j->s_end ? s0 + mbs : j->s_end;
         rl_batch b;
         int rc = mbuf_build(r, mb, &j->src, s0, s1, &b);
         double t0 = rl_now();
@@ -484,15 +487,33 @@ void rl_adamw(float *P, float *m, float *v, const float *G, float gscale, size_t
     }
 }
 
-/* Sum the pieces' gradients (in piece order), clip, AdamW, refresh `lin`. */
-static int apply_update(fp4s_rl *r, size_t npieces, double lr, double b1, double b2, rl_lin *lin, double *gnorm)
+/* Run the np micro-batches of an update, RL_ROUND at a time, and sum their
+ * gradients in piece order into r->gsum; *clipped counts the clipped tokens. */
+static int run_pieces(fp4s_rl *r, struct upd_job *j, size_t np, uint64_t *clipped)
 {
     size_t Pn = r->lay.total;
-    float *G = r->gbuf;
-    for (size_t p = 1; p < npieces; p++) {
-        const float *g = r->gbuf + p * Pn;
-        for (size_t i = 0; i < Pn; i++) G[i] += g[i];
+    *clipped = 0;
+    for (size_t p0 = 0; p0 < np; p0 += RL_ROUND) {
+        size_t n = np - p0 < RL_ROUND ? np - p0 : RL_ROUND;
+        j->piece0 = p0;
+        int rc = fp4s_parallel_dynamic(n, 1, r->nworkers, upd_piece, j);
+        if (rc) return rc;
+        for (size_t p = 0; p < n; p++) {
+            const float *g = r->gbuf + p * Pn;
+            if (p0 + p == 0) memcpy(r->gsum, g, Pn * sizeof *g);
+            else
+                for (size_t i = 0; i < Pn; i++) r->gsum[i] += g[i];
+            *clipped += j->clipped[p];
+        }
     }
+    return 0;
+}
+
+/* Clip the summed gradient, AdamW, refresh `lin`. */
+static int apply_update(fp4s_rl *r, double lr, double b1, double b2, rl_lin *lin, double *gnorm)
+{
+    size_t Pn = r->lay.total;
+    const float *G = r->gsum;
     double n2 = 0;
     for (size_t i = 0; i < Pn; i++) n2 += (double)G[i] * G[i];
     double norm = sqrt(n2), scale = 1;
@@ -545,9 +566,8 @@ int fp4s_rl_warmstart(fp4s_rl *r, fp4s_rl_sft *rep)
     size_t nchk = (size_t)o->eval_prompts;
     int32_t *pr = malloc(n * Tp * sizeof *pr), *resp = malloc(n * R * sizeof *resp), *len = malloc(n * sizeof *len);
     int32_t *chk = malloc(nchk * Tp * sizeof *chk);
-    uint64_t *clipped = calloc(r->ngbuf, sizeof *clipped);
     int rc = 0;
-    if (!pr || !resp || !len || !chk || !clipped) {
+    if (!pr || !resp || !len || !chk) {
         rc = fp4s_error_set(FP4S_ENOMEM, "rl: out of memory");
         goto done;
     }
@@ -578,12 +598,12 @@ int fp4s_rl_warmstart(fp4s_rl *r, fp4s_rl_sft *rep)
         size_t rows = 0;
         for (size_t i = 0; i < n; i++) rows += Tp + (size_t)len[i] - 1;
         struct upd_job j = {.r = r, .src = {pr, resp, len, 1}, .s_begin = 0, .s_end = n,
-                            .norm = 1.0 / (double)ntok, .rows_mb = rows, .clipped = clipped, .sft = 1,
-                            .lin = &r->lin_sft};
+                            .norm = 1.0 / (double)ntok, .rows_mb = rows, .sft = 1, .lin = &r->lin_sft};
         size_t np = (n + (size_t)o->micro_batch - 1) / (size_t)o->micro_batch;
-        if ((rc = fp4s_parallel_dynamic(np, 1, r->nworkers, upd_piece, &j))) goto done;
+        uint64_t nc;
+        if ((rc = run_pieces(r, &j, np, &nc))) goto done;
         double gn = 0;
-        if ((rc = apply_update(r, np, o->sft_lr, 0.9, 0.98, &r->lin_sft, &gn))) goto done;
+        if ((rc = apply_update(r, o->sft_lr, 0.9, 0.98, &r->lin_sft, &gn))) goto done;
     }
     /* the RL optimizer starts fresh */
     r->adam_t = 0;
@@ -596,7 +616,6 @@ done:
     free(resp);
     free(len);
     free(chk);
-    free(clipped);
     return rc;
 }
 
@@ -847,12 +866,7 @@ int fp4s_rl_step(fp4s_rl *r, fp4s_capture *cap, fp4s_rl_stats *st)
     tr_src src = {r->prompts, r->gen.resp, r->gen.len, o->group};
     size_t mbs = (size_t)o->micro_batch, npa = (B + mbs - 1) / mbs;
     double *aux = calloc(npa, sizeof *aux);
-    uint64_t *clipped = calloc(r->ngbuf, sizeof *clipped);
-    if (!aux || !clipped) {
-        free(aux);
-        free(clipped);
-        return fp4s_error_set(FP4S_ENOMEM, "rl: out of memory");
-    }
+    if (!aux) return fp4s_error_set(FP4S_ENOMEM, "rl: out of memory");
     struct passa_job pa = {.r = r, .src = src, .aux = aux, .record = acts};
     if ((rc = fp4s_parallel_dynamic(npa, 1, r->nworkers, passa_piece, &pa))) goto done;
     for (size_t p = 0; p < npa; p++) s.aux += aux[p] / (double)npa / (double)o->layers;
@@ -891,14 +905,15 @@ int fp4s_rl_step(fp4s_rl *r, fp4s_capture *cap, fp4s_rl_stats *st)
         }
         size_t np = (se - sb + mbs - 1) / mbs;
         struct upd_job j = {.r = r, .src = src, .s_begin = sb, .s_end = se,
-                            .norm = counted ? 1.0 / (double)counted : 0.0, .rows_mb = rows, .clipped = clipped,
-                            .sft = 0, .lin = &r->lin_tr};
-        if ((rc = fp4s_parallel_dynamic(np, 1, r->nworkers, upd_piece, &j))) goto done;
-        for (size_t p = 0; p < np; p++) nclip += clipped[p];
+                            .norm = counted ? 1.0 / (double)counted : 0.0, .rows_mb = rows, .sft = 0,
+                            .lin = &r->lin_tr};
+        uint64_t nc;
+        if ((rc = run_pieces(r, &j, np, &nc))) goto done;
+        nclip += nc;
         nupd += counted;
         s.train_tokens += rows;
         double gn = 0;
-        if ((rc = apply_update(r, np, o->lr, o->beta1, o->beta2, &r->lin_tr, &gn))) goto done;
+        if ((rc = apply_update(r, o->lr, o->beta1, o->beta2, &r->lin_tr, &gn))) goto done;
         gsum += gn;
     }
     s.grad_norm = gsum / o->minibatches;
@@ -917,6 +932,5 @@ int fp4s_rl_step(fp4s_rl *r, fp4s_capture *cap, fp4s_rl_stats *st)
     if (st) *st = s;
 done:
     free(aux);
-    free(clipped);
     return rc;
 }

@@ -452,7 +452,7 @@ static void tiny_opts(fp4s_rl_opts *o)
     o->experts = 4;
     o->prompts = 5;
     o->group = 4;
-    o->sft_batch = 24;
+    o->sft_batch = 30;       /* 10 micro-batches: more than a round of 8 */
     o->sft_max_steps = 3;
     o->sft_check_every = 2;
     o->eval_every = 2;
@@ -626,6 +626,11 @@ START_TEST(bad_options)
     fp4s_rl_opts_defaults(&o);
     o.top_k = 5;
     ck_assert_int_eq(fp4s_rl_opts_check(&o), FP4S_EINVAL);
+    fp4s_rl_opts_defaults(&o);
+    o.prompts = 1000;
+    o.group = 100; /* 100,000 samples a step */
+    ck_assert_int_eq(fp4s_rl_opts_check(&o), FP4S_EINVAL);
+    ck_assert(strstr(fp4s_last_error(), "at most 65536") != NULL);
     unsigned m;
     ck_assert_int_eq(fp4s_rl_sites_parse("qkv,experts", &m), 0);
     ck_assert_uint_eq(m, FP4S_RL_SITE_QKV | FP4S_RL_SITE_EXPERTS);

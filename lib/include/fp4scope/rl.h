@@ -38,6 +38,10 @@ extern "C" {
 #define FP4S_RL_SITE_HEAD   16u  /* lm_head */
 #define FP4S_RL_SITE_ALL    31u
 
+/* Ceiling of the samples of a step (prompts x group), of the supervised batch
+ * and of the held-out prompts. */
+#define FP4S_RL_MAX_SAMPLES 65536
+
 typedef enum fp4s_rl_task {
     FP4S_RL_TASK_SORT = 0,   /* sort 6-10 digits */
     FP4S_RL_TASK_ADD  = 1    /* add two numbers of 1-5 digits */
