@@ -128,6 +128,7 @@ static void usage(void)
            "  --json              summary as JSON on stdout\n"
            "  --force             overwrite an existing output\n"
            "  --quiet             no progress on stderr\n"
+           "  --demo [--demo-runs LIST]   the comparison of bf16, nvfp4, quads, mxfp4, mxfp4-mbs-of\n"
            "  --help, --version\n\n"
            "Exit status: 0 ok, 2 usage, 3 bad input, 4 output not written, 5 internal error.\n");
 }
