@@ -130,7 +130,8 @@ static void usage(void)
            "  --quiet             no progress on stderr\n"
            "  --demo [--demo-runs LIST]   the comparison of bf16, nvfp4, quads, mxfp4, mxfp4-mbs-of\n"
            "  --help, --version\n\n"
-           "Exit status: 0 ok, 2 usage, 3 bad input, 4 output not written, 5 internal error.\n");
+           "Exit status: 0 ok, 2 usage, 4 output not written, 5 internal error, 128 + N when\n"
+           "stopped by signal N (the steps done are kept).\n");
 }
 
 typedef struct tool {
