@@ -40,6 +40,13 @@ fp4-rl $tiny --force -o run.h5
 fp4-capture ls run.h5 | grep -q "producer fp4-rl" || fail "producer"
 fp4-mismatch --csv run.h5 > mm.csv
 [ "$(grep -c '^run,all,' mm.csv)" -eq 2 ] || { cat mm.csv; fail "fp4-mismatch: expected 2 steps"; }
+# fp4-plot and fp4-compare read it too (step 0 holds activations: --act-every 50)
+if command -v gnuplot >/dev/null 2>&1; then
+    fp4-plot mismatch --term dumb -o - run.h5 > plot.txt
+    grep -q "mean_abs" plot.txt || fail "fp4-plot: no mismatch plot"
+fi
+fp4-compare -f nvfp4 --top 3 run.h5 > cmp.txt
+grep -q "layers.0.self_attn.qkv_proj" cmp.txt || { cat cmp.txt; fail "fp4-compare: no qkv_proj site"; }
 # --json: the per-step scalars
 fp4-rl $tiny --json --force -o run.h5 > j.json
 grep -q '"per_step"' j.json && grep -q '"acc_trainer"' j.json || fail "--json fields"
