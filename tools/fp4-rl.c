@@ -744,6 +744,7 @@ static void parse(int argc, char **argv, tool *t)
         cli_usage("--demo runs its own numerics (%s): leave out --trainer, --rollout, -p, --weight-profile "
                   "and --remedy, or run them one by one without --demo", DEMO_LIST);
     if (t->demo_runs && !t->demo) cli_usage("--demo-runs needs --demo");
+    if (t->demo && t->stats) cli_usage("--stats: the demo writes DIR/<run>.tsv itself");
     if (t->demo && !t->out) t->out = "fp4-rl-demo";
     if (fp4s_rl_opts_check(o)) cli_usage("%s", fp4s_last_error());
 }

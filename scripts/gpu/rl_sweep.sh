@@ -21,17 +21,21 @@
 #   t  a check of this script (2 tiny runs; RL_BUDGET=20 makes it quick)
 #
 # Each run is stopped by SIGTERM at the budget (RL_BUDGET seconds, default
-# 480) if it has not finished its steps: fp4-rl then keeps the steps done.
+# 420) if it has not finished its steps: fp4-rl then keeps the steps done.
 # Captures are written to a scratch directory, read by fp4-mismatch (per-step
-# metrics and onset, kept), and deleted (they are large); the per-step
-# scalars (TSV) and the summary are kept.
+# metrics and onset, kept), and deleted (they are large). $OUT receives four
+# files: summary.txt, build.log, rl_sweep_<phase>.log and rl_sweep_<phase>.tar.gz
+# (per run: <run>.tsv, the per-step scalars; <run>.mm.json and .mm.csv,
+# fp4-mismatch's metrics of every 10th step and its onset; <run>.err).
+# Here: tar -xzf rl_sweep_a.tar.gz && python3 scripts/gpu/rl_sweep.py a
 set -eu
 cd "$(dirname "$0")/../.."
 PHASE=${1:-a}
 OUT=${OUT:-$(pwd)/out-rl}
-B=${FP4S_RL_BUILD:-build-rl}
-BUDGET=${RL_BUDGET:-480}
 mkdir -p "$OUT"
+run_phase() {
+B=${FP4S_RL_BUILD:-build-rl}
+BUDGET=${RL_BUDGET:-420}
 t0=$(date +%s)
 TARGETS="tools/fp4-rl tools/fp4-mismatch"
 . scripts/gpu/build.sh
@@ -46,6 +50,8 @@ echo "rl_sweep: phase $PHASE, $(nproc) CPUs, budget $BUDGET s per run; $("$RL" -
 lscpu | grep -E "Model name|^CPU\(s\)" || true
 SCR=$(mktemp -d "${TMPDIR:-/tmp}/rl_sweep.XXXXXX")
 trap 'rm -rf "$SCR"' EXIT INT TERM
+RUNS=$SCR/$PHASE
+mkdir -p "$RUNS"
 
 # 1. a run is the same on 1 and 4 threads (the per-step scalars, times aside,
 #    and every step's mismatch metrics)
@@ -121,17 +127,25 @@ cat > "$SCR/one.sh" <<'ONE'
 #!/bin/sh
 name=$1; shift
 FP4S_THREADS=1 OPENBLAS_NUM_THREADS=1 timeout -s TERM "$BUDGET" "$RL" "$@" --eval-every 20 --act-every 0 \
-    --stats "$OUT/$name.tsv" -o "$SCR/$name.h5" --quiet 2> "$OUT/$name.err"
+    --stats "$RUNS/$name.tsv" -o "$SCR/$name.h5" --quiet 2> "$RUNS/$name.err"
 rc=$?
-"$MM" --json --every 10 "$SCR/$name.h5" > "$OUT/$name.mm.json" 2>> "$OUT/$name.err"
-"$MM" --csv --every 10 "$SCR/$name.h5" > "$OUT/$name.mm.csv" 2>> "$OUT/$name.err"
+"$MM" --json --every 10 "$SCR/$name.h5" > "$RUNS/$name.mm.json" 2>> "$RUNS/$name.err"
+"$MM" --csv --every 10 "$SCR/$name.h5" > "$RUNS/$name.mm.csv" 2>> "$RUNS/$name.err"
 rm -f "$SCR/$name.h5"
-echo "$name: exit $rc, $(($(wc -l < "$OUT/$name.tsv") - 1)) steps"
+echo "$name: exit $rc, $(($(wc -l < "$RUNS/$name.tsv") - 1)) steps"
 ONE
-export RL MM OUT SCR BUDGET
+export RL MM RUNS SCR BUDGET
 # shellcheck disable=SC2016
 xargs -P "$(nproc)" -L 1 sh "$SCR/one.sh" < "$JOBS"
 
-# 4. the summary
-python3 scripts/gpu/rl_sweep.py "$OUT" | tee "$OUT/summary.txt"
+# 4. the summary, and the runs' files in one archive
+python3 scripts/gpu/rl_sweep.py "$RUNS" > "$OUT/summary.txt"
+cat "$OUT/summary.txt"
+tar -czf "$OUT/rl_sweep_$PHASE.tar.gz" -C "$SCR" "$PHASE"
 echo "rl_sweep: phase $PHASE done in $(( $(date +%s) - t0 )) s"
+}
+# the whole log to $OUT, its end on stdout
+( run_phase ) > "$OUT/rl_sweep_$PHASE.log" 2>&1
+rc=$?
+tail -45 "$OUT/rl_sweep_$PHASE.log"
+exit $rc
