@@ -190,10 +190,7 @@ static int run_one(const tool *t, const fp4s_rl_opts *o, const char *name, const
     int rc = fp4s_rl_open(o, &r);
     if (rc) return rc;
     res->params = fp4s_rl_param_count(r);
-    double t0 = 0;
-    if (from) rc = fp4s_rl_copy_policy(r, from);
-    else rc = fp4s_rl_warmstart(r, &res->sft);
-    if (rc) goto done;
+    /* the capture first: an output that cannot be written fails before the warm start */
     fp4s_capture_opts co;
     fp4s_capture_opts_defaults(&co);
     co.producer = "fp4-rl";
@@ -201,6 +198,9 @@ static int run_one(const tool *t, const fp4s_rl_opts *o, const char *name, const
     co.gzip = 4;
     if ((rc = fp4s_capture_create(path, &co, &cap))) goto done;
     if ((rc = fp4s_rl_capture_header(r, cap))) goto done;
+    if (from) rc = fp4s_rl_copy_policy(r, from);
+    else rc = fp4s_rl_warmstart(r, &res->sft);
+    if (rc) goto done;
     if (!(res->st = calloc((size_t)t->steps + 1, sizeof *res->st))) {
         rc = fp4s_error_set(FP4S_ENOMEM, "out of memory");
         goto done;
@@ -218,7 +218,6 @@ static int run_one(const tool *t, const fp4s_rl_opts *o, const char *name, const
         res->seconds += res->st[k].t_total;
         progress(t, name, &res->st[k], t->steps);
     }
-    (void)t0;
     res->interrupted = stop_signal != 0;
 done:;
     int rc2 = fp4s_capture_close(&cap);

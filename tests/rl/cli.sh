@@ -29,6 +29,10 @@ expect_exit 2 fp4-rl --demo --demo-runs bf16,fp64
 expect_err "unknown run 'fp64'"
 [ ! -e x.h5 ] || fail "a refused run left x.h5"
 
+# an output that cannot be written fails at once, with its name
+expect_exit 4 fp4-rl $tiny -o no/such/dir/x.h5
+expect_err "no/such/dir/x.h5"
+
 # a run, then the same output again: refused without --force, the capture kept
 fp4-rl $tiny --rollout nvfp4 --stats s.tsv -o run.h5 2>err.txt
 sum=$(cksum < run.h5)
