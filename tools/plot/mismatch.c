@@ -92,10 +92,18 @@ int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, 
         double *v = malloc((run->nsteps + 1) * sizeof *v);
         int64_t *s = malloc((run->nsteps + 1) * sizeof *s);
         if (!v || !s) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-        if (fp4s_mm_run_series(run, metric, v))
-            cli_usage("--metric: unknown metric '%s' for run '%s' of %s (see fp4-mismatch(1))", metric, run->name,
-                      run->source);
         vals[r] = v;
+        if (fp4s_mm_run_series(run, metric, v)) {
+            fprintf(stderr, "fp4-plot: --metric: unknown metric '%s' for run '%s' of %s (see fp4-mismatch(1))\n"
+                            "Try 'fp4-plot --help'.\n",
+                    metric, run->name, run->source);
+            free(s);
+            for (size_t q = 0; q <= r; q++) free(vals[q]);
+            free(vals);
+            free(on);
+            fp4s_mm_result_free(&res);
+            return FP4S_EXIT_USAGE;
+        }
         for (size_t i = 0; i < run->nsteps; i++) {
             s[i] = run->steps[i].step;
             if (!isfinite(v[i])) continue;
@@ -111,6 +119,8 @@ int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, 
         if (rc && rc != FP4S_EEMPTY) {
             int st = cli_report(rc);
             free(s);
+            for (size_t q = 0; q <= r; q++) free(vals[q]);
+            free(vals);
             free(on);
             fp4s_mm_result_free(&res);
             return st;
