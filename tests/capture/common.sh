@@ -4,11 +4,7 @@ set -eu
 SRC=${FP4S_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-PY=
-for p in /usr/bin/python3 python3; do
-    if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import numpy, h5py' 2>/dev/null; then PY=$p; break; fi
-done
-if [ -z "$PY" ]; then echo "FAIL: no python3 with numpy and h5py (python3-numpy, python3-h5py)"; exit 1; fi
+. "$SRC/tests/python.sh"
 fail() { echo "FAIL: $*"; exit 1; }
 # expect CODE PATTERN CMD...: run CMD, check its exit status and that stderr matches PATTERN
 expect() {

@@ -4,7 +4,7 @@
 # that each succeeds.
 . "$(dirname "$0")/common.sh"
 mkdir -p "$T/bin" "$T/run"
-ln -s "$(command -v "$PY")" "$T/bin/python3"
+py_shim "$T/bin"
 ln -s "$SRC/datasets" "$T/run/datasets"
 cd "$T/run"
 "$PY" - <<'PYEOF'

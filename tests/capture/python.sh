@@ -1,8 +1,7 @@
 #!/bin/sh
 # The Python adapter (tools/python/fp4scope) over the built libfp4scope.so;
-# FP4S_TORCH=1 (set when meson found PyTorch) adds the PyTorch hook tests.
+# FP4S_TORCH=1 (set when the tests' python has PyTorch) adds the PyTorch hook tests.
 . "$(dirname "$0")/common.sh"
-if [ "${FP4S_TORCH:-0}" = 1 ]; then PY=${FP4S_TORCH_PY:-$PY}; fi
 export FP4SCOPE_LIB="${FP4S_BUILDDIR:?}/libfp4scope.so"
 export PYTHONPATH="$SRC/tools/python${PYTHONPATH:+:$PYTHONPATH}"
 if [ "${FP4S_TORCH:-0}" = 1 ]; then

@@ -5,17 +5,7 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/fp4s_cli.XXXXXX")
 trap 'rm -rf "$T"' EXIT INT TERM
 cd "$T"
 
-PY=
-for p in ${FP4S_PYTHON:-} python3 /usr/bin/python3; do
-    if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import numpy, h5py' >/dev/null 2>&1; then
-        PY=$p
-        break
-    fi
-done
-if [ -z "$PY" ]; then
-    echo "no python3 with numpy and h5py found (set FP4S_PYTHON)" >&2
-    exit 1
-fi
+. "${FP4S_SRCDIR:?}/tests/python.sh"
 
 fail() {
     echo "FAIL: $*" >&2

@@ -50,7 +50,7 @@ full fp4-capture ls --json cap.in.h5
 full fp4-mismatch t.in.csv
 full fp4-mismatch --json t.in.csv
 full fp4-mismatch --csv cap.in.h5
-if command -v gnuplot >/dev/null 2>&1; then
+if [ "${FP4S_HAVE_GNUPLOT:-1}" = 1 ] && command -v gnuplot >/dev/null 2>&1; then
     full fp4-plot mismatch t.in.csv --term dumb -o -
     full fp4-plot components rep.in.json --term dumb -o -
 fi

@@ -3,11 +3,7 @@
 # the --json contract read by fp4-plot, --csv, HDF5/JSON outputs, capture
 # batches with a synthetic label, non-finite data and atomic outputs.
 set -eu
-PY=""
-for p in python3 /usr/bin/python3; do
-    if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import numpy, h5py' 2>/dev/null; then PY=$p; break; fi
-done
-[ -n "$PY" ] || { echo "cli.sh: no python3 with numpy and h5py (test dependencies)" >&2; exit 1; }
+. "${FP4S_SRCDIR:?}/tests/python.sh"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cd "$T"

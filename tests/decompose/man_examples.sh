@@ -2,11 +2,7 @@
 # Run every command of the EXAMPLES sections of fp4-decompose(1) and
 # fp4-channels(1) on small fixtures; each must exit 0 and print something.
 set -eu
-PY=""
-for p in python3 /usr/bin/python3; do
-    if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import numpy, h5py' 2>/dev/null; then PY=$p; break; fi
-done
-[ -n "$PY" ] || { echo "man_examples: no python3 with numpy and h5py" >&2; exit 1; }
+. "${FP4S_SRCDIR:?}/tests/python.sh"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cd "$T"

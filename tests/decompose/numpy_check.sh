@@ -1,11 +1,7 @@
 #!/bin/sh
 # Independent numpy implementation vs fp4-decompose / fp4-channels (see numpy_check.py).
 set -eu
-PY=""
-for p in python3 /usr/bin/python3; do
-    if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
-done
-if [ -z "$PY" ]; then echo "numpy_check: no python3 with numpy (python3-numpy is a test dependency)" >&2; exit 1; fi
+. "${FP4S_SRCDIR:?}/tests/python.sh"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 "$PY" "$FP4S_SRCDIR/tests/decompose/numpy_check.py" "$T"

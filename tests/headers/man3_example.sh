@@ -3,6 +3,7 @@
 # install into a temporary DESTDIR, then its pkg-config file) and runs on the
 # shipped weight, giving the relative error fp4-quant reports.
 set -eu
+. "${FP4S_SRCDIR:?}/tests/python.sh"
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 awk '/^\.SH EXAMPLE/{on=1; next} on && /^\.nf/{inb=1; next} inb && /^\.fi/{exit} inb{print}' \
     "$FP4S_SRCDIR/man/libfp4scope.3" | sed 's/\\e/\\/g' > "$T/ex.c"
@@ -19,5 +20,5 @@ out=$(LD_LIBRARY_PATH="$libdir" "$T/ex" "$FP4S_SRCDIR/datasets/weight-small.npy"
 echo "$out"
 # the NVFP4 te relative error of this weight, as fp4-quant reports it
 want=$(fp4-quant -f nvfp4 -p te --json "$FP4S_SRCDIR/datasets/weight-small.npy" |
-       python3 -c 'import json,sys; print("%g" % json.load(sys.stdin)["rel_error"])')
+       "$PY" -c 'import json,sys; print("%g" % json.load(sys.stdin)["rel_error"])')
 [ "$out" = "relative error $want" ] || { echo "expected 'relative error $want'"; exit 1; }

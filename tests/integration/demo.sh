@@ -1,6 +1,8 @@
 #!/bin/sh
 # The README's main job (scripts/demo.sh) runs on the shipped data and produces
 # what the README promises: the onset at step 50, a compensation set, 4 images.
+# Without gnuplot everything but the images is checked, then the test reports
+# itself skipped (exit 77): the images are what it could not check.
 set -eu
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 FP4S_OUT="$T/out" sh "$FP4S_SRCDIR/scripts/demo.sh" "$FP4S_BUILDDIR" > "$T/log" 2>&1 || {
@@ -11,12 +13,12 @@ grep -q "check: worst element residual 0," "$T/log" || { echo "decomposition ide
 for f in decompose.json channels.json channels-set.h5 mismatch.gp components.gp channels.gp hist.gp; do
     [ -s "$T/out/$f" ] || { echo "missing $f"; exit 1; }
 done
-if grep -q "gnuplot is not" "$T/log"; then
-    echo "gnuplot missing: images not checked"
-else
-    for f in mismatch components channels hist; do
-        head -c 8 "$T/out/$f.png" | od -An -tx1 | grep -q "89 50 4e 47 0d 0a 1a 0a" ||
-            { echo "$f.png is not a PNG"; exit 1; }
-    done
+if grep -q "gnuplot not found\|gnuplot is not" "$T/log"; then
+    echo "SKIP: gnuplot is not available: the demo ran, its images were not made or checked"
+    exit 77
 fi
+for f in mismatch components channels hist; do
+    head -c 8 "$T/out/$f.png" | od -An -tx1 | grep -q "89 50 4e 47 0d 0a 1a 0a" ||
+        { echo "$f.png is not a PNG"; exit 1; }
+done
 echo "demo ok"

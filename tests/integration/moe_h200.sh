@@ -3,9 +3,10 @@
 # schema check passes, trainer/rollout pairs match, the decomposition is exact,
 # and the log-probs give the gaps its run printed (scripts/gpu/RESULTS.md).
 set -eu
+. "${FP4S_SRCDIR:?}/tests/python.sh"
 cap="$FP4S_SRCDIR/datasets/moe-h200.h5"
 fp4-capture ls --check "$cap" > /dev/null
-n=$(fp4-capture ls --json "$cap" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["datasets"]))')
+n=$(fp4-capture ls --json "$cap" | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)["datasets"]))')
 [ "$n" -eq 156 ] || { echo "expected 156 datasets, found $n"; exit 1; }
 out=$(fp4-decompose -f nvfp4 -p te --sides trainer,rollout "$cap")
 # 3 steps x 2 layers x 4 experts x (up, down) x (trainer, rollout) = 96 inputs,
@@ -13,7 +14,7 @@ out=$(fp4-decompose -f nvfp4 -p te --sides trainer,rollout "$cap")
 [ "$(echo "$out" | grep -c '^\[')" -eq 96 ] || { echo "expected 96 inputs"; exit 1; }
 [ "$(echo "$out" | grep -c 'check: worst element residual 0,')" -eq 97 ] ||
     { echo "$out" | grep "check:"; echo "decomposition not exact on every input"; exit 1; }
-fp4-mismatch --json "$cap" | python3 -c '
+fp4-mismatch --json "$cap" | "$PY" -c '
 import json, sys
 r = json.load(sys.stdin)["runs"][0]["steps"]
 got = [round(s["mean_abs"], 4) for s in r]

@@ -1,14 +1,6 @@
 # Sourced by the mismatch shell tests: a python3 with numpy, a temporary
 # directory removed on exit, and small assertion helpers.
-PY=""
-for p in "${PYTHON:-}" /usr/bin/python3 python3; do
-    [ -n "$p" ] || continue
-    if "$p" -c 'import numpy' >/dev/null 2>&1; then PY=$p; break; fi
-done
-if [ -z "$PY" ]; then
-    echo "FAIL: these tests need python3 with numpy (Debian: python3-numpy)" >&2
-    exit 1
-fi
+. "${FP4S_SRCDIR:?}/tests/python.sh"
 SRC=${FP4S_SRCDIR:?FP4S_SRCDIR not set}
 REF="$PY $SRC/tests/mismatch/ref_mismatch.py"
 T=$(mktemp -d "${TMPDIR:-/tmp}/fp4s_mmtest.XXXXXX")

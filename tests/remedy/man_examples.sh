@@ -2,11 +2,7 @@
 # Run every command of the EXAMPLES sections of fp4-remedy(1) and
 # fp4-compare(1) on small fixtures; each must exit 0 and print something.
 set -eu
-PY=""
-for p in python3 /usr/bin/python3; do
-    if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
-done
-[ -n "$PY" ] || { echo "man_examples: no python3 with numpy" >&2; exit 1; }
+. "${FP4S_SRCDIR:?}/tests/python.sh"
 # make_logits_capture.py writes through the library (the Python adapter)
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
