@@ -97,7 +97,8 @@ typedef struct fp4s_tscale {
 FP4S_API size_t fp4s_tscale_size(void);
 
 /* Counters and sums filled by fp4s_quantize (added to, never reset: zero the
- * struct first). Sums are over finite inputs only. */
+ * struct first, `reserved` included: it keeps the size fixed while counters
+ * are added). Sums are over finite inputs only. */
 typedef struct fp4s_qstats {
     uint64_t elements;      /* elements quantized */
     uint64_t blocks;        /* blocks (or FP8 tiles) */
@@ -111,6 +112,7 @@ typedef struct fp4s_qstats {
     uint64_t scale_underflow;  /* NVFP4: blocks with a zero or subnormal E4M3 scale; MX: k clamped at code 0 */
     double err2;            /* sum over finite elements of (Q(x)-x)^2 (Kahan-compensated per chunk) */
     double x2;              /* sum of x^2 over finite elements */
+    uint64_t reserved[6];   /* zero; room for counters added later */
 } fp4s_qstats;
 
 FP4S_API void fp4s_qstats_merge(fp4s_qstats *into, const fp4s_qstats *from);
