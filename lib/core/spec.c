@@ -40,7 +40,8 @@ static const fp4s_mx_rule_traits mx_rules[FP4S_MX_RULE_COUNT] = {
         .kernels = FP4S_KERNEL_ALL},
     [FP4S_MX_CEIL] = {
         .name = "ceil", .aliases = "rceil",
-        .rule = "smallest k with amax <= 6*2^k, from the bits without division (never clips)",
+        .rule = "smallest k with amax <= 6*2^k, from the bits without division (never clips); the "
+                "float32 amax/6 rounded up to a power of two is the same but for amax 0x01400001",
         .used_by = "cuBLAS/TRT-LLM/FlashInfer cvt.rp.satfinite.ue8m0 of amax/6, torchao RCEIL kernels",
         .kernels = FP4S_KERNEL_ALL},
     [FP4S_MX_EVEN] = {
