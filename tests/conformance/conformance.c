@@ -10,7 +10,8 @@
  * byte (FP8: every float32 tile scale) and every element code; NaN equals
  * NaN for the two floats. It prints the first differences with the input,
  * profile, level, position and both values, then "N vectors, M checks, K
- * differ", and exits 1 if anything differs, 2 if the corpus is malformed.
+ * differ", and exits 1 if anything differs or a profile has no vector for a
+ * format it defines, 2 if the corpus is malformed.
  * Plain C (no Check), so that it also runs where Check is not installed. */
 #include <fp4scope/cuda.h>
 #include <fp4scope/quant.h>
@@ -29,6 +30,7 @@ typedef struct input {
 
 static int quiet;
 static long nvec, nchecks, ndiff;
+static bool *covered; /* [profile index * 4 + format]: the corpus has a vector */
 
 static float from_bits(uint32_t u)
 {
@@ -153,6 +155,9 @@ static int expect(const input *in, const char *line)
     if (hex_bytes(co, want_codes, n) != n) return -1;
     nvec++;
 
+    const fp4s_profile_info *pi;
+    for (size_t i = 0; (pi = fp4s_profile_at(i)); i++)
+        if (!strcmp(pi->name, prof)) covered[i * 4 + in->fmt] = true;
     fp4s_spec s;
     if (fp4s_spec_profile(&s, in->fmt, prof)) {
         printf("FAIL %s %s: %s\n", in->name, prof, fp4s_last_error());
@@ -201,6 +206,7 @@ int main(int argc, char **argv)
         perror(path);
         return 2;
     }
+    covered = calloc(fp4s_profile_count() * 4, sizeof *covered);
     size_t cap = 1 << 16;
     char *line = malloc(cap);
     input in = {0};
@@ -239,6 +245,16 @@ int main(int argc, char **argv)
     free(in.x);
     free(line);
     fclose(f);
+    /* every profile, for every format it defines */
+    const fp4s_profile_info *pi;
+    for (size_t i = 0; (pi = fp4s_profile_at(i)); i++)
+        for (int fm = FP4S_MXFP4; fm <= FP4S_FP8; fm++)
+            if ((pi->formats & (1u << fm)) && !covered[i * 4 + fm]) {
+                printf("MISSING %s/%s: the corpus has no vector for it\n", pi->name,
+                       fp4s_format_name((fp4s_format)fm));
+                ndiff++;
+            }
+    free(covered);
     printf("conformance: %ld vectors, %ld checks, %ld differ\n", nvec, nchecks, ndiff);
     if (nvec == 0) return 2;
     return ndiff ? 1 : 0;
