@@ -269,6 +269,26 @@ void RL_T(rl_group_experts)(const int32_t *topi, size_t M, int E, int K, int32_t
     }
 }
 
+/* The arrays of layer l inside the activations of M rows. */
+typedef struct lview {
+    real *xin, *xout, *ln1, *qkv, *att, *atty, *xmid, *ln2, *prob, *gate, *xe, *h13, *hg, *ey;
+    int32_t *topi, *eoff, *erow, *eslot;
+} lview;
+
+static lview layer_view(const acts_t *a, const rl_cfg *c, int l, size_t M)
+{
+    size_t L = (size_t)l, C = (size_t)c->C, E = (size_t)c->E, F = (size_t)c->F, MK = M * (size_t)c->K;
+    return (lview){
+        .xin = a->x + L * M * C, .xout = a->x + (L + 1) * M * C, .ln1 = a->ln1 + L * M * C,
+        .qkv = a->qkv + L * M * 3 * C, .att = a->att + L * M * (size_t)c->H * (size_t)c->T,
+        .atty = a->atty + L * M * C, .xmid = a->xmid + L * M * C, .ln2 = a->ln2 + L * M * C,
+        .prob = a->rprob + L * M * E, .gate = a->gate + L * MK, .xe = a->xe + L * MK * C,
+        .h13 = a->h13 + L * MK * 2 * F, .hg = a->hg + L * MK * F, .ey = a->ey + L * MK * C,
+        .topi = a->topi + L * MK, .eoff = a->eoff + L * (E + 1), .erow = a->erow + L * MK,
+        .eslot = a->eslot + L * MK,
+    };
+}
+
 /* ---- forward ----------------------------------------------------------------------------- */
 int RL_T(rl_forward)(const ctx_t *x, const rl_batch *b, acts_t *a, real *logp, real *ent, int32_t *amax)
 {
@@ -291,52 +311,43 @@ int RL_T(rl_forward)(const ctx_t *x, const rl_batch *b, acts_t *a, real *logp, r
     }
     a->aux = 0;
     for (int l = 0; l < c->L; l++) {
-        real *xin = a->x + (size_t)l * M * C, *xout = a->x + (size_t)(l + 1) * M * C;
-        real *ln1 = a->ln1 + (size_t)l * M * C, *qkv = a->qkv + (size_t)l * M * 3 * C;
-        real *att = a->att + (size_t)l * M * H * T, *atty = a->atty + (size_t)l * M * C;
-        real *xmid = a->xmid + (size_t)l * M * C, *ln2 = a->ln2 + (size_t)l * M * C;
-        real *prob = a->rprob + (size_t)l * M * E, *gate = a->gate + (size_t)l * MK;
-        int32_t *topi = a->topi + (size_t)l * MK, *eoff = a->eoff + (size_t)l * (E + 1);
-        int32_t *erow = a->erow + (size_t)l * MK, *eslot = a->eslot + (size_t)l * MK;
-        real *xe = a->xe + (size_t)l * MK * C, *h13 = a->h13 + (size_t)l * MK * 2 * F;
-        real *hg = a->hg + (size_t)l * MK * F, *ey = a->ey + (size_t)l * MK * C;
-
-        RL_T(rl_rmsnorm_fwd)(xin, P + lay->l[l].ln1, M, C, ln1, a->rs1 + (size_t)l * M);
-        if ((rc = lin_f(x, rl_site_qkv(c, l), ln1, C, M, qkv, 3 * C))) return rc;
+        const lview lv = layer_view(a, c, l, M);
+        RL_T(rl_rmsnorm_fwd)(lv.xin, P + lay->l[l].ln1, M, C, lv.ln1, a->rs1 + (size_t)l * M);
+        if ((rc = lin_f(x, rl_site_qkv(c, l), lv.ln1, C, M, lv.qkv, 3 * C))) return rc;
         for (size_t s = 0; s < b->nseq; s++) {
-            const real *base = qkv + b->off[s] * 3 * C;
+            const real *base = lv.qkv + b->off[s] * 3 * C;
             for (size_t m = b->off[s]; m < b->off[s + 1]; m++)
-                RL_T(rl_attend)(qkv + m * 3 * C, base + C, base + 2 * C, 3 * C, (size_t)a->pos[m] + 1,
-                                (int)H, hd, T, att + m * H * T, atty + m * C);
+                RL_T(rl_attend)(lv.qkv + m * 3 * C, base + C, base + 2 * C, 3 * C, (size_t)a->pos[m] + 1,
+                                (int)H, hd, T, lv.att + m * H * T, lv.atty + m * C);
         }
-        if ((rc = lin_f(x, rl_site_o(c, l), atty, C, M, a->tmp, C))) return rc;
-        for (size_t i = 0; i < M * C; i++) xmid[i] = xin[i] + a->tmp[i];
-        RL_T(rl_rmsnorm_fwd)(xmid, P + lay->l[l].ln2, M, C, ln2, a->rs2 + (size_t)l * M);
-        if ((rc = lin_f(x, rl_site_router(c, l), ln2, C, M, a->tmp, E))) return rc;
-        RL_T(rl_route)(a->tmp, M, (int)E, (int)K, prob, topi, gate);
-        RL_T(rl_group_experts)(topi, M, (int)E, (int)K, eoff, erow, eslot);
+        if ((rc = lin_f(x, rl_site_o(c, l), lv.atty, C, M, a->tmp, C))) return rc;
+        for (size_t i = 0; i < M * C; i++) lv.xmid[i] = lv.xin[i] + a->tmp[i];
+        RL_T(rl_rmsnorm_fwd)(lv.xmid, P + lay->l[l].ln2, M, C, lv.ln2, a->rs2 + (size_t)l * M);
+        if ((rc = lin_f(x, rl_site_router(c, l), lv.ln2, C, M, a->tmp, E))) return rc;
+        RL_T(rl_route)(a->tmp, M, (int)E, (int)K, lv.prob, lv.topi, lv.gate);
+        RL_T(rl_group_experts)(lv.topi, M, (int)E, (int)K, lv.eoff, lv.erow, lv.eslot);
         double aux = 0;
         for (size_t e = 0; e < E; e++) {
             double pe = 0;
-            for (size_t m = 0; m < M; m++) pe += prob[m * E + e];
-            double fe = M ? (double)(eoff[e + 1] - eoff[e]) / (double)MK : 0.0;
+            for (size_t m = 0; m < M; m++) pe += lv.prob[m * E + e];
+            double fe = M ? (double)(lv.eoff[e + 1] - lv.eoff[e]) / (double)MK : 0.0;
             a->f_e[(size_t)l * E + e] = fe;
             aux += fe * (M ? pe / (double)M : 0.0);
         }
         a->aux += (double)E * aux;
-        for (size_t sl = 0; sl < MK; sl++) memcpy(xe + sl * C, ln2 + (size_t)erow[sl] * C, C * sizeof *xe);
+        for (size_t sl = 0; sl < MK; sl++) memcpy(lv.xe + sl * C, lv.ln2 + (size_t)lv.erow[sl] * C, C * sizeof *lv.xe);
         for (size_t e = 0; e < E; e++) {
-            size_t s0 = (size_t)eoff[e], n = (size_t)(eoff[e + 1] - eoff[e]);
-            if ((rc = lin_f(x, rl_site_w13(c, l, (int)e), xe + s0 * C, C, n, h13 + s0 * 2 * F, 2 * F))) return rc;
-            RL_T(rl_swiglu_fwd)(h13 + s0 * 2 * F, n, F, hg + s0 * F);
-            if ((rc = lin_f(x, rl_site_w2(c, l, (int)e), hg + s0 * F, F, n, ey + s0 * C, C))) return rc;
+            size_t s0 = (size_t)lv.eoff[e], n = (size_t)(lv.eoff[e + 1] - lv.eoff[e]);
+            if ((rc = lin_f(x, rl_site_w13(c, l, (int)e), lv.xe + s0 * C, C, n, lv.h13 + s0 * 2 * F, 2 * F))) return rc;
+            RL_T(rl_swiglu_fwd)(lv.h13 + s0 * 2 * F, n, F, lv.hg + s0 * F);
+            if ((rc = lin_f(x, rl_site_w2(c, l, (int)e), lv.hg + s0 * F, F, n, lv.ey + s0 * C, C))) return rc;
         }
         for (size_t m = 0; m < M; m++) {
-            for (size_t i = 0; i < C; i++) xout[m * C + i] = xmid[m * C + i];
+            for (size_t i = 0; i < C; i++) lv.xout[m * C + i] = lv.xmid[m * C + i];
             for (size_t j = 0; j < K; j++) {
-                real g = gate[m * K + j];
-                const real *y = ey + (size_t)eslot[m * K + j] * C;
-                for (size_t i = 0; i < C; i++) xout[m * C + i] += g * y[i];
+                real g = lv.gate[m * K + j];
+                const real *y = lv.ey + (size_t)lv.eslot[m * K + j] * C;
+                for (size_t i = 0; i < C; i++) lv.xout[m * C + i] += g * y[i];
             }
         }
     }
@@ -390,71 +401,63 @@ int RL_T(rl_backward)(const ctx_t *x, const rl_batch *b, acts_t *a, const real *
     rmsnorm_bwd(a->x + (size_t)c->L * M * C, P + lay->lnf, a->rsf, a->dln, M, C, a->dx, false, G + lay->lnf);
 
     for (int l = c->L - 1; l >= 0; l--) {
-        real *xin = a->x + (size_t)l * M * C;
-        real *ln1 = a->ln1 + (size_t)l * M * C, *qkv = a->qkv + (size_t)l * M * 3 * C;
-        real *att = a->att + (size_t)l * M * H * T, *atty = a->atty + (size_t)l * M * C;
-        real *xmid = a->xmid + (size_t)l * M * C, *ln2 = a->ln2 + (size_t)l * M * C;
-        real *prob = a->rprob + (size_t)l * M * E, *gate = a->gate + (size_t)l * MK;
-        int32_t *topi = a->topi + (size_t)l * MK, *eoff = a->eoff + (size_t)l * (E + 1);
-        int32_t *erow = a->erow + (size_t)l * MK, *eslot = a->eslot + (size_t)l * MK;
-        real *xe = a->xe + (size_t)l * MK * C, *h13 = a->h13 + (size_t)l * MK * 2 * F;
-        real *hg = a->hg + (size_t)l * MK * F, *ey = a->ey + (size_t)l * MK * C;
+        const lview lv = layer_view(a, c, l, M);
 
-        /* x_out = xmid + sum_j gate_j ey_j: dxmid = dx */
+        /* x_out = lv.xmid + sum_j gate_j ey_j: dxmid = dx */
         memcpy(a->dxm, a->dx, M * C * sizeof *a->dxm);
         for (size_t m = 0; m < M; m++)
             for (size_t j = 0; j < K; j++) {
-                size_t sl = (size_t)eslot[m * K + j];
-                real g = gate[m * K + j], d = 0;
+                size_t sl = (size_t)lv.eslot[m * K + j];
+                real g = lv.gate[m * K + j], d = 0;
                 for (size_t i = 0; i < C; i++) {
                     a->dey[sl * C + i] = g * a->dx[m * C + i];
-                    d += a->dx[m * C + i] * ey[sl * C + i];
+                    d += a->dx[m * C + i] * lv.ey[sl * C + i];
                 }
                 a->dgate[m * K + j] = d;
             }
         for (size_t e = 0; e < E; e++) {
-            size_t s0 = (size_t)eoff[e], n = (size_t)(eoff[e + 1] - eoff[e]);
+            size_t s0 = (size_t)lv.eoff[e], n = (size_t)(lv.eoff[e + 1] - lv.eoff[e]);
             if (!n) continue;
-            if ((rc = lin_b(x, rl_site_w2(c, l, (int)e), hg + s0 * F, F, n, a->dey + s0 * C, C,
+            if ((rc = lin_b(x, rl_site_w2(c, l, (int)e), lv.hg + s0 * F, F, n, a->dey + s0 * C, C,
                             a->dhg + s0 * F, F, false, G))) return rc;
             for (size_t r = s0; r < s0 + n; r++)
                 for (size_t f = 0; f < F; f++) {
-                    real av = h13[r * 2 * F + f], bv = h13[r * 2 * F + F + f];
+                    real av = lv.h13[r * 2 * F + f], bv = lv.h13[r * 2 * F + F + f];
                     real sg = (real)1 / ((real)1 + RL_EXP(-av)), dh = a->dhg[r * F + f];
                     a->dh13[r * 2 * F + f] = dh * bv * sg * ((real)1 + av * ((real)1 - sg));
                     a->dh13[r * 2 * F + F + f] = dh * av * sg;
                 }
-            if ((rc = lin_b(x, rl_site_w13(c, l, (int)e), xe + s0 * C, C, n, a->dh13 + s0 * 2 * F, 2 * F,
+            if ((rc = lin_b(x, rl_site_w13(c, l, (int)e), lv.xe + s0 * C, C, n, a->dh13 + s0 * 2 * F, 2 * F,
                             a->dxe + s0 * C, C, false, G))) return rc;
         }
         /* gather the expert input gradients back to rows (slot order) */
         for (size_t i = 0; i < M * C; i++) a->dln[i] = 0;
         for (size_t sl = 0; sl < MK; sl++) {
-            real *d = a->dln + (size_t)erow[sl] * C;
+            real *d = a->dln + (size_t)lv.erow[sl] * C;
             const real *s = a->dxe + sl * C;
             for (size_t i = 0; i < C; i++) d[i] += s[i];
         }
         /* router: gates g_j = p_{i_j} / S, S = sum of the chosen p; aux = E sum_e f_e mean_m p_me */
         for (size_t m = 0; m < M; m++) {
             real *dp = a->dprob + m * E;
-            const real *p = prob + m * E;
+            const real *p = lv.prob + m * E;
             real S = 0, t = 0;
             for (size_t j = 0; j < K; j++) {
-                S += p[topi[m * K + j]];
-                t += a->dgate[m * K + j] * p[topi[m * K + j]];
+                S += p[lv.topi[m * K + j]];
+                t += a->dgate[m * K + j] * p[lv.topi[m * K + j]];
             }
             for (size_t e = 0; e < E; e++)
                 dp[e] = (real)(aux_scale * (double)E * a->f_e[(size_t)l * E + e] / (double)M);
-            for (size_t j = 0; j < K; j++) dp[topi[m * K + j]] += a->dgate[m * K + j] / S - t / (S * S);
+            for (size_t j = 0; j < K; j++) dp[lv.topi[m * K + j]] += a->dgate[m * K + j] / S - t / (S * S);
             real dot = 0;
             for (size_t e = 0; e < E; e++) dot += p[e] * dp[e];
             for (size_t e = 0; e < E; e++) dp[e] = p[e] * (dp[e] - dot); /* now d router logits */
         }
-        if ((rc = lin_b(x, rl_site_router(c, l), ln2, C, M, a->dprob, E, a->dln, C, true, G))) return rc;
-        /* xmid = xin + o; ln2 = rmsnorm(xmid) */
-        rmsnorm_bwd(xmid, P + lay->l[l].ln2, a->rs2 + (size_t)l * M, a->dln, M, C, a->dxm, true,
+        if ((rc = lin_b(x, rl_site_router(c, l), lv.ln2, C, M, a->dprob, E, a->dln, C, true, G))) return rc;
+        /* lv.xmid = lv.xin + o; lv.ln2 = rmsnorm(lv.xmid) */
+        rmsnorm_bwd(lv.xmid, P + lay->l[l].ln2, a->rs2 + (size_t)l * M, a->dln, M, C, a->dxm, true,
                     G + lay->l[l].ln2);
-        if ((rc = lin_b(x, rl_site_o(c, l), atty, C, M, a->dxm, C, a->datty, C, false, G))) return rc;
+        if ((rc = lin_b(x, rl_site_o(c, l), lv.atty, C, M, a->dxm, C, a->datty, C, false, G))) return rc;
         /* attention */
         for (size_t i = 0; i < M * 3 * C; i++) a->dqkv[i] = 0;
         real scale = (real)1 / RL_SQRT((real)hd);
@@ -463,10 +466,10 @@ int RL_T(rl_backward)(const ctx_t *x, const rl_batch *b, acts_t *a, const real *
             for (size_t m = o; m < b->off[s + 1]; m++) {
                 size_t np = (size_t)a->pos[m] + 1;
                 for (size_t h = 0; h < H; h++) {
-                    const real *p = att + m * H * T + h * T, *dy = a->datty + m * C + h * hd;
+                    const real *p = lv.att + m * H * T + h * T, *dy = a->datty + m * C + h * hd;
                     real dpr[RL_MAX_T], dot = 0;
                     for (size_t j = 0; j < np; j++) {
-                        const real *v = qkv + (o + j) * 3 * C + 2 * C + h * hd;
+                        const real *v = lv.qkv + (o + j) * 3 * C + 2 * C + h * hd;
                         real *dv = a->dqkv + (o + j) * 3 * C + 2 * C + h * hd;
                         real d = 0;
                         for (size_t i = 0; i < hd; i++) {
@@ -476,11 +479,11 @@ int RL_T(rl_backward)(const ctx_t *x, const rl_batch *b, acts_t *a, const real *
                         dpr[j] = d;
                         dot += p[j] * d;
                     }
-                    const real *q = qkv + m * 3 * C + h * hd;
+                    const real *q = lv.qkv + m * 3 * C + h * hd;
                     real *dq = a->dqkv + m * 3 * C + h * hd;
                     for (size_t j = 0; j < np; j++) {
                         real ds = p[j] * (dpr[j] - dot) * scale;
-                        const real *k = qkv + (o + j) * 3 * C + C + h * hd;
+                        const real *k = lv.qkv + (o + j) * 3 * C + C + h * hd;
                         real *dk = a->dqkv + (o + j) * 3 * C + C + h * hd;
                         for (size_t i = 0; i < hd; i++) {
                             dq[i] += ds * k[i];
@@ -490,9 +493,9 @@ int RL_T(rl_backward)(const ctx_t *x, const rl_batch *b, acts_t *a, const real *
                 }
             }
         }
-        if ((rc = lin_b(x, rl_site_qkv(c, l), ln1, C, M, a->dqkv, 3 * C, a->dln, C, false, G))) return rc;
+        if ((rc = lin_b(x, rl_site_qkv(c, l), lv.ln1, C, M, a->dqkv, 3 * C, a->dln, C, false, G))) return rc;
         /* dx(layer input) = dxmid + d rmsnorm1 */
-        rmsnorm_bwd(xin, P + lay->l[l].ln1, a->rs1 + (size_t)l * M, a->dln, M, C, a->dxm, true,
+        rmsnorm_bwd(lv.xin, P + lay->l[l].ln1, a->rs1 + (size_t)l * M, a->dln, M, C, a->dxm, true,
                     G + lay->l[l].ln1);
         memcpy(a->dx, a->dxm, M * C * sizeof *a->dx);
     }
