@@ -14,7 +14,8 @@
  * Determinism: a seed fixes everything. Work is split into fixed pieces
  * (rollout shards, trainer micro-batches) whose results are combined in a
  * fixed order, and each BLAS call runs on its caller's thread, so results are
- * bit-identical for any FP4S_THREADS.
+ * bit-identical for any FP4S_THREADS. fp4s_rl_open() therefore sets
+ * openblas_set_num_threads(1), which holds for the whole process.
  *
  * Thread-safety: a handle belongs to one thread at a time; it uses
  * fp4s_get_threads() workers inside its calls.
