@@ -298,6 +298,119 @@ START_TEST(wfq_is_straight_through)
 }
 END_TEST
 
+/* The backward of a linear layer for every trainer's numerics (bf16, wfq,
+ * w4a4qat in NVFP4 and MXFP4, fp32): a quantizer has no useful derivative,
+ * so the backward is the straight-through estimator, defined as the exact
+ * derivative of the product of the operands the forward multiplied, Y =
+ * f(X) Weff^T: dX = dY Weff (passed through f unchanged), dW = dY^T f(X)
+ * (passed through Qw unchanged). The operands are rebuilt here independently
+ * (rl_fakequant, rl_bf16_round of X and of the master W) and the forward and
+ * both gradients compared with the double-precision product, and the
+ * gradients with central differences of S = sum(dY * Y) with respect to the
+ * operands (exact for a bilinear form up to rounding: a transposed, scaled
+ * or wrongly-operated gradient fails). accumulate adds to dX; dW always adds. */
+START_TEST(lin_backward_is_straight_through)
+{
+    rl_cfg c = {.V = 16, .T = 8, .C = 32, .L = 1, .H = 2, .E = 2, .K = 1, .F = 32};
+    rl_layout lay;
+    ck_assert_int_eq(rl_layout_init(&lay, &c), 0);
+    float *P = malloc(lay.total * sizeof *P);
+    for (size_t i = 0; i < lay.total; i++) P[i] = (float)(0.3 * rl_gauss(41, 1, 0, i));
+    const int site = rl_site_w13(&c, 0, 1); /* N = 2F = 64, K = C = 32 */
+    const rl_site *st = &lay.sites[site];
+    const size_t M = 7, N = st->N, K = st->K;
+    float X[7 * 32], dY[7 * 64];
+    for (size_t i = 0; i < M * K; i++) X[i] = (float)(1.5 * rl_gauss(41, 2, 0, i));
+    for (size_t i = 0; i < M * N; i++) dY[i] = (float)rl_gauss(41, 3, 0, i);
+    struct { const char *name; rl_op act, w; fp4s_format f; const char *pa, *pw; bool fp32; } cases[] = {
+        {"bf16", RL_OP_BF16, RL_OP_BF16, FP4S_NVFP4, "te", "te-2d", false},
+        {"wfq nvfp4", RL_OP_BF16, RL_OP_QUANT, FP4S_NVFP4, "te", "te-2d", false},
+        {"w4a4qat nvfp4", RL_OP_QUANT, RL_OP_QUANT, FP4S_NVFP4, "te", "te-2d", false},
+        {"w4a4qat mxfp4", RL_OP_QUANT, RL_OP_QUANT, FP4S_MXFP4, "ocp", "ocp", false},
+        {"fp32", RL_OP_FP32, RL_OP_FP32, FP4S_NVFP4, "te", "te-2d", true},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        rl_num num = {.act = cases[ci].act, .weight = cases[ci].w, .quant_sites = FP4S_RL_SITE_ALL,
+                      .fp32 = cases[ci].fp32};
+        ck_assert_int_eq(fp4s_spec_profile(&num.spec_a, cases[ci].f, cases[ci].pa), 0);
+        ck_assert_int_eq(fp4s_spec_profile(&num.spec_w, cases[ci].f, cases[ci].pw), 0);
+        rl_lin L;
+        ck_assert_int_eq(rl_lin_init(&L, &c, &lay, &num), 0);
+        ck_assert_int_eq(rl_lin_sync(&L, P, NULL), 0);
+        /* the operands, rebuilt */
+        float Xop[7 * 32], Wop[64 * 32];
+        rl_scratch ws = {0};
+        const float *W = P + st->off;
+        if (cases[ci].act == RL_OP_QUANT)
+            ck_assert_int_eq(rl_fakequant(&num.spec_a, X, M, K, K, Xop, K, &ws), 0);
+        else if (cases[ci].act == RL_OP_BF16) rl_bf16_round(X, Xop, M * K);
+        else memcpy(Xop, X, sizeof Xop);
+        if (cases[ci].w == RL_OP_QUANT)
+            ck_assert_int_eq(rl_fakequant(&num.spec_w, W, N, K, K, Wop, K, &ws), 0);
+        else if (cases[ci].w == RL_OP_BF16) rl_bf16_round(W, Wop, N * K);
+        else memcpy(Wop, W, sizeof Wop);
+        size_t xq = 0, wq = 0;
+        for (size_t i = 0; i < M * K; i++) xq += Xop[i] != X[i];
+        for (size_t i = 0; i < N * K; i++) wq += Wop[i] != W[i];
+        ck_assert_msg(cases[ci].fp32 ? xq + wq == 0 : xq > M * K / 2 && wq > N * K / 2,
+                      "%s: %zu inputs and %zu weights changed by the operand rounding", cases[ci].name, xq, wq);
+        float Y[7 * 64], dX[7 * 32], dW[64 * 32];
+        ck_assert_int_eq(rl_lin_fwd(&L, site, X, K, M, Y, N, &ws), 0);
+        for (size_t i = 0; i < M * K; i++) dX[i] = 0.25f; /* accumulate = false overwrites */
+        memset(dW, 0, sizeof dW);
+        ck_assert_int_eq(rl_lin_bwd(&L, site, X, K, M, dY, N, dX, K, false, dW, &ws), 0);
+        for (size_t m = 0; m < M; m++)
+            for (size_t n = 0; n < N; n++) {
+                double y = 0, a = 0;
+                for (size_t k = 0; k < K; k++) y += (double)Xop[m * K + k] * Wop[n * K + k], a += fabs(Xop[m * K + k] * Wop[n * K + k]);
+                ck_assert_msg(fabs(Y[m * N + n] - y) <= 1e-5 * a + 1e-30, "%s: Y[%zu,%zu] %g vs %g", cases[ci].name, m,
+                              n, Y[m * N + n], y);
+            }
+        /* central differences of S(Xop, Wop) = sum dY * (Xop Wop^T), in double */
+        const double h = 1e-3;
+        for (size_t i = 0; i < M * K; i++) { /* dS/dXop[m,k] = sum_n dY[m,n] Wop[n,k] */
+            size_t m = i / K, k = i % K;
+            double Sp = 0, Sm = 0;
+            for (size_t n = 0; n < N; n++) {
+                double rest = 0;
+                for (size_t kk = 0; kk < K; kk++)
+                    if (kk != k) rest += (double)Xop[m * K + kk] * Wop[n * K + kk];
+                Sp += dY[m * N + n] * (rest + (Xop[i] + h) * (double)Wop[n * K + k]);
+                Sm += dY[m * N + n] * (rest + (Xop[i] - h) * (double)Wop[n * K + k]);
+            }
+            double fd = (Sp - Sm) / (2 * h);
+            ck_assert_msg(fabs(dX[i] - fd) <= 1e-5 * (1 + fabs(fd)), "%s: dX[%zu] %g, finite difference %g",
+                          cases[ci].name, i, dX[i], fd);
+        }
+        for (size_t j = 0; j < N * K; j++) { /* dS/dWop[n,k] = sum_m dY[m,n] Xop[m,k] */
+            size_t n = j / K, k = j % K;
+            double Sp = 0, Sm = 0;
+            for (size_t m = 0; m < M; m++) {
+                double rest = 0;
+                for (size_t kk = 0; kk < K; kk++)
+                    if (kk != k) rest += (double)Xop[m * K + kk] * Wop[n * K + kk];
+                Sp += dY[m * N + n] * (rest + (double)Xop[m * K + k] * (Wop[j] + h));
+                Sm += dY[m * N + n] * (rest + (double)Xop[m * K + k] * (Wop[j] - h));
+            }
+            double fd = (Sp - Sm) / (2 * h);
+            ck_assert_msg(fabs(dW[j] - fd) <= 1e-5 * (1 + fabs(fd)), "%s: dW[%zu] %g, finite difference %g",
+                          cases[ci].name, j, dW[j], fd);
+        }
+        /* accumulate: dX += , and dW adds to what it holds */
+        float dX2[7 * 32], dW2[64 * 32];
+        for (size_t i = 0; i < M * K; i++) dX2[i] = 0.25f;
+        memcpy(dW2, dW, sizeof dW2);
+        ck_assert_int_eq(rl_lin_bwd(&L, site, X, K, M, dY, N, dX2, K, true, dW2, &ws), 0);
+        for (size_t i = 0; i < M * K; i++) ck_assert(fabsf(dX2[i] - (dX[i] + 0.25f)) <= 1e-6f * (1 + fabsf(dX[i])));
+        for (size_t j = 0; j < N * K; j++) ck_assert(fabsf(dW2[j] - 2 * dW[j]) <= 1e-6f * (1 + fabsf(dW[j])));
+        rl_scratch_free(&ws);
+        rl_lin_free(&L);
+    }
+    free(P);
+    rl_layout_free(&lay);
+}
+END_TEST
+
 /* rl_fakequant pads columns to the block and equals fp4s_quantize's dequant on
  * the padded rows; a width that is a block multiple needs no padding. */
 START_TEST(fakequant_pads_columns)
@@ -650,6 +763,7 @@ static Suite *suite(void)
     tcase_add_test(g, grad_fd_moe_top3_of_5);
     tcase_add_test(g, float_matches_double);
     tcase_add_test(g, wfq_is_straight_through);
+    tcase_add_test(g, lin_backward_is_straight_through);
     tcase_add_test(g, fakequant_pads_columns);
     suite_add_tcase(s, g);
     TCase *l = tcase_create("loop");
