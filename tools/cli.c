@@ -420,22 +420,6 @@ bool cli_source_synthetic(const char *spec)
     return syn;
 }
 
-void cli_spec_fp4(const char *fmt_s, const char *profile, const char *rule_s, const char *what,
-                  fp4s_spec *spec)
-{
-    fp4s_format fmt = FP4S_MXFP4;
-    if (fmt_s && fp4s_format_parse(fmt_s, &fmt)) cli_usage("-f: %s", fp4s_last_error());
-    if (fmt != FP4S_MXFP4 && fmt != FP4S_NVFP4) cli_usage("-f: %s defined for mxfp4 and nvfp4", what);
-    if (!profile) profile = fp4s_default_profile(fmt);
-    int rc = fp4s_spec_profile(spec, fmt, profile);
-    if (rc) cli_usage("-p: %s", *fp4s_last_error() ? fp4s_last_error() : fp4s_strerror(rc));
-    if (rule_s) {
-        if (fmt != FP4S_MXFP4) cli_usage("--scale-rule applies to mxfp4 only");
-        if (fp4s_mx_rule_parse(rule_s, &spec->mx_rule)) cli_usage("--scale-rule: %s", fp4s_last_error());
-    }
-    if (fp4s_spec_check(spec)) cli_usage("%s", fp4s_last_error());
-}
-
 bool cli_trace_option(int id, const char *arg, fp4s_mm_opts *mo, fp4s_trace_opts *to,
                       fp4s_mm_onset_opts *oo)
 {

@@ -96,12 +96,62 @@ int cli_json_print(json_t *j);
 /* JSON number for a double: NaN and Inf become null (JSON has neither). */
 json_t *cli_json_real(double v);
 
-/* The quantizer of the analysis tools from -f FMT (default mxfp4; mxfp4 or
- * nvfp4 only, `what` names the analysis in the message), -p PROFILE (default:
- * the format's) and --scale-rule R (mxfp4 only); any NULL means the default.
- * A bad value is a usage error (exit 2). */
-void cli_spec_fp4(const char *fmt_s, const char *profile, const char *rule_s, const char *what,
-                  fp4s_spec *spec);
+/* ---- the quantizer option group ---------------------------------------------------
+ * Every tool that quantizes takes the same options: -f FORMAT, -p PROFILE and
+ * every override of a profile's rules (--scale-rule, --round, --zero-sign,
+ * --packing, --nonfinite, --global-scale, --recipe, --2d/--1d, --fp8-gran,
+ * --zero-block-code). CLI_QUANT_LONGOPTS expands to their struct option
+ * entries ("f:p:" belongs in the short options), cli_quant_option() applies
+ * one (false for any other id), cli_quant_usage() prints their help lines and
+ * cli_quant_spec() makes the spec: an override of a rule the format does not
+ * have, an unknown name or a format outside `formats` (a mask of 1 << fmt;
+ * `what` says what is defined for them: "the decomposition is") is a usage
+ * error. */
+typedef struct cli_quant {
+    const char *format, *profile; /* NULL: mxfp4, the format's default profile */
+    int mx_rule, tie, keep_neg_zero, packing, nonfinite, global_scale, recipe, tile2d, fp8_gran,
+        zero_block; /* -1: not given */
+} cli_quant;
+enum {
+    CLI_OPT_QUANT_FIRST = 0x4200,
+    CLI_OPT_SCALE_RULE = CLI_OPT_QUANT_FIRST,
+    CLI_OPT_ROUND,
+    CLI_OPT_ZERO_SIGN,
+    CLI_OPT_PACKING,
+    CLI_OPT_NONFINITE,
+    CLI_OPT_GLOBAL_SCALE,
+    CLI_OPT_RECIPE,
+    CLI_OPT_2D,
+    CLI_OPT_1D,
+    CLI_OPT_FP8_GRAN,
+    CLI_OPT_ZERO_BLOCK
+};
+#define CLI_QUANT_LONGOPTS \
+    {"format", required_argument, NULL, 'f'}, \
+    {"profile", required_argument, NULL, 'p'}, \
+    {"scale-rule", required_argument, NULL, CLI_OPT_SCALE_RULE}, \
+    {"round", required_argument, NULL, CLI_OPT_ROUND}, \
+    {"zero-sign", required_argument, NULL, CLI_OPT_ZERO_SIGN}, \
+    {"packing", required_argument, NULL, CLI_OPT_PACKING}, \
+    {"nonfinite", required_argument, NULL, CLI_OPT_NONFINITE}, \
+    {"global-scale", required_argument, NULL, CLI_OPT_GLOBAL_SCALE}, \
+    {"recipe", required_argument, NULL, CLI_OPT_RECIPE}, \
+    {"2d", no_argument, NULL, CLI_OPT_2D}, \
+    {"1d", no_argument, NULL, CLI_OPT_1D}, \
+    {"fp8-gran", required_argument, NULL, CLI_OPT_FP8_GRAN}, \
+    {"zero-block-code", required_argument, NULL, CLI_OPT_ZERO_BLOCK},
+#define CLI_FORMATS_FP4 ((1u << FP4S_MXFP4) | (1u << FP4S_NVFP4))
+#define CLI_FORMATS_ALL (CLI_FORMATS_FP4 | (1u << FP4S_FP8))
+void cli_quant_init(cli_quant *q);
+bool cli_quant_option(int id, const char *arg, cli_quant *q);
+void cli_quant_usage(unsigned formats);
+fp4s_format cli_quant_format(const cli_quant *q, unsigned formats, const char *what);
+void cli_quant_spec(const cli_quant *q, unsigned formats, const char *what, fp4s_spec *spec);
+/* A profile alone, for a second quantizer such as fp4-quant --diff P2 (`opt`
+ * names the option in messages). */
+void cli_profile_spec(fp4s_format fmt, const char *profile, const char *opt, fp4s_spec *spec);
+/* Print label (padded to column `indent`) and text wrapped before column 80. */
+void cli_print_wrapped(const char *label, size_t indent, const char *text);
 
 /* The trace-reading and onset options shared by fp4-mismatch and fp4-plot
  * mismatch (--is-cap, --format, --delim, --col-*, --allow-positive,

@@ -22,9 +22,10 @@ static void usage_text(void)
         "\n"
         "INPUT and W are file.npy, file.safetensors:NAME or file.h5:/dataset.\n"
         "\n"
-        "  -f, --format FMT      mxfp4 (default) or nvfp4\n"
-        "  -p, --profile NAME    quantizer profile (default: the format's default)\n"
-        "      --scale-rule R    MXFP4 scale rule: floor, ceil, even, log2f, rtn\n"
+        "Quantizer (a profile fills every rule; options override it):\n");
+    cli_quant_usage(CLI_FORMATS_FP4);
+    printf(
+        "\n"
         "      --score S         residual (default), relative, hcp (needs --weight), deadzone\n"
         "      --top K           select the K best channels\n"
         "      --ratio R         select ceil(R*K) channels, 0 < R <= 1 (default 0.125)\n"
@@ -46,7 +47,7 @@ static void usage_text(void)
 }
 
 enum {
-    OPT_SCALE_RULE = 256, OPT_SCORE, OPT_TOP, OPT_RATIO, OPT_WEIGHT, OPT_W2D, OPT_NOUT, OPT_DZTIE,
+    OPT_FIRST_ = 256, OPT_SCORE, OPT_TOP, OPT_RATIO, OPT_WEIGHT, OPT_W2D, OPT_NOUT, OPT_DZTIE,
     OPT_SHOW, OPT_JSON, OPT_CSV, OPT_THREADS, OPT_CHUNK, OPT_HELP, OPT_VERSION
 };
 
@@ -155,17 +156,17 @@ static bool ends_with(const char *s, const char *suf)
 int main(int argc, char **argv)
 {
     cli_init("fp4-channels");
-    const char *fmt_s = NULL, *profile = NULL, *rule_s = NULL, *score_s = NULL, *weight = NULL;
+    cli_quant qo;
+    cli_quant_init(&qo);
+    const char *score_s = NULL, *weight = NULL;
     const char *w2d = NULL, *dz_s = NULL, *outpath = NULL;
     bool json = false, csv = false, have_top = false, have_ratio = false;
     long long top = 0, show = 20, nout = 0;
     double ratio = 0.125;
     size_t chunk = 0;
     static const struct option lo[] = {
-        {"format", required_argument, NULL, 'f'},
-        {"profile", required_argument, NULL, 'p'},
+        CLI_QUANT_LONGOPTS
         {"output", required_argument, NULL, 'o'},
-        {"scale-rule", required_argument, NULL, OPT_SCALE_RULE},
         {"score", required_argument, NULL, OPT_SCORE},
         {"top", required_argument, NULL, OPT_TOP},
         {"ratio", required_argument, NULL, OPT_RATIO},
@@ -185,11 +186,8 @@ int main(int argc, char **argv)
     int c;
     while ((c = cli_getopt(argc, argv, "f:p:o:", lo)) != -1) {
         switch (c) {
-        case 'f': fmt_s = optarg; break;
-        case 'p': profile = optarg; break;
         case 'o': outpath = optarg; break;
         case CLI_OPT_FORCE: cli_force(); break;
-        case OPT_SCALE_RULE: rule_s = optarg; break;
         case OPT_SCORE: score_s = optarg; break;
         case OPT_TOP: top = cli_parse_int("--top", optarg, 1, (long long)1 << 40); have_top = true; break;
         case OPT_RATIO:
@@ -208,7 +206,8 @@ int main(int argc, char **argv)
         case OPT_CHUNK: chunk = (size_t)cli_parse_int("--chunk", optarg, 1, (long long)1 << 40); break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;
-        default: cli_usage("unknown option '%s'", argv[optind - 1]);
+        default:
+            if (!cli_quant_option(c, optarg, &qo)) cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
     if (json && csv) cli_usage("--json and --csv exclude each other");
@@ -218,7 +217,7 @@ int main(int argc, char **argv)
     const char *input = argv[optind];
 
     fp4s_spec spec;
-    cli_spec_fp4(fmt_s, profile, rule_s, "per-channel reports are", &spec);
+    cli_quant_spec(&qo, CLI_FORMATS_FP4, "per-channel reports are", &spec);
     int rc;
     fp4s_channels_opts o;
     fp4s_channels_opts_defaults(&o);

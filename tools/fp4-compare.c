@@ -27,9 +27,10 @@ static void usage_text(void)
         "and a ranking of sites x channels x error component (input, scale, deadzone,\n"
         "grid) by their share of the output mismatch ||Qa(X_r) Qw(W)^T - X_t Qw(W)^T||.\n"
         "\n"
-        "  -f, --format FMT      mxfp4 (default) or nvfp4\n"
-        "  -p, --profile NAME    quantizer profile (default: the format's default)\n"
-        "      --scale-rule R    MXFP4 scale rule: floor, ceil, even, log2f, rtn\n"
+        "Quantizer (a profile fills every rule; options override it):\n");
+    cli_quant_usage(CLI_FORMATS_FP4);
+    printf(
+        "\n"
         "      --weight-2d M     NVFP4 weight scaling: auto (default: 2-D for te), on, off\n"
         "      --sites GLOB      capture sites (fnmatch; default all)\n"
         "      --steps LIST      capture steps, e.g. 0,5,10-20 (default all)\n"
@@ -49,7 +50,7 @@ static void usage_text(void)
 }
 
 enum {
-    OPT_SCALE_RULE = 256, OPT_W2D, OPT_SITES, OPT_STEPS, OPT_ACT, OPT_TACT, OPT_WEIGHT, OPT_DZTIE, OPT_TOP,
+    OPT_FIRST_ = 256, OPT_W2D, OPT_SITES, OPT_STEPS, OPT_ACT, OPT_TACT, OPT_WEIGHT, OPT_DZTIE, OPT_TOP,
     OPT_JSON, OPT_CSV, OPT_THREADS, OPT_HELP, OPT_VERSION
 };
 
@@ -153,15 +154,15 @@ static json_t *site_json(const run *r)
 int main(int argc, char **argv)
 {
     cli_init("fp4-compare");
-    const char *fmt_s = NULL, *profile = NULL, *rule_s = NULL, *w2d = NULL, *sites = NULL, *steps_s = NULL;
+    cli_quant qo;
+    cli_quant_init(&qo);
+    const char *w2d = NULL, *sites = NULL, *steps_s = NULL;
     const char *act = NULL, *tact = NULL, *weight = NULL, *dz_s = NULL, *outpath = NULL;
     bool json = false, csv = false;
     long long top = 20;
     static const struct option lo[] = {
-        {"format", required_argument, NULL, 'f'},
-        {"profile", required_argument, NULL, 'p'},
+        CLI_QUANT_LONGOPTS
         {"output", required_argument, NULL, 'o'},
-        {"scale-rule", required_argument, NULL, OPT_SCALE_RULE},
         {"weight-2d", required_argument, NULL, OPT_W2D},
         {"sites", required_argument, NULL, OPT_SITES},
         {"steps", required_argument, NULL, OPT_STEPS},
@@ -180,10 +181,7 @@ int main(int argc, char **argv)
     int c;
     while ((c = cli_getopt(argc, argv, "f:p:o:", lo)) != -1) {
         switch (c) {
-        case 'f': fmt_s = optarg; break;
-        case 'p': profile = optarg; break;
         case 'o': outpath = optarg; break;
-        case OPT_SCALE_RULE: rule_s = optarg; break;
         case OPT_W2D: w2d = optarg; break;
         case OPT_SITES: sites = optarg; break;
         case OPT_STEPS: steps_s = optarg; break;
@@ -198,7 +196,8 @@ int main(int argc, char **argv)
         case CLI_OPT_FORCE: cli_force(); break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;
-        default: cli_usage("unknown option '%s'", argv[optind - 1]);
+        default:
+            if (!cli_quant_option(c, optarg, &qo)) cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
     if (json && csv) cli_usage("--json and --csv exclude each other");
@@ -209,7 +208,7 @@ int main(int argc, char **argv)
         cli_usage("no input: give a CAPTURE, or --act XR --trainer-act XT --weight W");
     if (!capture_mode && (sites || steps_s)) cli_usage("--sites and --steps select from a CAPTURE");
     fp4s_spec as, ws;
-    cli_spec_fp4(fmt_s, profile, rule_s, "the comparison is", &as);
+    cli_quant_spec(&qo, CLI_FORMATS_FP4, "the comparison is", &as);
     int t2 = -1;
     if (w2d) {
         if (!strcmp(w2d, "auto")) t2 = -1;

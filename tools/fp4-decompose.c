@@ -24,9 +24,10 @@ static void usage_text(void)
         "INPUT is file.npy, file.safetensors:NAME, file.h5:/dataset, or with --sites or\n"
         "--steps a capture file (fp4scope-capture/1) whose selected datasets are all used.\n"
         "\n"
-        "  -f, --format FMT      mxfp4 (default) or nvfp4\n"
-        "  -p, --profile NAME    quantizer profile (default: the format's default)\n"
-        "      --scale-rule R    MXFP4 scale rule: floor, ceil, even, log2f, rtn\n"
+        "Quantizer (a profile fills every rule; options override it):\n");
+    cli_quant_usage(CLI_FORMATS_FP4);
+    printf(
+        "\n"
         "      --by G            tensor (default), block, row or channel groups\n"
         "      --dz-tie T        dead-zone tie at |x/s*| = 0.25: spec (default), in, out\n"
         "      --sites GLOB      capture sites to use (fnmatch; default all)\n"
@@ -46,7 +47,7 @@ static void usage_text(void)
 }
 
 enum {
-    OPT_SCALE_RULE = 256, OPT_BY, OPT_DZTIE, OPT_SITES, OPT_STEPS, OPT_SIDES, OPT_JSON, OPT_CSV,
+    OPT_FIRST_ = 256, OPT_BY, OPT_DZTIE, OPT_SITES, OPT_STEPS, OPT_SIDES, OPT_JSON, OPT_CSV,
     OPT_THREADS, OPT_CHUNK, OPT_HELP, OPT_VERSION, OPT_SHOW
 };
 
@@ -256,15 +257,15 @@ static void human_result(const fp4s_decomp_result *r, bool blockstats)
 int main(int argc, char **argv)
 {
     cli_init("fp4-decompose");
-    const char *fmt_s = NULL, *profile = NULL, *rule_s = NULL, *by_s = NULL, *dz_s = NULL;
+    cli_quant qo;
+    cli_quant_init(&qo);
+    const char *by_s = NULL, *dz_s = NULL;
     const char *sites = NULL, *steps_s = NULL, *sides = NULL, *outpath = NULL;
     bool json = false, csv = false;
     size_t chunk = 0, show = 20;
     static const struct option lo[] = {
-        {"format", required_argument, NULL, 'f'},
-        {"profile", required_argument, NULL, 'p'},
+        CLI_QUANT_LONGOPTS
         {"output", required_argument, NULL, 'o'},
-        {"scale-rule", required_argument, NULL, OPT_SCALE_RULE},
         {"by", required_argument, NULL, OPT_BY},
         {"dz-tie", required_argument, NULL, OPT_DZTIE},
         {"sites", required_argument, NULL, OPT_SITES},
@@ -282,11 +283,8 @@ int main(int argc, char **argv)
     int c;
     while ((c = cli_getopt(argc, argv, "f:p:o:", lo)) != -1) {
         switch (c) {
-        case 'f': fmt_s = optarg; break;
-        case 'p': profile = optarg; break;
         case 'o': outpath = optarg; break;
         case CLI_OPT_FORCE: cli_force(); break;
-        case OPT_SCALE_RULE: rule_s = optarg; break;
         case OPT_BY: by_s = optarg; break;
         case OPT_DZTIE: dz_s = optarg; break;
         case OPT_SITES: sites = optarg; break;
@@ -299,14 +297,15 @@ int main(int argc, char **argv)
         case OPT_SHOW: show = (size_t)cli_parse_int("--show", optarg, 0, (long long)1 << 40); break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;
-        default: cli_usage("unknown option '%s'", argv[optind - 1]);
+        default:
+            if (!cli_quant_option(c, optarg, &qo)) cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
     if (json && csv) cli_usage("--json and --csv exclude each other");
     if (optind >= argc) cli_usage("no INPUT given");
 
     fp4s_spec spec;
-    cli_spec_fp4(fmt_s, profile, rule_s, "the decomposition is", &spec);
+    cli_quant_spec(&qo, CLI_FORMATS_FP4, "the decomposition is", &spec);
     int rc;
     fp4s_decomp_opts opts;
     fp4s_decomp_opts_defaults(&opts);

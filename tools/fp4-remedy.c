@@ -33,9 +33,10 @@ static void usage_text(void)
         "\n"
         "X, XT and W are file.npy, file.safetensors:NAME or file.h5:/dataset.\n"
         "\n"
-        "  -f, --format FMT      mxfp4 (default) or nvfp4\n"
-        "  -p, --profile NAME    quantizer profile (default: the format's default)\n"
-        "      --scale-rule R    MXFP4 scale rule: floor, ceil, even, log2f, rtn\n"
+        "Quantizer (a profile fills every rule; options override it):\n");
+    cli_quant_usage(CLI_FORMATS_FP4);
+    printf(
+        "\n"
         "      --weight-2d M     NVFP4 weight scaling: auto (default: 2-D for te), on, off\n"
         "      --act X           rollout activations [M, K]\n"
         "      --trainer-act XT  trainer activations [M, K] (default: X)\n"
@@ -95,7 +96,7 @@ static void grammar_text(void)
 }
 
 enum {
-    OPT_SCALE_RULE = 256, OPT_W2D, OPT_ACT, OPT_TACT, OPT_WEIGHT, OPT_LISTREM, OPT_SELECT, OPT_ORDER,
+    OPT_FIRST_ = 256, OPT_W2D, OPT_ACT, OPT_TACT, OPT_WEIGHT, OPT_LISTREM, OPT_SELECT, OPT_ORDER,
     OPT_OPERANDS, OPT_ACCEL, OPT_LISTACC, OPT_DZTIE, OPT_NODEC, OPT_SITES, OPT_STEPS, OPT_PLAN, OPT_PLANREF,
     OPT_JSON, OPT_CSV, OPT_THREADS, OPT_HELP, OPT_VERSION, OPT_LOGITS, OPT_LTRAINER, OPT_LMHEAD
 };
@@ -640,18 +641,18 @@ static int run_logits(const char *file, const char *lm_head, const fp4s_remedy *
 int main(int argc, char **argv)
 {
     cli_init("fp4-remedy");
-    const char *fmt_s = NULL, *profile = NULL, *rule_s = NULL, *w2d = NULL, *act = NULL, *tact = NULL, *weight = NULL;
+    cli_quant qo;
+    cli_quant_init(&qo);
+    const char *w2d = NULL, *act = NULL, *tact = NULL, *weight = NULL;
     const char *list = NULL, *select = NULL, *order = NULL, *operands = NULL, *accel_s = "b200", *dz_s = NULL;
     const char *sites = NULL, *steps_s = NULL, *outpath = NULL, *plan_ref = "wfq", *lm_head = NULL;
     bool json = false, csv = false, nodec = false, have_plan = false, logits = false;
     fp4s_remedy_kind ltrainer = FP4S_RK_WFQ;
     double budget = 0;
     static const struct option lo[] = {
-        {"format", required_argument, NULL, 'f'},
-        {"profile", required_argument, NULL, 'p'},
+        CLI_QUANT_LONGOPTS
         {"remedy", required_argument, NULL, 'r'},
         {"output", required_argument, NULL, 'o'},
-        {"scale-rule", required_argument, NULL, OPT_SCALE_RULE},
         {"weight-2d", required_argument, NULL, OPT_W2D},
         {"act", required_argument, NULL, OPT_ACT},
         {"trainer-act", required_argument, NULL, OPT_TACT},
@@ -681,11 +682,8 @@ int main(int argc, char **argv)
     int c;
     while ((c = cli_getopt(argc, argv, "f:p:r:o:", lo)) != -1) {
         switch (c) {
-        case 'f': fmt_s = optarg; break;
-        case 'p': profile = optarg; break;
         case 'r': list = optarg; break;
         case 'o': outpath = optarg; break;
-        case OPT_SCALE_RULE: rule_s = optarg; break;
         case OPT_W2D: w2d = optarg; break;
         case OPT_ACT: act = optarg; break;
         case OPT_TACT: tact = optarg; break;
@@ -736,7 +734,8 @@ int main(int argc, char **argv)
         case CLI_OPT_FORCE: cli_force(); break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;
-        default: cli_usage("unknown option '%s'", argv[optind - 1]);
+        default:
+            if (!cli_quant_option(c, optarg, &qo)) cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
     if (json && csv) cli_usage("--json and --csv exclude each other");
@@ -755,7 +754,7 @@ int main(int argc, char **argv)
     if (have_plan && csv) cli_usage("--plan prints text or --json, not --csv");
 
     fp4s_spec as, ws;
-    cli_spec_fp4(fmt_s, profile, rule_s, "remedies are", &as);
+    cli_quant_spec(&qo, CLI_FORMATS_FP4, "remedies are", &as);
     int t2 = -1;
     if (w2d) {
         if (!strcmp(w2d, "auto")) t2 = -1;

@@ -43,6 +43,39 @@ for t in fp4-quant fp4-decompose fp4-channels fp4-mismatch "fp4-plot mismatch" "
     two_lines "$t --output"
 done
 
+# the quantizer option group: every override of fp4-quant in every tool that quantizes
+$PY -c "
+import numpy as np
+x = np.zeros((4, 32), '<f4'); x[:, 0] = 6; x[:, 1] = 5; x[:, 2] = 2.5; x[:, 3] = -0.25
+np.save('ties.in.npy', x)"
+qtools="fp4-decompose fp4-channels"
+for t in $qtools; do
+    expect_exit 0 $t --json ties.in.npy
+    cp out.txt base.json
+    expect_exit 0 $t --json --round rha --zero-sign drop ties.in.npy
+    $PY - "$t" <<'PY'
+import json, sys
+a, b = json.load(open('base.json')), json.load(open('out.txt'))
+assert 'round=rha' in b['spec'] and 'neg_zero=drop' in b['spec'], b['spec']
+# -0.25 = m_b/24 is the dead-zone tie: round-to-nearest-even keeps it in the
+# dead zone, round-half-away takes it out
+da = (a['rollup'] if 'rollup' in a else a['summary'])['deadzone']
+db = (b['rollup'] if 'rollup' in b else b['summary'])['deadzone']
+assert da == db + 4, (sys.argv[1], da, db)
+PY
+    expect_exit 0 $t -f nvfp4 --recipe torchao --2d --global-scale decode --nonfinite ignore --json ties.in.npy
+    expect_exit 2 $t -f nvfp4 --zero-block-code 3 ties.in.npy
+    err_has "--zero-block-code applies to mxfp4 only"
+    expect_exit 2 $t --recipe te ties.in.npy
+    err_has "apply to nvfp4 only"
+    expect_exit 2 $t -f fp8 ties.in.npy
+    err_has "defined for mxfp4 and nvfp4"
+    expect_exit 2 $t --round up ties.in.npy
+    err_has "--round: expected one of rne"
+    expect_exit 0 $t --help
+    out_has "--zero-block-code C"
+done
+
 # --threads: any count is taken, at most FP4S_MAX_THREADS (256) run
 expect_exit 0 fp4-quant --threads 300 --json x.in.npy
 $PY -c "import json; j = json.load(open('out.txt')); assert j['threads'] == 256, j['threads']"
