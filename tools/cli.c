@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *prog_name = "fp4scope";
@@ -58,6 +59,91 @@ void cli_scratch_remove(const char *path)
     }
 }
 
+/* ---- the progress line ------------------------------------------------------------- */
+static struct {
+    bool quiet, drawn;
+    int mode;         /* -1 not decided, 0 off, 1 a terminal line, 2 plain lines (FP4S_PROGRESS=1) */
+    char what[160];
+    double t0, last;
+} pg = {.mode = -1};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int progress_mode(void)
+{
+    if (pg.quiet) return 0;
+    if (pg.mode < 0) {
+        const char *e = getenv("FP4S_PROGRESS");
+        bool tty = isatty(STDERR_FILENO);
+        if (e && *e) pg.mode = strcmp(e, "0") == 0 ? 0 : tty ? 1 : 2;
+        else pg.mode = tty ? 1 : 0;
+    }
+    return pg.mode;
+}
+
+static void duration(double s, char *buf, size_t n)
+{
+    if (s < 10) snprintf(buf, n, "%.1f s", s);
+    else if (s < 60) snprintf(buf, n, "%.0f s", s);
+    else if (s < 3600) snprintf(buf, n, "%d min %02d s", (int)(s / 60), (int)s % 60);
+    else snprintf(buf, n, "%d h %02d min", (int)(s / 3600), (int)(s / 60) % 60);
+}
+
+void cli_quiet(void)
+{
+    cli_progress_end();
+    pg.quiet = true;
+}
+
+void cli_progress_end(void)
+{
+    if (pg.drawn) fputs("\r\033[K", stderr);
+    pg.drawn = false;
+}
+
+void cli_progress_begin(const char *what)
+{
+    cli_progress_end();
+    snprintf(pg.what, sizeof pg.what, "%s", what ? what : "");
+    pg.t0 = now_s();
+    pg.last = 0;
+}
+
+void cli_progress(uint64_t done, uint64_t total)
+{
+    int mode = progress_mode();
+    if (!mode || total == 0) return;
+    double t = now_s();
+    if (t - pg.t0 < 0.5 || t - pg.last < (mode == 1 ? 0.2 : 2.0)) return;
+    pg.last = t;
+    double f = done >= total ? 1.0 : (double)done / (double)total, el = t - pg.t0;
+    char a[32], b[48] = "";
+    duration(el, a, sizeof a);
+    if (f >= 0.01 && f < 1.0) {
+        char l[32];
+        duration(el * (1.0 - f) / f, l, sizeof l);
+        snprintf(b, sizeof b, ", about %s left", l);
+    }
+    if (mode == 1) {
+        fprintf(stderr, "\r%s: %s %3.0f%% (%s%s)\033[K", prog_name, pg.what, 100.0 * f, a, b);
+        pg.drawn = true;
+    } else {
+        fprintf(stderr, "%s: %s %3.0f%% (%s%s)\n", prog_name, pg.what, 100.0 * f, a, b);
+    }
+    fflush(stderr);
+}
+
+static void library_progress(void *arg, uint64_t done, uint64_t total)
+{
+    (void)arg;
+    cli_progress(done, total);
+}
+
 /* ---- signals and exit ------------------------------------------------------------- */
 static void die_by(int sig)
 {
@@ -75,6 +161,7 @@ static void on_signal(int sig)
 
 int cli_stdout_flush(void)
 {
+    cli_progress_end();
     if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
     int e = errno;
     if (!stdout_reported) {
@@ -90,6 +177,7 @@ int cli_stdout_flush(void)
 static void at_exit_status(int status, void *arg)
 {
     (void)arg;
+    cli_progress_end();
     scratch_unlink_all(true);
     if (failure_reported) stdout_reported = true; /* that failure is the message */
     bool bad = cli_stdout_flush() != 0;
@@ -140,6 +228,8 @@ void cli_init(const char *prog)
 #else
     atexit(at_exit);
 #endif
+    fp4s_set_progress(library_progress, NULL);
+    pg.t0 = now_s();
     if (fp4s_outgroup_open(0, &group)) cli_die(FP4S_EXIT_INTERNAL, "%s", fp4s_last_error());
 }
 
@@ -210,6 +300,7 @@ void cli_output_append(const char *path)
 
 int cli_commit(void)
 {
+    cli_progress_end();
     if (!group) return 0;
     int rc = fp4s_outgroup_commit(&group);
     int sig = fp4s_outgroup_deferred_signal();
@@ -226,6 +317,7 @@ void cli_outputs_abort(void) { fp4s_outgroup_abort(&group); }
 void cli_die(int status, const char *fmt, ...)
 {
     va_list ap;
+    cli_progress_end();
     if (status) failure_reported = true;
     fprintf(stderr, "%s: ", prog_name);
     va_start(ap, fmt);
@@ -238,6 +330,7 @@ void cli_die(int status, const char *fmt, ...)
 void cli_usage(const char *fmt, ...)
 {
     va_list ap;
+    cli_progress_end();
     failure_reported = true;
     fprintf(stderr, "%s: ", prog_name);
     va_start(ap, fmt);
@@ -249,6 +342,7 @@ void cli_usage(const char *fmt, ...)
 
 int cli_report(int code)
 {
+    cli_progress_end();
     failure_reported = true;
     const char *d = fp4s_last_error();
     fprintf(stderr, "%s: %s\n", prog_name, (d && *d) ? d : fp4s_strerror(code));
@@ -266,6 +360,7 @@ void cli_failf(int code, const char *fmt, ...)
     va_end(ap);
     const char *d = fp4s_last_error();
     failure_reported = true;
+    cli_progress_end();
     fprintf(stderr, "%s: %s: %s\n", prog_name, ctx, (d && *d) ? d : fp4s_strerror(code));
     exit(fp4s_exit_status(code));
 }
@@ -371,6 +466,7 @@ json_t *cli_json_real(double v) { return isfinite(v) ? json_real(v) : json_null(
 
 int cli_json_print(json_t *j)
 {
+    cli_progress_end();
     json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);
     json_decref(j);
@@ -380,6 +476,7 @@ int cli_json_print(json_t *j)
 int cli_write_text(const char *path, const char *text, size_t len)
 {
     if (strcmp(path, "-") == 0) {
+        cli_progress_end();
         if (fwrite(text, 1, len, stdout) == len && fflush(stdout) == 0) return 0;
         stdout_reported = true; /* the caller reports this detail */
         return fp4s_error_set(FP4S_EWRITE, "stdout: write failed: %s", strerror(errno ? errno : EIO));

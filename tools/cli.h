@@ -40,8 +40,10 @@ char *xstrdup(const char *s);   /* NULL gives "" */
  * the group; cli_commit() renames them all into place, all or none. A run
  * that ends with status 0 commits what is left (with glibc's on_exit; call
  * cli_commit to commit before printing a report), any other status removes it. */
-enum { CLI_OPT_FORCE = 0x4100 };
-#define CLI_OUTPUT_LONGOPTS {"force", no_argument, NULL, CLI_OPT_FORCE},
+enum { CLI_OPT_FORCE = 0x4100, CLI_OPT_QUIET };
+/* --force, and --quiet (see the progress line below) */
+#define CLI_OUTPUT_LONGOPTS {"force", no_argument, NULL, CLI_OPT_FORCE}, \
+    {"quiet", no_argument, NULL, CLI_OPT_QUIET},
 void cli_force(void);                   /* --force: existing HDF5 outputs may be replaced */
 bool cli_forced(void);
 void cli_input(const char *spec);       /* a tensor spec, trace or report the run reads */
@@ -56,6 +58,19 @@ void cli_outputs_abort(void);
  * in reverse order). cli_scratch_remove removes one now. */
 void cli_scratch_add(const char *path);
 void cli_scratch_remove(const char *path);
+
+/* ---- progress: one line on stderr while long work runs ------------------------------
+ * "prog: WHAT 45% (12 s, about 15 s left)", drawn when standard error is a
+ * terminal, once the work has run half a second, at most five times a second,
+ * and erased before any message, report or exit; FP4S_PROGRESS=1 prints it as
+ * a plain line every 2 s where stderr is not a terminal (a log), =0 never;
+ * --quiet (cli_quiet) turns it off. The library's long calls report through
+ * it (fp4s_set_progress, done by cli_init). cli_progress_begin starts a new
+ * task (its label, the clock); cli_progress reports done of total. */
+void cli_quiet(void);
+void cli_progress_begin(const char *what);
+void cli_progress(uint64_t done, uint64_t total);
+void cli_progress_end(void);
 
 /* Flush standard output: 0, or FP4S_EXIT_OUTPUT after "prog: stdout: REASON"
  * (printed once). */

@@ -31,6 +31,8 @@ static void usage_text(void)
         "file.safetensors (every tensor), file.safetensors:NAME or file.safetensors:GLOB\n"
         "('*' and '?' over tensor names; '\\*', '\\?' and '\\\\' match themselves).\n"
         "  -o, --output CAP.h5   capture to write (replaced atomically unless -a)\n"
+        "      --force           replace an existing HDF5 file at the output\n"
+        "      --quiet           no progress line on stderr\n"
         "  -a, --append          append to CAP.h5 (created if missing); rows are appended\n"
         "                        to datasets that exist\n"
         "      --step N          step number (required unless --const)\n"
@@ -55,12 +57,16 @@ static void usage_text(void)
         "merge: join captures (one per rank); a dataset in several inputs must be\n"
         "identical, else the merge fails naming both files.\n"
         "  -o, --output OUT.h5   merged capture (written atomically)\n"
+        "      --force           replace an existing HDF5 file at the output\n"
+        "      --quiet           no progress line on stderr\n"
         "      --gzip N          accepted for symmetry; datasets keep their own filters\n"
         "\n"
         "synth: a synthetic capture with LLM-like statistics, labelled synthetic = 1\n"
         "(every parameter and the seed are stored as root attributes synth_*).\n"
         "Random numbers: %s (GSL's Mersenne Twister when built with GSL).\n"
         "  -o, --output CAP.h5   output (written atomically)\n"
+        "      --force           replace an existing HDF5 file at the output\n"
+        "      --quiet           no progress line on stderr\n"
         "      --seed N          random seed (default 1)\n"
         "      --steps N         steps with log-probs (default 8)\n"
         "      --act-every N     activations at steps 0, N, 2N, ... (default 4)\n"
@@ -354,6 +360,7 @@ static int import_one(fp4s_capture *c, const job *j, int64_t step, const char *s
         size_t nr = rows - r0 < blk ? rows - r0 : blk;
         rc = raw ? fp4s_source_read_raw(s, r0, nr, buf) : fp4s_source_read(s, r0, nr, buf, cols);
         if (!rc) rc = fp4s_capture_put(c, step, j->site, side, st, buf, nr, cols, cols, &meta);
+        cli_progress(r0 + nr, rows);
     }
     free(buf);
     fp4s_source_close(&s);
@@ -409,6 +416,7 @@ static int cmd_import(int argc, char **argv)
         case OPT_GZIP: gz = (int)cli_parse_int("--gzip", optarg, 0, 9); break;
         case OPT_EXACT: exact = true; break;
         case CLI_OPT_FORCE: cli_force(); break;
+        case CLI_OPT_QUIET: cli_quiet(); break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;
         default: cli_usage("import: unknown option '%s'", argv[optind - 1]);
@@ -529,7 +537,11 @@ static int cmd_import(int argc, char **argv)
         }
         if (rc) fail_output(rc, &of, out);
         /* one import is one transaction: a source that fails undoes the others */
-        for (size_t i = 0; i < nj && !rc; i++) rc = import_one(c, &jobs[i], step, side);
+        for (size_t i = 0; i < nj && !rc; i++) {
+            cli_progress_begin(jobs[i].spec);
+            rc = import_one(c, &jobs[i], step, side);
+        }
+        cli_progress_end();
         if (!rc) rc = fp4s_capture_close(&c);
         else {
             char keep[1024];
@@ -757,6 +769,7 @@ static int cmd_merge(int argc, char **argv)
         case 'o': out = optarg; break;
         case OPT_GZIP: (void)cli_parse_int("--gzip", optarg, 0, 9); break;
         case CLI_OPT_FORCE: cli_force(); break;
+        case CLI_OPT_QUIET: cli_quiet(); break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;
         default: cli_usage("merge: unknown option '%s'", argv[optind - 1]);
@@ -772,6 +785,7 @@ static int cmd_merge(int argc, char **argv)
     fp4s_capture_opts o;
     fp4s_capture_opts_defaults(&o);
     o.overwrite = true;
+    cli_progress_begin(out);
     rc = fp4s_capture_merge((const char *const *)(argv + optind), (size_t)(argc - optind),
                             fp4s_outfile_tmppath(of), &o);
     if (!rc) rc = fp4s_outfile_commit(&of);
@@ -830,6 +844,7 @@ static int cmd_synth(int argc, char **argv)
         case OPT_LPG: s.lp_growth = cli_parse_double("--lp-growth", optarg, 1, 100); break;
         case OPT_GZIP: s.gzip = (int)cli_parse_int("--gzip", optarg, 0, 9); break;
         case CLI_OPT_FORCE: cli_force(); break;
+        case CLI_OPT_QUIET: cli_quiet(); break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;
         default: cli_usage("synth: unknown option '%s'", argv[optind - 1]);
@@ -841,6 +856,7 @@ static int cmd_synth(int argc, char **argv)
     if (s.hot_channels > s.hidden) cli_usage("--hot-channels %d exceeds --hidden %d", s.hot_channels, s.hidden);
     cli_output(out);
     fp4s_outfile *of;
+    cli_progress_begin(out);
     int rc = fp4s_outfile_begin(out, &of);
     if (!rc) rc = fp4s_capture_synth(fp4s_outfile_tmppath(of), &s);
     if (!rc) rc = fp4s_outfile_commit(&of);

@@ -37,6 +37,8 @@ static void usage_text(void)
         "      --json            JSON on stdout\n"
         "      --csv             CSV of the channels on stdout, best first\n"
         "  -o, --output FILE     write the selected set: FILE.json as JSON, else HDF5\n"
+        "      --force           replace an existing HDF5 output (the man page, FILES)\n"
+        "      --quiet           no progress line on stderr\n"
         "      --threads N       worker threads (default: all CPUs)\n"
         "      --chunk N         elements per read chunk (default 2097152)\n"
         "      --help            show this help and exit\n"
@@ -188,6 +190,7 @@ int main(int argc, char **argv)
         switch (c) {
         case 'o': outpath = optarg; break;
         case CLI_OPT_FORCE: cli_force(); break;
+        case CLI_OPT_QUIET: cli_quiet(); break;
         case OPT_SCORE: score_s = optarg; break;
         case OPT_TOP: top = cli_parse_int("--top", optarg, 1, (long long)1 << 40); have_top = true; break;
         case OPT_RATIO:
@@ -239,7 +242,9 @@ int main(int argc, char **argv)
     if (weight) cli_input(weight);
     if (outpath) cli_output(outpath);
     fp4s_channels_report *r = NULL;
+    cli_progress_begin(input);
     rc = fp4s_channels_run(&spec, &o, input, weight, &r);
+    cli_progress_end();
     if (rc) exit(cli_report(rc));
 
     if (outpath) {

@@ -40,6 +40,8 @@ static void usage_text(void)
         "      --json            JSON on stdout\n"
         "      --csv             CSV on stdout: one line per site, step and channel\n"
         "  -o, --output FILE     also write the --json document to FILE\n"
+        "      --force           replace an existing HDF5 output (the man page, FILES)\n"
+        "      --quiet           no progress line on stderr\n"
         "      --threads N       worker threads (default: all CPUs)\n"
         "      --help            show this help and exit\n"
         "      --version         show version and features and exit\n"
@@ -194,6 +196,7 @@ int main(int argc, char **argv)
         case OPT_CSV: csv = true; break;
         case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 4096)); break;
         case CLI_OPT_FORCE: cli_force(); break;
+        case CLI_OPT_QUIET: cli_quiet(); break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;
         default:
@@ -245,6 +248,7 @@ int main(int argc, char **argv)
         fp4s_capture_entry *ents = NULL;
         size_t ne = 0;
         if ((rc = fp4s_capture_list(file, &ents, &ne))) exit(cli_report(rc));
+        cli_progress_begin(file);
         bool syn = cli_source_synthetic(file);
         size_t matched = 0, one_sided = 0;
         for (size_t i = 0; i < ne; i++) {
@@ -287,7 +291,9 @@ int main(int argc, char **argv)
             r->step = e->step;
             r->synthetic = syn;
             eval_one(&as, &ws, &co, xs, xts, wss, &r->r);
+            cli_progress(matched, ne);
         }
+        cli_progress_end();
         free(ents);
         free(steps);
         if (matched == 0)

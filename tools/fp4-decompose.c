@@ -36,6 +36,8 @@ static void usage_text(void)
         "      --json            JSON on stdout\n"
         "      --csv             CSV on stdout (one line per input, group and roll-up)\n"
         "  -o, --output FILE     also write an HDF5 report (layout in fp4-decompose(1))\n"
+        "      --force           replace an existing HDF5 output (the man page, FILES)\n"
+        "      --quiet           no progress line on stderr\n"
         "      --threads N       worker threads (default: all CPUs)\n"
         "      --chunk N         elements per read chunk (default 2097152)\n"
         "      --show N          groups listed per input in the table (default 20, 0 = all)\n"
@@ -285,6 +287,7 @@ int main(int argc, char **argv)
         switch (c) {
         case 'o': outpath = optarg; break;
         case CLI_OPT_FORCE: cli_force(); break;
+        case CLI_OPT_QUIET: cli_quiet(); break;
         case OPT_BY: by_s = optarg; break;
         case OPT_DZTIE: dz_s = optarg; break;
         case OPT_SITES: sites = optarg; break;
@@ -378,6 +381,7 @@ int main(int argc, char **argv)
     ropts.by = FP4S_GROUP_TENSOR;
     if ((rc = fp4s_decomp_open(&spec, NULL, &ropts, 0, 0, &roll))) exit(cli_report(rc));
     for (size_t i = 0; i < n; i++) {
+        cli_progress_begin(items[i].label);
         rc = fp4s_decomp_source(&spec, &opts, items[i].source, &items[i].acc);
         if (rc) exit(cli_report(rc));
         items[i].rows = fp4s_decomp_rows(items[i].acc);
@@ -397,6 +401,7 @@ int main(int argc, char **argv)
         if ((rc = cli_commit())) exit(rc);
     }
 
+    cli_progress_end();
     fp4s_decomp_result rr;
     fp4s_decomp_summary(roll, &rr);
     int status = 0;

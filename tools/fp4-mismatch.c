@@ -91,6 +91,8 @@ static void usage(void)
            "  --every N           list every N-th step only (1)\n"
            "  --json | --csv      machine-readable output (default: tables)\n"
            "  -o, --output FILE   write to FILE (atomically) instead of stdout\n"
+           "  --force             replace an existing HDF5 file at FILE\n"
+           "  --quiet             no progress line on stderr\n"
            "  --help, --version\n\n"
            "Exit status: 0 ok, 1 onset found with --fail-on-onset or a gate crossed, 2 usage, 3 bad input,\n"
            "4 output not written, 5 internal error.\n");
@@ -814,6 +816,7 @@ int main(int argc, char **argv)
         case 'o':
         case OPT_OUTPUT: output = optarg; break;
         case CLI_OPT_FORCE: cli_force(); break;
+        case CLI_OPT_QUIET: cli_quiet(); break;
         case OPT_HELP: usage(); free(names); return 0;
         case OPT_VERSION: cli_version(); free(names); return 0;
         default:
@@ -861,6 +864,7 @@ int main(int argc, char **argv)
         if (!base) cli_die(FP4S_EXIT_USAGE, "--baseline-run: %s has no run '%s'", c.baseline, c.baseline_run);
     }
     for (int i = 0; i < ntr; i++) {
+        cli_progress_begin(argv[optind + i]);
         int rc = fp4s_mm_analyze(argv[optind + i], (size_t)i < nnames ? names[i] : NULL, &c.mo, &t, &res);
         if (rc) {
             fp4s_mm_result_free(&res);
@@ -877,6 +881,7 @@ int main(int argc, char **argv)
                 free(names);
                 return FP4S_EXIT_USAGE;
             }
+    cli_progress_end();
     run_extra *ex = calloc(res.nruns, sizeof *ex);
     if (!ex) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
     int any_onset = 0, any_gate = 0;

@@ -51,6 +51,8 @@ static void usage(void)
            "  -o, --output OUT    image path; the extension picks the terminal (.png pngcairo,\n"
            "                      .svg svg, .pdf pdfcairo)\n"
            "  --term T            pngcairo, svg, pdfcairo or dumb (text preview; -o - prints it)\n"
+           "  --force             replace an existing HDF5 file in place of an output\n"
+           "  --quiet             no progress line on stderr\n"
            "  --title TEXT        figure title\n"
            "  --size WxH          size in pixels (png, svg) or inches x 100 (pdf); default 1200x700\n"
            "mismatch:\n"
@@ -100,13 +102,14 @@ int main(int argc, char **argv)
     int ch;
     while ((ch = cli_getopt(argc, argv, "o:", longopts)) != -1) {
         if (!ismm && ch != 'o' && ch != OPT_OUTPUT && ch != OPT_TERM && ch != OPT_TITLE && ch != OPT_SIZE &&
-            ch != CLI_OPT_FORCE && ch != OPT_HELP && ch != OPT_VERSION)
+            ch != CLI_OPT_FORCE && ch != CLI_OPT_QUIET && ch != OPT_HELP && ch != OPT_VERSION)
             cli_usage("%s: option '--%s' applies to 'fp4-plot mismatch' only", sub, option_name(ch));
         switch (ch) {
         case 'o':
         case OPT_OUTPUT: out = optarg; break;
         case OPT_TERM: term = optarg; break;
         case CLI_OPT_FORCE: cli_force(); break;
+        case CLI_OPT_QUIET: cli_quiet(); break;
         case OPT_TITLE: p.title = optarg; break;
         case OPT_SIZE: {
             int w, h;

@@ -66,6 +66,7 @@ static void usage(void)
            "      --dequant D.npy   dequantized float32 in the input's shape\n"
            "      --gzip L          gzip level 0..9 for -o (default 0)\n"
            "      --force           replace an existing HDF5 output (fp4-quant(1), FILES)\n"
+           "      --quiet           no progress line on stderr\n"
            "Report:\n"
            "      --json            summary as JSON on stdout instead of the table\n"
            "      --diff P2         also quantize with profile P2 (same format, its own\n"
@@ -144,6 +145,7 @@ int main(int argc, char **argv)
         case OPT_GZIP: j.gzip = (int)cli_parse_int("--gzip", optarg, 0, 9); break;
         case OPT_SHOW: show = cli_parse_int("--show", optarg, 0, 10000); break;
         case CLI_OPT_FORCE: cli_force(); break;
+        case CLI_OPT_QUIET: cli_quiet(); break;
         case OPT_HELP: usage(); return 0;
         case OPT_VERSION: cli_version(); return 0;
         default:

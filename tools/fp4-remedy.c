@@ -64,6 +64,8 @@ static void usage_text(void)
         "      --json            JSON on stdout\n"
         "      --csv             CSV on stdout\n"
         "  -o, --output FILE     also write the results: FILE.json as JSON, else HDF5\n"
+        "      --force           replace an existing HDF5 output (the man page, FILES)\n"
+        "      --quiet           no progress line on stderr\n"
         "      --threads N       worker threads (default: all CPUs)\n"
         "      --help            show this help and exit\n"
         "      --version         show version and features and exit\n"
@@ -732,6 +734,7 @@ int main(int argc, char **argv)
         case OPT_CSV: csv = true; break;
         case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 4096)); break;
         case CLI_OPT_FORCE: cli_force(); break;
+        case CLI_OPT_QUIET: cli_quiet(); break;
         case OPT_HELP: usage_text(); return 0;
         case OPT_VERSION: cli_version(); return 0;
         default:
@@ -832,7 +835,9 @@ int main(int argc, char **argv)
         if ((rc = fp4s_capture_list(file, &ents, &ne))) exit(cli_report(rc));
         bool syn = cli_source_synthetic(file);
         size_t matched = 0;
+        cli_progress_begin(file);
         for (size_t i = 0; i < ne; i++) {
+            cli_progress(i, ne);
             const fp4s_capture_entry *e = &ents[i];
             if (strcmp(e->side, "rollout") || e->step < 0 || !strcmp(e->site, "logprobs")) continue;
             if (sites && !fp4s_site_match(sites, e->site)) continue;

@@ -51,7 +51,8 @@ static void *read_thread(void *p)
  * started). Returns fn's error with the detail prefixed by spec_str, or the
  * reader's error with its detail. */
 static int each_chunk(struct reader *rd, const char *spec_str,
-                      int (*fn)(void *ctx, const float *x, size_t n, size_t row0), void *ctx)
+                      int (*fn)(void *ctx, const float *x, size_t n, size_t row0), void *ctx, int pass,
+                      int npasses)
 {
     if (read_chunk(rd, 0, 0)) return fp4s_error_set(rd->rc, "%s", rd->err);
     int slot = 0;
@@ -73,6 +74,7 @@ static int each_chunk(struct reader *rd, const char *spec_str,
         }
         if (rd->rc) return fp4s_error_set(rd->rc, "%s", rd->err);
         slot = 1 - slot;
+        fp4s_progress_report((uint64_t)pass * rd->rows + nx, (uint64_t)npasses * rd->rows);
     }
     return 0;
 }
@@ -139,14 +141,14 @@ int fp4s_decomp_source(const fp4s_spec *s, const fp4s_decomp_opts *o, const char
     if (s->format == FP4S_NVFP4) {
         /* a first pass for the tensor amax */
         void *ctx[2] = {&rd, &amax};
-        rc = each_chunk(&rd, spec_str, chunk_amax, ctx);
+        rc = each_chunk(&rd, spec_str, chunk_amax, ctx, 0, 2);
         if (rc) goto done;
     }
     rc = fp4s_tscale_init(s, amax, &ts);
     if (rc) goto done;
     rc = fp4s_decomp_open(s, &ts, o, rd.rows, rd.cols, &d);
     if (rc) goto done;
-    rc = each_chunk(&rd, spec_str, chunk_add, d);
+    rc = each_chunk(&rd, spec_str, chunk_add, d, s->format == FP4S_NVFP4, 1 + (s->format == FP4S_NVFP4));
 done:
     free(rd.buf[0]);
     free(rd.buf[1]);

@@ -378,6 +378,9 @@ static int analyze_tokens(const char *path, const char *name, const fp4s_mm_opts
     for (;;) {
         rc = mm_reader_next(d.r, &b);
         if (rc || b.n == 0) break;
+        uint64_t pdone, ptotal;
+        mm_reader_progress(d.r, &pdone, &ptotal);
+        if (ptotal) fp4s_progress_report(pdone, ptotal);
         size_t i0 = 0;
         while (i0 < b.n) {
             size_t i1 = i0 + 1;

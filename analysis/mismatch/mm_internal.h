@@ -133,6 +133,9 @@ typedef struct mm_reader mm_reader;
 /* skip_empty: a capture step with 0 tokens is skipped (counted) instead of an error. */
 int mm_reader_open(const char *path, const fp4s_trace_opts *t, bool skip_empty, mm_reader **out);
 size_t mm_reader_skipped(const mm_reader *r);
+/* How far the reader is: bytes of a file, steps of a capture (0 of 0 when
+ * unknown, as for a pipe). */
+void mm_reader_progress(const mm_reader *r, uint64_t *done, uint64_t *total);
 /* Fill b with up to b->cap tokens; b->n == 0 at the end of the input. */
 int mm_reader_next(mm_reader *r, mm_batch *b);
 void mm_reader_close(mm_reader **r);

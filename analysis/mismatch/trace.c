@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 void fp4s_trace_opts_defaults(fp4s_trace_opts *o)
 {
@@ -1117,6 +1118,22 @@ size_t mm_reader_nruns(const mm_reader *r) { return r->nruns; }
 const char *mm_reader_run_name(const mm_reader *r, size_t i) { return i < r->nruns ? r->runs[i] : NULL; }
 bool mm_reader_has_pos(const mm_reader *r) { return r->have[ROLE_POS] != 0; }
 const char *mm_reader_path(const mm_reader *r) { return r->path; }
+void mm_reader_progress(const mm_reader *r, uint64_t *done, uint64_t *total)
+{
+    *done = *total = 0;
+    if (r->lp) {
+        *done = r->cur;
+        *total = cap_lp_nsteps(r->lp);
+        return;
+    }
+    struct stat st;
+    if (!r->f || fstat(fileno(r->f), &st) != 0 || !S_ISREG(st.st_mode)) return; /* a pipe: unknown */
+    off_t pos = ftello(r->f);
+    if (pos < 0) return;
+    *done = (uint64_t)pos - (r->blen - r->bpos);
+    *total = (uint64_t)st.st_size;
+}
+
 size_t mm_reader_skipped(const mm_reader *r) { return r->skipped; }
 
 void mm_reader_where(const mm_reader *r, const mm_batch *b, size_t i, char *buf, size_t n)

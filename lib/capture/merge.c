@@ -242,6 +242,8 @@ int fp4s_capture_merge(const char *const *inputs, size_t n, const char *out, con
     size_t flen = 0;
     for (size_t i = 0; i < n; i++) flen += strlen(inputs[i]) + 1;
     char *from = calloc(1, flen + 1);
+    uint64_t pdone = 0, ptotal = 0; /* datasets, for the progress hook */
+    for (size_t i = 0; i < n; i++) ptotal += counts[i];
     for (size_t i = 0; i < n && !rc; i++) {
         if (from) {
             if (i) strcat(from, ";");
@@ -257,6 +259,7 @@ int fp4s_capture_merge(const char *const *inputs, size_t n, const char *out, con
         hsize_t idx = 0;
         H5Aiterate2(fi, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, copy_attr, &ac);
         for (size_t k = 0; k < counts[i] && !rc; k++) {
+            fp4s_progress_report(pdone++, ptotal);
             const fp4s_capture_entry *e = &lists[i][k];
             int *org = map_get(&m, e->path);
             if (org) {

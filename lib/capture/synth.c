@@ -410,6 +410,7 @@ int fp4s_capture_synth(const char *path, const fp4s_synth_opts *opts)
             }
         }
     for (int64_t s = 0; s < o.steps && !rc; s++) {
+        fp4s_progress_report((uint64_t)s, (uint64_t)o.steps);
         if (s % o.act_every == 0) {
             for (int l = 0; l < o.layers && !rc; l++) {
                 layer_state *ly = &L[l];

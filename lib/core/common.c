@@ -104,6 +104,21 @@ const char *fp4s_features(void)
     return buf;
 }
 
+/* ---- progress ------------------------------------------------------------------ */
+static fp4s_progress_fn progress_fn;
+static void *progress_arg;
+
+void fp4s_set_progress(fp4s_progress_fn fn, void *arg)
+{
+    progress_fn = fn;
+    progress_arg = arg;
+}
+
+void fp4s_progress_report(uint64_t done, uint64_t total)
+{
+    if (progress_fn) progress_fn(progress_arg, done, total);
+}
+
 /* ---- threads ----------------------------------------------------------------- */
 static int n_threads_set;
 

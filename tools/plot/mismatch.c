@@ -68,6 +68,7 @@ int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, 
     fp4s_mm_result res = {0, NULL};
     for (int i = 0; i < argc; i++) {
         if (load_mismatch_report(argv[i], (size_t)i < nnames ? names[i] : NULL, &res)) continue;
+        cli_progress_begin(argv[i]);
         int rc = fp4s_mm_analyze(argv[i], (size_t)i < nnames ? names[i] : NULL, mo, to, &res);
         if (rc) {
             fp4s_mm_result_free(&res);

@@ -99,6 +99,7 @@ typedef struct job {
     fp4s_dtype in_dt;
     char shape[64];             /* "(rows, cols)" as stored */
     size_t chunk;               /* rows per chunk */
+    int passes;                 /* over the input: 2 when the tensor amax is needed */
     uint64_t amax_nonfinite;    /* NaN/Inf seen by the amax pass */
     float *xb[2];               /* two chunks, padding columns zero: one read while the other is quantized */
     bank banks[2];              /* -p's outputs of a chunk; banks[0] are r1's own buffers */

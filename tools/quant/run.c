@@ -215,6 +215,8 @@ static bool ends_with(const char *s, const char *suf)
 
 void job_open(job *j)
 {
+    cli_progress_begin(j->input);
+    j->passes = 1;
     int rc = fp4s_source_open(j->input, &j->src);
     if (rc) job_fail(j, rc);
     j->rows = fp4s_source_rows(j->src);
@@ -264,7 +266,9 @@ void job_open(job *j)
             if ((rc = stage_wait(&j->rd))) job_fail(j, rc);
             read_next(j, r0 + n, (int)(k ^ 1));
             amax = fmaxf(amax, fp4s_amax(j->xb[k], n, j->pcols, j->pcols, &j->amax_nonfinite));
+            cli_progress(r0 + n, 2 * (uint64_t)j->rows);
         }
+        j->passes = 2;
     }
     rc = fp4s_tscale_init(s1, amax, &j->r1.ts);
     if (!rc && j->diff) rc = fp4s_tscale_init(&j->r2.spec, amax, &j->r2.ts);
@@ -314,9 +318,11 @@ void job_quantize(job *j)
         j->wr.r0 = r0;
         j->wr.n = n;
         stage_start(&j->wr);
+        cli_progress((uint64_t)(j->passes - 1) * j->rows + r0 + n, (uint64_t)j->passes * j->rows);
     }
     if ((rc = stage_wait(&j->wr))) job_fail(j, rc);
     use_bank(j, 0);
+    cli_progress_end();
     fp4s_source_close(&j->src);
 }
 

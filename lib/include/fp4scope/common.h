@@ -115,6 +115,17 @@ FP4S_API int fp4s_get_threads(void);
 typedef int (*fp4s_range_fn)(void *arg, size_t begin, size_t end, int worker);
 FP4S_API int fp4s_parallel_for(size_t n, size_t grain, fp4s_range_fn fn, void *arg);
 
+/* Progress of long calls (fp4s_decomp_source and what uses it, fp4s_mm_analyze,
+ * fp4s_capture_merge, fp4s_capture_synth): fn(arg, done, total) is called on the calling thread
+ * after each chunk, done growing to total in units of the call's choosing
+ * (rows, bytes, steps; a call of two passes counts both). The tools draw it as
+ * a line on a terminal. NULL (the default) turns it off; one setting per
+ * process. fp4s_progress_report is how the library's loops report (an
+ * extension may call it too). */
+typedef void (*fp4s_progress_fn)(void *arg, uint64_t done, uint64_t total);
+FP4S_API void fp4s_set_progress(fp4s_progress_fn fn, void *arg);
+FP4S_API void fp4s_progress_report(uint64_t done, uint64_t total);
+
 /* Dynamic schedule: up to nworkers workers (<= 0: fp4s_get_threads()) take the
  * next `piece` items of [0, n) until none is left, calling fn once per piece
  * with their worker index. Which worker gets which piece varies from run to
