@@ -278,8 +278,6 @@ void cli_force(void)
     fp4s_outgroup_flags(the_group(), FP4S_OUT_FORCE);
 }
 
-bool cli_forced(void) { return force; }
-
 void cli_input(const char *spec)
 {
     int rc = fp4s_outgroup_input(the_group(), spec);
@@ -310,8 +308,6 @@ int cli_commit(void)
     }
     return rc ? cli_report(rc) : 0;
 }
-
-void cli_outputs_abort(void) { fp4s_outgroup_abort(&group); }
 
 /* ---- messages -------------------------------------------------------------------------------- */
 void cli_die(int status, const char *fmt, ...)

@@ -45,14 +45,11 @@ enum { CLI_OPT_FORCE = 0x4100, CLI_OPT_QUIET };
 #define CLI_OUTPUT_LONGOPTS {"force", no_argument, NULL, CLI_OPT_FORCE}, \
     {"quiet", no_argument, NULL, CLI_OPT_QUIET},
 void cli_force(void);                   /* --force: existing HDF5 outputs may be replaced */
-bool cli_forced(void);
 void cli_input(const char *spec);       /* a tensor spec, trace or report the run reads */
 void cli_output(const char *path);      /* a file the run will replace */
 void cli_output_append(const char *path); /* a file the run appends to in place */
 /* Commit the group: 0, or the exit status after printing the reason. */
 int cli_commit(void);
-/* Drop every output not committed yet (their temporaries are removed). */
-void cli_outputs_abort(void);
 
 /* Scratch files and directories of the run (removed at exit and on a signal,
  * in reverse order). cli_scratch_remove removes one now. */

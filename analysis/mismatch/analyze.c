@@ -15,7 +15,7 @@ typedef struct run_state {
     int64_t cur;
     /* per-worker partials of the current step (parallel token pass), merged
      * into acc when the step ends */
-    fp4s_mm_acc *scratch[256];
+    fp4s_mm_acc *scratch[FP4S_MAX_THREADS];
     int nscratch, scratch_used;
 } run_state;
 
@@ -59,7 +59,7 @@ static int add_parallel(driver *d, run_state *s, const mm_batch *b, size_t i0, s
                         int *rc_out)
 {
     int nt = fp4s_get_threads();
-    if (nt > 256) nt = 256;
+    if (nt > FP4S_MAX_THREADS) nt = FP4S_MAX_THREADS;
     if (nt < 2 || n < 2 * MM_PAR_GRAIN) return 1;
     while (s->nscratch < nt) {
         int rc = fp4s_mm_acc_open(d->o, &s->scratch[s->nscratch]);

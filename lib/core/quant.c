@@ -49,8 +49,8 @@ float fp4s_amax(const float *x, size_t rows, size_t cols, size_t ld, uint64_t *n
 {
     if (!x || rows == 0 || cols == 0) return 0.0f;
     if (ld < cols) ld = cols;
-    float part[256];
-    uint64_t nf[256];
+    float part[FP4S_MAX_THREADS];
+    uint64_t nf[FP4S_MAX_THREADS];
     memset(part, 0, sizeof part);
     memset(nf, 0, sizeof nf);
     struct amax_job j = {x, cols, ld, part, nf};
@@ -58,7 +58,7 @@ float fp4s_amax(const float *x, size_t rows, size_t cols, size_t ld, uint64_t *n
     fp4s_parallel_for(rows, grain, amax_range, &j);
     float m = 0.0f;
     uint64_t n = 0;
-    for (int w = 0; w < 256; w++) {
+    for (int w = 0; w < FP4S_MAX_THREADS; w++) {
         m = fmaxf(m, part[w]);
         n += nf[w];
     }
@@ -261,7 +261,7 @@ int fp4s_quantize(const fp4s_spec *s, const fp4s_tscale *ts,
                               out->ld_scale_f32, cols / 128);
 
     int nt = fp4s_get_threads();
-    if (nt > 256) nt = 256;
+    if (nt > FP4S_MAX_THREADS) nt = FP4S_MAX_THREADS;
     fp4s_qstats *parts = NULL;
     if (st && !(parts = calloc((size_t)nt, sizeof *parts)))
         return fp4s_error_set(FP4S_ENOMEM, "quantize: out of memory");

@@ -125,4 +125,27 @@ expect_exit 2 fp4-channels x.in.npy -o set.h5
 expect_exit 0 fp4-channels x.in.npy -o set.h5 --force
 expect_exit 0 fp4-decompose x.in.npy -o dec.h5
 expect_exit 0 fp4-decompose x.in.npy -o dec.h5 --force
+# ---- item 2: a file a live writer holds is never replaced, even with --force ----
+HOLD=${FP4S_BUILDDIR:-}/tests/capture/hold_writer
+if [ -x "$HOLD" ]; then
+    "$HOLD" "$T/held.h5" "$T/ready" "$T/stop" &
+    writer=$!
+    n=0
+    while [ ! -e "$T/ready" ]; do
+        n=$((n + 1)); [ $n -lt 500 ] || fail "the writer did not start"; sleep 0.02
+    done
+    cp held.h5 held.keep
+    for cmd in "fp4-quant x.in.npy -o held.h5" "fp4-quant x.in.npy --dequant held.h5" \
+               "fp4-decompose x.in.npy -o held.h5" "fp4-channels x.in.npy -o held.h5" \
+               "fp4-mismatch trace.in.csv -o held.h5" "fp4-plot mismatch trace.in.csv --term dumb -o held.h5"; do
+        # shellcheck disable=SC2086
+        expect_exit 4 $cmd --force
+        err_has "held by a live writer"
+        cmp -s held.h5 held.keep || fail "$cmd --force changed the capture a live writer holds"
+        ls -A | grep '\.tmp\.' && fail "$cmd left a temporary"
+    done
+    touch stop
+    wait $writer || fail "the writer failed"
+    rm -f held.h5 held.keep ready stop
+fi
 echo ok

@@ -30,8 +30,9 @@
  * Commit. While the group is open, fp4s_outfile_commit of a member only
  * finishes it (fsync); fp4s_outgroup_commit renames every member into place
  * with the asynchronous signals blocked (SIGINT, SIGTERM, SIGHUP, SIGQUIT,
- * SIGPIPE, ...: one arriving meanwhile is delivered after the last rename), so
- * no signal can split a run's outputs. For two or more outputs a journal
+ * SIGPIPE, ...: one arriving meanwhile is delivered after the last rename; a
+ * handler that runs on another thread meanwhile defers it through
+ * fp4s_outfile_on_signal), so no signal can split a run's outputs. For two or more outputs a journal
  * "<first output>.fp4s-commit" is written (and fsync'ed) in every directory the
  * group writes to before the first rename and removed after the last: if the
  * process dies between two renames anyway (SIGKILL, a power loss), the journal
