@@ -288,7 +288,6 @@ int fp4s_h5_validate(const char *path, bool data)
     unsigned secs = budget_seconds(st.st_size, data);
     int pfd[2];
     if (pipe(pfd) != 0) return 0;
-    fflush(NULL); /* nothing buffered is written twice by the child */
     pid_t pid = fork();
     if (pid < 0) { /* cannot check: read it as it is */
         close(pfd[0]);
@@ -370,7 +369,6 @@ int fp4s_h5_isolate(const char *path, fp4s_h5_iso_fn fn, void *arg, unsigned cha
     unsigned secs = lim > 600 ? 600 : (unsigned)lim;
     int pfd[2];
     if (pipe(pfd) != 0) return fp4s_error_set(FP4S_EINTERNAL, "%s: pipe: %s", path, strerror(errno));
-    fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
         close(pfd[0]);

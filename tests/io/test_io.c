@@ -921,6 +921,57 @@ START_TEST(h5_write_f32_and_attrs)
 }
 END_TEST
 
+/* The child process that walks a file before it is read (h5guard.c) leaves
+ * the caller's stdio streams alone: a stream with bytes pending on a pipe
+ * nobody reads (a pager not reading yet, a closed reader with SIGPIPE) is not
+ * flushed by the library, which would block there (or die by SIGPIPE); the
+ * bytes are written once, when the caller flushes. Failed before: the
+ * library's fflush(NULL) blocked until the alarm. */
+static void iso_ok(void *arg, int fd)
+{
+    (void)arg;
+    fp4s_h5_iso_write(fd, "ok", 2);
+}
+
+START_TEST(h5_guard_leaves_the_callers_streams_alone)
+{
+    make_h5(tp("g.h5"));
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    int fl = fcntl(p[1], F_GETFL);
+    fcntl(p[1], F_SETFL, fl | O_NONBLOCK);
+    char fill[4096];
+    memset(fill, 'f', sizeof fill);
+    size_t filled = 0;
+    for (ssize_t w; (w = write(p[1], fill, sizeof fill)) > 0;) filled += (size_t)w;
+    fcntl(p[1], F_SETFL, fl); /* a full pipe: a flush would block */
+    FILE *out = fdopen(p[1], "w");
+    ck_assert_ptr_nonnull(out);
+    setvbuf(out, NULL, _IOFBF, 1024);
+    fputs("pending", out);
+    alarm(20);
+    ck_assert_int_eq(fp4s_h5_validate(tp("g.h5"), true), 0);
+    unsigned char *b = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(fp4s_h5_isolate(tp("g.h5"), iso_ok, NULL, &b, &n), 0);
+    ck_assert(n == 2 && memcmp(b, "ok", 2) == 0);
+    free(b);
+    alarm(0);
+    /* drain the pipe, then the pending bytes arrive exactly once */
+    fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK);
+    size_t drained = 0;
+    for (ssize_t r; (r = read(p[0], fill, sizeof fill)) > 0;) drained += (size_t)r;
+    ck_assert_uint_eq(drained, filled);
+    ck_assert_int_eq(fclose(out), 0);
+    char got[32];
+    ssize_t r = read(p[0], got, sizeof got);
+    ck_assert_int_eq(r, 7);
+    ck_assert(memcmp(got, "pending", 7) == 0);
+    ck_assert_int_le(read(p[0], got, sizeof got), 0);
+    close(p[0]);
+}
+END_TEST
+
 /* ---- mutation: no input crashes the parsers (run under the sanitizers) ---- */
 static uint32_t rng_state = 12345;
 static uint32_t rnd(void)
@@ -1038,6 +1089,7 @@ static Suite *io_suite(void)
         {"npy_writer_round_trip", npy_writer_round_trip},
         {"npy_writer_incomplete_is_discarded", npy_writer_incomplete_is_discarded},
         {"h5_write_f32_and_attrs", h5_write_f32_and_attrs},
+        {"h5_guard_leaves_the_callers_streams_alone", h5_guard_leaves_the_callers_streams_alone},
         {"npy_header_survives_mutation", npy_header_survives_mutation},
 #if FP4S_HAVE_JANSSON
         {"safetensors_survives_mutation", safetensors_survives_mutation},
