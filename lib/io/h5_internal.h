@@ -109,6 +109,10 @@ bool fp4s_h5_path_exists(hid_t f, const char *path);
  * `path` names the file in messages. */
 int fp4s_h5_create(const char *path, fp4s_outfile **of, hid_t *file);
 int fp4s_h5_finish(const char *path, fp4s_outfile **of, hid_t *file, bool commit);
+/* Creation list of a 2-D dataset [rows, cols] of esz-byte elements: chunks
+ * of about 1 MiB (at most 65536 columns), byte shuffle and deflate at level
+ * gzip (0: none). rows, cols > 0. The caller closes it. */
+hid_t fp4s_h5_matrix_dcpl(size_t rows, size_t cols, size_t esz, int gzip);
 /* Write a 2-D float32 dataset [rows, cols] at `dset` (intermediate groups
  * created, an existing dataset replaced), chunked, deflate level gzip. */
 int fp4s_h5_write_f32(hid_t file, const char *dset, const float *data, size_t rows, size_t cols,

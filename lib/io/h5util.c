@@ -363,6 +363,23 @@ int fp4s_h5_finish(const char *path, fp4s_outfile **of, hid_t *file, bool commit
     return rc;
 }
 
+hid_t fp4s_h5_matrix_dcpl(size_t rows, size_t cols, size_t esz, int gzip)
+{
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (dcpl < 0) return dcpl;
+    hsize_t cc = cols < 65536 ? cols : 65536;
+    hsize_t cr = (hsize_t)((1u << 20) / (cc * esz)); /* about 1 MiB per chunk */
+    if (cr < 1) cr = 1;
+    if (cr > rows) cr = rows;
+    hsize_t ch[2] = {cr, cc};
+    H5Pset_chunk(dcpl, 2, ch);
+    if (gzip > 0) {
+        H5Pset_shuffle(dcpl);
+        H5Pset_deflate(dcpl, (unsigned)gzip);
+    }
+    return dcpl;
+}
+
 int fp4s_h5_write_f32(hid_t f, const char *dset, const float *data, size_t rows, size_t cols, int gzip)
 {
     if (!dset || !*dset) return fp4s_error_set(FP4S_EINVAL, "fp4s_h5_write_f32: empty dataset name");
@@ -372,19 +389,7 @@ int fp4s_h5_write_f32(hid_t f, const char *dset, const float *data, size_t rows,
     fp4s_h5_quiet_begin(&q);
     hsize_t dims[2] = {rows, cols};
     hid_t sp = H5Screate_simple(2, dims, NULL);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    if (rows && cols) {
-        hsize_t cc = cols < 65536 ? cols : 65536;
-        hsize_t cr = (hsize_t)(262144 / cc);
-        if (cr < 1) cr = 1;
-        if (cr > rows) cr = rows;
-        hsize_t ch[2] = {cr, cc};
-        H5Pset_chunk(dcpl, 2, ch);
-        if (gzip > 0) {
-            H5Pset_shuffle(dcpl);
-            H5Pset_deflate(dcpl, (unsigned)gzip);
-        }
-    }
+    hid_t dcpl = rows && cols ? fp4s_h5_matrix_dcpl(rows, cols, 4, gzip) : H5Pcreate(H5P_DATASET_CREATE);
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     H5Pset_create_intermediate_group(lcpl, 1);
     if (H5Oexists_by_name(f, dset, H5P_DEFAULT) > 0) H5Ldelete(f, dset, H5P_DEFAULT);

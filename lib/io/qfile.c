@@ -48,17 +48,7 @@ static hid_t dset_create(hid_t f, const char *name, hid_t type, size_t rows, siz
 {
     hsize_t dims[2] = {rows, cols};
     hid_t sp = H5Screate_simple(2, dims, NULL);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    hsize_t cc = cols < 65536 ? cols : 65536;
-    hsize_t cr = (hsize_t)((1u << 20) / (cc * esz));
-    if (cr < 1) cr = 1;
-    if (cr > rows) cr = rows;
-    hsize_t ch[2] = {cr, cc};
-    H5Pset_chunk(dcpl, 2, ch);
-    if (gzip > 0) {
-        H5Pset_shuffle(dcpl);
-        H5Pset_deflate(dcpl, (unsigned)gzip);
-    }
+    hid_t dcpl = fp4s_h5_matrix_dcpl(rows, cols, esz, gzip);
     hid_t d = H5Dcreate2(f, name, type, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     H5Pclose(dcpl);
     H5Sclose(sp);
