@@ -251,6 +251,117 @@ START_TEST(unflushed_step_is_absent_after_kill)
 }
 END_TEST
 
+/* What fp4-capture import -a does, killed before its closing flush: rows
+ * appended to datasets that were there (enough to push chunks out of HDF5's
+ * cache onto the disk), a site added to an old step, a new step and a new
+ * constant weight, in a file opened for append; then SIGKILL. The capture
+ * must be as it was (capture(5), Undoing a write; fp4-capture(1), FILES):
+ * the same datasets with the same rows and bytes, reported as interrupted,
+ * and appendable. Compressed and not. */
+static void append_then_kill(int gzip)
+{
+    char dir[] = "/tmp/fp4s_crash_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/cap.h5", dir);
+    fp4s_capture_opts o;
+    fp4s_capture_opts_defaults(&o);
+    o.gzip = gzip;
+    fp4s_capture *c;
+    ck_assert_int_eq(fp4s_capture_create(path, &o, &c), 0);
+    static float buf[ROWS * COLS];
+    for (int j = 0; j < NSITES; j++) {
+        char site[64];
+        site_name(j, site, sizeof site);
+        for (int side = 0; side < 2; side++)
+            for (int b = 0; b < BLOCKS; b++) {
+                for (size_t r = 0; r < ROWS; r++)
+                    for (size_t k = 0; k < COLS; k++) buf[r * COLS + k] = value(0, j, side, b * ROWS + r, k);
+                ck_assert_int_eq(fp4s_capture_put(c, 0, site, side ? "rollout" : "trainer", FP4S_DT_F32, buf,
+                                                  ROWS, COLS, COLS, NULL), 0);
+            }
+    }
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    fp4s_capture_entry *e0;
+    size_t n0;
+    ck_assert_int_eq(fp4s_capture_list(path, &e0, &n0), 0);
+
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(p[0]);
+        if (fp4s_capture_open_append(path, &o, &c)) _exit(3);
+        for (size_t r = 0; r < ROWS * COLS; r++) buf[r] = -1.0f - (float)r;
+        for (int b = 0; b < 200; b++) /* 200 blocks of 24 KiB onto each side of site 0 */
+            for (int side = 0; side < 2; side++) {
+                char site[64];
+                site_name(0, site, sizeof site);
+                if (fp4s_capture_put(c, 0, site, side ? "rollout" : "trainer", FP4S_DT_F32, buf, ROWS, COLS,
+                                     COLS, NULL))
+                    _exit(4);
+            }
+        if (fp4s_capture_put(c, 0, "new.site", "trainer", FP4S_DT_F32, buf, ROWS, COLS, COLS, NULL) ||
+            fp4s_capture_put(c, 1, "new.step", "trainer", FP4S_DT_F32, buf, ROWS, COLS, COLS, NULL) ||
+            fp4s_capture_put(c, FP4S_CAPTURE_CONST_STEP, "new.weight", "weight", FP4S_DT_F32, buf, ROWS, COLS,
+                             COLS, NULL))
+            _exit(5);
+        char ok = 1;
+        if (write(p[1], &ok, 1) != 1) _exit(7);
+        pause();
+        _exit(0);
+    }
+    close(p[1]);
+    char ok = 0;
+    ck_assert_msg(read(p[0], &ok, 1) == 1, "the appending writer failed");
+    kill(pid, SIGKILL);
+    int st;
+    waitpid(pid, &st, 0);
+    ck_assert(WIFSIGNALED(st));
+    close(p[0]);
+
+    fp4s_capture_info info;
+    ck_assert_int_eq(fp4s_capture_info_read(path, &info), 0);
+    ck_assert(info.interrupted);
+    fp4s_capture_entry *e1;
+    size_t n1;
+    ck_assert_msg(fp4s_capture_list(path, &e1, &n1) == 0, "%s", fp4s_last_error());
+    ck_assert_uint_eq(n1, n0);
+    for (size_t i = 0; i < n0; i++) {
+        ck_assert_str_eq(e1[i].path, e0[i].path);
+        ck_assert_uint_eq(e1[i].rows, e0[i].rows);
+        ck_assert_uint_eq(e1[i].cols, e0[i].cols);
+    }
+    free(e0);
+    free(e1);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert_int_ge(f, 0);
+    for (int j = 0; j < NSITES; j++)
+        for (int side = 0; side < 2; side++)
+            ck_assert_msg(check_dataset(f, 0, j, side) == 0, "site %d side %d changed (gzip %d)", j, side, gzip);
+    ck_assert_int_eq(H5Lexists(f, "/weights", H5P_DEFAULT) > 0 &&
+                     H5Lexists(f, "/weights/new.weight", H5P_DEFAULT) > 0, 0);
+    H5Fclose(f);
+    ck_assert_msg(fp4s_capture_verify(path) == 0, "%s", fp4s_last_error());
+    ck_assert_int_eq(fp4s_capture_open_append(path, NULL, &c), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 2, "after.kill", "trainer", FP4S_DT_F32, buf, 1, COLS, COLS, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    ck_assert_int_eq(fp4s_capture_list(path, &e1, &n1), 0);
+    ck_assert_uint_eq(n1, n0 + 1);
+    free(e1);
+    unlink(path);
+    rmdir(dir);
+}
+
+START_TEST(unflushed_append_leaves_the_capture_as_it_was)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    append_then_kill(0);
+    append_then_kill(4);
+}
+END_TEST
+
 /* ---- the soak: one capture grown to FP4S_SOAK_STEPS steps (default 40; the
  * slow suite 1000) by writers killed at random moments, each appending from
  * the first step that is not in the file ---------------------------------------- */
@@ -393,6 +504,7 @@ int main(void)
     suite_add_tcase(s, t3);
     TCase *t2 = tcase_create("unflushed_step_is_absent_after_kill");
     tcase_add_test(t2, unflushed_step_is_absent_after_kill);
+    tcase_add_test(t2, unflushed_append_leaves_the_capture_as_it_was);
     suite_add_tcase(s, t2);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
