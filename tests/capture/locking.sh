@@ -31,6 +31,13 @@ expect 4 "held by a live writer" $C merge "$T/other.h5" -o "$T/held.h5"
 unchanged "merge -o"
 expect 4 "held by a live writer" fp4-quant "$T/x.npy" -o "$T/held.h5"
 unchanged "fp4-quant -o"
+# --force replaces an existing capture, never one that a live writer holds
+expect 4 "held by a live writer" $C import "$T/x.npy" -o "$T/held.h5" --step 0 --side trainer --force
+unchanged "import -o --force"
+expect 4 "held by a live writer" $C synth -o "$T/held.h5" --steps 1 --tokens 8 --hidden 32 --force
+unchanged "synth -o --force"
+expect 4 "held by a live writer" fp4-quant "$T/x.npy" -o "$T/held.h5" --force
+unchanged "fp4-quant -o --force"
 touch "$T/stop"
 wait $writer || fail "the writer failed"
 expect 0 "" $C ls --json "$T/held.h5"
