@@ -28,6 +28,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <unistd.h>
 
 #define DATA_BUDGET ((uint64_t)64 << 20)   /* read all data only up to this much */
@@ -268,6 +271,18 @@ static unsigned budget_seconds(off_t size, bool data)
 
 static bool in_child; /* in a validation or isolation child: no nested forks */
 
+/* In a child just forked from `parent`: die with it. The child holds copies
+ * of the parent's descriptors, a capture's writer lock among them (flock
+ * belongs to the open file, not the process): a child orphaned by a SIGKILL
+ * of its parent would keep the capture locked until its walk ends. */
+static void die_with_parent(pid_t parent)
+{
+#ifdef __linux__
+    (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+    if (getppid() != parent) _exit(3); /* it died before prctl */
+}
+
 int fp4s_h5_validate(const char *path, bool data)
 {
     const char *e = getenv("FP4S_H5_VALIDATE");
@@ -288,6 +303,7 @@ int fp4s_h5_validate(const char *path, bool data)
     unsigned secs = budget_seconds(st.st_size, data);
     int pfd[2];
     if (pipe(pfd) != 0) return 0;
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) { /* cannot check: read it as it is */
         close(pfd[0]);
@@ -295,6 +311,7 @@ int fp4s_h5_validate(const char *path, bool data)
         return 0;
     }
     if (pid == 0) {
+        die_with_parent(parent);
         close(pfd[0]);
         /* the child: default signal handling, a time limit, no exit handlers */
         signal(SIGSEGV, SIG_DFL);
@@ -369,6 +386,7 @@ int fp4s_h5_isolate(const char *path, fp4s_h5_iso_fn fn, void *arg, unsigned cha
     unsigned secs = lim > 600 ? 600 : (unsigned)lim;
     int pfd[2];
     if (pipe(pfd) != 0) return fp4s_error_set(FP4S_EINTERNAL, "%s: pipe: %s", path, strerror(errno));
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         close(pfd[0]);
@@ -376,6 +394,7 @@ int fp4s_h5_isolate(const char *path, fp4s_h5_iso_fn fn, void *arg, unsigned cha
         return 1; /* the caller does the work itself */
     }
     if (pid == 0) {
+        die_with_parent(parent);
         close(pfd[0]);
         in_child = true;
         signal(SIGSEGV, SIG_DFL);

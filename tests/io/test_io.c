@@ -16,6 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -972,6 +978,67 @@ START_TEST(h5_guard_leaves_the_callers_streams_alone)
 }
 END_TEST
 
+/* A process that holds a writer lock and is SIGKILLed while the HDF5 guard
+ * walks a file in a child leaves no process behind holding the lock: the
+ * child (it inherits the locked descriptor) dies with its parent. Before,
+ * the orphaned child went on walking and the capture stayed locked ("held by
+ * another writer") until it finished: fp4-capture import -a killed at
+ * random moments (tests/capture/kill_import.sh under ASan). This process is
+ * the subreaper of the orphan, so how it ended is seen, whatever the timing. */
+START_TEST(h5_guard_child_dies_with_its_parent)
+{
+#ifdef __linux__
+    ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    /* a file whose walk takes a while: 60 MiB of data, read in the child */
+    const size_t rows = 3840, cols = 4096;
+    float *a = malloc(rows * cols * sizeof *a);
+    ck_assert_ptr_nonnull(a);
+    for (size_t i = 0; i < rows * cols; i++) a[i] = (float)(i % 1013) * 0.25f;
+    fp4s_outfile *o;
+    int64_t f;
+    ck_assert_int_eq(fp4s_h5_create(tp("big.h5"), &o, &f), 0);
+    ck_assert_int_eq(fp4s_h5_write_f32(f, "x", a, rows, cols, 1), 0);
+    ck_assert_int_eq(fp4s_h5_finish("test", &o, &f, true), 0);
+    free(a);
+    write_text(tp("cap.h5"), "locked");
+    int seen = 0, survived = 0;
+    for (int round = 0; round < 5 && !seen; round++) {
+        int p[2];
+        ck_assert_int_eq(pipe(p), 0);
+        pid_t w = fork();
+        ck_assert_int_ge(w, 0);
+        if (w == 0) { /* a writer: the lock, then a read that validates */
+            close(p[0]);
+            fp4s_wlock l;
+            if (fp4s_wlock_take(tp("cap.h5"), FP4S_WLOCK_EXISTING, &l)) _exit(3);
+            char c = 1;
+            if (write(p[1], &c, 1) != 1) _exit(4);
+            fp4s_h5_validate(tp("big.h5"), true);
+            _exit(0);
+        }
+        close(p[1]);
+        char c;
+        ck_assert_int_eq(read(p[0], &c, 1), 1);
+        close(p[0]);
+        struct timespec ts = {0, 20 * 1000 * 1000}; /* the walk is under way */
+        nanosleep(&ts, NULL);
+        kill(w, SIGKILL);
+        int st;
+        ck_assert_int_eq(waitpid(w, &st, 0), w);
+        /* the orphan, if the walk had started: reparented to this process */
+        pid_t g;
+        while ((g = waitpid(-1, &st, 0)) > 0) {
+            seen++;
+            if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)) survived++;
+        }
+    }
+    ck_assert_msg(seen > 0, "the guard's child was never caught alive");
+    ck_assert_msg(survived == 0, "%d of %d guard children outlived their SIGKILLed parent", survived, seen);
+    ck_assert_int_eq(fp4s_file_held(tp("cap.h5")), 0);
+#endif
+}
+END_TEST
+
 /* ---- mutation: no input crashes the parsers (run under the sanitizers) ---- */
 static uint32_t rng_state = 12345;
 static uint32_t rnd(void)
@@ -1090,6 +1157,7 @@ static Suite *io_suite(void)
         {"npy_writer_incomplete_is_discarded", npy_writer_incomplete_is_discarded},
         {"h5_write_f32_and_attrs", h5_write_f32_and_attrs},
         {"h5_guard_leaves_the_callers_streams_alone", h5_guard_leaves_the_callers_streams_alone},
+        {"h5_guard_child_dies_with_its_parent", h5_guard_child_dies_with_its_parent},
         {"npy_header_survives_mutation", npy_header_survives_mutation},
 #if FP4S_HAVE_JANSSON
         {"safetensors_survives_mutation", safetensors_survives_mutation},
