@@ -35,6 +35,26 @@ static void site_name(int j, char *buf, size_t n)
     snprintf(buf, n, "layers.%d.mlp.experts.%d.up_proj", j / 3, j % 3);
 }
 
+/* Put all of step s (every site, both sides, BLOCKS puts each); 0 or the
+ * first error. */
+static int put_step(fp4s_capture *c, int64_t s)
+{
+    static float buf[ROWS * COLS];
+    for (int j = 0; j < NSITES; j++) {
+        char site[64];
+        site_name(j, site, sizeof site);
+        for (int side = 0; side < 2; side++)
+            for (int b = 0; b < BLOCKS; b++) {
+                for (size_t r = 0; r < ROWS; r++)
+                    for (size_t k = 0; k < COLS; k++) buf[r * COLS + k] = value(s, j, side, b * ROWS + r, k);
+                int rc = fp4s_capture_put(c, s, site, side ? "rollout" : "trainer", FP4S_DT_F32, buf, ROWS,
+                                          COLS, COLS, NULL);
+                if (rc) return rc;
+            }
+    }
+    return 0;
+}
+
 static _Noreturn void child_writer(const char *path, int wfd, unsigned seed)
 {
     fp4s_capture_opts o;
@@ -43,21 +63,8 @@ static _Noreturn void child_writer(const char *path, int wfd, unsigned seed)
     o.gzip = (seed & 1) ? 1 : 0; /* half the rounds compressed */
     fp4s_capture *c;
     if (fp4s_capture_create(path, &o, &c)) _exit(3);
-    static float buf[ROWS * COLS];
     for (int64_t s = 0;; s++) {
-        for (int j = 0; j < NSITES; j++) {
-            char site[64];
-            site_name(j, site, sizeof site);
-            for (int side = 0; side < 2; side++)
-                for (int b = 0; b < BLOCKS; b++) {
-                    for (size_t r = 0; r < ROWS; r++)
-                        for (size_t k = 0; k < COLS; k++)
-                            buf[r * COLS + k] = value(s, j, side, b * ROWS + r, k);
-                    if (fp4s_capture_put(c, s, site, side ? "rollout" : "trainer", FP4S_DT_F32, buf,
-                                         ROWS, COLS, COLS, NULL))
-                        _exit(4);
-                }
-        }
+        if (put_step(c, s)) _exit(4);
         float lp[16];
         int64_t seq[16];
         for (int i = 0; i < 16; i++) {
@@ -206,21 +213,8 @@ START_TEST(unflushed_step_is_absent_after_kill)
         close(p[0]);
         fp4s_capture *c;
         if (fp4s_capture_create(path, NULL, &c)) _exit(3);
-        static float buf[ROWS * COLS];
         for (int64_t s = 0; s < 2; s++) {
-            for (int j = 0; j < NSITES; j++) {
-                char site[64];
-                site_name(j, site, sizeof site);
-                for (int side = 0; side < 2; side++)
-                    for (int b = 0; b < BLOCKS; b++) {
-                        for (size_t r = 0; r < ROWS; r++)
-                            for (size_t k = 0; k < COLS; k++)
-                                buf[r * COLS + k] = value(s, j, side, b * ROWS + r, k);
-                        if (fp4s_capture_put(c, s, site, side ? "rollout" : "trainer", FP4S_DT_F32,
-                                             buf, ROWS, COLS, COLS, NULL))
-                            _exit(4);
-                    }
-            }
+            if (put_step(c, s)) _exit(4);
             if (s == 0 && fp4s_capture_flush(c)) _exit(6);
         }
         char ok = 1;
@@ -269,19 +263,9 @@ static void append_then_kill(int gzip)
     o.gzip = gzip;
     fp4s_capture *c;
     ck_assert_int_eq(fp4s_capture_create(path, &o, &c), 0);
-    static float buf[ROWS * COLS];
-    for (int j = 0; j < NSITES; j++) {
-        char site[64];
-        site_name(j, site, sizeof site);
-        for (int side = 0; side < 2; side++)
-            for (int b = 0; b < BLOCKS; b++) {
-                for (size_t r = 0; r < ROWS; r++)
-                    for (size_t k = 0; k < COLS; k++) buf[r * COLS + k] = value(0, j, side, b * ROWS + r, k);
-                ck_assert_int_eq(fp4s_capture_put(c, 0, site, side ? "rollout" : "trainer", FP4S_DT_F32, buf,
-                                                  ROWS, COLS, COLS, NULL), 0);
-            }
-    }
+    ck_assert_int_eq(put_step(c, 0), 0);
     ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    static float buf[ROWS * COLS];
     fp4s_capture_entry *e0;
     size_t n0;
     ck_assert_int_eq(fp4s_capture_list(path, &e0, &n0), 0);
