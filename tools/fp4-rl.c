@@ -417,7 +417,9 @@ static int write_demo_plot(const tool *t, const int *sel, size_t nsel, char onse
         "set output outfile\n"
         "set datafile missing 'nan'\n"
         "set multiplot layout 3,1 title 'fp4-rl --demo: the same seed and warm start, %d GRPO steps'\n"
-        "set grid\nset key outside right\nset xlabel 'step'\nset xrange [0:%d]\n", t->steps, t->steps);
+        "set grid\nset key outside right\nset xlabel 'step'\nset xrange [0:%d]\n"
+        "# the same horizontal margins in every panel, so that a step is at one x in all three\n"
+        "set lmargin at screen 0.09\nset rmargin at screen 0.76\n", t->steps, t->steps);
     const char *panels[3][3] = {
         {"reward (10-step mean)", "3", "set yrange [0:1]"},
         {"mean |lp_t - lp_r| (nats, 10-step mean)", "5", "set logscale y; set yrange [*:*]; set format y '%.0e'"},
