@@ -6,6 +6,7 @@
 #   3. which channels carry it: the compensation set QUADS-style rollouts need
 #   4. the symptom: rollout/trainer log-prob mismatch per step, its onset
 #   5. plots of all of it in out/ (PNG + the gnuplot script and data)
+#   6. all of it as one report to read: out/report/index.html (fp4-report)
 # Usage: scripts/demo.sh [BUILD_DIR]   (default build; outputs in $FP4S_OUT or out/)
 set -eu
 cd "$(dirname "$0")/.."
@@ -50,3 +51,8 @@ fp4-plot channels "$OUT/channels.json" -o "$OUT/channels.png"
 fp4-plot hist "$OUT/decompose.json" -o "$OUT/hist.png"
 printf '\nWrote %s/: mismatch.png components.png channels.png hist.png (+ .gp scripts and data),\n' "$OUT"
 printf 'decompose.json, channels.json, channels-set.h5 (the selected channels for the rollout side).\n'
+
+step "6. the whole analysis as one report (profiles, decomposition, channels, rollout vs trainer, remedies, mismatch)"
+# --force: the report of an earlier run of this script is replaced (only a report is)
+index=$(fp4-report "$cap" --trace datasets/traces/planted.csv -o "$OUT/report" --force)
+printf '\nThe report: open %s in a browser (file://%s)\n' "$index" "$(cd "$(dirname "$index")" && pwd)/index.html"

@@ -10,7 +10,9 @@ FP4S_OUT="$T/out" sh "$FP4S_SRCDIR/scripts/demo.sh" "$FP4S_BUILDDIR" > "$T/log" 
 grep -q "^onset: step 50 " "$T/log" || { cat "$T/log"; echo "onset at step 50 not reported"; exit 1; }
 grep -q "scale codes differing" "$T/log" || { echo "no profile diff table"; exit 1; }
 grep -q "check: worst element residual 0," "$T/log" || { echo "decomposition identity not exact"; exit 1; }
-for f in decompose.json channels.json channels-set.h5 mismatch.gp components.gp channels.gp hist.gp; do
+grep -q "^The report: open .*/report/index.html" "$T/log" || { echo "the path of the report is not printed"; exit 1; }
+for f in decompose.json channels.json channels-set.h5 mismatch.gp components.gp channels.gp hist.gp \
+         report/index.html report/sites.csv report/fp4-report.json; do
     [ -s "$T/out/$f" ] || { echo "missing $f"; exit 1; }
 done
 if grep -q "gnuplot not found\|gnuplot is not" "$T/log"; then

@@ -51,6 +51,11 @@ const char *write_data(plot *p, const char *series, const text *t);
 void script_header(plot *p, const char *what);
 /* Write the script, run gnuplot, commit the files; returns the exit status. */
 int plot_finish(plot *p);
+/* The gnuplot to run (FP4S_GNUPLOT, else the one found at build time): true
+ * with its path in exe; *prog names what was looked for (for messages). */
+bool plot_gnuplot(char *exe, size_t n, const char **prog);
+/* Run `gnuplot -e EXPR GP` in rundir; returns its wait status. */
+int plot_exec(const char *exe, const char *rundir, const char *expr, const char *gp);
 
 /* ---- report.c: the JSON of fp4-decompose and fp4-channels -------------------------------- */
 /* Load REPORT (or stdin for "-"), an object whose "tool" is `tool` if present;

@@ -196,6 +196,31 @@ static int find_exec(const char *name, char *buf, size_t n)
     return 0;
 }
 
+bool plot_gnuplot(char *exe, size_t n, const char **prog)
+{
+    const char *g = getenv("FP4S_GNUPLOT");
+    if (!g || !*g) g = FP4S_HAVE_GNUPLOT ? FP4S_GNUPLOT : NULL;
+    *prog = g ? g : "built with -Dgnuplot=disabled";
+    return g && find_exec(g, exe, n);
+}
+
+int plot_exec(const char *exe, const char *rundir, const char *expr, const char *gp)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) cli_die(FP4S_EXIT_INTERNAL, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        if (chdir(rundir) != 0) _exit(126);
+        execl(exe, "gnuplot", "-e", expr, gp, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    return st;
+}
+
 /* Link the plot's files under their final names in a private directory beside
  * the image, so that gnuplot reads the temporaries by the names the script
  * gives. Returns false when the file system has neither symbolic nor hard
@@ -241,19 +266,16 @@ int plot_finish(plot *p)
     snprintf(gp, sizeof gp, "%s.gp", p->stem);
     path_in_dir(p, gp, gppath, sizeof gppath);
     put_file(p, gp, &p->script);
-    const char *prog = getenv("FP4S_GNUPLOT");
-    if (!prog || !*prog) prog = FP4S_HAVE_GNUPLOT ? FP4S_GNUPLOT : NULL;
+    const char *prog;
     char exe[4096];
-    if (!prog || !find_exec(prog, exe, sizeof exe)) {
+    if (!plot_gnuplot(exe, sizeof exe, &prog)) {
         if (p->to_stdout) {
-            fprintf(stderr, "fp4-plot: gnuplot not found (%s): no preview\n",
-                    prog ? prog : "built with -Dgnuplot=disabled");
+            fprintf(stderr, "fp4-plot: gnuplot not found (%s): no preview\n", prog);
             return FP4S_EXIT_OK;
         }
         int rc = cli_commit();
         if (rc) return rc;
-        fprintf(stderr, "fp4-plot: gnuplot not found (%s); wrote %s and its data (", prog ? prog
-                : "built with -Dgnuplot=disabled", gppath);
+        fprintf(stderr, "fp4-plot: gnuplot not found (%s); wrote %s and its data (", prog, gppath);
         for (size_t i = 0; i + 1 < p->nfiles; i++) fprintf(stderr, "%s%s", i ? ", " : "", p->files[i]);
         fprintf(stderr, ") but no image; run 'gnuplot %s' in %s to draw %s\n", gp, p->dir, p->out);
         return FP4S_EXIT_OK;
@@ -288,18 +310,7 @@ int plot_finish(plot *p)
         snprintf(expr, sizeof expr, "outfile='%s'", abs);
         free(abs);
     }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) cli_die(FP4S_EXIT_INTERNAL, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        if (chdir(rundir) != 0) _exit(126);
-        execl(exe, "gnuplot", "-e", expr, gp, (char *)NULL);
-        _exit(127);
-    }
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
+    int st = plot_exec(exe, rundir, expr, gp);
     if (!p->to_stdout && rundir != p->dir) unstage(p, sdir);
     struct stat sb;
     int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0 && stat(imgpath, &sb) == 0 && sb.st_size > 0;

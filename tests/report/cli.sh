@@ -1,0 +1,156 @@
+#!/bin/sh
+# fp4-report: what the report holds (every table's CSV, every figure's image,
+# script and data, every link of every page), HTML escaping of the names that
+# come from a file, and the output safety of the report directory: refusals
+# before any work, --force only over a report, all or none on a failure or a
+# signal, the earlier report kept when a replacement fails.
+set -eu
+SRC=${FP4S_SRCDIR:?}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cd "$T"
+tiny="$SRC/datasets/synth-tiny.h5"
+fast="--drill 0 --profiles ceil --remedy none,rac:0.25"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# expect STATUS CMD...: the exit status, and stderr saved in err.txt
+expect() {
+    want=$1; shift
+    set +e; "$@" > out.txt 2> err.txt; got=$?; set -e
+    [ "$got" -eq "$want" ] || { cat err.txt >&2; fail "exit $got (expected $want): $*"; }
+}
+no_staging() { ls -A "${1:-.}" | grep -q '^\.' && fail "a staging directory was left: $(ls -A "${1:-.}")" || true; }
+
+# ---- a whole report: its files and links --------------------------------------------
+expect 0 fp4-report "$tiny" --trace "$SRC/datasets/traces/planted.csv" --drill 1 --top 3 -o rep
+[ "$(cat out.txt)" = "rep/index.html" ] || fail "stdout is not the path of index.html: $(cat out.txt)"
+grep -q '\[1/5\]' err.txt || fail "no progress on stderr"
+[ -s rep/index.html ] && [ -s rep/fp4-report.json ] || fail "index.html or the manifest is missing"
+grep -qi '<script' rep/index.html && fail "the page has a script element"
+for page in $(find rep -name '*.html'); do
+    dir=$(dirname "$page")
+    # every link and image of the page names a file of the report
+    for ref in $(grep -o 'href="[^"#]*"\|src="[^"]*"' "$page" | sed 's/^[a-z]*="//; s/"$//'); do
+        [ -e "$dir/$ref" ] || fail "$page links $ref, which is missing"
+    done
+done
+for csv in sites decomposition profiles profiles-all channels channels-sites compare compare-sites remedies \
+           remedies-all mismatch mismatch-steps; do
+    [ -s "rep/$csv.csv" ] || fail "$csv.csv missing"
+    grep -q "href=\"$csv.csv\"" rep/index.html || fail "the page does not link $csv.csv"
+done
+# every table row of the CSV: the header's column count in each line (no quoted commas here)
+awk -F, 'NR == 1 { n = NF } NF != n { exit 1 }' rep/decomposition.csv || fail "decomposition.csv: ragged rows"
+[ "$(wc -l < rep/decomposition.csv)" -eq 13 ] || fail "decomposition.csv: expected 12 (step, site) rows"
+grep -q '^mismatch_rel\|,mismatch_rel,' rep/compare.csv || fail "compare.csv has no mismatch_rel column"
+# every figure: image, script, and the data files the script reads
+for gp in rep/*.gp rep/sites/*/*.gp; do
+    stem=${gp%.gp}
+    head -c 8 "$stem.png" | od -An -tx1 | grep -q "89 50 4e 47 0d 0a 1a 0a" || fail "$stem.png is not a PNG"
+    for dat in $(grep -o "'[^']*\.dat'" "$gp" | tr -d "'" | sort -u); do
+        [ -s "$(dirname "$gp")/$dat" ] || fail "$gp reads $dat, which is missing"
+    done
+    (cd "$(dirname "$gp")" && gnuplot -e "outfile='/dev/null'" "$(basename "$gp")") || fail "$gp does not redraw"
+done
+ls rep/sites/*/block-*.html > /dev/null || fail "no block pages"
+ls rep/sites/*/channel-*.html > /dev/null || fail "no channel pages"
+grep -q 'onset of divergence at step <b>50</b>' rep/index.html || fail "the planted onset at step 50 is not in the summary"
+grep -q '"tool": "fp4-report"' rep/fp4-report.json || fail "manifest"
+no_staging
+
+# ---- names from the file are escaped ------------------------------------------------------
+site='evil<img src=x onerror=alert(1)>&"'"'"'.q_proj'
+w="$SRC/datasets/weight-small.npy"
+fp4-capture import "$w" -o evil.h5 --step 0 --side rollout --site "$site" > /dev/null
+fp4-capture import "$w" -o evil.h5 -a --step 0 --side trainer --site "$site" > /dev/null
+fp4-capture import "$w" -o evil.h5 -a --const --side weight --site "$site" > /dev/null
+expect 0 env FP4S_GNUPLOT=/nonexistent fp4-report evil.h5 --drill 1 --top 1 --profiles ceil --remedy none -o evilrep
+for page in $(find evilrep -name '*.html'); do
+    if grep -q '<img src=x' "$page"; then fail "$page: a site name was not escaped"; fi
+done
+grep -q 'evil&lt;img src=x onerror=alert(1)&gt;&amp;&quot;&#39;.<wbr>q_<wbr>proj' evilrep/index.html ||
+    fail "the escaped site name is not on the page"
+grep -q '"evil<img src=x onerror=alert(1)>&""' evilrep/sites.csv || fail "the CSV does not quote the name"
+grep -q 'Figure not drawn' evilrep/index.html || fail "without gnuplot the page does not say so"
+[ -s evilrep/components.gp ] && [ ! -e evilrep/components.png ] || fail "without gnuplot: script but no image expected"
+grep -q 'gnuplot not found' err.txt || fail "without gnuplot: no note on stderr"
+
+# ---- output safety ---------------------------------------------------------------------------
+G="env FP4S_GNUPLOT=/nonexistent"
+# an existing report: refused without --force, replaced with it (its old files gone)
+expect 2 $G fp4-report "$tiny" $fast -o rep
+grep -q -- '--force' err.txt || fail "the refusal does not name --force"
+ls rep/sites/*/index.html > /dev/null || fail "the refused run changed the report"
+touch rep/stale.txt
+expect 0 $G fp4-report "$tiny" $fast -o rep --force
+[ ! -e rep/stale.txt ] && [ ! -e rep/sites ] || fail "--force left files of the earlier report"
+no_staging
+# a directory that is not a report: refused even with --force, untouched
+mkdir mine && echo data > mine/notes.txt
+expect 2 $G fp4-report "$tiny" $fast -o mine --force
+grep -q 'not a report' err.txt || fail "no reason for refusing mine/"
+[ "$(cat mine/notes.txt)" = data ] || fail "mine/notes.txt was touched"
+# an empty directory is fine
+mkdir empty
+expect 0 $G fp4-report "$tiny" $fast -o empty
+[ -s empty/index.html ] || fail "no report in the empty directory"
+# a report directory that holds an input: refused, input intact
+mkdir -p holds && cp "$tiny" holds/cap.h5 && cp rep/fp4-report.json holds/
+expect 2 $G fp4-report holds/cap.h5 $fast -o holds --force
+grep -q 'holds the input' err.txt || fail "no reason for refusing holds/"
+cmp -s holds/cap.h5 "$tiny" || fail "the input was changed"
+expect 2 $G fp4-report "$tiny" $fast --trace holds/cap.h5 -o holds --force
+# a file, a symbolic link, a missing parent
+echo x > afile
+expect 2 $G fp4-report "$tiny" $fast -o afile --force
+[ "$(cat afile)" = x ] || fail "afile was replaced"
+ln -s rep alink
+expect 2 $G fp4-report "$tiny" $fast -o alink --force
+expect 4 $G fp4-report "$tiny" $fast -o no/such/dir
+no_staging
+# bad input and usage: the documented status, no report, no staging directory
+echo "not hdf5" > bad.h5
+expect 3 $G fp4-report bad.h5 $fast -o r3
+grep -q 'bad.h5' err.txt || fail "the message does not name the file"
+expect 3 $G fp4-report missing.h5 $fast -o r3
+expect 3 $G fp4-report "$tiny" $fast --sites 'nothing.*' -o r3
+expect 3 $G fp4-report "$tiny" $fast --trace bad.h5 -o r3
+expect 2 $G fp4-report "$tiny" --remedy 'rac:7' -o r3
+expect 2 $G fp4-report "$tiny" $fast --metric no_such_metric -o r3
+expect 2 $G fp4-report --demo "$tiny" -o r3
+expect 2 $G fp4-report -o r3
+expect 2 $G fp4-report "$tiny" --profiles nosuch -o r3
+expect 2 $G fp4-report "$tiny" --bogus -o r3
+[ ! -e r3 ] || fail "a failed run left r3"
+no_staging
+# gnuplot failing on a figure: exit 4, nothing written, and the earlier report kept
+cp -r rep rep.before
+expect 4 env FP4S_GNUPLOT=/bin/false fp4-report "$tiny" $fast -o rep --force
+diff -r rep rep.before > /dev/null || fail "a failed --force run changed the earlier report"
+expect 4 env FP4S_GNUPLOT=/bin/false fp4-report "$tiny" $fast -o r4
+[ ! -e r4 ] || fail "a gnuplot failure left r4"
+no_staging
+# a signal during the run: nothing appears, the staging directory is removed
+# (a background job of a script ignores SIGINT, so SIGTERM and SIGHUP; the stand-in
+# gnuplot records its pid so that it is ended too)
+cat > slowplot <<EOF
+#!/bin/sh
+echo \$\$ >> "$T/slow.pids"
+exec sleep 30
+EOF
+chmod +x slowplot
+for sig in TERM HUP; do
+    FP4S_GNUPLOT="$T/slowplot" fp4-report "$tiny" $fast -o r5 > /dev/null 2>&1 &
+    pid=$!
+    # killed while it waits for the first figure: the staging directory holds files then
+    n0=$(cat slow.pids 2>/dev/null | wc -l)
+    i=0
+    while [ "$(cat slow.pids 2>/dev/null | wc -l)" -le "$n0" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    [ -n "$(ls -A . | grep '^\.r5\.')" ] || fail "SIG$sig: no staging directory while the run draws"
+    kill -s "$sig" "$pid"
+    set +e; wait "$pid"; st=$?; set -e
+    [ "$st" -ne 0 ] || fail "SIG$sig: the run ended with status 0"
+    [ ! -e r5 ] || fail "SIG$sig left r5"
+    no_staging
+done
+for p in $(cat slow.pids); do kill "$p" 2>/dev/null || true; done
+echo "fp4-report cli ok"

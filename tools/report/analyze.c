@@ -1,0 +1,423 @@
+/* fp4-report: the analyses, all through libfp4scope: the decomposition of
+ * every (step, site), the trainer/rollout comparison and the remedies on
+ * every site that has what they need, the channels of each site, the
+ * profiles' disagreement and the log-prob mismatch over steps. */
+#include "report.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void rep_progress(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s: ", cli_prog());
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static bool step_wanted(const report_opts *o, int64_t step)
+{
+    if (!o->steps) return true;
+    for (size_t i = 0; i < o->nsteps; i++)
+        if (o->steps[i] == step) return true;
+    return false;
+}
+
+static char *entry_spec(const char *file, const fp4s_capture_entry *e)
+{
+    size_t need = fp4s_capture_entry_spec(file, e, NULL, 0) + 1;
+    char *b = xmalloc(need);
+    fp4s_capture_entry_spec(file, e, b, need);
+    return b;
+}
+
+/* The units of one capture: every selected (step, site) with a rollout side. */
+static void list_units(report *r, size_t c)
+{
+    const report_opts *o = r->o;
+    const char *file = o->captures[c];
+    fp4s_capture_entry *ents = NULL;
+    size_t ne = 0;
+    int rc = fp4s_capture_list(file, &ents, &ne);
+    if (rc) cli_fail(rc);
+    for (size_t i = 0; i < ne; i++) {
+        const fp4s_capture_entry *e = &ents[i];
+        if (strcmp(e->side, "rollout") || e->step < 0 || !strcmp(e->site, "logprobs")) continue;
+        if (o->sites && !fp4s_site_match(o->sites, e->site)) continue;
+        if (!step_wanted(o, e->step)) continue;
+        const fp4s_capture_entry *tr = NULL, *wt = NULL, *wc = NULL;
+        for (size_t j = 0; j < ne; j++) {
+            const fp4s_capture_entry *f = &ents[j];
+            if (strcmp(f->site, e->site)) continue;
+            if (f->step == e->step && !strcmp(f->side, "trainer")) tr = f;
+            if (f->step == e->step && !strcmp(f->side, "weight")) wt = f;
+            if (f->step < 0 && !strcmp(f->side, "weight")) wc = f;
+        }
+        if (!wt) wt = wc;
+        r->units = xrealloc(r->units, (r->nunits + 1) * sizeof *r->units);
+        unit *u = &r->units[r->nunits++];
+        memset(u, 0, sizeof *u);
+        u->cap = c;
+        u->step = e->step;
+        u->site = xstrdup(e->site);
+        u->xr = entry_spec(file, e);
+        u->xt = tr ? entry_spec(file, tr) : NULL;
+        u->w = wt ? entry_spec(file, wt) : NULL;
+        u->m = e->rows;
+        u->k = e->cols;
+        u->n = wt ? wt->rows : 0;
+        if (wt && wt->cols != e->cols)
+            cli_die(FP4S_EXIT_INPUT, "%s: site %s step %lld: the weight %s is [%zu, %zu], its K differs from the "
+                    "activations' K = %zu", file, e->site, (long long)e->step, wt->path, wt->rows, wt->cols, e->cols);
+    }
+    free(ents);
+}
+
+static void read_all(const char *spec, const char *what, float **x, size_t rows, size_t cols)
+{
+    size_t m, k;
+    int rc = fp4s_source_read_all(spec, x, &m, &k);
+    if (rc) cli_failf(rc, "%s", what);
+    if (m != rows || k != cols)
+        cli_die(FP4S_EXIT_INPUT, "%s: %s is [%zu, %zu], expected [%zu, %zu]", spec, what, m, k, rows, cols);
+}
+
+void analyze_units(report *r)
+{
+    const report_opts *o = r->o;
+    for (size_t c = 0; c < o->ncaptures; c++) list_units(r, c);
+    if (r->nunits == 0)
+        cli_die(FP4S_EXIT_INPUT, "%s: no rollout activations%s%s%s%s (a capture holds "
+                "/steps/<step>/<site>/rollout; fp4-capture ls lists it)", o->captures[0],
+                o->sites ? " match --sites " : "", o->sites ? o->sites : "", o->steps_s ? " --steps " : "",
+                o->steps_s ? o->steps_s : "");
+    size_t bs = o->spec.block;
+    for (size_t i = 0; i < r->nunits; i++)
+        if (r->units[i].k % bs)
+            cli_die(FP4S_EXIT_INPUT, "%s: site %s: K = %zu is not a multiple of the %s block size %zu",
+                    o->captures[r->units[i].cap], r->units[i].site, r->units[i].k, fp4s_format_name(o->spec.format),
+                    bs);
+    /* the remedies are checked against the quantizers and K before any work */
+    for (size_t q = 0; q < r->nrem; q++) {
+        int rc = fp4s_remedy_check(&r->rem[q], &o->spec, &o->wspec, r->units[0].k);
+        if (rc) cli_usage("--remedy: %s", fp4s_last_error());
+    }
+    fp4s_decomp_opts dop;
+    fp4s_decomp_opts_defaults(&dop);
+    fp4s_compare_opts cop;
+    fp4s_compare_opts_defaults(&cop);
+    fp4s_remedy_eval_opts eo;
+    fp4s_remedy_eval_opts_defaults(&eo);
+    eo.accel = r->acc;
+    size_t nw = 0, nt = 0;
+    for (size_t i = 0; i < r->nunits; i++) {
+        nw += r->units[i].w != NULL;
+        nt += r->units[i].w && r->units[i].xt;
+    }
+    rep_progress("[1/5] decomposing %zu (step, site) pairs; comparison on %zu, remedies (%zu) on %zu", r->nunits, nt,
+                 r->nrem, nw);
+    for (size_t i = 0; i < r->nunits; i++) {
+        unit *u = &r->units[i];
+        fp4s_decomp *d = NULL;
+        int rc = fp4s_decomp_source(&o->spec, &dop, u->xr, &d);
+        if (rc) cli_failf(rc, "%s", u->xr);
+        rc = fp4s_decomp_summary(d, &u->dec);
+        fp4s_decomp_close(&d);
+        if (rc) cli_failf(rc, "%s", u->xr);
+        u->have_decomp = true;
+        if (!u->w || r->rem_unavailable) continue;
+        float *X = NULL, *Xt = NULL, *W = NULL;
+        read_all(u->xr, "rollout activations", &X, u->m, u->k);
+        if (u->xt) read_all(u->xt, "trainer activations", &Xt, u->m, u->k);
+        read_all(u->w, "weight", &W, u->n, u->k);
+        if (Xt) {
+            rc = fp4s_compare_eval(&o->spec, &o->wspec, X, Xt, u->m, W, u->n, u->k, &cop, &u->cmp);
+            if (rc == FP4S_ENOTSUP) {
+                r->rem_unavailable = xstrdup(fp4s_last_error());
+            } else if (rc) {
+                cli_failf(rc, "%s", u->xr);
+            } else {
+                u->have_cmp = true;
+            }
+        }
+        if (!r->rem_unavailable && r->nrem) {
+            u->rres = xcalloc(r->nrem, sizeof *u->rres);
+            rc = fp4s_remedy_eval(r->rem, r->nrem, &o->spec, &o->wspec, X, Xt, u->m, W, u->n, u->k, &eo, &u->rsite,
+                                  u->rres);
+            if (rc == FP4S_ENOTSUP) {
+                r->rem_unavailable = xstrdup(fp4s_last_error());
+                free(u->rres);
+                u->rres = NULL;
+            } else if (rc) {
+                cli_failf(rc, "%s", u->xr);
+            } else {
+                u->have_rem = true;
+            }
+        }
+        free(X);
+        free(Xt);
+        free(W);
+        if (isatty(STDERR_FILENO) && (i + 1) % 8 == 0)
+            fprintf(stderr, "%s:   %zu of %zu\r", cli_prog(), i + 1, r->nunits);
+    }
+    if (r->rem_unavailable) rep_progress("note: comparison and remedies left out: %s", r->rem_unavailable);
+}
+
+/* ---- per site ------------------------------------------------------------------------------ */
+static double rel_err(const site_sum *s) { return s->x2 > 0 ? sqrt(s->err2 / s->x2) : NAN; }
+
+static const report *g_sort;
+static int cmp_site(const void *a, const void *b)
+{
+    const site_sum *x = &g_sort->sites[*(const size_t *)a], *y = &g_sort->sites[*(const size_t *)b];
+    double ex = rel_err(x), ey = rel_err(y);
+    if (isnan(ex) != isnan(ey)) return isnan(ex) ? 1 : -1;
+    if (ex != ey) return ex > ey ? -1 : 1;
+    if (x->cap != y->cap) return x->cap < y->cap ? -1 : 1;
+    return strcmp(x->site, y->site);
+}
+
+void analyze_sites(report *r)
+{
+    const report_opts *o = r->o;
+    for (size_t i = 0; i < r->nunits; i++) {
+        unit *u = &r->units[i];
+        size_t s;
+        for (s = 0; s < r->nsites; s++)
+            if (r->sites[s].cap == u->cap && !strcmp(r->sites[s].site, u->site)) break;
+        if (s == r->nsites) {
+            r->sites = xrealloc(r->sites, (r->nsites + 1) * sizeof *r->sites);
+            memset(&r->sites[s], 0, sizeof r->sites[s]);
+            r->sites[s].site = xstrdup(u->site);
+            r->sites[s].cap = u->cap;
+            r->sites[s].first_unit = i;
+            r->sites[s].ch_unit = (size_t)-1;
+            r->nsites++;
+        }
+        site_sum *ss = &r->sites[s];
+        ss->nunits++;
+        if (u->step < r->units[ss->first_unit].step) ss->first_unit = i;
+        const fp4s_decomp_result *d = &u->dec;
+        ss->err2 += d->energy_total;
+        ss->x2 += d->energy_x;
+        ss->e_scale += d->energy_scale;
+        ss->e_dz += d->energy_deadzone;
+        ss->e_grid += d->energy_grid;
+        ss->e_cross += d->cross_scale_grid + d->cross_scale_deadzone + d->cross_deadzone_grid;
+        if (u->have_cmp) {
+            ss->mismatch2 += u->cmp.mismatch2;
+            ss->cmp_ref2 += u->cmp.ref2;
+            for (int c = 0; c < FP4S_CMP_COUNT; c++) ss->cmp_contrib[c] += u->cmp.contrib[c];
+        }
+    }
+    /* the channels of each site at its first step (with the weight there, for the HCP score) */
+    rep_progress("[2/5] ranking the channels of %zu sites", r->nsites);
+    fp4s_channels_opts cho;
+    fp4s_channels_opts_defaults(&cho);
+    for (size_t s = 0; s < r->nsites; s++) {
+        site_sum *ss = &r->sites[s];
+        const unit *u = &r->units[ss->first_unit];
+        int rc = fp4s_channels_run(&o->spec, &cho, u->xr, u->w, &ss->ch);
+        if (rc) cli_failf(rc, "channels of %s", u->xr);
+        ss->ch_unit = ss->first_unit;
+    }
+    r->order = xmalloc(r->nsites * sizeof *r->order);
+    for (size_t s = 0; s < r->nsites; s++) r->order[s] = s;
+    g_sort = r;
+    qsort(r->order, r->nsites, sizeof *r->order, cmp_site);
+    g_sort = NULL;
+}
+
+/* ---- profiles ------------------------------------------------------------------------------- */
+static float *quantize(const fp4s_spec *s, const float *x, size_t m, size_t k)
+{
+    fp4s_tscale ts;
+    float amax = fp4s_spec_amax(s, x, m, k, k, NULL);
+    int rc = fp4s_tscale_init(s, amax, &ts);
+    if (rc) cli_fail(rc);
+    float *q = xmalloc(m * k * sizeof *q);
+    fp4s_qout out;
+    memset(&out, 0, sizeof out);
+    out.dequant = q;
+    out.ld_dequant = k;
+    rc = fp4s_quantize(s, &ts, x, m, k, k, 0, &out, NULL);
+    if (rc) cli_fail(rc);
+    return q;
+}
+
+static void compare_q(const float *a, const float *b, size_t m, size_t k, size_t bs, disagree *d)
+{
+    double num = 0, den = 0;
+    d->n = (uint64_t)m * k;
+    d->blocks = (uint64_t)m * (k / bs);
+    for (size_t i = 0; i < m; i++)
+        for (size_t b0 = 0; b0 < k; b0 += bs) {
+            bool any = false;
+            for (size_t j = b0; j < b0 + bs; j++) {
+                double x = a[i * k + j], y = b[i * k + j];
+                bool same = x == y || (isnan(x) && isnan(y));
+                if (!same) {
+                    d->differ++;
+                    any = true;
+                }
+                if (isfinite(x) && isfinite(y)) {
+                    num += (y - x) * (y - x);
+                    den += x * x;
+                }
+            }
+            d->blocks_differ += any;
+        }
+    d->rel_diff = den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0);
+}
+
+void analyze_disagreement(report *r)
+{
+    const report_opts *o = r->o;
+    const fp4s_spec *ref = &o->spec;
+    /* the profiles: the ones given, else every profile of the format but the reference (aliases once) */
+    if (o->profiles) {
+        char *dup = xstrdup(o->profiles), *save = NULL;
+        for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            fp4s_spec sp;
+            if (fp4s_spec_profile(&sp, ref->format, t))
+                cli_usage("--profiles: %s", fp4s_last_error());
+            r->profiles = xrealloc(r->profiles, (r->nprofiles + 1) * sizeof *r->profiles);
+            r->profiles[r->nprofiles++] = xstrdup(t);
+        }
+        free(dup);
+    } else {
+        for (size_t i = 0; i < fp4s_profile_count(); i++) {
+            const fp4s_profile_info *p = fp4s_profile_at(i);
+            if (p->alias_of || !(p->formats & (1u << ref->format)) || !strcmp(p->name, ref->profile)) continue;
+            r->profiles = xrealloc(r->profiles, (r->nprofiles + 1) * sizeof *r->profiles);
+            r->profiles[r->nprofiles++] = xstrdup(p->name);
+        }
+    }
+    rep_progress("[3/5] %zu profiles against %s on the first step of each site", r->nprofiles, ref->profile);
+    size_t bs = ref->block;
+    for (size_t s = 0; s < r->nsites; s++) {
+        const unit *u = &r->units[r->sites[s].first_unit];
+        for (int t = 0; t < 2; t++) {
+            const char *spec = t == 0 ? u->xr : u->w;
+            if (!spec) continue;
+            size_t m = t == 0 ? u->m : u->n;
+            float *x = NULL;
+            read_all(spec, t == 0 ? "rollout activations" : "weight", &x, m, u->k);
+            const fp4s_spec *rs = t == 0 ? ref : &o->wspec;
+            float *q0 = quantize(rs, x, m, u->k);
+            for (size_t p = 0; p < r->nprofiles; p++) {
+                fp4s_spec ps, pw;
+                if (fp4s_spec_profile(&ps, ref->format, r->profiles[p])) cli_fail(FP4S_EINVAL);
+                fp4s_remedy_weight_spec(&ps, -1, &pw);
+                float *q1 = quantize(t == 0 ? &ps : &pw, x, m, u->k);
+                r->dis = xrealloc(r->dis, (r->ndis + 1) * sizeof *r->dis);
+                disagree *d = &r->dis[r->ndis++];
+                memset(d, 0, sizeof *d);
+                d->site = s;
+                d->tensor = t == 0 ? "rollout" : "weight";
+                d->profile = r->profiles[p];
+                compare_q(q0, q1, m, u->k, bs, d);
+                free(q1);
+            }
+            free(q0);
+            free(x);
+        }
+    }
+}
+
+/* ---- mismatch ------------------------------------------------------------------------------- */
+static bool capture_has_mismatch(const char *file)
+{
+    fp4s_capture_entry *e = NULL;
+    size_t n = 0;
+    bool lp = false;
+    if (fp4s_capture_list(file, &e, &n) == 0)
+        for (size_t i = 0; i < n && !lp; i++) lp = !strcmp(e[i].site, "logprobs");
+    free(e);
+    fp4s_capture_scalar *sc = NULL;
+    size_t ns = 0;
+    if (!lp && fp4s_capture_scalars(file, &sc, &ns) == 0 && ns > 0) lp = true;
+    free(sc);
+    return lp;
+}
+
+void analyze_mismatch(report *r)
+{
+    const report_opts *o = r->o;
+    size_t nin = 0;
+    for (size_t c = 0; c < o->ncaptures; c++) {
+        if (!capture_has_mismatch(o->captures[c])) continue;
+        fp4s_trace_opts to = o->to;
+        to.format = FP4S_TRACE_CAPTURE;
+        int rc = fp4s_mm_analyze(o->captures[c], o->names[c], &o->mo, &to, &r->mm);
+        if (rc) cli_fail(rc);
+        nin++;
+    }
+    for (size_t t = 0; t < o->ntraces; t++) {
+        int rc = fp4s_mm_analyze(o->traces[t], NULL, &o->mo, &o->to, &r->mm);
+        if (rc) cli_fail(rc);
+        nin++;
+    }
+    rep_progress("[4/5] log-prob mismatch: %zu run%s from %zu input%s", r->mm.nruns, r->mm.nruns == 1 ? "" : "s", nin,
+                 nin == 1 ? "" : "s");
+    r->nmm = r->mm.nruns;
+    r->mmr = xcalloc(r->nmm ? r->nmm : 1, sizeof *r->mmr);
+    for (size_t i = 0; i < r->nmm; i++) {
+        mm_row *m = &r->mmr[i];
+        m->run = &r->mm.runs[i];
+        size_t n = m->run->nsteps;
+        m->v = xmalloc((n ? n : 1) * sizeof *m->v);
+        int64_t *st = xmalloc((n ? n : 1) * sizeof *st);
+        for (size_t j = 0; j < n; j++) st[j] = m->run->steps[j].step;
+        if (fp4s_mm_run_series(m->run, o->metric, m->v))
+            cli_usage("--metric: run '%s' of %s has no metric or per-step scalar '%s' (see fp4-mismatch(1))",
+                      m->run->name, m->run->source, o->metric);
+        int rc = fp4s_mm_onset_find(st, m->v, n, &o->oo, &m->onset);
+        if (rc && rc != FP4S_EEMPTY) cli_fail(rc);
+        m->have_onset = rc == 0;
+        fp4s_mm_changepoint_opts co;
+        fp4s_mm_changepoint_opts_defaults(&co);
+        rc = fp4s_mm_changepoint_find(st, m->v, n, &co, &m->cp);
+        if (rc && rc != FP4S_EEMPTY) cli_fail(rc);
+        m->have_cp = rc == 0;
+        rc = fp4s_mm_trend_fit(st, m->v, n, 0.95, &m->trend);
+        if (rc && rc != FP4S_EEMPTY && rc != FP4S_ENOTSUP) cli_fail(rc);
+        m->have_trend = rc == 0 && m->trend.valid;
+        free(st);
+    }
+}
+
+void report_free(report *r)
+{
+    for (size_t i = 0; i < r->nunits; i++) {
+        unit *u = &r->units[i];
+        free(u->site);
+        free(u->xr);
+        free(u->xt);
+        free(u->w);
+        if (u->have_cmp) fp4s_compare_site_free(&u->cmp);
+        if (u->rres) fp4s_remedy_results_free(u->rres, r->nrem);
+        free(u->rres);
+    }
+    free(r->units);
+    for (size_t s = 0; s < r->nsites; s++) {
+        free(r->sites[s].site);
+        fp4s_channels_free(&r->sites[s].ch);
+    }
+    free(r->sites);
+    free(r->dis);
+    for (size_t p = 0; p < r->nprofiles; p++) free(r->profiles[p]);
+    free(r->profiles);
+    free(r->rem);
+    for (size_t i = 0; i < r->nmm; i++) free(r->mmr[i].v);
+    free(r->mmr);
+    fp4s_mm_result_free(&r->mm);
+    free(r->order);
+    free((char *)r->rem_unavailable);
+}
