@@ -106,11 +106,12 @@ static void block_page(site_ctx *c, size_t row, size_t b, size_t from_channel)
            100 * br.ratio_scale, 100 * br.ratio_deadzone, 100 * br.ratio_grid, 100 * br.ratio_cross);
     tx_add(&pg, "<p class=\"note\">Per element: e = Q(x) - x; |e_scale| = |Q(x) - Q*(x)| is what the real scale "
                 "changes against the ideal one; the rest, |Q*(x) - x|, is dead zone where Q* sends x to 0 and grid "
-                "noise elsewhere (fp4-decompose(1)).</p>\n");
+                "noise elsewhere (fp4-decompose(1)). Channel %zu, the one this page was reached from, is "
+                "highlighted.</p>\n", from_channel);
     static const rt_col ec[] = {
         {"channel", "channel", "int", NULL}, {"x", "x", "%.6g", NULL}, {"q", "Q(x)", "%.6g", NULL},
         {"e", "e = Q(x) - x", "%.4g", NULL}, {"x_over_sstar", "x / s*", "%.4g", "in units of the ideal scale"},
-        {"abs_e_scale", "|e_scale|", "%.4g", NULL}, {"zone", "zone", NULL, "dead zone or grid"},
+        {"abs_e_scale", "|e_scale|", "%.4g", NULL}, {"zone", "zone", NULL, "dead zone or grid (clipped: Q(x) saturates)"},
         {"abs_e_zone", "|e_dz| or |e_grid|", "%.4g", NULL}, {"share", "share of block ||e||^2", "pct", NULL}};
     rtable t;
     snprintf(rel, sizeof rel, "block-%zu-%zu", row, b);
@@ -120,18 +121,18 @@ static void block_page(site_ctx *c, size_t row, size_t b, size_t from_channel)
         if ((rc = fp4s_decomp_group(d, j, &er))) cli_fail(rc);
         double x = c->x[row * k + j0 + j], q = c->q[row * k + j0 + j];
         rt_n(&t, (double)(j0 + j));
+        if (j0 + j == from_channel) rt_mark(&t);
         rt_n(&t, x);
         rt_n(&t, q);
         rt_n(&t, q - x);
         rt_n(&t, sstar > 0 ? x / sstar : NAN);
         rt_n(&t, sqrt(er.energy_scale));
         bool dz = er.deadzone > 0;
-        rt_s(&t, dz ? "dead zone" : "grid");
+        rt_s(&t, dz ? "dead zone" : er.clipped ? "grid, clipped" : "grid");
         rt_n(&t, sqrt(dz ? er.energy_deadzone : er.energy_grid));
         double sh = share(er.energy_total, br.energy_total);
         rt_n(&t, sh);
         rt_shade(&t, sh > 0 ? sh : NAN);
-        if (j0 + j == from_channel) rt_shade(&t, 1);
     }
     rt_emit(&t, r->od, c->dir, &pg);
     rt_free(&t);

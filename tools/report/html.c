@@ -150,6 +150,11 @@ void rt_shade(rtable *t, double shade)
     if (t->ncell) t->cells[t->ncell - 1].shade = shade;
 }
 
+void rt_mark(rtable *t)
+{
+    if (t->ncell) t->cells[t->ncell - 1].mark = true;
+}
+
 static void csv_field(text *o, const char *s)
 {
     if (strpbrk(s, ",\"\n\r") || (*s && (s[0] == ' ' || s[strlen(s) - 1] == ' '))) {
@@ -215,7 +220,9 @@ void rt_emit(rtable *t, outdir *od, const char *dir, text *page)
             const rt_cell *x = &t->cells[r * t->ncol + c];
             tx_add(page, "<td");
             if (!x->num) tx_add(page, t->cols[c].fmt && !strcmp(t->cols[c].fmt, "text") ? " class=\"t\"" : " class=\"s\"");
-            if (isfinite(x->shade) && x->shade > 0) {
+            if (x->mark) {
+                tx_add(page, " style=\"background-color:#cfe3ff;font-weight:700\"");
+            } else if (isfinite(x->shade) && x->shade > 0) {
                 double a = x->shade > 1 ? 1 : x->shade;
                 tx_add(page, " style=\"background-color:rgba(214,39,40,%.2f)\"", 0.08 + 0.5 * a);
             }

@@ -65,6 +65,7 @@ typedef struct rt_cell {
     char *href;   /* link (owned), or NULL */
     double shade; /* 0..1: background intensity, NaN for none */
     bool num;
+    bool mark;    /* highlighted (the row one came from) */
 } rt_cell;
 typedef struct rtable {
     char id[128], title[256];
@@ -78,6 +79,7 @@ void rt_s(rtable *t, const char *s);
 void rt_n(rtable *t, double v);
 void rt_link(rtable *t, const char *s, const char *href);
 void rt_shade(rtable *t, double shade); /* of the last cell */
+void rt_mark(rtable *t);                /* highlight the last cell */
 /* Write DIR/ID.csv (dir "" = the report's top) and the HTML into page. */
 void rt_emit(rtable *t, outdir *od, const char *dir, text *page);
 void rt_free(rtable *t);
