@@ -123,12 +123,12 @@ static void summary(report *r, text *pg, const rem_pool *rp)
         site_label(r, dm->site, sl, sizeof sl);
         tx_add(pg, "<li>Engines disagree: profile <b>");
         html_esc(pg, dm->profile);
-        tx_add(pg, "</b> quantizes %.2g%% of the values of the %s tensor of ", 100.0 * (double)dm->differ / (double)dm->n,
+        tx_add(pg, "</b> quantizes %.3g%% of the values of the %s tensor of ", 100.0 * (double)dm->differ / (double)dm->n,
                dm->tensor);
         html_esc(pg, sl);
         tx_add(pg, " differently from <b>");
         html_esc(pg, o->spec.profile);
-        tx_add(pg, "</b> (%.2g%% of its blocks).</li>\n", 100.0 * (double)dm->blocks_differ / (double)dm->blocks);
+        tx_add(pg, "</b> (%.1f%% of its blocks).</li>\n", 100.0 * (double)dm->blocks_differ / (double)dm->blocks);
     } else if (r->nprofiles) {
         tx_add(pg, "<li>All %zu profiles compared quantize every value as <b>", r->nprofiles);
         html_esc(pg, o->spec.profile);
@@ -175,7 +175,9 @@ static void summary(report *r, text *pg, const rem_pool *rp)
             tx_add(pg, "The lowest is <b>");
             html_esc(pg, fp4s_remedy_label(&r->rem[best]));
             tx_add(pg, "</b> (%.3g, %+.1f%% FP4-equivalent FLOPs)", pool_err(&rp[best]), 100 * pool_flops(&rp[best]));
-            if (cheap != (size_t)-1) {
+            if (cheap == best) {
+                tx_add(pg, ", also the cheapest that halves naive's error");
+            } else if (cheap != (size_t)-1) {
                 tx_add(pg, "; the cheapest that halves naive's error is <b>");
                 html_esc(pg, fp4s_remedy_label(&r->rem[cheap]));
                 tx_add(pg, "</b> (%.3g, %+.1f%%)", pool_err(&rp[cheap]), 100 * pool_flops(&rp[cheap]));
