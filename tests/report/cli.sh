@@ -79,6 +79,19 @@ grep -q '"evil<img src=x onerror=alert(1)>&""' evilrep/sites.csv || fail "the CS
 grep -q 'Figure not drawn' evilrep/index.html || fail "without gnuplot the page does not say so"
 [ -s evilrep/components.gp ] && [ ! -e evilrep/components.png ] || fail "without gnuplot: script but no image expected"
 grep -q 'gnuplot not found' err.txt || fail "without gnuplot: no note on stderr"
+# a name with backquotes: gnuplot runs `...` inside double-quoted strings as a shell command,
+# so the labels of fp4-report's and fp4-plot's scripts must escape them
+site2='bq`touch pwned`.k_proj'
+fp4-capture import "$w" -o bq.h5 --step 0 --side rollout --site "$site2" > /dev/null
+fp4-capture import "$w" -o bq.h5 -a --step 0 --side trainer --site "$site2" > /dev/null
+fp4-capture import "$w" -o bq.h5 -a --const --side weight --site "$site2" > /dev/null
+expect 0 fp4-report bq.h5 --drill 1 --top 1 --profiles ceil --remedy none -o bqrep
+fp4-decompose --sites '*' bq.h5 --json > bq.json
+mkdir bqplot
+expect 0 fp4-plot components bq.json -o bqplot/c.png
+expect 0 fp4-plot hist bq.json -o bqplot/h.png
+[ -z "$(find . -name pwned)" ] || fail "a backquoted site name ran a shell command through gnuplot"
+grep -q 'bq\\`touch pwned\\`' bqrep/*.gp || fail "the site name is not in the figures' scripts"
 
 # ---- output safety ---------------------------------------------------------------------------
 G="env FP4S_GNUPLOT=/nonexistent"

@@ -59,7 +59,8 @@ int g_enhanced = 1; /* 0 for the dumb terminal */
 /* format of log-scale tics: 10^{n} with enhanced text, 1e-02 otherwise */
 const char *logfmt(void) { return g_enhanced ? "10^{%L}" : "%.0e"; }
 
-/* enhanced-text safe label: escape _ ^ @ & { } with backslash for gnuplot enhanced mode */
+/* enhanced-text safe label: escape _ ^ @ & { } with backslash for gnuplot enhanced mode,
+ * and " \\ ` as in tx_plain */
 void tx_label(text *t, const char *s)
 {
     if (!g_enhanced) {
@@ -69,19 +70,20 @@ void tx_label(text *t, const char *s)
     tx_add(t, "\"");
     for (; *s; s++) {
         if (strchr("_^@&{}~", *s)) tx_add(t, "\\\\%c", *s);
-        else if (*s == '"' || *s == '\\') tx_add(t, "\\%c", *s);
+        else if (*s == '"' || *s == '\\' || *s == '`') tx_add(t, "\\%c", *s);
         else if (*s == '\n') tx_add(t, " ");
         else tx_add(t, "%c", *s);
     }
     tx_add(t, "\"");
 }
 
-/* plain (noenhanced) double-quoted string */
+/* plain (noenhanced) double-quoted string. A backquote is escaped too: gnuplot
+ * runs `...` inside double-quoted strings as a shell command. */
 void tx_plain(text *t, const char *s)
 {
     tx_add(t, "\"");
     for (; *s; s++) {
-        if (*s == '"' || *s == '\\') tx_add(t, "\\%c", *s);
+        if (*s == '"' || *s == '\\' || *s == '`') tx_add(t, "\\%c", *s);
         else if (*s == '\n') tx_add(t, " ");
         else tx_add(t, "%c", *s);
     }
