@@ -132,7 +132,9 @@ void analyze_units(report *r)
         if (rc) cli_failf(rc, "%s", u->xr);
         u->have_decomp = true;
         if (!u->w || r->rem_unavailable) continue;
-        float *X = NULL, *Xt = NULL, *W = NULL;
+        /* held in file-scope pointers: an error exit (a malformed trainer side) leaks nothing */
+        static float *X, *Xt, *W;
+        X = Xt = W = NULL;
         read_all(u->xr, "rollout activations", &X, u->m, u->k);
         if (u->xt) read_all(u->xt, "trainer activations", &Xt, u->m, u->k);
         read_all(u->w, "weight", &W, u->n, u->k);
@@ -163,6 +165,7 @@ void analyze_units(report *r)
         free(X);
         free(Xt);
         free(W);
+        X = Xt = W = NULL;
         if (isatty(STDERR_FILENO) && (i + 1) % 8 == 0)
             fprintf(stderr, "%s:   %zu of %zu\r", cli_prog(), i + 1, r->nunits);
     }
@@ -373,7 +376,7 @@ void analyze_mismatch(report *r)
         m->run = &r->mm.runs[i];
         size_t n = m->run->nsteps;
         m->v = xmalloc((n ? n : 1) * sizeof *m->v);
-        int64_t *st = xmalloc((n ? n : 1) * sizeof *st);
+        int64_t *st = m->st = xmalloc((n ? n : 1) * sizeof *st); /* reachable from r on an error exit */
         for (size_t j = 0; j < n; j++) st[j] = m->run->steps[j].step;
         if (fp4s_mm_run_series(m->run, o->metric, m->v))
             cli_usage("--metric: run '%s' of %s has no metric or per-step scalar '%s' (see fp4-mismatch(1))",
@@ -389,7 +392,6 @@ void analyze_mismatch(report *r)
         rc = fp4s_mm_trend_fit(st, m->v, n, 0.95, &m->trend);
         if (rc && rc != FP4S_EEMPTY && rc != FP4S_ENOTSUP) cli_fail(rc);
         m->have_trend = rc == 0 && m->trend.valid;
-        free(st);
     }
 }
 
@@ -415,7 +417,10 @@ void report_free(report *r)
     for (size_t p = 0; p < r->nprofiles; p++) free(r->profiles[p]);
     free(r->profiles);
     free(r->rem);
-    for (size_t i = 0; i < r->nmm; i++) free(r->mmr[i].v);
+    for (size_t i = 0; i < r->nmm; i++) {
+        free(r->mmr[i].v);
+        free(r->mmr[i].st);
+    }
     free(r->mmr);
     fp4s_mm_result_free(&r->mm);
     free(r->order);

@@ -141,6 +141,7 @@ typedef struct site_sum {   /* one site over its steps */
 typedef struct mm_row {     /* one mismatch run */
     fp4s_mm_run *run;
     double *v;              /* the metric per step */
+    int64_t *st;            /* the steps */
     bool have_onset, have_cp, have_trend;
     fp4s_mm_onset onset;
     fp4s_mm_changepoint cp;
