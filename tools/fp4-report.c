@@ -33,10 +33,13 @@ static void usage_text(void)
         "                        generator of datasets/synth-moe.h5)\n"
         "      --trace T         a log-prob trace or per-step scalar log for the mismatch\n"
         "                        section (repeatable; as fp4-mismatch reads them)\n"
-        "  -r, --remedy LIST     remedies compared (default: " DEFAULT_REMEDIES ")\n"
-        "  -f, --format FMT      mxfp4 (default) or nvfp4\n"
-        "  -p, --profile NAME    the reference quantizer profile (default: the format's)\n"
-        "      --scale-rule R    MXFP4 scale rule of the reference\n"
+        "  -r, --remedy LIST     remedies compared (fp4-remedy's grammar); default:\n"
+        "                        " DEFAULT_REMEDIES "\n"
+        "\n"
+        "The reference quantizer (a profile fills every rule; options override it):\n");
+    cli_quant_usage(CLI_FORMATS_FP4);
+    printf(
+        "\n"
         "      --profiles LIST   profiles compared with the reference (default: every\n"
         "                        other profile of the format)\n"
         "      --sites GLOB      capture sites (fnmatch; default all)\n"
@@ -47,6 +50,7 @@ static void usage_text(void)
         "      --top N           channels shown per table (default 10)\n"
         "      --drill N         worst sites with drill-down pages (default 3; 0 = none)\n"
         "      --title TEXT      the report's title\n"
+        "      --quiet           no progress on stderr\n"
         "      --threads N       worker threads (default: all CPUs)\n"
         "  trace options (--is-cap, --delim, --col-*, --allow-positive, --skip-empty,\n"
         "  --dedupe, --baseline-steps, --margin, --sigma, --consecutive): as in\n"
@@ -60,8 +64,8 @@ static void usage_text(void)
 }
 
 enum {
-    OPT_DEMO = 256, OPT_TRACE, OPT_SCALE_RULE, OPT_PROFILES, OPT_SITES, OPT_STEPS, OPT_METRIC, OPT_ACCEL, OPT_TOP,
-    OPT_DRILL, OPT_TITLE, OPT_THREADS, OPT_HELP, OPT_VERSION, OPT_FMT
+    OPT_DEMO = 256, OPT_TRACE, OPT_PROFILES, OPT_SITES, OPT_STEPS, OPT_METRIC, OPT_ACCEL, OPT_TOP,
+    OPT_DRILL, OPT_TITLE, OPT_THREADS, OPT_HELP, OPT_VERSION
 };
 
 static char *join_cmdline(int argc, char **argv)
@@ -124,7 +128,11 @@ static void write_manifest(report *r, outdir *od)
 int main(int argc, char **argv)
 {
     cli_init("fp4-report");
-    const char *out = "report", *fmt_s = NULL, *profile = NULL, *rule_s = NULL;
+    const char *out = "report";
+    cli_quant qo;
+    cli_quant_init(&qo);
+    /* the progress line shows fp4-report's own steps (the library's calls are parts of them) */
+    fp4s_set_progress(NULL, NULL);
     bool force = false;
     report_opts o;
     memset(&o, 0, sizeof o);
@@ -144,9 +152,7 @@ int main(int argc, char **argv)
         {"remedy", required_argument, NULL, 'r'},
         /* before the trace options: --format is the quantizer's format, as in every
          * analysis tool (a trace's format is found from its name or content) */
-        {"format", required_argument, NULL, 'f'},
-        {"scale-rule", required_argument, NULL, OPT_SCALE_RULE},
-        {"profile", required_argument, NULL, 'p'},
+        CLI_QUANT_LONGOPTS
         {"profiles", required_argument, NULL, OPT_PROFILES},
         {"sites", required_argument, NULL, OPT_SITES},
         {"steps", required_argument, NULL, OPT_STEPS},
@@ -168,9 +174,6 @@ int main(int argc, char **argv)
         case OPT_DEMO: o.demo = true; break;
         case OPT_TRACE: traces[ntr++] = optarg; break;
         case 'r': o.remedy = optarg; break;
-        case 'f': fmt_s = optarg; break;
-        case 'p': profile = optarg; break;
-        case OPT_SCALE_RULE: rule_s = optarg; break;
         case OPT_PROFILES: o.profiles = optarg; break;
         case OPT_SITES: o.sites = optarg; break;
         case OPT_STEPS: o.steps_s = optarg; break;
@@ -181,16 +184,21 @@ int main(int argc, char **argv)
         case OPT_TITLE: o.title = optarg; break;
         case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 4096)); break;
         case CLI_OPT_FORCE: force = true; break;
+        case CLI_OPT_QUIET:
+            cli_quiet();
+            rep_quiet = true;
+            break;
         case OPT_HELP: usage_text(); free(traces); return 0;
         case OPT_VERSION: cli_version(); free(traces); return 0;
         default:
-            if (!cli_trace_option(c, optarg, &o.mo, &o.to, &o.oo)) cli_usage("unknown option '%s'", argv[optind - 1]);
+            if (!cli_quant_option(c, optarg, &qo) && !cli_trace_option(c, optarg, &o.mo, &o.to, &o.oo))
+                cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
     size_t ncap = (size_t)(argc - optind);
     if (o.demo && ncap) cli_usage("--demo makes its own capture: give no CAPTURE with it");
     if (!o.demo && !ncap) cli_usage("no input: give one or more CAPTURE.h5, or --demo");
-    cli_spec_fp4(fmt_s, profile, rule_s, "the report is", &o.spec);
+    cli_quant_spec(&qo, CLI_FORMATS_FP4, "the report is", &o.spec);
     fp4s_remedy_weight_spec(&o.spec, -1, &o.wspec);
     if (o.steps_s) o.steps = cli_parse_int_list("--steps", o.steps_s, &o.nsteps);
     o.cmdline = join_cmdline(argc, argv);

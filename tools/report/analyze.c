@@ -9,10 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+
+bool rep_quiet;
 
 void rep_progress(const char *fmt, ...)
 {
+    if (rep_quiet) return;
+    cli_progress_end();
     va_list ap;
     fprintf(stderr, "%s: ", cli_prog());
     va_start(ap, fmt);
@@ -122,8 +125,10 @@ void analyze_units(report *r)
     }
     rep_progress("[1/5] decomposing %zu (step, site) pairs; comparison on %zu, remedies (%zu) on %zu", r->nunits, nt,
                  r->nrem, nw);
+    cli_progress_begin("decomposition, comparison and remedies");
     for (size_t i = 0; i < r->nunits; i++) {
         unit *u = &r->units[i];
+        cli_progress(i, r->nunits);
         fp4s_decomp *d = NULL;
         int rc = fp4s_decomp_source(&o->spec, &dop, u->xr, &d);
         if (rc) cli_failf(rc, "%s", u->xr);
@@ -166,9 +171,8 @@ void analyze_units(report *r)
         free(Xt);
         free(W);
         X = Xt = W = NULL;
-        if (isatty(STDERR_FILENO) && (i + 1) % 8 == 0)
-            fprintf(stderr, "%s:   %zu of %zu\r", cli_prog(), i + 1, r->nunits);
     }
+    cli_progress_end();
     if (r->rem_unavailable) rep_progress("note: comparison and remedies left out: %s", r->rem_unavailable);
 }
 

@@ -467,5 +467,10 @@ void write_drill(report *r)
     if (!nd) return;
     rep_progress("drill-down pages of the %zu worst site%s", nd, nd == 1 ? "" : "s");
     od_mkdir(r->od, "sites");
-    for (size_t i = 0; i < nd; i++) site_page(r, r->order[i]);
+    cli_progress_begin("drill-down pages");
+    for (size_t i = 0; i < nd; i++) {
+        cli_progress(i, nd);
+        site_page(r, r->order[i]);
+    }
+    cli_progress_end();
 }

@@ -194,6 +194,8 @@ typedef struct report {
     size_t *order;            /* sites, worst first (by relative error) */
 } report;
 
+/* "fp4-report: <line>" on stderr for each step of the work, unless --quiet. */
+extern bool rep_quiet;
 void rep_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void analyze_units(report *r);        /* units, decomposition, compare, remedies */
 void analyze_sites(report *r);        /* pooled per site, channels, order */
