@@ -17,6 +17,10 @@
 
 #include <fp4scope/quant.h>
 
+#include <string.h>
+
+#include "cpu/quant_sums.h"
+
 typedef int (*fp4s_quant_fn)(const fp4s_spec *s, const fp4s_tscale *ts,
                              const float *x, size_t rows, size_t cols, size_t ld,
                              size_t row0, const fp4s_qout *out, fp4s_qstats *st);
@@ -38,9 +42,9 @@ typedef struct fp4s_kernel_table {
     fp4s_amax_fn amax;
 } fp4s_kernel_table;
 
-/* Add the counters and sums of b into a: how a kernel hands its stats to the
- * caller, and the front end's fp4s_qstats_merge (so the kernels call nothing
- * in lib/core/quant.c). */
+/* Add the counters and the exact sums of b into a: how a kernel hands its
+ * stats to the caller, and the front end's fp4s_qstats_merge (so the kernels
+ * call nothing in lib/core/quant.c). */
 static inline void fp4s_qstats_add(fp4s_qstats *a, const fp4s_qstats *b)
 {
     a->elements += b->elements;
@@ -53,8 +57,9 @@ static inline void fp4s_qstats_add(fp4s_qstats *a, const fp4s_qstats *b)
     a->nonfinite_blocks += b->nonfinite_blocks;
     a->neg_zero += b->neg_zero;
     a->scale_underflow += b->scale_underflow;
-    a->err2 += b->err2;
-    a->x2 += b->x2;
+    qsums bs;
+    memcpy(&bs, b->sums, sizeof bs);
+    qs_merge_into(a, &bs);
 }
 
 /* The scalar reference (quant_ref.c). */

@@ -8,9 +8,11 @@
  * - block scales per block (MXFP4, scalar integer or the same libm call as the
  *   reference) or 8 blocks at a time (NVFP4, vector E4M3 encode/decode);
  * - blocks holding NaN or Inf (or getting a NaN E4M3 scale) go to the
- *   reference kernel, one block or tile at a time; so do per-tensor FP8 row
- *   tails shorter than 8;
+ *   reference kernel, one block or tile at a time; so do per-tensor FP8
+ *   pieces of 16 (the units of the error sums) holding one, and row tails
+ *   shorter than 16;
  * - FP8 E4M3 baselines with every tie rule, x / scale by IEEE division;
+ * - err2/x2 unit by unit in the one order of cpu/quant_sums.h, added exactly;
  * - codes only (st == NULL, kernels.h): each quantizer body is inlined twice,
  *   with its constant `S` (stats) true or false; without stats the double
  *   err2/x2 sums and the per-lane counters are not computed, and every output
@@ -121,51 +123,50 @@ static inline uint32_t hmax8(__m256i a)
     return (uint32_t)_mm_cvtsi128_si32(m);
 }
 
-/* Error sums in double per lane (see quant_avx512.c). */
-typedef struct err_acc { __m256d e0, e1, x0, x1; } err_acc;
+/* Error sums: one unit (cpu/quant_sums.h) at a time, its 8 lanes in two
+ * vectors (lanes 0-3, 4-7); 8 consecutive elements of the unit add to lanes
+ * 0..7 in element order, each product rounded on its own (as the reference). */
+typedef struct err_acc { __m256d e0, e1, x0, x1; qsums q; } err_acc;
 
+/* e = (double)d - (double)x */
 static inline __attribute__((always_inline)) void err_add(err_acc *e, __m256 x, __m256 d)
 {
     __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
     __m256d xh = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
     __m256d dl = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(d)), xl);
     __m256d dh = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(d, 1)), xh);
-    e->e0 = _mm256_fmadd_pd(dl, dl, e->e0);
-    e->e1 = _mm256_fmadd_pd(dh, dh, e->e1);
-    e->x0 = _mm256_fmadd_pd(xl, xl, e->x0);
-    e->x1 = _mm256_fmadd_pd(xh, xh, e->x1);
+    e->e0 = _mm256_add_pd(e->e0, _mm256_mul_pd(dl, dl));
+    e->e1 = _mm256_add_pd(e->e1, _mm256_mul_pd(dh, dh));
+    e->x0 = _mm256_add_pd(e->x0, _mm256_mul_pd(xl, xl));
+    e->x1 = _mm256_add_pd(e->x1, _mm256_mul_pd(xh, xh));
 }
 
-/* MXFP4: d - x is exact in fp32 (see quant_avx512.c) */
-static inline __attribute__((always_inline)) void err_add_exact(err_acc *e, __m256 x, __m256 d)
-{
-    __m256 df = _mm256_sub_ps(d, x);
-    __m256d dl = _mm256_cvtps_pd(_mm256_castps256_ps128(df));
-    __m256d dh = _mm256_cvtps_pd(_mm256_extractf128_ps(df, 1));
-    __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
-    __m256d xh = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
-    e->e0 = _mm256_fmadd_pd(dl, dl, e->e0);
-    e->e1 = _mm256_fmadd_pd(dh, dh, e->e1);
-    e->x0 = _mm256_fmadd_pd(xl, xl, e->x0);
-    e->x1 = _mm256_fmadd_pd(xh, xh, e->x1);
-}
-
-static inline __attribute__((always_inline)) void err_init(err_acc *e)
+static inline __attribute__((always_inline)) void err_clear(err_acc *e)
 {
     e->e0 = e->e1 = e->x0 = e->x1 = _mm256_setzero_pd();
 }
 
-static double hsum4d(__m256d v)
+/* The unit is complete: its partial into the exact sums, lanes cleared. */
+static inline __attribute__((always_inline)) void err_unit(err_acc *e)
 {
-    double t[4];
-    _mm256_storeu_pd(t, v);
-    return (t[0] + t[1]) + (t[2] + t[3]);
+    double le[8], lx[8];
+    _mm256_storeu_pd(le, e->e0);
+    _mm256_storeu_pd(le + 4, e->e1);
+    _mm256_storeu_pd(lx, e->x0);
+    _mm256_storeu_pd(lx + 4, e->x1);
+    qs_unit(&e->q, le, lx);
+    err_clear(e);
 }
 
-static inline __attribute__((always_inline)) void err_finish(err_acc e, fp4s_qstats *st)
+static inline __attribute__((always_inline)) void err_init(err_acc *e)
 {
-    st->err2 += hsum4d(_mm256_add_pd(e.e0, e.e1));
-    st->x2 += hsum4d(_mm256_add_pd(e.x0, e.x1));
+    memset(&e->q, 0, sizeof e->q);
+    err_clear(e);
+}
+
+static inline __attribute__((always_inline)) void err_finish(const err_acc *e, fp4s_qstats *st)
+{
+    qs_merge_into(st, &e->q);
 }
 
 /* ---- MXFP4 ------------------------------------------------------------------ */
@@ -240,8 +241,9 @@ mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
             for (int i = 0; i < 4; i++) {
                 q[i] = e2m1_encode8(&c, _mm256_mul_ps(xv[i], vi), &satc, &negzc, S);
                 d[i] = _mm256_mul_ps(e2m1_decode8(&c, q[i]), vs);
-                if (S) err_add_exact(&ea, xv[i], d[i]);
+                if (S) err_add(&ea, xv[i], d[i]);
             }
+            if (S) err_unit(&ea);
             if (cr) {
                 _mm_storeu_si128((__m128i *)(cr + b * 32), pack16(q[0], q[1]));
                 _mm_storeu_si128((__m128i *)(cr + b * 32 + 16), pack16(q[2], q[3]));
@@ -262,7 +264,7 @@ mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
     st->zero_blocks += zb;
     st->neg_zero += negz;
     st->scale_underflow += under;
-    err_finish(ea, st);
+    err_finish(&ea, st);
     return 0;
 }
 
@@ -482,6 +484,7 @@ nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
                     if (S) {
                         err_add(&ea, x0, d0);
                         err_add(&ea, x1, d1);
+                        err_unit(&ea);
                     }
                     if (cr) _mm_storeu_si128((__m128i *)(cr + b * 16), pack16(q0, q1));
                     if (sr) sr[b] = (uint8_t)codev[i];
@@ -503,7 +506,7 @@ nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
     st->blocks += nblk;
     st->zero_blocks += zb;
     st->scale_underflow += under;
-    err_finish(ea, st);
+    err_finish(&ea, st);
     return 0;
 }
 
@@ -579,19 +582,25 @@ fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows
     if (s->fp8_gran == FP4S_FP8_TENSOR) {
         const __m256 vsc = _mm256_set1_ps(ts->fp8_scale);
         if (out->scale_f32) out->scale_f32[0] = ts->fp8_scale;
+        /* pieces of 16, the units of the error sums (cpu/quant_sums.h) */
         for (size_t r = 0; r < rows; r++)
-            for (size_t c = 0; c < cols; c += 8) {
-                size_t n = cols - c < 8 ? cols - c : 8;
+            for (size_t c = 0; c < cols; c += 16) {
+                size_t n = cols - c < 16 ? cols - c : 16;
                 const float *xp = x + r * ld + c;
-                /* a tail of fewer than 8, or non-finite values: the reference */
-                if (n < 8 || _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(
-                                 _mm256_and_si256(_mm256_castps_si256(_mm256_loadu_ps(xp)), absm), infm1)))) {
+                /* a tail of fewer than 16, or non-finite values: the reference */
+                if (n < 16 || _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(
+                                  _mm256_max_epi32(
+                                      _mm256_and_si256(_mm256_castps_si256(_mm256_loadu_ps(xp)), absm),
+                                      _mm256_and_si256(_mm256_castps_si256(_mm256_loadu_ps(xp + 8)), absm)),
+                                  infm1)))) {
                     if ((rc = ref_fp8_piece(s, ts, x, ld, row0, r, c, 1, n, 0, out, st))) return rc;
                     continue;
                 }
-                elems += 8;
-                fp8_elems8(&e, xp, out->codes ? out->codes + r * out->ld_codes + c : NULL,
-                           out->dequant ? out->dequant + r * out->ld_dequant + c : NULL, vsc, &satc, &ea, S);
+                elems += 16;
+                for (size_t k = 0; k < 16; k += 8)
+                    fp8_elems8(&e, xp + k, out->codes ? out->codes + r * out->ld_codes + c + k : NULL,
+                               out->dequant ? out->dequant + r * out->ld_dequant + c + k : NULL, vsc, &satc, &ea, S);
+                if (S) err_unit(&ea);
             }
     } else {
         const size_t H = s->fp8_gran == FP4S_FP8_128x128 ? 128 : 1, nt = cols / 128;
@@ -618,11 +627,13 @@ fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows
                 for (size_t i = 0; i < h; i++) {
                     const size_t r = r0 + i;
                     elems += 128;
-                    for (int k = 0; k < 16; k++)
+                    for (int k = 0; k < 16; k++) {
                         fp8_elems8(&e, x + r * ld + t * 128 + 8 * k,
                                    out->codes ? out->codes + r * out->ld_codes + t * 128 + 8 * k : NULL,
                                    out->dequant ? out->dequant + r * out->ld_dequant + t * 128 + 8 * k : NULL,
                                    vsc, &satc, &ea, S);
+                        if (S && (k & 1)) err_unit(&ea); /* units of 16 */
+                    }
                 }
             }
         }
@@ -632,7 +643,7 @@ fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows
     st->blocks += blocks;
     st->zero_blocks += zb;
     st->saturated += hsum_epi32(satc);
-    err_finish(ea, st);
+    err_finish(&ea, st);
     return 0;
 }
 

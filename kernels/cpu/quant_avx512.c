@@ -22,6 +22,9 @@
  *   construction).
  * - FP8 E4M3 baselines (per tensor, 1x128, 128x128): x / scale by IEEE
  *   division as the reference, E4M3 rounding on the bits with every tie rule.
+ * - err2/x2: each block (FP8: 16 elements of a row) is one unit of
+ *   cpu/quant_sums.h, its 8 lanes one vector of doubles, added exactly; the
+ *   bits are the reference's.
  * - Codes only (st == NULL, kernels.h): each quantizer body is inlined twice,
  *   with its constant `S` (stats) true or false; without stats the double
  *   err2/x2 sums and the per-lane counters are not computed. Codes, scales
@@ -108,10 +111,10 @@ e2m1_encode16(const enc_ctx *c, __m512 v, __m512i *satc, __m512i *negzc, const b
 
 static inline uint64_t hsum_epi32(__m512i v) { return (uint64_t)(uint32_t)_mm512_reduce_add_epi32(v); }
 
-/* Error sums in double, per lane (the reference sums with Kahan; only the
- * integer counters are required to match exactly). Each term is the exact
- * double product, as in the reference; only the order of the sum differs. */
-typedef struct err_acc { __m512d e0, e1, x0, x1; } err_acc;
+/* Error sums: one unit (cpu/quant_sums.h) at a time, its 8 lanes in one
+ * vector; element j of the unit in lane j mod 8, the terms added in element
+ * order, each product rounded on its own (as the reference). */
+typedef struct err_acc { __m512d e, x; qsums q; } err_acc;
 
 static inline __attribute__((always_inline)) __m512d lo8(__m512 v)
 {
@@ -122,38 +125,36 @@ static inline __attribute__((always_inline)) __m512d hi8(__m512 v)
     return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
 }
 
-/* d = dequantized value; e = (double)d - (double)x as in the reference */
+/* 16 consecutive elements of a unit: x and the dequantized d, e = (double)d - (double)x */
 static inline __attribute__((always_inline)) void err_add(err_acc *e, __m512 x, __m512 d)
 {
     __m512d xl = lo8(x), xh = hi8(x);
     __m512d dl = _mm512_sub_pd(lo8(d), xl), dh = _mm512_sub_pd(hi8(d), xh);
-    e->e0 = _mm512_fmadd_pd(dl, dl, e->e0);
-    e->e1 = _mm512_fmadd_pd(dh, dh, e->e1);
-    e->x0 = _mm512_fmadd_pd(xl, xl, e->x0);
-    e->x1 = _mm512_fmadd_pd(xh, xh, e->x1);
+    e->e = _mm512_add_pd(e->e, _mm512_mul_pd(dl, dl));
+    e->e = _mm512_add_pd(e->e, _mm512_mul_pd(dh, dh));
+    e->x = _mm512_add_pd(e->x, _mm512_mul_pd(xl, xl));
+    e->x = _mm512_add_pd(e->x, _mm512_mul_pd(xh, xh));
 }
 
-/* MXFP4: d - x is exact in fp32 (q is a multiple of ulp(x) and |d - x| <= |x|
- * or below half the grid step), so it is converted once. */
-static inline __attribute__((always_inline)) void err_add_exact(err_acc *e, __m512 x, __m512 d)
+/* The unit is complete: its partial into the exact sums, lanes cleared. */
+static inline __attribute__((always_inline)) void err_unit(err_acc *e)
 {
-    __m512 df = _mm512_sub_ps(d, x);
-    __m512d dl = lo8(df), dh = hi8(df), xl = lo8(x), xh = hi8(x);
-    e->e0 = _mm512_fmadd_pd(dl, dl, e->e0);
-    e->e1 = _mm512_fmadd_pd(dh, dh, e->e1);
-    e->x0 = _mm512_fmadd_pd(xl, xl, e->x0);
-    e->x1 = _mm512_fmadd_pd(xh, xh, e->x1);
+    double le[8], lx[8];
+    _mm512_storeu_pd(le, e->e);
+    _mm512_storeu_pd(lx, e->x);
+    qs_unit(&e->q, le, lx);
+    e->e = e->x = _mm512_setzero_pd();
 }
 
 static inline __attribute__((always_inline)) void err_init(err_acc *e)
 {
-    e->e0 = e->e1 = e->x0 = e->x1 = _mm512_setzero_pd();
+    memset(&e->q, 0, sizeof e->q);
+    e->e = e->x = _mm512_setzero_pd();
 }
 
-static inline __attribute__((always_inline)) void err_finish(err_acc e, fp4s_qstats *st)
+static inline __attribute__((always_inline)) void err_finish(const err_acc *e, fp4s_qstats *st)
 {
-    st->err2 += _mm512_reduce_add_pd(_mm512_add_pd(e.e0, e.e1));
-    st->x2 += _mm512_reduce_add_pd(_mm512_add_pd(e.x0, e.x1));
+    qs_merge_into(st, &e->q);
 }
 
 /* Max of each of 16 vectors (unsigned lanes), as one vector: lane i = max of
@@ -297,8 +298,9 @@ mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
                 __m512 d0 = _mm512_mul_ps(_mm512_permutexvar_ps(q0, c.lut), vs);
                 __m512 d1 = _mm512_mul_ps(_mm512_permutexvar_ps(q1, c.lut), vs);
                 if (S) {
-                    err_add_exact(&ea, x0, d0);
-                    err_add_exact(&ea, x1, d1);
+                    err_add(&ea, x0, d0);
+                    err_add(&ea, x1, d1);
+                    err_unit(&ea);
                 }
                 if (cr) {
                     _mm_storeu_si128((__m128i *)(cr + b * 32), _mm512_cvtepi32_epi8(q0));
@@ -322,7 +324,7 @@ mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
     st->blocks += nblk;
     st->zero_blocks += zb;
     st->scale_underflow += under;
-    err_finish(ea, st);
+    err_finish(&ea, st);
     return 0;
 }
 
@@ -536,7 +538,10 @@ nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
                         d = n.div ? _mm512_mul_ps(qv, vf)
                                   : _mm512_mul_ps(_mm512_mul_ps(qv, _mm512_set1_ps(sbvv[i])), _mm512_set1_ps(n.sdec));
                     }
-                    if (S) err_add(&ea, xv, d);
+                    if (S) {
+                        err_add(&ea, xv, d);
+                        err_unit(&ea);
+                    }
                     if (cr) _mm_storeu_si128((__m128i *)(cr + b * 16), _mm512_cvtepi32_epi8(q));
                     if (sr) sr[b] = (uint8_t)codev[i];
                     if (dr) _mm512_storeu_ps(dr + b * 16, d);
@@ -555,7 +560,7 @@ nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
     st->blocks += nblk;
     st->zero_blocks += zb;
     st->scale_underflow += under;
-    err_finish(ea, st);
+    err_finish(&ea, st);
     return 0;
 }
 
@@ -613,7 +618,10 @@ fp8_elems(const e4_ctx *e, const float *xp, uint8_t *cp, float *dp, size_t n, __
     __m512i q = e4m3_encode_signed16(e, _mm512_div_ps(xv, vsc), satc, S);
     __m512 d = _mm512_mul_ps(e4m3_decode16(q), vsc);
     d = _mm512_maskz_mov_ps(m, d);
-    if (S) err_add(ea, xv, d);
+    if (S) {
+        err_add(ea, xv, d);
+        err_unit(ea);
+    }
     if (cp) _mm_mask_storeu_epi8(cp, m, _mm512_cvtepi32_epi8(q));
     if (dp) _mm512_mask_storeu_ps(dp, m, d);
 }
@@ -686,7 +694,7 @@ fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows
     st->blocks += blocks;
     st->zero_blocks += zb;
     st->saturated += hsum_epi32(satc);
-    err_finish(ea, st);
+    err_finish(&ea, st);
     return 0;
 }
 

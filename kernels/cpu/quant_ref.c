@@ -7,8 +7,8 @@
  * engine source each follows, are documented in quant.h and
  * man/fp4scope-formats.7.
  *
- * Stats: err2 and x2 are summed in double per block, the block sums
- * Kahan-compensated within one call (one chunk) and added to *st at the end;
+ * Stats: err2 and x2 are added unit by unit (a block, or 16 FP8 elements of
+ * a row) in the one order of cpu/quant_sums.h into exact accumulators;
  * elements of blocks that decode to NaN (NaN scale) are left out of both
  * sums. With st == NULL (codes only) the sums are not computed and nothing
  * is recorded; every output byte is the same. */
@@ -20,45 +20,32 @@
 #include "core/approx.h"
 #include "core/codec_internal.h"
 
-typedef struct ksum { double s, c; } ksum;
-
-static inline void ksum_add(ksum *k, double v)
-{
-    double y = v - k->c;
-    double t = k->s + y;
-    k->c = (t - k->s) - y;
-    k->s = t;
-}
-
 typedef struct acc {
-    fp4s_qstats st;   /* counters (err2/x2 unused here) */
-    ksum err2, x2;
+    fp4s_qstats st;   /* counters (its sums unused here) */
+    qsums q;
     bool sums;        /* false: codes only (st == NULL), no err2/x2 */
 } acc;
 
-/* Per-block partial sums in double, added to the Kahan sums once per block. */
-typedef struct bsum { double e2, x2; } bsum;
+/* The lanes of one unit (quant_sums.h): element j in lane j mod 8. */
+typedef struct bsum { double e2[8], x2[8]; } bsum;
 
-static inline void bsum_elem(bsum *b, float x, float d)
+static inline void bsum_elem(bsum *b, size_t j, float x, float d)
 {
     if (!isfinite(x)) return;
     double e = (double)d - (double)x;
-    b->e2 += e * e;
-    b->x2 += (double)x * (double)x;
+    b->e2[j & 7] += e * e;
+    b->x2[j & 7] += (double)x * (double)x;
 }
 
 static inline void acc_block(acc *a, const bsum *b)
 {
-    if (!a->sums) return;
-    ksum_add(&a->err2, b->e2);
-    ksum_add(&a->x2, b->x2);
+    if (a->sums) qs_unit(&a->q, b->e2, b->x2);
 }
 
 static void acc_flush(acc *a, fp4s_qstats *st)
 {
     if (!st) return;
-    a->st.err2 = a->err2.s;
-    a->st.x2 = a->x2.s;
+    memcpy(a->st.sums, &a->q, sizeof a->q);
     fp4s_qstats_add(st, &a->st);
 }
 
@@ -176,7 +163,7 @@ static int mx_quant(const fp4s_spec *s, const float *x, size_t rows, size_t cols
             const float inv = mx_factor(s->mx_elem, code, &ftz);
             const float X = fp4s_e8m0_decode(code);
             const bool sums = a->sums && code != 0xFF;
-            bsum bs = {0, 0};
+            bsum bs = {{0}, {0}};
             for (size_t j = 0; j < B; j++) {
                 float xv = xb[j];
                 uint8_t q;
@@ -192,7 +179,7 @@ static int mx_quant(const fp4s_spec *s, const float *x, size_t rows, size_t cols
                 float d = fp4s_e2m1_decode(q) * X;
                 if (cr) cr[b * B + j] = q;
                 if (dr) dr[b * B + j] = d;
-                if (sums) bsum_elem(&bs, xv, d);
+                if (sums) bsum_elem(&bs, j, xv, d);
             }
             acc_block(a, &bs);
         }
@@ -400,7 +387,7 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                 if (o->scales) o->scales[r * o->ld_scales + b] = nbk.code;
                 if (rs.amax == 0.0f) a->st.zero_blocks++;
                 else if ((nbk.code & 0x78) == 0) a->st.scale_underflow++;
-                bsum bs = {0, 0};
+                bsum bs = {{0}, {0}};
                 for (size_t j = 0; j < B; j++) {
                     float xv = xb[j];
                     uint8_t q;
@@ -420,7 +407,7 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                     float d = nv_dequant_one(rt, ts, &nbk, q);
                     if (cb) cb[j] = q;
                     if (db) db[j] = d;
-                    if (a->sums && !isnan(nbk.sbv)) bsum_elem(&bs, xv, d);
+                    if (a->sums && !isnan(nbk.sbv)) bsum_elem(&bs, j, xv, d);
                 }
                 acc_block(a, &bs);
             }
@@ -474,18 +461,20 @@ static int fp8_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                 uint8_t *cb = o->codes ? o->codes + r * o->ld_codes + t * W : NULL;
                 float *db = o->dequant ? o->dequant + r * o->ld_dequant + t * W : NULL;
                 a->st.elements += W;
-                bsum bs = {0, 0};
-                for (size_t j = 0; j < W; j++) {
-                    float xv = xb[j];
-                    float v = xv / scale;
-                    if (fabsf(v) > 448.0f) a->st.saturated++;
-                    uint8_t q = fp4s_e4m3_encode(v, s->tie);
-                    float d = fp4s_e4m3_decode(q) * scale;
-                    if (cb) cb[j] = q;
-                    if (db) db[j] = d;
-                    if (a->sums) bsum_elem(&bs, xv, d);
+                for (size_t j0 = 0; j0 < W; j0 += 16) { /* the sums' units: 16 of a row */
+                    bsum bs = {{0}, {0}};
+                    for (size_t j = j0; j < W && j < j0 + 16; j++) {
+                        float xv = xb[j];
+                        float v = xv / scale;
+                        if (fabsf(v) > 448.0f) a->st.saturated++;
+                        uint8_t q = fp4s_e4m3_encode(v, s->tie);
+                        float d = fp4s_e4m3_decode(q) * scale;
+                        if (cb) cb[j] = q;
+                        if (db) db[j] = d;
+                        if (a->sums) bsum_elem(&bs, j, xv, d);
+                    }
+                    acc_block(a, &bs);
                 }
-                acc_block(a, &bs);
             }
         }
     }

@@ -4,8 +4,8 @@
  * ranges aligned to fp4s_spec_row_align() and run them on fp4s_parallel_for.
  * Each range calls the active kernel table and falls back to the scalar
  * reference when the backend declines the spec (FP4S_ENOTSUP). Per-worker
- * stats are merged in worker order, so counters are identical for any thread
- * count (err2/x2 are Kahan sums per range and may differ in the last bits).
+ * stats are merged in worker order; counters and the exact err2/x2 sums are
+ * identical for any thread count.
  * A NULL stats pointer is passed down to the kernels: they then compute codes
  * only (no err2/x2 sums, no counters), with the same output bytes. */
 #include <fp4scope/quant.h>

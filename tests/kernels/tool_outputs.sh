@@ -1,14 +1,17 @@
 #!/bin/sh
-# tool_outputs.sh OUTDIR: run the quantizer, decomposition, channel and
-# mismatch tools over the shipped datasets (and a few generated tensors with
-# ties, non-finite values and several chunks) and leave every report and file
-# they write in OUTDIR: JSON, CSV, tables, HDF5 reports, packed quantized
-# files and .npy codes, scales and dequantized values. The fp4-* tools are
-# taken from PATH, so the same list runs against any build (force_ref.sh runs
-# it twice in one build; compare a branch with main by running it with each
+# tool_outputs.sh [--quant] OUTDIR: run the quantizer, decomposition, channel
+# and mismatch tools over the shipped datasets (and a few generated tensors
+# with ties, non-finite values and several chunks) and leave every report and
+# file they write in OUTDIR: JSON, CSV, tables, HDF5 reports, packed quantized
+# files and .npy codes, scales and dequantized values. --quant: fp4-quant's
+# runs only. The fp4-* tools are taken from PATH, so the same list runs
+# against any build (force_ref.sh runs it in one build at two CPU levels and
+# three thread counts; compare a branch with main by running it with each
 # build's tools/ first on PATH).
 set -eu
-OUT=${1:?usage: tool_outputs.sh OUTDIR}
+quant_only=0
+if [ "${1:-}" = --quant ]; then quant_only=1; shift; fi
+OUT=${1:?usage: tool_outputs.sh [--quant] OUTDIR}
 SRC=${FP4S_SRCDIR:?FP4S_SRCDIR not set}
 D=$SRC/datasets
 mkdir -p "$OUT"
@@ -81,6 +84,9 @@ run q-diff-mx.json fp4-quant -f mxfp4 -p ocp --diff ceil --json act.npy
 run q-rtz.json fp4-quant -f mxfp4 -p ocp --round rtz --scale-rule even --json ties.npy
 run q-2d.json fp4-quant -f nvfp4 -p te --2d --json -o q-2d.h5 act.npy
 run q-chunks.json fp4-quant -f nvfp4 -p torchao --chunk-rows 48 --json --dequant q-chunks.dq.npy act.npy
+run q-chunks-fp8.json fp4-quant -f fp8 --chunk-rows 100 --json -o q-chunks-fp8.h5 act.npy
+run q-diff-fp8.txt fp4-quant -f fp8 -p fp8-tensor --diff fp8-1x128 act.npy
+[ $quant_only = 0 ] || exit 0
 
 # ---- fp4-decompose: formats, groupings, tie conventions, captures
 for f in mxfp4 nvfp4; do

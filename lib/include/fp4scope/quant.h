@@ -13,9 +13,9 @@
  * fp4s_pack_e2m1() makes the packed nibble layout of the spec.
  *
  * Kernels: a scalar C reference and, picked at run time, AVX2 and AVX-512
- * paths; codes, scales, dequantized values and counters are bit-identical
- * (tests/kernels/tester checks), the err2/x2 sums of fp4s_qstats only up to
- * the order of their additions (as between thread counts). FP4S_FORCE_REF=1
+ * paths; codes, scales, dequantized values, counters and the err2/x2 sums of
+ * fp4s_qstats are bit-identical (tests/kernels/tester checks), also between
+ * thread counts. FP4S_FORCE_REF=1
  * in the environment or fp4s_kernels_force_ref(true) forces the reference
  * (kernel selection, below).
  * Large chunks are split over fp4s_get_threads() threads.
@@ -97,8 +97,13 @@ typedef struct fp4s_tscale {
 FP4S_API size_t fp4s_tscale_size(void);
 
 /* Counters and sums filled by fp4s_quantize (added to, never reset: zero the
- * struct first, `reserved` included: it keeps the size fixed while counters
- * are added). Sums are over finite inputs only. */
+ * struct first, `reserved` and `sums` included: `reserved` keeps the size
+ * fixed while counters are added). Sums are over finite inputs only. err2 and
+ * x2 are exact sums (fixed-point accumulators kept in `sums`) rounded to
+ * double after every call and merge: the same bits for any kernel level,
+ * thread count, chunking and merge order (each block's terms are added in one
+ * fixed order first: kernels/cpu/quant_sums.h). Merge structs with
+ * fp4s_qstats_merge, not by adding err2 and x2. */
 typedef struct fp4s_qstats {
     uint64_t elements;      /* elements quantized */
     uint64_t blocks;        /* blocks (or FP8 tiles) */
@@ -110,8 +115,9 @@ typedef struct fp4s_qstats {
     uint64_t nonfinite_blocks; /* blocks holding any NaN/Inf */
     uint64_t neg_zero;      /* elements encoded as -0 (code 8) */
     uint64_t scale_underflow;  /* NVFP4: blocks with a zero or subnormal E4M3 scale; MX: k clamped at code 0 */
-    double err2;            /* sum over finite elements of (Q(x)-x)^2 (Kahan-compensated per chunk) */
+    double err2;            /* sum over finite elements of (Q(x)-x)^2 */
     double x2;              /* sum of x^2 over finite elements */
+    uint64_t sums[50];      /* the exact accumulators behind err2 and x2 (internal; zero) */
     uint64_t reserved[6];   /* zero; room for counters added later */
 } fp4s_qstats;
 

@@ -1,4 +1,5 @@
-/* Exact fixed-point superaccumulator for sums of doubles (internal).
+/* Exact fixed-point superaccumulator for sums of doubles (internal; the
+ * decomposition's sums and the quantizer's err2/x2, kernels/cpu/quant_sums.h).
  *
  * The value is sum_i l[i] * 2^(32 i + XS_LSB). Each added double is split into
  * 32-bit digits at its bit position and added to three limbs; limbs are int64,
