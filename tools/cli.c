@@ -460,6 +460,21 @@ void cli_version(void)
 
 json_t *cli_json_real(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
+void cli_csv_str(const char *s)
+{
+    if (!s) return;
+    if (strpbrk(s, ",\"\n")) {
+        putchar('"');
+        for (; *s; s++) {
+            if (*s == '"') putchar('"');
+            putchar(*s);
+        }
+        putchar('"');
+    } else {
+        fputs(s, stdout);
+    }
+}
+
 int cli_json_print(json_t *j)
 {
     cli_progress_end();

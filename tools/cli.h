@@ -107,6 +107,9 @@ void cli_version(void);
 int cli_json_print(json_t *j);
 /* JSON number for a double: NaN and Inf become null (JSON has neither). */
 json_t *cli_json_real(double v);
+/* A CSV field on stdout: quoted (quotes doubled) when it holds a comma, a
+ * quote or a line break; NULL prints nothing. */
+void cli_csv_str(const char *s);
 
 /* ---- the quantizer option group ---------------------------------------------------
  * Every tool that quantizes takes the same options: -f FORMAT, -p PROFILE and

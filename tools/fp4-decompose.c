@@ -142,34 +142,19 @@ static json_t *hist_json(const fp4s_decomp *acc, fp4s_decomp_hist_kind k)
     return o;
 }
 
-static void csv_str(const char *s)
-{
-    if (!s) return;
-    if (strpbrk(s, ",\"\n")) {
-        putchar('"');
-        for (; *s; s++) {
-            if (*s == '"') putchar('"');
-            putchar(*s);
-        }
-        putchar('"');
-    } else {
-        fputs(s, stdout);
-    }
-}
-
 static void csv_row(const char *kind, long long input, const item *it, long long group,
                     const fp4s_decomp_result *r)
 {
     printf("%s,", kind);
     if (input >= 0) printf("%lld", input);
     putchar(',');
-    if (it) csv_str(it->label);
+    if (it) cli_csv_str(it->label);
     putchar(',');
     if (it && it->step >= 0) printf("%lld", (long long)it->step);
     putchar(',');
-    if (it && it->site) csv_str(it->site);
+    if (it && it->site) cli_csv_str(it->site);
     putchar(',');
-    if (it && it->side) csv_str(it->side);
+    if (it && it->side) cli_csv_str(it->side);
     putchar(',');
     if (group >= 0) printf("%lld", group);
     size_t nf;

@@ -206,21 +206,6 @@ static json_t *row_json(const site_run *s, const fp4s_remedy_result *r, const fp
     return o;
 }
 
-static void csv_str(const char *s)
-{
-    if (!s) return;
-    if (strpbrk(s, ",\"\n")) {
-        putchar('"');
-        for (; *s; s++) {
-            if (*s == '"') putchar('"');
-            putchar(*s);
-        }
-        putchar('"');
-    } else {
-        fputs(s, stdout);
-    }
-}
-
 static void table_site(const site_run *s, size_t nr, const fp4s_spec *as, const fp4s_spec *ws,
                        const fp4s_accel *acc)
 {
@@ -927,13 +912,13 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < nf; i++) printf(",%s", f[i].name);
         putchar('\n');
         for (size_t r = 0; r < nrow; r++) {
-            csv_str(rows[r].source);
+            cli_csv_str(rows[r].source);
             putchar(',');
-            csv_str(rows[r].site);
+            cli_csv_str(rows[r].site);
             putchar(',');
             if (rows[r].step >= 0) printf("%lld", (long long)rows[r].step);
             putchar(',');
-            csv_str(fp4s_remedy_label(&rows[r].res->remedy));
+            cli_csv_str(fp4s_remedy_label(&rows[r].res->remedy));
             printf(",%s", fp4s_remedy_is_trainer(rows[r].res->remedy.kind) ? "trainer" : "rollout");
             for (size_t i = 0; i < nf; i++) {
                 double v = f[i].get(rows[r].info, rows[r].res);

@@ -258,12 +258,9 @@ mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
         }
     }
     if (!S) return 0;
-    st->elements += nblk * 32;
-    st->blocks += nblk;
+    blocks_done(st, nblk, 32, zb, under);
     st->saturated += sat;
-    st->zero_blocks += zb;
     st->neg_zero += negz;
-    st->scale_underflow += under;
     err_finish(&ea, st);
     return 0;
 }
@@ -502,10 +499,7 @@ nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
         }
     }
     if (!S) return 0;
-    st->elements += nblk * 16;
-    st->blocks += nblk;
-    st->zero_blocks += zb;
-    st->scale_underflow += under;
+    blocks_done(st, nblk, 16, zb, under);
     err_finish(&ea, st);
     return 0;
 }

@@ -320,10 +320,7 @@ mx_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
         }
     }
     if (!S) return 0;
-    st->elements += nblk * 32;
-    st->blocks += nblk;
-    st->zero_blocks += zb;
-    st->scale_underflow += under;
+    blocks_done(st, nblk, 32, zb, under);
     err_finish(&ea, st);
     return 0;
 }
@@ -556,10 +553,7 @@ nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
         }
     }
     if (!S) return 0;
-    st->elements += nblk * 16;
-    st->blocks += nblk;
-    st->zero_blocks += zb;
-    st->scale_underflow += under;
+    blocks_done(st, nblk, 16, zb, under);
     err_finish(&ea, st);
     return 0;
 }

@@ -92,6 +92,17 @@ static inline int nv_params_init(nv_params *p, const fp4s_spec *s, const fp4s_ts
 
 /* ---- the reference for what the vector bodies do not take ------------------------- */
 
+/* The block counters of a fast FP4 body (its blocks with finite inputs; the
+ * reference counts the others itself). */
+static inline void blocks_done(fp4s_qstats *st, uint64_t nblk, size_t block, uint64_t zero_blocks,
+                               uint64_t underflow)
+{
+    st->elements += nblk * block;
+    st->blocks += nblk;
+    st->zero_blocks += zero_blocks;
+    st->scale_underflow += underflow;
+}
+
 /* One block (h rows x s->block columns at row r, column c, scale column
  * nb_col: h is 1 except for NVFP4 2-D tiles): blocks holding NaN or Inf, or
  * getting a NaN E4M3 scale. */

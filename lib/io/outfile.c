@@ -845,6 +845,24 @@ nomem:
     return fp4s_error_set(FP4S_ENOMEM, "output group: out of memory");
 }
 
+/* The end of a commit that renamed something: the members and the group
+ * freed (their temporaries are gone or listed in a journal), the commit state
+ * idle again and the caller's signal mask back. */
+static void commit_end(fp4s_outgroup **gp, const sigset_t *old)
+{
+    fp4s_outgroup *g = *gp;
+    for (fp4s_outfile *k = g->members; k;) {
+        fp4s_outfile *next = k->gnext;
+        outfile_free(k);
+        k = next;
+    }
+    g->members = NULL;
+    group_free(g);
+    *gp = NULL;
+    atomic_store(&commit_state, ST_IDLE);
+    pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
 int fp4s_outgroup_commit(fp4s_outgroup **gp)
 {
     if (!gp || !*gp) return fp4s_error_set(FP4S_EINVAL, "fp4s_outgroup_commit: NULL group");
@@ -898,16 +916,7 @@ int fp4s_outgroup_commit(fp4s_outgroup **gp)
             free(j[i].path);
         }
         free(j);
-        for (fp4s_outfile *k = g->members; k;) {
-            fp4s_outfile *next = k->gnext;
-            outfile_free(k);
-            k = next;
-        }
-        g->members = NULL;
-        group_free(g);
-        *gp = NULL;
-        atomic_store(&commit_state, ST_IDLE);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        commit_end(gp, &old);
         return rc;
     }
     if (rc) {
@@ -925,15 +934,6 @@ int fp4s_outgroup_commit(fp4s_outgroup **gp)
         if (!seen) fsync_dir(g->out[k->decl].dir);
     }
     if (nj) journals_remove(j, nj);
-    for (fp4s_outfile *k = g->members; k;) {
-        fp4s_outfile *next = k->gnext;
-        outfile_free(k);
-        k = next;
-    }
-    g->members = NULL;
-    group_free(g);
-    *gp = NULL;
-    atomic_store(&commit_state, ST_IDLE);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    commit_end(gp, &old);
     return 0;
 }
