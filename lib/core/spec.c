@@ -6,7 +6,27 @@
  * checks of fp4s_spec_check, which kernels run a spec) is read from the rows.
  * A profile row holds the complete spec of each format it defines; explicit
  * command line options then override single fields. man/fp4scope-formats.7
- * has the long form of every row. */
+ * has the long form of every row.
+ *
+ * The files a new NVFP4 recipe touches (read off the code):
+ *   lib/include/fp4scope/spec.h  its fp4s_nv_recipe value, before FP4S_NV_RECIPE_COUNT;
+ *   lib/core/spec.c              its row in nv_recipes[] (name, aliases, tscale, elem,
+ *                                dequant, scale_codec, global_scale, kernels bits);
+ *   kernels/cpu/quant_ref.c      its block-scale arithmetic, a case of nv_scale() (the
+ *                                switch has no default: -Wswitch names a missing case);
+ *   man/fp4scope-formats.7       its row in the recipe table.
+ * The rest reads the row: names, --help and error lists, parsing, the bound of
+ * fp4s_spec_check, fp4s_tscale_init (by tscale), the element and dequant paths,
+ * qfile's decode text, the kernel tester's loop; the SIMD and CUDA paths
+ * decline a recipe whose kernels bits leave them out (the reference runs).
+ * Only when a profile row uses it: that row here and the profile's conformance
+ * vectors (tests/conformance/gen_vectors.py -> vectors.txt; the runner fails
+ * without them). Only when its kernels bits claim a fast path: nv_params_init
+ * in kernels/cpu/quant_simd.h, nv_scales8/nv_scales16 in quant_avx2.c and
+ * quant_avx512.c, and the switch on p.recipe in kernels/cuda/quant_block.cuh
+ * (which compares recipe numbers, not the enum names). A new MXFP4 scale rule
+ * is the same with its row in mx_rules[] and a case of fp4s_mx_k() in
+ * lib/core/codec.c in place of nv_scale(). */
 #include <fp4scope/spec.h>
 
 #include <stdio.h>
