@@ -494,7 +494,7 @@ static void sec_decomp(report *r, text *pg)
         {"deadzone_fraction", "in dead zone", "pct", "share of elements the ideal quantizer sends to 0"},
         {"clip_fraction", "clipped", "pct", NULL}, {"underflow_fraction", "scale underflow", "pct", "share of blocks"}};
     rt_init(&t, "decomposition", "Per site and step", uc, 13);
-    t.html_rows = 40;
+    t.html_rows = 24;
     for (size_t oi = 0; oi < r->nsites; oi++) {
         size_t s2 = r->order[oi];
         for (size_t i = 0; i < r->nunits; i++) {
@@ -637,13 +637,13 @@ static void sec_channels(report *r, text *pg)
     /* the coverage curves from every channel */
     size_t nl = r->nsites < 6 ? r->nsites : 6;
     fig f;
-    fig_init(&f, "", "coverage", 1000, 460);
+    fig_init(&f, "", "coverage", 1000, 540);
     text *s = &f.script;
     tx_add(s, "set title 'Coverage: share of the activation error held by the top channels'\n"
               "set xlabel 'fraction of channels, best first (log scale)'\nset ylabel 'share of the error energy'\n"
-              "set logscale x\nset format x '%%g'\nset yrange [0:1.02]\nset key bottom right noenhanced box opaque\n"
+              "set logscale x\nset format x '%%g'\nset yrange [0:1.02]\nset key below noenhanced maxcols 3\n"
               "set arrow from 0.125, graph 0 to 0.125, graph 1 nohead dt 2 lc rgb '#999999'\n"
-              "set label '12.5%%' at 0.125, graph 0.04 offset 0.5,0 tc rgb '#777777'\n");
+              "set label '12.5%% of the channels' at 0.125, graph 0.06 offset -0.5,0 right tc rgb '#777777'\n");
     double xmin = 1;
     for (size_t oi = 0; oi < nl; oi++) {
         const fp4s_channels_report *x = r->sites[r->order[oi]].ch;
