@@ -26,6 +26,17 @@ expect 0 fp4-report "$tiny" --trace "$SRC/datasets/traces/planted.csv" --drill 1
 grep -q '\[1/5\]' err.txt || fail "no progress on stderr"
 [ -s rep/index.html ] && [ -s rep/fp4-report.json ] || fail "index.html or the manifest is missing"
 grep -qi '<script' rep/index.html && fail "the page has a script element"
+# every id once per page (the table of contents links to the sections' ids)
+for page in $(find rep -name '*.html'); do
+    d=$(grep -o 'id="[^"]*"' "$page" | sort | uniq -d)
+    [ -z "$d" ] || fail "$page: ids used twice: $d"
+    # well-formed: libxml2's HTML parser finds nothing but the HTML5 elements it does not know
+    if command -v xmllint > /dev/null 2>&1; then
+        e=$(xmllint --html --noout "$page" 2>&1 | grep ' error : ' |
+            grep -v 'Tag \(main\|nav\|figure\|figcaption\|wbr\) invalid' || true)
+        [ -z "$e" ] || fail "$page: $e"
+    fi
+done
 for page in $(find rep -name '*.html'); do
     dir=$(dirname "$page")
     # every link and image of the page names a file of the report

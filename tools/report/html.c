@@ -196,7 +196,7 @@ void rt_emit(rtable *t, outdir *od, const char *dir, text *page)
     tx_free(&csv);
 
     if (*t->title) {
-        tx_add(page, "<h3 id=\"%s\">", t->id);
+        tx_add(page, "<h3 id=\"table-%s\">", t->id); /* not the id of a section */
         html_esc(page, t->title);
         tx_add(page, "</h3>\n");
     }
