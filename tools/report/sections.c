@@ -110,10 +110,13 @@ static void summary(report *r, text *pg, const rem_pool *rp)
     tx_add(pg, "<li>The largest %s error is at <b>", fp4s_format_name(o->spec.format));
     html_esc(pg, lab);
     tx_add(pg, "</b>: relative error %.3g (SNR %.1f dB) over %zu step%s. Its error energy is %.0f%% scale bias, "
-               "%.0f%% dead zone and %.0f%% grid noise (cross terms %+.0f%%).</li>\n",
+               "%.0f%% dead zone and %.0f%% grid noise, and the cross terms %+.0f%%%s.</li>\n",
            ws->x2 > 0 ? sqrt(ws->err2 / ws->x2) : NAN, ws->err2 > 0 ? 10 * log10(ws->x2 / ws->err2) : NAN,
            ws->nunits, ws->nunits == 1 ? "" : "s", 100 * share(ws->e_scale, tot), 100 * share(ws->e_dz, tot),
-           100 * share(ws->e_grid, tot), 100 * share(ws->e_cross, tot));
+           100 * share(ws->e_grid, tot), 100 * share(ws->e_cross, tot),
+           share(ws->e_cross, tot) < -0.05 ? " (negative: the scale bias partly cancels the dead-zone and grid "
+                                             "errors, so the three parts add up to more than 100%)"
+                                           : "");
     /* profiles */
     const disagree *dm = NULL;
     for (size_t i = 0; i < r->ndis; i++)
