@@ -74,6 +74,12 @@ grep -q 'onset of divergence at step <b>50</b>' rep/index.html || fail "the plan
 grep -q '"tool": "fp4-report"' rep/fp4-report.json || fail "manifest"
 no_staging
 
+# ---- two captures: each site named with its capture, each capture's log-probs a run
+expect 0 env FP4S_GNUPLOT=/nonexistent fp4-report "$tiny" "$SRC/datasets/synth-dense-f32.h5" $fast -o two
+grep -q '^synth-tiny.h5: layers.0.self_attn.qkv_proj,' two/sites.csv || fail "two captures: no tiny site"
+grep -q '^synth-dense-f32.h5: layers.0.self_attn.qkv_proj,' two/sites.csv || fail "two captures: no dense site"
+[ "$(grep -c '^synth-' two/mismatch.csv)" -eq 2 ] || fail "two captures: expected two mismatch runs"
+
 # ---- names from the file are escaped ------------------------------------------------------
 site='evil<img src=x onerror=alert(1)>&"'"'"'.q_proj'
 w="$SRC/datasets/weight-small.npy"
