@@ -80,6 +80,18 @@ grep -q '^synth-tiny.h5: layers.0.self_attn.qkv_proj,' two/sites.csv || fail "tw
 grep -q '^synth-dense-f32.h5: layers.0.self_attn.qkv_proj,' two/sites.csv || fail "two captures: no dense site"
 [ "$(grep -c '^synth-' two/mismatch.csv)" -eq 2 ] || fail "two captures: expected two mismatch runs"
 
+# ---- a site whose K is not a multiple of the block size is left out, and said so
+h="{'descr': '<f4', 'fortran_order': False, 'shape': (8, 40), }"
+{ printf '\223NUMPY\001\000\166\000'; printf '%-117s\n' "$h"; head -c 1280 /dev/zero; } > k40.npy
+fp4-capture import "$SRC/datasets/weight-small.npy" -o k.h5 --step 0 --side rollout --site good.q_proj > /dev/null
+fp4-capture import k40.npy -o k.h5 -a --step 0 --side rollout --site odd.k_proj > /dev/null
+expect 0 env FP4S_GNUPLOT=/nonexistent fp4-report k.h5 $fast -o krep
+grep -q 'odd.k_proj left out: K = 40' err.txt || fail "no note for the site left out"
+grep -q 'Left out</b>' krep/index.html || fail "the page does not list the site left out"
+fp4-capture import k40.npy -o konly.h5 --step 0 --side rollout --site odd.k_proj > /dev/null
+expect 3 env FP4S_GNUPLOT=/nonexistent fp4-report konly.h5 $fast -o krep2
+[ ! -e krep2 ] || fail "krep2 written"
+
 # ---- names from the file are escaped ------------------------------------------------------
 site='evil<img src=x onerror=alert(1)>&"'"'"'.q_proj'
 w="$SRC/datasets/weight-small.npy"

@@ -100,12 +100,33 @@ void analyze_units(report *r)
                 "/steps/<step>/<site>/rollout; fp4-capture ls lists it)", o->captures[0],
                 o->sites ? " match --sites " : "", o->sites ? o->sites : "", o->steps_s ? " --steps " : "",
                 o->steps_s ? o->steps_s : "");
-    size_t bs = o->spec.block;
-    for (size_t i = 0; i < r->nunits; i++)
-        if (r->units[i].k % bs)
-            cli_die(FP4S_EXIT_INPUT, "%s: site %s: K = %zu is not a multiple of the %s block size %zu",
-                    o->captures[r->units[i].cap], r->units[i].site, r->units[i].k, fp4s_format_name(o->spec.format),
-                    bs);
+    /* a site whose K is not a multiple of the block size cannot be quantized: left out, and said */
+    size_t bs = o->spec.block, kept = 0;
+    for (size_t i = 0; i < r->nunits; i++) {
+        unit *u = &r->units[i];
+        if (u->k % bs == 0) {
+            r->units[kept++] = *u;
+            continue;
+        }
+        bool seen = false;
+        for (size_t j = 0; j < r->nleft && !seen; j++) seen = !strcmp(r->left[j], u->site);
+        if (!seen) {
+            char b[700];
+            snprintf(b, sizeof b, "%s (K = %zu)", u->site, u->k);
+            r->left = xrealloc(r->left, (r->nleft + 1) * sizeof *r->left);
+            r->left[r->nleft++] = xstrdup(b);
+            rep_progress("note: %s: site %s left out: K = %zu is not a multiple of the %s block size %zu",
+                         o->names[u->cap], u->site, u->k, fp4s_format_name(o->spec.format), bs);
+        }
+        free(u->site);
+        free(u->xr);
+        free(u->xt);
+        free(u->w);
+    }
+    r->nunits = kept;
+    if (kept == 0)
+        cli_die(FP4S_EXIT_INPUT, "%s: no site whose K is a multiple of the %s block size %zu (%s)", o->captures[0],
+                fp4s_format_name(o->spec.format), bs, r->left[0]);
     /* the remedies are checked against the quantizers and K before any work */
     for (size_t q = 0; q < r->nrem; q++) {
         int rc = fp4s_remedy_check(&r->rem[q], &o->spec, &o->wspec, r->units[0].k);
@@ -429,4 +450,6 @@ void report_free(report *r)
     fp4s_mm_result_free(&r->mm);
     free(r->order);
     free((char *)r->rem_unavailable);
+    for (size_t i = 0; i < r->nleft; i++) free(r->left[i]);
+    free(r->left);
 }

@@ -192,6 +192,8 @@ typedef struct report {
     int mm_metric;            /* id, or -1 for a scalar column */
     bool synthetic;
     size_t *order;            /* sites, worst first (by relative error) */
+    char **left;              /* sites left out ("site (K = 40)"): K not a multiple of the block */
+    size_t nleft;
 } report;
 
 /* "fp4-report: <line>" on stderr for each step of the work, unless --quiet. */

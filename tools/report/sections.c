@@ -1077,6 +1077,15 @@ static void header(report *r, text *pg)
            r->nsites, r->nunits, nsteps, ts, fp4s_version());
     html_esc(pg, o->cmdline);
     tx_add(pg, "</code></p>\n");
+    if (r->nleft) {
+        tx_add(pg, "<p class=\"meta\"><b>Left out</b> (K is not a multiple of the block size %u):", o->spec.block);
+        for (size_t i = 0; i < r->nleft; i++) {
+            tx_add(pg, "%s <code>", i ? "," : "");
+            html_esc(pg, r->left[i]);
+            tx_add(pg, "</code>");
+        }
+        tx_add(pg, ".</p>\n");
+    }
     tx_add(pg, "<nav class=\"toc\"><a href=\"#summary\">Summary</a><a href=\"#profiles\">1. Profiles</a>"
                "<a href=\"#decomposition\">2. Decomposition</a><a href=\"#channels\">3. Channels</a>"
                "<a href=\"#compare\">4. Rollout vs trainer</a><a href=\"#remedies\">5. Remedies</a>"
