@@ -92,6 +92,20 @@ fp4-capture import k40.npy -o konly.h5 --step 0 --side rollout --site odd.k_proj
 expect 3 env FP4S_GNUPLOT=/nonexistent fp4-report konly.h5 $fast -o krep2
 [ ! -e krep2 ] || fail "krep2 written"
 
+# ---- a per-step scalar log (verl's JSONL) without the default metric: said, and no empty figure
+if command -v python3 > /dev/null 2>&1; then
+    fp4-mismatch --json --names verl "$SRC/datasets/traces/planted.csv" > pl.json
+    python3 "$SRC/tests/mismatch/make_verl_log.py" pl.json verl.jsonl nvfp4
+    expect 0 fp4-report k.h5 --trace verl.jsonl $fast -o vrep
+    grep -q 'run <b>verl</b> (mean_abs, 80 steps): it has no value of this metric' vrep/index.html ||
+        fail "no word on the scalar log without mean_abs"
+    [ ! -e vrep/mismatch.gp ] || fail "a mismatch figure without a run to plot"
+    expect 0 fp4-report k.h5 --trace verl.jsonl --metric rollout_corr/k3_kl $fast -o vrep2
+    grep -q 'onset of divergence at step <b>50</b>' vrep2/index.html || fail "verl's k3_kl: no onset at 50"
+else
+    echo "note: no python3: the verl scalar-log case is not checked"
+fi
+
 # ---- names from the file are escaped ------------------------------------------------------
 site='evil<img src=x onerror=alert(1)>&"'"'"'.q_proj'
 w="$SRC/datasets/weight-small.npy"

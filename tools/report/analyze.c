@@ -406,6 +406,11 @@ void analyze_mismatch(report *r)
         if (fp4s_mm_run_series(m->run, o->metric, m->v))
             cli_usage("--metric: run '%s' of %s has no metric or per-step scalar '%s' (see fp4-mismatch(1))",
                       m->run->name, m->run->source, o->metric);
+        for (size_t j = 0; j < n; j++) m->nvalid += isfinite(m->v[j]) != 0;
+        m->other = -1;
+        for (size_t id = 0; m->nvalid == 0 && m->other < 0 && id < fp4s_mm_metric_count(); id++)
+            for (size_t j = 0; j < n && m->other < 0; j++)
+                if (isfinite(fp4s_mm_metric_value(&m->run->steps[j], id))) m->other = (int)id;
         int rc = fp4s_mm_onset_find(st, m->v, n, &o->oo, &m->onset);
         if (rc && rc != FP4S_EEMPTY) cli_fail(rc);
         m->have_onset = rc == 0;

@@ -142,6 +142,8 @@ typedef struct mm_row {     /* one mismatch run */
     fp4s_mm_run *run;
     double *v;              /* the metric per step */
     int64_t *st;            /* the steps */
+    size_t nvalid;          /* steps with a finite value */
+    int other;              /* nvalid = 0: a metric id the run has (for the hint), or -1 */
     bool have_onset, have_cp, have_trend;
     fp4s_mm_onset onset;
     fp4s_mm_changepoint cp;

@@ -197,6 +197,16 @@ static void summary(report *r, text *pg, const rem_pool *rp)
         tx_add(pg, "</b> (");
         html_esc(pg, o->metric);
         tx_add(pg, ", %zu steps): ", m->run->nsteps);
+        if (m->nvalid == 0) {
+            tx_add(pg, "it has no value of this metric");
+            if (m->other >= 0) {
+                tx_add(pg, " (a per-step log of other metrics: give --metric, e.g. <code>");
+                html_esc(pg, fp4s_mm_metric_name((size_t)m->other));
+                tx_add(pg, "</code>)");
+            }
+            tx_add(pg, ".</li>\n");
+            continue;
+        }
         if (m->have_onset && m->onset.found)
             tx_add(pg, "onset of divergence at step <b>%lld</b> (threshold %.3g)", (long long)m->onset.step,
                    m->onset.threshold);
@@ -977,7 +987,10 @@ static void sec_mismatch(report *r, text *pg)
     rt_free(&t);
     free(cols);
     tx_add(pg, "<p class=\"tnote\">Every metric of every step: <a href=\"mismatch-steps.csv\">mismatch-steps.csv</a></p>\n");
-    /* the figure */
+    /* the figure, of the runs that have the metric */
+    size_t nplot = 0;
+    for (size_t i = 0; i < r->nmm; i++) nplot += r->mmr[i].nvalid > 0;
+    if (!nplot) return;
     bool logy = !nonpos && isfinite(vmin) && vmax >= 10 * vmin;
     fig f;
     fig_init(&f, "", "mismatch", 1000, 480);
@@ -994,6 +1007,7 @@ static void sec_mismatch(report *r, text *pg)
     size_t np = 0;
     for (size_t i = 0; i < r->nmm; i++) {
         const mm_row *m = &r->mmr[i];
+        if (m->nvalid == 0) continue; /* named in the summary */
         text dd = {0};
         tx_add(&dd, "# step %s\n", o->metric);
         for (size_t j = 0; j < m->run->nsteps; j++) {
