@@ -26,8 +26,6 @@ const char *drill_href(const report *r, size_t site)
     return "";
 }
 
-static double share(double a, double tot) { return tot > 0 ? a / tot : NAN; }
-
 static void site_title(const report *r, size_t s, text *t)
 {
     if (r->o->ncaptures > 1) {

@@ -207,6 +207,26 @@ void analyze_disagreement(report *r); /* profiles */
 void analyze_mismatch(report *r);     /* captures' log-probs and the traces */
 void report_free(report *r);
 
+/* ---- summary.c: the summary and what the sections share ----------------------------- */
+void site_label(const report *r, size_t s, char *buf, size_t n); /* "site" or "capture: site" */
+void site_cell(report *r, rtable *t, size_t s);  /* the label, linked to its drill-down page */
+double share(double a, double tot);              /* a / tot, NaN when tot is not > 0 */
+size_t channels_for(const fp4s_channels_report *c, double frac); /* top channels holding frac */
+double top_share(const fp4s_channels_report *c, size_t kk);      /* share the top kk hold */
+/* One remedy pooled over every (step, site) it ran on. */
+typedef struct rem_pool {
+    double err2_bf16, ref2_bf16, err2_wfq, ref2_wfq, err2_own, ref2_own;
+    double flops_base, flops_extra, flops_eq, bytes_base, bytes_extra;
+    double secs, base_secs, fp8_secs, bf16_secs, act_err, act_bits;
+    size_t n;
+} rem_pool;
+rem_pool *pool_remedies(const report *r);        /* r->nrem entries (free) */
+double pool_err(const rem_pool *p);              /* output error vs the BF16 trainer */
+double pool_err_wfq(const rem_pool *p);          /* ... vs the aligned wfq trainer */
+double pool_flops(const rem_pool *p);            /* extra FP4-equivalent FLOPs / W4A4's */
+bool is_none(const fp4s_remedy *m);              /* the naive W4A4 item */
+void write_summary(report *r, text *pg, const rem_pool *rp);
+
 /* ---- sections.c / drill.c ------------------------------------------------------------ */
 void write_index(report *r);
 void write_drill(report *r);          /* the pages of the worst o->drill sites */

@@ -1,0 +1,217 @@
+/* fp4-report: what the numbers say (the summary at the top of the page), and
+ * the helpers the page's sections share: site labels, shares, the channels
+ * that hold a share of the error, the remedies pooled over sites and steps. */
+#include "report.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void site_label(const report *r, size_t s, char *buf, size_t n)
+{
+    if (r->o->ncaptures > 1) snprintf(buf, n, "%s: %s", r->o->names[r->sites[s].cap], r->sites[s].site);
+    else snprintf(buf, n, "%s", r->sites[s].site);
+}
+
+double share(double a, double tot) { return tot > 0 ? a / tot : NAN; }
+
+/* the first rank k whose top-k channels hold `frac` of the error energy */
+size_t channels_for(const fp4s_channels_report *c, double frac)
+{
+    if (!c || !(c->energy_total > 0)) return 0;
+    double cum = 0;
+    for (size_t i = 0; i < c->k; i++) {
+        if (isfinite(c->ch[i].energy_total)) cum += c->ch[i].energy_total;
+        if (cum >= frac * c->energy_total) return i + 1;
+    }
+    return c->k;
+}
+
+double top_share(const fp4s_channels_report *c, size_t kk)
+{
+    if (!c || !(c->energy_total > 0)) return NAN;
+    double cum = 0;
+    for (size_t i = 0; i < kk && i < c->k; i++)
+        if (isfinite(c->ch[i].energy_total)) cum += c->ch[i].energy_total;
+    return cum / c->energy_total;
+}
+
+void site_cell(report *r, rtable *t, size_t s)
+{
+    char lab[600];
+    site_label(r, s, lab, sizeof lab);
+    rt_link(t, lab, drill_href(r, s));
+}
+
+/* ---- pooled remedy results ----------------------------------------------------------------- */
+
+rem_pool *pool_remedies(const report *r)
+{
+    rem_pool *p = xcalloc(r->nrem ? r->nrem : 1, sizeof *p);
+    for (size_t i = 0; i < r->nunits; i++) {
+        const unit *u = &r->units[i];
+        if (!u->have_rem) continue;
+        for (size_t q = 0; q < r->nrem; q++) {
+            const fp4s_remedy_result *x = &u->rres[q];
+            rem_pool *o = &p[q];
+            o->err2_bf16 += x->err2_bf16;
+            o->ref2_bf16 += u->rsite.ref2_bf16;
+            o->err2_wfq += x->err2_wfq;
+            o->ref2_wfq += x->ref2_wfq;
+            o->err2_own += x->err2_own;
+            o->ref2_own += fp4s_remedy_is_trainer(x->remedy.kind) ? u->rsite.ref2_bf16 : u->rsite.ref2_own;
+            o->flops_base += x->cost.flops_base;
+            o->flops_extra += x->cost.flops_extra;
+            o->flops_eq += x->time.flops_fp4_equiv_extra;
+            o->bytes_base += x->cost.bytes_base;
+            o->bytes_extra += x->cost.bytes_extra;
+            o->secs += x->time.seconds;
+            o->base_secs += x->time.base_seconds;
+            o->fp8_secs += x->time.fp8_seconds;
+            o->bf16_secs += x->time.bf16_seconds;
+            o->act_err += x->act_rel_error;
+            o->act_bits += x->cost.act_extra_bits;
+            o->n++;
+        }
+    }
+    return p;
+}
+
+double pool_err(const rem_pool *p) { return p->ref2_bf16 > 0 ? sqrt(p->err2_bf16 / p->ref2_bf16) : NAN; }
+double pool_err_wfq(const rem_pool *p) { return p->ref2_wfq > 0 ? sqrt(p->err2_wfq / p->ref2_wfq) : NAN; }
+double pool_flops(const rem_pool *p) { return p->flops_base > 0 ? p->flops_eq / p->flops_base : NAN; }
+
+bool is_none(const fp4s_remedy *m)
+{
+    return m->kind == FP4S_RK_ROLLOUT && !m->rac_ratio && !m->mbs_group && !m->of && !m->keep && !m->aqn;
+}
+
+/* ---- the summary ----------------------------------------------------------------------------- */
+void write_summary(report *r, text *pg, const rem_pool *rp)
+{
+    const report_opts *o = r->o;
+    tx_add(pg, "<div class=\"summary\" id=\"summary\"><h2 style=\"border:0;margin-top:8px\">What the numbers say</h2>\n<ul>\n");
+    size_t w = r->order[0];
+    const site_sum *ws = &r->sites[w];
+    char lab[600];
+    site_label(r, w, lab, sizeof lab);
+    double tot = ws->err2;
+    tx_add(pg, "<li>The largest %s error is at <b>", fp4s_format_name(o->spec.format));
+    html_esc(pg, lab);
+    tx_add(pg, "</b>: relative error %.3g (SNR %.1f dB) over %zu step%s. Its error energy is %.0f%% scale bias, "
+               "%.0f%% dead zone and %.0f%% grid noise, and the cross terms %+.0f%%%s.</li>\n",
+           ws->x2 > 0 ? sqrt(ws->err2 / ws->x2) : NAN, ws->err2 > 0 ? 10 * log10(ws->x2 / ws->err2) : NAN,
+           ws->nunits, ws->nunits == 1 ? "" : "s", 100 * share(ws->e_scale, tot), 100 * share(ws->e_dz, tot),
+           100 * share(ws->e_grid, tot), 100 * share(ws->e_cross, tot),
+           share(ws->e_cross, tot) < -0.05 ? " (negative: the scale bias partly cancels the dead-zone and grid "
+                                             "errors, so the three parts add up to more than 100%)"
+                                           : "");
+    /* profiles */
+    const disagree *dm = NULL;
+    for (size_t i = 0; i < r->ndis; i++)
+        if (!dm || (double)r->dis[i].differ / (double)r->dis[i].n > (double)dm->differ / (double)dm->n) dm = &r->dis[i];
+    if (dm && dm->differ) {
+        char sl[600];
+        site_label(r, dm->site, sl, sizeof sl);
+        tx_add(pg, "<li>Engines disagree: profile <b>");
+        html_esc(pg, dm->profile);
+        tx_add(pg, "</b> quantizes %.3g%% of the values of the %s tensor of ", 100.0 * (double)dm->differ / (double)dm->n,
+               dm->tensor);
+        html_esc(pg, sl);
+        tx_add(pg, " differently from <b>");
+        html_esc(pg, o->spec.profile);
+        tx_add(pg, "</b> (%.1f%% of its blocks).</li>\n", 100.0 * (double)dm->blocks_differ / (double)dm->blocks);
+    } else if (r->nprofiles) {
+        tx_add(pg, "<li>All %zu profiles compared quantize every value as <b>", r->nprofiles);
+        html_esc(pg, o->spec.profile);
+        tx_add(pg, "</b> does.</li>\n");
+    }
+    const fp4s_channels_report *c = ws->ch;
+    if (c && c->k) {
+        size_t k1 = (c->k + 99) / 100, k8 = (c->k + 7) / 8;
+        tx_add(pg, "<li>On that site, the top %zu of %zu channels (1%%) hold %.0f%% of the activation error energy, "
+                   "the top %zu (12.5%%) hold %.0f%%; half of it sits in %zu channels.</li>\n",
+               k1, c->k, 100 * top_share(c, k1), k8, 100 * top_share(c, k8), channels_for(c, 0.5));
+    }
+    double m2 = 0, ct[FP4S_CMP_COUNT] = {0};
+    for (size_t s = 0; s < r->nsites; s++) {
+        m2 += r->sites[s].mismatch2;
+        for (int q = 0; q < FP4S_CMP_COUNT; q++) ct[q] += r->sites[s].cmp_contrib[q];
+    }
+    if (m2 > 0) {
+        int best = 0;
+        for (int q = 1; q < FP4S_CMP_COUNT; q++)
+            if (ct[q] > ct[best]) best = q;
+        tx_add(pg, "<li>Rollout vs trainer: of the output mismatch against the asymmetric-QAT trainer, %.0f%% comes "
+                   "from the input difference, %.0f%% from scale bias, %.0f%% from the dead zone and %.0f%% from grid "
+                   "noise; the largest part is <b>%s</b>.</li>\n",
+               100 * ct[0] / m2, 100 * ct[1] / m2, 100 * ct[2] / m2, 100 * ct[3] / m2, fp4s_cmp_component_name(best));
+    }
+    if (rp && r->nrem) {
+        size_t none = (size_t)-1, best = (size_t)-1, cheap = (size_t)-1;
+        for (size_t q = 0; q < r->nrem; q++)
+            if (rp[q].n && is_none(&r->rem[q])) none = q;
+        for (size_t q = 0; q < r->nrem; q++) {
+            if (!rp[q].n || fp4s_remedy_is_trainer(r->rem[q].kind) || r->rem[q].kind == FP4S_RK_BF16_ROLLOUT ||
+                q == none)
+                continue;
+            if (best == (size_t)-1 || pool_err(&rp[q]) < pool_err(&rp[best])) best = q;
+            if (none != (size_t)-1 && pool_err(&rp[q]) <= 0.5 * pool_err(&rp[none]) &&
+                (cheap == (size_t)-1 || pool_flops(&rp[q]) < pool_flops(&rp[cheap])))
+                cheap = q;
+        }
+        if (best != (size_t)-1) {
+            tx_add(pg, "<li>Remedies: ");
+            if (none != (size_t)-1) tx_add(pg, "naive W4A4 leaves an output error of %.3g against the BF16 trainer. ",
+                                           pool_err(&rp[none]));
+            tx_add(pg, "The lowest is <b>");
+            html_esc(pg, fp4s_remedy_label(&r->rem[best]));
+            tx_add(pg, "</b> (%.3g, %+.1f%% FP4-equivalent FLOPs)", pool_err(&rp[best]), 100 * pool_flops(&rp[best]));
+            if (cheap == best) {
+                tx_add(pg, ", also the cheapest that halves naive's error");
+            } else if (cheap != (size_t)-1) {
+                tx_add(pg, "; the cheapest that halves naive's error is <b>");
+                html_esc(pg, fp4s_remedy_label(&r->rem[cheap]));
+                tx_add(pg, "</b> (%.3g, %+.1f%%)", pool_err(&rp[cheap]), 100 * pool_flops(&rp[cheap]));
+            } else if (none != (size_t)-1) {
+                tx_add(pg, "; none of them halves naive's error");
+            }
+            tx_add(pg, ".</li>\n");
+        }
+    }
+    for (size_t i = 0; i < r->nmm; i++) {
+        const mm_row *m = &r->mmr[i];
+        tx_add(pg, "<li>Log-prob mismatch of run <b>");
+        html_esc(pg, m->run->name);
+        tx_add(pg, "</b> (");
+        html_esc(pg, o->metric);
+        tx_add(pg, ", %zu steps): ", m->run->nsteps);
+        if (m->nvalid == 0) {
+            tx_add(pg, "it has no value of this metric");
+            if (m->other >= 0) {
+                tx_add(pg, " (a per-step log of other metrics: give --metric, e.g. <code>");
+                html_esc(pg, fp4s_mm_metric_name((size_t)m->other));
+                tx_add(pg, "</code>)");
+            }
+            tx_add(pg, ".</li>\n");
+            continue;
+        }
+        if (m->have_onset && m->onset.found)
+            tx_add(pg, "onset of divergence at step <b>%lld</b> (threshold %.3g)", (long long)m->onset.step,
+                   m->onset.threshold);
+        else if (m->have_onset)
+            tx_add(pg, "no onset (it stays under its threshold %.3g)", m->onset.threshold);
+        else
+            tx_add(pg, "%zu steps are too few for the onset test (it needs --baseline-steps %zu + --consecutive %zu)",
+                   m->run->nsteps, o->oo.baseline_steps, o->oo.consecutive);
+        if (m->have_cp && m->cp.found)
+            tx_add(pg, "; change point at step <b>%lld</b>, growing %.3gx per step after it", (long long)m->cp.step,
+                   exp(m->cp.rate));
+        tx_add(pg, ".</li>\n");
+    }
+    if (r->synthetic)
+        tx_add(pg, "<li><b>Synthetic data</b>: the input was made by a generator (fp4-capture synth); the numbers "
+                   "show how the analysis reads, not what a real model does.</li>\n");
+    tx_add(pg, "</ul></div>\n");
+}
