@@ -149,6 +149,10 @@ const char *mm_reader_path(const mm_reader *r);
 int mm_batch_init(mm_batch *b, size_t cap);
 void mm_batch_free(mm_batch *b);
 
+/* trace_text.c: a strict number, the whole field with spaces around allowed
+ * (0, or -1); the scalar logs parse theirs with it too. */
+int mm_parse_f64(const char *s, double *v);
+
 /* scalars.c: per-step scalar logs and a capture's per-step scalars */
 int mm_scalar_log_sniff(const char *path, const fp4s_trace_opts *t);
 int mm_scalar_log_read(const char *path, const char *name, const fp4s_trace_opts *t, fp4s_mm_result *res);

@@ -394,14 +394,7 @@ static int parse_num(const char *s, double *v)
         *v = NAN;
         return 0;
     }
-    char *end;
-    errno = 0;
-    double x = strtod(s, &end);
-    if (end == s) return -1;
-    while (*end == ' ') end++;
-    if (*end) return -1;
-    *v = x;
-    return 0;
+    return mm_parse_f64(s, v);
 }
 
 static int parse_step(const char *s, int64_t *v)

@@ -45,7 +45,7 @@ static int run_index(mm_reader *r, const char *name, size_t len, uint32_t *out)
 static const char *role_label(const mm_reader *r, int role) { return r->names[role]; }
 
 /* Strict numbers: the whole field (spaces around allowed). */
-static int parse_f64(const char *s, double *v)
+int mm_parse_f64(const char *s, double *v)
 {
     while (*s == ' ') s++;
     if (!*s) return -1;
@@ -176,6 +176,25 @@ static void batch_reset(mm_batch *b)
     b->is_f32 = 0;
 }
 
+/* A double-quoted field from its opening quote at p: the end of the field
+ * after the closing quote, or NULL if the line ends inside it. With w, the
+ * field's text ("" read as one quote) is written at *w (which may be p:
+ * it never passes the reading position) and *w advanced. */
+static const char *quoted_field(const char *p, char **w)
+{
+    for (p++;;) {
+        if (*p == '\0') return NULL;
+        if (*p == '"') {
+            if (p[1] != '"') return p + 1;
+            if (w) *(*w)++ = '"';
+            p += 2;
+            continue;
+        }
+        if (w) *(*w)++ = *p;
+        p++;
+    }
+}
+
 /* Split a CSV line in place into fields; simple double quotes ("a,b", "" for a
  * quote) are honoured. Returns the field count (up to max) or -1 on a bad quote. */
 static long split_fields(char *line, char delim, char **fields, size_t max)
@@ -186,21 +205,9 @@ static long split_fields(char *line, char delim, char **fields, size_t max)
         char *start = p;
         if (*p == '"') {
             char *w = p;
-            start = p;
-            p++;
-            for (;;) {
-                if (*p == '\0') return -1;
-                if (*p == '"') {
-                    if (p[1] == '"') {
-                        *w++ = '"';
-                        p += 2;
-                        continue;
-                    }
-                    p++;
-                    break;
-                }
-                *w++ = *p++;
-            }
+            const char *e = quoted_field(p, &w);
+            if (!e) return -1;
+            p = line + (e - line);
             if (*p != delim && *p != '\0') return -1;
             char endc = *p;
             *w = '\0';
@@ -227,21 +234,7 @@ static long split_fields(char *line, char delim, char **fields, size_t max)
 static bool quote_open(const char *p, char delim)
 {
     for (;;) {
-        if (*p == '"') {
-            p++;
-            for (;;) {
-                if (*p == '\0') return true;
-                if (*p == '"') {
-                    if (p[1] == '"') {
-                        p += 2;
-                        continue;
-                    }
-                    p++;
-                    break;
-                }
-                p++;
-            }
-        }
+        if (*p == '"' && !(p = quoted_field(p, NULL))) return true;
         while (*p && *p != delim) p++;
         if (*p == '\0') return false;
         p++;
@@ -408,8 +401,8 @@ int mm_csv_next(mm_reader *r, mm_batch *b)
             case ROLE_STEP: bad = parse_i64(f, &b->step[i]); break;
             case ROLE_SEQ: bad = parse_i64(f, &b->seq[i]); break;
             case ROLE_POS: bad = parse_i64(f, &b->pos[i]); break;
-            case ROLE_LT: bad = parse_f64(f, &b->lt[i]); break;
-            case ROLE_LR: bad = parse_f64(f, &b->lr[i]); break;
+            case ROLE_LT: bad = mm_parse_f64(f, &b->lt[i]); break;
+            case ROLE_LR: bad = mm_parse_f64(f, &b->lr[i]); break;
             case ROLE_MASK: bad = parse_mask(f, &b->mask[i]); break;
             case ROLE_RUN: {
                 char *s = fields[c];
@@ -451,7 +444,7 @@ static int json_num(json_t *v, double *out)
         *out = NAN;
         return 0;
     }
-    if (json_is_string(v)) return parse_f64(json_string_value(v), out);
+    if (json_is_string(v)) return mm_parse_f64(json_string_value(v), out);
     return -1;
 }
 

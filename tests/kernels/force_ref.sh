@@ -4,9 +4,9 @@
 # with FP4S_FORCE_REF=1 (the portable C everywhere), and compare all they
 # write (compare_outputs.sh --levels: byte for byte, HDF5 by h5diff). With
 # the reference forced, fp4-quant --json must also name the level "ref".
-# Then fp4-quant's runs (tool_outputs.sh --quant) on 1, 2 and 7 threads, the
-# 2-thread run with the reference forced: the same bytes again, its error
-# statistics included.
+# Then fp4-quant's runs over the input that is split over threads
+# (tool_outputs.sh --threads-cases) on 1, 2 and 7 threads, the 2-thread run
+# with the reference forced: the same bytes again, error statistics included.
 set -eu
 SRC=${FP4S_SRCDIR:?FP4S_SRCDIR not set}
 K=$SRC/tests/kernels
@@ -15,9 +15,9 @@ trap 'rm -rf "$T"' EXIT
 unset FP4S_FORCE_REF
 sh "$K/tool_outputs.sh" "$T/simd"
 FP4S_FORCE_REF=1 sh "$K/tool_outputs.sh" "$T/ref"
-FP4S_THREADS=1 sh "$K/tool_outputs.sh" --quant "$T/q1"
-FP4S_THREADS=2 FP4S_FORCE_REF=1 sh "$K/tool_outputs.sh" --quant "$T/q2ref"
-FP4S_THREADS=7 sh "$K/tool_outputs.sh" --quant "$T/q7"
+FP4S_THREADS=1 sh "$K/tool_outputs.sh" --threads-cases "$T/q1"
+FP4S_THREADS=2 FP4S_FORCE_REF=1 sh "$K/tool_outputs.sh" --threads-cases "$T/q2ref"
+FP4S_THREADS=7 sh "$K/tool_outputs.sh" --threads-cases "$T/q7"
 for d in simd ref q1 q2ref q7; do
     if grep -l -v '^0$' "$T/$d"/*.rc >/dev/null 2>&1; then
         for f in $(grep -l -v '^0$' "$T/$d"/*.rc); do

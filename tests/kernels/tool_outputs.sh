@@ -1,17 +1,18 @@
 #!/bin/sh
-# tool_outputs.sh [--quant] OUTDIR: run the quantizer, decomposition, channel
-# and mismatch tools over the shipped datasets (and a few generated tensors
-# with ties, non-finite values and several chunks) and leave every report and
-# file they write in OUTDIR: JSON, CSV, tables, HDF5 reports, packed quantized
-# files and .npy codes, scales and dequantized values. --quant: fp4-quant's
-# runs only. The fp4-* tools are taken from PATH, so the same list runs
+# tool_outputs.sh [--threads-cases] OUTDIR: run the quantizer, decomposition,
+# channel and mismatch tools over the shipped datasets (and a few generated
+# tensors with ties, non-finite values and several chunks) and leave every
+# report and file they write in OUTDIR: JSON, CSV, tables, HDF5 reports,
+# packed quantized files and .npy codes, scales and dequantized values.
+# --threads-cases: only fp4-quant's runs over act.npy, the input large enough
+# to be split over threads. The fp4-* tools are taken from PATH, so the same list runs
 # against any build (force_ref.sh runs it in one build at two CPU levels and
 # three thread counts; compare a branch with main by running it with each
 # build's tools/ first on PATH).
 set -eu
-quant_only=0
-if [ "${1:-}" = --quant ]; then quant_only=1; shift; fi
-OUT=${1:?usage: tool_outputs.sh [--quant] OUTDIR}
+act_only=0
+if [ "${1:-}" = --threads-cases ]; then act_only=1; shift; fi
+OUT=${1:?usage: tool_outputs.sh [--threads-cases] OUTDIR}
 SRC=${FP4S_SRCDIR:?FP4S_SRCDIR not set}
 D=$SRC/datasets
 mkdir -p "$OUT"
@@ -58,6 +59,22 @@ W=$D/weight-small.npy
 CAP=$D/synth-moe.h5
 SITE=layers.0.mlp.experts.0.up_proj
 
+# ---- fp4-quant over act.npy (512K elements: split over up to 8 threads)
+quant_act() {
+    for f in mxfp4 nvfp4 fp8; do
+        run "q-act-$f.json" fp4-quant -f "$f" --json -o "q-act-$f.h5" --dequant "q-act-$f.dq.npy" act.npy
+    done
+    run q-diff-mx.json fp4-quant -f mxfp4 -p ocp --diff ceil --json act.npy
+    run q-2d.json fp4-quant -f nvfp4 -p te --2d --json -o q-2d.h5 act.npy
+    run q-chunks.json fp4-quant -f nvfp4 -p torchao --chunk-rows 48 --json --dequant q-chunks.dq.npy act.npy
+    run q-chunks-fp8.json fp4-quant -f fp8 --chunk-rows 100 --json -o q-chunks-fp8.h5 act.npy
+    run q-diff-fp8.txt fp4-quant -f fp8 -p fp8-tensor --diff fp8-1x128 act.npy
+}
+if [ $act_only = 1 ]; then
+    quant_act
+    exit 0
+fi
+
 # ---- fp4-quant: every profile of every format, every output kind
 fp4-quant --list-profiles --json > profiles.json
 # "FORMAT PROFILE" for every profile of every format
@@ -76,17 +93,9 @@ for f in mxfp4 nvfp4 fp8; do
         done
     done
 done
-for f in mxfp4 nvfp4 fp8; do
-    run "q-act-$f.json" fp4-quant -f "$f" --json -o "q-act-$f.h5" --dequant "q-act-$f.dq.npy" act.npy
-done
+quant_act
 run q-diff-nv.txt fp4-quant -f nvfp4 -p te --diff torchao --show 6 ties.npy
-run q-diff-mx.json fp4-quant -f mxfp4 -p ocp --diff ceil --json act.npy
 run q-rtz.json fp4-quant -f mxfp4 -p ocp --round rtz --scale-rule even --json ties.npy
-run q-2d.json fp4-quant -f nvfp4 -p te --2d --json -o q-2d.h5 act.npy
-run q-chunks.json fp4-quant -f nvfp4 -p torchao --chunk-rows 48 --json --dequant q-chunks.dq.npy act.npy
-run q-chunks-fp8.json fp4-quant -f fp8 --chunk-rows 100 --json -o q-chunks-fp8.h5 act.npy
-run q-diff-fp8.txt fp4-quant -f fp8 -p fp8-tensor --diff fp8-1x128 act.npy
-[ $quant_only = 0 ] || exit 0
 
 # ---- fp4-decompose: formats, groupings, tie conventions, captures
 for f in mxfp4 nvfp4; do
