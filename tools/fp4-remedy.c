@@ -46,7 +46,8 @@ static void usage_text(void)
         "      --list-remedies   the remedy grammar\n"
         "      --select S        rac channel selection: tensor (default) or tile:ROWS\n"
         "      --rac-order O     order of the compacted residual: index (default) or rank\n"
-        "      --operands O      what mbs, of and keep modify: both (default), act, weight\n"
+        "      --operands O      what mbs, of, keep, 4over6 and sr modify: both (default), act, weight\n"
+        "      --sr-seeds N      seeds the bias of sr is averaged over (default 8)\n"
         "      --accel NAME      cost model: b200 (default), b300, gb300, h100, h200, mi355x\n"
         "      --list-accels     the accelerator profiles and their sources\n"
         "      --dz-tie T        dead-zone tie at |x/s*| = 0.25: spec (default), in, out\n"
@@ -94,13 +95,17 @@ static void grammar_text(void)
         "  keep:K               the K largest |x| per block kept in BF16, K in [1, block - 1]\n"
         "  aqn:SIGMA[:SEED][:TARGET]  channel-wise Gaussian noise before quantizing, SIGMA in\n"
         "                       [0, 1], TARGET gain (default), weight or elem\n"
+        "engine remedies (TransformerEngine):\n"
+        "  4over6[:mae|mse][:256|448]  NVFP4 te 4over6 block scaling\n"
+        "  rht[:te|none|0xHHHH]  the 16-point random Hadamard transform of both operands along K\n"
+        "  sr[:SEED]            stochastic rounding of the elements (the bias over --sr-seeds seeds)\n"
         "Example: none,rac:0.125,rac:1:bf16,rac-rand:0.25,mbs:128,of:0.5,keep:1,mbs:128+of:0.5\n");
 }
 
 enum {
     OPT_FIRST_ = 256, OPT_W2D, OPT_ACT, OPT_TACT, OPT_WEIGHT, OPT_LISTREM, OPT_SELECT, OPT_ORDER,
     OPT_OPERANDS, OPT_ACCEL, OPT_LISTACC, OPT_DZTIE, OPT_NODEC, OPT_SITES, OPT_STEPS, OPT_PLAN, OPT_PLANREF,
-    OPT_JSON, OPT_CSV, OPT_THREADS, OPT_HELP, OPT_VERSION, OPT_LOGITS, OPT_LTRAINER, OPT_LMHEAD
+    OPT_JSON, OPT_CSV, OPT_THREADS, OPT_HELP, OPT_VERSION, OPT_LOGITS, OPT_LTRAINER, OPT_LMHEAD, OPT_SRSEEDS
 };
 
 /* One evaluated site. */
@@ -635,6 +640,7 @@ int main(int argc, char **argv)
     const char *sites = NULL, *steps_s = NULL, *outpath = NULL, *plan_ref = "wfq", *lm_head = NULL;
     bool json = false, csv = false, nodec = false, have_plan = false, logits = false;
     fp4s_remedy_kind ltrainer = FP4S_RK_WFQ;
+    long long sr_seeds = 8;
     double budget = 0;
     static const struct option lo[] = {
         CLI_QUANT_LONGOPTS
@@ -657,6 +663,7 @@ int main(int argc, char **argv)
         {"plan", required_argument, NULL, OPT_PLAN},
         {"plan-ref", required_argument, NULL, OPT_PLANREF},
         {"logits", no_argument, NULL, OPT_LOGITS},
+        {"sr-seeds", required_argument, NULL, OPT_SRSEEDS},
         {"logits-trainer", required_argument, NULL, OPT_LTRAINER},
         {"lm-head", required_argument, NULL, OPT_LMHEAD},
         {"json", no_argument, NULL, OPT_JSON},
@@ -715,6 +722,7 @@ int main(int argc, char **argv)
             else cli_usage("--logits-trainer: expected wfq, bf16 or w4a4qat, got '%s'", optarg);
             break;
         case OPT_LMHEAD: lm_head = optarg; break;
+        case OPT_SRSEEDS: sr_seeds = cli_parse_int("--sr-seeds", optarg, 1, 100000); break;
         case OPT_JSON: json = true; break;
         case OPT_CSV: csv = true; break;
         case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 4096)); break;
@@ -763,6 +771,7 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < nr; i++) {
         rem[i].rac_tile_rows = tile;
+        rem[i].sr_seeds = (uint32_t)sr_seeds;
         if (order) {
             if (!strcmp(order, "index")) rem[i].rac_order = FP4S_RAC_ORDER_INDEX;
             else if (!strcmp(order, "rank")) rem[i].rac_order = FP4S_RAC_ORDER_RANK;

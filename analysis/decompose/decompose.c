@@ -397,7 +397,11 @@ static int add_rows(void *arg, size_t begin, size_t end, int w)
         rc = process_rows(d, wk, j->x + r0 * j->ld, j->ld, j->q + r0 * j->ldq, j->ldq, j->codes + r0 * j->ldc,
                           j->ldc, j->scales + r0 * j->lds, j->lds, r1 - r0, j->row0 + r0);
     } else {
-        /* quantize a piece of rows that stays in cache, then decompose it */
+        /* quantize a piece of rows that stays in cache, then decompose it (the
+         * rows are already rotated when the spec has the RHT: fp4s_decomp_add) */
+        fp4s_spec qs = d->spec;
+        qs.rht = false;
+        qs.rht_signs = 0;
         fp4s_qout out;
         memset(&out, 0, sizeof out);
         out.codes = wk->codes;
@@ -409,7 +413,7 @@ static int add_rows(void *arg, size_t begin, size_t end, int w)
         for (size_t r = r0; r < r1 && !rc; r += wk->piece_rows) {
             size_t n = r1 - r < wk->piece_rows ? r1 - r : wk->piece_rows;
             const float *xr = j->x + r * j->ld;
-            rc = fp4s_quantize(&d->spec, &d->ts, xr, n, d->cols, j->ld, j->row0 + r, &out, NULL);
+            rc = fp4s_quantize(&qs, &d->ts, xr, n, d->cols, j->ld, j->row0 + r, &out, NULL);
             if (!rc)
                 rc = process_rows(d, wk, xr, j->ld, wk->q, d->cols, wk->codes, d->cols, wk->scales, d->nblk, n,
                                   j->row0 + r);
@@ -543,6 +547,18 @@ int fp4s_decomp_add(fp4s_decomp *d, const float *x, size_t nrows, size_t ld, siz
     if (ld < d->cols) return fp4s_error_set(FP4S_EINVAL, "decomposition: row stride %zu < %zu columns", ld, d->cols);
     size_t align = fp4s_spec_row_align(&d->spec);
     if (align == 0) align = 1;
+    if (d->spec.rht) {
+        /* the decomposition of the rotated rows (what the quantizer sees) */
+        float *rot = malloc(nrows * d->cols * sizeof *rot);
+        if (!rot) return fp4s_error_set(FP4S_ENOMEM, "decomposition: out of memory for the RHT");
+        int rc = fp4s_rht_apply(&d->spec, x, nrows, d->cols, ld, rot, d->cols);
+        if (!rc) {
+            struct add_job j = {d, rot, d->cols, NULL, 0, NULL, 0, NULL, 0, row0, align, nrows};
+            rc = add_common(d, &j);
+        }
+        free(rot);
+        return rc;
+    }
     struct add_job j = {d, x, ld, NULL, 0, NULL, 0, NULL, 0, row0, align, nrows};
     return add_common(d, &j);
 }
@@ -552,7 +568,9 @@ static bool same_spec(const fp4s_spec *a, const fp4s_spec *b)
     return a->format == b->format && a->block == b->block && a->tie == b->tie &&
            a->mx_rule == b->mx_rule && a->nv_recipe == b->nv_recipe && a->tile2d == b->tile2d &&
            a->global_scale == b->global_scale && a->nonfinite == b->nonfinite &&
-           a->mx_scale_is_ggml == b->mx_scale_is_ggml && a->mx_zero_block_code == b->mx_zero_block_code;
+           a->mx_scale_is_ggml == b->mx_scale_is_ggml && a->mx_zero_block_code == b->mx_zero_block_code &&
+           a->rht == b->rht && a->rht_signs == b->rht_signs && a->sr == b->sr && a->sr_seed == b->sr_seed &&
+           a->nv_4over6_err == b->nv_4over6_err && a->nv_scale_bound == b->nv_scale_bound;
 }
 
 int fp4s_decomp_merge(fp4s_decomp *into, const fp4s_decomp *from)

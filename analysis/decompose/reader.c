@@ -83,7 +83,10 @@ static int chunk_amax(void *ctx, const float *x, size_t n, size_t row0)
 {
     (void)row0;
     struct reader *rd = ((void **)ctx)[0];
-    float *amax = ((void **)ctx)[1], a = fp4s_amax(x, n, rd->cols, rd->cols, NULL);
+    const fp4s_spec *s = ((void **)ctx)[2];
+    /* a spec with the RHT takes the amax of the rotated rows */
+    float *amax = ((void **)ctx)[1];
+    float a = s->rht ? fp4s_spec_amax(s, x, n, rd->cols, rd->cols, NULL) : fp4s_amax(x, n, rd->cols, rd->cols, NULL);
     if (a > *amax) *amax = a;
     return 0;
 }
@@ -140,7 +143,7 @@ int fp4s_decomp_source(const fp4s_spec *s, const fp4s_decomp_opts *o, const char
     float amax = 0.0f;
     if (s->format == FP4S_NVFP4) {
         /* a first pass for the tensor amax */
-        void *ctx[2] = {&rd, &amax};
+        void *ctx[3] = {&rd, &amax, (void *)s};
         rc = each_chunk(&rd, spec_str, chunk_amax, ctx, 0, 2);
         if (rc) goto done;
     }

@@ -257,12 +257,25 @@ int fp4s_remedy_eval(const fp4s_remedy *r, size_t nr, const fp4s_spec *act, cons
         const qbase *qin = trainer ? qxT : &qx;
         fp4s_rlinear *L = NULL;
         if ((rc = fp4s_rlinear_open(&r[i], act, wt, W, n, k, k, &L))) goto done;
-        /* the aligned trainers use this remedy's own weight operand */
+        /* the aligned trainers use this remedy's own weight operand (and, for an item that
+         * rotates its operands, the trainer's activations rotated the same way) */
         const double *yw = Yw, *y4 = Y4;
         rr->ref2_wfq = site->ref2_wfq;
         rr->ref2_w4a4qat = site->ref2_w4a4qat;
         const float *wr = fp4s_rlinear_weight(L);
-        if (!trainer && r[i].kind != FP4S_RK_BF16_ROLLOUT && memcmp(wr, qw.q, nk * sizeof *wr)) {
+        const fp4s_spec *rot = rm_rlinear_rht(L);
+        float *xin_r = NULL, *w_r = NULL;  /* the rotated activation and weight (rht) */
+        qbase qrot = {0};
+        if (rot) {
+            xin_r = malloc(mk * sizeof *xin_r);
+            w_r = malloc(nk * sizeof *w_r);
+            if (!xin_r || !w_r) rc = fp4s_error_set(FP4S_ENOMEM, "remedy evaluation: out of memory");
+            if (!rc) rc = fp4s_rht_apply(rot, xin, m, k, k, xin_r, k);
+            if (!rc) rc = fp4s_rht_apply(rot, W, n, k, k, w_r, k);
+            if (!rc) rc = qbase_make(act, xin_r, m, k, &qrot);
+        }
+        if (!rc && !trainer && r[i].kind != FP4S_RK_BF16_ROLLOUT &&
+            (rot || memcmp(wr, qw.q, nk * sizeof *wr))) {
             if (!Ywr) {
                 Ywr = malloc(mn * sizeof *Ywr);
                 Y4r = malloc(mn * sizeof *Y4r);
@@ -270,20 +283,42 @@ int fp4s_remedy_eval(const fp4s_remedy *r, size_t nr, const fp4s_spec *act, cons
             }
             if (!Ywr || !Y4r || !Wrd) rc = fp4s_error_set(FP4S_ENOMEM, "remedy evaluation: out of memory");
             for (size_t j = 0; !rc && j < nk; j++) Wrd[j] = (double)wr[j];
-            if (!rc) rc = rm_dgemm(m, n, k, XTd, k, Wrd, k, 0.0, Ywr, n, &secs);
-            if (!rc) rc = rm_dgemm(m, n, k, QXtd, k, Wrd, k, 0.0, Y4r, n, &secs);
-            if (rc) {
-                fp4s_rlinear_close(&L);
-                goto done;
+            const double *xtd = XTd, *qxtd = QXtd;
+            double *xtr = NULL, *qxtr = NULL;
+            if (!rc && rot) {
+                /* X_t R and Qa(X_t R) */
+                float *t1 = malloc(mk * sizeof *t1);
+                qbase qt = {0};
+                xtr = malloc(mk * sizeof *xtr);
+                qxtr = malloc(mk * sizeof *qxtr);
+                if (!t1 || !xtr || !qxtr) rc = fp4s_error_set(FP4S_ENOMEM, "remedy evaluation: out of memory");
+                if (!rc) rc = fp4s_rht_apply(rot, XT, m, k, k, t1, k);
+                if (!rc) rc = qbase_make(act, t1, m, k, &qt);
+                for (size_t j = 0; !rc && j < mk; j++) {
+                    xtr[j] = t1[j];
+                    qxtr[j] = qt.q[j];
+                }
+                qbase_free(&qt);
+                free(t1);
+                xtd = xtr;
+                qxtd = qxtr;
             }
-            yw = Ywr;
-            y4 = Y4r;
-            rr->ref2_wfq = sq(Ywr, mn);
-            rr->ref2_w4a4qat = sq(Y4r, mn);
+            if (!rc) rc = rm_dgemm(m, n, k, xtd, k, Wrd, k, 0.0, Ywr, n, &secs);
+            if (!rc) rc = rm_dgemm(m, n, k, qxtd, k, Wrd, k, 0.0, Y4r, n, &secs);
+            free(xtr);
+            free(qxtr);
+            if (!rc) {
+                yw = Ywr;
+                y4 = Y4r;
+                rr->ref2_wfq = sq(Ywr, mn);
+                rr->ref2_w4a4qat = sq(Y4r, mn);
+            }
         }
         rm_fwd_info fi = {0};
         fi.xhat = xhat;
-        rc = rm_forward_ex(L, xin, m, k, Y, n, &rr->cost, &fi);
+        if (!rc) rc = rm_forward_ex(L, xin, m, k, Y, n, &rr->cost, &fi);
+        const float *xref = rot ? xin_r : xin, *wref = rot ? w_r : W;
+        const qbase *qref = rot ? &qrot : qin;
         if (!rc) {
             secs += rr->cost.gemm_seconds;
             rr->err2_bf16 = diff2(Y, Yb, mn);
@@ -294,8 +329,8 @@ int fp4s_remedy_eval(const fp4s_remedy *r, size_t nr, const fp4s_spec *act, cons
             rr->out_rel_error_vs_wfq = ratio(rr->err2_wfq, rr->ref2_wfq);
             rr->out_rel_error_vs_w4a4qat = ratio(rr->err2_w4a4qat, rr->ref2_w4a4qat);
             rr->out_rel_error_vs_own = ratio(rr->err2_own, trainer ? site->ref2_bf16 : site->ref2_own);
-            rr->act_rel_error = ratio(diff2f(xhat, xin, mk), trainer ? xt2 : x2);
-            rr->weight_rel_error = ratio(diff2f(fp4s_rlinear_weight(L), W, nk), w2);
+            rr->act_rel_error = ratio(diff2f(xhat, xref, mk), rot ? sqf(xin_r, mk) : trainer ? xt2 : x2);
+            rr->weight_rel_error = ratio(diff2f(wr, wref, nk), rot ? sqf(w_r, nk) : w2);
             rr->noise_rel = r[i].aqn && fi.clean2 > 0 ? sqrt(fi.noise2 / fi.clean2) : (r[i].aqn ? 0.0 : NAN);
             if (fi.rac_idx) {
                 rr->nchannels = rr->cost.rac_channels;
@@ -309,28 +344,69 @@ int fp4s_remedy_eval(const fp4s_remedy *r, size_t nr, const fp4s_spec *act, cons
             free(fi.rac_idx);
         }
         fp4s_rlinear_close(&L);
-        if (rc) goto done;
-        if (o->decompose && act->format != FP4S_FP8) {
-            if ((rc = decomp(act, o, xin, qin, NULL, m, k, &rr->act_before))) goto done;
-            if ((rc = decomp(act, o, xin, qin, xhat, m, k, &rr->act_after))) goto done;
-        } else {
+        /* stochastic rounding: the bias of the output over sr_seeds seeds */
+        rr->sr_bias = rr->sr_error_spread = NAN;
+        if (!rc && r[i].sr) {
+            double *ysum = calloc(mn, sizeof *ysum);
+            float *ys = malloc(mn * sizeof *ys);
+            double e1 = 0, e2 = 0;
+            if (!ysum || !ys) rc = fp4s_error_set(FP4S_ENOMEM, "remedy evaluation: out of memory");
+            for (uint32_t t = 0; !rc && t < r[i].sr_seeds; t++) {
+                fp4s_remedy rs = r[i];
+                rs.sr_seed = r[i].sr_seed + t;
+                const float *yy = Y;
+                if (t) {
+                    fp4s_remedy_cost cs;
+                    rc = fp4s_remedy_linear(&rs, act, wt, xin, m, k, W, n, k, k, ys, n, &cs);
+                    secs += cs.gemm_seconds;
+                    yy = ys;
+                }
+                if (rc) break;
+                for (size_t j = 0; j < mn; j++) ysum[j] += yy[j];
+                double e = ratio(diff2(yy, Yb, mn), site->ref2_bf16);
+                e1 += e;
+                e2 += e * e;
+            }
+            if (!rc) {
+                double N = r[i].sr_seeds, b2 = 0;
+                for (size_t j = 0; j < mn; j++) {
+                    double dd = ysum[j] / N - Yb[j];
+                    b2 += dd * dd;
+                }
+                rr->sr_bias = ratio(b2, site->ref2_bf16);
+                rr->sr_error_spread = N > 1 ? sqrt(fmax(0.0, (e2 - e1 * e1 / N) / (N - 1))) : 0.0;
+            }
+            free(ysum);
+            free(ys);
+        }
+        if (!rc && o->decompose && act->format != FP4S_FP8) {
+            rc = decomp(act, o, xin, qin, NULL, m, k, &rr->act_before);
+            if (!rc) rc = decomp(act, o, xref, qref, xhat, m, k, &rr->act_after);
+        } else if (!rc) {
             nan_result(&rr->act_before);
             nan_result(&rr->act_after);
         }
-        rr->removable_before = rr->act_before.ratio_removable;
-        if (act->format != FP4S_FP8) {
-            double e[4];
-            dz_split(act, o, xin, qin->q, xhat, m, k, e);
-            rr->dz_err2_before = e[0];
-            rr->dz_err2_after = e[1];
-            rr->rest_err2_before = e[2];
-            rr->rest_err2_after = e[3];
-            rr->dz_left = e[0] > 0 ? e[1] / e[0] : NAN;
-            rr->rest_left = e[2] > 0 ? e[3] / e[2] : NAN;
-        } else {
-            rr->dz_err2_before = rr->dz_err2_after = rr->rest_err2_before = rr->rest_err2_after = NAN;
-            rr->dz_left = rr->rest_left = NAN;
+        if (!rc) {
+            rr->removable_before = rr->act_before.ratio_removable;
+            if (act->format != FP4S_FP8 && !rot) {
+                double e[4];
+                dz_split(act, o, xin, qin->q, xhat, m, k, e);
+                rr->dz_err2_before = e[0];
+                rr->dz_err2_after = e[1];
+                rr->rest_err2_before = e[2];
+                rr->rest_err2_after = e[3];
+                rr->dz_left = e[0] > 0 ? e[1] / e[0] : NAN;
+                rr->rest_left = e[2] > 0 ? e[3] / e[2] : NAN;
+            } else {
+                /* FP8, or rotated coordinates (rht): the dead zone of X is not that of X R */
+                rr->dz_err2_before = rr->dz_err2_after = rr->rest_err2_before = rr->rest_err2_after = NAN;
+                rr->dz_left = rr->rest_left = NAN;
+            }
         }
+        free(xin_r);
+        free(w_r);
+        qbase_free(&qrot);
+        if (rc) goto done;
         if ((rc = fp4s_remedy_time_predict(&rr->cost, acc, &rr->time))) goto done;
         rr->seconds = rm_now() - ti;
     }

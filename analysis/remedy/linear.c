@@ -19,7 +19,11 @@ struct fp4s_rlinear {
     float *gain;      /* [k] aqn gain multipliers, or NULL */
     double w_kept;    /* weight entries kept in BF16 */
     double w_noise2, w_clean2; /* aqn weight/elem: ||W' - W||^2, ||W||^2 */
+    bool rht;         /* the item rotates both operands first (rspec: the transform) */
+    fp4s_spec rspec;
 };
+
+const fp4s_spec *rm_rlinear_rht(const fp4s_rlinear *L) { return L && L->rht ? &L->rspec : NULL; }
 
 static void *xmalloc(size_t n) { return malloc(n ? n : 1); }
 
@@ -96,6 +100,7 @@ static void rm_cost(const fp4s_remedy *r, const fp4s_spec *as, const fp4s_spec *
             c->bytes += (kept_a + kept_w) * 3.0;
             c->flops_bf16 += 2.0 * N * kept_a + 2.0 * M * kept_w;
         }
+        if (r->rht) c->flops_bf16 += 32.0 * M * K; /* the activation's 16 x 16 transform (the weight's once per sync) */
         if (sel) {
             double S = (double)sel, P = (double)pad, T = (double)tiles;
             if (r->rac_resid == FP4S_RAC_BF16) {
@@ -180,6 +185,32 @@ int fp4s_rlinear_open(const fp4s_remedy *r, const fp4s_spec *act, const fp4s_spe
     L->k = k;
     for (size_t i = 0; i < n; i++) memcpy(wa + i * k, W + i * ldw, k * sizeof *wa);
     bool rollout = r->kind == FP4S_RK_ROLLOUT;
+    /* the engine remedies are the engine's spec options on the operands they modify */
+    if (rollout) {
+        fp4s_spec *sp[2] = {&L->as, &L->ws};
+        bool on[2] = {rm_on_act(r), rm_on_weight(r)};
+        for (int i = 0; i < 2; i++) {
+            if (!on[i]) continue;
+            if (r->e4over6) {
+                sp[i]->nv_recipe = FP4S_NV_TE_4OVER6;
+                sp[i]->nv_4over6_err = r->e4over6_err;
+                sp[i]->nv_scale_bound = r->e4over6_bound;
+                sp[i]->tie = FP4S_TIE_EVEN;
+            }
+            if (r->sr) {
+                sp[i]->sr = true;
+                sp[i]->sr_seed = r->sr_seed + (uint32_t)i * 0x9E3779B9u; /* another stream for the weight */
+            }
+        }
+        if (r->rht) {
+            L->rht = true;
+            L->rspec = *act;
+            L->rspec.rht = true;
+            L->rspec.rht_signs = r->rht_signs;
+        }
+        if (!rc) rc = fp4s_spec_check(&L->as);
+        if (!rc) rc = fp4s_spec_check(&L->ws);
+    }
     if (rollout && r->aqn && r->aqn_target != FP4S_AQN_GAIN) {
         for (size_t i = 0; i < n; i++)
             for (size_t j = 0; j < k; j++) {
@@ -192,6 +223,22 @@ int fp4s_rlinear_open(const fp4s_remedy *r, const fp4s_spec *act, const fp4s_spe
                 L->w_noise2 += d * d;
                 L->w_clean2 += (double)w0 * (double)w0;
             }
+    }
+    if (!rc && L->rht) { /* rotate the weight along K (after its noise, before everything else) */
+        float *wr = xmalloc(n * k * sizeof *wr);
+        if (!wr) rc = fp4s_error_set(FP4S_ENOMEM, "remedy: out of memory");
+        else rc = fp4s_rht_apply(&L->rspec, wa, n, k, k, wr, k);
+        if (rc) free(wr);
+        else {
+            free(wa);
+            wa = wr;
+        }
+    }
+    if (rc) {
+        free(wa);
+        fp4s_error_prefix("remedy '%s'", fp4s_remedy_label(r));
+        fp4s_rlinear_close(&L);
+        return rc;
     }
     if (r->kind == FP4S_RK_BF16 || r->kind == FP4S_RK_BF16_ROLLOUT) {
         L->wmain = wa;
@@ -206,16 +253,16 @@ int fp4s_rlinear_open(const fp4s_remedy *r, const fp4s_spec *act, const fp4s_spe
     }
     if (rollout) {
         rm_opinfo info;
-        rc = rm_operand(r, wt, r->mbs_group && rm_on_weight(r), r->keep && rm_on_weight(r), r->of && rm_on_weight(r),
-                        wa, n, k, k, L->wmain, &info);
+        rc = rm_operand(r, &L->ws, r->mbs_group && rm_on_weight(r), r->keep && rm_on_weight(r),
+                        r->of && rm_on_weight(r), wa, n, k, k, L->wmain, &info);
         L->w_kept = info.kept;
     } else {
-        rc = rm_qdq(wt, wa, n, k, k, NULL, L->wmain, NULL, NULL, NULL);
+        rc = rm_qdq(&L->ws, wa, n, k, k, NULL, L->wmain, NULL, NULL, NULL);
     }
     if (!rc && rollout && r->rac_ratio > 0 && r->rac_resid == FP4S_RAC_AUG) {
         L->wraw = wa;
         wa = NULL;
-        rc = fp4s_tscale_init(wt, fp4s_amax(L->wraw, n, k, k, NULL), &L->wts);
+        rc = fp4s_tscale_init(&L->ws, fp4s_spec_amax(&L->ws, L->wraw, n, k, k, NULL), &L->wts);
     }
     free(wa);
     if (!rc && rollout && r->aqn && r->aqn_target == FP4S_AQN_GAIN) {
@@ -434,6 +481,19 @@ int rm_forward_ex(const fp4s_rlinear *L, const float *X, size_t m, size_t ldx, f
         }
         xin = xa;
         ldin = k;
+    }
+    if (L->rht) { /* rotate the activation along K before everything else */
+        float *xr = xmalloc(m * k * sizeof *xr);
+        if (!xr) {
+            rc = fp4s_error_set(FP4S_ENOMEM, "remedy: out of memory");
+            goto finish;
+        }
+        rc = fp4s_rht_apply(&L->rspec, xin, m, k, ldin, xr, k);
+        free(xa);
+        xa = xr;
+        xin = xa;
+        ldin = k;
+        if (rc) goto finish;
     }
     rm_opinfo oi;
     rc = rm_operand(r, &L->as, r->mbs_group && rm_on_act(r), r->keep && rm_on_act(r), r->of && rm_on_act(r), xin,

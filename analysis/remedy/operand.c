@@ -81,7 +81,7 @@ int rm_qdq(const fp4s_spec *s, const float *x, size_t rows, size_t cols, size_t 
     if (ts_in) {
         ts = *ts_in;
     } else {
-        float a = fp4s_amax(x, rows, cols, ld, NULL);
+        float a = fp4s_spec_amax(s, x, rows, cols, ld, NULL);
         if ((rc = fp4s_tscale_init(s, a, &ts))) return rc;
     }
     size_t blk = s->format == FP4S_FP8 ? 1 : s->block;
@@ -176,7 +176,7 @@ static int mbs_or_plain(const fp4s_remedy *r, const fp4s_spec *s, bool mbs, cons
     size_t n = rows * cols;
     fp4s_tscale ts;
     int rc;
-    float a = fp4s_amax(b, rows, cols, cols, NULL);
+    float a = fp4s_spec_amax(s, b, rows, cols, cols, NULL);
     if ((rc = fp4s_tscale_init(s, a, &ts))) return rc;
     if (ts_out) *ts_out = ts;
     if (!mbs) return rm_qdq(s, b, rows, cols, cols, &ts, out, NULL, NULL, NULL);

@@ -10,7 +10,8 @@
 #include <string.h>
 
 #define KNOWN "none, bf16, wfq, w4a4qat, bf16-rollout, rac:R[:RESID], rac-rand:R[:RESID][:SEED], mbs:G[:max|mse], " \
-              "of[:ALPHA], keep:K, aqn:SIGMA[:SEED][:TARGET]"
+              "of[:ALPHA], keep:K, aqn:SIGMA[:SEED][:TARGET], 4over6[:mae|mse][:256|448], rht[:te|none|0xHHHH], " \
+              "sr[:SEED]"
 
 void fp4s_remedy_defaults(fp4s_remedy *r)
 {
@@ -24,6 +25,10 @@ void fp4s_remedy_defaults(fp4s_remedy *r)
     r->aqn_seed = 1;
     r->aqn_target = FP4S_AQN_GAIN;
     r->operands = FP4S_OPERANDS_BOTH;
+    r->e4over6_err = FP4S_4OVER6_MAE;
+    r->rht_signs = FP4S_RHT_TE_SIGNS;
+    r->sr_seed = 1;
+    r->sr_seeds = 8;
 }
 
 static bool parse_double(const char *s, double *v)
@@ -86,7 +91,8 @@ static int parse_comp(const char *item, char *comp, fp4s_remedy *r, unsigned *se
     size_t nf = fields(comp, f, 8);
     const char *name = f[0];
     if (nf > 8) return bad(item, "too many parameters in '%s'", name, FP4S_EINVAL);
-    enum { S_TRAINER = 1, S_NONE = 2, S_RAC = 4, S_MBS = 8, S_OF = 16, S_KEEP = 32, S_AQN = 64 };
+    enum { S_TRAINER = 1, S_NONE = 2, S_RAC = 4, S_MBS = 8, S_OF = 16, S_KEEP = 32, S_AQN = 64, S_4O6 = 128,
+           S_RHT = 256, S_SR = 512 };
     unsigned bit;
     if (!strcmp(name, "bf16") || !strcmp(name, "wfq") || !strcmp(name, "w4a4qat") || !strcmp(name, "bf16-rollout"))
         bit = S_TRAINER;
@@ -96,6 +102,9 @@ static int parse_comp(const char *item, char *comp, fp4s_remedy *r, unsigned *se
     else if (!strcmp(name, "of")) bit = S_OF;
     else if (!strcmp(name, "keep")) bit = S_KEEP;
     else if (!strcmp(name, "aqn")) bit = S_AQN;
+    else if (!strcmp(name, "4over6")) bit = S_4O6;
+    else if (!strcmp(name, "rht")) bit = S_RHT;
+    else if (!strcmp(name, "sr")) bit = S_SR;
     else if (!*name) return bad(item, "%sempty component", "", FP4S_EINVAL);
     else return bad(item, "unknown remedy '%s' (known: " KNOWN ")", name, FP4S_EINVAL);
     if ((bit & (S_TRAINER | S_NONE)) && ncomp > 1)
@@ -171,6 +180,53 @@ static int parse_comp(const char *item, char *comp, fp4s_remedy *r, unsigned *se
         if (!parse_u64(f[1], &k)) return bad(item, "K: expected a positive integer, got '%s'", f[1], FP4S_EINVAL);
         if (k < 1 || k > 255) return bad(item, "K must be in [1, block size - 1], got %s", f[1], FP4S_ERANGE);
         r->keep = (uint32_t)k;
+        return 0;
+    }
+    if (bit == S_4O6) {
+        r->e4over6 = true;
+        bool have_err = false, have_bound = false;
+        for (size_t i = 1; i < nf; i++) {
+            if (!strcmp(f[i], "mae") || !strcmp(f[i], "mse")) {
+                if (have_err) return bad(item, "the error mode given twice ('%s')", f[i], FP4S_EINVAL);
+                have_err = true;
+                r->e4over6_err = !strcmp(f[i], "mse") ? FP4S_4OVER6_MSE : FP4S_4OVER6_MAE;
+            } else if (!strcmp(f[i], "256") || !strcmp(f[i], "448")) {
+                if (have_bound) return bad(item, "the bound given twice ('%s')", f[i], FP4S_EINVAL);
+                have_bound = true;
+                r->e4over6_bound = !strcmp(f[i], "448") ? 448 : 0;
+            } else {
+                return bad(item, "4over6: expected mae, mse, 256 or 448, got '%s'", f[i], FP4S_EINVAL);
+            }
+        }
+        return 0;
+    }
+    if (bit == S_RHT) {
+        r->rht = true;
+        if (nf > 2) return bad(item, "rht takes SIGNS only, got '%s' too", f[2], FP4S_EINVAL);
+        if (nf == 2) {
+            if (!strcmp(f[1], "te")) r->rht_signs = FP4S_RHT_TE_SIGNS;
+            else if (!strcmp(f[1], "none")) r->rht_signs = 0;
+            else {
+                char *end;
+                errno = 0;
+                unsigned long v = strtoul(f[1], &end, 16);
+                if (strncmp(f[1], "0x", 2) || end == f[1] + 2 || *end || errno)
+                    return bad(item, "SIGNS: expected te, none or a 16-bit mask 0xHHHH, got '%s'", f[1], FP4S_EINVAL);
+                if (v > 0xFFFF) return bad(item, "SIGNS must fit 16 bits, got %s", f[1], FP4S_ERANGE);
+                r->rht_signs = (uint16_t)v;
+            }
+        }
+        return 0;
+    }
+    if (bit == S_SR) {
+        r->sr = true;
+        if (nf > 2) return bad(item, "sr takes SEED only, got '%s' too", f[2], FP4S_EINVAL);
+        if (nf == 2) {
+            uint64_t v;
+            if (!parse_u64(f[1], &v)) return bad(item, "SEED: expected an integer, got '%s'", f[1], FP4S_EINVAL);
+            if (v > 0xFFFFFFFFull) return bad(item, "SEED must be in [0, 2^32 - 1], got %s", f[1], FP4S_ERANGE);
+            r->sr_seed = (uint32_t)v;
+        }
         return 0;
     }
     /* aqn */
@@ -305,6 +361,19 @@ size_t fp4s_remedy_describe(const fp4s_remedy *r, char *buf, size_t n)
             PUT("%sof:%.17g", any ? "+" : "", r->of_alpha);
             any = true;
         }
+        if (r->rht) {
+            PUT("%srht:0x%04x", any ? "+" : "", r->rht_signs);
+            any = true;
+        }
+        if (r->e4over6) {
+            PUT("%s4over6:%s:%u", any ? "+" : "", r->e4over6_err == FP4S_4OVER6_MSE ? "mse" : "mae",
+                r->e4over6_bound == 448 ? 448u : 256u);
+            any = true;
+        }
+        if (r->sr) {
+            PUT("%ssr:%u", any ? "+" : "", r->sr_seed);
+            any = true;
+        }
         if (r->rac_ratio > 0) {
             PUT("%s%s:%.17g:%s", any ? "+" : "", r->rac_random ? "rac-rand" : "rac", r->rac_ratio,
                 resid_name(r->rac_resid));
@@ -343,7 +412,7 @@ static bool is_fp4(const fp4s_spec *s) { return s->format == FP4S_MXFP4 || s->fo
 
 static bool has_component(const fp4s_remedy *r)
 {
-    return r->rac_ratio > 0 || r->mbs_group || r->of || r->keep || r->aqn;
+    return r->rac_ratio > 0 || r->mbs_group || r->of || r->keep || r->aqn || r->e4over6 || r->rht || r->sr;
 }
 
 int fp4s_remedy_check(const fp4s_remedy *r, const fp4s_spec *act, const fp4s_spec *wt, size_t k)
@@ -362,6 +431,10 @@ int fp4s_remedy_check(const fp4s_remedy *r, const fp4s_spec *act, const fp4s_spe
     if (act->tile2d)
         return fp4s_error_set(FP4S_ENOTSUP, "remedy '%s': activations are quantized in 1-D blocks along K; "
                               "the activation spec has 2-D tiles", lab);
+    if (act->rht || wt->rht)
+        return fp4s_error_set(FP4S_ENOTSUP, "remedy '%s': the %s quantizer has the RHT (rht = 1); a remedy rotates "
+                              "both operands along K itself: give the item rht[:SIGNS] with specs without it", lab,
+                              act->rht ? "activation" : "weight");
     if ((unsigned)r->kind > FP4S_RK_BF16_ROLLOUT) return fp4s_error_set(FP4S_EINVAL, "remedy '%s': unknown kind", lab);
     if (r->kind != FP4S_RK_ROLLOUT && has_component(r))
         return fp4s_error_set(FP4S_EINVAL, "remedy '%s': %s takes no other components", lab,
@@ -413,6 +486,27 @@ int fp4s_remedy_check(const fp4s_remedy *r, const fp4s_spec *act, const fp4s_spe
             }
         }
     }
+    if (r->e4over6) {
+        const fp4s_spec *ss[2] = {act, wt};
+        bool on[2] = {on_act, on_w};
+        for (int i = 0; i < 2; i++)
+            if (on[i] && !(ss[i]->format == FP4S_NVFP4 &&
+                           (ss[i]->nv_recipe == FP4S_NV_TE || ss[i]->nv_recipe == FP4S_NV_TE_4OVER6)))
+                return fp4s_error_set(FP4S_ENOTSUP, "remedy '%s': 4over6 is TransformerEngine's NVFP4 block "
+                                      "scaling: the %s quantizer must be NVFP4 with the te recipe", lab,
+                                      i ? "weight" : "activation");
+        if (r->sr) return fp4s_error_set(FP4S_ENOTSUP, "remedy '%s': sr with 4over6 is not defined", lab);
+        if (r->e4over6_bound && r->e4over6_bound != 448)
+            return fp4s_error_set(FP4S_ERANGE, "remedy '%s': the 4over6 bound must be 256 or 448", lab);
+    }
+    if (r->sr && ((on_act && act->format == FP4S_NVFP4 && act->nv_recipe == FP4S_NV_GGML) ||
+                  (on_w && wt->format == FP4S_NVFP4 && wt->nv_recipe == FP4S_NV_GGML)))
+        return fp4s_error_set(FP4S_ENOTSUP, "remedy '%s': stochastic rounding needs a recipe that scales the "
+                              "elements (ggml searches its levels)", lab);
+    if (r->sr && r->sr_seeds == 0)
+        return fp4s_error_set(FP4S_ERANGE, "remedy '%s': sr_seeds must be at least 1", lab);
+    if (r->rht && k % 16)
+        return fp4s_error_set(FP4S_ESHAPE, "remedy '%s': the RHT needs K a multiple of 16, got %zu", lab, k);
     if (r->keep) {
         if (on_act && r->keep >= act->block)
             return fp4s_error_set(FP4S_ERANGE, "remedy '%s': K must be in [1, %u] for the activation block of %u",

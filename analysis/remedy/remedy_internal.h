@@ -67,6 +67,9 @@ int rm_forward_ex(const fp4s_rlinear *L, const float *X, size_t m, size_t ldx, f
 int rm_dgemm_nn(size_t m, size_t n, size_t k, const double *a, size_t lda, const double *b, size_t ldb,
                 double *y, size_t ldy, double *secs);
 
+/* The transform of an item that rotates its operands (rht), or NULL. */
+const fp4s_spec *rm_rlinear_rht(const fp4s_rlinear *L);
+
 /* Bits per element of a base quantizer (codes and block scales). */
 double rm_base_bits(const fp4s_spec *s);
 

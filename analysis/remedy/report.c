@@ -24,6 +24,8 @@ R(out_rel_error_vs_own)
 R(act_rel_error)
 R(weight_rel_error)
 R(noise_rel)
+R(sr_bias)
+R(sr_error_spread)
 R(dz_left)
 R(rest_left)
 R(removable_before)
@@ -94,6 +96,8 @@ static const fp4s_remedy_field fields[] = {
     {"act_rel_error", "||X^ - X|| / ||X||, X^ what multiplies W (rac included)", g_act_rel_error},
     {"weight_rel_error", "||W^ - W|| / ||W||", g_weight_rel_error},
     {"noise_rel", "aqn: relative size of the noise it adds (NaN without aqn)", g_noise_rel},
+    {"sr_bias", "sr: ||mean over the seeds of Y^ - X_t W^T|| / ||X_t W^T|| (NaN without sr)", g_sr_bias},
+    {"sr_error_spread", "sr: standard deviation of out_rel_error over the seeds", g_sr_error_spread},
     {"dz_left", "activation error left on the dead-zone entries, after / before", g_dz_left},
     {"rest_left", "activation error left on the other entries, after / before", g_rest_left},
     {"removable_before", "1 - ratio_deadzone - ratio_grid: the share a perfect scale removes", g_removable_before},

@@ -115,7 +115,7 @@ static float mx_factor(fp4s_mx_elem e, uint8_t code, bool *ftz)
 }
 
 static int mx_quant(const fp4s_spec *s, const float *x, size_t rows, size_t cols,
-                    size_t ld, const fp4s_qout *o, acc *a)
+                    size_t ld, size_t row0, const fp4s_qout *o, acc *a)
 {
     const size_t B = s->block, nb = cols / B;
     const bool ignore = s->nonfinite == FP4S_NF_IGNORE;
@@ -172,7 +172,9 @@ static int mx_quant(const fp4s_spec *s, const float *x, size_t rows, size_t cols
                 } else {
                     /* exact where it matters: a power of two (or 0) */
                     float v = ftz ? fp4s_mul_ftz(xv, inv) : xv * inv;
-                    q = cvt && isnan(v) ? 7 : fp4s_e2m1_encode_spec(s, v);
+                    q = cvt && isnan(v) ? 7
+                        : s->sr ? fp4s_e2m1_encode_sr(s, v, fp4s_sr_bits(s->sr_seed, (row0 + r) * cols + b * B + j))
+                                : fp4s_e2m1_encode_spec(s, v);
                     if (fabsf(v) > 6.0f) a->st.saturated++;
                 }
                 if (q == 8) a->st.neg_zero++;
@@ -313,8 +315,93 @@ static void nv_scale(const fp4s_spec *s, const fp4s_tscale *ts, float amax_b, nv
         o->enc = o->sbv != 0.0f ? fp4s_rcp_approx_ftz(o->sbv * fp4s_rcp_approx_ftz(S)) : 0.0f;
         break;
     }
+    case FP4S_NV_TE_4OVER6: /* two candidates per block: nv_tile_4over6 */
     case FP4S_NV_RECIPE_COUNT: /* rejected by fp4s_spec_check */
         break;
+    }
+}
+
+/* TransformerEngine 4over6 (reference_nvfp4.py _quantize_blockwise_4over6_reference):
+ * one tile (h rows x 16 at row r0, block b; h = 1 for 1-D) quantized with the
+ * map-to-6 and the map-to-4 scale, the one with the smaller error kept. */
+static void nv_tile_4over6(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t ld, size_t r0,
+                           size_t h, size_t b, float amax_b, const fp4s_qout *o, acc *a)
+{
+    const size_t B = s->block;
+    const float denom = s->nv_scale_bound == 448 ? 2688.0f : 1536.0f; /* 6 * B */
+    const bool mse = s->nv_4over6_err == FP4S_4OVER6_MSE;
+    float base = (amax_b / 6.0f) * ts->s_enc;
+    float c4 = base * 1.5f, c6 = base;
+    if (c4 > 448.0f) c4 = 448.0f;
+    if (c6 > 448.0f) c6 = 448.0f;
+    uint8_t code[2] = {fp4s_e4m3_encode(c6, FP4S_TIE_EVEN), fp4s_e4m3_encode(c4, FP4S_TIE_EVEN)};
+    float sbv[2], enc[2];
+    for (int c = 0; c < 2; c++) {
+        sbv[c] = fp4s_e4m3_decode(code[c]);
+        float e = 1.0f / (sbv[c] * ts->s_dec);
+        if (e > FLT_MAX) e = FLT_MAX;
+        enc[c] = e;
+    }
+    /* row errors of each candidate: fp32, summed in element order */
+    float err[2][16] = {{0}};
+    uint8_t q[2][16][16];
+    for (size_t i = 0; i < h; i++) {
+        const float *xb = x + (r0 + i) * ld + b * B;
+        for (int c = 0; c < 2; c++) {
+            float e = 0.0f;
+            for (size_t j = 0; j < B; j++) {
+                float v = xb[j] * enc[c];
+                if (v > 6.0f) v = 6.0f;
+                if (v < -6.0f) v = -6.0f;
+                uint8_t qq = fp4s_e2m1_encode_spec(s, v);
+                q[c][i][j] = qq;
+                float val = fp4s_e2m1_decode(qq) * sbv[c];
+                val = val * ts->amax;
+                val = val / denom;
+                float d = val - xb[j];
+                e = e + (mse ? d * d : fabsf(d));
+            }
+            err[c][i] = e;
+        }
+    }
+    int pick;
+    if (!s->tile2d) {
+        pick = err[1][0] < err[0][0] ? 1 : 0;
+    } else {
+        /* TE's warp reduction over the 16 rows (missing rows of a last tile add 0) */
+        float t[2];
+        for (int c = 0; c < 2; c++) {
+            float r8[8], r4[4], r2[2];
+            for (int k = 0; k < 8; k++) r8[k] = err[c][k] + err[c][k + 8];
+            for (int k = 0; k < 4; k++) r4[k] = r8[k] + r8[k + 4];
+            for (int k = 0; k < 2; k++) r2[k] = r4[k] + r4[k + 2];
+            t[c] = r2[0] + r2[1];
+        }
+        pick = t[1] < t[0] ? 1 : 0;
+    }
+    for (size_t i = 0; i < h; i++) {
+        const size_t r = r0 + i;
+        const float *xb = x + r * ld + b * B;
+        uint8_t *cb = o->codes ? o->codes + r * o->ld_codes + b * B : NULL;
+        float *db = o->dequant ? o->dequant + r * o->ld_dequant + b * B : NULL;
+        if (o->scales) o->scales[r * o->ld_scales + b] = code[pick];
+        bscan rs = {0};
+        scan_add(&rs, xb, B);
+        a->st.blocks++;
+        a->st.elements += B;
+        if (rs.amax == 0.0f) a->st.zero_blocks++;
+        else if ((code[pick] & 0x78) == 0) a->st.scale_underflow++;
+        bsum bs = {0, 0};
+        for (size_t j = 0; j < B; j++) {
+            uint8_t qq = q[pick][i][j];
+            if (fabsf(xb[j] * enc[pick]) > 6.0f) a->st.saturated++;
+            if (qq == 8) a->st.neg_zero++;
+            float dq = fp4s_e2m1_decode(qq) * sbv[pick] * ts->s_dec;
+            if (cb) cb[j] = qq;
+            if (db) db[j] = dq;
+            if (a->sums) bsum_elem(&bs, xb[j], dq);
+        }
+        acc_block(a, &bs);
     }
 }
 
@@ -346,7 +433,7 @@ static inline float nv_dequant_one(const fp4s_nv_recipe_traits *rt, const fp4s_t
 }
 
 static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
-                    size_t rows, size_t cols, size_t ld, const fp4s_qout *o, acc *a)
+                    size_t rows, size_t cols, size_t ld, size_t row0, const fp4s_qout *o, acc *a)
 {
     const size_t B = s->block, nb = cols / B;
     const size_t H = s->tile2d ? 16 : 1;
@@ -361,6 +448,19 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
             for (size_t i = 0; i < h; i++) scan_add(&sc, x + (r0 + i) * ld + b * B, B);
             if (cvt && sc.nan == h * B) sc.amax = cvt_nan_amax();
             bool nanb = nan_block(s, &sc);
+            if (!nanb && s->nv_recipe == FP4S_NV_TE_4OVER6) {
+                /* the nonfinite counters of the tile's rows, then the two candidates */
+                for (size_t i = 0; i < h; i++) {
+                    bscan rs = {0};
+                    scan_add(&rs, x + (r0 + i) * ld + b * B, B);
+                    a->st.nan += rs.nan;
+                    a->st.inf += rs.inf;
+                    a->st.nonfinite += rs.nan + rs.inf;
+                    if (rs.nan || rs.inf) a->st.nonfinite_blocks++;
+                }
+                nv_tile_4over6(s, ts, x, ld, r0, h, b, sc.amax, o, a);
+                continue;
+            }
             nv_blk nbk = {0};
             if (!nanb) nv_scale(s, ts, sc.amax, &nbk);
             for (size_t i = 0; i < h; i++) {
@@ -400,7 +500,9 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                         float v = rt->elem == FP4S_NV_ELEM_DIV ? xv / nbk.div
                                   : nbk.ftz ? fp4s_mul_ftz(xv, nbk.enc) : xv * nbk.enc;
                         sat = fabsf(v) > 6.0f;
-                        q = cvt && isnan(v) ? 7 : fp4s_e2m1_encode_spec(s, v);
+                        q = cvt && isnan(v) ? 7
+                            : s->sr ? fp4s_e2m1_encode_sr(s, v, fp4s_sr_bits(s->sr_seed, (row0 + r) * cols + b * B + j))
+                                    : fp4s_e2m1_encode_spec(s, v);
                     }
                     if (sat) a->st.saturated++;
                     if (q == 8) a->st.neg_zero++;
@@ -487,14 +589,15 @@ static int ref_quantize(const fp4s_spec *s, const fp4s_tscale *ts, const float *
                         size_t rows, size_t cols, size_t ld, size_t row0,
                         const fp4s_qout *out, fp4s_qstats *st)
 {
-    (void)row0; /* chunks start on tile boundaries (checked by the front end) */
+    /* chunks start on tile boundaries (checked by the front end); row0 numbers
+     * the rows for the random bits of stochastic rounding */
     acc a;
     memset(&a, 0, sizeof a);
     a.sums = st != NULL;
     int rc;
     switch (s->format) {
-    case FP4S_MXFP4: rc = mx_quant(s, x, rows, cols, ld, out, &a); break;
-    case FP4S_NVFP4: rc = nv_quant(s, ts, x, rows, cols, ld, out, &a); break;
+    case FP4S_MXFP4: rc = mx_quant(s, x, rows, cols, ld, row0, out, &a); break;
+    case FP4S_NVFP4: rc = nv_quant(s, ts, x, rows, cols, ld, row0, out, &a); break;
     case FP4S_FP8: rc = fp8_quant(s, ts, x, rows, cols, ld, out, &a); break;
     default: return FP4S_EINVAL;
     }

@@ -156,6 +156,7 @@ typedef enum quant_body { QB_NONE, QB_MX, QB_NV, QB_FP8 } quant_body;
 
 static inline quant_body quant_body_of(const fp4s_spec *s, size_t cols)
 {
+    if (s->sr || s->rht) return QB_NONE; /* stochastic rounding: the reference only */
     if (s->format == FP4S_MXFP4 && s->block == 32 && cols % 32 == 0) return QB_MX;
     if (s->format == FP4S_NVFP4 && s->block == 16 && cols % 16 == 0) return QB_NV;
     if (s->format == FP4S_FP8 && (s->fp8_gran == FP4S_FP8_TENSOR || cols % 128 == 0)) return QB_FP8;

@@ -13,6 +13,7 @@ bool fp4s_cu_supports_why(const fp4s_spec *s, const char **why)
     if ((unsigned)s->nonfinite >= FP4S_NF_COUNT) { *why = "unknown non-finite policy"; return false; }
     if ((unsigned)s->zero_in >= FP4S_ZIN_COUNT) { *why = "unknown zero-input policy"; return false; }
     if (s->nonfinite == FP4S_NF_CVT) { *why = "the cvt non-finite policy runs on the CPU"; return false; }
+    if (s->sr || s->rht) { *why = "stochastic rounding and the RHT run on the CPU"; return false; }
     if (s->format == FP4S_MXFP4) {
         const fp4s_mx_rule_traits *rt = fp4s_get_mx_rule_traits(s->mx_rule);
         if (s->block != 32) { *why = "MXFP4 block other than 32"; return false; }

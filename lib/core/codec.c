@@ -344,3 +344,27 @@ int fp4s_mx_k(fp4s_mx_rule rule, float amax, bool *clamped_low)
     }
     return 0;
 }
+
+/* ---- stochastic rounding (TransformerEngine's arithmetic) ---------------------- */
+float fp4s_e2m1_sr(float v, uint8_t rbits)
+{
+    const float u = (float)rbits * (1.0f / 256.0f);
+    const float a = fabsf(v);
+    const float step = (a >= 4.0f) ? 2.0f : ((a >= 2.0f) ? 1.0f : 0.5f);
+    const float t = a + u * step; /* u * step is exact: TE's fmaf gives the same */
+    const float step_t = (t >= 4.0f) ? 2.0f : ((t >= 2.0f) ? 1.0f : 0.5f);
+    const float inv_t = (t >= 4.0f) ? 0.5f : ((t >= 2.0f) ? 1.0f : 2.0f);
+    const float q = fminf(floorf(t * inv_t) * step_t, 6.0f);
+    return copysignf(q, (v != v) ? 1.0f : v);
+}
+
+uint8_t fp4s_sr_bits(uint32_t seed, uint64_t i)
+{
+    uint64_t z = ((uint64_t)seed << 32) + 0x632BE59BD9B4E019ull + (i + 1) * 0x9E3779B97F4A7C15ull;
+    z ^= z >> 30;
+    z *= 0xBF58476D1CE4E5B9ull;
+    z ^= z >> 27;
+    z *= 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (uint8_t)(z >> 56);
+}

@@ -101,4 +101,15 @@ static inline uint8_t fp4s_e2m1_encode_spec(const fp4s_spec *s, float v)
     return fp4s_e2m1_encode_inline(v, s->tie, s->keep_neg_zero);
 }
 
+/* The same with stochastic rounding (spec->sr) with the element's random bits:
+ * an exact zero follows the spec's zero rule; a negative v rounded to 0 gets
+ * code 8 under keep_neg_zero, like a rounded one. */
+static inline uint8_t fp4s_e2m1_encode_sr(const fp4s_spec *s, float v, uint8_t rbits)
+{
+    if (v == 0.0f || v != v) return fp4s_e2m1_encode_spec(s, v);
+    float q = fp4s_e2m1_sr(v, rbits);
+    if (q == 0.0f) return (signbit(v) && s->keep_neg_zero) ? 8 : 0;
+    return fp4s_e2m1_encode_inline(q, FP4S_TIE_EVEN, s->keep_neg_zero);
+}
+
 #endif

@@ -66,11 +66,14 @@ float fp4s_amax(const float *x, size_t rows, size_t cols, size_t ld, uint64_t *n
     return m;
 }
 
+/* rht.c: the amax of the rows after the RHT */
+float fp4s_rht_amax(const fp4s_spec *s, const float *x, size_t rows, size_t cols, size_t ld, uint64_t *nonfinite);
+
 float fp4s_spec_amax(const fp4s_spec *s, const float *x, size_t rows, size_t cols, size_t ld,
                      uint64_t *nonfinite)
 {
     uint64_t nf = 0;
-    float m = fp4s_amax(x, rows, cols, ld, &nf);
+    float m = s && s->rht ? fp4s_rht_amax(s, x, rows, cols, ld, &nf) : fp4s_amax(x, rows, cols, ld, &nf);
     if (nonfinite) *nonfinite += nf;
     if (!s || s->format != FP4S_NVFP4 || s->tensor_amax != FP4S_TAMAX_ALL || nf == 0) return m;
     /* some value is NaN or Inf (rare): the engine's max sees it */
@@ -115,7 +118,8 @@ int fp4s_tscale_init(const fp4s_spec *s, float amax, fp4s_tscale *ts)
         if (!rt) return fp4s_error_set(FP4S_EINVAL, "tensor scale: unknown NVFP4 recipe %d", (int)s->nv_recipe);
         switch (rt->tscale) {
         case FP4S_NV_TS_ENCODE: {
-            /* S_enc = min(2688 / amax, FLT_MAX); 1 if amax == 0 or S_enc == 0.
+            /* S_enc = min(6 B / amax, FLT_MAX); 1 if amax == 0 or S_enc == 0, B = 448
+             * (2688 = 6 * 448), for te-4over6 the spec's bound (256 by default: 1536).
              * The quotient is formed in double and rounded once to float:
              * that is the float32 quotient exactly (53 >= 2*24 + 2 bits, so
              * the double rounding is innocuous for a division), and no float
@@ -125,9 +129,11 @@ int fp4s_tscale_init(const fp4s_spec *s, float amax, fp4s_tscale *ts)
              * pass inverted the division that gave +Inf into amax == 0, a
              * compiler bug (no undefined behaviour, no fast-math flags here).
              * Testing amax before dividing leaves it nothing to invert. */
+            double num = 2688.0;
+            if (s->nv_recipe == FP4S_NV_TE_4OVER6) num = s->nv_scale_bound == 448 ? 2688.0 : 1536.0;
             float e = 1.0f;
             if (amax != 0.0f) {
-                double q = 2688.0 / (double)amax;
+                double q = num / (double)amax;
                 e = q > (double)FLT_MAX ? FLT_MAX : (float)q;
                 if (e == 0.0f) e = 1.0f;
             }
@@ -260,11 +266,31 @@ int fp4s_quantize(const fp4s_spec *s, const fp4s_tscale *ts,
         return fp4s_error_set(FP4S_EINVAL, "quantize: scale_f32 stride %zu < %zu tiles",
                               out->ld_scale_f32, cols / 128);
 
+    /* the random Hadamard transform comes first: the kernels see the rotated rows */
+    fp4s_spec srot;
+    float *rot = NULL;
+    if (s->rht) {
+        rot = malloc(rows * cols * sizeof *rot);
+        if (!rot) return fp4s_error_set(FP4S_ENOMEM, "quantize: out of memory for the RHT");
+        if ((rc = fp4s_rht_apply(s, x, rows, cols, ld, rot, cols))) {
+            free(rot);
+            fp4s_error_prefix("quantize");
+            return rc;
+        }
+        srot = *s;
+        srot.rht = false;
+        srot.rht_signs = 0;
+        s = &srot;
+        x = rot;
+        ld = cols;
+    }
     int nt = fp4s_get_threads();
     if (nt > FP4S_MAX_THREADS) nt = FP4S_MAX_THREADS;
     fp4s_qstats *parts = NULL;
-    if (st && !(parts = calloc((size_t)nt, sizeof *parts)))
+    if (st && !(parts = calloc((size_t)nt, sizeof *parts))) {
+        free(rot);
         return fp4s_error_set(FP4S_ENOMEM, "quantize: out of memory");
+    }
     size_t align = fp4s_spec_row_align(s);
     if (s->format == FP4S_FP8 && s->fp8_gran == FP4S_FP8_TENSOR) align = rows; /* one call */
     size_t units = (rows + align - 1) / align;
@@ -274,6 +300,7 @@ int fp4s_quantize(const fp4s_spec *s, const fp4s_tscale *ts,
     if (rc == 0 && st)
         for (int w = 0; w < nt; w++) fp4s_qstats_merge(st, &parts[w]);
     free(parts);
+    free(rot);
     if (rc) fp4s_error_prefix("quantize");
     return rc;
 }

@@ -231,6 +231,17 @@ static const fp4s_nv_recipe_traits nv_recipes[FP4S_NV_RECIPE_COUNT] = {
         .tscale = FP4S_NV_TS_ENCODE, .elem = FP4S_NV_ELEM_MUL, .dequant = FP4S_NV_DQ_SPLIT,
         .scale_codec = FP4S_NV_SC_E4M3, .global_scale = FP4S_GS_ENCODE,
         .ties = 1u << FP4S_TIE_EVEN, .tile2d = false, .kernels = FP4S_KERNEL_REF},
+    [FP4S_NV_TE_4OVER6] = {
+        .name = "te-4over6", .aliases = "4over6",
+        .recipe = "S_enc = min(6B/amax, FLT_MAX), B = 256 (or 448); base = (amax_b/6)*S_enc; candidates "
+                  "s4 = e4m3(min(base*1.5, 448)), s6 = e4m3(min(base, 448)), each q = E2M1(x*min(1/(s*S_dec), "
+                  "FLT_MAX)); err = sum over the block of |((q*s)*amax)/(6B) - x| (or squared) in fp32, in "
+                  "order (16x16 tiles: row sums added in a tree); map-to-4 when err4 < err6; dequant (q*s_b)*S_dec",
+        .used_by = "TransformerEngine transformer_engine/pytorch/custom_recipes/reference_nvfp4.py "
+                   "_quantize_blockwise_4over6_reference (commit d0067d0)",
+        .tscale = FP4S_NV_TS_ENCODE, .elem = FP4S_NV_ELEM_MUL, .dequant = FP4S_NV_DQ_SPLIT,
+        .scale_codec = FP4S_NV_SC_E4M3, .global_scale = FP4S_GS_ENCODE,
+        .ties = 1u << FP4S_TIE_EVEN, .tile2d = true, .kernels = FP4S_KERNEL_REF},
 };
 
 const fp4s_mx_rule_traits *fp4s_get_mx_rule_traits(fp4s_mx_rule r)
@@ -522,6 +533,40 @@ static const profile_row profiles[] = {
                             "repeated on its 16 rows)"},
      .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TE, .global_scale = FP4S_GS_ENCODE, .zero_in = FP4S_ZIN_POS,
             .tensor_amax = FP4S_TAMAX_ALL, .keep_neg_zero = true, .tile2d = true}},
+    {.info = {.name = "te-4over6", .formats = NV,
+              .engine = "NVIDIA TransformerEngine", .version = "d0067d0", .device = "any",
+              .source = "transformer_engine/pytorch/custom_recipes/reference_nvfp4.py (the CUDA kernel: "
+                        "transformer_engine/common/cast/nvfp4/quantize_4over6_nvfp4.cuh)",
+              .reproduces = "TransformerEngine NVFP4 with 4over6 (nvfp4_4over6, its default e4m3 bound 256 and "
+                            "error mode MAE): each 1x16 block is quantized twice, with its E4M3 scale mapping the "
+                            "block maximum to 6 and, scaled by 1.5, to 4, and keeps the candidate with the smaller "
+                            "error in the input domain (ties to map-to-6); activations/weights 1-D"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TE_4OVER6, .global_scale = FP4S_GS_ENCODE, .zero_in = FP4S_ZIN_POS,
+            .tensor_amax = FP4S_TAMAX_ALL, .keep_neg_zero = true}},
+    {.info = {.name = "te-4over6-2d", .formats = NV,
+              .engine = "NVIDIA TransformerEngine", .version = "d0067d0", .device = "any",
+              .source = "transformer_engine/pytorch/custom_recipes/reference_nvfp4.py",
+              .reproduces = "te-4over6 with 16x16 2-D tiles (weights): the 16 row errors of a tile are added in "
+                            "the tree order of TE's warp reduction before the candidates are compared"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TE_4OVER6, .global_scale = FP4S_GS_ENCODE, .zero_in = FP4S_ZIN_POS,
+            .tensor_amax = FP4S_TAMAX_ALL, .keep_neg_zero = true, .tile2d = true}},
+    {.info = {.name = "te-rht", .formats = NV,
+              .engine = "NVIDIA TransformerEngine", .version = "d0067d0", .device = "any",
+              .source = "transformer_engine/pytorch/tensor/nvfp4_tensor.py (get_rht_matrix), "
+                        "custom_recipes/reference_nvfp4.py (_apply_rht)",
+              .reproduces = "te after TransformerEngine's random Hadamard transform: each 16-element block of a "
+                            "row times diag(signs) H16 / 4 (its wgrad sign vector), the product rounded to BF16 "
+                            "as TE's BF16 matmul does, then te with the post-transform amax"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TE, .global_scale = FP4S_GS_ENCODE, .zero_in = FP4S_ZIN_POS,
+            .tensor_amax = FP4S_TAMAX_ALL, .keep_neg_zero = true, .rht = true, .rht_signs = FP4S_RHT_TE_SIGNS}},
+    {.info = {.name = "te-sr", .formats = NV,
+              .engine = "NVIDIA TransformerEngine", .version = "d0067d0", .device = "any",
+              .source = "transformer_engine/common/util/ptx.cuh (stochastic_round_fp4_e2m1)",
+              .reproduces = "te with stochastic rounding of the elements (TE's gradients): TE's software rounding "
+                            "of cvt.rs.satfinite.e2m1 with 8 random bits per element, the bits from fp4scope's "
+                            "seeded generator (seed 1), not TE's Philox stream"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TE, .global_scale = FP4S_GS_ENCODE, .zero_in = FP4S_ZIN_POS,
+            .tensor_amax = FP4S_TAMAX_ALL, .keep_neg_zero = true, .sr = true, .sr_seed = 1}},
     {.info = {.name = "modelopt", .formats = MX | NV,
               .engine = "NVIDIA Model-Optimizer (ModelOpt)", .version = "", .device = "any",
               .source = "modelopt/torch/quantization/qtensor/mxfp4_tensor.py, nvfp4_tensor.py",
@@ -672,6 +717,22 @@ int fp4s_spec_check(const fp4s_spec *s)
             return fp4s_error_set(FP4S_EINVAL, "spec: unknown global-scale convention %d", (int)s->global_scale);
         if ((unsigned)s->tensor_amax >= FP4S_TAMAX_COUNT)
             return fp4s_error_set(FP4S_EINVAL, "spec: unknown tensor-amax rule %d", (int)s->tensor_amax);
+        if (s->nv_recipe == FP4S_NV_TE_4OVER6) {
+            if ((unsigned)s->nv_4over6_err >= FP4S_4OVER6_COUNT)
+                return fp4s_error_set(FP4S_EINVAL, "spec: unknown 4over6 error mode %d", (int)s->nv_4over6_err);
+            if (s->nv_scale_bound && s->nv_scale_bound != 256 && s->nv_scale_bound != 448)
+                return fp4s_error_set(FP4S_EINVAL, "spec: the 4over6 tensor-scale bound must be 256 or 448, not %u",
+                                      s->nv_scale_bound);
+        } else if (s->nv_4over6_err || s->nv_scale_bound) {
+            return fp4s_error_set(FP4S_EINVAL, "spec: the 4over6 error mode and bound belong to the te-4over6 "
+                                  "recipe, not %s", rt->name);
+        }
+        if (s->sr && rt->elem == FP4S_NV_ELEM_SEARCH)
+            return fp4s_error_set(FP4S_ENOTSUP, "spec: stochastic rounding needs a recipe that scales the elements "
+                                  "(%s searches its levels)", rt->name);
+        if (s->sr && s->nv_recipe == FP4S_NV_TE_4OVER6)
+            return fp4s_error_set(FP4S_ENOTSUP, "spec: stochastic rounding with 4over6 is not defined (TE does not "
+                                  "combine them)");
         break;
     }
     case FP4S_FP8:
@@ -681,6 +742,8 @@ int fp4s_spec_check(const fp4s_spec *s)
             return fp4s_error_set(FP4S_ENOTSUP, "spec: FP8 %s needs block %d, not %u",
                                   fp4s_fp8_gran_name(s->fp8_gran), s->fp8_gran == FP4S_FP8_TENSOR ? 1 : 128,
                                   s->block);
+        if (s->rht || s->sr || s->nv_4over6_err || s->nv_scale_bound)
+            return fp4s_error_set(FP4S_ENOTSUP, "spec: the RHT, stochastic rounding and 4over6 are FP4 options");
         return 0;
     default:
         return fp4s_error_set(FP4S_EINVAL, "spec: unknown format %d", (int)s->format);
@@ -693,6 +756,12 @@ int fp4s_spec_check(const fp4s_spec *s)
         return fp4s_error_set(FP4S_EINVAL, "spec: unknown packing %d", (int)s->packing);
     if ((unsigned)s->nonfinite >= FP4S_NF_COUNT)
         return fp4s_error_set(FP4S_EINVAL, "spec: unknown non-finite policy %d", (int)s->nonfinite);
+    if (s->format == FP4S_MXFP4 && (s->nv_4over6_err || s->nv_scale_bound))
+        return fp4s_error_set(FP4S_EINVAL, "spec: 4over6 is an NVFP4 recipe");
+    if (!s->rht && s->rht_signs)
+        return fp4s_error_set(FP4S_EINVAL, "spec: an RHT sign mask without the RHT");
+    if (!s->sr && s->sr_seed)
+        return fp4s_error_set(FP4S_EINVAL, "spec: a stochastic-rounding seed without stochastic rounding");
     return 0;
 }
 
@@ -904,6 +973,15 @@ size_t fp4s_spec_describe(const fp4s_spec *s, char *buf, size_t n)
         len = snprintf(tmp, sizeof tmp, "format=? (%d)", (int)s->format);
     }
     if (len < 0) len = 0;
+    /* the engine options, when set */
+    if (s->format == FP4S_NVFP4 && s->nv_recipe == FP4S_NV_TE_4OVER6 && (size_t)len < sizeof tmp)
+        len += snprintf(tmp + len, sizeof tmp - (size_t)len, " 4over6_err=%s 4over6_bound=%u",
+                        s->nv_4over6_err == FP4S_4OVER6_MSE ? "mse" : "mae", s->nv_scale_bound ? s->nv_scale_bound : 256);
+    if (s->rht && (size_t)len < sizeof tmp)
+        len += snprintf(tmp + len, sizeof tmp - (size_t)len, " rht=16 rht_signs=0x%04x", s->rht_signs);
+    if (s->sr && (size_t)len < sizeof tmp)
+        len += snprintf(tmp + len, sizeof tmp - (size_t)len, " round=stochastic sr_seed=%u", s->sr_seed);
+    if ((size_t)len >= sizeof tmp) len = (int)sizeof tmp - 1;
     if (buf && n) snprintf(buf, n, "%s", tmp);
     return (size_t)len;
 }

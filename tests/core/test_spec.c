@@ -146,7 +146,7 @@ START_TEST(name_lists_come_from_the_tables)
     ck_assert_str_eq(buf, "mxfp4, nvfp4 or fp8");
     fp4s_names(FP4S_NAMES_NV_RECIPE, "|", NULL, buf, sizeof buf);
     ck_assert_str_eq(buf, "te|torchao-div|modelopt|ggml|torchao (torchao-rcp)|torchao-cuda|torchao-div-cuda|"
-                          "flashinfer (trtllm)|flashinfer-exact (trtllm-exact)|vllm (sglang)");
+                          "flashinfer (trtllm)|flashinfer-exact (trtllm-exact)|vllm (sglang)|te-4over6 (4over6)");
     fp4s_names(FP4S_NAMES_PACKING, ", ", NULL, buf, sizeof buf);
     ck_assert_str_eq(buf, "pairs, split");
     fp4s_names(FP4S_NAMES_PROFILE_FP8, ", ", NULL, buf, sizeof buf);

@@ -81,9 +81,115 @@ def bf16(x):
 
 # ---- quantizers -------------------------------------------------------------------
 class Spec:
-    def __init__(self, fmt, rule="floor", tile2d=False):
+    def __init__(self, fmt, rule="floor", tile2d=False, four6=None, sr=None):
         self.fmt, self.rule, self.tile2d = fmt, rule, tile2d
         self.block = 32 if fmt == "mxfp4" else 16
+        self.four6 = four6   # None or (err "mae"/"mse", bound 256/448): TE's 4over6
+        self.sr = sr         # None or the seed of the stochastic rounding bits
+
+
+def copy_spec(sp, **kw):
+    n = Spec(sp.fmt, sp.rule, sp.tile2d, sp.four6, sp.sr)
+    for k, v in kw.items():
+        setattr(n, k, v)
+    return n
+
+
+# ---- TransformerEngine's engine options ---------------------------------------------
+def sr_bits(seed, n):
+    """fp4s_sr_bits(seed, i) for i = 0..n-1: the top byte of mix(seed 2^32 + C + (i+1) G)."""
+    with np.errstate(over="ignore"):
+        z = (np.uint64(seed) << np.uint64(32)) + np.uint64(0x632BE59BD9B4E019) + \
+            (np.arange(n, dtype=np.uint64) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
+        z = mix(z)
+    return (z >> np.uint64(56)).astype(np.uint32)
+
+
+def sr_round(v, rb):
+    """TE stochastic_round_fp4_e2m1 in float32 (signed grid values)."""
+    v = np.asarray(v, dtype=f32)
+    u = (rb.astype(f32) * f32(1.0 / 256.0)).astype(f32)
+    a = np.abs(v)
+    step = np.where(a >= 4, f32(2), np.where(a >= 2, f32(1), f32(0.5))).astype(f32)
+    t = (a + (u * step).astype(f32)).astype(f32)
+    step_t = np.where(t >= 4, f32(2), np.where(t >= 2, f32(1), f32(0.5))).astype(f32)
+    inv_t = np.where(t >= 4, f32(0.5), np.where(t >= 2, f32(1), f32(2))).astype(f32)
+    q = np.minimum(np.floor((t * inv_t).astype(f32)) * step_t, f32(6)).astype(f32)
+    return np.where(v < 0, -q, q).astype(f32)
+
+
+def rht(x, signs):
+    """Each 16-block of each row times diag(s) H16 / 4, exact, then float32, then BF16."""
+    i = np.arange(16)
+    pc = np.vectorize(lambda a: bin(a).count("1"))(i[:, None] & i[None, :])
+    H = np.where(pc % 2 == 1, -1.0, 1.0)
+    sg = np.where((signs >> i) & 1, -1.0, 1.0)
+    R = sg[:, None] * H / 4
+    rows, cols = x.shape
+    y = (x.astype(np.float64).reshape(rows, cols // 16, 16) @ R).reshape(rows, cols)
+    return bf16(y.astype(f32))
+
+
+def qdq_4over6(spec, x, ts=None):
+    err_mode, bound = spec.four6
+    rows, cols = x.shape
+    amax = f32(np.abs(x).max()) if x.size else f32(0)
+    num = f32(2688) if bound == 448 else f32(1536)
+    if ts is None:
+        s_enc = f32(num / amax) if amax > 0 else f32(1)
+        if not np.isfinite(s_enc) or s_enc > np.finfo(f32).max:
+            s_enc = np.finfo(f32).max
+        if s_enc == 0:
+            s_enc = f32(1)
+        s_dec = f32(1) / f32(s_enc)
+    else:
+        s_enc, s_dec = ts
+    ax = np.abs(x)
+    if spec.tile2d:
+        r16 = (rows + 15) // 16
+        pad = np.zeros((r16 * 16, cols), dtype=f32)
+        pad[:rows] = ax
+        amb = np.repeat(pad.reshape(r16, 16, cols // 16, 16).max(axis=(1, 3)), 16, axis=0)[:rows]
+    else:
+        amb = ax.reshape(rows, cols // 16, 16).max(axis=2)
+    amb = amb.astype(f32)
+    base = ((amb / f32(6)).astype(f32) * f32(s_enc)).astype(f32)
+    cands = []
+    for mult in (f32(1), f32(1.5)):
+        c = np.minimum((base * mult).astype(f32), f32(448))
+        sb = e4m3_rne(c).astype(f32)
+        with np.errstate(divide="ignore"):
+            enc = np.minimum(f32(1) / (sb * f32(s_dec)).astype(f32), np.finfo(f32).max).astype(f32)
+        v = np.clip((x * np.repeat(enc, 16, axis=1)).astype(f32), -6, 6).astype(f32)
+        q = (np.sign(v) * e2m1_rne(np.abs(v).astype(np.float64))).astype(f32)
+        val = (q * np.repeat(sb, 16, axis=1)).astype(f32)
+        val = (val * amax).astype(f32)
+        val = (val / num).astype(f32)
+        d = (val - x).astype(f32)
+        e = (d * d).astype(f32) if err_mode == "mse" else np.abs(d)
+        e = e.reshape(rows, cols // 16, 16)
+        acc = np.zeros((rows, cols // 16), dtype=f32)
+        for j in range(16):
+            acc = (acc + e[:, :, j]).astype(f32)
+        cands.append((sb, q, acc))
+    (sb6, q6, e6), (sb4, q4, e4) = cands
+    if spec.tile2d:
+        def tree(e):
+            r16 = (rows + 15) // 16
+            pad = np.zeros((r16 * 16, e.shape[1]), dtype=f32)
+            pad[:rows] = e
+            t = pad.reshape(r16, 16, -1)
+            t = (t[:, 0:8] + t[:, 8:16]).astype(f32)
+            t = (t[:, 0:4] + t[:, 4:8]).astype(f32)
+            t = (t[:, 0:2] + t[:, 2:4]).astype(f32)
+            t = (t[:, 0] + t[:, 1]).astype(f32)
+            return np.repeat(t, 16, axis=0)[:rows]
+        pick = tree(e4) < tree(e6)
+    else:
+        pick = e4 < e6
+    sb = np.where(pick, sb4, sb6)
+    q = np.where(np.repeat(pick, 16, axis=1), q4, q6)
+    return ((q * np.repeat(sb, 16, axis=1)).astype(f32) * f32(s_dec)).astype(f32)
 
 
 def tscale(spec, amax):
@@ -104,6 +210,9 @@ def qdq(spec, x, ts=None, codes=False):
     or None for the tensor's own. codes: also the signed E2M1 magnitudes."""
     x = np.ascontiguousarray(x, dtype=f32)
     rows, cols = x.shape
+    if spec.four6 is not None:
+        return qdq_4over6(spec, x, ts)
+    rb = sr_bits(spec.sr, rows * cols).reshape(rows, cols) if spec.sr is not None else None
     if spec.fmt == "mxfp4":
         xb = x.reshape(rows, cols // 32, 32).astype(np.float64)
         m = np.abs(xb).max(axis=2)
@@ -116,7 +225,10 @@ def qdq(spec, x, ts=None, codes=False):
         k = np.where(m > 0, k, -127)
         k = np.clip(k, -127, 127)
         s = np.ldexp(1.0, k)[..., None]
-        g = e2m1_rne(np.abs(xb) / s)
+        if rb is not None:
+            g = np.abs(sr_round((xb / s).reshape(rows, cols).astype(f32), rb)).reshape(xb.shape).astype(np.float64)
+        else:
+            g = e2m1_rne(np.abs(xb) / s)
         q = np.sign(xb) * g * s
         if codes:
             return q.reshape(rows, cols).astype(f32), (np.sign(xb) * g).reshape(rows, cols)
@@ -141,7 +253,10 @@ def qdq(spec, x, ts=None, codes=False):
         enc = np.minimum(f32(1) / (sb * s_dec), np.finfo(f32).max).astype(f32)
     enc_e = np.repeat(enc, 16, axis=1)
     v = (x * enc_e).astype(f32)
-    qm = e2m1_rne(np.abs(v).astype(np.float64))
+    if rb is not None:
+        qm = np.abs(sr_round(v, rb)).astype(np.float64)
+    else:
+        qm = e2m1_rne(np.abs(v).astype(np.float64))
     q = (np.sign(v) * qm).astype(f32)
     dq = ((q * np.repeat(sb, 16, axis=1)).astype(f32) * s_dec).astype(f32)
     if codes:
@@ -315,6 +430,12 @@ def parse(item):
             d["of"] = float(f[1]) if len(f) > 1 else 0.5
         elif name == "keep":
             d["keep"] = int(f[1])
+        elif name == "4over6":
+            d["four6"] = ("mse" if "mse" in f[1:] else "mae", 448 if "448" in f[1:] else 256)
+        elif name == "rht":
+            d["rht"] = 0xD7E8 if len(f) < 2 or f[1] == "te" else 0 if f[1] == "none" else int(f[1], 16)
+        elif name == "sr":
+            d["sr"] = int(f[1]) if len(f) > 1 else 1
         elif name == "aqn":
             d["aqn"] = float(f[1])
             d["aqn_seed"], d["aqn_target"] = 1, "gain"
@@ -355,12 +476,26 @@ def forward_ex(item, sa, sw, X, W, tile=0, operands="both", order="index"):
         info["xhat"] = xq
         return xq.astype(np.float64) @ wq.astype(np.float64).T, wq, info
     mbs, keep, of = d.get("mbs"), d.get("keep", 0), d.get("of")
+    if "four6" in d:
+        if on_a:
+            sa = copy_spec(sa, four6=d["four6"])
+        if on_w:
+            sw = copy_spec(sw, four6=d["four6"])
+    if "sr" in d:
+        if on_a:
+            sa = copy_spec(sa, sr=d["sr"])
+        if on_w:
+            sw = copy_spec(sw, sr=(d["sr"] + 0x9E3779B9) % 2 ** 32)
+    if "rht" in d:
+        Wa = rht(Wa, d["rht"])
     wq, _ = operand(sw, Wa, mbs if on_w else None, keep if on_w else 0, of if on_w else None)
     xa = X
     if "aqn" in d and d["aqn_target"] == "gain":
         g = (1.0 + d["aqn"] * normal(d["aqn_seed"], 1, np.arange(X.shape[1]))).astype(f32)
         xa = (X * g[None, :]).astype(f32)
         info["noise"] = np.linalg.norm(xa.astype(np.float64) - X) / np.linalg.norm(X.astype(np.float64))
+    if "rht" in d:
+        xa = rht(xa, d["rht"])
     xq, tsx = operand(sa, xa, mbs if on_a else None, keep if on_a else 0, of if on_a else None)
     y = xq.astype(np.float64) @ wq.astype(np.float64).T
     info["xhat"] = xq
@@ -624,12 +759,18 @@ def main():
              ("rac:0.25:bf16", ["--order", "rank"]), ("rac:0.25", ["--order", "rank"]),
              ("rac-rand:0.25:5", ["--tile", "16", "--order", "rank"]),
              ("of:0.5+mbs:64:mse", ["--operands", "act"]), ("keep:2", ["--operands", "weight"])]
+    engine = ["rht", "rht:none", "rht:0x00f3+rac:0.25", "sr", "sr:5+rac:0.25:bf16", "rht+sr:2"]
+    engine_nv = ["4over6", "4over6:mse", "4over6:448", "4over6+rac:0.25", "rht+4over6", "4over6+of:0.5"]
     runs = []
     for fmt, prof, sa, sw, w2d in specs:
         for it in items:
             runs.append((fmt, prof, sa, sw, w2d, it, []))
         for it, opts in extra:
             runs.append((fmt, prof, sa, sw, w2d, it, opts))
+        for it in engine + (engine_nv if fmt == "nvfp4" else []):
+            runs.append((fmt, prof, sa, sw, w2d, it, []))
+        if fmt == "nvfp4":
+            runs.append((fmt, prof, sa, sw, w2d, "4over6", ["--operands", "act"]))
     bad = 0
     for fmt, prof, sa, sw, w2d, it, opts in runs:
         yp, wqp = os.path.join(work, "y.npy"), os.path.join(work, "wq.npy")

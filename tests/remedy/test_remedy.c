@@ -243,6 +243,17 @@ START_TEST(check_against_the_quantizers)
     r = R("of:0.5");
     r.of_alpha = 3; /* filled by hand */
     ck_assert_int_eq(fp4s_remedy_check(&r, &mx, &mx, 256), FP4S_ERANGE);
+    /* a spec with the RHT (te-rht): the rotation is the item rht, on both operands together */
+    fp4s_spec rot = nv;
+    rot.rht = true;
+    rot.rht_signs = FP4S_RHT_TE_SIGNS;
+    r = R("none");
+    ck_assert_int_eq(fp4s_remedy_check(&r, &nv, &rot, 256), FP4S_ENOTSUP);
+    ck_assert_msg(strstr(fp4s_last_error(), "weight quantizer has the RHT") &&
+                      strstr(fp4s_last_error(), "give the item rht[:SIGNS]"),
+                  "%s", fp4s_last_error());
+    r = R("rht");
+    ck_assert_int_eq(fp4s_remedy_check(&r, &nv, &nv, 256), 0);
 }
 END_TEST
 
@@ -607,6 +618,182 @@ START_TEST(capture_tokens_written_and_checked)
 }
 END_TEST
 
+/* ---- engine remedies (TransformerEngine) by hand -------------------------------------- */
+START_TEST(stochastic_rounding_hand_computed)
+{
+    /* TE's stochastic_round_fp4_e2m1: up when u = rbits/256 >= 1 - frac */
+    struct { float v; uint8_t rb; float want; } c[] = {
+        {0.3f, 0, 0.0f},     {0.3f, 102, 0.0f},  {0.3f, 103, 0.5f},  /* up iff u >= 0.4 */
+        {2.7f, 76, 2.0f},    {2.7f, 77, 3.0f},                        /* step 1: up iff u >= 0.3 */
+        {5.9f, 12, 4.0f},    {5.9f, 13, 6.0f},                        /* step 2: up iff u >= 0.05 */
+        {1.9f, 51, 1.5f},    {1.9f, 52, 2.0f},                        /* the jitter crosses into step 1 */
+        {-1.2f, 153, -1.0f}, {-1.2f, 154, -1.5f}, {7.0f, 0, 6.0f},   {-100.0f, 255, -6.0f}, /* up iff u >= 0.6 */
+        {0.5f, 255, 0.5f},   {4.0f, 0, 4.0f},    {4.0f, 255, 4.0f},  /* grid points stay */
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        float q = fp4s_e2m1_sr(c[i].v, c[i].rb);
+        ck_assert_msg(q == c[i].want, "sr(%g, %u) = %g, want %g", c[i].v, c[i].rb, q, c[i].want);
+    }
+    ck_assert(fp4s_e2m1_sr(NAN, 0) == 6.0f && signbit(fp4s_e2m1_sr(-0.1f, 0)));
+    /* unbiased over the 256 bit patterns inside the grid */
+    float vs[] = {0.3f, 0.77f, 1.31f, 2.45f, 3.3f, 4.9f};
+    for (size_t i = 0; i < 6; i++) {
+        double m = 0;
+        for (int rb = 0; rb < 256; rb++) m += fp4s_e2m1_sr(vs[i], (uint8_t)rb);
+        double step = vs[i] >= 4 ? 2 : vs[i] >= 2 ? 1 : 0.5;
+        ck_assert_msg(fabs(m / 256 - vs[i]) <= step / 256 + 1e-7, "mean of sr(%g) = %g", vs[i], m / 256);
+    }
+    /* the quantizer: same bits for the same seed whatever the chunking, others for another seed */
+    const size_t rows = 32, cols = 64;
+    float *x = act(rows, cols, 31), *a = malloc(rows * cols * sizeof *a), *b = malloc(rows * cols * sizeof *b);
+    fp4s_spec s = spec(FP4S_NVFP4, "te-sr");
+    ck_assert(s.sr && s.sr_seed == 1);
+    fp4s_tscale ts;
+    ck_assert_int_eq(fp4s_tscale_init(&s, fp4s_amax(x, rows, cols, cols, NULL), &ts), 0);
+    fp4s_qout o = {0};
+    o.dequant = a;
+    o.ld_dequant = cols;
+    ck_assert_int_eq(fp4s_quantize(&s, &ts, x, rows, cols, cols, 0, &o, NULL), 0);
+    o.dequant = b;
+    for (size_t r0 = 0; r0 < rows; r0 += 5)
+        ck_assert_int_eq(fp4s_quantize(&s, &ts, x + r0 * cols, rows - r0 < 5 ? rows - r0 : 5, cols, cols, r0,
+                                       &(fp4s_qout){.dequant = b + r0 * cols, .ld_dequant = cols}, NULL), 0);
+    ck_assert(!memcmp(a, b, rows * cols * sizeof *a));
+    s.sr_seed = 2;
+    o.dequant = b;
+    ck_assert_int_eq(fp4s_quantize(&s, &ts, x, rows, cols, cols, 0, &o, NULL), 0);
+    ck_assert(memcmp(a, b, rows * cols * sizeof *a));
+    /* ggml's level search and 4over6 refuse it */
+    fp4s_spec g = spec(FP4S_NVFP4, "ggml");
+    g.sr = true;
+    ck_assert_int_eq(fp4s_spec_check(&g), FP4S_ENOTSUP);
+    free(x);
+    free(a);
+    free(b);
+}
+END_TEST
+
+START_TEST(four_over_six_hand_computed)
+{
+    /* tensor amax 6 with the 256 bound: S_enc = 1536/6 = 256, S_dec = 2^-8, both exact; base = 256 for a
+     * block of max 6: map-to-6 scale 256 (byte 0x78), map-to-4 scale 384 (byte 0x7C), dequant q * 1.5.
+     * Block 0 [6, 4.5, 2.25, 0.75]: exact on the map-to-4 grid {0, .75, 1.5, 2.25, 3, 4.5, 6}, while
+     * map-to-6 errs by 0.5 + 0.25 + 0.25: map-to-4 (codes 6 5 3 1). Block 1 [6, 4, 3, 1]: exact on the
+     * map-to-6 grid, map-to-4 gives 4.5 for 4: map-to-6 (codes 7 6 5 2). */
+    float x[32] = {0};
+    x[0] = 6;
+    x[1] = 4.5f;
+    x[2] = 2.25f;
+    x[3] = 0.75f;
+    x[16] = 6;
+    x[17] = 4;
+    x[18] = 3;
+    x[19] = 1;
+    fp4s_spec s = spec(FP4S_NVFP4, "te-4over6");
+    fp4s_tscale ts;
+    ck_assert_int_eq(fp4s_tscale_init(&s, 6.0f, &ts), 0);
+    ck_assert(ts.s_enc == 256.0f && ts.s_dec == 0x1p-8f);
+    uint8_t codes[32], scales[2];
+    float dq[32];
+    fp4s_qout o = {codes, 32, scales, 2, NULL, 0, dq, 32};
+    fp4s_qstats st = {0};
+    ck_assert_int_eq(fp4s_quantize(&s, &ts, x, 1, 32, 32, 0, &o, &st), 0);
+    ck_assert_msg(scales[0] == 0x7C && scales[1] == 0x78, "scales %02x %02x", scales[0], scales[1]);
+    const uint8_t want[8] = {6, 5, 3, 1, 7, 6, 5, 2};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_msg(codes[i] == want[i], "block 0 code %d = %u", i, codes[i]);
+        ck_assert_msg(codes[16 + i] == want[4 + i], "block 1 code %d = %u", i, codes[16 + i]);
+        ck_assert_msg(dq[i] == x[i] && dq[16 + i] == x[16 + i], "dequant %d: %g %g", i, dq[i], dq[16 + i]);
+    }
+    ck_assert(st.err2 == 0.0);
+    /* the plain te recipe (448 bound) cannot represent 4.5, 2.25, 0.75 on one scale: errors */
+    fp4s_spec te = spec(FP4S_NVFP4, "te");
+    ck_assert_int_eq(fp4s_tscale_init(&te, 6.0f, &ts), 0);
+    fp4s_qstats st2 = {0};
+    ck_assert_int_eq(fp4s_quantize(&te, &ts, x, 1, 32, 32, 0, &o, &st2), 0);
+    ck_assert(st2.err2 > 0.3);
+    /* 2-D: the tile's rows vote by their summed error: row 0 as block 0, the others zero -> map-to-4 */
+    float t[16 * 16] = {0};
+    memcpy(t, x, 16 * sizeof *t);
+    fp4s_spec s2 = spec(FP4S_NVFP4, "te-4over6-2d");
+    ck_assert_int_eq(fp4s_tscale_init(&s2, 6.0f, &ts), 0);
+    uint8_t c2[256], sc2[16];
+    fp4s_qout o2 = {c2, 16, sc2, 1, NULL, 0, NULL, 0};
+    ck_assert_int_eq(fp4s_quantize(&s2, &ts, t, 16, 16, 16, 0, &o2, NULL), 0);
+    for (int r = 0; r < 16; r++) ck_assert_msg(sc2[r] == 0x7C, "row %d scale %02x", r, sc2[r]);
+    /* MSE and the 448 bound: bound 448 gives S_enc = 448 and this block's map-to-4 scale 672 clamps to 448 */
+    s.nv_4over6_err = FP4S_4OVER6_MSE;
+    ck_assert_int_eq(fp4s_spec_check(&s), 0);
+    s.nv_scale_bound = 300;
+    ck_assert_int_eq(fp4s_spec_check(&s), FP4S_EINVAL);
+    te.nv_scale_bound = 448;
+    ck_assert_int_eq(fp4s_spec_check(&te), FP4S_EINVAL); /* the bound belongs to te-4over6 */
+}
+END_TEST
+
+START_TEST(rht_hand_computed)
+{
+    /* R = diag(s) H16 / 4: a one-hot row e_k becomes s_k H[k][:] / 4; sixteen ones become
+     * sum_i s_i H[i][j] / 4, which for j = 0 is (6 - 10) / 4 = -1 with TE's signs */
+    fp4s_spec s = spec(FP4S_NVFP4, "te-rht");
+    ck_assert(s.rht && s.rht_signs == 0xD7E8);
+    float x[16], y[16];
+    for (int k = 0; k < 16; k++) {
+        memset(x, 0, sizeof x);
+        x[k] = 1;
+        ck_assert_int_eq(fp4s_rht_apply(&s, x, 1, 16, 16, y, 16), 0);
+        for (int j = 0; j < 16; j++) {
+            float sk = (0xD7E8 >> k) & 1 ? -1.0f : 1.0f;
+            float h = (__builtin_popcount((unsigned)(k & j)) & 1) ? -1.0f : 1.0f;
+            ck_assert_msg(y[j] == 0.25f * sk * h, "e_%d -> y[%d] = %g", k, j, y[j]);
+        }
+    }
+    for (int k = 0; k < 16; k++) x[k] = 1;
+    ck_assert_int_eq(fp4s_rht_apply(&s, x, 1, 16, 16, y, 16), 0);
+    ck_assert_msg(y[0] == -1.0f, "y0 = %g", y[0]);
+    /* the output is rounded to BF16: 1 + 2^-10 in one place gives a value off the BF16 grid */
+    x[0] = 1.0f + 0x1p-10f;
+    for (int k = 1; k < 16; k++) x[k] = 0;
+    ck_assert_int_eq(fp4s_rht_apply(&s, x, 1, 16, 16, y, 16), 0);
+    ck_assert(y[0] == 0.25f); /* 0.25 + 2^-12 rounds to 0.25 in BF16 */
+    /* the quantizer with the RHT is the plain quantizer of the rotated rows, with their amax */
+    const size_t rows = 24, cols = 64;
+    float *xa = act(rows, cols, 41), *xr = malloc(rows * cols * sizeof *xr);
+    float *a = malloc(rows * cols * sizeof *a), *b = malloc(rows * cols * sizeof *b);
+    ck_assert_int_eq(fp4s_rht_apply(&s, xa, rows, cols, cols, xr, cols), 0);
+    fp4s_spec te = spec(FP4S_NVFP4, "te");
+    fp4s_tscale t1, t2;
+    float am = fp4s_spec_amax(&s, xa, rows, cols, cols, NULL);
+    ck_assert(am == fp4s_amax(xr, rows, cols, cols, NULL));
+    ck_assert_int_eq(fp4s_tscale_init(&s, am, &t1), 0);
+    ck_assert_int_eq(fp4s_tscale_init(&te, am, &t2), 0);
+    ck_assert_int_eq(fp4s_quantize(&s, &t1, xa, rows, cols, cols, 0, &(fp4s_qout){.dequant = a, .ld_dequant = cols},
+                                   NULL), 0);
+    ck_assert_int_eq(fp4s_quantize(&te, &t2, xr, rows, cols, cols, 0, &(fp4s_qout){.dequant = b, .ld_dequant = cols},
+                                   NULL), 0);
+    ck_assert(!memcmp(a, b, rows * cols * sizeof *a));
+    /* (X R)(W R)^T = X W^T: the item rht with BF16 everywhere else is X W^T up to BF16 rounding */
+    fp4s_spec nv = spec(FP4S_NVFP4, "te"), nvw;
+    fp4s_remedy_weight_spec(&nv, -1, &nvw);
+    float *w = wgt(16, cols, 42);
+    fp4s_remedy r = R("rht");
+    fp4s_rlinear *L;
+    ck_assert_int_eq(fp4s_rlinear_open(&r, &nv, &nvw, w, 16, cols, cols, &L), 0);
+    fp4s_rlinear_close(&L);
+    r = R("rht:none");
+    ck_assert(r.rht && r.rht_signs == 0);
+    r = R("rht:0x00ff");
+    ck_assert(r.rht_signs == 0xff);
+    expect_err("rht:0x1ffff", FP4S_ERANGE, "SIGNS must fit 16 bits");
+    expect_err("rht:maybe", FP4S_EINVAL, "expected te, none or a 16-bit mask");
+    free(xa);
+    free(xr);
+    free(a);
+    free(b);
+    free(w);
+}
+END_TEST
+
 START_TEST(plan_hand_computed)
 {
     /* site 0: (0, 10) (1, 4) (3, 3) and (2, 3.9) above its hull; site 1: (0, 8) (2, 2) (4, 1.5) */
@@ -676,6 +863,9 @@ int main(void)
         {"cost_hand_computed", cost_hand_computed},
         {"plan_hand_computed", plan_hand_computed},
         {"capture_tokens_written_and_checked", capture_tokens_written_and_checked},
+        {"stochastic_rounding_hand_computed", stochastic_rounding_hand_computed},
+        {"four_over_six_hand_computed", four_over_six_hand_computed},
+        {"rht_hand_computed", rht_hand_computed},
         {"accelerators_and_time", accelerators_and_time},
 #if FP4S_HAVE_BLAS
         {"none_is_the_quantized_gemm", none_is_the_quantized_gemm},

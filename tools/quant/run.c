@@ -42,6 +42,16 @@ static void run_free(run_t *r)
     free(r->deq);
 }
 
+/* the finite amax of a chunk, of its rows after the RHT for a spec that has it;
+ * nonfinite (when not NULL) counts the input's NaN and Inf */
+static float chunk_amax(const fp4s_spec *s, const float *x, size_t n, size_t cols, uint64_t *nonfinite)
+{
+    if (!s->rht) return fp4s_amax(x, n, cols, cols, nonfinite);
+    fp4s_spec f = *s;
+    f.tensor_amax = FP4S_TAMAX_FINITE;
+    return fp4s_spec_amax(&f, x, n, cols, cols, nonfinite);
+}
+
 static int run_chunk(run_t *r, const float *x, size_t n, size_t pcols, size_t row0)
 {
     fp4s_qout o = {0};
@@ -257,21 +267,22 @@ void job_open(job *j)
     j->xb[1] = xcalloc(chunk, j->pcols * sizeof(float));
     j->rd = (stage){.fn = read_fn, .j = j, .h5 = !ends_with(j->input, ".npy") && !strstr(j->input, ".safetensors")};
 
-    /* pass 1: amax */
-    float amax = 0.0f;
+    /* pass 1: amax (each spec's own: after the RHT for a spec that has it) */
+    float amax = 0.0f, amax2 = 0.0f;
     if (needs_amax(s1) || (j->diff && needs_amax(&j->r2.spec))) {
         read_next(j, 0, 0);
         for (size_t r0 = 0, k = 0; r0 < j->rows; r0 += chunk, k ^= 1) {
             size_t n = j->rows - r0 < chunk ? j->rows - r0 : chunk;
             if ((rc = stage_wait(&j->rd))) job_fail(j, rc);
             read_next(j, r0 + n, (int)(k ^ 1));
-            amax = fmaxf(amax, fp4s_amax(j->xb[k], n, j->pcols, j->pcols, &j->amax_nonfinite));
+            amax = fmaxf(amax, chunk_amax(s1, j->xb[k], n, j->pcols, &j->amax_nonfinite));
+            if (j->diff) amax2 = fmaxf(amax2, chunk_amax(&j->r2.spec, j->xb[k], n, j->pcols, NULL));
             cli_progress(r0 + n, 2 * (uint64_t)j->rows);
         }
         j->passes = 2;
     }
     rc = fp4s_tscale_init(s1, amax, &j->r1.ts);
-    if (!rc && j->diff) rc = fp4s_tscale_init(&j->r2.spec, amax, &j->r2.ts);
+    if (!rc && j->diff) rc = fp4s_tscale_init(&j->r2.spec, amax2, &j->r2.ts);
     if (rc) job_fail(j, rc);
 
     run_alloc(&j->r1, chunk, j->rows, j->pcols, j->diff || j->dequant);

@@ -29,6 +29,19 @@ FP4S_API const char *fp4s_tie_name(fp4s_tie t);
  * a negative value that rounds to zero gets code 8 (-0) when true, 0 when false. */
 FP4S_API uint8_t fp4s_e2m1_encode(float v, fp4s_tie tie, bool keep_neg_zero);
 FP4S_API float fp4s_e2m1_decode(uint8_t code); /* low 4 bits used */
+/* Stochastic rounding of v (already scaled) onto the E2M1 grid with the 8
+ * random bits rbits, TransformerEngine's stochastic_round_fp4_e2m1
+ * (transformer_engine/common/util/ptx.cuh, commit d0067d0: the software form
+ * of cvt.rs.satfinite.e2m1x4.f32), in fp32: u = rbits / 256, a = |v|, step
+ * 0.5 below 2, 1 below 4, else 2; t = a + u step; q = min(floor(t / step(t))
+ * step(t), 6) with the step of t; sign of v (NaN -> +6). Returns the signed
+ * grid value (-0 for a negative v that rounds to 0). */
+FP4S_API float fp4s_e2m1_sr(float v, uint8_t rbits);
+/* The 8 random bits of element i (its index in the whole tensor, row * cols +
+ * col) for stochastic rounding with a seed: the top byte of
+ * mix(seed * 2^32 + 0x632BE59BD9B4E019 + (i + 1) * 0x9E3779B97F4A7C15), mix
+ * the finalizer of splitmix64. */
+FP4S_API uint8_t fp4s_sr_bits(uint32_t seed, uint64_t i);
 
 /* ---- E4M3 ("FN"): S EEEE MMM, bias 7, max 448, S.1111.111 = NaN --------- */
 /* Round to nearest with the tie rule; |v| > 448 (after rounding) saturates to

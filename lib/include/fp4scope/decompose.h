@@ -164,7 +164,9 @@ FP4S_API int fp4s_decomp_add(fp4s_decomp *d, const float *x, size_t nrows, size_
                              size_t row0);
 
 /* Same, with Q(x) already computed by the caller: q = dequantized values,
- * codes and scales as fp4s_quantize writes them (unpacked). */
+ * codes and scales as fp4s_quantize writes them (unpacked). With a spec that
+ * has the RHT, fp4s_decomp_add decomposes the rotated rows (the quantizer's
+ * input); here x must already be rotated (fp4s_rht_apply). */
 FP4S_API int fp4s_decomp_add_quantized(fp4s_decomp *d, const float *x, size_t ld,
                                        const float *q, size_t ldq,
                                        const uint8_t *codes, size_t ldc,

@@ -68,6 +68,35 @@
  *   1x16 row segments.
  * saturated: |scaled x| > 6 (FP8: > 448); for ggml NVFP4 |x| > 6*s.
  * scale_underflow (NVFP4): blocks with amax > 0 whose scale has exponent field 0.
+ * NVFP4 te-4over6 (TransformerEngine reference_nvfp4.py
+ *   _quantize_blockwise_4over6_reference, commit d0067d0): S_enc = min(6B /
+ *   amax, FLT_MAX) with B = spec->nv_scale_bound (256 unless 448: 1536/amax or
+ *   2688/amax), S_dec = 1/S_enc; per tile (1x16, or 16x16 for tile2d) base =
+ *   (amax_b / 6) * S_enc; two candidates s6 = e4m3(min(base, 448)) and
+ *   s4 = e4m3(min(base * 1.5, 448)); for each, enc = min(1/(float(s)*S_dec),
+ *   FLT_MAX), q = enc(clamp(x * enc, -6, 6)) and per row err = sum over the 16
+ *   elements, in order, of |((float(q) * float(s)) * amax) / (6B) - x| (MAE,
+ *   the default) or its square (nv_4over6_err MSE), all fp32; 16x16 tiles add
+ *   the row errors in TE's tree (rows i + (i+8), then +4, +2, +1; missing rows
+ *   of a last tile 0). The map-to-4 candidate wins when its error is strictly
+ *   smaller. Dequant (q * s_b) * S_dec. Reference kernel only.
+ * Stochastic rounding (spec->sr): the element code is that of
+ *   fp4s_e2m1_sr(v, fp4s_sr_bits(sr_seed, i)) (codec.h) instead of the tie
+ *   rule, v the scaled element (x * 2^-k, x * enc or x / t), i = row * cols +
+ *   col its index in the whole tensor (row counted from row0 of the chunk, so
+ *   chunking and threads do not change it); an exact zero follows zero_in, a
+ *   negative value rounded to 0 gets code 8 under keep_neg_zero. Reference
+ *   kernel only (ggml's search recipe and te-4over6 refuse it).
+ * RHT (spec->rht, TransformerEngine nvfp4_tensor.py get_rht_matrix and
+ *   reference_nvfp4.py _apply_rht): before anything else each 16-element
+ *   block of a row becomes y = x R, R = diag(s) H16 / 4 with H16 Sylvester's
+ *   Hadamard matrix and s_i = -1 where bit i of rht_signs is set
+ *   (FP4S_RHT_TE_SIGNS: TE's sign vector); each y_j is computed exactly (in
+ *   double), rounded to float32 and then to BF16 (RNE), as TE's BF16 matmul
+ *   with FP32 accumulation rounds it for BF16 inputs. fp4s_quantize rotates
+ *   the chunk itself, and the codes, scales and dequantized values are those
+ *   of the rotated rows (R is orthogonal: (X R)(W R)^T = X W^T). The tensor
+ *   amax must be the rotated tensor's: fp4s_spec_amax.
  * FP8: scale = amax/448 over the tile's finite values (1 for an all-zero tile;
  *   per tensor: fp4s_tscale.fp8_scale); code = fp4s_e4m3_encode(x / scale, tie)
  *   (NaN -> 0x7F, Inf -> +-448); dequant e4m3_decode(code) * scale. FP8 per
@@ -127,14 +156,20 @@ FP4S_API void fp4s_qstats_merge(fp4s_qstats *into, const fp4s_qstats *from);
  * stride ld (elements); non-finite values are counted in *nonfinite if not NULL. */
 FP4S_API float fp4s_amax(const float *x, size_t rows, size_t cols, size_t ld, uint64_t *nonfinite);
 
-/* The tensor amax the spec's engine takes (spec->tensor_amax): fp4s_amax for
- * FP4S_TAMAX_FINITE; for FP4S_TAMAX_ALL +Inf if a value is infinite and NaN if
+/* The tensor amax the spec's engine takes (spec->tensor_amax), of the rows
+ * after the RHT when the spec has one (spec->rht: block by block, no
+ * allocation): fp4s_amax for FP4S_TAMAX_FINITE; for FP4S_TAMAX_ALL +Inf if a value is infinite and NaN if
  * one is NaN, as torch.max(torch.abs(x)) gives them. Chunked callers merge
  * the chunks' values with fp4s_amax_merge (NaN if either is NaN, else the
  * larger), which for finite values is fmaxf. */
 FP4S_API float fp4s_spec_amax(const fp4s_spec *s, const float *x, size_t rows, size_t cols, size_t ld,
                               uint64_t *nonfinite);
 FP4S_API float fp4s_amax_merge(float a, float b);
+
+/* TransformerEngine's random Hadamard transform (spec->rht) of x [rows, cols]
+ * into y: see the RHT at the top. cols must be a multiple of 16. */
+FP4S_API int fp4s_rht_apply(const fp4s_spec *s, const float *x, size_t rows, size_t cols, size_t ld, float *y,
+                            size_t ldy);
 
 /* Tensor scale for a spec from the tensor amax (>= 0; NaN and +Inf only for
  * an NVFP4 spec with tensor_amax FP4S_TAMAX_ALL, where they give what the

@@ -34,6 +34,15 @@
  *     aqn:SIGMA[:SEED][:TARGET]  adaptive quantization noise, SIGMA in
  *                     [0, 1], SEED an integer (default 1), TARGET gain
  *                     (default) | weight | elem
+ *   engine remedies (TransformerEngine, as spec options: quant.h):
+ *     4over6[:mae|mse][:256|448]  NVFP4 te 4over6 block scaling (the recipe
+ *                     te-4over6; error MAE and tensor-scale bound 256 by default)
+ *     rht[:SIGNS]     TE's 16-point random Hadamard transform of both operands
+ *                     along K, SIGNS te (default, TE's sign vector) | none | a
+ *                     16-bit mask 0xHHHH
+ *     sr[:SEED]       stochastic rounding of the elements (TE's arithmetic), SEED
+ *                     an integer (default 1); the evaluation also averages over
+ *                     sr_seeds seeds for the bias
  *   Components of one item are distinct; rac and rac-rand exclude each other.
  *   Optional parameters after the first are told apart by their form (a
  *   number is a SEED, a word a RESID or TARGET) and may come in any order.
@@ -87,6 +96,12 @@
  *   (NVFP4: r gets its own tensor scale), value q1 + ALPHA q2 in fp32. Cost:
  *   a second FP4 operand: every pair of FP4 terms of the two operands is one
  *   more FP4 GEMM (2 for one operand, 4 for both).
+ * 4over6, rht, sr: the operands' specs become the engine's (fp4s_spec
+ *   nv_recipe te-4over6, rht, sr); 4over6 and sr follow `operands`, rht
+ *   always rotates both (X R)(W R)^T = X W^T, and everything else of the item
+ *   runs in the rotated coordinates. 4over6 needs an NVFP4 TE-recipe spec;
+ *   specs with rht set (te-rht) are refused (FP4S_ENOTSUP): the rotation is
+ *   the item rht, which turns both operands together.
  * rac:R (residual activation compensation): with X^ the activation after the
  *   steps above (Qa(X) for rac alone) and E = X - X^ (exact; its norms in
  *   double), rank the channels by ||E_k||^2 over the tokens of the tensor (or
@@ -188,8 +203,17 @@ typedef struct fp4s_remedy {
     double aqn_sigma;
     uint64_t aqn_seed;           /* default 1 */
     fp4s_aqn_target aqn_target;
-    /* the operands mbs, of and keep modify */
+    /* the operands mbs, of, keep, 4over6 and sr modify */
     fp4s_operands operands;
+    /* engine remedies */
+    bool e4over6;                /* 4over6 */
+    fp4s_4over6_err e4over6_err; /* default MAE */
+    uint16_t e4over6_bound;      /* 0 (256) or 448 */
+    bool rht;
+    uint16_t rht_signs;          /* default FP4S_RHT_TE_SIGNS */
+    bool sr;
+    uint32_t sr_seed;            /* default 1 */
+    uint32_t sr_seeds;           /* seeds the evaluation averages over for sr_bias (default 8) */
 } fp4s_remedy;
 
 /* "none" with every parameter at its default. */
@@ -366,6 +390,8 @@ typedef struct fp4s_remedy_result {
     double act_rel_error;            /* ||X^ - X|| / ||X|| (X^: what multiplies W, rac included) */
     double weight_rel_error;         /* ||W^ - W|| / ||W|| */
     double noise_rel;                /* aqn: ||X g - X|| / ||X|| or ||W' - W|| / ||W||; NaN without aqn */
+    double sr_bias;                  /* sr: ||mean over sr_seeds seeds of Y^ - Y_bf16|| / ||Y_bf16||; NaN without sr */
+    double sr_error_spread;          /* sr: standard deviation over the seeds of out_rel_error */
     fp4s_decomp_result act_before;   /* X under Qa (trainer items: X_t) */
     fp4s_decomp_result act_after;    /* the same identities with X^ in place of Qa(X) */
     double removable_before;         /* 1 - ratio_deadzone - ratio_grid of act_before */

@@ -96,8 +96,23 @@ typedef enum fp4s_nv_recipe {
                                    * q = E2M1(x * min(1/(s_b*(1/S)), FLT_MAX)), divisions flush */
     FP4S_NV_VLLM = 9,             /* vLLM / SGLang scaled_fp4_quant: as FLASHINFER with IEEE multiplies,
                                    * and a block whose scale rounds to 0 quantizes to zeros */
+    FP4S_NV_TE_4OVER6 = 10, /* TransformerEngine 4over6: per block the better of map-to-6 and map-to-4 */
     FP4S_NV_RECIPE_COUNT  /* number of recipes (not a recipe) */
 } fp4s_nv_recipe;
+
+/* TransformerEngine's 4over6 (recipe te-4over6): the error that chooses
+ * between a block's map-to-4 and map-to-6 candidates (reference_nvfp4.py
+ * nvfp4_4over6_err_mode). */
+typedef enum fp4s_4over6_err {
+    FP4S_4OVER6_MAE = 0,  /* sum of |x^ - x| (TE's default) */
+    FP4S_4OVER6_MSE = 1,  /* sum of (x^ - x)^2 */
+    FP4S_4OVER6_COUNT
+} fp4s_4over6_err;
+
+/* TransformerEngine's random Hadamard transform sign vector as a mask (bit i
+ * set: sign -1 at position i): get_wgrad_sign_vector() of
+ * transformer_engine/pytorch/tensor/nvfp4_tensor.py. */
+#define FP4S_RHT_TE_SIGNS 0xD7E8u
 
 /* Which value is recorded as "the tensor scale" in outputs (the arithmetic
  * is the recipe's). */
@@ -188,7 +203,16 @@ typedef struct fp4s_spec {
     char profile[32];           /* profile the spec started from ("" if none) */
     fp4s_tensor_amax tensor_amax; /* NVFP4: what the tensor amax is taken over */
     fp4s_mx_elem mx_elem;       /* MXFP4: the elements' factor from the scale code (default EXACT) */
-    uint32_t reserved[14];      /* zero; room for fields added later */
+    /* engine options (TransformerEngine; zero in every profile but te-4over6*, te-rht, te-sr;
+     * the arithmetic is in quant.h) */
+    fp4s_4over6_err nv_4over6_err; /* te-4over6: the candidate error (default MAE) */
+    uint16_t nv_scale_bound;    /* te-4over6: the E4M3 bound B of the tensor scale S_enc = 6 B / amax:
+                                 * 256 or 448; 0 means 256 (TE's nvfp4_4over6_e4m3_use_256 default) */
+    uint16_t rht_signs;         /* rht: the sign mask (FP4S_RHT_TE_SIGNS; 0: no signs) */
+    bool rht;                   /* TE's 16-point random Hadamard transform of each row before quantizing */
+    bool sr;                    /* stochastic rounding of the E2M1 elements (TE's arithmetic) */
+    uint32_t sr_seed;           /* sr: the seed of the random bits */
+    uint32_t reserved[10];      /* zero; room for fields added later */
 } fp4s_spec;
 
 /* sizeof(fp4s_spec) of the library (for callers that allocate it blindly). */
