@@ -4,11 +4,7 @@
 # range, missing sites and weights, non-finite data), the --json / --csv / -o
 # contracts, outputs that would replace an input, capture mode and --plan.
 set -eu
-PY=""
-for p in python3 /usr/bin/python3; do
-    if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import numpy, h5py' 2>/dev/null; then PY=$p; break; fi
-done
-[ -n "$PY" ] || { echo "cli.sh: no python3 with numpy and h5py (test dependencies)" >&2; exit 1; }
+. "${FP4S_SRCDIR:?}/tests/python.sh"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cd "$T"
@@ -149,8 +145,7 @@ grep -q "total: extra 0.00% of the W4A4 FLOPs" out.txt || fail "--plan 0 must sp
 expect 2 "no rollout item" $R --plan 0.1 --remedy wfq,bf16 "$FP4S_SRCDIR/datasets/synth-tiny.h5"
 
 # --- the logits path ---
-FP4SCOPE_LIB="$FP4S_BUILDDIR/libfp4scope.so" "$PY" "$FP4S_SRCDIR/tests/remedy/make_logits_capture.py" lg.h5 6 \
-    || fail "make_logits_capture.py"
+"$FP4S_BUILDDIR/tests/remedy/make_logits_capture" lg.h5 6 || fail "make_logits_capture"
 expect 0 "" $R -f nvfp4 --logits --remedy none,rac:0.5 lg.h5
 grep -q "^all 3 steps" out.txt || fail "--logits: no pooled table"
 expect 0 "" $R -f nvfp4 --logits --steps 1 --remedy wfq,none,rac:1:bf16 --json -o lg.json lg.h5

@@ -3,7 +3,7 @@
 # fp4-compare(1) on small fixtures; each must exit 0 and print something.
 set -eu
 . "${FP4S_SRCDIR:?}/tests/python.sh"
-# make_logits_capture.py writes through the library (the Python adapter)
+# make_logits_capture (C, the library's capture writer) makes the logits capture
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cd "$T"
@@ -17,7 +17,7 @@ np.save("w.npy", (0.05 * rng.standard_normal((96, 256))).astype(np.float32))
 PYEOF
 fp4-capture synth -o cap.h5 --seed 2 --layers 2 --experts 2 --top-k 1 --tokens 32 --hidden 64 \
     --out-features 32 --hot-channels 2 --steps 2 --act-every 1 --seqs 2 --seq-len 8 >/dev/null
-FP4SCOPE_LIB="${FP4S_BUILDDIR:?}/libfp4scope.so" "$PY" "$FP4S_SRCDIR/tests/remedy/make_logits_capture.py" lg.h5
+"${FP4S_BUILDDIR:?}/tests/remedy/make_logits_capture" lg.h5
 n=0
 for page in fp4-remedy.1 fp4-compare.1; do
     sed -n '/^\.SH EXAMPLES/,/^\.SH /p' "$FP4S_SRCDIR/man/$page" |

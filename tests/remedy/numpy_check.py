@@ -684,10 +684,10 @@ def check_logits(work):
     """fp4-remedy --logits on a generated capture against the log-probs computed here."""
     import h5py
     cap = os.path.join(work, "logits.h5")
-    gen = os.path.join(os.path.dirname(os.path.abspath(__file__)), "make_logits_capture.py")
-    r = subprocess.run([sys.executable, gen, cap, "5"], capture_output=True, text=True)
+    gen = os.path.join(os.environ["FP4S_BUILDDIR"], "tests", "remedy", "make_logits_capture")
+    r = subprocess.run([gen, cap, "5"], capture_output=True, text=True)
     if r.returncode != 0:
-        print("FAIL make_logits_capture.py: %s" % r.stderr.strip())
+        print("FAIL make_logits_capture: %s" % r.stderr.strip())
         return 1
     items = ["none", "rac:0.25", "rac:1:bf16", "of:0.5", "keep:1", "aqn:0.05"]
     r = subprocess.run(["fp4-remedy", "-f", "nvfp4", "-p", "te", "--logits", "--remedy", ",".join(items), "--json",
