@@ -340,8 +340,11 @@ def mx(rule, tie="rne", knz=True, zin="sign", nf="scale-nan", zero=0, elem="exac
     return dict(rule=rule, tie=tie, knz=knz, zin=zin, nf=nf, zero=zero, elem=elem)
 
 
-def nv(recipe, tie="rne", knz=True, zin="sign", nf="scale-nan", tile2d=False, tamax="finite", gs="decode"):
-    return dict(recipe=recipe, tie=tie, knz=knz, zin=zin, nf=nf, tile2d=tile2d, tamax=tamax, gs=gs)
+def nv(recipe, tie="rne", knz=True, zin="sign", nf="scale-nan", tile2d=False, tamax="finite", gs="decode",
+       bound=256, err="mae", rht=None, sr=None):
+    # bound, err: te-4over6's tensor-scale bound and error; rht: the sign mask of a transform first; sr: the seed
+    return dict(recipe=recipe, tie=tie, knz=knz, zin=zin, nf=nf, tile2d=tile2d, tamax=tamax, gs=gs, bound=bound,
+                err=err, rht=rht, sr=sr)
 
 
 PROFILES = {
@@ -375,6 +378,10 @@ PROFILES = {
     "brevitas-ceil": {"mxfp4": mx("ceil-log2f-min", zero=92)},
     "te": {"mxfp4": mx("ceil-log2f", zin="pos"), "nvfp4": nv("te", zin="pos", gs="encode", tamax="all")},
     "te-2d": {"nvfp4": nv("te", zin="pos", gs="encode", tamax="all", tile2d=True)},
+    "te-4over6": {"nvfp4": nv("te-4over6", zin="pos", gs="encode", tamax="all")},
+    "te-4over6-2d": {"nvfp4": nv("te-4over6", zin="pos", gs="encode", tamax="all", tile2d=True)},
+    "te-rht": {"nvfp4": nv("te", zin="pos", gs="encode", tamax="all", rht=0xD7E8)},
+    "te-sr": {"nvfp4": nv("te", zin="pos", gs="encode", tamax="all", sr=1)},
     "modelopt": {"mxfp4": mx("ceil-log2f", tie="rtz", zin="neg"), "nvfp4": nv("modelopt", zin="pos")},
     "ggml": {"mxfp4": mx("log2f", tie="rtz", knz=False, zin="pos", nf="ignore"),
              "nvfp4": nv("ggml", tie="rtz", knz=False, zin="pos", nf="ignore", gs="none")},
@@ -541,10 +548,138 @@ def ggml_best(v, s, knz):
     return best | (8 if math.copysign(1.0, float(v)) < 0 else 0)
 
 
+# ---- TransformerEngine's options (fp4scope-formats(7): te-4over6, te-rht, te-sr) -------------------
+def bf16_round(v):
+    """float32 -> BF16 (RNE on the bit pattern) -> float32; NaN stays NaN."""
+    v = f32(v)
+    if isnan(v):
+        return v
+    u = bits(v)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return fb(u)
+
+
+def rht_rows(x, signs):
+    """Each 16-block of each row times diag(s) H16 / 4: the sum in double in k order (the terms x*(+-1/4) are
+    exact), rounded to float32, then to BF16."""
+    rows, cols = x.shape
+    y = np.zeros_like(x)
+    for r in range(rows):
+        for c0 in range(0, cols, 16):
+            for j in range(16):
+                acc = 0.0
+                for k in range(16):
+                    h = -1.0 if bin(k & j).count("1") % 2 else 1.0
+                    sk = -0.25 if (signs >> k) & 1 else 0.25
+                    acc += float(x[r, c0 + k]) * (sk * h)
+                with np.errstate(over="ignore"):
+                    y[r, c0 + j] = bf16_round(f32(acc))
+    return y
+
+
+def sr_bits(seed, i):
+    """The top byte of splitmix64's finalizer of seed 2^32 + 0x632BE59BD9B4E019 + (i + 1) 0x9E3779B97F4A7C15."""
+    m = (1 << 64) - 1
+    z = ((seed << 32) + 0x632BE59BD9B4E019 + (i + 1) * 0x9E3779B97F4A7C15) & m
+    z ^= z >> 30
+    z = (z * 0xBF58476D1CE4E5B9) & m
+    z ^= z >> 27
+    z = (z * 0x94D049BB133111EB) & m
+    z ^= z >> 31
+    return z >> 56
+
+
+def sr_code(t, rb, knz, zin):
+    """TE's stochastic_round_fp4_e2m1 of the scaled element t with 8 random bits, in float32; 0 and NaN as the
+    deterministic codec; a negative t rounded to 0 keeps its sign under keep_neg_zero."""
+    t = f32(t)
+    if t == 0 or isnan(t):
+        return e2m1(t, "rne", knz, zin)
+    with np.errstate(all="ignore"):
+        u = f32(rb) * f32(1.0 / 256.0)
+        a = abs(t)
+        step = f32(2) if a >= 4 else f32(1) if a >= 2 else f32(0.5)
+        tt = f32(a + f32(u * step))
+        step_t = f32(2) if tt >= 4 else f32(1) if tt >= 2 else f32(0.5)
+        inv_t = f32(0.5) if tt >= 4 else f32(1) if tt >= 2 else f32(2)
+        q = min(f32(np.floor(f32(tt * inv_t)) * step_t), f32(6))
+    neg = math.copysign(1.0, float(t)) < 0
+    if q == 0:
+        return 8 if neg and knz else 0
+    return E2M1.index(Fr(float(q))) | (8 if neg else 0)
+
+
+def four6_tile(p, senc, sdec, amax, tile):
+    """te-4over6 on one tile (h rows x 16): (scale byte, codes [h][16]). Candidates map-to-6 (scale
+    e4m3(min(base, 448))) and map-to-4 (e4m3(min(1.5 base, 448))), base = (amax_b / 6) S_enc; per row the float32
+    sum in element order of |((q s) amax) / (6 B) - x| (or its square); 2-D tiles add the 16 row sums as TE's
+    warp reduction does (rows k and k + 8, then k + 4, k + 2, k + 1); the map-to-4 candidate wins only when
+    strictly smaller."""
+    denom = f32(2688) if p["bound"] == 448 else f32(1536)
+    am_b = scan(tile.ravel())[0]
+    h = tile.shape[0]
+    with np.errstate(all="ignore"):
+        base = f32(f32(am_b) / f32(6)) * senc
+        cand = []
+        for c in (base, f32(base * f32(1.5))):
+            if c > 448:
+                c = f32(448)
+            code = e4m3(c)
+            sbv = e4m3_f(code)
+            enc = f32(1) / f32(sbv * sdec)
+            if enc > FLT_MAX:
+                enc = FLT_MAX
+            codes, errs = [], [f32(0)] * 16
+            for i in range(h):
+                e, row = f32(0), []
+                for j in range(16):
+                    xv = f32(tile[i, j])
+                    v = f32(xv * enc)
+                    if v > 6:
+                        v = f32(6)
+                    if v < -6:
+                        v = f32(-6)
+                    q = e2m1(v, p["tie"], p["knz"], p["zin"])
+                    row.append(q)
+                    val = f32(f32(f32(f32(float(E2M1[q & 7]) * (-1 if q & 8 else 1)) * sbv) * amax) / denom)
+                    d = f32(val - xv)
+                    e = f32(e + (f32(d * d) if p["err"] == "mse" else abs(d)))
+                codes.append(row)
+                errs[i] = e
+            if p["tile2d"]:
+                r8 = [f32(errs[k] + errs[k + 8]) for k in range(8)]
+                r4 = [f32(r8[k] + r8[k + 4]) for k in range(4)]
+                r2 = [f32(r4[k] + r4[k + 2]) for k in range(2)]
+                tot = f32(r2[0] + r2[1])
+            else:
+                tot = errs[0]
+            cand.append((code, codes, tot))
+    pick = 1 if cand[1][2] < cand[0][2] else 0
+    return cand[pick][0], cand[pick][1]
+
+
 def quant_nv(p, x):
     rows, cols = x.shape
-    amax = tensor_amax(x, p["tamax"])
-    senc, sdec, stored = nv_tscale(p, amax)
+    if p["rht"] is not None:
+        # the transform first; the engine's amax is that of the rotated values (finite ones), NaN or Inf when
+        # the input holds one (the "all" amax)
+        _, _, nan, inf = scan(x.ravel())
+        x = rht_rows(x, p["rht"])
+        amax = f32(np.nan) if nan else f32(np.inf) if inf else scan(x.ravel())[1]
+    else:
+        amax = tensor_amax(x, p["tamax"])
+    if p["recipe"] == "te-4over6":
+        num = f32(2688) if p["bound"] == 448 else f32(1536)
+        with np.errstate(all="ignore"):
+            senc = f32(1) if amax == 0 else f32(num / f32(amax))
+        if senc > FLT_MAX:
+            senc = FLT_MAX
+        if senc == 0:
+            senc = f32(1)
+        sdec = f32(1) / senc
+        stored = senc
+    else:
+        senc, sdec, stored = nv_tscale(p, amax)
     if p["gs"] == "encode":
         stored = senc
     H = 16 if p["tile2d"] else 1
@@ -561,6 +696,11 @@ def quant_nv(p, x):
             if nan_block(p["nf"], nan, inf):
                 scales[r0:r0 + h, b] = 0x7F
                 continue
+            if p["recipe"] == "te-4over6":
+                code, cs = four6_tile(p, senc, sdec, amax, tile)
+                scales[r0:r0 + h, b] = code
+                codes[r0:r0 + h, 16 * b:16 * b + 16] = cs
+                continue
             code, sbv, op, fac = nv_block(p, senc, sdec, am)
             scales[r0:r0 + h, b] = code
             for i in range(h):
@@ -573,7 +713,12 @@ def quant_nv(p, x):
                     else:
                         with np.errstate(all="ignore"):
                             t = mul_ftz(v, fac) if op == "mul-ftz" else v * fac if op == "mul" else v / fac
-                        q = 7 if cvt and isnan(t) else e2m1(t, p["tie"], p["knz"], p["zin"])
+                        if cvt and isnan(t):
+                            q = 7
+                        elif p["sr"] is not None:
+                            q = sr_code(t, sr_bits(p["sr"], (r0 + i) * cols + 16 * b + j), p["knz"], p["zin"])
+                        else:
+                            q = e2m1(t, p["tie"], p["knz"], p["zin"])
                     codes[r0 + i, 16 * b + j] = q
     return amax, stored, list(scales.ravel()), list(codes.ravel())
 
