@@ -107,14 +107,29 @@ int fp4s_remedy_logits(const fp4s_remedy *r, size_t nr, const fp4s_spec *act, co
         fp4s_rlinear *L = NULL;
         if ((rc = fp4s_rlinear_open(&r[i], act, wt, W, V, d, d, &L))) goto done;
         rc = fp4s_rlinear_forward(L, Hr, T, d, y, V, NULL);
-        /* the aligned trainer: fake-quantizes with this remedy's weight operand */
+        /* the aligned trainer: fake-quantizes with this remedy's weight operand; for an item that
+         * rotates its operands (rht), on the trainer's hidden states rotated the same way (X_t R, and
+         * Qa(X_t R) for w4a4qat), since the weight operand is Qw(W R) */
         const float *wr = fp4s_rlinear_weight(L);
+        const fp4s_spec *rot = rc ? NULL : rm_rlinear_rht(L);
         bool own = !rc && o->trainer != FP4S_RK_BF16 && r[i].kind == FP4S_RK_ROLLOUT &&
-                   memcmp(wr, ws, V * d * sizeof *wr) != 0;
+                   (rot || memcmp(wr, ws, V * d * sizeof *wr) != 0);
         if (!rc && (own || aligned)) {
             const float *wuse = own ? wr : ws;
             for (size_t j = 0; j < V * d; j++) wd[j] = wuse[j];
-            rc = rm_dgemm(T, V, d, hd, d, wd, d, 0.0, yt, V, NULL);
+            double *hrd = NULL;
+            if (own && rot) {
+                float *t1 = malloc(T * d * sizeof *t1);
+                hrd = malloc(T * d * sizeof *hrd);
+                if (!t1 || !hrd) rc = fp4s_error_set(FP4S_ENOMEM, "logits: out of memory");
+                if (!rc) rc = fp4s_rht_apply(rot, Ht, T, d, d, t1, d);
+                if (!rc && o->trainer == FP4S_RK_W4A4QAT) rc = rm_qdq(act, t1, T, d, d, NULL, hq, NULL, NULL, NULL);
+                const float *src = o->trainer == FP4S_RK_W4A4QAT ? hq : t1;
+                for (size_t j = 0; !rc && j < T * d; j++) hrd[j] = src[j];
+                free(t1);
+            }
+            if (!rc) rc = rm_dgemm(T, V, d, hrd ? hrd : hd, d, wd, d, 0.0, yt, V, NULL);
+            free(hrd);
             if (!rc)
                 for (size_t t = 0; t < T; t++) row_stats(yt + t * V, V, token[t], &lpt[t], &et[t], &amt[t]);
             aligned = own;

@@ -542,6 +542,8 @@ def cost(item, sa, sw, m, n, k, sel, pad, tiles, operands="both"):
         kw = n * (k // sw.block) * K if on_w else 0
         by += (ka + kw) * 3
         fl["bf16"] += 2.0 * n * ka + 2.0 * m * kw
+    if "rht" in d:
+        fl["bf16"] += 32.0 * m * k  # the activation's 16-point transforms (the weight's once per sync)
     if "rac" in d:
         if d["resid"] == "bf16":
             fl["bf16"] += 2.0 * m * n * sel
@@ -551,6 +553,51 @@ def cost(item, sa, sw, m, n, k, sel, pad, tiles, operands="both"):
             fl["fp4"] += 2.0 * m * n * pad * wt
             by += m * pad * ab / 8 + tiles * n * pad * wb / 8 * wt + 4 * sel * tiles
     return sum(fl.values()) - fb, by - base_bytes, fl
+
+
+def with_sr_seed(item, seed):
+    """The item with its sr component's seed replaced."""
+    return "+".join("sr:%d" % seed if c.split(":")[0] == "sr" else c for c in item.split("+"))
+
+
+def check_capture_mode(work, fmt, args, X, Xt, W, plain):
+    """The same site as a capture (fp4-capture import: the rollout and trainer activations at step 4, the weight
+    under /weights/): fp4-remedy on the capture must give the plain-tensor numbers, each field equal."""
+    cap = os.path.join(work, "site.h5")
+    if os.path.exists(cap):
+        os.unlink(cap)
+    site = "layers.0.mlp.down_proj"
+    bad = 0
+    for i, (arr, side, extra) in enumerate(((X, "rollout", ["--step", "4"]), (Xt, "trainer", ["--step", "4"]),
+                                            (W, "weight", ["--const"]))):
+        src = os.path.join(work, "imp_%s.npy" % side)
+        np.save(src, arr)
+        r = subprocess.run(["fp4-capture", "import", src, "-o", cap, "--side", side, "--site", site] + extra +
+                           (["-a"] if i else []), capture_output=True, text=True)
+        if r.returncode != 0:
+            print("FAIL fp4-capture import %s: exit %d: %s" % (side, r.returncode, r.stderr.strip()))
+            return 1
+    r = subprocess.run(["fp4-remedy"] + args + [cap], capture_output=True, text=True)
+    if r.returncode != 0:
+        print("FAIL fp4-remedy %s on the capture: exit %d: %s" % (fmt, r.returncode, r.stderr.strip()))
+        return 1
+    got = json.loads(r.stdout)
+    if len(got) != len(plain):
+        print("FAIL fp4-remedy %s on the capture: %d rows, %d on the tensors" % (fmt, len(got), len(plain)))
+        return 1
+    skip = ("source", "site", "step", "synthetic")
+    for a, b in zip(got, plain):
+        if a["site"] != site or a["step"] != 4:
+            print("FAIL fp4-remedy %s on the capture: site %r step %r" % (fmt, a["site"], a["step"]))
+            bad += 1
+        for key, v in b.items():
+            if key not in skip and key != "seconds" and a.get(key) != v:
+                print("FAIL fp4-remedy %s %s on the capture: %s = %r, %r on the tensors" % (fmt, b["remedy"], key,
+                                                                                         a.get(key), v))
+                bad += 1
+    print("%s fp4-remedy %s on a capture: %d remedies, every field as on the tensors" % ("ok  " if not bad else "FAIL",
+                                                                                        fmt, len(plain)))
+    return bad
 
 
 def rel(a, b):
@@ -563,18 +610,22 @@ def check_tool(work, X, Xt, W):
     np.save(xp, X)
     np.save(tp, Xt)
     np.save(wp, W)
-    items = ["bf16", "wfq", "w4a4qat", "none", "bf16-rollout", "rac:0.125", "rac:0.5:bf16", "rac:0.25:aug",
-             "rac-rand:0.25", "mbs:128", "of:0.5", "keep:1", "mbs:128+of:0.5", "aqn:0.05", "aqn:0.02:weight"]
+    common = ["bf16", "wfq", "w4a4qat", "none", "bf16-rollout", "rac:0.125", "rac:0.5:bf16", "rac:0.25:aug",
+              "rac-rand:0.25", "mbs:128", "of:0.5", "keep:1", "mbs:128+of:0.5", "aqn:0.05", "aqn:0.02:weight",
+              "rht", "rht:0x00f3+rac:0.25", "sr", "sr:3+rac:0.25:bf16"]
     bad = 0
     for fmt, prof, sa, sw in (("mxfp4", "ocp", Spec("mxfp4", "floor"), Spec("mxfp4", "floor")),
                               ("nvfp4", "te", Spec("nvfp4"), Spec("nvfp4", tile2d=True))):
-        r = subprocess.run(["fp4-remedy", "-f", fmt, "-p", prof, "--act", xp, "--trainer-act", tp, "--weight", wp,
-                            "--remedy", ",".join(items), "--json"], capture_output=True, text=True)
+        items = common + (["4over6", "4over6:mse:448+of:0.5", "rht+4over6"] if fmt == "nvfp4" else [])
+        args = ["-f", fmt, "-p", prof, "--remedy", ",".join(items), "--json"]
+        r = subprocess.run(["fp4-remedy"] + args + ["--act", xp, "--trainer-act", tp, "--weight", wp],
+                           capture_output=True, text=True)
         if r.returncode != 0:
             print("FAIL fp4-remedy %s: exit %d: %s" % (fmt, r.returncode, r.stderr.strip()))
             bad += 1
             continue
         out = json.loads(r.stdout)
+        bad += check_capture_mode(work, fmt, args, X, Xt, W, out)
         m, k = X.shape
         n = W.shape[0]
         X64, Xt64, W64 = (a.astype(np.float64) for a in (X, Xt, W))
@@ -589,18 +640,41 @@ def check_tool(work, X, Xt, W):
             xin = Xt if trainer else X
             y, wq, info = forward_ex(it, sa, sw, xin, W)
             wq64 = wq.astype(np.float64)
-            aligned = not trainer and it != "bf16-rollout" and not np.array_equal(wq, qw.astype(f32))
-            yw = Xt64 @ (wq64 if aligned else qw).T
-            y4 = qxt @ (wq64 if aligned else qw).T
+            d = parse(it)
             xh = info["xhat"].astype(np.float64)
-            q0 = (Xt if trainer else X)
-            qb = qdq(sa, q0).astype(np.float64)
-            D = dz_mask(q0, sa.block)
-            e0, e1 = (qb - q0) ** 2, (xh - q0) ** 2
-            want = {"out_rel_error": rel(y, yb), "out_rel_error_vs_wfq": rel(y, yw),
-                    "out_rel_error_vs_w4a4qat": rel(y, y4), "out_rel_error_vs_own": rel(y, yb if trainer else yo),
-                    "act_rel_error": rel(xh, q0), "weight_rel_error": rel(wq64, W64),
-                    "dz_left": e1[D].sum() / e0[D].sum(), "rest_left": e1[~D].sum() / e0[~D].sum()}
+            if "rht" in d:
+                # the references and the errors in the rotated coordinates: X_t R, Qa(X_t R), X R, W R
+                xtr = rht(Xt, d["rht"])
+                yw = xtr.astype(np.float64) @ wq64.T
+                y4 = qdq(sa, xtr).astype(np.float64) @ wq64.T
+                want = {"act_rel_error": rel(xh, rht(X, d["rht"]).astype(np.float64)),
+                        "weight_rel_error": rel(wq64, rht(W, d["rht"]).astype(np.float64))}
+                for key in ("dz_left", "rest_left"):
+                    if o[key] is not None:
+                        print("FAIL fp4-remedy %s %s: %s = %r, undefined in rotated coordinates" % (fmt, it, key,
+                                                                                                    o[key]))
+                        bad += 1
+            else:
+                aligned = not trainer and it != "bf16-rollout" and not np.array_equal(wq, qw.astype(f32))
+                yw = Xt64 @ (wq64 if aligned else qw).T
+                y4 = qxt @ (wq64 if aligned else qw).T
+                q0 = (Xt if trainer else X)
+                qb = qdq(sa, q0).astype(np.float64)
+                D = dz_mask(q0, sa.block)
+                e0, e1 = (qb - q0) ** 2, (xh - q0) ** 2
+                want = {"act_rel_error": rel(xh, q0), "weight_rel_error": rel(wq64, W64),
+                        "dz_left": e1[D].sum() / e0[D].sum(), "rest_left": e1[~D].sum() / e0[~D].sum()}
+            want.update({"out_rel_error": rel(y, yb), "out_rel_error_vs_wfq": rel(y, yw),
+                         "out_rel_error_vs_w4a4qat": rel(y, y4), "out_rel_error_vs_own": rel(y, yb if trainer else yo)})
+            if "sr" in d:
+                # the bias over the default 8 seeds SEED, SEED + 1, ...: the mean output against Y_bf16, and the
+                # standard deviation of out_rel_error
+                ys = [y] + [forward_ex(with_sr_seed(it, d["sr"] + t), sa, sw, X, W)[0] for t in range(1, 8)]
+                want["sr_bias"] = rel(np.mean(ys, axis=0), yb)
+                want["sr_error_spread"] = float(np.std([rel(v, yb) for v in ys], ddof=1))
+            elif o["sr_bias"] is not None:
+                print("FAIL fp4-remedy %s %s: sr_bias %r without sr" % (fmt, it, o["sr_bias"]))
+                bad += 1
             if info["noise"] is not None:
                 want["noise_rel"] = info["noise"]
             want.update(site)
@@ -613,7 +687,7 @@ def check_tool(work, X, Xt, W):
             for key, v in want.items():
                 got = o[key]
                 # sgemm against float64: errors agree to ~1e-6 absolute (the FP32 accumulation)
-                tol = 2e-5 * abs(v) + 1e-6 if key.startswith("out_rel") else 1e-6 * abs(v) + 1e-12
+                tol = 2e-5 * abs(v) + 1e-6 if key.startswith(("out_rel", "sr_")) else 1e-6 * abs(v) + 1e-12
                 if got is None or abs(got - v) > tol:
                     print("FAIL fp4-remedy %s %s: %s = %r, numpy %r" % (fmt, it, key, got, v))
                     bad += 1
@@ -646,7 +720,25 @@ def check_compare(work, X, Xt, W):
             print("FAIL fp4-compare %s: exit %d: %s" % (fmt, r.returncode, r.stderr.strip()))
             bad += 1
             continue
-        o = json.loads(r.stdout)["sites"][0]
+        doc = json.loads(r.stdout)
+        o = doc["sites"][0]
+        # the same site as a capture (written by check_capture_mode): the same numbers and ranking
+        cap = os.path.join(work, "site.h5")
+        rc = subprocess.run(["fp4-compare", "-f", fmt, "-p", prof, "--json", "--top", "0", cap], capture_output=True,
+                            text=True)
+        if rc.returncode != 0:
+            print("FAIL fp4-compare %s on the capture: exit %d: %s" % (fmt, rc.returncode, rc.stderr.strip()))
+            bad += 1
+        else:
+            dc = json.loads(rc.stdout)
+            oc = dc["sites"][0]
+            diff = [k for k in o if k not in ("source", "site", "step", "synthetic") and oc.get(k) != o[k]]
+            rk = [(a["channel"], a["component"], a["contribution"]) for a in doc["ranking"]]
+            rkc = [(a["channel"], a["component"], a["contribution"]) for a in dc["ranking"]]
+            if diff or rk != rkc or oc["step"] != 4:
+                print("FAIL fp4-compare %s on the capture: fields %s differ, ranking %s" %
+                      (fmt, diff, "differs" if rk != rkc else "equal"))
+                bad += 1
         X64, Xt64 = X.astype(np.float64), Xt.astype(np.float64)
         qr, cr = qdq(sa, X, codes=True)
         qt, ct = qdq(sa, Xt, codes=True)
@@ -689,16 +781,24 @@ def check_logits(work):
     if r.returncode != 0:
         print("FAIL make_logits_capture: %s" % r.stderr.strip())
         return 1
-    items = ["none", "rac:0.25", "rac:1:bf16", "of:0.5", "keep:1", "aqn:0.05"]
-    r = subprocess.run(["fp4-remedy", "-f", "nvfp4", "-p", "te", "--logits", "--remedy", ",".join(items), "--json",
-                        cap], capture_output=True, text=True)
-    if r.returncode != 0:
-        print("FAIL fp4-remedy --logits: exit %d: %s" % (r.returncode, r.stderr.strip()))
-        return 1
-    rows = json.loads(r.stdout)
+    items = ["none", "rac:0.25", "rac:1:bf16", "of:0.5", "keep:1", "aqn:0.05", "rht", "rht+rac:0.25", "4over6",
+             "sr"]
     sa, sw = Spec("nvfp4"), Spec("nvfp4", tile2d=True)
     bad = 0
     f = h5py.File(cap, "r")
+    for trainer in ("wfq", "w4a4qat"):
+        r = subprocess.run(["fp4-remedy", "-f", "nvfp4", "-p", "te", "--logits", "--logits-trainer", trainer,
+                            "--remedy", ",".join(items), "--json", cap], capture_output=True, text=True)
+        if r.returncode != 0:
+            print("FAIL fp4-remedy --logits: exit %d: %s" % (r.returncode, r.stderr.strip()))
+            return 1
+        rows = json.loads(r.stdout)
+        bad += logits_rows(f, rows, trainer, sa, sw)
+    return bad
+
+
+def logits_rows(f, rows, trainer, sa, sw):
+    bad = 0
     for row in rows:
         if row["step"] is None:
             continue
@@ -706,7 +806,12 @@ def check_logits(work):
         hr, ht, w = (g["lm_head/" + k][()].astype(f32) for k in ("rollout", "trainer", "weight"))
         tok, seq = g["logprobs/token"][()], g["logprobs/seq"][()]
         y, wq, _ = forward_ex(row["remedy"], sa, sw, hr, w)
-        yt = ht.astype(np.float64) @ wq.astype(np.float64).T     # wfq aligned with the remedy's weight
+        d = parse(row["remedy"])
+        if "rht" in d:
+            ht = rht(ht, d["rht"])   # the weight operand is Qw(W R): the trainer's states rotated the same way
+        if trainer == "w4a4qat":
+            ht = qdq(sa, ht)
+        yt = ht.astype(np.float64) @ wq.astype(np.float64).T     # the trainer aligned with the remedy's weight
         def lsm(z):
             m = z.max(axis=1, keepdims=True)
             lz = np.log(np.exp(z - m).sum(axis=1, keepdims=True))
@@ -723,7 +828,8 @@ def check_logits(work):
             if abs(row[k] - v) > tol:
                 print("FAIL --logits step %d %s: %s = %r, numpy %r" % (row["step"], row["remedy"], k, row[k], v))
                 bad += 1
-    print("%s fp4-remedy --logits: %d rows against numpy" % ("ok  " if not bad else "FAIL", len(rows)))
+    print("%s fp4-remedy --logits (trainer %s): %d rows against numpy" % ("ok  " if not bad else "FAIL", trainer,
+                                                                         len(rows)))
     return bad
 
 

@@ -721,9 +721,40 @@ START_TEST(four_over_six_hand_computed)
     fp4s_qout o2 = {c2, 16, sc2, 1, NULL, 0, NULL, 0};
     ck_assert_int_eq(fp4s_quantize(&s2, &ts, t, 16, 16, 16, 0, &o2, NULL), 0);
     for (int r = 0; r < 16; r++) ck_assert_msg(sc2[r] == 0x7C, "row %d scale %02x", r, sc2[r]);
-    /* MSE and the 448 bound: bound 448 gives S_enc = 448 and this block's map-to-4 scale 672 clamps to 448 */
-    s.nv_4over6_err = FP4S_4OVER6_MSE;
+    /* MAE and MSE disagree on [6, 2.25, 2.25, 3.625, 0...] (tensor amax 6, bound 256): map-to-6 (scale
+     * 256) gives 6 2 2 4, |errors| .25 .25 .375 (sum .875, squares .265625); map-to-4 (scale 384, grid
+     * 1.5 x E2M1) gives 6 2.25 2.25 3, errors 0 0 .625 (sum .625, squares .390625): MAE keeps map-to-4
+     * (codes 6 3 3 4), MSE map-to-6 (codes 7 4 4 6) */
+    float y[16] = {6, 2.25f, 2.25f, 3.625f};
+    const uint8_t want_mae[4] = {6, 3, 3, 4}, want_mse[4] = {7, 4, 4, 6};
+    for (int e = 0; e < 2; e++) {
+        s.nv_4over6_err = e ? FP4S_4OVER6_MSE : FP4S_4OVER6_MAE;
+        ck_assert_int_eq(fp4s_spec_check(&s), 0);
+        ck_assert_int_eq(fp4s_tscale_init(&s, 6.0f, &ts), 0);
+        ck_assert_int_eq(fp4s_quantize(&s, &ts, y, 1, 16, 16, 0, &o, NULL), 0);
+        ck_assert_msg(scales[0] == (e ? 0x78 : 0x7C), "%s: scale %02x", e ? "mse" : "mae", scales[0]);
+        for (int i = 0; i < 4; i++)
+            ck_assert_msg(codes[i] == (e ? want_mse : want_mae)[i], "%s: code %d = %u", e ? "mse" : "mae", i,
+                          codes[i]);
+    }
+    /* the 448 bound: S_enc = 6 * 448 / 6 = 448, the map-to-4 scale 672 clamps to 448, both candidates are
+     * map-to-6 (scale byte 0x7E): block 0 becomes 6 4 2 1 (codes 7 6 4 2; 0.75 ties to the even 1),
+     * error energy .25 + .0625 + .0625; block 1 stays exact */
+    s.nv_4over6_err = FP4S_4OVER6_MAE;
+    s.nv_scale_bound = 448;
     ck_assert_int_eq(fp4s_spec_check(&s), 0);
+    ck_assert_int_eq(fp4s_tscale_init(&s, 6.0f, &ts), 0);
+    ck_assert(ts.s_enc == 448.0f);
+    fp4s_qstats st3 = {0};
+    ck_assert_int_eq(fp4s_quantize(&s, &ts, x, 1, 32, 32, 0, &o, &st3), 0);
+    ck_assert_msg(scales[0] == 0x7E && scales[1] == 0x7E, "448: scales %02x %02x", scales[0], scales[1]);
+    const uint8_t want448[4] = {7, 6, 4, 2};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_msg(codes[i] == want448[i], "448: code %d = %u", i, codes[i]);
+        ck_assert_msg(codes[16 + i] == want[4 + i], "448: block 1 code %d = %u", i, codes[16 + i]);
+    }
+    ck_assert_msg(fabs(st3.err2 - 0.375) < 1e-12, "448: err2 %g", st3.err2);
+    s.nv_4over6_err = FP4S_4OVER6_MSE;
     s.nv_scale_bound = 300;
     ck_assert_int_eq(fp4s_spec_check(&s), FP4S_EINVAL);
     te.nv_scale_bound = 448;
@@ -772,14 +803,32 @@ START_TEST(rht_hand_computed)
     ck_assert_int_eq(fp4s_quantize(&te, &t2, xr, rows, cols, cols, 0, &(fp4s_qout){.dequant = b, .ld_dequant = cols},
                                    NULL), 0);
     ck_assert(!memcmp(a, b, rows * cols * sizeof *a));
-    /* (X R)(W R)^T = X W^T: the item rht with BF16 everywhere else is X W^T up to BF16 rounding */
+    /* The item rht on both operands: (X R)(W R)^T = X W^T since R is orthogonal. By hand, X = G R^T and
+     * W = V R^T with G = c [6 4 3 2 1.5 1 .5 0 -.5 -1 -1.5 -2 -3 -4 -6 0] and V = c [6 0 0 1 0 ... -2 (at 10) ...
+     * .5 (at 15)], c = 7/8: both rotated operands lie on the NVFP4 grid of tensor amax 5.25 (S_enc = 2688 /
+     * 5.25 = 512, block scale 448, dequantized values c x E2M1, all exact), so they quantize exactly and
+     * Y = G . V = c^2 (36 + 2 + 3 + 0) = 31.390625 exactly; the plain W4A4 product of the same X and W is
+     * not exact (X and W are off the grid). xg, wg below are G R^T, V R^T / c, scaled by c in the loop. */
+    float xg[16] = {0, 0, 2, -2, 5, -2, -1.5f, 1.5f, -9, -2, -1.5f, -1.5f, -1, -1, 0, -2};
+    float wg[16] = {1.375f, 0.625f, 1.625f, -2.375f, 1.125f, -0.875f, -1.875f, -2.125f,
+                    -2.125f, -1.875f, -0.875f, 1.125f, -2.375f, 1.625f, -0.625f, -1.375f};
+    for (int j = 0; j < 16; j++) {
+        xg[j] *= 0.875f;
+        wg[j] *= 0.875f;
+    }
     fp4s_spec nv = spec(FP4S_NVFP4, "te"), nvw;
     fp4s_remedy_weight_spec(&nv, -1, &nvw);
-    float *w = wgt(16, cols, 42);
     fp4s_remedy r = R("rht");
-    fp4s_rlinear *L;
-    ck_assert_int_eq(fp4s_rlinear_open(&r, &nv, &nvw, w, 16, cols, cols, &L), 0);
-    fp4s_rlinear_close(&L);
+    float yr = 0, yn = 0;
+    ck_assert_int_eq(fp4s_remedy_linear(&r, &nv, &nvw, xg, 1, 16, wg, 1, 16, 16, &yr, 1, NULL), 0);
+    ck_assert_msg(yr == 31.390625f, "rht: y = %.9g, want 31.390625", yr);
+    fp4s_remedy none = R("none");
+    ck_assert_int_eq(fp4s_remedy_linear(&none, &nv, &nvw, xg, 1, 16, wg, 1, 16, 16, &yn, 1, NULL), 0);
+    ck_assert_msg(fabsf(yn - 31.390625f) > 0.01f, "none: y = %.9g, also exact", yn);
+    /* another sign vector is another rotation: G is not on the grid there */
+    r = R("rht:0x0001");
+    ck_assert_int_eq(fp4s_remedy_linear(&r, &nv, &nvw, xg, 1, 16, wg, 1, 16, 16, &yr, 1, NULL), 0);
+    ck_assert_msg(yr != 31.390625f, "rht:0x0001: y = %.9g", yr);
     r = R("rht:none");
     ck_assert(r.rht && r.rht_signs == 0);
     r = R("rht:0x00ff");
@@ -790,7 +839,6 @@ START_TEST(rht_hand_computed)
     free(xr);
     free(a);
     free(b);
-    free(w);
 }
 END_TEST
 
