@@ -86,6 +86,55 @@ static void fmtv(char *b, size_t n, const char *f, double v)
     else snprintf(b, n, "%s", isnan(v) ? "-" : (v > 0 ? "inf" : "-inf"));
 }
 
+/* Over all (step, site) pairs: the split of sum ||D||^2 by component, and the
+ * sites (pooled over steps) by their share of it, largest first (at most show). */
+static void pooled_table(const run *runs, size_t nr, size_t show)
+{
+    double c[FP4S_CMP_COUNT] = {0}, m2 = 0, r2 = 0;
+    const char **names = calloc(nr, sizeof *names);
+    double *site_m2 = calloc(nr, sizeof *site_m2);
+    size_t ns = 0;
+    for (size_t i = 0; i < nr; i++) {
+        const fp4s_compare_site *s = &runs[i].r;
+        m2 += s->mismatch2;
+        r2 += s->ref2;
+        for (int q = 0; q < FP4S_CMP_COUNT; q++) c[q] += s->contrib[q];
+        if (!names || !site_m2) continue;
+        const char *nm = runs[i].site ? runs[i].site : runs[i].label;
+        size_t j = 0;
+        while (j < ns && strcmp(names[j], nm)) j++;
+        if (j == ns) names[ns++] = nm;
+        site_m2[j] += s->mismatch2;
+    }
+    char e[32];
+    fmtv(e, 32, "%.4g", r2 > 0 ? sqrt(m2 / r2) : NAN);
+    printf("\nall %zu (step, site) pairs: sum ||D||^2 / sum ||X_t Qw^T||^2 = %s^2:", nr, e);
+    for (int q = 0; q < FP4S_CMP_COUNT; q++) {
+        char v[32];
+        fmtv(v, 32, "%.1f%%", m2 > 0 ? 100 * c[q] / m2 : NAN);
+        printf(" %s %s%s", fp4s_cmp_component_name(q), v, q + 1 < FP4S_CMP_COUNT ? "," : "\n");
+    }
+    if (names && site_m2 && ns > 1) {
+        /* selection by share, largest first, ties to the first seen */
+        bool *done = calloc(ns, sizeof *done);
+        size_t lim = show < ns ? show : ns;
+        printf("  sites by share of sum ||D||^2 (pooled over steps):\n");
+        for (size_t t = 0; done && t < lim; t++) {
+            size_t b = ns;
+            for (size_t j = 0; j < ns; j++)
+                if (!done[j] && (b == ns || site_m2[j] > site_m2[b])) b = j;
+            done[b] = true;
+            char v[32];
+            fmtv(v, 32, "%.2f%%", m2 > 0 ? 100 * site_m2[b] / m2 : NAN);
+            printf("  %5zu  %-40s %9s\n", t + 1, names[b], v);
+        }
+        if (lim < ns) printf("  (%zu more sites)\n", ns - lim);
+        free(done);
+    }
+    free(names);
+    free(site_m2);
+}
+
 static void eval_one(const fp4s_spec *as, const fp4s_spec *ws, const fp4s_compare_opts *co, const char *xs,
                      const char *xts, const char *wsrc, fp4s_compare_site *out)
 {
@@ -431,6 +480,7 @@ int main(int argc, char **argv)
                 printf(" %s %s%s", fp4s_cmp_component_name(q), v, q + 1 < FP4S_CMP_COUNT ? "," : "\n");
             }
         }
+        if (nr > 1) pooled_table(runs, nr, show);
         printf("\nranking (pooled over steps): share of the total output mismatch energy %.6g\n", total);
         printf("  %5s  %-40s %8s  %-9s %12s %9s %9s\n", "rank", "site", "channel", "component", "contribution",
                "share", "cumul.");

@@ -3,6 +3,7 @@
  * trainer's references, its cost, and a plan within an extra-FLOP budget
  * (man/fp4-remedy.1). */
 #include "cli.h"
+#include "remedy/table.h"
 
 #include <fp4scope/capture.h>
 #include <fp4scope/remedy.h>
@@ -108,16 +109,6 @@ enum {
     OPT_JSON, OPT_CSV, OPT_THREADS, OPT_HELP, OPT_VERSION, OPT_LOGITS, OPT_LTRAINER, OPT_LMHEAD, OPT_SRSEEDS
 };
 
-/* One evaluated site. */
-typedef struct site_run {
-    char *label;        /* the input as the user named it */
-    char *site;         /* capture site or NULL */
-    int64_t step;
-    bool synthetic;
-    fp4s_remedy_site info;
-    fp4s_remedy_result *res;
-} site_run;
-
 static bool ends_with(const char *s, const char *suf)
 {
     size_t a = strlen(s), b = strlen(suf);
@@ -209,60 +200,6 @@ static json_t *row_json(const site_run *s, const fp4s_remedy_result *r, const fp
     json_object_set_new(o, "act_before", decomp_json(&r->act_before));
     json_object_set_new(o, "act_after", decomp_json(&r->act_after));
     return o;
-}
-
-static void table_site(const site_run *s, size_t nr, const fp4s_spec *as, const fp4s_spec *ws,
-                       const fp4s_accel *acc)
-{
-    const fp4s_remedy_site *si = &s->info;
-    printf("\n%s%s%s", s->site ? "site " : "", s->site ? s->site : s->label, s->site ? "" : "");
-    if (s->step >= 0) printf(" step %lld", (long long)s->step);
-    printf("  [%zu x %zu] x [%zu x %zu]^T%s\n", si->m, si->k, si->n, si->k, s->synthetic ? "  (synthetic capture)" : "");
-    char a[32], b[32], c[32];
-    fmtv(a, sizeof a, "%.4g", si->act_only_rel_error);
-    fmtv(b, sizeof b, "%.4g", si->weight_only_rel_error);
-    printf("  error alone: activation %s (Qa(X) W^T), weight %s (X Qw(W)^T)", a, b);
-    if (si->have_trainer) {
-        fmtv(c, sizeof c, "%.4g", si->input_rel_diff);
-        printf("; ||X - X_t||/||X_t|| %s", c);
-    } else {
-        printf("; no trainer activations (X_t = X)");
-    }
-    putchar('\n');
-    const fp4s_decomp_result *d = &si->act;
-    if (isfinite(d->ratio_scale)) {
-        fmtv(a, sizeof a, "%.1f%%", 100 * d->ratio_scale);
-        fmtv(b, sizeof b, "%.1f%%", 100 * d->ratio_deadzone);
-        fmtv(c, sizeof c, "%.1f%%", 100 * d->ratio_grid);
-        char r[32];
-        fmtv(r, sizeof r, "%.1f%%", 100 * (1 - d->ratio_deadzone - d->ratio_grid));
-        printf("  activation error energy: scale %s, dead zone %s, grid %s; a perfect scale removes at most %s\n",
-               a, b, c, r);
-    }
-    (void)as;
-    (void)ws;
-    printf("  %-26s %9s %9s %9s %9s %8s %8s %11s %9s %8s %8s\n", "remedy", "out_err", "vs_wfq", "vs_w4a4", "act_err",
-           "dz_left", "rest_lft", "+bits a/w", "+FLOPs", "t/FP8", "t/BF16");
-    for (size_t i = 0; i < nr; i++) {
-        const fp4s_remedy_result *r = &s->res[i];
-        char e1[32], e2[32], e3[32], e4[32], dz[32], rs[32], bits[32], fl[32], t8[32], t16[32];
-        fmtv(e1, 32, "%.4g", r->out_rel_error);
-        fmtv(e2, 32, "%.4g", r->out_rel_error_vs_wfq);
-        fmtv(e3, 32, "%.4g", r->out_rel_error_vs_w4a4qat);
-        fmtv(e4, 32, "%.4g", r->act_rel_error);
-        fmtv(dz, 32, "%.3f", r->dz_left);
-        fmtv(rs, 32, "%.3f", r->rest_left);
-        if (fp4s_remedy_is_trainer(r->remedy.kind) || r->remedy.kind == FP4S_RK_BF16_ROLLOUT)
-            snprintf(bits, 32, "%s", "bf16");
-        else
-            snprintf(bits, 32, "%.2f/%.2f", r->cost.act_extra_bits, r->cost.weight_extra_bits);
-        fmtv(fl, 32, "%.1f%%", 100 * r->cost.flops_extra / r->cost.flops_base);
-        fmtv(t8, 32, "%.3f", r->time.vs_fp8);
-        fmtv(t16, 32, "%.3f", r->time.vs_bf16);
-        const char *lab = fp4s_remedy_label(&r->remedy);
-        printf("  %-26s %9s %9s %9s %9s %8s %8s %11s %9s %8s %8s\n", lab, e1, e2, e3, e4, dz, rs, bits, fl, t8, t16);
-    }
-    (void)acc;
 }
 
 /* ---- plan ---------------------------------------------------------------------------- */
@@ -946,7 +883,8 @@ int main(int argc, char **argv)
         printf("weight quantizer:     %s\n", desc);
         printf("cost model: %s; +FLOPs over the W4A4 GEMM, t/FP8 and t/BF16: predicted time over the same GEMM "
                "in FP8 and BF16\n", eo.accel->title);
-        for (size_t s = 0; s < nruns; s++) table_site(&runs[s], nr, &as, &ws, eo.accel);
+        for (size_t s = 0; s < nruns; s++) remedy_table_site(&runs[s], nr);
+        if (nruns > 1) remedy_table_pooled(runs, nruns, nr);
         if (fflush(stdout) != 0) status = FP4S_EXIT_OUTPUT;
     }
     json_decref(arr);
