@@ -40,7 +40,7 @@ def pooled(i):
             on = True
         elif on and line.split() and line.split()[0] not in ("remedy", "error", "activation"):
             f = line.split()
-            rows[f[0]] = [float(v) if re.match(r"^[-0-9.e]+$", v) else v for v in f[1:]]
+            rows[f[0]] = [float(v) if re.match(r"^-?[0-9.]+(e[-+]?[0-9]+)?$", v) else v for v in f[1:]]
     return rows
 # remedy: (out_err, vs_wfq, vs_w4a4) as fp4-remedy(1) quotes them (3 digits)
 want = {
