@@ -130,6 +130,17 @@ def rht(x, signs):
     return bf16(y.astype(f32))
 
 
+def nv_block_amax(spec, ax):
+    """The NVFP4 block maxima of |x| [rows, cols / 16], each 2-D tile's repeated on its 16 rows."""
+    rows, cols = ax.shape
+    if spec.tile2d:
+        r16 = (rows + 15) // 16
+        pad = np.zeros((r16 * 16, cols), dtype=f32)
+        pad[:rows] = ax
+        return np.repeat(pad.reshape(r16, 16, cols // 16, 16).max(axis=(1, 3)), 16, axis=0)[:rows]
+    return ax.reshape(rows, cols // 16, 16).max(axis=2)
+
+
 def qdq_4over6(spec, x, ts=None):
     err_mode, bound = spec.four6
     rows, cols = x.shape
@@ -145,13 +156,7 @@ def qdq_4over6(spec, x, ts=None):
     else:
         s_enc, s_dec = ts
     ax = np.abs(x)
-    if spec.tile2d:
-        r16 = (rows + 15) // 16
-        pad = np.zeros((r16 * 16, cols), dtype=f32)
-        pad[:rows] = ax
-        amb = np.repeat(pad.reshape(r16, 16, cols // 16, 16).max(axis=(1, 3)), 16, axis=0)[:rows]
-    else:
-        amb = ax.reshape(rows, cols // 16, 16).max(axis=2)
+    amb = nv_block_amax(spec, ax)
     amb = amb.astype(f32)
     base = ((amb / f32(6)).astype(f32) * f32(s_enc)).astype(f32)
     cands = []
@@ -238,14 +243,7 @@ def qdq(spec, x, ts=None, codes=False):
         ts = tscale(spec, np.abs(x).max() if x.size else 0)
     s_enc, s_dec = ts
     ax = np.abs(x)
-    if spec.tile2d:
-        r16 = (rows + 15) // 16
-        pad = np.zeros((r16 * 16, cols), dtype=f32)
-        pad[:rows] = ax
-        am = pad.reshape(r16, 16, cols // 16, 16).max(axis=(1, 3))
-        amb = np.repeat(am, 16, axis=0)[:rows]
-    else:
-        amb = ax.reshape(rows, cols // 16, 16).max(axis=2)
+    amb = nv_block_amax(spec, ax)
     amb = amb.astype(f32)
     t = np.minimum(amb * (s_enc * (f32(1) / f32(6))), np.finfo(f32).max).astype(f32)
     sb = e4m3_rne(t).astype(f32)
