@@ -115,7 +115,8 @@ void cli_csv_str(const char *s);
  * Every tool that quantizes takes the same options: -f FORMAT, -p PROFILE and
  * every override of a profile's rules (--scale-rule, --round, --zero-sign,
  * --packing, --nonfinite, --global-scale, --recipe, --2d/--1d, --fp8-gran,
- * --zero-block-code). CLI_QUANT_LONGOPTS expands to their struct option
+ * --zero-block-code, and TransformerEngine's options --4over6-error,
+ * --4over6-bound, --sr, --rht). CLI_QUANT_LONGOPTS expands to their struct option
  * entries ("f:p:" belongs in the short options), cli_quant_option() applies
  * one (false for any other id), cli_quant_usage() prints their help lines and
  * cli_quant_spec() makes the spec: an override of a rule the format does not
@@ -125,7 +126,10 @@ void cli_csv_str(const char *s);
 typedef struct cli_quant {
     const char *format, *profile; /* NULL: mxfp4, the format's default profile */
     int mx_rule, tie, keep_neg_zero, packing, nonfinite, global_scale, recipe, tile2d, fp8_gran,
-        zero_block; /* -1: not given */
+        zero_block, four6_err, four6_bound; /* -1: not given */
+    int sr, rht;                  /* -1: not given, 0: off, 1: on with sr_seed / rht_signs */
+    uint32_t sr_seed;
+    uint16_t rht_signs;
 } cli_quant;
 enum {
     CLI_OPT_QUANT_FIRST = 0x4200,
@@ -139,7 +143,11 @@ enum {
     CLI_OPT_2D,
     CLI_OPT_1D,
     CLI_OPT_FP8_GRAN,
-    CLI_OPT_ZERO_BLOCK
+    CLI_OPT_ZERO_BLOCK,
+    CLI_OPT_4OVER6_ERR,
+    CLI_OPT_4OVER6_BOUND,
+    CLI_OPT_SR,
+    CLI_OPT_RHT
 };
 #define CLI_QUANT_LONGOPTS \
     {"format", required_argument, NULL, 'f'}, \
@@ -154,7 +162,11 @@ enum {
     {"2d", no_argument, NULL, CLI_OPT_2D}, \
     {"1d", no_argument, NULL, CLI_OPT_1D}, \
     {"fp8-gran", required_argument, NULL, CLI_OPT_FP8_GRAN}, \
-    {"zero-block-code", required_argument, NULL, CLI_OPT_ZERO_BLOCK},
+    {"zero-block-code", required_argument, NULL, CLI_OPT_ZERO_BLOCK}, \
+    {"4over6-error", required_argument, NULL, CLI_OPT_4OVER6_ERR}, \
+    {"4over6-bound", required_argument, NULL, CLI_OPT_4OVER6_BOUND}, \
+    {"sr", required_argument, NULL, CLI_OPT_SR}, \
+    {"rht", required_argument, NULL, CLI_OPT_RHT},
 #define CLI_FORMATS_FP4 ((1u << FP4S_MXFP4) | (1u << FP4S_NVFP4))
 #define CLI_FORMATS_ALL (CLI_FORMATS_FP4 | (1u << FP4S_FP8))
 void cli_quant_init(cli_quant *q);

@@ -16,7 +16,7 @@ void cli_quant_init(cli_quant *q)
 {
     memset(q, 0, sizeof *q);
     q->mx_rule = q->tie = q->keep_neg_zero = q->packing = q->nonfinite = q->global_scale = -1;
-    q->recipe = q->tile2d = q->fp8_gran = q->zero_block = -1;
+    q->recipe = q->tile2d = q->fp8_gran = q->zero_block = q->four6_err = q->four6_bound = q->sr = q->rht = -1;
 }
 
 /* The names of a table joined into buf (for help texts and messages). */
@@ -92,6 +92,11 @@ void cli_quant_usage(unsigned formats)
     printf("      --2d, --1d        NVFP4 16x16 2-D (weights) or 1-D block scaling\n");
     if (fp8) print_names("      --fp8-gran G      FP8 scale granularity: ", FP4S_NAMES_FP8_GRAN);
     printf("      --zero-block-code C  MXFP4 E8M0 code of an all-zero block (0..254)\n");
+    printf("      --4over6-error E  NVFP4 te-4over6: the candidates' error, mae (default) or mse\n");
+    printf("      --4over6-bound B  NVFP4 te-4over6: the tensor scale's E4M3 bound, 256 (default) or 448\n");
+    printf("      --sr SEED|off     stochastic rounding of the elements (TransformerEngine's), seeded\n");
+    printf("      --rht S           TransformerEngine's 16-point Hadamard transform first: te (its signs),\n"
+           "                        none (no signs), a 16-bit mask 0xHHHH, or off\n");
 }
 
 /* The value of an option among the names of a table (its enum value), or a
@@ -126,6 +131,40 @@ bool cli_quant_option(int id, const char *arg, cli_quant *q)
     case CLI_OPT_2D: q->tile2d = 1; break;
     case CLI_OPT_1D: q->tile2d = 0; break;
     case CLI_OPT_ZERO_BLOCK: q->zero_block = (int)cli_parse_int("--zero-block-code", arg, 0, 254); break;
+    case CLI_OPT_4OVER6_ERR:
+        if (strcmp(arg, "mae") == 0) q->four6_err = FP4S_4OVER6_MAE;
+        else if (strcmp(arg, "mse") == 0) q->four6_err = FP4S_4OVER6_MSE;
+        else cli_usage("--4over6-error: expected mae or mse, got '%s'", arg);
+        break;
+    case CLI_OPT_4OVER6_BOUND:
+        if (strcmp(arg, "256") == 0) q->four6_bound = 256;
+        else if (strcmp(arg, "448") == 0) q->four6_bound = 448;
+        else cli_usage("--4over6-bound: expected 256 or 448, got '%s'", arg);
+        break;
+    case CLI_OPT_SR:
+        if (strcmp(arg, "off") == 0) {
+            q->sr = 0;
+        } else {
+            q->sr = 1;
+            q->sr_seed = (uint32_t)cli_parse_int("--sr", arg, 0, 4294967295LL);
+        }
+        break;
+    case CLI_OPT_RHT:
+        q->rht = 1;
+        if (strcmp(arg, "off") == 0) {
+            q->rht = 0;
+        } else if (strcmp(arg, "te") == 0) {
+            q->rht_signs = FP4S_RHT_TE_SIGNS;
+        } else if (strcmp(arg, "none") == 0) {
+            q->rht_signs = 0;
+        } else {
+            char *end = NULL;
+            unsigned long v = (arg[0] == '0' && (arg[1] == 'x' || arg[1] == 'X')) ? strtoul(arg + 2, &end, 16) : 0;
+            if (!end || end == arg + 2 || *end || v > 0xFFFF)
+                cli_usage("--rht: expected te, none, off or a 16-bit mask 0xHHHH, got '%s'", arg);
+            q->rht_signs = (uint16_t)v;
+        }
+        break;
     default: return false;
     }
     return true;
@@ -190,6 +229,19 @@ void cli_quant_spec(const cli_quant *q, unsigned formats, const char *what, fp4s
         s->block = s->fp8_gran == FP4S_FP8_TENSOR ? 1 : 128;
     }
     if (q->zero_block >= 0) s->mx_zero_block_code = (uint8_t)q->zero_block;
+    if ((q->four6_err >= 0 || q->four6_bound >= 0) && (fmt != FP4S_NVFP4 || s->nv_recipe != FP4S_NV_TE_4OVER6))
+        cli_usage("--4over6-error and --4over6-bound apply to the nvfp4 te-4over6 recipe only (-p te-4over6 or "
+                  "--recipe te-4over6)");
+    if (q->four6_err >= 0) s->nv_4over6_err = (fp4s_4over6_err)q->four6_err;
+    if (q->four6_bound >= 0) s->nv_scale_bound = (uint16_t)q->four6_bound;
+    if (q->sr >= 0) {
+        s->sr = q->sr == 1;
+        s->sr_seed = q->sr == 1 ? q->sr_seed : 0;
+    }
+    if (q->rht >= 0) {
+        s->rht = q->rht == 1;
+        s->rht_signs = q->rht == 1 ? q->rht_signs : 0;
+    }
     int rc = fp4s_spec_check(s);
     if (rc) {
         const char *d = fp4s_last_error();
