@@ -391,7 +391,7 @@ static void nv_tile_4over6(const fp4s_spec *s, const fp4s_tscale *ts, const floa
         a->st.elements += B;
         if (rs.amax == 0.0f) a->st.zero_blocks++;
         else if ((code[pick] & 0x78) == 0) a->st.scale_underflow++;
-        bsum bs = {0, 0};
+        bsum bs = {{0}, {0}};
         for (size_t j = 0; j < B; j++) {
             uint8_t qq = q[pick][i][j];
             if (fabsf(xb[j] * enc[pick]) > 6.0f) a->st.saturated++;
@@ -399,7 +399,7 @@ static void nv_tile_4over6(const fp4s_spec *s, const fp4s_tscale *ts, const floa
             float dq = fp4s_e2m1_decode(qq) * sbv[pick] * ts->s_dec;
             if (cb) cb[j] = qq;
             if (db) db[j] = dq;
-            if (a->sums) bsum_elem(&bs, xb[j], dq);
+            if (a->sums) bsum_elem(&bs, j, xb[j], dq);
         }
         acc_block(a, &bs);
     }
