@@ -24,6 +24,44 @@ typedef struct chacc { /* a channel, exact, per element */
     double amax, res;
 } chacc;
 
+/* One element of a finite block (constants kc, tie rule tie_up) into its
+ * channel's exact accumulators: the per-element terms of the element kernel
+ * in the form the channel groups have always used (shared by the CPU path
+ * and the GPU's channel kernel). */
+FP4S_DK_FN void fp4s_chacc_add_elem(chacc *c, const kconst *kc, const bool *tie_up, float xf, float qf,
+                                    uint8_t qcode)
+{
+    const double *th = kc->th, *qtab = kc->qtab;
+    const bool uf = kc->uf != 0;
+    const double xv = xf, qv = qf;
+    const double a = fabs(xv);
+    const double A = 24.0 * a;
+    int idx = (A > th[0]) + (A > th[1]) + (A > th[2]) + (A > th[3]) + (A > th[4]) + (A > th[5]) + (A > th[6]);
+    const bool tie = idx < 7 && A == th[idx] && kc->mpos;
+    const int code = idx + (tie && tie_up[idx]);
+    const double qs = code == 0 ? 0.0 : copysign(qtab[code], xv);
+    const double e = qv - xv, es = qv - qs, est = qs - xv;
+    const bool dz = code == 0;
+    const double edz = dz ? est : 0.0, eg = dz ? 0.0 : est;
+    const bool clip = !uf && (qcode & 7) == 7 && a > fabs(qv);
+    const double r = fabs(e - (es + edz + eg));
+    const double v_es2 = es * es;
+    const double t2[S_CH] = {xv * xv, e * e, v_es2, edz * edz, eg * eg, es * eg, es * edz, edz * eg,
+                             (!uf && !clip) ? v_es2 : 0.0, clip ? v_es2 : 0.0, uf ? v_es2 : 0.0, fabs(e)};
+    for (int k = 0; k < S_CH; k++) xs_add(&c->s[k], t2[k]);
+    c->c[C_ELEM]++;
+    c->c[C_DZ] += dz;
+    c->c[C_DZTIE] += tie && idx == 0;
+    c->c[C_ZEROS] += (xv == 0.0);
+    c->c[C_CLIP] += clip;
+    if (a > c->amax) c->amax = a;
+    if (r > c->res) c->res = r;
+}
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* One worker thread's partials and scratch. */
 typedef struct worker {
     xacc tot;
@@ -66,6 +104,7 @@ struct fp4s_decomp {
      * path reads of this decomposer */
     fp4s_decomp_kernels k;
     fp4s_dk_spec dks;
+    bool cuda; /* fp4s_decomp_add runs on the GPU (opts.device resolved at open) */
 };
 
 /* Reference E2M1 rounding of t >= 0 in double with the tie rules (the kernels
@@ -79,6 +118,8 @@ bool fp4s_decomp_fused_available(void);
 /* FP4S_ENOTSUP / FP4S_EINVAL with a message when the decomposition does not
  * take this spec. */
 int fp4s_decomp_spec_check(const fp4s_spec *s);
+/* FP4S_ERANGE / FP4S_EDUP when rows [row0, row0 + nrows) cannot be added. */
+int fp4s_decomp_check_rows(const fp4s_decomp *d, size_t row0, size_t nrows);
 
 /* The names of an enum's values for the option parsers and reports; entries
  * from nlisted on are aliases (accepted, not listed in the error). */
@@ -113,4 +154,7 @@ void fp4s_chacc_finish(const chacc *a, fp4s_decomp_result *r);
 /* Sum the element kernel's lanes in a fixed order into p and clear them. */
 void fp4s_lanes_reduce(lanes *ln, part *p);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -62,8 +62,9 @@ void fp4s_decomp_opts_defaults(fp4s_decomp_opts *o)
     memset(o, 0, sizeof *o);
     o->dz_tie = FP4S_DZ_TIE_SPEC;
     o->by = FP4S_GROUP_TENSOR;
-    o->chunk_elems = (size_t)1 << 21;
+    o->chunk_elems = 0; /* automatic: 2^21, 2^26 on the GPU */
     o->max_groups = (size_t)1 << 20;
+    o->device = FP4S_DEVICE_CPU;
 }
 
 /* ---- the field table ---------------------------------------------------------- */
@@ -179,12 +180,7 @@ void fp4s_xacc_add_part(xacc *a, const part *p)
     fp4s_dextr_merge(&a->x, &p->x);
 }
 
-void fp4s_part_add(part *a, const part *p)
-{
-    for (int i = 0; i < S_N; i++) a->s[i] += p->s[i];
-    for (int i = 0; i < C_NUM; i++) a->c[i] += p->c[i];
-    fp4s_dextr_merge(&a->x, &p->x);
-}
+void fp4s_part_add(part *a, const part *p) { fp4s_dk_part_add(a, p); }
 
 void fp4s_xacc_init(xacc *a)
 {
@@ -192,11 +188,7 @@ void fp4s_xacc_init(xacc *a)
     fp4s_dextr_init(&a->x);
 }
 
-void fp4s_part_init(part *p)
-{
-    memset(p, 0, sizeof *p);
-    fp4s_dextr_init(&p->x);
-}
+void fp4s_part_init(part *p) { fp4s_dk_part_init(p); }
 
 void fp4s_xacc_merge(xacc *a, const xacc *b)
 {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "decomp_internal.h"
+#include "cuda/decomp_cu.h"
 
 int fp4s_decomp_spec_check(const fp4s_spec *s)
 {
@@ -39,8 +40,12 @@ int fp4s_decomp_open(const fp4s_spec *s, const fp4s_tscale *ts, const fp4s_decom
                               cols, s->block);
     if ((rows == 0) != (cols == 0) || (rows == 0 && o->by != FP4S_GROUP_TENSOR))
         return fp4s_error_set(FP4S_EEMPTY, "decomposition: empty tensor [%zu, %zu]", rows, cols);
+    fp4s_device dev = FP4S_DEVICE_CPU;
+    rc = fp4s_device_resolve(s, o->device, &dev);
+    if (rc) return rc;
     fp4s_decomp *d = calloc(1, sizeof *d);
     if (!d) return fp4s_error_set(FP4S_ENOMEM, "decomposition: out of memory");
+    d->cuda = dev == FP4S_DEVICE_CUDA;
     d->spec = *s;
     if (ts) d->ts = *ts;
     else {
@@ -176,32 +181,9 @@ static void decomp_block(const fp4s_decomp *d, const float *x, const float *q,
         }
         return;
     }
-    const double md = m;
-    bool uf = d->uf[scode];
-    double seff = d->seff[scode];
-    p->c[C_BLOCKS]++;
-    if (m == 0.0f) {
-        p->c[C_ZB]++;
-        uf = false;
-    } else {
-        double gam = 6.0 * seff / md;
-        double del = log2(gam);
-        p->c[C_GB]++;
-        if (uf) p->c[C_UFB]++;
-        p->s[S_GAM] += gam;
-        p->s[S_GAM2] += gam * gam;
-        p->s[S_DEL] += del;
-        p->s[S_DEL2] += del * del;
-        if (gam < p->x.gmin) p->x.gmin = gam;
-        if (gam > p->x.gmax) p->x.gmax = gam;
-        if (del < p->x.dmin) p->x.dmin = del;
-        if (del > p->x.dmax) p->x.dmax = del;
-        hd[fp4s_hist_bin(del, HD_LO, HD_HI)]++;
-    }
-    if (md > p->x.amax) p->x.amax = md;
     kconst kc;
-    fp4s_decomp_kconst(m, uf, d->tie_up, &kc);
-    const double *th = kc.th, *qtab = kc.qtab;
+    const int hb = fp4s_dk_block_stats(d->seff, d->uf, d->tie_up, m, scode, p, &kc);
+    if (hb >= 0) hd[hb]++;
     int32_t bins[256];
     d->k.block(x, q, codes, bs, &kc, ln, bins);
     p->c[C_ELEM] += bs;
@@ -209,33 +191,7 @@ static void decomp_block(const fp4s_decomp *d, const float *x, const float *q,
         for (size_t i = 0; i < bs; i++) he[bins[i]]++;
     if (!ch) return;
     /* channel groups: the same per-element terms, added exactly per column */
-    for (size_t i = 0; i < bs; i++) {
-        const double xv = x[i], qv = q[i];
-        const double a = fabs(xv);
-        const double A = 24.0 * a;
-        int idx = (A > th[0]) + (A > th[1]) + (A > th[2]) + (A > th[3]) + (A > th[4]) + (A > th[5]) +
-                  (A > th[6]);
-        const bool tie = idx < 7 && A == th[idx] && m != 0.0f;
-        const int code = idx + (tie && d->tie_up[idx]);
-        const double qs = code == 0 ? 0.0 : copysign(qtab[code], xv);
-        const double e = qv - xv, es = qv - qs, est = qs - xv;
-        const bool dz = code == 0;
-        const double edz = dz ? est : 0.0, eg = dz ? 0.0 : est;
-        const bool clip = !uf && (codes[i] & 7) == 7 && a > fabs(qv);
-        const double r = fabs(e - (es + edz + eg));
-        const double v_es2 = es * es;
-        const double t2[S_CH] = {xv * xv, e * e, v_es2, edz * edz, eg * eg, es * eg, es * edz, edz * eg,
-                                 (!uf && !clip) ? v_es2 : 0.0, clip ? v_es2 : 0.0, uf ? v_es2 : 0.0, fabs(e)};
-        chacc *c = &ch[i];
-        for (int k = 0; k < S_CH; k++) xs_add(&c->s[k], t2[k]);
-        c->c[C_ELEM]++;
-        c->c[C_DZ] += dz;
-        c->c[C_DZTIE] += tie && idx == 0;
-        c->c[C_ZEROS] += (xv == 0.0);
-        c->c[C_CLIP] += clip;
-        if (a > c->amax) c->amax = a;
-        if (r > c->res) c->res = r;
-    }
+    for (size_t i = 0; i < bs; i++) fp4s_chacc_add_elem(&ch[i], &kc, d->tie_up, x[i], q[i], codes[i]);
 }
 
 /* ---- fused row path ------------------------------------------------------------------ */
@@ -488,9 +444,8 @@ static void fold_workers(fp4s_decomp *d)
     }
 }
 
-static int add_common(fp4s_decomp *d, struct add_job *j)
+int fp4s_decomp_check_rows(const fp4s_decomp *d, size_t row0, size_t nrows)
 {
-    const size_t nrows = j->nrows, row0 = j->row0;
     if (row0 > d->rows || nrows > d->rows - row0)
         return fp4s_error_set(FP4S_ERANGE, "decomposition: rows [%zu, %zu) outside the tensor's %zu rows",
                               row0, row0 + nrows, d->rows);
@@ -502,6 +457,14 @@ static int add_common(fp4s_decomp *d, struct add_job *j)
                 return fp4s_error_set(FP4S_EDUP, "decomposition: row %zu added twice",
                                       d->opts.by == FP4S_GROUP_ROW ? g : g / d->nblk);
     }
+    return 0;
+}
+
+static int add_common(fp4s_decomp *d, struct add_job *j)
+{
+    const size_t nrows = j->nrows, row0 = j->row0;
+    int rc0 = fp4s_decomp_check_rows(d, row0, nrows);
+    if (rc0) return rc0;
     int nt = fp4s_get_threads();
     size_t align = j->align;
     size_t units = (nrows + align - 1) / align;
@@ -545,6 +508,7 @@ int fp4s_decomp_add(fp4s_decomp *d, const float *x, size_t nrows, size_t ld, siz
     if (!d || (nrows && !x)) return fp4s_error_set(FP4S_EINVAL, "decomposition: NULL argument");
     if (nrows == 0) return 0;
     if (ld < d->cols) return fp4s_error_set(FP4S_EINVAL, "decomposition: row stride %zu < %zu columns", ld, d->cols);
+    if (d->cuda) return fp4s_decomp_add_via(d, fp4s_cu_decomp, FP4S_DT_F32, x, true, nrows, ld, row0, NULL);
     size_t align = fp4s_spec_row_align(&d->spec);
     if (align == 0) align = 1;
     if (d->spec.rht) {

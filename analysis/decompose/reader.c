@@ -127,7 +127,11 @@ int fp4s_decomp_source(const fp4s_spec *s, const fp4s_decomp_opts *o, const char
     }
     size_t align = fp4s_spec_row_align(s);
     if (align == 0) align = 1;
-    size_t ce = o->chunk_elems ? o->chunk_elems : ((size_t)1 << 21);
+    fp4s_device dev = FP4S_DEVICE_CPU;
+    rc = fp4s_device_resolve(s, o->device, &dev);
+    if (rc) goto done;
+    /* the GPU takes larger chunks (fewer transfers and launches) */
+    size_t ce = o->chunk_elems ? o->chunk_elems : ((size_t)1 << (dev == FP4S_DEVICE_CUDA ? 26 : 21));
     rd.chunk = ce / rd.cols;
     rd.chunk -= rd.chunk % align;
     if (rd.chunk < align) rd.chunk = align;

@@ -200,7 +200,7 @@ static bool row_prep(const fp4s_dk_spec *d, const float *restrict x, const float
             uf = false;
         } else {
             double gam = gm[b];
-            double del = log2(gam);
+            double del = fp4s_dk_log2(gam);
             ngb++;
             nufb += uf;
             sg += gam;

@@ -23,6 +23,14 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The inline helpers below are shared with the CUDA decomposition
+ * (kernels/cuda/decomp_lane.cuh), which runs them on the device. */
+#if defined(__CUDACC__)
+#define FP4S_DK_FN static inline __host__ __device__
+#else
+#define FP4S_DK_FN static inline
+#endif
+
 /* Sums: the first S_CH are kept per element (channel groups too). */
 enum {
     S_X2, S_E2, S_ES2, S_EDZ2, S_EG2, S_CSG, S_CSD, S_CDG, S_ER2, S_EC2, S_EU2, S_EABS,
@@ -44,14 +52,14 @@ typedef struct dextr {
     double gmin, gmax, dmin, dmax, amax, res;
 } dextr;
 
-static inline void fp4s_dextr_init(dextr *e)
+FP4S_DK_FN void fp4s_dextr_init(dextr *e)
 {
     e->gmin = e->dmin = INFINITY;
     e->gmax = e->dmax = -INFINITY;
     e->amax = e->res = 0.0;
 }
 
-static inline void fp4s_dextr_merge(dextr *a, const dextr *b)
+FP4S_DK_FN void fp4s_dextr_merge(dextr *a, const dextr *b)
 {
     if (b->gmin < a->gmin) a->gmin = b->gmin;
     if (b->dmin < a->dmin) a->dmin = b->dmin;
@@ -67,13 +75,71 @@ typedef struct part {  /* one block (or row), plain double */
     dextr x;
 } part;
 
+/* delta = log2 gamma of a block, the same bits on every CPU level and on the
+ * GPU: the C library's log2 and CUDA's differ in the last place for some
+ * arguments, so the decomposition uses this one everywhere (within 2.2 units in
+ * the last place of the exact value; tests/decompose checks it). Plain IEEE
+ * double operations, no FMA (every file that uses it is compiled without
+ * contraction): g = 2^e m with m in [sqrt(1/2), sqrt(2)), log2 m = (2/ln 2)
+ * atanh(s), s = (m - 1)/(m + 1), |s| < 0.1716, by its odd series to s^25.
+ * 0 -> -Inf, +Inf -> +Inf, NaN and negative -> NaN. */
+FP4S_DK_FN double fp4s_dk_log2(double g)
+{
+    if (!(g > 0.0)) return g == 0.0 ? -INFINITY : NAN;
+    uint64_t b;
+    memcpy(&b, &g, sizeof b);
+    int e = (int)((b >> 52) & 0x7ff);
+    if (e == 0x7ff) return g;
+    if (e == 0) { /* subnormal: scale by 2^54 first */
+        g *= 0x1p54;
+        memcpy(&b, &g, sizeof b);
+        e = (int)((b >> 52) & 0x7ff) - 54;
+    }
+    e -= 1023;
+    b = (b & ((UINT64_C(1) << 52) - 1)) | (UINT64_C(1023) << 52); /* m in [1, 2) */
+    double m;
+    memcpy(&m, &b, sizeof m);
+    if (m > 1.4142135623730951) {
+        m *= 0.5;
+        e += 1;
+    }
+    const double f = m - 1.0; /* exact */
+    const double s = f / (2.0 + f), s2 = s * s;
+    /* P = 1/3 + s2/5 + s2^2/7 + ... + s2^11/25 */
+    double P = 1.0 / 25;
+    P = P * s2 + 1.0 / 23;
+    P = P * s2 + 1.0 / 21;
+    P = P * s2 + 1.0 / 19;
+    P = P * s2 + 1.0 / 17;
+    P = P * s2 + 1.0 / 15;
+    P = P * s2 + 1.0 / 13;
+    P = P * s2 + 1.0 / 11;
+    P = P * s2 + 1.0 / 9;
+    P = P * s2 + 1.0 / 7;
+    P = P * s2 + 1.0 / 5;
+    P = P * s2 + 1.0 / 3;
+    /* 2/ln 2 split in a head with 26 significant bits (exact products with
+     * the leading part of s) and a tail */
+    const double ch = 0x1.7154760000000p+1, cl = 0x1.4ae0bf85ddf44p-25;
+    /* s = sh + sl with sh holding the top 26 bits of s */
+    uint64_t sb;
+    memcpy(&sb, &s, sizeof sb);
+    sb &= ~((UINT64_C(1) << 27) - 1);
+    double sh;
+    memcpy(&sh, &sb, sizeof sh);
+    const double sl = s - sh;
+    const double hi = ch * sh; /* exact: 26 x 26 bits */
+    const double lo = cl * s + ch * sl + (ch + cl) * (s * s2 * P);
+    return ((double)e + hi) + lo;
+}
+
 /* Histogram ranges: delta = log2 gamma per block, e * 6/m per element. */
 #define HD_LO (-2.0)
 #define HD_HI 2.0
 #define HE_LO (-4.0)
 #define HE_HI 4.0
 
-static inline int fp4s_hist_bin(double v, double lo, double hi)
+FP4S_DK_FN int fp4s_hist_bin(double v, double lo, double hi)
 {
     double f = (v - lo) / (hi - lo) * FP4S_HIST_BINS;
     if (!(f >= 0)) return 0; /* also NaN, never expected */
@@ -104,11 +170,12 @@ static const double fp4s_decomp_mid4[7] = {1, 3, 5, 7, 10, 14, 20};
  * Q* values g m / 6 are correctly rounded once per block and grid point:
  * powers of two scale m/6 exactly, 1.5 m/6 and 3 m/6 = 2 (1.5 m/6) need one
  * more division, 6 m/6 = m. */
-static inline void fp4s_decomp_kconst(float m, bool uf, const bool *tie_up, kconst *kc)
+FP4S_DK_FN void fp4s_decomp_kconst(float m, bool uf, const bool *tie_up, kconst *kc)
 {
     const double md = m;
     for (int k = 0; k < 7; k++) {
-        double t = kc->th[k] = fp4s_decomp_mid4[k] * md;
+        const double mid4[7] = {1, 3, 5, 7, 10, 14, 20}; /* fp4s_decomp_mid4 (device code too) */
+        double t = kc->th[k] = mid4[k] * md;
         if (tie_up[k]) {
             if (t > 0.0) {
                 uint64_t b;
@@ -133,6 +200,55 @@ static inline void fp4s_decomp_kconst(float m, bool uf, const bool *tie_up, kcon
     kc->inv_s = m != 0.0f ? 6.0 / md : 0.0;
     kc->uf = uf;
     kc->mpos = m != 0.0f;
+}
+
+FP4S_DK_FN void fp4s_dk_part_init(part *p)
+{
+    memset(p, 0, sizeof *p);
+    fp4s_dextr_init(&p->x);
+}
+
+/* a += p, in plain double (a block's partial into its row's) */
+FP4S_DK_FN void fp4s_dk_part_add(part *a, const part *p)
+{
+    for (int i = 0; i < S_N; i++) a->s[i] += p->s[i];
+    for (int i = 0; i < C_NUM; i++) a->c[i] += p->c[i];
+    fp4s_dextr_merge(&a->x, &p->x);
+}
+
+/* The statistics of one finite block with amax m and scale byte scode into
+ * *p (blocks, zero and underflowing blocks, gamma and delta sums, extremes),
+ * and its element constants into *kc. seff/uf/tie_up as fp4s_dk_spec holds
+ * them. Returns the delta histogram bin, or -1 for an all-zero block. The
+ * caller adds the elements (C_ELEM and the element sums). */
+FP4S_DK_FN int fp4s_dk_block_stats(const double *seff, const uint8_t *uf, const bool *tie_up, float m,
+                                   uint8_t scode, part *p, kconst *kc)
+{
+    const double md = m;
+    bool u = uf[scode] != 0;
+    int bin = -1;
+    p->c[C_BLOCKS]++;
+    if (m == 0.0f) {
+        p->c[C_ZB]++;
+        u = false;
+    } else {
+        double gam = 6.0 * seff[scode] / md;
+        double del = fp4s_dk_log2(gam);
+        p->c[C_GB]++;
+        if (u) p->c[C_UFB]++;
+        p->s[S_GAM] += gam;
+        p->s[S_GAM2] += gam * gam;
+        p->s[S_DEL] += del;
+        p->s[S_DEL2] += del * del;
+        if (gam < p->x.gmin) p->x.gmin = gam;
+        if (gam > p->x.gmax) p->x.gmax = gam;
+        if (del < p->x.dmin) p->x.dmin = del;
+        if (del > p->x.dmax) p->x.dmax = del;
+        bin = fp4s_hist_bin(del, HD_LO, HD_HI);
+    }
+    if (md > p->x.amax) p->x.amax = md;
+    fp4s_decomp_kconst(m, u, tie_up, kc);
+    return bin;
 }
 
 /* Lane accumulators of the element kernel for one row (or block): the S_CH

@@ -66,7 +66,7 @@ int fp4s_cu_fail(cudaError_t e, const char *what)
     return fp4s_error_set(code, "cuda: %s: %s", what, txt);
 }
 
-unsigned fp4s_cu_extra_caps(void) { return 0; }
+unsigned fp4s_cu_extra_caps(void) { return FP4S_CUDA_CAP_DECOMPOSE; }
 
 unsigned fp4s_cu_grid(size_t work, unsigned threads)
 {

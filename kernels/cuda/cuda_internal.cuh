@@ -19,8 +19,7 @@ int fp4s_cu_prepare(const fp4s_spec *s, const fp4s_tscale *ts, size_t rows, size
  * with a detail naming op for the types they do not read. */
 int fp4s_cu_dtype(fp4s_dtype dt, const char *op);
 
-/* Capability bits of modules beyond quantize (the decomposition): 0 until
- * they are built in. */
+/* Capability bits of modules beyond quantize (the decomposition). */
 unsigned fp4s_cu_extra_caps(void);
 
 /* Blocks for a grid-stride launch of `threads` threads over `work` items. */

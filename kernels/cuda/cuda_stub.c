@@ -4,6 +4,8 @@
  * implement; fp4s_cuda_available() is what says whether they can run. */
 #include <fp4scope/cuda.h>
 
+#include "cuda/decomp_cu.h"
+
 #include <stdio.h>
 
 static const char no_cuda[] = "built without CUDA support";
@@ -89,4 +91,11 @@ FP4S_API int fp4s_cuda_dequantize_host_ex(const fp4s_spec *s, const fp4s_tscale 
                                           size_t rows, size_t cols, float *out)
 {
     return declined("dequantize");
+}
+
+int fp4s_cu_decomp(const fp4s_cu_dk *k, fp4s_dtype dt, const void *x, bool x_host, size_t nrows, size_t ld,
+                   fp4s_cu_dk_out *out, void *stream)
+{
+    (void)k; (void)dt; (void)x; (void)x_host; (void)nrows; (void)ld; (void)out; (void)stream;
+    return declined("decompose");
 }

@@ -6,7 +6,11 @@
  * so carries are propagated only every 2^30 additions. Terms below 2^XS_LSB are
  * truncated toward zero (deterministically, term by term), terms whose top bit
  * reaches 2^XS_TOP set the overflow flag. Addition of the limbs is exact and
- * associative, so the result does not depend on the order of terms or merges. */
+ * associative, so the result does not depend on the order of terms or merges.
+ *
+ * The CUDA decomposition (kernels/cuda/decomp_lane.cuh) adds into the same
+ * limbs: xs_split is shared by host and device, which sum digits with integer
+ * atomics and hand back xsum values that xs_merge takes like any other. */
 #ifndef FP4S_XSUM_H
 #define FP4S_XSUM_H
 
@@ -20,13 +24,19 @@
 
 enum { XS_POSINF = 1, XS_NEGINF = 2, XS_NAN = 4, XS_OVERFLOW = 8 };
 
+#if defined(__CUDACC__)
+#define XS_FN static inline __host__ __device__
+#else
+#define XS_FN static inline
+#endif
+
 typedef struct xsum {
     int64_t l[XS_LIMBS];
     uint32_t adds;
     uint32_t special;
 } xsum;
 
-static inline void xs_norm(xsum *s)
+XS_FN void xs_norm(xsum *s)
 {
     for (int i = 0; i < XS_LIMBS - 1; i++) {
         int64_t c = s->l[i] >> 32; /* floor division by 2^32 */
@@ -36,44 +46,59 @@ static inline void xs_norm(xsum *s)
     s->adds = 0;
 }
 
-static inline void xs_add(xsum *s, double v)
+/* The digits of v: v = neg ? -(d[0] + d[1] 2^32 + d[2] 2^64) 2^(32 li + XS_LSB)
+ * : (...), each d[k] in [0, 2^32). Returns 1 with the digits, or 0 when v adds
+ * nothing to the limbs (zero, below 2^XS_LSB, or special: then *special gets
+ * its XS_* bits). */
+XS_FN int xs_split(double v, int *li, int64_t d[3], int *neg, uint32_t *special)
 {
-    if (v == 0.0) return;
+    if (v == 0.0) return 0;
     uint64_t b;
     memcpy(&b, &v, sizeof b);
     int ex = (int)((b >> 52) & 0x7ff);
     uint64_t mant = b & ((UINT64_C(1) << 52) - 1);
-    int neg = (int)(b >> 63);
+    *neg = (int)(b >> 63);
     if (ex == 0x7ff) {
-        s->special |= mant ? XS_NAN : (neg ? XS_NEGINF : XS_POSINF);
-        return;
+        *special |= mant ? XS_NAN : (*neg ? XS_NEGINF : XS_POSINF);
+        return 0;
     }
     if (ex == 0) ex = 1;
     else mant |= UINT64_C(1) << 52;
     int pos = ex - 1075 - XS_LSB; /* bit index of the mantissa's lsb */
     if (pos < 0) {
-        if (pos <= -53) return;
+        if (pos <= -53) return 0;
         mant >>= -pos;
         pos = 0;
-        if (!mant) return;
+        if (!mant) return 0;
     }
-    int li = pos >> 5, sh = pos & 31;
+    int sh = pos & 31;
+    *li = pos >> 5;
     if (pos + 53 > XS_TOP - XS_LSB) {
-        s->special |= XS_OVERFLOW | (neg ? XS_NEGINF : XS_POSINF);
-        return;
+        *special |= XS_OVERFLOW | (*neg ? XS_NEGINF : XS_POSINF);
+        return 0;
     }
-    unsigned __int128 w = (unsigned __int128)mant << sh;
-    int64_t d0 = (int64_t)(uint32_t)w, d1 = (int64_t)(uint32_t)(w >> 32),
-            d2 = (int64_t)(uint32_t)(w >> 64);
+    /* mant << sh has at most 85 bits: the low 64 and the rest */
+    const uint64_t lo = mant << sh, hi = sh ? mant >> (64 - sh) : 0;
+    d[0] = (int64_t)(lo & 0xffffffffu);
+    d[1] = (int64_t)(lo >> 32);
+    d[2] = (int64_t)hi;
+    return 1;
+}
+
+XS_FN void xs_add(xsum *s, double v)
+{
+    int li = 0, neg = 0;
+    int64_t d[3];
+    if (!xs_split(v, &li, d, &neg, &s->special)) return;
     if (neg) {
-        s->l[li] -= d0; s->l[li + 1] -= d1; s->l[li + 2] -= d2;
+        s->l[li] -= d[0]; s->l[li + 1] -= d[1]; s->l[li + 2] -= d[2];
     } else {
-        s->l[li] += d0; s->l[li + 1] += d1; s->l[li + 2] += d2;
+        s->l[li] += d[0]; s->l[li + 1] += d[1]; s->l[li + 2] += d[2];
     }
     if (++s->adds >= (1u << 30)) xs_norm(s);
 }
 
-static inline void xs_merge(xsum *into, const xsum *from)
+XS_FN void xs_merge(xsum *into, const xsum *from)
 {
     xsum f = *from;
     xs_norm(&f);

@@ -6,12 +6,14 @@
 #include <check.h>
 
 #include <fp4scope/channels.h>
+#include <fp4scope/cuda.h>
 #include <fp4scope/decompose.h>
 #include <fp4scope/quant.h>
 #include <fp4scope/spec.h>
 #include <fp4scope/tensor.h>
 
 #include "decomp_internal.h"
+#include "cuda/decomp_cu.h"
 #include "fp4s_config.h"
 
 #include <math.h>
@@ -849,6 +851,218 @@ START_TEST(bad_input_refused)
 }
 END_TEST
 
+
+/* The GPU hands back exact sums as raw limbs built from xs_split digits,
+ * added with integer atomics in any order and never normalised there: the
+ * host merge of such partials (split across "thread blocks") must give the
+ * limbs of one xs_add pass, for terms of every size and sign. */
+START_TEST(xsum_device_digits_merge_exact)
+{
+    double v[3000];
+    rng_state = 11;
+    for (int i = 0; i < 3000; i++) v[i] = ldexp(rng_u() - 0.5, (int)(rng_next() % 700) - 400);
+    v[17] = 0.0;
+    v[18] = -0.0;
+    v[19] = 0x1p-430; /* below the accumulator: truncated in both */
+    xsum ref;
+    memset(&ref, 0, sizeof ref);
+    for (int i = 0; i < 3000; i++) xs_add(&ref, v[i]);
+    xsum blk[7];
+    memset(blk, 0, sizeof blk);
+    for (int i = 2999; i >= 0; i--) { /* reverse order, 7 interleaved blocks */
+        int li = 0, neg = 0;
+        int64_t d[3];
+        xsum *p = &blk[i % 7];
+        if (!xs_split(v[i], &li, d, &neg, &p->special)) continue;
+        for (int k = 0; k < 3; k++)
+            p->l[li + k] = (int64_t)((uint64_t)p->l[li + k] + (neg ? (uint64_t)-d[k] : (uint64_t)d[k]));
+    }
+    xsum got;
+    memset(&got, 0, sizeof got);
+    for (int b = 0; b < 7; b++) xs_merge(&got, &blk[b]);
+    xs_norm(&ref);
+    ck_assert(memcmp(ref.l, got.l, sizeof ref.l) == 0);
+    ck_assert(xs_value(&ref) == xs_value(&got));
+    /* specials travel in the flags */
+    uint32_t sp = 0;
+    int li = 0, neg = 0;
+    int64_t d[3];
+    ck_assert_int_eq(xs_split(-INFINITY, &li, d, &neg, &sp), 0);
+    ck_assert_uint_eq(sp, XS_NEGINF);
+    ck_assert_int_eq(xs_split(NAN, &li, d, &neg, &sp), 0);
+    ck_assert(sp & XS_NAN);
+}
+END_TEST
+
+/* delta = log2 gamma: the library's log2 within 2.2 units in the last place
+ * of the exact value over the range gamma takes (and far beyond), exact at
+ * powers of two, and the special values. */
+START_TEST(dk_log2_accuracy)
+{
+    rng_state = 5;
+    double worst = 0.0;
+    for (int i = 0; i < 400000; i++) {
+        double g = i < 200000 ? ldexp(1.0 + rng_u(), (int)(rng_next() % 2000) - 1000)
+                              : 6.0 * ldexp(1.0, (int)(rng_next() % 60) - 30) / (float)(rng_u() * 448.0);
+        long double ex = log2l((long double)g);
+        double r = fp4s_dk_log2(g);
+        if (ex == 0) {
+            ck_assert(r == 0.0);
+            continue;
+        }
+        double e = (double)ex, ulp = nextafter(fabs(e), INFINITY) - fabs(e);
+        double err = (double)fabsl((long double)r - ex) / ulp;
+        if (err > worst) worst = err;
+    }
+    ck_assert_msg(worst <= 2.2, "worst error %.3f ulp", worst);
+    for (int k = -1074; k <= 1023; k += 7) ck_assert(fp4s_dk_log2(ldexp(1.0, k)) == (double)k);
+    ck_assert(fp4s_dk_log2(0.0) == -INFINITY);
+    ck_assert(fp4s_dk_log2(INFINITY) == INFINITY);
+    ck_assert(isnan(fp4s_dk_log2(-1.0)));
+    ck_assert(isnan(fp4s_dk_log2(NAN)));
+    ck_assert(fp4s_dk_log2(1.5) == (double)log2l(1.5L)); /* correctly rounded here */
+}
+END_TEST
+
+/* --device: names, resolution, and what open does with CUDA where it
+ * cannot run (every machine without a GPU; on a GPU the resolution must
+ * give CUDA). */
+START_TEST(device_option_resolves)
+{
+    fp4s_device dv;
+    ck_assert_int_eq(fp4s_device_parse("cpu", &dv), 0);
+    ck_assert_int_eq(dv, FP4S_DEVICE_CPU);
+    ck_assert_int_eq(fp4s_device_parse("cuda", &dv), 0);
+    ck_assert_int_eq(dv, FP4S_DEVICE_CUDA);
+    ck_assert_int_eq(fp4s_device_parse("auto", &dv), 0);
+    ck_assert_int_eq(dv, FP4S_DEVICE_AUTO);
+    ck_assert_int_eq(fp4s_device_parse("gpu", &dv), FP4S_EINVAL);
+    ck_assert(strstr(fp4s_last_error(), "cpu, cuda or auto"));
+    ck_assert_str_eq(fp4s_device_name(FP4S_DEVICE_CUDA), "cuda");
+    fp4s_spec mx = mk_spec(FP4S_MXFP4, fp4s_default_profile(FP4S_MXFP4));
+    fp4s_device got = FP4S_DEVICE_AUTO;
+    ck_assert_int_eq(fp4s_device_resolve(&mx, FP4S_DEVICE_CPU, &got), 0);
+    ck_assert_int_eq(got, FP4S_DEVICE_CPU);
+    const bool gpu = fp4s_cuda_available();
+    ck_assert_int_eq(fp4s_device_resolve(&mx, FP4S_DEVICE_AUTO, &got), 0);
+    ck_assert_int_eq(got, gpu ? FP4S_DEVICE_CUDA : FP4S_DEVICE_CPU);
+    int rc = fp4s_device_resolve(&mx, FP4S_DEVICE_CUDA, &got);
+    ck_assert_int_eq(rc, gpu ? 0 : FP4S_ENOTSUP);
+    if (!gpu) ck_assert(strstr(fp4s_last_error(), "device cuda: "));
+    /* a spec the kernels do not take: AUTO stays on the CPU, CUDA is refused */
+    fp4s_spec odd = mx;
+    odd.block = 64;
+    ck_assert_int_eq(fp4s_device_resolve(&odd, FP4S_DEVICE_AUTO, &got), 0);
+    ck_assert_int_eq(got, FP4S_DEVICE_CPU);
+    ck_assert_int_eq(fp4s_device_resolve(&odd, FP4S_DEVICE_CUDA, &got), FP4S_ENOTSUP);
+    fp4s_decomp_opts o;
+    fp4s_decomp_opts_defaults(&o);
+    ck_assert_int_eq(o.device, FP4S_DEVICE_CPU);
+    o.device = FP4S_DEVICE_CUDA;
+    fp4s_decomp *d = NULL;
+    rc = fp4s_decomp_open(&mx, NULL, &o, 4, 64, &d);
+    ck_assert_int_eq(rc, gpu ? 0 : FP4S_ENOTSUP);
+    ck_assert(gpu ? d != NULL : d == NULL);
+    if (d) ck_assert_int_eq(fp4s_decomp_device(d), FP4S_DEVICE_CUDA);
+    fp4s_decomp_close(&d);
+    o.device = FP4S_DEVICE_AUTO;
+    ck_assert_int_eq(fp4s_decomp_open(&mx, NULL, &o, 4, 64, &d), 0);
+    ck_assert_int_eq(fp4s_decomp_device(d), gpu ? FP4S_DEVICE_CUDA : FP4S_DEVICE_CPU);
+    fp4s_decomp_close(&d);
+    /* the device-memory entry point declines cleanly without a GPU */
+    o.device = FP4S_DEVICE_CPU;
+    ck_assert_int_eq(fp4s_decomp_open(&mx, NULL, &o, 4, 64, &d), 0);
+    float dummy[256] = {0};
+    if (!gpu) ck_assert_int_eq(fp4s_cuda_decomp_add(d, FP4S_DT_F32, dummy, 4, 64, 0, NULL), FP4S_ENOTSUP);
+    fp4s_decomp_close(&d);
+}
+END_TEST
+
+/* fp4s_decomp_add_via with a stand-in for the GPU that decomposes on the
+ * CPU and hands back what the GPU hands back (the totals, histograms,
+ * channel accumulators; row parts): the merge into the decomposer must equal
+ * fp4s_decomp_add, chunk by chunk, and keep the decomposer's checks. */
+static int cpu_as_device(const fp4s_cu_dk *k, fp4s_dtype dt, const void *x, bool x_host, size_t nrows, size_t ld,
+                         fp4s_cu_dk_out *out, void *stream)
+{
+    (void)stream;
+    ck_assert(x_host && dt == FP4S_DT_F32);
+    fp4s_decomp_opts o;
+    fp4s_decomp_opts_defaults(&o);
+    o.by = k->by == FP4S_GROUP_ROW ? FP4S_GROUP_TENSOR : (fp4s_group)k->by;
+    fp4s_decomp *d = NULL;
+    int rc = fp4s_decomp_open(&k->spec, &k->ts, &o, nrows, k->cols, &d);
+    if (rc) return rc;
+    rc = fp4s_decomp_add(d, x, nrows, ld, 0);
+    if (!rc) {
+        out->tot = d->tot;
+        memcpy(out->hd, d->hd, sizeof out->hd);
+        memcpy(out->he, d->he, sizeof out->he);
+        if (out->ch) memcpy(out->ch, d->ch, k->cols * sizeof(chacc));
+        if (out->units) /* row parts: empty rows stand in (the merge's indexing is what is tested) */
+            for (size_t r = 0; r < nrows; r++) fp4s_dk_part_init(&out->units[r]);
+    }
+    fp4s_decomp_close(&d);
+    return rc;
+}
+
+START_TEST(device_partials_merge_like_cpu)
+{
+    const size_t rows = 48, cols = 256;
+    float *x = gauss(rows * cols, 21);
+    x[5 * cols + 3] = NAN;
+    fp4s_spec specs[2] = {mk_spec(FP4S_MXFP4, fp4s_default_profile(FP4S_MXFP4)),
+                          mk_spec(FP4S_NVFP4, fp4s_default_profile(FP4S_NVFP4))};
+    for (int si = 0; si < 2; si++)
+        for (int by = FP4S_GROUP_TENSOR; by <= FP4S_GROUP_CHANNEL; by += 3) {
+            fp4s_decomp *ref = run(&specs[si], x, rows, cols, (fp4s_group)by, 0, FP4S_DZ_TIE_SPEC);
+            fp4s_tscale ts = tscale_of(&specs[si], x, rows, cols);
+            fp4s_decomp_opts o;
+            fp4s_decomp_opts_defaults(&o);
+            o.by = (fp4s_group)by;
+            fp4s_decomp *d = NULL;
+            ck_assert_int_eq(fp4s_decomp_open(&specs[si], &ts, &o, rows, cols, &d), 0);
+            ck_assert_int_eq(fp4s_decomp_add_via(d, cpu_as_device, FP4S_DT_F32, x, true, 16, cols, 0, NULL), 0);
+            ck_assert_int_eq(fp4s_decomp_add_via(d, cpu_as_device, FP4S_DT_F32, x + 16 * cols, true, 32, cols, 16,
+                                                 NULL), 0);
+            fp4s_decomp_result a = summary(ref), b = summary(d);
+            ck_assert(memcmp(&a, &b, sizeof a) == 0);
+            for (size_t g = 0; g < fp4s_decomp_ngroups(ref); g++) {
+                ck_assert_int_eq(fp4s_decomp_group(ref, g, &a), 0);
+                ck_assert_int_eq(fp4s_decomp_group(d, g, &b), 0);
+                ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "group %zu", g);
+            }
+            fp4s_decomp_hist ha, hb;
+            fp4s_decomp_hist_get(ref, FP4S_HIST_ERROR, &ha);
+            fp4s_decomp_hist_get(d, FP4S_HIST_ERROR, &hb);
+            ck_assert(memcmp(&ha, &hb, sizeof ha) == 0);
+            /* the checks come first: rows outside the tensor */
+            ck_assert_int_eq(fp4s_decomp_add_via(d, cpu_as_device, FP4S_DT_F32, x, true, 16, cols, 40, NULL),
+                             FP4S_ERANGE);
+            fp4s_decomp_close(&ref);
+            fp4s_decomp_close(&d);
+        }
+    /* row groups: filled at the right indices, and a row added twice refused */
+    fp4s_decomp_opts o;
+    fp4s_decomp_opts_defaults(&o);
+    o.by = FP4S_GROUP_ROW;
+    fp4s_decomp *d = NULL;
+    ck_assert_int_eq(fp4s_decomp_open(&specs[0], NULL, &o, rows, cols, &d), 0);
+    ck_assert_int_eq(fp4s_decomp_add_via(d, cpu_as_device, FP4S_DT_F32, x, true, 8, cols, 8, NULL), 0);
+    ck_assert(!d->filled[7] && d->filled[8] && d->filled[15] && !d->filled[16]);
+    ck_assert_int_eq(fp4s_decomp_add_via(d, cpu_as_device, FP4S_DT_F32, x, true, 8, cols, 12, NULL), FP4S_EDUP);
+    /* a spec the GPU does not take */
+    fp4s_spec odd = specs[0];
+    odd.block = 64;
+    fp4s_decomp *e = NULL;
+    ck_assert_int_eq(fp4s_decomp_open(&odd, NULL, NULL, rows, cols, &e), 0);
+    ck_assert_int_eq(fp4s_decomp_add_via(e, cpu_as_device, FP4S_DT_F32, x, true, 8, cols, 0, NULL), FP4S_ENOTSUP);
+    fp4s_decomp_close(&e);
+    fp4s_decomp_close(&d);
+    free(x);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     Suite *s = suite_create("decompose");
@@ -870,6 +1084,10 @@ int main(int argc, char **argv)
 #endif
         {"channels_rank_select_coverage_cost", channels_rank_select_coverage_cost},
         {"bad_input_refused", bad_input_refused},
+        {"xsum_device_digits_merge_exact", xsum_device_digits_merge_exact},
+        {"dk_log2_accuracy", dk_log2_accuracy},
+        {"device_option_resolves", device_option_resolves},
+        {"device_partials_merge_like_cpu", device_partials_merge_like_cpu},
     };
     if (big) {
         TCase *tc = tcase_create("gaussian_anchor_1e7");

@@ -60,7 +60,8 @@ enum fp4s_cuda_cap {
     FP4S_CUDA_CAP_BF16      = 1u << 3, /* BF16 input */
     FP4S_CUDA_CAP_F16       = 1u << 4, /* FP16 input */
     FP4S_CUDA_CAP_PACKED    = 1u << 5, /* packed codes (pairs, split) */
-    FP4S_CUDA_CAP_DECOMPOSE = 1u << 6  /* fp4s_cuda_decomp_add (<fp4scope/decompose.h>) */
+    FP4S_CUDA_CAP_DECOMPOSE = 1u << 6  /* the decomposition on the GPU: fp4s_cuda_decomp_add and
+                                        * fp4s_decomp_opts.device (<fp4scope/decompose.h>) */
 };
 FP4S_API unsigned fp4s_cuda_caps(void);
 

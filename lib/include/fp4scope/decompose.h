@@ -37,11 +37,22 @@
  * not depend on chunking, thread count or merge order: bit for bit.
  *
  * Formats: MXFP4 (every scale rule and profile) and NVFP4 (every profile).
- * FP8 is refused (FP4S_ENOTSUP). */
+ * FP8 is refused (FP4S_ENOTSUP).
+ *
+ * Devices: fp4s_decomp_add runs on the CPU's worker threads or, with
+ * opts.device CUDA (or AUTO where a GPU is usable), on the GPU
+ * (fp4s_cuda_decomp_add below), for the specs the CUDA kernels implement
+ * (fp4s_cuda_supports: MXFP4 blocks of 32, NVFP4 blocks of 16). The GPU
+ * computes each row's partial sums in the CPU's order of operations and adds
+ * them to the same exact accumulators, so every result, group and histogram
+ * is the same bit for bit on either device (tests/cuda checks it). The block
+ * statistic delta = log2 gamma uses the library's own log2 on both (within
+ * 2.2 units in the last place), not the C library's. */
 #ifndef FP4SCOPE_DECOMPOSE_H
 #define FP4SCOPE_DECOMPOSE_H
 
 #include <fp4scope/quant.h>
+#include <fp4scope/tensor.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -66,11 +77,28 @@ FP4S_API const char *fp4s_dz_tie_name(fp4s_dz_tie t);
 FP4S_API int fp4s_group_parse(const char *s, fp4s_group *out);
 FP4S_API const char *fp4s_group_name(fp4s_group g);
 
+/* Where the decomposition runs. */
+typedef enum fp4s_device {
+    FP4S_DEVICE_CPU  = 0, /* the CPU (default) */
+    FP4S_DEVICE_CUDA = 1, /* the GPU; FP4S_ENOTSUP without CUDA support, without a usable GPU,
+                           * or for a spec the CUDA kernels do not implement */
+    FP4S_DEVICE_AUTO = 2  /* the GPU where CUDA would be taken, else the CPU */
+} fp4s_device;
+
+/* "cpu"/"cuda"/"auto"; FP4S_EINVAL. */
+FP4S_API int fp4s_device_parse(const char *s, fp4s_device *out);
+FP4S_API const char *fp4s_device_name(fp4s_device d);
+/* Resolve want for spec s (NULL: for no particular spec) to CPU or CUDA in
+ * *got; FP4S_ENOTSUP with the reason when CUDA is asked for and cannot run. */
+FP4S_API int fp4s_device_resolve(const fp4s_spec *s, fp4s_device want, fp4s_device *got);
+
 typedef struct fp4s_decomp_opts {
     fp4s_dz_tie dz_tie;     /* default FP4S_DZ_TIE_SPEC */
     fp4s_group by;          /* default FP4S_GROUP_TENSOR */
-    size_t chunk_elems;     /* streaming driver: elements per chunk (default 2^21) */
+    size_t chunk_elems;     /* streaming driver: elements per chunk (default 0: 2^21, or 2^26
+                             * when the decomposition runs on the GPU) */
     size_t max_groups;      /* block/row groups allowed (default 2^20) */
+    fp4s_device device;     /* where fp4s_decomp_add runs (default FP4S_DEVICE_CPU) */
 } fp4s_decomp_opts;
 
 FP4S_API void fp4s_decomp_opts_defaults(fp4s_decomp_opts *o);
@@ -159,7 +187,9 @@ FP4S_API void fp4s_decomp_close(fp4s_decomp **d);
 
 /* Quantize rows [row0, row0+nrows) of x (row stride ld, all `cols` columns)
  * with the spec and add their decomposition. Chunks must respect
- * fp4s_spec_row_align (all but the last). Uses fp4s_get_threads() threads. */
+ * fp4s_spec_row_align (all but the last). Uses fp4s_get_threads() threads,
+ * or the GPU when the accumulator was opened for it (opts.device): x is then
+ * copied to the GPU in pieces of at most 256 MiB. */
 FP4S_API int fp4s_decomp_add(fp4s_decomp *d, const float *x, size_t nrows, size_t ld,
                              size_t row0);
 
@@ -172,6 +202,21 @@ FP4S_API int fp4s_decomp_add_quantized(fp4s_decomp *d, const float *x, size_t ld
                                        const uint8_t *codes, size_t ldc,
                                        const uint8_t *scales, size_t lds,
                                        size_t nrows, size_t row0);
+
+/* Where this accumulator's fp4s_decomp_add runs: FP4S_DEVICE_CPU or _CUDA. */
+FP4S_API fp4s_device fp4s_decomp_device(const fp4s_decomp *d);
+
+/* Add rows [row0, row0+nrows) of the [rows, cols] tensor held in GPU memory
+ * d_x (type dtype: FP4S_DT_F32, _BF16 or _F16; row stride ld elements) on
+ * the GPU, whatever opts.device says: quantize them there with the spec,
+ * decompose, and merge the result into d (the same bits as fp4s_decomp_add
+ * on the widened float32 values). BF16/FP16 values are widened exactly.
+ * row0 must be a multiple of fp4s_spec_row_align (2-D tiles). Runs on
+ * stream (a cudaStream_t, NULL the default stream) and synchronises it.
+ * FP4S_ENOTSUP without a usable GPU or for a spec the CUDA kernels do not
+ * implement; at most 2^31 - 1 rows a call. */
+FP4S_API int fp4s_cuda_decomp_add(fp4s_decomp *d, fp4s_dtype dtype, const void *d_x, size_t nrows,
+                                  size_t ld, size_t row0, void *stream);
 
 /* Merge `from` into `into` (exact). Both must have the same spec; the tensor
  * summaries always merge. Groups merge when both have the same grouping and

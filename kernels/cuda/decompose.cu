@@ -1,0 +1,470 @@
+/* CUDA op: the error decomposition (fp4s_cuda_decomp_add, <fp4scope/decompose.h>).
+ *
+ * One call: the rows are quantized on the device by the quantize kernel
+ * (codes one per byte and scale bytes, bit-identical to fp4s_quantize), then
+ * one pass of the row kernel reads x, the codes and the scales, dequantizes
+ * (cu_deq, the reference's order), and computes every row's partial the way
+ * the CPU does (decomp_lane.cuh says why the bits agree): 8 threads per row,
+ * lane j taking elements j, j+8, ...; the block amax and the non-finite tests
+ * by three XOR shuffles; the block statistics (fp4s_dk_block_stats) the same
+ * in all 8 lanes; the lanes summed by XOR shuffles in the CPU's tree. Each
+ * row's partial then enters exact fixed-point sums in shared memory (xsum.h
+ * digits, 64-bit integer atomics: exact, so their order is free), the
+ * histograms shared per warp; each thread block adds its sums into its own
+ * slot in global memory, and a last kernel adds the slots. Row and block
+ * groups come back as parts (the CPU finishes them as it finishes its own);
+ * channel groups come from a second kernel, one thread per column and slice
+ * of rows, every element into the column's exact sums (fp4s_chacc_add_elem),
+ * the slices then added per column. Host input is taken in pieces of at most
+ * 256 MiB. */
+#include "cuda_internal.cuh"
+#include "decomp_lane.cuh"
+
+#include <stdlib.h>
+
+namespace {
+
+constexpr int RT = 256;           /* row kernel: 32 rows x 8 lanes */
+constexpr int RW = RT / 32;       /* its warps */
+constexpr int CT = 128;           /* channel kernel: columns per thread block */
+
+/* A thread block's (or the whole call's) totals. */
+struct dtot {
+    xacc a;
+    unsigned long long hd[FP4S_HIST_BINS], he[FP4S_HIST_BINS];
+};
+
+/* The decomposer's tables, by value. */
+struct dtab {
+    double seff[256];
+    uint8_t uf[256];
+    bool tie_up[8];
+};
+
+__device__ __forceinline__ void xs_add_shared(unsigned long long *l, unsigned *sp, double v)
+{
+    int li = 0, neg = 0;
+    int64_t d[3];
+    uint32_t special = 0;
+    if (!xs_split(v, &li, d, &neg, &special)) {
+        if (special) atomicOr(sp, special);
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < 3; k++)
+        if (d[k]) atomicAdd(&l[li + k], neg ? (unsigned long long)(-d[k]) : (unsigned long long)d[k]);
+}
+
+/* Sum the group's 8 lanes into p (the CPU's tree), with the lanes' counts of
+ * non-finite inputs; every lane of the group gets the same p. */
+__device__ __forceinline__ void reduce_lanes(unsigned gm, cu_dk_lane &ln, uint64_t *nfc, part *p)
+{
+    double s[S_CH + 4];
+#pragma unroll
+    for (int k = 0; k < S_CH + 4; k++) {
+        double v = ln.l[k];
+        v = v + __shfl_xor_sync(gm, v, 1);
+        v = v + __shfl_xor_sync(gm, v, 2);
+        v = v + __shfl_xor_sync(gm, v, 4);
+        s[k] = v;
+    }
+    double r = ln.r;
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) r = fmax(r, __shfl_xor_sync(gm, r, o));
+    cu_dk_lanes_into(p, s, r);
+#pragma unroll
+    for (int k = 0; k < 3; k++) {
+        unsigned long long c = nfc[k];
+#pragma unroll
+        for (int o = 1; o < 8; o <<= 1) c += __shfl_xor_sync(gm, c, o);
+        p->c[C_NAN + k] += c;
+        nfc[k] = 0;
+    }
+    cu_dk_lane_init(&ln);
+}
+
+/* BY: 0 totals only (tensor and channel groupings), 1 row parts, 2 block parts. */
+template <int BS, int BY>
+__global__ void __launch_bounds__(RT)
+dk_rows(const dtab tab, const fp4s_cu_params qp, int dt, const void *__restrict__ x, size_t ld,
+        const uint8_t *__restrict__ codes, const uint8_t *__restrict__ scales, size_t nrows, size_t cols,
+        size_t nblk, dtot *__restrict__ slots, part *__restrict__ units)
+{
+    __shared__ double s_seff[256];
+    __shared__ uint8_t s_uf[256];
+    __shared__ bool s_tie[8];
+    __shared__ unsigned long long s_l[S_N][XS_LIMBS];
+    __shared__ unsigned s_sp[S_N];
+    __shared__ unsigned long long s_he[RW][FP4S_HIST_BINS];
+    __shared__ unsigned long long s_hd[FP4S_HIST_BINS];
+    __shared__ unsigned long long s_c[C_NUM];
+    __shared__ dextr s_x[RT / 8];
+    for (int i = threadIdx.x; i < 256; i += RT) {
+        s_seff[i] = tab.seff[i];
+        s_uf[i] = tab.uf[i];
+    }
+    if (threadIdx.x < 8) s_tie[threadIdx.x] = tab.tie_up[threadIdx.x];
+    for (int i = threadIdx.x; i < S_N * XS_LIMBS; i += RT) (&s_l[0][0])[i] = 0ull;
+    for (int i = threadIdx.x; i < RW * FP4S_HIST_BINS; i += RT) (&s_he[0][0])[i] = 0ull;
+    for (int i = threadIdx.x; i < FP4S_HIST_BINS; i += RT) s_hd[i] = 0ull;
+    if (threadIdx.x < S_N) s_sp[threadIdx.x] = 0u;
+    if (threadIdx.x < C_NUM) s_c[threadIdx.x] = 0ull;
+    __syncthreads();
+
+    const int lane = threadIdx.x & 7, grp = threadIdx.x >> 3, warp = threadIdx.x >> 5;
+    const unsigned gm = 0xFFu << (threadIdx.x & 24);
+    uint64_t tc[C_NUM];
+#pragma unroll
+    for (int k = 0; k < C_NUM; k++) tc[k] = 0;
+    dextr tx;
+    fp4s_dextr_init(&tx);
+    constexpr int NT = BS / 8;
+    for (size_t row = (size_t)blockIdx.x * 32 + grp; row < nrows; row += (size_t)gridDim.x * 32) {
+        const uint8_t *cr = codes + row * cols, *sr = scales + row * nblk;
+        const size_t xr = row * ld;
+        part rowp, bp;
+        fp4s_dk_part_init(&rowp);
+        cu_dk_lane ln;
+        cu_dk_lane_init(&ln);
+        uint64_t nfc[3] = {0, 0, 0};
+        for (size_t b = 0; b < nblk; b++) {
+            part *tp = &rowp;
+            if (BY == 2) {
+                fp4s_dk_part_init(&bp);
+                tp = &bp;
+            }
+            const uint8_t sc = sr[b];
+            const fp4s_cu_dq dq = cu_deq_block(qp, sc);
+            float xf[NT], qf[NT];
+            uint8_t cd[NT];
+            uint32_t mx = 0, mq = 0;
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const size_t i = b * BS + 8 * t + lane;
+                xf[t] = cu_dk_load(x, dt, xr + i);
+                cd[t] = cr[i];
+                qf[t] = cu_deq_elem(dq, cd[t]);
+                mx = max(mx, cu_dk_abits(xf[t]));
+                mq = max(mq, cu_dk_abits(qf[t]));
+            }
+#pragma unroll
+            for (int o = 1; o < 8; o <<= 1) {
+                mx = max(mx, __shfl_xor_sync(gm, mx, o));
+                mq = max(mq, __shfl_xor_sync(gm, mq, o));
+            }
+            if (mx >= 0x7f800000u || mq >= 0x7f800000u) {
+                if (mx >= 0x7f800000u) tp->c[C_NFB]++;
+                else tp->c[C_NFOUT]++;
+#pragma unroll
+                for (int t = 0; t < NT; t++) nfc[cu_dk_nf_kind(xf[t]) - C_NAN]++;
+            } else {
+                kconst kc;
+                const int hb = fp4s_dk_block_stats(s_seff, s_uf, s_tie, cu_float(mx), sc, tp, &kc);
+                if (hb >= 0 && lane == 0) atomicAdd(&s_hd[hb], 1ull);
+                tp->c[C_ELEM] += BS;
+#pragma unroll
+                for (int t = 0; t < NT; t++) {
+                    const int bin = cu_dk_elem(&kc, xf[t], qf[t], cd[t], &ln);
+                    if (kc.mpos) atomicAdd(&s_he[warp][bin], 1ull);
+                }
+            }
+            if (BY == 2) {
+                reduce_lanes(gm, ln, nfc, &bp);
+                if (lane == 0) units[row * nblk + b] = bp;
+                fp4s_dk_part_add(&rowp, &bp);
+            }
+        }
+        if (BY != 2) reduce_lanes(gm, ln, nfc, &rowp);
+        if (BY == 1 && lane == 0) units[row] = rowp;
+        /* the row into the exact sums: lane j adds sums 2j and 2j + 1 */
+        xs_add_shared(s_l[2 * lane], &s_sp[2 * lane], rowp.s[2 * lane]);
+        xs_add_shared(s_l[2 * lane + 1], &s_sp[2 * lane + 1], rowp.s[2 * lane + 1]);
+        if (lane == 0) {
+#pragma unroll
+            for (int k = 0; k < C_NUM; k++) tc[k] += rowp.c[k];
+            fp4s_dextr_merge(&tx, &rowp.x);
+        }
+    }
+    if (lane == 0) {
+        for (int k = 0; k < C_NUM; k++)
+            if (tc[k]) atomicAdd(&s_c[k], (unsigned long long)tc[k]);
+        s_x[grp] = tx;
+    }
+    __syncthreads();
+    /* add this block's sums into its slot */
+    dtot *sl = &slots[blockIdx.x];
+    for (int i = threadIdx.x; i < S_N * XS_LIMBS; i += RT) {
+        const int k = i / XS_LIMBS, j = i % XS_LIMBS;
+        sl->a.s[k].l[j] = (int64_t)((unsigned long long)sl->a.s[k].l[j] + s_l[k][j]);
+    }
+    if (threadIdx.x < S_N) sl->a.s[threadIdx.x].special |= s_sp[threadIdx.x];
+    if (threadIdx.x < C_NUM) sl->a.c[threadIdx.x] += s_c[threadIdx.x];
+    for (int i = threadIdx.x; i < FP4S_HIST_BINS; i += RT) {
+        unsigned long long h = 0;
+        for (int w = 0; w < RW; w++) h += s_he[w][i];
+        sl->he[i] += h;
+        sl->hd[i] += s_hd[i];
+    }
+    if (threadIdx.x == 0)
+        for (int g = 0; g < RT / 8; g++) fp4s_dextr_merge(&sl->a.x, &s_x[g]);
+}
+
+/* Channel groups: thread = column c, blockIdx.y = slice of rows; the block
+ * amax by XOR shuffles over the block's BS columns (whole blocks per warp:
+ * BS divides 32 and cols). Adds into cpart[slice][c]. */
+template <int BS>
+__global__ void __launch_bounds__(CT)
+dk_chan(const dtab tab, const fp4s_cu_params qp, int dt, const void *__restrict__ x, size_t ld,
+        const uint8_t *__restrict__ codes, const uint8_t *__restrict__ scales, size_t nrows, size_t cols,
+        size_t nblk, size_t slice_rows, chacc *__restrict__ cpart)
+{
+    __shared__ uint8_t s_uf[256];
+    __shared__ bool s_tie[8];
+    for (int i = threadIdx.x; i < 256; i += CT) s_uf[i] = tab.uf[i];
+    if (threadIdx.x < 8) s_tie[threadIdx.x] = tab.tie_up[threadIdx.x];
+    __syncthreads();
+    const size_t c = (size_t)blockIdx.x * CT + threadIdx.x;
+    if (c >= cols) return; /* whole groups of BS lanes */
+    const unsigned gm = BS == 32 ? 0xFFFFFFFFu : (0xFFFFu << (threadIdx.x & 16));
+    chacc *dst = &cpart[(size_t)blockIdx.y * cols + c];
+    chacc acc = *dst;
+    const size_t r0 = (size_t)blockIdx.y * slice_rows;
+    const size_t r1 = r0 + slice_rows < nrows ? r0 + slice_rows : nrows;
+    for (size_t r = r0; r < r1; r++) {
+        const uint8_t sc = scales[r * nblk + c / BS];
+        const uint8_t code = codes[r * cols + c];
+        const float xf = cu_dk_load(x, dt, r * ld + c);
+        const float qf = cu_deq(qp, sc, code);
+        uint32_t mx = cu_dk_abits(xf), mq = cu_dk_abits(qf);
+#pragma unroll
+        for (int o = 1; o < BS; o <<= 1) {
+            mx = max(mx, __shfl_xor_sync(gm, mx, o));
+            mq = max(mq, __shfl_xor_sync(gm, mq, o));
+        }
+        if (mx >= 0x7f800000u || mq >= 0x7f800000u) {
+            acc.c[cu_dk_nf_kind(xf)]++;
+            continue;
+        }
+        const float m = cu_float(mx);
+        kconst kc;
+        fp4s_decomp_kconst(m, s_uf[sc] && m != 0.0f, s_tie, &kc);
+        fp4s_chacc_add_elem(&acc, &kc, s_tie, xf, qf, code);
+    }
+    for (int k = 0; k < S_CH; k++) xs_norm(&acc.s[k]);
+    *dst = acc;
+}
+
+/* Add the slices of every column: out[c] = sum over s of cpart[s][c]. */
+__global__ void dk_chan_sum(const chacc *__restrict__ cpart, size_t slices, size_t cols, chacc *__restrict__ out)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= cols * S_CH * XS_LIMBS) return;
+    const size_t c = i / (S_CH * XS_LIMBS), k = (i / XS_LIMBS) % S_CH, j = i % XS_LIMBS;
+    unsigned long long v = 0;
+    uint32_t sp = 0;
+    for (size_t s = 0; s < slices; s++) {
+        v += (unsigned long long)cpart[s * cols + c].s[k].l[j];
+        sp |= cpart[s * cols + c].s[k].special;
+    }
+    out[c].s[k].l[j] = (int64_t)v;
+    if (j == 0) {
+        out[c].s[k].special = sp;
+        out[c].s[k].adds = 0;
+    }
+    if (k == 0 && j == 0) {
+        uint64_t cc[C_CH];
+        for (int q = 0; q < C_CH; q++) cc[q] = 0;
+        double am = 0.0, rs = 0.0;
+        for (size_t s = 0; s < slices; s++) {
+            const chacc *p = &cpart[s * cols + c];
+            for (int q = 0; q < C_CH; q++) cc[q] += p->c[q];
+            am = p->amax > am ? p->amax : am;
+            rs = p->res > rs ? p->res : rs;
+        }
+        for (int q = 0; q < C_CH; q++) out[c].c[q] = cc[q];
+        out[c].amax = am;
+        out[c].res = rs;
+    }
+}
+
+/* Add the slots into slots[0] (one thread block). */
+__global__ void dk_tot_sum(dtot *slots, unsigned n)
+{
+    for (int i = threadIdx.x; i < S_N * XS_LIMBS; i += blockDim.x) {
+        const int k = i / XS_LIMBS, j = i % XS_LIMBS;
+        unsigned long long v = 0;
+        for (unsigned s = 1; s < n; s++) v += (unsigned long long)slots[s].a.s[k].l[j];
+        slots[0].a.s[k].l[j] = (int64_t)((unsigned long long)slots[0].a.s[k].l[j] + v);
+    }
+    for (int k = threadIdx.x; k < S_N; k += blockDim.x) {
+        uint32_t sp = slots[0].a.s[k].special;
+        for (unsigned s = 1; s < n; s++) sp |= slots[s].a.s[k].special;
+        slots[0].a.s[k].special = sp;
+        slots[0].a.s[k].adds = 0;
+    }
+    for (int k = threadIdx.x; k < C_NUM; k += blockDim.x) {
+        uint64_t v = slots[0].a.c[k];
+        for (unsigned s = 1; s < n; s++) v += slots[s].a.c[k];
+        slots[0].a.c[k] = v;
+    }
+    for (int i = threadIdx.x; i < FP4S_HIST_BINS; i += blockDim.x) {
+        unsigned long long d = slots[0].hd[i], e = slots[0].he[i];
+        for (unsigned s = 1; s < n; s++) {
+            d += slots[s].hd[i];
+            e += slots[s].he[i];
+        }
+        slots[0].hd[i] = d;
+        slots[0].he[i] = e;
+    }
+    if (threadIdx.x == 0)
+        for (unsigned s = 1; s < n; s++) fp4s_dextr_merge(&slots[0].a.x, &slots[s].a.x);
+}
+
+/* Initial slot: empty sums, extremes at their identities. */
+__global__ void dk_tot_init(dtot *slots, unsigned n)
+{
+    const unsigned s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= n) return;
+    memset(&slots[s], 0, sizeof(dtot));
+    fp4s_dextr_init(&slots[s].a.x);
+}
+
+template <int BS>
+void launch_rows(int by, unsigned grid, cudaStream_t st, const dtab &tab, const fp4s_cu_params &qp, int dt,
+                 const void *x, size_t ld, const uint8_t *codes, const uint8_t *scales, size_t n, size_t cols,
+                 size_t nblk, dtot *slots, part *units)
+{
+    if (by == FP4S_GROUP_ROW)
+        dk_rows<BS, 1><<<grid, RT, 0, st>>>(tab, qp, dt, x, ld, codes, scales, n, cols, nblk, slots, units);
+    else if (by == FP4S_GROUP_BLOCK)
+        dk_rows<BS, 2><<<grid, RT, 0, st>>>(tab, qp, dt, x, ld, codes, scales, n, cols, nblk, slots, units);
+    else
+        dk_rows<BS, 0><<<grid, RT, 0, st>>>(tab, qp, dt, x, ld, codes, scales, n, cols, nblk, slots, units);
+}
+
+} // namespace
+
+int fp4s_cu_decomp(const fp4s_cu_dk *k, fp4s_dtype dtype, const void *x, bool x_host, size_t nrows, size_t ld,
+                   fp4s_cu_dk_out *out, void *stream)
+{
+    fp4s_cu_params qp;
+    int rc = fp4s_cu_prepare(&k->spec, &k->ts, nrows, k->cols, &qp);
+    if (rc) return rc;
+    const int dt = fp4s_cu_dtype(dtype, "decompose");
+    if (dt < 0) return dt;
+    if (!fp4s_cuda_available()) return fp4s_error_set(FP4S_ENOTSUP, "cuda: decompose: no usable GPU");
+    if (nrows >= ((size_t)1 << 31))
+        return fp4s_error_set(FP4S_ERANGE, "cuda: decompose: %zu rows in one call (at most 2^31 - 1)", nrows);
+    const size_t cols = k->cols, nblk = k->nblk, bs = k->bs, esz = dt == CU_DT_F32 ? 4 : 2;
+    if (nrows == 0 || cols == 0) return 0;
+    cudaStream_t st = (cudaStream_t)stream;
+    /* pieces: the whole call for device input, at most 256 MiB of host
+     * input at a time (whole 16-row tiles) */
+    size_t piece = nrows;
+    if (x_host) {
+        piece = ((size_t)256 << 20) / (cols * esz);
+        piece -= piece % 16;
+        if (piece < 16) piece = 16;
+        if (piece > nrows) piece = nrows;
+    }
+    dtab tab;
+    memcpy(tab.seff, k->seff, sizeof tab.seff);
+    memcpy(tab.uf, k->uf, sizeof tab.uf);
+    memcpy(tab.tie_up, k->tie_up, sizeof tab.tie_up);
+    const unsigned grid = fp4s_cu_grid((piece + 31) / 32 * RT, RT);
+    const bool chan = k->by == FP4S_GROUP_CHANNEL;
+    const size_t nunit = k->by == FP4S_GROUP_ROW ? 1 : (k->by == FP4S_GROUP_BLOCK ? nblk : 0);
+    /* channel slices: about 2^18 threads in all */
+    size_t slices = chan ? ((size_t)1 << 18) / cols : 0;
+    if (chan && slices < 1) slices = 1;
+    if (chan && slices > (piece + 15) / 16) slices = (piece + 15) / 16;
+    const size_t slice_rows = chan ? (piece + slices - 1) / slices : 0;
+
+    void *dx = nullptr;
+    uint8_t *dc = nullptr, *ds = nullptr;
+    dtot *slots = nullptr;
+    part *du = nullptr;
+    chacc *cp = nullptr, *co = nullptr;
+    cudaError_t e = cudaGetLastError(); /* a stale error from an earlier call */
+    e = cudaSuccess;
+    if (x_host) e = cudaMalloc(&dx, piece * cols * esz);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&dc, piece * cols);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&ds, piece * nblk);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&slots, grid * sizeof(dtot));
+    if (e == cudaSuccess && nunit) e = cudaMalloc((void **)&du, piece * nunit * sizeof(part));
+    if (e == cudaSuccess && chan) e = cudaMalloc((void **)&cp, slices * cols * sizeof(chacc));
+    if (e == cudaSuccess && chan) e = cudaMalloc((void **)&co, cols * sizeof(chacc));
+    if (e == cudaSuccess && chan) e = cudaMemsetAsync(cp, 0, slices * cols * sizeof(chacc), st);
+    if (e == cudaSuccess) {
+        dk_tot_init<<<(grid + 127) / 128, 128, 0, st>>>(slots, grid);
+        e = cudaGetLastError();
+    }
+    for (size_t p0 = 0; p0 < nrows && e == cudaSuccess && rc == 0; p0 += piece) {
+        const size_t n = nrows - p0 < piece ? nrows - p0 : piece;
+        const void *xp;
+        size_t ldp;
+        if (x_host) {
+            e = cudaMemcpy2DAsync(dx, cols * esz, static_cast<const char *>(x) + p0 * ld * esz, ld * esz,
+                                  cols * esz, n, cudaMemcpyHostToDevice, st);
+            xp = dx;
+            ldp = cols;
+        } else {
+            xp = static_cast<const char *>(x) + p0 * ld * esz;
+            ldp = ld;
+        }
+        if (e != cudaSuccess) break;
+        rc = fp4s_cuda_quantize_ex(&k->spec, &k->ts, dtype, xp, n, cols, ldp, false, dc, ds, stream);
+        if (rc) break;
+        if (bs == 32)
+            launch_rows<32>(k->by, grid, st, tab, qp, dt, xp, ldp, dc, ds, n, cols, nblk, slots, du);
+        else
+            launch_rows<16>(k->by, grid, st, tab, qp, dt, xp, ldp, dc, ds, n, cols, nblk, slots, du);
+        e = cudaGetLastError();
+        if (e == cudaSuccess && chan) {
+            const size_t sl = (n + slice_rows - 1) / slice_rows;
+            const dim3 cg((unsigned)((cols + CT - 1) / CT), (unsigned)sl);
+            if (bs == 32)
+                dk_chan<32><<<cg, CT, 0, st>>>(tab, qp, dt, xp, ldp, dc, ds, n, cols, nblk, slice_rows, cp);
+            else
+                dk_chan<16><<<cg, CT, 0, st>>>(tab, qp, dt, xp, ldp, dc, ds, n, cols, nblk, slice_rows, cp);
+            e = cudaGetLastError();
+        }
+        if (e == cudaSuccess && nunit)
+            e = cudaMemcpyAsync(out->units + p0 * nunit, du, n * nunit * sizeof(part), cudaMemcpyDeviceToHost, st);
+    }
+    if (e == cudaSuccess && rc == 0) {
+        dk_tot_sum<<<1, 256, 0, st>>>(slots, grid);
+        e = cudaGetLastError();
+    }
+    dtot *ht = nullptr;
+    if (e == cudaSuccess && rc == 0) {
+        ht = static_cast<dtot *>(malloc(sizeof(dtot)));
+        if (!ht) rc = fp4s_error_set(FP4S_ENOMEM, "cuda: decompose: out of memory");
+        else e = cudaMemcpyAsync(ht, slots, sizeof(dtot), cudaMemcpyDeviceToHost, st);
+    }
+    if (e == cudaSuccess && rc == 0 && chan) {
+        const size_t nt = cols * S_CH * XS_LIMBS;
+        dk_chan_sum<<<(unsigned)((nt + 255) / 256), 256, 0, st>>>(cp, slices, cols, co);
+        e = cudaGetLastError();
+        if (e == cudaSuccess) e = cudaMemcpyAsync(out->ch, co, cols * sizeof(chacc), cudaMemcpyDeviceToHost, st);
+    }
+    if (e == cudaSuccess && rc == 0) e = cudaStreamSynchronize(st);
+    if (e == cudaSuccess && rc == 0) {
+        out->tot = ht->a;
+        for (int i = 0; i < FP4S_HIST_BINS; i++) {
+            out->hd[i] = ht->hd[i];
+            out->he[i] = ht->he[i];
+        }
+    }
+    if (e != cudaSuccess && rc == 0) rc = fp4s_cu_fail(e, "decompose");
+    if (rc) cudaStreamSynchronize(st); /* nothing in flight uses the buffers */
+    free(ht);
+    cudaFree(dx);
+    cudaFree(dc);
+    cudaFree(ds);
+    cudaFree(slots);
+    cudaFree(du);
+    cudaFree(cp);
+    cudaFree(co);
+    return rc;
+}
