@@ -1,6 +1,7 @@
 #include "cli.h"
 
 #include <fp4scope/capture.h>
+#include <fp4scope/cuda.h>
 #include <fp4scope/outfile.h>
 #include <fp4scope/tensor.h>
 #include <fp4scope/version.h>
@@ -453,9 +454,34 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
     cli_usage("unknown option '%s'", name);
 }
 
-void cli_version(void)
+/* The library's feature list, with or without its "cuda" word. */
+static void print_features(bool cuda)
 {
-    printf("%s (fp4scope) %s\nfeatures: %s\n", prog_name, fp4s_version(), fp4s_features());
+    char f[256];
+    snprintf(f, sizeof f, "%s", fp4s_features());
+    char *w = strstr(f, " cuda");
+    if (!cuda && w && (w[5] == ' ' || w[5] == '\0')) memmove(w, w + 5, strlen(w + 5) + 1);
+    printf("%s (fp4scope) %s\nfeatures: %s\n", prog_name, fp4s_version(), f);
+}
+
+void cli_version(void) { print_features(false); }
+
+void cli_version_device(void)
+{
+    print_features(true);
+    if (fp4s_cuda_caps() & FP4S_CUDA_CAP_BUILT) {
+        char d[320];
+        fp4s_cuda_describe(d, sizeof d);
+        printf("gpu: %s\n", d);
+    }
+}
+
+fp4s_device cli_device(const char *arg, const fp4s_spec *s)
+{
+    fp4s_device want = FP4S_DEVICE_CPU, got = FP4S_DEVICE_CPU;
+    if (arg && fp4s_device_parse(arg, &want)) cli_usage("--device: %s", fp4s_last_error());
+    if (fp4s_device_resolve(s, want, &got)) cli_die(FP4S_EXIT_USAGE, "--%s", fp4s_last_error());
+    return got;
 }
 
 json_t *cli_json_real(double v) { return isfinite(v) ? json_real(v) : json_null(); }

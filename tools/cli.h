@@ -9,6 +9,7 @@
 
 #include <fp4scope/common.h>
 #include <fp4scope/spec.h>
+#include <fp4scope/decompose.h>
 #include <fp4scope/mismatch.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -99,8 +100,22 @@ long long *cli_parse_int_list(const char *opt, const char *arg, size_t *n);
  * leading ':'. Returns the option's value, or -1 after the last option. */
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts);
 
-/* "--version" text: "prog (fp4scope) X.Y.Z\nfeatures: ...". */
+/* "--version" text: "prog (fp4scope) X.Y.Z\nfeatures: ..." (without cuda:
+ * the tools with --device use cli_version_device). */
 void cli_version(void);
+
+/* ---- --device: the tools with a GPU path ----------------------------------------------
+ * CLI_DEVICE_LONGOPTS adds --device DEV (cpu, cuda or auto). cli_device
+ * resolves the option's argument (NULL: cpu) for spec s: auto takes the GPU
+ * when CUDA is built in, a GPU is usable and the GPU implements s, else the
+ * CPU; a name other than the three, or cuda where it cannot run, is exit 2
+ * with the reason ("--device cuda: no usable GPU (...)"). */
+enum { CLI_OPT_DEVICE = 0x4101 };
+#define CLI_DEVICE_LONGOPTS {"device", required_argument, NULL, CLI_OPT_DEVICE},
+fp4s_device cli_device(const char *arg, const fp4s_spec *s);
+/* --version of a tool with --device: the features with cuda when it is
+ * built in, and a line "gpu: ..." naming the GPU or why none is usable. */
+void cli_version_device(void);
 
 /* Dump JSON to stdout (indent 2, keys in insertion order, real numbers with 17
  * significant digits), then decref. Returns an exit status. */

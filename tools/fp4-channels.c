@@ -40,12 +40,13 @@ static void usage_text(void)
         "      --force           replace an existing HDF5 output (the man page, FILES)\n"
         "      --quiet           no progress line on stderr\n"
         "      --threads N       worker threads (default: all CPUs)\n"
-        "      --chunk N         elements per read chunk (default 2097152)\n"
+        "      --chunk N         elements per read chunk (default 2097152, 67108864 on the GPU)\n"
+        "      --device DEV      cpu (default), cuda or auto (the GPU when one is usable)\n"
         "      --help            show this help and exit\n"
         "      --version         show version and features and exit\n"
         "\n"
-        "Exit status: 0 ok, 2 usage, 3 input unreadable or malformed, 4 output not\n"
-        "written, 5 internal error.\n");
+        "Exit status: 0 ok, 2 usage (also --device cuda where the GPU cannot run),\n"
+        "3 input unreadable or malformed, 4 output not written, 5 internal error.\n");
 }
 
 enum {
@@ -161,7 +162,7 @@ int main(int argc, char **argv)
     cli_quant qo;
     cli_quant_init(&qo);
     const char *score_s = NULL, *weight = NULL;
-    const char *w2d = NULL, *dz_s = NULL, *outpath = NULL;
+    const char *w2d = NULL, *dz_s = NULL, *outpath = NULL, *device_s = NULL;
     bool json = false, csv = false, have_top = false, have_ratio = false;
     long long top = 0, show = 20, nout = 0;
     double ratio = 0.125;
@@ -184,6 +185,7 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
         CLI_OUTPUT_LONGOPTS
+        CLI_DEVICE_LONGOPTS
         {NULL, 0, NULL, 0}};
     int c;
     while ((c = cli_getopt(argc, argv, "f:p:o:", lo)) != -1) {
@@ -191,6 +193,7 @@ int main(int argc, char **argv)
         case 'o': outpath = optarg; break;
         case CLI_OPT_FORCE: cli_force(); break;
         case CLI_OPT_QUIET: cli_quiet(); break;
+        case CLI_OPT_DEVICE: device_s = optarg; break;
         case OPT_SCORE: score_s = optarg; break;
         case OPT_TOP: top = cli_parse_int("--top", optarg, 1, (long long)1 << 40); have_top = true; break;
         case OPT_RATIO:
@@ -208,7 +211,7 @@ int main(int argc, char **argv)
         case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 4096)); break;
         case OPT_CHUNK: chunk = (size_t)cli_parse_int("--chunk", optarg, 1, (long long)1 << 40); break;
         case OPT_HELP: usage_text(); return 0;
-        case OPT_VERSION: cli_version(); return 0;
+        case OPT_VERSION: cli_version_device(); return 0;
         default:
             if (!cli_quant_option(c, optarg, &qo)) cli_usage("unknown option '%s'", argv[optind - 1]);
         }
@@ -237,6 +240,7 @@ int main(int argc, char **argv)
     o.n_out = (size_t)nout;
     if (dz_s && fp4s_dz_tie_parse(dz_s, &o.decomp.dz_tie)) cli_usage("--dz-tie: %s", fp4s_last_error());
     if (chunk) o.decomp.chunk_elems = chunk;
+    o.decomp.device = cli_device(device_s, &spec);
 
     cli_input(input);
     if (weight) cli_input(weight);

@@ -39,13 +39,15 @@ static void usage_text(void)
         "      --force           replace an existing HDF5 output (the man page, FILES)\n"
         "      --quiet           no progress line on stderr\n"
         "      --threads N       worker threads (default: all CPUs)\n"
-        "      --chunk N         elements per read chunk (default 2097152)\n"
+        "      --chunk N         elements per read chunk (default 2097152, 67108864 on the GPU)\n"
+        "      --device DEV      cpu (default), cuda or auto (the GPU when one is usable)\n"
         "      --show N          groups listed per input in the table (default 20, 0 = all)\n"
         "      --help            show this help and exit\n"
         "      --version         show version and features and exit\n"
         "\n"
-        "Exit status: 0 ok, 2 usage, 3 input unreadable or malformed or empty selection,\n"
-        "4 output not written, 5 internal error.\n");
+        "Exit status: 0 ok, 2 usage (also --device cuda where the GPU cannot run),\n"
+        "3 input unreadable or malformed or empty selection, 4 output not written,\n"
+        "5 internal error.\n");
 }
 
 enum {
@@ -247,7 +249,7 @@ int main(int argc, char **argv)
     cli_quant qo;
     cli_quant_init(&qo);
     const char *by_s = NULL, *dz_s = NULL;
-    const char *sites = NULL, *steps_s = NULL, *sides = NULL, *outpath = NULL;
+    const char *sites = NULL, *steps_s = NULL, *sides = NULL, *outpath = NULL, *device_s = NULL;
     bool json = false, csv = false;
     size_t chunk = 0, show = 20;
     static const struct option lo[] = {
@@ -266,6 +268,7 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
         CLI_OUTPUT_LONGOPTS
+        CLI_DEVICE_LONGOPTS
         {NULL, 0, NULL, 0}};
     int c;
     while ((c = cli_getopt(argc, argv, "f:p:o:", lo)) != -1) {
@@ -273,6 +276,7 @@ int main(int argc, char **argv)
         case 'o': outpath = optarg; break;
         case CLI_OPT_FORCE: cli_force(); break;
         case CLI_OPT_QUIET: cli_quiet(); break;
+        case CLI_OPT_DEVICE: device_s = optarg; break;
         case OPT_BY: by_s = optarg; break;
         case OPT_DZTIE: dz_s = optarg; break;
         case OPT_SITES: sites = optarg; break;
@@ -284,7 +288,7 @@ int main(int argc, char **argv)
         case OPT_CHUNK: chunk = (size_t)cli_parse_int("--chunk", optarg, 1, (long long)1 << 40); break;
         case OPT_SHOW: show = (size_t)cli_parse_int("--show", optarg, 0, (long long)1 << 40); break;
         case OPT_HELP: usage_text(); return 0;
-        case OPT_VERSION: cli_version(); return 0;
+        case OPT_VERSION: cli_version_device(); return 0;
         default:
             if (!cli_quant_option(c, optarg, &qo)) cli_usage("unknown option '%s'", argv[optind - 1]);
         }
@@ -300,6 +304,7 @@ int main(int argc, char **argv)
     if (by_s && fp4s_group_parse(by_s, &opts.by)) cli_usage("--by: %s", fp4s_last_error());
     if (dz_s && fp4s_dz_tie_parse(dz_s, &opts.dz_tie)) cli_usage("--dz-tie: %s", fp4s_last_error());
     if (chunk) opts.chunk_elems = chunk;
+    opts.device = cli_device(device_s, &spec);
     long long *steps = NULL;
     size_t nsteps = 0;
     if (steps_s) steps = cli_parse_int_list("--steps", steps_s, &nsteps);

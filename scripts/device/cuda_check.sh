@@ -4,12 +4,23 @@
 # device copy (bench/bench_cuda), fp4scope against torch.compile and eager
 # PyTorch on the same tensors (scripts/device/bench_torch.py), an Nsight
 # Compute pass (clocks left alone), compute-sanitizer memcheck and racecheck,
-# and the CPU scaling table (scripts/device/cpu_scaling.sh); logs to $OUT.
+# the CPU scaling table (scripts/device/cpu_scaling.sh), and the decomposition
+# on the GPU (part decomp, below); logs to $OUT.
 #
 #   scripts/device/cuda_check.sh [--parts LIST]
 #
 # LIST: comma-separated, run in this order: test, bench, ncu, torch, big,
-# sanitizer, cpu (default: all of them). Every step has a time limit and the
+# sanitizer, cpu, decomp (default: all of them).
+#
+# decomp: tests/cuda/test_cuda_decomp (the GPU decomposition against the CPU
+# decomposer bit for bit: host emulation, then the GPU on every implemented
+# spec, grouping, input type and the shipped captures, then --big: 2^28
+# elements), bench/bench_cuda_decomp (GPU vs CPU on one large synthetic
+# tensor, FP4S_DECOMP_GIB GiB, default 10, and the device copy in the same
+# run), and compute-sanitizer memcheck and racecheck on the decomposition
+# kernels (test_cuda_decomp --sanitize). Alone (--parts decomp) it builds only
+# what it runs, with the SIMD CPU kernels (the CPU side of the comparison is
+# then what fp4-decompose runs). Every step has a time limit and the
 # whole script a deadline (FP4S_DEADLINE seconds, default 225; a step that
 # would start too late is skipped), so that it stays inside one device call. Run through the device tool with
 # carry [".device"]. Prints a short summary last. Exit status: 0 when every
@@ -20,11 +31,11 @@ OUT=${OUT:-$(pwd)/out}
 mkdir -p "$OUT"
 B=${FP4S_DEVICE_BUILD:-build-device}
 export FP4S_DEVICE_BUILD=$B
-parts=test,big,bench,torch,ncu,sanitizer,cpu
+parts=test,big,bench,torch,ncu,sanitizer,cpu,decomp
 while [ $# -gt 0 ]; do
     case $1 in
     --parts) parts=$2; shift ;;
-    *) echo "usage: cuda_check.sh [--parts test,big,bench,torch,ncu,sanitizer,cpu]" >&2; exit 2 ;;
+    *) echo "usage: cuda_check.sh [--parts test,big,bench,torch,ncu,sanitizer,cpu,decomp]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -52,8 +63,14 @@ step() { # step NAME LOGFILE LIMIT CMD...: run under a time limit, tee the log, 
 ok=1
 # -Dsimd=false: the CUDA test and benchmark compare with the scalar reference
 # only; the CPU scaling table then needs the SIMD kernels: a second build.
-export FP4S_MESON_ARGS="${FP4S_MESON_ARGS:--Dsimd=false}"
-targets="tests/cuda/test_cuda bench/bench_cuda bench/bench_read"
+if [ "$parts" = decomp ]; then
+    export FP4S_MESON_ARGS="${FP4S_MESON_ARGS:-}"
+    targets="tests/cuda/test_cuda_decomp bench/bench_cuda_decomp"
+else
+    export FP4S_MESON_ARGS="${FP4S_MESON_ARGS:--Dsimd=false}"
+    targets="tests/cuda/test_cuda bench/bench_cuda bench/bench_read"
+    want decomp && targets="$targets tests/cuda/test_cuda_decomp bench/bench_cuda_decomp"
+fi
 if ! step build build.log 200 scripts/device/setup.sh $targets; then
     ok=0
 else
@@ -102,12 +119,29 @@ else
         wait "$cpu_build" || ok=0
         step cpu cpu_scaling.log 240 scripts/device/cpu_scaling.sh build-cpu || ok=0
     fi
+    if want decomp; then
+        # most wanted first: the deadline skips what comes too late
+        caps=$(ls datasets/*.h5)
+        step dc-gpu decomp_gpu.log 40 "$B/tests/cuda/test_cuda_decomp" --quiet $caps || ok=0
+        step dc-bench decomp_bench.log 70 "$B/bench/bench_cuda_decomp" --gib "${FP4S_DECOMP_GIB:-10}" \
+            --chan-gib 1 --reps 5 || ok=0
+        if command -v compute-sanitizer >/dev/null; then
+            step dc-memchk decomp_memcheck.log 30 compute-sanitizer --tool memcheck --error-exitcode 9 \
+                "$B/tests/cuda/test_cuda_decomp" --sanitize --quiet || ok=0
+            step dc-racechk decomp_racecheck.log 30 compute-sanitizer --tool racecheck --error-exitcode 9 \
+                "$B/tests/cuda/test_cuda_decomp" --sanitize --quiet || ok=0
+        fi
+        step dc-big decomp_big.log 40 "$B/tests/cuda/test_cuda_decomp" --big --quiet || ok=0
+        step dc-emul decomp_emulate.log 30 "$B/tests/cuda/test_cuda_decomp" --emulate --quiet $caps || ok=0
+    fi
 fi
 tar -czf "$OUT/logs.tgz" -C "$OUT" --exclude logs.tgz . 2>/dev/null
 echo "== cuda_check summary ($((SECONDS - T0)) s)"
 printf '%s\n' "${summary[@]}"
 grep -h "mismatches\|disagreements\|ERROR SUMMARY\|RACECHECK SUMMARY" "$OUT"/test_*.log "$OUT"/memcheck.log \
     "$OUT"/racecheck.log 2>/dev/null
+grep -H "checks,\|ERROR SUMMARY\|RACECHECK SUMMARY" "$OUT"/decomp_*.log 2>/dev/null | sed "s|^$OUT/||"
+[ -f "$OUT/decomp_bench.log" ] && grep "^bench_cuda_decomp:\|^device copy\|^fill\|^|" "$OUT/decomp_bench.log"
 [ -f "$OUT/bench_cuda.log" ] && grep "^RESULT" "$OUT/bench_cuda.log" | awk '{printf "%-10s %-8s %-5s %-24s %7.3f ms %7.0f GB/s %5.1f%%\n", $2, $3, $4, $5, $6, $7, 100*$8}'
 [ -f "$OUT/bench_torch.log" ] && grep "^|" "$OUT/bench_torch.log"
 [ -f "$OUT/cpu_scaling.log" ] && grep "^|" "$OUT/cpu_scaling.log"

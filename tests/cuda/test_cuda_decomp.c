@@ -1,6 +1,6 @@
 /* The decomposition on the GPU against the CPU decomposer, bit for bit.
  *
- *   test_cuda_decomp [--emulate] [--big] [--seed N] [--quiet] [CAPTURE.h5 ...]
+ *   test_cuda_decomp [--emulate] [--big] [--sanitize] [--seed N] [--quiet] [CAPTURE.h5 ...]
  *
  * For every spec the CUDA kernels implement (every profile, NVFP4 1-D and
  * 2-D, every MXFP4 scale rule and NVFP4 recipe under each tie rule, the
@@ -19,7 +19,9 @@
  * device memory (fp4s_cuda_decomp_add) and host memory (opts.device CUDA,
  * fp4s_decomp_add and fp4s_decomp_source) in turn, and the program exits 77
  * (meson: skipped) without a usable GPU. --big adds large inputs (GPU only):
- * 2^28 elements per spec and grouping. Exit 0 all equal, 1 a difference. */
+ * 2^28 elements (the default profiles, by tensor, row and channel). --sanitize
+ * runs a few calls only (for compute-sanitizer). Exit 0 all equal, 1 a
+ * difference. */
 #include <fp4scope/fp4scope.h>
 
 #include <cuda_runtime.h>
@@ -112,6 +114,20 @@ static void build_specs(void)
                 add_spec(&s, nm, FP4S_DZ_TIE_SPEC);
             }
         add_spec(&base, "nvfp4 default", FP4S_DZ_TIE_OUT);
+    }
+}
+
+/* Only the default MXFP4 and NVFP4 profiles, and NVFP4's with 2-D tiles. */
+static void default_specs(void)
+{
+    nspecs = 0;
+    fp4s_spec s;
+    if (fp4s_spec_profile(&s, FP4S_MXFP4, fp4s_default_profile(FP4S_MXFP4)) == 0)
+        add_spec(&s, "mxfp4 default", FP4S_DZ_TIE_SPEC);
+    if (fp4s_spec_profile(&s, FP4S_NVFP4, fp4s_default_profile(FP4S_NVFP4)) == 0) {
+        add_spec(&s, "nvfp4 default", FP4S_DZ_TIE_SPEC);
+        s.tile2d = !s.tile2d;
+        add_spec(&s, s.tile2d ? "nvfp4 default 2d" : "nvfp4 default 1d", FP4S_DZ_TIE_SPEC);
     }
 }
 
@@ -387,17 +403,18 @@ static void run_source(const char *file)
 int main(int argc, char **argv)
 {
     uint64_t seed = 0x5eed;
-    int big = 0;
+    int big = 0, sanitize = 0;
     const char *files[16];
     int nfiles = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--emulate")) emulate = 1;
         else if (!strcmp(argv[i], "--big")) big = 1;
+        else if (!strcmp(argv[i], "--sanitize")) sanitize = 1;
         else if (!strcmp(argv[i], "--quiet")) quiet = 1;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 0);
         else if (argv[i][0] != '-' && nfiles < 16) files[nfiles++] = argv[i];
         else {
-            fprintf(stderr, "usage: test_cuda_decomp [--emulate] [--big] [--seed N] [--quiet] [CAPTURE.h5 ...]\n");
+            fprintf(stderr, "usage: test_cuda_decomp [--emulate] [--big] [--sanitize] [--seed N] [--quiet] [CAPTURE.h5 ...]\n");
             return 2;
         }
     }
@@ -408,6 +425,14 @@ int main(int argc, char **argv)
         fp4s_cuda_describe(why, sizeof why);
         printf("test_cuda_decomp: no usable GPU (%s): skipped\n", why);
         return 77;
+    }
+    if (sanitize) {
+        /* few launches for compute-sanitizer: the default profiles, every
+         * grouping, float32 and BF16, one shape with NaN/Inf and tile edges */
+        default_specs();
+        run_shape(37, 96, 1, 2, 15, 1);
+        printf("test_cuda_decomp: %ld checks, %ld differences\n", n_checks, n_bad);
+        return n_bad ? 1 : 0;
     }
     build_specs();
     printf("%d specs\n", nspecs);
@@ -422,17 +447,11 @@ int main(int argc, char **argv)
         if (!emulate) run_source(files[f]);
     }
     if (big && !emulate) {
-        int keep = nspecs;
-        tspec all[512];
-        memcpy(all, specs, sizeof all);
-        nspecs = 0;
-        for (int i = 0; i < keep && nspecs < 3; i++)
-            if (strstr(all[i].name, "/mxfp4") || strstr(all[i].name, "/nvfp4")) specs[nspecs++] = all[i];
+        /* the default profiles (NVFP4 also 2-D) on 2^28 elements */
+        default_specs();
         const unsigned tc = 1u << FP4S_GROUP_TENSOR | 1u << FP4S_GROUP_CHANNEL;
         run_shape(65536, 4096, 0, 1, tc, 1);
         run_shape(8192, 8192, 1, 2, tc | 1u << FP4S_GROUP_ROW, 0);
-        nspecs = keep;
-        memcpy(specs, all, sizeof all);
     }
     printf("test_cuda_decomp: %ld checks, %ld differences\n", n_checks, n_bad);
     return n_bad ? 1 : 0;

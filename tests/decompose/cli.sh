@@ -210,5 +210,33 @@ expect 0 "" fp4-channels --csv --score deadzone a.npy
 expect 0 "" fp4-channels -f nvfp4 --weight w.npy a.npy
 grep -q "2-D 16x16" out.txt || fail "te weights should use 2-D scaling"
 
+# --device: a bad name is exit 2; cuda runs (and gives the CPU's bits) where a
+# GPU is usable and the build has CUDA, else exit 2 naming the reason; auto
+# always runs and gives the same output as cpu. --version lists cuda (and a
+# gpu: line) only in a build with CUDA, and only for the tools with --device.
+cuda_built=0
+fp4-decompose --version | grep -q "^features:.* cuda" && cuda_built=1
+for t in fp4-decompose fp4-channels; do
+    expect 2 "device 'gpu': expected cpu, cuda or auto" $t --device gpu a.npy
+    expect 0 "" $t --json a.npy
+    cp out.txt cpu.json
+    expect 0 "" $t --json --device auto a.npy
+    cmp -s cpu.json out.txt || fail "$t --device auto: output differs from --device cpu"
+    set +e
+    $t --json --device cuda a.npy >out.txt 2>err.txt
+    rc=$?
+    set -e
+    if [ "$rc" -eq 0 ]; then
+        cmp -s cpu.json out.txt || fail "$t --device cuda: output differs from --device cpu"
+    else
+        [ "$rc" -eq 2 ] || fail "$t --device cuda without a GPU: exit $rc, expected 2"
+        grep -q -- "--device cuda: " err.txt || fail "$t --device cuda: no reason given: $(cat err.txt)"
+    fi
+    $t --version >out.txt
+    if [ "$cuda_built" -eq 1 ]; then grep -q "^gpu: " out.txt || fail "$t --version: no gpu line"; fi
+done
+fp4-quant --version | grep -q "^features:.* cuda" && fail "fp4-quant --version lists cuda (it has no GPU path)"
+fp4-quant --version | grep -q "^gpu: " && fail "fp4-quant --version has a gpu line"
+
 [ "$fails" -eq 0 ] || { echo "$fails failure(s)" >&2; exit 1; }
 echo "cli: all checks passed"
