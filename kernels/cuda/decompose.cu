@@ -127,22 +127,41 @@ dk_rows(const dtab tab, const fp4s_cu_params qp, int dt, const void *__restrict_
         cu_dk_lane ln;
         cu_dk_lane_init(&ln);
         uint64_t nfc[3] = {0, 0, 0};
+        /* the next block's inputs are loaded before this block is worked on */
+        float xn[NT];
+        uint8_t cn[NT], scn = sr[0];
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            xn[t] = cu_dk_load(x, dt, xr + 8 * t + lane);
+            cn[t] = cr[8 * t + lane];
+        }
         for (size_t b = 0; b < nblk; b++) {
             part *tp = &rowp;
             if (BY == 2) {
                 fp4s_dk_part_init(&bp);
                 tp = &bp;
             }
-            const uint8_t sc = sr[b];
-            const fp4s_cu_dq dq = cu_deq_block(qp, sc);
+            const uint8_t sc = scn;
             float xf[NT], qf[NT];
             uint8_t cd[NT];
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                xf[t] = xn[t];
+                cd[t] = cn[t];
+            }
+            if (b + 1 < nblk) {
+                scn = sr[b + 1];
+#pragma unroll
+                for (int t = 0; t < NT; t++) {
+                    const size_t i = (b + 1) * BS + 8 * t + lane;
+                    xn[t] = cu_dk_load(x, dt, xr + i);
+                    cn[t] = cr[i];
+                }
+            }
+            const fp4s_cu_dq dq = cu_deq_block(qp, sc);
             uint32_t mx = 0, mq = 0;
 #pragma unroll
             for (int t = 0; t < NT; t++) {
-                const size_t i = b * BS + 8 * t + lane;
-                xf[t] = cu_dk_load(x, dt, xr + i);
-                cd[t] = cr[i];
                 qf[t] = cu_deq_elem(dq, cd[t]);
                 mx = max(mx, cu_dk_abits(xf[t]));
                 mq = max(mq, cu_dk_abits(qf[t]));

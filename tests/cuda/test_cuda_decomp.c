@@ -423,7 +423,7 @@ int main(int argc, char **argv)
     if (!emulate && !fp4s_cuda_available()) {
         char why[320];
         fp4s_cuda_describe(why, sizeof why);
-        printf("test_cuda_decomp: no usable GPU (%s): skipped\n", why);
+        printf("test_cuda_decomp: %s: skipped\n", why);
         return 77;
     }
     if (sanitize) {
