@@ -16,7 +16,7 @@
  * channel groups come from a second kernel, one thread per column and slice
  * of rows, every element into the column's exact sums (fp4s_chacc_add_elem),
  * the slices then added per column. Host input is taken in pieces of at most
- * 256 MiB. */
+ * 256 MiB, device input in pieces of 2^30 elements (the codes buffer). */
 #include "cuda_internal.cuh"
 #include "decomp_lane.cuh"
 
@@ -377,15 +377,12 @@ int fp4s_cu_decomp(const fp4s_cu_dk *k, fp4s_dtype dtype, const void *x, bool x_
     const size_t cols = k->cols, nblk = k->nblk, bs = k->bs, esz = dt == CU_DT_F32 ? 4 : 2;
     if (nrows == 0 || cols == 0) return 0;
     cudaStream_t st = (cudaStream_t)stream;
-    /* pieces: the whole call for device input, at most 256 MiB of host
-     * input at a time (whole 16-row tiles) */
-    size_t piece = nrows;
-    if (x_host) {
-        piece = ((size_t)256 << 20) / (cols * esz);
-        piece -= piece % 16;
-        if (piece < 16) piece = 16;
-        if (piece > nrows) piece = nrows;
-    }
+    /* pieces of whole 16-row tiles: at most 256 MiB of host input at a time
+     * (copied in), or 2^30 elements of device input (the codes buffer) */
+    size_t piece = x_host ? ((size_t)256 << 20) / (cols * esz) : ((size_t)1 << 30) / cols;
+    piece -= piece % 16;
+    if (piece < 16) piece = 16;
+    if (piece > nrows) piece = nrows;
     dtab tab;
     memcpy(tab.seff, k->seff, sizeof tab.seff);
     memcpy(tab.uf, k->uf, sizeof tab.uf);
