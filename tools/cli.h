@@ -110,7 +110,7 @@ void cli_version(void);
  * when CUDA is built in, a GPU is usable and the GPU implements s, else the
  * CPU; a name other than the three, or cuda where it cannot run, is exit 2
  * with the reason ("--device cuda: no usable GPU (...)"). */
-enum { CLI_OPT_DEVICE = 0x4101 };
+enum { CLI_OPT_DEVICE = 0x4110 }; /* clear of CLI_OPT_FORCE, CLI_OPT_QUIET, ... */
 #define CLI_DEVICE_LONGOPTS {"device", required_argument, NULL, CLI_OPT_DEVICE},
 fp4s_device cli_device(const char *arg, const fp4s_spec *s);
 /* --version of a tool with --device: the features with cuda when it is
