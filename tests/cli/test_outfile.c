@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,12 +30,24 @@ static int die_after = -1;   /* after this many renames: raise(die_sig) */
 static int die_sig = SIGKILL;
 
 static int to_process; /* kill(getpid()) instead of raise: any thread may take it */
+static volatile sig_atomic_t handler_entered;
 
 static int renamed(int r)
 {
     if (r == 0 && ++renames_done == die_after) {
-        if (to_process) kill(getpid(), die_sig);
-        else raise(die_sig);
+        if (to_process) {
+            /* A process-directed signal that this thread blocks is taken by
+             * another thread whenever that one runs: wait (up to 10 s) until its
+             * handler has run, so that it runs during the commit, as a BLAS
+             * thread's would when the commit is slow. */
+            kill(getpid(), die_sig);
+            for (int i = 0; i < 10000 && !handler_entered; i++) {
+                struct timespec ms = {0, 1000000};
+                nanosleep(&ms, NULL);
+            }
+        } else {
+            raise(die_sig);
+        }
     }
     return r;
 }
@@ -365,7 +378,9 @@ END_TEST
 static volatile sig_atomic_t handled;
 static void on_term(int sig)
 {
-    if (fp4s_outfile_on_signal(sig)) return;
+    int deferred = fp4s_outfile_on_signal(sig);
+    handler_entered = 1;
+    if (deferred) return;
     handled = sig;
     _exit(70); /* the temporaries are gone: what a tool does next */
 }
