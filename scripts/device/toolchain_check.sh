@@ -80,7 +80,7 @@ fi
 if [ -n "$PY" ] && "$PY" -c 'import torch; torch.float8_e4m3fn' 2>/dev/null; then
     step "peers-build" peers-build.log cc -O2 -shared -fPIC -std=c11 -D_GNU_SOURCE -Ilib/include -I. -Ilib -Ikernels \
         -I"$B" tests/quant/peers/peers_helper.c lib/core/*.c kernels/cpu/quant_ref.c kernels/cpu/dispatch.c \
-        -lm -lpthread -o "$OUT/libpeers.so" &&
+        $(pkg-config --cflags --libs hdf5) -lm -lpthread -o "$OUT/libpeers.so" &&
         step "peers-torch" peers.log "$PY" tests/quant/peers/peers_torch.py "$OUT/libpeers.so" quick
 fi
 
