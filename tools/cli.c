@@ -590,3 +590,18 @@ bool cli_trace_option(int id, const char *arg, fp4s_mm_opts *mo, fp4s_trace_opts
     }
     return true;
 }
+
+void cli_capture_partners(const fp4s_capture_entry *ents, size_t ne, const fp4s_capture_entry *e,
+                          const fp4s_capture_entry **trainer, const fp4s_capture_entry **weight)
+{
+    const fp4s_capture_entry *tr = NULL, *wt = NULL, *wc = NULL;
+    for (size_t j = 0; j < ne; j++) {
+        const fp4s_capture_entry *f = &ents[j];
+        if (strcmp(f->site, e->site)) continue;
+        if (f->step == e->step && !strcmp(f->side, "trainer")) tr = f;
+        if (f->step == e->step && !strcmp(f->side, "weight")) wt = f;
+        if (f->step < 0 && !strcmp(f->side, "weight")) wc = f;
+    }
+    *trainer = tr;
+    *weight = wt ? wt : wc;
+}

@@ -7,6 +7,7 @@
 #ifndef FP4S_TOOLS_CLI_H
 #define FP4S_TOOLS_CLI_H
 
+#include <fp4scope/capture.h>
 #include <fp4scope/common.h>
 #include <fp4scope/spec.h>
 #include <fp4scope/decompose.h>
@@ -99,6 +100,12 @@ long long *cli_parse_int_list(const char *opt, const char *arg, size_t *n);
  * argument", then "Try 'prog --help'." and exit 2. shortopts without a
  * leading ':'. Returns the option's value, or -1 after the last option. */
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts);
+
+/* The partners of a rollout entry e of a capture's list: *trainer, the
+ * trainer side of the same (step, site), and *weight, that step's weight of
+ * the site, else its step-independent one (/weights/SITE); NULL when absent. */
+void cli_capture_partners(const fp4s_capture_entry *ents, size_t ne, const fp4s_capture_entry *e,
+                          const fp4s_capture_entry **trainer, const fp4s_capture_entry **weight);
 
 /* "--version" text: "prog (fp4scope) X.Y.Z\nfeatures: ..." (without cuda:
  * the tools with --device use cli_version_device). */

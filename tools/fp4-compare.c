@@ -307,15 +307,8 @@ int main(int argc, char **argv)
             bool want = !steps;
             for (size_t s = 0; s < nsteps && !want; s++) want = steps[s] == e->step;
             if (!want) continue;
-            const fp4s_capture_entry *tr = NULL, *wt = NULL, *wc = NULL;
-            for (size_t j = 0; j < ne; j++) {
-                const fp4s_capture_entry *f = &ents[j];
-                if (strcmp(f->site, e->site)) continue;
-                if (f->step == e->step && !strcmp(f->side, "trainer")) tr = f;
-                if (f->step == e->step && !strcmp(f->side, "weight")) wt = f;
-                if (f->step < 0 && !strcmp(f->side, "weight")) wc = f;
-            }
-            if (!wt) wt = wc;
+            const fp4s_capture_entry *tr, *wt;
+            cli_capture_partners(ents, ne, e, &tr, &wt);
             if (!tr) {
                 one_sided++;
                 continue;

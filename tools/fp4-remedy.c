@@ -777,15 +777,8 @@ int main(int argc, char **argv)
             if (!want) continue;
             matched++;
             /* the trainer side and the weight of this (step, site) */
-            const fp4s_capture_entry *tr = NULL, *wt = NULL, *wc = NULL;
-            for (size_t j = 0; j < ne; j++) {
-                const fp4s_capture_entry *f = &ents[j];
-                if (strcmp(f->site, e->site)) continue;
-                if (f->step == e->step && !strcmp(f->side, "trainer")) tr = f;
-                if (f->step == e->step && !strcmp(f->side, "weight")) wt = f;
-                if (f->step < 0 && !strcmp(f->side, "weight")) wc = f;
-            }
-            if (!wt) wt = wc;
+            const fp4s_capture_entry *tr, *wt;
+            cli_capture_partners(ents, ne, e, &tr, &wt);
             if (!wt)
                 cli_die(FP4S_EXIT_INPUT, "%s: site %s step %lld has no weight (neither /steps/%lld/%s/weight nor "
                         "/weights/%s)", file, e->site, (long long)e->step, (long long)e->step, e->site, e->site);

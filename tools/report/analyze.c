@@ -54,15 +54,8 @@ static void list_units(report *r, size_t c)
         if (strcmp(e->side, "rollout") || e->step < 0 || !strcmp(e->site, "logprobs")) continue;
         if (o->sites && !fp4s_site_match(o->sites, e->site)) continue;
         if (!step_wanted(o, e->step)) continue;
-        const fp4s_capture_entry *tr = NULL, *wt = NULL, *wc = NULL;
-        for (size_t j = 0; j < ne; j++) {
-            const fp4s_capture_entry *f = &ents[j];
-            if (strcmp(f->site, e->site)) continue;
-            if (f->step == e->step && !strcmp(f->side, "trainer")) tr = f;
-            if (f->step == e->step && !strcmp(f->side, "weight")) wt = f;
-            if (f->step < 0 && !strcmp(f->side, "weight")) wc = f;
-        }
-        if (!wt) wt = wc;
+        const fp4s_capture_entry *tr, *wt;
+        cli_capture_partners(ents, ne, e, &tr, &wt);
         r->units = xrealloc(r->units, (r->nunits + 1) * sizeof *r->units);
         unit *u = &r->units[r->nunits++];
         memset(u, 0, sizeof *u);
