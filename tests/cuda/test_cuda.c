@@ -1,6 +1,7 @@
 /* CUDA kernels against the C reference, bit for bit.
  *
- *   test_cuda [--seed N] [--iterations N] [--emulate] [--big] [--exhaustive] [--profiles] [--quiet]
+ *   test_cuda [--seed N] [--iterations N] [--emulate] [--big] [--exhaustive] [--profiles]
+ *             [--hold-default-stream] [--quiet]
  *
  * For every spec the kernels support (each profile of fp4s_profile_at() for
  * MXFP4 and NVFP4, plus every MXFP4 scale rule x tie rule x zero sign x
@@ -21,7 +22,9 @@
  * GPU: that check runs everywhere nvcc is found. Without --emulate and without
  * a usable GPU the program prints why and exits 77 (meson: skipped).
  * --profiles keeps only the profiles' specs (fewer launches, for the
- * compute-sanitizer runs). --exhaustive runs only the CPU check of the kernels' E2M1 encoders on every
+ * compute-sanitizer runs). --hold-default-stream holds the legacy default
+ * stream during each GPU check (see gpu_quantize): a check that depends on
+ * it fails. --exhaustive runs only the CPU check of the kernels' E2M1 encoders on every
  * float32 magnitude up to 8, for each tie rule (slow suite).
  * The seed is printed first; rerun with --seed to reproduce. */
 #include <fp4scope/cuda.h>
@@ -29,8 +32,10 @@
 #include <fp4scope/tensor.h>
 #include <fp4scope/codec.h>
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -282,14 +287,100 @@ static const char *dt_name(fp4s_dtype dt)
     return dt == FP4S_DT_F32 ? "float32" : (dt == FP4S_DT_BF16 ? "bfloat16" : "float16");
 }
 
-/* ---- the GPU side through the device-pointer API on a stream ------------------ */
+/* ---- the GPU side through the device-pointer API on a stream ------------------ *
+ *
+ * Everything a check does on the GPU is ordered on the test's own stream (a
+ * non-blocking one, as a framework's streams are: it does not wait for the
+ * legacy default stream, nor that stream for it): stream-ordered allocation,
+ * copies, the poison, the kernel, the copies back, the frees, then one
+ * synchronisation. A copy or memset left on the default stream is not ordered
+ * with the kernel: the poison can land after the kernel's stores, or the
+ * kernel read its input before the copy-in arrived. That happened inside
+ * meson, with other GPU tests running at the same time.
+ *
+ * --hold-default-stream makes any such dependence fail every time: during each
+ * check a host function holds the legacy default stream until the check's
+ * stream has finished; work of the check put there runs after its kernel
+ * (poison or stale input: a mismatch), and a call that waits for that stream
+ * (a synchronous copy, cudaFree) stalls until the hold gives up after 2 s,
+ * which fails the check with its name. */
 static cudaStream_t stream;
 static int use_host_api; /* alternate with the host-memory conveniences */
+static int hold_default;  /* --hold-default-stream */
 
 static int cu_check(cudaError_t e, const char *what)
 {
     if (e == cudaSuccess) return 0;
     return fp4s_error_set(FP4S_EINTERNAL, "test: %s: %s", what, cudaGetErrorString(e));
+}
+
+static pthread_mutex_t hold_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cv = PTHREAD_COND_INITIALIZER;
+static int hold_open = 1, hold_expired;
+
+static void CUDART_CB hold_fn(void *arg)
+{
+    (void)arg;
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 2;
+    pthread_mutex_lock(&hold_mu);
+    while (!hold_open)
+        if (pthread_cond_timedwait(&hold_cv, &hold_mu, &dl) == ETIMEDOUT) {
+            hold_expired = 1;
+            break;
+        }
+    pthread_mutex_unlock(&hold_mu);
+}
+
+/* Start holding the default stream (no-op without --hold-default-stream). */
+static int hold_begin(void)
+{
+    if (!hold_default) return 0;
+    pthread_mutex_lock(&hold_mu);
+    hold_open = 0;
+    hold_expired = 0;
+    pthread_mutex_unlock(&hold_mu);
+    return cu_check(cudaLaunchHostFunc(cudaStreamLegacy, hold_fn, NULL), "hold the default stream");
+}
+
+/* Release the hold (after the check's stream is synchronised), let the
+ * default stream drain, and fail if the check waited for it. */
+static int hold_end(int rc, const char *what)
+{
+    if (!hold_default) return rc;
+    pthread_mutex_lock(&hold_mu);
+    hold_open = 1;
+    pthread_cond_broadcast(&hold_cv);
+    pthread_mutex_unlock(&hold_mu);
+    int rc2 = cu_check(cudaStreamSynchronize(cudaStreamLegacy), "default stream");
+    if (!rc && rc2) rc = rc2;
+    pthread_mutex_lock(&hold_mu);
+    const int expired = hold_expired;
+    pthread_mutex_unlock(&hold_mu);
+    if (!rc && expired)
+        rc = fp4s_error_set(FP4S_EINTERNAL, "test: %s waited for the default stream (held 2 s)", what);
+    return rc;
+}
+
+/* Allocation, free and copies on the test's stream, each checked. */
+static int d_alloc(void *pp, size_t n)
+{
+    return cu_check(cudaMallocAsync((void **)pp, n ? n : 1, stream), "cudaMallocAsync");
+}
+static int d_free(int rc, void *p)
+{
+    int rc2 = p ? cu_check(cudaFreeAsync(p, stream), "cudaFreeAsync") : 0;
+    return rc ? rc : rc2;
+}
+static int d_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind k, const char *what)
+{
+    return cu_check(cudaMemcpyAsync(dst, src, n, k, stream), what);
+}
+static int d_sync(int rc, const char *what)
+{
+    int rc2 = cu_check(cudaStreamSynchronize(stream), what);
+    return rc ? rc : rc2;
 }
 
 /* x: host [rows, ld] elements of type dt at element offset off of its
@@ -303,42 +394,44 @@ static int gpu_quantize(const fp4s_spec *s, const fp4s_tscale *ts, fp4s_dtype dt
     size_t nx = rows * ld + off, nc = rows * cols / (packed ? 2 : 1), ns = rows * (cols / s->block);
     char *dx = NULL;
     uint8_t *dc = NULL, *ds = NULL;
-    int rc = cu_check(cudaMalloc((void **)&dx, nx * esz), "cudaMalloc");
-    if (!rc) rc = cu_check(cudaMalloc((void **)&dc, nc), "cudaMalloc");
-    if (!rc) rc = cu_check(cudaMalloc((void **)&ds, ns), "cudaMalloc");
-    if (!rc) rc = cu_check(cudaMemcpy(dx, (const char *)x - off * esz, nx * esz, cudaMemcpyHostToDevice), "copy in");
-    if (!rc) rc = cu_check(cudaMemset(dc, 0xEE, nc), "poison");
-    if (!rc) rc = cu_check(cudaMemset(ds, 0xEE, ns), "poison");
+    int rc = hold_begin();
+    if (!rc) rc = d_alloc(&dx, nx * esz);
+    if (!rc) rc = d_alloc(&dc, nc);
+    if (!rc) rc = d_alloc(&ds, ns);
+    if (!rc) rc = d_copy(dx, (const char *)x - off * esz, nx * esz, cudaMemcpyHostToDevice, "copy in");
+    if (!rc) rc = cu_check(cudaMemsetAsync(dc, 0xEE, nc, stream), "poison");
+    if (!rc) rc = cu_check(cudaMemsetAsync(ds, 0xEE, ns, stream), "poison");
     if (!rc) rc = fp4s_cuda_quantize_ex(s, ts, dt, dx + off * esz, rows, cols, ld, packed, dc, ds, stream);
-    if (!rc) rc = cu_check(cudaStreamSynchronize(stream), "quantize kernel");
-    if (!rc) rc = cu_check(cudaMemcpy(codes, dc, nc, cudaMemcpyDeviceToHost), "copy out");
-    if (!rc) rc = cu_check(cudaMemcpy(scales, ds, ns, cudaMemcpyDeviceToHost), "copy out");
-    cudaFree(dx);
-    cudaFree(dc);
-    cudaFree(ds);
-    return rc;
+    if (!rc) rc = d_copy(codes, dc, nc, cudaMemcpyDeviceToHost, "copy out");
+    if (!rc) rc = d_copy(scales, ds, ns, cudaMemcpyDeviceToHost, "copy out");
+    rc = d_free(rc, dx);
+    rc = d_free(rc, dc);
+    rc = d_free(rc, ds);
+    rc = d_sync(rc, "quantize kernel");
+    return hold_end(rc, "quantize");
 }
 
 static int gpu_dequantize(const fp4s_spec *s, const fp4s_tscale *ts, bool packed, const uint8_t *codes,
                           const uint8_t *scales, size_t rows, size_t cols, float *out)
 {
     if (use_host_api) return fp4s_cuda_dequantize_host_ex(s, ts, packed, codes, scales, rows, cols, out);
-    size_t nc = rows * cols / (packed ? 2 : 1), ns = rows * (cols / s->block);
+    size_t nc = rows * cols / (packed ? 2 : 1), ns = rows * (cols / s->block), no = rows * cols * sizeof(float);
     float *dout = NULL;
     uint8_t *dc = NULL, *ds = NULL;
-    int rc = cu_check(cudaMalloc((void **)&dout, rows * cols * sizeof(float)), "cudaMalloc");
-    if (!rc) rc = cu_check(cudaMalloc((void **)&dc, nc), "cudaMalloc");
-    if (!rc) rc = cu_check(cudaMalloc((void **)&ds, ns), "cudaMalloc");
-    if (!rc) rc = cu_check(cudaMemcpy(dc, codes, nc, cudaMemcpyHostToDevice), "copy in");
-    if (!rc) rc = cu_check(cudaMemcpy(ds, scales, ns, cudaMemcpyHostToDevice), "copy in");
-    if (!rc) rc = cu_check(cudaMemset(dout, 0xEE, rows * cols * sizeof(float)), "poison");
+    int rc = hold_begin();
+    if (!rc) rc = d_alloc(&dout, no);
+    if (!rc) rc = d_alloc(&dc, nc);
+    if (!rc) rc = d_alloc(&ds, ns);
+    if (!rc) rc = d_copy(dc, codes, nc, cudaMemcpyHostToDevice, "copy in");
+    if (!rc) rc = d_copy(ds, scales, ns, cudaMemcpyHostToDevice, "copy in");
+    if (!rc) rc = cu_check(cudaMemsetAsync(dout, 0xEE, no, stream), "poison");
     if (!rc) rc = fp4s_cuda_dequantize_ex(s, ts, packed, dc, ds, rows, cols, dout, stream);
-    if (!rc) rc = cu_check(cudaStreamSynchronize(stream), "dequantize kernel");
-    if (!rc) rc = cu_check(cudaMemcpy(out, dout, rows * cols * sizeof(float), cudaMemcpyDeviceToHost), "copy out");
-    cudaFree(dout);
-    cudaFree(dc);
-    cudaFree(ds);
-    return rc;
+    if (!rc) rc = d_copy(out, dout, no, cudaMemcpyDeviceToHost, "copy out");
+    rc = d_free(rc, dout);
+    rc = d_free(rc, dc);
+    rc = d_free(rc, ds);
+    rc = d_sync(rc, "dequantize kernel");
+    return hold_end(rc, "dequantize");
 }
 
 static int gpu_amax(fp4s_dtype dt, const void *x, size_t rows, size_t cols, size_t ld, size_t off,
@@ -347,11 +440,13 @@ static int gpu_amax(fp4s_dtype dt, const void *x, size_t rows, size_t cols, size
     const size_t esz = dt_size(dt);
     size_t nx = rows * ld + off;
     char *dx = NULL;
-    int rc = cu_check(cudaMalloc((void **)&dx, nx * esz), "cudaMalloc");
-    if (!rc) rc = cu_check(cudaMemcpy(dx, (const char *)x - off * esz, nx * esz, cudaMemcpyHostToDevice), "copy in");
+    int rc = hold_begin();
+    if (!rc) rc = d_alloc(&dx, nx * esz);
+    if (!rc) rc = d_copy(dx, (const char *)x - off * esz, nx * esz, cudaMemcpyHostToDevice, "copy in");
     if (!rc) rc = fp4s_cuda_amax_ex(dt, dx + off * esz, rows, cols, ld, amax, nf, stream);
-    cudaFree(dx);
-    return rc;
+    rc = d_free(rc, dx);
+    rc = d_sync(rc, "amax");
+    return hold_end(rc, "amax");
 }
 
 /* ---- comparison -------------------------------------------------------------- */
@@ -534,7 +629,8 @@ static void narrow(fp4s_dtype dt, float *x, uint16_t *h, size_t n)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: test_cuda [--seed N] [--iterations N] [--emulate] [--big] [--exhaustive] [--profiles] [--quiet]\n");
+    fprintf(stderr, "usage: test_cuda [--seed N] [--iterations N] [--emulate] [--big] [--exhaustive] [--profiles]"
+                    " [--hold-default-stream] [--quiet]\n");
     exit(2);
 }
 
@@ -559,6 +655,8 @@ int main(int argc, char **argv)
             exhaustive = 1;
         } else if (!strcmp(argv[i], "--profiles")) {
             profiles_only = 1;
+        } else if (!strcmp(argv[i], "--hold-default-stream")) {
+            hold_default = 1;
         } else if (!strcmp(argv[i], "--quiet")) {
             quiet = 1;
         } else {
@@ -590,9 +688,12 @@ int main(int argc, char **argv)
             return 77;
         }
     }
-    if (!emulate && cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
-        fprintf(stderr, "test_cuda: cannot create a stream\n");
-        return 1;
+    if (!emulate) {
+        cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        if (e != cudaSuccess) {
+            fprintf(stderr, "test_cuda: cannot create a stream: %s\n", cudaGetErrorString(e));
+            return 1;
+        }
     }
     /* the scalar C reference is the definition (not a SIMD path) */
     fp4s_kernels_force_ref(true);
@@ -638,9 +739,11 @@ int main(int argc, char **argv)
             for (int kind = 0; kind < 5; kind++) {
                 const shape *S = &shapes[sh];
                 size_t n = S->rows * S->ld + S->off + 4;
-                float *buf = malloc(n * sizeof(float));
-                float *xn = malloc(n * sizeof(float));
-                uint16_t *hb = malloc(n * sizeof(uint16_t));
+                /* zeroed: the element before a misaligned base and the tail
+                 * are copied to the device too (never read by a kernel) */
+                float *buf = calloc(n, sizeof(float));
+                float *xn = calloc(n, sizeof(float));
+                uint16_t *hb = calloc(n, sizeof(uint16_t));
                 if (!buf || !xn || !hb) return 5;
                 float *x = buf + S->off;
                 fill_tensor(kind, x, S->rows, S->cols, S->ld);
