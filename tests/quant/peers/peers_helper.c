@@ -1,8 +1,6 @@
 /* ctypes entry points for peers_torch.py: fp4scope's codecs, scale rules and
- * quantizer over whole arrays. Built by hand next to the core sources, e.g.
- *   cc -O2 -shared -fPIC -Ilib/include -I. -Ilib -Ikernels -I<dir with fp4s_config.h> \
- *      tests/quant/peers/peers_helper.c lib/core/*.c kernels/cpu/quant_ref.c \
- *      kernels/cpu/dispatch.c -lm -lpthread -o libpeers.so */
+ * quantizer over whole arrays. Built by meson against the core module
+ * (BUILD/tests/quant/peers/libpeers.so; tests/quant/peers/meson.build). */
 #include <string.h>
 
 #include <fp4scope/quant.h>

@@ -3,8 +3,8 @@
 engine's published algorithm (written from reading the engines' source; no
 engine code is used), on CPU and, when present, CUDA.
 
-Needs PyTorch and the ctypes helper library (see peers_helper.c):
-    python3 tests/quant/peers/peers_torch.py ./libpeers.so [quick]
+Needs PyTorch and the ctypes helper library that meson builds (peers_helper.c):
+    python3 tests/quant/peers/peers_torch.py build/tests/quant/peers/libpeers.so [quick]
 Prints one line per check: the number of mismatching bytes out of the total.
 Not part of `meson test` (PyTorch is not a build dependency).
 
