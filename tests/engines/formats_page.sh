@@ -32,4 +32,30 @@ if command -v fp4-quant >/dev/null 2>&1; then
         echo "example ok: $cmd"
     done <examples.txt
 fi
+# --list-profiles: each profile's engine, version, device and source; the
+# ENGINE VERSIONS table's earlier behaviours are profiles, and every versioned
+# profile (name@release, with -cuda for its CUDA variant) is in that table
+if command -v fp4-quant >/dev/null 2>&1; then
+    fp4-quant --list-profiles >profiles.txt
+    awk '/^[^ ]/ { if (name != "" && n != 4) bad = bad " " name; name = $1; n = 0; next }
+         /^  (engine|version|device|source) +[^ ]/ { n++ }
+         END { if (name == "") bad = " (none)"; if (bad != "") { print "formats_page.sh: --list-profiles lacks engine/version/device/source for" bad; exit 1 } }' \
+        profiles.txt >&2
+    field() { awk -v p="$1" -v f="$2" '/^[^ ]/ { in_p = $1 == p; next } in_p && $1 == f { $1 = ""; sub(/^ +/, ""); print; exit }' profiles.txt; }
+    [ "$(field torchao device)" = cpu ] && [ "$(field torchao-cuda device)" = cuda ] ||
+        { echo "formats_page.sh: torchao / torchao-cuda do not list devices cpu / cuda" >&2; exit 1; }
+    case $(field torchao@0.16 version) in *0.16*) ;; *) echo "formats_page.sh: torchao@0.16 lists no 0.16 version" >&2; exit 1 ;; esac
+    names=$(grep -E '^[^ ]' profiles.txt | awk '{ print $1 }')
+    sed -n '/^\.SH ENGINE VERSIONS/,/^\.TE/p' "$page" | grep '^T}' | cut -f2 | awk '{ print $1 }' | grep -v '^\\-$' >earlier.txt
+    [ "$(grep -c . earlier.txt)" -ge 6 ] || { echo "formats_page.sh: ENGINE VERSIONS table not found" >&2; exit 1; }
+    while read -r e; do
+        echo "$names" | grep -qxF "$e" || { echo "formats_page.sh: ENGINE VERSIONS names '$e', not a profile" >&2; exit 1; }
+        [ "$(field "$e" version)" != "-" ] || { echo "formats_page.sh: $e lists no version" >&2; exit 1; }
+    done <earlier.txt
+    for n in $(echo "$names" | grep '@'); do
+        grep -qxF "$(echo "$n" | sed 's/-cuda@/@/')" earlier.txt ||
+            { echo "formats_page.sh: versioned profile $n is not in the ENGINE VERSIONS table" >&2; exit 1; }
+    done
+    echo "list-profiles ok: $(echo "$names" | grep -c .) profiles, $(grep -c . earlier.txt) earlier behaviours"
+fi
 echo ok
