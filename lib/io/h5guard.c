@@ -12,7 +12,7 @@
  * space, creation list and chunk index, and, for a reader of data (not for a
  * listing), the data itself when the file holds at most 64 MiB of it, and a
  * copy of each dataset into an in-memory file (as merge copies them). A child that dies by a signal, or does not
- * finish in 5 s plus 1 s per 16 MiB it reads, means the file is refused
+ * finish in 5 s of CPU time plus 1 s per 16 MiB it reads (child_limit), means the file is refused
  * (FP4S_EFORMAT) before the process touches it; a file that merely fails
  * with HDF5 errors passes, since the readers report those themselves. The
  * verdict is kept per file (device, inode, size, modification time).
@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #ifdef __linux__
@@ -283,6 +284,31 @@ static void die_with_parent(pid_t parent)
     if (getppid() != parent) _exit(3); /* it died before prctl */
 }
 
+/* The child's time limit: secs of CPU time (SIGXCPU), which a loaded machine,
+ * many ranks on few cores or a slow file system do not use up while a looping
+ * library does; and 20 times that in wall-clock time (SIGALRM) for a child
+ * that stops making progress without using the CPU. A child killed so, or by
+ * a crash in the library, leaves no core file in the user's directory. */
+#define WALL_FACTOR 20u
+static void child_limit(unsigned secs)
+{
+    signal(SIGXCPU, SIG_DFL);
+    signal(SIGALRM, SIG_DFL);
+    struct rlimit rl = {0, 0};
+    (void)setrlimit(RLIMIT_CORE, &rl);
+    /* a forked child's CPU time starts at 0 */
+    if (getrlimit(RLIMIT_CPU, &rl) == 0 && (rl.rlim_max == RLIM_INFINITY || secs < rl.rlim_max)) {
+        rl.rlim_cur = secs;
+        (void)setrlimit(RLIMIT_CPU, &rl);
+    }
+    alarm(secs * WALL_FACTOR);
+}
+
+static bool timed_out(int status)
+{
+    return WIFSIGNALED(status) && (WTERMSIG(status) == SIGXCPU || WTERMSIG(status) == SIGALRM);
+}
+
 int fp4s_h5_validate(const char *path, bool data)
 {
     const char *e = getenv("FP4S_H5_VALIDATE");
@@ -318,8 +344,7 @@ int fp4s_h5_validate(const char *path, bool data)
         signal(SIGBUS, SIG_DFL);
         signal(SIGABRT, SIG_DFL);
         signal(SIGFPE, SIG_DFL);
-        signal(SIGALRM, SIG_DFL);
-        alarm(secs);
+        child_limit(secs);
         /* _exit: neither HDF5's nor the program's exit handlers run here (they
          * would flush files the parent has open) */
         in_child = true;
@@ -352,8 +377,9 @@ int fp4s_h5_validate(const char *path, bool data)
     v.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     v.level = need;
     if (!v.ok) {
-        if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
-            snprintf(v.why, sizeof v.why, "the HDF5 library did not finish reading it within %u s", secs);
+        if (timed_out(status))
+            snprintf(v.why, sizeof v.why, "the HDF5 library did not finish reading it within %u s of CPU time",
+                     secs);
         else if (WIFSIGNALED(status))
             snprintf(v.why, sizeof v.why, "the HDF5 library crashed (%s) reading it", strsignal(WTERMSIG(status)));
         else if (WEXITSTATUS(status) == 2 && got)
@@ -402,8 +428,7 @@ int fp4s_h5_isolate(const char *path, fp4s_h5_iso_fn fn, void *arg, unsigned cha
         signal(SIGABRT, SIG_DFL);
         signal(SIGFPE, SIG_DFL);
         signal(SIGPIPE, SIG_DFL);
-        signal(SIGALRM, SIG_DFL);
-        alarm(secs);
+        child_limit(secs);
         fn(arg, pfd[1]);
         _exit(0); /* no exit handlers: they would flush files the parent has open */
     }
@@ -437,9 +462,9 @@ int fp4s_h5_isolate(const char *path, fp4s_h5_iso_fn fn, void *arg, unsigned cha
     }
     if (r >= 0 && WIFSIGNALED(status)) {
         free(b);
-        if (WTERMSIG(status) == SIGALRM)
+        if (timed_out(status))
             return fp4s_error_set(FP4S_EFORMAT, "%s: damaged HDF5 file: the HDF5 library did not finish "
-                                  "reading it within %u s; refused", path, secs);
+                                  "reading it within %u s of CPU time; refused", path, secs);
         return fp4s_error_set(FP4S_EFORMAT, "%s: damaged HDF5 file: the HDF5 library crashed (%s) reading "
                               "it; refused", path, strsignal(WTERMSIG(status)));
     }
