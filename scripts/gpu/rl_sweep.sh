@@ -209,9 +209,6 @@ FP4S_THREADS=1 OPENBLAS_NUM_THREADS=1 timeout -k 20 -s TERM "$BUDGET" "$RL" "$@"
     --stats "$RUNS/$name.tsv" -o "$SCR/$name.h5" --quiet 2> "$RUNS/$name.err"
 rc=$?
 if [ -f "$SCR/$name.h5" ]; then
-    # the capture was written just now by fp4-rl: no walk of it in a child first
-    # (fp4scope-capture(5)), whose time limit a loaded machine can exceed
-    export FP4S_H5_VALIDATE=0
     "$MM" --json --every 10 "$SCR/$name.h5" > "$RUNS/$name.mm.json" 2>> "$RUNS/$name.err"
     "$MM" --csv --every 10 "$SCR/$name.h5" > "$RUNS/$name.mm.csv" 2>> "$RUNS/$name.err"
 fi
