@@ -46,10 +46,17 @@
 # (nproc) runs at once (the phase's runs are cut into waves of RL_PAR and the
 # time shared between the waves); RL_SMOKE=1 makes every run tiny (a check of
 # the job lines on a small machine); RL_FORCE_DEBS=1 builds against .device/debs
-# even where pkg-config finds the system's packages; FP4S_RL_BUILD (build-rl).
+# even where pkg-config finds the system's packages; FP4S_RL_BUILD (build-rl);
+# RL_ONLY (an extended regular expression) runs only the jobs whose name it
+# matches whole, e.g. RL_ONLY='.*bf16.*' to repeat the BF16 side of a phase;
+# RL_LIST=1 prints the phase's job lines and runs nothing (tests/rl/sweep_jobs.sh).
 set -eu
 cd "$(dirname "$0")/../.."
 PHASE=${1:-a}
+case $PHASE in
+a|b|c|d|t) ;;
+*) echo "rl_sweep: unknown phase '$PHASE' (a, b, c, d or t)" >&2; exit 2 ;;
+esac
 OUT=${OUT:-$(pwd)/out-rl}
 mkdir -p "$OUT"
 T0=$(date +%s)
@@ -97,55 +104,19 @@ rl_build() {
     ninja -C "$B" -j "$(nproc)" tools/fp4-rl tools/fp4-mismatch
 }
 
-run_phase() {
-B=${FP4S_RL_BUILD:-build-rl}
-TOTAL=${RL_TOTAL:-235}
-STEPS=${RL_STEPS:-600}
-PAR=${RL_PAR:-$(nproc)}
-rl_build "$B" > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-grep '^rl_sweep:' "$OUT/build.log" || true
-RL=$(pwd)/$B/tools/fp4-rl
-MM=$(pwd)/$B/tools/fp4-mismatch
-[ -x "$RL" ] || { echo "rl_sweep: $RL was not built: see $OUT/build.log"; exit 1; }
-echo "rl_sweep: phase $PHASE, $(nproc) CPUs, $PAR runs at once, $STEPS steps, $TOTAL s in all; built in $(( $(date +%s) - T0 )) s"
-lscpu | grep -E "Model name|^CPU\(s\)" || true
-SCR=$(mktemp -d "${TMPDIR:-/tmp}/rl_sweep.XXXXXX")
-trap 'rm -rf "$SCR"' EXIT INT TERM
-RUNS=$SCR/$PHASE
-mkdir -p "$RUNS"
-
-# 1. a run is the same on 1 and 4 threads (the per-step scalars, times aside,
-#    and every step's mismatch metrics); both at once
-tiny="--width 64 --prompts 8 --steps 3 --sft-max-steps 20 --eval-every 2 --eval-prompts 64 --rollout nvfp4 --trainer wfq --remedy rac:0.25"
-for t in 1 4; do
-    # shellcheck disable=SC2086
-    FP4S_THREADS=$t "$RL" $tiny --stats "$SCR/det$t.tsv" -o "$SCR/det$t.h5" --quiet &
-done
-wait
-for t in 1 4; do
-    "$MM" --csv "$SCR/det$t.h5" | sed 's/^det[14],/det,/' > "$SCR/det$t.csv"
-    # every column but the times (t_*)
-    awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) keep[i] = $i !~ /^t_/ }
-                 { s = ""; for (i = 1; i <= NF; i++) if (keep[i]) s = s $i "\t"; print s }' \
-        "$SCR/det$t.tsv" > "$SCR/det$t.cut"
-done
-if cmp -s "$SCR/det1.csv" "$SCR/det4.csv" && cmp -s "$SCR/det1.cut" "$SCR/det4.cut"; then
-    echo "determinism: 1 and 4 threads give the same log-prob metrics and scalars: ok"
-else
-    echo "determinism: 1 and 4 threads DIFFER"; diff "$SCR/det1.cut" "$SCR/det4.cut" | head; exit 1
-fi
-
-# 2. the jobs of the phase: NAME then fp4-rl options (the model and regime first)
-JOBS=$SCR/jobs.txt
-: > "$JOBS"
-REGIME="--width 64 --prompts 16 --group 8 --steps $STEPS --eval-every 20 --eval-prompts 256"
-job() { echo "$1 $REGIME $2" >> "$JOBS"; }
+# The phase's jobs on stdout, one a line: NAME then fp4-rl options (the model and
+# the regime first). make_jobs PHASE STEPS
+make_jobs() {
+{
+REGIME="--width 64 --prompts 16 --group 8 --steps $2 --eval-every 20 --eval-prompts 256"
+# no trailing blank: xargs -L 1 joins a line that ends in one with the next
+job() { printf '%s\n' "$1 $REGIME $2" | sed 's/[[:space:]]*$//'; }
 for_seeds() { # config, numerics, seeds, options
     for s in $3; do job "$1.$2.s$s" "--seed $s $4"; done
 }
 NVFP4="--rollout nvfp4"
 QUADS="--rollout nvfp4 --trainer wfq --remedy"
-case $PHASE in
+case $1 in
 a)
     for s in 1 2 3 4; do
         for_seeds lr3e-4 bf16 "$s" "--lr 3e-4"
@@ -186,11 +157,62 @@ d)
 t)
     job "t.bf16.s1" "--width 32 --prompts 4 --steps 100000 --sft-max-steps 10"
     job "t.nvfp4.s1" "--width 32 --prompts 4 --rollout nvfp4 --steps 100000 --sft-max-steps 10" ;;
-*) echo "rl_sweep: unknown phase '$PHASE' (a, b, c, d or t)"; exit 2 ;;
 esac
-if [ "${RL_SMOKE:-0}" = 1 ]; then # later options win: every run tiny
-    sed -i 's/$/ --width 32 --prompts 2 --group 4 --steps 3 --sft-max-steps 3 --eval-every 2 --eval-prompts 8/' "$JOBS"
+} | if [ "${RL_SMOKE:-0}" = 1 ]; then # later options win: every run tiny
+    sed 's/$/ --width 32 --prompts 2 --group 4 --steps 3 --sft-max-steps 3 --eval-every 2 --eval-prompts 8/'
+else
+    cat
 fi
+}
+
+# RL_LIST=1: the phase's job lines (after RL_ONLY and RL_SMOKE) on stdout, nothing run
+if [ "${RL_LIST:-0}" = 1 ]; then
+    make_jobs "$PHASE" "${RL_STEPS:-600}" | grep -E "^(${RL_ONLY:-.*})( |\$)"
+    exit
+fi
+
+run_phase() {
+B=${FP4S_RL_BUILD:-build-rl}
+TOTAL=${RL_TOTAL:-235}
+STEPS=${RL_STEPS:-600}
+PAR=${RL_PAR:-$(nproc)}
+rl_build "$B" > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+grep '^rl_sweep:' "$OUT/build.log" || true
+RL=$(pwd)/$B/tools/fp4-rl
+MM=$(pwd)/$B/tools/fp4-mismatch
+[ -x "$RL" ] || { echo "rl_sweep: $RL was not built: see $OUT/build.log"; exit 1; }
+echo "rl_sweep: phase $PHASE, $(nproc) CPUs, $PAR runs at once, $STEPS steps, $TOTAL s in all; built in $(( $(date +%s) - T0 )) s"
+lscpu | grep -E "Model name|^CPU\(s\)" || true
+SCR=$(mktemp -d "${TMPDIR:-/tmp}/rl_sweep.XXXXXX")
+trap 'rm -rf "$SCR"' EXIT INT TERM
+RUNS=$SCR/$PHASE
+mkdir -p "$RUNS"
+
+# 1. a run is the same on 1 and 4 threads (the per-step scalars, times aside,
+#    and every step's mismatch metrics); both at once
+tiny="--width 64 --prompts 8 --steps 3 --sft-max-steps 20 --eval-every 2 --eval-prompts 64 --rollout nvfp4 --trainer wfq --remedy rac:0.25"
+for t in 1 4; do
+    # shellcheck disable=SC2086
+    FP4S_THREADS=$t "$RL" $tiny --stats "$SCR/det$t.tsv" -o "$SCR/det$t.h5" --quiet &
+done
+wait
+for t in 1 4; do
+    "$MM" --csv "$SCR/det$t.h5" | sed 's/^det[14],/det,/' > "$SCR/det$t.csv"
+    # every column but the times (t_*)
+    awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) keep[i] = $i !~ /^t_/ }
+                 { s = ""; for (i = 1; i <= NF; i++) if (keep[i]) s = s $i "\t"; print s }' \
+        "$SCR/det$t.tsv" > "$SCR/det$t.cut"
+done
+if cmp -s "$SCR/det1.csv" "$SCR/det4.csv" && cmp -s "$SCR/det1.cut" "$SCR/det4.cut"; then
+    echo "determinism: 1 and 4 threads give the same log-prob metrics and scalars: ok"
+else
+    echo "determinism: 1 and 4 threads DIFFER"; diff "$SCR/det1.cut" "$SCR/det4.cut" | head; exit 1
+fi
+
+# 2. the jobs of the phase
+JOBS=$SCR/jobs.txt
+make_jobs "$PHASE" "$STEPS" | grep -E "^(${RL_ONLY:-.*})( |\$)" > "$JOBS" || {
+    echo "rl_sweep: no run of phase $PHASE matches RL_ONLY='${RL_ONLY:-}'"; exit 2; }
 NJ=$(wc -l < "$JOBS")
 WAVES=$(( (NJ + PAR - 1) / PAR ))
 # the time left, less 35 s: the step under way at SIGTERM (a second or two; SIGKILL
@@ -217,7 +239,9 @@ n=0; [ -f "$RUNS/$name.tsv" ] && n=$(($(wc -l < "$RUNS/$name.tsv") - 1))
 echo "$name: exit $rc, $n steps"
 ONE
 export RL MM RUNS SCR BUDGET
-xargs -P "$PAR" -L 1 sh "$SCR/one.sh" < "$JOBS"
+xargs -P "$PAR" -L 1 sh "$SCR/one.sh" < "$JOBS" | tee "$SCR/ran.txt"
+NR=$(grep -c ': exit ' "$SCR/ran.txt" || true)
+[ "$NR" -eq "$NJ" ] || echo "rl_sweep: WARNING: $NR runs reported for $NJ jobs"
 
 # 4. the summary, and the runs' files in one archive
 python3 scripts/gpu/rl_sweep.py "$RUNS" > "$OUT/summary.txt"
