@@ -29,7 +29,8 @@ run() {
 }
 
 PY=""
-for p in "${PYTHON:-}" /usr/bin/python3 python3; do
+# the tests' python (meson's FP4S_PYTHON: -Dpython, e.g. a virtual environment's) first
+for p in "${FP4S_PYTHON:-}" python3 /usr/bin/python3; do
     [ -n "$p" ] || continue
     if "$p" -c 'import numpy' >/dev/null 2>&1; then PY=$p; break; fi
 done

@@ -93,9 +93,11 @@ expect 3 env FP4S_GNUPLOT=/nonexistent fp4-report konly.h5 $fast -o krep2
 [ ! -e krep2 ] || fail "krep2 written"
 
 # ---- a per-step scalar log (verl's JSONL) without the default metric: said, and no empty figure
-if command -v python3 > /dev/null 2>&1; then
+# the tests' python (meson's FP4S_PYTHON), else any python3 (the script needs no module)
+PY3=${FP4S_PYTHON:-$(command -v python3 || true)}
+if [ -n "$PY3" ]; then
     fp4-mismatch --json --names verl "$SRC/datasets/traces/planted.csv" > pl.json
-    python3 "$SRC/tests/mismatch/make_verl_log.py" pl.json verl.jsonl nvfp4
+    "$PY3" "$SRC/tests/mismatch/make_verl_log.py" pl.json verl.jsonl nvfp4
     expect 0 fp4-report k.h5 --trace verl.jsonl $fast -o vrep
     grep -q 'run <b>verl</b> (mean_abs, 80 steps): it has no value of this metric' vrep/index.html ||
         fail "no word on the scalar log without mean_abs"
