@@ -57,19 +57,19 @@ ok=1
 
 # result LOG RC: one line about what a run printed
 result() {
-    local log=$1 rc=$2 s
-    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo "timed out"; return; fi
+    local log=$1 rc=$2 s w p
     s=$(grep -E "^test_cuda(_decomp)?: .*(comparisons|checks)" "$log" | tail -1 | sed 's/^test_cuda[_a-z]*: //')
-    if [ -n "$s" ]; then
-        local w p
+    [ "$rc" = 124 ] || [ "$rc" = 137 ] && s="timed out${s:+; $s}"
+    if grep -q "^test_cuda" "$log"; then
         w=$(grep -c "waited for the default stream" "$log")
         p=$(grep -c "cuda 0xee" "$log")
-        [ "$w" != 0 ] && s="$s; $w waited for the default stream"
+        [ "$w" != 0 ] && s="$s; $w checks waited for the default stream"
         [ "$p" != 0 ] && s="$s; $p lines show poison 0xee"
         grep -q "SKIP" "$log" && s="$s (SKIP)"
         echo "$s"
         return
     fi
+    [ -n "$s" ] && { echo "$s"; return; }
     s=$(grep -E "^(Ok|Fail|Skipped|Timeout): " "$log" | tr -s ' ' | paste -sd ' ')
     if [ -n "$s" ]; then echo "$s"; return; fi
     s=$(grep -E "SKIP|FAIL|error:|Error" "$log" | head -1)
