@@ -29,7 +29,7 @@
 #  6. the whole default suite (meson test), then the conformance corpus with
 #     its output.
 #  7. tests/quant/peers/peers_torch.py quick (with a PyTorch that has
-#     float8_e4m3fn; run during 4-5): the profiles against PyTorch
+#     float8_e4m3fn; run from step 4 on, beside the rest, 4 CPU threads): the profiles against PyTorch
 #     re-statements of torchao/TE/ModelOpt on the CPU and on CUDA, through
 #     the helper library meson builds (BUILD/tests/quant/peers/libpeers.so).
 # Every step has a time limit and the script a deadline (FP4S_DEADLINE
@@ -216,7 +216,8 @@ if [ $build_ok = 1 ]; then
     peers_pid=
     if [ -n "$PY" ] && "$PY" -c 'import torch; torch.float8_e4m3fn' 2>/dev/null; then
         peers_t0=$SECONDS
-        timeout -k 5 "$(lim_of 110)" "$PY" tests/quant/peers/peers_torch.py "$B/tests/quant/peers/libpeers.so" quick \
+        # 4 CPU threads: it runs on beside the whole suite (step 6)
+        OMP_NUM_THREADS=4 timeout -k 5 "$(lim_of 150)" "$PY" tests/quant/peers/peers_torch.py "$B/tests/quant/peers/libpeers.so" quick \
             > "$L/peers.log" 2>&1 &
         peers_pid=$!
     fi
@@ -242,13 +243,16 @@ if [ $build_ok = 1 ]; then
     rm -f "$stopf"
     [ -n "$load_pid" ] && wait "$load_pid"
     row "concurrent load (decomp loop)" - - "$(grep -c 'rc=0' "$L/load.log" 2>/dev/null) runs rc=0, $(grep -vc 'rc=0' "$L/load.log" 2>/dev/null) not"
-    if [ -n "$peers_pid" ]; then
-        wait "$peers_pid"
-        prc=$?
-        row "peers-torch (quick)" "rc=$prc" $((SECONDS - peers_t0)) \
-            "$(grep -c '^OK' "$L/peers.log") OK, $(grep -c '^DIFF' "$L/peers.log") DIFF$(grep -m1 -E 'Error|error' "$L/peers.log" | cut -c1-60 | sed 's/^/; /')"
-    fi
 fi
+
+# the peers' row (it runs in the background from step 4 on, through the suite)
+peers_row() {
+    [ -n "${peers_pid:-}" ] || return 0
+    wait "$peers_pid"
+    local prc=$?
+    row "peers-torch (quick)" "rc=$prc" $((SECONDS - peers_t0)) \
+        "$(grep -c '^OK' "$L/peers.log") OK, $(grep -c '^DIFF' "$L/peers.log") DIFF$(grep -m1 -E 'Error|error' "$L/peers.log" | cut -c1-60 | sed 's/^/; /')"
+}
 
 # 6. the whole default suite, and the corpus with its output
 if [ $build_ok = 1 ]; then
@@ -261,6 +265,7 @@ if [ $build_ok = 1 ]; then
         { step "conformance corpus" conformance.log 30 "$B/tests/conformance/conformance" tests/conformance/vectors.txt || ok=0; }
 fi
 
+peers_row
 tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$L"
 {
     echo "toolchain_check: $(gcc --version | head -1); python $PY; $((SECONDS - T0)) s; status $([ $ok = 1 ] && echo PASS || echo FAIL)"
