@@ -1,11 +1,16 @@
 /* Quantizer front end: argument checks, the tensor scale, threads.
  *
- * fp4s_quantize / fp4s_dequantize split the rows of a chunk into contiguous
- * ranges aligned to fp4s_spec_row_align() and run them on fp4s_parallel_for.
- * Each range calls the active kernel table and falls back to the scalar
- * reference when the backend declines the spec (FP4S_ENOTSUP). Per-worker
- * stats are merged in worker order; counters and the exact err2/x2 sums are
- * identical for any thread count.
+ * fp4s_quantize / fp4s_dequantize / fp4s_amax split the rows of a chunk into
+ * pieces of whole tiles (fp4s_spec_row_align()) of about PIECE_ELEMS elements
+ * and run them on fp4s_parallel_dynamic: each worker takes the next piece
+ * until none is left, so that a core also running the caller's reader or
+ * writer thread (or anything else) does not hold the others up, as a static
+ * split of the chunk did. Each piece calls the active kernel table and falls
+ * back to the scalar reference when the backend declines the spec
+ * (FP4S_ENOTSUP). Which worker takes which piece varies, which changes no
+ * result: codes, scales and dequantized values are per element, the stats'
+ * counters are integers and err2/x2 come from exact sums (fp4s_qstats_add),
+ * and the amax is a maximum: identical for any thread count and schedule.
  * A NULL stats pointer is passed down to the kernels: they then compute codes
  * only (no err2/x2 sums, no counters), with the same output bytes. */
 #include <fp4scope/quant.h>
@@ -18,8 +23,23 @@
 #include "cpu/kernels.h"
 #include "core/codec_internal.h"
 
-/* Rows per parallel work item for about this many elements. */
+/* Elements per piece of the dynamic schedule, and at least this many
+ * elements per worker (a smaller call runs on fewer threads, one below it). */
+#define PIECE_ELEMS (1u << 14)
 #define GRAIN_ELEMS (1u << 16)
+
+/* Run fn over `units` work items of `unit_elems` elements each on the dynamic
+ * schedule: pieces of about PIECE_ELEMS, a worker for every GRAIN_ELEMS. */
+static int run_pieces(size_t units, size_t unit_elems, fp4s_range_fn fn, void *arg)
+{
+    if (unit_elems == 0) unit_elems = 1;
+    size_t piece = PIECE_ELEMS / unit_elems;
+    if (piece == 0) piece = 1;
+    size_t total = units > SIZE_MAX / unit_elems ? SIZE_MAX : units * unit_elems;
+    size_t nt = (size_t)fp4s_get_threads(), by_size = total / GRAIN_ELEMS;
+    if (nt > by_size) nt = by_size ? by_size : 1;
+    return fp4s_parallel_dynamic(units, piece, (int)nt, fn, arg);
+}
 
 void fp4s_qstats_merge(fp4s_qstats *into, const fp4s_qstats *from)
 {
@@ -40,8 +60,9 @@ static int amax_range(void *arg, size_t b, size_t e, int w)
     struct amax_job *j = arg;
     const fp4s_kernel_table *k = fp4s_kernels_active();
     fp4s_amax_fn fn = k->amax ? k->amax : fp4s_kernels_ref.amax;
-    j->nf[w] = 0;
-    j->part[w] = fn(j->x + b * j->ld, e - b, j->cols, j->ld, &j->nf[w]);
+    uint64_t nf = 0;
+    j->part[w] = fmaxf(j->part[w], fn(j->x + b * j->ld, e - b, j->cols, j->ld, &nf));
+    j->nf[w] += nf;
     return 0;
 }
 
@@ -54,8 +75,7 @@ float fp4s_amax(const float *x, size_t rows, size_t cols, size_t ld, uint64_t *n
     memset(part, 0, sizeof part);
     memset(nf, 0, sizeof nf);
     struct amax_job j = {x, cols, ld, part, nf};
-    size_t grain = GRAIN_ELEMS / cols + 1;
-    fp4s_parallel_for(rows, grain, amax_range, &j);
+    run_pieces(rows, cols, amax_range, &j);
     float m = 0.0f;
     uint64_t n = 0;
     for (int w = 0; w < FP4S_MAX_THREADS; w++) {
@@ -239,7 +259,7 @@ static int q_range(void *arg, size_t ub, size_t ue, int w)
         memset(&st, 0, sizeof st);
         rc = fp4s_kernels_ref.quantize(s, j->ts, x, r1 - r0, j->cols, j->ld, j->row0 + r0, &o, sp);
     }
-    if (j->parts) j->parts[w] = st;
+    if (j->parts) fp4s_qstats_add(&j->parts[w], &st);
     return rc;
 }
 
@@ -294,9 +314,8 @@ int fp4s_quantize(const fp4s_spec *s, const fp4s_tscale *ts,
     size_t align = fp4s_spec_row_align(s);
     if (s->format == FP4S_FP8 && s->fp8_gran == FP4S_FP8_TENSOR) align = rows; /* one call */
     size_t units = (rows + align - 1) / align;
-    size_t grain = GRAIN_ELEMS / (cols * align) + 1;
     struct q_job j = {s, ts, x, rows, cols, ld, row0, align, out, parts};
-    rc = fp4s_parallel_for(units, grain, q_range, &j);
+    rc = run_pieces(units, cols * align, q_range, &j);
     if (rc == 0 && st)
         for (int w = 0; w < nt; w++) fp4s_qstats_merge(st, &parts[w]);
     free(parts);
@@ -366,10 +385,9 @@ int fp4s_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
     }
     size_t align = fp4s_spec_row_align(s);
     size_t units = (rows + align - 1) / align;
-    size_t grain = GRAIN_ELEMS / (cols * align) + 1;
     struct dq_job j = {s, ts, codes, ld_codes, scales, ld_scales, scale_f32, ld_scale_f32,
                        rows, cols, row0, align, out, ld_out};
-    rc = fp4s_parallel_for(units, grain, dq_range, &j);
+    rc = run_pieces(units, cols * align, dq_range, &j);
     if (rc) fp4s_error_prefix("dequantize");
     return rc;
 }

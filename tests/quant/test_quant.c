@@ -825,8 +825,33 @@ START_TEST(threads_one_and_two_give_identical_bytes)
         ck_assert_uint_eq(a.st.zero_blocks, c.st.zero_blocks);
         ck_assert_uint_eq(a.st.nonfinite_blocks, c.st.nonfinite_blocks);
         ck_assert_uint_eq(a.st.blocks, c.st.blocks);
-        qres_free(&a); qres_free(&b); qres_free(&c);
+        /* the pieces of the dynamic schedule go to any worker: the exact
+         * sums give the same bits (and so does a pool of seven) */
+        fp4s_set_threads(7);
+        qres e = run_q(&s, x, rows, cols);
+        fp4s_set_threads(0);
+        ck_assert_int_eq(memcmp(a.codes, e.codes, rows * cols), 0);
+        ck_assert_int_eq(memcmp(a.deq, e.deq, rows * cols * sizeof(float)), 0);
+        const qres *o[3] = {&b, &c, &e};
+        for (int k = 0; k < 3; k++) {
+            ck_assert_msg(memcmp(&a.st.err2, &o[k]->st.err2, sizeof(double)) == 0, "err2, profile %s",
+                          all_profiles[p].p);
+            ck_assert_msg(memcmp(&a.st.x2, &o[k]->st.x2, sizeof(double)) == 0, "x2, profile %s", all_profiles[p].p);
+            ck_assert_uint_eq(a.st.nonfinite, o[k]->st.nonfinite);
+            ck_assert_uint_eq(a.st.neg_zero, o[k]->st.neg_zero);
+            ck_assert_uint_eq(a.st.scale_underflow, o[k]->st.scale_underflow);
+        }
+        qres_free(&a); qres_free(&b); qres_free(&c); qres_free(&e);
     }
+    /* the tensor amax and its count of NaN/Inf */
+    uint64_t nf1 = 0, nf7 = 0;
+    fp4s_set_threads(1);
+    float m1 = fp4s_amax(x, rows, cols, cols, &nf1);
+    fp4s_set_threads(7);
+    float m7 = fp4s_amax(x, rows, cols, cols, &nf7);
+    fp4s_set_threads(0);
+    ck_assert(m1 > 0.0f && memcmp(&m1, &m7, sizeof m1) == 0);
+    ck_assert_uint_eq(nf1, nf7);
     free(x);
 }
 END_TEST
