@@ -37,6 +37,14 @@
  * flushing at close: metadata, and at most one chunk cache per dataset). */
 #define OVERLAY_MAX ((size_t)512 << 20)
 
+/* After this many bytes written, the kernel is asked to start writing them
+ * to the disk (sync_file_range, not waiting), so that the disk writes while
+ * the caller computes the next chunks and the fsync at commit finds little
+ * left to do: for fp4-quant -o the fsync of a 136 MB output was most of what
+ * -o cost (bench/RESULTS-H200.md, CPU scaling). The data and the commit's
+ * fsync are the same as without it. */
+#define WRITEBACK_BYTES ((size_t)16 << 20)
+
 typedef struct overlay {
     haddr_t addr;
     size_t size;
@@ -52,6 +60,7 @@ typedef struct safe_file {
     int err;           /* errno of the first failed write or truncate; 0 = none */
     overlay *ov;       /* writes kept in memory after the failure, in order */
     size_t nov, capov, ovbytes;
+    size_t unsynced;   /* bytes written since the last writeback was started */
 } safe_file;
 
 static hid_t driver_id = -1;
@@ -228,6 +237,13 @@ static herr_t safe_write(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr
     }
     if (done < size) keep(f, addr + done, size - done, p + done);
     if (addr + size > f->eof) f->eof = addr + size;
+#ifdef SYNC_FILE_RANGE_WRITE
+    f->unsynced += done;
+    if (!f->err && f->unsynced >= WRITEBACK_BYTES) {
+        (void)sync_file_range(f->fd, 0, 0, SYNC_FILE_RANGE_WRITE); /* a hint: failures show at the fsync */
+        f->unsynced = 0;
+    }
+#endif
     return 0;
 }
 
