@@ -310,6 +310,8 @@ void job_quantize(job *j)
 {
     int rc;
     j->wr = (stage){.fn = write_fn, .j = j, .h5 = j->qf != NULL};
+    /* no writer thread for a run without outputs (the summary alone) */
+    const bool writes = j->qf || j->wc || j->ws || j->wd;
     read_next(j, 0, 0);
     for (size_t r0 = 0, k = 0; r0 < j->rows; r0 += j->chunk, k ^= 1) {
         size_t n = j->rows - r0 < j->chunk ? j->rows - r0 : j->chunk;
@@ -328,7 +330,7 @@ void job_quantize(job *j)
         j->wr.b = &j->banks[k];
         j->wr.r0 = r0;
         j->wr.n = n;
-        stage_start(&j->wr);
+        if (writes) stage_start(&j->wr);
         cli_progress((uint64_t)(j->passes - 1) * j->rows + r0 + n, (uint64_t)j->passes * j->rows);
     }
     if ((rc = stage_wait(&j->wr))) job_fail(j, rc);
