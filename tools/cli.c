@@ -484,7 +484,68 @@ fp4s_device cli_device(const char *arg, const fp4s_spec *s)
     return got;
 }
 
+void cli_common_init(cli_common *c, void (*usage)(void), bool device)
+{
+    memset(c, 0, sizeof *c);
+    c->usage = usage;
+    c->device = device;
+}
+
+bool cli_common_option(int id, const char *arg, cli_common *c)
+{
+    switch (id) {
+    case CLI_OPT_HELP: c->usage(); exit(0);
+    case CLI_OPT_VERSION:
+        if (c->device) cli_version_device();
+        else cli_version();
+        exit(0);
+    case CLI_OPT_JSON: c->json = true; return true;
+    case CLI_OPT_CSV: c->csv = true; return true;
+    case CLI_OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", arg, 1, 4096)); return true;
+    case CLI_OPT_CHUNK: c->chunk = (size_t)cli_parse_int("--chunk", arg, 1, (long long)1 << 40); return true;
+    case CLI_OPT_FORCE: cli_force(); return true;
+    case CLI_OPT_QUIET: cli_quiet(); return true;
+    default: return false;
+    }
+}
+
+void cli_common_check(const cli_common *c)
+{
+    if (c->json && c->csv) cli_usage("--json and --csv exclude each other");
+}
+
 json_t *cli_json_real(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+int cli_json_write(const char *path, const json_t *j)
+{
+    char *txt = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    if (!txt) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    size_t len = strlen(txt);
+    char *t = realloc(txt, len + 2);
+    if (!t) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    t[len] = '\n';
+    t[len + 1] = '\0';
+    int rc = cli_write_text(path, t, len + 1);
+    free(t);
+    return rc;
+}
+
+json_t *cli_decomp_json(const fp4s_decomp_result *r, json_t *o)
+{
+    if (!o) o = json_object();
+    size_t nf;
+    const fp4s_decomp_field *f = fp4s_decomp_fields(&nf);
+    for (size_t i = 0; i < nf; i++) {
+        if (f[i].is_count) {
+            uint64_t v;
+            memcpy(&v, (const char *)r + f[i].offset, sizeof v);
+            json_object_set_new(o, f[i].name, json_integer((json_int_t)v));
+        } else {
+            json_object_set_new(o, f[i].name, cli_json_real(fp4s_decomp_field_value(r, &f[i])));
+        }
+    }
+    return o;
+}
 
 void cli_csv_str(const char *s)
 {
@@ -537,6 +598,12 @@ int cli_write_text(const char *path, const char *text, size_t len)
         return fp4s_error_set(FP4S_EWRITE, "%s: write failed: %s", path, strerror(e ? e : EIO));
     }
     return fp4s_outfile_commit(&o);
+}
+
+bool cli_ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
 }
 
 bool cli_source_synthetic(const char *spec)
@@ -604,4 +671,21 @@ void cli_capture_partners(const fp4s_capture_entry *ents, size_t ne, const fp4s_
     }
     *trainer = tr;
     *weight = wt ? wt : wc;
+}
+
+bool cli_rollout_selected(const fp4s_capture_entry *e, const char *sites, const long long *steps, size_t n)
+{
+    if (strcmp(e->side, "rollout") || e->step < 0 || !strcmp(e->site, "logprobs")) return false;
+    if (sites && !fp4s_site_match(sites, e->site)) return false;
+    bool want = !steps;
+    for (size_t s = 0; s < n && !want; s++) want = steps[s] == e->step;
+    return want;
+}
+
+int cli_weight_2d(const char *arg)
+{
+    if (!arg || !strcmp(arg, "auto")) return -1;
+    if (!strcmp(arg, "on")) return 1;
+    if (!strcmp(arg, "off")) return 0;
+    cli_usage("--weight-2d: expected auto, on or off, got '%s'", arg);
 }

@@ -107,6 +107,15 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
 void cli_capture_partners(const fp4s_capture_entry *ents, size_t ne, const fp4s_capture_entry *e,
                           const fp4s_capture_entry **trainer, const fp4s_capture_entry **weight);
 
+/* The rollout activations a capture's --sites GLOB and --steps LIST select:
+ * true when e is a rollout side of a training step (not the log-probs), its
+ * site matches `sites` (NULL: every site) and its step is one of steps[0..n)
+ * (NULL: every step). */
+bool cli_rollout_selected(const fp4s_capture_entry *e, const char *sites, const long long *steps, size_t n);
+
+/* --weight-2d auto|on|off (NULL: auto): -1, 1 or 0; another word is a usage error. */
+int cli_weight_2d(const char *arg);
+
 /* "--version" text: "prog (fp4scope) X.Y.Z\nfeatures: ..." (without cuda:
  * the tools with --device use cli_version_device). */
 void cli_version(void);
@@ -124,9 +133,51 @@ fp4s_device cli_device(const char *arg, const fp4s_spec *s);
  * built in, and a line "gpu: ..." naming the GPU or why none is usable. */
 void cli_version_device(void);
 
+/* ---- the common option group --------------------------------------------------------
+ * The options every tool spells alike, parsed in one place: --help and --version
+ * (CLI_COMMON_LONGOPTS, every tool), --json and --csv (CLI_REPORT_LONGOPTS; a tool
+ * without CSV lists CLI_JSON_LONGOPTS), --threads N (CLI_THREADS_LONGOPTS: worker
+ * threads, 1 to 4096) and --chunk N (CLI_CHUNK_LONGOPTS: elements per read chunk),
+ * with --force and --quiet of CLI_OUTPUT_LONGOPTS. cli_common_option() applies one
+ * (false for any other id): --help prints c->usage() and exits 0, --version prints
+ * cli_version(), or cli_version_device() when c->device; --force and --quiet call
+ * cli_force() and cli_quiet() (a tool that keeps --force itself handles
+ * CLI_OPT_FORCE before it). cli_common_check(), after the last option: --json
+ * with --csv is a usage error. */
+enum {
+    CLI_OPT_COMMON_FIRST = 0x4120, /* clear of CLI_OPT_DEVICE and the other groups */
+    CLI_OPT_HELP = CLI_OPT_COMMON_FIRST,
+    CLI_OPT_VERSION,
+    CLI_OPT_JSON,
+    CLI_OPT_CSV,
+    CLI_OPT_THREADS,
+    CLI_OPT_CHUNK
+};
+#define CLI_COMMON_LONGOPTS {"help", no_argument, NULL, CLI_OPT_HELP}, \
+    {"version", no_argument, NULL, CLI_OPT_VERSION},
+#define CLI_JSON_LONGOPTS {"json", no_argument, NULL, CLI_OPT_JSON},
+#define CLI_REPORT_LONGOPTS CLI_JSON_LONGOPTS {"csv", no_argument, NULL, CLI_OPT_CSV},
+#define CLI_THREADS_LONGOPTS {"threads", required_argument, NULL, CLI_OPT_THREADS},
+#define CLI_CHUNK_LONGOPTS {"chunk", required_argument, NULL, CLI_OPT_CHUNK},
+typedef struct cli_common {
+    void (*usage)(void); /* --help */
+    bool device;         /* --version names the GPU (a tool with --device) */
+    bool json, csv;      /* --json, --csv given */
+    size_t chunk;        /* --chunk N; 0 when not given */
+} cli_common;
+void cli_common_init(cli_common *c, void (*usage)(void), bool device);
+bool cli_common_option(int id, const char *arg, cli_common *c);
+void cli_common_check(const cli_common *c);
+
 /* Dump JSON to stdout (indent 2, keys in insertion order, real numbers with 17
  * significant digits), then decref. Returns an exit status. */
 int cli_json_print(json_t *j);
+/* Write JSON j (as cli_json_print formats it, with a final newline) to path
+ * atomically ("-": stdout); j is not consumed. The cli_write_text result. */
+int cli_json_write(const char *path, const json_t *j);
+/* The fields of a decomposition result (fp4s_decomp_fields) set in o (NULL: a
+ * new object): counts as integers, the rest as cli_json_real. Returns o. */
+json_t *cli_decomp_json(const fp4s_decomp_result *r, json_t *o);
 /* JSON number for a double: NaN and Inf become null (JSON has neither). */
 json_t *cli_json_real(double v);
 /* A CSV field on stdout: quoted (quotes doubled) when it holds a comma, a
@@ -255,5 +306,7 @@ bool cli_source_synthetic(const char *spec);
 
 /* Write a whole text blob to path atomically ("-" = stdout). */
 int cli_write_text(const char *path, const char *text, size_t len);
+/* True when s ends with suffix. */
+bool cli_ends_with(const char *s, const char *suffix);
 
 #endif

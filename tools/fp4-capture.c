@@ -102,18 +102,11 @@ static void usage_text(void)
 }
 
 enum {
-    OPT_STEP = 256, OPT_SIDE, OPT_CONST, OPT_SITE, OPT_GZIP, OPT_JSON, OPT_CHECK, OPT_SITES,
+    OPT_STEP = 256, OPT_SIDE, OPT_CONST, OPT_SITE, OPT_GZIP, OPT_CHECK, OPT_SITES,
     OPT_STEPS, OPT_SIDES, OPT_SEED, OPT_SSTEPS, OPT_ACT_EVERY, OPT_LAYERS, OPT_EXPERTS, OPT_TOPK,
     OPT_SKEW, OPT_TOKENS, OPT_HIDDEN, OPT_OUTF, OPT_SSIGMA, OPT_HOT, OPT_HOTF, OPT_DF, OPT_DRIFT,
-    OPT_KNOISE, OPT_F32, OPT_WPS, OPT_SEQS, OPT_SEQLEN, OPT_LPM, OPT_ONSET, OPT_LPG, OPT_HELP,
-    OPT_VERSION, OPT_EXACT
+    OPT_KNOISE, OPT_F32, OPT_WPS, OPT_SEQS, OPT_SEQLEN, OPT_LPM, OPT_ONSET, OPT_LPG, OPT_EXACT
 };
-
-static bool has_suffix(const char *s, const char *suf)
-{
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && strcmp(s + a - b, suf) == 0;
-}
 
 static bool is_file(const char *p)
 {
@@ -400,11 +393,13 @@ static int cmd_import(int argc, char **argv)
         {"step", required_argument, 0, OPT_STEP}, {"side", required_argument, 0, OPT_SIDE},
         {"const", no_argument, 0, OPT_CONST}, {"site", required_argument, 0, OPT_SITE},
         {"gzip", required_argument, 0, OPT_GZIP}, {"exact", no_argument, 0, OPT_EXACT},
-        {"help", no_argument, 0, OPT_HELP}, {"version", no_argument, 0, OPT_VERSION}, CLI_OUTPUT_LONGOPTS {0, 0, 0, 0}};
+        CLI_COMMON_LONGOPTS CLI_OUTPUT_LONGOPTS {0, 0, 0, 0}};
     const char *out = NULL, *side = NULL, *tpl = "{name}";
     bool append = false, cst = false, have_step = false, exact = false;
     int64_t step = 0;
     int gz = 0, ch;
+    cli_common common;
+    cli_common_init(&common, usage_text, false);
     while ((ch = cli_getopt(argc, argv, "o:a", lo)) != -1) {
         switch (ch) {
         case 'o': out = optarg; break;
@@ -415,11 +410,8 @@ static int cmd_import(int argc, char **argv)
         case OPT_SITE: tpl = optarg; break;
         case OPT_GZIP: gz = (int)cli_parse_int("--gzip", optarg, 0, 9); break;
         case OPT_EXACT: exact = true; break;
-        case CLI_OPT_FORCE: cli_force(); break;
-        case CLI_OPT_QUIET: cli_quiet(); break;
-        case OPT_HELP: usage_text(); return 0;
-        case OPT_VERSION: cli_version(); return 0;
-        default: cli_usage("import: unknown option '%s'", argv[optind - 1]);
+        default:
+            if (!cli_common_option(ch, optarg, &common)) cli_usage("import: unknown option '%s'", argv[optind - 1]);
         }
     }
     if (optind >= argc) cli_usage("import: no SRC given");
@@ -453,7 +445,7 @@ static int cmd_import(int argc, char **argv)
             name = colon + 1;
         }
         char *stem = file_stem(file);
-        bool st = has_suffix(file, ".safetensors");
+        bool st = cli_ends_with(file, ".safetensors");
         if (st && (!name || (!exact && has_glob(name)))) {
             size_t nn;
             char **names;
@@ -610,27 +602,27 @@ static void human_size(double b, char *buf, size_t n)
 static int cmd_ls(int argc, char **argv)
 {
     static const struct option lo[] = {
-        {"json", no_argument, 0, OPT_JSON}, {"check", no_argument, 0, OPT_CHECK},
+        CLI_JSON_LONGOPTS {"check", no_argument, 0, OPT_CHECK},
         {"sites", required_argument, 0, OPT_SITES}, {"steps", required_argument, 0, OPT_STEPS},
-        {"sides", required_argument, 0, OPT_SIDES}, {"help", no_argument, 0, OPT_HELP},
-        {"version", no_argument, 0, OPT_VERSION}, {0, 0, 0, 0}};
-    bool json = false, check = false;
+        {"sides", required_argument, 0, OPT_SIDES}, CLI_COMMON_LONGOPTS {0, 0, 0, 0}};
+    bool check = false;
     const char *sites = NULL, *sides = NULL;
     long long *steps = NULL;
     size_t nsteps = 0;
     int ch;
+    cli_common common;
+    cli_common_init(&common, usage_text, false);
     while ((ch = cli_getopt(argc, argv, "", lo)) != -1) {
         switch (ch) {
-        case OPT_JSON: json = true; break;
         case OPT_CHECK: check = true; break;
         case OPT_SITES: sites = optarg; break;
         case OPT_STEPS: free(steps); steps = cli_parse_int_list("--steps", optarg, &nsteps); break;
         case OPT_SIDES: sides = optarg; break;
-        case OPT_HELP: usage_text(); return 0;
-        case OPT_VERSION: cli_version(); return 0;
-        default: cli_usage("ls: unknown option '%s'", argv[optind - 1]);
+        default:
+            if (!cli_common_option(ch, optarg, &common)) cli_usage("ls: unknown option '%s'", argv[optind - 1]);
         }
     }
+    const bool json = common.json;
     if (optind + 1 != argc) cli_usage("ls: expected exactly one CAP.h5");
     const char *file = argv[optind];
     fp4s_capture_info info;
@@ -760,19 +752,17 @@ static int cmd_merge(int argc, char **argv)
 {
     static const struct option lo[] = {
         {"output", required_argument, 0, 'o'}, {"gzip", required_argument, 0, OPT_GZIP},
-        {"help", no_argument, 0, OPT_HELP}, {"version", no_argument, 0, OPT_VERSION},
-        CLI_OUTPUT_LONGOPTS {0, 0, 0, 0}};
+        CLI_COMMON_LONGOPTS CLI_OUTPUT_LONGOPTS {0, 0, 0, 0}};
     const char *out = NULL;
     int ch;
+    cli_common common;
+    cli_common_init(&common, usage_text, false);
     while ((ch = cli_getopt(argc, argv, "o:", lo)) != -1) {
         switch (ch) {
         case 'o': out = optarg; break;
         case OPT_GZIP: (void)cli_parse_int("--gzip", optarg, 0, 9); break;
-        case CLI_OPT_FORCE: cli_force(); break;
-        case CLI_OPT_QUIET: cli_quiet(); break;
-        case OPT_HELP: usage_text(); return 0;
-        case OPT_VERSION: cli_version(); return 0;
-        default: cli_usage("merge: unknown option '%s'", argv[optind - 1]);
+        default:
+            if (!cli_common_option(ch, optarg, &common)) cli_usage("merge: unknown option '%s'", argv[optind - 1]);
         }
     }
     if (!out) cli_usage("merge: -o OUT.h5 is required");
@@ -810,12 +800,13 @@ static int cmd_synth(int argc, char **argv)
         {"weights-per-step", no_argument, 0, OPT_WPS}, {"seqs", required_argument, 0, OPT_SEQS},
         {"seq-len", required_argument, 0, OPT_SEQLEN}, {"lp-mismatch", required_argument, 0, OPT_LPM},
         {"onset", required_argument, 0, OPT_ONSET}, {"lp-growth", required_argument, 0, OPT_LPG},
-        {"gzip", required_argument, 0, OPT_GZIP}, {"help", no_argument, 0, OPT_HELP},
-        {"version", no_argument, 0, OPT_VERSION}, CLI_OUTPUT_LONGOPTS {0, 0, 0, 0}};
+        {"gzip", required_argument, 0, OPT_GZIP}, CLI_COMMON_LONGOPTS CLI_OUTPUT_LONGOPTS {0, 0, 0, 0}};
     fp4s_synth_opts s;
     fp4s_synth_opts_defaults(&s);
     const char *out = NULL;
     int ch;
+    cli_common common;
+    cli_common_init(&common, usage_text, false);
     while ((ch = cli_getopt(argc, argv, "o:", lo)) != -1) {
         switch (ch) {
         case 'o': out = optarg; break;
@@ -843,11 +834,8 @@ static int cmd_synth(int argc, char **argv)
         case OPT_ONSET: s.onset_step = (int)cli_parse_int("--onset", optarg, -1, 100000); break;
         case OPT_LPG: s.lp_growth = cli_parse_double("--lp-growth", optarg, 1, 100); break;
         case OPT_GZIP: s.gzip = (int)cli_parse_int("--gzip", optarg, 0, 9); break;
-        case CLI_OPT_FORCE: cli_force(); break;
-        case CLI_OPT_QUIET: cli_quiet(); break;
-        case OPT_HELP: usage_text(); return 0;
-        case OPT_VERSION: cli_version(); return 0;
-        default: cli_usage("synth: unknown option '%s'", argv[optind - 1]);
+        default:
+            if (!cli_common_option(ch, optarg, &common)) cli_usage("synth: unknown option '%s'", argv[optind - 1]);
         }
     }
     if (!out) cli_usage("synth: -o CAP.h5 is required");

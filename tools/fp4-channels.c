@@ -51,7 +51,7 @@ static void usage_text(void)
 
 enum {
     OPT_FIRST_ = 256, OPT_SCORE, OPT_TOP, OPT_RATIO, OPT_WEIGHT, OPT_W2D, OPT_NOUT, OPT_DZTIE,
-    OPT_SHOW, OPT_JSON, OPT_CSV, OPT_THREADS, OPT_CHUNK, OPT_HELP, OPT_VERSION
+    OPT_SHOW
 };
 
 static json_t *stat_json(const fp4s_channel_stat *c)
@@ -74,18 +74,6 @@ static json_t *stat_json(const fp4s_channel_stat *c)
     json_object_set_new(o, "hcp", cli_json_real(c->hcp));
     json_object_set_new(o, "n", json_integer((json_int_t)c->n));
     json_object_set_new(o, "nonfinite", json_integer((json_int_t)c->nonfinite));
-    return o;
-}
-
-static json_t *summary_json(const fp4s_decomp_result *r)
-{
-    json_t *o = json_object();
-    size_t nf;
-    const fp4s_decomp_field *f = fp4s_decomp_fields(&nf);
-    for (size_t i = 0; i < nf; i++) {
-        double v = fp4s_decomp_field_value(r, &f[i]);
-        json_object_set_new(o, f[i].name, f[i].is_count ? json_integer((json_int_t)v) : cli_json_real(v));
-    }
     return o;
 }
 
@@ -136,10 +124,10 @@ static json_t *report_json(const fp4s_spec *spec, const fp4s_channels_report *r,
     json_object_set_new(cost, "bytes_extra", cli_json_real(c->bytes_extra));
     json_object_set_new(cost, "bytes_ratio", cli_json_real(c->bytes_ratio));
     json_object_set_new(root, "cost", cost);
-    json_object_set_new(root, "summary", summary_json(&r->summary));
+    json_object_set_new(root, "summary", cli_decomp_json(&r->summary, NULL));
     if (r->have_weight) {
         json_object_set_new(root, "weight_tile2d", json_boolean(r->weight_tile2d));
-        json_object_set_new(root, "weight_summary", summary_json(&r->weight_summary));
+        json_object_set_new(root, "weight_summary", cli_decomp_json(&r->weight_summary, NULL));
     }
     return root;
 }
@@ -150,12 +138,6 @@ static void fmtv(char *b, size_t n, const char *f, double v)
     else snprintf(b, n, "%s", "-");
 }
 
-static bool ends_with(const char *s, const char *suf)
-{
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && !strcmp(s + a - b, suf);
-}
-
 int main(int argc, char **argv)
 {
     cli_init("fp4-channels");
@@ -163,10 +145,11 @@ int main(int argc, char **argv)
     cli_quant_init(&qo);
     const char *score_s = NULL, *weight = NULL;
     const char *w2d = NULL, *dz_s = NULL, *outpath = NULL, *device_s = NULL;
-    bool json = false, csv = false, have_top = false, have_ratio = false;
+    bool have_top = false, have_ratio = false;
+    cli_common common;
+    cli_common_init(&common, usage_text, true);
     long long top = 0, show = 20, nout = 0;
     double ratio = 0.125;
-    size_t chunk = 0;
     static const struct option lo[] = {
         CLI_QUANT_LONGOPTS
         {"output", required_argument, NULL, 'o'},
@@ -178,12 +161,10 @@ int main(int argc, char **argv)
         {"n-out", required_argument, NULL, OPT_NOUT},
         {"dz-tie", required_argument, NULL, OPT_DZTIE},
         {"show", required_argument, NULL, OPT_SHOW},
-        {"json", no_argument, NULL, OPT_JSON},
-        {"csv", no_argument, NULL, OPT_CSV},
-        {"threads", required_argument, NULL, OPT_THREADS},
-        {"chunk", required_argument, NULL, OPT_CHUNK},
-        {"help", no_argument, NULL, OPT_HELP},
-        {"version", no_argument, NULL, OPT_VERSION},
+        CLI_REPORT_LONGOPTS
+        CLI_THREADS_LONGOPTS
+        CLI_CHUNK_LONGOPTS
+        CLI_COMMON_LONGOPTS
         CLI_OUTPUT_LONGOPTS
         CLI_DEVICE_LONGOPTS
         {NULL, 0, NULL, 0}};
@@ -191,8 +172,6 @@ int main(int argc, char **argv)
     while ((c = cli_getopt(argc, argv, "f:p:o:", lo)) != -1) {
         switch (c) {
         case 'o': outpath = optarg; break;
-        case CLI_OPT_FORCE: cli_force(); break;
-        case CLI_OPT_QUIET: cli_quiet(); break;
         case CLI_OPT_DEVICE: device_s = optarg; break;
         case OPT_SCORE: score_s = optarg; break;
         case OPT_TOP: top = cli_parse_int("--top", optarg, 1, (long long)1 << 40); have_top = true; break;
@@ -206,17 +185,13 @@ int main(int argc, char **argv)
         case OPT_NOUT: nout = cli_parse_int("--n-out", optarg, 1, (long long)1 << 40); break;
         case OPT_DZTIE: dz_s = optarg; break;
         case OPT_SHOW: show = cli_parse_int("--show", optarg, 0, (long long)1 << 40); break;
-        case OPT_JSON: json = true; break;
-        case OPT_CSV: csv = true; break;
-        case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 4096)); break;
-        case OPT_CHUNK: chunk = (size_t)cli_parse_int("--chunk", optarg, 1, (long long)1 << 40); break;
-        case OPT_HELP: usage_text(); return 0;
-        case OPT_VERSION: cli_version_device(); return 0;
         default:
-            if (!cli_quant_option(c, optarg, &qo)) cli_usage("unknown option '%s'", argv[optind - 1]);
+            if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &qo))
+                cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (json && csv) cli_usage("--json and --csv exclude each other");
+    cli_common_check(&common);
+    const bool json = common.json, csv = common.csv;
     if (have_top && have_ratio) cli_usage("--top and --ratio exclude each other");
     if (optind >= argc) cli_usage("no INPUT given");
     if (optind + 1 < argc) cli_usage("one INPUT expected, got %d", argc - optind);
@@ -231,15 +206,10 @@ int main(int argc, char **argv)
     if (o.score == FP4S_SCORE_HCP && !weight) cli_usage("--score hcp needs --weight W");
     if (have_top) o.top = (size_t)top;
     o.ratio = ratio;
-    if (w2d) {
-        if (!strcmp(w2d, "auto")) o.weight_tile2d = -1;
-        else if (!strcmp(w2d, "on")) o.weight_tile2d = 1;
-        else if (!strcmp(w2d, "off")) o.weight_tile2d = 0;
-        else cli_usage("--weight-2d: expected auto, on or off, got '%s'", w2d);
-    }
+    if (w2d) o.weight_tile2d = cli_weight_2d(w2d);
     o.n_out = (size_t)nout;
     if (dz_s && fp4s_dz_tie_parse(dz_s, &o.decomp.dz_tie)) cli_usage("--dz-tie: %s", fp4s_last_error());
-    if (chunk) o.decomp.chunk_elems = chunk;
+    if (common.chunk) o.decomp.chunk_elems = common.chunk;
     o.decomp.device = cli_device(device_s, &spec);
 
     cli_input(input);
@@ -252,18 +222,10 @@ int main(int argc, char **argv)
     if (rc) exit(cli_report(rc));
 
     if (outpath) {
-        if (ends_with(outpath, ".json")) {
+        if (cli_ends_with(outpath, ".json")) {
             json_t *j = report_json(&spec, r, input, weight);
-            char *txt = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+            rc = cli_json_write(outpath, j);
             json_decref(j);
-            if (!txt) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-            size_t len = strlen(txt);
-            char *t2 = realloc(txt, len + 2);
-            if (!t2) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-            t2[len] = '\n';
-            t2[len + 1] = '\0';
-            rc = cli_write_text(outpath, t2, len + 1);
-            free(t2);
         } else {
             rc = fp4s_channels_write_h5(outpath, &spec, r, input, weight);
         }

@@ -52,8 +52,7 @@ static void usage_text(void)
 }
 
 enum {
-    OPT_FIRST_ = 256, OPT_W2D, OPT_SITES, OPT_STEPS, OPT_ACT, OPT_TACT, OPT_WEIGHT, OPT_DZTIE, OPT_TOP,
-    OPT_JSON, OPT_CSV, OPT_THREADS, OPT_HELP, OPT_VERSION
+    OPT_FIRST_ = 256, OPT_W2D, OPT_SITES, OPT_STEPS, OPT_ACT, OPT_TACT, OPT_WEIGHT, OPT_DZTIE, OPT_TOP
 };
 
 typedef struct run {
@@ -209,7 +208,8 @@ int main(int argc, char **argv)
     cli_quant_init(&qo);
     const char *w2d = NULL, *sites = NULL, *steps_s = NULL;
     const char *act = NULL, *tact = NULL, *weight = NULL, *dz_s = NULL, *outpath = NULL;
-    bool json = false, csv = false;
+    cli_common common;
+    cli_common_init(&common, usage_text, false);
     long long top = 20;
     static const struct option lo[] = {
         CLI_QUANT_LONGOPTS
@@ -222,11 +222,9 @@ int main(int argc, char **argv)
         {"weight", required_argument, NULL, OPT_WEIGHT},
         {"dz-tie", required_argument, NULL, OPT_DZTIE},
         {"top", required_argument, NULL, OPT_TOP},
-        {"json", no_argument, NULL, OPT_JSON},
-        {"csv", no_argument, NULL, OPT_CSV},
-        {"threads", required_argument, NULL, OPT_THREADS},
-        {"help", no_argument, NULL, OPT_HELP},
-        {"version", no_argument, NULL, OPT_VERSION},
+        CLI_REPORT_LONGOPTS
+        CLI_THREADS_LONGOPTS
+        CLI_COMMON_LONGOPTS
         CLI_OUTPUT_LONGOPTS
         {NULL, 0, NULL, 0}};
     int c;
@@ -241,18 +239,13 @@ int main(int argc, char **argv)
         case OPT_WEIGHT: weight = optarg; break;
         case OPT_DZTIE: dz_s = optarg; break;
         case OPT_TOP: top = cli_parse_int("--top", optarg, 0, 1LL << 40); break;
-        case OPT_JSON: json = true; break;
-        case OPT_CSV: csv = true; break;
-        case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 4096)); break;
-        case CLI_OPT_FORCE: cli_force(); break;
-        case CLI_OPT_QUIET: cli_quiet(); break;
-        case OPT_HELP: usage_text(); return 0;
-        case OPT_VERSION: cli_version(); return 0;
         default:
-            if (!cli_quant_option(c, optarg, &qo)) cli_usage("unknown option '%s'", argv[optind - 1]);
+            if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &qo))
+                cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (json && csv) cli_usage("--json and --csv exclude each other");
+    cli_common_check(&common);
+    const bool json = common.json, csv = common.csv;
     bool capture_mode = optind < argc;
     if (capture_mode && optind + 1 < argc) cli_usage("one CAPTURE expected, got %d", argc - optind);
     if (capture_mode && (act || tact || weight)) cli_usage("give either a CAPTURE or --act/--trainer-act/--weight");
@@ -261,14 +254,7 @@ int main(int argc, char **argv)
     if (!capture_mode && (sites || steps_s)) cli_usage("--sites and --steps select from a CAPTURE");
     fp4s_spec as, ws;
     cli_quant_spec(&qo, CLI_FORMATS_FP4, "the comparison is", &as);
-    int t2 = -1;
-    if (w2d) {
-        if (!strcmp(w2d, "auto")) t2 = -1;
-        else if (!strcmp(w2d, "on")) t2 = 1;
-        else if (!strcmp(w2d, "off")) t2 = 0;
-        else cli_usage("--weight-2d: expected auto, on or off, got '%s'", w2d);
-    }
-    fp4s_remedy_weight_spec(&as, t2, &ws);
+    fp4s_remedy_weight_spec(&as, cli_weight_2d(w2d), &ws);
     fp4s_compare_opts co;
     fp4s_compare_opts_defaults(&co);
     if (dz_s && fp4s_dz_tie_parse(dz_s, &co.dz_tie)) cli_usage("--dz-tie: %s", fp4s_last_error());
@@ -302,11 +288,7 @@ int main(int argc, char **argv)
         size_t matched = 0, one_sided = 0;
         for (size_t i = 0; i < ne; i++) {
             const fp4s_capture_entry *e = &ents[i];
-            if (strcmp(e->side, "rollout") || e->step < 0 || !strcmp(e->site, "logprobs")) continue;
-            if (sites && !fp4s_site_match(sites, e->site)) continue;
-            bool want = !steps;
-            for (size_t s = 0; s < nsteps && !want; s++) want = steps[s] == e->step;
-            if (!want) continue;
+            if (!cli_rollout_selected(e, sites, steps, nsteps)) continue;
             const fp4s_capture_entry *tr, *wt;
             cli_capture_partners(ents, ne, e, &tr, &wt);
             if (!tr) {
@@ -408,16 +390,7 @@ int main(int argc, char **argv)
         json_object_set_new(doc, "ranking", ra);
     }
     if (outpath) {
-        char *txt = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
-        if (!txt) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-        size_t len = strlen(txt);
-        char *t2b = realloc(txt, len + 2);
-        if (!t2b) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-        t2b[len] = '\n';
-        t2b[len + 1] = '\0';
-        rc = cli_write_text(outpath, t2b, len + 1);
-        free(t2b);
-        if (rc) exit(cli_report(rc));
+        if ((rc = cli_json_write(outpath, doc))) exit(cli_report(rc));
         if ((rc = cli_commit())) exit(rc);
     }
     int status = 0;

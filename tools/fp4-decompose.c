@@ -51,8 +51,7 @@ static void usage_text(void)
 }
 
 enum {
-    OPT_FIRST_ = 256, OPT_BY, OPT_DZTIE, OPT_SITES, OPT_STEPS, OPT_SIDES, OPT_JSON, OPT_CSV,
-    OPT_THREADS, OPT_CHUNK, OPT_HELP, OPT_VERSION, OPT_SHOW
+    OPT_FIRST_ = 256, OPT_BY, OPT_DZTIE, OPT_SITES, OPT_STEPS, OPT_SIDES, OPT_SHOW
 };
 
 /* step, site and side of "file.h5:/steps/<step>/<site>/<side>" (a capture
@@ -113,22 +112,6 @@ static bool step_wanted(const long long *steps, size_t ns, int64_t step)
     for (size_t i = 0; i < ns; i++)
         if (steps[i] == step) return true;
     return false;
-}
-
-static json_t *result_json(const fp4s_decomp_result *r, json_t *o)
-{
-    size_t nf;
-    const fp4s_decomp_field *f = fp4s_decomp_fields(&nf);
-    for (size_t i = 0; i < nf; i++) {
-        if (f[i].is_count) {
-            uint64_t v;
-            memcpy(&v, (const char *)r + f[i].offset, sizeof v);
-            json_object_set_new(o, f[i].name, json_integer((json_int_t)v));
-        } else {
-            json_object_set_new(o, f[i].name, cli_json_real(fp4s_decomp_field_value(r, &f[i])));
-        }
-    }
-    return o;
 }
 
 static json_t *hist_json(const fp4s_decomp *acc, fp4s_decomp_hist_kind k)
@@ -250,8 +233,9 @@ int main(int argc, char **argv)
     cli_quant_init(&qo);
     const char *by_s = NULL, *dz_s = NULL;
     const char *sites = NULL, *steps_s = NULL, *sides = NULL, *outpath = NULL, *device_s = NULL;
-    bool json = false, csv = false;
-    size_t chunk = 0, show = 20;
+    cli_common common;
+    cli_common_init(&common, usage_text, true);
+    size_t show = 20;
     static const struct option lo[] = {
         CLI_QUANT_LONGOPTS
         {"output", required_argument, NULL, 'o'},
@@ -260,13 +244,11 @@ int main(int argc, char **argv)
         {"sites", required_argument, NULL, OPT_SITES},
         {"steps", required_argument, NULL, OPT_STEPS},
         {"sides", required_argument, NULL, OPT_SIDES},
-        {"json", no_argument, NULL, OPT_JSON},
-        {"csv", no_argument, NULL, OPT_CSV},
-        {"threads", required_argument, NULL, OPT_THREADS},
-        {"chunk", required_argument, NULL, OPT_CHUNK},
         {"show", required_argument, NULL, OPT_SHOW},
-        {"help", no_argument, NULL, OPT_HELP},
-        {"version", no_argument, NULL, OPT_VERSION},
+        CLI_REPORT_LONGOPTS
+        CLI_THREADS_LONGOPTS
+        CLI_CHUNK_LONGOPTS
+        CLI_COMMON_LONGOPTS
         CLI_OUTPUT_LONGOPTS
         CLI_DEVICE_LONGOPTS
         {NULL, 0, NULL, 0}};
@@ -274,26 +256,20 @@ int main(int argc, char **argv)
     while ((c = cli_getopt(argc, argv, "f:p:o:", lo)) != -1) {
         switch (c) {
         case 'o': outpath = optarg; break;
-        case CLI_OPT_FORCE: cli_force(); break;
-        case CLI_OPT_QUIET: cli_quiet(); break;
         case CLI_OPT_DEVICE: device_s = optarg; break;
         case OPT_BY: by_s = optarg; break;
         case OPT_DZTIE: dz_s = optarg; break;
         case OPT_SITES: sites = optarg; break;
         case OPT_STEPS: steps_s = optarg; break;
         case OPT_SIDES: sides = optarg; break;
-        case OPT_JSON: json = true; break;
-        case OPT_CSV: csv = true; break;
-        case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 4096)); break;
-        case OPT_CHUNK: chunk = (size_t)cli_parse_int("--chunk", optarg, 1, (long long)1 << 40); break;
         case OPT_SHOW: show = (size_t)cli_parse_int("--show", optarg, 0, (long long)1 << 40); break;
-        case OPT_HELP: usage_text(); return 0;
-        case OPT_VERSION: cli_version_device(); return 0;
         default:
-            if (!cli_quant_option(c, optarg, &qo)) cli_usage("unknown option '%s'", argv[optind - 1]);
+            if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &qo))
+                cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (json && csv) cli_usage("--json and --csv exclude each other");
+    cli_common_check(&common);
+    const bool json = common.json, csv = common.csv;
     if (optind >= argc) cli_usage("no INPUT given");
 
     fp4s_spec spec;
@@ -303,7 +279,7 @@ int main(int argc, char **argv)
     fp4s_decomp_opts_defaults(&opts);
     if (by_s && fp4s_group_parse(by_s, &opts.by)) cli_usage("--by: %s", fp4s_last_error());
     if (dz_s && fp4s_dz_tie_parse(dz_s, &opts.dz_tie)) cli_usage("--dz-tie: %s", fp4s_last_error());
-    if (chunk) opts.chunk_elems = chunk;
+    if (common.chunk) opts.chunk_elems = common.chunk;
     opts.device = cli_device(device_s, &spec);
     long long *steps = NULL;
     size_t nsteps = 0;
@@ -420,7 +396,7 @@ int main(int argc, char **argv)
             json_object_set_new(o, "cols", json_integer((json_int_t)it->cols));
             fp4s_decomp_result r;
             fp4s_decomp_summary(it->acc, &r);
-            json_object_set_new(o, "summary", result_json(&r, json_object()));
+            json_object_set_new(o, "summary", cli_decomp_json(&r, NULL));
             json_t *h = json_object();
             json_object_set_new(h, "delta", hist_json(it->acc, FP4S_HIST_DELTA));
             json_object_set_new(h, "error", hist_json(it->acc, FP4S_HIST_ERROR));
@@ -437,14 +413,14 @@ int main(int argc, char **argv)
                         json_object_set_new(go, "row", json_integer((json_int_t)(g / nb)));
                         json_object_set_new(go, "block", json_integer((json_int_t)(g % nb)));
                     }
-                    json_array_append_new(gs, result_json(&r, go));
+                    json_array_append_new(gs, cli_decomp_json(&r, go));
                 }
                 json_object_set_new(o, "groups", gs);
             }
             json_array_append_new(ins, o);
         }
         json_object_set_new(root, "inputs", ins);
-        json_object_set_new(root, "rollup", result_json(&rr, json_object()));
+        json_object_set_new(root, "rollup", cli_decomp_json(&rr, NULL));
         status = cli_json_print(root);
     } else if (csv) {
         printf("kind,input,source,step,site,side,group");

@@ -11,8 +11,8 @@
 #include <string.h>
 
 enum {
-    OPT_METRIC = 256, OPT_CLAMP, OPT_BY_POS, OPT_EVERY, OPT_JSON, OPT_CSV, OPT_NAME, OPT_LEVEL,
-    OPT_FAIL_ONSET, OPT_OUTPUT, OPT_HELP, OPT_VERSION, OPT_NAMES, OPT_GATE, OPT_BASELINE, OPT_BASELINE_RUN,
+    OPT_METRIC = 256, OPT_CLAMP, OPT_BY_POS, OPT_EVERY, OPT_NAME, OPT_LEVEL,
+    OPT_FAIL_ONSET, OPT_OUTPUT, OPT_NAMES, OPT_GATE, OPT_BASELINE, OPT_BASELINE_RUN,
     OPT_GATE_METRICS, OPT_GATE_SIGMA, OPT_GATE_STEPS, OPT_GATE_WINDOW, OPT_MIN_SEGMENT
 }; /* the trace and onset options are CLI_OPT_* (cli.h) */
 
@@ -21,8 +21,7 @@ static const struct option longopts[] = {
     {"clamp", required_argument, NULL, OPT_CLAMP},
     {"by-position", no_argument, NULL, OPT_BY_POS},
     {"every", required_argument, NULL, OPT_EVERY},
-    {"json", no_argument, NULL, OPT_JSON},
-    {"csv", no_argument, NULL, OPT_CSV},
+    CLI_REPORT_LONGOPTS
     {"name", required_argument, NULL, OPT_NAME},
     {"level", required_argument, NULL, OPT_LEVEL},
     {"fail-on-onset", no_argument, NULL, OPT_FAIL_ONSET},
@@ -38,8 +37,7 @@ static const struct option longopts[] = {
     {"min-segment", required_argument, NULL, OPT_MIN_SEGMENT},
     CLI_TRACE_LONGOPTS
     CLI_OUTPUT_LONGOPTS
-    {"help", no_argument, NULL, OPT_HELP},
-    {"version", no_argument, NULL, OPT_VERSION},
+    CLI_COMMON_LONGOPTS
     {NULL, 0, NULL, 0},
 };
 
@@ -790,6 +788,8 @@ int main(int argc, char **argv)
     const char **names = calloc((size_t)argc + 1, sizeof *names);
     size_t nnames = 0;
     if (!names) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    cli_common common;
+    cli_common_init(&common, usage, false);
     int ch;
     while ((ch = cli_getopt(argc, argv, "o:", longopts)) != -1) {
         switch (ch) {
@@ -797,8 +797,6 @@ int main(int argc, char **argv)
         case OPT_CLAMP: c.mo.clamp = cli_parse_double("--clamp", optarg, 1e-6, 700); break;
         case OPT_BY_POS: c.mo.by_position = true; break;
         case OPT_EVERY: c.every = (size_t)cli_parse_int("--every", optarg, 1, 1000000000); break;
-        case OPT_JSON: c.json = 1; break;
-        case OPT_CSV: c.csv = 1; break;
         case OPT_NAME: names[nnames++] = optarg; break;
         case OPT_LEVEL: c.level = cli_parse_double("--level", optarg, 1e-6, 0.999999); break;
         case OPT_FAIL_ONSET: c.fail_onset = 1; break;
@@ -815,15 +813,14 @@ int main(int argc, char **argv)
         case OPT_MIN_SEGMENT: c.co.min_segment = (size_t)cli_parse_int("--min-segment", optarg, 2, 1000000); break;
         case 'o':
         case OPT_OUTPUT: output = optarg; break;
-        case CLI_OPT_FORCE: cli_force(); break;
-        case CLI_OPT_QUIET: cli_quiet(); break;
-        case OPT_HELP: usage(); free(names); return 0;
-        case OPT_VERSION: cli_version(); free(names); return 0;
         default:
-            if (!cli_trace_option(ch, optarg, &c.mo, &t, &c.oo)) cli_usage("unknown option '%s'", argv[optind - 1]);
+            if (!cli_common_option(ch, optarg, &common) && !cli_trace_option(ch, optarg, &c.mo, &t, &c.oo))
+                cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (c.json && c.csv) cli_usage("--json and --csv exclude each other");
+    cli_common_check(&common);
+    c.json = common.json;
+    c.csv = common.csv;
     g_names = c.names;
     if (c.gate && !c.baseline) cli_usage("--gate needs --baseline FILE (the reference run that sets the floor)");
     if (!c.gate && (c.baseline || c.baseline_run)) cli_usage("--baseline applies to --gate");
@@ -925,16 +922,8 @@ int main(int argc, char **argv)
     int status = 0;
     if (c.json) {
         json_t *j = result_json(&c, &res, ex);
-        char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+        int rc = cli_json_write(output, j);
         json_decref(j);
-        if (!s) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-        size_t n = strlen(s);
-        char *s2 = realloc(s, n + 2);
-        if (!s2) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-        s2[n] = '\n';
-        s2[n + 1] = '\0';
-        int rc = cli_write_text(output, s2, n + 1);
-        free(s2);
         if (rc) status = cli_report(rc);
         else status = cli_commit();
     } else {

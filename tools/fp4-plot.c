@@ -10,8 +10,7 @@
 #include <string.h>
 
 enum {
-    OPT_METRIC = 256, OPT_LOG, OPT_LINEAR, OPT_NAME, OPT_TERM, OPT_TITLE, OPT_SIZE, OPT_OUTPUT,
-    OPT_HELP, OPT_VERSION
+    OPT_METRIC = 256, OPT_LOG, OPT_LINEAR, OPT_NAME, OPT_TERM, OPT_TITLE, OPT_SIZE, OPT_OUTPUT
 }; /* the trace and onset options are CLI_OPT_* (cli.h) */
 
 static const struct option longopts[] = {
@@ -25,8 +24,7 @@ static const struct option longopts[] = {
     {"output", required_argument, NULL, OPT_OUTPUT},
     CLI_TRACE_LONGOPTS
     CLI_OUTPUT_LONGOPTS
-    {"help", no_argument, NULL, OPT_HELP},
-    {"version", no_argument, NULL, OPT_VERSION},
+    CLI_COMMON_LONGOPTS
     {NULL, 0, NULL, 0},
 };
 
@@ -99,17 +97,17 @@ int main(int argc, char **argv)
     if (!names) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
     int ismm = strcmp(sub, "mismatch") == 0;
     optind = 2;
+    cli_common common;
+    cli_common_init(&common, usage, false);
     int ch;
     while ((ch = cli_getopt(argc, argv, "o:", longopts)) != -1) {
         if (!ismm && ch != 'o' && ch != OPT_OUTPUT && ch != OPT_TERM && ch != OPT_TITLE && ch != OPT_SIZE &&
-            ch != CLI_OPT_FORCE && ch != CLI_OPT_QUIET && ch != OPT_HELP && ch != OPT_VERSION)
+            ch != CLI_OPT_FORCE && ch != CLI_OPT_QUIET && ch != CLI_OPT_HELP && ch != CLI_OPT_VERSION)
             cli_usage("%s: option '--%s' applies to 'fp4-plot mismatch' only", sub, option_name(ch));
         switch (ch) {
         case 'o':
         case OPT_OUTPUT: out = optarg; break;
         case OPT_TERM: term = optarg; break;
-        case CLI_OPT_FORCE: cli_force(); break;
-        case CLI_OPT_QUIET: cli_quiet(); break;
         case OPT_TITLE: p.title = optarg; break;
         case OPT_SIZE: {
             int w, h;
@@ -124,10 +122,9 @@ int main(int argc, char **argv)
         case OPT_LOG: scale = 1; break;
         case OPT_LINEAR: scale = -1; break;
         case OPT_NAME: names[nnames++] = optarg; break;
-        case OPT_HELP: usage(); free(names); return 0;
-        case OPT_VERSION: cli_version(); free(names); return 0;
         default:
-            if (!cli_trace_option(ch, optarg, &mo, &to, &oo)) cli_usage("unknown option '%s'", argv[optind - 1]);
+            if (!cli_common_option(ch, optarg, &common) && !cli_trace_option(ch, optarg, &mo, &to, &oo))
+                cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
     int nin = argc - optind;

@@ -10,8 +10,8 @@
 #include <string.h>
 
 enum {
-    OPT_PAD = 256, OPT_CODES, OPT_SCALES, OPT_DEQUANT, OPT_JSON, OPT_DIFF, OPT_LIST, OPT_THREADS, OPT_REF,
-    OPT_CHUNK, OPT_GZIP, OPT_SHOW, OPT_HELP, OPT_VERSION
+    OPT_PAD = 256, OPT_CODES, OPT_SCALES, OPT_DEQUANT, OPT_DIFF, OPT_LIST, OPT_REF, OPT_CHUNK,
+    OPT_GZIP, OPT_SHOW
 };
 
 static const struct option longopts[] = {
@@ -21,17 +21,16 @@ static const struct option longopts[] = {
     {"codes", required_argument, NULL, OPT_CODES},
     {"scales", required_argument, NULL, OPT_SCALES},
     {"dequant", required_argument, NULL, OPT_DEQUANT},
-    {"json", no_argument, NULL, OPT_JSON},
+    CLI_JSON_LONGOPTS
     {"diff", required_argument, NULL, OPT_DIFF},
     {"list-profiles", no_argument, NULL, OPT_LIST},
-    {"threads", required_argument, NULL, OPT_THREADS},
+    CLI_THREADS_LONGOPTS
     {"ref", no_argument, NULL, OPT_REF},
     {"chunk-rows", required_argument, NULL, OPT_CHUNK},
     {"gzip", required_argument, NULL, OPT_GZIP},
     {"show", required_argument, NULL, OPT_SHOW},
     CLI_OUTPUT_LONGOPTS
-    {"help", no_argument, NULL, OPT_HELP},
-    {"version", no_argument, NULL, OPT_VERSION},
+    CLI_COMMON_LONGOPTS
     {NULL, 0, NULL, 0},
 };
 
@@ -128,6 +127,8 @@ int main(int argc, char **argv)
     job j;
     memset(&j, 0, sizeof j);
 
+    cli_common common;
+    cli_common_init(&common, usage, false);
     int c;
     while ((c = cli_getopt(argc, argv, "f:p:o:", longopts)) != -1) {
         switch (c) {
@@ -136,22 +137,18 @@ int main(int argc, char **argv)
         case OPT_CODES: j.codes = optarg; break;
         case OPT_SCALES: j.scales = optarg; break;
         case OPT_DEQUANT: j.dequant = optarg; break;
-        case OPT_JSON: j.json = true; break;
         case OPT_DIFF: diff_profile = optarg; break;
         case OPT_LIST: list = true; break;
-        case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 4096)); break;
         case OPT_REF: fp4s_kernels_force_ref(true); break;
         case OPT_CHUNK: j.chunk_rows = cli_parse_int("--chunk-rows", optarg, 1, 1LL << 40); break;
         case OPT_GZIP: j.gzip = (int)cli_parse_int("--gzip", optarg, 0, 9); break;
         case OPT_SHOW: show = cli_parse_int("--show", optarg, 0, 10000); break;
-        case CLI_OPT_FORCE: cli_force(); break;
-        case CLI_OPT_QUIET: cli_quiet(); break;
-        case OPT_HELP: usage(); return 0;
-        case OPT_VERSION: cli_version(); return 0;
         default:
-            if (!cli_quant_option(c, optarg, &q)) cli_usage("unknown option '%s'", argv[optind - 1]);
+            if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &q))
+                cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
+    j.json = common.json;
     if (list) return list_profiles(j.json) ? FP4S_EXIT_OUTPUT : 0;
     if (optind >= argc) cli_usage("missing INPUT");
     if (optind + 1 < argc) cli_usage("one INPUT expected, got %d ('%s' ...)", argc - optind, argv[optind + 1]);

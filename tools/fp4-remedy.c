@@ -106,14 +106,8 @@ static void grammar_text(void)
 enum {
     OPT_FIRST_ = 256, OPT_W2D, OPT_ACT, OPT_TACT, OPT_WEIGHT, OPT_LISTREM, OPT_SELECT, OPT_ORDER,
     OPT_OPERANDS, OPT_ACCEL, OPT_LISTACC, OPT_DZTIE, OPT_NODEC, OPT_SITES, OPT_STEPS, OPT_PLAN, OPT_PLANREF,
-    OPT_JSON, OPT_CSV, OPT_THREADS, OPT_HELP, OPT_VERSION, OPT_LOGITS, OPT_LTRAINER, OPT_LMHEAD, OPT_SRSEEDS
+    OPT_LOGITS, OPT_LTRAINER, OPT_LMHEAD, OPT_SRSEEDS
 };
-
-static bool ends_with(const char *s, const char *suf)
-{
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && !strcmp(s + a - b, suf);
-}
 
 /* The file part of a source spec (before the last ':' unless the whole names a file). */
 static char *file_part(const char *spec)
@@ -164,18 +158,6 @@ static void fmtv(char *b, size_t n, const char *f, double v)
     else snprintf(b, n, "%s", isnan(v) ? "-" : (v > 0 ? "inf" : "-inf"));
 }
 
-static json_t *decomp_json(const fp4s_decomp_result *r)
-{
-    json_t *o = json_object();
-    size_t nf;
-    const fp4s_decomp_field *f = fp4s_decomp_fields(&nf);
-    for (size_t i = 0; i < nf; i++) {
-        double v = fp4s_decomp_field_value(r, &f[i]);
-        json_object_set_new(o, f[i].name, f[i].is_count ? json_integer((json_int_t)v) : cli_json_real(v));
-    }
-    return o;
-}
-
 static json_t *row_json(const site_run *s, const fp4s_remedy_result *r, const fp4s_accel *acc)
 {
     json_t *o = json_object();
@@ -197,8 +179,8 @@ static json_t *row_json(const site_run *s, const fp4s_remedy_result *r, const fp
     json_t *ch = json_array();
     for (size_t i = 0; i < r->nchannels; i++) json_array_append_new(ch, json_integer((json_int_t)r->channels[i]));
     json_object_set_new(o, "rac_set", r->channels ? ch : (json_decref(ch), json_null()));
-    json_object_set_new(o, "act_before", decomp_json(&r->act_before));
-    json_object_set_new(o, "act_after", decomp_json(&r->act_after));
+    json_object_set_new(o, "act_before", cli_decomp_json(&r->act_before, NULL));
+    json_object_set_new(o, "act_after", cli_decomp_json(&r->act_after, NULL));
     return o;
 }
 
@@ -545,16 +527,7 @@ static int run_logits(const char *file, const char *lm_head, const fp4s_remedy *
     }
     int status = 0;
     if (outpath) {
-        char *txt = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
-        if (!txt) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-        size_t len = strlen(txt);
-        char *t2 = realloc(txt, len + 2);
-        if (!t2) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-        t2[len] = '\n';
-        t2[len + 1] = '\0';
-        rc = cli_write_text(outpath, t2, len + 1);
-        free(t2);
-        if (rc) exit(cli_report(rc));
+        if ((rc = cli_json_write(outpath, arr))) exit(cli_report(rc));
     }
     if (json) status = cli_json_print(json_incref(arr));
     else if (fflush(stdout) != 0) status = FP4S_EXIT_OUTPUT;
@@ -575,7 +548,9 @@ int main(int argc, char **argv)
     const char *w2d = NULL, *act = NULL, *tact = NULL, *weight = NULL;
     const char *list = NULL, *select = NULL, *order = NULL, *operands = NULL, *accel_s = "b200", *dz_s = NULL;
     const char *sites = NULL, *steps_s = NULL, *outpath = NULL, *plan_ref = "wfq", *lm_head = NULL;
-    bool json = false, csv = false, nodec = false, have_plan = false, logits = false;
+    bool nodec = false, have_plan = false, logits = false;
+    cli_common common;
+    cli_common_init(&common, usage_text, false);
     fp4s_remedy_kind ltrainer = FP4S_RK_WFQ;
     long long sr_seeds = 8;
     double budget = 0;
@@ -603,11 +578,9 @@ int main(int argc, char **argv)
         {"sr-seeds", required_argument, NULL, OPT_SRSEEDS},
         {"logits-trainer", required_argument, NULL, OPT_LTRAINER},
         {"lm-head", required_argument, NULL, OPT_LMHEAD},
-        {"json", no_argument, NULL, OPT_JSON},
-        {"csv", no_argument, NULL, OPT_CSV},
-        {"threads", required_argument, NULL, OPT_THREADS},
-        {"help", no_argument, NULL, OPT_HELP},
-        {"version", no_argument, NULL, OPT_VERSION},
+        CLI_REPORT_LONGOPTS
+        CLI_THREADS_LONGOPTS
+        CLI_COMMON_LONGOPTS
         CLI_OUTPUT_LONGOPTS
         {NULL, 0, NULL, 0}};
     int c;
@@ -660,22 +633,17 @@ int main(int argc, char **argv)
             break;
         case OPT_LMHEAD: lm_head = optarg; break;
         case OPT_SRSEEDS: sr_seeds = cli_parse_int("--sr-seeds", optarg, 1, 100000); break;
-        case OPT_JSON: json = true; break;
-        case OPT_CSV: csv = true; break;
-        case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 4096)); break;
-        case CLI_OPT_FORCE: cli_force(); break;
-        case CLI_OPT_QUIET: cli_quiet(); break;
-        case OPT_HELP: usage_text(); return 0;
-        case OPT_VERSION: cli_version(); return 0;
         default:
-            if (!cli_quant_option(c, optarg, &qo)) cli_usage("unknown option '%s'", argv[optind - 1]);
+            if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &qo))
+                cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (json && csv) cli_usage("--json and --csv exclude each other");
+    cli_common_check(&common);
+    const bool json = common.json, csv = common.csv;
     bool capture_mode = optind < argc;
     if (logits && !capture_mode) cli_usage("--logits reads a CAPTURE");
     if (logits && (have_plan || sites)) cli_usage("--logits evaluates the LM head (--lm-head), not --sites or --plan");
-    if (logits && outpath && !ends_with(outpath, ".json")) cli_usage("--logits writes -o as JSON: give FILE.json");
+    if (logits && outpath && !cli_ends_with(outpath, ".json")) cli_usage("--logits writes -o as JSON: give FILE.json");
     if (capture_mode && optind + 1 < argc) cli_usage("one CAPTURE expected, got %d", argc - optind);
     if (capture_mode && (act || tact || weight))
         cli_usage("give either a CAPTURE or --act/--weight, not both");
@@ -688,14 +656,7 @@ int main(int argc, char **argv)
 
     fp4s_spec as, ws;
     cli_quant_spec(&qo, CLI_FORMATS_FP4, "remedies are", &as);
-    int t2 = -1;
-    if (w2d) {
-        if (!strcmp(w2d, "auto")) t2 = -1;
-        else if (!strcmp(w2d, "on")) t2 = 1;
-        else if (!strcmp(w2d, "off")) t2 = 0;
-        else cli_usage("--weight-2d: expected auto, on or off, got '%s'", w2d);
-    }
-    fp4s_remedy_weight_spec(&as, t2, &ws);
+    fp4s_remedy_weight_spec(&as, cli_weight_2d(w2d), &ws);
     fp4s_remedy *rem = NULL;
     size_t nr = 0;
     int rc = fp4s_remedy_list_parse(list ? list : have_plan ? PLAN_LIST : DEFAULT_LIST, &rem, &nr);
@@ -770,11 +731,7 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < ne; i++) {
             cli_progress(i, ne);
             const fp4s_capture_entry *e = &ents[i];
-            if (strcmp(e->side, "rollout") || e->step < 0 || !strcmp(e->site, "logprobs")) continue;
-            if (sites && !fp4s_site_match(sites, e->site)) continue;
-            bool want = !steps;
-            for (size_t s = 0; s < nsteps && !want; s++) want = steps[s] == e->step;
-            if (!want) continue;
+            if (!cli_rollout_selected(e, sites, steps, nsteps)) continue;
             matched++;
             /* the trainer side and the weight of this (step, site) */
             const fp4s_capture_entry *tr, *wt;
@@ -823,18 +780,10 @@ int main(int argc, char **argv)
     for (size_t s = 0; s < nruns; s++)
         for (size_t i = 0; i < nr; i++) json_array_append_new(arr, row_json(&runs[s], &runs[s].res[i], eo.accel));
     if (outpath) {
-        if (ends_with(outpath, ".json")) {
+        if (cli_ends_with(outpath, ".json")) {
             json_t *doc = plan ? json_pack("{sOsO}", "plan", plan, "results", arr) : json_incref(arr);
-            char *txt = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+            rc = cli_json_write(outpath, doc);
             json_decref(doc);
-            if (!txt) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-            size_t len = strlen(txt);
-            char *t2b = realloc(txt, len + 2);
-            if (!t2b) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-            t2b[len] = '\n';
-            t2b[len + 1] = '\0';
-            rc = cli_write_text(outpath, t2b, len + 1);
-            free(t2b);
         } else {
             rc = fp4s_remedy_write_h5(outpath, &as, &ws, eo.accel, rows, nrow);
         }

@@ -65,7 +65,7 @@ static void usage_text(void)
 
 enum {
     OPT_DEMO = 256, OPT_TRACE, OPT_PROFILES, OPT_SITES, OPT_STEPS, OPT_METRIC, OPT_ACCEL, OPT_TOP,
-    OPT_DRILL, OPT_TITLE, OPT_THREADS, OPT_HELP, OPT_VERSION
+    OPT_DRILL, OPT_TITLE
 };
 
 static char *join_cmdline(int argc, char **argv)
@@ -134,6 +134,8 @@ int main(int argc, char **argv)
     /* the progress line shows fp4-report's own steps (the library's calls are parts of them) */
     fp4s_set_progress(NULL, NULL);
     bool force = false;
+    cli_common common;
+    cli_common_init(&common, usage_text, false);
     report_opts o;
     memset(&o, 0, sizeof o);
     o.metric = "mean_abs";
@@ -161,9 +163,8 @@ int main(int argc, char **argv)
         {"top", required_argument, NULL, OPT_TOP},
         {"drill", required_argument, NULL, OPT_DRILL},
         {"title", required_argument, NULL, OPT_TITLE},
-        {"threads", required_argument, NULL, OPT_THREADS},
-        {"help", no_argument, NULL, OPT_HELP},
-        {"version", no_argument, NULL, OPT_VERSION},
+        CLI_THREADS_LONGOPTS
+        CLI_COMMON_LONGOPTS
         CLI_TRACE_LONGOPTS
         CLI_OUTPUT_LONGOPTS
         {NULL, 0, NULL, 0}};
@@ -182,16 +183,14 @@ int main(int argc, char **argv)
         case OPT_TOP: o.top = (size_t)cli_parse_int("--top", optarg, 1, 100000); break;
         case OPT_DRILL: o.drill = (size_t)cli_parse_int("--drill", optarg, 0, 1000); break;
         case OPT_TITLE: o.title = optarg; break;
-        case OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", optarg, 1, 4096)); break;
         case CLI_OPT_FORCE: force = true; break;
         case CLI_OPT_QUIET:
             cli_quiet();
             rep_quiet = true;
             break;
-        case OPT_HELP: usage_text(); free(traces); return 0;
-        case OPT_VERSION: cli_version(); free(traces); return 0;
         default:
-            if (!cli_quant_option(c, optarg, &qo) && !cli_trace_option(c, optarg, &o.mo, &o.to, &o.oo))
+            if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &qo) &&
+                !cli_trace_option(c, optarg, &o.mo, &o.to, &o.oo))
                 cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }

@@ -29,7 +29,7 @@ enum {
     OPT_GROUP, OPT_TEMP, OPT_LR, OPT_BETA1, OPT_BETA2, OPT_WD, OPT_GCLIP, OPT_CLIP, OPT_MINIB, OPT_IS,
     OPT_ISCAP, OPT_SFT_LR, OPT_SFT_BATCH, OPT_SFT_MAX, OPT_SFT_TARGET, OPT_SFT_EVERY, OPT_EVAL_EVERY,
     OPT_EVAL_PROMPTS, OPT_ACT_EVERY, OPT_ACT_SITES, OPT_ACT_SEQS, OPT_MICRO, OPT_SHARD, OPT_STATS,
-    OPT_AQN_END, OPT_AQN_STAGES, OPT_JSON, OPT_FORCE, OPT_QUIET, OPT_DEMO, OPT_DEMO_RUNS, OPT_HELP, OPT_VERSION
+    OPT_AQN_END, OPT_AQN_STAGES, OPT_DEMO, OPT_DEMO_RUNS
 };
 
 static const struct option longopts[] = {
@@ -77,14 +77,12 @@ static const struct option longopts[] = {
     {"micro-batch", required_argument, NULL, OPT_MICRO},
     {"shard", required_argument, NULL, OPT_SHARD},
     {"stats", required_argument, NULL, OPT_STATS},
-    {"json", no_argument, NULL, OPT_JSON},
-    {"force", no_argument, NULL, OPT_FORCE},
-    {"quiet", no_argument, NULL, OPT_QUIET},
+    CLI_JSON_LONGOPTS
+    CLI_OUTPUT_LONGOPTS
     {"demo", no_argument, NULL, OPT_DEMO},
     {"demo-runs", required_argument, NULL, OPT_DEMO_RUNS},
     {"output", required_argument, NULL, 'o'},
-    {"help", no_argument, NULL, OPT_HELP},
-    {"version", no_argument, NULL, OPT_VERSION},
+    CLI_COMMON_LONGOPTS
     {NULL, 0, NULL, 0},
 };
 
@@ -686,6 +684,8 @@ static void parse(int argc, char **argv, tool *t)
     t->steps = 200;
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--demo")) demo_defaults(t);
+    cli_common common;
+    cli_common_init(&common, usage, false);
     int c;
     while ((c = cli_getopt(argc, argv, "o:p:", longopts)) != -1) {
         switch (c) {
@@ -733,17 +733,16 @@ static void parse(int argc, char **argv, tool *t)
         case OPT_MICRO: o->micro_batch = (int)cli_parse_int("--micro-batch", optarg, 1, 65536); break;
         case OPT_SHARD: o->shard = (int)cli_parse_int("--shard", optarg, 1, 4096); break;
         case OPT_STATS: t->stats = optarg; break;
-        case OPT_JSON: t->json = true; break;
-        case OPT_FORCE: t->force = true; break;
-        case OPT_QUIET: t->quiet = true; break;
+        case CLI_OPT_FORCE: t->force = true; break; /* fp4-rl's own: not cli_force's */
+        case CLI_OPT_QUIET: t->quiet = true; break;
         case OPT_DEMO: t->demo = true; break;
         case OPT_DEMO_RUNS: t->demo_runs = optarg; break;
         case 'o': t->out = optarg; break;
-        case OPT_HELP: usage(); exit(0);
-        case OPT_VERSION: cli_version(); exit(0);
-        default: cli_usage("unknown option");
+        default:
+            if (!cli_common_option(c, optarg, &common)) cli_usage("unknown option");
         }
     }
+    t->json = common.json;
     if (optind < argc) cli_usage("unexpected argument '%s'", argv[optind]);
     o->steps = t->steps;
     if (!t->demo && !t->out) cli_usage("no output: give -o RUN.h5");

@@ -217,12 +217,6 @@ static void read_next(job *j, size_t r0, int k)
     stage_start(&j->rd);
 }
 
-static bool ends_with(const char *s, const char *suf)
-{
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && !strcmp(s + a - b, suf);
-}
-
 void job_open(job *j)
 {
     cli_progress_begin(j->input);
@@ -265,7 +259,7 @@ void job_open(job *j)
     /* two input buffers: one read while the other is quantized */
     j->xb[0] = xcalloc(chunk, j->pcols * sizeof(float));
     j->xb[1] = xcalloc(chunk, j->pcols * sizeof(float));
-    j->rd = (stage){.fn = read_fn, .j = j, .h5 = !ends_with(j->input, ".npy") && !strstr(j->input, ".safetensors")};
+    j->rd = (stage){.fn = read_fn, .j = j, .h5 = !cli_ends_with(j->input, ".npy") && !strstr(j->input, ".safetensors")};
 
     /* pass 1: amax (each spec's own: after the RHT for a spec that has it) */
     float amax = 0.0f, amax2 = 0.0f;
