@@ -244,13 +244,10 @@ int fp4s_channels_write_h5(const char *path, const fp4s_spec *s, const fp4s_chan
                            const char *source, const char *weight)
 {
     if (!path || !s || !r) return fp4s_error_set(FP4S_EINVAL, "channels: NULL argument");
-    fp4s_outfile *of = NULL;
-    hid_t f = -1;
-    int rc = fp4s_h5_create(path, &of, &f);
+    fp4s_h5_report w;
+    int rc = fp4s_h5_report_begin(&w, path);
     if (rc) return rc;
-    fp4s_h5_quiet q;
-    fp4s_h5_quiet_begin(&q);
-    fp4s_error_clear();
+    hid_t f = w.file;
     size_t k = r->k;
     int64_t *sel = malloc((r->count ? r->count : 1) * sizeof *sel);
     double *ssc = malloc((r->count ? r->count : 1) * sizeof *ssc);
@@ -335,9 +332,5 @@ int fp4s_channels_write_h5(const char *path, const fp4s_spec *s, const fp4s_chan
     free(rank);
     free(flag);
     free(col);
-    if (bad) rc = fp4s_h5_report_failed(path, "writing the HDF5 channel set failed");
-    int frc = fp4s_h5_finish(path, &of, &f, !bad);
-    if (!rc) rc = frc;
-    fp4s_h5_quiet_end(&q);
-    return rc;
+    return fp4s_h5_report_end(&w, !bad, "writing the HDF5 channel set failed");
 }

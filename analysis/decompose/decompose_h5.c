@@ -88,13 +88,10 @@ int fp4s_decomp_write_h5(const char *path, const fp4s_spec *s, const fp4s_decomp
                          size_t n, const fp4s_decomp *rollup)
 {
     if (!path || !s || (n && !items)) return fp4s_error_set(FP4S_EINVAL, "report: NULL argument");
-    fp4s_outfile *of = NULL;
-    hid_t f = -1;
-    int rc = fp4s_h5_create(path, &of, &f);
+    fp4s_h5_report w;
+    int rc = fp4s_h5_report_begin(&w, path);
     if (rc) return rc;
-    fp4s_h5_quiet q;
-    fp4s_h5_quiet_begin(&q);
-    fp4s_error_clear();
+    hid_t f = w.file;
     char desc[512];
     fp4s_spec_describe(s, desc, sizeof desc);
     int bad = 0;
@@ -149,9 +146,5 @@ int fp4s_decomp_write_h5(const char *path, const fp4s_spec *s, const fp4s_decomp
             H5Gclose(g);
         }
     }
-    if (bad) rc = fp4s_h5_report_failed(path, "writing the HDF5 report failed");
-    int frc = fp4s_h5_finish(path, &of, &f, !bad);
-    if (!rc) rc = frc;
-    fp4s_h5_quiet_end(&q);
-    return rc;
+    return fp4s_h5_report_end(&w, !bad, "writing the HDF5 report failed");
 }

@@ -189,13 +189,10 @@ int fp4s_remedy_write_h5(const char *path, const fp4s_spec *act, const fp4s_spec
                          const fp4s_remedy_row *rows, size_t n)
 {
     if (!path || !act || !wt || (n && !rows)) return fp4s_error_set(FP4S_EINVAL, "remedy report: NULL argument");
-    fp4s_outfile *of = NULL;
-    hid_t f = -1;
-    int rc = fp4s_h5_create(path, &of, &f);
+    fp4s_h5_report w;
+    int rc = fp4s_h5_report_begin(&w, path);
     if (rc) return rc;
-    fp4s_h5_quiet q;
-    fp4s_h5_quiet_begin(&q);
-    fp4s_error_clear();
+    hid_t f = w.file;
     size_t nf;
     const fp4s_remedy_field *fl = fp4s_remedy_fields(&nf);
     const char **sv = calloc(n ? n : 1, sizeof *sv);
@@ -242,9 +239,5 @@ int fp4s_remedy_write_h5(const char *path, const fp4s_spec *act, const fp4s_spec
     free(canon);
     free(sv);
     free(dv);
-    if (bad) rc = fp4s_h5_report_failed(path, "writing the remedy report failed");
-    int frc = fp4s_h5_finish(path, &of, &f, !bad);
-    if (!rc) rc = frc;
-    fp4s_h5_quiet_end(&q);
-    return rc;
+    return fp4s_h5_report_end(&w, !bad, "writing the remedy report failed");
 }

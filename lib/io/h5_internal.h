@@ -121,10 +121,23 @@ int fp4s_h5_write_f32(hid_t file, const char *dset, const float *data, size_t ro
  * created): 0, or FP4S_EWRITE with a detail naming it. */
 int fp4s_h5_write_1d(hid_t loc, const char *name, hid_t mem_type, hid_t file_type, const void *data,
                      size_t n);
-/* FP4S_EWRITE "path: what: <reason>", the reason being the detail a helper
- * recorded since the caller cleared it (fp4s_error_clear), else HDF5's
- * message: how a report writer says why it failed. */
-int fp4s_h5_report_failed(const char *path, const char *what);
+/* ---- report writers: one HDF5 report, all of it or nothing ----------------------- */
+/* fp4s_h5_report_begin creates `path` atomically (fp4s_h5_create: w->file is
+ * open on a temporary beside it), turns HDF5's error printing off and clears
+ * the error detail; 0, or the error (then there is nothing to end). The
+ * writer adds its attributes and datasets to w->file, then
+ * fp4s_h5_report_end(w, ok, what) closes it: when ok, it is renamed into
+ * place (0, or why that failed); otherwise it is removed and the result is
+ * FP4S_EWRITE "path: what: <reason>", the reason being the detail a helper
+ * recorded since begin, else HDF5's message. HDF5's printing is restored. */
+typedef struct fp4s_h5_report {
+    const char *path;
+    fp4s_outfile *of;
+    hid_t file;
+    fp4s_h5_quiet q;
+} fp4s_h5_report;
+int fp4s_h5_report_begin(fp4s_h5_report *w, const char *path);
+int fp4s_h5_report_end(fp4s_h5_report *w, bool ok, const char *what);
 
 /* ---- writer locks --------------------------------------------------------------- */
 typedef enum fp4s_wlock_mode {

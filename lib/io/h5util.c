@@ -430,10 +430,29 @@ int fp4s_h5_write_1d(hid_t loc, const char *name, hid_t mem_type, hid_t file_typ
     return rc;
 }
 
-int fp4s_h5_report_failed(const char *path, const char *what)
+int fp4s_h5_report_begin(fp4s_h5_report *w, const char *path)
 {
-    const char *d = fp4s_last_error();
-    char why[512];
-    snprintf(why, sizeof why, "%s", d[0] ? d : fp4s_h5_msg());
-    return fp4s_error_set(FP4S_EWRITE, "%s: %s%s%s", path, what, why[0] ? ": " : "", why);
+    w->path = path;
+    w->of = NULL;
+    w->file = -1;
+    int rc = fp4s_h5_create(path, &w->of, &w->file);
+    if (rc) return rc;
+    fp4s_h5_quiet_begin(&w->q);
+    fp4s_error_clear();
+    return 0;
+}
+
+int fp4s_h5_report_end(fp4s_h5_report *w, bool ok, const char *what)
+{
+    int rc = 0;
+    if (!ok) {
+        const char *d = fp4s_last_error();
+        char why[512];
+        snprintf(why, sizeof why, "%s", d[0] ? d : fp4s_h5_msg());
+        rc = fp4s_error_set(FP4S_EWRITE, "%s: %s%s%s", w->path, what, why[0] ? ": " : "", why);
+    }
+    int frc = fp4s_h5_finish(w->path, &w->of, &w->file, ok);
+    if (!rc) rc = frc;
+    fp4s_h5_quiet_end(&w->q);
+    return rc;
 }
