@@ -149,9 +149,14 @@ const char *mm_reader_path(const mm_reader *r);
 int mm_batch_init(mm_batch *b, size_t cap);
 void mm_batch_free(mm_batch *b);
 
-/* trace_text.c: a strict number, the whole field with spaces around allowed
- * (0, or -1); the scalar logs parse theirs with it too. */
+/* trace_text.c's text helpers, which the scalar logs share: a strict number,
+ * the whole field with spaces around allowed (0, or -1); a CSV line split in
+ * place into fields (simple double quotes, "" for a quote; the field count,
+ * up to max stored, or -1 on a bad quote); the length of a UTF-8 byte order
+ * mark at the start of a line (3, else 0). */
 int mm_parse_f64(const char *s, double *v);
+long mm_split_fields(char *line, char delim, char **fields, size_t max);
+size_t mm_bom_len(const char *line, size_t len);
 
 /* scalars.c: per-step scalar logs and a capture's per-step scalars */
 int mm_scalar_log_sniff(const char *path, const fp4s_trace_opts *t);

@@ -349,42 +349,14 @@ static int ignored_col(const char *f)
                       strcmp(f + n - 5, "__min") == 0 || strcmp(f + n - 5, "__max") == 0));
 }
 
-/* Split a CSV line in place (double quotes honoured); returns the count or -1. */
+/* Split a CSV line in place (mm_split_fields), the stored fields without their
+ * leading spaces; returns the count or -1. */
 static long split_csv(char *line, char delim, char **f, size_t max)
 {
-    size_t nf = 0;
-    char *p = line;
-    for (;;) {
-        char *start = p, *w = p;
-        if (*p == '"') {
-            p++;
-            for (;;) {
-                if (!*p) return -1;
-                if (*p == '"') {
-                    if (p[1] == '"') {
-                        *w++ = '"';
-                        p += 2;
-                        continue;
-                    }
-                    p++;
-                    break;
-                }
-                *w++ = *p++;
-            }
-            if (*p != delim && *p) return -1;
-        } else {
-            while (*p && *p != delim) p++;
-            w = p;
-        }
-        char end = *p;
-        *w = '\0';
-        while (*start == ' ') start++;
-        if (nf < max) f[nf] = start;
-        nf++;
-        if (!end) break;
-        p++;
-    }
-    return (long)nf;
+    long nf = mm_split_fields(line, delim, f, max);
+    for (long i = 0; i < nf && (size_t)i < max; i++)
+        while (*f[i] == ' ') f[i]++;
+    return nf;
 }
 
 static int parse_num(const char *s, double *v)
@@ -436,7 +408,7 @@ static int csv_scalars(FILE *f, const char *path, const char *name, const fp4s_t
         rc = fp4s_error_set(FP4S_EEMPTY, "%s: empty scalar log (no header line)", path);
         goto done;
     }
-    if ((unsigned char)h[0] == 0xEF && (unsigned char)h[1] == 0xBB && (unsigned char)h[2] == 0xBF) h += 3;
+    h += mm_bom_len(h, strlen(h));
     char delim = t && t->delim ? t->delim : (strchr(h, '\t') ? '\t' : ',');
     long nf = split_csv(h, delim, fields, MAXF);
     if (nf < 0 || nf > MAXF) {

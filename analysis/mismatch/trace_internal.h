@@ -52,7 +52,6 @@ struct mm_reader {
 int mm_csv_header(mm_reader *r, const fp4s_trace_opts *t);
 int mm_csv_next(mm_reader *r, mm_batch *b);
 int mm_jsonl_next(mm_reader *r, mm_batch *b);
-size_t mm_bom_len(const char *line, size_t len); /* a UTF-8 byte order mark at the start: 3, else 0 */
 
 /* trace_dedupe.c: refuse (or with dedupe drop) the tokens of b whose
  * (run, step, seq, pos) came before; free what it keeps. */

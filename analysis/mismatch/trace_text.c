@@ -197,7 +197,7 @@ static const char *quoted_field(const char *p, char **w)
 
 /* Split a CSV line in place into fields; simple double quotes ("a,b", "" for a
  * quote) are honoured. Returns the field count (up to max) or -1 on a bad quote. */
-static long split_fields(char *line, char delim, char **fields, size_t max)
+long mm_split_fields(char *line, char delim, char **fields, size_t max)
 {
     size_t nf = 0;
     char *p = line;
@@ -229,7 +229,7 @@ static long split_fields(char *line, char delim, char **fields, size_t max)
 }
 
 /* Does a CSV line end inside a double-quoted field (RFC 4180: a quoted field
- * may hold line breaks)? Quotes count only where split_fields honours them:
+ * may hold line breaks)? Quotes count only where mm_split_fields honours them:
  * at the start of a field. */
 static bool quote_open(const char *p, char delim)
 {
@@ -332,7 +332,7 @@ int mm_csv_header(mm_reader *r, const fp4s_trace_opts *t)
     size_t maxf = 4096;
     char **fields = malloc(maxf * sizeof *fields);
     if (!fields) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", r->path);
-    long nf = split_fields(line, r->delim, fields, maxf);
+    long nf = mm_split_fields(line, r->delim, fields, maxf);
     if (nf < 0 || (size_t)nf > maxf) {
         free(fields);
         return fp4s_error_set(FP4S_EFORMAT, "%s: line %llu: malformed header", r->path, (unsigned long long)r->line);
@@ -381,7 +381,7 @@ int mm_csv_next(mm_reader *r, mm_batch *b)
         if (lrc) return lrc;
         if (!line) break;
         if (len == 0 || line[0] == '#') continue;
-        long nf = split_fields(line, r->delim, fields, 4096);
+        long nf = mm_split_fields(line, r->delim, fields, 4096);
         unsigned long long ln = (unsigned long long)first;
         if (nf < 0) return fp4s_error_set(FP4S_EFORMAT, "%s: line %llu: unterminated quote", r->path, ln);
         if ((size_t)nf != r->ncols)
