@@ -160,18 +160,9 @@ extern "C" FP4S_API int fp4s_cuda_quantize_host_ex(const fp4s_spec *s, const fp4
                                                    bool packed, uint8_t *codes, uint8_t *scales)
 {
     fp4s_cu_params p;
-    int rc = fp4s_cu_prepare(s, ts, rows, cols, &p);
-    if (rc) return rc;
-    const int dt = fp4s_cu_dtype(dtype, "quantize");
-    if (dt < 0) return dt;
-    if (!x || !codes || !scales)
-        return fp4s_error_set(FP4S_EINVAL, "cuda: quantize: input, codes and scales are required");
-    if (ld < cols)
-        return fp4s_error_set(FP4S_EINVAL, "cuda: quantize: row stride %zu is smaller than %zu columns",
-                              ld, cols);
-    if (rows == 0 || cols == 0) return 0;
-    if (!fp4s_cuda_available())
-        return fp4s_error_set(FP4S_ENOTSUP, "cuda: quantize: no usable GPU");
+    int dt;
+    int rc = fp4s_cu_quantize_args(s, ts, dtype, x, rows, cols, ld, codes, scales, &p, &dt);
+    if (rc) return rc < 0 ? rc : 0;
     const size_t esz = dt == CU_DT_F32 ? 4 : 2;
     size_t nx = (rows - 1) * ld + cols, nc = rows * cols / (packed ? 2 : 1), ns = rows * (cols / s->block);
     void *dx = nullptr;

@@ -19,6 +19,14 @@ int fp4s_cu_prepare(const fp4s_spec *s, const fp4s_tscale *ts, size_t rows, size
  * with a detail naming op for the types they do not read. */
 int fp4s_cu_dtype(fp4s_dtype dt, const char *op);
 
+/* The checks of a quantize call, on device or host buffers alike: the spec,
+ * tensor scale and shape (fp4s_cu_prepare fills *p), the input type (*dt,
+ * CU_DT_*), the buffers, the row stride and a usable GPU. 0 to go on, 1 when
+ * there is nothing to quantize (rows or cols 0), else the error. */
+int fp4s_cu_quantize_args(const fp4s_spec *s, const fp4s_tscale *ts, fp4s_dtype dtype, const void *x,
+                          size_t rows, size_t cols, size_t ld, const void *codes, const void *scales,
+                          fp4s_cu_params *p, int *dt);
+
 /* Capability bits of modules beyond quantize (the decomposition). */
 unsigned fp4s_cu_extra_caps(void);
 

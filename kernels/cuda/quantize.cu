@@ -38,23 +38,33 @@ int fp4s_cu_dtype(fp4s_dtype dt, const char *op)
     }
 }
 
+int fp4s_cu_quantize_args(const fp4s_spec *s, const fp4s_tscale *ts, fp4s_dtype dtype, const void *x,
+                          size_t rows, size_t cols, size_t ld, const void *codes, const void *scales,
+                          fp4s_cu_params *p, int *dt)
+{
+    int rc = fp4s_cu_prepare(s, ts, rows, cols, p);
+    if (rc) return rc;
+    *dt = fp4s_cu_dtype(dtype, "quantize");
+    if (*dt < 0) return *dt;
+    if (!x || !codes || !scales)
+        return fp4s_error_set(FP4S_EINVAL, "cuda: quantize: input, codes and scales are required");
+    if (ld < cols)
+        return fp4s_error_set(FP4S_EINVAL, "cuda: quantize: row stride %zu is smaller than %zu columns",
+                              ld, cols);
+    if (rows == 0 || cols == 0) return 1;
+    if (!fp4s_cuda_available())
+        return fp4s_error_set(FP4S_ENOTSUP, "cuda: quantize: no usable GPU");
+    return 0;
+}
+
 extern "C" FP4S_API int fp4s_cuda_quantize_ex(const fp4s_spec *s, const fp4s_tscale *ts, fp4s_dtype dtype,
                                               const void *d_x, size_t rows, size_t cols, size_t ld, bool packed,
                                               uint8_t *d_codes, uint8_t *d_scales, void *stream)
 {
     fp4s_cu_params p;
-    int rc = fp4s_cu_prepare(s, ts, rows, cols, &p);
-    if (rc) return rc;
-    const int dt = fp4s_cu_dtype(dtype, "quantize");
-    if (dt < 0) return dt;
-    if (!d_x || !d_codes || !d_scales)
-        return fp4s_error_set(FP4S_EINVAL, "cuda: quantize: input, codes and scales are required");
-    if (ld < cols)
-        return fp4s_error_set(FP4S_EINVAL, "cuda: quantize: row stride %zu is smaller than %zu columns",
-                              ld, cols);
-    if (rows == 0 || cols == 0) return 0;
-    if (!fp4s_cuda_available())
-        return fp4s_error_set(FP4S_ENOTSUP, "cuda: quantize: no usable GPU");
+    int dt;
+    int rc = fp4s_cu_quantize_args(s, ts, dtype, d_x, rows, cols, ld, d_codes, d_scales, &p, &dt);
+    if (rc) return rc < 0 ? rc : 0;
     cudaStream_t st = (cudaStream_t)stream;
     const size_t esz = dt == CU_DT_F32 ? 4 : 2, per16 = 16 / esz; /* elements per 16-byte load */
     /* 16-byte loads need an aligned base and a row stride that keeps every

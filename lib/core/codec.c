@@ -68,6 +68,7 @@ float fp4s_e4m3_decode(uint8_t code)
  * plus the 4th (round half up on the magnitude); subnormal range: the integer
  * part of (v*512 + 0.5) computed in float32 (as ggml does, including the
  * float rounding of that sum), clamped to 1..7, 0 below 1. */
+/* Its device twin is cu_ue4m3_ggml (kernels/cuda/quant_block.cuh). */
 uint8_t fp4s_ue4m3_encode_ggml(float v)
 {
     if (!(v > 0.0f)) return 0;

@@ -27,6 +27,8 @@ static inline float fp4s_bits_f32(uint32_t u)
  * exponent emin: returns (biased exponent << M | mantissa) without saturation,
  * where the biased exponent of the subnormal binade is 0. */
 uint32_t fp4s_round_mag(uint32_t u, int M, int emin, fp4s_tie tie);
+/* Its device twin is cu_round_mag (kernels/cuda/quant_block.cuh: the GPU
+ * cannot call this host code; the reason is given there). */
 static inline uint32_t fp4s_round_mag_inline(uint32_t u, int M, int emin, fp4s_tie tie)
 {
     /* u: float32 magnitude bits (sign clear), not NaN; Inf is treated as 2^128
