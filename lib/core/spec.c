@@ -14,7 +14,10 @@
  *                                dequant, scale_codec, global_scale, kernels bits);
  *   kernels/cpu/quant_ref.c      its block-scale arithmetic, a case of nv_scale() (the
  *                                switch has no default: -Wswitch names a missing case);
- *   man/fp4scope-formats.7       its row in the recipe table.
+ *   man/fp4scope-formats.7       its entry in the recipe list, and
+ *   man/fp4-quant.1              its name (and aliases) in the --recipe list: the test
+ *                                man-names (tests/man/names_documented.sh) fails
+ *                                until both pages name it.
  * The rest reads the row: names, --help and error lists, parsing, the bound of
  * fp4s_spec_check, fp4s_tscale_init (by tscale), the element and dequant paths,
  * qfile's decode text, the kernel tester's loop; the SIMD and CUDA paths
@@ -26,7 +29,9 @@
  * quant_avx512.c, and the switch on p.recipe in kernels/cuda/quant_block.cuh
  * (which compares recipe numbers, not the enum names). A new MXFP4 scale rule
  * is the same with its row in mx_rules[] and a case of fp4s_mx_k() in
- * lib/core/codec.c in place of nv_scale(). */
+ * lib/core/codec.c in place of nv_scale() (its name in --scale-rule of
+ * fp4-quant(1)); a new profile, its row in profiles[] and its entry in
+ * fp4scope-formats(7). */
 #include <fp4scope/spec.h>
 
 #include <stdio.h>
