@@ -97,7 +97,7 @@ FP4S_API int fp4s_capture_list_raw(const char *file, fp4s_capture_entry **entrie
 FP4S_API size_t fp4s_capture_entry_spec(const char *file, const fp4s_capture_entry *e,
                                         char *buf, size_t n);
 
-/* Is `site` a valid site name (capture(5): not empty, at most 255 bytes, no
+/* Is `site` a valid site name (fp4scope-capture(5): not empty, at most 255 bytes, no
  * '/' or control characters, not starting with '.', not "logprobs")? 0, or
  * FP4S_EINVAL with the reason. The writer checks every put with it. */
 FP4S_API int fp4s_site_check(const char *site);

@@ -14,7 +14,7 @@
  *
  * Kernels: a scalar C reference and, picked at run time, AVX2 and AVX-512
  * paths; codes, scales, dequantized values, counters and the err2/x2 sums of
- * fp4s_qstats are bit-identical (tests/kernels/tester checks), also between
+ * fp4s_qstats are bit-identical (tests/kernels/tester.c checks), also between
  * thread counts. FP4S_FORCE_REF=1
  * in the environment or fp4s_kernels_force_ref(true) forces the reference
  * (kernel selection, below).
