@@ -97,5 +97,20 @@ assert np.abs(d - x).max() <= 0.07 * np.abs(x).max()
 PY
     rm -f q.h5 c.npy s.npy d.npy
 done
+# rank 3 (a PyTorch dump [batch, seq, hidden]) reads as [prod(leading), last]: the
+# summary says so, with the shape the file has (--json: shape and source_shape)
+$PY -c "import numpy as np; np.save('R.in.npy', np.linspace(-3, 3, 2 * 3 * 64, dtype=np.float32).reshape(2, 3, 64))"
+expect_exit 0 fp4-quant -f nvfp4 R.in.npy
+out_has "(6, 64) from (2, 3, 64)"
+expect_exit 0 fp4-quant -f nvfp4 --json --codes c.npy R.in.npy
+$PY - <<'PY'
+import json, numpy as np
+j = json.load(open('out.txt'))
+assert j['shape'] == [6, 64] and j['source_shape'] == [2, 3, 64], (j['shape'], j.get('source_shape'))
+assert np.load('c.npy').shape == (6, 64)
+PY
+expect_exit 0 fp4-quant -f nvfp4 --json T.in.npy
+$PY -c "import json; j = json.load(open('out.txt')); assert 'source_shape' not in j and len(j['shape']) == 2, j['shape']"
+rm -f c.npy
 no_outputs_left .
 echo ok

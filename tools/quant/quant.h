@@ -96,8 +96,9 @@ typedef struct job {
     fp4s_source *src;
     size_t rows, cols, pcols;   /* pcols: cols padded to whole blocks */
     int rank;
+    uint64_t dims[FP4S_MAX_RANK]; /* the shape as stored (rank >= 3 is read as [prod(leading), last]) */
     fp4s_dtype in_dt;
-    char shape[64];             /* "(rows, cols)" as stored */
+    char shape[256];            /* "(rows, cols)", and " from (d0, d1, ...)" for rank >= 3 */
     size_t chunk;               /* rows per chunk */
     int passes;                 /* over the input: 2 when the tensor amax is needed */
     uint64_t amax_nonfinite;    /* NaN/Inf seen by the amax pass */

@@ -174,9 +174,14 @@ int report_json(const job *jb)
     json_object_set_new(j, "input", json_string(jb->input));
     json_object_set_new(j, "dtype", json_string(fp4s_dtype_name(jb->in_dt)));
     json_t *sh = json_array();
-    if (jb->rank == 2) json_array_append_new(sh, json_integer((json_int_t)rows));
+    if (jb->rank != 1) json_array_append_new(sh, json_integer((json_int_t)rows));
     json_array_append_new(sh, json_integer((json_int_t)cols));
     json_object_set_new(j, "shape", sh);
+    if (jb->rank >= 3) { /* read as [prod(leading), last]: the shape it has in the file */
+        json_t *ss = json_array();
+        for (int d = 0; d < jb->rank; d++) json_array_append_new(ss, json_integer((json_int_t)jb->dims[d]));
+        json_object_set_new(j, "source_shape", ss);
+    }
     json_object_set_new(j, "padded_cols", json_integer((json_int_t)(pcols - cols)));
     json_object_set_new(j, "format", json_string(fp4s_format_name(fmt)));
     json_object_set_new(j, "profile", json_string(r1.spec.profile));

@@ -226,6 +226,7 @@ void job_open(job *j)
     j->rows = fp4s_source_rows(j->src);
     j->cols = fp4s_source_cols(j->src);
     j->rank = fp4s_source_rank(j->src);
+    fp4s_source_shape(j->src, j->dims, FP4S_MAX_RANK);
     j->in_dt = fp4s_source_dtype(j->src);
     const fp4s_spec *s1 = &j->r1.spec;
     size_t blk = s1->block;
@@ -234,6 +235,11 @@ void job_open(job *j)
     size_t pad_to = (j->out_h5 && s1->packing == FP4S_PACK_SPLIT && blk < 32) ? 32 : blk;
     if (j->rank == 1) snprintf(j->shape, sizeof j->shape, "(%zu,)", j->cols);
     else snprintf(j->shape, sizeof j->shape, "(%zu, %zu)", j->rows, j->cols);
+    for (int d = 0; j->rank >= 3 && d < j->rank; d++) {
+        size_t l = strlen(j->shape);
+        snprintf(j->shape + l, sizeof j->shape - l, "%s%llu%s", d ? ", " : " from (", (unsigned long long)j->dims[d],
+                 d + 1 < j->rank ? "" : ")");
+    }
     if (j->cols % blk && !j->pad)
         cli_die(FP4S_EXIT_INPUT, "%s: shape %s: last dimension %zu is not a multiple of the %s block size %zu "
                 "(use --pad to zero-pad it to %zu)", j->input, j->shape, j->cols, fp4s_format_name(s1->format),
