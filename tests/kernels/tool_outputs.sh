@@ -131,3 +131,34 @@ for t in "$D/traces/planted.csv" "$CAP" "$D/synth-tiny.h5" "$D/moe-h200.h5"; do
     run "m$i.txt" fp4-mismatch --metric k3 "$t"
 done
 run m-two.json fp4-mismatch --json --metric chi2_token --is-cap 3 "$D/traces/planted.csv" "$CAP"
+
+# ---- the other tools whose quantizer, decomposition or mismatch statistics run on the
+# same kernels: fp4-remedy, fp4-compare, fp4-plot mismatch, fp4-report, fp4-rl
+run r-cap.json fp4-remedy -f nvfp4 --sites "$SITE" --steps 0 --json -o r-cap.h5 "$CAP"
+run r-mx.csv fp4-remedy -f mxfp4 -p ceil --act "$CAP:/steps/0/$SITE/rollout" --weight "$CAP:/weights/$SITE" --csv
+run cmp-cap.json fp4-compare -f nvfp4 --sites "$SITE" --steps 0 --json "$CAP"
+run cmp-mx.csv fp4-compare -f mxfp4 --sites "$SITE" --csv "$CAP"
+run pm.out fp4-plot mismatch "$D/traces/planted.csv" "$CAP" -o pm.png
+# the report's files, flattened; index.html without the line that says when it was written
+run rep.out fp4-report "$D/synth-tiny.h5" --drill 1 --profiles ceil --remedy none,rac:0.25 -o rep --quiet
+if [ -d rep ]; then
+    for f in $(cd rep && find . -type f | sort); do
+        g=rep$(printf '%s' "${f#.}" | tr / .)
+        case $f in
+        *.html) grep -v '<p class="meta">.*Written ' "rep/$f" > "$g" || true ;;
+        *) cp "rep/$f" "$g" ;;
+        esac
+    done
+    rm -rf rep
+fi
+# a tiny RL run with NVFP4 rollouts: the capture read back through fp4-mismatch and
+# fp4-decompose, and the per-step log without its timing columns (t_*)
+run rl.out fp4-rl --width 32 --prompts 3 --group 4 --steps 2 --sft-max-steps 3 --eval-every 1 --eval-prompts 8 \
+    --rollout nvfp4 --act-every 1 --stats rl.stats -o rl.capture --quiet
+if [ -f rl.capture ]; then
+    run rl-mismatch.json fp4-mismatch --json rl.capture
+    run rl-decompose.json fp4-decompose -f nvfp4 --sites '*' --json rl.capture
+    awk -F '\t' 'NR == 1 { for (i = 1; i <= NF; i++) keep[i] = $i !~ /^t_/ }
+        { s = ""; for (i = 1; i <= NF; i++) if (keep[i]) s = s (s == "" ? "" : "\t") $i; print s }' rl.stats > rl.tsv
+    rm -f rl.capture rl.stats
+fi
