@@ -2,26 +2,11 @@
 # Golden CLI tests of fp4-decompose and fp4-channels: exit codes, messages,
 # the --json contract read by fp4-plot, --csv, HDF5/JSON outputs, capture
 # batches with a synthetic label, non-finite data and atomic outputs.
-set -eu
 . "${FP4S_SRCDIR:?}/tests/python.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-cd "$T"
+. "$FP4S_SRCDIR/tests/lib.sh" # T, expect CODE STDERR-PATTERN CMD...
+# every failure is reported, then counted: the exit status says whether any
 fails=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-
-# expect CODE STDERR-PATTERN CMD...: run, check exit code and stderr
-expect() {
-    code=$1; pat=$2; shift 2
-    set +e
-    "$@" >out.txt 2>err.txt
-    rc=$?
-    set -e
-    [ "$rc" -eq "$code" ] || fail "$*: exit $rc, expected $code ($(head -c 300 err.txt))"
-    if [ -n "$pat" ]; then
-        grep -q -- "$pat" err.txt || fail "$*: stderr lacks '$pat': $(head -c 300 err.txt)"
-    fi
-}
 
 "$PY" - <<'EOF'
 import numpy as np, h5py

@@ -1,11 +1,8 @@
 #!/bin/sh
 # Run every command of the EXAMPLES sections of fp4-decompose(1) and
 # fp4-channels(1) on small fixtures; each must exit 0 and print something.
-set -eu
 . "${FP4S_SRCDIR:?}/tests/python.sh"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-cd "$T"
+. "$FP4S_SRCDIR/tests/lib.sh"
 "$PY" - <<'EOF'
 import numpy as np, h5py
 rng = np.random.default_rng(9)
@@ -21,22 +18,6 @@ with h5py.File("cap.h5", "w") as f:
             g["trainer"] = rng.standard_normal((16, 64)).astype(np.float32)
             g["rollout"] = rng.standard_normal((16, 64)).astype(np.float32)
 EOF
-n=0
-for page in fp4-decompose.1 fp4-channels.1; do
-    # commands inside .nf/.fi of the EXAMPLES section, roff escapes removed
-    sed -n '/^\.SH EXAMPLES/,/^\.SH /p' "$FP4S_SRCDIR/man/$page" |
-        sed -n '/^\.nf/,/^\.fi/p' | grep '^ *fp4-' | sed 's/\\-/-/g; s/^ *//' > cmds.txt
-    [ -s cmds.txt ] || { echo "$page: no examples found" >&2; exit 1; }
-    while IFS= read -r cmd; do
-        n=$((n + 1))
-        if ! sh -c "$cmd" > out.txt 2> err.txt; then
-            echo "FAIL ($page): $cmd" >&2
-            cat err.txt >&2
-            exit 1
-        fi
-        [ -s out.txt ] || { echo "FAIL ($page): no output: $cmd" >&2; exit 1; }
-        echo "ok: $cmd"
-    done < cmds.txt
-done
-[ -f rep.h5 ] && [ -f set.h5 ] && [ -f set.json ] || { echo "FAIL: example outputs missing" >&2; exit 1; }
+run_man_examples fp4-decompose.1 fp4-channels.1
+[ -f rep.h5 ] && [ -f set.h5 ] && [ -f set.json ] || fail "example outputs missing"
 echo "$n man-page examples ran"

@@ -1,12 +1,9 @@
 #!/bin/sh
 # Run every command of the EXAMPLES sections of fp4-remedy(1) and
 # fp4-compare(1) on small fixtures; each must exit 0 and print something.
-set -eu
 . "${FP4S_SRCDIR:?}/tests/python.sh"
+. "$FP4S_SRCDIR/tests/lib.sh"
 # make_logits_capture (C, the library's capture writer) makes the logits capture
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-cd "$T"
 "$PY" - <<'PYEOF'
 import numpy as np
 rng = np.random.default_rng(3)
@@ -18,21 +15,6 @@ PYEOF
 fp4-capture synth -o cap.h5 --seed 2 --layers 2 --experts 2 --top-k 1 --tokens 32 --hidden 64 \
     --out-features 32 --hot-channels 2 --steps 2 --act-every 1 --seqs 2 --seq-len 8 >/dev/null
 "${FP4S_BUILDDIR:?}/tests/remedy/make_logits_capture" lg.h5
-n=0
-for page in fp4-remedy.1 fp4-compare.1; do
-    sed -n '/^\.SH EXAMPLES/,/^\.SH /p' "$FP4S_SRCDIR/man/$page" |
-        sed -n '/^\.nf/,/^\.fi/p' | grep '^ *fp4-' | sed 's/\\-/-/g; s/^ *//' > cmds.txt
-    [ -s cmds.txt ] || { echo "$page: no examples found" >&2; exit 1; }
-    while IFS= read -r cmd; do
-        n=$((n + 1))
-        if ! sh -c "$cmd" > out.txt 2> err.txt; then
-            echo "FAIL ($page): $cmd" >&2
-            cat err.txt >&2
-            exit 1
-        fi
-        [ -s out.txt ] || { echo "FAIL ($page): no output: $cmd" >&2; exit 1; }
-        echo "ok: $cmd"
-    done < cmds.txt
-done
-[ -f rep.h5 ] || { echo "FAIL: the example's rep.h5 is missing" >&2; exit 1; }
+run_man_examples fp4-remedy.1 fp4-compare.1
+[ -f rep.h5 ] || fail "the example's rep.h5 is missing"
 echo "$n man-page examples ran"

@@ -2,15 +2,10 @@
 # Run every command of the EXAMPLES section of fp4-report(1), in order, in a
 # directory where datasets/ is the shipped one; each must exit 0 and print the
 # path of the index.html it wrote.
-set -eu
-SRC=${FP4S_SRCDIR:?}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-cd "$T"
+. "${FP4S_SRCDIR:?}/tests/lib.sh"
 ln -s "$SRC/datasets" datasets
-sed -n '/^\.SH EXAMPLES/,/^\.SH /p' "$SRC/man/fp4-report.1" |
-    sed -n '/^\.nf/,/^\.fi/p' | grep '^ *fp4-' | sed 's/\\-/-/g; s/^ *//' > cmds.txt
-[ -s cmds.txt ] || { echo "fp4-report.1: no examples found" >&2; exit 1; }
+man_examples fp4-report.1 > cmds.txt
+[ -s cmds.txt ] || fail "fp4-report.1: no examples found"
 n=0
 while IFS= read -r cmd; do
     n=$((n + 1))

@@ -4,8 +4,7 @@
 set -eu
 . "$FP4S_SRCDIR/tests/rl/common.sh"
 page=$SRC/man/fp4-rl.1
-awk '/^\.SH EXAMPLES/{s=1;next} /^\.SH/{s=0} s&&/^\.EX/{e=1;next} s&&/^\.EE/{e=0;next} s&&e&&/^fp4-/{print}' \
-    "$page" > examples.txt
+man_examples fp4-rl.1 > examples.txt
 n=$(wc -l < examples.txt)
 [ "$n" -ge 5 ] || fail "fp4-rl.1: only $n examples found"
 ran=0
