@@ -194,6 +194,31 @@ int fp4s_channels_rank(const fp4s_decomp *act, const fp4s_decomp *w, const fp4s_
     return 0;
 }
 
+void fp4s_channels_weight_spec(const fp4s_spec *s, const fp4s_channels_opts *o, fp4s_spec *ws)
+{
+    *ws = *s;
+    int t2 = o ? o->weight_tile2d : -1;
+    if (t2 == 0) ws->tile2d = false;
+    else if (t2 == 1) ws->tile2d = true;
+    else ws->tile2d = s->tile2d || (s->format == FP4S_NVFP4 && s->nv_recipe == FP4S_NV_TE);
+    if (ws->format != FP4S_NVFP4) ws->tile2d = false;
+}
+
+int fp4s_channels_finish(const fp4s_decomp *a, const fp4s_decomp *w, const fp4s_channels_opts *o,
+                         const char *act_src, const char *weight_src, fp4s_channels_report **out)
+{
+    if (!out) return fp4s_error_set(FP4S_EINVAL, "channels: NULL output");
+    *out = NULL;
+    if (!a) return fp4s_error_set(FP4S_EINVAL, "channels: NULL activation");
+    if (w && fp4s_decomp_cols(w) != fp4s_decomp_cols(a))
+        return fp4s_error_set(FP4S_ESHAPE, "%s: weight has %zu columns, activation %s has K = %zu",
+                              weight_src ? weight_src : "weight", fp4s_decomp_cols(w), act_src ? act_src : "",
+                              fp4s_decomp_cols(a));
+    int rc = fp4s_channels_rank(a, w, o, out);
+    if (!rc) (*out)->weight_tile2d = w && fp4s_decomp_spec(w)->tile2d;
+    return rc;
+}
+
 int fp4s_channels_run(const fp4s_spec *s, const fp4s_channels_opts *o, const char *act_src,
                       const char *weight_src, fp4s_channels_report **out)
 {
@@ -212,29 +237,12 @@ int fp4s_channels_run(const fp4s_spec *s, const fp4s_channels_opts *o, const cha
     fp4s_decomp *a = NULL, *w = NULL;
     int rc = fp4s_decomp_source(s, &dop, act_src, &a);
     if (rc) return rc;
-    bool w2d = false;
     if (weight_src) {
-        fp4s_spec ws = *s;
-        if (o->weight_tile2d == 0) ws.tile2d = false;
-        else if (o->weight_tile2d == 1) ws.tile2d = true;
-        else ws.tile2d = s->tile2d || (s->format == FP4S_NVFP4 && s->nv_recipe == FP4S_NV_TE);
-        if (ws.format != FP4S_NVFP4) ws.tile2d = false;
-        w2d = ws.tile2d;
+        fp4s_spec ws;
+        fp4s_channels_weight_spec(s, o, &ws);
         rc = fp4s_decomp_source(&ws, &dop, weight_src, &w);
-        if (rc) {
-            fp4s_decomp_close(&a);
-            return rc;
-        }
-        if (fp4s_decomp_cols(w) != fp4s_decomp_cols(a)) {
-            rc = fp4s_error_set(FP4S_ESHAPE, "%s: weight has %zu columns, activation %s has K = %zu",
-                                weight_src, fp4s_decomp_cols(w), act_src, fp4s_decomp_cols(a));
-            fp4s_decomp_close(&a);
-            fp4s_decomp_close(&w);
-            return rc;
-        }
     }
-    rc = fp4s_channels_rank(a, w, o, out);
-    if (!rc) (*out)->weight_tile2d = w2d;
+    if (!rc) rc = fp4s_channels_finish(a, w, o, act_src, weight_src, out);
     fp4s_decomp_close(&a);
     fp4s_decomp_close(&w);
     return rc;

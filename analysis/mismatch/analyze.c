@@ -309,7 +309,7 @@ static int sort_run(fp4s_mm_run *r)
 }
 
 static int analyze_tokens(const char *path, const char *name, const fp4s_mm_opts *o, const fp4s_trace_opts *t,
-                          fp4s_mm_result *res);
+                          size_t part, size_t nparts, fp4s_mm_result *res);
 
 static int is_capture(const char *path, const fp4s_trace_opts *t)
 {
@@ -319,15 +319,23 @@ static int is_capture(const char *path, const fp4s_trace_opts *t)
     return (n > 3 && strcmp(path + n - 3, ".h5") == 0) || (n > 5 && strcmp(path + n - 5, ".hdf5") == 0);
 }
 
-int fp4s_mm_analyze(const char *path, const char *name, const fp4s_mm_opts *o, const fp4s_trace_opts *t,
-                    fp4s_mm_result *res)
+/* nparts 0: the whole trace; else only range `part` of a capture's steps
+ * (a scalar log or a capture without log-probs: FP4S_ENOTSUP / FP4S_EEMPTY,
+ * read whole by the caller). */
+static int analyze(const char *path, const char *name, const fp4s_mm_opts *o, const fp4s_trace_opts *t,
+                   size_t part, size_t nparts, fp4s_mm_result *res)
 {
     if (!path || !res) return fp4s_error_set(FP4S_EINVAL, "mismatch: analyze: NULL argument");
-    if (mm_scalar_log_sniff(path, t)) return mm_scalar_log_read(path, name, t, res);
+    if (mm_scalar_log_sniff(path, t)) {
+        if (nparts)
+            return fp4s_error_set(FP4S_ENOTSUP, "%s: a per-step scalar log is read whole", path);
+        return mm_scalar_log_read(path, name, t, res);
+    }
     size_t before = res->nruns;
-    int rc = analyze_tokens(path, name, o, t, res);
+    int rc = analyze_tokens(path, name, o, t, part, nparts, res);
     if (!is_capture(path, t)) return rc;
     if (rc == FP4S_EEMPTY && res->nruns == before) {
+        if (nparts) return rc; /* no token in this range: maybe none in the capture */
         /* a capture without log-probs: its per-step scalars alone */
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", fp4s_last_error());
@@ -345,7 +353,7 @@ int fp4s_mm_analyze(const char *path, const char *name, const fp4s_mm_opts *o, c
 }
 
 static int analyze_tokens(const char *path, const char *name, const fp4s_mm_opts *o, const fp4s_trace_opts *t,
-                          fp4s_mm_result *res)
+                          size_t part, size_t nparts, fp4s_mm_result *res)
 {
     if (!path || !res) return fp4s_error_set(FP4S_EINVAL, "mismatch: analyze: NULL argument");
     fp4s_mm_opts od;
@@ -360,6 +368,7 @@ static int analyze_tokens(const char *path, const char *name, const fp4s_mm_opts
     memset(&b, 0, sizeof b);
     int rc = mm_reader_open(path, t, o->skip_empty, &d.r);
     if (rc) return rc;
+    if (nparts && (rc = mm_reader_step_range(d.r, part, nparts))) goto done;
     size_t cap = (size_t)1 << 18;
     rc = mm_batch_init(&b, cap);
     if (rc) goto done;
@@ -448,6 +457,20 @@ done:
     mm_batch_free(&b);
     mm_reader_close(&d.r);
     return rc;
+}
+
+int fp4s_mm_analyze(const char *path, const char *name, const fp4s_mm_opts *o, const fp4s_trace_opts *t,
+                    fp4s_mm_result *res)
+{
+    return analyze(path, name, o, t, 0, 0, res);
+}
+
+int fp4s_mm_analyze_part(const char *path, const char *name, const fp4s_mm_opts *o, const fp4s_trace_opts *t,
+                         size_t part, size_t nparts, fp4s_mm_result *res)
+{
+    if (nparts == 0 || part >= nparts)
+        return fp4s_error_set(FP4S_EINVAL, "mismatch: analyze: part %zu of %zu", part, nparts);
+    return analyze(path, name, o, t, part, nparts, res);
 }
 
 void fp4s_mm_result_free(fp4s_mm_result *res)

@@ -138,6 +138,9 @@ size_t mm_reader_skipped(const mm_reader *r);
 void mm_reader_progress(const mm_reader *r, uint64_t *done, uint64_t *total);
 /* Fill b with up to b->cap tokens; b->n == 0 at the end of the input. */
 int mm_reader_next(mm_reader *r, mm_batch *b);
+/* A capture reader reads only part `part` of `nparts` contiguous ranges of
+ * the capture's steps (fp4s_mm_analyze_part); FP4S_ENOTSUP for text traces. */
+int mm_reader_step_range(mm_reader *r, size_t part, size_t nparts);
 void mm_reader_close(mm_reader **r);
 size_t mm_reader_nruns(const mm_reader *r);
 const char *mm_reader_run_name(const mm_reader *r, size_t i); /* NULL when the trace has no run column */

@@ -79,7 +79,7 @@ static int capture_next(mm_reader *r, mm_batch *b)
     b->n = 0;
     for (;;) {
         if (!r->step_open) {
-            if (r->cur >= cap_lp_nsteps(r->lp)) return 0;
+            if (r->cur >= cap_lp_nsteps(r->lp) || (r->ranged && r->cur >= r->cur_end)) return 0;
             int rc = cap_lp_open_step(r->lp, r->cur, &r->si);
             if (rc) return rc;
             r->step_open = true;
@@ -241,6 +241,25 @@ int mm_reader_next(mm_reader *r, mm_batch *b)
         rc = mm_dedupe_batch(r, b);
         if (rc || b->n) return rc; /* a batch of duplicates only: read on */
     }
+}
+
+int mm_reader_step_range(mm_reader *r, size_t part, size_t nparts)
+{
+    if (r->fmt != FP4S_TRACE_CAPTURE)
+        return fp4s_error_set(FP4S_ENOTSUP, "%s: not a capture: the steps of a text trace are known only once it "
+                              "is read whole", r->path);
+    size_t n = cap_lp_nsteps(r->lp);
+    size_t i0 = (size_t)((unsigned __int128)n * part / nparts), i1 = (size_t)((unsigned __int128)n * (part + 1) / nparts);
+    /* what the steps before the range tell the reader (a position column seen) */
+    for (size_t i = 0; i < i0; i++) {
+        int rc = cap_lp_open_step(r->lp, i, &r->si);
+        if (rc) return rc;
+        r->have[ROLE_POS] |= r->si.has_pos;
+    }
+    r->cur = i0;
+    r->cur_end = i1;
+    r->ranged = true;
+    return 0;
 }
 
 void mm_reader_close(mm_reader **rp)

@@ -41,6 +41,8 @@ struct mm_reader {
     /* capture: read through the capture layer's log-prob reader */
     cap_lp *lp;
     size_t cur;             /* current step index */
+    size_t cur_end;         /* with `ranged`: the step index to stop at (mm_reader_step_range) */
+    bool ranged;
     bool step_open;
     cap_lp_step_info si;    /* of the open step */
     size_t toff;            /* next token of the open step */

@@ -108,6 +108,15 @@ FP4S_API int fp4s_channels_run(const fp4s_spec *s, const fp4s_channels_opts *o,
                                const char *act_src, const char *weight_src,
                                fp4s_channels_report **out);
 
+/* The pieces of fp4s_channels_run, for callers that decompose the sources
+ * themselves (fp4-channels under MPI): the weight's spec (o->weight_tile2d
+ * applied to s), and the report from the two decompositions (by = CHANNEL;
+ * w NULL without a weight) with fp4s_channels_run's checks and messages
+ * (act_src and weight_src name the sources in them). */
+FP4S_API void fp4s_channels_weight_spec(const fp4s_spec *s, const fp4s_channels_opts *o, fp4s_spec *ws);
+FP4S_API int fp4s_channels_finish(const fp4s_decomp *act, const fp4s_decomp *w, const fp4s_channels_opts *o,
+                                  const char *act_src, const char *weight_src, fp4s_channels_report **out);
+
 FP4S_API void fp4s_channels_free(fp4s_channels_report **r);
 
 /* Write the selected set and the per-channel table to an HDF5 file

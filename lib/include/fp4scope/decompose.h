@@ -245,6 +245,31 @@ FP4S_API const fp4s_spec *fp4s_decomp_spec(const fp4s_decomp *d);
 FP4S_API int fp4s_decomp_source(const fp4s_spec *s, const fp4s_decomp_opts *o,
                                 const char *spec_str, fp4s_decomp **out);
 
+/* A part of a tensor, for work split over processes (fp4-decompose under
+ * MPI): rows [row0, row0 + nrows) of the source only (nrows past the end: to
+ * the last row), decomposed into an accumulator of the source's whole shape,
+ * so that the parts of a tensor merge (fp4s_decomp_merge) into exactly what
+ * fp4s_decomp_source gives. row0 and nrows are multiples of
+ * fp4s_spec_row_align (FP4S_EINVAL otherwise). amax: the tensor amax of the
+ * whole tensor for formats with a tensor scale (NVFP4: the largest of
+ * fp4s_decomp_source_amax over the parts, which is the amax
+ * fp4s_decomp_source takes); NULL: taken over these rows. The checks and
+ * messages are fp4s_decomp_source's. */
+FP4S_API int fp4s_decomp_source_rows(const fp4s_spec *s, const fp4s_decomp_opts *o, const char *spec_str,
+                                     size_t row0, size_t nrows, const float *amax, fp4s_decomp **out);
+/* The tensor amax the streaming driver takes over rows [row0, row0 + nrows)
+ * of the source (finite values; 0 when there are none), for any format. */
+FP4S_API int fp4s_decomp_source_amax(const fp4s_spec *s, const fp4s_decomp_opts *o, const char *spec_str,
+                                     size_t row0, size_t nrows, float *amax);
+
+/* An accumulator as bytes, to send to another process of the same build
+ * (the layout is this build's memory layout; a blob of another build or of
+ * another version is refused with FP4S_EFORMAT). *buf is malloc'ed (free()).
+ * fp4s_decomp_deserialize gives an accumulator equal to d: merged with
+ * fp4s_decomp_merge it gives the same bits as merging d itself. */
+FP4S_API int fp4s_decomp_serialize(const fp4s_decomp *d, void **buf, size_t *len);
+FP4S_API int fp4s_decomp_deserialize(const void *buf, size_t len, fp4s_decomp **out);
+
 /* One input of a report: its accumulator and where it came from. step < 0
  * and site/side NULL when the input is not from a capture. */
 typedef struct fp4s_decomp_item {

@@ -211,6 +211,21 @@ typedef struct fp4s_mm_result {
  * calls only. */
 FP4S_API int fp4s_mm_analyze(const char *path, const char *name, const fp4s_mm_opts *o,
                              const fp4s_trace_opts *t, fp4s_mm_result *res);
+/* fp4s_mm_analyze over a part of a capture, for work split over processes
+ * (fp4-mismatch under MPI): the capture's steps, in the file's (sorted)
+ * order, are cut into nparts contiguous ranges (range p holds the steps of
+ * index floor(n p / nparts) up to floor(n (p + 1) / nparts)), and only the
+ * steps of range `part` are read and analyzed; the capture's per-step
+ * scalars of those steps are attached (the names of all of them, as in one
+ * pass). Joining the run of every part in part order (steps and scalar rows
+ * appended, totals added) gives fp4s_mm_analyze's run bit for bit.
+ * FP4S_EEMPTY (with fp4s_mm_analyze's message) when the range read no token:
+ * when every range does, fp4s_mm_analyze over the whole file says what the
+ * capture holds (its per-step scalars alone, or the error). FP4S_ENOTSUP for
+ * a text trace or a per-step scalar log, whose steps are known only once it
+ * is read whole. */
+FP4S_API int fp4s_mm_analyze_part(const char *path, const char *name, const fp4s_mm_opts *o,
+                                  const fp4s_trace_opts *t, size_t part, size_t nparts, fp4s_mm_result *res);
 FP4S_API void fp4s_mm_result_free(fp4s_mm_result *res);
 
 /* ---- the frameworks' names of the metrics ------------------------------------------ */
