@@ -1,6 +1,7 @@
 /* fp4-channels: per-channel 4-bit error report of an activation [tokens, K],
  * ranking, selection of a compensation set, coverage curve and its cost. */
 #include "cli.h"
+#include "par.h"
 
 #include <fp4scope/channels.h>
 #include <fp4scope/spec.h>
@@ -143,6 +144,7 @@ int main(int argc, char **argv)
     cli_init("fp4-channels");
     cli_quant qo;
     cli_quant_init(&qo);
+    par_init();
     const char *score_s = NULL, *weight = NULL;
     const char *w2d = NULL, *dz_s = NULL, *outpath = NULL, *device_s = NULL;
     bool have_top = false, have_ratio = false;
@@ -217,8 +219,9 @@ int main(int argc, char **argv)
     if (outpath) cli_output(outpath);
     fp4s_channels_report *r = NULL;
     cli_progress_begin(input);
-    rc = fp4s_channels_run(&spec, &o, input, weight, &r);
+    rc = par_channels_run(&spec, &o, input, weight, &r); /* over MPI ranks: rank 0 goes on (par.h) */
     cli_progress_end();
+    if (rc == PAR_DONE) return 0;
     if (rc) exit(cli_report(rc));
 
     if (outpath) {

@@ -4,6 +4,7 @@
  * ranking of sites x channels x error component by their share of the output
  * mismatch against the asymmetric-QAT trainer (man/fp4-compare.1). */
 #include "cli.h"
+#include "par.h"
 
 #include <fp4scope/capture.h>
 #include <fp4scope/remedy.h>
@@ -206,6 +207,7 @@ int main(int argc, char **argv)
     cli_init("fp4-compare");
     cli_quant qo;
     cli_quant_init(&qo);
+    par_init();
     const char *w2d = NULL, *sites = NULL, *steps_s = NULL;
     const char *act = NULL, *tact = NULL, *weight = NULL, *dz_s = NULL, *outpath = NULL;
     cli_common common;
@@ -314,7 +316,7 @@ int main(int argc, char **argv)
             r->site = xstrdup(e->site);
             r->step = e->step;
             r->synthetic = syn;
-            eval_one(&as, &ws, &co, xs, xts, wss, &r->r);
+            if (par_mine(nr - 1)) eval_one(&as, &ws, &co, xs, xts, wss, &r->r); /* over MPI ranks: this rank's units */
             cli_progress(matched, ne);
         }
         cli_progress_end();
@@ -324,6 +326,7 @@ int main(int argc, char **argv)
             cli_die(FP4S_EXIT_INPUT, "%s: no site with both trainer and rollout activations matches%s%s%s%s%s", file,
                     sites ? " --sites " : "", sites ? sites : "", steps_s ? " --steps " : "", steps_s ? steps_s : "",
                     one_sided ? " (only rollout sides there)" : "");
+        if (!par_gather_compare(&runs[0].r, sizeof *runs, nr)) return 0; /* rank 0 goes on with every unit */
     }
 
     /* the ranking, pooled over steps per (site, channel, component) */

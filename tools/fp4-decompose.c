@@ -1,6 +1,7 @@
 /* fp4-decompose: split 4-bit quantization error into scale bias, dead zone and
  * grid noise, per tensor, block, row or channel, over one or many inputs. */
 #include "cli.h"
+#include "par.h"
 
 #include <fp4scope/capture.h>
 #include <fp4scope/decompose.h>
@@ -231,6 +232,7 @@ int main(int argc, char **argv)
     cli_init("fp4-decompose");
     cli_quant qo;
     cli_quant_init(&qo);
+    par_init();
     const char *by_s = NULL, *dz_s = NULL;
     const char *sites = NULL, *steps_s = NULL, *sides = NULL, *outpath = NULL, *device_s = NULL;
     cli_common common;
@@ -331,7 +333,8 @@ int main(int argc, char **argv)
             char *sp = malloc(need + 1);
             if (!sp) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
             fp4s_capture_entry_spec(argv[a], e, sp, need + 1);
-            items[n] = (item){sp, xstrdup(sp), e->step, xstrdup(e->site), xstrdup(e->side), syn, 0, 0, NULL};
+            items[n] = (item){sp, xstrdup(sp), e->step, xstrdup(e->site), xstrdup(e->side), syn, e->rows, e->cols,
+                              NULL};
             n++;
         }
         free(ents);
@@ -346,10 +349,29 @@ int main(int argc, char **argv)
     fp4s_decomp_opts ropts = opts;
     ropts.by = FP4S_GROUP_TENSOR;
     if ((rc = fp4s_decomp_open(&spec, NULL, &ropts, 0, 0, &roll))) exit(cli_report(rc));
+    {   /* over MPI ranks, rank 0 goes on with every accumulator (par.h) */
+        const char **src = xcalloc(n, sizeof *src);
+        const fp4s_spec **sp = xcalloc(n, sizeof *sp);
+        const fp4s_decomp_opts **op = xcalloc(n, sizeof *op);
+        size_t *rows = xcalloc(n, sizeof *rows), *cols = xcalloc(n, sizeof *cols);
+        fp4s_decomp **acc = xcalloc(n, sizeof *acc);
+        for (size_t i = 0; i < n; i++) {
+            src[i] = items[i].source;
+            sp[i] = &spec;
+            op[i] = &opts;
+            rows[i] = items[i].rows;
+            cols[i] = items[i].cols;
+        }
+        if (!par_decomp(n, src, sp, op, rows, cols, acc)) return 0;
+        for (size_t i = 0; i < n; i++) items[i].acc = acc[i];
+        free(src);
+        free(sp);
+        free(op);
+        free(rows);
+        free(cols);
+        free(acc);
+    }
     for (size_t i = 0; i < n; i++) {
-        cli_progress_begin(items[i].label);
-        rc = fp4s_decomp_source(&spec, &opts, items[i].source, &items[i].acc);
-        if (rc) exit(cli_report(rc));
         items[i].rows = fp4s_decomp_rows(items[i].acc);
         items[i].cols = fp4s_decomp_cols(items[i].acc);
         if ((rc = fp4s_decomp_merge(roll, items[i].acc))) exit(cli_report(rc));

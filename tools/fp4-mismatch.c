@@ -1,6 +1,7 @@
 /* fp4-mismatch: rollout / trainer log-prob mismatch per training step, the
  * onset of divergence, the trend and a comparison of runs (man/fp4-mismatch.1). */
 #include "cli.h"
+#include "par.h"
 
 #include <fp4scope/mismatch.h>
 
@@ -770,6 +771,7 @@ static void write_tables(FILE *f, const cfg *c, const fp4s_mm_result *res, const
 int main(int argc, char **argv)
 {
     cli_init("fp4-mismatch");
+    par_init();
     cfg c;
     memset(&c, 0, sizeof c);
     c.metric = "mean_abs";
@@ -853,20 +855,21 @@ int main(int argc, char **argv)
 
     fp4s_mm_result res = {0, NULL}, bres = {0, NULL};
     const fp4s_mm_run *base = NULL;
-    if (c.baseline) {
+    if (c.baseline && par_rank() == 0) { /* read whole, by rank 0 (a failure here is reported as always: par.h) */
         int rc = fp4s_mm_analyze(c.baseline, NULL, &c.mo, &t, &bres);
         if (rc) return cli_report(rc);
         for (size_t r = 0; r < bres.nruns && !base; r++)
             if (!c.baseline_run || strcmp(bres.runs[r].name, c.baseline_run) == 0) base = &bres.runs[r];
         if (!base) cli_die(FP4S_EXIT_USAGE, "--baseline-run: %s has no run '%s'", c.baseline, c.baseline_run);
     }
-    for (int i = 0; i < ntr; i++) {
-        cli_progress_begin(argv[optind + i]);
-        int rc = fp4s_mm_analyze(argv[optind + i], (size_t)i < nnames ? names[i] : NULL, &c.mo, &t, &res);
+    {   /* over MPI ranks, rank 0 goes on with every run (par.h) */
+        int rc = par_mm_analyze((size_t)ntr, (const char *const *)argv + optind, names, nnames,
+                                &c.mo, &t, &res);
         if (rc) {
             fp4s_mm_result_free(&res);
+            fp4s_mm_result_free(&bres);
             free(names);
-            return cli_report(rc);
+            return rc == PAR_DONE ? 0 : cli_report(rc);
         }
     }
     for (size_t a = 0; a < res.nruns; a++)
@@ -875,6 +878,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "fp4-mismatch: two runs are named '%s' (%s and %s); name them with --name\n",
                         res.runs[a].name, res.runs[a].source, res.runs[b].source);
                 fp4s_mm_result_free(&res);
+                fp4s_mm_result_free(&bres);
                 free(names);
                 return FP4S_EXIT_USAGE;
             }

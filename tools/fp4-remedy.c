@@ -3,6 +3,7 @@
  * trainer's references, its cost, and a plan within an extra-FLOP budget
  * (man/fp4-remedy.1). */
 #include "cli.h"
+#include "par.h"
 #include "remedy/table.h"
 
 #include <fp4scope/capture.h>
@@ -545,6 +546,7 @@ int main(int argc, char **argv)
     cli_init("fp4-remedy");
     cli_quant qo;
     cli_quant_init(&qo);
+    par_init();
     const char *w2d = NULL, *act = NULL, *tact = NULL, *weight = NULL;
     const char *list = NULL, *select = NULL, *order = NULL, *operands = NULL, *accel_s = "b200", *dz_s = NULL;
     const char *sites = NULL, *steps_s = NULL, *outpath = NULL, *plan_ref = "wfq", *lm_head = NULL;
@@ -697,6 +699,7 @@ int main(int argc, char **argv)
     if (outpath) cli_output(outpath);
 
     if (logits) {
+        if (!par_root_only()) return 0; /* --logits is not split over MPI ranks (fp4-remedy(1)) */
         long long *steps = NULL;
         size_t nsteps = 0;
         if (steps_s) steps = cli_parse_int_list("--steps", steps_s, &nsteps);
@@ -754,13 +757,15 @@ int main(int argc, char **argv)
             sr->site = xstrdup(e->site);
             sr->step = e->step;
             sr->synthetic = syn;
-            sr->res = eval_site(rem, nr, &as, &ws, &eo, xs, tr ? xts : NULL, wss, &sr->info);
+            if (par_mine(nruns - 1)) /* over MPI ranks: this rank's units */
+                sr->res = eval_site(rem, nr, &as, &ws, &eo, xs, tr ? xts : NULL, wss, &sr->info);
         }
         free(ents);
         free(steps);
         if (matched == 0)
             cli_die(FP4S_EXIT_INPUT, "%s: no site matches%s%s%s%s (rollout activations are needed)", file,
                     sites ? " --sites " : "", sites ? sites : "", steps_s ? " --steps " : "", steps_s ? steps_s : "");
+        if (!par_gather_remedy(&runs[0].info, &runs[0].res, sizeof *runs, nruns, nr)) return 0; /* rank 0 goes on */
     }
 
     int status = 0;
