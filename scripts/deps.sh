@@ -3,7 +3,9 @@
 # Run as root (or with sudo available). Used by the README quick start and .ci/run.
 #   scripts/deps.sh            build, run and test dependencies
 #   scripts/deps.sh --ci       also python3-torch (CPU), for the PyTorch adapter test,
-#                              and clang (CI builds the library with it too)
+#                              clang (CI builds the library with it too) and Open MPI
+#                              (libopenmpi-dev openmpi-bin: -Dmpi, the tools over MPI
+#                              ranks, which CI tests with 1 to 4 ranks)
 #   scripts/deps.sh --browser  also chromium, for the test that renders fp4-report's page
 #                              (about 110 MB to download and 400 MB installed, more than all
 #                              the others together: not in --ci; without it that test skips)
@@ -12,7 +14,7 @@ pkgs="build-essential meson ninja-build pkg-config libhdf5-dev hdf5-tools libgsl
 libjansson-dev libopenblas-dev gnuplot-nox groff-base python3 python3-numpy python3-h5py"
 for a in "$@"; do
     case "$a" in
-    --ci) pkgs="$pkgs python3-torch clang" ;;
+    --ci) pkgs="$pkgs python3-torch clang libopenmpi-dev openmpi-bin" ;;
     --browser) pkgs="$pkgs chromium" ;;
     *) echo "deps: unknown option '$a' (--ci, --browser)" >&2; exit 2 ;;
     esac

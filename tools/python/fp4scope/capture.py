@@ -10,7 +10,14 @@
 
 Arrays may be numpy arrays (float32, float16) or torch tensors (float32,
 float16, bfloat16; any device: they are copied to the CPU). Values are stored
-bit for bit. A Capture belongs to one thread, like the C handle."""
+bit for bit. A Capture belongs to one thread, like the C handle.
+
+Under torch.distributed every rank writes its own file (one writer per file):
+    cap = Capture(rank_path("run.h5"))           # run.rank0.h5, run.rank1.h5, ...
+then `fp4-capture merge run.rank*.h5 -o run.h5` when the ranks hold different
+sites (expert, tensor or pipeline parallel), or give the analysis tools all
+the files (data parallel: the same sites, other tokens). fp4scope-capture(5):
+CAPTURES FROM SEVERAL RANKS."""
 import contextlib
 import ctypes
 import fnmatch
@@ -21,6 +28,23 @@ from ._lib import FP4SError, check, lib
 
 DT_F32, DT_F64, DT_F16, DT_BF16 = 0, 1, 2, 3
 CONST_STEP = -1
+
+
+def rank_path(path, rank=None):
+    """The file of one rank: "run.h5" -> "run.rank3.h5" (before the last
+    extension, else at the end). rank: torch.distributed's rank when it is
+    initialized, else 0."""
+    if rank is None:
+        rank = 0
+        try:
+            import torch.distributed as dist
+            if dist.is_available() and dist.is_initialized():
+                rank = dist.get_rank()
+        except ImportError:
+            pass
+    import os
+    base, ext = os.path.splitext(path)
+    return "%s.rank%d%s" % (base, int(rank), ext)
 
 
 class _Opts(ctypes.Structure):
