@@ -711,6 +711,9 @@ static void put_run(buf *b, const fp4s_mm_run *r)
     b_u64(b, r->masked);
     b_u64(b, r->nonfinite);
     b_u64(b, r->skipped_steps);
+    b_u64(b, r->nscalars);
+    for (size_t k = 0; k < r->nscalars; k++) b_str(b, r->scalar_names[k]);
+    if (r->nscalars) b_put(b, r->scalars, r->nsteps * r->nscalars * sizeof *r->scalars);
 }
 
 static void get_run(rd *r, fp4s_mm_run *o)
@@ -729,6 +732,12 @@ static void get_run(rd *r, fp4s_mm_run *o)
     o->masked = r_u64(r);
     o->nonfinite = r_u64(r);
     o->skipped_steps = r_u64(r);
+    o->nscalars = r_u64(r);
+    if (o->nscalars) {
+        o->scalar_names = xcalloc(o->nscalars, sizeof *o->scalar_names);
+        for (size_t k = 0; k < o->nscalars; k++) o->scalar_names[k] = r_str(r);
+        o->scalars = r_arr(r, sizeof *o->scalars, o->nsteps * o->nscalars);
+    }
 }
 
 /* Append the steps of b to a (the next range of the same capture). */
@@ -743,6 +752,10 @@ static void join_run(fp4s_mm_run *a, fp4s_mm_run *b)
         memcpy(a->first + a->nsteps, b->first, b->nsteps * sizeof *b->first);
         memcpy(a->rest + a->nsteps, b->rest, b->nsteps * sizeof *b->rest);
     }
+    if (a->nscalars && a->nscalars == b->nscalars) { /* the same names: every range lists the capture's */
+        a->scalars = xrealloc(a->scalars, (n ? n : 1) * a->nscalars * sizeof *a->scalars);
+        memcpy(a->scalars + a->nsteps * a->nscalars, b->scalars, b->nsteps * b->nscalars * sizeof *b->scalars);
+    }
     a->nsteps = n;
     a->tokens += b->tokens;
     a->masked += b->masked;
@@ -753,12 +766,13 @@ static void join_run(fp4s_mm_run *a, fp4s_mm_run *b)
     free(b->steps);
     free(b->first);
     free(b->rest);
+    for (size_t k = 0; k < b->nscalars; k++) free(b->scalar_names[k]);
+    free(b->scalar_names);
+    free(b->scalars);
     memset(b, 0, sizeof *b);
 }
 
 typedef struct mfile {  /* what the ranks found in one trace */
-    int empty_status;   /* capture ranges with no token: their message */
-    char *empty_msg;
     size_t nruns;
     fp4s_mm_run *runs;  /* joined in rank order */
     bool text, any;
@@ -776,12 +790,6 @@ static void take_runs(void *ctx, int rank, rd *r)
     for (size_t i = 0; i < c->n; i++) {
         mfile *f = &c->f[i];
         uint64_t kind = r_u64(r); /* 0 nothing, 1 runs, 2 no token in this range */
-        if (kind == 2) {
-            char *m = r_str(r);
-            if (!f->empty_msg) f->empty_msg = m;
-            else free(m);
-            continue;
-        }
         if (kind != 1) continue;
         uint64_t nr = r_u64(r);
         for (uint64_t k = 0; k < nr; k++) {
@@ -824,7 +832,6 @@ int par_mm_analyze(size_t n, const char *const *paths, const char *const *names,
             rc = fp4s_mm_analyze(paths[i], name, o, t, &part);
         } else if (rc == FP4S_EEMPTY) { /* this range read no token: an error only if no range did */
             b_u64(&mine, 2);
-            b_str(&mine, fp4s_last_error());
             continue;
         }
         if (rc) exit(cli_report(rc));
@@ -841,9 +848,9 @@ int par_mm_analyze(size_t n, const char *const *paths, const char *const *names,
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
         mfile *f = &c.f[i];
-        if (root && !rc && !f->any)
-            rc = fp4s_error_set(FP4S_EEMPTY, "%s", f->empty_msg ? f->empty_msg : "no tokens in the trace");
-        if (root && !rc) {
+        if (root && !rc && !f->any) /* no range read a token: the whole file says what it holds */
+            rc = fp4s_mm_analyze(paths[i], i < nnames ? names[i] : NULL, o, t, res);
+        else if (root && !rc) {
             res->runs = xrealloc(res->runs, (res->nruns + f->nruns) * sizeof *res->runs);
             memcpy(res->runs + res->nruns, f->runs, f->nruns * sizeof *f->runs);
             res->nruns += f->nruns;
@@ -851,7 +858,6 @@ int par_mm_analyze(size_t n, const char *const *paths, const char *const *names,
         }
         fp4s_mm_result left = {f->nruns, f->runs};
         fp4s_mm_result_free(&left);
-        free(f->empty_msg);
     }
     free(c.f);
     if (!root) return PAR_DONE;

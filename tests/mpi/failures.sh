@@ -12,7 +12,7 @@ pad=$(( 64 - (10 + ${#hdr} + 1) % 64 ))
 { printf '\223NUMPY\001\000'; printf "\\$(printf %03o $(( (${#hdr} + pad + 1) % 256 )))\\$(printf %03o $(( (${#hdr} + pad + 1) / 256 )))"
   printf '%s%*s\n' "$hdr" "$pad" ''; head -c $((64 * 33 * 4)) /dev/zero; } > bad.npy
 
-# expect STATUS NAME CMD...: one process, then P = 2, 3, 4
+# expect STATUS NAME CMD...: one process, then P ranks (ranks in common.sh)
 expect() {
     st=$1 name=$2
     shift 2
@@ -21,7 +21,7 @@ expect() {
     r=$?
     set -e
     [ "$r" = "$st" ] || fail "$name: one process exits $r, expected $st"
-    for p in ${PS:-2 3 4}; do
+    for p in $(ranks); do
         rm -f out.h5
         set +e
         mpi "$p" "$@" > /dev/null 2> got.err
@@ -41,6 +41,10 @@ expect 3 "missing input" fp4-decompose c.h5:/weights/$site missing.npy -o out.h5
 expect 3 "malformed tensor in one rank's share" fp4-decompose c.h5:/weights/$site bad.npy c.h5:/weights/$site -o out.h5
 PS=3 expect 3 "malformed tensor, nvfp4" fp4-decompose -f nvfp4 bad.npy c.h5:/steps/0/$site/rollout -o out.h5
 PS=4 expect 3 "missing trace" fp4-mismatch c.h5 missing.h5
+# activations only: no range has a token, rank 0 reads it whole and says so
+fp4-capture import c.h5:/steps/0/$site/rollout -o nolp.h5 --step 0 --side rollout > /dev/null
+PS=2 expect 3 "a capture without log-probs" fp4-mismatch c.h5 nolp.h5
+PS=3 expect 3 "missing baseline" fp4-mismatch --gate --baseline missing.csv c.h5
 PS=2 expect 2 "bad option" fp4-channels --top 0 c.h5:/weights/$site
 expect 3 "after the gather (rank 0 alone)" fp4-remedy --logits c.h5
 fp4-decompose c.h5:/weights/$site -o kept.h5 > /dev/null
