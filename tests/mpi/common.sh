@@ -16,6 +16,9 @@ W=$(mktemp -d /tmp/fp4s_mpi_XXXXXX)
 trap 'rm -rf "$W"' EXIT
 cd "$W"
 fails=0
+# the rank counts of a case: its own short list (PS, else 3) in the default
+# suite; P = 1, 2, 3 and 4 for every case with FP4S_MPI_FULL=1 (.ci/run's mpi phase)
+ranks() { if [ "${FP4S_MPI_FULL:-0}" = 1 ]; then echo "1 2 3 4"; else echo "${PS:-3}"; fi; }
 mpi() { p=$1; shift; "$FP4S_MPIRUN" --oversubscribe -n "$p" "$@"; }
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 # an HDF5 file's content with every float exact (%a), without its name
