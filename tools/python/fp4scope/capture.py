@@ -16,8 +16,8 @@ Under torch.distributed every rank writes its own file (one writer per file):
     cap = Capture(rank_path("run.h5"))           # run.rank0.h5, run.rank1.h5, ...
 then `fp4-capture merge run.rank*.h5 -o run.h5` when the ranks hold different
 sites (expert, tensor or pipeline parallel), or give the analysis tools all
-the files (data parallel: the same sites, other tokens). fp4scope-capture(5):
-CAPTURES FROM SEVERAL RANKS."""
+the files (data parallel: the same sites, other tokens). fp4scope-mpi(7):
+Captures written by several ranks."""
 import contextlib
 import ctypes
 import fnmatch
