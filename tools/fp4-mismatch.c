@@ -857,7 +857,10 @@ int main(int argc, char **argv)
     const fp4s_mm_run *base = NULL;
     if (c.baseline && par_rank() == 0) { /* read whole, by rank 0 (a failure here is reported as always: par.h) */
         int rc = fp4s_mm_analyze(c.baseline, NULL, &c.mo, &t, &bres);
-        if (rc) return cli_report(rc);
+        if (rc) {
+            free(names);
+            return cli_report(rc);
+        }
         for (size_t r = 0; r < bres.nruns && !base; r++)
             if (!c.baseline_run || strcmp(bres.runs[r].name, c.baseline_run) == 0) base = &bres.runs[r];
         if (!base) cli_die(FP4S_EXIT_USAGE, "--baseline-run: %s has no run '%s'", c.baseline, c.baseline_run);
