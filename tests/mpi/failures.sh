@@ -46,6 +46,11 @@ fp4-capture import c.h5:/steps/0/$site/rollout -o nolp.h5 --step 0 --side rollou
 PS=2 expect 3 "a capture without log-probs" fp4-mismatch c.h5 nolp.h5
 PS=3 expect 3 "missing baseline" fp4-mismatch --gate --baseline missing.csv c.h5
 PS=2 expect 2 "bad option" fp4-channels --top 0 c.h5:/weights/$site
+# --device cuda where the GPU cannot run (no GPU, or a build without CUDA): the
+# one process's usage error, from every rank, once
+if ! fp4-decompose --device cuda c.h5:/weights/$site > /dev/null 2>&1; then
+    PS=2 expect 2 "--device cuda without a usable GPU" fp4-decompose --device cuda c.h5:/weights/$site -o out.h5
+fi
 expect 3 "after the gather (rank 0 alone)" fp4-remedy --logits c.h5
 fp4-decompose c.h5:/weights/$site -o kept.h5 > /dev/null
 before=$(h5text kept.h5)

@@ -55,6 +55,25 @@ case_ "compare" cmp.json fp4-compare --csv c.h5
 PS=4 case_ "remedy" rem.h5 fp4-remedy --json -r none,rac:0.25,mbs:128 c.h5
 PS=2 case_ "remedy plan" - fp4-remedy --plan 0.1 --json d.h5 --steps 0
 
+# --device cuda over ranks, where a GPU is usable (the GPU machine): each rank's
+# rows on the GPU give one CPU process's bytes (test_cuda_rows checks the same
+# in the kernels' host emulation; failures.sh the refusal without a GPU)
+if fp4-decompose --device cuda "$act" > /dev/null 2>&1; then
+    for args in "-f nvfp4 --by channel --json" "--by row --csv"; do
+        # shellcheck disable=SC2086
+        fp4-decompose $args "$act" c.h5:/weights/$site > ref.cpu
+        for p in $(PS=2 ranks); do
+            # shellcheck disable=SC2086
+            mpi "$p" fp4-decompose --device cuda $args "$act" c.h5:/weights/$site > got.gpu 2> got.err ||
+                { fail "--device cuda P=$p: $(cat got.err)"; continue; }
+            cmp -s ref.cpu got.gpu || fail "--device cuda $args P=$p: differs from one process on the CPU"
+        done
+        echo "ok: --device cuda $args over ranks"
+    done
+else
+    echo "skip: --device cuda over ranks (no usable GPU here)"
+fi
+
 # each rank read only its share: one tensor cut into three row ranges
 FP4S_MPI_VERBOSE=1 mpi 3 fp4-decompose "$act" > /dev/null 2> v.err || fail "verbose run"
 [ "$(grep -c 'rows \[.*(a part)' v.err)" = 3 ] || fail "the tensor is not cut into 3 parts: $(cat v.err)"
