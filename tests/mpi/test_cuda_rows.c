@@ -21,18 +21,10 @@
 
 #include "cuda/decomp_cu.h"
 #include "cuda/supports.h"
+#include "parts_data.h"
 
-static const size_t ROWS = 203, COLS = 96;
+static const size_t ROWS = PARTS_ROWS, COLS = PARTS_COLS;
 static long n_checks, n_bad;
-
-static uint64_t rng = 88172645463325252ULL;
-static double urand(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (double)(rng >> 11) / 9007199254740992.0;
-}
 
 #define CHECK(cond, ...)                                                                                            \
     do {                                                                                                           \
@@ -135,14 +127,7 @@ int main(void)
 {
     float *x = malloc(ROWS * COLS * sizeof *x);
     if (!x) return 1;
-    for (size_t i = 0; i < ROWS * COLS; i++) {
-        double u = urand(), v = urand();
-        double g = sqrt(-2 * log(u + 1e-300)) * cos(6.283185307179586 * v);
-        x[i] = (float)(g * ((i % COLS) == 7 ? 40.0 : 1.0) * exp(3 * urand() - 1.5));
-        if (i % 97 == 0) x[i] = 0.0f;
-    }
-    x[5 * COLS + 3] = NAN;
-    x[150 * COLS + 40] = INFINITY;
+    parts_fill(x);
     struct {
         const char *name;
         fp4s_format f;

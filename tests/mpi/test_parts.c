@@ -13,17 +13,10 @@
 #include <string.h>
 #include <unistd.h>
 
-static char dir[256], cap[300];
-static const size_t ROWS = 203, COLS = 96;
+#include "parts_data.h"
 
-static uint64_t rng = 88172645463325252ULL;
-static double urand(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (double)(rng >> 11) / 9007199254740992.0;
-}
+static char dir[256], cap[300];
+static const size_t ROWS = PARTS_ROWS, COLS = PARTS_COLS;
 
 /* A capture: one activation [ROWS, COLS] with outliers, zeros, a NaN and an
  * Inf, and log-probs over 7 steps (positions in steps 0 and 1 only). */
@@ -35,14 +28,7 @@ static void make_capture(void)
     fp4s_capture *c = NULL;
     ck_assert_int_eq(fp4s_capture_create(cap, NULL, &c), 0);
     float *x = malloc(ROWS * COLS * sizeof *x);
-    for (size_t i = 0; i < ROWS * COLS; i++) {
-        double u = urand(), v = urand();
-        double g = sqrt(-2 * log(u + 1e-300)) * cos(6.283185307179586 * v);
-        x[i] = (float)(g * ((i % COLS) == 7 ? 40.0 : 1.0) * exp(3 * urand() - 1.5));
-        if (i % 97 == 0) x[i] = 0.0f;
-    }
-    x[5 * COLS + 3] = NAN;
-    x[150 * COLS + 40] = INFINITY;
+    parts_fill(x);
     ck_assert_int_eq(fp4s_capture_put(c, 0, "layers.0.fc", "rollout", FP4S_DT_F32, x, ROWS, COLS, COLS, NULL), 0);
     free(x);
     for (int64_t step = 0; step < 7; step++) {
