@@ -109,6 +109,29 @@ def test_refused_overwrite_keeps_the_file():
     assert ls_json(p)["steps"] == [0, 1]
 
 
+def test_opts_struct_matches_the_library():
+    """The adapter's copy of fp4s_capture_opts has the library's size, and a
+    copy that does not is refused before the library writes into it."""
+    import ctypes
+    from fp4scope import capture
+    from fp4scope._lib import lib
+    assert ctypes.sizeof(capture._Opts) == lib().fp4s_capture_opts_size(), \
+        (ctypes.sizeof(capture._Opts), lib().fp4s_capture_opts_size())
+    good = capture._Opts
+
+    class Short(ctypes.Structure):
+        _fields_ = good._fields_[:-1]
+    capture._Opts = Short
+    try:
+        Capture(os.path.join(T, "short.h5"))
+        raise AssertionError("a mirror of the wrong size was accepted")
+    except FP4SError as e:
+        assert "fp4s_capture_opts is" in str(e) and e.code == -15, str(e)
+    finally:
+        capture._Opts = good
+    assert not os.path.exists(os.path.join(T, "short.h5"))
+
+
 def test_fake_quant():
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((8, 64)) * np.exp(rng.standard_normal(64))).astype(np.float32)
@@ -193,6 +216,7 @@ if __name__ == "__main__":
     test_numpy()
     test_interrupted()
     test_refused_overwrite_keeps_the_file()
+    test_opts_struct_matches_the_library()
     test_fake_quant()
     if "--torch" in sys.argv:
         test_torch()

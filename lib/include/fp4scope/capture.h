@@ -157,9 +157,14 @@ typedef struct fp4s_capture_opts {
     size_t chunk_rows;     /* rows per chunk of new datasets; 0 = about 1 MiB (default) */
     const char *producer;  /* root attribute on create; NULL = "libfp4scope <version>" */
     bool overwrite;        /* create: replace an existing file (default false) */
+    uint32_t reserved[8];  /* zero (the defaults); room for options added later */
 } fp4s_capture_opts;
 
+/* Fills o with the defaults, reserved included. fp4s_capture_opts_size() is
+ * sizeof(fp4s_capture_opts) in the library: a binding that mirrors the struct
+ * (the Python adapter) checks its copy against it. */
 FP4S_API void fp4s_capture_opts_defaults(fp4s_capture_opts *o);
+FP4S_API size_t fp4s_capture_opts_size(void);
 
 /* Create a new capture at `path` (written in place, not through a temporary,
  * so that flushed steps survive a crash). Fails with FP4S_EWRITE if the file

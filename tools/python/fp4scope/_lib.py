@@ -60,6 +60,8 @@ def _declare(L):
     L.fp4s_strerror.argtypes = [c.c_int]
     L.fp4s_version.restype = c.c_char_p
     L.fp4s_capture_opts_defaults.argtypes = [c.c_void_p]
+    L.fp4s_capture_opts_size.restype = c.c_size_t
+    L.fp4s_capture_opts_size.argtypes = []
     L.fp4s_capture_create.argtypes = [c.c_char_p, c.c_void_p, c.POINTER(c.c_void_p)]
     L.fp4s_capture_open_append.argtypes = [c.c_char_p, c.c_void_p, c.POINTER(c.c_void_p)]
     L.fp4s_capture_put.argtypes = [c.c_void_p, c.c_int64, c.c_char_p, c.c_char_p, c.c_int,

@@ -48,9 +48,11 @@ def rank_path(path, rank=None):
 
 
 class _Opts(ctypes.Structure):
+    """fp4s_capture_opts (capture.h), field by field; its size is checked
+    against the library's (fp4s_capture_opts_size) before each use."""
     _fields_ = [("gzip", ctypes.c_int), ("shuffle", ctypes.c_bool),
                 ("chunk_rows", ctypes.c_size_t), ("producer", ctypes.c_char_p),
-                ("overwrite", ctypes.c_bool)]
+                ("overwrite", ctypes.c_bool), ("reserved", ctypes.c_uint32 * 8)]
 
 
 def _as_rows(x):
@@ -92,6 +94,10 @@ class Capture:
         L = lib()
         self.path = path
         self._h = ctypes.c_void_p()
+        if ctypes.sizeof(_Opts) != L.fp4s_capture_opts_size():
+            raise FP4SError(-15, "capture: fp4s_capture_opts is %d bytes in libfp4scope, %d in this adapter: "
+                            "use the adapter of the same build" % (L.fp4s_capture_opts_size(),
+                                                                  ctypes.sizeof(_Opts)))
         o = _Opts()
         L.fp4s_capture_opts_defaults(ctypes.byref(o))
         o.gzip = gzip
