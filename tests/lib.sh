@@ -2,8 +2,9 @@
 #   SRC                  the source tree (FP4S_SRCDIR)
 #   T                    a fresh temporary directory, the working directory,
 #                        removed on exit (and on SIGINT or SIGTERM)
-#   fail MSG             "FAIL: MSG" on stderr and exit 1 (a test that counts
-#                        its failures defines its own fail after this file)
+#   fail MSG             "FAIL: MSG" on stderr and exit 1; after
+#                        count_failures it counts instead (in fails) and the
+#                        test goes on, and failures_end exits 1 if any
 #   expect CODE PAT CMD...  run CMD with stdout in out.txt and stderr in
 #                        err.txt; its exit status must be CODE and, unless PAT
 #                        is empty, its stderr must match the grep pattern PAT
@@ -26,6 +27,17 @@ cd "$T"
 fail() {
     echo "FAIL: $*" >&2
     exit 1
+}
+
+fails=0
+count_failures() {
+    fail() {
+        echo "FAIL: $*" >&2
+        fails=$((fails + 1))
+    }
+}
+failures_end() {
+    [ "$fails" -eq 0 ] || { echo "$fails failure(s)" >&2; exit 1; }
 }
 
 expect() {

@@ -4,9 +4,7 @@
 # batches with a synthetic label, non-finite data and atomic outputs.
 . "${FP4S_SRCDIR:?}/tests/python.sh"
 . "$FP4S_SRCDIR/tests/lib.sh" # T, expect CODE STDERR-PATTERN CMD...
-# every failure is reported, then counted: the exit status says whether any
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+count_failures # every failure is reported and counted; failures_end at the end
 
 "$PY" - <<'EOF'
 import numpy as np, h5py
@@ -223,5 +221,5 @@ done
 fp4-quant --version | grep -q "^features:.* cuda" && fail "fp4-quant --version lists cuda (it has no GPU path)"
 fp4-quant --version | grep -q "^gpu: " && fail "fp4-quant --version has a gpu line"
 
-[ "$fails" -eq 0 ] || { echo "$fails failure(s)" >&2; exit 1; }
+failures_end
 echo "cli: all checks passed"

@@ -5,9 +5,7 @@
 # contracts, outputs that would replace an input, capture mode and --plan.
 . "${FP4S_SRCDIR:?}/tests/python.sh"
 . "$FP4S_SRCDIR/tests/lib.sh" # T, expect CODE STDERR-PATTERN CMD...
-# every failure is reported, then counted: the exit status says whether any
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+count_failures # every failure is reported and counted; failures_end at the end
 
 "$PY" - <<'EOF'
 import numpy as np, h5py
@@ -188,5 +186,5 @@ head -1 out.txt | grep -q '^source,site,step,channel,input_rel_diff,code_flips,s
 expect 0 "" $C --steps 0 "$FP4S_SRCDIR/datasets/synth-tiny.h5"
 grep -q "^ranking (pooled over steps)" out.txt || fail "fp4-compare table"
 
-[ "$fails" -eq 0 ] || { echo "$fails failures"; exit 1; }
+failures_end
 echo "fp4-remedy and fp4-compare CLI: all checks passed"
