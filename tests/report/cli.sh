@@ -4,24 +4,13 @@
 # come from a file, and the output safety of the report directory: refusals
 # before any work, --force only over a report, all or none on a failure or a
 # signal, the earlier report kept when a replacement fails.
-set -eu
-SRC=${FP4S_SRCDIR:?}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-cd "$T"
+. "${FP4S_SRCDIR:?}/tests/lib.sh" # SRC, T, fail, expect_exit STATUS CMD... (stderr in err.txt)
 tiny="$SRC/datasets/synth-tiny.h5"
 fast="--drill 0 --profiles ceil --remedy none,rac:0.25"
-fail() { echo "FAIL: $*" >&2; exit 1; }
-# expect STATUS CMD...: the exit status, and stderr saved in err.txt
-expect() {
-    want=$1; shift
-    set +e; "$@" > out.txt 2> err.txt; got=$?; set -e
-    [ "$got" -eq "$want" ] || { cat err.txt >&2; fail "exit $got (expected $want): $*"; }
-}
 no_staging() { ls -A "${1:-.}" | grep -q '^\.' && fail "a staging directory was left: $(ls -A "${1:-.}")" || true; }
 
 # ---- a whole report: its files and links --------------------------------------------
-expect 0 fp4-report "$tiny" --trace "$SRC/datasets/traces/planted.csv" --drill 1 --top 3 -o rep
+expect_exit 0 fp4-report "$tiny" --trace "$SRC/datasets/traces/planted.csv" --drill 1 --top 3 -o rep
 [ "$(cat out.txt)" = "rep/index.html" ] || fail "stdout is not the path of index.html: $(cat out.txt)"
 grep -q '\[1/5\]' err.txt || fail "no progress on stderr"
 [ -s rep/index.html ] && [ -s rep/fp4-report.json ] || fail "index.html or the manifest is missing"
@@ -75,7 +64,7 @@ grep -q '"tool": "fp4-report"' rep/fp4-report.json || fail "manifest"
 no_staging
 
 # ---- two captures: each site named with its capture, each capture's log-probs a run
-expect 0 env FP4S_GNUPLOT=/nonexistent fp4-report "$tiny" "$SRC/datasets/synth-dense-f32.h5" $fast -o two
+expect_exit 0 env FP4S_GNUPLOT=/nonexistent fp4-report "$tiny" "$SRC/datasets/synth-dense-f32.h5" $fast -o two
 grep -q '^synth-tiny.h5: layers.0.self_attn.qkv_proj,' two/sites.csv || fail "two captures: no tiny site"
 grep -q '^synth-dense-f32.h5: layers.0.self_attn.qkv_proj,' two/sites.csv || fail "two captures: no dense site"
 [ "$(grep -c '^synth-' two/mismatch.csv)" -eq 2 ] || fail "two captures: expected two mismatch runs"
@@ -85,11 +74,11 @@ h="{'descr': '<f4', 'fortran_order': False, 'shape': (8, 40), }"
 { printf '\223NUMPY\001\000\166\000'; printf '%-117s\n' "$h"; head -c 1280 /dev/zero; } > k40.npy
 fp4-capture import "$SRC/datasets/weight-small.npy" -o k.h5 --step 0 --side rollout --site good.q_proj > /dev/null
 fp4-capture import k40.npy -o k.h5 -a --step 0 --side rollout --site odd.k_proj > /dev/null
-expect 0 env FP4S_GNUPLOT=/nonexistent fp4-report k.h5 $fast -o krep
+expect_exit 0 env FP4S_GNUPLOT=/nonexistent fp4-report k.h5 $fast -o krep
 grep -q 'odd.k_proj left out: K = 40' err.txt || fail "no note for the site left out"
 grep -q 'Left out</b>' krep/index.html || fail "the page does not list the site left out"
 fp4-capture import k40.npy -o konly.h5 --step 0 --side rollout --site odd.k_proj > /dev/null
-expect 3 env FP4S_GNUPLOT=/nonexistent fp4-report konly.h5 $fast -o krep2
+expect_exit 3 env FP4S_GNUPLOT=/nonexistent fp4-report konly.h5 $fast -o krep2
 [ ! -e krep2 ] || fail "krep2 written"
 
 # ---- a per-step scalar log (verl's JSONL) without the default metric: said, and no empty figure
@@ -98,11 +87,11 @@ PY3=${FP4S_PYTHON:-$(command -v python3 || true)}
 if [ -n "$PY3" ]; then
     fp4-mismatch --json --names verl "$SRC/datasets/traces/planted.csv" > pl.json
     "$PY3" "$SRC/tests/mismatch/make_verl_log.py" pl.json verl.jsonl nvfp4
-    expect 0 fp4-report k.h5 --trace verl.jsonl $fast -o vrep
+    expect_exit 0 fp4-report k.h5 --trace verl.jsonl $fast -o vrep
     grep -q 'run <b>verl</b> (mean_abs, 80 steps): it has no value of this metric' vrep/index.html ||
         fail "no word on the scalar log without mean_abs"
     [ ! -e vrep/mismatch.gp ] || fail "a mismatch figure without a run to plot"
-    expect 0 fp4-report k.h5 --trace verl.jsonl --metric rollout_corr/k3_kl $fast -o vrep2
+    expect_exit 0 fp4-report k.h5 --trace verl.jsonl --metric rollout_corr/k3_kl $fast -o vrep2
     grep -q 'onset of divergence at step <b>50</b>' vrep2/index.html || fail "verl's k3_kl: no onset at 50"
 else
     echo "note: no python3: the verl scalar-log case is not checked"
@@ -114,7 +103,7 @@ w="$SRC/datasets/weight-small.npy"
 fp4-capture import "$w" -o evil.h5 --step 0 --side rollout --site "$site" > /dev/null
 fp4-capture import "$w" -o evil.h5 -a --step 0 --side trainer --site "$site" > /dev/null
 fp4-capture import "$w" -o evil.h5 -a --const --side weight --site "$site" > /dev/null
-expect 0 env FP4S_GNUPLOT=/nonexistent fp4-report evil.h5 --drill 1 --top 1 --profiles ceil --remedy none -o evilrep
+expect_exit 0 env FP4S_GNUPLOT=/nonexistent fp4-report evil.h5 --drill 1 --top 1 --profiles ceil --remedy none -o evilrep
 for page in $(find evilrep -name '*.html'); do
     if grep -q '<img src=x' "$page"; then fail "$page: a site name was not escaped"; fi
 done
@@ -130,67 +119,67 @@ site2='bq`touch pwned`.k_proj'
 fp4-capture import "$w" -o bq.h5 --step 0 --side rollout --site "$site2" > /dev/null
 fp4-capture import "$w" -o bq.h5 -a --step 0 --side trainer --site "$site2" > /dev/null
 fp4-capture import "$w" -o bq.h5 -a --const --side weight --site "$site2" > /dev/null
-expect 0 fp4-report bq.h5 --drill 1 --top 1 --profiles ceil --remedy none -o bqrep
+expect_exit 0 fp4-report bq.h5 --drill 1 --top 1 --profiles ceil --remedy none -o bqrep
 fp4-decompose --sites '*' bq.h5 --json > bq.json
 mkdir bqplot
-expect 0 fp4-plot components bq.json -o bqplot/c.png
-expect 0 fp4-plot hist bq.json -o bqplot/h.png
+expect_exit 0 fp4-plot components bq.json -o bqplot/c.png
+expect_exit 0 fp4-plot hist bq.json -o bqplot/h.png
 [ -z "$(find . -name pwned)" ] || fail "a backquoted site name ran a shell command through gnuplot"
 grep -q 'bq\\`touch pwned\\`' bqrep/*.gp || fail "the site name is not in the figures' scripts"
 
 # ---- output safety ---------------------------------------------------------------------------
 G="env FP4S_GNUPLOT=/nonexistent"
 # an existing report: refused without --force, replaced with it (its old files gone)
-expect 2 $G fp4-report "$tiny" $fast -o rep
+expect_exit 2 $G fp4-report "$tiny" $fast -o rep
 grep -q -- '--force' err.txt || fail "the refusal does not name --force"
 ls rep/sites/*/index.html > /dev/null || fail "the refused run changed the report"
 touch rep/stale.txt
-expect 0 $G fp4-report "$tiny" $fast -o rep --force
+expect_exit 0 $G fp4-report "$tiny" $fast -o rep --force
 [ ! -e rep/stale.txt ] && [ ! -e rep/sites ] || fail "--force left files of the earlier report"
 no_staging
 # a directory that is not a report: refused even with --force, untouched
 mkdir mine && echo data > mine/notes.txt
-expect 2 $G fp4-report "$tiny" $fast -o mine --force
+expect_exit 2 $G fp4-report "$tiny" $fast -o mine --force
 grep -q 'not a report' err.txt || fail "no reason for refusing mine/"
 [ "$(cat mine/notes.txt)" = data ] || fail "mine/notes.txt was touched"
 # an empty directory is fine
 mkdir empty
-expect 0 $G fp4-report "$tiny" $fast -o empty
+expect_exit 0 $G fp4-report "$tiny" $fast -o empty
 [ -s empty/index.html ] || fail "no report in the empty directory"
 # a report directory that holds an input: refused, input intact
 mkdir -p holds && cp "$tiny" holds/cap.h5 && cp rep/fp4-report.json holds/
-expect 2 $G fp4-report holds/cap.h5 $fast -o holds --force
+expect_exit 2 $G fp4-report holds/cap.h5 $fast -o holds --force
 grep -q 'holds the input' err.txt || fail "no reason for refusing holds/"
 cmp -s holds/cap.h5 "$tiny" || fail "the input was changed"
-expect 2 $G fp4-report "$tiny" $fast --trace holds/cap.h5 -o holds --force
+expect_exit 2 $G fp4-report "$tiny" $fast --trace holds/cap.h5 -o holds --force
 # a file, a symbolic link, a missing parent
 echo x > afile
-expect 2 $G fp4-report "$tiny" $fast -o afile --force
+expect_exit 2 $G fp4-report "$tiny" $fast -o afile --force
 [ "$(cat afile)" = x ] || fail "afile was replaced"
 ln -s rep alink
-expect 2 $G fp4-report "$tiny" $fast -o alink --force
-expect 4 $G fp4-report "$tiny" $fast -o no/such/dir
+expect_exit 2 $G fp4-report "$tiny" $fast -o alink --force
+expect_exit 4 $G fp4-report "$tiny" $fast -o no/such/dir
 no_staging
 # bad input and usage: the documented status, no report, no staging directory
 echo "not hdf5" > bad.h5
-expect 3 $G fp4-report bad.h5 $fast -o r3
+expect_exit 3 $G fp4-report bad.h5 $fast -o r3
 grep -q 'bad.h5' err.txt || fail "the message does not name the file"
-expect 3 $G fp4-report missing.h5 $fast -o r3
-expect 3 $G fp4-report "$tiny" $fast --sites 'nothing.*' -o r3
-expect 3 $G fp4-report "$tiny" $fast --trace bad.h5 -o r3
-expect 2 $G fp4-report "$tiny" --remedy 'rac:7' -o r3
-expect 2 $G fp4-report "$tiny" $fast --metric no_such_metric -o r3
-expect 2 $G fp4-report --demo "$tiny" -o r3
-expect 2 $G fp4-report -o r3
-expect 2 $G fp4-report "$tiny" --profiles nosuch -o r3
-expect 2 $G fp4-report "$tiny" --bogus -o r3
+expect_exit 3 $G fp4-report missing.h5 $fast -o r3
+expect_exit 3 $G fp4-report "$tiny" $fast --sites 'nothing.*' -o r3
+expect_exit 3 $G fp4-report "$tiny" $fast --trace bad.h5 -o r3
+expect_exit 2 $G fp4-report "$tiny" --remedy 'rac:7' -o r3
+expect_exit 2 $G fp4-report "$tiny" $fast --metric no_such_metric -o r3
+expect_exit 2 $G fp4-report --demo "$tiny" -o r3
+expect_exit 2 $G fp4-report -o r3
+expect_exit 2 $G fp4-report "$tiny" --profiles nosuch -o r3
+expect_exit 2 $G fp4-report "$tiny" --bogus -o r3
 [ ! -e r3 ] || fail "a failed run left r3"
 no_staging
 # gnuplot failing on a figure: exit 4, nothing written, and the earlier report kept
 cp -r rep rep.before
-expect 4 env FP4S_GNUPLOT=/bin/false fp4-report "$tiny" $fast -o rep --force
+expect_exit 4 env FP4S_GNUPLOT=/bin/false fp4-report "$tiny" $fast -o rep --force
 diff -r rep rep.before > /dev/null || fail "a failed --force run changed the earlier report"
-expect 4 env FP4S_GNUPLOT=/bin/false fp4-report "$tiny" $fast -o r4
+expect_exit 4 env FP4S_GNUPLOT=/bin/false fp4-report "$tiny" $fast -o r4
 [ ! -e r4 ] || fail "a gnuplot failure left r4"
 no_staging
 # a signal during the run: nothing appears, the staging directory is removed
