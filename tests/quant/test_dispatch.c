@@ -7,6 +7,8 @@
 
 #include <fp4scope/quant.h>
 
+#include "fp4s_config.h"
+
 static int env_mode;
 
 START_TEST(environment_forces_reference)
@@ -35,6 +37,12 @@ START_TEST(force_ref_and_select)
     ck_assert_int_eq(fp4s_kernels_select("sse9"), FP4S_EINVAL);
     const char *cpu = fp4s_kernels_cpu_level();
     ck_assert(!strcmp(cpu, "ref") || !strcmp(cpu, "avx2") || !strcmp(cpu, "avx512"));
+#if !FP4S_HAVE_SIMD
+    /* -Dsimd=false builds no SIMD kernel: the reference runs whatever the CPU
+     * (the quantizer's, the decomposition's and the mismatch statistics' level
+     * all come from this one query, fp4s_cpu_flags) */
+    ck_assert_str_eq(cpu, "ref");
+#endif
     if (strcmp(cpu, "ref")) {
         ck_assert_int_eq(fp4s_kernels_select(cpu), 0);
         ck_assert_str_eq(fp4s_kernels_level(), cpu);
