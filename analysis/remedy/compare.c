@@ -161,7 +161,7 @@ int fp4s_compare_eval(const fp4s_spec *act, const fp4s_spec *wt, const float *Xr
     /* D = d Qw^T, G = D Qw, contributions */
     for (size_t i = 0; i < n * k; i++) qwd[i] = qw[i];
     double secs = 0;
-    if ((rc = rm_dgemm(m, n, k, d, k, qwd, k, 0.0, D, n, &secs))) goto done;
+    if ((rc = rm_dgemm(NULL, m, n, k, d, k, qwd, k, 0.0, D, n, &secs))) goto done;
     if ((rc = rm_dgemm_nn(m, k, n, D, n, qwd, k, G, k, &secs))) goto done;
     double m2 = 0;
     for (size_t i = 0; i < m * n; i++) m2 += D[i] * D[i];
@@ -170,7 +170,7 @@ int fp4s_compare_eval(const fp4s_spec *act, const fp4s_spec *wt, const float *Xr
         /* ||X_t Qw^T||^2: the reference the mismatch is relative to */
         double *xtd = d; /* reuse d's storage once its products are done */
         for (size_t i = 0; i < mk; i++) xtd[i] = Xt[i];
-        if ((rc = rm_dgemm(m, n, k, xtd, k, qwd, k, 0.0, D, n, &secs))) goto done;
+        if ((rc = rm_dgemm(NULL, m, n, k, xtd, k, qwd, k, 0.0, D, n, &secs))) goto done;
         double r2 = 0;
         for (size_t i = 0; i < m * n; i++) r2 += D[i] * D[i];
         out->ref2 = r2;

@@ -13,6 +13,7 @@ void fp4s_remedy_eval_opts_defaults(fp4s_remedy_eval_opts *o)
     o->dz_tie = FP4S_DZ_TIE_SPEC;
     o->decompose = true;
     o->accel = NULL;
+    o->device = FP4S_DEVICE_CPU;
 }
 
 void fp4s_remedy_results_free(fp4s_remedy_result *res, size_t nr)
@@ -155,9 +156,9 @@ static int cmp_sz(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int fp4s_remedy_eval(const fp4s_remedy *r, size_t nr, const fp4s_spec *act, const fp4s_spec *wt, const float *X,
-                     const float *Xt, size_t m, const float *W, size_t n, size_t k, const fp4s_remedy_eval_opts *o,
-                     fp4s_remedy_site *site, fp4s_remedy_result *res)
+int rm_eval_on(const rm_gpu *g, const fp4s_remedy *r, size_t nr, const fp4s_spec *act, const fp4s_spec *wt,
+               const float *X, const float *Xt, size_t m, const float *W, size_t n, size_t k,
+               const fp4s_remedy_eval_opts *o, fp4s_remedy_site *site, fp4s_remedy_result *res)
 {
     if (!r || !act || !wt || !X || !W || !site || (nr && !res))
         return fp4s_error_set(FP4S_EINVAL, "remedy evaluation: NULL argument");
@@ -209,9 +210,9 @@ int fp4s_remedy_eval(const fp4s_remedy *r, size_t nr, const fp4s_spec *act, cons
         goto done;
     }
     /* references */
-    if ((rc = rm_dgemm(m, n, k, XTd, k, Wd, k, 0.0, Yb, n, &secs))) goto done;
-    if ((rc = rm_dgemm(m, n, k, XTd, k, Qwd, k, 0.0, Yw, n, &secs))) goto done;
-    if ((rc = rm_dgemm(m, n, k, QXtd, k, Qwd, k, 0.0, Y4, n, &secs))) goto done;
+    if ((rc = rm_dgemm(g, m, n, k, XTd, k, Wd, k, 0.0, Yb, n, &secs))) goto done;
+    if ((rc = rm_dgemm(g, m, n, k, XTd, k, Qwd, k, 0.0, Yw, n, &secs))) goto done;
+    if ((rc = rm_dgemm(g, m, n, k, QXtd, k, Qwd, k, 0.0, Y4, n, &secs))) goto done;
     if (Xt) {
         Xd = to_double(X, mk);
         Yo = malloc(mn * sizeof *Yo);
@@ -219,7 +220,7 @@ int fp4s_remedy_eval(const fp4s_remedy *r, size_t nr, const fp4s_spec *act, cons
             rc = fp4s_error_set(FP4S_ENOMEM, "remedy evaluation: out of memory");
             goto done;
         }
-        if ((rc = rm_dgemm(m, n, k, Xd, k, Wd, k, 0.0, Yo, n, &secs))) goto done;
+        if ((rc = rm_dgemm(g, m, n, k, Xd, k, Wd, k, 0.0, Yo, n, &secs))) goto done;
         free(Xd);
         Xd = NULL;
     } else {
@@ -235,9 +236,9 @@ int fp4s_remedy_eval(const fp4s_remedy *r, size_t nr, const fp4s_spec *act, cons
     site->ref2_own = sq(Yo, mn);
     site->input_rel_diff = Xt ? ratio(diff2f(X, Xt, mk), sqf(Xt, mk)) : NAN;
     /* the shares of activation and weight error: Qa(X) W^T and X Qw(W)^T against X W^T */
-    if ((rc = rm_sgemm(m, n, k, qx.q, k, W, k, 0.0f, Y, n, &secs))) goto done;
+    if ((rc = rm_sgemm(g, m, n, k, qx.q, k, W, k, 0.0f, Y, n, &secs))) goto done;
     site->act_only_rel_error = ratio(diff2(Y, Yo, mn), site->ref2_own);
-    if ((rc = rm_sgemm(m, n, k, X, k, qw.q, k, 0.0f, Y, n, &secs))) goto done;
+    if ((rc = rm_sgemm(g, m, n, k, X, k, qw.q, k, 0.0f, Y, n, &secs))) goto done;
     site->weight_only_rel_error = ratio(diff2(Y, Yo, mn), site->ref2_own);
     if (o->decompose && act->format != FP4S_FP8) {
         if ((rc = decomp(act, o, X, &qx, NULL, m, k, &site->act))) goto done;
@@ -257,6 +258,7 @@ int fp4s_remedy_eval(const fp4s_remedy *r, size_t nr, const fp4s_spec *act, cons
         const qbase *qin = trainer ? qxT : &qx;
         fp4s_rlinear *L = NULL;
         if ((rc = fp4s_rlinear_open(&r[i], act, wt, W, n, k, k, &L))) goto done;
+        rm_rlinear_set_gpu(L, g);
         /* the aligned trainers use this remedy's own weight operand (and, for an item that
          * rotates its operands, the trainer's activations rotated the same way) */
         const double *yw = Yw, *y4 = Y4;
@@ -303,8 +305,8 @@ int fp4s_remedy_eval(const fp4s_remedy *r, size_t nr, const fp4s_spec *act, cons
                 xtd = xtr;
                 qxtd = qxtr;
             }
-            if (!rc) rc = rm_dgemm(m, n, k, xtd, k, Wrd, k, 0.0, Ywr, n, &secs);
-            if (!rc) rc = rm_dgemm(m, n, k, qxtd, k, Wrd, k, 0.0, Y4r, n, &secs);
+            if (!rc) rc = rm_dgemm(g, m, n, k, xtd, k, Wrd, k, 0.0, Ywr, n, &secs);
+            if (!rc) rc = rm_dgemm(g, m, n, k, qxtd, k, Wrd, k, 0.0, Y4r, n, &secs);
             free(xtr);
             free(qxtr);
             if (!rc) {
@@ -357,8 +359,12 @@ int fp4s_remedy_eval(const fp4s_remedy *r, size_t nr, const fp4s_spec *act, cons
                 const float *yy = Y;
                 if (t) {
                     fp4s_remedy_cost cs;
-                    rc = fp4s_remedy_linear(&rs, act, wt, xin, m, k, W, n, k, k, ys, n, &cs);
-                    secs += cs.gemm_seconds;
+                    fp4s_rlinear *Ls = NULL;
+                    rc = fp4s_rlinear_open(&rs, act, wt, W, n, k, k, &Ls);
+                    rm_rlinear_set_gpu(Ls, g);
+                    if (!rc) rc = fp4s_rlinear_forward(Ls, xin, m, k, ys, n, &cs);
+                    fp4s_rlinear_close(&Ls);
+                    if (!rc) secs += cs.gemm_seconds;
                     yy = ys;
                 }
                 if (rc) break;
@@ -431,5 +437,36 @@ done:
     qbase_free(&qxt);
     qbase_free(&qw);
     if (rc) fp4s_remedy_results_free(res, nr);
+    return rc;
+}
+
+int fp4s_remedy_device_resolve(fp4s_device want, fp4s_device *got)
+{
+    if (!got) return fp4s_error_set(FP4S_EINVAL, "remedy device: NULL output");
+    *got = FP4S_DEVICE_CPU;
+    if (want == FP4S_DEVICE_CPU) return 0;
+    if (want != FP4S_DEVICE_CUDA && want != FP4S_DEVICE_AUTO)
+        return fp4s_error_set(FP4S_EINVAL, "remedy device: unknown device %d", (int)want);
+    char why[400];
+    if (fp4s_cu_rm_available(why, sizeof why)) {
+        *got = FP4S_DEVICE_CUDA;
+        return 0;
+    }
+    if (want == FP4S_DEVICE_AUTO) return 0;
+    return fp4s_error_set(FP4S_ENOTSUP, "device cuda: %s", why);
+}
+
+int fp4s_remedy_eval(const fp4s_remedy *r, size_t nr, const fp4s_spec *act, const fp4s_spec *wt, const float *X,
+                     const float *Xt, size_t m, const float *W, size_t n, size_t k, const fp4s_remedy_eval_opts *o,
+                     fp4s_remedy_site *site, fp4s_remedy_result *res)
+{
+    fp4s_device dev = FP4S_DEVICE_CPU;
+    int rc = fp4s_remedy_device_resolve(o ? o->device : FP4S_DEVICE_CPU, &dev);
+    if (rc) return rc;
+    if (dev == FP4S_DEVICE_CPU) return rm_eval_on(NULL, r, nr, act, wt, X, Xt, m, W, n, k, o, site, res);
+    rm_gpu g = {&fp4s_cu_rm_gpu, NULL, NULL, NULL};
+    if ((rc = rm_gpu_open(&g))) return rc;
+    rc = rm_eval_on(&g, r, nr, act, wt, X, Xt, m, W, n, k, o, site, res);
+    rm_gpu_close(&g);
     return rc;
 }

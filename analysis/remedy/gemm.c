@@ -1,5 +1,6 @@
-/* The BLAS calls of the remedies (cblas), timed. Without a BLAS in the build
- * they return FP4S_ENOTSUP. */
+/* The BLAS calls of the remedies, timed: cblas on the CPU, or the GPU's
+ * cuBLAS (cuda/remedy_cu.h) when the caller passes one. Without a BLAS in the
+ * build the CPU calls return FP4S_ENOTSUP. */
 #include "remedy_internal.h"
 
 #include "fp4s_config.h"
@@ -19,9 +20,29 @@ static int fits(size_t m, size_t n, size_t k, size_t lda, size_t ldb, size_t ldy
     return 0;
 }
 
-int rm_sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda, const float *b, size_t ldb, float beta,
-             float *y, size_t ldy, double *secs)
+int rm_gpu_open(rm_gpu *g)
 {
+    g->ctx = NULL;
+    if (!g->ops || !g->ops->open) return 0;
+    return g->ops->open(&g->ctx);
+}
+
+void rm_gpu_close(rm_gpu *g)
+{
+    if (g && g->ops && g->ops->close && g->ctx) g->ops->close(g->ctx);
+    if (g) g->ctx = NULL;
+}
+
+int rm_sgemm(const rm_gpu *g, size_t m, size_t n, size_t k, const float *a, size_t lda, const float *b,
+             size_t ldb, float beta, float *y, size_t ldy, double *secs)
+{
+    if (g && g->on_gemm) g->on_gemm(g->u, false, m, n, k, a, lda, b, ldb, beta);
+    if (g && g->ops && g->ops->sgemm) {
+        double t0 = rm_now();
+        int rc = g->ops->sgemm(g->ctx, m, n, k, a, lda, b, ldb, beta, y, ldy);
+        if (!rc && secs) *secs += rm_now() - t0;
+        return rc;
+    }
 #if FP4S_HAVE_BLAS
     int rc = fits(m, n, k, lda, ldb, ldy);
     if (rc) return rc;
@@ -38,9 +59,16 @@ int rm_sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda, const flo
 #endif
 }
 
-int rm_dgemm(size_t m, size_t n, size_t k, const double *a, size_t lda, const double *b, size_t ldb, double beta,
-             double *y, size_t ldy, double *secs)
+int rm_dgemm(const rm_gpu *g, size_t m, size_t n, size_t k, const double *a, size_t lda, const double *b,
+             size_t ldb, double beta, double *y, size_t ldy, double *secs)
 {
+    if (g && g->on_gemm) g->on_gemm(g->u, true, m, n, k, a, lda, b, ldb, beta);
+    if (g && g->ops && g->ops->dgemm) {
+        double t0 = rm_now();
+        int rc = g->ops->dgemm(g->ctx, m, n, k, a, lda, b, ldb, beta, y, ldy);
+        if (!rc && secs) *secs += rm_now() - t0;
+        return rc;
+    }
 #if FP4S_HAVE_BLAS
     int rc = fits(m, n, k, lda, ldb, ldy);
     if (rc) return rc;

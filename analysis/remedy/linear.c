@@ -5,6 +5,8 @@
 
 #include <fp4scope/codec.h>
 
+#include "core/xsum.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +23,13 @@ struct fp4s_rlinear {
     double w_noise2, w_clean2; /* aqn weight/elem: ||W' - W||^2, ||W||^2 */
     bool rht;         /* the item rotates both operands first (rspec: the transform) */
     fp4s_spec rspec;
+    const rm_gpu *gpu; /* where the GEMMs and rac's kernels run (NULL: the CPU) */
 };
+
+void rm_rlinear_set_gpu(fp4s_rlinear *L, const rm_gpu *g)
+{
+    if (L) L->gpu = g;
+}
 
 const fp4s_spec *rm_rlinear_rht(const fp4s_rlinear *L) { return L && L->rht ? &L->rspec : NULL; }
 
@@ -300,53 +308,63 @@ static int cmp_size(const void *pa, const void *pb)
     return (a > b) - (a < b);
 }
 
-/* Choose I for rows [r0, r1) of the tile t: idx[0..sel). */
-static void rac_select(const fp4s_remedy *r, const float *xa, size_t ldx, const float *xq, size_t k, size_t r0,
-                       size_t r1, size_t t, size_t sel, chan *ch, size_t *idx)
+/* rac-rand's channel set of tile t: the first sel entries of a partial
+ * Fisher-Yates shuffle of 0..k-1 (remedy.h), into perm [sel]. */
+static int rac_draw(const fp4s_remedy *r, size_t k, size_t sel, size_t t, size_t *perm)
 {
-    for (size_t j = 0; j < k; j++) {
-        ch[j].e2 = 0.0;
-        ch[j].j = j;
+    size_t *all = malloc(k * sizeof *all);
+    if (!all) return fp4s_error_set(FP4S_ENOMEM, "remedy rac: out of memory");
+    for (size_t j = 0; j < k; j++) all[j] = j;
+    for (size_t i = 0; i < sel; i++) {
+        double u = fp4s_remedy_uniform(r->rac_seed, RM_STREAM_RAC_RAND + t, i);
+        size_t j = i + (size_t)(u * (double)(k - i));
+        if (j >= k) j = k - 1;
+        size_t tmp = all[i];
+        all[i] = all[j];
+        all[j] = tmp;
+        perm[i] = all[i];
     }
+    free(all);
+    return 0;
+}
+
+/* Choose I for rows [r0, r1) of the tile t: idx[0..sel). The norms ||E_k||^2
+ * are exact sums (acc [k], core/xsum.h) rounded once, so they do not depend on
+ * the order of the terms: the GPU's kernels give the same doubles. */
+static int rac_select(const fp4s_remedy *r, const float *xa, size_t ldx, const float *xq, size_t k, size_t r0,
+                      size_t r1, size_t t, size_t sel, chan *ch, xsum *acc, size_t *idx)
+{
+    memset(acc, 0, k * sizeof *acc);
     for (size_t i = r0; i < r1; i++) {
         const float *a = xa + i * ldx, *q = xq + i * k;
         for (size_t j = 0; j < k; j++) {
             double d = (double)a[j] - (double)q[j];
-            ch[j].e2 += d * d;
+            xs_add(&acc[j], d * d);
         }
     }
+    for (size_t j = 0; j < k; j++) {
+        ch[j].e2 = xs_value(&acc[j]);
+        ch[j].j = j;
+    }
     if (r->rac_random) {
-        size_t *perm = idx; /* the first sel entries of a partial Fisher-Yates shuffle, drawn in place */
-        size_t *all = malloc(k * sizeof *all);
-        if (all) {
-            for (size_t j = 0; j < k; j++) all[j] = j;
-            for (size_t i = 0; i < sel; i++) {
-                double u = fp4s_remedy_uniform(r->rac_seed, RM_STREAM_RAC_RAND + t, i);
-                size_t j = i + (size_t)(u * (double)(k - i));
-                if (j >= k) j = k - 1;
-                size_t tmp = all[i];
-                all[i] = all[j];
-                all[j] = tmp;
-                perm[i] = all[i];
-            }
-            free(all);
-        }
+        int rc = rac_draw(r, k, sel, t, idx);
+        if (rc) return rc;
         if (r->rac_order == FP4S_RAC_ORDER_RANK) {
             chan *c2 = malloc(sel * sizeof *c2);
-            if (c2) {
-                for (size_t i = 0; i < sel; i++) c2[i] = ch[idx[i]];
-                qsort(c2, sel, sizeof *c2, cmp_chan);
-                for (size_t i = 0; i < sel; i++) idx[i] = c2[i].j;
-                free(c2);
-                return;
-            }
+            if (!c2) return fp4s_error_set(FP4S_ENOMEM, "remedy rac: out of memory");
+            for (size_t i = 0; i < sel; i++) c2[i] = ch[idx[i]];
+            qsort(c2, sel, sizeof *c2, cmp_chan);
+            for (size_t i = 0; i < sel; i++) idx[i] = c2[i].j;
+            free(c2);
+        } else {
+            qsort(idx, sel, sizeof *idx, cmp_size);
         }
-        qsort(idx, sel, sizeof *idx, cmp_size);
-        return;
+        return 0;
     }
     qsort(ch, k, sizeof *ch, cmp_chan);
     for (size_t i = 0; i < sel; i++) idx[i] = ch[i].j;
     if (r->rac_order == FP4S_RAC_ORDER_INDEX) qsort(idx, sel, sizeof *idx, cmp_size);
+    return 0;
 }
 
 /* Y += the compensation of X^ = xq (residual E = xa - xq). tsx: the tensor
@@ -358,7 +376,9 @@ static int rac_apply(const fp4s_rlinear *L, const float *xa, size_t ldx, const f
     const fp4s_remedy *r = &L->r;
     size_t k = L->k, n = L->n, sel, pad, tiles, trows;
     rac_shape(r, &L->as, m, k, &sel, &pad, &tiles, &trows);
-    chan *ch = malloc(k * sizeof *ch);
+    const bool dev = L->gpu && L->gpu->ops && L->gpu->ops->rac;
+    chan *ch = dev ? NULL : malloc(k * sizeof *ch);
+    xsum *acc = dev ? NULL : malloc(k * sizeof *acc);
     size_t *idx = malloc(tiles * sel * sizeof *idx);
     size_t mp = m * pad > 0 ? m * pad : 1, np = n * pad > 0 ? n * pad : 1;
     float *ec = calloc(mp, sizeof *ec);
@@ -366,17 +386,33 @@ static int rac_apply(const fp4s_rlinear *L, const float *xa, size_t ldx, const f
     float *wc = calloc(np, sizeof *wc);
     float *wq = L->r.rac_resid == FP4S_RAC_AUG ? malloc(np * sizeof *wq) : NULL;
     int rc = 0;
-    if (!ch || !idx || !ec || !eq || !wc || (r->rac_resid == FP4S_RAC_AUG && !wq)) {
+    if ((!dev && (!ch || !acc)) || !idx || !ec || !eq || !wc || (r->rac_resid == FP4S_RAC_AUG && !wq)) {
         rc = fp4s_error_set(FP4S_ENOMEM, "remedy rac: out of memory");
         goto done;
     }
-    for (size_t t = 0; t < tiles; t++) {
-        size_t r0 = t * trows, r1 = r0 + trows < m ? r0 + trows : m;
-        size_t *I = idx + t * sel;
-        rac_select(r, xa, ldx, xq, k, r0, r1, t, sel, ch, I);
-        for (size_t i = r0; i < r1; i++)
-            for (size_t p = 0; p < sel; p++) ec[i * pad + p] = xa[i * ldx + I[p]] - xq[i * k + I[p]];
-    }
+    if (dev) {
+        /* the norms, the choice of I and E_I on the device (bit for bit the
+         * loop below); rac-rand's sets are drawn here and ordered there */
+        size_t *cand = NULL;
+        if (r->rac_random) {
+            cand = malloc(tiles * sel * sizeof *cand);
+            if (!cand) rc = fp4s_error_set(FP4S_ENOMEM, "remedy rac: out of memory");
+            for (size_t t = 0; !rc && t < tiles; t++) rc = rac_draw(r, k, sel, t, cand + t * sel);
+        }
+        fp4s_cu_rac_job jb = {xa, ldx, xq, m, k, trows, tiles, sel, pad, cand,
+                              r->rac_order == FP4S_RAC_ORDER_RANK};
+        fp4s_cu_rac_out o = {idx, ec, NULL};
+        if (!rc) rc = L->gpu->ops->rac(L->gpu->ctx, &jb, &o);
+        free(cand);
+        if (rc) goto done;
+    } else
+        for (size_t t = 0; t < tiles; t++) {
+            size_t r0 = t * trows, r1 = r0 + trows < m ? r0 + trows : m;
+            size_t *I = idx + t * sel;
+            if ((rc = rac_select(r, xa, ldx, xq, k, r0, r1, t, sel, ch, acc, I))) goto done;
+            for (size_t i = r0; i < r1; i++)
+                for (size_t p = 0; p < sel; p++) ec[i * pad + p] = xa[i * ldx + I[p]] - xq[i * k + I[p]];
+        }
     if (r->rac_resid == FP4S_RAC_BF16) {
         for (size_t i = 0; i < m * pad; i++) eq[i] = fp4s_bf16_decode(fp4s_bf16_encode(ec[i], FP4S_TIE_EVEN));
     } else {
@@ -402,7 +438,7 @@ static int rac_apply(const fp4s_rlinear *L, const float *xa, size_t ldx, const f
             if (rc) goto done;
             wuse = wq;
         }
-        rc = rm_sgemm(r1 - r0, n, pad, eq + r0 * pad, pad, wuse, pad, 1.0f, Y + r0 * ldy, ldy, secs);
+        rc = rm_sgemm(L->gpu, r1 - r0, n, pad, eq + r0 * pad, pad, wuse, pad, 1.0f, Y + r0 * ldy, ldy, secs);
         if (rc) goto done;
     }
     if (idx_out) {
@@ -411,6 +447,7 @@ static int rac_apply(const fp4s_rlinear *L, const float *xa, size_t ldx, const f
     }
 done:
     free(ch);
+    free(acc);
     free(idx);
     free(ec);
     free(eq);
@@ -444,7 +481,7 @@ int rm_forward_ex(const fp4s_rlinear *L, const float *X, size_t m, size_t ldx, f
     const float *xin = X;
     size_t ldin = ldx;
     if (r->kind == FP4S_RK_BF16 || r->kind == FP4S_RK_BF16_ROLLOUT || r->kind == FP4S_RK_WFQ) {
-        rc = rm_sgemm(m, n, k, X, ldx, L->wmain, k, 0.0f, Y, ldy, &secs);
+        rc = rm_sgemm(L->gpu, m, n, k, X, ldx, L->wmain, k, 0.0f, Y, ldy, &secs);
         if (!rc && xhat_out)
             for (size_t i = 0; i < m; i++) memcpy(xhat_out + i * k, X + i * ldx, k * sizeof *X);
         goto finish;
@@ -456,7 +493,7 @@ int rm_forward_ex(const fp4s_rlinear *L, const float *X, size_t m, size_t ldx, f
     }
     if (r->kind == FP4S_RK_W4A4QAT) {
         rc = rm_qdq(&L->as, X, m, k, ldx, NULL, xq, NULL, NULL, NULL);
-        if (!rc) rc = rm_sgemm(m, n, k, xq, k, L->wmain, k, 0.0f, Y, ldy, &secs);
+        if (!rc) rc = rm_sgemm(L->gpu, m, n, k, xq, k, L->wmain, k, 0.0f, Y, ldy, &secs);
         if (!rc && xhat_out) memcpy(xhat_out, xq, m * k * sizeof *xq);
         goto finish;
     }
@@ -500,7 +537,7 @@ int rm_forward_ex(const fp4s_rlinear *L, const float *X, size_t m, size_t ldx, f
                     m, k, ldin, xq, &oi);
     if (rc) goto finish;
     kept_a = oi.kept;
-    rc = rm_sgemm(m, n, k, xq, k, L->wmain, k, 0.0f, Y, ldy, &secs);
+    rc = rm_sgemm(L->gpu, m, n, k, xq, k, L->wmain, k, 0.0f, Y, ldy, &secs);
     if (rc) goto finish;
     if (xhat_out) memcpy(xhat_out, xq, m * k * sizeof *xq);
     if (r->rac_ratio > 0) {

@@ -94,7 +94,7 @@ int fp4s_remedy_logits(const fp4s_remedy *r, size_t nr, const fp4s_spec *act, co
     }
     for (size_t i = 0; i < T * d; i++) hd[i] = hs[i];
     for (size_t i = 0; i < V * d; i++) wd[i] = ws[i];
-    if ((rc = rm_dgemm(T, V, d, hd, d, wd, d, 0.0, yt, V, NULL))) goto done;
+    if ((rc = rm_dgemm(NULL, T, V, d, hd, d, wd, d, 0.0, yt, V, NULL))) goto done;
     double yt2 = 0, yt2_base = 0;
     for (size_t i = 0; i < TV; i++) yt2_base += yt[i] * yt[i];
     for (size_t t = 0; t < T; t++) row_stats(yt + t * V, V, token[t], &lpt[t], &et[t], &amt[t]);
@@ -128,7 +128,7 @@ int fp4s_remedy_logits(const fp4s_remedy *r, size_t nr, const fp4s_spec *act, co
                 for (size_t j = 0; !rc && j < T * d; j++) hrd[j] = src[j];
                 free(t1);
             }
-            if (!rc) rc = rm_dgemm(T, V, d, hrd ? hrd : hd, d, wd, d, 0.0, yt, V, NULL);
+            if (!rc) rc = rm_dgemm(NULL, T, V, d, hrd ? hrd : hd, d, wd, d, 0.0, yt, V, NULL);
             free(hrd);
             if (!rc)
                 for (size_t t = 0; t < T; t++) row_stats(yt + t * V, V, token[t], &lpt[t], &et[t], &amt[t]);

@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include "cuda/remedy_cu.h"
+
 /* Streams of fp4s_remedy_uniform / _normal. */
 #define RM_STREAM_AQN_CHANNEL 1u
 #define RM_STREAM_AQN_ELEM    2u
@@ -42,13 +44,38 @@ typedef struct rm_opinfo {
 int rm_operand(const fp4s_remedy *r, const fp4s_spec *s, bool mbs, bool keep, bool of,
                const float *x, size_t rows, size_t cols, size_t ld, float *out, rm_opinfo *info);
 
-/* Y (+)= A [m, k] B [n, k]^T through cblas_sgemm (beta 0 or 1), adding the
- * wall time to *secs. FP4S_ERANGE when a size does not fit the BLAS int. */
-int rm_sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda, const float *b, size_t ldb,
-             float beta, float *y, size_t ldy, double *secs);
+/* Where the GEMMs and rac's kernels run: NULL, or ops NULL, is the CPU
+ * (cblas); else the ops of cuda/remedy_cu.h with their context. on_gemm,
+ * when set, sees every GEMM's operands before it runs (tests derive their
+ * rounding bounds from them): dbl says double operands. */
+typedef struct rm_gpu {
+    const fp4s_cu_rm_ops *ops;
+    void *ctx;
+    void (*on_gemm)(void *u, bool dbl, size_t m, size_t n, size_t k, const void *a, size_t lda, const void *b,
+                    size_t ldb, double beta);
+    void *u;
+} rm_gpu;
+
+/* g->ctx from g->ops->open (nothing for the CPU); close releases it. */
+int rm_gpu_open(rm_gpu *g);
+void rm_gpu_close(rm_gpu *g);
+
+/* Y (+)= A [m, k] B [n, k]^T through cblas_sgemm, or on g (beta 0 or 1), adding
+ * the wall time to *secs. FP4S_ERANGE when a size does not fit the BLAS int. */
+int rm_sgemm(const rm_gpu *g, size_t m, size_t n, size_t k, const float *a, size_t lda, const float *b,
+             size_t ldb, float beta, float *y, size_t ldy, double *secs);
 /* The same in double (references). */
-int rm_dgemm(size_t m, size_t n, size_t k, const double *a, size_t lda, const double *b, size_t ldb,
-             double beta, double *y, size_t ldy, double *secs);
+int rm_dgemm(const rm_gpu *g, size_t m, size_t n, size_t k, const double *a, size_t lda, const double *b,
+             size_t ldb, double beta, double *y, size_t ldy, double *secs);
+
+/* Run L's GEMMs and rac on g (not owned; NULL: the CPU). */
+void rm_rlinear_set_gpu(fp4s_rlinear *L, const rm_gpu *g);
+
+/* fp4s_remedy_eval with its GEMMs and rac on g (NULL: the CPU), whatever
+ * o->device says. */
+int rm_eval_on(const rm_gpu *g, const fp4s_remedy *r, size_t nr, const fp4s_spec *act, const fp4s_spec *wt,
+               const float *X, const float *Xt, size_t m, const float *W, size_t n, size_t k,
+               const fp4s_remedy_eval_opts *o, fp4s_remedy_site *site, fp4s_remedy_result *res);
 
 /* What the evaluation wants from a forward pass besides Y. */
 typedef struct rm_fwd_info {

@@ -3,6 +3,8 @@
 #include "cuda_internal.cuh"
 #include "supports.h"
 
+#include "fp4s_config.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +68,7 @@ int fp4s_cu_fail(cudaError_t e, const char *what)
     return fp4s_error_set(code, "cuda: %s: %s", what, txt);
 }
 
-unsigned fp4s_cu_extra_caps(void) { return FP4S_CUDA_CAP_DECOMPOSE; }
+unsigned fp4s_cu_extra_caps(void) { return FP4S_CUDA_CAP_DECOMPOSE | (FP4S_HAVE_CUBLAS ? FP4S_CUDA_CAP_REMEDY : 0u); }
 
 unsigned fp4s_cu_grid(size_t work, unsigned threads)
 {

@@ -5,6 +5,7 @@
 #include <fp4scope/cuda.h>
 
 #include "cuda/decomp_cu.h"
+#include "cuda/remedy_cu.h"
 
 #include <stdio.h>
 
@@ -98,4 +99,36 @@ int fp4s_cu_decomp(const fp4s_cu_dk *k, fp4s_dtype dt, const void *x, bool x_hos
 {
     (void)k; (void)dt; (void)x; (void)x_host; (void)nrows; (void)ld; (void)out; (void)stream;
     return declined("decompose");
+}
+
+/* the remedies: no GPU, no emulation (the CPU's own path is the reference) */
+static int rm_declined(void **ctx)
+{
+    *ctx = NULL;
+    return declined("remedies");
+}
+
+const fp4s_cu_rm_ops fp4s_cu_rm_gpu = {"cuda", NULL, NULL, NULL, rm_declined, NULL};
+const fp4s_cu_rm_ops fp4s_cu_rm_emulate = {"emulate", NULL, NULL, NULL, rm_declined, NULL};
+
+bool fp4s_cu_rm_available(char *why, size_t n)
+{
+    if (why && n) snprintf(why, n, "%s", no_cuda);
+    return false;
+}
+
+FP4S_API int fp4s_cuda_qstats(const fp4s_spec *s, const fp4s_tscale *ts, const float *d_x, size_t rows,
+                              size_t cols, size_t ld, fp4s_qstats *st, void *stream)
+{
+    (void)s; (void)ts; (void)d_x; (void)rows; (void)cols; (void)ld; (void)st; (void)stream;
+    return declined("statistics");
+}
+
+FP4S_API int fp4s_cuda_quantize_host_all(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
+                                         size_t cols, size_t ld, bool packed, uint8_t *codes, uint8_t *scales,
+                                         float *dequant, fp4s_qstats *st)
+{
+    (void)s; (void)ts; (void)x; (void)rows; (void)cols; (void)ld; (void)packed; (void)codes; (void)scales;
+    (void)dequant; (void)st;
+    return declined("quantize");
 }

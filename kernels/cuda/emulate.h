@@ -26,6 +26,10 @@ int fp4s_cuda_emulate_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
                                  const uint8_t *codes, const uint8_t *scales,
                                  size_t rows, size_t cols, float *out);
 
+/* fp4s_cuda_qstats's arithmetic (qstats.cu) on the host, x in host memory. */
+int fp4s_cuda_emulate_qstats(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows, size_t cols,
+                             size_t ld, fp4s_qstats *st);
+
 /* Every float32 magnitude up to 8 (and +Inf, FLT_MAX) through the kernels'
  * E2M1 encoders for each tie rule, against fp4s_e2m1_encode: the number of
  * disagreements (first one's bits in *first). Takes ~a minute. */

@@ -38,3 +38,26 @@ FP4S_API bool fp4s_cuda_supports(const fp4s_spec *s)
     const char *why;
     return fp4s_cu_supports_why(s, &why);
 }
+
+FP4S_API int fp4s_cuda_device_resolve(const fp4s_spec *s, fp4s_device want, fp4s_device *got)
+{
+    if (!got) return fp4s_error_set(FP4S_EINVAL, "device: NULL output");
+    *got = FP4S_DEVICE_CPU;
+    if (want == FP4S_DEVICE_CPU) return 0;
+    if (want != FP4S_DEVICE_CUDA && want != FP4S_DEVICE_AUTO)
+        return fp4s_error_set(FP4S_EINVAL, "device: unknown device %d", (int)want);
+    const char *why = NULL;
+    char desc[320];
+    if (!(fp4s_cuda_caps() & FP4S_CUDA_CAP_BUILT)) {
+        why = "this build has no CUDA support";
+    } else if (!fp4s_cuda_available()) {
+        fp4s_cuda_describe(desc, sizeof desc);
+        why = desc;
+    } else if (!fp4s_cu_supports_why(s, &why)) {
+    } else {
+        *got = FP4S_DEVICE_CUDA;
+        return 0;
+    }
+    if (want == FP4S_DEVICE_AUTO) return 0;
+    return fp4s_error_set(FP4S_ENOTSUP, "device cuda: %s", why);
+}

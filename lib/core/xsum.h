@@ -109,7 +109,7 @@ XS_FN void xs_merge(xsum *into, const xsum *from)
 }
 
 /* The value rounded to double (deterministic function of the exact sum). */
-static inline double xs_value(const xsum *s)
+XS_FN double xs_value(const xsum *s)
 {
     if (s->special & XS_NAN) return NAN;
     if ((s->special & XS_POSINF) && (s->special & XS_NEGINF)) return NAN;

@@ -34,6 +34,7 @@
 #ifndef FP4SCOPE_CUDA_H
 #define FP4SCOPE_CUDA_H
 
+#include <fp4scope/decompose.h>
 #include <fp4scope/quant.h>
 #include <fp4scope/tensor.h>
 
@@ -60,8 +61,10 @@ enum fp4s_cuda_cap {
     FP4S_CUDA_CAP_BF16      = 1u << 3, /* BF16 input */
     FP4S_CUDA_CAP_F16       = 1u << 4, /* FP16 input */
     FP4S_CUDA_CAP_PACKED    = 1u << 5, /* packed codes (pairs, split) */
-    FP4S_CUDA_CAP_DECOMPOSE = 1u << 6  /* the decomposition on the GPU: fp4s_cuda_decomp_add and
+    FP4S_CUDA_CAP_DECOMPOSE = 1u << 6, /* the decomposition on the GPU: fp4s_cuda_decomp_add and
                                         * fp4s_decomp_opts.device (<fp4scope/decompose.h>) */
+    FP4S_CUDA_CAP_REMEDY    = 1u << 7  /* the remedies' GEMMs through cuBLAS and rac's kernels:
+                                        * fp4s_remedy_eval_opts.device (<fp4scope/remedy.h>) */
 };
 FP4S_API unsigned fp4s_cuda_caps(void);
 
@@ -70,6 +73,12 @@ FP4S_API unsigned fp4s_cuda_caps(void);
  * ggml recipes, 1-D and 2-D). False for FP8 and for invalid specs. Does not
  * look at the device: combine with fp4s_cuda_available(). */
 FP4S_API bool fp4s_cuda_supports(const fp4s_spec *s);
+
+/* Where quantizing with s on a device asked for as want runs: CPU stays
+ * CPU; CUDA needs CUDA built in, a usable GPU and a spec the kernels
+ * implement (FP4S_ENOTSUP naming what is missing); AUTO is CUDA where that
+ * holds, else CPU. */
+FP4S_API int fp4s_cuda_device_resolve(const fp4s_spec *s, fp4s_device want, fp4s_device *got);
 
 /* Quantize device memory d_x into d_codes and d_scales (both device memory,
  * both required) on a stream. ts is the tensor scale (needed for NVFP4; may be
@@ -103,6 +112,13 @@ FP4S_API int fp4s_cuda_amax(const float *d_x, size_t rows, size_t cols, size_t l
 FP4S_API int fp4s_cuda_amax_ex(fp4s_dtype dtype, const void *d_x, size_t rows, size_t cols, size_t ld,
                                float *amax, uint64_t *nonfinite, void *stream);
 
+/* The statistics fp4s_quantize would give for float32 device rows d_x
+ * (counters, and err2/x2 through the same exact accumulators, so the same
+ * bits as fp4s_quantize's fp4s_qstats), added into *st as fp4s_qstats_merge
+ * adds. Synchronises the stream. */
+FP4S_API int fp4s_cuda_qstats(const fp4s_spec *s, const fp4s_tscale *ts, const float *d_x, size_t rows,
+                              size_t cols, size_t ld, fp4s_qstats *st, void *stream);
+
 /* Host-memory conveniences: copy in, run on the default stream, copy out,
  * synchronise. x is [rows, cols] with row stride ld; codes/scales/out are
  * contiguous host buffers as above. */
@@ -119,6 +135,14 @@ FP4S_API int fp4s_cuda_quantize_host_ex(const fp4s_spec *s, const fp4s_tscale *t
 FP4S_API int fp4s_cuda_dequantize_host_ex(const fp4s_spec *s, const fp4s_tscale *ts, bool packed,
                                           const uint8_t *codes, const uint8_t *scales,
                                           size_t rows, size_t cols, float *out);
+
+/* Everything fp4s_quantize gives for float32 host rows x in one call:
+ * codes (one per byte, or packed), scale bytes, the dequantized values
+ * [rows, cols] and the statistics added into *st; each output may be NULL
+ * (not computed or not copied back). Bit for bit fp4s_quantize's. */
+FP4S_API int fp4s_cuda_quantize_host_all(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
+                                         size_t cols, size_t ld, bool packed, uint8_t *codes, uint8_t *scales,
+                                         float *dequant, fp4s_qstats *st);
 
 #ifdef __cplusplus
 }

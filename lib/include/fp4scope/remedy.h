@@ -103,8 +103,9 @@
  *   specs with rht set (te-rht) are refused (FP4S_ENOTSUP): the rotation is
  *   the item rht, which turns both operands together.
  * rac:R (residual activation compensation): with X^ the activation after the
- *   steps above (Qa(X) for rac alone) and E = X - X^ (exact; its norms in
- *   double), rank the channels by ||E_k||^2 over the tokens of the tensor (or
+ *   steps above (Qa(X) for rac alone) and E = X - X^ (exact; its norms the
+ *   squares in double summed exactly, in fixed point, and rounded once, so
+ *   their order does not matter), rank the channels by ||E_k||^2 over the tokens of the tensor (or
  *   of each tile of rac_tile_rows tokens), largest first, ties to the lower
  *   index, and keep I = the first ceil(R K). E_I is E restricted to I,
  *   compacted in ascending channel order (or rank order: rac_order), and
@@ -122,7 +123,25 @@
  *
  * Everything above is deterministic: the same inputs, remedy and specs give
  * the same Y bit for bit on any number of fp4scope threads (the BLAS must
- * not split K across threads either; OpenBLAS's sgemm does not). */
+ * not split K across threads either; OpenBLAS's sgemm does not).
+ *
+ * ---- on the GPU (fp4s_remedy_eval_opts.device) ----
+ * With FP4S_DEVICE_CUDA the evaluation's GEMMs run through cuBLAS (FP32
+ * products and sums in its pedantic mode, no TF32; the float64 references
+ * in FP64) and rac's norms, channel choice and E_I through CUDA kernels.
+ * Bit for bit the CPU's: the operands (the quantizers, keep, mbs, of, aqn
+ * and rht run on the CPU as above), the residual norms (sums of the double
+ * squares in exact fixed-point accumulators, rounded once, on both
+ * devices), the channels chosen, E_I, and everything computed from them
+ * without a GEMM (act_rel_error, weight_rel_error, noise_rel, the
+ * decompositions and the dead-zone split). Only to a rounding bound: Y and
+ * the references, because cuBLAS adds the K products in another order than
+ * the CPU's BLAS (each side is within gamma_K sum_k |a_ik| |b_jk| of the
+ * exact product, gamma_K = K u / (1 - K u), u = 2^-24 for FP32 and 2^-53 for
+ * FP64), and so the errors computed from them (out_rel_error*, err2_*,
+ * ref2_*, act_only/weight_only_rel_error, sr_bias) and the time fields. The
+ * other entry points (fp4s_rlinear_*, fp4s_remedy_linear, compare, logits)
+ * run on the CPU. */
 #ifndef FP4SCOPE_REMEDY_H
 #define FP4SCOPE_REMEDY_H
 
@@ -359,9 +378,16 @@ typedef struct fp4s_remedy_eval_opts {
     fp4s_dz_tie dz_tie;       /* for the decompositions (default FP4S_DZ_TIE_SPEC) */
     bool decompose;           /* activation decompositions before and after (default true) */
     const fp4s_accel *accel;  /* the cost model's accelerator (NULL: b200) */
+    fp4s_device device;       /* where the GEMMs and rac's kernels run (default FP4S_DEVICE_CPU;
+                               * fp4s_remedy_device_resolve, "On the GPU" above) */
 } fp4s_remedy_eval_opts;
 
 FP4S_API void fp4s_remedy_eval_opts_defaults(fp4s_remedy_eval_opts *o);
+
+/* Where an evaluation asking for want runs: CPU stays CPU; CUDA needs CUDA
+ * and cuBLAS built in and a usable GPU (FP4S_ENOTSUP saying which is
+ * missing); AUTO is CUDA where that holds, else CPU. */
+FP4S_API int fp4s_remedy_device_resolve(fp4s_device want, fp4s_device *got);
 
 /* What is common to every remedy of one site. */
 typedef struct fp4s_remedy_site {
