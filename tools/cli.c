@@ -3,6 +3,7 @@
 #include <fp4scope/capture.h>
 #include <fp4scope/cuda.h>
 #include <fp4scope/outfile.h>
+#include <fp4scope/remedy.h>
 #include <fp4scope/tensor.h>
 #include <fp4scope/version.h>
 
@@ -476,13 +477,69 @@ void cli_version_device(void)
     }
 }
 
-fp4s_device cli_device(const char *arg, const fp4s_spec *s)
+/* What each tool does on the GPU (--device list). */
+static const struct {
+    const char *tool, *work;
+    unsigned caps; /* what it needs (FP4S_CUDA_CAP_*) */
+} gpu_tools[] = {
+    {"fp4-channels", "the per-channel statistics (decomposition by channel)", FP4S_CUDA_CAP_DECOMPOSE},
+    {"fp4-decompose", "the quantization and the error decomposition", FP4S_CUDA_CAP_DECOMPOSE},
+    {"fp4-quant", "the codes, scales, dequantized values and statistics (quantize kernels)",
+     FP4S_CUDA_CAP_QUANTIZE},
+    {"fp4-remedy", "the GEMMs (cuBLAS, FP32 accumulation) and rac's kernels", FP4S_CUDA_CAP_REMEDY},
+};
+
+void cli_device_list(void)
+{
+    const unsigned caps = fp4s_cuda_caps();
+    char d[320];
+    fp4s_cuda_describe(d, sizeof d);
+    printf("cuda: %s\n", caps & FP4S_CUDA_CAP_BUILT ? "built in" : "not built in");
+    if (caps & FP4S_CUDA_CAP_BUILT)
+        printf("cublas: %s\n", caps & FP4S_CUDA_CAP_REMEDY ? "built in (opened when a remedy runs on the GPU)"
+                                                           : "not built in");
+    printf("gpu: %s\n", caps & FP4S_CUDA_CAP_BUILT ? d : "none (no CUDA support)");
+    for (size_t i = 0; i < sizeof gpu_tools / sizeof gpu_tools[0]; i++) {
+        bool on = (caps & FP4S_CUDA_CAP_DEVICE) && (caps & gpu_tools[i].caps);
+        fp4s_device got = FP4S_DEVICE_CPU;
+        if (on && gpu_tools[i].caps == FP4S_CUDA_CAP_REMEDY) /* cuBLAS loads */
+            on = !fp4s_remedy_device_resolve(FP4S_DEVICE_AUTO, &got) && got == FP4S_DEVICE_CUDA;
+        printf("%-14s %s: %s\n", gpu_tools[i].tool, on ? "gpu" : "cpu", gpu_tools[i].work);
+    }
+    printf("other tools    cpu: no GPU path (--device cuda is refused)\n");
+}
+
+const char *cli_device_arg(const char *arg)
+{
+    fp4s_device d;
+    if (arg && !strcmp(arg, "list")) {
+        cli_device_list();
+        exit(0);
+    }
+    if (!arg || fp4s_device_parse(arg, &d)) cli_usage("--device: %s (or list)", fp4s_last_error());
+    return arg;
+}
+
+fp4s_device cli_device_for(const char *arg, cli_gpu_work w, const fp4s_spec *s)
 {
     fp4s_device want = FP4S_DEVICE_CPU, got = FP4S_DEVICE_CPU;
     if (arg && fp4s_device_parse(arg, &want)) cli_usage("--device: %s", fp4s_last_error());
-    if (fp4s_device_resolve(s, want, &got)) cli_die(FP4S_EXIT_USAGE, "--%s", fp4s_last_error());
+    int rc = 0;
+    switch (w) {
+    case CLI_GPU_NONE:
+        if (want == FP4S_DEVICE_CUDA)
+            cli_die(FP4S_EXIT_USAGE, "--device cuda: %s has no GPU path (its work runs on the CPU; "
+                    "--device list names the tools that use the GPU)", prog_name);
+        return FP4S_DEVICE_CPU;
+    case CLI_GPU_DECOMPOSE: rc = fp4s_device_resolve(s, want, &got); break;
+    case CLI_GPU_REMEDY: rc = fp4s_remedy_device_resolve(want, &got); break;
+    case CLI_GPU_QUANTIZE: rc = fp4s_cuda_device_resolve(s, want, &got); break;
+    }
+    if (rc) cli_die(FP4S_EXIT_USAGE, "--%s", fp4s_last_error());
     return got;
 }
+
+fp4s_device cli_device(const char *arg, const fp4s_spec *s) { return cli_device_for(arg, CLI_GPU_DECOMPOSE, s); }
 
 void cli_common_init(cli_common *c, void (*usage)(void), bool device)
 {
@@ -505,6 +562,10 @@ bool cli_common_option(int id, const char *arg, cli_common *c)
     case CLI_OPT_CHUNK: c->chunk = (size_t)cli_parse_int("--chunk", arg, 1, (long long)1 << 40); return true;
     case CLI_OPT_FORCE: cli_force(); return true;
     case CLI_OPT_QUIET: cli_quiet(); return true;
+    case CLI_OPT_DEVICE:
+        c->device_arg = cli_device_arg(arg);
+        if (!c->device) cli_device_for(arg, CLI_GPU_NONE, NULL); /* cuda: exit 2 now */
+        return true;
     default: return false;
     }
 }

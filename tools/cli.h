@@ -120,22 +120,39 @@ int cli_weight_2d(const char *arg);
  * the tools with --device use cli_version_device). */
 void cli_version(void);
 
-/* ---- --device: the tools with a GPU path ----------------------------------------------
- * CLI_DEVICE_LONGOPTS adds --device DEV (cpu, cuda or auto). cli_device
- * resolves the option's argument (NULL: cpu) for spec s: auto takes the GPU
- * when CUDA is built in, a GPU is usable and the GPU implements s, else the
- * CPU; a name other than the three, or cuda where it cannot run, is exit 2
- * with the reason ("--device cuda: no usable GPU (...)"). */
+/* ---- --device: every tool ------------------------------------------------------------
+ * --device DEV (cpu, cuda, auto or list) is one of the common options
+ * (CLI_COMMON_LONGOPTS, below): cli_common_option takes it through
+ * cli_device_arg (list prints the capability report, cli_device_list, and
+ * exits 0; a name other than the four is exit 2) into cli_common.device_arg;
+ * a tool without a GPU path (cli_common_init with device false) refuses cuda
+ * there and then (exit 2, "--device cuda: fp4-plot has no GPU path"), and
+ * auto runs on the CPU silently. A tool with a GPU path resolves device_arg
+ * for its work with cli_device_for (NULL: cpu): auto takes the GPU when it
+ * can run that work, else the CPU, silently; cuda where it cannot run is
+ * exit 2 with the reason ("--device cuda: no usable GPU (...)"). cli_device
+ * is the decomposition's (for spec s). */
 enum { CLI_OPT_DEVICE = 0x4110 }; /* clear of CLI_OPT_FORCE, CLI_OPT_QUIET, ... */
 #define CLI_DEVICE_LONGOPTS {"device", required_argument, NULL, CLI_OPT_DEVICE},
+typedef enum cli_gpu_work {
+    CLI_GPU_NONE,      /* the tool has no GPU path */
+    CLI_GPU_DECOMPOSE, /* the decomposition and per-channel statistics (fp4s_decomp_opts.device) */
+    CLI_GPU_REMEDY,    /* the remedies' GEMMs and rac (fp4s_remedy_eval_opts.device) */
+    CLI_GPU_QUANTIZE   /* the quantize kernels (fp4s_cuda_quantize_ex) */
+} cli_gpu_work;
+const char *cli_device_arg(const char *arg);
+fp4s_device cli_device_for(const char *arg, cli_gpu_work w, const fp4s_spec *s);
 fp4s_device cli_device(const char *arg, const fp4s_spec *s);
+/* --device list: whether CUDA (and cuBLAS) is built in, the GPU found or why
+ * none is usable, and which tools use it for what. */
+void cli_device_list(void);
 /* --version of a tool with --device: the features with cuda when it is
  * built in, and a line "gpu: ..." naming the GPU or why none is usable. */
 void cli_version_device(void);
 
 /* ---- the common option group --------------------------------------------------------
- * The options every tool spells alike, parsed in one place: --help and --version
- * (CLI_COMMON_LONGOPTS, every tool), --json and --csv (CLI_REPORT_LONGOPTS; a tool
+ * The options every tool spells alike, parsed in one place: --help, --version
+ * and --device (CLI_COMMON_LONGOPTS, every tool), --json and --csv (CLI_REPORT_LONGOPTS; a tool
  * without CSV lists CLI_JSON_LONGOPTS), --threads N (CLI_THREADS_LONGOPTS: worker
  * threads, 1 to 4096) and --chunk N (CLI_CHUNK_LONGOPTS: elements per read chunk),
  * with --force and --quiet of CLI_OUTPUT_LONGOPTS. cli_common_option() applies one
@@ -154,14 +171,15 @@ enum {
     CLI_OPT_CHUNK
 };
 #define CLI_COMMON_LONGOPTS {"help", no_argument, NULL, CLI_OPT_HELP}, \
-    {"version", no_argument, NULL, CLI_OPT_VERSION},
+    {"version", no_argument, NULL, CLI_OPT_VERSION}, CLI_DEVICE_LONGOPTS
 #define CLI_JSON_LONGOPTS {"json", no_argument, NULL, CLI_OPT_JSON},
 #define CLI_REPORT_LONGOPTS CLI_JSON_LONGOPTS {"csv", no_argument, NULL, CLI_OPT_CSV},
 #define CLI_THREADS_LONGOPTS {"threads", required_argument, NULL, CLI_OPT_THREADS},
 #define CLI_CHUNK_LONGOPTS {"chunk", required_argument, NULL, CLI_OPT_CHUNK},
 typedef struct cli_common {
     void (*usage)(void); /* --help */
-    bool device;         /* --version names the GPU (a tool with --device) */
+    bool device;         /* the tool has a GPU path: --version names the GPU, --device is its to resolve */
+    const char *device_arg; /* --device DEV as given (NULL: not given) */
     bool json, csv;      /* --json, --csv given */
     size_t chunk;        /* --chunk N; 0 when not given */
 } cli_common;

@@ -42,7 +42,8 @@ static void usage_text(void)
         "      --quiet           no progress line on stderr\n"
         "      --threads N       worker threads (default: all CPUs)\n"
         "      --chunk N         elements per read chunk (default 2097152, 67108864 on the GPU)\n"
-        "      --device DEV      cpu (default), cuda or auto (the GPU when one is usable)\n"
+        "      --device DEV      cpu (default), cuda or auto (the GPU when one is usable);\n"
+        "                        list: what this build and machine can do\n"
         "      --help            show this help and exit\n"
         "      --version         show version and features and exit\n"
         "\n"
@@ -146,7 +147,7 @@ int main(int argc, char **argv)
     cli_quant_init(&qo);
     par_init();
     const char *score_s = NULL, *weight = NULL;
-    const char *w2d = NULL, *dz_s = NULL, *outpath = NULL, *device_s = NULL;
+    const char *w2d = NULL, *dz_s = NULL, *outpath = NULL;
     bool have_top = false, have_ratio = false;
     cli_common common;
     cli_common_init(&common, usage_text, true);
@@ -168,13 +169,11 @@ int main(int argc, char **argv)
         CLI_CHUNK_LONGOPTS
         CLI_COMMON_LONGOPTS
         CLI_OUTPUT_LONGOPTS
-        CLI_DEVICE_LONGOPTS
         {NULL, 0, NULL, 0}};
     int c;
     while ((c = cli_getopt(argc, argv, "f:p:o:", lo)) != -1) {
         switch (c) {
         case 'o': outpath = optarg; break;
-        case CLI_OPT_DEVICE: device_s = optarg; break;
         case OPT_SCORE: score_s = optarg; break;
         case OPT_TOP: top = cli_parse_int("--top", optarg, 1, (long long)1 << 40); have_top = true; break;
         case OPT_RATIO:
@@ -212,7 +211,7 @@ int main(int argc, char **argv)
     o.n_out = (size_t)nout;
     if (dz_s && fp4s_dz_tie_parse(dz_s, &o.decomp.dz_tie)) cli_usage("--dz-tie: %s", fp4s_last_error());
     if (common.chunk) o.decomp.chunk_elems = common.chunk;
-    o.decomp.device = cli_device(device_s, &spec);
+    o.decomp.device = cli_device(common.device_arg, &spec);
 
     cli_input(input);
     if (weight) cli_input(weight);

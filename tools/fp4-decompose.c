@@ -41,7 +41,8 @@ static void usage_text(void)
         "      --quiet           no progress line on stderr\n"
         "      --threads N       worker threads (default: all CPUs)\n"
         "      --chunk N         elements per read chunk (default 2097152, 67108864 on the GPU)\n"
-        "      --device DEV      cpu (default), cuda or auto (the GPU when one is usable)\n"
+        "      --device DEV      cpu (default), cuda or auto (the GPU when one is usable);\n"
+        "                        list: what this build and machine can do\n"
         "      --show N          groups listed per input in the table (default 20, 0 = all)\n"
         "      --help            show this help and exit\n"
         "      --version         show version and features and exit\n"
@@ -234,7 +235,7 @@ int main(int argc, char **argv)
     cli_quant_init(&qo);
     par_init();
     const char *by_s = NULL, *dz_s = NULL;
-    const char *sites = NULL, *steps_s = NULL, *sides = NULL, *outpath = NULL, *device_s = NULL;
+    const char *sites = NULL, *steps_s = NULL, *sides = NULL, *outpath = NULL;
     cli_common common;
     cli_common_init(&common, usage_text, true);
     size_t show = 20;
@@ -252,13 +253,11 @@ int main(int argc, char **argv)
         CLI_CHUNK_LONGOPTS
         CLI_COMMON_LONGOPTS
         CLI_OUTPUT_LONGOPTS
-        CLI_DEVICE_LONGOPTS
         {NULL, 0, NULL, 0}};
     int c;
     while ((c = cli_getopt(argc, argv, "f:p:o:", lo)) != -1) {
         switch (c) {
         case 'o': outpath = optarg; break;
-        case CLI_OPT_DEVICE: device_s = optarg; break;
         case OPT_BY: by_s = optarg; break;
         case OPT_DZTIE: dz_s = optarg; break;
         case OPT_SITES: sites = optarg; break;
@@ -282,7 +281,7 @@ int main(int argc, char **argv)
     if (by_s && fp4s_group_parse(by_s, &opts.by)) cli_usage("--by: %s", fp4s_last_error());
     if (dz_s && fp4s_dz_tie_parse(dz_s, &opts.dz_tie)) cli_usage("--dz-tie: %s", fp4s_last_error());
     if (common.chunk) opts.chunk_elems = common.chunk;
-    opts.device = cli_device(device_s, &spec);
+    opts.device = cli_device(common.device_arg, &spec);
     long long *steps = NULL;
     size_t nsteps = 0;
     if (steps_s) steps = cli_parse_int_list("--steps", steps_s, &nsteps);

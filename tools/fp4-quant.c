@@ -75,7 +75,11 @@ static void usage(void)
            "Execution:\n"
            "      --threads N       worker threads (default: FP4S_THREADS or all CPUs; at most 256)\n"
            "      --ref             force the scalar reference kernels (as FP4S_FORCE_REF=1)\n"
-           "      --chunk-rows N    rows per streamed chunk (default: about 1M elements)\n"
+           "      --chunk-rows N    rows per streamed chunk (default: about 1M elements,\n"
+           "                        16M on the GPU)\n"
+           "      --device DEV      where the quantizer runs: cpu (default), cuda (the GPU:\n"
+           "                        the same codes, scales and statistics) or auto; list:\n"
+           "                        what this build and machine can do\n"
            "      --help, --version\n\n"
            "Exit status: 0 ok, 2 usage, 3 input unreadable, malformed or of the wrong\n"
            "shape, 4 output not written, 5 internal error.\n");
@@ -128,7 +132,7 @@ int main(int argc, char **argv)
     memset(&j, 0, sizeof j);
 
     cli_common common;
-    cli_common_init(&common, usage, false);
+    cli_common_init(&common, usage, true);
     int c;
     while ((c = cli_getopt(argc, argv, "f:p:o:", longopts)) != -1) {
         switch (c) {
@@ -157,6 +161,9 @@ int main(int argc, char **argv)
     cli_quant_spec(&q, CLI_FORMATS_ALL, "quantization is", &j.r1.spec);
     j.diff = diff_profile != NULL;
     if (j.diff) cli_profile_spec(j.r1.spec.format, diff_profile, "--diff", &j.r2.spec);
+    /* --device: each quantizer on the GPU where the kernels implement it */
+    j.r1.cuda = cli_device_for(common.device_arg, CLI_GPU_QUANTIZE, &j.r1.spec) == FP4S_DEVICE_CUDA;
+    if (j.diff) j.r2.cuda = cli_device_for(common.device_arg, CLI_GPU_QUANTIZE, &j.r2.spec) == FP4S_DEVICE_CUDA;
     j.da.show = (size_t)show;
 
     /* every output checked against the input and each other before any work */

@@ -70,6 +70,9 @@ static void usage_text(void)
         "      --force           replace an existing HDF5 output (the man page, FILES)\n"
         "      --quiet           no progress line on stderr\n"
         "      --threads N       worker threads (default: all CPUs)\n"
+        "      --device DEV      where the GEMMs and rac's kernels run: cpu (default),\n"
+        "                        cuda (cuBLAS, FP32 accumulation) or auto; list: what\n"
+        "                        this build and machine can do\n"
         "      --help            show this help and exit\n"
         "      --version         show version and features and exit\n"
         "\n"
@@ -552,7 +555,7 @@ int main(int argc, char **argv)
     const char *sites = NULL, *steps_s = NULL, *outpath = NULL, *plan_ref = "wfq", *lm_head = NULL;
     bool nodec = false, have_plan = false, logits = false;
     cli_common common;
-    cli_common_init(&common, usage_text, false);
+    cli_common_init(&common, usage_text, true);
     fp4s_remedy_kind ltrainer = FP4S_RK_WFQ;
     long long sr_seeds = 8;
     double budget = 0;
@@ -692,6 +695,7 @@ int main(int argc, char **argv)
     if ((rc = fp4s_accel_get(accel_s, &eo.accel))) cli_usage("--accel: %s", fp4s_last_error());
     if (dz_s && fp4s_dz_tie_parse(dz_s, &eo.dz_tie)) cli_usage("--dz-tie: %s", fp4s_last_error());
     eo.decompose = !nodec;
+    eo.device = cli_device_for(common.device_arg, CLI_GPU_REMEDY, NULL);
     /* the output is checked against the inputs before any work (cli.h) */
     const char *inputs[] = {act, tact, weight, capture_mode ? argv[optind] : NULL};
     for (int i = 0; i < 4; i++)

@@ -218,8 +218,8 @@ for t in fp4-decompose fp4-channels; do
     $t --version >out.txt
     if [ "$cuda_built" -eq 1 ]; then grep -q "^gpu: " out.txt || fail "$t --version: no gpu line"; fi
 done
-fp4-quant --version | grep -q "^features:.* cuda" && fail "fp4-quant --version lists cuda (it has no GPU path)"
-fp4-quant --version | grep -q "^gpu: " && fail "fp4-quant --version has a gpu line"
+fp4-plot --version | grep -q "^features:.* cuda" && fail "fp4-plot --version lists cuda (it has no GPU path)"
+fp4-plot --version | grep -q "^gpu: " && fail "fp4-plot --version has a gpu line"
 
 failures_end
 echo "cli: all checks passed"

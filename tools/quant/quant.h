@@ -7,6 +7,7 @@
 
 #include "cli.h"
 
+#include <fp4scope/cuda.h>
 #include <fp4scope/qfile.h>
 #include <fp4scope/quant.h>
 #include <fp4scope/spec.h>
@@ -26,6 +27,7 @@ typedef struct {
     size_t scale_cols;    /* FP4: blocks per row; FP8: scale columns */
     size_t sf_rows_chunk; /* FP8 scale rows per chunk buffer */
     uint64_t overflow_to_inf; /* finite inputs, in blocks without NaN/Inf, whose dequantized value is not finite */
+    bool cuda;            /* --device: quantize on the GPU (fp4s_cuda_quantize_host_all, the same bits) */
 } run_t;
 
 

@@ -54,6 +54,9 @@ static float chunk_amax(const fp4s_spec *s, const float *x, size_t n, size_t col
 
 static int run_chunk(run_t *r, const float *x, size_t n, size_t pcols, size_t row0)
 {
+    if (r->cuda) /* codes, scale bytes, dequantized values and statistics, bit for bit */
+        return fp4s_cuda_quantize_host_all(&r->spec, &r->ts, x, n, pcols, pcols, false, r->codes, r->scales,
+                                           r->deq, &r->st);
     fp4s_qout o = {0};
     o.codes = r->codes;
     o.ld_codes = pcols;
@@ -257,7 +260,8 @@ void job_open(job *j)
         if (a2 > align) align = a2;
         if (align % a2) align *= a2;
     }
-    size_t chunk = j->chunk_rows ? (size_t)j->chunk_rows : ((size_t)1 << 20) / j->pcols;
+    /* about 1M elements a chunk; on the GPU 16M (fewer copies and launches) */
+    size_t chunk = j->chunk_rows ? (size_t)j->chunk_rows : ((size_t)1 << (j->r1.cuda ? 24 : 20)) / j->pcols;
     if (chunk < 1) chunk = 1;
     chunk = (chunk + align - 1) / align * align;
     if (chunk > j->rows) chunk = j->rows;
