@@ -10,7 +10,22 @@
 #   scripts/device/cuda_check.sh [--parts LIST]
 #
 # LIST: comma-separated, run in this order: test, bench, ncu, torch, big,
-# sanitizer, cpu, decomp (default: all of them).
+# sanitizer, cpu, decomp, remedy, quant, ncu-decomp, rm-sanitizer (default:
+# the first eight).
+#
+# remedy: tests/cuda/test_cuda_remedy (rac's kernels bit for bit, the cuBLAS
+# GEMMs within their K-term rounding bound and exact where every order is,
+# fp4s_remedy_eval remedy by remedy; the GPU, and last the host emulation),
+# then its --bench on one site (FP4S_RM_BENCH="M N K", default 4096 4096 4096): the
+# evaluation on the CPU (all its threads, OpenBLAS) and through cuBLAS, time
+# and agreement. quant: tests/cuda/test_cuda_qstats (the statistics kernel
+# and fp4s_cuda_quantize_host_all against fp4s_quantize, bit for bit; the
+# GPU, and last the host emulation) and scripts/device/quant_device.sh (fp4-quant
+# --device cuda against cpu on a 1 GiB tensor: time, and the same summary,
+# codes and scales). ncu-decomp: Nsight Compute on the decomposition
+# kernels (bench_cuda_decomp on 0.25 GiB: speed of light, occupancy,
+# registers, warp stalls). rm-sanitizer: compute-sanitizer memcheck and
+# racecheck on the remedy and statistics kernels (--sanitize runs).
 #
 # decomp: tests/cuda/test_cuda_decomp (the GPU decomposition against the CPU
 # decomposer bit for bit: host emulation, then the GPU on every implemented
@@ -35,7 +50,7 @@ parts=test,big,bench,torch,ncu,sanitizer,cpu,decomp
 while [ $# -gt 0 ]; do
     case $1 in
     --parts) parts=$2; shift ;;
-    *) echo "usage: cuda_check.sh [--parts test,big,bench,torch,ncu,sanitizer,cpu,decomp]" >&2; exit 2 ;;
+    *) echo "usage: cuda_check.sh [--parts test,big,bench,torch,ncu,sanitizer,cpu,decomp,remedy,quant,ncu-decomp,rm-sanitizer]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -63,14 +78,27 @@ step() { # step NAME LOGFILE LIMIT CMD...: run under a time limit, tee the log, 
 ok=1
 # -Dsimd=false: the CUDA test and benchmark compare with the scalar reference
 # only; the CPU scaling table then needs the SIMD kernels: a second build.
+new_parts=
+for p in remedy quant ncu-decomp rm-sanitizer; do want $p && new_parts=1; done
+old_parts=
+for p in test big bench torch ncu sanitizer cpu; do want $p && old_parts=1; done
 if [ "$parts" = decomp ]; then
     export FP4S_MESON_ARGS="${FP4S_MESON_ARGS:-}"
     targets="tests/cuda/test_cuda_decomp bench/bench_cuda_decomp"
+elif [ -z "$old_parts" ]; then
+    # the newer parts alone: only what they run (-Dsimd=false as the others)
+    export FP4S_MESON_ARGS="${FP4S_MESON_ARGS:--Dsimd=false}"
+    targets=
+    want decomp && targets="$targets tests/cuda/test_cuda_decomp bench/bench_cuda_decomp"
 else
     export FP4S_MESON_ARGS="${FP4S_MESON_ARGS:--Dsimd=false}"
     targets="tests/cuda/test_cuda bench/bench_cuda bench/bench_read"
     want decomp && targets="$targets tests/cuda/test_cuda_decomp bench/bench_cuda_decomp"
 fi
+want remedy && targets="$targets tests/cuda/test_cuda_remedy"
+want rm-sanitizer && targets="$targets tests/cuda/test_cuda_remedy tests/cuda/test_cuda_qstats"
+want quant && targets="$targets tests/cuda/test_cuda_qstats tools/fp4-quant bench/bench_read"
+want ncu-decomp && targets="$targets bench/bench_cuda_decomp"
 if ! step build build.log 200 scripts/device/setup.sh $targets; then
     ok=0
 else
@@ -134,6 +162,35 @@ else
         step dc-big decomp_big.log 40 "$B/tests/cuda/test_cuda_decomp" --big --quiet || ok=0
         step dc-emul decomp_emulate.log 30 "$B/tests/cuda/test_cuda_decomp" --emulate --quiet $caps || ok=0
     fi
+    # the newer parts, most wanted first (the deadline skips what comes too late)
+    want remedy && { step rm-gpu remedy_gpu.log 60 "$B/tests/cuda/test_cuda_remedy" --quiet || ok=0; }
+    want quant && { step qs-gpu qstats_gpu.log 60 "$B/tests/cuda/test_cuda_qstats" --quiet || ok=0; }
+    if want rm-sanitizer && command -v compute-sanitizer >/dev/null; then
+        step rm-memchk remedy_memcheck.log 40 compute-sanitizer --tool memcheck --error-exitcode 9 \
+            "$B/tests/cuda/test_cuda_remedy" --sanitize --quiet || ok=0
+        step rm-racechk remedy_racecheck.log 40 compute-sanitizer --tool racecheck --error-exitcode 9 \
+            "$B/tests/cuda/test_cuda_remedy" --sanitize --quiet || ok=0
+        step qs-memchk qstats_memcheck.log 40 compute-sanitizer --tool memcheck --error-exitcode 9 \
+            "$B/tests/cuda/test_cuda_qstats" --sanitize --quiet || ok=0
+        step qs-racechk qstats_racecheck.log 40 compute-sanitizer --tool racecheck --error-exitcode 9 \
+            "$B/tests/cuda/test_cuda_qstats" --sanitize --quiet || ok=0
+    fi
+    want quant && { step quant quant_device.log 90 scripts/device/quant_device.sh "$B" || ok=0; }
+    # shellcheck disable=SC2086
+    want remedy && { step rm-bench remedy_bench.log 90 "$B/tests/cuda/test_cuda_remedy" \
+        --bench ${FP4S_RM_BENCH:-4096 4096 4096} --reps 2 --list "none,rac:0.25,rac:0.25:aug" || ok=0; }
+    if want ncu-decomp && [ -n "$NCU" ]; then
+        # the decomposition's kernels (quantize pass, row kernel, channel
+        # kernel, the slot sums) on 0.25 GiB: what limits them, registers,
+        # occupancy, stalls
+        step ncu-dc profile_decomp.log 90 "$NCU" --clock-control none --section SpeedOfLight \
+            --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+            --metrics dram__bytes_read.sum,dram__bytes_write.sum,smsp__inst_executed.sum \
+            --kernel-name regex:'dk_|quant16' --launch-count 16 \
+            "$B/bench/bench_cuda_decomp" --gib 0.25 --chan-gib 0.0625 --reps 1 --cpu-reps 1 || ok=0
+    fi
+    want remedy && { step rm-emul remedy_emulate.log 40 "$B/tests/cuda/test_cuda_remedy" --emulate --quiet || ok=0; }
+    want quant && { step qs-emul qstats_emulate.log 40 "$B/tests/cuda/test_cuda_qstats" --emulate --quiet || ok=0; }
 fi
 tar -czf "$OUT/logs.tgz" -C "$OUT" --exclude logs.tgz . 2>/dev/null
 echo "== cuda_check summary ($((SECONDS - T0)) s)"
@@ -145,4 +202,12 @@ grep -H "checks,\|ERROR SUMMARY\|RACECHECK SUMMARY" "$OUT"/decomp_*.log 2>/dev/n
 [ -f "$OUT/bench_cuda.log" ] && grep "^RESULT" "$OUT/bench_cuda.log" | awk '{printf "%-10s %-8s %-5s %-24s %7.3f ms %7.0f GB/s %5.1f%%\n", $2, $3, $4, $5, $6, $7, 100*$8}'
 [ -f "$OUT/bench_torch.log" ] && grep "^|" "$OUT/bench_torch.log"
 [ -f "$OUT/cpu_scaling.log" ] && grep "^|" "$OUT/cpu_scaling.log"
+grep -H "checks,\|ERROR SUMMARY\|RACECHECK SUMMARY\|SKIP" "$OUT"/remedy_*.log "$OUT"/qstats_*.log 2>/dev/null | sed "s|^$OUT/||"
+[ -f "$OUT/remedy_bench.log" ] && grep "^bench:\|^|" "$OUT/remedy_bench.log"
+[ -f "$OUT/quant_device.log" ] && grep "^input:\|^|" "$OUT/quant_device.log"
+if [ -f "$OUT/profile_decomp.log" ]; then
+    # per kernel: name, registers, achieved occupancy, SM and DRAM throughput
+    grep -E "^  [a-z_].*\(|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Compute \(SM\) Throughput|DRAM Throughput|Duration" \
+        "$OUT/profile_decomp.log" | sed 's/  */ /g' | head -80
+fi
 [ $ok = 1 ]
