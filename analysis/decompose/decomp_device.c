@@ -28,30 +28,7 @@ const char *fp4s_device_name(fp4s_device d) { return fp4s_dname_of(devices, 3, (
 
 int fp4s_device_resolve(const fp4s_spec *s, fp4s_device want, fp4s_device *got)
 {
-    if (!got) return fp4s_error_set(FP4S_EINVAL, "device: NULL output");
-    *got = FP4S_DEVICE_CPU;
-    if (want == FP4S_DEVICE_CPU) return 0;
-    if (want != FP4S_DEVICE_CUDA && want != FP4S_DEVICE_AUTO)
-        return fp4s_error_set(FP4S_EINVAL, "device: unknown device %d", (int)want);
-    const char *why = NULL;
-    char desc[320];
-    bool ok = true;
-    if (!(fp4s_cuda_caps() & FP4S_CUDA_CAP_DECOMPOSE)) {
-        why = "this build has no CUDA support";
-        ok = false;
-    } else if (!fp4s_cuda_available()) {
-        fp4s_cuda_describe(desc, sizeof desc);
-        why = desc;
-        ok = false;
-    } else if (s && !fp4s_cu_supports_why(s, &why)) {
-        ok = false;
-    }
-    if (ok) {
-        *got = FP4S_DEVICE_CUDA;
-        return 0;
-    }
-    if (want == FP4S_DEVICE_AUTO) return 0;
-    return fp4s_error_set(FP4S_ENOTSUP, "device cuda: %s", why);
+    return fp4s_cu_resolve(FP4S_CUDA_CAP_BUILT | FP4S_CUDA_CAP_DECOMPOSE, s, want, got);
 }
 
 fp4s_device fp4s_decomp_device(const fp4s_decomp *d)

@@ -39,7 +39,7 @@ FP4S_API bool fp4s_cuda_supports(const fp4s_spec *s)
     return fp4s_cu_supports_why(s, &why);
 }
 
-FP4S_API int fp4s_cuda_device_resolve(const fp4s_spec *s, fp4s_device want, fp4s_device *got)
+int fp4s_cu_resolve(unsigned need, const fp4s_spec *s, fp4s_device want, fp4s_device *got)
 {
     if (!got) return fp4s_error_set(FP4S_EINVAL, "device: NULL output");
     *got = FP4S_DEVICE_CPU;
@@ -48,16 +48,20 @@ FP4S_API int fp4s_cuda_device_resolve(const fp4s_spec *s, fp4s_device want, fp4s
         return fp4s_error_set(FP4S_EINVAL, "device: unknown device %d", (int)want);
     const char *why = NULL;
     char desc[320];
-    if (!(fp4s_cuda_caps() & FP4S_CUDA_CAP_BUILT)) {
+    if ((fp4s_cuda_caps() & need) != need) {
         why = "this build has no CUDA support";
     } else if (!fp4s_cuda_available()) {
         fp4s_cuda_describe(desc, sizeof desc);
         why = desc;
-    } else if (!fp4s_cu_supports_why(s, &why)) {
-    } else {
+    } else if (!s || fp4s_cu_supports_why(s, &why)) {
         *got = FP4S_DEVICE_CUDA;
         return 0;
     }
     if (want == FP4S_DEVICE_AUTO) return 0;
     return fp4s_error_set(FP4S_ENOTSUP, "device cuda: %s", why);
+}
+
+FP4S_API int fp4s_cuda_device_resolve(const fp4s_spec *s, fp4s_device want, fp4s_device *got)
+{
+    return fp4s_cu_resolve(FP4S_CUDA_CAP_BUILT | FP4S_CUDA_CAP_QUANTIZE, s, want, got);
 }

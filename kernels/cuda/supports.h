@@ -2,6 +2,7 @@
 #ifndef FP4S_CUDA_SUPPORTS_H
 #define FP4S_CUDA_SUPPORTS_H
 
+#include <fp4scope/decompose.h>
 #include <fp4scope/spec.h>
 
 #ifdef __cplusplus
@@ -10,6 +11,10 @@ extern "C" {
 
 /* true if the kernels implement s; otherwise false and *why says why. */
 bool fp4s_cu_supports_why(const fp4s_spec *s, const char **why);
+
+/* Where work needing the capabilities need (FP4S_CUDA_CAP_*) on spec s (NULL:
+ * any) runs when want is asked for (fp4s_cuda_device_resolve's contract). */
+int fp4s_cu_resolve(unsigned need, const fp4s_spec *s, fp4s_device want, fp4s_device *got);
 
 #ifdef __cplusplus
 }
