@@ -24,7 +24,7 @@
  * --profiles keeps only the profiles' specs (fewer launches, for the
  * compute-sanitizer runs). --hold-default-stream holds the legacy default
  * stream during each GPU check (see gpu_quantize): a check that depends on
- * it fails. --exhaustive runs only the CPU check of the kernels' E2M1 encoders on every
+ * it fails; a first pass without the hold runs every check's path once. --exhaustive runs only the CPU check of the kernels' E2M1 encoders on every
  * float32 magnitude up to 8, for each tie rule (slow suite).
  * The seed is printed first; rerun with --seed to reproduce. */
 #include <fp4scope/cuda.h>
@@ -303,10 +303,19 @@ static const char *dt_name(fp4s_dtype dt)
  * stream has finished; work of the check put there runs after its kernel
  * (poison or stale input: a mismatch), and a call that waits for that stream
  * (a synchronous copy, cudaFree) stalls until the hold gives up after 2 s,
- * which fails the check with its name. */
+ * which fails the check with its name. Loading a kernel may synchronise the
+ * whole context (CUDA documents it for its lazy loading, the default since
+ * CUDA 12.2: a kernel is loaded at its first launch), and so would wait for
+ * the hold although the check's own sequence is right: with the option the
+ * program asks for eager loading (CUDA_MODULE_LOADING=EAGER unless the
+ * environment sets it) and first runs one pass without the hold over every
+ * spec, input type, layout, shape and tensor on the device API, so that every
+ * kernel and every path of a check has run once; only the passes after it
+ * are held. */
 static cudaStream_t stream;
 static int use_host_api; /* alternate with the host-memory conveniences */
 static int hold_default;  /* --hold-default-stream */
+static int hold_now;      /* hold the default stream in this pass */
 
 static int cu_check(cudaError_t e, const char *what)
 {
@@ -336,7 +345,7 @@ static void CUDART_CB hold_fn(void *arg)
 /* Start holding the default stream (no-op without --hold-default-stream). */
 static int hold_begin(void)
 {
-    if (!hold_default) return 0;
+    if (!hold_now) return 0;
     pthread_mutex_lock(&hold_mu);
     hold_open = 0;
     hold_expired = 0;
@@ -348,7 +357,7 @@ static int hold_begin(void)
  * default stream drain, and fail if the check waited for it. */
 static int hold_end(int rc, const char *what)
 {
-    if (!hold_default) return rc;
+    if (!hold_now) return rc;
     pthread_mutex_lock(&hold_mu);
     hold_open = 1;
     pthread_cond_broadcast(&hold_cv);
@@ -679,6 +688,7 @@ int main(int argc, char **argv)
     if (seed == 0) seed = 1;
     rng = seed;
     printf("test_cuda: seed %" PRIu64 " (%s)\n", seed, emulate ? "host emulation" : "GPU");
+    if (hold_default) setenv("CUDA_MODULE_LOADING", "EAGER", 0); /* before the first CUDA call */
     char desc[200];
     fp4s_cuda_describe(desc, sizeof desc);
     if (!emulate) {
@@ -734,7 +744,10 @@ int main(int argc, char **argv)
         }
     }
     static const fp4s_dtype dts[3] = {FP4S_DT_F32, FP4S_DT_BF16, FP4S_DT_F16};
-    for (int it = 0; it < iters; it++) {
+    /* it -1: the pass without the hold of --hold-default-stream (every spec,
+     * type and layout, the device API) */
+    for (int it = hold_default ? -1 : 0; it < iters; it++) {
+        hold_now = hold_default && it >= 0;
         for (int sh = 0; sh < nshapes; sh++) {
             for (int kind = 0; kind < 5; kind++) {
                 const shape *S = &shapes[sh];
@@ -762,8 +775,8 @@ int main(int argc, char **argv)
                         const int pick = t + kind + sh + it;
                         for (int pk = 0; pk < 2; pk++) {
                             /* profiles: every type and layout; the other specs one each, in turn */
-                            if (!prof && (pick % 3 != d || (pick / 3) % 2 != pk)) continue;
-                            use_host_api = (t + kind + pk) % 4 == 3;
+                            if (it >= 0 && !prof && (pick % 3 != d || (pick / 3) % 2 != pk)) continue;
+                            use_host_api = it >= 0 && (t + kind + pk) % 4 == 3;
                             bad += check_one(&specs[t], kind, xr, dts[d], xin, S, pk == 1, emulate);
                         }
                     }
