@@ -26,6 +26,16 @@ torchao@0.16 now, and the CUDA run compared it, not torchao-cuda@0.16):
   at |x/X| = 0x1.fffffep-3, where microxcaling's float32 floor(y + 0.5) rounds
   up (fp4scope's rha is exact). The torchao MX comparison skips code-0 blocks
   (torchao divides them by 2^-126).
+Measured 2026-12-02 (quick run, same machine): every check 0 differ but
+MXFP4 microxcaling, 3 and 5 of 49152 element codes on CPU and CUDA (scale
+codes equal), again at |x/X| = 0x1.fffffep-3 (make_data's values just below
+a power of two, in a block whose scale puts them there). That is the one
+float32 value below 8 where microxcaling's _round_mantissa 'nearest' (floor of
+the float32 sum 2|v| + 0.5: 1 - 2^-25 rounds to 1) and exact ties away differ
+(all 2^30 magnitudes checked): the peer follows microxcaling's Python source,
+fp4scope's profile does not model that one value (fp4scope-formats(7), KNOWN
+LIMITS). The microxcaling line counts those elements apart ("N more at ...")
+and reports DIFF only for any other difference.
 """
 import ctypes
 import sys
@@ -258,7 +268,21 @@ def mx_modelopt(x):
     return code.view(m, n).to(torch.uint8), (e.squeeze(-1) + 127).to(torch.uint8)
 
 
-def compare(name, fmt, prof, fn, x, dev, signed_zero=True):
+MX_SUM_LIMIT = float.fromhex("0x1.fffffep-3")
+
+
+def mx_sum_limit(x, c, c_ref, s_ref):
+    """The elements where microxcaling's float32 floor(2|v| + 0.5) rounds up
+    and fp4scope's exact rha does not: |x| / 2^(scale - 127) is 0x1.fffffep-3
+    (the only such float32 below 8), the peer codes 0.5, fp4scope 0."""
+    X = np.exp2(s_ref.astype(np.float64) - 127).repeat(x.shape[1] // s_ref.shape[1], axis=1)
+    v = np.abs(x.astype(np.float64)) / X
+    return (v == MX_SUM_LIMIT) & ((c_ref & 7) == 1) & ((c & 7) == 0)
+
+
+def compare(name, fmt, prof, fn, x, dev, signed_zero=True, known=None):
+    """known(x, c, c_ref, s_ref): a documented difference (fp4scope-formats(7)
+    KNOWN LIMITS), counted apart from the others."""
     c_ref, s_ref, *skip = fn(torch.from_numpy(x).to(dev))
     c_ref = c_ref.cpu().numpy()
     s_ref = s_ref.cpu().numpy()
@@ -266,6 +290,14 @@ def compare(name, fmt, prof, fn, x, dev, signed_zero=True):
     if not signed_zero:  # fake-quant engines: -0 and +0 are the same value
         c = np.where(c == 8, 0, c)
         c_ref = np.where(c_ref == 8, 0, c_ref)
+    if known is not None:
+        lim = (c != c_ref) & known(x, c, c_ref, s_ref)
+        c_ref = np.where(lim, c, c_ref)
+        nk = int(np.count_nonzero(lim))
+        report(f"{name} ({dev}) scale codes", int(np.count_nonzero(s != s_ref)), s.size)
+        report(f"{name} ({dev}) element codes", int(np.count_nonzero(c != c_ref)), c.size,
+               f"; {nk} more at |x/X| = 0x1.fffffep-3 (known limit)" if nk else "")
+        return
     if skip:
         keep = ~skip[0].cpu().numpy()
         block = x.shape[1] // s.shape[1]
@@ -292,6 +324,7 @@ if __name__ == "__main__":
             compare("NVFP4 modelopt", "nvfp4", "modelopt", nv_modelopt, x, dev)
             compare("MXFP4 torchao floor", "mxfp4", "torchao", mx_torchao_main, x, dev)
             compare("MXFP4 torchao@0.18 floor", "mxfp4", "torchao@0.18", mx_torchao_floor, x, dev)
-            compare("MXFP4 microxcaling", "mxfp4", "microxcaling", mx_microxcaling, x, dev, signed_zero=False)
+            compare("MXFP4 microxcaling", "mxfp4", "microxcaling", mx_microxcaling, x, dev, signed_zero=False,
+                    known=mx_sum_limit)
             compare("MXFP4 modelopt", "mxfp4", "modelopt", mx_modelopt, x, dev)
     sys.exit(1 if fails else 0)
