@@ -32,6 +32,9 @@
 #    binding); then one process with all CPUs as threads (no MPI). Every run's
 #    JSON must equal P = 1's byte for byte. Then again, as long as the budget
 #    leaves room, up to 3 runs each (the table gives the best and the spread).
+# FP4S_MPI_CUDA=1: a run of its own instead of 3 and 4 (a CUDA build, about a
+# minute more): fp4-decompose --device cuda under mpirun -n 1, 2, 4 against one
+# process on the CPU, byte for byte, on a small capture.
 # Writes $OUT/summary.txt (the table, the machine, the load, the checks) and
 # $OUT/logs.tar.gz (build log, every run's standard error, the JSON of P = 1).
 # Exit 0 when every JSON equalled P = 1's, 1 otherwise or when a step failed.
@@ -63,6 +66,7 @@ T0=$(date +%s)
 el() { echo $(($(date +%s) - T0)); }
 S=$OUT/summary.txt
 : > "$S"
+bad=0
 say() { echo "mpi_scaling: $*" | tee -a "$S"; }
 finish() { # the logs in one archive; the captures removed
     tar -czf "$OUT/logs.tar.gz" -C "$W" logs 2> /dev/null
@@ -110,7 +114,9 @@ else
     [ -n "$ver" ] || { say "the unpacked ompi_info does not run: $(tail -3 "$L/ompi_info.err")"; finish 3; }
     say "Open MPI $ver unpacked in .device/mpiroot ($(el) s)"
 
-    export FP4S_DEVICE_BUILD=build-mpi FP4S_MESON_ARGS="-Dcuda=disabled -Dmpi=enabled ${FP4S_MESON_ARGS:-}"
+    cu=disabled
+    [ "${FP4S_MPI_CUDA:-0}" = 1 ] && cu=enabled
+    export FP4S_DEVICE_BUILD=build-mpi FP4S_MESON_ARGS="-Dcuda=$cu -Dmpi=enabled ${FP4S_MESON_ARGS:-}"
     if ! bash scripts/device/setup.sh tools/fp4-capture tools/fp4-decompose bench/bench_mpi_read > "$L/setup.log" 2>&1; then
         tail -30 "$L/setup.log"
         say "setup (the build) failed: logs.tar.gz has logs/setup.log"
@@ -124,6 +130,36 @@ else
     ldd "$B"/tools/fp4-decompose | grep -q "$M/.*libmpi.so" ||
         { say "fp4-decompose does not load the unpacked libmpi: $(ldd "$B"/tools/fp4-decompose | grep mpi)"; finish 1; }
     say "built fp4-capture, fp4-decompose, bench_mpi_read ($(el) s)"
+fi
+
+# FP4S_MPI_CUDA=1 (a run of its own, instead of the table): --device cuda over
+# ranks against one process on the CPU, byte for byte (fp4scope-mpi(7), GPUs)
+if [ "${FP4S_MPI_CUDA:-0}" = 1 ]; then
+    "$B"/tools/fp4-capture synth -o "$W/c.h5" --steps 3 --act-every 1 --tokens 2048 --hidden 512 > /dev/null ||
+        { say "fp4-capture synth failed"; finish 1; }
+    "$B"/tools/fp4-decompose --device cuda --sides weight "$W/c.h5" > /dev/null 2> "$L/cuda.err" ||
+        { say "--device cuda does not run here: $(cat "$L/cuda.err")"; finish 1; }
+    set -f # the arguments below are split, not globbed
+    for args in "-f nvfp4 --by channel --json --sides trainer,rollout,weight" "--by row --csv --sides trainer,rollout" \
+        "-f nvfp4 --by block --csv --steps 0 --sites layers.0.*"; do
+        # shellcheck disable=SC2086
+        FP4S_MPI=0 "$B"/tools/fp4-decompose $args "$W/c.h5" > "$W/cpu.out" 2>> "$L/cuda.err" ||
+            { say "one process on the CPU failed: $(tail -2 "$L/cuda.err")"; bad=1; continue; }
+        for p in 1 2 4; do
+            # shellcheck disable=SC2086
+            if ! timeout 120 "$MPIRUN" --bind-to none -n "$p" "$B"/tools/fp4-decompose --device cuda $args "$W/c.h5" \
+                > "$W/gpu.out" 2>> "$L/cuda.err"; then
+                say "FAIL: --device cuda $args, P=$p: $(tail -2 "$L/cuda.err")"
+                bad=1
+            elif cmp -s "$W/cpu.out" "$W/gpu.out"; then
+                say "ok: --device cuda $args, P=$p: one CPU process's bytes"
+            else
+                say "FAIL: --device cuda $args, P=$p: differs from one CPU process"
+                bad=1
+            fi
+        done
+    done
+    finish "$bad"
 fi
 
 D=$W/caps
