@@ -41,6 +41,8 @@ static void usage_text(void)
         "      --quiet           no progress line on stderr\n"
         "      --threads N       worker threads (default: all CPUs)\n"
         "      --chunk N         elements per read chunk (default 2097152, 67108864 on the GPU)\n"
+        "      --keep MIB        NVFP4: MiB of the input kept from the amax pass so that it is\n"
+        "                        read once (default 2048; 0: read it twice)\n"
         "      --device DEV      cpu (default), cuda or auto (the GPU when one is usable);\n"
         "                        list: what this build and machine can do\n"
         "      --show N          groups listed per input in the table (default 20, 0 = all)\n"
@@ -53,7 +55,7 @@ static void usage_text(void)
 }
 
 enum {
-    OPT_FIRST_ = 256, OPT_BY, OPT_DZTIE, OPT_SITES, OPT_STEPS, OPT_SIDES, OPT_SHOW
+    OPT_FIRST_ = 256, OPT_BY, OPT_DZTIE, OPT_SITES, OPT_STEPS, OPT_SIDES, OPT_KEEP, OPT_SHOW
 };
 
 /* step, site and side of "file.h5:/steps/<step>/<site>/<side>" (a capture
@@ -239,6 +241,7 @@ int main(int argc, char **argv)
     cli_common common;
     cli_common_init(&common, usage_text, true);
     size_t show = 20;
+    long long keep_mib = -1;
     static const struct option lo[] = {
         CLI_QUANT_LONGOPTS
         {"output", required_argument, NULL, 'o'},
@@ -248,6 +251,7 @@ int main(int argc, char **argv)
         {"steps", required_argument, NULL, OPT_STEPS},
         {"sides", required_argument, NULL, OPT_SIDES},
         {"show", required_argument, NULL, OPT_SHOW},
+        {"keep", required_argument, NULL, OPT_KEEP},
         CLI_REPORT_LONGOPTS
         CLI_THREADS_LONGOPTS
         CLI_CHUNK_LONGOPTS
@@ -263,6 +267,7 @@ int main(int argc, char **argv)
         case OPT_SITES: sites = optarg; break;
         case OPT_STEPS: steps_s = optarg; break;
         case OPT_SIDES: sides = optarg; break;
+        case OPT_KEEP: keep_mib = cli_parse_int("--keep", optarg, 0, (long long)1 << 30); break;
         case OPT_SHOW: show = (size_t)cli_parse_int("--show", optarg, 0, (long long)1 << 40); break;
         default:
             if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &qo))
@@ -281,6 +286,7 @@ int main(int argc, char **argv)
     if (by_s && fp4s_group_parse(by_s, &opts.by)) cli_usage("--by: %s", fp4s_last_error());
     if (dz_s && fp4s_dz_tie_parse(dz_s, &opts.dz_tie)) cli_usage("--dz-tie: %s", fp4s_last_error());
     if (common.chunk) opts.chunk_elems = common.chunk;
+    if (keep_mib >= 0) opts.keep_bytes = (size_t)keep_mib << 20;
     opts.device = cli_device(common.device_arg, &spec);
     long long *steps = NULL;
     size_t nsteps = 0;

@@ -1,7 +1,7 @@
 /* The streaming driver of the decomposition (fp4s_decomp_source): one pass
- * (two for NVFP4: the tensor amax first) over a source in chunks of rows,
- * double-buffered, the next chunk read on a thread while this one is
- * decomposed. */
+ * (two for NVFP4: the tensor amax first, the rows read kept in memory up to
+ * keep_bytes) over a source in chunks of rows, double-buffered, the next
+ * chunk read on a thread while this one is decomposed. */
 #include <fp4scope/decompose.h>
 #include <fp4scope/tensor.h>
 
@@ -18,15 +18,26 @@ struct reader {
     size_t rows, cols, chunk;
     size_t row0, row_end; /* the rows read: [row0, row_end) */
     float *buf[2];
+    float *keep;      /* NVFP4: rows [row0, keep_end) kept from the amax pass (opts keep_bytes) */
+    size_t keep_end;
+    bool kept;        /* they are filled: the next pass finds them in memory */
     size_t next_row;  /* first row of the chunk being read */
     int rc;
     char err[1024];
 };
 
+/* Where the chunk at row0 is (or is read to): its place among the kept rows,
+ * or buffer slot. */
+static float *chunk_at(const struct reader *rd, int slot, size_t row0)
+{
+    return row0 < rd->keep_end ? rd->keep + (row0 - rd->row0) * rd->cols : rd->buf[slot];
+}
+
 static int read_chunk(struct reader *rd, int slot, size_t row0)
 {
     size_t n = rd->row_end - row0 < rd->chunk ? rd->row_end - row0 : rd->chunk;
-    int rc = fp4s_source_read(rd->src, row0, n, rd->buf[slot], rd->cols);
+    if (rd->kept && row0 < rd->keep_end) return 0; /* in memory since the first pass */
+    int rc = fp4s_source_read(rd->src, row0, n, chunk_at(rd, slot, row0), rd->cols);
     if (rc) {
         rd->rc = rc;
         snprintf(rd->err, sizeof rd->err, "%s", fp4s_last_error());
@@ -64,11 +75,11 @@ static int each_chunk(struct reader *rd, const char *spec_str,
         pthread_t th;
         struct read_arg ra = {rd, 1 - slot, nx};
         bool threaded = false;
-        if (nx < rd->row_end) {
+        if (nx < rd->row_end && !(rd->kept && nx < rd->keep_end)) {
             threaded = pthread_create(&th, NULL, read_thread, &ra) == 0;
             if (!threaded) read_chunk(rd, 1 - slot, nx);
         }
-        int rc = fn(ctx, rd->buf[slot], n, r0);
+        int rc = fn(ctx, chunk_at(rd, slot, r0), n, r0);
         if (threaded) pthread_join(th, NULL);
         if (rc) {
             fp4s_error_prefix("%s", spec_str);
@@ -97,6 +108,70 @@ static int chunk_add(void *ctx, const float *x, size_t n, size_t row0)
 {
     fp4s_decomp *d = ctx;
     return fp4s_decomp_add(d, x, n, d->cols, row0);
+}
+
+/* NVFP4 reads the source twice: the tensor amax first, then the
+ * decomposition. The first keep_bytes of the rows read (as float32, whole
+ * chunks) are kept from the first pass so that the second finds them in
+ * memory; where that memory cannot be had, nothing is kept (the same
+ * results, read twice). */
+static void keep_alloc(struct reader *rd, size_t keep_bytes)
+{
+    size_t chunk_bytes = rd->chunk * rd->cols * sizeof(float);
+    size_t nk = chunk_bytes ? keep_bytes / chunk_bytes : 0;
+    size_t nchunks = (rd->row_end - rd->row0 + rd->chunk - 1) / rd->chunk;
+    if (nk > nchunks) nk = nchunks;
+    if (nk == 0) return;
+    size_t end = nk == nchunks ? rd->row_end : rd->row0 + nk * rd->chunk;
+    rd->keep = malloc((end - rd->row0) * rd->cols * sizeof(float));
+    if (rd->keep) rd->keep_end = end;
+}
+
+/* The kept rows read on the worker threads, each chunk by the next free
+ * worker through a source of its own (a .npy or .safetensors file: pread at
+ * independent offsets; an HDF5 source is read by one thread, as HDF5
+ * wants), so that the first pass takes a fraction of one thread's read. The
+ * amax pass then finds them in memory. */
+struct keep_job {
+    struct reader *rd;
+    const char *spec_str;
+    fp4s_source *src[MAX_WORKERS];
+};
+
+static int keep_piece(void *arg, size_t b, size_t e, int w)
+{
+    struct keep_job *k = arg;
+    struct reader *rd = k->rd;
+    int rc = 0;
+    if (!k->src[w]) rc = fp4s_source_open(k->spec_str, &k->src[w]);
+    for (size_t c = b; c < e && !rc; c++) {
+        size_t r0 = rd->row0 + c * rd->chunk, n = rd->keep_end - r0 < rd->chunk ? rd->keep_end - r0 : rd->chunk;
+        rc = fp4s_source_read(k->src[w], r0, n, chunk_at(rd, 0, r0), rd->cols);
+    }
+    return rc;
+}
+
+static bool ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+static int keep_read(struct reader *rd, const char *spec_str)
+{
+    const char *path = fp4s_source_path(rd->src);
+    if (!rd->keep || !path || !(ends_with(path, ".npy") || ends_with(path, ".safetensors"))) return 0;
+    int nt = fp4s_get_threads();
+    if (nt > MAX_WORKERS) nt = MAX_WORKERS;
+    struct keep_job k;
+    memset(&k, 0, sizeof k);
+    k.rd = rd;
+    k.spec_str = spec_str;
+    size_t nk = (rd->keep_end - rd->row0 + rd->chunk - 1) / rd->chunk;
+    int rc = fp4s_parallel_dynamic(nk, 1, nt, keep_piece, &k);
+    for (int w = 0; w < MAX_WORKERS; w++) fp4s_source_close(&k.src[w]);
+    if (!rc) rd->kept = true; /* the amax pass finds them in memory */
+    return rc;
 }
 
 /* The driver: rows [row0, row0 + nrows) of the source (nrows SIZE_MAX: to
@@ -162,8 +237,11 @@ static int source_rows(const fp4s_spec *s, const fp4s_decomp_opts *o, const char
     } else if (s->format == FP4S_NVFP4 || amax_out) {
         /* a first pass for the tensor amax */
         void *ctx[3] = {&rd, &amax, (void *)s};
-        rc = each_chunk(&rd, spec_str, chunk_amax, ctx, 0, 2);
+        if (!amax_out) keep_alloc(&rd, o->keep_bytes); /* a second pass follows */
+        rc = keep_read(&rd, spec_str);
+        if (!rc) rc = each_chunk(&rd, spec_str, chunk_amax, ctx, 0, 2);
         if (rc) goto done;
+        rd.kept = true;
     }
     if (amax_out) {
         *amax_out = amax;
@@ -175,6 +253,7 @@ static int source_rows(const fp4s_spec *s, const fp4s_decomp_opts *o, const char
     if (rc) goto done;
     rc = each_chunk(&rd, spec_str, chunk_add, d, s->format == FP4S_NVFP4, 1 + (s->format == FP4S_NVFP4));
 done:
+    free(rd.keep);
     free(rd.buf[0]);
     free(rd.buf[1]);
     fp4s_source_close(&src);

@@ -19,11 +19,11 @@
 #   quant -o        fp4-quant -f mxfp4 -p ocp -o q.h5 (a packed HDF5 output, fsync'ed at commit)
 #   quant summary   the same without an output (read and quantize, statistics on)
 #   decomp mxfp4    fp4-decompose -f mxfp4 --json (statistics: what it computes)
-#   decomp nvfp4    fp4-decompose -f nvfp4 --json
+#   decomp nvfp4    fp4-decompose -f nvfp4 --json (reads once: the amax pass keeps the input)
 # and prints a markdown table of seconds and times the plain read (targets of
 # issue 14: fp4-quant at >= 80% of the read bandwidth, i.e. <= 1.25x the read
 # time; fp4-decompose <= 1.5x at 8+ threads). Then, at the largest thread
-# count, the diagnostics: each tool with
+# count, the diagnostics: NVFP4 read twice (--keep 0), each tool with
 # OPENBLAS_NUM_THREADS=1 (OpenBLAS starts its own threads when the library
 # is loaded, which spin for a while), and fp4-quant -o's commit alone.
 # The table and the diagnostics go to stdout and to $OUT/summary.txt
@@ -94,6 +94,7 @@ export FP4S_THREADS=$last
 r=$("$B/bench/bench_read" "$X" 3 | cut -d' ' -f2)
 echo
 echo "Diagnostics at $last threads (plain read $r s):"
+echo "- fp4-decompose nvfp4 --keep 0 (read twice): $(best "$D" -f nvfp4 --keep 0 --json "$X") s"
 export OPENBLAS_NUM_THREADS=1
 echo "- OPENBLAS_NUM_THREADS=1: fp4-quant -o $(best "$Q" -f mxfp4 -p ocp -o "$T/q.h5" "$X") s," \
      "summary $(best "$Q" -f mxfp4 -p ocp "$X") s, decompose mxfp4 $(best "$D" -f mxfp4 --json "$X") s," \

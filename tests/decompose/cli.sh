@@ -218,6 +218,19 @@ for t in fp4-decompose fp4-channels; do
     $t --version >out.txt
     if [ "$cuda_built" -eq 1 ]; then grep -q "^gpu: " out.txt || fail "$t --version: no gpu line"; fi
 done
+# --keep: NVFP4 read once (the default) or twice, the same output bit for bit;
+# over .npy (read on the worker threads) and HDF5 (one reader); a partly kept
+# input is checked in test_decompose.c (source_keep_reads_nvfp4_once)
+for src in a.npy plain.h5:/x; do
+    fp4-decompose -f nvfp4 --by row --json --chunk 1024 --keep 0 "$src" >twice.json
+    for k in 2048 1; do
+        fp4-decompose -f nvfp4 --by row --json --chunk 1024 --keep $k "$src" >once.json
+        cmp -s twice.json once.json || fail "fp4-decompose --keep $k $src: output differs from --keep 0"
+    done
+done
+expect 2 "--keep" fp4-decompose -f nvfp4 --keep -1 a.npy
+expect 2 "--keep" fp4-decompose -f nvfp4 --keep lots a.npy
+
 fp4-plot --version | grep -q "^features:.* cuda" && fail "fp4-plot --version lists cuda (it has no GPU path)"
 fp4-plot --version | grep -q "^gpu: " && fail "fp4-plot --version has a gpu line"
 

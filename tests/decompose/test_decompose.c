@@ -1063,6 +1063,82 @@ START_TEST(device_partials_merge_like_cpu)
 }
 END_TEST
 
+/* ---- the streaming driver keeps NVFP4's first pass (keep_bytes) ---- */
+/* At the end of the amax pass (the progress line reaches the tensor's rows)
+ * the file is overwritten with other values: rows kept in memory are
+ * decomposed as first read, rows read again show the new values. */
+static struct {
+    const char *path;
+    size_t rows, cols;
+} rewrite;
+
+static void rewrite_at_pass_end(void *arg, uint64_t done, uint64_t total)
+{
+    (void)arg;
+    if (done != rewrite.rows || total != 2 * rewrite.rows) return;
+    float *y = gauss(rewrite.rows * rewrite.cols, 99);
+    for (size_t i = 0; i < rewrite.rows * rewrite.cols; i++) y[i] *= 3.0f;
+    FILE *f = fopen(rewrite.path, "r+b");
+    ck_assert(f != NULL);
+    ck_assert_int_eq(fseek(f, -(long)(rewrite.rows * rewrite.cols * sizeof *y), SEEK_END), 0);
+    ck_assert_uint_eq(fwrite(y, sizeof *y, rewrite.rows * rewrite.cols, f), rewrite.rows * rewrite.cols);
+    ck_assert_int_eq(fclose(f), 0);
+    free(y);
+}
+
+START_TEST(source_keep_reads_nvfp4_once)
+{
+    const size_t rows = 100, cols = 128; /* chunks of 16 rows: 6 whole and one of 4 */
+    char dir[] = "/tmp/fp4s_keep_XXXXXX";
+    ck_assert(mkdtemp(dir) != NULL);
+    char path[64];
+    snprintf(path, sizeof path, "%s/x.npy", dir);
+    float *x = gauss(rows * cols, 21);
+    fp4s_spec s = mk_spec(FP4S_NVFP4, fp4s_default_profile(FP4S_NVFP4));
+    fp4s_decomp_opts o;
+    fp4s_decomp_opts_defaults(&o);
+    ck_assert_uint_eq(o.keep_bytes, FP4S_DECOMP_KEEP_DEFAULT);
+    o.chunk_elems = 16 * cols;
+    o.by = FP4S_GROUP_ROW;
+    const size_t chunk_bytes = 16 * cols * sizeof(float);
+    const size_t keeps[] = {0, 3 * chunk_bytes, 3 * chunk_bytes + 5, 7 * chunk_bytes, FP4S_DECOMP_KEEP_DEFAULT};
+    const size_t kept_rows[] = {0, 48, 48, 100, 100};
+    rewrite.path = path;
+    rewrite.rows = rows;
+    rewrite.cols = cols;
+    for (int th = 1; th <= 3; th += 2) {
+        fp4s_set_threads(th);
+        for (size_t k = 0; k < sizeof keeps / sizeof keeps[0]; k++) {
+            /* the reference: the original rows, decomposed with nothing rewritten */
+            ck_assert_int_eq(fp4s_npy_write(path, FP4S_DT_F32, 2, rows, cols, x), 0);
+            fp4s_decomp *ref = NULL, *d = NULL;
+            o.keep_bytes = keeps[k];
+            ck_assert_int_eq(fp4s_decomp_source(&s, &o, path, &ref), 0);
+            fp4s_set_progress(rewrite_at_pass_end, NULL);
+            int rc = fp4s_decomp_source(&s, &o, path, &d);
+            fp4s_set_progress(NULL, NULL);
+            ck_assert_int_eq(rc, 0);
+            fp4s_decomp_result a, b;
+            for (size_t g = 0; g < rows; g++) {
+                ck_assert_int_eq(fp4s_decomp_group(ref, g, &a), 0);
+                ck_assert_int_eq(fp4s_decomp_group(d, g, &b), 0);
+                bool same = memcmp(&a.energy_total, &b.energy_total, sizeof a.energy_total) == 0 &&
+                            memcmp(&a.energy_x, &b.energy_x, sizeof a.energy_x) == 0;
+                ck_assert_msg(same == (g < kept_rows[k]), "keep %zu bytes, %d threads: row %zu %s", keeps[k], th, g,
+                              same ? "not read again" : "read again");
+                if (g < kept_rows[k]) assert_same_result(&a, &b, "kept row");
+            }
+            fp4s_decomp_close(&ref);
+            fp4s_decomp_close(&d);
+            unlink(path);
+        }
+    }
+    fp4s_set_threads(0);
+    rmdir(dir);
+    free(x);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     Suite *s = suite_create("decompose");
@@ -1088,6 +1164,7 @@ int main(int argc, char **argv)
         {"dk_log2_accuracy", dk_log2_accuracy},
         {"device_option_resolves", device_option_resolves},
         {"device_partials_merge_like_cpu", device_partials_merge_like_cpu},
+        {"source_keep_reads_nvfp4_once", source_keep_reads_nvfp4_once},
     };
     if (big) {
         TCase *tc = tcase_create("gaussian_anchor_1e7");

@@ -99,7 +99,15 @@ typedef struct fp4s_decomp_opts {
                              * when the decomposition runs on the GPU) */
     size_t max_groups;      /* block/row groups allowed (default 2^20) */
     fp4s_device device;     /* where fp4s_decomp_add runs (default FP4S_DEVICE_CPU) */
+    size_t keep_bytes;      /* streaming driver, NVFP4: bytes of the input (as float32) kept in
+                             * memory from the tensor amax pass, so that the decomposition pass
+                             * does not read them again (default FP4S_DECOMP_KEEP_DEFAULT; 0:
+                             * read twice; whole chunks; nothing kept where the memory cannot be
+                             * allocated; the results are the same either way) */
 } fp4s_decomp_opts;
+
+/* The default keep_bytes: 2 GiB. */
+#define FP4S_DECOMP_KEEP_DEFAULT ((size_t)2 << 30)
 
 FP4S_API void fp4s_decomp_opts_defaults(fp4s_decomp_opts *o);
 
