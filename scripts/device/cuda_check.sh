@@ -193,21 +193,26 @@ else
     want quant && { step qs-emul qstats_emulate.log 40 "$B/tests/cuda/test_cuda_qstats" --emulate --quiet || ok=0; }
 fi
 tar -czf "$OUT/logs.tgz" -C "$OUT" --exclude logs.tgz . 2>/dev/null
-echo "== cuda_check summary ($((SECONDS - T0)) s)"
-printf '%s\n' "${summary[@]}"
-grep -h "mismatches\|disagreements\|ERROR SUMMARY\|RACECHECK SUMMARY" "$OUT"/test_*.log "$OUT"/memcheck.log \
-    "$OUT"/racecheck.log 2>/dev/null
-grep -H "checks,\|ERROR SUMMARY\|RACECHECK SUMMARY" "$OUT"/decomp_*.log 2>/dev/null | sed "s|^$OUT/||"
-[ -f "$OUT/decomp_bench.log" ] && grep "^bench_cuda_decomp:\|^device copy\|^fill\|^|" "$OUT/decomp_bench.log"
-[ -f "$OUT/bench_cuda.log" ] && grep "^RESULT" "$OUT/bench_cuda.log" | awk '{printf "%-10s %-8s %-5s %-24s %7.3f ms %7.0f GB/s %5.1f%%\n", $2, $3, $4, $5, $6, $7, 100*$8}'
-[ -f "$OUT/bench_torch.log" ] && grep "^|" "$OUT/bench_torch.log"
-[ -f "$OUT/cpu_scaling.log" ] && grep "^|" "$OUT/cpu_scaling.log"
-grep -H "checks,\|ERROR SUMMARY\|RACECHECK SUMMARY\|SKIP" "$OUT"/remedy_*.log "$OUT"/qstats_*.log 2>/dev/null | sed "s|^$OUT/||"
-[ -f "$OUT/remedy_bench.log" ] && grep "^bench:\|^|" "$OUT/remedy_bench.log"
-[ -f "$OUT/quant_device.log" ] && grep "^input:\|^|" "$OUT/quant_device.log"
-if [ -f "$OUT/profile_decomp.log" ]; then
-    # per kernel: name, registers, achieved occupancy, SM and DRAM throughput
-    grep -E "^  [a-z_].*\(|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Compute \(SM\) Throughput|DRAM Throughput|Duration" \
-        "$OUT/profile_decomp.log" | sed 's/  */ /g' | head -80
-fi
+# the summary on stdout and in summary.txt; then only logs.tgz and summary.txt
+# stay under $OUT (the device tool brings back at most 8 files)
+{
+    echo "== cuda_check summary ($((SECONDS - T0)) s)"
+    printf '%s\n' "${summary[@]}"
+    grep -h "mismatches\|disagreements\|ERROR SUMMARY\|RACECHECK SUMMARY" "$OUT"/test_*.log "$OUT"/memcheck.log \
+        "$OUT"/racecheck.log 2>/dev/null
+    grep -H "checks,\|ERROR SUMMARY\|RACECHECK SUMMARY" "$OUT"/decomp_*.log 2>/dev/null | sed "s|^$OUT/||"
+    [ -f "$OUT/decomp_bench.log" ] && grep "^bench_cuda_decomp:\|^device copy\|^fill\|^|" "$OUT/decomp_bench.log"
+    [ -f "$OUT/bench_cuda.log" ] && grep "^RESULT" "$OUT/bench_cuda.log" | awk '{printf "%-10s %-8s %-5s %-24s %7.3f ms %7.0f GB/s %5.1f%%\n", $2, $3, $4, $5, $6, $7, 100*$8}'
+    [ -f "$OUT/bench_torch.log" ] && grep "^|" "$OUT/bench_torch.log"
+    [ -f "$OUT/cpu_scaling.log" ] && grep "^|" "$OUT/cpu_scaling.log"
+    grep -H "checks,\|ERROR SUMMARY\|RACECHECK SUMMARY\|SKIP" "$OUT"/remedy_*.log "$OUT"/qstats_*.log 2>/dev/null | sed "s|^$OUT/||"
+    [ -f "$OUT/remedy_bench.log" ] && grep "^bench:\|^|" "$OUT/remedy_bench.log"
+    [ -f "$OUT/quant_device.log" ] && grep "^input:\|^|" "$OUT/quant_device.log"
+    if [ -f "$OUT/profile_decomp.log" ]; then
+        # per kernel: name, registers, achieved occupancy, SM and DRAM throughput
+        grep -E "^  [a-z_].*\(|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Compute \(SM\) Throughput|DRAM Throughput|Duration" \
+            "$OUT/profile_decomp.log" | sed 's/  */ /g' | head -80
+    fi
+} | tee "$OUT/summary.txt"
+find "$OUT" -maxdepth 1 -type f ! -name logs.tgz ! -name summary.txt -delete
 [ $ok = 1 ]
