@@ -64,6 +64,24 @@ FP4S_HD float cu_mul(float a, float b)
     return a * b;
 #endif
 }
+/* a * b with the CPU's NaN: x86 (SSE and AVX alike) returns the first NaN
+ * operand, quieted, and for an invalid product (0 x Inf) the default NaN
+ * 0xFFC00000, where the device's multiply returns its canonical 0x7FFFFFFF.
+ * The dequantizer carries NaN scales through to its outputs, whose bits are
+ * compared with the CPU's; the quantizer's NaN cases are decided by policy
+ * and need no such care. */
+FP4S_HD float cu_mul_cpu_nan(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    const float r = __fmul_rn(a, b);
+    if (r == r) return r;
+    if (a != a) return __uint_as_float(__float_as_uint(a) | 0x00400000u);
+    if (b != b) return __uint_as_float(__float_as_uint(b) | 0x00400000u);
+    return __uint_as_float(0xFFC00000u);
+#else
+    return a * b;
+#endif
+}
 FP4S_HD float cu_div(float a, float b)
 {
 #if defined(__CUDA_ARCH__)
@@ -620,15 +638,15 @@ FP4S_HD fp4s_cu_dq cu_deq_block(const fp4s_cu_params &p, uint8_t scale)
         d.b = p.s_dec;
         d.two = 1;
     } else {
-        d.a = p.no_tscale ? sb : cu_mul(p.s_dec, sb);
+        d.a = p.no_tscale ? sb : cu_mul_cpu_nan(p.s_dec, sb);
     }
     return d;
 }
 
 FP4S_HD float cu_deq_elem(const fp4s_cu_dq &d, uint8_t code)
 {
-    float v = cu_mul(cu_e2m1_value(code), d.a);
-    return d.two ? cu_mul(v, d.b) : v;
+    float v = cu_mul_cpu_nan(cu_e2m1_value(code), d.a);
+    return d.two ? cu_mul_cpu_nan(v, d.b) : v;
 }
 
 FP4S_HD float cu_deq(const fp4s_cu_params &p, uint8_t scale, uint8_t code)

@@ -185,7 +185,14 @@ static void fill(float *x, size_t rows, size_t cols, size_t ld, bool plain)
 static bool same_f(const float *a, const float *b, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (memcmp(&a[i], &b[i], 4) && !(isnan(a[i]) && isnan(b[i]))) return false;
+        if (memcmp(&a[i], &b[i], 4) && !(isnan(a[i]) && isnan(b[i]))) {
+            uint32_t ua, ub;
+            memcpy(&ua, &a[i], 4);
+            memcpy(&ub, &b[i], 4);
+            printf("  first difference at element %zu: 0x%08" PRIx32 " (%.9g) against 0x%08" PRIx32 " (%.9g)\n", i, ua,
+                   (double)a[i], ub, (double)b[i]);
+            return false;
+        }
     return true;
 }
 
