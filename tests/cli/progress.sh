@@ -17,10 +17,13 @@ with open('t.in.csv', 'w') as f:
 "
 
 # run_pty CMD ; CMD ; ...: each CMD in turn with stderr on a pseudo-terminal,
-# stopped for 0.7 s (SIGSTOP, SIGCONT) once it has used 30 ms of CPU (past
-# its start, into the work), so that the line is due however fast the machine
-# is; CMD i's stderr goes to pty.I, stdout to out.I, the exit statuses (one
-# per line) to status.txt
+# stopped for 0.6 s (SIGSTOP, SIGCONT) once it has used 30 ms of CPU and again
+# after every further 40 ms, so that the line is due however fast the machine
+# is (one stop was not enough: a start that itself took 30 ms of CPU, loading
+# the libraries a build links, was stopped before the work and its progress
+# line began, and the work that followed was over in less than the line's
+# 0.5 s); CMD i's stderr goes to pty.I, stdout to out.I, the exit statuses
+# (one per line) to status.txt
 run_pty() {
     $PY - "$@" <<'PY'
 import os, pty, shlex, signal, sys, time
@@ -44,18 +47,18 @@ for i, argv in enumerate(cmds):
     os.close(slave)
     os.close(out)
     os.set_blocking(master, False)
-    data, st, stopped = b'', None, False
+    data, st, stopped, next_stop = b'', None, False, 0.03
     while st is None:
         done, w = os.waitpid(pid, os.WNOHANG)
         if done:
             st = os.waitstatus_to_exitcode(w)
             break
         c = cpu(pid)
-        if not stopped and c is not None and c >= 0.03:
+        if c is not None and c >= next_stop:
             os.kill(pid, signal.SIGSTOP)
-            time.sleep(0.7)
+            time.sleep(0.6)
             os.kill(pid, signal.SIGCONT)
-            stopped = True
+            stopped, next_stop = True, c + 0.04
         try:
             data += os.read(master, 65536)
         except (BlockingIOError, OSError):
