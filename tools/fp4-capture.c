@@ -450,7 +450,11 @@ static int cmd_import(int argc, char **argv)
             size_t nn;
             char **names;
             int rc = fp4s_safetensors_names(file, &names, &nn);
-            if (rc) cli_fail(rc);
+            if (rc) {
+                free(stem);
+                free(file);
+                cli_fail(rc);
+            }
             size_t matched = 0;
             for (size_t i = 0; i < nn; i++) {
                 caps c = {.n = name ? count_wild(name) : 0};

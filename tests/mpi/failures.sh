@@ -28,8 +28,9 @@ expect() {
         r=$?
         set -e
         [ "$r" = "$st" ] || fail "$name P=$p: exit $r, expected $st"
-        # what the ranks printed, without mpirun's own notice (between lines of dashes)
-        sed '/^---------------*$/,/^---------------*$/d' got.err > got.msg
+        # what the ranks printed, without mpirun's own notices (between lines of
+        # dashes, and the blank lines it prints after them)
+        sed '/^---------------*$/,/^---------------*$/d; /^$/d' got.err > got.msg
         [ "$(grep -c '^fp4-' got.msg)" = 1 ] || fail "$name P=$p: not one message: $(cat got.err)"
         cmp -s ref.err got.msg || fail "$name P=$p: message '$(cat got.msg)', one process: '$(cat ref.err)'"
         [ ! -e out.h5 ] || fail "$name P=$p: out.h5 written"
