@@ -718,6 +718,15 @@ int fp4s_spec_check(const fp4s_spec *s)
         }
         if (s->tile2d && !rt->tile2d)
             return fp4s_error_set(FP4S_ENOTSUP, "spec: the %s NVFP4 recipe has no 2-D tiles", rt->name);
+        /* a NaN block is stored as the NaN scale code 0x7F: a scale codec
+         * without one would store a block that decodes to something else
+         * (ggml's UE4M3 decodes 0x7F to 0) */
+        if ((s->nonfinite == FP4S_NF_SCALE_NAN || s->nonfinite == FP4S_NF_BLOCK_NAN) &&
+            rt->scale_codec != FP4S_NV_SC_E4M3)
+            return fp4s_error_set(FP4S_ENOTSUP, "spec: non-finite policy %s needs a block scale with a NaN code; "
+                                  "the %s NVFP4 recipe's scale (%s) has none (0x7F decodes to 0): take nonfinite "
+                                  "ignore (ggml's own) or cvt", fp4s_nonfinite_name(s->nonfinite), rt->name,
+                                  fp4s_nv_scale_codec_name(rt->scale_codec));
         if ((unsigned)s->global_scale >= FP4S_GS_COUNT)
             return fp4s_error_set(FP4S_EINVAL, "spec: unknown global-scale convention %d", (int)s->global_scale);
         if ((unsigned)s->tensor_amax >= FP4S_TAMAX_COUNT)

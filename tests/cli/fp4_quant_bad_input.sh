@@ -112,6 +112,15 @@ err_has "--scale-rule applies to mxfp4 only"
 expect_exit 2 fp4-quant -f mxfp4 --2d ok.in.npy
 err_has "apply to nvfp4 only"
 expect_exit 2 fp4-quant -f nvfp4 --fp8-gran tensor ok.in.npy
+# a NaN block needs a NaN scale code, which ggml's UE4M3 has not (0x7F decodes to 0)
+for nf in scale-nan block-nan; do
+    expect_exit 2 fp4-quant -f nvfp4 -p ggml --nonfinite $nf --dequant out/d.npy ok.in.npy
+    err_has "non-finite policy $nf needs a block scale with a NaN code"
+    err_has "take nonfinite ignore (ggml's own) or cvt"
+done
+expect_exit 2 fp4-quant -f nvfp4 --recipe ggml --round rtz ok.in.npy
+err_has "the ggml NVFP4 recipe's scale (ue4m3-ggml) has none"
+expect_exit 0 fp4-quant -f nvfp4 --recipe ggml --round rtz --nonfinite ignore ok.in.npy
 expect_exit 2 fp4-quant -f mxfp4 --packing nibbles ok.in.npy
 err_has "--packing: expected one of pairs, split"
 expect_exit 2 fp4-quant

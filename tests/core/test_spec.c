@@ -125,6 +125,17 @@ START_TEST(trait_tables_are_complete)
                   strstr(fp4s_last_error(), "rtz"), "%s", fp4s_last_error());
     s.tie = FP4S_TIE_ZERO;
     ck_assert_int_eq(fp4s_spec_check(&s), 0);
+    /* its scale codec has no NaN code: no NaN blocks */
+    for (int nf = 0; nf < FP4S_NF_COUNT; nf++) {
+        s.nonfinite = (fp4s_nonfinite)nf;
+        bool nan_block = nf == FP4S_NF_SCALE_NAN || nf == FP4S_NF_BLOCK_NAN;
+        ck_assert_int_eq(fp4s_spec_check(&s), (nan_block ? FP4S_ENOTSUP : 0));
+        if (nan_block)
+            ck_assert_msg(strstr(fp4s_last_error(), fp4s_nonfinite_name(s.nonfinite)) &&
+                          strstr(fp4s_last_error(), "ue4m3-ggml") && strstr(fp4s_last_error(), "ignore"),
+                          "%s", fp4s_last_error());
+    }
+    s.nonfinite = FP4S_NF_IGNORE;
     s.tile2d = true;
     ck_assert_int_eq(fp4s_spec_check(&s), FP4S_ENOTSUP);
     fp4s_spec_profile(&s, FP4S_NVFP4, "te");

@@ -292,6 +292,38 @@ out:
     free(d2);
 }
 
+/* The kernels refuse what fp4s_spec_check refuses: the ggml recipe's scale
+ * has no NaN code, so no policy that makes NaN blocks (scale-nan, block-nan)
+ * is quantized with it on the GPU either. */
+static void refusals(void)
+{
+    fp4s_spec s;
+    fp4s_tscale ts;
+    float x[16];
+    uint8_t c[16], sc[1];
+    float d[16];
+    fp4s_qstats st;
+    for (int i = 0; i < 16; i++) x[i] = i == 3 ? NAN : (float)i;
+    if (fp4s_spec_profile(&s, FP4S_NVFP4, "ggml") || fp4s_tscale_init(&s, 15.0f, &ts)) {
+        printf("MISMATCH refusals: the ggml profile: %s\n", fp4s_last_error());
+        n_bad++;
+        return;
+    }
+    const fp4s_nonfinite nfs[2] = {FP4S_NF_SCALE_NAN, FP4S_NF_BLOCK_NAN};
+    for (int k = 0; k < 2; k++) {
+        s.nonfinite = nfs[k];
+        memset(&st, 0, sizeof st);
+        int rc = emulate ? fp4s_cuda_emulate_qstats(&s, &ts, x, 1, 16, 16, &st)
+                         : fp4s_cuda_quantize_host_all(&s, &ts, x, 1, 16, 16, false, c, sc, d, &st);
+        n_checks++;
+        if (rc != FP4S_ENOTSUP || !strstr(fp4s_last_error(), "NaN code")) {
+            printf("MISMATCH refusals: ggml nvfp4 with nonfinite=%s: return %d (%s), expected the spec's refusal\n",
+                   fp4s_nonfinite_name(s.nonfinite), rc, rc ? fp4s_last_error() : "accepted");
+            n_bad++;
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     uint64_t seed = (uint64_t)time(NULL) * 2654435761u;
@@ -313,6 +345,7 @@ int main(int argc, char **argv)
         printf("SKIP: %s\n", d);
         return 77;
     }
+    refusals();
     build_specs();
     if (!nspecs) {
         fprintf(stderr, "test_cuda_qstats: no spec is implemented by the kernels\n");

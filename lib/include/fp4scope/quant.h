@@ -28,6 +28,8 @@
  *   SCALE_NAN: a block holding a NaN gets the NaN scale code (E8M0 0xFF, E4M3
  *     0x7F), every element code 0, dequantized NaN; Inf enters amax as a value.
  *   BLOCK_NAN: the same for a block holding NaN or Inf.
+ *   (Both need a scale codec with a NaN code: fp4s_spec_check refuses them
+ *   with the ggml NVFP4 recipe, whose UE4M3 decodes 0x7F to 0.)
  *   IGNORE: Inf enters amax (ggml's loop), NaN and Inf elements get code 0.
  *   Elements of NaN-scale blocks are left out of err2/x2.
  * MXFP4: k = rule(amax) clamped to [-127, 127] (fp4s_mx_k; a clamp from below

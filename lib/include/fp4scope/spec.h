@@ -137,7 +137,8 @@ typedef enum fp4s_nonfinite {
     FP4S_NF_SCALE_NAN = 0, /* a NaN makes the scale code NaN (E8M0 0xFF / E4M3 0x7F), element
                             * codes 0; Inf is a value (enters amax, saturates): torchao, TE */
     FP4S_NF_BLOCK_NAN = 1, /* the same for NaN or Inf: the whole block decodes to NaN
-                            * (microxcaling) */
+                            * (microxcaling). Neither with the ggml NVFP4 recipe: its
+                            * scale has no NaN code (fp4s_spec_check refuses them) */
     FP4S_NF_IGNORE    = 2, /* NaN ignored when taking amax (Inf is taken); NaN and Inf
                             * elements get code 0 (ggml) */
     FP4S_NF_CVT       = 3, /* as the GPU kernels: NaN ignored when taking amax unless every value
