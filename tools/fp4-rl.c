@@ -406,9 +406,12 @@ static int run_gnuplot(const char *dir, const char *script, const char *image)
 
 static int write_demo_plot(const tool *t, const int *sel, size_t nsel, char onsets[][32], bool *drawn)
 {
-    char gp[16384];
+    /* the script grows as it is written (no fixed buffer to overflow or cut) */
+    char *gp = NULL;
     size_t n = 0;
-    n += (size_t)snprintf(gp + n, sizeof gp - n,
+    FILE *f = open_memstream(&gp, &n);
+    if (!f) return fp4s_error_set(FP4S_ENOMEM, "demo.gp: out of memory");
+    fprintf(f,
         "# fp4-rl --demo: reward and rollout/trainer mismatch over GRPO steps (gnuplot demo.gp)\n"
         "if (!exists('outfile')) outfile = 'demo.png'\n"
         "set terminal pngcairo size 1000,1200 noenhanced font ',10'\n"
@@ -424,24 +427,27 @@ static int write_demo_plot(const tool *t, const int *sel, size_t nsel, char onse
         {"held-out greedy accuracy, trainer numerics", "7", "unset logscale y; set yrange [0:1]; set format y '%g'"},
     };
     for (int pnl = 0; pnl < 3; pnl++) {
-        n += (size_t)snprintf(gp + n, sizeof gp - n, "%s\nset ylabel '%s'\nplot ", panels[pnl][2], panels[pnl][0]);
+        fprintf(f, "%s\nset ylabel '%s'\nplot ", panels[pnl][2], panels[pnl][0]);
         for (size_t i = 0; i < nsel; i++) {
             const demo_cfg *d = &demo_cfgs[sel[i]];
-            char title[96];
+            fprintf(f, "%s'%s.dat' using 1:%s with %s lw 2 title '%s", i ? ", " : "", d->name, panels[pnl][1],
+                    pnl == 2 ? "linespoints" : "lines", d->name);
             if (pnl == 1 && strcmp(onsets[i], "none") && strcmp(onsets[i], "n/a"))
-                snprintf(title, sizeof title, "%s (onset at %s)", d->name, onsets[i]);
-            else
-                snprintf(title, sizeof title, "%s", d->name);
-            n += (size_t)snprintf(gp + n, sizeof gp - n, "%s'%s.dat' using 1:%s with %s lw 2 title '%s'",
-                                  i ? ", " : "", d->name, panels[pnl][1], pnl == 2 ? "linespoints" : "lines",
-                                  title);
+                fprintf(f, " (onset at %s)", onsets[i]);
+            fputs("'", f);
         }
-        n += (size_t)snprintf(gp + n, sizeof gp - n, "\n");
+        fputs("\n", f);
     }
-    n += (size_t)snprintf(gp + n, sizeof gp - n, "unset multiplot\n");
+    fputs("unset multiplot\n", f);
+    int bad = ferror(f);
+    if (fclose(f) || bad) {
+        free(gp);
+        return fp4s_error_set(FP4S_ENOMEM, "demo.gp: out of memory");
+    }
     char path[4200];
     snprintf(path, sizeof path, "%s/demo.gp", t->out);
     int rc = cli_write_text(path, gp, n);
+    free(gp);
     if (rc) return rc;
     int st = cli_commit(); /* the script and data are in place before gnuplot reads them */
     if (st) exit(st);
