@@ -32,21 +32,7 @@
 #include <string.h>
 
 #include "cuda/decomp_cu.h"
-
-static uint64_t rng;
-static uint64_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-static double rndf(void) { return (double)(rnd() >> 11) * 0x1p-53; }
-static float gauss(void)
-{
-    double u = rndf() + 1e-300, v = rndf();
-    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
-}
+#include "rng.h"
 
 static int quiet, emulate;
 static long n_checks, n_bad;

@@ -27,29 +27,7 @@
 #include <time.h>
 
 #include "cuda/emulate.h"
-
-static uint64_t rng;
-static uint64_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-static double rndf(void) { return (double)(rnd() >> 11) * 0x1p-53; }
-static uint32_t rndu(uint32_t n) { return (uint32_t)(rnd() % n); }
-static float gauss(void)
-{
-    double u = rndf() + 1e-300, v = rndf();
-    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
-}
-static float b2f(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static float sgn(float v) { return (rnd() & 1) ? -v : v; }
+#include "rng.h"
 
 static int quiet, emulate, sanitize;
 static long n_checks, n_bad;

@@ -44,21 +44,7 @@
 
 #include "analysis/remedy/remedy_internal.h"
 #include "core/xsum.h"
-
-static uint64_t rng;
-static uint64_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-static double rndf(void) { return (double)(rnd() >> 11) * 0x1p-53; }
-static double gauss(void)
-{
-    double u = rndf() + 1e-300, v = rndf();
-    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-}
+#include "rng.h"
 
 static int quiet, emulate, sanitize;
 static long n_checks, n_bad;
@@ -116,7 +102,7 @@ static void rac_case(const fp4s_cu_rm_ops *o, void *ctx, size_t m, size_t k, siz
     for (size_t i = 0; i < m; i++)
         for (size_t j = 0; j < ldx; j++) {
             double s = (j % 13 == 5) ? 20.0 : 1.0;
-            xa[i * ldx + j] = (float)(s * gauss());
+            xa[i * ldx + j] = (float)(s * gaussd());
             if (j < k) xq[i * k + j] = (float)ldexp(nearbyint(ldexp(xa[i * ldx + j], 2)), -2); /* a coarse grid */
         }
     /* channels with equal residuals: copies of channel 0 (ties in the norms) */
@@ -244,9 +230,9 @@ static void gemm_case(void *ctx, size_t m, size_t n, size_t k, size_t pad, bool 
 {
     const size_t lda = k + pad, ldb = k + 2 * pad, ldy = n + pad;
     double *a = xmalloc(m * lda * sizeof *a), *b = xmalloc(n * ldb * sizeof *b), *y0 = xmalloc(m * ldy * sizeof *y0);
-    for (size_t i = 0; i < m * lda; i++) a[i] = exact ? (double)((int64_t)(rnd() % 16384) - 8192) : gauss();
-    for (size_t i = 0; i < n * ldb; i++) b[i] = exact ? (double)((int)(rnd() % 3) - 1) : gauss();
-    for (size_t i = 0; i < m * ldy; i++) y0[i] = exact ? (double)((int)(rnd() % 64) - 32) : gauss();
+    for (size_t i = 0; i < m * lda; i++) a[i] = exact ? (double)((int64_t)(rnd() % 16384) - 8192) : gaussd();
+    for (size_t i = 0; i < n * ldb; i++) b[i] = exact ? (double)((int)(rnd() % 3) - 1) : gaussd();
+    for (size_t i = 0; i < m * ldy; i++) y0[i] = exact ? (double)((int)(rnd() % 64) - 32) : gaussd();
     float *af = xmalloc(m * lda * sizeof *af), *bf = xmalloc(n * ldb * sizeof *bf), *yf = xmalloc(m * ldy * sizeof *yf);
     for (size_t i = 0; i < m * lda; i++) af[i] = (float)a[i];
     for (size_t i = 0; i < n * ldb; i++) bf[i] = (float)b[i];
@@ -442,13 +428,13 @@ static void site_make(site *s, const char *fmt, size_t m, size_t n, size_t k)
     s->Xt = xmalloc(m * k * sizeof *s->Xt);
     s->W = xmalloc(n * k * sizeof *s->W);
     double *cs = xmalloc(k * sizeof *cs);
-    for (size_t j = 0; j < k; j++) cs[j] = exp(0.7 * gauss()) * (j % 97 == 13 ? 30.0 : 1.0);
+    for (size_t j = 0; j < k; j++) cs[j] = exp(0.7 * gaussd()) * (j % 97 == 13 ? 30.0 : 1.0);
     for (size_t i = 0; i < m; i++)
         for (size_t j = 0; j < k; j++) {
-            s->X[i * k + j] = (float)(gauss() * cs[j] * (rndf() < 0.02 ? 4.0 : 1.0));
-            s->Xt[i * k + j] = (float)(s->X[i * k + j] * (1 + 0x1p-12 * gauss()));
+            s->X[i * k + j] = (float)(gaussd() * cs[j] * (rndf() < 0.02 ? 4.0 : 1.0));
+            s->Xt[i * k + j] = (float)(s->X[i * k + j] * (1 + 0x1p-12 * gaussd()));
         }
-    for (size_t i = 0; i < n * k; i++) s->W[i] = (float)(0.02 * gauss());
+    for (size_t i = 0; i < n * k; i++) s->W[i] = (float)(0.02 * gaussd());
     free(cs);
 }
 
