@@ -76,22 +76,28 @@ static void *xmalloc(size_t n)
 
 /* ---- 1. rac's kernels ------------------------------------------------------------------- */
 
-typedef struct chan {
-    double e2;
-    size_t j;
-} chan;
-
-static int cmp_chan(const void *pa, const void *pb)
+/* The channels rac is expected to choose from the norms e2 (the pool: every
+ * channel, or rac-rand's candidates cand[0..sel)), found another way than
+ * the library's sort (analysis/remedy/linear.c, rac_select): sel times the
+ * largest norm not yet taken, the smaller channel on equal norms; for index
+ * order, the taken channels then listed by a scan in increasing order. */
+static void expect_choice(const double *e2, size_t k, const size_t *cand, size_t sel, bool rank_order, bool *taken,
+                          size_t *I)
 {
-    const chan *a = pa, *b = pb;
-    if (a->e2 != b->e2) return a->e2 > b->e2 ? -1 : 1;
-    return (a->j > b->j) - (a->j < b->j);
-}
-
-static int cmp_size(const void *pa, const void *pb)
-{
-    size_t a = *(const size_t *)pa, b = *(const size_t *)pb;
-    return (a > b) - (a < b);
+    const size_t pool = cand ? sel : k;
+    memset(taken, 0, k * sizeof *taken);
+    for (size_t p = 0; p < sel; p++) {
+        size_t best = k;
+        for (size_t q = 0; q < pool; q++) {
+            size_t j = cand ? cand[q] : q;
+            if (!taken[j] && (best == k || e2[j] > e2[best] || (e2[j] == e2[best] && j < best))) best = j;
+        }
+        taken[best] = true;
+        I[p] = best;
+    }
+    if (!rank_order)
+        for (size_t j = 0, p = 0; j < k; j++)
+            if (taken[j]) I[p++] = j;
 }
 
 static void rac_case(const fp4s_cu_rm_ops *o, void *ctx, size_t m, size_t k, size_t ldx, size_t trows, size_t sel,
@@ -131,7 +137,7 @@ static void rac_case(const fp4s_cu_rm_ops *o, void *ctx, size_t m, size_t k, siz
     double *e2 = xmalloc(tiles * k * sizeof *e2);
     size_t *idx = xmalloc(tiles * sel * sizeof *idx);
     float *ec = xmalloc(m * pad * sizeof *ec);
-    chan *ch = xmalloc(k * sizeof *ch);
+    bool *taken = xmalloc(k * sizeof *taken);
     memset(ec, 0, m * pad * sizeof *ec);
     for (size_t t = 0; t < tiles; t++) {
         size_t r0 = t * trows, r1 = r0 + trows < m ? r0 + trows : m;
@@ -143,17 +149,9 @@ static void rac_case(const fp4s_cu_rm_ops *o, void *ctx, size_t m, size_t k, siz
                 xs_add(&s, d * d);
             }
             e2[t * k + j] = xs_value(&s);
-            ch[j] = (chan){e2[t * k + j], j};
         }
         size_t *I = idx + t * sel;
-        if (random) {
-            for (size_t p = 0; p < sel; p++) ch[p] = (chan){e2[t * k + cand[t * sel + p]], cand[t * sel + p]};
-            qsort(ch, sel, sizeof *ch, cmp_chan);
-        } else {
-            qsort(ch, k, sizeof *ch, cmp_chan);
-        }
-        for (size_t p = 0; p < sel; p++) I[p] = ch[p].j;
-        if (!rank_order) qsort(I, sel, sizeof *I, cmp_size);
+        expect_choice(e2 + t * k, k, random ? cand + t * sel : NULL, sel, rank_order, taken, I);
         for (size_t i = r0; i < r1; i++)
             for (size_t p = 0; p < sel; p++) ec[i * pad + p] = xa[i * ldx + I[p]] - xq[i * k + I[p]];
     }
@@ -195,7 +193,7 @@ static void rac_case(const fp4s_cu_rm_ops *o, void *ctx, size_t m, size_t k, siz
     free(e2);
     free(idx);
     free(ec);
-    free(ch);
+    free(taken);
     free(ge2);
     free(gidx);
     free(gec);
