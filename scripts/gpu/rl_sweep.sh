@@ -58,7 +58,6 @@ a|b|c|d|t) ;;
 *) echo "rl_sweep: unknown phase '$PHASE' (a, b, c, d or t)" >&2; exit 2 ;;
 esac
 OUT=${OUT:-$(pwd)/out-rl}
-mkdir -p "$OUT"
 T0=$(date +%s)
 
 # ---- the build ---------------------------------------------------------------------------
@@ -170,6 +169,7 @@ if [ "${RL_LIST:-0}" = 1 ]; then
     make_jobs "$PHASE" "${RL_STEPS:-600}" | grep -E "^(${RL_ONLY:-.*})( |\$)"
     exit
 fi
+mkdir -p "$OUT"
 
 run_phase() {
 B=${FP4S_RL_BUILD:-build-rl}

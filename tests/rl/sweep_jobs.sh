@@ -32,5 +32,10 @@ RL_LIST=1 sh "$S" z > /dev/null 2>&1; rc=$?
 [ "$rc" = 2 ] || bad "unknown phase: exit $rc, want 2"
 RL_LIST=1 RL_ONLY='nothing' sh "$S" a > /dev/null 2>&1; rc=$?
 [ "$rc" = 0 ] || true   # RL_LIST prints what matches: nothing, status of grep ignored
+# listing makes no output folder (it made ./out-rl in the source tree)
+t=$(mktemp -d)
+OUT=$t/out RL_LIST=1 sh "$S" a > /dev/null
+[ -e "$t/out" ] && bad "RL_LIST=1 made the output folder \$OUT"
+rm -rf "$t"
 [ $fail = 0 ] && echo "sweep job lists: ok"
 exit $fail
