@@ -750,3 +750,22 @@ int cli_weight_2d(const char *arg)
     if (!strcmp(arg, "off")) return 0;
     cli_usage("--weight-2d: expected auto, on or off, got '%s'", arg);
 }
+
+void cli_dz_tie(const char *arg, fp4s_dz_tie *t)
+{
+    if (arg && fp4s_dz_tie_parse(arg, t)) cli_usage("--dz-tie: %s", fp4s_last_error());
+}
+
+bool cli_analysis_option(int id, const char *arg, cli_analysis *a)
+{
+    switch (id) {
+    case CLI_OPT_ACT: a->act = arg; return true;
+    case CLI_OPT_TRAINER_ACT: a->trainer_act = arg; return true;
+    case CLI_OPT_WEIGHT: a->weight = arg; return true;
+    case CLI_OPT_WEIGHT_2D: a->weight_2d = arg; return true;
+    case CLI_OPT_DZ_TIE: a->dz_tie = arg; return true;
+    case CLI_OPT_SITES: a->sites = arg; return true;
+    case CLI_OPT_STEPS: a->steps = arg; return true;
+    default: return false;
+    }
+}

@@ -102,8 +102,8 @@ static void usage_text(void)
 }
 
 enum {
-    OPT_STEP = 256, OPT_SIDE, OPT_CONST, OPT_SITE, OPT_GZIP, OPT_CHECK, OPT_SITES,
-    OPT_STEPS, OPT_SIDES, OPT_SEED, OPT_SSTEPS, OPT_ACT_EVERY, OPT_LAYERS, OPT_EXPERTS, OPT_TOPK,
+    OPT_STEP = 256, OPT_SIDE, OPT_CONST, OPT_SITE, OPT_GZIP, OPT_CHECK,
+    OPT_SIDES, OPT_SEED, OPT_SSTEPS, OPT_ACT_EVERY, OPT_LAYERS, OPT_EXPERTS, OPT_TOPK,
     OPT_SKEW, OPT_TOKENS, OPT_HIDDEN, OPT_OUTF, OPT_SSIGMA, OPT_HOT, OPT_HOTF, OPT_DF, OPT_DRIFT,
     OPT_KNOISE, OPT_F32, OPT_WPS, OPT_SEQS, OPT_SEQLEN, OPT_LPM, OPT_ONSET, OPT_LPG, OPT_EXACT
 };
@@ -607,7 +607,7 @@ static int cmd_ls(int argc, char **argv)
 {
     static const struct option lo[] = {
         CLI_JSON_LONGOPTS {"check", no_argument, 0, OPT_CHECK},
-        {"sites", required_argument, 0, OPT_SITES}, {"steps", required_argument, 0, OPT_STEPS},
+        CLI_SELECT_LONGOPTS
         {"sides", required_argument, 0, OPT_SIDES}, CLI_COMMON_LONGOPTS {0, 0, 0, 0}};
     bool check = false;
     const char *sites = NULL, *sides = NULL;
@@ -619,8 +619,8 @@ static int cmd_ls(int argc, char **argv)
     while ((ch = cli_getopt(argc, argv, "", lo)) != -1) {
         switch (ch) {
         case OPT_CHECK: check = true; break;
-        case OPT_SITES: sites = optarg; break;
-        case OPT_STEPS: free(steps); steps = cli_parse_int_list("--steps", optarg, &nsteps); break;
+        case CLI_OPT_SITES: sites = optarg; break;
+        case CLI_OPT_STEPS: free(steps); steps = cli_parse_int_list("--steps", optarg, &nsteps); break;
         case OPT_SIDES: sides = optarg; break;
         default:
             if (!cli_common_option(ch, optarg, &common)) cli_usage("ls: unknown option '%s'", argv[optind - 1]);
