@@ -22,12 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "bench_util.h"
 
 static uint64_t rng_state = 0x853c49e6748fea9bULL;
 static inline double urand(void)
@@ -77,13 +72,6 @@ static double warm(const char *path)
     while (f && (k = fread(buf, 1, sizeof buf, f)) > 0) s += (double)k;
     if (f) fclose(f);
     return s;
-}
-
-static double cpu_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static long peak_rss_kib(void)
@@ -140,7 +128,7 @@ int main(int argc, char **argv)
     H5Aclose(a);
     H5Sclose(sp);
     H5Tclose(st);
-    t0 = now();
+    t0 = bench_now();
     for (size_t s = 0; s < steps; s++) {
         char p[128];
         fill_step(per, s, lt, lr, seq);
@@ -152,7 +140,7 @@ int main(int argc, char **argv)
         put(f, p, H5T_NATIVE_INT64, seq, per);
     }
     H5Fclose(f);
-    twrite = now() - t0;
+    twrite = bench_now() - t0;
     }
     free(lt);
     free(lr);
@@ -164,10 +152,10 @@ int main(int argc, char **argv)
     int rc = 0;
     for (int rep = 0; rep < repeat; rep++) {
         memset(&res, 0, sizeof res);
-        t0 = now();
-        double c0 = cpu_now();
+        t0 = bench_now();
+        double c0 = bench_cpu_now();
         rc = fp4s_mm_analyze(h5, "bench", NULL, NULL, &res);
-        double t = now() - t0, c = cpu_now() - c0;
+        double t = bench_now() - t0, c = bench_cpu_now() - c0;
         if (rc) {
             fprintf(stderr, "bench_mismatch: %s\n", fp4s_last_error());
             return 1;
@@ -217,10 +205,10 @@ int main(int argc, char **argv)
         double tc = 1e30, cc = 0;
         for (int rep = 0; rep < repeat; rep++) {
             memset(&res, 0, sizeof res);
-            t0 = now();
-            double c0 = cpu_now();
+            t0 = bench_now();
+            double c0 = bench_cpu_now();
             rc = fp4s_mm_analyze(csv, "bench", NULL, NULL, &res);
-            double t = now() - t0, c = cpu_now() - c0;
+            double t = bench_now() - t0, c = bench_cpu_now() - c0;
             if (rc) {
                 fprintf(stderr, "bench_mismatch: %s\n", fp4s_last_error());
                 return 1;
