@@ -152,26 +152,28 @@ typedef struct caps {
  * matched again: at most len(pattern) x len(name) steps, never the
  * exponential backtracking over every star. Each '*' matches as little as
  * the rest of the pattern allows. */
+static void cap_set(caps *c, int k, const char *s, size_t len)
+{
+    if (k < MAXCAP) {
+        c->start[k] = s;
+        c->len[k] = len;
+    }
+}
+
 static bool gmatch(const char *p, const char *s, caps *c)
 {
     const char *star_p = NULL, *star_s = NULL;
     int star_k = 0, k = 0;
     while (*s) {
         if (*p == '*') {
-            if (k < MAXCAP) {
-                c->start[k] = s;
-                c->len[k] = 0;
-            }
+            cap_set(c, k, s, 0);
             star_p = ++p;
             star_s = s;
             star_k = k++;
             continue;
         }
         if (*p == '?') {
-            if (k < MAXCAP) {
-                c->start[k] = s;
-                c->len[k] = 1;
-            }
+            cap_set(c, k, s, 1);
             k++;
             p++;
             s++;
@@ -196,10 +198,7 @@ static bool gmatch(const char *p, const char *s, caps *c)
         if (star_k < MAXCAP) c->len[star_k] = (size_t)(s - c->start[star_k]);
     }
     while (*p == '*') {
-        if (k < MAXCAP) {
-            c->start[k] = s;
-            c->len[k] = 0;
-        }
+        cap_set(c, k, s, 0);
         k++;
         p++;
     }
