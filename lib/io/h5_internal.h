@@ -84,7 +84,10 @@ int fp4s_h5_attr_get_i64(hid_t obj, const char *name, int64_t *v);
  * naming the attribute. Strings are variable-length UTF-8. */
 int fp4s_h5_attr_str(hid_t obj, const char *name, const char *value);
 int fp4s_h5_attr_f64(hid_t obj, const char *name, double value);
+int fp4s_h5_attr_f32(hid_t obj, const char *name, float value);
 int fp4s_h5_attr_i64(hid_t obj, const char *name, int64_t value);
+/* The same for a 1-D attribute of n > 0 elements: stored as ftype, v in mtype. */
+int fp4s_h5_attr_array(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *v, size_t n);
 
 /* ---- element types and paths -------------------------------------------------- */
 /* Stored dtype of an open dataset: F32, F64, F16, BF16 (uint16 + dtype
