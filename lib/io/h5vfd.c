@@ -359,6 +359,15 @@ hid_t fp4s_h5_open(const char *path, unsigned flags, bool data)
     return f;
 }
 
+hid_t fp4s_h5_open_read(const char *path, int *rc)
+{
+    hid_t f = fp4s_h5_open(path, H5F_ACC_RDONLY, true);
+    if (f < 0)
+        *rc = fp4s_h5_refused() ? FP4S_EFORMAT
+                                : fp4s_error_set(FP4S_EOPEN, "%s: cannot open: %s", path, fp4s_h5_msg());
+    return f;
+}
+
 int fp4s_h5_write_errno(hid_t file)
 {
 #ifdef HAVE_SAFE_VFD
