@@ -734,6 +734,22 @@ void cli_capture_partners(const fp4s_capture_entry *ents, size_t ne, const fp4s_
     *weight = wt ? wt : wc;
 }
 
+bool cli_capture_site(const char *file, const fp4s_capture_entry *ents, size_t ne, const fp4s_capture_entry *e,
+                      bool need_trainer, cli_site_specs *sp)
+{
+    const fp4s_capture_entry *tr, *wt;
+    cli_capture_partners(ents, ne, e, &tr, &wt);
+    if (!tr && need_trainer) return false;
+    if (!wt)
+        cli_die(FP4S_EXIT_INPUT, "%s: site %s step %lld has no weight (neither /steps/%lld/%s/weight nor "
+                "/weights/%s)", file, e->site, (long long)e->step, (long long)e->step, e->site, e->site);
+    fp4s_capture_entry_spec(file, e, sp->x, sizeof sp->x);
+    sp->xt[0] = '\0';
+    if (tr) fp4s_capture_entry_spec(file, tr, sp->xt, sizeof sp->xt);
+    fp4s_capture_entry_spec(file, wt, sp->w, sizeof sp->w);
+    return true;
+}
+
 bool cli_rollout_selected(const fp4s_capture_entry *e, const char *sites, const long long *steps, size_t n)
 {
     if (strcmp(e->side, "rollout") || e->step < 0 || !strcmp(e->site, "logprobs")) return false;

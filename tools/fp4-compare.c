@@ -282,20 +282,12 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < ne; i++) {
             const fp4s_capture_entry *e = &ents[i];
             if (!cli_rollout_selected(e, an.sites, steps, nsteps)) continue;
-            const fp4s_capture_entry *tr, *wt;
-            cli_capture_partners(ents, ne, e, &tr, &wt);
-            if (!tr) {
+            cli_site_specs sp;
+            if (!cli_capture_site(file, ents, ne, e, true, &sp)) {
                 one_sided++;
                 continue;
             }
-            if (!wt)
-                cli_die(FP4S_EXIT_INPUT, "%s: site %s step %lld has no weight (neither /steps/%lld/%s/weight nor "
-                        "/weights/%s)", file, e->site, (long long)e->step, (long long)e->step, e->site, e->site);
             matched++;
-            char xs[1200], xts[1200], wss[1200];
-            fp4s_capture_entry_spec(file, e, xs, sizeof xs);
-            fp4s_capture_entry_spec(file, tr, xts, sizeof xts);
-            fp4s_capture_entry_spec(file, wt, wss, sizeof wss);
             if (nr == cap) {
                 cap *= 2;
                 runs = realloc(runs, cap * sizeof *runs);
@@ -303,11 +295,11 @@ int main(int argc, char **argv)
             }
             run *r = &runs[nr++];
             memset(r, 0, sizeof *r);
-            r->label = xstrdup(xs);
+            r->label = xstrdup(sp.x);
             r->site = xstrdup(e->site);
             r->step = e->step;
             r->synthetic = syn;
-            if (par_mine(nr - 1)) eval_one(&as, &ws, &co, xs, xts, wss, &r->r); /* over MPI ranks: this rank's units */
+            if (par_mine(nr - 1)) eval_one(&as, &ws, &co, sp.x, sp.xt, sp.w, &r->r); /* over MPI ranks: this rank's units */
             cli_progress(matched, ne);
         }
         cli_progress_end();

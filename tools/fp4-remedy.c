@@ -432,18 +432,14 @@ static int run_logits(const char *file, const char *lm_head, const fp4s_remedy *
         bool want = !steps;
         for (size_t s = 0; s < nsteps && !want; s++) want = steps[s] == e->step;
         if (!want) continue;
-        const fp4s_capture_entry *tr = NULL, *wt = NULL, *wc = NULL, *tok = NULL;
+        const fp4s_capture_entry *tr, *wt, *tok = NULL;
+        cli_capture_partners(ents, ne, e, &tr, &wt);
         for (size_t j = 0; j < ne; j++) {
             const fp4s_capture_entry *f = &ents[j];
-            if (!strcmp(f->site, site)) {
-                if (f->step == e->step && !strcmp(f->side, "trainer")) tr = f;
-                if (f->step == e->step && !strcmp(f->side, "weight")) wt = f;
-                if (f->step < 0 && !strcmp(f->side, "weight")) wc = f;
-            } else if (!strcmp(f->site, "logprobs") && f->step == e->step && !strcmp(f->side, "token")) {
+            if (strcmp(f->site, site) && !strcmp(f->site, "logprobs") && f->step == e->step &&
+                !strcmp(f->side, "token"))
                 tok = f;
-            }
         }
-        if (!wt) wt = wc;
         const char *missing = !tr ? "trainer hidden states" : !wt ? "LM-head weight" : !tok ? "logprobs/token" : NULL;
         if (missing)
             cli_die(FP4S_EXIT_INPUT, "%s: step %lld: the logits path needs the %s (fp4scope-capture(5): the logits "
@@ -730,16 +726,9 @@ int main(int argc, char **argv)
             const fp4s_capture_entry *e = &ents[i];
             if (!cli_rollout_selected(e, an.sites, steps, nsteps)) continue;
             matched++;
-            /* the trainer side and the weight of this (step, site) */
-            const fp4s_capture_entry *tr, *wt;
-            cli_capture_partners(ents, ne, e, &tr, &wt);
-            if (!wt)
-                cli_die(FP4S_EXIT_INPUT, "%s: site %s step %lld has no weight (neither /steps/%lld/%s/weight nor "
-                        "/weights/%s)", file, e->site, (long long)e->step, (long long)e->step, e->site, e->site);
-            char xs[1200], xts[1200], wss[1200];
-            fp4s_capture_entry_spec(file, e, xs, sizeof xs);
-            if (tr) fp4s_capture_entry_spec(file, tr, xts, sizeof xts);
-            fp4s_capture_entry_spec(file, wt, wss, sizeof wss);
+            /* the trainer side (if any) and the weight of this (step, site) */
+            cli_site_specs sp;
+            cli_capture_site(file, ents, ne, e, false, &sp);
             if (nruns == cap) {
                 cap *= 2;
                 runs = realloc(runs, cap * sizeof *runs);
@@ -747,12 +736,12 @@ int main(int argc, char **argv)
             }
             site_run *sr = &runs[nruns++];
             memset(sr, 0, sizeof *sr);
-            sr->label = xstrdup(xs);
+            sr->label = xstrdup(sp.x);
             sr->site = xstrdup(e->site);
             sr->step = e->step;
             sr->synthetic = syn;
             if (par_mine(nruns - 1)) /* over MPI ranks: this rank's units */
-                sr->res = eval_site(rem, nr, &as, &ws, &eo, xs, tr ? xts : NULL, wss, &sr->info);
+                sr->res = eval_site(rem, nr, &as, &ws, &eo, sp.x, sp.xt[0] ? sp.xt : NULL, sp.w, &sr->info);
         }
         free(ents);
         free(steps);
