@@ -74,6 +74,31 @@ static double warm(const char *path)
     return s;
 }
 
+/* fp4s_mm_analyze of path `repeat` times: the best wall time and the CPU
+ * time of that pass, the last pass's result in *res; 1 after the message
+ * when the analysis fails. */
+static int analyze_best(const char *path, int repeat, fp4s_mm_result *res, double *wall, double *cpu)
+{
+    *wall = 1e30;
+    *cpu = 0;
+    for (int rep = 0; rep < repeat; rep++) {
+        memset(res, 0, sizeof *res);
+        double t0 = bench_now(), c0 = bench_cpu_now();
+        int rc = fp4s_mm_analyze(path, "bench", NULL, NULL, res);
+        double t = bench_now() - t0, c = bench_cpu_now() - c0;
+        if (rc) {
+            fprintf(stderr, "bench_mismatch: %s\n", fp4s_last_error());
+            return 1;
+        }
+        if (t < *wall) {
+            *wall = t;
+            *cpu = c;
+        }
+        if (rep + 1 < repeat) fp4s_mm_result_free(res);
+    }
+    return 0;
+}
+
 static long peak_rss_kib(void)
 {
     struct rusage ru;
@@ -148,24 +173,8 @@ int main(int argc, char **argv)
     long rss_before = peak_rss_kib();
     double bytes = warm(h5);
     fp4s_mm_result res;
-    double th5 = 1e30, ch5 = 0;
-    int rc = 0;
-    for (int rep = 0; rep < repeat; rep++) {
-        memset(&res, 0, sizeof res);
-        t0 = bench_now();
-        double c0 = bench_cpu_now();
-        rc = fp4s_mm_analyze(h5, "bench", NULL, NULL, &res);
-        double t = bench_now() - t0, c = bench_cpu_now() - c0;
-        if (rc) {
-            fprintf(stderr, "bench_mismatch: %s\n", fp4s_last_error());
-            return 1;
-        }
-        if (t < th5) {
-            th5 = t;
-            ch5 = c;
-        }
-        if (rep + 1 < repeat) fp4s_mm_result_free(&res);
-    }
+    double th5, ch5;
+    if (analyze_best(h5, repeat, &res, &th5, &ch5)) return 1;
     long rss = peak_rss_kib();
     size_t ntok = (size_t)res.runs[0].tokens;
     if (twrite > 0)
@@ -202,23 +211,8 @@ int main(int argc, char **argv)
         free(sq);
         }
         double cb = warm(csv);
-        double tc = 1e30, cc = 0;
-        for (int rep = 0; rep < repeat; rep++) {
-            memset(&res, 0, sizeof res);
-            t0 = bench_now();
-            double c0 = bench_cpu_now();
-            rc = fp4s_mm_analyze(csv, "bench", NULL, NULL, &res);
-            double t = bench_now() - t0, c = bench_cpu_now() - c0;
-            if (rc) {
-                fprintf(stderr, "bench_mismatch: %s\n", fp4s_last_error());
-                return 1;
-            }
-            if (t < tc) {
-                tc = t;
-                cc = c;
-            }
-            if (rep + 1 < repeat) fp4s_mm_result_free(&res);
-        }
+        double tc, cc;
+        if (analyze_best(csv, repeat, &res, &tc, &cc)) return 1;
         size_t nc = (size_t)res.runs[0].tokens;
         printf("csv: %zu tokens (%.0f MB), best of %d: %.3f s wall, %.2f M tokens/s (%.0f MB/s); %.2f M tokens per "
                "CPU-second\n", nc, cb / 1e6, repeat, tc, (double)nc / tc / 1e6, cb / tc / 1e6, (double)nc / cc / 1e6);
