@@ -241,6 +241,16 @@ static void site_series(report *r, fig *f, size_t oi, size_t si, text *dd, const
     tx_plain(s, lab);
 }
 
+/* The note of a section with nothing to show: why the comparison and the
+ * remedies were left out when they were, else `why` (HTML). */
+static void left_out(const report *r, text *pg, const char *why)
+{
+    tx_add(pg, "<p class=\"note\">");
+    if (r->rem_unavailable) html_esc(pg, r->rem_unavailable);
+    else tx_add(pg, "%s", why);
+    tx_add(pg, "</p>\n");
+}
+
 /* ---- 2. decomposition --------------------------------------------------------------------- */
 static void sec_decomp(report *r, text *pg)
 {
@@ -487,10 +497,7 @@ static void sec_compare(report *r, text *pg)
     size_t nc = 0;
     for (size_t i = 0; i < r->nunits; i++) nc += r->units[i].have_cmp;
     if (!nc) {
-        tx_add(pg, "<p class=\"note\">");
-        if (r->rem_unavailable) html_esc(pg, r->rem_unavailable);
-        else tx_add(pg, "No site has trainer and rollout activations and a weight (the comparison needs all three).");
-        tx_add(pg, "</p>\n");
+        left_out(r, pg, "No site has trainer and rollout activations and a weight (the comparison needs all three).");
         return;
     }
     tx_add(pg, "<p class=\"note\">As fp4-compare(1): the output mismatch D = Qa(X<sub>r</sub>) Qw(W)<sup>T</sup> - "
@@ -588,10 +595,7 @@ static void sec_remedies(report *r, text *pg, const rem_pool *rp)
     size_t nu = 0;
     for (size_t i = 0; i < r->nunits; i++) nu += r->units[i].have_rem;
     if (!nu) {
-        tx_add(pg, "<p class=\"note\">");
-        if (r->rem_unavailable) html_esc(pg, r->rem_unavailable);
-        else tx_add(pg, "No site has a weight: the remedies act on the GEMM Y = X W<sup>T</sup>.");
-        tx_add(pg, "</p>\n");
+        left_out(r, pg, "No site has a weight: the remedies act on the GEMM Y = X W<sup>T</sup>.");
         return;
     }
     tx_add(pg, "<p class=\"note\">As fp4-remedy(1), on %zu (step, site) pairs: each remedy's output error against "
