@@ -19,24 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static double cpu(void)
-{
-    struct rusage r;
-    getrusage(RUSAGE_SELF, &r);
-    return (double)r.ru_utime.tv_sec + 1e-6 * (double)r.ru_utime.tv_usec +
-           (double)r.ru_stime.tv_sec + 1e-6 * (double)r.ru_stime.tv_usec;
-}
+#include "bench_util.h"
 
 enum { STEPS = 4, SITES = 8, ROWS = 2048, COLS = 1024 };
 
@@ -76,7 +62,7 @@ int main(int argc, char **argv)
     double best_plain = 1e30, best_cap = 1e30, best_imp = 1e30;
     for (int r = 0; r < reps; r++) {
         /* 1. plain HDF5 */
-        double t0 = now();
+        double t0 = bench_now();
         hid_t f = H5Fcreate(p1, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
         for (int s = 0; s < STEPS; s++)
             for (int j = 0; j < SITES; j++)
@@ -94,12 +80,12 @@ int main(int argc, char **argv)
         void *h;
         if (H5Fget_vfd_handle(f, H5P_DEFAULT, &h) >= 0) fsync(*(int *)h);
         H5Fclose(f);
-        double tp = now() - t0;
+        double tp = bench_now() - t0;
         if (tp < best_plain) best_plain = tp;
         unlink(p1);
 
         /* 2. capture writer */
-        t0 = now();
+        t0 = bench_now();
         fp4s_capture_opts o;
         fp4s_capture_opts_defaults(&o);
         o.overwrite = true;
@@ -118,13 +104,13 @@ int main(int argc, char **argv)
             if (fp4s_capture_flush(c)) die("flush");
         }
         if (fp4s_capture_close(&c)) die("close");
-        double tc = now() - t0;
+        double tc = bench_now() - t0;
         if (tc < best_cap) best_cap = tc;
         unlink(p2);
 
         /* 3. import from .npy */
         if (r == 0 && fp4s_npy_write(pn, FP4S_DT_F16, 2, ROWS, COLS, buf)) die("npy");
-        t0 = now();
+        t0 = bench_now();
         if (fp4s_capture_create(p3, &o, &c)) die("create");
         uint16_t *rb = malloc(n * 2);
         for (int s = 0; s < STEPS; s++) {
@@ -146,7 +132,7 @@ int main(int argc, char **argv)
         }
         if (fp4s_capture_close(&c)) die("close");
         free(rb);
-        double ti = now() - t0;
+        double ti = bench_now() - t0;
         if (ti < best_imp) best_imp = ti;
         unlink(p3);
     }
@@ -176,12 +162,12 @@ int main(int argc, char **argv)
     double bw = 1e30, bc = 1e30;
     size_t cnt = 0;
     for (int r = 0; r < 5; r++) {
-        double t0 = now(), c0 = cpu();
+        double t0 = bench_now(), c0 = bench_cpu_now();
         fp4s_capture_info in;
         fp4s_capture_entry *e;
         if (fp4s_capture_info_read(pl, &in) || fp4s_capture_list(pl, &e, &cnt)) die("list");
         free(e);
-        double tw = now() - t0, tc = cpu() - c0;
+        double tw = bench_now() - t0, tc = bench_cpu_now() - c0;
         if (tw < bw) bw = tw;
         if (tc < bc) bc = tc;
     }

@@ -28,24 +28,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+#include "bench_util.h"
 
 struct fill_job {
     float *x;
@@ -128,7 +111,7 @@ static fp4s_decomp *decompose(const fp4s_spec *s, fp4s_group by, const float *x,
     fp4s_decomp_opts_defaults(&o);
     o.by = by;
     fp4s_tscale ts;
-    double t0 = now();
+    double t0 = bench_now();
     float amax = 0.0f;
     if (s->format == FP4S_NVFP4) {
         if (d_x) {
@@ -142,7 +125,7 @@ static fp4s_decomp *decompose(const fp4s_spec *s, fp4s_group by, const float *x,
     if (fp4s_decomp_open(s, &ts, &o, rows, cols, &d)) die("open");
     int rc = d_x ? fp4s_cuda_decomp_add(d, FP4S_DT_F32, d_x, rows, cols, 0, NULL) : fp4s_decomp_add(d, x, rows, cols, 0);
     if (rc) die(d_x ? "gpu decomposition" : "cpu decomposition");
-    *secs = now() - t0;
+    *secs = bench_now() - t0;
     return d;
 }
 
@@ -189,15 +172,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_cuda_decomp: out of memory for %zu elements\n", n);
         return 1;
     }
-    double t0 = now();
+    double t0 = bench_now();
     fill(x, rows, cols);
-    double tf = now() - t0;
-    t0 = now();
+    double tf = bench_now() - t0;
+    t0 = bench_now();
     if (cudaMemcpy(d_x, x, n * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess) {
         fprintf(stderr, "bench_cuda_decomp: copy to the GPU failed\n");
         return 1;
     }
-    printf("fill %.2f s, host to device %.2f s (%.1f GB/s)\n", tf, now() - t0, n * 4.0 / (now() - t0) / 1e9);
+    printf("fill %.2f s, host to device %.2f s (%.1f GB/s)\n", tf, bench_now() - t0, n * 4.0 / (bench_now() - t0) / 1e9);
     /* the device copy ceiling: 1 GiB (or the tensor) device to device, read + write bytes */
     size_t cb = n * sizeof(float) < ((size_t)1 << 30) ? n * sizeof(float) : ((size_t)1 << 30);
     double copy_bw = 0.0;
@@ -215,7 +198,7 @@ int main(int argc, char **argv)
             cudaEventElapsedTime(&ms, e0, e1);
             tv[r] = ms * 1e-3;
         }
-        copy_bw = 2.0 * (double)cb / median(tv + 2, 14) / 1e9;
+        copy_bw = 2.0 * (double)cb / bench_median(tv + 2, 14) / 1e9;
         cudaFree(d_c);
         printf("device copy (%zu MiB, median of 14): %.0f GB/s (read + write)\n", cb >> 20, copy_bw);
     }
@@ -241,7 +224,7 @@ int main(int argc, char **argv)
                 if (c) fp4s_decomp_close(&t);
                 else c = t;
             }
-            const double mg = median(tg, reps), mc = median(tc, cpu_reps);
+            const double mg = bench_median(tg, reps), mc = bench_median(tc, cpu_reps);
             const int eq = same(c, g);
             bad += !eq;
             const double gbps = r * cols * 4.0 / mg / 1e9;

@@ -29,19 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
-static double cpu_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
+#include "bench_util.h"
 
 static uint64_t st = 88172645463325252ull;
 static inline uint64_t xs64(void)
@@ -102,26 +90,26 @@ static void throughput(const char *label, const fp4s_spec *s, const float *x, si
         fp4s_set_threads(th);
         tstat wq = {1e30, 0}, wd = {1e30, 0}, wo = {1e30, 0}, cq = {1e30, 0}, cd = {1e30, 0}, co = {1e30, 0};
         for (int rep = 0; rep < reps; rep++) {
-            double t0 = now(), c0 = cpu_now();
+            double t0 = bench_now(), c0 = bench_cpu_now();
             int rc = fp4s_quantize(s, &ts, x, rows, cols, cols, 0, &o, NULL);
             if (rc) die("quantize", rc);
-            ts_add(&wq, now() - t0);
-            ts_add(&cq, cpu_now() - c0);
+            ts_add(&wq, bench_now() - t0);
+            ts_add(&cq, bench_cpu_now() - c0);
             fp4s_decomp *d;
             if ((rc = fp4s_decomp_open(s, &ts, NULL, rows, cols, &d))) die("open", rc);
-            t0 = now();
-            c0 = cpu_now();
+            t0 = bench_now();
+            c0 = bench_cpu_now();
             if ((rc = fp4s_decomp_add_quantized(d, x, cols, q, cols, codes, cols, scales, nb, rows, 0)))
                 die("decompose", rc);
-            ts_add(&wo, now() - t0);
-            ts_add(&co, cpu_now() - c0);
+            ts_add(&wo, bench_now() - t0);
+            ts_add(&co, bench_cpu_now() - c0);
             fp4s_decomp_close(&d);
             if ((rc = fp4s_decomp_open(s, &ts, NULL, rows, cols, &d))) die("open", rc);
-            t0 = now();
-            c0 = cpu_now();
+            t0 = bench_now();
+            c0 = bench_cpu_now();
             if ((rc = fp4s_decomp_add(d, x, rows, cols, 0))) die("decompose", rc);
-            ts_add(&wd, now() - t0);
-            ts_add(&cd, cpu_now() - c0);
+            ts_add(&wd, bench_now() - t0);
+            ts_add(&cd, bench_cpu_now() - c0);
             fp4s_decomp_close(&d);
         }
         /* GB/s from the best wall time; ns per element from the best CPU time */
@@ -174,7 +162,7 @@ static void write_h5(const char *path, size_t rows, size_t cols)
 
 static double plain_read(const char *spec, size_t chunk_elems, double *cpu)
 {
-    double c0 = cpu_now();
+    double c0 = bench_cpu_now();
     fp4s_source *src;
     int rc = fp4s_source_open(spec, &src);
     if (rc) die("open source", rc);
@@ -182,14 +170,14 @@ static double plain_read(const char *spec, size_t chunk_elems, double *cpu)
     size_t ch = chunk_elems / cols;
     float *buf = malloc(ch * cols * sizeof *buf);
     double sum = 0;
-    double t0 = now();
+    double t0 = bench_now();
     for (size_t r0 = 0; r0 < rows; r0 += ch) {
         size_t n = rows - r0 < ch ? rows - r0 : ch;
         if ((rc = fp4s_source_read(src, r0, n, buf, cols))) die("read", rc);
         sum += buf[0];
     }
-    double t = now() - t0;
-    *cpu = cpu_now() - c0;
+    double t = bench_now() - t0;
+    *cpu = bench_cpu_now() - c0;
     if (sum == 12345.678) printf(" ");
     free(buf);
     fp4s_source_close(&src);
@@ -199,7 +187,7 @@ static double plain_read(const char *spec, size_t chunk_elems, double *cpu)
 static int run_tool(const char *tool, char *const argv[], double *secs, double *cpu, long *rss_kib)
 {
     fflush(stdout);
-    double t0 = now();
+    double t0 = bench_now();
     pid_t p = fork();
     if (p < 0) return -1;
     if (p == 0) {
@@ -210,7 +198,7 @@ static int run_tool(const char *tool, char *const argv[], double *secs, double *
     int status;
     struct rusage ru;
     if (wait4(p, &status, 0, &ru) < 0) return -1;
-    *secs = now() - t0;
+    *secs = bench_now() - t0;
     *cpu = ru.ru_utime.tv_sec + 1e-6 * ru.ru_utime.tv_usec + ru.ru_stime.tv_sec + 1e-6 * ru.ru_stime.tv_usec;
     *rss_kib = ru.ru_maxrss;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -268,9 +256,9 @@ int main(int argc, char **argv)
     size_t erows = (size_t)(gib * 1073741824.0 / 4.0) / cols;
     printf("\nEnd to end, HDF5 dataset [%zu x %zu] float32 (%.2f GiB, chunked 64 rows, page cache warm):\n\n",
            erows, cols, erows * cols * 4.0 / 1073741824.0);
-    double t0 = now();
+    double t0 = bench_now();
     write_h5(path, erows, cols);
-    printf("(written in %.1f s)\n\n", now() - t0);
+    printf("(written in %.1f s)\n\n", bench_now() - t0);
     fp4s_decomp_opts o;
     fp4s_decomp_opts_defaults(&o);
     o.chunk_elems = (size_t)1 << 21; /* the CPU's automatic chunk, stated for the plain read */
@@ -296,12 +284,12 @@ int main(int argc, char **argv)
         int trc = 0;
         for (int rep = 0; rep < er; rep++) {
             fp4s_decomp *d;
-            t0 = now();
-            double c0 = cpu_now();
+            t0 = bench_now();
+            double c0 = bench_cpu_now();
             int rc = fp4s_decomp_source(&s, &o, spec, &d);
             if (rc) die("fp4s_decomp_source", rc);
-            ts_add(&wd, now() - t0);
-            ts_add(&cd, cpu_now() - c0);
+            ts_add(&wd, bench_now() - t0);
+            ts_add(&cd, bench_cpu_now() - c0);
             fp4s_decomp_close(&d);
             double tt, ctt;
             long r1;

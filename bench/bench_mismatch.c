@@ -22,12 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "bench_util.h"
 
 static uint64_t rng_state = 0x853c49e6748fea9bULL;
 static inline double urand(void)
@@ -79,11 +74,29 @@ static double warm(const char *path)
     return s;
 }
 
-static double cpu_now(void)
+/* fp4s_mm_analyze of path `repeat` times: the best wall time and the CPU
+ * time of that pass, the last pass's result in *res; 1 after the message
+ * when the analysis fails. */
+static int analyze_best(const char *path, int repeat, fp4s_mm_result *res, double *wall, double *cpu)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+    *wall = 1e30;
+    *cpu = 0;
+    for (int rep = 0; rep < repeat; rep++) {
+        memset(res, 0, sizeof *res);
+        double t0 = bench_now(), c0 = bench_cpu_now();
+        int rc = fp4s_mm_analyze(path, "bench", NULL, NULL, res);
+        double t = bench_now() - t0, c = bench_cpu_now() - c0;
+        if (rc) {
+            fprintf(stderr, "bench_mismatch: %s\n", fp4s_last_error());
+            return 1;
+        }
+        if (t < *wall) {
+            *wall = t;
+            *cpu = c;
+        }
+        if (rep + 1 < repeat) fp4s_mm_result_free(res);
+    }
+    return 0;
 }
 
 static long peak_rss_kib(void)
@@ -140,7 +153,7 @@ int main(int argc, char **argv)
     H5Aclose(a);
     H5Sclose(sp);
     H5Tclose(st);
-    t0 = now();
+    t0 = bench_now();
     for (size_t s = 0; s < steps; s++) {
         char p[128];
         fill_step(per, s, lt, lr, seq);
@@ -152,7 +165,7 @@ int main(int argc, char **argv)
         put(f, p, H5T_NATIVE_INT64, seq, per);
     }
     H5Fclose(f);
-    twrite = now() - t0;
+    twrite = bench_now() - t0;
     }
     free(lt);
     free(lr);
@@ -160,24 +173,8 @@ int main(int argc, char **argv)
     long rss_before = peak_rss_kib();
     double bytes = warm(h5);
     fp4s_mm_result res;
-    double th5 = 1e30, ch5 = 0;
-    int rc = 0;
-    for (int rep = 0; rep < repeat; rep++) {
-        memset(&res, 0, sizeof res);
-        t0 = now();
-        double c0 = cpu_now();
-        rc = fp4s_mm_analyze(h5, "bench", NULL, NULL, &res);
-        double t = now() - t0, c = cpu_now() - c0;
-        if (rc) {
-            fprintf(stderr, "bench_mismatch: %s\n", fp4s_last_error());
-            return 1;
-        }
-        if (t < th5) {
-            th5 = t;
-            ch5 = c;
-        }
-        if (rep + 1 < repeat) fp4s_mm_result_free(&res);
-    }
+    double th5, ch5;
+    if (analyze_best(h5, repeat, &res, &th5, &ch5)) return 1;
     long rss = peak_rss_kib();
     size_t ntok = (size_t)res.runs[0].tokens;
     if (twrite > 0)
@@ -214,23 +211,8 @@ int main(int argc, char **argv)
         free(sq);
         }
         double cb = warm(csv);
-        double tc = 1e30, cc = 0;
-        for (int rep = 0; rep < repeat; rep++) {
-            memset(&res, 0, sizeof res);
-            t0 = now();
-            double c0 = cpu_now();
-            rc = fp4s_mm_analyze(csv, "bench", NULL, NULL, &res);
-            double t = now() - t0, c = cpu_now() - c0;
-            if (rc) {
-                fprintf(stderr, "bench_mismatch: %s\n", fp4s_last_error());
-                return 1;
-            }
-            if (t < tc) {
-                tc = t;
-                cc = c;
-            }
-            if (rep + 1 < repeat) fp4s_mm_result_free(&res);
-        }
+        double tc, cc;
+        if (analyze_best(csv, repeat, &res, &tc, &cc)) return 1;
         size_t nc = (size_t)res.runs[0].tokens;
         printf("csv: %zu tokens (%.0f MB), best of %d: %.3f s wall, %.2f M tokens/s (%.0f MB/s); %.2f M tokens per "
                "CPU-second\n", nc, cb / 1e6, repeat, tc, (double)nc / tc / 1e6, cb / tc / 1e6, (double)nc / cc / 1e6);

@@ -18,17 +18,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
+
 typedef struct unit {
     char spec[1200];
     size_t rows, cols;
 } unit;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
 
 int main(int argc, char **argv)
 {
@@ -65,7 +60,7 @@ int main(int argc, char **argv)
     unsigned __int128 b0 = total * (unsigned)rank / (unsigned)size, b1 = total * (unsigned)(rank + 1) / (unsigned)size;
     float *buf = malloc(((size_t)1 << 21) * sizeof *buf);
     MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = now();
+    double t0 = bench_now();
     unsigned __int128 off = 0;
     size_t mine = 0;
     for (size_t i = 0; i < n; i++) {
@@ -92,7 +87,7 @@ int main(int argc, char **argv)
         }
         fp4s_source_close(&src);
     }
-    double t = now() - t0, tmax = 0;
+    double t = bench_now() - t0, tmax = 0;
     unsigned long long got = mine, all = 0;
     MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     MPI_Reduce(&got, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);

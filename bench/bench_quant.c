@@ -39,12 +39,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "bench_util.h"
 
 /* ---- read bandwidth -------------------------------------------------------------- */
 struct sum_job { const float *p; size_t n; double s; };
@@ -79,14 +74,14 @@ static double read_bw(const float *p, size_t n, int threads, int reps, double *s
         struct sum_job jobs[64];
         pthread_t tid[64];
         size_t per = n / (size_t)threads;
-        double t0 = now();
+        double t0 = bench_now();
         for (int t = 0; t < threads; t++) {
             jobs[t] = (struct sum_job){p + (size_t)t * per, t == threads - 1 ? n - (size_t)t * per : per, 0};
             if (t) pthread_create(&tid[t], NULL, sum_run, &jobs[t]);
         }
         sum_run(&jobs[0]);
         for (int t = 1; t < threads; t++) pthread_join(tid[t], NULL);
-        double dt = now() - t0;
+        double dt = bench_now() - t0;
         for (int t = 0; t < threads; t++) *sink += jobs[t].s;
         if (dt < best) best = dt;
     }
@@ -128,9 +123,9 @@ static int bench_case(const bcase *bc, const char *level, int threads, const flo
         /* alternate the two paths so that a change of load hits both */
         for (int path = 0; path < 2; path++) {
             fp4s_qstats st = {0};
-            double t0 = now();
+            double t0 = bench_now();
             rc = fp4s_quantize(&s, &ts, x, rows, cols, cols, 0, &o, path == 0 ? &st : NULL);
-            double dt = now() - t0;
+            double dt = bench_now() - t0;
             if (rc) return rc;
             if (path == 0) {
                 if (dt < bq) bq = dt;
@@ -142,10 +137,10 @@ static int bench_case(const bcase *bc, const char *level, int threads, const flo
         }
     }
     for (int r = 0; r < reps; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         rc = fp4s_dequantize(&s, &ts, codes, cols, scales, nb, sf32, sf_cols, rows, cols, 0,
                              deq, cols);
-        double dt = now() - t0;
+        double dt = bench_now() - t0;
         if (rc) return rc;
         if (dt < bd) bd = dt;
         if (dt > wd) wd = dt;

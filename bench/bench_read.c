@@ -10,12 +10,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
+#include "bench_util.h"
 
 int main(int argc, char **argv)
 {
@@ -37,7 +32,7 @@ int main(int argc, char **argv)
     if (!buf) return 5;
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         for (size_t r0 = 0; r0 < rows; r0 += chunk) {
             size_t n = rows - r0 < chunk ? rows - r0 : chunk;
             if (fp4s_source_read(src, r0, n, buf, cols)) {
@@ -45,7 +40,7 @@ int main(int argc, char **argv)
                 return 3;
             }
         }
-        double t = now() - t0;
+        double t = bench_now() - t0;
         if (t < best) best = t;
     }
     printf("read %.4f %.2f\n", best, rows * cols * 4.0 / best / 1e9);

@@ -15,15 +15,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
+
 #define DEFAULT_LIST "bf16,wfq,w4a4qat,none,rac:0.125,rac:0.25,rac:0.5,rac:1,rac:0.25:bf16,rac:0.25:aug," \
                      "rac-rand:0.25,mbs:128,of:0.5,of:1,keep:1,mbs:128+of:0.5"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
 
 static uint64_t st = 0x9E3779B97F4A7C15ull;
 static double urand(void)
@@ -91,9 +86,9 @@ int main(int argc, char **argv)
     double best = INFINITY, worst = 0, gbest = 0, gworst = 0;
     fp4s_remedy_site site;
     for (int r = 0; r < reps; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         int rc = fp4s_remedy_eval(rem, nr, &as, &ws, X, Xt, M, W, N, K, &o, &site, res);
-        double t = now() - t0;
+        double t = bench_now() - t0;
         if (rc) {
             fprintf(stderr, "bench_remedy: %s\n", fp4s_last_error());
             return 5;

@@ -16,17 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+#include "bench_util.h"
 
 static int setup(fp4s_rl_opts *o, const char *name)
 {
@@ -113,8 +103,8 @@ int main(int argc, char **argv)
         }
         int n = steps;
         printf("%-13s %8zu %7.3f %8.2f | %10.0f %6.1f%% | %10.0f %6.1f%% %5.1f%% %5.1f%% | %5.1f%%\n", names[k],
-               fp4s_rl_param_count(r), median(st, n), len / n, median(ro, n), median(rg, n), median(tr, n),
-               median(tg, n), median(tf, n), median(tb, n), median(tq, n));
+               fp4s_rl_param_count(r), bench_median(st, n), len / n, bench_median(ro, n), bench_median(rg, n), bench_median(tr, n),
+               bench_median(tg, n), bench_median(tf, n), bench_median(tb, n), bench_median(tq, n));
         fp4s_rl_close(&r);
     }
     printf("rollout/s: tokens the engine processed (prompt and response) per second of the rollout;\n"

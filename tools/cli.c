@@ -734,6 +734,22 @@ void cli_capture_partners(const fp4s_capture_entry *ents, size_t ne, const fp4s_
     *weight = wt ? wt : wc;
 }
 
+bool cli_capture_site(const char *file, const fp4s_capture_entry *ents, size_t ne, const fp4s_capture_entry *e,
+                      bool need_trainer, cli_site_specs *sp)
+{
+    const fp4s_capture_entry *tr, *wt;
+    cli_capture_partners(ents, ne, e, &tr, &wt);
+    if (!tr && need_trainer) return false;
+    if (!wt)
+        cli_die(FP4S_EXIT_INPUT, "%s: site %s step %lld has no weight (neither /steps/%lld/%s/weight nor "
+                "/weights/%s)", file, e->site, (long long)e->step, (long long)e->step, e->site, e->site);
+    fp4s_capture_entry_spec(file, e, sp->x, sizeof sp->x);
+    sp->xt[0] = '\0';
+    if (tr) fp4s_capture_entry_spec(file, tr, sp->xt, sizeof sp->xt);
+    fp4s_capture_entry_spec(file, wt, sp->w, sizeof sp->w);
+    return true;
+}
+
 bool cli_rollout_selected(const fp4s_capture_entry *e, const char *sites, const long long *steps, size_t n)
 {
     if (strcmp(e->side, "rollout") || e->step < 0 || !strcmp(e->site, "logprobs")) return false;
@@ -749,4 +765,23 @@ int cli_weight_2d(const char *arg)
     if (!strcmp(arg, "on")) return 1;
     if (!strcmp(arg, "off")) return 0;
     cli_usage("--weight-2d: expected auto, on or off, got '%s'", arg);
+}
+
+void cli_dz_tie(const char *arg, fp4s_dz_tie *t)
+{
+    if (arg && fp4s_dz_tie_parse(arg, t)) cli_usage("--dz-tie: %s", fp4s_last_error());
+}
+
+bool cli_analysis_option(int id, const char *arg, cli_analysis *a)
+{
+    switch (id) {
+    case CLI_OPT_ACT: a->act = arg; return true;
+    case CLI_OPT_TRAINER_ACT: a->trainer_act = arg; return true;
+    case CLI_OPT_WEIGHT: a->weight = arg; return true;
+    case CLI_OPT_WEIGHT_2D: a->weight_2d = arg; return true;
+    case CLI_OPT_DZ_TIE: a->dz_tie = arg; return true;
+    case CLI_OPT_SITES: a->sites = arg; return true;
+    case CLI_OPT_STEPS: a->steps = arg; return true;
+    default: return false;
+    }
 }

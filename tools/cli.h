@@ -107,14 +107,22 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
 void cli_capture_partners(const fp4s_capture_entry *ents, size_t ne, const fp4s_capture_entry *e,
                           const fp4s_capture_entry **trainer, const fp4s_capture_entry **weight);
 
+/* A rollout entry e of a capture's list with its partners (cli_capture_partners)
+ * as source specs of `file`: x the rollout side, xt the trainer side ("" when
+ * there is none) and w the weight. Returns false, with nothing set, when there
+ * is no trainer side and need_trainer; a site without a weight is exit 3
+ * (FP4S_EXIT_INPUT) with a message saying where the weight was looked for. */
+typedef struct cli_site_specs {
+    char x[1200], xt[1200], w[1200];
+} cli_site_specs;
+bool cli_capture_site(const char *file, const fp4s_capture_entry *ents, size_t ne, const fp4s_capture_entry *e,
+                      bool need_trainer, cli_site_specs *sp);
+
 /* The rollout activations a capture's --sites GLOB and --steps LIST select:
  * true when e is a rollout side of a training step (not the log-probs), its
  * site matches `sites` (NULL: every site) and its step is one of steps[0..n)
  * (NULL: every step). */
 bool cli_rollout_selected(const fp4s_capture_entry *e, const char *sites, const long long *steps, size_t n);
-
-/* --weight-2d auto|on|off (NULL: auto): -1, 1 or 0; another word is a usage error. */
-int cli_weight_2d(const char *arg);
 
 /* "--version" text: "prog (fp4scope) X.Y.Z\nfeatures: ..." (without cuda:
  * the tools with --device use cli_version_device). */
@@ -270,6 +278,53 @@ void cli_quant_spec(const cli_quant *q, unsigned formats, const char *what, fp4s
 void cli_profile_spec(fp4s_format fmt, const char *profile, const char *opt, fp4s_spec *spec);
 /* Print label (padded to column `indent`) and text wrapped before column 80. */
 void cli_print_wrapped(const char *label, size_t indent, const char *text);
+
+/* ---- the analysis option group ------------------------------------------------------
+ * The options of the tools that analyse a linear site or a capture's sites
+ * (fp4-compare, fp4-remedy, fp4-decompose, fp4-channels), spelled and parsed
+ * alike: one site given as tensors, --act XR, --trainer-act XT and --weight W
+ * (CLI_SITE_LONGOPTS; --weight alone: CLI_WEIGHT_LONGOPTS), --weight-2d M
+ * (CLI_WEIGHT_2D_LONGOPTS), --dz-tie T (CLI_DZ_TIE_LONGOPTS) and a capture's
+ * --sites GLOB and --steps LIST (CLI_SELECT_LONGOPTS; fp4-report and
+ * fp4-capture ls take these two alone). cli_analysis_option()
+ * keeps one argument as given in a zero-initialised cli_analysis (false for
+ * any other id); each tool checks them after the last option, where its
+ * messages come: cli_weight_2d() for --weight-2d, cli_dz_tie() for --dz-tie,
+ * cli_parse_int_list("--steps", ...).
+ * CLI_HELP_* are their help lines, where tools describe them alike. */
+typedef struct cli_analysis {
+    const char *act, *trainer_act, *weight; /* NULL: not given */
+    const char *weight_2d, *dz_tie, *sites, *steps;
+} cli_analysis;
+enum {
+    CLI_OPT_ANALYSIS_FIRST = 0x4300, /* clear of the quantizer group */
+    CLI_OPT_ACT = CLI_OPT_ANALYSIS_FIRST,
+    CLI_OPT_TRAINER_ACT,
+    CLI_OPT_WEIGHT,
+    CLI_OPT_WEIGHT_2D,
+    CLI_OPT_DZ_TIE,
+    CLI_OPT_SITES,
+    CLI_OPT_STEPS
+};
+#define CLI_WEIGHT_LONGOPTS {"weight", required_argument, NULL, CLI_OPT_WEIGHT},
+#define CLI_SITE_LONGOPTS {"act", required_argument, NULL, CLI_OPT_ACT}, \
+    {"trainer-act", required_argument, NULL, CLI_OPT_TRAINER_ACT}, CLI_WEIGHT_LONGOPTS
+#define CLI_WEIGHT_2D_LONGOPTS {"weight-2d", required_argument, NULL, CLI_OPT_WEIGHT_2D},
+#define CLI_DZ_TIE_LONGOPTS {"dz-tie", required_argument, NULL, CLI_OPT_DZ_TIE},
+#define CLI_SELECT_LONGOPTS {"sites", required_argument, NULL, CLI_OPT_SITES}, \
+    {"steps", required_argument, NULL, CLI_OPT_STEPS},
+#define CLI_HELP_WEIGHT_2D \
+    "      --weight-2d M     NVFP4 weight scaling: auto (default: 2-D for te), on, off\n"
+#define CLI_HELP_DZ_TIE \
+    "      --dz-tie T        dead-zone tie at |x/s*| = 0.25: spec (default), in, out\n"
+#define CLI_HELP_SELECT \
+    "      --sites GLOB      capture sites (fnmatch; default all)\n" \
+    "      --steps LIST      capture steps, e.g. 0,5,10-20 (default all)\n"
+bool cli_analysis_option(int id, const char *arg, cli_analysis *a);
+/* --weight-2d auto|on|off (NULL: auto): -1, 1 or 0; another word is a usage error. */
+int cli_weight_2d(const char *arg);
+/* --dz-tie T into *t (arg NULL: *t unchanged); a word other than the ties is a usage error. */
+void cli_dz_tie(const char *arg, fp4s_dz_tie *t);
 
 /* The trace-reading and onset options shared by fp4-mismatch and fp4-plot
  * mismatch (--is-cap, --format, --delim, --col-*, --allow-positive,

@@ -102,8 +102,8 @@ static void usage_text(void)
 }
 
 enum {
-    OPT_STEP = 256, OPT_SIDE, OPT_CONST, OPT_SITE, OPT_GZIP, OPT_CHECK, OPT_SITES,
-    OPT_STEPS, OPT_SIDES, OPT_SEED, OPT_SSTEPS, OPT_ACT_EVERY, OPT_LAYERS, OPT_EXPERTS, OPT_TOPK,
+    OPT_STEP = 256, OPT_SIDE, OPT_CONST, OPT_SITE, OPT_GZIP, OPT_CHECK,
+    OPT_SIDES, OPT_SEED, OPT_SSTEPS, OPT_ACT_EVERY, OPT_LAYERS, OPT_EXPERTS, OPT_TOPK,
     OPT_SKEW, OPT_TOKENS, OPT_HIDDEN, OPT_OUTF, OPT_SSIGMA, OPT_HOT, OPT_HOTF, OPT_DF, OPT_DRIFT,
     OPT_KNOISE, OPT_F32, OPT_WPS, OPT_SEQS, OPT_SEQLEN, OPT_LPM, OPT_ONSET, OPT_LPG, OPT_EXACT
 };
@@ -152,26 +152,28 @@ typedef struct caps {
  * matched again: at most len(pattern) x len(name) steps, never the
  * exponential backtracking over every star. Each '*' matches as little as
  * the rest of the pattern allows. */
+static void cap_set(caps *c, int k, const char *s, size_t len)
+{
+    if (k < MAXCAP) {
+        c->start[k] = s;
+        c->len[k] = len;
+    }
+}
+
 static bool gmatch(const char *p, const char *s, caps *c)
 {
     const char *star_p = NULL, *star_s = NULL;
     int star_k = 0, k = 0;
     while (*s) {
         if (*p == '*') {
-            if (k < MAXCAP) {
-                c->start[k] = s;
-                c->len[k] = 0;
-            }
+            cap_set(c, k, s, 0);
             star_p = ++p;
             star_s = s;
             star_k = k++;
             continue;
         }
         if (*p == '?') {
-            if (k < MAXCAP) {
-                c->start[k] = s;
-                c->len[k] = 1;
-            }
+            cap_set(c, k, s, 1);
             k++;
             p++;
             s++;
@@ -196,10 +198,7 @@ static bool gmatch(const char *p, const char *s, caps *c)
         if (star_k < MAXCAP) c->len[star_k] = (size_t)(s - c->start[star_k]);
     }
     while (*p == '*') {
-        if (k < MAXCAP) {
-            c->start[k] = s;
-            c->len[k] = 0;
-        }
+        cap_set(c, k, s, 0);
         k++;
         p++;
     }
@@ -607,7 +606,7 @@ static int cmd_ls(int argc, char **argv)
 {
     static const struct option lo[] = {
         CLI_JSON_LONGOPTS {"check", no_argument, 0, OPT_CHECK},
-        {"sites", required_argument, 0, OPT_SITES}, {"steps", required_argument, 0, OPT_STEPS},
+        CLI_SELECT_LONGOPTS
         {"sides", required_argument, 0, OPT_SIDES}, CLI_COMMON_LONGOPTS {0, 0, 0, 0}};
     bool check = false;
     const char *sites = NULL, *sides = NULL;
@@ -619,8 +618,8 @@ static int cmd_ls(int argc, char **argv)
     while ((ch = cli_getopt(argc, argv, "", lo)) != -1) {
         switch (ch) {
         case OPT_CHECK: check = true; break;
-        case OPT_SITES: sites = optarg; break;
-        case OPT_STEPS: free(steps); steps = cli_parse_int_list("--steps", optarg, &nsteps); break;
+        case CLI_OPT_SITES: sites = optarg; break;
+        case CLI_OPT_STEPS: free(steps); steps = cli_parse_int_list("--steps", optarg, &nsteps); break;
         case OPT_SIDES: sides = optarg; break;
         default:
             if (!cli_common_option(ch, optarg, &common)) cli_usage("ls: unknown option '%s'", argv[optind - 1]);

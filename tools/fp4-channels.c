@@ -31,9 +31,9 @@ static void usage_text(void)
         "      --top K           select the K best channels\n"
         "      --ratio R         select ceil(R*K) channels, 0 < R <= 1 (default 0.125)\n"
         "      --weight W        weight [N, K] of the GEMM (for hcp and the cost)\n"
-        "      --weight-2d M     NVFP4 weight scaling: auto (default: 2-D for te), on, off\n"
+        CLI_HELP_WEIGHT_2D
         "      --n-out N         GEMM outputs N for the cost when no weight is given\n"
-        "      --dz-tie T        dead-zone tie at |x/s*| = 0.25: spec (default), in, out\n"
+        CLI_HELP_DZ_TIE
         "      --show N          channels listed in the table (default 20, 0 = all)\n"
         "      --json            JSON on stdout\n"
         "      --csv             CSV of the channels on stdout, best first\n"
@@ -52,8 +52,7 @@ static void usage_text(void)
 }
 
 enum {
-    OPT_FIRST_ = 256, OPT_SCORE, OPT_TOP, OPT_RATIO, OPT_WEIGHT, OPT_W2D, OPT_NOUT, OPT_DZTIE,
-    OPT_SHOW
+    OPT_FIRST_ = 256, OPT_SCORE, OPT_TOP, OPT_RATIO, OPT_NOUT, OPT_SHOW
 };
 
 static json_t *stat_json(const fp4s_channel_stat *c)
@@ -146,8 +145,8 @@ int main(int argc, char **argv)
     cli_quant qo;
     cli_quant_init(&qo);
     par_init();
-    const char *score_s = NULL, *weight = NULL;
-    const char *w2d = NULL, *dz_s = NULL, *outpath = NULL;
+    const char *score_s = NULL, *outpath = NULL;
+    cli_analysis an = {0};
     bool have_top = false, have_ratio = false;
     cli_common common;
     cli_common_init(&common, usage_text, true);
@@ -159,10 +158,10 @@ int main(int argc, char **argv)
         {"score", required_argument, NULL, OPT_SCORE},
         {"top", required_argument, NULL, OPT_TOP},
         {"ratio", required_argument, NULL, OPT_RATIO},
-        {"weight", required_argument, NULL, OPT_WEIGHT},
-        {"weight-2d", required_argument, NULL, OPT_W2D},
+        CLI_WEIGHT_LONGOPTS
+        CLI_WEIGHT_2D_LONGOPTS
         {"n-out", required_argument, NULL, OPT_NOUT},
-        {"dz-tie", required_argument, NULL, OPT_DZTIE},
+        CLI_DZ_TIE_LONGOPTS
         {"show", required_argument, NULL, OPT_SHOW},
         CLI_REPORT_LONGOPTS
         CLI_THREADS_LONGOPTS
@@ -181,13 +180,11 @@ int main(int argc, char **argv)
             if (!(ratio > 0.0)) cli_usage("--ratio: expected a number in (0, 1], got '%s'", optarg);
             have_ratio = true;
             break;
-        case OPT_WEIGHT: weight = optarg; break;
-        case OPT_W2D: w2d = optarg; break;
         case OPT_NOUT: nout = cli_parse_int("--n-out", optarg, 1, (long long)1 << 40); break;
-        case OPT_DZTIE: dz_s = optarg; break;
         case OPT_SHOW: show = cli_parse_int("--show", optarg, 0, (long long)1 << 40); break;
         default:
-            if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &qo))
+            if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &qo) &&
+                !cli_analysis_option(c, optarg, &an))
                 cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
@@ -204,32 +201,32 @@ int main(int argc, char **argv)
     fp4s_channels_opts o;
     fp4s_channels_opts_defaults(&o);
     if (score_s && fp4s_chscore_parse(score_s, &o.score)) cli_usage("--score: %s", fp4s_last_error());
-    if (o.score == FP4S_SCORE_HCP && !weight) cli_usage("--score hcp needs --weight W");
+    if (o.score == FP4S_SCORE_HCP && !an.weight) cli_usage("--score hcp needs --weight W");
     if (have_top) o.top = (size_t)top;
     o.ratio = ratio;
-    if (w2d) o.weight_tile2d = cli_weight_2d(w2d);
+    if (an.weight_2d) o.weight_tile2d = cli_weight_2d(an.weight_2d);
     o.n_out = (size_t)nout;
-    if (dz_s && fp4s_dz_tie_parse(dz_s, &o.decomp.dz_tie)) cli_usage("--dz-tie: %s", fp4s_last_error());
+    cli_dz_tie(an.dz_tie, &o.decomp.dz_tie);
     if (common.chunk) o.decomp.chunk_elems = common.chunk;
     o.decomp.device = cli_device(common.device_arg, &spec);
 
     cli_input(input);
-    if (weight) cli_input(weight);
+    if (an.weight) cli_input(an.weight);
     if (outpath) cli_output(outpath);
     fp4s_channels_report *r = NULL;
     cli_progress_begin(input);
-    rc = par_channels_run(&spec, &o, input, weight, &r); /* over MPI ranks: rank 0 goes on (par.h) */
+    rc = par_channels_run(&spec, &o, input, an.weight, &r); /* over MPI ranks: rank 0 goes on (par.h) */
     cli_progress_end();
     if (rc == PAR_DONE) return 0;
     if (rc) exit(cli_report(rc));
 
     if (outpath) {
         if (cli_ends_with(outpath, ".json")) {
-            json_t *j = report_json(&spec, r, input, weight);
+            json_t *j = report_json(&spec, r, input, an.weight);
             rc = cli_json_write(outpath, j);
             json_decref(j);
         } else {
-            rc = fp4s_channels_write_h5(outpath, &spec, r, input, weight);
+            rc = fp4s_channels_write_h5(outpath, &spec, r, input, an.weight);
         }
         if (rc) exit(cli_report(rc));
         if ((rc = cli_commit())) exit(rc);
@@ -237,7 +234,7 @@ int main(int argc, char **argv)
 
     int status = 0;
     if (json) {
-        status = cli_json_print(report_json(&spec, r, input, weight));
+        status = cli_json_print(report_json(&spec, r, input, an.weight));
     } else if (csv) {
         printf("rank,channel,score,selected,energy_total,energy_scale,energy_deadzone,energy_grid,"
                "relative_error,residual_norm,amax,deadzone_fraction,mean_abs_dx,mean_abs_dw,hcp\n");
@@ -264,7 +261,7 @@ int main(int argc, char **argv)
         printf("quantizer: %s\n", desc);
         printf("activation: %s  [%zu tokens x %zu channels]\n", input, r->tokens, r->k);
         if (r->have_weight)
-            printf("weight:     %s  [%zu x %zu], %s scaling\n", weight, r->weight_rows, r->k,
+            printf("weight:     %s  [%zu x %zu], %s scaling\n", an.weight, r->weight_rows, r->k,
                    r->weight_tile2d ? "2-D 16x16" : "1-D");
         char a[32], b[32];
         fmtv(a, sizeof a, "%.4g", r->summary.relative_error);

@@ -32,11 +32,10 @@ static void usage_text(void)
     cli_quant_usage(CLI_FORMATS_FP4);
     printf(
         "\n"
-        "      --weight-2d M     NVFP4 weight scaling: auto (default: 2-D for te), on, off\n"
-        "      --sites GLOB      capture sites (fnmatch; default all)\n"
-        "      --steps LIST      capture steps, e.g. 0,5,10-20 (default all)\n"
+        CLI_HELP_WEIGHT_2D
+        CLI_HELP_SELECT
         "      --act XR, --trainer-act XT, --weight W   one site given as tensors\n"
-        "      --dz-tie T        dead-zone tie at |x/s*| = 0.25: spec (default), in, out\n"
+        CLI_HELP_DZ_TIE
         "      --top N           ranking rows shown (default 20; 0 = all)\n"
         "      --json            JSON on stdout\n"
         "      --csv             CSV on stdout: one line per site, step and channel\n"
@@ -53,7 +52,7 @@ static void usage_text(void)
 }
 
 enum {
-    OPT_FIRST_ = 256, OPT_W2D, OPT_SITES, OPT_STEPS, OPT_ACT, OPT_TACT, OPT_WEIGHT, OPT_DZTIE, OPT_TOP
+    OPT_FIRST_ = 256, OPT_TOP
 };
 
 typedef struct run {
@@ -208,21 +207,18 @@ int main(int argc, char **argv)
     cli_quant qo;
     cli_quant_init(&qo);
     par_init();
-    const char *w2d = NULL, *sites = NULL, *steps_s = NULL;
-    const char *act = NULL, *tact = NULL, *weight = NULL, *dz_s = NULL, *outpath = NULL;
+    cli_analysis an = {0};
+    const char *outpath = NULL;
     cli_common common;
     cli_common_init(&common, usage_text, false);
     long long top = 20;
     static const struct option lo[] = {
         CLI_QUANT_LONGOPTS
         {"output", required_argument, NULL, 'o'},
-        {"weight-2d", required_argument, NULL, OPT_W2D},
-        {"sites", required_argument, NULL, OPT_SITES},
-        {"steps", required_argument, NULL, OPT_STEPS},
-        {"act", required_argument, NULL, OPT_ACT},
-        {"trainer-act", required_argument, NULL, OPT_TACT},
-        {"weight", required_argument, NULL, OPT_WEIGHT},
-        {"dz-tie", required_argument, NULL, OPT_DZTIE},
+        CLI_WEIGHT_2D_LONGOPTS
+        CLI_SELECT_LONGOPTS
+        CLI_SITE_LONGOPTS
+        CLI_DZ_TIE_LONGOPTS
         {"top", required_argument, NULL, OPT_TOP},
         CLI_REPORT_LONGOPTS
         CLI_THREADS_LONGOPTS
@@ -233,16 +229,10 @@ int main(int argc, char **argv)
     while ((c = cli_getopt(argc, argv, "f:p:o:", lo)) != -1) {
         switch (c) {
         case 'o': outpath = optarg; break;
-        case OPT_W2D: w2d = optarg; break;
-        case OPT_SITES: sites = optarg; break;
-        case OPT_STEPS: steps_s = optarg; break;
-        case OPT_ACT: act = optarg; break;
-        case OPT_TACT: tact = optarg; break;
-        case OPT_WEIGHT: weight = optarg; break;
-        case OPT_DZTIE: dz_s = optarg; break;
         case OPT_TOP: top = cli_parse_int("--top", optarg, 0, 1LL << 40); break;
         default:
-            if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &qo))
+            if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &qo) &&
+                !cli_analysis_option(c, optarg, &an))
                 cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
@@ -250,38 +240,39 @@ int main(int argc, char **argv)
     const bool json = common.json, csv = common.csv;
     bool capture_mode = optind < argc;
     if (capture_mode && optind + 1 < argc) cli_usage("one CAPTURE expected, got %d", argc - optind);
-    if (capture_mode && (act || tact || weight)) cli_usage("give either a CAPTURE or --act/--trainer-act/--weight");
-    if (!capture_mode && !(act && tact && weight))
+    if (capture_mode && (an.act || an.trainer_act || an.weight))
+        cli_usage("give either a CAPTURE or --act/--trainer-act/--weight");
+    if (!capture_mode && !(an.act && an.trainer_act && an.weight))
         cli_usage("no input: give a CAPTURE, or --act XR --trainer-act XT --weight W");
-    if (!capture_mode && (sites || steps_s)) cli_usage("--sites and --steps select from a CAPTURE");
+    if (!capture_mode && (an.sites || an.steps)) cli_usage("--sites and --steps select from a CAPTURE");
     fp4s_spec as, ws;
     cli_quant_spec(&qo, CLI_FORMATS_FP4, "the comparison is", &as);
-    fp4s_remedy_weight_spec(&as, cli_weight_2d(w2d), &ws);
+    fp4s_remedy_weight_spec(&as, cli_weight_2d(an.weight_2d), &ws);
     fp4s_compare_opts co;
     fp4s_compare_opts_defaults(&co);
-    if (dz_s && fp4s_dz_tie_parse(dz_s, &co.dz_tie)) cli_usage("--dz-tie: %s", fp4s_last_error());
+    cli_dz_tie(an.dz_tie, &co.dz_tie);
     int rc;
     /* the output is checked against the inputs before any work (cli.h) */
     if (capture_mode) cli_input(argv[optind]);
-    if (act) cli_input(act);
-    if (tact) cli_input(tact);
-    if (weight) cli_input(weight);
+    if (an.act) cli_input(an.act);
+    if (an.trainer_act) cli_input(an.trainer_act);
+    if (an.weight) cli_input(an.weight);
     if (outpath) cli_output(outpath);
 
     size_t cap = 4, nr = 0;
     run *runs = calloc(cap, sizeof *runs);
     if (!runs) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
     if (!capture_mode) {
-        runs[0].label = xstrdup(act);
+        runs[0].label = xstrdup(an.act);
         runs[0].step = -1;
-        runs[0].synthetic = cli_source_synthetic(act);
-        eval_one(&as, &ws, &co, act, tact, weight, &runs[0].r);
+        runs[0].synthetic = cli_source_synthetic(an.act);
+        eval_one(&as, &ws, &co, an.act, an.trainer_act, an.weight, &runs[0].r);
         nr = 1;
     } else {
         const char *file = argv[optind];
         long long *steps = NULL;
         size_t nsteps = 0;
-        if (steps_s) steps = cli_parse_int_list("--steps", steps_s, &nsteps);
+        if (an.steps) steps = cli_parse_int_list("--steps", an.steps, &nsteps);
         fp4s_capture_entry *ents = NULL;
         size_t ne = 0;
         if ((rc = fp4s_capture_list(file, &ents, &ne))) exit(cli_report(rc));
@@ -290,21 +281,13 @@ int main(int argc, char **argv)
         size_t matched = 0, one_sided = 0;
         for (size_t i = 0; i < ne; i++) {
             const fp4s_capture_entry *e = &ents[i];
-            if (!cli_rollout_selected(e, sites, steps, nsteps)) continue;
-            const fp4s_capture_entry *tr, *wt;
-            cli_capture_partners(ents, ne, e, &tr, &wt);
-            if (!tr) {
+            if (!cli_rollout_selected(e, an.sites, steps, nsteps)) continue;
+            cli_site_specs sp;
+            if (!cli_capture_site(file, ents, ne, e, true, &sp)) {
                 one_sided++;
                 continue;
             }
-            if (!wt)
-                cli_die(FP4S_EXIT_INPUT, "%s: site %s step %lld has no weight (neither /steps/%lld/%s/weight nor "
-                        "/weights/%s)", file, e->site, (long long)e->step, (long long)e->step, e->site, e->site);
             matched++;
-            char xs[1200], xts[1200], wss[1200];
-            fp4s_capture_entry_spec(file, e, xs, sizeof xs);
-            fp4s_capture_entry_spec(file, tr, xts, sizeof xts);
-            fp4s_capture_entry_spec(file, wt, wss, sizeof wss);
             if (nr == cap) {
                 cap *= 2;
                 runs = realloc(runs, cap * sizeof *runs);
@@ -312,11 +295,11 @@ int main(int argc, char **argv)
             }
             run *r = &runs[nr++];
             memset(r, 0, sizeof *r);
-            r->label = xstrdup(xs);
+            r->label = xstrdup(sp.x);
             r->site = xstrdup(e->site);
             r->step = e->step;
             r->synthetic = syn;
-            if (par_mine(nr - 1)) eval_one(&as, &ws, &co, xs, xts, wss, &r->r); /* over MPI ranks: this rank's units */
+            if (par_mine(nr - 1)) eval_one(&as, &ws, &co, sp.x, sp.xt, sp.w, &r->r); /* over MPI ranks: this rank's units */
             cli_progress(matched, ne);
         }
         cli_progress_end();
@@ -324,7 +307,8 @@ int main(int argc, char **argv)
         free(steps);
         if (matched == 0)
             cli_die(FP4S_EXIT_INPUT, "%s: no site with both trainer and rollout activations matches%s%s%s%s%s", file,
-                    sites ? " --sites " : "", sites ? sites : "", steps_s ? " --steps " : "", steps_s ? steps_s : "",
+                    an.sites ? " --sites " : "", an.sites ? an.sites : "", an.steps ? " --steps " : "",
+                    an.steps ? an.steps : "",
                     one_sided ? " (only rollout sides there)" : "");
         if (!par_gather_compare(&runs[0].r, sizeof *runs, nr)) return 0; /* rank 0 goes on with every unit */
     }

@@ -30,7 +30,7 @@ static void usage_text(void)
     printf(
         "\n"
         "      --by G            tensor (default), block, row or channel groups\n"
-        "      --dz-tie T        dead-zone tie at |x/s*| = 0.25: spec (default), in, out\n"
+        CLI_HELP_DZ_TIE
         "      --sites GLOB      capture sites to use (fnmatch; default all)\n"
         "      --steps LIST      capture steps, e.g. 0,5,10-20 or 0:100:10 (default all)\n"
         "      --sides LIST      capture sides: trainer,rollout,weight (default all three)\n"
@@ -55,7 +55,7 @@ static void usage_text(void)
 }
 
 enum {
-    OPT_FIRST_ = 256, OPT_BY, OPT_DZTIE, OPT_SITES, OPT_STEPS, OPT_SIDES, OPT_KEEP, OPT_SHOW
+    OPT_FIRST_ = 256, OPT_BY, OPT_SIDES, OPT_KEEP, OPT_SHOW
 };
 
 /* step, site and side of "file.h5:/steps/<step>/<site>/<side>" (a capture
@@ -236,8 +236,8 @@ int main(int argc, char **argv)
     cli_quant qo;
     cli_quant_init(&qo);
     par_init();
-    const char *by_s = NULL, *dz_s = NULL;
-    const char *sites = NULL, *steps_s = NULL, *sides = NULL, *outpath = NULL;
+    const char *by_s = NULL, *sides = NULL, *outpath = NULL;
+    cli_analysis an = {0};
     cli_common common;
     cli_common_init(&common, usage_text, true);
     size_t show = 20;
@@ -246,9 +246,8 @@ int main(int argc, char **argv)
         CLI_QUANT_LONGOPTS
         {"output", required_argument, NULL, 'o'},
         {"by", required_argument, NULL, OPT_BY},
-        {"dz-tie", required_argument, NULL, OPT_DZTIE},
-        {"sites", required_argument, NULL, OPT_SITES},
-        {"steps", required_argument, NULL, OPT_STEPS},
+        CLI_DZ_TIE_LONGOPTS
+        CLI_SELECT_LONGOPTS
         {"sides", required_argument, NULL, OPT_SIDES},
         {"show", required_argument, NULL, OPT_SHOW},
         {"keep", required_argument, NULL, OPT_KEEP},
@@ -263,14 +262,12 @@ int main(int argc, char **argv)
         switch (c) {
         case 'o': outpath = optarg; break;
         case OPT_BY: by_s = optarg; break;
-        case OPT_DZTIE: dz_s = optarg; break;
-        case OPT_SITES: sites = optarg; break;
-        case OPT_STEPS: steps_s = optarg; break;
         case OPT_SIDES: sides = optarg; break;
         case OPT_KEEP: keep_mib = cli_parse_int("--keep", optarg, 0, (long long)1 << 30); break;
         case OPT_SHOW: show = (size_t)cli_parse_int("--show", optarg, 0, (long long)1 << 40); break;
         default:
-            if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &qo))
+            if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &qo) &&
+                !cli_analysis_option(c, optarg, &an))
                 cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
@@ -284,18 +281,18 @@ int main(int argc, char **argv)
     fp4s_decomp_opts opts;
     fp4s_decomp_opts_defaults(&opts);
     if (by_s && fp4s_group_parse(by_s, &opts.by)) cli_usage("--by: %s", fp4s_last_error());
-    if (dz_s && fp4s_dz_tie_parse(dz_s, &opts.dz_tie)) cli_usage("--dz-tie: %s", fp4s_last_error());
+    cli_dz_tie(an.dz_tie, &opts.dz_tie);
     if (common.chunk) opts.chunk_elems = common.chunk;
     if (keep_mib >= 0) opts.keep_bytes = (size_t)keep_mib << 20;
     opts.device = cli_device(common.device_arg, &spec);
     long long *steps = NULL;
     size_t nsteps = 0;
-    if (steps_s) steps = cli_parse_int_list("--steps", steps_s, &nsteps);
+    if (an.steps) steps = cli_parse_int_list("--steps", an.steps, &nsteps);
     if (sides) {
         for (const char *p = sides; *p; p++)
             if (!strchr("abcdefghijklmnopqrstuvwxyz,", *p)) cli_usage("--sides: expected a list like trainer,rollout");
     }
-    bool capture_mode = sites || steps_s || sides;
+    bool capture_mode = an.sites || an.steps || sides;
     for (int a = optind; a < argc; a++) cli_input(argv[a]);
     if (outpath) cli_output(outpath);
 
@@ -326,7 +323,7 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < ne; i++) {
             const fp4s_capture_entry *e = &ents[i];
             if (!strcmp(e->site, "logprobs")) continue;
-            if (sites && !fp4s_site_match(sites, e->site)) continue;
+            if (an.sites && !fp4s_site_match(an.sites, e->site)) continue;
             if (!step_wanted(steps, nsteps, e->step)) continue;
             if (!side_wanted(sides, e->side)) continue;
             if (n == cap) {
@@ -346,8 +343,8 @@ int main(int argc, char **argv)
     }
     if (n == 0)
         cli_die(FP4S_EXIT_INPUT, "empty selection: no dataset matches%s%s%s%s%s%s",
-                sites ? " --sites " : "", sites ? sites : "", steps_s ? " --steps " : "",
-                steps_s ? steps_s : "", sides ? " --sides " : "", sides ? sides : "");
+                an.sites ? " --sites " : "", an.sites ? an.sites : "", an.steps ? " --steps " : "",
+                an.steps ? an.steps : "", sides ? " --sides " : "", sides ? sides : "");
 
     /* decompose */
     fp4s_decomp *roll = NULL;

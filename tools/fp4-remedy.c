@@ -39,7 +39,7 @@ static void usage_text(void)
     cli_quant_usage(CLI_FORMATS_FP4);
     printf(
         "\n"
-        "      --weight-2d M     NVFP4 weight scaling: auto (default: 2-D for te), on, off\n"
+        CLI_HELP_WEIGHT_2D
         "      --act X           rollout activations [M, K]\n"
         "      --trainer-act XT  trainer activations [M, K] (default: X)\n"
         "      --weight W        weight [N, K]\n"
@@ -52,10 +52,9 @@ static void usage_text(void)
         "      --sr-seeds N      seeds the bias of sr is averaged over (default 8)\n"
         "      --accel NAME      cost model: b200 (default), b300, gb300, h100, h200, mi355x\n"
         "      --list-accels     the accelerator profiles and their sources\n"
-        "      --dz-tie T        dead-zone tie at |x/s*| = 0.25: spec (default), in, out\n"
+        CLI_HELP_DZ_TIE
         "      --no-decompose    skip the activation decompositions (faster)\n"
-        "      --sites GLOB      capture sites (fnmatch; default all)\n"
-        "      --steps LIST      capture steps, e.g. 0,5,10-20 (default all)\n"
+        CLI_HELP_SELECT
         "      --plan BUDGET     choose a remedy per site within BUDGET extra FLOPs, a fraction\n"
         "                        of the W4A4 FLOPs priced at the FP4 rate (e.g. 0.1)\n"
         "      --plan-ref R      the plan's mismatch: vs wfq (default), bf16 or w4a4qat\n"
@@ -108,8 +107,8 @@ static void grammar_text(void)
 }
 
 enum {
-    OPT_FIRST_ = 256, OPT_W2D, OPT_ACT, OPT_TACT, OPT_WEIGHT, OPT_LISTREM, OPT_SELECT, OPT_ORDER,
-    OPT_OPERANDS, OPT_ACCEL, OPT_LISTACC, OPT_DZTIE, OPT_NODEC, OPT_SITES, OPT_STEPS, OPT_PLAN, OPT_PLANREF,
+    OPT_FIRST_ = 256, OPT_LISTREM, OPT_SELECT, OPT_ORDER,
+    OPT_OPERANDS, OPT_ACCEL, OPT_LISTACC, OPT_NODEC, OPT_PLAN, OPT_PLANREF,
     OPT_LOGITS, OPT_LTRAINER, OPT_LMHEAD, OPT_SRSEEDS
 };
 
@@ -433,18 +432,14 @@ static int run_logits(const char *file, const char *lm_head, const fp4s_remedy *
         bool want = !steps;
         for (size_t s = 0; s < nsteps && !want; s++) want = steps[s] == e->step;
         if (!want) continue;
-        const fp4s_capture_entry *tr = NULL, *wt = NULL, *wc = NULL, *tok = NULL;
+        const fp4s_capture_entry *tr, *wt, *tok = NULL;
+        cli_capture_partners(ents, ne, e, &tr, &wt);
         for (size_t j = 0; j < ne; j++) {
             const fp4s_capture_entry *f = &ents[j];
-            if (!strcmp(f->site, site)) {
-                if (f->step == e->step && !strcmp(f->side, "trainer")) tr = f;
-                if (f->step == e->step && !strcmp(f->side, "weight")) wt = f;
-                if (f->step < 0 && !strcmp(f->side, "weight")) wc = f;
-            } else if (!strcmp(f->site, "logprobs") && f->step == e->step && !strcmp(f->side, "token")) {
+            if (strcmp(f->site, site) && !strcmp(f->site, "logprobs") && f->step == e->step &&
+                !strcmp(f->side, "token"))
                 tok = f;
-            }
         }
-        if (!wt) wt = wc;
         const char *missing = !tr ? "trainer hidden states" : !wt ? "LM-head weight" : !tok ? "logprobs/token" : NULL;
         if (missing)
             cli_die(FP4S_EXIT_INPUT, "%s: step %lld: the logits path needs the %s (fp4scope-capture(5): the logits "
@@ -550,9 +545,9 @@ int main(int argc, char **argv)
     cli_quant qo;
     cli_quant_init(&qo);
     par_init();
-    const char *w2d = NULL, *act = NULL, *tact = NULL, *weight = NULL;
-    const char *list = NULL, *select = NULL, *order = NULL, *operands = NULL, *accel_s = "b200", *dz_s = NULL;
-    const char *sites = NULL, *steps_s = NULL, *outpath = NULL, *plan_ref = "wfq", *lm_head = NULL;
+    cli_analysis an = {0};
+    const char *list = NULL, *select = NULL, *order = NULL, *operands = NULL, *accel_s = "b200";
+    const char *outpath = NULL, *plan_ref = "wfq", *lm_head = NULL;
     bool nodec = false, have_plan = false, logits = false;
     cli_common common;
     cli_common_init(&common, usage_text, true);
@@ -563,20 +558,17 @@ int main(int argc, char **argv)
         CLI_QUANT_LONGOPTS
         {"remedy", required_argument, NULL, 'r'},
         {"output", required_argument, NULL, 'o'},
-        {"weight-2d", required_argument, NULL, OPT_W2D},
-        {"act", required_argument, NULL, OPT_ACT},
-        {"trainer-act", required_argument, NULL, OPT_TACT},
-        {"weight", required_argument, NULL, OPT_WEIGHT},
+        CLI_WEIGHT_2D_LONGOPTS
+        CLI_SITE_LONGOPTS
         {"list-remedies", no_argument, NULL, OPT_LISTREM},
         {"select", required_argument, NULL, OPT_SELECT},
         {"rac-order", required_argument, NULL, OPT_ORDER},
         {"operands", required_argument, NULL, OPT_OPERANDS},
         {"accel", required_argument, NULL, OPT_ACCEL},
         {"list-accels", no_argument, NULL, OPT_LISTACC},
-        {"dz-tie", required_argument, NULL, OPT_DZTIE},
+        CLI_DZ_TIE_LONGOPTS
         {"no-decompose", no_argument, NULL, OPT_NODEC},
-        {"sites", required_argument, NULL, OPT_SITES},
-        {"steps", required_argument, NULL, OPT_STEPS},
+        CLI_SELECT_LONGOPTS
         {"plan", required_argument, NULL, OPT_PLAN},
         {"plan-ref", required_argument, NULL, OPT_PLANREF},
         {"logits", no_argument, NULL, OPT_LOGITS},
@@ -593,10 +585,6 @@ int main(int argc, char **argv)
         switch (c) {
         case 'r': list = optarg; break;
         case 'o': outpath = optarg; break;
-        case OPT_W2D: w2d = optarg; break;
-        case OPT_ACT: act = optarg; break;
-        case OPT_TACT: tact = optarg; break;
-        case OPT_WEIGHT: weight = optarg; break;
         case OPT_LISTREM: grammar_text(); return 0;
         case OPT_SELECT: select = optarg; break;
         case OPT_ORDER: order = optarg; break;
@@ -616,10 +604,7 @@ int main(int argc, char **argv)
             printf("(dense TFLOPS per GPU; sources and caveats in fp4-remedy(1))\n");
             return 0;
         }
-        case OPT_DZTIE: dz_s = optarg; break;
         case OPT_NODEC: nodec = true; break;
-        case OPT_SITES: sites = optarg; break;
-        case OPT_STEPS: steps_s = optarg; break;
         case OPT_PLAN:
             budget = cli_parse_double("--plan", optarg, 0.0, 1e6);
             have_plan = true;
@@ -639,7 +624,8 @@ int main(int argc, char **argv)
         case OPT_LMHEAD: lm_head = optarg; break;
         case OPT_SRSEEDS: sr_seeds = cli_parse_int("--sr-seeds", optarg, 1, 100000); break;
         default:
-            if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &qo))
+            if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &qo) &&
+                !cli_analysis_option(c, optarg, &an))
                 cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
@@ -647,21 +633,21 @@ int main(int argc, char **argv)
     const bool json = common.json, csv = common.csv;
     bool capture_mode = optind < argc;
     if (logits && !capture_mode) cli_usage("--logits reads a CAPTURE");
-    if (logits && (have_plan || sites)) cli_usage("--logits evaluates the LM head (--lm-head), not --sites or --plan");
+    if (logits && (have_plan || an.sites)) cli_usage("--logits evaluates the LM head (--lm-head), not --sites or --plan");
     if (logits && outpath && !cli_ends_with(outpath, ".json")) cli_usage("--logits writes -o as JSON: give FILE.json");
     if (capture_mode && optind + 1 < argc) cli_usage("one CAPTURE expected, got %d", argc - optind);
-    if (capture_mode && (act || tact || weight))
+    if (capture_mode && (an.act || an.trainer_act || an.weight))
         cli_usage("give either a CAPTURE or --act/--weight, not both");
     if (!capture_mode) {
-        if (!act) cli_usage("no input: give --act X --weight W, or a CAPTURE");
-        if (!weight) cli_usage("--weight W is needed with --act");
-        if (sites || steps_s) cli_usage("--sites and --steps select from a CAPTURE");
+        if (!an.act) cli_usage("no input: give --act X --weight W, or a CAPTURE");
+        if (!an.weight) cli_usage("--weight W is needed with --act");
+        if (an.sites || an.steps) cli_usage("--sites and --steps select from a CAPTURE");
     }
     if (have_plan && csv) cli_usage("--plan prints text or --json, not --csv");
 
     fp4s_spec as, ws;
     cli_quant_spec(&qo, CLI_FORMATS_FP4, "remedies are", &as);
-    fp4s_remedy_weight_spec(&as, cli_weight_2d(w2d), &ws);
+    fp4s_remedy_weight_spec(&as, cli_weight_2d(an.weight_2d), &ws);
     fp4s_remedy *rem = NULL;
     size_t nr = 0;
     int rc = fp4s_remedy_list_parse(list ? list : have_plan ? PLAN_LIST : DEFAULT_LIST, &rem, &nr);
@@ -693,11 +679,11 @@ int main(int argc, char **argv)
     fp4s_remedy_eval_opts eo;
     fp4s_remedy_eval_opts_defaults(&eo);
     if ((rc = fp4s_accel_get(accel_s, &eo.accel))) cli_usage("--accel: %s", fp4s_last_error());
-    if (dz_s && fp4s_dz_tie_parse(dz_s, &eo.dz_tie)) cli_usage("--dz-tie: %s", fp4s_last_error());
+    cli_dz_tie(an.dz_tie, &eo.dz_tie);
     eo.decompose = !nodec;
     eo.device = cli_device_for(common.device_arg, CLI_GPU_REMEDY, NULL);
     /* the output is checked against the inputs before any work (cli.h) */
-    const char *inputs[] = {act, tact, weight, capture_mode ? argv[optind] : NULL};
+    const char *inputs[] = {an.act, an.trainer_act, an.weight, capture_mode ? argv[optind] : NULL};
     for (int i = 0; i < 4; i++)
         if (inputs[i]) cli_input(inputs[i]);
     if (outpath) cli_output(outpath);
@@ -706,7 +692,7 @@ int main(int argc, char **argv)
         if (!par_root_only()) return 0; /* --logits is not split over MPI ranks (fp4-remedy(1)) */
         long long *steps = NULL;
         size_t nsteps = 0;
-        if (steps_s) steps = cli_parse_int_list("--steps", steps_s, &nsteps);
+        if (an.steps) steps = cli_parse_int_list("--steps", an.steps, &nsteps);
         int st = run_logits(argv[optind], lm_head, rem, nr, &as, &ws, steps, nsteps, ltrainer, json, csv, outpath);
         free(steps);
         free(rem);
@@ -717,18 +703,18 @@ int main(int argc, char **argv)
     site_run *runs = calloc(cap, sizeof *runs);
     if (!runs) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
     if (!capture_mode) {
-        runs[0].label = xstrdup(act);
+        runs[0].label = xstrdup(an.act);
         runs[0].step = -1;
-        char *fp = file_part(act);
-        runs[0].synthetic = cli_source_synthetic(act);
+        char *fp = file_part(an.act);
+        runs[0].synthetic = cli_source_synthetic(an.act);
         free(fp);
-        runs[0].res = eval_site(rem, nr, &as, &ws, &eo, act, tact, weight, &runs[0].info);
+        runs[0].res = eval_site(rem, nr, &as, &ws, &eo, an.act, an.trainer_act, an.weight, &runs[0].info);
         nruns = 1;
     } else {
         const char *file = argv[optind];
         long long *steps = NULL;
         size_t nsteps = 0;
-        if (steps_s) steps = cli_parse_int_list("--steps", steps_s, &nsteps);
+        if (an.steps) steps = cli_parse_int_list("--steps", an.steps, &nsteps);
         fp4s_capture_entry *ents = NULL;
         size_t ne = 0;
         if ((rc = fp4s_capture_list(file, &ents, &ne))) exit(cli_report(rc));
@@ -738,18 +724,11 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < ne; i++) {
             cli_progress(i, ne);
             const fp4s_capture_entry *e = &ents[i];
-            if (!cli_rollout_selected(e, sites, steps, nsteps)) continue;
+            if (!cli_rollout_selected(e, an.sites, steps, nsteps)) continue;
             matched++;
-            /* the trainer side and the weight of this (step, site) */
-            const fp4s_capture_entry *tr, *wt;
-            cli_capture_partners(ents, ne, e, &tr, &wt);
-            if (!wt)
-                cli_die(FP4S_EXIT_INPUT, "%s: site %s step %lld has no weight (neither /steps/%lld/%s/weight nor "
-                        "/weights/%s)", file, e->site, (long long)e->step, (long long)e->step, e->site, e->site);
-            char xs[1200], xts[1200], wss[1200];
-            fp4s_capture_entry_spec(file, e, xs, sizeof xs);
-            if (tr) fp4s_capture_entry_spec(file, tr, xts, sizeof xts);
-            fp4s_capture_entry_spec(file, wt, wss, sizeof wss);
+            /* the trainer side (if any) and the weight of this (step, site) */
+            cli_site_specs sp;
+            cli_capture_site(file, ents, ne, e, false, &sp);
             if (nruns == cap) {
                 cap *= 2;
                 runs = realloc(runs, cap * sizeof *runs);
@@ -757,18 +736,19 @@ int main(int argc, char **argv)
             }
             site_run *sr = &runs[nruns++];
             memset(sr, 0, sizeof *sr);
-            sr->label = xstrdup(xs);
+            sr->label = xstrdup(sp.x);
             sr->site = xstrdup(e->site);
             sr->step = e->step;
             sr->synthetic = syn;
             if (par_mine(nruns - 1)) /* over MPI ranks: this rank's units */
-                sr->res = eval_site(rem, nr, &as, &ws, &eo, xs, tr ? xts : NULL, wss, &sr->info);
+                sr->res = eval_site(rem, nr, &as, &ws, &eo, sp.x, sp.xt[0] ? sp.xt : NULL, sp.w, &sr->info);
         }
         free(ents);
         free(steps);
         if (matched == 0)
             cli_die(FP4S_EXIT_INPUT, "%s: no site matches%s%s%s%s (rollout activations are needed)", file,
-                    sites ? " --sites " : "", sites ? sites : "", steps_s ? " --steps " : "", steps_s ? steps_s : "");
+                    an.sites ? " --sites " : "", an.sites ? an.sites : "", an.steps ? " --steps " : "",
+                    an.steps ? an.steps : "");
         if (!par_gather_remedy(&runs[0].info, &runs[0].res, sizeof *runs, nruns, nr)) return 0; /* rank 0 goes on */
     }
 

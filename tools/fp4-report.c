@@ -64,7 +64,7 @@ static void usage_text(void)
 }
 
 enum {
-    OPT_DEMO = 256, OPT_TRACE, OPT_PROFILES, OPT_SITES, OPT_STEPS, OPT_METRIC, OPT_ACCEL, OPT_TOP,
+    OPT_DEMO = 256, OPT_TRACE, OPT_PROFILES, OPT_METRIC, OPT_ACCEL, OPT_TOP,
     OPT_DRILL, OPT_TITLE
 };
 
@@ -156,8 +156,7 @@ int main(int argc, char **argv)
          * analysis tool (a trace's format is found from its name or content) */
         CLI_QUANT_LONGOPTS
         {"profiles", required_argument, NULL, OPT_PROFILES},
-        {"sites", required_argument, NULL, OPT_SITES},
-        {"steps", required_argument, NULL, OPT_STEPS},
+        CLI_SELECT_LONGOPTS
         {"metric", required_argument, NULL, OPT_METRIC},
         {"accel", required_argument, NULL, OPT_ACCEL},
         {"top", required_argument, NULL, OPT_TOP},
@@ -176,8 +175,8 @@ int main(int argc, char **argv)
         case OPT_TRACE: traces[ntr++] = optarg; break;
         case 'r': o.remedy = optarg; break;
         case OPT_PROFILES: o.profiles = optarg; break;
-        case OPT_SITES: o.sites = optarg; break;
-        case OPT_STEPS: o.steps_s = optarg; break;
+        case CLI_OPT_SITES: o.sites = optarg; break;
+        case CLI_OPT_STEPS: o.steps_s = optarg; break;
         case OPT_METRIC: o.metric = optarg; break;
         case OPT_ACCEL: o.accel = optarg; break;
         case OPT_TOP: o.top = (size_t)cli_parse_int("--top", optarg, 1, 100000); break;

@@ -761,15 +761,7 @@ static void join_run(fp4s_mm_run *a, fp4s_mm_run *b)
     a->masked += b->masked;
     a->nonfinite += b->nonfinite;
     a->skipped_steps += b->skipped_steps;
-    free(b->name);
-    free(b->source);
-    free(b->steps);
-    free(b->first);
-    free(b->rest);
-    for (size_t k = 0; k < b->nscalars; k++) free(b->scalar_names[k]);
-    free(b->scalar_names);
-    free(b->scalars);
-    memset(b, 0, sizeof *b);
+    fp4s_mm_run_free(b);
 }
 
 typedef struct mfile {  /* what the ranks found in one trace */

@@ -208,6 +208,13 @@ void fp4s_chacc_merge(chacc *a, const chacc *b)
 
 static double safe_div(double a, double b) { return b != 0.0 ? a / b : NAN; }
 
+/* Mean and standard deviation of n values from their sum and sum of squares. */
+static void mean_std(double sum, double sum2, double n, double *mean, double *std)
+{
+    *mean = sum / n;
+    *std = sqrt(fmax(0.0, sum2 / n - *mean * *mean));
+}
+
 /* Turn sums, counts and extremes into a result. s has ns sums (S_CH for
  * channels: no block statistics). */
 static void finish(const double *s, int ns, const uint64_t *c, int nc, const dextr *x, fp4s_decomp_result *r)
@@ -260,26 +267,21 @@ static void finish(const double *s, int ns, const uint64_t *c, int nc, const dex
     r->max_residual = r->n ? x->res : NAN;
     double sum_parts = s[S_ES2] + s[S_EDZ2] + s[S_EG2] + 2.0 * (s[S_CSG] + s[S_CSD] + s[S_CDG]);
     r->identity_residual = e2 > 0.0 ? fabs(e2 - sum_parts) / e2 : (sum_parts == 0.0 ? 0.0 : NAN);
+    /* the block statistics: NaN without blocks (channels) or without a block of gamma */
+    r->underflow_fraction = NAN;
+    r->gamma_mean = r->gamma_std = r->gamma_min = r->gamma_max = NAN;
+    r->delta_mean = r->delta_std = r->delta_min = r->delta_max = NAN;
     if (ns > S_CH && nc > C_CH) {
         r->underflow_fraction = safe_div((double)r->underflow_blocks, (double)r->blocks);
         double gb = (double)r->gamma_blocks;
         if (gb > 0) {
-            r->gamma_mean = s[S_GAM] / gb;
-            r->gamma_std = sqrt(fmax(0.0, s[S_GAM2] / gb - r->gamma_mean * r->gamma_mean));
-            r->delta_mean = s[S_DEL] / gb;
-            r->delta_std = sqrt(fmax(0.0, s[S_DEL2] / gb - r->delta_mean * r->delta_mean));
+            mean_std(s[S_GAM], s[S_GAM2], gb, &r->gamma_mean, &r->gamma_std);
+            mean_std(s[S_DEL], s[S_DEL2], gb, &r->delta_mean, &r->delta_std);
             r->gamma_min = x->gmin;
             r->gamma_max = x->gmax;
             r->delta_min = x->dmin;
             r->delta_max = x->dmax;
-        } else {
-            r->gamma_mean = r->gamma_std = r->gamma_min = r->gamma_max = NAN;
-            r->delta_mean = r->delta_std = r->delta_min = r->delta_max = NAN;
         }
-    } else {
-        r->underflow_fraction = NAN;
-        r->gamma_mean = r->gamma_std = r->gamma_min = r->gamma_max = NAN;
-        r->delta_mean = r->delta_std = r->delta_min = r->delta_max = NAN;
     }
 }
 

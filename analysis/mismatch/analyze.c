@@ -96,7 +96,7 @@ static char *dupstr(const char *s)
     return d;
 }
 
-static void run_free(fp4s_mm_run *r)
+void fp4s_mm_run_free(fp4s_mm_run *r)
 {
     free(r->name);
     free(r->source);
@@ -347,7 +347,7 @@ static int analyze(const char *path, const char *name, const fp4s_mm_opts *o, co
     rc = mm_capture_scalars(path, name, res, before, 0);
     if (rc) {
         fp4s_mm_run *r = &res->runs[--res->nruns];
-        run_free(r);
+        fp4s_mm_run_free(r);
     }
     return rc;
 }
@@ -446,7 +446,7 @@ static int analyze_tokens(const char *path, const char *name, const fp4s_mm_opts
 done:
     for (size_t i = 0; i < d.nrs; i++) {
         state_free(&d.rs[i]);
-        run_free(&d.rs[i].run);
+        fp4s_mm_run_free(&d.rs[i].run);
     }
     free(d.rs);
     free(d.glt);
@@ -476,7 +476,7 @@ int fp4s_mm_analyze_part(const char *path, const char *name, const fp4s_mm_opts 
 void fp4s_mm_result_free(fp4s_mm_result *res)
 {
     if (!res) return;
-    for (size_t i = 0; i < res->nruns; i++) run_free(&res->runs[i]);
+    for (size_t i = 0; i < res->nruns; i++) fp4s_mm_run_free(&res->runs[i]);
     free(res->runs);
     res->runs = NULL;
     res->nruns = 0;

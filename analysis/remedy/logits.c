@@ -189,12 +189,9 @@ int fp4s_remedy_lm_head_site(const char *capture, char *buf, size_t n)
     if (!capture || !buf || n == 0) return fp4s_error_set(FP4S_EINVAL, "lm_head_site: NULL argument");
     fp4s_h5_quiet q;
     fp4s_h5_quiet_begin(&q);
-    hid_t f = fp4s_h5_open(capture, H5F_ACC_RDONLY, true);
     int rc = 0;
-    if (f < 0) {
-        rc = fp4s_h5_refused() ? FP4S_EFORMAT
-                               : fp4s_error_set(FP4S_EOPEN, "%s: cannot open: %s", capture, fp4s_h5_msg());
-    } else {
+    hid_t f = fp4s_h5_open_read(capture, &rc);
+    if (f >= 0) {
         int got = fp4s_h5_attr_get_str(f, "lm_head_site", buf, n);
         if (got < 0) rc = fp4s_error_set(FP4S_EFORMAT, "%s: root attribute lm_head_site is not a string", capture);
         else if (got == 0) snprintf(buf, n, "%s", "lm_head");
@@ -248,13 +245,9 @@ int fp4s_remedy_read_tokens(const char *capture, int64_t step, int64_t **token, 
     *n = 0;
     fp4s_h5_quiet q;
     fp4s_h5_quiet_begin(&q);
-    hid_t f = fp4s_h5_open(capture, H5F_ACC_RDONLY, true);
     int rc = 0;
-    if (f < 0) {
-        rc = fp4s_h5_refused() ? FP4S_EFORMAT
-                               : fp4s_error_set(FP4S_EOPEN, "%s: cannot open: %s", capture, fp4s_h5_msg());
-        goto out;
-    }
+    hid_t f = fp4s_h5_open_read(capture, &rc);
+    if (f < 0) goto out;
     char p[128];
     size_t nt = 0, ns = 0, nm = 0, nl = 0;
     void *lp = NULL;

@@ -151,6 +151,15 @@ static mbs_geom mbs_geometry(const fp4s_spec *s, size_t rows, size_t cols, uint3
     return m;
 }
 
+/* The rows [*r0, *r1) and columns [*c0, *c1) of unit (ur, uc). */
+static void mbs_unit(const mbs_geom *m, size_t ur, size_t uc, size_t *r0, size_t *r1, size_t *c0, size_t *c1)
+{
+    *r0 = ur * m->rt;
+    *r1 = *r0 + m->rt < m->rows ? *r0 + m->rt : m->rows;
+    *c0 = uc * m->g;
+    *c1 = *c0 + m->g < m->cols ? *c0 + m->g : m->cols;
+}
+
 /* The max rule's divisor for a unit with maximum a (remedy.h). */
 static float mbs_max_divisor(float a)
 {
@@ -193,10 +202,10 @@ static int mbs_or_plain(const fp4s_remedy *r, const fp4s_spec *s, bool mbs, cons
             free(xs);
             return fp4s_error_set(FP4S_ENOMEM, "remedy mbs: out of memory");
         }
-        for (size_t ur = 0; ur < gm.urows; ur++) {
-            size_t r0 = ur * gm.rt, r1 = r0 + gm.rt < rows ? r0 + gm.rt : rows;
+        for (size_t ur = 0; ur < gm.urows; ur++)
             for (size_t uc = 0; uc < gm.ucols; uc++) {
-                size_t c0 = uc * gm.g, c1 = c0 + gm.g < cols ? c0 + gm.g : cols;
+                size_t r0, r1, c0, c1;
+                mbs_unit(&gm, ur, uc, &r0, &r1, &c0, &c1);
                 float am = 0.0f;
                 for (size_t i = r0; i < r1; i++)
                     for (size_t j = c0; j < c1; j++) am = fmaxf(am, fabsf(b[i * cols + j]));
@@ -205,7 +214,6 @@ static int mbs_or_plain(const fp4s_remedy *r, const fp4s_spec *s, bool mbs, cons
                 for (size_t i = r0; i < r1; i++)
                     for (size_t j = c0; j < c1; j++) xs[i * cols + j] = b[i * cols + j] / dv;
             }
-        }
         rc = rm_qdq(s, xs, rows, cols, cols, &ts, out, NULL, NULL, NULL);
         if (!rc)
             for (size_t i = 0; i < rows; i++)
@@ -230,10 +238,10 @@ static int mbs_or_plain(const fp4s_remedy *r, const fp4s_spec *s, bool mbs, cons
         rc = rm_qdq(s, xs, rows, cols, cols, &ts, tmp, NULL, NULL, NULL);
         if (rc) break;
         for (size_t i = 0; i < n; i++) tmp[i] *= dv;
-        for (size_t ur = 0; ur < gm.urows; ur++) {
-            size_t r0 = ur * gm.rt, r1 = r0 + gm.rt < rows ? r0 + gm.rt : rows;
+        for (size_t ur = 0; ur < gm.urows; ur++)
             for (size_t uc = 0; uc < gm.ucols; uc++) {
-                size_t c0 = uc * gm.g, c1 = c0 + gm.g < cols ? c0 + gm.g : cols;
+                size_t r0, r1, c0, c1;
+                mbs_unit(&gm, ur, uc, &r0, &r1, &c0, &c1);
                 double e = 0.0;
                 for (size_t i = r0; i < r1; i++)
                     for (size_t j = c0; j < c1; j++) {
@@ -247,7 +255,6 @@ static int mbs_or_plain(const fp4s_remedy *r, const fp4s_spec *s, bool mbs, cons
                         memcpy(out + i * cols + c0, tmp + i * cols + c0, (c1 - c0) * sizeof *out);
                 }
             }
-        }
     }
     free(xs);
     free(tmp);

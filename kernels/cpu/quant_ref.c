@@ -53,6 +53,15 @@ static void acc_flush(acc *a, fp4s_qstats *st)
  * values (famax), NaN and Inf counts. */
 typedef struct bscan { float amax, famax; unsigned nan, inf; } bscan;
 
+/* A block's non-finite counts (scanned into b) added to the statistics. */
+static inline void count_nonfinite(fp4s_qstats *st, const bscan *b)
+{
+    st->nan += b->nan;
+    st->inf += b->inf;
+    st->nonfinite += b->nan + b->inf;
+    if (b->nan || b->inf) st->nonfinite_blocks++;
+}
+
 static inline void scan_add(bscan *b, const float *x, size_t n)
 {
     for (size_t j = 0; j < n; j++) {
@@ -131,10 +140,7 @@ static int mx_quant(const fp4s_spec *s, const float *x, size_t rows, size_t cols
             scan_add(&sc, xb, B);
             a->st.blocks++;
             a->st.elements += B;
-            a->st.nan += sc.nan;
-            a->st.inf += sc.inf;
-            a->st.nonfinite += sc.nan + sc.inf;
-            if (sc.nan || sc.inf) a->st.nonfinite_blocks++;
+            count_nonfinite(&a->st, &sc);
             uint8_t code = 0xFF;
             if (cvt && sc.nan == B) sc.amax = cvt_nan_amax();
             if (nan_block(s, &sc)) {
@@ -453,10 +459,7 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                 for (size_t i = 0; i < h; i++) {
                     bscan rs = {0};
                     scan_add(&rs, x + (r0 + i) * ld + b * B, B);
-                    a->st.nan += rs.nan;
-                    a->st.inf += rs.inf;
-                    a->st.nonfinite += rs.nan + rs.inf;
-                    if (rs.nan || rs.inf) a->st.nonfinite_blocks++;
+                    count_nonfinite(&a->st, &rs);
                 }
                 nv_tile_4over6(s, ts, x, ld, r0, h, b, sc.amax, o, a);
                 continue;
@@ -472,10 +475,7 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                 scan_add(&rs, xb, B); /* per 1x16 segment counters */
                 a->st.blocks++;
                 a->st.elements += B;
-                a->st.nan += rs.nan;
-                a->st.inf += rs.inf;
-                a->st.nonfinite += rs.nan + rs.inf;
-                if (rs.nan || rs.inf) a->st.nonfinite_blocks++;
+                count_nonfinite(&a->st, &rs);
                 if (nanb) {
                     if (o->scales) o->scales[r * o->ld_scales + b] = 0x7F;
                     for (size_t j = 0; j < B; j++) {

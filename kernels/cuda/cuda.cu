@@ -198,13 +198,8 @@ extern "C" FP4S_API int fp4s_cuda_dequantize_host_ex(const fp4s_spec *s, const f
                                                      size_t rows, size_t cols, float *out)
 {
     fp4s_cu_params p;
-    int rc = fp4s_cu_prepare(s, ts, rows, cols, &p);
-    if (rc) return rc;
-    if (!codes || !scales || !out)
-        return fp4s_error_set(FP4S_EINVAL, "cuda: dequantize: codes, scales and output are required");
-    if (rows == 0 || cols == 0) return 0;
-    if (!fp4s_cuda_available())
-        return fp4s_error_set(FP4S_ENOTSUP, "cuda: dequantize: no usable GPU");
+    int rc = fp4s_cu_dequantize_args(s, ts, codes, scales, out, rows, cols, &p);
+    if (rc) return rc < 0 ? rc : 0;
     size_t n = rows * cols, nc = n / (packed ? 2 : 1), ns = rows * (cols / s->block);
     float *dout = nullptr;
     uint8_t *dc = nullptr, *ds = nullptr;

@@ -27,6 +27,12 @@ int fp4s_cu_quantize_args(const fp4s_spec *s, const fp4s_tscale *ts, fp4s_dtype 
                           size_t rows, size_t cols, size_t ld, const void *codes, const void *scales,
                           fp4s_cu_params *p, int *dt);
 
+/* The same for a dequantize call: the spec, tensor scale and shape (*p), the
+ * buffers and a usable GPU. 0 to go on, 1 when there is nothing to
+ * dequantize, else the error. */
+int fp4s_cu_dequantize_args(const fp4s_spec *s, const fp4s_tscale *ts, const void *codes, const void *scales,
+                            const void *out, size_t rows, size_t cols, fp4s_cu_params *p);
+
 /* Capability bits of modules beyond quantize (the decomposition). */
 unsigned fp4s_cu_extra_caps(void);
 

@@ -86,18 +86,26 @@ void launch(int out, unsigned grid, cudaStream_t st, const fp4s_cu_params &p, co
 
 } // namespace
 
+int fp4s_cu_dequantize_args(const fp4s_spec *s, const fp4s_tscale *ts, const void *codes, const void *scales,
+                            const void *out, size_t rows, size_t cols, fp4s_cu_params *p)
+{
+    int rc = fp4s_cu_prepare(s, ts, rows, cols, p);
+    if (rc) return rc;
+    if (!codes || !scales || !out)
+        return fp4s_error_set(FP4S_EINVAL, "cuda: dequantize: codes, scales and output are required");
+    if (rows == 0 || cols == 0) return 1;
+    if (!fp4s_cuda_available())
+        return fp4s_error_set(FP4S_ENOTSUP, "cuda: dequantize: no usable GPU");
+    return 0;
+}
+
 extern "C" FP4S_API int fp4s_cuda_dequantize_ex(const fp4s_spec *s, const fp4s_tscale *ts, bool packed,
                                                 const uint8_t *d_codes, const uint8_t *d_scales,
                                                 size_t rows, size_t cols, float *d_out, void *stream)
 {
     fp4s_cu_params p;
-    int rc = fp4s_cu_prepare(s, ts, rows, cols, &p);
-    if (rc) return rc;
-    if (!d_codes || !d_scales || !d_out)
-        return fp4s_error_set(FP4S_EINVAL, "cuda: dequantize: codes, scales and output are required");
-    if (rows == 0 || cols == 0) return 0;
-    if (!fp4s_cuda_available())
-        return fp4s_error_set(FP4S_ENOTSUP, "cuda: dequantize: no usable GPU");
+    int rc = fp4s_cu_dequantize_args(s, ts, d_codes, d_scales, d_out, rows, cols, &p);
+    if (rc) return rc < 0 ? rc : 0;
     const int out = !packed ? 0 : (s->packing == FP4S_PACK_SPLIT ? 2 : 1);
     const size_t nvec = rows * (cols / 4);
     const size_t need = out == 1 ? 2 : 4; /* the code load's width */

@@ -249,12 +249,8 @@ int fp4s_capture_merge(const char *const *inputs, size_t n, const char *out, con
             if (i) strcat(from, ";");
             strcat(from, inputs[i]);
         }
-        hid_t fi = fp4s_h5_open(inputs[i], H5F_ACC_RDONLY, true);
-        if (fi < 0) {
-            rc = fp4s_h5_refused() ? FP4S_EFORMAT
-                                   : fp4s_error_set(FP4S_EOPEN, "%s: cannot open: %s", inputs[i], fp4s_h5_msg());
-            break;
-        }
+        hid_t fi = fp4s_h5_open_read(inputs[i], &rc);
+        if (fi < 0) break;
         attr_copy ac = {fo};
         hsize_t idx = 0;
         H5Aiterate2(fi, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, copy_attr, &ac);

@@ -11,6 +11,8 @@
  * rollout = trainer + Gaussian mismatch whose std grows from the onset step. */
 #include "h5util.h"
 
+#include <fp4scope/codec.h>
+
 #include "fp4s_config.h"
 
 #include <math.h>
@@ -169,16 +171,6 @@ static double student_t(rng *r, double df)
 
 static size_t below(rng *r, size_t n) { return (size_t)(uniform(r) * (double)n) % n; }
 
-/* Round fp32 to BF16, nearest even (NaN kept quiet). */
-static uint16_t to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 /* ---- the generator --------------------------------------------------------------- */
 typedef struct layer_state {
     double *ls_attn, *ls_mlp; /* log-scales per channel (with drift applied) */
@@ -234,8 +226,8 @@ static int put_pair(fp4s_capture *c, rng *r, const fp4s_synth_opts *o, int64_t s
     if (o->bf16) {
         uint16_t *t = tb, *ro = rb;
         for (size_t i = 0; i < n; i++) {
-            t[i] = to_bf16(x[i]);
-            ro[i] = to_bf16((float)((double)x[i] * (1.0 + o->kernel_noise * gauss(r))));
+            t[i] = fp4s_bf16_encode(x[i], FP4S_TIE_EVEN);
+            ro[i] = fp4s_bf16_encode((float)((double)x[i] * (1.0 + o->kernel_noise * gauss(r))), FP4S_TIE_EVEN);
         }
     } else {
         float *t = tb, *ro = rb;
@@ -261,7 +253,7 @@ static int put_weight(fp4s_capture *c, rng *r, const fp4s_synth_opts *o, int64_t
         for (size_t j = 0; j < k; j++) {
             float w = (float)(rs * student_t(r, 8.0));
             if (o->bf16)
-                ((uint16_t *)buf)[i * k + j] = to_bf16(w);
+                ((uint16_t *)buf)[i * k + j] = fp4s_bf16_encode(w, FP4S_TIE_EVEN);
             else
                 ((float *)buf)[i * k + j] = w;
         }

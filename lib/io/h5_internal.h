@@ -67,6 +67,10 @@ hid_t fp4s_h5_open(const char *path, unsigned flags, bool data);
 /* Did the last fp4s_h5_open on this thread fail because the file was refused
  * by the validation (the detail already says why)? */
 bool fp4s_h5_refused(void);
+/* fp4s_h5_open(path, H5F_ACC_RDONLY, true), or -1 with *rc set: FP4S_EFORMAT
+ * when the validation refused the file (the detail says why), else FP4S_EOPEN
+ * "path: cannot open: <HDF5's message>". */
+hid_t fp4s_h5_open_read(const char *path, int *rc);
 /* The errno of the first write to `file` that failed (0: none). */
 int fp4s_h5_write_errno(hid_t file);
 /* H5Fclose, then: FP4S_EWRITE "path: <strerror>" if a write failed (before
@@ -84,7 +88,10 @@ int fp4s_h5_attr_get_i64(hid_t obj, const char *name, int64_t *v);
  * naming the attribute. Strings are variable-length UTF-8. */
 int fp4s_h5_attr_str(hid_t obj, const char *name, const char *value);
 int fp4s_h5_attr_f64(hid_t obj, const char *name, double value);
+int fp4s_h5_attr_f32(hid_t obj, const char *name, float value);
 int fp4s_h5_attr_i64(hid_t obj, const char *name, int64_t value);
+/* The same for a 1-D attribute of n > 0 elements: stored as ftype, v in mtype. */
+int fp4s_h5_attr_array(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *v, size_t n);
 
 /* ---- element types and paths -------------------------------------------------- */
 /* Stored dtype of an open dataset: F32, F64, F16, BF16 (uint16 + dtype

@@ -144,8 +144,8 @@ int fp4s_h5_attr_get_i64(hid_t obj, const char *name, int64_t *v)
     return rc;
 }
 
-/* Create or replace a scalar attribute. */
-static int attr_write(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *v)
+/* Create or replace an attribute: a scalar (n = 0) or n elements. */
+static int attr_write(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *v, size_t n)
 {
     if (!name || !*name) return fp4s_error_set(FP4S_EINVAL, "empty attribute name");
     fp4s_h5_quiet q;
@@ -155,7 +155,8 @@ static int attr_write(hid_t obj, const char *name, hid_t ftype, hid_t mtype, con
         rc = fp4s_error_set(FP4S_EWRITE, "attribute %s: cannot replace it (HDF5: %s)", name, fp4s_h5_msg());
     hid_t sp = -1, a = -1;
     if (!rc) {
-        sp = H5Screate(H5S_SCALAR);
+        hsize_t dim = n;
+        sp = n ? H5Screate_simple(1, &dim, NULL) : H5Screate(H5S_SCALAR);
         a = sp < 0 ? -1 : H5Acreate2(obj, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT);
         if (a < 0 || H5Awrite(a, mtype, v) < 0)
             rc = fp4s_error_set(FP4S_EWRITE, "attribute %s: cannot write (HDF5: %s)", name, fp4s_h5_msg());
@@ -178,19 +179,30 @@ int fp4s_h5_attr_str(hid_t obj, const char *name, const char *value)
     hid_t t = H5Tcopy(H5T_C_S1);
     H5Tset_size(t, H5T_VARIABLE);
     H5Tset_cset(t, H5T_CSET_UTF8);
-    int rc = attr_write(obj, name, t, t, &value);
+    int rc = attr_write(obj, name, t, t, &value, 0);
     H5Tclose(t);
     return rc;
 }
 
 int fp4s_h5_attr_f64(hid_t obj, const char *name, double value)
 {
-    return attr_write(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value);
+    return attr_write(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value, 0);
+}
+
+int fp4s_h5_attr_f32(hid_t obj, const char *name, float value)
+{
+    return attr_write(obj, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, &value, 0);
 }
 
 int fp4s_h5_attr_i64(hid_t obj, const char *name, int64_t value)
 {
-    return attr_write(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
+    return attr_write(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value, 0);
+}
+
+int fp4s_h5_attr_array(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *v, size_t n)
+{
+    if (!n) return fp4s_error_set(FP4S_EINVAL, "attribute %s: no elements", name ? name : "");
+    return attr_write(obj, name, ftype, mtype, v, n);
 }
 
 /* ---- element types and paths -------------------------------------------------- */

@@ -166,15 +166,23 @@ static herr_t safe_get_handle(H5FD_t *file, hid_t fapl, void **handle)
     return 0;
 }
 
+/* Does [addr, addr + size) lie in the addresses the driver serves? If not,
+ * the overflow is pushed on HDF5's error stack naming fn. */
+static bool range_ok(haddr_t addr, size_t size, const char *fn)
+{
+    if (addr == HADDR_UNDEF || addr > MAXADDR || size > MAXADDR - addr) {
+        push(fn, H5E_OVERFLOW, "address overflow", "", EINVAL);
+        return false;
+    }
+    return true;
+}
+
 static herr_t safe_read(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, size_t size, void *buf)
 {
     (void)type;
     (void)dxpl;
     safe_file *f = (safe_file *)file;
-    if (addr == HADDR_UNDEF || addr > MAXADDR || size > MAXADDR - addr) {
-        push("safe_read", H5E_OVERFLOW, "address overflow", "", EINVAL);
-        return -1;
-    }
+    if (!range_ok(addr, size, "safe_read")) return -1;
     unsigned char *p = buf;
     size_t done = 0;
     while (done < size) {
@@ -220,10 +228,7 @@ static herr_t safe_write(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr
     (void)type;
     (void)dxpl;
     safe_file *f = (safe_file *)file;
-    if (addr == HADDR_UNDEF || addr > MAXADDR || size > MAXADDR - addr) {
-        push("safe_write", H5E_OVERFLOW, "address overflow", "", EINVAL);
-        return -1;
-    }
+    if (!range_ok(addr, size, "safe_write")) return -1;
     const unsigned char *p = buf;
     size_t done = 0;
     while (!f->err && done < size) {
@@ -356,6 +361,15 @@ hid_t fp4s_h5_open(const char *path, unsigned flags, bool data)
     hid_t st = f < 0 ? H5Eget_current_stack() : -1; /* H5Pclose would clear why it failed */
     H5Pclose(fapl);
     if (st >= 0) H5Eset_current_stack(st);
+    return f;
+}
+
+hid_t fp4s_h5_open_read(const char *path, int *rc)
+{
+    hid_t f = fp4s_h5_open(path, H5F_ACC_RDONLY, true);
+    if (f < 0)
+        *rc = fp4s_h5_refused() ? FP4S_EFORMAT
+                                : fp4s_error_set(FP4S_EOPEN, "%s: cannot open: %s", path, fp4s_h5_msg());
     return f;
 }
 

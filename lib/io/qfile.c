@@ -69,34 +69,7 @@ static int dset_rows(hid_t d, hid_t mtype, size_t row0, size_t nrows, size_t col
 
 static int attr_f32_array(hid_t obj, const char *name, const float *v, size_t n)
 {
-    hsize_t dim = n;
-    hid_t sp = H5Screate_simple(1, &dim, NULL);
-    hid_t a = H5Acreate2(obj, name, H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT);
-    int rc = (a < 0 || H5Awrite(a, H5T_NATIVE_FLOAT, v) < 0) ? -1 : 0;
-    if (a >= 0) H5Aclose(a);
-    H5Sclose(sp);
-    return rc;
-}
-
-static int attr_i64_array(hid_t obj, const char *name, const int64_t *v, size_t n)
-{
-    hsize_t dim = n;
-    hid_t sp = H5Screate_simple(1, &dim, NULL);
-    hid_t a = H5Acreate2(obj, name, H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
-    int rc = (a < 0 || H5Awrite(a, H5T_NATIVE_INT64, v) < 0) ? -1 : 0;
-    if (a >= 0) H5Aclose(a);
-    H5Sclose(sp);
-    return rc;
-}
-
-static int attr_f32(hid_t obj, const char *name, float v)
-{
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT);
-    int rc = (a < 0 || H5Awrite(a, H5T_NATIVE_FLOAT, &v) < 0) ? -1 : 0;
-    if (a >= 0) H5Aclose(a);
-    H5Sclose(sp);
-    return rc;
+    return fp4s_h5_attr_array(obj, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, v, n);
 }
 
 static float tensor_decode_scale(const fp4s_spec *s, const fp4s_tscale *ts)
@@ -165,7 +138,7 @@ static int write_attrs(fp4s_qfile *q, const fp4s_tscale *ts, const fp4s_qfile_op
     rc |= fp4s_h5_attr_str(f, "fp4scope_version", fp4s_version());
     rc |= fp4s_h5_attr_str(f, "created_by", o->tool ? o->tool : "");
     rc |= fp4s_h5_attr_str(f, "source", o->source ? o->source : "");
-    rc |= attr_i64_array(f, "shape", shape, 2);
+    rc |= fp4s_h5_attr_array(f, "shape", H5T_STD_I64LE, H5T_NATIVE_INT64, shape, 2);
     rc |= fp4s_h5_attr_i64(f, "source_rank", o->source_rank ? o->source_rank : 2);
     rc |= fp4s_h5_attr_i64(f, "source_cols", (int64_t)(o->source_cols ? o->source_cols : q->cols));
     rc |= fp4s_h5_attr_i64(f, "padded_cols", (int64_t)(q->cols - (o->source_cols ? o->source_cols : q->cols)));
@@ -192,8 +165,8 @@ static int write_attrs(fp4s_qfile *q, const fp4s_tscale *ts, const fp4s_qfile_op
         rc |= fp4s_h5_attr_str(f, "scale_codec", "float32");
     }
     rc |= fp4s_h5_attr_str(f, "element_codec", is_fp4(s) ? "E2M1" : "E4M3");
-    rc |= attr_f32(f, "tensor_amax", ts->amax);
-    rc |= attr_f32(f, "tensor_decode_scale", tensor_decode_scale(s, ts));
+    rc |= fp4s_h5_attr_f32(f, "tensor_amax", ts->amax);
+    rc |= fp4s_h5_attr_f32(f, "tensor_decode_scale", tensor_decode_scale(s, ts));
     rc |= fp4s_h5_attr_str(f, "tensor_scale_meaning", tensor_scale_meaning(s));
     float lut[256];
     if (is_fp4(s)) {

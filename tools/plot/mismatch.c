@@ -59,6 +59,16 @@ static int load_mismatch_report(const char *path, const char *name, fp4s_mm_resu
     return 1;
 }
 
+/* cmd_mismatch's way out while it reads run r's values: what it holds freed, st returned. */
+static int give_up(int st, double **vals, size_t r, fp4s_mm_onset *on, fp4s_mm_result *res)
+{
+    for (size_t q = 0; q <= r; q++) free(vals[q]);
+    free(vals);
+    free(on);
+    fp4s_mm_result_free(res);
+    return st;
+}
+
 int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, const char **names,
                         size_t nnames, const fp4s_mm_opts *mo, const fp4s_trace_opts *to, const fp4s_mm_onset_opts *oo)
 {
@@ -99,11 +109,7 @@ int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, 
                             "Try 'fp4-plot --help'.\n",
                     metric, run->name, run->source);
             free(s);
-            for (size_t q = 0; q <= r; q++) free(vals[q]);
-            free(vals);
-            free(on);
-            fp4s_mm_result_free(&res);
-            return FP4S_EXIT_USAGE;
+            return give_up(FP4S_EXIT_USAGE, vals, r, on, &res);
         }
         for (size_t i = 0; i < run->nsteps; i++) {
             s[i] = run->steps[i].step;
@@ -120,11 +126,7 @@ int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, 
         if (rc && rc != FP4S_EEMPTY) {
             int st = cli_report(rc);
             free(s);
-            for (size_t q = 0; q <= r; q++) free(vals[q]);
-            free(vals);
-            free(on);
-            fp4s_mm_result_free(&res);
-            return st;
+            return give_up(st, vals, r, on, &res);
         }
         free(s);
     }

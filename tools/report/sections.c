@@ -223,6 +223,34 @@ static void sec_profiles(report *r, text *pg)
                             "sites (first step of each).");
 }
 
+/* One series of a figure with a line per site: the data dd (freed here) written as
+ * series "site<oi + 1>", and its plot clause `style` in the oi-th colour, titled
+ * with site si's label (after a separator unless oi is 0). */
+static void site_series(report *r, fig *f, size_t oi, size_t si, text *dd, const char *style)
+{
+    char ser[32];
+    snprintf(ser, sizeof ser, "site%zu", oi + 1);
+    const char *fn = fig_data(f, r->od, ser, dd);
+    tx_free(dd);
+    char lab[600];
+    site_label(r, si, lab, sizeof lab);
+    text *s = &f->script;
+    if (oi) tx_add(s, ", \\\n     ");
+    tx_str(s, fn);
+    tx_add(s, " %s lc rgb '%s' title ", style, colors[oi % NCOLORS]);
+    tx_plain(s, lab);
+}
+
+/* The note of a section with nothing to show: why the comparison and the
+ * remedies were left out when they were, else `why` (HTML). */
+static void left_out(const report *r, text *pg, const char *why)
+{
+    tx_add(pg, "<p class=\"note\">");
+    if (r->rem_unavailable) html_esc(pg, r->rem_unavailable);
+    else tx_add(pg, "%s", why);
+    tx_add(pg, "</p>\n");
+}
+
 /* ---- 2. decomposition --------------------------------------------------------------------- */
 static void sec_decomp(report *r, text *pg)
 {
@@ -341,16 +369,7 @@ static void sec_decomp(report *r, text *pg)
             tx_num(&dd, u->dec.relative_error);
             tx_add(&dd, "\n");
         }
-        char ser[32];
-        snprintf(ser, sizeof ser, "site%zu", oi + 1);
-        const char *fn = fig_data(&f, r->od, ser, &dd);
-        tx_free(&dd);
-        char lab[600];
-        site_label(r, s2, lab, sizeof lab);
-        if (oi) tx_add(s, ", \\\n     ");
-        tx_str(s, fn);
-        tx_add(s, " using 1:2 with linespoints lw 1.5 pt 7 ps 0.7 lc rgb '%s' title ", colors[oi % NCOLORS]);
-        tx_plain(s, lab);
+        site_series(r, &f, oi, s2, &dd, "using 1:2 with linespoints lw 1.5 pt 7 ps 0.7");
     }
     tx_add(s, "\n");
     fig_emit(&f, r->od, pg, "Relative error per step of the worst sites: a site whose error grows over training is "
@@ -463,16 +482,7 @@ static void sec_channels(report *r, text *pg)
             tx_num(&dd, cu / x->energy_total);
             tx_add(&dd, "\n");
         }
-        char ser[32];
-        snprintf(ser, sizeof ser, "site%zu", oi + 1);
-        const char *fn = fig_data(&f, r->od, ser, &dd);
-        tx_free(&dd);
-        char sl[600];
-        site_label(r, si, sl, sizeof sl);
-        if (oi) tx_add(s, ", \\\n     ");
-        tx_str(s, fn);
-        tx_add(s, " using 1:3 with lines lw 2 lc rgb '%s' title ", colors[oi % NCOLORS]);
-        tx_plain(s, sl);
+        site_series(r, &f, oi, si, &dd, "using 1:3 with lines lw 2");
     }
     tx_add(s, ", \\\n     x with lines dt 3 lc rgb '#7f7f7f' title 'uniform'\n");
     fig_emit(&f, r->od, pg, "Coverage curve of the worst sites from every channel: how much of the error the top "
@@ -487,10 +497,7 @@ static void sec_compare(report *r, text *pg)
     size_t nc = 0;
     for (size_t i = 0; i < r->nunits; i++) nc += r->units[i].have_cmp;
     if (!nc) {
-        tx_add(pg, "<p class=\"note\">");
-        if (r->rem_unavailable) html_esc(pg, r->rem_unavailable);
-        else tx_add(pg, "No site has trainer and rollout activations and a weight (the comparison needs all three).");
-        tx_add(pg, "</p>\n");
+        left_out(r, pg, "No site has trainer and rollout activations and a weight (the comparison needs all three).");
         return;
     }
     tx_add(pg, "<p class=\"note\">As fp4-compare(1): the output mismatch D = Qa(X<sub>r</sub>) Qw(W)<sup>T</sup> - "
@@ -588,10 +595,7 @@ static void sec_remedies(report *r, text *pg, const rem_pool *rp)
     size_t nu = 0;
     for (size_t i = 0; i < r->nunits; i++) nu += r->units[i].have_rem;
     if (!nu) {
-        tx_add(pg, "<p class=\"note\">");
-        if (r->rem_unavailable) html_esc(pg, r->rem_unavailable);
-        else tx_add(pg, "No site has a weight: the remedies act on the GEMM Y = X W<sup>T</sup>.");
-        tx_add(pg, "</p>\n");
+        left_out(r, pg, "No site has a weight: the remedies act on the GEMM Y = X W<sup>T</sup>.");
         return;
     }
     tx_add(pg, "<p class=\"note\">As fp4-remedy(1), on %zu (step, site) pairs: each remedy's output error against "

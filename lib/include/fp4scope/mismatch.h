@@ -227,6 +227,9 @@ FP4S_API int fp4s_mm_analyze(const char *path, const char *name, const fp4s_mm_o
 FP4S_API int fp4s_mm_analyze_part(const char *path, const char *name, const fp4s_mm_opts *o,
                                   const fp4s_trace_opts *t, size_t part, size_t nparts, fp4s_mm_result *res);
 FP4S_API void fp4s_mm_result_free(fp4s_mm_result *res);
+/* What one run owns, freed, and *run zeroed (fp4s_mm_result_free does this
+ * for each run; for a run taken out of a result, as joining parts does). */
+FP4S_API void fp4s_mm_run_free(fp4s_mm_run *run);
 
 /* ---- the frameworks' names of the metrics ------------------------------------------ */
 typedef enum fp4s_mm_names {
