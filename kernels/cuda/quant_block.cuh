@@ -20,6 +20,10 @@
 #include <math.h>
 
 #if defined(__CUDACC__)
+#include <cuda_fp16.h>
+#endif
+
+#if defined(__CUDACC__)
 #define FP4S_HD __host__ __device__ __forceinline__
 #else
 #define FP4S_HD static inline
@@ -53,6 +57,9 @@ struct fp4s_cu_params {
     int clear_negz;    /* !keep_neg_zero: code 8 becomes 0 (done on whole words of codes) */
     float kmag;        /* the magic add's multiplier: 1 (RNE) or 1 - 2^-24 (RTZ); RHA uses thr */
     int fsel;          /* 3 * (0 RNE, 1 RTZ, 2 RHA) + zero_in: the fast path's variant */
+    /* the packed BF16 element path (cu_encode16_pk) */
+    int pk16;          /* MXFP4, fast_ok, RNE or RTZ, zero_in SIGN: BF16 blocks may take it */
+    uint32_t kmag2;    /* its multiplier k in both BF16 halves: 1 (RNE) or 1 - 2^-8 (RTZ) */
 };
 
 /* ---- fp32 operations, exactly rounded on both sides ------------------------ */
@@ -905,6 +912,263 @@ FP4S_HD void cu_split16(const uint32_t *bw, uint32_t *out)
 {
     out[0] = bw[0] | (bw[2] << 4);
     out[1] = bw[1] | (bw[3] << 4);
+}
+
+/* ---- 16-bit inputs kept in their words ----------------------------------------
+ * BF16 and FP16 elements are read as 32-bit words, element 2j in the low half
+ * of word j (little-endian), and stay packed where the arithmetic allows:
+ *
+ * The block amax on the bits: BF16 and FP16 bit patterns of the same sign
+ * are ordered as their magnitudes, NaN above Inf above every finite value.
+ * w << 1 drops the upper element's sign and moves the lower element's sign
+ * into the upper half's lowest bit, below its magnitude bits, so an unsigned
+ * maximum of 16-bit halves (max.u16x2, one instruction for two elements, and
+ * the shift an integer multiply on the FMA pipe) gives each half's largest
+ * magnitude in bits 1..15. The result is the one of cu_absmax_nan and
+ * cu_amax_from: NaN flagged when any element is NaN (then only the flags
+ * count: the IGNORE policy recomputes the amax from the elements), else Inf
+ * flagged, else the float32 bits of the largest magnitude. */
+
+FP4S_HD uint32_t cu_vmaxu2(uint32_t a, uint32_t b)
+{
+#if defined(__CUDA_ARCH__)
+    return __vmaxu2(a, b);
+#else
+    const uint32_t lo = (a & 0xFFFFu) > (b & 0xFFFFu) ? (a & 0xFFFFu) : (b & 0xFFFFu);
+    const uint32_t hi = (a >> 16) > (b >> 16) ? (a >> 16) : (b >> 16);
+    return lo | (hi << 16);
+#endif
+}
+
+/* The per-half maximum of (u[j] << 1) over 8 words (16 elements). */
+FP4S_HD uint32_t cu_amax_w8(const uint32_t *u)
+{
+    const uint32_t m0 = cu_vmaxu2(u[0] << 1, u[1] << 1), m1 = cu_vmaxu2(u[2] << 1, u[3] << 1);
+    const uint32_t m2 = cu_vmaxu2(u[4] << 1, u[5] << 1), m3 = cu_vmaxu2(u[6] << 1, u[7] << 1);
+    return cu_vmaxu2(cu_vmaxu2(m0, m1), cu_vmaxu2(m2, m3));
+}
+
+/* The block summary from such a maximum (both halves, any number of words
+ * and lanes folded in with cu_vmaxu2). */
+template <int DT>
+FP4S_HD fp4s_cu_amax cu_amax_from_w(uint32_t m)
+{
+    const uint32_t lo = m & 0xFFFFu, hi = m >> 16;
+    const uint32_t h = (lo > hi ? lo : hi) >> 1; /* the largest magnitude's bits */
+    const uint32_t inf = DT == CU_DT_BF16 ? 0x7F80u : 0x7C00u;
+    fp4s_cu_amax am;
+    am.nan = h > inf;
+    am.inf = h == inf;
+    am.abits = h < inf ? cu_bits(DT == CU_DT_BF16 ? cu_bf16_f32(h) : cu_f16_f32(h)) : 0u;
+    return am;
+}
+
+/* 8 words of type DT widened to 16 float32 values, exactly. */
+template <int DT>
+FP4S_HD void cu_widen16(const uint32_t *u, float *f)
+{
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        if (DT == CU_DT_BF16) {
+            f[2 * k] = cu_float(u[k] << 16);
+            f[2 * k + 1] = cu_float(u[k] & 0xFFFF0000u);
+        } else {
+#if defined(__CUDA_ARCH__)
+            const float2 h = __half22float2(*reinterpret_cast<const __half2 *>(&u[k]));
+            f[2 * k] = h.x;
+            f[2 * k + 1] = h.y;
+#else
+            f[2 * k] = cu_f16_f32(u[k] & 0xFFFFu);
+            f[2 * k + 1] = cu_f16_f32(u[k] >> 16);
+#endif
+        }
+    }
+}
+
+/* The IGNORE policy's amax (NaN left out) of 8 words. */
+template <int DT>
+FP4S_HD void cu_amax_add_w(fp4s_cu_amax *a, const uint32_t *u)
+{
+    float f[16];
+    cu_widen16<DT>(u, f);
+#pragma unroll
+    for (int k = 0; k < 16; k++) cu_amax_add(a, f[k]);
+}
+
+/* ---- BF16 pairs in packed arithmetic (MXFP4) -----------------------------------
+ * An MXFP4 block factor is a power of two f = 2^-k (k >= -127, so f <= 2^127,
+ * a BF16 value: BF16 has float32's exponent range), and BF16 arithmetic on
+ * sm_90 (mul/fma/min/max.bf16x2) works on two elements an instruction. The
+ * element path of cu_nib_top carries over to BF16's 8-bit significand:
+ *
+ *   y = RN(|x| f): exact unless it falls below 2^-126, where it rounds to a
+ *     value below 2^-126 or to 0: code 0 either way (the sign is x's, below);
+ *   c = min(y, 6); M = 64 P with P = 2^floor(log2(max(c, 1))) (1, 2 or 4),
+ *     from the bits of 64 max(c, 1) (exact) with the significand cleared;
+ *   t = RN(c k + M) (one fused rounding): BF16's ulp of M is P/2, the grid
+ *     step of E2M1 in c's binade ([0,2): 0.5, [2,4): 1, [4,6]: 2), and
+ *     c k + M stays below 2M, so t - M is c rounded to the grid. k = 1: ties
+ *     to even. k = 1 - 2^-8 (RTZ): c k lies below c by c 2^-8, less than the
+ *     distance from any c above an E2M1 midpoint m to m: c >= m + ulp(m) =
+ *     m + 2^(e-7) for m in [2^e, 2^(e+1)), while c 2^-8 < (m + 2^(e-7))
+ *     2^-8 <= 2^(e-7) (1 - 2^-8) because every midpoint (0.25 0.75 1.25 1.75
+ *     2.5 3.5 5) is at most 1.75 2^e, so c k stays above m; at c = m it falls
+ *     below (ties toward zero); c below m stays below; and the shift, at most
+ *     6 2^-8, is below half a step, so grid points and non-ties keep their
+ *     rounding;
+ *   R = t - M: exact (t and M in the same binade);
+ *   R 2^-126: exact, R has at most two significant bits, and its BF16 bits are
+ *     code << 6 (0.5 is the subnormal 2^-127, BF16 pattern 0x0040: sm_90's BF16
+ *     arithmetic keeps subnormals, PTX has no flush-to-zero form for it; the
+ *     device test fp4s_cuda_device_check_bf16 runs this very function on every
+ *     BF16 pattern and every scale);
+ *   the code shifted to bits 12..14 of each half and x's sign bit kept at 15:
+ *     the 4-bit code in the top nibble of each half.
+ * On the host each BF16 operation is the float32 operation (exact here, but
+ * for the fused c k + M when c < 2^-2 and M = 64: then both that sum and its
+ * float32 rounding lie in [64, 64.25), below the first midpoint 64.25) and
+ * one round-to-nearest-even to BF16, so the host computes the device's bits.
+ * test_cuda --emulate runs every BF16 pattern through cu_pk_pair for every
+ * block scale and both tie rules against the reference encoder. */
+
+/* float32 (not NaN) to BF16 bits, round to nearest even */
+FP4S_HD uint32_t cu_bf16_rn(float v)
+{
+    const uint32_t u = cu_bits(v);
+    return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+}
+
+FP4S_HD uint32_t cu_b2_mul(uint32_t a, uint32_t b)
+{
+#if defined(__CUDA_ARCH__)
+    uint32_t d;
+    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+#else
+    return cu_bf16_rn(cu_mul(cu_bf16_f32(a & 0xFFFFu), cu_bf16_f32(b & 0xFFFFu)))
+         | (cu_bf16_rn(cu_mul(cu_bf16_f32(a >> 16), cu_bf16_f32(b >> 16))) << 16);
+#endif
+}
+
+FP4S_HD uint32_t cu_b2_fma(uint32_t a, uint32_t b, uint32_t c)
+{
+#if defined(__CUDA_ARCH__)
+    uint32_t d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+#else
+    return cu_bf16_rn(cu_fma(cu_bf16_f32(a & 0xFFFFu), cu_bf16_f32(b & 0xFFFFu), cu_bf16_f32(c & 0xFFFFu)))
+         | (cu_bf16_rn(cu_fma(cu_bf16_f32(a >> 16), cu_bf16_f32(b >> 16), cu_bf16_f32(c >> 16))) << 16);
+#endif
+}
+
+/* min / max of non-negative BF16 halves (never NaN here) */
+FP4S_HD uint32_t cu_b2_min(uint32_t a, uint32_t b)
+{
+#if defined(__CUDA_ARCH__)
+    uint32_t d;
+    asm("min.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+#else
+    const uint32_t lo = (a & 0xFFFFu) < (b & 0xFFFFu) ? (a & 0xFFFFu) : (b & 0xFFFFu);
+    const uint32_t hi = (a >> 16) < (b >> 16) ? (a >> 16) : (b >> 16);
+    return lo | (hi << 16);
+#endif
+}
+FP4S_HD uint32_t cu_b2_max(uint32_t a, uint32_t b)
+{
+#if defined(__CUDA_ARCH__)
+    uint32_t d;
+    asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+#else
+    return cu_vmaxu2(a, b); /* non-negative BF16: the bits are ordered */
+#endif
+}
+
+/* Byte select (PRMT): byte i of the result is byte (s >> 4i) & 7 of b:a. */
+FP4S_HD uint32_t cu_prmt(uint32_t a, uint32_t b, uint32_t s)
+{
+#if defined(__CUDA_ARCH__)
+    return __byte_perm(a, b, s);
+#else
+    const uint64_t v = (uint64_t)a | ((uint64_t)b << 32);
+    uint32_t r = 0;
+    for (int i = 0; i < 4; i++) r |= (uint32_t)((v >> (8 * ((s >> (4 * i)) & 7u))) & 0xFFu) << (8 * i);
+    return r;
+#endif
+}
+
+/* (a >> 4) + c as the high word of a 2^28 + c (mad.hi, the FMA pipe). */
+FP4S_HD uint32_t cu_shr4_add(uint32_t a, uint32_t c)
+{
+#if defined(__CUDA_ARCH__)
+    uint32_t d;
+    asm("mad.hi.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(0x10000000u), "r"(c));
+    return d;
+#else
+    return (a >> 4) + c;
+#endif
+}
+
+/* Two BF16 elements (word w) to their codes, code | sign << 3, in the top
+ * nibble of each half (bits 12..15 and 28..31; every other bit 0). f2: the
+ * block factor in both halves, k2: p.kmag2. See above for the argument. */
+FP4S_HD uint32_t cu_pk_pair(uint32_t w, uint32_t f2, uint32_t k2)
+{
+    const uint32_t c = cu_b2_min(cu_b2_mul(w & 0x7FFF7FFFu, f2), 0x40C040C0u);            /* min(|x| f, 6) */
+    const uint32_t m = cu_b2_mul(cu_b2_max(c, 0x3F803F80u), 0x42804280u) & 0xFF80FF80u;   /* 64 P */
+    const uint32_t r = cu_b2_fma(m, 0xBF80BF80u, cu_b2_fma(c, k2, m));                    /* t - M */
+    return (cu_b2_mul(r, 0x00800080u) << 6) | (w & 0x80008000u);                          /* R 2^-126 */
+}
+
+/* May the block's BF16 elements take cu_encode16_pk? The spec allows it
+ * (p.pk16) and the block the fast path (no NaN/Inf, finite factor). */
+FP4S_HD bool cu_block_pk(const fp4s_cu_params &p, const fp4s_cu_amax &am, const fp4s_cu_blk &b)
+{
+    return p.pk16 && cu_block_fast(p, am, b, 0, 0.0f);
+}
+
+/* The codes of 16 BF16 elements (8 words u) in NB-bit fields, as
+ * cu_encode16_fast writes them: pairs of code nibbles gathered by byte
+ * selects, then each even element's nibble moved down 4 bits beside its odd
+ * neighbour's (one mad.hi for 8 codes). */
+template <int NB>
+FP4S_HD void cu_encode16_pk(const fp4s_cu_params &p, const fp4s_cu_blk &b, const uint32_t *u, uint32_t *w)
+{
+    const uint32_t f16 = cu_bits(b.f) >> 16, f2 = f16 | (f16 << 16); /* 2^-k: the low bits are 0 */
+    uint32_t v[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) v[j] = cu_pk_pair(u[j], f2, p.kmag2);
+#pragma unroll
+    for (int k = 0; k < NB / 2; k++) {
+        uint32_t acc;
+        if (NB == 4) {
+            /* codes of elements 8k..8k+7 (top nibbles of bytes 1 and 3 of v[4k..4k+3]) */
+            const uint32_t a = cu_prmt(v[4 * k], v[4 * k + 1], 0x7531u);     /* e0 e1 e2 e3 */
+            const uint32_t c = cu_prmt(v[4 * k + 2], v[4 * k + 3], 0x7531u); /* e4 e5 e6 e7 */
+            acc = cu_shr4_add(cu_prmt(a, c, 0x6420u), cu_prmt(a, c, 0x7531u));
+        } else {
+            acc = cu_shr4_add(cu_prmt(v[2 * k], v[2 * k + 1], 0x7531u), 0u); /* elements 4k..4k+3 */
+        }
+        w[k] = p.clear_negz ? cu_clear_negz<NB>(acc) : acc;
+    }
+}
+
+/* The codes of 16 elements given as 8 words of type DT: the packed BF16 path
+ * where the spec and the block allow it, else the float32 one (cu_encode16)
+ * on the widened values. */
+template <int DT, int MODE, int NB>
+FP4S_HD void cu_encode16_w(const fp4s_cu_params &p, const fp4s_cu_amax &am, const fp4s_cu_blk &b,
+                           const uint32_t *u, uint32_t *w)
+{
+    if (DT == CU_DT_BF16 && MODE == 0 && cu_block_pk(p, am, b)) {
+        cu_encode16_pk<NB>(p, b, u, w);
+        return;
+    }
+    float f[16];
+    cu_widen16<DT>(u, f);
+    cu_encode16<MODE, NB>(p, am, b, f, w);
 }
 
 #endif
