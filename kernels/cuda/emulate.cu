@@ -7,11 +7,11 @@
 
 namespace {
 
-/* groups encoded by the packed BF16 path, and all groups (fp4s_cuda_emulate_paths) */
+/* groups encoded by the packed BF16 paths, and all groups (fp4s_cuda_emulate_paths) */
 uint64_t n_pk, n_groups;
 
 /* One group's codes as the kernels encode it: float32 input from f, BF16 and
- * FP16 from their words u (cu_encode16_w, which takes the packed BF16 path
+ * FP16 from their words u (cu_encode16_w, which takes the packed BF16 paths
  * exactly when cu_block_pk holds: counted here). */
 template <int MODE, int NB>
 void encode(int dt, const fp4s_cu_params &p, const fp4s_cu_amax &am, const fp4s_cu_blk &b, const float *f,
@@ -21,7 +21,7 @@ void encode(int dt, const fp4s_cu_params &p, const fp4s_cu_amax &am, const fp4s_
     if (dt == CU_DT_F32) {
         cu_encode16<MODE, NB>(p, am, b, f, w);
     } else if (dt == CU_DT_BF16) {
-        if (MODE == 0 && cu_block_pk(p, am, b)) n_pk++;
+        if (MODE != 2 && cu_block_pk(p, am, b, MODE, MODE == 1 ? cu_rcp(b.f) : 0.0f)) n_pk++;
         cu_encode16_w<CU_DT_BF16, MODE, NB>(p, am, b, u, w);
     } else {
         cu_encode16_w<CU_DT_F16, MODE, NB>(p, am, b, u, w);
@@ -328,6 +328,36 @@ __global__ void e4m3_check_kernel(unsigned long long *bad, unsigned int *first)
 } // namespace
 
 namespace {
+/* A device check: launch(count, first) runs its kernel on a zeroed counter of
+ * disagreements and the first one's index; returns the count (the index in
+ * *first), or UINT64_MAX when the check could not run. */
+template <typename L>
+uint64_t device_count(L launch, uint32_t *first)
+{
+    unsigned long long *d = nullptr;
+    unsigned int *df = nullptr;
+    unsigned long long h = 0;
+    unsigned int hf = 0;
+    if (cudaMalloc((void **)&d, sizeof *d) != cudaSuccess) return UINT64_MAX;
+    if (cudaMalloc((void **)&df, sizeof *df) != cudaSuccess) {
+        cudaFree(d);
+        return UINT64_MAX;
+    }
+    cudaError_t e = cudaMemset(d, 0, sizeof *d);
+    if (e == cudaSuccess) e = cudaMemset(df, 0, sizeof *df);
+    if (e == cudaSuccess) {
+        launch(d, df);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess) e = cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess) e = cudaMemcpy(&hf, df, sizeof hf, cudaMemcpyDeviceToHost);
+    cudaFree(d);
+    cudaFree(df);
+    if (e != cudaSuccess) return UINT64_MAX;
+    if (first) *first = hf;
+    return h;
+}
+
 __global__ void bf16_check_kernel(fp4s_cu_params p0, fp4s_cu_params p1, unsigned long long *bad, unsigned int *first)
 {
     const uint32_t n = 2u * 255u * 0x10000u;
@@ -356,28 +386,11 @@ extern "C" uint64_t fp4s_cuda_device_check_bf16(uint32_t *first)
         s.zero_in = FP4S_ZIN_SIGN;
         if (fp4s_cu_prepare(&s, NULL, 1, 32, &p[t]) || !p[t].pk16) return UINT64_MAX;
     }
-    unsigned long long *d = nullptr;
-    unsigned int *df = nullptr;
-    unsigned long long h = 0;
-    unsigned int hf = 0;
-    if (cudaMalloc((void **)&d, sizeof *d) != cudaSuccess) return UINT64_MAX;
-    if (cudaMalloc((void **)&df, sizeof *df) != cudaSuccess) {
-        cudaFree(d);
-        return UINT64_MAX;
-    }
-    cudaError_t e = cudaMemset(d, 0, sizeof *d);
-    if (e == cudaSuccess) e = cudaMemset(df, 0, sizeof *df);
-    if (e == cudaSuccess) {
-        bf16_check_kernel<<<fp4s_cu_grid((size_t)2 * 255 * 0x10000, 256), 256>>>(p[0], p[1], d, df);
-        e = cudaGetLastError();
-    }
-    if (e == cudaSuccess) e = cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost);
-    if (e == cudaSuccess) e = cudaMemcpy(&hf, df, sizeof hf, cudaMemcpyDeviceToHost);
-    cudaFree(d);
-    cudaFree(df);
-    if (e != cudaSuccess) return UINT64_MAX;
-    if (first) *first = hf;
-    return h;
+    return device_count(
+        [&](unsigned long long *d, unsigned int *df) {
+            bf16_check_kernel<<<fp4s_cu_grid((size_t)2 * 255 * 0x10000, 256), 256>>>(p[0], p[1], d, df);
+        },
+        first);
 }
 
 /* The device's E4M3 conversion (the instruction cu_e4m3 uses there) against
@@ -386,26 +399,9 @@ extern "C" uint64_t fp4s_cuda_device_check_bf16(uint32_t *first)
  * check could not run. */
 extern "C" uint64_t fp4s_cuda_device_check_e4m3(uint32_t *first)
 {
-    unsigned long long *d = nullptr;
-    unsigned int *df = nullptr;
-    unsigned long long h = 0;
-    unsigned int hf = 0;
-    if (cudaMalloc((void **)&d, sizeof *d) != cudaSuccess) return UINT64_MAX;
-    if (cudaMalloc((void **)&df, sizeof *df) != cudaSuccess) {
-        cudaFree(d);
-        return UINT64_MAX;
-    }
-    cudaError_t e = cudaMemset(d, 0, sizeof *d);
-    if (e == cudaSuccess) e = cudaMemset(df, 0, sizeof *df);
-    if (e == cudaSuccess) {
-        e4m3_check_kernel<<<fp4s_cu_grid((size_t)1 << 32, 256), 256>>>(d, df);
-        e = cudaGetLastError();
-    }
-    if (e == cudaSuccess) e = cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost);
-    if (e == cudaSuccess) e = cudaMemcpy(&hf, df, sizeof hf, cudaMemcpyDeviceToHost);
-    cudaFree(d);
-    cudaFree(df);
-    if (e != cudaSuccess) return UINT64_MAX;
-    if (first) *first = hf;
-    return h;
+    return device_count(
+        [](unsigned long long *d, unsigned int *df) {
+            e4m3_check_kernel<<<fp4s_cu_grid((size_t)1 << 32, 256), 256>>>(d, df);
+        },
+        first);
 }

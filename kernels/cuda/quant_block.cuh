@@ -706,15 +706,11 @@ FP4S_HD float cu_f16_f32(uint32_t h)
  * Returns code | sign << 3 in bits 28..31 (the bits below are not cleared:
  * every user takes the top nibble only); a -0 code
  * (8) that keep_neg_zero drops is cleared later on whole words (cu_clear_negz). */
-template <int TM, int ZIN>
-FP4S_HD uint32_t cu_nib_top(const fp4s_cu_params &p, float v)
+/* The magnitude part (TM 0 or 1): the bits of R * 2^-126, code << 22. */
+template <int TM>
+FP4S_HD uint32_t cu_mag22(const fp4s_cu_params &p, float v)
 {
     const float c = fminf(fabsf(v), 6.0f);
-    uint32_t sv;
-    if (ZIN == 0) sv = cu_bits(v);
-    else if (ZIN == 1) sv = cu_bits(cu_add(v, 0.0f));
-    else sv = ~cu_bits(cu_add(-v, 0.0f));
-    if (TM == 2) return (cu_e2m1_thr_mag(p.thr, cu_bits(c)) << 28) | (sv & ~0x70000000u);
     const float P = cu_float(cu_bits(fmaxf(c, 1.0f)) & 0xFF800000u);
     float R;
     if (TM == 0) {
@@ -724,7 +720,18 @@ FP4S_HD uint32_t cu_nib_top(const fp4s_cu_params &p, float v)
         const float M = cu_mul(P, 4194304.0f);
         R = cu_add(cu_fma(c, p.kmag, M), -M);
     }
-    const uint32_t u = cu_bits(cu_mul(R, 1.17549435e-38f)); /* R * 2^-126 = code << 22 */
+    return cu_bits(cu_mul(R, 1.17549435e-38f)); /* R * 2^-126 = code << 22 */
+}
+
+template <int TM, int ZIN>
+FP4S_HD uint32_t cu_nib_top(const fp4s_cu_params &p, float v)
+{
+    uint32_t sv;
+    if (ZIN == 0) sv = cu_bits(v);
+    else if (ZIN == 1) sv = cu_bits(cu_add(v, 0.0f));
+    else sv = ~cu_bits(cu_add(-v, 0.0f));
+    if (TM == 2) return (cu_e2m1_thr_mag(p.thr, cu_bits(fminf(fabsf(v), 6.0f))) << 28) | (sv & ~0x70000000u);
+    const uint32_t u = cu_mag22<TM>(p, v);
     return ((u << 6) & 0x70000000u) | (sv & ~0x70000000u); /* one LOP3: code, and sign in bit 31 */
 }
 
@@ -755,12 +762,16 @@ FP4S_HD uint32_t cu_nib_fast(const fp4s_cu_params &p, float v)
  * sign of x is put back (RN(x/t) keeps the sign of x for t > 0, the
  * correction could round a tiny quotient to a zero of either sign). test_cuda
  * --emulate compares it with the division on random and adversarial pairs. */
-FP4S_HD float cu_div_fast(float x, float t, float y)
+/* Its quotient before the sign is put back: right in magnitude (as above). */
+FP4S_HD float cu_div_fast_mag(float x, float t, float y)
 {
     const float q = cu_mul(x, y);
     const float r = cu_fma(-q, t, x);
-    const float q1 = cu_fma(r, y, q);
-    return cu_float((cu_bits(q1) & 0x7FFFFFFFu) | (cu_bits(x) & 0x80000000u));
+    return cu_fma(r, y, q);
+}
+FP4S_HD float cu_div_fast(float x, float t, float y)
+{
+    return cu_float((cu_bits(cu_div_fast_mag(x, t, y)) & 0x7FFFFFFFu) | (cu_bits(x) & 0x80000000u));
 }
 
 /* |x| maximum that propagates NaN: the result is NaN if any input was NaN,
@@ -929,14 +940,23 @@ FP4S_HD void cu_split16(const uint32_t *bw, uint32_t *out)
  * count: the IGNORE policy recomputes the amax from the elements), else Inf
  * flagged, else the float32 bits of the largest magnitude. */
 
+/* The larger (mx) or smaller of each unsigned 16-bit half of a and b (host). */
+FP4S_HD uint32_t cu_u16x2_pick(uint32_t a, uint32_t b, bool mx)
+{
+    uint32_t r = 0;
+    for (int h = 0; h < 32; h += 16) {
+        const uint32_t x = (a >> h) & 0xFFFFu, y = (b >> h) & 0xFFFFu;
+        r |= ((x > y) == mx ? x : y) << h;
+    }
+    return r;
+}
+
 FP4S_HD uint32_t cu_vmaxu2(uint32_t a, uint32_t b)
 {
 #if defined(__CUDA_ARCH__)
     return __vmaxu2(a, b);
 #else
-    const uint32_t lo = (a & 0xFFFFu) > (b & 0xFFFFu) ? (a & 0xFFFFu) : (b & 0xFFFFu);
-    const uint32_t hi = (a >> 16) > (b >> 16) ? (a >> 16) : (b >> 16);
-    return lo | (hi << 16);
+    return cu_u16x2_pick(a, b, true);
 #endif
 }
 
@@ -1038,18 +1058,13 @@ FP4S_HD uint32_t cu_bf16_rn(float v)
     return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
 }
 
-FP4S_HD uint32_t cu_b2_mul(uint32_t a, uint32_t b)
+/* Half h (0 low, 1 high) of a word of two BF16 values, as float32 (host). */
+FP4S_HD float cu_b2_half(uint32_t a, int h)
 {
-#if defined(__CUDA_ARCH__)
-    uint32_t d;
-    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-#else
-    return cu_bf16_rn(cu_mul(cu_bf16_f32(a & 0xFFFFu), cu_bf16_f32(b & 0xFFFFu)))
-         | (cu_bf16_rn(cu_mul(cu_bf16_f32(a >> 16), cu_bf16_f32(b >> 16))) << 16);
-#endif
+    return cu_bf16_f32((a >> (16 * h)) & 0xFFFFu);
 }
 
+/* a * b + c on both halves (c = -0: the product alone, exact sign of a zero) */
 FP4S_HD uint32_t cu_b2_fma(uint32_t a, uint32_t b, uint32_t c)
 {
 #if defined(__CUDA_ARCH__)
@@ -1057,12 +1072,26 @@ FP4S_HD uint32_t cu_b2_fma(uint32_t a, uint32_t b, uint32_t c)
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
     return d;
 #else
-    return cu_bf16_rn(cu_fma(cu_bf16_f32(a & 0xFFFFu), cu_bf16_f32(b & 0xFFFFu), cu_bf16_f32(c & 0xFFFFu)))
-         | (cu_bf16_rn(cu_fma(cu_bf16_f32(a >> 16), cu_bf16_f32(b >> 16), cu_bf16_f32(c >> 16))) << 16);
+    uint32_t r = 0;
+    for (int h = 0; h < 2; h++)
+        r |= cu_bf16_rn(cu_fma(cu_b2_half(a, h), cu_b2_half(b, h), cu_b2_half(c, h))) << (16 * h);
+    return r;
 #endif
 }
 
-/* min / max of non-negative BF16 halves (never NaN here) */
+FP4S_HD uint32_t cu_b2_mul(uint32_t a, uint32_t b)
+{
+#if defined(__CUDA_ARCH__)
+    uint32_t d;
+    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+#else
+    return cu_b2_fma(a, b, 0x80008000u); /* a * b + (-0): RN(a * b), the same bits */
+#endif
+}
+
+/* min / max of non-negative BF16 halves (never NaN here: their bits are
+ * ordered as their values) */
 FP4S_HD uint32_t cu_b2_min(uint32_t a, uint32_t b)
 {
 #if defined(__CUDA_ARCH__)
@@ -1070,9 +1099,7 @@ FP4S_HD uint32_t cu_b2_min(uint32_t a, uint32_t b)
     asm("min.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
     return d;
 #else
-    const uint32_t lo = (a & 0xFFFFu) < (b & 0xFFFFu) ? (a & 0xFFFFu) : (b & 0xFFFFu);
-    const uint32_t hi = (a >> 16) < (b >> 16) ? (a >> 16) : (b >> 16);
-    return lo | (hi << 16);
+    return cu_u16x2_pick(a, b, false);
 #endif
 }
 FP4S_HD uint32_t cu_b2_max(uint32_t a, uint32_t b)
@@ -1082,7 +1109,7 @@ FP4S_HD uint32_t cu_b2_max(uint32_t a, uint32_t b)
     asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
     return d;
 #else
-    return cu_vmaxu2(a, b); /* non-negative BF16: the bits are ordered */
+    return cu_u16x2_pick(a, b, true);
 #endif
 }
 
@@ -1122,24 +1149,23 @@ FP4S_HD uint32_t cu_pk_pair(uint32_t w, uint32_t f2, uint32_t k2)
     return (cu_b2_mul(r, 0x00800080u) << 6) | (w & 0x80008000u);                          /* R 2^-126 */
 }
 
-/* May the block's BF16 elements take cu_encode16_pk? The spec allows it
- * (p.pk16) and the block the fast path (no NaN/Inf, finite factor). */
-FP4S_HD bool cu_block_pk(const fp4s_cu_params &p, const fp4s_cu_amax &am, const fp4s_cu_blk &b)
+/* May the block's BF16 elements take the packed words' paths
+ * (cu_encode16_pk for MXFP4, cu_encode16_nvw for NVFP4)? The spec allows it
+ * (p.pk16) and the block the fast path (no NaN/Inf, a finite factor; y the
+ * reciprocal of a dividing recipe's). */
+FP4S_HD bool cu_block_pk(const fp4s_cu_params &p, const fp4s_cu_amax &am, const fp4s_cu_blk &b, int mode, float y)
 {
-    return p.pk16 && cu_block_fast(p, am, b, 0, 0.0f);
+    return p.pk16 && cu_block_fast(p, am, b, mode, y);
 }
 
-/* The codes of 16 BF16 elements (8 words u) in NB-bit fields, as
- * cu_encode16_fast writes them: pairs of code nibbles gathered by byte
- * selects, then each even element's nibble moved down 4 bits beside its odd
- * neighbour's (one mad.hi for 8 codes). */
+/* The NB-bit fields of 16 codes, as cu_encode16_fast writes them, from 8
+ * words v of two codes each in the top nibbles of their halves (cu_pk_pair):
+ * code nibbles gathered by byte selects, then each even element's nibble
+ * moved down 4 bits beside its odd neighbour's (one mad.hi for 8 codes).
+ * cu_encode16_pk: the codes of 16 BF16 elements (8 words u) by cu_pk_pair. */
 template <int NB>
-FP4S_HD void cu_encode16_pk(const fp4s_cu_params &p, const fp4s_cu_blk &b, const uint32_t *u, uint32_t *w)
+FP4S_HD void cu_pack_pairs(const fp4s_cu_params &p, const uint32_t *v, uint32_t *w)
 {
-    const uint32_t f16 = cu_bits(b.f) >> 16, f2 = f16 | (f16 << 16); /* 2^-k: the low bits are 0 */
-    uint32_t v[8];
-#pragma unroll
-    for (int j = 0; j < 8; j++) v[j] = cu_pk_pair(u[j], f2, p.kmag2);
 #pragma unroll
     for (int k = 0; k < NB / 2; k++) {
         uint32_t acc;
@@ -1155,6 +1181,42 @@ FP4S_HD void cu_encode16_pk(const fp4s_cu_params &p, const fp4s_cu_blk &b, const
     }
 }
 
+template <int NB>
+FP4S_HD void cu_encode16_pk(const fp4s_cu_params &p, const fp4s_cu_blk &b, const uint32_t *u, uint32_t *w)
+{
+    const uint32_t f16 = cu_bits(b.f) >> 16, f2 = f16 | (f16 << 16); /* 2^-k: the low bits are 0 */
+    uint32_t v[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) v[j] = cu_pk_pair(u[j], f2, p.kmag2);
+    cu_pack_pairs<NB>(p, v, w);
+}
+
+/* NVFP4 on BF16 (the same specs: RNE or RTZ, zero_in sign): the float32
+ * element arithmetic the engines define (x * f or x / f, then cu_mag22), and
+ * the two codes of a word joined as in cu_pk_pair: the upper halves of the
+ * two code << 22 patterns side by side (one byte select) are the code << 6
+ * of each half; the sign is x's (f > 0), so the division needs only its
+ * magnitude (cu_div_fast_mag) and the fast path's sign handling drops out. */
+template <int MODE, int NB, int TM>
+FP4S_HD void cu_encode16_nvw(const fp4s_cu_params &p, const fp4s_cu_blk &b, float y, const uint32_t *u,
+                             uint32_t *w)
+{
+    float f[16];
+    cu_widen16<CU_DT_BF16>(u, f);
+    uint32_t v[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        uint32_t r[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const float x = f[2 * j + h];
+            r[h] = cu_mag22<TM>(p, MODE == 1 ? cu_div_fast_mag(x, b.f, y) : cu_mul(x, b.f));
+        }
+        v[j] = (cu_prmt(r[0], r[1], 0x7632u) << 6) | (u[j] & 0x80008000u);
+    }
+    cu_pack_pairs<NB>(p, v, w);
+}
+
 /* The codes of 16 elements given as 8 words of type DT: the packed BF16 path
  * where the spec and the block allow it, else the float32 one (cu_encode16)
  * on the widened values. */
@@ -1162,9 +1224,14 @@ template <int DT, int MODE, int NB>
 FP4S_HD void cu_encode16_w(const fp4s_cu_params &p, const fp4s_cu_amax &am, const fp4s_cu_blk &b,
                            const uint32_t *u, uint32_t *w)
 {
-    if (DT == CU_DT_BF16 && MODE == 0 && cu_block_pk(p, am, b)) {
-        cu_encode16_pk<NB>(p, b, u, w);
-        return;
+    if (DT == CU_DT_BF16 && MODE != 2) {
+        const float y = MODE == 1 ? cu_rcp(b.f) : 0.0f;
+        if (cu_block_pk(p, am, b, MODE, y)) {
+            if (p.format == 1) cu_encode16_pk<NB>(p, b, u, w);
+            else if (p.tie == 0) cu_encode16_nvw<MODE, NB, 0>(p, b, y, u, w);
+            else cu_encode16_nvw<MODE, NB, 1>(p, b, y, u, w);
+            return;
+        }
     }
     float f[16];
     cu_widen16<DT>(u, f);

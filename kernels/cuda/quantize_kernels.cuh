@@ -22,43 +22,30 @@ namespace {
 constexpr int THREADS = 256;
 constexpr unsigned FULL = 0xffffffffu;
 
-/* 16 float32 elements at element offset off of x. */
-__device__ __forceinline__ void load16f(const void *__restrict__ xv, size_t off, bool vec, float *f)
+/* The 16 elements at element offset off of x as 32-bit words: 16 float32
+ * (NW = 16), or 8 words of two BF16/FP16 elements, element 2j in the low
+ * half of word j (NW = 8): quant_block.cuh works on those words. */
+template <int DT>
+__device__ __forceinline__ void load16(const void *__restrict__ xv, size_t off, bool vec, uint32_t *u)
 {
-    const float *x = static_cast<const float *>(xv) + off;
+    constexpr int NW = DT == CU_DT_F32 ? 16 : 8;
+    const char *x = static_cast<const char *>(xv) + off * (DT == CU_DT_F32 ? 4 : 2);
     if (vec) {
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const float4 v = __ldcs(reinterpret_cast<const float4 *>(x) + k);
-            f[4 * k] = v.x;
-            f[4 * k + 1] = v.y;
-            f[4 * k + 2] = v.z;
-            f[4 * k + 3] = v.w;
-        }
-    } else {
-#pragma unroll
-        for (int k = 0; k < 16; k++) f[k] = __ldcs(x + k);
-    }
-}
-
-/* 16 BF16 or FP16 elements at element offset off of x, as 8 words (element
- * 2j in the low half of word j): quant_block.cuh works on the words. */
-__device__ __forceinline__ void load16w(const void *__restrict__ xv, size_t off, bool vec, uint32_t *u)
-{
-    const unsigned short *x = static_cast<const unsigned short *>(xv) + off;
-    if (vec) {
-#pragma unroll
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < NW / 4; k++) {
             const uint4 v = __ldcs(reinterpret_cast<const uint4 *>(x) + k);
             u[4 * k] = v.x;
             u[4 * k + 1] = v.y;
             u[4 * k + 2] = v.z;
             u[4 * k + 3] = v.w;
         }
-    } else {
+    } else if (DT == CU_DT_F32) {
 #pragma unroll
-        for (int k = 0; k < 8; k++)
-            u[k] = (uint32_t)__ldcs(x + 2 * k) | ((uint32_t)__ldcs(x + 2 * k + 1) << 16);
+        for (int k = 0; k < 16; k++) u[k] = __ldcs(reinterpret_cast<const unsigned *>(x) + k);
+    } else {
+        const unsigned short *h = reinterpret_cast<const unsigned short *>(x);
+#pragma unroll
+        for (int k = 0; k < 8; k++) u[k] = (uint32_t)__ldcs(h + 2 * k) | ((uint32_t)__ldcs(h + 2 * k + 1) << 16);
     }
 }
 
@@ -202,37 +189,31 @@ quant16_kernel(fp4s_cu_params p, const void *__restrict__ x, size_t ngroups, siz
     const size_t cols = gpr * 16;
     const bool idx32 = total + (size_t)G * nth <= 0xFFFFFFFFu && gpr <= 0xFFFFFFFFu;
     for (size_t g0 = tid; g0 < total; g0 += (size_t)G * nth) {
-        /* float32: 16 floats a group; BF16/FP16: 8 words a group */
-        float f[DT == CU_DT_F32 ? G : 1][16];
-        uint32_t w[DT == CU_DT_F32 ? 1 : G][8];
+        /* the groups' words: 16 float32 or 8 words of BF16/FP16 each */
+        uint32_t w[G][DT == CU_DT_F32 ? 16 : 8];
         size_t row[G], cg[G];
         bool act[G];
 #pragma unroll
         for (int u = 0; u < G; u++) {
             const size_t g = g0 + (size_t)u * nth;
             act[u] = group_pos<D2>(g, ngroups, gpr, rows, contig, idx32, mg, row[u], cg[u]);
-            if (DT == CU_DT_F32) {
-                if (act[u]) {
-                    load16f(x, row[u] * ld + cg[u] * 16, vec_in, f[u]);
-                } else {
-#pragma unroll
-                    for (int k = 0; k < 16; k++) f[u][k] = 0.0f;
-                }
+            if (act[u]) {
+                load16<DT>(x, row[u] * ld + cg[u] * 16, vec_in, w[u]);
             } else {
-                if (act[u]) {
-                    load16w(x, row[u] * ld + cg[u] * 16, vec_in, w[u]);
-                } else {
 #pragma unroll
-                    for (int k = 0; k < 8; k++) w[u][k] = 0u;
-                }
+                for (int k = 0; k < (DT == CU_DT_F32 ? 16 : 8); k++) w[u][k] = 0u;
             }
         }
 #pragma unroll
         for (int u = 0; u < G; u++) {
             const size_t g = g0 + (size_t)u * nth;
             if (g >= total) break; /* the same for the whole warp */
-            quant_group<BS, MODE, OUT, D2, DT>(p, g, act[u], row[u], cg[u], cols, vec_out, codes, scales,
-                                               f[DT == CU_DT_F32 ? u : 0], w[DT == CU_DT_F32 ? 0 : u]);
+            float f[16]; /* float32: the words as floats; read only for float32 */
+            if constexpr (DT == CU_DT_F32) {
+#pragma unroll
+                for (int k = 0; k < 16; k++) f[k] = __uint_as_float(w[u][k]);
+            }
+            quant_group<BS, MODE, OUT, D2, DT>(p, g, act[u], row[u], cg[u], cols, vec_out, codes, scales, f, w[u]);
         }
     }
 }

@@ -23,10 +23,10 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cat > "$T/probe.cu" <<'CU'
 #include "cuda/quant_block.cuh"
-/* V: 0 float32 (every rule of the fast path: RNE, zero_in sign, MODE 0);
- * 1 BF16 widened to float32 first (the path before words); 2 BF16 MXFP4 packed
- * (cu_encode16_pk); 3 BF16 words, amax on the bits, then widened (NVFP4 x f);
- * 4, 5: as 1 and 3 with the dividing element mode (MODE 1). */
+/* V: 0 float32 (the fast path, RNE, zero_in sign, MODE 0); 1 BF16 widened
+ * to float32 first (the path before words); 2 BF16 MXFP4 packed
+ * (cu_encode16_pk); 3 BF16 words, NVFP4 x * f (cu_encode16_nvw); 4, 5: as 1
+ * and 3 with the dividing element mode (MODE 1). */
 template <int V>
 __global__ void probe(fp4s_cu_params p, fp4s_cu_blk b, const uint4 *__restrict__ x, uint2 *__restrict__ out,
                       uint32_t *__restrict__ amo)
@@ -56,16 +56,15 @@ __global__ void probe(fp4s_cu_params p, fp4s_cu_blk b, const uint4 *__restrict__
         if (V == 2) {
             amo[t] = cu_amax_w8(u);
             cu_encode16_pk<4>(p, b, u, w);
+        } else if (V == 3 || V == 5) {
+            amo[t] = cu_amax_w8(u);
+            cu_encode16_nvw<MODE, 4, 0>(p, b, y, u, w);
         } else {
             float f[16];
             cu_widen16<CU_DT_BF16>(u, f);
-            if (V == 1 || V == 4) {
-                float a = 0.0f;
-                for (int k = 0; k < 16; k++) a = cu_absmax_nan(a, f[k]);
-                amo[t] = cu_bits(a);
-            } else {
-                amo[t] = cu_amax_w8(u);
-            }
+            float a = 0.0f;
+            for (int k = 0; k < 16; k++) a = cu_absmax_nan(a, f[k]);
+            amo[t] = cu_bits(a);
             cu_encode16_fast<MODE, 4, 0, 0>(p, b, y, f, w);
         }
     }
@@ -83,9 +82,9 @@ FLAGS=(-arch=sm_90 -O3 -std=c++17 -Ilib/include -Ikernels -Ilib -I. -I"$B" --fma
 nvcc "${FLAGS[@]}" -ptx "$T/probe.cu" -o "$T/probe.ptx"
 python3 - "$T/probe.ptx" <<'PY'
 import re, sys, collections
-names = {0: "float32 (RNE, x*f)", 1: "BF16 widened first (before)", 2: "BF16 MXFP4 packed (after)",
-         3: "BF16 words, widened after the amax (NVFP4 x*f, after)", 4: "BF16 widened first, x/f (before)",
-         5: "BF16 words, x/f (NVFP4 dividing, after)"}
+names = {0: "float32 (RNE, x*f)", 1: "BF16 widened first, x*f (before)", 2: "BF16 MXFP4 packed (after)",
+         3: "BF16 words, NVFP4 x*f (after)", 4: "BF16 widened first, x/f (before)",
+         5: "BF16 words, NVFP4 x/f (after)"}
 txt = open(sys.argv[1]).read()
 for m in re.finditer(r"\.entry\s+(\S+?)\((.*?)\n\}", txt, re.S):
     v = int(re.search(r"probeILi(\d)E", m.group(1)).group(1))
