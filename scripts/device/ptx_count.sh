@@ -105,6 +105,12 @@ for m in re.finditer(r"\.entry\s+(\S+?)\((.*?)\n\}", txt, re.S):
     mod = sum(c for k, c in ops.items() if k.split(".")[0] in ("abs", "neg"))
     print(f"probe {v}: {names[v]}: {n} PTX instructions (moves, loads, stores left out) for 16 elements"
           f" = {n/16:.2f} per element; {(n-mod)/16:.2f} without abs/neg")
+    # integer/logic (ALU pipe on sm_90: LOP3, SHF, FMNMX, HMNMX2, VIMNMX, PRMT, ISETP, SEL), a
+    # PTX and + or pair often one LOP3; shl may become IMAD.SHL (FMA pipe): counted apart
+    alu = sum(c for k, c in ops.items() if k.split(".")[0] in
+              ("and", "or", "xor", "not", "min", "max", "prmt", "shf", "shr", "selp", "setp", "lop3"))
+    shl = sum(c for k, c in ops.items() if k.split(".")[0] == "shl")
+    print(f"   integer/logic class {alu/16:.2f} per element, shifts left {shl/16:.2f}")
     print("   " + ", ".join(f"{k} {c}" for k, c in sorted(ops.items(), key=lambda kv: -kv[1])))
 PY
 echo "registers / spills of the quantize kernels (ptxas -v):"
