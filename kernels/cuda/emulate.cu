@@ -197,6 +197,18 @@ FP4S_HD uint32_t pk_word(uint32_t i)
     return i | (((i * 40503u) & 0xFFFFu) << 16);
 }
 
+/* The parameters of an MXFP4 spec with tie rule t (0 RNE, 1 RTZ), -0 kept,
+ * zero_in sign: one the packed BF16 path takes (false if not). */
+bool pk_params(int t, fp4s_cu_params *p)
+{
+    fp4s_spec s;
+    fp4s_spec_profile(&s, FP4S_MXFP4, NULL);
+    s.tie = (fp4s_tie)t;
+    s.keep_neg_zero = true;
+    s.zero_in = FP4S_ZIN_SIGN;
+    return fp4s_cu_prepare(&s, NULL, 1, 32, p) == 0 && p->pk16;
+}
+
 /* Disagreements of cu_pk_pair(word i) with the 4-bit codes of the float32
  * products for the block factor of scale code sc and the tie rule of p
  * (tie: 0 RNE, 1 RTZ): on the host the reference encoder fp4s_e2m1_encode
@@ -234,14 +246,8 @@ extern "C" uint64_t fp4s_cuda_emulate_check_bf16(uint32_t *first)
 {
     uint64_t bad = 0;
     for (int t = 0; t < 2; t++) {
-        fp4s_spec s;
-        fp4s_spec_profile(&s, FP4S_MXFP4, NULL);
-        s.tie = (fp4s_tie)t;
-        s.keep_neg_zero = true;
-        s.zero_in = FP4S_ZIN_SIGN;
         fp4s_cu_params p;
-        fp4s_cu_prepare(&s, NULL, 1, 32, &p);
-        if (!p.pk16) return UINT64_MAX;
+        if (!pk_params(t, &p)) return UINT64_MAX;
         for (uint32_t sc = 0; sc < 255; sc++)
             for (uint32_t i = 0; i < 0x10000u; i++) {
                 const uint32_t nb = pk_check_word(p, t, i, sc);
@@ -378,14 +384,7 @@ __global__ void bf16_check_kernel(fp4s_cu_params p0, fp4s_cu_params p1, unsigned
 extern "C" uint64_t fp4s_cuda_device_check_bf16(uint32_t *first)
 {
     fp4s_cu_params p[2];
-    for (int t = 0; t < 2; t++) {
-        fp4s_spec s;
-        fp4s_spec_profile(&s, FP4S_MXFP4, NULL);
-        s.tie = (fp4s_tie)t;
-        s.keep_neg_zero = true;
-        s.zero_in = FP4S_ZIN_SIGN;
-        if (fp4s_cu_prepare(&s, NULL, 1, 32, &p[t]) || !p[t].pk16) return UINT64_MAX;
-    }
+    if (!pk_params(0, &p[0]) || !pk_params(1, &p[1])) return UINT64_MAX;
     return device_count(
         [&](unsigned long long *d, unsigned int *df) {
             bf16_check_kernel<<<fp4s_cu_grid((size_t)2 * 255 * 0x10000, 256), 256>>>(p[0], p[1], d, df);

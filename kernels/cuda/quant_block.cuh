@@ -1028,20 +1028,19 @@ FP4S_HD void cu_amax_add_w(fp4s_cu_amax *a, const uint32_t *u)
  *   t = RN(c k + M) (one fused rounding): BF16's ulp of M is P/2, the grid
  *     step of E2M1 in c's binade ([0,2): 0.5, [2,4): 1, [4,6]: 2), and
  *     c k + M stays below 2M, so t - M is c rounded to the grid. k = 1: ties
- *     to even. k = 1 - 2^-8 (RTZ): c k lies below c by c 2^-8, less than the
- *     distance from any c above an E2M1 midpoint m to m: c >= m + ulp(m) =
- *     m + 2^(e-7) for m in [2^e, 2^(e+1)), while c 2^-8 < (m + 2^(e-7))
- *     2^-8 <= 2^(e-7) (1 - 2^-8) because every midpoint (0.25 0.75 1.25 1.75
- *     2.5 3.5 5) is at most 1.75 2^e, so c k stays above m; at c = m it falls
- *     below (ties toward zero); c below m stays below; and the shift, at most
- *     6 2^-8, is below half a step, so grid points and non-ties keep their
- *     rounding;
+ *     to even. k = 1 - 2^-8 (RTZ) moves c down by c 2^-8: a c below an
+ *     E2M1 midpoint m stays below it, c = m falls below it (ties toward
+ *     zero), and a c above m stays above it: c >= m + 2^(e-7) (the next BF16
+ *     value, m in [2^e, 2^(e+1))), so c k - m >= 2^(e-7) (1 - 2^-8) - m 2^-8
+ *     > 0, as every midpoint (0.25 0.75 1.25 1.75 2.5 3.5 5) is at most
+ *     1.75 2^e; every other c keeps its rounding;
  *   R = t - M: exact (t and M in the same binade);
  *   R 2^-126: exact, R has at most two significant bits, and its BF16 bits are
- *     code << 6 (0.5 is the subnormal 2^-127, BF16 pattern 0x0040: sm_90's BF16
- *     arithmetic keeps subnormals, PTX has no flush-to-zero form for it; the
- *     device test fp4s_cuda_device_check_bf16 runs this very function on every
- *     BF16 pattern and every scale);
+ *     code << 6. 0.5 gives the subnormal 2^-127 (BF16 pattern 0x0040): this
+ *     needs the device's BF16 multiply to keep subnormals (PTX's BF16
+ *     arithmetic has no flush-to-zero form); fp4s_cuda_device_check_bf16 (in
+ *     the GPU test) runs this very function on the device on every BF16
+ *     pattern and every scale, and fails on a device that flushes;
  *   the code shifted to bits 12..14 of each half and x's sign bit kept at 15:
  *     the 4-bit code in the top nibble of each half.
  * On the host each BF16 operation is the float32 operation (exact here, but
@@ -1079,39 +1078,26 @@ FP4S_HD uint32_t cu_b2_fma(uint32_t a, uint32_t b, uint32_t c)
 #endif
 }
 
-FP4S_HD uint32_t cu_b2_mul(uint32_t a, uint32_t b)
+/* The minimum (OP 0), maximum (OP 1) or product (OP 2) of the BF16 halves of
+ * a and b; min and max of non-negative halves only (never NaN here: their
+ * bits are ordered as their values). */
+template <int OP>
+FP4S_HD uint32_t cu_b2(uint32_t a, uint32_t b)
 {
 #if defined(__CUDA_ARCH__)
     uint32_t d;
-    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    if (OP == 0) asm("min.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    else if (OP == 1) asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    else asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
     return d;
 #else
-    return cu_b2_fma(a, b, 0x80008000u); /* a * b + (-0): RN(a * b), the same bits */
+    /* a * b + (-0) is RN(a * b), the same bits */
+    return OP == 2 ? cu_b2_fma(a, b, 0x80008000u) : cu_u16x2_pick(a, b, OP == 1);
 #endif
 }
-
-/* min / max of non-negative BF16 halves (never NaN here: their bits are
- * ordered as their values) */
-FP4S_HD uint32_t cu_b2_min(uint32_t a, uint32_t b)
-{
-#if defined(__CUDA_ARCH__)
-    uint32_t d;
-    asm("min.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-#else
-    return cu_u16x2_pick(a, b, false);
-#endif
-}
-FP4S_HD uint32_t cu_b2_max(uint32_t a, uint32_t b)
-{
-#if defined(__CUDA_ARCH__)
-    uint32_t d;
-    asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-#else
-    return cu_u16x2_pick(a, b, true);
-#endif
-}
+FP4S_HD uint32_t cu_b2_min(uint32_t a, uint32_t b) { return cu_b2<0>(a, b); }
+FP4S_HD uint32_t cu_b2_max(uint32_t a, uint32_t b) { return cu_b2<1>(a, b); }
+FP4S_HD uint32_t cu_b2_mul(uint32_t a, uint32_t b) { return cu_b2<2>(a, b); }
 
 /* Byte select (PRMT): byte i of the result is byte (s >> 4i) & 7 of b:a. */
 FP4S_HD uint32_t cu_prmt(uint32_t a, uint32_t b, uint32_t s)
