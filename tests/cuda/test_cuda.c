@@ -19,7 +19,11 @@
  * against fp4s_amax.
  *
  * --emulate runs the kernels' arithmetic on the CPU (emulate.h) instead of the
- * GPU: that check runs everywhere nvcc is found. Without --emulate and without
+ * GPU: that check runs everywhere nvcc is found; it also checks which path
+ * each block took (BF16 kept in words and, for MXFP4, BF16 arithmetic:
+ * quant_block.cuh, cu_encode16_w). Both runs first put every BF16 pattern
+ * through the packed BF16 element path for every MXFP4 scale and tie rule
+ * (on the CPU, or on the device: its BF16 arithmetic). Without --emulate and without
  * a usable GPU the program prints why and exits 77 (meson: skipped).
  * --profiles keeps only the profiles' specs (fewer launches, for the
  * compute-sanitizer runs). --hold-default-stream holds the legacy default
