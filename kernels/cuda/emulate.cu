@@ -7,30 +7,38 @@
 
 namespace {
 
-float load_elem(int dt, const void *x, size_t i)
-{
-    if (dt == CU_DT_F32) return static_cast<const float *>(x)[i];
-    const uint32_t h = static_cast<const uint16_t *>(x)[i];
-    return dt == CU_DT_BF16 ? cu_bf16_f32(h) : cu_f16_f32(h);
-}
+/* groups encoded by the packed BF16 paths, and all groups (fp4s_cuda_emulate_paths) */
+uint64_t n_pk, n_groups;
 
+/* One group's codes as the kernels encode it: float32 input from f, BF16 and
+ * FP16 from their words u (cu_encode16_w, which takes the packed BF16 paths
+ * exactly when cu_block_pk holds: counted here). */
 template <int MODE, int NB>
-void encode(const fp4s_cu_params &p, const fp4s_cu_amax &am, const fp4s_cu_blk &b, const float *f, uint32_t *w)
+void encode(int dt, const fp4s_cu_params &p, const fp4s_cu_amax &am, const fp4s_cu_blk &b, const float *f,
+            const uint32_t *u, uint32_t *w)
 {
-    cu_encode16<MODE, NB>(p, am, b, f, w);
+    n_groups++;
+    if (dt == CU_DT_F32) {
+        cu_encode16<MODE, NB>(p, am, b, f, w);
+    } else if (dt == CU_DT_BF16) {
+        if (MODE != 2 && cu_block_pk(p, am, b, MODE, MODE == 1 ? cu_rcp(b.f) : 0.0f)) n_pk++;
+        cu_encode16_w<CU_DT_BF16, MODE, NB>(p, am, b, u, w);
+    } else {
+        cu_encode16_w<CU_DT_F16, MODE, NB>(p, am, b, u, w);
+    }
 }
 
-void encode_mode(int mode, int nb, const fp4s_cu_params &p, const fp4s_cu_amax &am, const fp4s_cu_blk &b,
-                 const float *f, uint32_t *w)
+void encode_mode(int dt, int mode, int nb, const fp4s_cu_params &p, const fp4s_cu_amax &am, const fp4s_cu_blk &b,
+                 const float *f, const uint32_t *u, uint32_t *w)
 {
     if (nb == 4) {
-        if (mode == 0) encode<0, 4>(p, am, b, f, w);
-        else if (mode == 1) encode<1, 4>(p, am, b, f, w);
-        else encode<2, 4>(p, am, b, f, w);
+        if (mode == 0) encode<0, 4>(dt, p, am, b, f, u, w);
+        else if (mode == 1) encode<1, 4>(dt, p, am, b, f, u, w);
+        else encode<2, 4>(dt, p, am, b, f, u, w);
     } else {
-        if (mode == 0) encode<0, 8>(p, am, b, f, w);
-        else if (mode == 1) encode<1, 8>(p, am, b, f, w);
-        else encode<2, 8>(p, am, b, f, w);
+        if (mode == 0) encode<0, 8>(dt, p, am, b, f, u, w);
+        else if (mode == 1) encode<1, 8>(dt, p, am, b, f, u, w);
+        else encode<2, 8>(dt, p, am, b, f, u, w);
     }
 }
 
@@ -60,19 +68,32 @@ extern "C" int fp4s_cuda_emulate_quantize_ex(const fp4s_spec *s, const fp4s_tsca
             /* the groups of this block: rows r0..r1-1, gpb groups of 16 each */
             const size_t ng = (r1 - r0) * gpb;
             float f[32][16];
+            uint32_t u[32][8];
             float a = 0.0f;
+            uint32_t m = 0;
             for (size_t g = 0; g < ng; g++) {
                 const size_t r = r0 + g / gpb, c0 = b * bs + (g % gpb) * 16;
-                for (int k = 0; k < 16; k++) {
-                    f[g][k] = load_elem(dt, x, r * ld + c0 + (size_t)k);
-                    a = cu_absmax_nan(a, f[g][k]);
+                if (dt == CU_DT_F32) {
+                    for (int k = 0; k < 16; k++) {
+                        f[g][k] = static_cast<const float *>(x)[r * ld + c0 + (size_t)k];
+                        a = cu_absmax_nan(a, f[g][k]);
+                    }
+                } else {
+                    const uint16_t *h = static_cast<const uint16_t *>(x) + r * ld + c0;
+                    for (int k = 0; k < 8; k++) u[g][k] = (uint32_t)h[2 * k] | ((uint32_t)h[2 * k + 1] << 16);
+                    m = cu_vmaxu2(m, cu_amax_w8(u[g]));
                 }
             }
-            fp4s_cu_amax am = cu_amax_from(a);
+            fp4s_cu_amax am = dt == CU_DT_F32 ? cu_amax_from(a)
+                              : dt == CU_DT_BF16 ? cu_amax_from_w<CU_DT_BF16>(m) : cu_amax_from_w<CU_DT_F16>(m);
             if (p.nonfinite == 2 && am.nan) {
                 fp4s_cu_amax e = {0u, 0, 0};
-                for (size_t g = 0; g < ng; g++)
-                    for (int k = 0; k < 16; k++) cu_amax_add(&e, f[g][k]);
+                for (size_t g = 0; g < ng; g++) {
+                    if (dt == CU_DT_F32)
+                        for (int k = 0; k < 16; k++) cu_amax_add(&e, f[g][k]);
+                    else if (dt == CU_DT_BF16) cu_amax_add_w<CU_DT_BF16>(&e, u[g]);
+                    else cu_amax_add_w<CU_DT_F16>(&e, u[g]);
+                }
                 am = e;
             }
             const fp4s_cu_blk blk = cu_block(p, am);
@@ -80,7 +101,7 @@ extern "C" int fp4s_cuda_emulate_quantize_ex(const fp4s_spec *s, const fp4s_tsca
             for (size_t g = 0; g < ng; g++) {
                 const size_t r = r0 + g / gpb, h = g % gpb, e0 = r * cols + b * bs + h * 16;
                 uint32_t *wg = w[gpb == 2 ? h : 0];
-                encode_mode(mode, out == 1 ? 4 : 8, p, am, blk, f[g], wg);
+                encode_mode(dt, mode, out == 1 ? 4 : 8, p, am, blk, f[g], u[g], wg);
                 if (out == 0) put_words(codes + e0, wg, 4);
                 else if (out == 1) put_words(codes + e0 / 2, wg, 2);
                 else if (gpb == 1) {
@@ -160,6 +181,85 @@ extern "C" uint64_t fp4s_cuda_emulate_check_e2m1(uint32_t *first)
     return bad;
 }
 
+extern "C" void fp4s_cuda_emulate_paths(uint64_t *packed, uint64_t *groups, bool reset)
+{
+    if (packed) *packed = n_pk;
+    if (groups) *groups = n_groups;
+    if (reset) n_pk = n_groups = 0;
+}
+
+namespace {
+/* The word of BF16 patterns that the exhaustive checks feed cu_pk_pair: i in
+ * the low half and a permutation of i in the high half, so that every
+ * pattern passes through both halves. */
+FP4S_HD uint32_t pk_word(uint32_t i)
+{
+    return i | (((i * 40503u) & 0xFFFFu) << 16);
+}
+
+/* The parameters of an MXFP4 spec with tie rule t (0 RNE, 1 RTZ), -0 kept,
+ * zero_in sign: one the packed BF16 path takes (false if not). */
+bool pk_params(int t, fp4s_cu_params *p)
+{
+    fp4s_spec s;
+    fp4s_spec_profile(&s, FP4S_MXFP4, NULL);
+    s.tie = (fp4s_tie)t;
+    s.keep_neg_zero = true;
+    s.zero_in = FP4S_ZIN_SIGN;
+    return fp4s_cu_prepare(&s, NULL, 1, 32, p) == 0 && p->pk16;
+}
+
+/* Disagreements of cu_pk_pair(word i) with the 4-bit codes of the float32
+ * products for the block factor of scale code sc and the tie rule of p
+ * (tie: 0 RNE, 1 RTZ): on the host the reference encoder fp4s_e2m1_encode
+ * (-0 kept), on the device the float32 fast path cu_nib_fast; NaN and Inf
+ * elements (never on this path) skipped. */
+FP4S_HD uint32_t pk_check_word(const fp4s_cu_params &p, int tie, uint32_t i, uint32_t sc)
+{
+    const uint32_t w = pk_word(i);
+    const float f = cu_e8m0_inv((uint8_t)sc);
+    const uint32_t f16 = cu_bits(f) >> 16;
+    const uint32_t r = cu_pk_pair(w, f16 | (f16 << 16), p.kmag2);
+    uint32_t bad = (r & 0x0FFF0FFFu) != 0u; /* only the two code nibbles may be set */
+    for (int h = 0; h < 2; h++) {
+        const uint32_t x = (w >> (16 * h)) & 0xFFFFu;
+        if ((x & 0x7F80u) == 0x7F80u) continue;
+        const float v = cu_mul(cu_bf16_f32(x), f);
+#if defined(__CUDA_ARCH__)
+        (void)tie;
+        const uint32_t want = cu_nib_fast(p, v);
+#else
+        const uint32_t want = fp4s_e2m1_encode(v, (fp4s_tie)tie, true);
+#endif
+        if (((r >> (12 + 16 * h)) & 15u) != want) bad++;
+    }
+    return bad;
+}
+} // namespace
+
+/* Every BF16 pattern through the packed BF16 element path (cu_pk_pair), for
+ * every MXFP4 block scale (codes 0..254) and both of its tie rules (RNE,
+ * RTZ), against the reference encoder fp4s_e2m1_encode of the float32 product
+ * (-0 kept). Returns the disagreements; the first one's pattern, scale code and
+ * tie rule in *first (pattern | code << 16 | tie << 24). */
+extern "C" uint64_t fp4s_cuda_emulate_check_bf16(uint32_t *first)
+{
+    uint64_t bad = 0;
+    for (int t = 0; t < 2; t++) {
+        fp4s_cu_params p;
+        if (!pk_params(t, &p)) return UINT64_MAX;
+        for (uint32_t sc = 0; sc < 255; sc++)
+            for (uint32_t i = 0; i < 0x10000u; i++) {
+                const uint32_t nb = pk_check_word(p, t, i, sc);
+                if (nb) {
+                    if (first && bad == 0) *first = i | sc << 16 | (uint32_t)t << 24;
+                    bad += nb;
+                }
+            }
+    }
+    return bad;
+}
+
 /* cu_div_fast against the IEEE division on n pseudo-random pairs drawn from
  * seed (divisors: the block factors of NVFP4's dividing recipes, E4M3 values
  * times a tensor scale; dividends the divisor times a quotient in the range a
@@ -233,11 +333,12 @@ __global__ void e4m3_check_kernel(unsigned long long *bad, unsigned int *first)
 }
 } // namespace
 
-/* The device's E4M3 conversion (the instruction cu_e4m3 uses there) against
- * the software encoder cu_e4m3_soft on every float32 bit pattern: the number
- * of disagreements (the first one's bits in *first), or UINT64_MAX when the
- * check could not run. */
-extern "C" uint64_t fp4s_cuda_device_check_e4m3(uint32_t *first)
+namespace {
+/* A device check: launch(count, first) runs its kernel on a zeroed counter of
+ * disagreements and the first one's index; returns the count (the index in
+ * *first), or UINT64_MAX when the check could not run. */
+template <typename L>
+uint64_t device_count(L launch, uint32_t *first)
 {
     unsigned long long *d = nullptr;
     unsigned int *df = nullptr;
@@ -251,7 +352,7 @@ extern "C" uint64_t fp4s_cuda_device_check_e4m3(uint32_t *first)
     cudaError_t e = cudaMemset(d, 0, sizeof *d);
     if (e == cudaSuccess) e = cudaMemset(df, 0, sizeof *df);
     if (e == cudaSuccess) {
-        e4m3_check_kernel<<<fp4s_cu_grid((size_t)1 << 32, 256), 256>>>(d, df);
+        launch(d, df);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess) e = cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost);
@@ -261,4 +362,45 @@ extern "C" uint64_t fp4s_cuda_device_check_e4m3(uint32_t *first)
     if (e != cudaSuccess) return UINT64_MAX;
     if (first) *first = hf;
     return h;
+}
+
+__global__ void bf16_check_kernel(fp4s_cu_params p0, fp4s_cu_params p1, unsigned long long *bad, unsigned int *first)
+{
+    const uint32_t n = 2u * 255u * 0x10000u;
+    for (uint32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x) {
+        const uint32_t t = j / (255u * 0x10000u), sc = (j >> 16) % 255u, i = j & 0xFFFFu;
+        const fp4s_cu_params &p = t ? p1 : p0;
+        const uint32_t nb = pk_check_word(p, (int)t, i, sc);
+        if (nb && atomicAdd(bad, (unsigned long long)nb) == 0) *first = i | sc << 16 | t << 24;
+    }
+}
+} // namespace
+
+/* On the GPU: cu_pk_pair (the packed BF16 arithmetic of the device) on every
+ * BF16 pattern, every MXFP4 scale code and both tie rules, against the
+ * float32 fast path's codes (cu_nib_fast, equal to the reference encoder on
+ * every float32: test_cuda --exhaustive). Disagreements (first as in
+ * fp4s_cuda_emulate_check_bf16), UINT64_MAX when the check could not run. */
+extern "C" uint64_t fp4s_cuda_device_check_bf16(uint32_t *first)
+{
+    fp4s_cu_params p[2];
+    if (!pk_params(0, &p[0]) || !pk_params(1, &p[1])) return UINT64_MAX;
+    return device_count(
+        [&](unsigned long long *d, unsigned int *df) {
+            bf16_check_kernel<<<fp4s_cu_grid((size_t)2 * 255 * 0x10000, 256), 256>>>(p[0], p[1], d, df);
+        },
+        first);
+}
+
+/* The device's E4M3 conversion (the instruction cu_e4m3 uses there) against
+ * the software encoder cu_e4m3_soft on every float32 bit pattern: the number
+ * of disagreements (the first one's bits in *first), or UINT64_MAX when the
+ * check could not run. */
+extern "C" uint64_t fp4s_cuda_device_check_e4m3(uint32_t *first)
+{
+    return device_count(
+        [](unsigned long long *d, unsigned int *df) {
+            e4m3_check_kernel<<<fp4s_cu_grid((size_t)1 << 32, 256), 256>>>(d, df);
+        },
+        first);
 }

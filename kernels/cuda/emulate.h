@@ -39,6 +39,19 @@ uint64_t fp4s_cuda_emulate_check_e2m1(uint32_t *first);
  * the IEEE division on n pseudo-random and planted pairs: disagreements. */
 uint64_t fp4s_cuda_emulate_check_div(uint64_t seed, uint64_t n, float *first_x, float *first_t);
 
+/* Groups the last emulated quantizations encoded through the packed BF16
+ * path (cu_encode16_pk), and all groups; reset: start counting again. */
+void fp4s_cuda_emulate_paths(uint64_t *packed, uint64_t *groups, bool reset);
+
+/* Every BF16 pattern through the packed BF16 element path, every MXFP4 scale
+ * code, RNE and RTZ, against fp4s_e2m1_encode: disagreements (first one's
+ * pattern | scale code << 16 | tie << 24 in *first). */
+uint64_t fp4s_cuda_emulate_check_bf16(uint32_t *first);
+
+/* The same on the GPU against the float32 fast path's codes (UINT64_MAX if it
+ * could not run). */
+uint64_t fp4s_cuda_device_check_bf16(uint32_t *first);
+
 /* On the GPU: the device's E4M3 conversion against the software encoder on
  * every float32 (disagreements; UINT64_MAX if it could not run). */
 uint64_t fp4s_cuda_device_check_e4m3(uint32_t *first);

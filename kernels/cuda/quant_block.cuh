@@ -20,6 +20,10 @@
 #include <math.h>
 
 #if defined(__CUDACC__)
+#include <cuda_fp16.h>
+#endif
+
+#if defined(__CUDACC__)
 #define FP4S_HD __host__ __device__ __forceinline__
 #else
 #define FP4S_HD static inline
@@ -53,6 +57,9 @@ struct fp4s_cu_params {
     int clear_negz;    /* !keep_neg_zero: code 8 becomes 0 (done on whole words of codes) */
     float kmag;        /* the magic add's multiplier: 1 (RNE) or 1 - 2^-24 (RTZ); RHA uses thr */
     int fsel;          /* 3 * (0 RNE, 1 RTZ, 2 RHA) + zero_in: the fast path's variant */
+    /* the packed BF16 element path (cu_encode16_pk) */
+    int pk16;          /* MXFP4, fast_ok, RNE or RTZ, zero_in SIGN: BF16 blocks may take it */
+    uint32_t kmag2;    /* its multiplier k in both BF16 halves: 1 (RNE) or 1 - 2^-8 (RTZ) */
 };
 
 /* ---- fp32 operations, exactly rounded on both sides ------------------------ */
@@ -699,15 +706,11 @@ FP4S_HD float cu_f16_f32(uint32_t h)
  * Returns code | sign << 3 in bits 28..31 (the bits below are not cleared:
  * every user takes the top nibble only); a -0 code
  * (8) that keep_neg_zero drops is cleared later on whole words (cu_clear_negz). */
-template <int TM, int ZIN>
-FP4S_HD uint32_t cu_nib_top(const fp4s_cu_params &p, float v)
+/* The magnitude part (TM 0 or 1): the bits of R * 2^-126, code << 22. */
+template <int TM>
+FP4S_HD uint32_t cu_mag22(const fp4s_cu_params &p, float v)
 {
     const float c = fminf(fabsf(v), 6.0f);
-    uint32_t sv;
-    if (ZIN == 0) sv = cu_bits(v);
-    else if (ZIN == 1) sv = cu_bits(cu_add(v, 0.0f));
-    else sv = ~cu_bits(cu_add(-v, 0.0f));
-    if (TM == 2) return (cu_e2m1_thr_mag(p.thr, cu_bits(c)) << 28) | (sv & ~0x70000000u);
     const float P = cu_float(cu_bits(fmaxf(c, 1.0f)) & 0xFF800000u);
     float R;
     if (TM == 0) {
@@ -717,7 +720,18 @@ FP4S_HD uint32_t cu_nib_top(const fp4s_cu_params &p, float v)
         const float M = cu_mul(P, 4194304.0f);
         R = cu_add(cu_fma(c, p.kmag, M), -M);
     }
-    const uint32_t u = cu_bits(cu_mul(R, 1.17549435e-38f)); /* R * 2^-126 = code << 22 */
+    return cu_bits(cu_mul(R, 1.17549435e-38f)); /* R * 2^-126 = code << 22 */
+}
+
+template <int TM, int ZIN>
+FP4S_HD uint32_t cu_nib_top(const fp4s_cu_params &p, float v)
+{
+    uint32_t sv;
+    if (ZIN == 0) sv = cu_bits(v);
+    else if (ZIN == 1) sv = cu_bits(cu_add(v, 0.0f));
+    else sv = ~cu_bits(cu_add(-v, 0.0f));
+    if (TM == 2) return (cu_e2m1_thr_mag(p.thr, cu_bits(fminf(fabsf(v), 6.0f))) << 28) | (sv & ~0x70000000u);
+    const uint32_t u = cu_mag22<TM>(p, v);
     return ((u << 6) & 0x70000000u) | (sv & ~0x70000000u); /* one LOP3: code, and sign in bit 31 */
 }
 
@@ -748,12 +762,16 @@ FP4S_HD uint32_t cu_nib_fast(const fp4s_cu_params &p, float v)
  * sign of x is put back (RN(x/t) keeps the sign of x for t > 0, the
  * correction could round a tiny quotient to a zero of either sign). test_cuda
  * --emulate compares it with the division on random and adversarial pairs. */
-FP4S_HD float cu_div_fast(float x, float t, float y)
+/* Its quotient before the sign is put back: right in magnitude (as above). */
+FP4S_HD float cu_div_fast_mag(float x, float t, float y)
 {
     const float q = cu_mul(x, y);
     const float r = cu_fma(-q, t, x);
-    const float q1 = cu_fma(r, y, q);
-    return cu_float((cu_bits(q1) & 0x7FFFFFFFu) | (cu_bits(x) & 0x80000000u));
+    return cu_fma(r, y, q);
+}
+FP4S_HD float cu_div_fast(float x, float t, float y)
+{
+    return cu_float((cu_bits(cu_div_fast_mag(x, t, y)) & 0x7FFFFFFFu) | (cu_bits(x) & 0x80000000u));
 }
 
 /* |x| maximum that propagates NaN: the result is NaN if any input was NaN,
@@ -905,6 +923,305 @@ FP4S_HD void cu_split16(const uint32_t *bw, uint32_t *out)
 {
     out[0] = bw[0] | (bw[2] << 4);
     out[1] = bw[1] | (bw[3] << 4);
+}
+
+/* ---- 16-bit inputs kept in their words ----------------------------------------
+ * BF16 and FP16 elements are read as 32-bit words, element 2j in the low half
+ * of word j (little-endian), and stay packed where the arithmetic allows:
+ *
+ * The block amax on the bits: BF16 and FP16 bit patterns of the same sign
+ * are ordered as their magnitudes, NaN above Inf above every finite value.
+ * w << 1 drops the upper element's sign and moves the lower element's sign
+ * into the upper half's lowest bit, below its magnitude bits, so an unsigned
+ * maximum of 16-bit halves (max.u16x2, one instruction for two elements, and
+ * the shift an integer multiply on the FMA pipe) gives each half's largest
+ * magnitude in bits 1..15. The result is the one of cu_absmax_nan and
+ * cu_amax_from: NaN flagged when any element is NaN (then only the flags
+ * count: the IGNORE policy recomputes the amax from the elements), else Inf
+ * flagged, else the float32 bits of the largest magnitude. */
+
+/* The larger (mx) or smaller of each unsigned 16-bit half of a and b (host). */
+FP4S_HD uint32_t cu_u16x2_pick(uint32_t a, uint32_t b, bool mx)
+{
+    uint32_t r = 0;
+    for (int h = 0; h < 32; h += 16) {
+        const uint32_t x = (a >> h) & 0xFFFFu, y = (b >> h) & 0xFFFFu;
+        r |= ((x > y) == mx ? x : y) << h;
+    }
+    return r;
+}
+
+FP4S_HD uint32_t cu_vmaxu2(uint32_t a, uint32_t b)
+{
+#if defined(__CUDA_ARCH__)
+    return __vmaxu2(a, b);
+#else
+    return cu_u16x2_pick(a, b, true);
+#endif
+}
+
+/* The per-half maximum of (u[j] << 1) over 8 words (16 elements). */
+FP4S_HD uint32_t cu_amax_w8(const uint32_t *u)
+{
+    const uint32_t m0 = cu_vmaxu2(u[0] << 1, u[1] << 1), m1 = cu_vmaxu2(u[2] << 1, u[3] << 1);
+    const uint32_t m2 = cu_vmaxu2(u[4] << 1, u[5] << 1), m3 = cu_vmaxu2(u[6] << 1, u[7] << 1);
+    return cu_vmaxu2(cu_vmaxu2(m0, m1), cu_vmaxu2(m2, m3));
+}
+
+/* The block summary from such a maximum (both halves, any number of words
+ * and lanes folded in with cu_vmaxu2). */
+template <int DT>
+FP4S_HD fp4s_cu_amax cu_amax_from_w(uint32_t m)
+{
+    const uint32_t lo = m & 0xFFFFu, hi = m >> 16;
+    const uint32_t h = (lo > hi ? lo : hi) >> 1; /* the largest magnitude's bits */
+    const uint32_t inf = DT == CU_DT_BF16 ? 0x7F80u : 0x7C00u;
+    fp4s_cu_amax am;
+    am.nan = h > inf;
+    am.inf = h == inf;
+    am.abits = h < inf ? cu_bits(DT == CU_DT_BF16 ? cu_bf16_f32(h) : cu_f16_f32(h)) : 0u;
+    return am;
+}
+
+/* 8 words of type DT widened to 16 float32 values, exactly. */
+template <int DT>
+FP4S_HD void cu_widen16(const uint32_t *u, float *f)
+{
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        if (DT == CU_DT_BF16) {
+            f[2 * k] = cu_float(u[k] << 16);
+            f[2 * k + 1] = cu_float(u[k] & 0xFFFF0000u);
+        } else {
+#if defined(__CUDA_ARCH__)
+            const float2 h = __half22float2(*reinterpret_cast<const __half2 *>(&u[k]));
+            f[2 * k] = h.x;
+            f[2 * k + 1] = h.y;
+#else
+            f[2 * k] = cu_f16_f32(u[k] & 0xFFFFu);
+            f[2 * k + 1] = cu_f16_f32(u[k] >> 16);
+#endif
+        }
+    }
+}
+
+/* The IGNORE policy's amax (NaN left out) of 8 words. */
+template <int DT>
+FP4S_HD void cu_amax_add_w(fp4s_cu_amax *a, const uint32_t *u)
+{
+    float f[16];
+    cu_widen16<DT>(u, f);
+#pragma unroll
+    for (int k = 0; k < 16; k++) cu_amax_add(a, f[k]);
+}
+
+/* ---- BF16 pairs in packed arithmetic (MXFP4) -----------------------------------
+ * An MXFP4 block factor is a power of two f = 2^-k (k >= -127, so f <= 2^127,
+ * a BF16 value: BF16 has float32's exponent range), and BF16 arithmetic on
+ * sm_90 (mul/fma/min/max.bf16x2) works on two elements an instruction. The
+ * element path of cu_nib_top carries over to BF16's 8-bit significand:
+ *
+ *   y = RN(|x| f): exact unless it falls below 2^-126, where it rounds to a
+ *     value below 2^-126 or to 0: code 0 either way (the sign is x's, below);
+ *   c = min(y, 6); M = 64 P with P = 2^floor(log2(max(c, 1))) (1, 2 or 4),
+ *     from the bits of 64 max(c, 1) (exact) with the significand cleared;
+ *   t = RN(c k + M) (one fused rounding): BF16's ulp of M is P/2, the grid
+ *     step of E2M1 in c's binade ([0,2): 0.5, [2,4): 1, [4,6]: 2), and
+ *     c k + M stays below 2M, so t - M is c rounded to the grid. k = 1: ties
+ *     to even. k = 1 - 2^-8 (RTZ) moves c down by c 2^-8: a c below an
+ *     E2M1 midpoint m stays below it, c = m falls below it (ties toward
+ *     zero), and a c above m stays above it: c >= m + 2^(e-7) (the next BF16
+ *     value, m in [2^e, 2^(e+1))), so c k - m >= 2^(e-7) (1 - 2^-8) - m 2^-8
+ *     > 0, as every midpoint (0.25 0.75 1.25 1.75 2.5 3.5 5) is at most
+ *     1.75 2^e; every other c keeps its rounding;
+ *   R = t - M: exact (t and M in the same binade);
+ *   R 2^-126: exact, R has at most two significant bits, and its BF16 bits are
+ *     code << 6. 0.5 gives the subnormal 2^-127 (BF16 pattern 0x0040): this
+ *     needs the device's BF16 multiply to keep subnormals (PTX's BF16
+ *     arithmetic has no flush-to-zero form); fp4s_cuda_device_check_bf16 (in
+ *     the GPU test) runs this very function on the device on every BF16
+ *     pattern and every scale, and fails on a device that flushes;
+ *   the code shifted to bits 12..14 of each half and x's sign bit kept at 15:
+ *     the 4-bit code in the top nibble of each half.
+ * On the host each BF16 operation is the float32 operation (exact here, but
+ * for the fused c k + M when c < 2^-2 and M = 64: then both that sum and its
+ * float32 rounding lie in [64, 64.25), below the first midpoint 64.25) and
+ * one round-to-nearest-even to BF16, so the host computes the device's bits.
+ * test_cuda --emulate runs every BF16 pattern through cu_pk_pair for every
+ * block scale and both tie rules against the reference encoder. */
+
+/* float32 (not NaN) to BF16 bits, round to nearest even */
+FP4S_HD uint32_t cu_bf16_rn(float v)
+{
+    const uint32_t u = cu_bits(v);
+    return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+}
+
+/* Half h (0 low, 1 high) of a word of two BF16 values, as float32 (host). */
+FP4S_HD float cu_b2_half(uint32_t a, int h)
+{
+    return cu_bf16_f32((a >> (16 * h)) & 0xFFFFu);
+}
+
+/* a * b + c on both halves (c = -0: the product alone, exact sign of a zero) */
+FP4S_HD uint32_t cu_b2_fma(uint32_t a, uint32_t b, uint32_t c)
+{
+#if defined(__CUDA_ARCH__)
+    uint32_t d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+#else
+    uint32_t r = 0;
+    for (int h = 0; h < 2; h++)
+        r |= cu_bf16_rn(cu_fma(cu_b2_half(a, h), cu_b2_half(b, h), cu_b2_half(c, h))) << (16 * h);
+    return r;
+#endif
+}
+
+/* The minimum (OP 0), maximum (OP 1) or product (OP 2) of the BF16 halves of
+ * a and b; min and max of non-negative halves only (never NaN here: their
+ * bits are ordered as their values). */
+template <int OP>
+FP4S_HD uint32_t cu_b2(uint32_t a, uint32_t b)
+{
+#if defined(__CUDA_ARCH__)
+    uint32_t d;
+    if (OP == 0) asm("min.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    else if (OP == 1) asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    else asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+#else
+    /* a * b + (-0) is RN(a * b), the same bits */
+    return OP == 2 ? cu_b2_fma(a, b, 0x80008000u) : cu_u16x2_pick(a, b, OP == 1);
+#endif
+}
+FP4S_HD uint32_t cu_b2_min(uint32_t a, uint32_t b) { return cu_b2<0>(a, b); }
+FP4S_HD uint32_t cu_b2_max(uint32_t a, uint32_t b) { return cu_b2<1>(a, b); }
+FP4S_HD uint32_t cu_b2_mul(uint32_t a, uint32_t b) { return cu_b2<2>(a, b); }
+
+/* Byte select (PRMT): byte i of the result is byte (s >> 4i) & 7 of b:a. */
+FP4S_HD uint32_t cu_prmt(uint32_t a, uint32_t b, uint32_t s)
+{
+#if defined(__CUDA_ARCH__)
+    return __byte_perm(a, b, s);
+#else
+    const uint64_t v = (uint64_t)a | ((uint64_t)b << 32);
+    uint32_t r = 0;
+    for (int i = 0; i < 4; i++) r |= (uint32_t)((v >> (8 * ((s >> (4 * i)) & 7u))) & 0xFFu) << (8 * i);
+    return r;
+#endif
+}
+
+/* (a >> 4) + c as the high word of a 2^28 + c (mad.hi, the FMA pipe). */
+FP4S_HD uint32_t cu_shr4_add(uint32_t a, uint32_t c)
+{
+#if defined(__CUDA_ARCH__)
+    uint32_t d;
+    asm("mad.hi.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(0x10000000u), "r"(c));
+    return d;
+#else
+    return (a >> 4) + c;
+#endif
+}
+
+/* Two BF16 elements (word w) to their codes, code | sign << 3, in the top
+ * nibble of each half (bits 12..15 and 28..31; every other bit 0). f2: the
+ * block factor in both halves, k2: p.kmag2. See above for the argument. */
+FP4S_HD uint32_t cu_pk_pair(uint32_t w, uint32_t f2, uint32_t k2)
+{
+    const uint32_t c = cu_b2_min(cu_b2_mul(w & 0x7FFF7FFFu, f2), 0x40C040C0u);            /* min(|x| f, 6) */
+    const uint32_t m = cu_b2_mul(cu_b2_max(c, 0x3F803F80u), 0x42804280u) & 0xFF80FF80u;   /* 64 P */
+    const uint32_t r = cu_b2_fma(m, 0xBF80BF80u, cu_b2_fma(c, k2, m));                    /* t - M */
+    return (cu_b2_mul(r, 0x00800080u) << 6) | (w & 0x80008000u);                          /* R 2^-126 */
+}
+
+/* May the block's BF16 elements take the packed words' paths
+ * (cu_encode16_pk for MXFP4, cu_encode16_nvw for NVFP4)? The spec allows it
+ * (p.pk16) and the block the fast path (no NaN/Inf, a finite factor; y the
+ * reciprocal of a dividing recipe's). */
+FP4S_HD bool cu_block_pk(const fp4s_cu_params &p, const fp4s_cu_amax &am, const fp4s_cu_blk &b, int mode, float y)
+{
+    return p.pk16 && cu_block_fast(p, am, b, mode, y);
+}
+
+/* The NB-bit fields of 16 codes, as cu_encode16_fast writes them, from 8
+ * words v of two codes each in the top nibbles of their halves (cu_pk_pair):
+ * code nibbles gathered by byte selects, then each even element's nibble
+ * moved down 4 bits beside its odd neighbour's (one mad.hi for 8 codes).
+ * cu_encode16_pk: the codes of 16 BF16 elements (8 words u) by cu_pk_pair. */
+template <int NB>
+FP4S_HD void cu_pack_pairs(const fp4s_cu_params &p, const uint32_t *v, uint32_t *w)
+{
+#pragma unroll
+    for (int k = 0; k < NB / 2; k++) {
+        uint32_t acc;
+        if (NB == 4) {
+            /* codes of elements 8k..8k+7 (top nibbles of bytes 1 and 3 of v[4k..4k+3]) */
+            const uint32_t a = cu_prmt(v[4 * k], v[4 * k + 1], 0x7531u);     /* e0 e1 e2 e3 */
+            const uint32_t c = cu_prmt(v[4 * k + 2], v[4 * k + 3], 0x7531u); /* e4 e5 e6 e7 */
+            acc = cu_shr4_add(cu_prmt(a, c, 0x6420u), cu_prmt(a, c, 0x7531u));
+        } else {
+            acc = cu_shr4_add(cu_prmt(v[2 * k], v[2 * k + 1], 0x7531u), 0u); /* elements 4k..4k+3 */
+        }
+        w[k] = p.clear_negz ? cu_clear_negz<NB>(acc) : acc;
+    }
+}
+
+template <int NB>
+FP4S_HD void cu_encode16_pk(const fp4s_cu_params &p, const fp4s_cu_blk &b, const uint32_t *u, uint32_t *w)
+{
+    const uint32_t f16 = cu_bits(b.f) >> 16, f2 = f16 | (f16 << 16); /* 2^-k: the low bits are 0 */
+    uint32_t v[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) v[j] = cu_pk_pair(u[j], f2, p.kmag2);
+    cu_pack_pairs<NB>(p, v, w);
+}
+
+/* NVFP4 on BF16 (the same specs: RNE or RTZ, zero_in sign): the float32
+ * element arithmetic the engines define (x * f or x / f, then cu_mag22), and
+ * the two codes of a word joined as in cu_pk_pair: the upper halves of the
+ * two code << 22 patterns side by side (one byte select) are the code << 6
+ * of each half; the sign is x's (f > 0), so the division needs only its
+ * magnitude (cu_div_fast_mag) and the fast path's sign handling drops out. */
+template <int MODE, int NB, int TM>
+FP4S_HD void cu_encode16_nvw(const fp4s_cu_params &p, const fp4s_cu_blk &b, float y, const uint32_t *u,
+                             uint32_t *w)
+{
+    float f[16];
+    cu_widen16<CU_DT_BF16>(u, f);
+    uint32_t v[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        uint32_t r[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const float x = f[2 * j + h];
+            r[h] = cu_mag22<TM>(p, MODE == 1 ? cu_div_fast_mag(x, b.f, y) : cu_mul(x, b.f));
+        }
+        v[j] = (cu_prmt(r[0], r[1], 0x7632u) << 6) | (u[j] & 0x80008000u);
+    }
+    cu_pack_pairs<NB>(p, v, w);
+}
+
+/* The codes of 16 elements given as 8 words of type DT: the packed BF16 path
+ * where the spec and the block allow it, else the float32 one (cu_encode16)
+ * on the widened values. */
+template <int DT, int MODE, int NB>
+FP4S_HD void cu_encode16_w(const fp4s_cu_params &p, const fp4s_cu_amax &am, const fp4s_cu_blk &b,
+                           const uint32_t *u, uint32_t *w)
+{
+    if (DT == CU_DT_BF16 && MODE != 2) {
+        const float y = MODE == 1 ? cu_rcp(b.f) : 0.0f;
+        if (cu_block_pk(p, am, b, MODE, y)) {
+            if (p.format == 1) cu_encode16_pk<NB>(p, b, u, w);
+            else if (p.tie == 0) cu_encode16_nvw<MODE, NB, 0>(p, b, y, u, w);
+            else cu_encode16_nvw<MODE, NB, 1>(p, b, y, u, w);
+            return;
+        }
+    }
+    float f[16];
+    cu_widen16<DT>(u, f);
+    cu_encode16<MODE, NB>(p, am, b, f, w);
 }
 
 #endif

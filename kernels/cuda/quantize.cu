@@ -7,10 +7,13 @@
  * 32 is two neighbouring lanes (one shuffle for the block amax), a 1-D NVFP4
  * block of 16 is one thread (no shuffle), a 2-D NVFP4 tile of 16x16 is 16
  * lanes taking its 16 rows (four shuffles). The block amax is a NaN-propagating
- * maximum (one instruction per element); every lane of a block then derives
- * the same scale (cu_block) and encodes its elements (cu_encode16: the fast
- * path of quant_block.cuh, or the generic one for blocks with NaN/Inf and for
- * ggml's level search) into words of 4-bit or 8-bit fields, which are stored
+ * maximum (one instruction per element; BF16 and FP16, which stay in their
+ * 32-bit words, one per two elements on the bit patterns); every lane of a
+ * block then derives the same scale (cu_block) and encodes its elements
+ * (cu_encode16: the fast path of quant_block.cuh, or the generic one for blocks
+ * with NaN/Inf and for ggml's level search; cu_encode16_w for BF16 and FP16:
+ * MXFP4 on BF16 in packed BF16 arithmetic, the rest widened to float32) into
+ * words of 4-bit or 8-bit fields, which are stored
  * as 8 or 16 bytes. ggml's split layout of a 32-block pairs element j with
  * j + 16, which the other lane holds: the two lanes swap two words. The lane
  * that holds a block's first element writes its scale byte. Grid-stride loop,

@@ -22,53 +22,30 @@ namespace {
 constexpr int THREADS = 256;
 constexpr unsigned FULL = 0xffffffffu;
 
-/* 16 elements at element offset off of x, widened to float32 exactly. */
+/* The 16 elements at element offset off of x as 32-bit words: 16 float32
+ * (NW = 16), or 8 words of two BF16/FP16 elements, element 2j in the low
+ * half of word j (NW = 8): quant_block.cuh works on those words. */
 template <int DT>
-__device__ __forceinline__ void load16(const void *__restrict__ xv, size_t off, bool vec, float *f)
+__device__ __forceinline__ void load16(const void *__restrict__ xv, size_t off, bool vec, uint32_t *u)
 {
-    if (DT == CU_DT_F32) {
-        const float *x = static_cast<const float *>(xv) + off;
-        if (vec) {
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const float4 v = __ldcs(reinterpret_cast<const float4 *>(x) + k);
-                f[4 * k] = v.x;
-                f[4 * k + 1] = v.y;
-                f[4 * k + 2] = v.z;
-                f[4 * k + 3] = v.w;
-            }
-        } else {
-#pragma unroll
-            for (int k = 0; k < 16; k++) f[k] = __ldcs(x + k);
-        }
-        return;
-    }
-    const unsigned short *x = static_cast<const unsigned short *>(xv) + off;
-    uint32_t u[8];
+    constexpr int NW = DT == CU_DT_F32 ? 16 : 8;
+    const char *x = static_cast<const char *>(xv) + off * (DT == CU_DT_F32 ? 4 : 2);
     if (vec) {
 #pragma unroll
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < NW / 4; k++) {
             const uint4 v = __ldcs(reinterpret_cast<const uint4 *>(x) + k);
             u[4 * k] = v.x;
             u[4 * k + 1] = v.y;
             u[4 * k + 2] = v.z;
             u[4 * k + 3] = v.w;
         }
+    } else if (DT == CU_DT_F32) {
+#pragma unroll
+        for (int k = 0; k < 16; k++) u[k] = __ldcs(reinterpret_cast<const unsigned *>(x) + k);
     } else {
+        const unsigned short *h = reinterpret_cast<const unsigned short *>(x);
 #pragma unroll
-        for (int k = 0; k < 8; k++)
-            u[k] = (uint32_t)__ldcs(x + 2 * k) | ((uint32_t)__ldcs(x + 2 * k + 1) << 16);
-    }
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-        if (DT == CU_DT_BF16) {
-            f[2 * k] = __uint_as_float(u[k] << 16);
-            f[2 * k + 1] = __uint_as_float(u[k] & 0xFFFF0000u);
-        } else {
-            const float2 h = __half22float2(*reinterpret_cast<const __half2 *>(&u[k]));
-            f[2 * k] = h.x;
-            f[2 * k + 1] = h.y;
-        }
+        for (int k = 0; k < 8; k++) u[k] = (uint32_t)__ldcs(h + 2 * k) | ((uint32_t)__ldcs(h + 2 * k + 1) << 16);
     }
 }
 
@@ -118,25 +95,41 @@ __device__ __forceinline__ bool group_pos(size_t g, size_t ngroups, size_t gpr, 
 
 /* One group of 16 loaded elements f: block amax (shuffles), scale, codes,
  * stores. Every lane of the warp calls it for the same iteration. */
-template <int BS, int MODE, int OUT, bool D2>
+template <int BS, int MODE, int OUT, bool D2, int DT>
 __device__ __forceinline__ void quant_group(const fp4s_cu_params &p, size_t g, bool act, size_t row, size_t cg,
                                             size_t cols, bool vec_out, uint8_t *__restrict__ codes,
-                                            uint8_t *__restrict__ scales, const float *f)
+                                            uint8_t *__restrict__ scales, const float *f, const uint32_t *u)
 {
-    float a = 0.0f;
+    fp4s_cu_amax am;
+    if (DT == CU_DT_F32) {
+        float a = 0.0f;
 #pragma unroll
-    for (int k = 0; k < 16; k++) a = cu_absmax_nan(a, f[k]);
-    if (BS == 32) a = cu_absmax_nan(a, __shfl_xor_sync(FULL, a, 1));
-    if (D2) {
+        for (int k = 0; k < 16; k++) a = cu_absmax_nan(a, f[k]);
+        if (BS == 32) a = cu_absmax_nan(a, __shfl_xor_sync(FULL, a, 1));
+        if (D2) {
 #pragma unroll
-        for (int o = 1; o < 16; o <<= 1) a = cu_absmax_nan(a, __shfl_xor_sync(FULL, a, o));
+            for (int o = 1; o < 16; o <<= 1) a = cu_absmax_nan(a, __shfl_xor_sync(FULL, a, o));
+        }
+        am = cu_amax_from(a);
+    } else {
+        /* on the 16-bit patterns, two elements an instruction (quant_block.cuh) */
+        uint32_t m = cu_amax_w8(u);
+        if (BS == 32) m = cu_vmaxu2(m, __shfl_xor_sync(FULL, m, 1));
+        if (D2) {
+#pragma unroll
+            for (int o = 1; o < 16; o <<= 1) m = cu_vmaxu2(m, __shfl_xor_sync(FULL, m, o));
+        }
+        am = cu_amax_from_w<DT>(m);
     }
-    fp4s_cu_amax am = cu_amax_from(a);
     if (p.nonfinite == 2 && __any_sync(FULL, am.nan)) {
         /* IGNORE: NaN stays out of the amax, Inf enters it */
         fp4s_cu_amax e = {0u, 0, 0};
+        if (DT == CU_DT_F32) {
 #pragma unroll
-        for (int k = 0; k < 16; k++) cu_amax_add(&e, f[k]);
+            for (int k = 0; k < 16; k++) cu_amax_add(&e, f[k]);
+        } else {
+            cu_amax_add_w<DT>(&e, u);
+        }
         unsigned flags = (unsigned)e.nan | ((unsigned)e.inf << 1);
         const int span = D2 ? 16 : BS / 16;
 #pragma unroll
@@ -151,8 +144,13 @@ __device__ __forceinline__ void quant_group(const fp4s_cu_params &p, size_t g, b
     }
     const fp4s_cu_blk b = cu_block(p, am);
     uint32_t w[4];
-    if (OUT == 1) cu_encode16<MODE, 4>(p, am, b, f, w);
-    else cu_encode16<MODE, 8>(p, am, b, f, w);
+    if (DT == CU_DT_F32) {
+        if (OUT == 1) cu_encode16<MODE, 4>(p, am, b, f, w);
+        else cu_encode16<MODE, 8>(p, am, b, f, w);
+    } else {
+        if (OUT == 1) cu_encode16_w<DT, MODE, 4>(p, am, b, u, w);
+        else cu_encode16_w<DT, MODE, 8>(p, am, b, u, w);
+    }
     const size_t e0 = D2 ? row * cols + cg * 16 : g * 16; /* first element, output order */
     if (OUT == 2) {
         uint32_t s[2];
@@ -191,7 +189,8 @@ quant16_kernel(fp4s_cu_params p, const void *__restrict__ x, size_t ngroups, siz
     const size_t cols = gpr * 16;
     const bool idx32 = total + (size_t)G * nth <= 0xFFFFFFFFu && gpr <= 0xFFFFFFFFu;
     for (size_t g0 = tid; g0 < total; g0 += (size_t)G * nth) {
-        float f[G][16];
+        /* the groups' words: 16 float32 or 8 words of BF16/FP16 each */
+        uint32_t w[G][DT == CU_DT_F32 ? 16 : 8];
         size_t row[G], cg[G];
         bool act[G];
 #pragma unroll
@@ -199,17 +198,22 @@ quant16_kernel(fp4s_cu_params p, const void *__restrict__ x, size_t ngroups, siz
             const size_t g = g0 + (size_t)u * nth;
             act[u] = group_pos<D2>(g, ngroups, gpr, rows, contig, idx32, mg, row[u], cg[u]);
             if (act[u]) {
-                load16<DT>(x, row[u] * ld + cg[u] * 16, vec_in, f[u]);
+                load16<DT>(x, row[u] * ld + cg[u] * 16, vec_in, w[u]);
             } else {
 #pragma unroll
-                for (int k = 0; k < 16; k++) f[u][k] = 0.0f;
+                for (int k = 0; k < (DT == CU_DT_F32 ? 16 : 8); k++) w[u][k] = 0u;
             }
         }
 #pragma unroll
         for (int u = 0; u < G; u++) {
             const size_t g = g0 + (size_t)u * nth;
             if (g >= total) break; /* the same for the whole warp */
-            quant_group<BS, MODE, OUT, D2>(p, g, act[u], row[u], cg[u], cols, vec_out, codes, scales, f[u]);
+            float f[16]; /* float32: the words as floats; read only for float32 */
+            if constexpr (DT == CU_DT_F32) {
+#pragma unroll
+                for (int k = 0; k < 16; k++) f[k] = __uint_as_float(w[u][k]);
+            }
+            quant_group<BS, MODE, OUT, D2, DT>(p, g, act[u], row[u], cg[u], cols, vec_out, codes, scales, f, w[u]);
         }
     }
 }

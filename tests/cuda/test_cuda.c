@@ -19,7 +19,11 @@
  * against fp4s_amax.
  *
  * --emulate runs the kernels' arithmetic on the CPU (emulate.h) instead of the
- * GPU: that check runs everywhere nvcc is found. Without --emulate and without
+ * GPU: that check runs everywhere nvcc is found; it also checks which path
+ * each block took (BF16 kept in words and, for MXFP4, BF16 arithmetic:
+ * quant_block.cuh, cu_encode16_w). Both runs first put every BF16 pattern
+ * through the packed BF16 element path for every MXFP4 scale and tie rule
+ * (on the CPU, or on the device: its BF16 arithmetic). Without --emulate and without
  * a usable GPU the program prints why and exits 77 (meson: skipped).
  * --profiles keeps only the profiles' specs (fewer launches, for the
  * compute-sanitizer runs). --hold-default-stream holds the legacy default
@@ -461,6 +465,7 @@ static int gpu_amax(fp4s_dtype dt, const void *x, size_t rows, size_t cols, size
 /* ---- comparison -------------------------------------------------------------- */
 static int quiet;
 static long n_checks;
+static uint64_t n_pk_groups; /* --emulate: groups encoded by the packed BF16 paths */
 
 static void print_block(const float *x, size_t ld, size_t row, size_t col, size_t bs)
 {
@@ -538,6 +543,7 @@ static long check_one(const tspec *t, int kind, const float *x, fp4s_dtype dt, c
             goto out;
         }
     }
+    if (emulate) fp4s_cuda_emulate_paths(NULL, NULL, true);
     rc = emulate ? fp4s_cuda_emulate_quantize_ex(s, &ts, dt, xin, rows, cols, ld, packed, gc, gs)
                  : gpu_quantize(s, &ts, dt, xin, rows, cols, ld, sh->off, packed, gc, gs);
     if (rc) {
@@ -546,6 +552,24 @@ static long check_one(const tspec *t, int kind, const float *x, fp4s_dtype dt, c
         goto out;
     }
     n_checks++;
+    if (emulate) {
+        /* the path the emulation took, the kernels' own choice (cu_block_pk):
+         * BF16 with RNE or RTZ and zero_in SIGN (not ggml's NVFP4 level
+         * search) kept in words on every block of a gaussian tensor (no
+         * NaN/Inf), never otherwise */
+        uint64_t npk = 0, ng = 0;
+        fp4s_cuda_emulate_paths(&npk, &ng, false);
+        const bool pk = dt == FP4S_DT_BF16 && s->tie != FP4S_TIE_AWAY && s->zero_in == FP4S_ZIN_SIGN &&
+                        !(s->format == FP4S_NVFP4 &&
+                          fp4s_get_nv_recipe_traits(s->nv_recipe)->elem == FP4S_NV_ELEM_SEARCH);
+        n_checks++;
+        if (pk ? kind == 4 && npk != ng : npk != 0) {
+            fprintf(stderr, "FAIL %s, tensor %s: %" PRIu64 " of %" PRIu64 " groups took the packed BF16 paths\n",
+                    what, tensor_name[kind], npk, ng);
+            bad++;
+        }
+        n_pk_groups += npk;
+    }
     int shown = 0;
     for (size_t r = 0; r < rows; r++)
         for (size_t b = 0; b < nb; b++)
@@ -731,6 +755,20 @@ int main(int argc, char **argv)
             bad += (long)nd;
         }
     }
+    {
+        /* the packed BF16 element path on every BF16 pattern, scale and tie rule:
+         * on the CPU (the emulation's arithmetic) or on the device */
+        uint32_t fb = 0;
+        uint64_t nb = emulate ? fp4s_cuda_emulate_check_bf16(&fb) : fp4s_cuda_device_check_bf16(&fb);
+        n_checks++;
+        printf("test_cuda: packed BF16 element path vs the reference, every BF16 pattern x 255 scales x RNE/RTZ (%s): "
+               "%" PRIu64 " disagreements\n", emulate ? "host" : "device", nb);
+        if (nb) {
+            fprintf(stderr, "MISMATCH packed BF16 path: %" PRIu64 " (first: pattern 0x%04x, scale code %u, tie %u)\n",
+                    nb, fb & 0xFFFFu, (fb >> 16) & 0xFFu, fb >> 24);
+            bad += nb == UINT64_MAX ? 1 : (long)nb;
+        }
+    }
     if (!emulate) {
         /* the conversion instruction behind the device's E4M3 block scales */
         uint32_t fe = 0;
@@ -807,6 +845,13 @@ int main(int argc, char **argv)
         bad += check_amax(x, FP4S_DT_BF16, h, &S);
         free(x);
         free(h);
+    }
+    if (emulate) {
+        printf("test_cuda: %" PRIu64 " groups took the packed BF16 paths\n", n_pk_groups);
+        if (n_pk_groups == 0) {
+            fprintf(stderr, "FAIL: no group took the packed BF16 path\n");
+            bad++;
+        }
     }
     printf("test_cuda: %d specs, %ld comparisons, %ld mismatches\n", nspecs, n_checks, bad);
     if (!quiet) {
