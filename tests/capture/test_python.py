@@ -132,6 +132,28 @@ def test_opts_struct_matches_the_library():
     assert not os.path.exists(os.path.join(T, "short.h5"))
 
 
+def test_qout_struct_matches_the_library():
+    """The adapter's copy of fp4s_qout has the library's size, and a copy
+    that does not is refused before the library writes through it."""
+    import ctypes
+    from fp4scope import quant
+    from fp4scope._lib import lib
+    assert ctypes.sizeof(quant._QOut) == lib().fp4s_qout_size(), \
+        (ctypes.sizeof(quant._QOut), lib().fp4s_qout_size())
+    good = quant._QOut
+
+    class Short(ctypes.Structure):
+        _fields_ = good._fields_[:-1]
+    quant._QOut = Short
+    try:
+        fp4scope.fake_quant(np.zeros((2, 16), np.float32))
+        raise AssertionError("a mirror of the wrong size was accepted")
+    except FP4SError as e:
+        assert "fp4s_qout is" in str(e) and e.code == -15, str(e)
+    finally:
+        quant._QOut = good
+
+
 def test_fake_quant():
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((8, 64)) * np.exp(rng.standard_normal(64))).astype(np.float32)
@@ -217,6 +239,7 @@ if __name__ == "__main__":
     test_interrupted()
     test_refused_overwrite_keeps_the_file()
     test_opts_struct_matches_the_library()
+    test_qout_struct_matches_the_library()
     test_fake_quant()
     if "--torch" in sys.argv:
         test_torch()

@@ -361,8 +361,10 @@ static int run_quant(const fp4s_spec *s, const float *x, const shape *sh, result
     }
     r->rc = fp4s_tscale_init(s, amax, &r->ts);
     if (r->rc) return r->rc;
-    fp4s_qout o = {r->codes, sh->cols, s->format == FP4S_FP8 ? NULL : r->scales, sh->nb,
-                   s->format == FP4S_FP8 ? r->sf32 : NULL, sh->sf_cols, r->deq, sh->cols};
+    fp4s_qout o = {.codes = r->codes, .ld_codes = sh->cols,
+                   .scales = s->format == FP4S_FP8 ? NULL : r->scales, .ld_scales = sh->nb,
+                   .scale_f32 = s->format == FP4S_FP8 ? r->sf32 : NULL, .ld_scale_f32 = sh->sf_cols,
+                   .dequant = r->deq, .ld_dequant = sh->cols};
     r->rc = fp4s_quantize(s, null_ts ? NULL : &r->ts, x, sh->rows, sh->cols, sh->ld, 0, &o,
                           with_stats ? &r->st : NULL);
     return r->rc;
@@ -669,8 +671,10 @@ static int coverage(const char *level)
         memset(scales, 0xAB, sizeof scales);
         memset(deq, 0xAB, sizeof deq);
         memset(sf, 0xAB, sizeof sf);
-        fp4s_qout o = {codes, cols, scales, cols / s->block, sf, 2, deq, cols};
-        fp4s_qout o2 = {codes2, cols, scales2, cols / s->block, sf2, 2, deq2, cols};
+        fp4s_qout o = {.codes = codes, .ld_codes = cols, .scales = scales, .ld_scales = cols / s->block,
+                       .scale_f32 = sf, .ld_scale_f32 = 2, .dequant = deq, .ld_dequant = cols};
+        fp4s_qout o2 = {.codes = codes2, .ld_codes = cols, .scales = scales2, .ld_scales = cols / s->block,
+                        .scale_f32 = sf2, .ld_scale_f32 = 2, .dequant = deq2, .ld_dequant = cols};
         fp4s_qstats st = {0};
         int rq = k->quantize(s, &ts, x, rows, cols, cols, 0, &o, &st);
         int rq2 = k->quantize(s, &ts, x, rows, cols, cols, 0, &o2, NULL);

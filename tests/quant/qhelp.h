@@ -37,7 +37,8 @@ static inline qres run_q(const fp4s_spec *s, const float *x, size_t rows, size_t
     q.rc = fp4s_tscale_init(s, amax, &q.ts);
     if (q.rc) return q;
     size_t ldsf = s->format == FP4S_FP8 ? (s->fp8_gran == FP4S_FP8_TENSOR ? 1 : cols / 128) : 1;
-    fp4s_qout o = {q.codes, cols, q.scales, q.bpr, q.sf, ldsf, q.deq, cols};
+    fp4s_qout o = {.codes = q.codes, .ld_codes = cols, .scales = q.scales, .ld_scales = q.bpr,
+                   .scale_f32 = q.sf, .ld_scale_f32 = ldsf, .dequant = q.deq, .ld_dequant = cols};
     q.rc = fp4s_quantize(s, &q.ts, x, rows, cols, cols, 0, &o, &q.st);
     return q;
 }

@@ -212,7 +212,7 @@ START_TEST(nvfp4_te_torchao_modelopt_on_2e7_blocks)
     for (size_t c = 0; c < chunks; c++) {
         gen_chunk(x, per, c);
         for (int i = 0; i < 3; i++) {
-            fp4s_qout o = {codes[i], cols, scales[i], cols / 16, NULL, 0, NULL, 0};
+            fp4s_qout o = {.codes = codes[i], .ld_codes = cols, .scales = scales[i], .ld_scales = cols / 16};
             ck_assert_int_eq(fp4s_quantize(&sp[i], &ts[i], x, rows, cols, cols, 0, &o, NULL), 0);
         }
         for (size_t b = 0; b < per / 16; b++) {

@@ -695,7 +695,7 @@ START_TEST(four_over_six_hand_computed)
     ck_assert(ts.s_enc == 256.0f && ts.s_dec == 0x1p-8f);
     uint8_t codes[32], scales[2];
     float dq[32];
-    fp4s_qout o = {codes, 32, scales, 2, NULL, 0, dq, 32};
+    fp4s_qout o = {.codes = codes, .ld_codes = 32, .scales = scales, .ld_scales = 2, .dequant = dq, .ld_dequant = 32};
     fp4s_qstats st = {0};
     ck_assert_int_eq(fp4s_quantize(&s, &ts, x, 1, 32, 32, 0, &o, &st), 0);
     ck_assert_msg(scales[0] == 0x7C && scales[1] == 0x78, "scales %02x %02x", scales[0], scales[1]);
@@ -718,7 +718,7 @@ START_TEST(four_over_six_hand_computed)
     fp4s_spec s2 = spec(FP4S_NVFP4, "te-4over6-2d");
     ck_assert_int_eq(fp4s_tscale_init(&s2, 6.0f, &ts), 0);
     uint8_t c2[256], sc2[16];
-    fp4s_qout o2 = {c2, 16, sc2, 1, NULL, 0, NULL, 0};
+    fp4s_qout o2 = {.codes = c2, .ld_codes = 16, .scales = sc2, .ld_scales = 1};
     ck_assert_int_eq(fp4s_quantize(&s2, &ts, t, 16, 16, 16, 0, &o2, NULL), 0);
     for (int r = 0; r < 16; r++) ck_assert_msg(sc2[r] == 0x7C, "row %d scale %02x", r, sc2[r]);
     /* MAE and MSE disagree on [6, 2.25, 2.25, 3.625, 0...] (tensor amax 6, bound 256): map-to-6 (scale
@@ -851,8 +851,9 @@ END_TEST
 START_TEST(plan_hand_computed)
 {
     /* site 0: (0, 10) (1, 4) (3, 3) and (2, 3.9) above its hull; site 1: (0, 8) (2, 2) (4, 1.5) */
-    fp4s_plan_item it[8] = {{10, 0, true}, {4, 1, true}, {3, 3, true}, {3.9, 2, true},
-                            {8, 0, true},  {2, 2, true}, {1.5, 4, true}, {0, 0, false}};
+#define P(e, c, k) {.err = (e), .cost = (c), .ok = (k)}
+    fp4s_plan_item it[8] = {P(10, 0, true), P(4, 1, true), P(3, 3, true), P(3.9, 2, true),
+                            P(8, 0, true),  P(2, 2, true), P(1.5, 4, true), P(0, 0, false)};
     size_t ch[2];
     double e, c;
     ck_assert_int_eq(fp4s_remedy_plan(it, 2, 4, 3, ch, &e, &c), 0);
@@ -864,10 +865,11 @@ START_TEST(plan_hand_computed)
     ck_assert_int_eq(fp4s_remedy_plan(it, 2, 4, 0, ch, &e, &c), 0);
     ck_assert(ch[0] == 0 && ch[1] == 0 && c == 0);
     /* a site whose cheapest candidate costs more than the budget */
-    fp4s_plan_item dear[2] = {{1, 5, true}, {0.5, 6, true}};
+    fp4s_plan_item dear[2] = {P(1, 5, true), P(0.5, 6, true)};
     ck_assert_int_eq(fp4s_remedy_plan(dear, 1, 2, 4, ch, &e, &c), FP4S_ERANGE);
     ck_assert_msg(strstr(fp4s_last_error(), "above the budget"), "%s", fp4s_last_error());
-    fp4s_plan_item none[1] = {{1, 0, false}};
+    fp4s_plan_item none[1] = {P(1, 0, false)};
+#undef P
     ck_assert_int_eq(fp4s_remedy_plan(none, 1, 1, 4, ch, &e, &c), FP4S_EINVAL);
 }
 END_TEST
