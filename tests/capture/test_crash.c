@@ -8,7 +8,7 @@
  * each appending where the last one's committed steps end. */
 #include <fp4scope/capture.h>
 
-#include <check.h>
+#include "../check_main.h"
 #include <hdf5.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -478,22 +478,14 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("capture_crash");
-    TCase *t1 = tcase_create("kill_mid_step_keeps_flushed_steps");
-    tcase_add_test(t1, kill_mid_step_keeps_flushed_steps);
-    tcase_set_timeout(t1, 600);
-    suite_add_tcase(s, t1);
-    TCase *t3 = tcase_create("soak_grows_a_capture_through_kills");
-    tcase_add_test(t3, soak_grows_a_capture_through_kills);
-    tcase_set_timeout(t3, 3000);
-    suite_add_tcase(s, t3);
-    TCase *t2 = tcase_create("unflushed_step_is_absent_after_kill");
-    tcase_add_test(t2, unflushed_step_is_absent_after_kill);
-    tcase_add_test(t2, unflushed_append_leaves_the_capture_as_it_was);
-    suite_add_tcase(s, t2);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    const check_case kill[] = {CHECK_CASE(kill_mid_step_keeps_flushed_steps)};
+    const check_case soak[] = {CHECK_CASE(soak_grows_a_capture_through_kills)};
+    const check_case unflushed[] = {
+        CHECK_CASE(unflushed_step_is_absent_after_kill),
+        CHECK_CASE(unflushed_append_leaves_the_capture_as_it_was),
+    };
+    check_add_cases(s, kill, CHECK_NCASES(kill), NULL, NULL, 600);
+    check_add_cases(s, soak, CHECK_NCASES(soak), NULL, NULL, 3000);
+    check_add_cases(s, unflushed, CHECK_NCASES(unflushed), NULL, NULL, 0);
+    return check_run_fork(s, CK_NORMAL, CK_NOFORK);
 }

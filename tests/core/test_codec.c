@@ -3,7 +3,7 @@
  * search on a strided fp32 sweep plus every midpoint, the E2M1 tie tables,
  * ggml's UE4M3 encoder and the MXFP4 shared-exponent rules on hand-picked
  * amax values. */
-#include <check.h>
+#include "../check_main.h"
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -507,41 +507,38 @@ static void grids(void)
     for (uint32_t c = 0; c < 127; c++) e4m3_grid[c] = ref_decode(c, 4, 3, 7);
 }
 
-#define TC(name) do { TCase *tc = tcase_create(#name); tcase_add_test(tc, name); \
-    tcase_set_timeout(tc, 120); suite_add_tcase(s, tc); } while (0)
-
 int main(void)
 {
     grids();
     Suite *s = suite_create("codec");
-    TC(bf16_decode_every_code);
-    TC(bf16_bulk_matches_scalar);
-    TC(bf16_roundtrip_every_code);
-    TC(bf16_encode_matches_double_reference);
-    TC(fp16_decode_every_code);
-    TC(fp16_roundtrip_every_code);
-    TC(fp16_encode_matches_double_reference);
-    TC(e4m3_decode_every_code);
-    TC(e4m3_encode_matches_double_reference);
-    TC(ue4m3_ggml_encoder_cases);
-    TC(e8m0_decode_every_code);
-    TC(e2m1_decode_every_code);
-    TC(e2m1_rne_ties);
-    TC(e2m1_rtz_and_rha_tables);
-    TC(e2m1_sign_and_negative_zero_policy);
-    TC(e2m1_every_value_against_grid);
-    TC(mx_floor_hand_cases);
-    TC(mx_ceil_hand_cases);
-    TC(mx_ceil_never_clips);
-    TC(mx_even_hand_cases);
-    TC(mx_log2f_differs_from_floor_only_below_powers_of_two);
-    TC(mx_rtn_hand_cases);
-    TC(tie_names_parse);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    const check_case cases[] = {
+        CHECK_CASE(bf16_decode_every_code),
+        CHECK_CASE(bf16_bulk_matches_scalar),
+        CHECK_CASE(bf16_roundtrip_every_code),
+        CHECK_CASE(bf16_encode_matches_double_reference),
+        CHECK_CASE(fp16_decode_every_code),
+        CHECK_CASE(fp16_roundtrip_every_code),
+        CHECK_CASE(fp16_encode_matches_double_reference),
+        CHECK_CASE(e4m3_decode_every_code),
+        CHECK_CASE(e4m3_encode_matches_double_reference),
+        CHECK_CASE(ue4m3_ggml_encoder_cases),
+        CHECK_CASE(e8m0_decode_every_code),
+        CHECK_CASE(e2m1_decode_every_code),
+        CHECK_CASE(e2m1_rne_ties),
+        CHECK_CASE(e2m1_rtz_and_rha_tables),
+        CHECK_CASE(e2m1_sign_and_negative_zero_policy),
+        CHECK_CASE(e2m1_every_value_against_grid),
+        CHECK_CASE(mx_floor_hand_cases),
+        CHECK_CASE(mx_ceil_hand_cases),
+        CHECK_CASE(mx_ceil_never_clips),
+        CHECK_CASE(mx_even_hand_cases),
+        CHECK_CASE(mx_log2f_differs_from_floor_only_below_powers_of_two),
+        CHECK_CASE(mx_rtn_hand_cases),
+        CHECK_CASE(tie_names_parse),
+    };
+    check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 120);
+    int status = check_run(s, CK_ENV);
     free(bf16_grid);
     free(fp16_grid);
-    return nf ? 1 : 0;
+    return status;
 }

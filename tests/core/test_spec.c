@@ -2,7 +2,7 @@
  * table documents each, the rule and recipe trait tables are complete, every
  * name list comes from the tables, unknown names and undefined formats are
  * rejected, describe names every rule, parse/name helpers round-trip. */
-#include <check.h>
+#include "../check_main.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -386,23 +386,20 @@ START_TEST(parse_and_name_helpers_round_trip)
 }
 END_TEST
 
-#define TC(name) do { TCase *tc = tcase_create(#name); tcase_add_test(tc, name); suite_add_tcase(s, tc); } while (0)
-
 int main(void)
 {
     Suite *s = suite_create("spec");
-    TC(profile_list_documents_every_profile);
-    TC(every_profile_fills_a_valid_spec);
-    TC(trait_tables_are_complete);
-    TC(name_lists_come_from_the_tables);
-    TC(profiles_set_the_documented_rules);
-    TC(unknown_profile_and_undefined_format_rejected);
-    TC(spec_check_rejects_bad_combinations);
-    TC(describe_names_every_rule);
-    TC(parse_and_name_helpers_round_trip);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    const check_case cases[] = {
+        CHECK_CASE(profile_list_documents_every_profile),
+        CHECK_CASE(every_profile_fills_a_valid_spec),
+        CHECK_CASE(trait_tables_are_complete),
+        CHECK_CASE(name_lists_come_from_the_tables),
+        CHECK_CASE(profiles_set_the_documented_rules),
+        CHECK_CASE(unknown_profile_and_undefined_format_rejected),
+        CHECK_CASE(spec_check_rejects_bad_combinations),
+        CHECK_CASE(describe_names_every_rule),
+        CHECK_CASE(parse_and_name_helpers_round_trip),
+    };
+    check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 0);
+    return check_run(s, CK_ENV);
 }

@@ -3,7 +3,7 @@
  * exact zeros under CEIL, an independent naive implementation on random and
  * adversarial tensors, the Gaussian anchors, the GSL dead-zone integral, the
  * channel ranking and bad input. "--big" runs only the 10^7 anchor. */
-#include <check.h>
+#include "../check_main.h"
 
 #include <fp4scope/channels.h>
 #include <fp4scope/cuda.h>
@@ -1143,28 +1143,28 @@ int main(int argc, char **argv)
 {
     Suite *s = suite_create("decompose");
     bool big = argc > 1 && !strcmp(argv[1], "--big");
-    struct { const char *name; const TTest *t; } cases[] = {
-        {"xsum_order_independent_exact", xsum_order_independent_exact},
-        {"e2m1_round_double_ties", e2m1_round_double_ties},
-        {"components_sum_to_error_every_spec", components_sum_to_error_every_spec},
-        {"merge_equals_one_pass_bitwise", merge_equals_one_pass_bitwise},
-        {"lemma_ceil_cross_terms_exactly_zero", lemma_ceil_cross_terms_exactly_zero},
-        {"naive_agrees_random_every_spec", naive_agrees_random_every_spec},
-        {"naive_agrees_adversarial", naive_agrees_adversarial},
-        {"kernels_agree_bitwise", kernels_agree_bitwise},
-        {"fused_row_path_matches_per_block", fused_row_path_matches_per_block},
-        {"nvfp4_underflow_counted", nvfp4_underflow_counted},
-        {"gaussian_anchor_1e6", gaussian_anchor_1e6},
+    const check_case cases[] = {
+        CHECK_CASE(xsum_order_independent_exact),
+        CHECK_CASE(e2m1_round_double_ties),
+        CHECK_CASE(components_sum_to_error_every_spec),
+        CHECK_CASE(merge_equals_one_pass_bitwise),
+        CHECK_CASE(lemma_ceil_cross_terms_exactly_zero),
+        CHECK_CASE(naive_agrees_random_every_spec),
+        CHECK_CASE(naive_agrees_adversarial),
+        CHECK_CASE(kernels_agree_bitwise),
+        CHECK_CASE(fused_row_path_matches_per_block),
+        CHECK_CASE(nvfp4_underflow_counted),
+        CHECK_CASE(gaussian_anchor_1e6),
 #if FP4S_HAVE_GSL
-        {"gaussian_deadzone_fraction_matches_integral", gaussian_deadzone_fraction_matches_integral},
+        CHECK_CASE(gaussian_deadzone_fraction_matches_integral),
 #endif
-        {"channels_rank_select_coverage_cost", channels_rank_select_coverage_cost},
-        {"bad_input_refused", bad_input_refused},
-        {"xsum_device_digits_merge_exact", xsum_device_digits_merge_exact},
-        {"dk_log2_accuracy", dk_log2_accuracy},
-        {"device_option_resolves", device_option_resolves},
-        {"device_partials_merge_like_cpu", device_partials_merge_like_cpu},
-        {"source_keep_reads_nvfp4_once", source_keep_reads_nvfp4_once},
+        CHECK_CASE(channels_rank_select_coverage_cost),
+        CHECK_CASE(bad_input_refused),
+        CHECK_CASE(xsum_device_digits_merge_exact),
+        CHECK_CASE(dk_log2_accuracy),
+        CHECK_CASE(device_option_resolves),
+        CHECK_CASE(device_partials_merge_like_cpu),
+        CHECK_CASE(source_keep_reads_nvfp4_once),
     };
     if (big) {
         TCase *tc = tcase_create("gaussian_anchor_1e7");
@@ -1172,16 +1172,7 @@ int main(int argc, char **argv)
         tcase_set_timeout(tc, 600);
         suite_add_tcase(s, tc);
     } else {
-        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-            TCase *tc = tcase_create(cases[i].name);
-            tcase_add_test(tc, cases[i].t);
-            tcase_set_timeout(tc, 120);
-            suite_add_tcase(s, tc);
-        }
+        check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 120);
     }
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    return check_run(s, CK_NORMAL);
 }

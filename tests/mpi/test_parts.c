@@ -6,7 +6,7 @@
  * No MPI here: identical.sh and failures.sh run the tools under mpirun. */
 #include <fp4scope/fp4scope.h>
 
-#include <check.h>
+#include "../check_main.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,15 +233,11 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("parts");
-    TCase *tc = tcase_create("parts");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, decomp_parts);
-    tcase_add_test(tc, decomp_parts_refused);
-    tcase_add_test(tc, mm_parts);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    const check_case cases[] = {
+        CHECK_CASE(decomp_parts),
+        CHECK_CASE(decomp_parts_refused),
+        CHECK_CASE(mm_parts),
+    };
+    check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 120);
+    return check_run(s, CK_NORMAL);
 }

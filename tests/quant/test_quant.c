@@ -2,7 +2,7 @@
  * and policies through fp4s_quantize, NVFP4 recipes (TE / torchao / ModelOpt /
  * ggml), 2-D tiles, FP8 baselines, packing, dequantize round trip, threads,
  * and the front end's argument checks. */
-#include <check.h>
+#include "../check_main.h"
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -899,38 +899,34 @@ START_TEST(forced_reference_matches_active_kernels)
 }
 END_TEST
 
-#define TC(name) do { TCase *tc = tcase_create(#name); tcase_add_test(tc, name); \
-    tcase_set_timeout(tc, 120); suite_add_tcase(s, tc); } while (0)
-
 int main(void)
 {
     Suite *s = suite_create("quant");
-    TC(torchao_published_fp4_tie_cases);
-    TC(te_published_boundary_values);
-    TC(mx_profiles_scale_codes_on_hand_picked_amax);
-    TC(mx_zero_block_code_and_saturation_counted);
-    TC(mx_nonfinite_policies_counted);
-    TC(mx_ggml_never_writes_negative_zero_and_splits);
-    TC(pack_pairs_and_split_layouts);
-    TC(nv_te_tensor_scale_and_hand_block);
-    TC(nv_scale_underflow_counted);
-    TC(nv_zero_blocks_per_recipe);
-    TC(nv_ggml_large_blocks_use_fp32_search);
-    TC(nv_te_torchao_modelopt_differ_in_few_blocks);
-    TC(nv_2d_tiles_share_scales_across_16_rows);
-    TC(fp8_tile_scales_and_elements);
-    TC(ggml_mxfp4_matches_literal_kvalue_search);
-    TC(ggml_nvfp4_matches_literal_kvalue_search);
-    TC(modelopt_mxfp4_matches_literal_bounds);
-    TC(modelopt_nvfp4_matches_literal_searchsorted);
-    TC(torchao_mxfp4_floor_matches_literal_bits);
-    TC(dequantize_inverts_quantize_for_every_profile);
-    TC(threads_one_and_two_give_identical_bytes);
-    TC(front_end_rejects_bad_arguments);
-    TC(forced_reference_matches_active_kernels);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    const check_case cases[] = {
+        CHECK_CASE(torchao_published_fp4_tie_cases),
+        CHECK_CASE(te_published_boundary_values),
+        CHECK_CASE(mx_profiles_scale_codes_on_hand_picked_amax),
+        CHECK_CASE(mx_zero_block_code_and_saturation_counted),
+        CHECK_CASE(mx_nonfinite_policies_counted),
+        CHECK_CASE(mx_ggml_never_writes_negative_zero_and_splits),
+        CHECK_CASE(pack_pairs_and_split_layouts),
+        CHECK_CASE(nv_te_tensor_scale_and_hand_block),
+        CHECK_CASE(nv_scale_underflow_counted),
+        CHECK_CASE(nv_zero_blocks_per_recipe),
+        CHECK_CASE(nv_ggml_large_blocks_use_fp32_search),
+        CHECK_CASE(nv_te_torchao_modelopt_differ_in_few_blocks),
+        CHECK_CASE(nv_2d_tiles_share_scales_across_16_rows),
+        CHECK_CASE(fp8_tile_scales_and_elements),
+        CHECK_CASE(ggml_mxfp4_matches_literal_kvalue_search),
+        CHECK_CASE(ggml_nvfp4_matches_literal_kvalue_search),
+        CHECK_CASE(modelopt_mxfp4_matches_literal_bounds),
+        CHECK_CASE(modelopt_nvfp4_matches_literal_searchsorted),
+        CHECK_CASE(torchao_mxfp4_floor_matches_literal_bits),
+        CHECK_CASE(dequantize_inverts_quantize_for_every_profile),
+        CHECK_CASE(threads_one_and_two_give_identical_bytes),
+        CHECK_CASE(front_end_rejects_bad_arguments),
+        CHECK_CASE(forced_reference_matches_active_kernels),
+    };
+    check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 120);
+    return check_run(s, CK_ENV);
 }

@@ -2,7 +2,7 @@
  * positive finite fp32 value against independent computations, every E2M1
  * encode path over all fp32 magnitudes up to 8, and TE / torchao / ModelOpt
  * NVFP4 on 2e7 random blocks (the differences are reported). */
-#include <check.h>
+#include "../check_main.h"
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -241,14 +241,11 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("slow");
-#define TC(name) do { TCase *tc = tcase_create(#name); tcase_add_test(tc, name); \
-    tcase_set_timeout(tc, 1800); suite_add_tcase(s, tc); } while (0)
-    TC(scale_rules_over_all_positive_finite_fp32);
-    TC(e2m1_every_fp32_up_to_8_every_tie);
-    TC(nvfp4_te_torchao_modelopt_on_2e7_blocks);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    const check_case cases[] = {
+        CHECK_CASE(scale_rules_over_all_positive_finite_fp32),
+        CHECK_CASE(e2m1_every_fp32_up_to_8_every_tie),
+        CHECK_CASE(nvfp4_te_torchao_modelopt_on_2e7_blocks),
+    };
+    check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 1800);
+    return check_run(s, CK_ENV);
 }

@@ -3,7 +3,7 @@
  * quantize + double GEMM, hand-computed cases (mbs max, keep, cost),
  * identities (of:0 and aqn:0 are none, rac:1:bf16 is nearly wfq), the error
  * falling with R, determinism over thread counts, and bad input. */
-#include <check.h>
+#include "../check_main.h"
 
 #include <fp4scope/capture.h>
 #include <fp4scope/decompose.h>
@@ -912,36 +912,27 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("remedy");
-    struct { const char *name; const TTest *t; } cases[] = {
-        {"grammar_accepts_the_issue_list", grammar_accepts_the_issue_list},
-        {"grammar_refuses_with_a_message", grammar_refuses_with_a_message},
-        {"check_against_the_quantizers", check_against_the_quantizers},
-        {"cost_hand_computed", cost_hand_computed},
-        {"plan_hand_computed", plan_hand_computed},
-        {"capture_tokens_written_and_checked", capture_tokens_written_and_checked},
-        {"stochastic_rounding_hand_computed", stochastic_rounding_hand_computed},
-        {"four_over_six_hand_computed", four_over_six_hand_computed},
-        {"rht_hand_computed", rht_hand_computed},
-        {"accelerators_and_time", accelerators_and_time},
+    const check_case cases[] = {
+        CHECK_CASE(grammar_accepts_the_issue_list),
+        CHECK_CASE(grammar_refuses_with_a_message),
+        CHECK_CASE(check_against_the_quantizers),
+        CHECK_CASE(cost_hand_computed),
+        CHECK_CASE(plan_hand_computed),
+        CHECK_CASE(capture_tokens_written_and_checked),
+        CHECK_CASE(stochastic_rounding_hand_computed),
+        CHECK_CASE(four_over_six_hand_computed),
+        CHECK_CASE(rht_hand_computed),
+        CHECK_CASE(accelerators_and_time),
 #if FP4S_HAVE_BLAS
-        {"none_is_the_quantized_gemm", none_is_the_quantized_gemm},
-        {"identities_and_monotone_r", identities_and_monotone_r},
-        {"mbs_max_hand_computed", mbs_max_hand_computed},
-        {"keep_hand_computed", keep_hand_computed},
-        {"same_output_on_any_thread_count", same_output_on_any_thread_count},
-        {"bad_input_refused", bad_input_refused},
-        {"compare_splits_the_mismatch_exactly", compare_splits_the_mismatch_exactly},
+        CHECK_CASE(none_is_the_quantized_gemm),
+        CHECK_CASE(identities_and_monotone_r),
+        CHECK_CASE(mbs_max_hand_computed),
+        CHECK_CASE(keep_hand_computed),
+        CHECK_CASE(same_output_on_any_thread_count),
+        CHECK_CASE(bad_input_refused),
+        CHECK_CASE(compare_splits_the_mismatch_exactly),
 #endif
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_add_test(tc, cases[i].t);
-        tcase_set_timeout(tc, 120);
-        suite_add_tcase(s, tc);
-    }
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 120);
+    return check_run(s, CK_NORMAL);
 }

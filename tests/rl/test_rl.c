@@ -7,7 +7,7 @@
  * the same source (model_f64.c), for every parameter of a small model, with a
  * tolerance (2e-6 relative, 2e-9 absolute) that a wrong term cannot meet: each tensor's
  * gradient must also be far from zero so that a missing gradient fails. */
-#include <check.h>
+#include "../check_main.h"
 
 #include "rl_f64.h"
 #include "rl_internal.h"
@@ -755,35 +755,30 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("rl");
-    TCase *g = tcase_create("gradients");
-    tcase_set_timeout(g, 300);
-    tcase_add_test(g, grad_fd_dense_like);
-    tcase_add_test(g, grad_fd_moe_top2);
-    tcase_add_test(g, grad_fd_moe_aux);
-    tcase_add_test(g, grad_fd_moe_top3_of_5);
-    tcase_add_test(g, float_matches_double);
-    tcase_add_test(g, wfq_is_straight_through);
-    tcase_add_test(g, lin_backward_is_straight_through);
-    tcase_add_test(g, fakequant_pads_columns);
-    suite_add_tcase(s, g);
-    TCase *l = tcase_create("loop");
-    tcase_set_timeout(l, 300);
-    tcase_add_test(l, task_sort_and_add);
-    tcase_add_test(l, grpo_gradient_is_the_loss_derivative);
-    tcase_add_test(l, adamw_matches_pytorch_formula);
-    tcase_add_test(l, same_capture_on_any_thread_count);
-    tcase_add_test(l, step_writes_the_schema);
-    tcase_add_test(l, bad_options);
-    suite_add_tcase(s, l);
+    const check_case cases[] = {
+        /* gradients */
+        CHECK_CASE(grad_fd_dense_like),
+        CHECK_CASE(grad_fd_moe_top2),
+        CHECK_CASE(grad_fd_moe_aux),
+        CHECK_CASE(grad_fd_moe_top3_of_5),
+        CHECK_CASE(float_matches_double),
+        CHECK_CASE(wfq_is_straight_through),
+        CHECK_CASE(lin_backward_is_straight_through),
+        CHECK_CASE(fakequant_pads_columns),
+        /* the loop */
+        CHECK_CASE(task_sort_and_add),
+        CHECK_CASE(grpo_gradient_is_the_loss_derivative),
+        CHECK_CASE(adamw_matches_pytorch_formula),
+        CHECK_CASE(same_capture_on_any_thread_count),
+        CHECK_CASE(step_writes_the_schema),
+        CHECK_CASE(bad_options),
+    };
+    check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 300);
     return s;
 }
 
 int main(void)
 {
     rl_blas_single_thread();
-    SRunner *r = srunner_create(suite());
-    srunner_run_all(r, CK_NORMAL);
-    int nf = srunner_ntests_failed(r);
-    srunner_free(r);
-    return nf ? 1 : 0;
+    return check_run(suite(), CK_NORMAL);
 }
