@@ -346,6 +346,15 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The expected percentile: llama.cpp's rule on the sorted values w[n]. */
+static double sorted_percentile(const double *w, size_t n, double fr)
+{
+    double p = fr * (double)(n - 1);
+    size_t ip = (size_t)p;
+    double f = p - (double)ip;
+    return (1 - f) * w[ip] + f * w[ip + 1 < n ? ip + 1 : n - 1];
+}
+
 START_TEST(percentiles_equal_sorted_rule)
 {
     unsigned s = 7;
@@ -357,10 +366,7 @@ START_TEST(percentiles_equal_sorted_rule)
         double out[9];
         fp4s_percentiles(v, n, fr, 9, out);
         for (int k = 0; k < 9; k++) {
-            double p = fr[k] * (double)(n - 1);
-            size_t ip = (size_t)p;
-            double f = p - (double)ip;
-            double e = (1 - f) * w[ip] + f * w[ip + 1 < n ? ip + 1 : n - 1];
+            double e = sorted_percentile(w, n, fr[k]);
             ck_assert_msg(fabs(out[k] - e) <= 1e-12, "n=%zu f=%g: %g vs %g", n, fr[k], out[k], e);
         }
         free(v);
@@ -398,10 +404,7 @@ START_TEST(percentiles_radix_path_large)
         double out[100];
         fp4s_percentiles(v, n, fr, 100, out);
         for (int k = 0; k < 100; k++) {
-            double p = fr[k] * (double)(n - 1);
-            size_t ip = (size_t)p;
-            double f = p - (double)ip;
-            double e = (1 - f) * w[ip] + f * w[ip + 1 < n ? ip + 1 : n - 1];
+            double e = sorted_percentile(w, n, fr[k]);
             ck_assert_msg(out[k] == e, "n=%zu f=%g: %.17g vs %.17g", n, fr[k], out[k], e);
         }
         /* data is only reordered: the same multiset */
