@@ -4,6 +4,7 @@
  * adversarial tensors, the Gaussian anchors, the GSL dead-zone integral, the
  * channel ranking and bad input. "--big" runs only the 10^7 anchor. */
 #include "../check_main.h"
+#include "../splitmix.h"
 
 #include <fp4scope/channels.h>
 #include <fp4scope/cuda.h>
@@ -29,14 +30,8 @@
 
 /* ---- helpers ---------------------------------------------------------------- */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static double rng_u(void) { return ((rng_next() >> 11) + 0.5) * 0x1.0p-53; }
+static uint64_t rng_next(void) { return splitmix_next(&rng_state); }
+static double rng_u(void) { return splitmix_unit(&rng_state); }
 static double rng_gauss(void)
 {
     double u = rng_u(), v = rng_u();

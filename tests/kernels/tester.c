@@ -40,16 +40,11 @@
 #include <time.h>
 
 #include "cpu/kernels.h"
+#include "../splitmix.h"
 
 /* ---- random numbers (splitmix64) ------------------------------------------------ */
 static uint64_t rng_state;
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return splitmix_next(&rng_state); }
 static uint32_t rndu(uint32_t n) { return (uint32_t)(rnd() % n); }
 static double rndf(void) { return (double)(rnd() >> 11) * 0x1p-53; }
 static float gauss(void)

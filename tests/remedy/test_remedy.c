@@ -4,6 +4,7 @@
  * identities (of:0 and aqn:0 are none, rac:1:bf16 is nearly wfq), the error
  * falling with R, determinism over thread counts, and bad input. */
 #include "../check_main.h"
+#include "../splitmix.h"
 
 #include <fp4scope/capture.h>
 #include <fp4scope/decompose.h>
@@ -21,14 +22,7 @@
 
 /* ---- helpers ---------------------------------------------------------------- */
 static uint64_t rs = 1;
-static double urand(void)
-{
-    uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return ((z >> 11) + 0.5) * 0x1.0p-53;
-}
+static double urand(void) { return splitmix_unit(&rs); }
 static double grand(void) { return sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand()); }
 
 /* activations with per-channel scales and a few hot channels */
