@@ -4,6 +4,7 @@
 
 #include "../check_main.h"
 #include <hdf5.h>
+#include "../capture_test.h"
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -33,16 +34,7 @@ static void plain_file(const char *path, const char *schema)
 {
     hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     ck_assert_int_ge(f, 0);
-    if (schema) {
-        hid_t t = H5Tcopy(H5T_C_S1);
-        H5Tset_size(t, strlen(schema));
-        hid_t sp = H5Screate(H5S_SCALAR);
-        hid_t a = H5Acreate2(f, "fp4scope_schema", t, sp, H5P_DEFAULT, H5P_DEFAULT);
-        H5Awrite(a, t, schema);
-        H5Aclose(a);
-        H5Sclose(sp);
-        H5Tclose(t);
-    }
+    if (schema) capture_put_schema(f, schema, false);
     H5Fclose(f);
 }
 
@@ -99,16 +91,7 @@ START_TEST(schema_fixed_length_utf8_is_read)
 {
     const char *v = "fp4scope-capture/1";
     hid_t f = H5Fcreate(check_path("u.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, strlen(v));
-    H5Tset_cset(t, H5T_CSET_UTF8);
-    H5Tset_strpad(t, H5T_STR_NULLPAD);
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(f, "fp4scope_schema", t, sp, H5P_DEFAULT, H5P_DEFAULT);
-    H5Awrite(a, t, v);
-    H5Aclose(a);
-    H5Sclose(sp);
-    H5Tclose(t);
+    capture_put_schema(f, v, true);
     H5Fclose(f);
     fp4s_capture_info in;
     ck_assert_msg(fp4s_capture_info_read(check_path("u.h5"), &in) == 0, "%s", fp4s_last_error());
@@ -593,14 +576,7 @@ START_TEST(abort_undoes_everything_since_the_flush)
     ck_assert_int_eq(fp4s_capture_abort(&c), 0);
     ck_assert_ptr_null(c);
     ck_assert_int_eq(fp4s_capture_list(p, &e1, &n1), 0);
-    ck_assert_uint_eq(n1, n0);
-    for (size_t i = 0; i < n0; i++) {
-        ck_assert_str_eq(e1[i].path, e0[i].path);
-        ck_assert_uint_eq(e1[i].rows, e0[i].rows);
-        ck_assert_uint_eq(e1[i].cols, e0[i].cols);
-    }
-    free(e0);
-    free(e1);
+    capture_same_listing(e0, n0, e1, n1);
     float got[4];
     read_raw(p, "/steps/0/a/trainer", H5T_NATIVE_FLOAT, got);
     ck_assert_mem_eq(got, x, sizeof got);

@@ -10,6 +10,7 @@
 
 #include "../check_main.h"
 #include <hdf5.h>
+#include "../capture_test.h"
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -311,14 +312,7 @@ static void append_then_kill(int gzip)
     fp4s_capture_entry *e1;
     size_t n1;
     ck_assert_msg(fp4s_capture_list(path, &e1, &n1) == 0, "%s", fp4s_last_error());
-    ck_assert_uint_eq(n1, n0);
-    for (size_t i = 0; i < n0; i++) {
-        ck_assert_str_eq(e1[i].path, e0[i].path);
-        ck_assert_uint_eq(e1[i].rows, e0[i].rows);
-        ck_assert_uint_eq(e1[i].cols, e0[i].cols);
-    }
-    free(e0);
-    free(e1);
+    capture_same_listing(e0, n0, e1, n1);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     ck_assert_int_ge(f, 0);
     for (int j = 0; j < NSITES; j++)

@@ -5,6 +5,7 @@
 
 #include "../check_main.h"
 #include <hdf5.h>
+#include "../capture_test.h"
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -721,18 +722,6 @@ START_TEST(trace_by_position_split)
 END_TEST
 
 /* ---- capture files ---------------------------------------------------------------------- */
-static void h5_attr(hid_t f, const char *v)
-{
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, strlen(v));
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(f, "fp4scope_schema", t, sp, H5P_DEFAULT, H5P_DEFAULT);
-    H5Awrite(a, t, v);
-    H5Aclose(a);
-    H5Sclose(sp);
-    H5Tclose(t);
-}
-
 static void h5_vec(hid_t f, const char *path, hid_t type, const void *data, hsize_t n)
 {
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
@@ -748,7 +737,7 @@ static void h5_vec(hid_t f, const char *path, hid_t type, const void *data, hsiz
 static void make_capture(const char *path, const char *schema, int rollout_len, int empty_step)
 {
     hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (schema) h5_attr(f, schema);
+    if (schema) capture_put_schema(f, schema, false);
     const float lt[] = {-1.0f, -2.0f, -0.5f}, lr[] = {-1.5f, -2.0f, -0.25f};
     const int64_t seq[] = {0, 0, 1};
     const uint8_t mask[] = {1, 1, 1};
@@ -824,7 +813,7 @@ START_TEST(analyze_parallel_equals_serial)
         seq[i] = i / 777; /* sequences straddle the worker boundaries */
     }
     hid_t f = H5Fcreate(check_path("big.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    h5_attr(f, "fp4scope-capture/1");
+    capture_put_schema(f, "fp4scope-capture/1", false);
     h5_vec(f, "/steps/3/logprobs/trainer", H5T_NATIVE_FLOAT, lt, N);
     h5_vec(f, "/steps/3/logprobs/rollout", H5T_NATIVE_FLOAT, lr, N);
     h5_vec(f, "/steps/3/logprobs/seq", H5T_NATIVE_INT64, seq, N);
