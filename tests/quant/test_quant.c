@@ -584,31 +584,60 @@ static int ggml_best_index(float x, float e)
     return best;
 }
 
+/* ggml's scale of the block xb[n] (MXFP4: E8M0 of floor(log2 amax) - 2; NVFP4:
+ * its UE4M3 of amax / 6) and d, the half scale the kvalue search uses. */
+static uint8_t ggml_mx_scale(const float *xb, int n, float *d)
+{
+    float amax = 0;
+    for (int j = 0; j < n; j++) if (amax < fabsf(xb[j])) amax = fabsf(xb[j]);
+    uint8_t e = amax > 0 ? (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0;
+    *d = ldexpf(1.0f, (int)e - 128); /* GGML_E8M0_TO_FP32_HALF */
+    return e;
+}
+
+static uint8_t ggml_nv_scale(const float *xb, int n, float *d)
+{
+    float amax = 0;
+    for (int j = 0; j < n; j++) if (amax < fabsf(xb[j])) amax = fabsf(xb[j]);
+    uint8_t ue = fp4s_ue4m3_encode_ggml(amax / 6.0f);
+    *d = fp4s_ue4m3_decode_ggml(ue) * 0.5f;
+    return ue;
+}
+
+/* Scale bytes and packed nibbles of ggml spec s on x [rows, cols] that differ
+ * from ggml's literal search: the scale, then for each byte j of a block
+ * the nearest kvalue of x[j] and x[j + block/2] (first of equals). */
+static unsigned ggml_literal_mismatches(const fp4s_spec *s, const float *x, size_t rows, size_t cols,
+                                        uint8_t (*scale)(const float *, int, float *))
+{
+    const int n = (int)s->block;
+    qres q = run_q(s, x, rows, cols);
+    unsigned bad = 0;
+    uint8_t packed[128];
+    for (size_t r = 0; r < rows; r++) {
+        int rc = n == 32 ? fp4s_pack_e2m1(s->packing, q.codes + r * cols, cols, packed)
+                         : fp4s_pack_e2m1_block(s->packing, s->block, q.codes + r * cols, cols, packed);
+        ck_assert_int_eq(rc, 0);
+        for (size_t b = 0; b < cols / n; b++) {
+            const float *xb = x + r * cols + b * n;
+            float d;
+            if (q.scales[r * (cols / n) + b] != scale(xb, n, &d)) bad++;
+            for (int j = 0; j < n / 2; j++) {
+                uint8_t want = (uint8_t)(ggml_best_index(xb[j], d) | ggml_best_index(xb[j + n / 2], d) << 4);
+                if (packed[b * (n / 2) + j] != want) bad++;
+            }
+        }
+    }
+    qres_free(&q);
+    return bad;
+}
+
 START_TEST(ggml_mxfp4_matches_literal_kvalue_search)
 {
     const size_t rows = 64, cols = 256;
     float *x = mx_tie_data(rows, cols, 21);
     fp4s_spec s = prof(FP4S_MXFP4, "ggml");
-    qres q = run_q(&s, x, rows, cols);
-    unsigned bad = 0;
-    uint8_t packed[128];
-    for (size_t r = 0; r < rows; r++) {
-        ck_assert_int_eq(fp4s_pack_e2m1(s.packing, q.codes + r * cols, cols, packed), 0);
-        for (size_t b = 0; b < cols / 32; b++) {
-            const float *xb = x + r * cols + b * 32;
-            float amax = 0;
-            for (int j = 0; j < 32; j++) if (amax < fabsf(xb[j])) amax = fabsf(xb[j]);
-            uint8_t e = amax > 0 ? (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0;
-            float d = ldexpf(1.0f, (int)e - 128); /* GGML_E8M0_TO_FP32_HALF */
-            if (q.scales[r * (cols / 32) + b] != e) bad++;
-            for (int j = 0; j < 16; j++) {
-                uint8_t want = (uint8_t)(ggml_best_index(xb[j], d) | ggml_best_index(xb[j + 16], d) << 4);
-                if (packed[b * 16 + j] != want) bad++;
-            }
-        }
-    }
-    ck_assert_uint_eq(bad, 0);
-    qres_free(&q);
+    ck_assert_uint_eq(ggml_literal_mismatches(&s, x, rows, cols, ggml_mx_scale), 0);
     free(x);
 }
 END_TEST
@@ -619,26 +648,7 @@ START_TEST(ggml_nvfp4_matches_literal_kvalue_search)
     float *x = mx_tie_data(rows, cols, 22);
     for (size_t i = 0; i < rows * cols; i += 97) x[i] *= 3000.0f; /* some scales clamp at 448 */
     fp4s_spec s = prof(FP4S_NVFP4, "ggml");
-    qres q = run_q(&s, x, rows, cols);
-    unsigned bad = 0;
-    uint8_t packed[128];
-    for (size_t r = 0; r < rows; r++) {
-        ck_assert_int_eq(fp4s_pack_e2m1_block(s.packing, s.block, q.codes + r * cols, cols, packed), 0);
-        for (size_t b = 0; b < cols / 16; b++) {
-            const float *xb = x + r * cols + b * 16;
-            float amax = 0;
-            for (int j = 0; j < 16; j++) if (amax < fabsf(xb[j])) amax = fabsf(xb[j]);
-            uint8_t ue = fp4s_ue4m3_encode_ggml(amax / 6.0f);
-            float d = fp4s_ue4m3_decode_ggml(ue) * 0.5f;
-            if (q.scales[r * (cols / 16) + b] != ue) bad++;
-            for (int j = 0; j < 8; j++) {
-                uint8_t want = (uint8_t)(ggml_best_index(xb[j], d) | ggml_best_index(xb[j + 8], d) << 4);
-                if (packed[b * 8 + j] != want) bad++;
-            }
-        }
-    }
-    ck_assert_uint_eq(bad, 0);
-    qres_free(&q);
+    ck_assert_uint_eq(ggml_literal_mismatches(&s, x, rows, cols, ggml_nv_scale), 0);
     free(x);
 }
 END_TEST
