@@ -216,34 +216,35 @@ START_TEST(npy_rejects_bad_files)
     ck_assert_int_eq(fp4s_source_open(check_path("empty.npy"), &s), FP4S_EEMPTY);
     ASSERT_DETAIL("empty.npy: file is empty");
 
+    /* headers whose data does not fit: (file, header, data bytes, code, detail) */
+    static const struct {
+        const char *file, *header;
+        size_t bytes;
+        int rc;
+        const char *detail;
+    } bad[] = {
+        {"trunc.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 20, FP4S_EFORMAT,
+         "trunc.npy: truncated: shape (2, 3) float32 needs 24 data bytes, the file has 20"},
+        {"long.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3), }", 16, FP4S_EFORMAT,
+         "4 unexpected bytes"},
+        {"ovf.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", 24,
+         FP4S_ERANGE, "overflows"},
+        {"big.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (100000, 100000), }", 24, FP4S_EFORMAT,
+         "truncated"},
+        {"zero.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3), }", 0, FP4S_EEMPTY,
+         "zero.npy: shape (0, 3) is empty"},
+        {"r3.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 4), }", 24, FP4S_EFORMAT,
+         "r3.npy: truncated: shape (1, 2, 4) float32 needs 32 data bytes, the file has 24"},
+        {"i8.npy", "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }", 24, FP4S_EDTYPE,
+         "i8.npy: dtype '<i8' is not supported"},
+    };
     float f[6] = {0};
-    make_npy(check_path("trunc.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", f, 20);
-    ck_assert_int_eq(fp4s_source_open(check_path("trunc.npy"), &s), FP4S_EFORMAT);
-    ASSERT_DETAIL("trunc.npy: truncated: shape (2, 3) float32 needs 24 data bytes, the file has 20");
-
-    make_npy(check_path("long.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3), }", f, 16);
-    ck_assert_int_eq(fp4s_source_open(check_path("long.npy"), &s), FP4S_EFORMAT);
-    ASSERT_DETAIL("4 unexpected bytes");
-
-    make_npy(check_path("ovf.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", f, 24);
-    ck_assert_int_eq(fp4s_source_open(check_path("ovf.npy"), &s), FP4S_ERANGE);
-    ASSERT_DETAIL("overflows");
-
-    make_npy(check_path("big.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (100000, 100000), }", f, 24);
-    ck_assert_int_eq(fp4s_source_open(check_path("big.npy"), &s), FP4S_EFORMAT);
-    ASSERT_DETAIL("truncated");
-
-    make_npy(check_path("zero.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3), }", NULL, 0);
-    ck_assert_int_eq(fp4s_source_open(check_path("zero.npy"), &s), FP4S_EEMPTY);
-    ASSERT_DETAIL("zero.npy: shape (0, 3) is empty");
-
-    make_npy(check_path("r3.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 4), }", f, 24);
-    ck_assert_int_eq(fp4s_source_open(check_path("r3.npy"), &s), FP4S_EFORMAT);
-    ASSERT_DETAIL("r3.npy: truncated: shape (1, 2, 4) float32 needs 32 data bytes, the file has 24");
-
-    make_npy(check_path("i8.npy"), "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }", f, 24);
-    ck_assert_int_eq(fp4s_source_open(check_path("i8.npy"), &s), FP4S_EDTYPE);
-    ASSERT_DETAIL("i8.npy: dtype '<i8' is not supported");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        make_npy(check_path(bad[i].file), bad[i].header, bad[i].bytes ? f : NULL, bad[i].bytes);
+        int rc = fp4s_source_open(check_path(bad[i].file), &s);
+        ck_assert_msg(rc == bad[i].rc, "%s: %d, expected %d", bad[i].file, rc, bad[i].rc);
+        ASSERT_DETAIL(bad[i].detail);
+    }
 
     write_bytes(check_path("short.npy"), "\x93NUMPY\x01", 7, NULL, 0);
     ck_assert_int_eq(fp4s_source_open(check_path("short.npy"), &s), FP4S_EFORMAT);
