@@ -450,12 +450,25 @@ START_TEST(naive_agrees_random_every_spec)
 }
 END_TEST
 
+/* Element i of an adversarial block of the kinds both generators below make:
+ * 0 ties at every E2M1 midpoint relative to the block max m, 1 all zero,
+ * 2 huge, 3 subnormal. */
+static float adversarial_common(size_t kind, float m, size_t i)
+{
+    static const float mids[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 0.2f, 6.0f, 0.0f};
+    switch (kind) {
+    case 0: return i == 0 ? m : m / 6.0f * mids[i % 10] * ((i & 1) ? -1.0f : 1.0f);
+    case 1: return 0.0f;
+    case 2: return (float)rng_gauss() * 1e37f;
+    default: return (float)rng_gauss() * 1e-39f;
+    }
+}
+
 /* ties at every E2M1 midpoint relative to the block max, zeros, huge, tiny,
  * subnormal and NaN/Inf blocks */
 static float *adversarial(size_t rows, size_t cols)
 {
     float *x = calloc(rows * cols, sizeof *x);
-    static const float mids[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 0.2f, 6.0f, 0.0f};
     rng_state = 99;
     for (size_t r = 0; r < rows; r++)
         for (size_t c = 0; c < cols; c++) {
@@ -464,10 +477,7 @@ static float *adversarial(size_t rows, size_t cols)
             float *p = &x[r * cols + c];
             size_t i = c % 32;
             switch (kind) {
-            case 0: *p = i == 0 ? m : m / 6.0f * mids[i % 10] * ((i & 1) ? -1.0f : 1.0f); break; /* ties */
-            case 1: *p = 0.0f; break;                                                   /* all-zero block */
-            case 2: *p = (float)rng_gauss() * 1e37f; break;                             /* huge */
-            case 3: *p = (float)rng_gauss() * 1e-39f; break;                            /* subnormal */
+            case 0: case 1: case 2: case 3: *p = adversarial_common(kind, m, i); break; /* ties, zero, huge, subnormal */
             case 4: *p = i == 5 ? NAN : (float)rng_gauss(); break;                      /* NaN block */
             case 5: *p = i == 7 ? -INFINITY : (float)rng_gauss(); break;                /* Inf block */
             case 6: *p = (float)rng_gauss() * 3.0e-6f; break;                           /* tiny */
@@ -519,6 +529,27 @@ static int simd_levels(const char **out)
     return n;
 }
 
+/* *a and *b hold the same bits: the summary, every group and both
+ * histograms; both are closed. */
+static void assert_same_decomp(fp4s_decomp **a, fp4s_decomp **b, const char *lab)
+{
+    fp4s_decomp_result ra = summary(*a), rb = summary(*b);
+    assert_same_result(&ra, &rb, lab);
+    for (size_t i = 0; i < fp4s_decomp_ngroups(*a); i++) {
+        fp4s_decomp_group(*a, i, &ra);
+        fp4s_decomp_group(*b, i, &rb);
+        assert_same_result(&ra, &rb, lab);
+    }
+    for (int h = 0; h < 2; h++) {
+        fp4s_decomp_hist ha, hb;
+        fp4s_decomp_hist_get(*a, (fp4s_decomp_hist_kind)h, &ha);
+        fp4s_decomp_hist_get(*b, (fp4s_decomp_hist_kind)h, &hb);
+        ck_assert_msg(memcmp(ha.counts, hb.counts, sizeof ha.counts) == 0, "%s: histogram %d", lab, h);
+    }
+    fp4s_decomp_close(a);
+    fp4s_decomp_close(b);
+}
+
 START_TEST(kernels_agree_bitwise)
 {
     /* every level's element kernels (AVX2: the portable loop compiled for it;
@@ -545,19 +576,7 @@ START_TEST(kernels_agree_bitwise)
                     char lab[160];
                     spec_label(&specs[k], lab, sizeof lab);
                     snprintf(lab + strlen(lab), sizeof lab - strlen(lab), ": ref vs %s", lv[l]);
-                    fp4s_decomp_result ra = summary(a), rb = summary(b);
-                    assert_same_result(&ra, &rb, lab);
-                    for (size_t i = 0; i < fp4s_decomp_ngroups(a); i++) {
-                        fp4s_decomp_group(a, i, &ra);
-                        fp4s_decomp_group(b, i, &rb);
-                        assert_same_result(&ra, &rb, lab);
-                    }
-                    fp4s_decomp_hist ha, hb;
-                    fp4s_decomp_hist_get(a, FP4S_HIST_ERROR, &ha);
-                    fp4s_decomp_hist_get(b, FP4S_HIST_ERROR, &hb);
-                    ck_assert_msg(memcmp(ha.counts, hb.counts, sizeof ha.counts) == 0, "%s: histogram", lab);
-                    fp4s_decomp_close(&a);
-                    fp4s_decomp_close(&b);
+                    assert_same_decomp(&a, &b, lab);
                 }
     fp4s_kernels_force_ref(false);
     free(adv);
@@ -573,7 +592,6 @@ END_TEST
 static float *adversarial_finite(size_t rows, size_t cols)
 {
     float *x = calloc(rows * cols, sizeof *x);
-    static const float mids[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 0.2f, 6.0f, 0.0f};
     rng_state = 123;
     for (size_t r = 0; r < rows; r++)
         for (size_t c = 0; c < cols; c++) {
@@ -582,10 +600,7 @@ static float *adversarial_finite(size_t rows, size_t cols)
             float *p = &x[r * cols + c];
             size_t i = c % 16;
             switch (kind) {
-            case 0: *p = i == 0 ? m : m / 6.0f * mids[i % 10] * ((i & 1) ? -1.0f : 1.0f); break;
-            case 1: *p = 0.0f; break;
-            case 2: *p = (float)rng_gauss() * 1e37f; break;
-            case 3: *p = (float)rng_gauss() * 1e-39f; break;
+            case 0: case 1: case 2: case 3: *p = adversarial_common(kind, m, i); break;
             case 4: *p = i == 3 ? -0.0f : (float)rng_gauss() * 3.0e-6f; break;
             case 5: *p = i == 0 ? 448.0f * 6.0f : (float)rng_gauss() * 0.01f; break;
             default: *p = (float)rng_gauss(); break;
@@ -621,22 +636,7 @@ START_TEST(fused_row_path_matches_per_block)
                     fp4s_set_threads(2);
                     fp4s_decomp *b = run(&specs[k], x, rows, cols, groups[gi], 16, ties[ti]);
                     fp4s_set_threads(0);
-                    fp4s_decomp_result ra = summary(a), rb = summary(b);
-                    assert_same_result(&ra, &rb, lab);
-                    for (size_t i = 0; i < fp4s_decomp_ngroups(a); i++) {
-                        fp4s_decomp_group(a, i, &ra);
-                        fp4s_decomp_group(b, i, &rb);
-                        assert_same_result(&ra, &rb, lab);
-                    }
-                    for (int h = 0; h < 2; h++) {
-                        fp4s_decomp_hist ha, hb;
-                        fp4s_decomp_hist_get(a, (fp4s_decomp_hist_kind)h, &ha);
-                        fp4s_decomp_hist_get(b, (fp4s_decomp_hist_kind)h, &hb);
-                        ck_assert_msg(memcmp(ha.counts, hb.counts, sizeof ha.counts) == 0, "%s: histogram %d", lab,
-                                      h);
-                    }
-                    fp4s_decomp_close(&a);
-                    fp4s_decomp_close(&b);
+                    assert_same_decomp(&a, &b, lab);
                 }
     fp4s_kernels_force_ref(false);
     if (fp4s_decomp_fused_available())
