@@ -660,33 +660,82 @@ static int count_below(float a) /* number of E2M1 bounds strictly below a */
     return n;
 }
 
+/* max |x| over the block xb[n] */
+static float block_amax(const float *xb, int n)
+{
+    float amax = 0;
+    for (int j = 0; j < n; j++) amax = fmaxf(amax, fabsf(xb[j]));
+    return amax;
+}
+
+/* An engine's literal formula for one block xb[n]: the scale byte and codes
+ * it gives, compared with the library's (scale, codes[n]); the number that
+ * differ. ctx: what the formula needs of the whole tensor. */
+typedef unsigned (*literal_block)(const float *xb, int n, uint8_t scale, const uint8_t *codes, const void *ctx);
+
+/* The mismatches of spec s against the formula over every block of x [rows, cols]. */
+static unsigned literal_mismatches(const fp4s_spec *s, const float *x, size_t rows, size_t cols, literal_block f,
+                                   const void *ctx)
+{
+    const int n = (int)s->block;
+    qres q = run_q(s, x, rows, cols);
+    ck_assert_int_eq(q.rc, 0);
+    unsigned bad = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t b = 0; b < cols / n; b++)
+            bad += f(x + r * cols + b * n, n, q.scales[r * (cols / n) + b], q.codes + r * cols + b * n, ctx);
+    qres_free(&q);
+    return bad;
+}
+
+/* ModelOpt MXFP4: e = ceil(log2(amax / 6)) (at least -127), codes by counting the bounds below |x| / 2^e */
+static unsigned modelopt_mx_block(const float *xb, int n, uint8_t scale, const uint8_t *codes, const void *ctx)
+{
+    (void)ctx;
+    unsigned bad = 0;
+    float e = ceilf(fmaxf(log2f(block_amax(xb, n) / 6.0f), -127.0f));
+    if (scale != (uint8_t)(e + 127)) bad++;
+    for (int j = 0; j < n; j++) {
+        float v = xb[j] / exp2f(e);
+        float sg = v > 0 ? 1.0f : v < 0 ? -1.0f : 0.0f;  /* torch.sign */
+        int sign_bit = (int)floorf((2.0f - sg) / 2.0f);  /* (2 - sign) // 2 */
+        uint8_t want = (uint8_t)(sign_bit * 8 + count_below(fabsf(v)));
+        if (codes[j] != want) bad++;
+    }
+    return bad;
+}
+
 START_TEST(modelopt_mxfp4_matches_literal_bounds)
 {
     const size_t rows = 64, cols = 256;
     float *x = mx_tie_data(rows, cols, 23);
     fp4s_spec s = prof(FP4S_MXFP4, "modelopt");
-    qres q = run_q(&s, x, rows, cols);
-    unsigned bad = 0;
-    for (size_t r = 0; r < rows; r++)
-        for (size_t b = 0; b < cols / 32; b++) {
-            const float *xb = x + r * cols + b * 32;
-            float amax = 0;
-            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(xb[j]));
-            float e = ceilf(fmaxf(log2f(amax / 6.0f), -127.0f));
-            if (q.scales[r * (cols / 32) + b] != (uint8_t)(e + 127)) bad++;
-            for (int j = 0; j < 32; j++) {
-                float v = xb[j] / exp2f(e);
-                float sg = v > 0 ? 1.0f : v < 0 ? -1.0f : 0.0f;  /* torch.sign */
-                int sign_bit = (int)floorf((2.0f - sg) / 2.0f);  /* (2 - sign) // 2 */
-                uint8_t want = (uint8_t)(sign_bit * 8 + count_below(fabsf(v)));
-                if (q.codes[r * cols + b * 32 + j] != want) bad++;
-            }
-        }
-    ck_assert_uint_eq(bad, 0);
-    qres_free(&q);
+    ck_assert_uint_eq(literal_mismatches(&s, x, rows, cols, modelopt_mx_block, NULL), 0);
     free(x);
 }
 END_TEST
+
+/* ModelOpt NVFP4 with the tensor scale *(const float *)ctx: the E4M3 block
+ * scale of amax / (6 scale_2), codes by searchsorted on the bounds */
+static unsigned modelopt_nv_block(const float *xb, int n, uint8_t scale, const uint8_t *codes, const void *ctx)
+{
+    const float sc2 = *(const float *)ctx;
+    unsigned bad = 0;
+    float p = block_amax(xb, n) / (6.0f * sc2);
+    if (p == 0.0f) p = 1.0f;
+    if (p < 0x1p-9f) p = 0x1p-9f;
+    uint8_t sb = fp4s_e4m3_encode(p, FP4S_TIE_EVEN);
+    if (scale != sb) bad++;
+    float t = fp4s_e4m3_decode(sb) * sc2;
+    for (int j = 0; j < n; j++) {
+        float v = xb[j] / t;
+        float a = fabsf(v);
+        int ord = count_below(a) + (a == 0.75f || a == 1.75f || a == 3.5f);
+        uint8_t want = (uint8_t)(((v < 0) << 3) + ord);
+        if (codes[j] != want) bad++;
+    }
+    return bad;
+}
 
 START_TEST(modelopt_nvfp4_matches_literal_searchsorted)
 {
@@ -701,66 +750,43 @@ START_TEST(modelopt_nvfp4_matches_literal_searchsorted)
             xb[15] = -0.0f;
         }
     fp4s_spec s = prof(FP4S_NVFP4, "modelopt");
-    qres q = run_q(&s, x, rows, cols);
     float amax = 0;
     for (size_t i = 0; i < rows * cols; i++) amax = fmaxf(amax, fabsf(x[i]));
     float sc2 = amax / (6.0f * 448.0f);
-    unsigned bad = 0;
-    for (size_t r = 0; r < rows; r++)
-        for (size_t b = 0; b < cols / 16; b++) {
-            const float *xb = x + r * cols + b * 16;
-            float am = 0;
-            for (int j = 0; j < 16; j++) am = fmaxf(am, fabsf(xb[j]));
-            float p = am / (6.0f * sc2);
-            if (p == 0.0f) p = 1.0f;
-            if (p < 0x1p-9f) p = 0x1p-9f;
-            uint8_t sb = fp4s_e4m3_encode(p, FP4S_TIE_EVEN);
-            if (q.scales[r * (cols / 16) + b] != sb) bad++;
-            float t = fp4s_e4m3_decode(sb) * sc2;
-            for (int j = 0; j < 16; j++) {
-                float v = xb[j] / t;
-                float a = fabsf(v);
-                int ord = count_below(a) + (a == 0.75f || a == 1.75f || a == 3.5f);
-                uint8_t want = (uint8_t)(((v < 0) << 3) + ord);
-                if (q.codes[r * cols + b * 16 + j] != want) bad++;
-            }
-        }
-    ck_assert_uint_eq(bad, 0);
-    qres_free(&q);
+    ck_assert_uint_eq(literal_mismatches(&s, x, rows, cols, modelopt_nv_block, &sc2), 0);
     free(x);
 }
 END_TEST
+
+/* torchao MXFP4 (floor): the unbiased exponent of amax's bits minus 2,
+ * clamped to [-127, 128]; half to even on the E2M1 grid, thresholds written out */
+static unsigned torchao_mx_block(const float *xb, int n, uint8_t scale, const uint8_t *codes, const void *ctx)
+{
+    (void)ctx;
+    unsigned bad = 0;
+    uint32_t bits = fp4s_f32_bits(block_amax(xb, n));
+    int unb = (int)((bits >> 23) & 0xFF) - 127 - 2;
+    if (unb < -127) unb = -127;
+    if (unb > 128) unb = 128;
+    if (scale != (uint8_t)(unb + 127)) bad++;
+    float sc = ldexpf(1.0f, unb);
+    for (int j = 0; j < n; j++) {
+        float v = fminf(fmaxf(xb[j] / sc, -6.0f), 6.0f);
+        float a = fabsf(v);
+        int m = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3
+              : a <= 2.5f ? 4 : a < 3.5f ? 5 : a <= 5.0f ? 6 : 7;
+        uint8_t want = (uint8_t)(m | (signbit(v) ? 8 : 0));
+        if (codes[j] != want) bad++;
+    }
+    return bad;
+}
 
 START_TEST(torchao_mxfp4_floor_matches_literal_bits)
 {
     const size_t rows = 64, cols = 256;
     float *x = mx_tie_data(rows, cols, 25);
     fp4s_spec s = prof(FP4S_MXFP4, "torchao");
-    qres q = run_q(&s, x, rows, cols);
-    unsigned bad = 0;
-    for (size_t r = 0; r < rows; r++)
-        for (size_t b = 0; b < cols / 32; b++) {
-            const float *xb = x + r * cols + b * 32;
-            float amax = 0;
-            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(xb[j]));
-            uint32_t bits = fp4s_f32_bits(amax);
-            int unb = (int)((bits >> 23) & 0xFF) - 127 - 2;
-            if (unb < -127) unb = -127;
-            if (unb > 128) unb = 128;
-            if (q.scales[r * (cols / 32) + b] != (uint8_t)(unb + 127)) bad++;
-            float sc = ldexpf(1.0f, unb);
-            for (int j = 0; j < 32; j++) {
-                float v = fminf(fmaxf(xb[j] / sc, -6.0f), 6.0f);
-                float a = fabsf(v);
-                /* round half to even on the E2M1 grid, thresholds written out */
-                int m = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3
-                      : a <= 2.5f ? 4 : a < 3.5f ? 5 : a <= 5.0f ? 6 : 7;
-                uint8_t want = (uint8_t)(m | (signbit(v) ? 8 : 0));
-                if (q.codes[r * cols + b * 32 + j] != want) bad++;
-            }
-        }
-    ck_assert_uint_eq(bad, 0);
-    qres_free(&q);
+    ck_assert_uint_eq(literal_mismatches(&s, x, rows, cols, torchao_mx_block, NULL), 0);
     free(x);
 }
 END_TEST
