@@ -2,6 +2,7 @@
  * chunk) into freshly allocated outputs. */
 #ifndef QHELP_H
 #define QHELP_H
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fp4scope/quant.h>
@@ -60,4 +61,15 @@ static inline uint64_t rng_next(uint64_t *st)
     return x * 0x2545F4914F6CDD1Dull;
 }
 static inline double rng_unif(uint64_t *st) { return ((rng_next(st) >> 11) + 0.5) * 0x1p-53; }
+/* x[0 .. n) (n even; an odd last one is left as it is) standard normals, two
+ * from each pair of uniforms */
+static inline void rng_normals(float *x, size_t n, uint64_t *st)
+{
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        double u1 = rng_unif(st), u2 = rng_unif(st);
+        double r = sqrt(-2.0 * log(u1));
+        x[i] = (float)(r * cos(6.283185307179586 * u2));
+        x[i + 1] = (float)(r * sin(6.283185307179586 * u2));
+    }
+}
 #endif
