@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../tests/capture_test.h"
 #include "bench_util.h"
 
 static uint64_t rng_state = 0x853c49e6748fea9bULL;
@@ -145,14 +146,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_mismatch: cannot create %s\n", h5);
         return 1;
     }
-    hid_t st = H5Tcopy(H5T_C_S1);
-    H5Tset_size(st, strlen(FP4S_CAPTURE_SCHEMA));
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(f, "fp4scope_schema", st, sp, H5P_DEFAULT, H5P_DEFAULT);
-    H5Awrite(a, st, FP4S_CAPTURE_SCHEMA);
-    H5Aclose(a);
-    H5Sclose(sp);
-    H5Tclose(st);
+    capture_put_schema(f, FP4S_CAPTURE_SCHEMA, false);
     t0 = bench_now();
     for (size_t s = 0; s < steps; s++) {
         char p[128];

@@ -116,8 +116,8 @@ static int bench_case(const bcase *bc, const char *level, int threads, const flo
     float amax = fp4s_amax(x, rows, cols, cols, NULL);
     if ((rc = fp4s_tscale_init(&s, amax, &ts))) return rc;
     size_t sf_cols = s.format == FP4S_FP8 ? (s.fp8_gran == FP4S_FP8_TENSOR ? 1 : cols / 128) : 1;
-    fp4s_qout o = {codes, cols, s.format == FP4S_FP8 ? NULL : scales, nb,
-                   s.format == FP4S_FP8 ? sf32 : NULL, sf_cols, NULL, 0};
+    fp4s_qout o = {.codes = codes, .ld_codes = cols, .scales = s.format == FP4S_FP8 ? NULL : scales,
+                   .ld_scales = nb, .scale_f32 = s.format == FP4S_FP8 ? sf32 : NULL, .ld_scale_f32 = sf_cols};
     double bq = 1e30, wq = 0, bc_ = 1e30, wc = 0, bd = 1e30, wd = 0;
     for (int r = 0; r < reps; r++) {
         /* alternate the two paths so that a change of load hits both */

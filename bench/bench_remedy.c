@@ -15,20 +15,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "../tests/splitmix.h"
 #include "bench_util.h"
 
 #define DEFAULT_LIST "bf16,wfq,w4a4qat,none,rac:0.125,rac:0.25,rac:0.5,rac:1,rac:0.25:bf16,rac:0.25:aug," \
                      "rac-rand:0.25,mbs:128,of:0.5,of:1,keep:1,mbs:128+of:0.5"
 
 static uint64_t st = 0x9E3779B97F4A7C15ull;
-static double urand(void)
-{
-    uint64_t z = (st += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return ((z >> 11) + 0.5) * 0x1.0p-53;
-}
+static double urand(void) { return splitmix_unit(&st); }
 static double gauss(void) { return sqrt(-2 * log(urand())) * cos(6.283185307179586 * urand()); }
 
 int main(int argc, char **argv)

@@ -383,8 +383,8 @@ int main(int argc, char **argv)
         fp4s_decomp_item *di = calloc(n, sizeof *di);
         if (!di) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
         for (size_t i = 0; i < n; i++)
-            di[i] = (fp4s_decomp_item){items[i].label, items[i].step, items[i].site, items[i].side,
-                                       items[i].synthetic, items[i].acc};
+            di[i] = (fp4s_decomp_item){.source = items[i].label, .step = items[i].step, .site = items[i].site,
+                                       .side = items[i].side, .synthetic = items[i].synthetic, .acc = items[i].acc};
         rc = fp4s_decomp_write_h5(outpath, &spec, di, n, roll);
         free(di);
         if (rc) exit(cli_report(rc));

@@ -853,7 +853,7 @@ int main(int argc, char **argv)
     if (c.baseline) cli_input(c.baseline);
     if (strcmp(output, "-") != 0) cli_output(output);
 
-    fp4s_mm_result res = {0, NULL}, bres = {0, NULL};
+    fp4s_mm_result res = {0}, bres = {0};
     const fp4s_mm_run *base = NULL;
     if (c.baseline && par_rank() == 0) { /* read whole, by rank 0 (a failure here is reported as always: par.h) */
         int rc = fp4s_mm_analyze(c.baseline, NULL, &c.mo, &t, &bres);

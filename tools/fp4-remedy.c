@@ -257,8 +257,8 @@ static int run_plan(site_run *runs, size_t nruns, const fp4s_remedy *rem, size_t
     for (size_t s = 0; s < ns; s++) {
         total_base += ps[s].base;
         for (size_t c = 0; c < nc; c++)
-            items[s * nc + c] = (fp4s_plan_item){ps[s].ref2[c] > 0 ? ps[s].err2[c] / ps[s].ref2[c] : 0, ps[s].cost[c],
-                                                 true};
+            items[s * nc + c] = (fp4s_plan_item){.err = ps[s].ref2[c] > 0 ? ps[s].err2[c] / ps[s].ref2[c] : 0,
+                                                 .cost = ps[s].cost[c], .ok = true};
     }
     size_t *choice = calloc(ns, sizeof *choice);
     double et = 0, ct = 0;
@@ -763,8 +763,8 @@ int main(int argc, char **argv)
     fp4s_remedy_row *rows = calloc(nrow ? nrow : 1, sizeof *rows);
     for (size_t s = 0; s < nruns; s++)
         for (size_t i = 0; i < nr; i++)
-            rows[s * nr + i] = (fp4s_remedy_row){runs[s].label, runs[s].site, runs[s].step, &runs[s].info,
-                                                 &runs[s].res[i]};
+            rows[s * nr + i] = (fp4s_remedy_row){.source = runs[s].label, .site = runs[s].site, .step = runs[s].step,
+                                                 .info = &runs[s].info, .res = &runs[s].res[i]};
     json_t *arr = json_array();
     for (size_t s = 0; s < nruns; s++)
         for (size_t i = 0; i < nr; i++) json_array_append_new(arr, row_json(&runs[s], &runs[s].res[i], eo.accel));

@@ -808,7 +808,7 @@ int par_mm_analyze(size_t n, const char *const *paths, const char *const *names,
     for (size_t i = 0; i < n; i++) {
         P.key = i;
         const char *name = i < nnames ? names[i] : NULL;
-        fp4s_mm_result part = {0, NULL};
+        fp4s_mm_result part = {0};
         int rc = strcmp(paths[i], "-") == 0 ? FP4S_ENOTSUP
                                              : fp4s_mm_analyze_part(paths[i], name, o, t, (size_t)P.rank,
                                                                     (size_t)P.size, &part);
@@ -848,7 +848,7 @@ int par_mm_analyze(size_t n, const char *const *paths, const char *const *names,
             res->nruns += f->nruns;
             f->nruns = 0;
         }
-        fp4s_mm_result left = {f->nruns, f->runs};
+        fp4s_mm_result left = {.nruns = f->nruns, .runs = f->runs};
         fp4s_mm_result_free(&left);
     }
     free(c.f);

@@ -596,6 +596,7 @@ int fp4s_decomp_group(const fp4s_decomp *d, size_t i, fp4s_decomp_result *r)
 int fp4s_decomp_hist_get(const fp4s_decomp *d, fp4s_decomp_hist_kind k, fp4s_decomp_hist *h)
 {
     if (!d || !h) return fp4s_error_set(FP4S_EINVAL, "decomposition: NULL argument");
+    memset(h, 0, sizeof *h);
     if (k == FP4S_HIST_DELTA) {
         h->lo = HD_LO;
         h->hi = HD_HI;

@@ -15,6 +15,7 @@
 
 void fp4s_mm_onset_opts_defaults(fp4s_mm_onset_opts *o)
 {
+    memset(o, 0, sizeof *o);
     o->baseline_steps = 10;
     o->margin = 0.5;
     o->sigma = 3.0;
@@ -156,6 +157,7 @@ done:
  * over all points and with a constant. */
 void fp4s_mm_changepoint_opts_defaults(fp4s_mm_changepoint_opts *o)
 {
+    memset(o, 0, sizeof *o);
     o->min_segment = 5;
     o->min_bic_gain = 10.0;
 }

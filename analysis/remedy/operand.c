@@ -85,7 +85,8 @@ int rm_qdq(const fp4s_spec *s, const float *x, size_t rows, size_t cols, size_t 
         if ((rc = fp4s_tscale_init(s, a, &ts))) return rc;
     }
     size_t blk = s->format == FP4S_FP8 ? 1 : s->block;
-    fp4s_qout o = {codes, cols, scales, cols / blk, NULL, 0, dq, cols};
+    fp4s_qout o = {.codes = codes, .ld_codes = cols, .scales = scales, .ld_scales = cols / blk, .dequant = dq,
+                   .ld_dequant = cols};
     float *f8 = NULL;
     if (s->format == FP4S_FP8 && s->fp8_gran != FP4S_FP8_TENSOR) {
         /* the FP8 tile scales are an output the quantizer wants somewhere */

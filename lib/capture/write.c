@@ -23,14 +23,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* fp4s_capture_opts keeps its size while options are added (they take
- * reserved space; checked on the 64-bit ABIs whose size is known). */
-#if defined(__x86_64__) || defined(__aarch64__)
-_Static_assert(sizeof(fp4s_capture_opts) == 64, "fp4s_capture_opts changed size: take the new field from reserved[]");
-#endif
-
-size_t fp4s_capture_opts_size(void) { return sizeof(fp4s_capture_opts); }
-
 void fp4s_capture_opts_defaults(fp4s_capture_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -43,6 +35,7 @@ void fp4s_capture_opts_defaults(fp4s_capture_opts *o)
 
 void fp4s_capture_meta_defaults(fp4s_capture_meta *m)
 {
+    memset(m, 0, sizeof *m);
     m->token_offset = -1;
     m->layer = -2;
     m->expert = -2;

@@ -116,8 +116,6 @@ float fp4s_amax_merge(float a, float b)
 
 /* ---- tensor scale ------------------------------------------------------------- */
 
-size_t fp4s_tscale_size(void) { return sizeof(fp4s_tscale); }
-
 int fp4s_tscale_init(const fp4s_spec *s, float amax, fp4s_tscale *ts)
 {
     if (!s || !ts) return fp4s_error_set(FP4S_EINVAL, "tensor scale: missing spec or output");

@@ -47,14 +47,6 @@
 #define NVFP4_SPEC .format = FP4S_NVFP4, .block = 16
 #define FP8_SPEC .format = FP4S_FP8
 
-/* fp4s_spec keeps its size while fields are added (they take reserved space;
- * checked on the 64-bit ABIs whose size is known). */
-#if defined(__x86_64__) || defined(__aarch64__)
-_Static_assert(sizeof(fp4s_spec) == 148, "fp4s_spec changed size: take the new field from reserved[]");
-#endif
-
-size_t fp4s_spec_size(void) { return sizeof(fp4s_spec); }
-
 /* ---- MXFP4 scale rules ---------------------------------------------------------- */
 
 static const fp4s_mx_rule_traits mx_rules[FP4S_MX_RULE_COUNT] = {

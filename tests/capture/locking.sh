@@ -4,18 +4,13 @@
 # merge -o or another tool's -o (exit 4, the file byte for byte as it was, no
 # temporary left); two concurrent `import -a` into a new file both land.
 . "$(dirname "$0")/common.sh"
+. "$SRC/tests/hold_writer.sh"
 C=fp4-capture
-HOLD=${FP4S_BUILDDIR:?}/tests/capture/hold_writer
 "$PY" -c "import numpy as np; np.save('$T/x.npy', np.arange(64, dtype=np.float32).reshape(2, 32))"
 $C synth -o "$T/other.h5" --steps 2 --tokens 8 --hidden 32 --out-features 0 --seqs 1 --seq-len 8
 
 # A live writer holds held.h5 (one flushed step) until $T/stop appears.
-"$HOLD" "$T/held.h5" "$T/ready" "$T/stop" &
-writer=$!
-i=0
-while [ ! -e "$T/ready" ]; do
-    i=$((i + 1)); [ $i -lt 500 ] || fail "the writer did not start"; sleep 0.02
-done
+hold_writer "$T/held.h5"
 cp "$T/held.h5" "$T/before.h5"
 unchanged() {
     cmp -s "$T/held.h5" "$T/before.h5" || fail "$1 changed the capture a live writer holds"

@@ -2,8 +2,9 @@
  * pairs, verification, append, merge and the synthetic generator. */
 #include <fp4scope/capture.h>
 
-#include <check.h>
+#include "../check_main.h"
 #include <hdf5.h>
+#include "../capture_test.h"
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,30 +13,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char dir[64];
-
 static void setup(void)
 {
-    strcpy(dir, "/tmp/fp4s_capt_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    check_dir_make("fp4s_capt_");
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-static const char *tmp(const char *name)
-{
-    static char buf[4][256];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
+static void teardown(void) { check_dir_remove(); }
 
 static fp4s_capture *new_cap(const char *path)
 {
@@ -50,16 +34,7 @@ static void plain_file(const char *path, const char *schema)
 {
     hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     ck_assert_int_ge(f, 0);
-    if (schema) {
-        hid_t t = H5Tcopy(H5T_C_S1);
-        H5Tset_size(t, strlen(schema));
-        hid_t sp = H5Screate(H5S_SCALAR);
-        hid_t a = H5Acreate2(f, "fp4scope_schema", t, sp, H5P_DEFAULT, H5P_DEFAULT);
-        H5Awrite(a, t, schema);
-        H5Aclose(a);
-        H5Sclose(sp);
-        H5Tclose(t);
-    }
+    if (schema) capture_put_schema(f, schema, false);
     H5Fclose(f);
 }
 
@@ -77,10 +52,10 @@ static void read_raw(const char *file, const char *path, hid_t memtype, void *ou
 /* ---- schema ---------------------------------------------------------------- */
 START_TEST(schema_missing_attribute_is_eformat)
 {
-    plain_file(tmp("a.h5"), NULL);
+    plain_file(check_path("a.h5"), NULL);
     fp4s_capture_entry *e;
     size_t n;
-    ck_assert_int_eq(fp4s_capture_list(tmp("a.h5"), &e, &n), FP4S_EFORMAT);
+    ck_assert_int_eq(fp4s_capture_list(check_path("a.h5"), &e, &n), FP4S_EFORMAT);
     ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "fp4scope_schema is missing"));
     ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "a.h5"));
 }
@@ -88,21 +63,21 @@ END_TEST
 
 START_TEST(schema_newer_major_is_eversion)
 {
-    plain_file(tmp("v2.h5"), "fp4scope-capture/2");
+    plain_file(check_path("v2.h5"), "fp4scope-capture/2");
     fp4s_capture_info in;
-    ck_assert_int_eq(fp4s_capture_info_read(tmp("v2.h5"), &in), FP4S_EVERSION);
+    ck_assert_int_eq(fp4s_capture_info_read(check_path("v2.h5"), &in), FP4S_EVERSION);
     ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "newer than this reader"));
     fp4s_capture *c;
-    ck_assert_int_eq(fp4s_capture_open_append(tmp("v2.h5"), NULL, &c), FP4S_EVERSION);
+    ck_assert_int_eq(fp4s_capture_open_append(check_path("v2.h5"), NULL, &c), FP4S_EVERSION);
     ck_assert_ptr_null(c);
 }
 END_TEST
 
 START_TEST(schema_newer_minor_is_accepted)
 {
-    plain_file(tmp("v13.h5"), "fp4scope-capture/1.3");
+    plain_file(check_path("v13.h5"), "fp4scope-capture/1.3");
     fp4s_capture_info in;
-    ck_assert_int_eq(fp4s_capture_info_read(tmp("v13.h5"), &in), 0);
+    ck_assert_int_eq(fp4s_capture_info_read(check_path("v13.h5"), &in), 0);
     ck_assert_int_eq(in.major, 1);
     ck_assert_int_eq(in.minor, 3);
     ck_assert(!in.synthetic);
@@ -115,32 +90,23 @@ END_TEST
 START_TEST(schema_fixed_length_utf8_is_read)
 {
     const char *v = "fp4scope-capture/1";
-    hid_t f = H5Fcreate(tmp("u.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, strlen(v));
-    H5Tset_cset(t, H5T_CSET_UTF8);
-    H5Tset_strpad(t, H5T_STR_NULLPAD);
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(f, "fp4scope_schema", t, sp, H5P_DEFAULT, H5P_DEFAULT);
-    H5Awrite(a, t, v);
-    H5Aclose(a);
-    H5Sclose(sp);
-    H5Tclose(t);
+    hid_t f = H5Fcreate(check_path("u.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    capture_put_schema(f, v, true);
     H5Fclose(f);
     fp4s_capture_info in;
-    ck_assert_msg(fp4s_capture_info_read(tmp("u.h5"), &in) == 0, "%s", fp4s_last_error());
+    ck_assert_msg(fp4s_capture_info_read(check_path("u.h5"), &in) == 0, "%s", fp4s_last_error());
     ck_assert_str_eq(in.schema, v);
 }
 END_TEST
 
 START_TEST(schema_malformed_is_eformat)
 {
-    plain_file(tmp("m.h5"), "fp4scope-capture/x");
+    plain_file(check_path("m.h5"), "fp4scope-capture/x");
     fp4s_capture_entry *e;
     size_t n;
-    ck_assert_int_eq(fp4s_capture_list(tmp("m.h5"), &e, &n), FP4S_EFORMAT);
-    plain_file(tmp("o.h5"), "other-schema/1");
-    ck_assert_int_eq(fp4s_capture_list(tmp("o.h5"), &e, &n), FP4S_EFORMAT);
+    ck_assert_int_eq(fp4s_capture_list(check_path("m.h5"), &e, &n), FP4S_EFORMAT);
+    plain_file(check_path("o.h5"), "other-schema/1");
+    ck_assert_int_eq(fp4s_capture_list(check_path("o.h5"), &e, &n), FP4S_EFORMAT);
 }
 END_TEST
 
@@ -148,26 +114,26 @@ START_TEST(open_missing_not_hdf5_truncated)
 {
     fp4s_capture_entry *e;
     size_t n;
-    ck_assert_int_eq(fp4s_capture_list(tmp("none.h5"), &e, &n), FP4S_EOPEN);
-    FILE *f = fopen(tmp("text.h5"), "w");
+    ck_assert_int_eq(fp4s_capture_list(check_path("none.h5"), &e, &n), FP4S_EOPEN);
+    FILE *f = fopen(check_path("text.h5"), "w");
     fputs("hello, not hdf5\n", f);
     fclose(f);
-    ck_assert_int_eq(fp4s_capture_list(tmp("text.h5"), &e, &n), FP4S_EFORMAT);
+    ck_assert_int_eq(fp4s_capture_list(check_path("text.h5"), &e, &n), FP4S_EFORMAT);
     ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "not an HDF5 file"));
     /* an interrupted copy: a real capture cut in half */
-    ck_assert_int_eq(fp4s_capture_synth(tmp("full.h5"), NULL), 0);
-    FILE *in = fopen(tmp("full.h5"), "rb");
+    ck_assert_int_eq(fp4s_capture_synth(check_path("full.h5"), NULL), 0);
+    FILE *in = fopen(check_path("full.h5"), "rb");
     fseek(in, 0, SEEK_END);
     long sz = ftell(in);
     fseek(in, 0, SEEK_SET);
     char *buf = malloc((size_t)sz);
     ck_assert_int_eq(fread(buf, 1, (size_t)sz, in), (size_t)sz);
     fclose(in);
-    FILE *out = fopen(tmp("half.h5"), "wb");
+    FILE *out = fopen(check_path("half.h5"), "wb");
     fwrite(buf, 1, (size_t)sz / 2, out);
     fclose(out);
     free(buf);
-    int rc = fp4s_capture_list(tmp("half.h5"), &e, &n);
+    int rc = fp4s_capture_list(check_path("half.h5"), &e, &n);
     ck_assert_int_eq(rc, FP4S_EFORMAT);
     ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "half.h5"));
 }
@@ -176,7 +142,7 @@ END_TEST
 /* ---- writer round trips -------------------------------------------------------- */
 START_TEST(put_f32_bf16_f16_bit_exact_with_stride)
 {
-    fp4s_capture *c = new_cap(tmp("rt.h5"));
+    fp4s_capture *c = new_cap(check_path("rt.h5"));
     enum { R = 5, K = 7, LD = 9 };
     float f[R * LD];
     uint16_t b[R * LD], h[R * LD];
@@ -194,14 +160,14 @@ START_TEST(put_f32_bf16_f16_bit_exact_with_stride)
     ck_assert_ptr_null(c);
     float rf[R * K];
     uint16_t rb[R * K], rh[R * K];
-    read_raw(tmp("rt.h5"), "/steps/3/a.f32/trainer", H5T_NATIVE_FLOAT, rf);
-    read_raw(tmp("rt.h5"), "/steps/3/a.bf16/trainer", H5T_NATIVE_UINT16, rb);
+    read_raw(check_path("rt.h5"), "/steps/3/a.f32/trainer", H5T_NATIVE_FLOAT, rf);
+    read_raw(check_path("rt.h5"), "/steps/3/a.bf16/trainer", H5T_NATIVE_UINT16, rb);
     /* float16 read as its own type: bytes unchanged */
     hid_t f16 = H5Tcopy(H5T_IEEE_F32LE);
     H5Tset_fields(f16, 15, 10, 5, 0, 10);
     H5Tset_size(f16, 2);
     H5Tset_ebias(f16, 15);
-    read_raw(tmp("rt.h5"), "/steps/3/a.f16/trainer", f16, rh);
+    read_raw(check_path("rt.h5"), "/steps/3/a.f16/trainer", f16, rh);
     H5Tclose(f16);
     for (int r = 0; r < R; r++)
         for (int k = 0; k < K; k++) {
@@ -211,7 +177,7 @@ START_TEST(put_f32_bf16_f16_bit_exact_with_stride)
         }
     fp4s_capture_entry *e;
     size_t n;
-    ck_assert_int_eq(fp4s_capture_list(tmp("rt.h5"), &e, &n), 0);
+    ck_assert_int_eq(fp4s_capture_list(check_path("rt.h5"), &e, &n), 0);
     ck_assert_uint_eq(n, 3);
     ck_assert_str_eq(e[0].site, "a.bf16");
     ck_assert_int_eq(e[0].dtype, FP4S_DT_BF16);
@@ -225,7 +191,7 @@ END_TEST
 
 START_TEST(put_appends_rows)
 {
-    fp4s_capture *c = new_cap(tmp("ap.h5"));
+    fp4s_capture *c = new_cap(check_path("ap.h5"));
     float x[4 * 3];
     for (int i = 0; i < 12; i++) x[i] = (float)i;
     for (int k = 0; k < 3; k++)
@@ -234,7 +200,7 @@ START_TEST(put_appends_rows)
     ck_assert_int_eq(fp4s_capture_put(c, 0, "s", "rollout", FP4S_DT_F32, x, 2, 4, 4, NULL), 0);
     ck_assert_int_eq(fp4s_capture_close(&c), 0);
     float r[5 * 4];
-    read_raw(tmp("ap.h5"), "/steps/0/s/rollout", H5T_NATIVE_FLOAT, r);
+    read_raw(check_path("ap.h5"), "/steps/0/s/rollout", H5T_NATIVE_FLOAT, r);
     for (int i = 0; i < 12; i++) ck_assert_float_eq(r[i], (float)i);
     for (int i = 0; i < 8; i++) ck_assert_float_eq(r[12 + i], (float)i);
 }
@@ -242,7 +208,7 @@ END_TEST
 
 START_TEST(put_rejects_bad_shapes_types_names)
 {
-    fp4s_capture *c = new_cap(tmp("bad.h5"));
+    fp4s_capture *c = new_cap(check_path("bad.h5"));
     float x[16] = {0};
     ck_assert_int_eq(fp4s_capture_put(c, 1, "s", "trainer", FP4S_DT_F32, x, 2, 4, 4, NULL), 0);
     ck_assert_int_eq(fp4s_capture_put(c, FP4S_CAPTURE_MAX_STEP + 1, "s", "trainer", FP4S_DT_F32, x, 2,
@@ -266,13 +232,13 @@ START_TEST(put_rejects_bad_shapes_types_names)
     ck_assert_int_eq(fp4s_capture_close(&c), 0);
     ck_assert_int_eq(fp4s_capture_close(&c), 0); /* NULL ok */
     fp4s_capture *c2;
-    ck_assert_int_eq(fp4s_capture_create(tmp("bad.h5"), NULL, &c2), FP4S_EWRITE); /* exists */
+    ck_assert_int_eq(fp4s_capture_create(check_path("bad.h5"), NULL, &c2), FP4S_EWRITE); /* exists */
 }
 END_TEST
 
 START_TEST(logprobs_round_trip_and_field_consistency)
 {
-    fp4s_capture *c = new_cap(tmp("lp.h5"));
+    fp4s_capture *c = new_cap(check_path("lp.h5"));
     float t[6] = {-1, -2, -3, -4, -5, -6}, r[6] = {-1.5f, -2, -3, -4, -5, -6.5f};
     int64_t seq[6] = {0, 0, 0, 1, 1, 1}, pos[6] = {0, 1, 2, 0, 1, 2};
     uint8_t m[6] = {1, 1, 0, 1, 1, 1};
@@ -285,11 +251,11 @@ START_TEST(logprobs_round_trip_and_field_consistency)
     float rt[6], rr[6];
     int64_t rs[6], rp[6];
     uint8_t rm[6];
-    read_raw(tmp("lp.h5"), "/steps/2/logprobs/trainer", H5T_NATIVE_FLOAT, rt);
-    read_raw(tmp("lp.h5"), "/steps/2/logprobs/rollout", H5T_NATIVE_FLOAT, rr);
-    read_raw(tmp("lp.h5"), "/steps/2/logprobs/seq", H5T_NATIVE_INT64, rs);
-    read_raw(tmp("lp.h5"), "/steps/2/logprobs/pos", H5T_NATIVE_INT64, rp);
-    read_raw(tmp("lp.h5"), "/steps/2/logprobs/mask", H5T_NATIVE_UINT8, rm);
+    read_raw(check_path("lp.h5"), "/steps/2/logprobs/trainer", H5T_NATIVE_FLOAT, rt);
+    read_raw(check_path("lp.h5"), "/steps/2/logprobs/rollout", H5T_NATIVE_FLOAT, rr);
+    read_raw(check_path("lp.h5"), "/steps/2/logprobs/seq", H5T_NATIVE_INT64, rs);
+    read_raw(check_path("lp.h5"), "/steps/2/logprobs/pos", H5T_NATIVE_INT64, rp);
+    read_raw(check_path("lp.h5"), "/steps/2/logprobs/mask", H5T_NATIVE_UINT8, rm);
     ck_assert_mem_eq(rt, t, sizeof t);
     ck_assert_mem_eq(rr, r, sizeof r);
     ck_assert_mem_eq(rs, seq, sizeof seq);
@@ -297,7 +263,7 @@ START_TEST(logprobs_round_trip_and_field_consistency)
     ck_assert_mem_eq(rm, m, sizeof m);
     fp4s_capture_entry *e;
     size_t n;
-    ck_assert_int_eq(fp4s_capture_list(tmp("lp.h5"), &e, &n), 0);
+    ck_assert_int_eq(fp4s_capture_list(check_path("lp.h5"), &e, &n), 0);
     ck_assert_uint_eq(n, 8);
     const char *order[] = {"trainer", "rollout", "seq", "pos", "mask", "trainer", "rollout", "seq"};
     for (size_t i = 0; i < n; i++) {
@@ -307,13 +273,13 @@ START_TEST(logprobs_round_trip_and_field_consistency)
         ck_assert_uint_eq(e[i].cols, 6);
     }
     free(e);
-    ck_assert_int_eq(fp4s_capture_verify(tmp("lp.h5")), 0);
+    ck_assert_int_eq(fp4s_capture_verify(check_path("lp.h5")), 0);
 }
 END_TEST
 
 START_TEST(scalars_round_trip_sorted_and_merged)
 {
-    fp4s_capture *c = new_cap(tmp("sc.h5"));
+    fp4s_capture *c = new_cap(check_path("sc.h5"));
     float t[2] = {-1, -2}, r[2] = {-1.5f, -2};
     int64_t seq[2] = {0, 1};
     ck_assert_int_eq(fp4s_capture_put_logprobs(c, 10, t, r, seq, NULL, NULL, 2), 0);
@@ -335,25 +301,25 @@ START_TEST(scalars_round_trip_sorted_and_merged)
     ck_assert_int_eq(fp4s_capture_close(&c), 0);
     fp4s_capture_scalar *v;
     size_t n;
-    ck_assert_int_eq(fp4s_capture_scalars(tmp("sc.h5"), &v, &n), 0);
+    ck_assert_int_eq(fp4s_capture_scalars(check_path("sc.h5"), &v, &n), 0);
     ck_assert_uint_eq(n, 4);
     ck_assert(v[0].step == 2 && !strcmp(v[0].name, "reward") && v[0].value == -3.5);
     ck_assert(v[1].step == 10 && !strcmp(v[1].name, "acc") && v[1].value == 0.5);
     ck_assert(v[2].step == 10 && !strcmp(v[2].name, "reward") && v[2].value == 0.75);
     ck_assert(v[3].step == 11 && isnan(v[3].value));
     free(v);
-    ck_assert_int_eq(fp4s_capture_verify(tmp("sc.h5")), 0); /* the readers take the attributes */
+    ck_assert_int_eq(fp4s_capture_verify(check_path("sc.h5")), 0); /* the readers take the attributes */
     /* merge keeps them */
-    const char *in[1] = {tmp("sc.h5")};
-    ck_assert_int_eq(fp4s_capture_merge(in, 1, tmp("scm.h5"), NULL), 0);
-    ck_assert_int_eq(fp4s_capture_scalars(tmp("scm.h5"), &v, &n), 0);
+    const char *in[1] = {check_path("sc.h5")};
+    ck_assert_int_eq(fp4s_capture_merge(in, 1, check_path("scm.h5"), NULL), 0);
+    ck_assert_int_eq(fp4s_capture_scalars(check_path("scm.h5"), &v, &n), 0);
     ck_assert_uint_eq(n, 4);
     ck_assert(v[2].step == 10 && v[2].value == 0.75);
     free(v);
     /* none */
-    c = new_cap(tmp("sc0.h5"));
+    c = new_cap(check_path("sc0.h5"));
     ck_assert_int_eq(fp4s_capture_close(&c), 0);
-    ck_assert_int_eq(fp4s_capture_scalars(tmp("sc0.h5"), &v, &n), 0);
+    ck_assert_int_eq(fp4s_capture_scalars(check_path("sc0.h5"), &v, &n), 0);
     ck_assert_uint_eq(n, 0);
     free(v);
 }
@@ -361,7 +327,7 @@ END_TEST
 
 START_TEST(const_weights_and_site_attributes)
 {
-    fp4s_capture *c = new_cap(tmp("w.h5"));
+    fp4s_capture *c = new_cap(check_path("w.h5"));
     float w[2 * 4] = {1, 2, 3, 4, 5, 6, 7, 8};
     ck_assert_int_eq(fp4s_capture_put(c, FP4S_CAPTURE_CONST_STEP, "layers.12.mlp.experts.7.down_proj",
                                       "weight", FP4S_DT_F32, w, 2, 4, 4, NULL), 0);
@@ -374,7 +340,7 @@ START_TEST(const_weights_and_site_attributes)
     ck_assert_int_eq(fp4s_capture_put(c, 0, "layers.12.mlp.experts.7.down_proj", "rollout",
                                       FP4S_DT_F32, w, 1, 3, 3, NULL), FP4S_ESHAPE);
     ck_assert_int_eq(fp4s_capture_close(&c), 0);
-    hid_t f = H5Fopen(tmp("w.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t f = H5Fopen(check_path("w.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
     ck_assert_int_ge(f, 0);
     ck_assert_int_gt(H5Lexists(f, "/weights", H5P_DEFAULT), 0);
     hid_t d = H5Dopen2(f, "/steps/0/layers.12.mlp.experts.7.down_proj/trainer", H5P_DEFAULT);
@@ -395,7 +361,7 @@ START_TEST(const_weights_and_site_attributes)
     H5Fclose(f);
     fp4s_capture_entry *e;
     size_t n;
-    ck_assert_int_eq(fp4s_capture_list(tmp("w.h5"), &e, &n), 0);
+    ck_assert_int_eq(fp4s_capture_list(check_path("w.h5"), &e, &n), 0);
     ck_assert_uint_eq(n, 2);
     ck_assert_int_eq(e[0].step, FP4S_CAPTURE_CONST_STEP);
     ck_assert_str_eq(e[0].side, "weight");
@@ -406,7 +372,7 @@ END_TEST
 
 START_TEST(list_sorts_steps_sites_naturally)
 {
-    fp4s_capture *c = new_cap(tmp("s.h5"));
+    fp4s_capture *c = new_cap(check_path("s.h5"));
     float x[4] = {0};
     const char *sites[] = {"layers.10.mlp", "layers.2.mlp", "layers.2.attn", "layers.1.mlp"};
     int64_t steps[] = {10, 2, 0};
@@ -418,7 +384,7 @@ START_TEST(list_sorts_steps_sites_naturally)
     ck_assert_int_eq(fp4s_capture_close(&c), 0);
     fp4s_capture_entry *e;
     size_t n;
-    ck_assert_int_eq(fp4s_capture_list(tmp("s.h5"), &e, &n), 0);
+    ck_assert_int_eq(fp4s_capture_list(check_path("s.h5"), &e, &n), 0);
     ck_assert_uint_eq(n, 24);
     ck_assert_int_eq(e[0].step, 0);
     ck_assert_int_eq(e[8].step, 2);
@@ -435,7 +401,7 @@ START_TEST(list_sorts_steps_sites_naturally)
     ck_assert_str_eq(spec, "x.h5:/steps/0/layers.1.mlp/rollout");
     free(e);
     fp4s_capture_info in;
-    ck_assert_int_eq(fp4s_capture_info_read(tmp("s.h5"), &in), 0);
+    ck_assert_int_eq(fp4s_capture_info_read(check_path("s.h5"), &in), 0);
     ck_assert_uint_eq(in.nsteps, 3);
     ck_assert_int_eq(in.first_step, 0);
     ck_assert_int_eq(in.last_step, 10);
@@ -456,7 +422,7 @@ END_TEST
 /* ---- pairs and verify ---------------------------------------------------------------- */
 START_TEST(pair_missing_step_site_side_and_shape_mismatch)
 {
-    fp4s_capture *c = new_cap(tmp("p.h5"));
+    fp4s_capture *c = new_cap(check_path("p.h5"));
     float x[8] = {0};
     ck_assert_int_eq(fp4s_capture_put(c, 5, "a", "trainer", FP4S_DT_F32, x, 2, 4, 4, NULL), 0);
     ck_assert_int_eq(fp4s_capture_put(c, 5, "a", "rollout", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);
@@ -465,25 +431,25 @@ START_TEST(pair_missing_step_site_side_and_shape_mismatch)
     ck_assert_int_eq(fp4s_capture_put(c, 7, "a", "rollout", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);
     ck_assert_int_eq(fp4s_capture_close(&c), 0);
     fp4s_capture_entry t, r;
-    ck_assert_int_eq(fp4s_capture_pair(tmp("p.h5"), 6, "a", &t, &r), FP4S_ENOTFOUND);
+    ck_assert_int_eq(fp4s_capture_pair(check_path("p.h5"), 6, "a", &t, &r), FP4S_ENOTFOUND);
     ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "step 6 not found (steps 5..7)"));
-    ck_assert_int_eq(fp4s_capture_pair(tmp("p.h5"), 5, "zz", &t, &r), FP4S_ENOTFOUND);
+    ck_assert_int_eq(fp4s_capture_pair(check_path("p.h5"), 5, "zz", &t, &r), FP4S_ENOTFOUND);
     ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "site 'zz' not found"));
-    ck_assert_int_eq(fp4s_capture_pair(tmp("p.h5"), 5, "b", &t, &r), FP4S_ENOTFOUND);
+    ck_assert_int_eq(fp4s_capture_pair(check_path("p.h5"), 5, "b", &t, &r), FP4S_ENOTFOUND);
     ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "no rollout side"));
-    ck_assert_int_eq(fp4s_capture_pair(tmp("p.h5"), 5, "a", &t, &r), FP4S_ESHAPE);
+    ck_assert_int_eq(fp4s_capture_pair(check_path("p.h5"), 5, "a", &t, &r), FP4S_ESHAPE);
     ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "trainer is [2, 4] but rollout is [1, 4]"));
-    ck_assert_int_eq(fp4s_capture_pair(tmp("p.h5"), 7, "a", &t, &r), 0);
+    ck_assert_int_eq(fp4s_capture_pair(check_path("p.h5"), 7, "a", &t, &r), 0);
     ck_assert_str_eq(t.path, "/steps/7/a/trainer");
     ck_assert_str_eq(r.path, "/steps/7/a/rollout");
-    ck_assert_int_eq(fp4s_capture_verify(tmp("p.h5")), FP4S_ESHAPE);
+    ck_assert_int_eq(fp4s_capture_verify(check_path("p.h5")), FP4S_ESHAPE);
 }
 END_TEST
 
 /* ---- append, locking, interruption ---------------------------------------------------------- */
 START_TEST(append_keeps_old_steps_and_locks_second_writer)
 {
-    fp4s_capture *c = new_cap(tmp("a.h5"));
+    fp4s_capture *c = new_cap(check_path("a.h5"));
     float x[4] = {1, 2, 3, 4};
     ck_assert_int_eq(fp4s_capture_put(c, 0, "s", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);
     ck_assert_int_eq(fp4s_capture_close(&c), 0);
@@ -498,10 +464,10 @@ START_TEST(append_keeps_old_steps_and_locks_second_writer)
         char b;
         if (read(go[0], &b, 1) != 1) _exit(2);
         fp4s_capture *c2;
-        int rc = fp4s_capture_open_append(tmp("a.h5"), NULL, &c2);
+        int rc = fp4s_capture_open_append(check_path("a.h5"), NULL, &c2);
         _exit(rc == FP4S_EBUSY && strstr(fp4s_last_error(), "another writer") ? 0 : 1);
     }
-    ck_assert_int_eq(fp4s_capture_open_append(tmp("a.h5"), NULL, &c), 0);
+    ck_assert_int_eq(fp4s_capture_open_append(check_path("a.h5"), NULL, &c), 0);
     ck_assert_int_eq(write(go[1], "x", 1), 1);
     int st;
     waitpid(pid, &st, 0);
@@ -515,10 +481,10 @@ START_TEST(append_keeps_old_steps_and_locks_second_writer)
     ck_assert_int_eq(fp4s_capture_close(&c), 0);
     fp4s_capture_entry *e;
     size_t n;
-    ck_assert_int_eq(fp4s_capture_list(tmp("a.h5"), &e, &n), 0);
+    ck_assert_int_eq(fp4s_capture_list(check_path("a.h5"), &e, &n), 0);
     ck_assert_uint_eq(n, 3);
     free(e);
-    ck_assert_int_eq(fp4s_capture_open_append(tmp("missing.h5"), NULL, &c), FP4S_EOPEN);
+    ck_assert_int_eq(fp4s_capture_open_append(check_path("missing.h5"), NULL, &c), FP4S_EOPEN);
 }
 END_TEST
 
@@ -543,7 +509,7 @@ static unsigned char *slurp(const char *path, size_t *n)
  * checked the lock), not for append, not without overwrite. */
 START_TEST(refused_writer_changes_nothing)
 {
-    const char *p = tmp("held.h5");
+    const char *p = check_path("held.h5");
     fp4s_capture *c = new_cap(p);
     float x[4] = {1, 2, 3, 4};
     ck_assert_int_eq(fp4s_capture_put(c, 0, "s", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);
@@ -590,7 +556,7 @@ END_TEST
  * writer_state, and lists as before. */
 START_TEST(abort_undoes_everything_since_the_flush)
 {
-    const char *p = tmp("t.h5");
+    const char *p = check_path("t.h5");
     float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     fp4s_capture *c = new_cap(p);
     ck_assert_int_eq(fp4s_capture_put(c, 0, "a", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL), 0);
@@ -610,14 +576,7 @@ START_TEST(abort_undoes_everything_since_the_flush)
     ck_assert_int_eq(fp4s_capture_abort(&c), 0);
     ck_assert_ptr_null(c);
     ck_assert_int_eq(fp4s_capture_list(p, &e1, &n1), 0);
-    ck_assert_uint_eq(n1, n0);
-    for (size_t i = 0; i < n0; i++) {
-        ck_assert_str_eq(e1[i].path, e0[i].path);
-        ck_assert_uint_eq(e1[i].rows, e0[i].rows);
-        ck_assert_uint_eq(e1[i].cols, e0[i].cols);
-    }
-    free(e0);
-    free(e1);
+    capture_same_listing(e0, n0, e1, n1);
     float got[4];
     read_raw(p, "/steps/0/a/trainer", H5T_NATIVE_FLOAT, got);
     ck_assert_mem_eq(got, x, sizeof got);
@@ -643,7 +602,7 @@ START_TEST(unclosed_writer_is_reported_interrupted)
     if (pid == 0) {
         fp4s_capture *c;
         float x[4] = {0};
-        if (fp4s_capture_create(tmp("i.h5"), NULL, &c)) _exit(1);
+        if (fp4s_capture_create(check_path("i.h5"), NULL, &c)) _exit(1);
         if (fp4s_capture_put(c, 0, "s", "trainer", FP4S_DT_F32, x, 1, 4, 4, NULL)) _exit(1);
         if (fp4s_capture_flush(c)) _exit(1);
         _exit(0); /* no close */
@@ -652,7 +611,7 @@ START_TEST(unclosed_writer_is_reported_interrupted)
     waitpid(pid, &st, 0);
     ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     fp4s_capture_info in;
-    ck_assert_int_eq(fp4s_capture_info_read(tmp("i.h5"), &in), 0);
+    ck_assert_int_eq(fp4s_capture_info_read(check_path("i.h5"), &in), 0);
     ck_assert(in.interrupted);
     ck_assert_uint_eq(in.nsteps, 1);
 }
@@ -677,19 +636,19 @@ static void two_ranks(const char *a, const char *b, float bval)
 
 START_TEST(merge_joins_and_accepts_identical_duplicates)
 {
-    two_ranks(tmp("r0.h5"), tmp("r1.h5"), 4);
-    const char *in[] = {tmp("r0.h5"), tmp("r1.h5")};
-    ck_assert_msg(fp4s_capture_merge(in, 2, tmp("m.h5"), NULL) == 0, "%s", fp4s_last_error());
+    two_ranks(check_path("r0.h5"), check_path("r1.h5"), 4);
+    const char *in[] = {check_path("r0.h5"), check_path("r1.h5")};
+    ck_assert_msg(fp4s_capture_merge(in, 2, check_path("m.h5"), NULL) == 0, "%s", fp4s_last_error());
     fp4s_capture_entry *e;
     size_t n;
-    ck_assert_int_eq(fp4s_capture_list(tmp("m.h5"), &e, &n), 0);
+    ck_assert_int_eq(fp4s_capture_list(check_path("m.h5"), &e, &n), 0);
     ck_assert_uint_eq(n, 4);
     free(e);
     fp4s_capture_info inf;
-    ck_assert_int_eq(fp4s_capture_info_read(tmp("m.h5"), &inf), 0);
+    ck_assert_int_eq(fp4s_capture_info_read(check_path("m.h5"), &inf), 0);
     ck_assert_str_eq(inf.producer, "fp4-capture merge");
     ck_assert(!inf.synthetic);
-    hid_t f = H5Fopen(tmp("m.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t f = H5Fopen(check_path("m.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
     char *s = NULL;
     hid_t a = H5Aopen(f, "run", H5P_DEFAULT), t = H5Aget_type(a);
     H5Aread(a, t, &s);
@@ -703,14 +662,14 @@ END_TEST
 
 START_TEST(merge_refuses_conflicting_duplicates_naming_both)
 {
-    two_ranks(tmp("r0.h5"), tmp("r1.h5"), 5);
-    const char *in[] = {tmp("r0.h5"), tmp("r1.h5")};
-    ck_assert_int_eq(fp4s_capture_merge(in, 2, tmp("m.h5"), NULL), FP4S_EDUP);
+    two_ranks(check_path("r0.h5"), check_path("r1.h5"), 5);
+    const char *in[] = {check_path("r0.h5"), check_path("r1.h5")};
+    ck_assert_int_eq(fp4s_capture_merge(in, 2, check_path("m.h5"), NULL), FP4S_EDUP);
     const char *m = fp4s_last_error();
     ck_assert_ptr_nonnull(strstr(m, "r0.h5 and "));
     ck_assert_ptr_nonnull(strstr(m, "r1.h5 both hold /steps/0/shared/trainer"));
     ck_assert_ptr_nonnull(strstr(m, "different values"));
-    ck_assert_int_eq(fp4s_capture_merge(in, 0, tmp("m2.h5"), NULL), FP4S_EINVAL);
+    ck_assert_int_eq(fp4s_capture_merge(in, 0, check_path("m2.h5"), NULL), FP4S_EINVAL);
 }
 END_TEST
 
@@ -741,19 +700,19 @@ START_TEST(synth_is_reproducible_and_labelled)
     o.seqs = 2;
     o.seq_len = 8;
     o.onset_step = 1;
-    ck_assert_int_eq(fp4s_capture_synth(tmp("a.h5"), &o), 0);
-    ck_assert_int_eq(fp4s_capture_synth(tmp("b.h5"), &o), 0);
+    ck_assert_int_eq(fp4s_capture_synth(check_path("a.h5"), &o), 0);
+    ck_assert_int_eq(fp4s_capture_synth(check_path("b.h5"), &o), 0);
     o.seed = 2;
-    ck_assert_int_eq(fp4s_capture_synth(tmp("c.h5"), &o), 0);
+    ck_assert_int_eq(fp4s_capture_synth(check_path("c.h5"), &o), 0);
     fp4s_capture_info in;
-    ck_assert_int_eq(fp4s_capture_info_read(tmp("a.h5"), &in), 0);
+    ck_assert_int_eq(fp4s_capture_info_read(check_path("a.h5"), &in), 0);
     ck_assert(in.synthetic);
     ck_assert_str_eq(in.producer, "fp4-capture synth");
     ck_assert_uint_eq(in.nsteps, 3);
     fp4s_capture_entry *ea, *eb;
     size_t na, nb;
-    ck_assert_int_eq(fp4s_capture_list(tmp("a.h5"), &ea, &na), 0);
-    ck_assert_int_eq(fp4s_capture_list(tmp("b.h5"), &eb, &nb), 0);
+    ck_assert_int_eq(fp4s_capture_list(check_path("a.h5"), &ea, &na), 0);
+    ck_assert_int_eq(fp4s_capture_list(check_path("b.h5"), &eb, &nb), 0);
     ck_assert_uint_eq(na, nb);
     size_t experts_seen = 0, tokens_routed = 0;
     for (size_t i = 0; i < na; i++) {
@@ -762,8 +721,8 @@ START_TEST(synth_is_reproducible_and_labelled)
         if (ea[i].dtype == FP4S_DT_BF16 && ea[i].step == 0) {
             uint16_t *x, *y;
             size_t n1, n2;
-            read_all_u16(tmp("a.h5"), ea[i].path, &x, &n1);
-            read_all_u16(tmp("b.h5"), eb[i].path, &y, &n2);
+            read_all_u16(check_path("a.h5"), ea[i].path, &x, &n1);
+            read_all_u16(check_path("b.h5"), eb[i].path, &y, &n2);
             ck_assert_uint_eq(n1, n2);
             ck_assert_mem_eq(x, y, n1 * 2);
             free(x);
@@ -780,22 +739,22 @@ START_TEST(synth_is_reproducible_and_labelled)
     /* trainer and rollout differ a little, not everywhere */
     uint16_t *t, *r;
     size_t n1, n2, diff = 0;
-    read_all_u16(tmp("a.h5"), "/steps/0/layers.0.self_attn.qkv_proj/trainer", &t, &n1);
-    read_all_u16(tmp("a.h5"), "/steps/0/layers.0.self_attn.qkv_proj/rollout", &r, &n2);
+    read_all_u16(check_path("a.h5"), "/steps/0/layers.0.self_attn.qkv_proj/trainer", &t, &n1);
+    read_all_u16(check_path("a.h5"), "/steps/0/layers.0.self_attn.qkv_proj/rollout", &r, &n2);
     for (size_t i = 0; i < n1; i++) diff += t[i] != r[i];
     ck_assert_uint_gt(diff, 0);
     ck_assert_uint_lt(diff, n1 / 4);
     uint16_t *z;
-    read_all_u16(tmp("c.h5"), "/steps/0/layers.0.self_attn.qkv_proj/trainer", &z, &n2);
+    read_all_u16(check_path("c.h5"), "/steps/0/layers.0.self_attn.qkv_proj/trainer", &z, &n2);
     ck_assert(memcmp(t, z, n1 * 2) != 0); /* another seed, other values */
     free(t);
     free(r);
     free(z);
     free(ea);
     free(eb);
-    ck_assert_int_eq(fp4s_capture_verify(tmp("a.h5")), 0);
+    ck_assert_int_eq(fp4s_capture_verify(check_path("a.h5")), 0);
     o.top_k = 9;
-    ck_assert_int_eq(fp4s_capture_synth(tmp("d.h5"), &o), FP4S_EINVAL);
+    ck_assert_int_eq(fp4s_capture_synth(check_path("d.h5"), &o), FP4S_EINVAL);
 }
 END_TEST
 
@@ -814,15 +773,15 @@ START_TEST(synth_mismatch_grows_after_onset)
     o.seq_len = 64;
     o.onset_step = 3;
     o.lp_growth = 4;
-    ck_assert_int_eq(fp4s_capture_synth(tmp("lp.h5"), &o), 0);
+    ck_assert_int_eq(fp4s_capture_synth(check_path("lp.h5"), &o), 0);
     double sd[6];
     for (int s = 0; s < 6; s++) {
         char p1[64], p2[64];
         snprintf(p1, sizeof p1, "/steps/%d/logprobs/trainer", s);
         snprintf(p2, sizeof p2, "/steps/%d/logprobs/rollout", s);
         float t[1024], r[1024];
-        read_raw(tmp("lp.h5"), p1, H5T_NATIVE_FLOAT, t);
-        read_raw(tmp("lp.h5"), p2, H5T_NATIVE_FLOAT, r);
+        read_raw(check_path("lp.h5"), p1, H5T_NATIVE_FLOAT, t);
+        read_raw(check_path("lp.h5"), p2, H5T_NATIVE_FLOAT, r);
         double s2 = 0;
         for (int i = 0; i < 1024; i++) {
             ck_assert(r[i] <= 0 && t[i] <= 0);
@@ -839,36 +798,31 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("capture");
-    struct {
-        const char *name;
-        const TTest *t;
-    } tests[] = {
-#define T(x) {#x, x}
-        T(schema_missing_attribute_is_eformat), T(schema_newer_major_is_eversion),
-        T(schema_newer_minor_is_accepted), T(schema_fixed_length_utf8_is_read), T(schema_malformed_is_eformat),
-        T(open_missing_not_hdf5_truncated), T(put_f32_bf16_f16_bit_exact_with_stride),
-        T(put_appends_rows), T(put_rejects_bad_shapes_types_names),
-        T(logprobs_round_trip_and_field_consistency), T(scalars_round_trip_sorted_and_merged),
-        T(const_weights_and_site_attributes),
-        T(list_sorts_steps_sites_naturally), T(site_match_globs_across_dots),
-        T(pair_missing_step_site_side_and_shape_mismatch),
-        T(append_keeps_old_steps_and_locks_second_writer), T(refused_writer_changes_nothing),
-        T(abort_undoes_everything_since_the_flush),
-        T(unclosed_writer_is_reported_interrupted),
-        T(merge_joins_and_accepts_identical_duplicates),
-        T(merge_refuses_conflicting_duplicates_naming_both), T(synth_is_reproducible_and_labelled),
-        T(synth_mismatch_grows_after_onset),
-#undef T
+    const check_case tests[] = {
+        CHECK_CASE(schema_missing_attribute_is_eformat),
+        CHECK_CASE(schema_newer_major_is_eversion),
+        CHECK_CASE(schema_newer_minor_is_accepted),
+        CHECK_CASE(schema_fixed_length_utf8_is_read),
+        CHECK_CASE(schema_malformed_is_eformat),
+        CHECK_CASE(open_missing_not_hdf5_truncated),
+        CHECK_CASE(put_f32_bf16_f16_bit_exact_with_stride),
+        CHECK_CASE(put_appends_rows),
+        CHECK_CASE(put_rejects_bad_shapes_types_names),
+        CHECK_CASE(logprobs_round_trip_and_field_consistency),
+        CHECK_CASE(scalars_round_trip_sorted_and_merged),
+        CHECK_CASE(const_weights_and_site_attributes),
+        CHECK_CASE(list_sorts_steps_sites_naturally),
+        CHECK_CASE(site_match_globs_across_dots),
+        CHECK_CASE(pair_missing_step_site_side_and_shape_mismatch),
+        CHECK_CASE(append_keeps_old_steps_and_locks_second_writer),
+        CHECK_CASE(refused_writer_changes_nothing),
+        CHECK_CASE(abort_undoes_everything_since_the_flush),
+        CHECK_CASE(unclosed_writer_is_reported_interrupted),
+        CHECK_CASE(merge_joins_and_accepts_identical_duplicates),
+        CHECK_CASE(merge_refuses_conflicting_duplicates_naming_both),
+        CHECK_CASE(synth_is_reproducible_and_labelled),
+        CHECK_CASE(synth_mismatch_grows_after_onset),
     };
-    for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
-        TCase *tc = tcase_create(tests[i].name);
-        tcase_add_checked_fixture(tc, setup, teardown);
-        tcase_add_test(tc, tests[i].t);
-        suite_add_tcase(s, tc);
-    }
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    check_add_cases(s, tests, CHECK_NCASES(tests), setup, teardown, 0);
+    return check_run(s, CK_NORMAL);
 }

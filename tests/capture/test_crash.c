@@ -8,8 +8,9 @@
  * each appending where the last one's committed steps end. */
 #include <fp4scope/capture.h>
 
-#include <check.h>
+#include "../check_main.h"
 #include <hdf5.h>
+#include "../capture_test.h"
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -104,34 +105,67 @@ static int check_dataset(hid_t f, int64_t s, int j, int side)
     return bad ? -1 : 0;
 }
 
-static void one_round(const char *path, unsigned seed)
+/* fork() with a pipe from the child to the parent: 0 in the child, *fd the
+ * write end; the child's pid in the parent, *fd the read end. */
+static pid_t fork_with_pipe(int *fd)
 {
     int p[2];
     ck_assert_int_eq(pipe(p), 0);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        close(p[0]);
-        child_writer(path, p[1], seed);
-    }
-    close(p[1]);
+    close(pid == 0 ? p[0] : p[1]);
+    *fd = pid == 0 ? p[1] : p[0];
+    return pid;
+}
+
+/* SIGKILL a writer child and reap it: its wait status. */
+static int kill_writer(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return st;
+}
+
+/* The last step number a dead writer reported on pipe fd (last if none
+ * more), the pipe read to its end and closed. */
+static int64_t last_reported(int fd, int64_t last)
+{
+    int64_t s;
+    while (read(fd, &s, sizeof s) == (ssize_t)sizeof s) last = s;
+    close(fd);
+    return last;
+}
+
+/* Each test's capture lives in a directory of its own, removed after it;
+ * HDF5's error printing is off (the kills leave files it complains about). */
+static void setup(void)
+{
+    check_dir_make("fp4s_crash_");
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+static void teardown(void) { check_dir_remove(); }
+
+static void one_round(const char *path, unsigned seed)
+{
+    int fd;
+    pid_t pid = fork_with_pipe(&fd);
+    if (pid == 0) child_writer(path, fd, seed); /* does not return */
     srand(seed);
     int want = 1 + rand() % 4; /* steps to see flushed before the kill window opens */
     int64_t s, last = -1;
     while (last + 1 < want) {
-        ssize_t r = read(p[0], &s, sizeof s);
+        ssize_t r = read(fd, &s, sizeof s);
         ck_assert_msg(r == (ssize_t)sizeof s, "writer died early (round seed %u)", seed);
         last = s;
     }
     /* Kill somewhere in the next step or two: put, extend, flush or report. */
     struct timespec ts = {0, (long)(rand() % 40000) * 1000L};
     nanosleep(&ts, NULL);
-    kill(pid, SIGKILL);
-    int st;
-    waitpid(pid, &st, 0);
+    int st = kill_writer(pid);
     ck_assert_msg(WIFSIGNALED(st), "writer exited by itself with %d", WEXITSTATUS(st));
-    while (read(p[0], &s, sizeof s) == (ssize_t)sizeof s) last = s;
-    close(p[0]);
+    last = last_reported(fd, last);
 
     /* The library reader must open it and list every reported step. */
     fp4s_capture_info info;
@@ -184,33 +218,21 @@ static void one_round(const char *path, unsigned seed)
 
 START_TEST(kill_mid_step_keeps_flushed_steps)
 {
-    char dir[] = "/tmp/fp4s_crash_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    char path[256];
-    snprintf(path, sizeof path, "%s/cap.h5", dir);
+    const char *path = check_path("cap.h5");
     const char *env = getenv("FP4S_CRASH_ROUNDS");
     int rounds = env ? atoi(env) : 12;
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     unsigned base = (unsigned)time(NULL);
     for (int r = 0; r < rounds; r++) one_round(path, base + (unsigned)r);
-    unlink(path);
-    rmdir(dir);
 }
 END_TEST
 
 START_TEST(unflushed_step_is_absent_after_kill)
 {
     /* Deterministic: flush step 0, write all of step 1 without flushing, kill. */
-    char dir[] = "/tmp/fp4s_crash_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    char path[256];
-    snprintf(path, sizeof path, "%s/cap.h5", dir);
-    int p[2];
-    ck_assert_int_eq(pipe(p), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    const char *path = check_path("cap.h5");
+    int fd;
+    pid_t pid = fork_with_pipe(&fd);
     if (pid == 0) {
-        close(p[0]);
         fp4s_capture *c;
         if (fp4s_capture_create(path, NULL, &c)) _exit(3);
         for (int64_t s = 0; s < 2; s++) {
@@ -218,30 +240,25 @@ START_TEST(unflushed_step_is_absent_after_kill)
             if (s == 0 && fp4s_capture_flush(c)) _exit(6);
         }
         char ok = 1;
-        if (write(p[1], &ok, 1) != 1) _exit(7);
+        if (write(fd, &ok, 1) != 1) _exit(7);
         pause();
         _exit(0);
     }
-    close(p[1]);
     char ok;
-    ck_assert_int_eq(read(p[0], &ok, 1), 1);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    close(p[0]);
+    ck_assert_int_eq(read(fd, &ok, 1), 1);
+    kill_writer(pid);
+    close(fd);
     fp4s_capture_entry *e;
     size_t n;
     ck_assert_msg(fp4s_capture_list(path, &e, &n) == 0, "%s", fp4s_last_error());
     ck_assert_uint_eq(n, 2 * NSITES);
     for (size_t i = 0; i < n; i++) ck_assert_int_eq(e[i].step, 0);
     free(e);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     ck_assert_int_ge(f, 0);
     for (int j = 0; j < NSITES; j++)
         for (int side = 0; side < 2; side++) ck_assert_int_eq(check_dataset(f, 0, j, side), 0);
     H5Fclose(f);
-    unlink(path);
-    rmdir(dir);
 }
 END_TEST
 
@@ -254,10 +271,7 @@ END_TEST
  * and appendable. Compressed and not. */
 static void append_then_kill(int gzip)
 {
-    char dir[] = "/tmp/fp4s_crash_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    char path[256];
-    snprintf(path, sizeof path, "%s/cap.h5", dir);
+    const char *path = check_path(gzip ? "cap-gzip.h5" : "cap.h5");
     fp4s_capture_opts o;
     fp4s_capture_opts_defaults(&o);
     o.gzip = gzip;
@@ -270,12 +284,9 @@ static void append_then_kill(int gzip)
     size_t n0;
     ck_assert_int_eq(fp4s_capture_list(path, &e0, &n0), 0);
 
-    int p[2];
-    ck_assert_int_eq(pipe(p), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    int fd;
+    pid_t pid = fork_with_pipe(&fd);
     if (pid == 0) {
-        close(p[0]);
         if (fp4s_capture_open_append(path, &o, &c)) _exit(3);
         for (size_t r = 0; r < ROWS * COLS; r++) buf[r] = -1.0f - (float)r;
         for (int b = 0; b < 200; b++) /* 200 blocks of 24 KiB onto each side of site 0 */
@@ -292,18 +303,14 @@ static void append_then_kill(int gzip)
                              COLS, NULL))
             _exit(5);
         char ok = 1;
-        if (write(p[1], &ok, 1) != 1) _exit(7);
+        if (write(fd, &ok, 1) != 1) _exit(7);
         pause();
         _exit(0);
     }
-    close(p[1]);
     char ok = 0;
-    ck_assert_msg(read(p[0], &ok, 1) == 1, "the appending writer failed");
-    kill(pid, SIGKILL);
-    int st;
-    waitpid(pid, &st, 0);
-    ck_assert(WIFSIGNALED(st));
-    close(p[0]);
+    ck_assert_msg(read(fd, &ok, 1) == 1, "the appending writer failed");
+    ck_assert(WIFSIGNALED(kill_writer(pid)));
+    close(fd);
 
     fp4s_capture_info info;
     ck_assert_int_eq(fp4s_capture_info_read(path, &info), 0);
@@ -311,14 +318,7 @@ static void append_then_kill(int gzip)
     fp4s_capture_entry *e1;
     size_t n1;
     ck_assert_msg(fp4s_capture_list(path, &e1, &n1) == 0, "%s", fp4s_last_error());
-    ck_assert_uint_eq(n1, n0);
-    for (size_t i = 0; i < n0; i++) {
-        ck_assert_str_eq(e1[i].path, e0[i].path);
-        ck_assert_uint_eq(e1[i].rows, e0[i].rows);
-        ck_assert_uint_eq(e1[i].cols, e0[i].cols);
-    }
-    free(e0);
-    free(e1);
+    capture_same_listing(e0, n0, e1, n1);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     ck_assert_int_ge(f, 0);
     for (int j = 0; j < NSITES; j++)
@@ -334,13 +334,10 @@ static void append_then_kill(int gzip)
     ck_assert_int_eq(fp4s_capture_list(path, &e1, &n1), 0);
     ck_assert_uint_eq(n1, n0 + 1);
     free(e1);
-    unlink(path);
-    rmdir(dir);
 }
 
 START_TEST(unflushed_append_leaves_the_capture_as_it_was)
 {
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     append_then_kill(0);
     append_then_kill(4);
 }
@@ -402,45 +399,31 @@ static int soak_check(hid_t f, int64_t s)
 
 START_TEST(soak_grows_a_capture_through_kills)
 {
-    char dir[] = "/tmp/fp4s_soak_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    char path[256];
-    snprintf(path, sizeof path, "%s/soak.h5", dir);
+    const char *path = check_path("soak.h5");
     const char *env = getenv("FP4S_SOAK_STEPS");
     int64_t target = env ? atoll(env) : 40;
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     unsigned seed = (unsigned)time(NULL);
     srand(seed);
     int64_t committed = -1; /* every step up to this one is in the file and checked */
     int64_t reported = -1;  /* the last step any writer reported flushed */
     int kills = 0;
     while (committed + 1 < target) {
-        int p[2];
-        ck_assert_int_eq(pipe(p), 0);
-        pid_t pid = fork();
-        ck_assert_int_ge(pid, 0);
-        if (pid == 0) {
-            close(p[0]);
-            soak_writer(path, committed + 1, p[1]);
-        }
-        close(p[1]);
+        int fd;
+        pid_t pid = fork_with_pipe(&fd);
+        if (pid == 0) soak_writer(path, committed + 1, fd); /* does not return */
         /* let it flush a few steps, then kill it at a random moment */
         int want = 1 + rand() % 8;
         int64_t s;
         for (int k = 0; k < want && committed + 1 + k < target; k++) {
-            ssize_t r = read(p[0], &s, sizeof s);
+            ssize_t r = read(fd, &s, sizeof s);
             ck_assert_msg(r == (ssize_t)sizeof s, "soak writer died early (seed %u, from step %" PRId64 ")",
                           seed, committed + 1);
             reported = s;
         }
         struct timespec ts = {0, (long)(rand() % 3000) * 1000L};
         nanosleep(&ts, NULL);
-        kill(pid, SIGKILL);
-        int st;
-        waitpid(pid, &st, 0);
-        kills += WIFSIGNALED(st);
-        while (read(p[0], &s, sizeof s) == (ssize_t)sizeof s) reported = s;
-        close(p[0]);
+        kills += WIFSIGNALED(kill_writer(pid));
+        reported = last_reported(fd, reported);
         /* every reported step is listed and exact; a step whose flush was
          * under way at the kill is complete or absent */
         fp4s_capture_entry *e;
@@ -470,30 +453,20 @@ START_TEST(soak_grows_a_capture_through_kills)
     H5Fclose(f);
     printf("soak: %" PRId64 " steps through %d kills (seed %u), every flushed step intact\n", committed + 1,
            kills, seed);
-    unlink(path);
-    rmdir(dir);
 }
 END_TEST
 
 int main(void)
 {
     Suite *s = suite_create("capture_crash");
-    TCase *t1 = tcase_create("kill_mid_step_keeps_flushed_steps");
-    tcase_add_test(t1, kill_mid_step_keeps_flushed_steps);
-    tcase_set_timeout(t1, 600);
-    suite_add_tcase(s, t1);
-    TCase *t3 = tcase_create("soak_grows_a_capture_through_kills");
-    tcase_add_test(t3, soak_grows_a_capture_through_kills);
-    tcase_set_timeout(t3, 3000);
-    suite_add_tcase(s, t3);
-    TCase *t2 = tcase_create("unflushed_step_is_absent_after_kill");
-    tcase_add_test(t2, unflushed_step_is_absent_after_kill);
-    tcase_add_test(t2, unflushed_append_leaves_the_capture_as_it_was);
-    suite_add_tcase(s, t2);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    const check_case kill[] = {CHECK_CASE(kill_mid_step_keeps_flushed_steps)};
+    const check_case soak[] = {CHECK_CASE(soak_grows_a_capture_through_kills)};
+    const check_case unflushed[] = {
+        CHECK_CASE(unflushed_step_is_absent_after_kill),
+        CHECK_CASE(unflushed_append_leaves_the_capture_as_it_was),
+    };
+    check_add_cases(s, kill, CHECK_NCASES(kill), setup, teardown, 600);
+    check_add_cases(s, soak, CHECK_NCASES(soak), setup, teardown, 3000);
+    check_add_cases(s, unflushed, CHECK_NCASES(unflushed), setup, teardown, 0);
+    return check_run_fork(s, CK_NORMAL, CK_NOFORK);
 }

@@ -109,27 +109,37 @@ def test_refused_overwrite_keeps_the_file():
     assert ls_json(p)["steps"] == [0, 1]
 
 
-def test_opts_struct_matches_the_library():
-    """The adapter's copy of fp4s_capture_opts has the library's size, and a
-    copy that does not is refused before the library writes into it."""
+def check_mirror(module, cls, struct, call):
+    """The adapter's copy module.cls of C struct `struct` has the library's
+    size (fp4s_<struct>_size), and a copy one field short is refused by
+    call() before the library writes into or reads through it."""
     import ctypes
-    from fp4scope import capture
     from fp4scope._lib import lib
-    assert ctypes.sizeof(capture._Opts) == lib().fp4s_capture_opts_size(), \
-        (ctypes.sizeof(capture._Opts), lib().fp4s_capture_opts_size())
-    good = capture._Opts
+    size = getattr(lib(), "fp4s_%s_size" % struct[len("fp4s_"):])()
+    good = getattr(module, cls)
+    assert ctypes.sizeof(good) == size, (struct, ctypes.sizeof(good), size)
 
     class Short(ctypes.Structure):
         _fields_ = good._fields_[:-1]
-    capture._Opts = Short
+    setattr(module, cls, Short)
     try:
-        Capture(os.path.join(T, "short.h5"))
-        raise AssertionError("a mirror of the wrong size was accepted")
+        call()
+        raise AssertionError("a mirror of %s of the wrong size was accepted" % struct)
     except FP4SError as e:
-        assert "fp4s_capture_opts is" in str(e) and e.code == -15, str(e)
+        assert "%s is" % struct in str(e) and e.code == -15, str(e)
     finally:
-        capture._Opts = good
+        setattr(module, cls, good)
+
+
+def test_opts_struct_matches_the_library():
+    from fp4scope import capture
+    check_mirror(capture, "_Opts", "fp4s_capture_opts", lambda: Capture(os.path.join(T, "short.h5")))
     assert not os.path.exists(os.path.join(T, "short.h5"))
+
+
+def test_qout_struct_matches_the_library():
+    from fp4scope import quant
+    check_mirror(quant, "_QOut", "fp4s_qout", lambda: fp4scope.fake_quant(np.zeros((2, 16), np.float32)))
 
 
 def test_fake_quant():
@@ -217,6 +227,7 @@ if __name__ == "__main__":
     test_interrupted()
     test_refused_overwrite_keeps_the_file()
     test_opts_struct_matches_the_library()
+    test_qout_struct_matches_the_library()
     test_fake_quant()
     if "--torch" in sys.argv:
         test_torch()

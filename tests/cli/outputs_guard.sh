@@ -126,14 +126,9 @@ expect_exit 0 fp4-channels x.in.npy -o set.h5 --force
 expect_exit 0 fp4-decompose x.in.npy -o dec.h5
 expect_exit 0 fp4-decompose x.in.npy -o dec.h5 --force
 # ---- item 2: a file a live writer holds is never replaced, even with --force ----
-HOLD=${FP4S_BUILDDIR:-}/tests/capture/hold_writer
-if [ -x "$HOLD" ]; then
-    "$HOLD" "$T/held.h5" "$T/ready" "$T/stop" &
-    writer=$!
-    n=0
-    while [ ! -e "$T/ready" ]; do
-        n=$((n + 1)); [ $n -lt 500 ] || fail "the writer did not start"; sleep 0.02
-    done
+if [ -x "${FP4S_BUILDDIR:-}/tests/capture/hold_writer" ]; then
+    . "$FP4S_SRCDIR/tests/hold_writer.sh"
+    hold_writer "$T/held.h5"
     cp held.h5 held.keep
     for cmd in "fp4-quant x.in.npy -o held.h5" "fp4-quant x.in.npy --dequant held.h5" \
                "fp4-decompose x.in.npy -o held.h5" "fp4-channels x.in.npy -o held.h5" \

@@ -93,8 +93,8 @@ static void check_level(const input *in, const char *prof, const fp4s_spec *s, c
     }
     size_t nb = s->format == FP4S_FP8 ? (s->fp8_gran == FP4S_FP8_TENSOR ? 1 : cols / 128)
                                       : fp4s_spec_blocks_per_row(s, cols);
-    fp4s_qout o = {codes, cols, s->format == FP4S_FP8 ? NULL : scales, nb, s->format == FP4S_FP8 ? sf : NULL,
-                   nb, NULL, 0};
+    fp4s_qout o = {.codes = codes, .ld_codes = cols, .scales = s->format == FP4S_FP8 ? NULL : scales,
+                   .ld_scales = nb, .scale_f32 = s->format == FP4S_FP8 ? sf : NULL, .ld_scale_f32 = nb};
     int rc = fp4s_quantize(s, ts, in->x, rows, cols, cols, 0, &o, NULL);
     if (rc) {
         printf("FAIL %s %s [%s]: quantize: %s\n", in->name, prof, level, fp4s_last_error());

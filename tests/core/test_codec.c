@@ -3,7 +3,7 @@
  * search on a strided fp32 sweep plus every midpoint, the E2M1 tie tables,
  * ggml's UE4M3 encoder and the MXFP4 shared-exponent rules on hand-picked
  * amax values. */
-#include <check.h>
+#include "../check_main.h"
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -53,30 +53,48 @@ static int ref_round(double a, const double *g, int n, fp4s_tie tie, double top_
 
 static const fp4s_tie ties[3] = {FP4S_TIE_EVEN, FP4S_TIE_ZERO, FP4S_TIE_AWAY};
 
-/* ---- BF16 ------------------------------------------------------------------ */
-START_TEST(bf16_decode_every_code)
+/* BF16 and FP16: every code decodes to the value of its fields (NaN for the
+ * NaN codes, the code's sign otherwise), and every code but NaN encodes back
+ * to itself under every tie rule (a NaN to a NaN). */
+typedef struct half16 {
+    const char *name;
+    int E, M, bias;
+    float (*decode)(uint16_t);
+    uint16_t (*encode)(float, fp4s_tie);
+} half16;
+static const half16 BF16 = {"bf16", 8, 7, 127, fp4s_bf16_decode, fp4s_bf16_encode};
+static const half16 FP16 = {"fp16", 5, 10, 15, fp4s_fp16_decode, fp4s_fp16_encode};
+
+static void decode_every_code(const half16 *h)
 {
+    const uint32_t emax = (1u << h->E) - 1, mmask = (1u << h->M) - 1;
     for (uint32_t c = 0; c < 65536; c++) {
-        float f = fp4s_bf16_decode((uint16_t)c);
-        uint32_t e = (c >> 7) & 0xFF, m = c & 0x7F;
-        if (e == 255 && m) { ck_assert_msg(isnan(f), "bf16 %04x", c); continue; }
-        double want = e == 255 ? ((c >> 15) ? -INFINITY : INFINITY) : ref_decode(c, 8, 7, 127);
-        ck_assert_msg((double)f == want && !!signbit(f) == !!(c >> 15),
-                      "bf16 %04x -> %a want %a", c, f, want);
+        float f = h->decode((uint16_t)c);
+        uint32_t e = (c >> h->M) & emax, m = c & mmask;
+        if (e == emax && m) { ck_assert_msg(isnan(f), "%s %04x", h->name, c); continue; }
+        double want = e == emax ? ((c >> 15) ? -INFINITY : INFINITY) : ref_decode(c, h->E, h->M, h->bias);
+        ck_assert_msg((double)f == want && !!signbit(f) == !!(c >> 15), "%s %04x -> %a want %a", h->name, c, f,
+                      want);
     }
 }
-END_TEST
 
-START_TEST(bf16_roundtrip_every_code)
+static void roundtrip_every_code(const half16 *h)
 {
+    const uint32_t emax = (1u << h->E) - 1, mmask = (1u << h->M) - 1, inf = emax << h->M;
     for (int t = 0; t < 3; t++)
         for (uint32_t c = 0; c < 65536; c++) {
-            uint32_t e = (c >> 7) & 0xFF, m = c & 0x7F;
-            uint16_t r = fp4s_bf16_encode(fp4s_bf16_decode((uint16_t)c), ties[t]);
-            if (e == 255 && m) ck_assert_msg((r & 0x7F80) == 0x7F80 && (r & 0x7F), "nan %04x", c);
-            else ck_assert_msg(r == c, "bf16 %04x -> %04x", c, r);
+            uint32_t e = (c >> h->M) & emax, m = c & mmask;
+            uint16_t r = h->encode(h->decode((uint16_t)c), ties[t]);
+            if (e == emax && m) ck_assert_msg((r & inf) == inf && (r & mmask), "nan %04x", c);
+            else ck_assert_msg(r == c, "%s %04x -> %04x", h->name, c, r);
         }
 }
+
+/* ---- BF16 ------------------------------------------------------------------ */
+START_TEST(bf16_decode_every_code) { decode_every_code(&BF16); }
+END_TEST
+
+START_TEST(bf16_roundtrip_every_code) { roundtrip_every_code(&BF16); }
 END_TEST
 
 /* The bulk converter (a bit trick) gives the scalar encoder's bits for every
@@ -146,29 +164,10 @@ START_TEST(bf16_encode_matches_double_reference)
 END_TEST
 
 /* ---- FP16 ------------------------------------------------------------------ */
-START_TEST(fp16_decode_every_code)
-{
-    for (uint32_t c = 0; c < 65536; c++) {
-        float f = fp4s_fp16_decode((uint16_t)c);
-        uint32_t e = (c >> 10) & 31, m = c & 0x3FF;
-        if (e == 31 && m) { ck_assert_msg(isnan(f), "fp16 %04x", c); continue; }
-        double want = e == 31 ? ((c >> 15) ? -INFINITY : INFINITY) : ref_decode(c, 5, 10, 15);
-        ck_assert_msg((double)f == want && !!signbit(f) == !!(c >> 15), "fp16 %04x -> %a want %a",
-                      c, f, want);
-    }
-}
+START_TEST(fp16_decode_every_code) { decode_every_code(&FP16); }
 END_TEST
 
-START_TEST(fp16_roundtrip_every_code)
-{
-    for (int t = 0; t < 3; t++)
-        for (uint32_t c = 0; c < 65536; c++) {
-            uint32_t e = (c >> 10) & 31, m = c & 0x3FF;
-            uint16_t r = fp4s_fp16_encode(fp4s_fp16_decode((uint16_t)c), ties[t]);
-            if (e == 31 && m) ck_assert_msg((r & 0x7C00) == 0x7C00 && (r & 0x3FF), "nan %04x", c);
-            else ck_assert_msg(r == c, "fp16 %04x -> %04x", c, r);
-        }
-}
+START_TEST(fp16_roundtrip_every_code) { roundtrip_every_code(&FP16); }
 END_TEST
 
 START_TEST(fp16_encode_matches_double_reference)
@@ -507,41 +506,38 @@ static void grids(void)
     for (uint32_t c = 0; c < 127; c++) e4m3_grid[c] = ref_decode(c, 4, 3, 7);
 }
 
-#define TC(name) do { TCase *tc = tcase_create(#name); tcase_add_test(tc, name); \
-    tcase_set_timeout(tc, 120); suite_add_tcase(s, tc); } while (0)
-
 int main(void)
 {
     grids();
     Suite *s = suite_create("codec");
-    TC(bf16_decode_every_code);
-    TC(bf16_bulk_matches_scalar);
-    TC(bf16_roundtrip_every_code);
-    TC(bf16_encode_matches_double_reference);
-    TC(fp16_decode_every_code);
-    TC(fp16_roundtrip_every_code);
-    TC(fp16_encode_matches_double_reference);
-    TC(e4m3_decode_every_code);
-    TC(e4m3_encode_matches_double_reference);
-    TC(ue4m3_ggml_encoder_cases);
-    TC(e8m0_decode_every_code);
-    TC(e2m1_decode_every_code);
-    TC(e2m1_rne_ties);
-    TC(e2m1_rtz_and_rha_tables);
-    TC(e2m1_sign_and_negative_zero_policy);
-    TC(e2m1_every_value_against_grid);
-    TC(mx_floor_hand_cases);
-    TC(mx_ceil_hand_cases);
-    TC(mx_ceil_never_clips);
-    TC(mx_even_hand_cases);
-    TC(mx_log2f_differs_from_floor_only_below_powers_of_two);
-    TC(mx_rtn_hand_cases);
-    TC(tie_names_parse);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    const check_case cases[] = {
+        CHECK_CASE(bf16_decode_every_code),
+        CHECK_CASE(bf16_bulk_matches_scalar),
+        CHECK_CASE(bf16_roundtrip_every_code),
+        CHECK_CASE(bf16_encode_matches_double_reference),
+        CHECK_CASE(fp16_decode_every_code),
+        CHECK_CASE(fp16_roundtrip_every_code),
+        CHECK_CASE(fp16_encode_matches_double_reference),
+        CHECK_CASE(e4m3_decode_every_code),
+        CHECK_CASE(e4m3_encode_matches_double_reference),
+        CHECK_CASE(ue4m3_ggml_encoder_cases),
+        CHECK_CASE(e8m0_decode_every_code),
+        CHECK_CASE(e2m1_decode_every_code),
+        CHECK_CASE(e2m1_rne_ties),
+        CHECK_CASE(e2m1_rtz_and_rha_tables),
+        CHECK_CASE(e2m1_sign_and_negative_zero_policy),
+        CHECK_CASE(e2m1_every_value_against_grid),
+        CHECK_CASE(mx_floor_hand_cases),
+        CHECK_CASE(mx_ceil_hand_cases),
+        CHECK_CASE(mx_ceil_never_clips),
+        CHECK_CASE(mx_even_hand_cases),
+        CHECK_CASE(mx_log2f_differs_from_floor_only_below_powers_of_two),
+        CHECK_CASE(mx_rtn_hand_cases),
+        CHECK_CASE(tie_names_parse),
+    };
+    check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 120);
+    int status = check_run(s, CK_ENV);
     free(bf16_grid);
     free(fp16_grid);
-    return nf ? 1 : 0;
+    return status;
 }

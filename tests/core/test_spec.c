@@ -2,7 +2,7 @@
  * table documents each, the rule and recipe trait tables are complete, every
  * name list comes from the tables, unknown names and undefined formats are
  * rejected, describe names every rule, parse/name helpers round-trip. */
-#include <check.h>
+#include "../check_main.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -213,68 +213,95 @@ START_TEST(name_lists_come_from_the_tables)
 }
 END_TEST
 
+/* An enum field of fp4s_spec a profile sets, by offset and name. */
+#define SPEC_ENUM(f) offsetof(fp4s_spec, f), #f
+#define SPEC_ENUM_IS_INT(f) _Static_assert(sizeof(((fp4s_spec *)0)->f) == sizeof(int), #f " is not an int");
+SPEC_ENUM_IS_INT(fp8_gran)
+SPEC_ENUM_IS_INT(global_scale)
+SPEC_ENUM_IS_INT(mx_rule)
+SPEC_ENUM_IS_INT(nonfinite)
+SPEC_ENUM_IS_INT(nv_recipe)
+SPEC_ENUM_IS_INT(packing)
+SPEC_ENUM_IS_INT(tensor_amax)
+SPEC_ENUM_IS_INT(tie)
+SPEC_ENUM_IS_INT(zero_in)
+
 START_TEST(profiles_set_the_documented_rules)
 {
+    static const struct {
+        fp4s_format format;
+        const char *profile;
+        size_t offset;
+        const char *field;
+        int want;
+    } rules[] = {
+        {FP4S_MXFP4, "ocp", SPEC_ENUM(mx_rule), FP4S_MX_FLOOR},
+        {FP4S_MXFP4, "ocp", SPEC_ENUM(tie), FP4S_TIE_EVEN},
+        {FP4S_MXFP4, "ocp", SPEC_ENUM(packing), FP4S_PACK_PAIRS},
+        {FP4S_MXFP4, "ceil", SPEC_ENUM(mx_rule), FP4S_MX_CEIL},
+        {FP4S_MXFP4, "torchao-rceil@0.18", SPEC_ENUM(mx_rule), FP4S_MX_CEIL},
+        {FP4S_MXFP4, "vllm", SPEC_ENUM(mx_rule), FP4S_MX_EVEN},
+        {FP4S_MXFP4, "ggml", SPEC_ENUM(mx_rule), FP4S_MX_LOG2F},
+        {FP4S_MXFP4, "ggml", SPEC_ENUM(tie), FP4S_TIE_ZERO},
+        {FP4S_MXFP4, "ggml", SPEC_ENUM(packing), FP4S_PACK_SPLIT},
+        {FP4S_MXFP4, "ggml", SPEC_ENUM(nonfinite), FP4S_NF_IGNORE},
+        {FP4S_MXFP4, "microxcaling", SPEC_ENUM(tie), FP4S_TIE_AWAY},
+        {FP4S_MXFP4, "microxcaling", SPEC_ENUM(nonfinite), FP4S_NF_BLOCK_NAN},
+        {FP4S_MXFP4, "modelopt", SPEC_ENUM(mx_rule), FP4S_MX_CEIL_LOG2F},
+        {FP4S_MXFP4, "modelopt", SPEC_ENUM(tie), FP4S_TIE_ZERO},
+        {FP4S_MXFP4, "modelopt", SPEC_ENUM(zero_in), FP4S_ZIN_NEG},
+        {FP4S_NVFP4, "te", SPEC_ENUM(nv_recipe), FP4S_NV_TE},
+        {FP4S_NVFP4, "te", SPEC_ENUM(global_scale), FP4S_GS_ENCODE},
+        {FP4S_NVFP4, "te", SPEC_ENUM(tensor_amax), FP4S_TAMAX_ALL},
+        {FP4S_NVFP4, "torchao", SPEC_ENUM(nv_recipe), FP4S_NV_TORCHAO_RCP},
+        {FP4S_NVFP4, "torchao", SPEC_ENUM(global_scale), FP4S_GS_DECODE},
+        {FP4S_NVFP4, "torchao", SPEC_ENUM(tensor_amax), FP4S_TAMAX_ALL},
+        /* torchao's versions and devices */
+        {FP4S_NVFP4, "torchao@0.18", SPEC_ENUM(nv_recipe), FP4S_NV_TORCHAO_RCP},
+        {FP4S_NVFP4, "torchao@0.16", SPEC_ENUM(nv_recipe), FP4S_NV_TORCHAO_DIV},
+        {FP4S_NVFP4, "torchao-cuda", SPEC_ENUM(nv_recipe), FP4S_NV_TORCHAO_CUDA},
+        {FP4S_NVFP4, "torchao-cuda@0.18", SPEC_ENUM(nv_recipe), FP4S_NV_TORCHAO_CUDA},
+        {FP4S_NVFP4, "torchao-cuda@0.16", SPEC_ENUM(nv_recipe), FP4S_NV_TORCHAO_DIV_CUDA},
+        {FP4S_MXFP4, "torchao", SPEC_ENUM(mx_rule), FP4S_MX_FLOOR},
+        {FP4S_MXFP4, "torchao", SPEC_ENUM(nonfinite), FP4S_NF_BLOCK_NAN},
+        {FP4S_MXFP4, "torchao@0.18", SPEC_ENUM(mx_rule), FP4S_MX_FLOOR},
+        {FP4S_MXFP4, "torchao@0.18", SPEC_ENUM(nonfinite), FP4S_NF_SCALE_NAN},
+        {FP4S_MXFP4, "torchao-rceil", SPEC_ENUM(mx_rule), FP4S_MX_RCEIL_MUL},
+        {FP4S_MXFP4, "torchao-rceil", SPEC_ENUM(nonfinite), FP4S_NF_BLOCK_NAN},
+        {FP4S_MXFP4, "even", SPEC_ENUM(mx_rule), FP4S_MX_EVEN_NAN},
+        {FP4S_MXFP4, "even", SPEC_ENUM(nonfinite), FP4S_NF_BLOCK_NAN},
+        {FP4S_MXFP4, "even@0.18", SPEC_ENUM(mx_rule), FP4S_MX_EVEN},
+        {FP4S_MXFP4, "even@0.18", SPEC_ENUM(nonfinite), FP4S_NF_SCALE_NAN},
+        {FP4S_NVFP4, "vllm", SPEC_ENUM(tensor_amax), FP4S_TAMAX_FINITE},
+        {FP4S_NVFP4, "modelopt", SPEC_ENUM(nv_recipe), FP4S_NV_MODELOPT},
+        {FP4S_NVFP4, "ggml", SPEC_ENUM(nv_recipe), FP4S_NV_GGML},
+        {FP4S_NVFP4, "ggml", SPEC_ENUM(global_scale), FP4S_GS_NONE},
+        {FP4S_FP8, "fp8-128x128", SPEC_ENUM(fp8_gran), FP4S_FP8_128x128},
+        {FP4S_FP8, "fp8-tensor", SPEC_ENUM(fp8_gran), FP4S_FP8_TENSOR},
+    };
     fp4s_spec s;
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+        ck_assert_int_eq(fp4s_spec_profile(&s, rules[i].format, rules[i].profile), 0);
+        int got;
+        memcpy(&got, (const char *)&s + rules[i].offset, sizeof got);
+        ck_assert_msg(got == rules[i].want, "%s: %s is %d, expected %d", rules[i].profile, rules[i].field, got,
+                      rules[i].want);
+    }
+    /* the other fields */
     fp4s_spec_profile(&s, FP4S_MXFP4, "ocp");
-    ck_assert_int_eq(s.mx_rule, FP4S_MX_FLOOR); ck_assert_int_eq(s.tie, FP4S_TIE_EVEN);
-    ck_assert_int_eq(s.block, 32); ck_assert_int_eq(s.packing, FP4S_PACK_PAIRS);
-    fp4s_spec_profile(&s, FP4S_MXFP4, "ceil");
-    ck_assert_int_eq(s.mx_rule, FP4S_MX_CEIL);
-    fp4s_spec_profile(&s, FP4S_MXFP4, "torchao-rceil@0.18");
-    ck_assert_int_eq(s.mx_rule, FP4S_MX_CEIL);
-    fp4s_spec_profile(&s, FP4S_MXFP4, "vllm");
-    ck_assert_int_eq(s.mx_rule, FP4S_MX_EVEN);
+    ck_assert_int_eq(s.block, 32);
     fp4s_spec_profile(&s, FP4S_MXFP4, "ggml");
-    ck_assert_int_eq(s.mx_rule, FP4S_MX_LOG2F); ck_assert_int_eq(s.tie, FP4S_TIE_ZERO);
-    ck_assert(!s.keep_neg_zero); ck_assert_int_eq(s.packing, FP4S_PACK_SPLIT);
-    ck_assert_int_eq(s.nonfinite, FP4S_NF_IGNORE); ck_assert(s.mx_scale_is_ggml);
-    fp4s_spec_profile(&s, FP4S_MXFP4, "microxcaling");
-    ck_assert_int_eq(s.tie, FP4S_TIE_AWAY); ck_assert_int_eq(s.nonfinite, FP4S_NF_BLOCK_NAN);
-    fp4s_spec_profile(&s, FP4S_MXFP4, "modelopt");
-    ck_assert_int_eq(s.mx_rule, FP4S_MX_CEIL_LOG2F); ck_assert_int_eq(s.tie, FP4S_TIE_ZERO);
-    ck_assert_int_eq(s.zero_in, FP4S_ZIN_NEG);
+    ck_assert(!s.keep_neg_zero);
+    ck_assert(s.mx_scale_is_ggml);
     fp4s_spec_profile(&s, FP4S_NVFP4, "te");
-    ck_assert_int_eq(s.nv_recipe, FP4S_NV_TE); ck_assert_int_eq(s.global_scale, FP4S_GS_ENCODE);
-    ck_assert_int_eq(s.tensor_amax, FP4S_TAMAX_ALL);
-    ck_assert(!s.tile2d); ck_assert_int_eq(s.block, 16);
+    ck_assert(!s.tile2d);
+    ck_assert_int_eq(s.block, 16);
     fp4s_spec_profile(&s, FP4S_NVFP4, "te-2d");
-    ck_assert(s.tile2d); ck_assert_uint_eq(fp4s_spec_row_align(&s), 16);
-    fp4s_spec_profile(&s, FP4S_NVFP4, "torchao");
-    ck_assert_int_eq(s.nv_recipe, FP4S_NV_TORCHAO_RCP); ck_assert_int_eq(s.global_scale, FP4S_GS_DECODE);
-    ck_assert_int_eq(s.tensor_amax, FP4S_TAMAX_ALL);
-    /* torchao's versions and devices */
-    fp4s_spec_profile(&s, FP4S_NVFP4, "torchao@0.18");
-    ck_assert_int_eq(s.nv_recipe, FP4S_NV_TORCHAO_RCP);
-    fp4s_spec_profile(&s, FP4S_NVFP4, "torchao@0.16");
-    ck_assert_int_eq(s.nv_recipe, FP4S_NV_TORCHAO_DIV);
-    fp4s_spec_profile(&s, FP4S_NVFP4, "torchao-cuda");
-    ck_assert_int_eq(s.nv_recipe, FP4S_NV_TORCHAO_CUDA);
-    fp4s_spec_profile(&s, FP4S_NVFP4, "torchao-cuda@0.18");
-    ck_assert_int_eq(s.nv_recipe, FP4S_NV_TORCHAO_CUDA);
-    fp4s_spec_profile(&s, FP4S_NVFP4, "torchao-cuda@0.16");
-    ck_assert_int_eq(s.nv_recipe, FP4S_NV_TORCHAO_DIV_CUDA);
-    fp4s_spec_profile(&s, FP4S_MXFP4, "torchao");
-    ck_assert_int_eq(s.mx_rule, FP4S_MX_FLOOR); ck_assert_int_eq(s.nonfinite, FP4S_NF_BLOCK_NAN);
-    fp4s_spec_profile(&s, FP4S_MXFP4, "torchao@0.18");
-    ck_assert_int_eq(s.mx_rule, FP4S_MX_FLOOR); ck_assert_int_eq(s.nonfinite, FP4S_NF_SCALE_NAN);
-    fp4s_spec_profile(&s, FP4S_MXFP4, "torchao-rceil");
-    ck_assert_int_eq(s.mx_rule, FP4S_MX_RCEIL_MUL); ck_assert_int_eq(s.nonfinite, FP4S_NF_BLOCK_NAN);
-    fp4s_spec_profile(&s, FP4S_MXFP4, "even");
-    ck_assert_int_eq(s.mx_rule, FP4S_MX_EVEN_NAN); ck_assert_int_eq(s.nonfinite, FP4S_NF_BLOCK_NAN);
-    fp4s_spec_profile(&s, FP4S_MXFP4, "even@0.18");
-    ck_assert_int_eq(s.mx_rule, FP4S_MX_EVEN); ck_assert_int_eq(s.nonfinite, FP4S_NF_SCALE_NAN);
-    fp4s_spec_profile(&s, FP4S_NVFP4, "vllm");
-    ck_assert_int_eq(s.tensor_amax, FP4S_TAMAX_FINITE);
-    fp4s_spec_profile(&s, FP4S_NVFP4, "modelopt");
-    ck_assert_int_eq(s.nv_recipe, FP4S_NV_MODELOPT);
-    fp4s_spec_profile(&s, FP4S_NVFP4, "ggml");
-    ck_assert_int_eq(s.nv_recipe, FP4S_NV_GGML); ck_assert_int_eq(s.global_scale, FP4S_GS_NONE);
+    ck_assert(s.tile2d);
+    ck_assert_uint_eq(fp4s_spec_row_align(&s), 16);
     fp4s_spec_profile(&s, FP4S_FP8, "fp8-128x128");
-    ck_assert_int_eq(s.fp8_gran, FP4S_FP8_128x128); ck_assert_uint_eq(fp4s_spec_row_align(&s), 128);
+    ck_assert_uint_eq(fp4s_spec_row_align(&s), 128);
     ck_assert_uint_eq(fp4s_spec_blocks_per_row(&s, 512), 4);
-    fp4s_spec_profile(&s, FP4S_FP8, "fp8-tensor");
-    ck_assert_int_eq(s.fp8_gran, FP4S_FP8_TENSOR);
     fp4s_spec_profile(&s, FP4S_FP8, NULL);
     ck_assert_str_eq(s.profile, "fp8-1x128");
     fp4s_spec_profile(&s, FP4S_NVFP4, "");
@@ -386,23 +413,20 @@ START_TEST(parse_and_name_helpers_round_trip)
 }
 END_TEST
 
-#define TC(name) do { TCase *tc = tcase_create(#name); tcase_add_test(tc, name); suite_add_tcase(s, tc); } while (0)
-
 int main(void)
 {
     Suite *s = suite_create("spec");
-    TC(profile_list_documents_every_profile);
-    TC(every_profile_fills_a_valid_spec);
-    TC(trait_tables_are_complete);
-    TC(name_lists_come_from_the_tables);
-    TC(profiles_set_the_documented_rules);
-    TC(unknown_profile_and_undefined_format_rejected);
-    TC(spec_check_rejects_bad_combinations);
-    TC(describe_names_every_rule);
-    TC(parse_and_name_helpers_round_trip);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    const check_case cases[] = {
+        CHECK_CASE(profile_list_documents_every_profile),
+        CHECK_CASE(every_profile_fills_a_valid_spec),
+        CHECK_CASE(trait_tables_are_complete),
+        CHECK_CASE(name_lists_come_from_the_tables),
+        CHECK_CASE(profiles_set_the_documented_rules),
+        CHECK_CASE(unknown_profile_and_undefined_format_rejected),
+        CHECK_CASE(spec_check_rejects_bad_combinations),
+        CHECK_CASE(describe_names_every_rule),
+        CHECK_CASE(parse_and_name_helpers_round_trip),
+    };
+    check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 0);
+    return check_run(s, CK_ENV);
 }

@@ -1,7 +1,7 @@
 /* fp4s_parallel_for / fp4s_parallel_dynamic: every item once, the static
  * split's determinism, and errors (code and detail) carried back from a worker
  * thread to the caller. */
-#include <check.h>
+#include "../check_main.h"
 #include <unistd.h>
 #include <sys/syscall.h>
 #include <pthread.h>
@@ -222,23 +222,15 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("threads");
-    const struct { const char *name; const TTest *fn; } cases[] = {
-        {"parallel_for_visits_every_item_once", parallel_for_visits_every_item_once},
-        {"parallel_dynamic_visits_every_item_once", parallel_dynamic_visits_every_item_once},
-        {"parallel_for_static_split_is_deterministic", parallel_for_static_split_is_deterministic},
-        {"worker_error_detail_reaches_the_caller", worker_error_detail_reaches_the_caller},
-        {"thread_counts_are_clamped", thread_counts_are_clamped},
-        {"workers_are_kept_between_calls", workers_are_kept_between_calls},
-        {"nested_and_concurrent_calls", nested_and_concurrent_calls},
+    const check_case cases[] = {
+        CHECK_CASE(parallel_for_visits_every_item_once),
+        CHECK_CASE(parallel_dynamic_visits_every_item_once),
+        CHECK_CASE(parallel_for_static_split_is_deterministic),
+        CHECK_CASE(worker_error_detail_reaches_the_caller),
+        CHECK_CASE(thread_counts_are_clamped),
+        CHECK_CASE(workers_are_kept_between_calls),
+        CHECK_CASE(nested_and_concurrent_calls),
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_add_test(tc, cases[i].fn);
-        suite_add_tcase(s, tc);
-    }
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 0);
+    return check_run(s, CK_NORMAL);
 }

@@ -3,7 +3,8 @@
  * exact zeros under CEIL, an independent naive implementation on random and
  * adversarial tensors, the Gaussian anchors, the GSL dead-zone integral, the
  * channel ranking and bad input. "--big" runs only the 10^7 anchor. */
-#include <check.h>
+#include "../check_main.h"
+#include "../splitmix.h"
 
 #include <fp4scope/channels.h>
 #include <fp4scope/cuda.h>
@@ -29,14 +30,8 @@
 
 /* ---- helpers ---------------------------------------------------------------- */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static double rng_u(void) { return ((rng_next() >> 11) + 0.5) * 0x1.0p-53; }
+static uint64_t rng_next(void) { return splitmix_next(&rng_state); }
+static double rng_u(void) { return splitmix_unit(&rng_state); }
 static double rng_gauss(void)
 {
     double u = rng_u(), v = rng_u();
@@ -455,12 +450,25 @@ START_TEST(naive_agrees_random_every_spec)
 }
 END_TEST
 
+/* Element i of an adversarial block of the kinds both generators below make:
+ * 0 ties at every E2M1 midpoint relative to the block max m, 1 all zero,
+ * 2 huge, 3 subnormal. */
+static float adversarial_common(size_t kind, float m, size_t i)
+{
+    static const float mids[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 0.2f, 6.0f, 0.0f};
+    switch (kind) {
+    case 0: return i == 0 ? m : m / 6.0f * mids[i % 10] * ((i & 1) ? -1.0f : 1.0f);
+    case 1: return 0.0f;
+    case 2: return (float)rng_gauss() * 1e37f;
+    default: return (float)rng_gauss() * 1e-39f;
+    }
+}
+
 /* ties at every E2M1 midpoint relative to the block max, zeros, huge, tiny,
  * subnormal and NaN/Inf blocks */
 static float *adversarial(size_t rows, size_t cols)
 {
     float *x = calloc(rows * cols, sizeof *x);
-    static const float mids[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 0.2f, 6.0f, 0.0f};
     rng_state = 99;
     for (size_t r = 0; r < rows; r++)
         for (size_t c = 0; c < cols; c++) {
@@ -469,10 +477,7 @@ static float *adversarial(size_t rows, size_t cols)
             float *p = &x[r * cols + c];
             size_t i = c % 32;
             switch (kind) {
-            case 0: *p = i == 0 ? m : m / 6.0f * mids[i % 10] * ((i & 1) ? -1.0f : 1.0f); break; /* ties */
-            case 1: *p = 0.0f; break;                                                   /* all-zero block */
-            case 2: *p = (float)rng_gauss() * 1e37f; break;                             /* huge */
-            case 3: *p = (float)rng_gauss() * 1e-39f; break;                            /* subnormal */
+            case 0: case 1: case 2: case 3: *p = adversarial_common(kind, m, i); break; /* ties, zero, huge, subnormal */
             case 4: *p = i == 5 ? NAN : (float)rng_gauss(); break;                      /* NaN block */
             case 5: *p = i == 7 ? -INFINITY : (float)rng_gauss(); break;                /* Inf block */
             case 6: *p = (float)rng_gauss() * 3.0e-6f; break;                           /* tiny */
@@ -524,6 +529,27 @@ static int simd_levels(const char **out)
     return n;
 }
 
+/* *a and *b hold the same bits: the summary, every group and both
+ * histograms; both are closed. */
+static void assert_same_decomp(fp4s_decomp **a, fp4s_decomp **b, const char *lab)
+{
+    fp4s_decomp_result ra = summary(*a), rb = summary(*b);
+    assert_same_result(&ra, &rb, lab);
+    for (size_t i = 0; i < fp4s_decomp_ngroups(*a); i++) {
+        fp4s_decomp_group(*a, i, &ra);
+        fp4s_decomp_group(*b, i, &rb);
+        assert_same_result(&ra, &rb, lab);
+    }
+    for (int h = 0; h < 2; h++) {
+        fp4s_decomp_hist ha, hb;
+        fp4s_decomp_hist_get(*a, (fp4s_decomp_hist_kind)h, &ha);
+        fp4s_decomp_hist_get(*b, (fp4s_decomp_hist_kind)h, &hb);
+        ck_assert_msg(memcmp(ha.counts, hb.counts, sizeof ha.counts) == 0, "%s: histogram %d", lab, h);
+    }
+    fp4s_decomp_close(a);
+    fp4s_decomp_close(b);
+}
+
 START_TEST(kernels_agree_bitwise)
 {
     /* every level's element kernels (AVX2: the portable loop compiled for it;
@@ -550,19 +576,7 @@ START_TEST(kernels_agree_bitwise)
                     char lab[160];
                     spec_label(&specs[k], lab, sizeof lab);
                     snprintf(lab + strlen(lab), sizeof lab - strlen(lab), ": ref vs %s", lv[l]);
-                    fp4s_decomp_result ra = summary(a), rb = summary(b);
-                    assert_same_result(&ra, &rb, lab);
-                    for (size_t i = 0; i < fp4s_decomp_ngroups(a); i++) {
-                        fp4s_decomp_group(a, i, &ra);
-                        fp4s_decomp_group(b, i, &rb);
-                        assert_same_result(&ra, &rb, lab);
-                    }
-                    fp4s_decomp_hist ha, hb;
-                    fp4s_decomp_hist_get(a, FP4S_HIST_ERROR, &ha);
-                    fp4s_decomp_hist_get(b, FP4S_HIST_ERROR, &hb);
-                    ck_assert_msg(memcmp(ha.counts, hb.counts, sizeof ha.counts) == 0, "%s: histogram", lab);
-                    fp4s_decomp_close(&a);
-                    fp4s_decomp_close(&b);
+                    assert_same_decomp(&a, &b, lab);
                 }
     fp4s_kernels_force_ref(false);
     free(adv);
@@ -578,7 +592,6 @@ END_TEST
 static float *adversarial_finite(size_t rows, size_t cols)
 {
     float *x = calloc(rows * cols, sizeof *x);
-    static const float mids[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 0.2f, 6.0f, 0.0f};
     rng_state = 123;
     for (size_t r = 0; r < rows; r++)
         for (size_t c = 0; c < cols; c++) {
@@ -587,10 +600,7 @@ static float *adversarial_finite(size_t rows, size_t cols)
             float *p = &x[r * cols + c];
             size_t i = c % 16;
             switch (kind) {
-            case 0: *p = i == 0 ? m : m / 6.0f * mids[i % 10] * ((i & 1) ? -1.0f : 1.0f); break;
-            case 1: *p = 0.0f; break;
-            case 2: *p = (float)rng_gauss() * 1e37f; break;
-            case 3: *p = (float)rng_gauss() * 1e-39f; break;
+            case 0: case 1: case 2: case 3: *p = adversarial_common(kind, m, i); break;
             case 4: *p = i == 3 ? -0.0f : (float)rng_gauss() * 3.0e-6f; break;
             case 5: *p = i == 0 ? 448.0f * 6.0f : (float)rng_gauss() * 0.01f; break;
             default: *p = (float)rng_gauss(); break;
@@ -626,22 +636,7 @@ START_TEST(fused_row_path_matches_per_block)
                     fp4s_set_threads(2);
                     fp4s_decomp *b = run(&specs[k], x, rows, cols, groups[gi], 16, ties[ti]);
                     fp4s_set_threads(0);
-                    fp4s_decomp_result ra = summary(a), rb = summary(b);
-                    assert_same_result(&ra, &rb, lab);
-                    for (size_t i = 0; i < fp4s_decomp_ngroups(a); i++) {
-                        fp4s_decomp_group(a, i, &ra);
-                        fp4s_decomp_group(b, i, &rb);
-                        assert_same_result(&ra, &rb, lab);
-                    }
-                    for (int h = 0; h < 2; h++) {
-                        fp4s_decomp_hist ha, hb;
-                        fp4s_decomp_hist_get(a, (fp4s_decomp_hist_kind)h, &ha);
-                        fp4s_decomp_hist_get(b, (fp4s_decomp_hist_kind)h, &hb);
-                        ck_assert_msg(memcmp(ha.counts, hb.counts, sizeof ha.counts) == 0, "%s: histogram %d", lab,
-                                      h);
-                    }
-                    fp4s_decomp_close(&a);
-                    fp4s_decomp_close(&b);
+                    assert_same_decomp(&a, &b, lab);
                 }
     fp4s_kernels_force_ref(false);
     if (fp4s_decomp_fused_available())
@@ -1143,28 +1138,28 @@ int main(int argc, char **argv)
 {
     Suite *s = suite_create("decompose");
     bool big = argc > 1 && !strcmp(argv[1], "--big");
-    struct { const char *name; const TTest *t; } cases[] = {
-        {"xsum_order_independent_exact", xsum_order_independent_exact},
-        {"e2m1_round_double_ties", e2m1_round_double_ties},
-        {"components_sum_to_error_every_spec", components_sum_to_error_every_spec},
-        {"merge_equals_one_pass_bitwise", merge_equals_one_pass_bitwise},
-        {"lemma_ceil_cross_terms_exactly_zero", lemma_ceil_cross_terms_exactly_zero},
-        {"naive_agrees_random_every_spec", naive_agrees_random_every_spec},
-        {"naive_agrees_adversarial", naive_agrees_adversarial},
-        {"kernels_agree_bitwise", kernels_agree_bitwise},
-        {"fused_row_path_matches_per_block", fused_row_path_matches_per_block},
-        {"nvfp4_underflow_counted", nvfp4_underflow_counted},
-        {"gaussian_anchor_1e6", gaussian_anchor_1e6},
+    const check_case cases[] = {
+        CHECK_CASE(xsum_order_independent_exact),
+        CHECK_CASE(e2m1_round_double_ties),
+        CHECK_CASE(components_sum_to_error_every_spec),
+        CHECK_CASE(merge_equals_one_pass_bitwise),
+        CHECK_CASE(lemma_ceil_cross_terms_exactly_zero),
+        CHECK_CASE(naive_agrees_random_every_spec),
+        CHECK_CASE(naive_agrees_adversarial),
+        CHECK_CASE(kernels_agree_bitwise),
+        CHECK_CASE(fused_row_path_matches_per_block),
+        CHECK_CASE(nvfp4_underflow_counted),
+        CHECK_CASE(gaussian_anchor_1e6),
 #if FP4S_HAVE_GSL
-        {"gaussian_deadzone_fraction_matches_integral", gaussian_deadzone_fraction_matches_integral},
+        CHECK_CASE(gaussian_deadzone_fraction_matches_integral),
 #endif
-        {"channels_rank_select_coverage_cost", channels_rank_select_coverage_cost},
-        {"bad_input_refused", bad_input_refused},
-        {"xsum_device_digits_merge_exact", xsum_device_digits_merge_exact},
-        {"dk_log2_accuracy", dk_log2_accuracy},
-        {"device_option_resolves", device_option_resolves},
-        {"device_partials_merge_like_cpu", device_partials_merge_like_cpu},
-        {"source_keep_reads_nvfp4_once", source_keep_reads_nvfp4_once},
+        CHECK_CASE(channels_rank_select_coverage_cost),
+        CHECK_CASE(bad_input_refused),
+        CHECK_CASE(xsum_device_digits_merge_exact),
+        CHECK_CASE(dk_log2_accuracy),
+        CHECK_CASE(device_option_resolves),
+        CHECK_CASE(device_partials_merge_like_cpu),
+        CHECK_CASE(source_keep_reads_nvfp4_once),
     };
     if (big) {
         TCase *tc = tcase_create("gaussian_anchor_1e7");
@@ -1172,16 +1167,7 @@ int main(int argc, char **argv)
         tcase_set_timeout(tc, 600);
         suite_add_tcase(s, tc);
     } else {
-        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-            TCase *tc = tcase_create(cases[i].name);
-            tcase_add_test(tc, cases[i].t);
-            tcase_set_timeout(tc, 120);
-            suite_add_tcase(s, tc);
-        }
+        check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 120);
     }
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    return check_run(s, CK_NORMAL);
 }

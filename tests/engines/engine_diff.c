@@ -96,7 +96,8 @@ int main(int argc, char **argv)
                 fp4s_tscale ts;
                 float amax = fp4s_spec_amax(&spec[p], x, rows, cols, cols, NULL);
                 int rc = fp4s_tscale_init(&spec[p], amax, &ts);
-                fp4s_qout q = {codes[p], cols, scales[p], cols / B, NULL, 0, NULL, 0};
+                fp4s_qout q = {.codes = codes[p], .ld_codes = cols, .scales = scales[p],
+                               .ld_scales = cols / B};
                 if (!rc) rc = fp4s_quantize(&spec[p], &ts, x, rows, cols, cols, 0, &q, NULL);
                 if (rc) { fprintf(stderr, "engine_diff: %s %s: %s\n", sp, names[p], fp4s_last_error()); return 5; }
             }

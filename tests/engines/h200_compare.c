@@ -137,7 +137,8 @@ int main(int argc, char **argv)
                 fp4s_tscale ts;
                 float amax = fp4s_spec_amax(&s, x, rows, cols, cols, NULL);
                 int rc = fp4s_tscale_init(&s, amax, &ts);
-                fp4s_qout q = {codes, cols, scales, cols / s.block, NULL, 0, NULL, 0};
+                fp4s_qout q = {.codes = codes, .ld_codes = cols, .scales = scales,
+                               .ld_scales = cols / s.block};
                 if (!rc) rc = fp4s_quantize(&s, &ts, x, rows, cols, cols, 0, &q, NULL);
                 if (rc) { fprintf(stderr, "h200_compare: %s %s: %s\n", rname, t.name[i], fp4s_last_error()); return 5; }
                 long tsd = 0, tcd = 0;

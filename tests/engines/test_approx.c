@@ -18,7 +18,7 @@
  * ex2.approx.ftz.f32 of the integer a - 1000; 2: mul.rn.ftz.f32(a, b); 3:
  * div.rn.ftz.f32(a, b)). NaN results are compared as NaN (their payload is
  * not modelled) except for rcp, whose NaN is 0x7FFFFFFF. */
-#include <check.h>
+#include "../check_main.h"
 #include <hdf5.h>
 
 #include <float.h>
@@ -195,21 +195,17 @@ int main(int argc, char **argv)
 {
     samples_path = argc > 1 ? argv[1] : NULL;
     Suite *s = suite_create("approx");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    if (samples_path) {
-        tcase_add_test(tc, gpu_samples);
-    } else {
-        tcase_add_test(tc, table_is_the_shipped_file);
-        tcase_add_test(tc, rcp_every_mantissa_and_exponent);
-        tcase_add_test(tc, rcp_specials);
-        tcase_add_test(tc, ex2_integers_as_measured);
-        tcase_add_test(tc, mul_div_ftz_by_hand);
-    }
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    const check_case gpu[] = {CHECK_CASE(gpu_samples)};
+    const check_case cases[] = {
+        CHECK_CASE(table_is_the_shipped_file),
+        CHECK_CASE(rcp_every_mantissa_and_exponent),
+        CHECK_CASE(rcp_specials),
+        CHECK_CASE(ex2_integers_as_measured),
+        CHECK_CASE(mul_div_ftz_by_hand),
+    };
+    if (samples_path)
+        check_add_cases(s, gpu, CHECK_NCASES(gpu), NULL, NULL, 120);
+    else
+        check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 120);
+    return check_run(s, CK_NORMAL);
 }

@@ -6,7 +6,7 @@
 #include "fp4s_config.h"
 #include "io/h5_internal.h"
 
-#include <check.h>
+#include "../check_main.h"
 #include <hdf5.h>
 
 #include <dirent.h>
@@ -28,49 +28,8 @@
 /* internal entry points, tested directly */
 #include "io/internal.h"
 
-static char tmpdir[256];
-
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/fp4s_test_io.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void teardown(void)
-{
-    DIR *d = opendir(tmpdir);
-    if (d) {
-        struct dirent *e;
-        char p[512];
-        while ((e = readdir(d)))
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-                snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
-                unlink(p);
-            }
-        closedir(d);
-    }
-    rmdir(tmpdir);
-}
-
-static const char *tp(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
-
-static int count_files(void)
-{
-    DIR *d = opendir(tmpdir);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
-    closedir(d);
-    return n;
-}
+static void setup(void) { check_dir_make("fp4s_test_io."); }
+static void teardown(void) { check_dir_remove(); }
 
 static void write_bytes(const char *path, const void *a, size_t na, const void *b, size_t nb)
 {
@@ -209,19 +168,19 @@ END_TEST
 START_TEST(npy_reads_float32_float64_float16)
 {
     float f[6] = {1, -2, 3.5f, 0, -0.0f, 1e-30f};
-    make_npy(tp("a.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", f, sizeof f);
+    make_npy(check_path("a.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", f, sizeof f);
     float *d;
     size_t r, c;
-    ck_assert_int_eq(fp4s_source_read_all(tp("a.npy"), &d, &r, &c), 0);
+    ck_assert_int_eq(fp4s_source_read_all(check_path("a.npy"), &d, &r, &c), 0);
     ck_assert_uint_eq(r, 2);
     ck_assert_uint_eq(c, 3);
     ck_assert_mem_eq(d, f, sizeof f);
     free(d);
 
     double g[4] = {1.0, 0.1, -1e300, 3};
-    make_npy(tp("b.npy"), "{'descr': '<f8', 'fortran_order': False, 'shape': (4,), }", g, sizeof g);
+    make_npy(check_path("b.npy"), "{'descr': '<f8', 'fortran_order': False, 'shape': (4,), }", g, sizeof g);
     fp4s_source *s;
-    ck_assert_int_eq(fp4s_source_open(tp("b.npy"), &s), 0);
+    ck_assert_int_eq(fp4s_source_open(check_path("b.npy"), &s), 0);
     ck_assert_int_eq(fp4s_source_rank(s), 1);
     ck_assert_uint_eq(fp4s_source_rows(s), 1);
     ck_assert_uint_eq(fp4s_source_cols(s), 4);
@@ -238,8 +197,8 @@ START_TEST(npy_reads_float32_float64_float16)
     fp4s_source_close(&s); /* NULL is fine */
 
     uint16_t h[4] = {0x3c00, 0xc000, 0x0001, 0x7c00}; /* 1, -2, 2^-24, inf */
-    make_npy(tp("c.npy"), "{'descr': '<f2', 'fortran_order': False, 'shape': (2, 2), }", h, sizeof h);
-    ck_assert_int_eq(fp4s_source_read_all(tp("c.npy"), &d, &r, &c), 0);
+    make_npy(check_path("c.npy"), "{'descr': '<f2', 'fortran_order': False, 'shape': (2, 2), }", h, sizeof h);
+    ck_assert_int_eq(fp4s_source_read_all(check_path("c.npy"), &d, &r, &c), 0);
     ck_assert(d[0] == 1.0f && d[1] == -2.0f && d[2] == ldexpf(1, -24) && isinf(d[3]));
     free(d);
 }
@@ -248,63 +207,64 @@ END_TEST
 START_TEST(npy_rejects_bad_files)
 {
     fp4s_source *s = (fp4s_source *)1;
-    ck_assert_int_eq(fp4s_source_open(tp("missing.npy"), &s), FP4S_EOPEN);
+    ck_assert_int_eq(fp4s_source_open(check_path("missing.npy"), &s), FP4S_EOPEN);
     ck_assert_ptr_null(s);
     ASSERT_DETAIL("missing.npy");
     ASSERT_DETAIL("No such file");
 
-    write_bytes(tp("empty.npy"), NULL, 0, NULL, 0);
-    ck_assert_int_eq(fp4s_source_open(tp("empty.npy"), &s), FP4S_EEMPTY);
+    write_bytes(check_path("empty.npy"), NULL, 0, NULL, 0);
+    ck_assert_int_eq(fp4s_source_open(check_path("empty.npy"), &s), FP4S_EEMPTY);
     ASSERT_DETAIL("empty.npy: file is empty");
 
+    /* headers whose data does not fit: (file, header, data bytes, code, detail) */
+    static const struct {
+        const char *file, *header;
+        size_t bytes;
+        int rc;
+        const char *detail;
+    } bad[] = {
+        {"trunc.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 20, FP4S_EFORMAT,
+         "trunc.npy: truncated: shape (2, 3) float32 needs 24 data bytes, the file has 20"},
+        {"long.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3), }", 16, FP4S_EFORMAT,
+         "4 unexpected bytes"},
+        {"ovf.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", 24,
+         FP4S_ERANGE, "overflows"},
+        {"big.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (100000, 100000), }", 24, FP4S_EFORMAT,
+         "truncated"},
+        {"zero.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3), }", 0, FP4S_EEMPTY,
+         "zero.npy: shape (0, 3) is empty"},
+        {"r3.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 4), }", 24, FP4S_EFORMAT,
+         "r3.npy: truncated: shape (1, 2, 4) float32 needs 32 data bytes, the file has 24"},
+        {"i8.npy", "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }", 24, FP4S_EDTYPE,
+         "i8.npy: dtype '<i8' is not supported"},
+    };
     float f[6] = {0};
-    make_npy(tp("trunc.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", f, 20);
-    ck_assert_int_eq(fp4s_source_open(tp("trunc.npy"), &s), FP4S_EFORMAT);
-    ASSERT_DETAIL("trunc.npy: truncated: shape (2, 3) float32 needs 24 data bytes, the file has 20");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        make_npy(check_path(bad[i].file), bad[i].header, bad[i].bytes ? f : NULL, bad[i].bytes);
+        int rc = fp4s_source_open(check_path(bad[i].file), &s);
+        ck_assert_msg(rc == bad[i].rc, "%s: %d, expected %d", bad[i].file, rc, bad[i].rc);
+        ASSERT_DETAIL(bad[i].detail);
+    }
 
-    make_npy(tp("long.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3), }", f, 16);
-    ck_assert_int_eq(fp4s_source_open(tp("long.npy"), &s), FP4S_EFORMAT);
-    ASSERT_DETAIL("4 unexpected bytes");
-
-    make_npy(tp("ovf.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", f, 24);
-    ck_assert_int_eq(fp4s_source_open(tp("ovf.npy"), &s), FP4S_ERANGE);
-    ASSERT_DETAIL("overflows");
-
-    make_npy(tp("big.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (100000, 100000), }", f, 24);
-    ck_assert_int_eq(fp4s_source_open(tp("big.npy"), &s), FP4S_EFORMAT);
-    ASSERT_DETAIL("truncated");
-
-    make_npy(tp("zero.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3), }", NULL, 0);
-    ck_assert_int_eq(fp4s_source_open(tp("zero.npy"), &s), FP4S_EEMPTY);
-    ASSERT_DETAIL("zero.npy: shape (0, 3) is empty");
-
-    make_npy(tp("r3.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 4), }", f, 24);
-    ck_assert_int_eq(fp4s_source_open(tp("r3.npy"), &s), FP4S_EFORMAT);
-    ASSERT_DETAIL("r3.npy: truncated: shape (1, 2, 4) float32 needs 32 data bytes, the file has 24");
-
-    make_npy(tp("i8.npy"), "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }", f, 24);
-    ck_assert_int_eq(fp4s_source_open(tp("i8.npy"), &s), FP4S_EDTYPE);
-    ASSERT_DETAIL("i8.npy: dtype '<i8' is not supported");
-
-    write_bytes(tp("short.npy"), "\x93NUMPY\x01", 7, NULL, 0);
-    ck_assert_int_eq(fp4s_source_open(tp("short.npy"), &s), FP4S_EFORMAT);
+    write_bytes(check_path("short.npy"), "\x93NUMPY\x01", 7, NULL, 0);
+    ck_assert_int_eq(fp4s_source_open(check_path("short.npy"), &s), FP4S_EFORMAT);
     ASSERT_DETAIL("short.npy: truncated .npy header");
 
-    write_bytes(tp("hdr.npy"), "\x93NUMPY\x01\x00\xff\x00{'descr'", 17, NULL, 0);
-    ck_assert_int_eq(fp4s_source_open(tp("hdr.npy"), &s), FP4S_EFORMAT);
+    write_bytes(check_path("hdr.npy"), "\x93NUMPY\x01\x00\xff\x00{'descr'", 17, NULL, 0);
+    ck_assert_int_eq(fp4s_source_open(check_path("hdr.npy"), &s), FP4S_EFORMAT);
     ASSERT_DETAIL("hdr.npy: truncated .npy header (17 of 265 bytes)");
 
     /* a tensor name on a .npy */
-    make_npy(tp("a.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", f, 24);
+    make_npy(check_path("a.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", f, 24);
     char spec[600];
-    snprintf(spec, sizeof spec, "%s:w", tp("a.npy"));
+    snprintf(spec, sizeof spec, "%s:w", check_path("a.npy"));
     ck_assert_int_eq(fp4s_source_open(spec, &s), FP4S_ENOTFOUND);
     ASSERT_DETAIL("no tensor name expected");
 
-    ck_assert_int_eq(fp4s_source_open(tmpdir, &s), FP4S_EOPEN);
+    ck_assert_int_eq(fp4s_source_open(check_dir(), &s), FP4S_EOPEN);
     ASSERT_DETAIL("is a directory");
-    ck_assert_int_eq(mkfifo(tp("fifo.npy"), 0600), 0);
-    ck_assert_int_eq(fp4s_source_open(tp("fifo.npy"), &s), FP4S_EOPEN); /* and does not block */
+    ck_assert_int_eq(mkfifo(check_path("fifo.npy"), 0600), 0);
+    ck_assert_int_eq(fp4s_source_open(check_path("fifo.npy"), &s), FP4S_EOPEN); /* and does not block */
     ASSERT_DETAIL("fifo.npy: not a regular file");
     ck_assert_int_eq(fp4s_source_open("/dev/zero", &s), FP4S_EOPEN);
     ck_assert_int_eq(fp4s_source_open("", &s), FP4S_EINVAL);
@@ -316,9 +276,9 @@ START_TEST(source_read_rows_stride_and_range)
 {
     float f[12];
     for (int i = 0; i < 12; i++) f[i] = (float)i;
-    make_npy(tp("m.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 3), }", f, sizeof f);
+    make_npy(check_path("m.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 3), }", f, sizeof f);
     fp4s_source *s;
-    ck_assert_int_eq(fp4s_source_open(tp("m.npy"), &s), 0);
+    ck_assert_int_eq(fp4s_source_open(check_path("m.npy"), &s), 0);
     float out[2 * 5];
     for (int i = 0; i < 10; i++) out[i] = -1;
     ck_assert_int_eq(fp4s_source_read(s, 1, 2, out, 5), 0);
@@ -350,7 +310,7 @@ static void make_st(const char *path, const char *json, const void *data, size_t
 static char *st_spec(const char *file, const char *name)
 {
     static char b[600];
-    snprintf(b, sizeof b, "%s:%s", tp(file), name);
+    snprintf(b, sizeof b, "%s:%s", check_path(file), name);
     return b;
 }
 
@@ -364,7 +324,7 @@ START_TEST(safetensors_reads_f32_f16_bf16)
     memcpy(data, f, 24);
     memcpy(data + 24, h, 8);
     memcpy(data + 32, b, 8);
-    make_st(tp("m.safetensors"),
+    make_st(check_path("m.safetensors"),
             "{\"__metadata__\":{\"format\":\"pt\"},"
             "\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
             "\"h\":{\"dtype\":\"F16\",\"shape\":[4],\"data_offsets\":[24,32]},"
@@ -382,7 +342,7 @@ START_TEST(safetensors_reads_f32_f16_bf16)
     ck_assert_int_eq(fp4s_source_rank(s), 1);
     ck_assert_int_eq(fp4s_source_dtype(s), FP4S_DT_F16);
     ck_assert_str_eq(fp4s_source_name(s), "h");
-    ck_assert_str_eq(fp4s_source_path(s), tp("m.safetensors"));
+    ck_assert_str_eq(fp4s_source_path(s), check_path("m.safetensors"));
     float o[4];
     ck_assert_int_eq(fp4s_source_read(s, 0, 1, o, 4), 0);
     ck_assert(o[0] == 1 && o[1] == 0.5f && o[2] == -1 && o[3] == 0);
@@ -430,7 +390,7 @@ START_TEST(safetensors_rejects_lies)
         {"{\"__metadata__\":{}}", -1, 0, "__metadata__", FP4S_ENOTFOUND, "tensors: (none)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        make_st(tp("bad.safetensors"), cases[i].json, data, cases[i].nbytes, cases[i].hlen);
+        make_st(check_path("bad.safetensors"), cases[i].json, data, cases[i].nbytes, cases[i].hlen);
         s = (fp4s_source *)1;
         int rc = fp4s_source_open(st_spec("bad.safetensors", cases[i].name), &s);
         ck_assert_msg(rc == cases[i].code, "case %zu: rc %d, expected %d (%s)", i, rc, cases[i].code, fp4s_last_error());
@@ -438,7 +398,7 @@ START_TEST(safetensors_rejects_lies)
         ASSERT_DETAIL(cases[i].msg);
         ASSERT_DETAIL("bad.safetensors");
     }
-    write_bytes(tp("tiny.safetensors"), "abc", 3, NULL, 0);
+    write_bytes(check_path("tiny.safetensors"), "abc", 3, NULL, 0);
     ck_assert_int_eq(fp4s_source_open(st_spec("tiny.safetensors", "w"), &s), FP4S_EFORMAT);
     ASSERT_DETAIL("too short");
 }
@@ -498,13 +458,13 @@ static void make_h5(const char *path)
 static char *h5_spec(const char *file, const char *name)
 {
     static char b[600];
-    snprintf(b, sizeof b, "%s:%s", tp(file), name);
+    snprintf(b, sizeof b, "%s:%s", check_path(file), name);
     return b;
 }
 
 START_TEST(h5_reads_float_and_bfloat16)
 {
-    make_h5(tp("t.h5"));
+    make_h5(check_path("t.h5"));
     float *d;
     size_t r, c;
     ck_assert_int_eq(fp4s_source_read_all(h5_spec("t.h5", "/act/x"), &d, &r, &c), 0);
@@ -575,25 +535,25 @@ START_TEST(rank3_and_more_read_as_rows_of_the_last_dimension)
     float a[N];
     for (int i = 0; i < N; i++) a[i] = (float)i * 0.25f - 7;
     uint64_t d3[3] = {6, 5, 4}, d4[4] = {2, 3, 5, 4};
-    make_npy(tp("r3.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (6, 5, 4), }", a, sizeof a);
-    check_rows(tp("r3.npy"), a, 30, 4, 3, d3);
-    make_npy(tp("r4.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 5, 4), }", a, sizeof a);
-    check_rows(tp("r4.npy"), a, 30, 4, 4, d4);
+    make_npy(check_path("r3.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (6, 5, 4), }", a, sizeof a);
+    check_rows(check_path("r3.npy"), a, 30, 4, 3, d3);
+    make_npy(check_path("r4.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 5, 4), }", a, sizeof a);
+    check_rows(check_path("r4.npy"), a, 30, 4, 4, d4);
 #if FP4S_HAVE_JANSSON
     const char *js = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3,5,4],\"data_offsets\":[0,480]}}";
     uint64_t hl = strlen(js);
     unsigned char lb[8];
     for (int i = 0; i < 8; i++) lb[i] = (unsigned char)(hl >> (8 * i));
-    FILE *f = fopen(tp("r4.safetensors"), "wb");
+    FILE *f = fopen(check_path("r4.safetensors"), "wb");
     fwrite(lb, 1, 8, f);
     fwrite(js, 1, hl, f);
     fwrite(a, 1, sizeof a, f);
     fclose(f);
     char spec[600];
-    snprintf(spec, sizeof spec, "%s:w", tp("r4.safetensors"));
+    snprintf(spec, sizeof spec, "%s:w", check_path("r4.safetensors"));
     check_rows(spec, a, 30, 4, 4, d4);
 #endif
-    hid_t h = H5Fcreate(tp("r.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t h = H5Fcreate(check_path("r.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     hsize_t h3[3] = {6, 5, 4}, h4[4] = {2, 3, 5, 4}, h5d[5] = {2, 1, 3, 5, 4};
     h5_dset(h, "/r3", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 3, h3, a, NULL);
     h5_dset(h, "/r4", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, h4, a, NULL);
@@ -621,7 +581,7 @@ END_TEST
 
 START_TEST(h5_rejects_bad_datasets)
 {
-    make_h5(tp("t.h5"));
+    make_h5(check_path("t.h5"));
     fp4s_source *s = (fp4s_source *)1;
     struct { const char *name; int code; const char *msg; } cases[] = {
         {"/nope", FP4S_ENOTFOUND, "/nope: dataset not found; datasets: /act/x, /bf, /d"},
@@ -638,13 +598,13 @@ START_TEST(h5_rejects_bad_datasets)
         ASSERT_DETAIL(cases[i].msg);
         ASSERT_DETAIL("t.h5");
     }
-    ck_assert_int_eq(fp4s_source_open(tp("t.h5"), &s), FP4S_ENOTFOUND);
+    ck_assert_int_eq(fp4s_source_open(check_path("t.h5"), &s), FP4S_ENOTFOUND);
     ASSERT_DETAIL("name a dataset as");
-    write_bytes(tp("fake.h5"), "not an hdf5 file at all", 23, NULL, 0);
+    write_bytes(check_path("fake.h5"), "not an hdf5 file at all", 23, NULL, 0);
     ck_assert_int_eq(fp4s_source_open(h5_spec("fake.h5", "/x"), &s), FP4S_EFORMAT);
     ASSERT_DETAIL("fake.h5: not a readable HDF5 file");
     char sp[600];
-    snprintf(sp, sizeof sp, "%s/missing.h5:/x", tmpdir);
+    snprintf(sp, sizeof sp, "%s/missing.h5:/x", check_dir());
     ck_assert_int_eq(fp4s_source_open(sp, &s), FP4S_EOPEN);
     ASSERT_DETAIL("missing.h5:/x: cannot open");
 }
@@ -655,7 +615,7 @@ START_TEST(spec_path_with_colon)
 {
     /* a tensor name with ':' in it */
     unsigned char data[8] = {0};
-    make_st(tp("c.safetensors"), "{\"a:b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8, -1);
+    make_st(check_path("c.safetensors"), "{\"a:b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8, -1);
     fp4s_source *s;
     ck_assert_int_eq(fp4s_source_open(st_spec("c.safetensors", "a:b"), &s), 0);
     ck_assert_str_eq(fp4s_source_name(s), "a:b");
@@ -663,13 +623,13 @@ START_TEST(spec_path_with_colon)
     ck_assert_int_eq(fp4s_source_open(st_spec("c.safetensors", "a:c"), &s), FP4S_ENOTFOUND);
     ASSERT_DETAIL("a:c: tensor not found; tensors: a:b");
     float f[2] = {7, 8};
-    make_npy(tp("odd:name.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", f, sizeof f);
+    make_npy(check_path("odd:name.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", f, sizeof f);
     float *d;
     size_t r, c;
-    ck_assert_int_eq(fp4s_source_read_all(tp("odd:name.npy"), &d, &r, &c), 0);
+    ck_assert_int_eq(fp4s_source_read_all(check_path("odd:name.npy"), &d, &r, &c), 0);
     ck_assert(c == 2 && d[1] == 8);
     free(d);
-    make_h5(tp("h:5.h5"));
+    make_h5(check_path("h:5.h5"));
     ck_assert_int_eq(fp4s_source_read_all(h5_spec("h:5.h5", "/d"), &d, &r, &c), 0);
     ck_assert_uint_eq(c, 3);
     free(d);
@@ -681,61 +641,61 @@ END_TEST
 START_TEST(outfile_commit_and_abort)
 {
     fp4s_outfile *o;
-    ck_assert_int_eq(fp4s_outfile_begin(tp("o.txt"), &o), 0);
+    ck_assert_int_eq(fp4s_outfile_begin(check_path("o.txt"), &o), 0);
     const char *t = fp4s_outfile_tmppath(o);
     ck_assert(strstr(t, "o.txt.tmp.") != NULL);
     ck_assert_int_eq(access(t, F_OK), 0);
     FILE *f = fopen(t, "w");
     fputs("hello", f);
     fclose(f);
-    ck_assert_int_eq(access(tp("o.txt"), F_OK), -1);
+    ck_assert_int_eq(access(check_path("o.txt"), F_OK), -1);
     ck_assert_int_eq(fp4s_outfile_commit(&o), 0);
     ck_assert_ptr_null(o);
-    ck_assert_int_eq(access(tp("o.txt"), F_OK), 0);
-    ck_assert_int_eq(count_files(), 1);
+    ck_assert_int_eq(access(check_path("o.txt"), F_OK), 0);
+    ck_assert_int_eq(check_entries(NULL, NULL), 1);
     struct stat st;
-    stat(tp("o.txt"), &st);
+    stat(check_path("o.txt"), &st);
     mode_t um = umask(022);
     umask(um);
     ck_assert_uint_eq(st.st_mode & 0777, 0666 & ~um); /* as open(2) would create it, not mkstemp's 0600 */
 
-    ck_assert_int_eq(fp4s_outfile_begin(tp("p.txt"), &o), 0);
-    ck_assert_int_eq(count_files(), 2);
+    ck_assert_int_eq(fp4s_outfile_begin(check_path("p.txt"), &o), 0);
+    ck_assert_int_eq(check_entries(NULL, NULL), 2);
     fp4s_outfile_abort(&o);
     ck_assert_ptr_null(o);
-    ck_assert_int_eq(count_files(), 1);
+    ck_assert_int_eq(check_entries(NULL, NULL), 1);
     fp4s_outfile_abort(&o);
 
     /* the signal-handler cleanup removes live temporaries, never committed files */
     fp4s_outfile *o2;
-    ck_assert_int_eq(fp4s_outfile_begin(tp("q.txt"), &o), 0);
-    ck_assert_int_eq(fp4s_outfile_begin(tp("r.txt"), &o2), 0);
-    ck_assert_int_eq(count_files(), 3);
+    ck_assert_int_eq(fp4s_outfile_begin(check_path("q.txt"), &o), 0);
+    ck_assert_int_eq(fp4s_outfile_begin(check_path("r.txt"), &o2), 0);
+    ck_assert_int_eq(check_entries(NULL, NULL), 3);
     fp4s_outfile_unlink_all();
-    ck_assert_int_eq(count_files(), 1);
-    ck_assert_int_eq(access(tp("o.txt"), F_OK), 0);
+    ck_assert_int_eq(check_entries(NULL, NULL), 1);
+    ck_assert_int_eq(access(check_path("o.txt"), F_OK), 0);
     fp4s_outfile_abort(&o);
     ck_assert_int_eq(fp4s_outfile_commit(&o2), FP4S_EWRITE); /* its temporary is gone */
     ck_assert_ptr_null(o2);
-    ck_assert_int_eq(count_files(), 1);
+    ck_assert_int_eq(check_entries(NULL, NULL), 1);
 
     /* a symlink to a file: the file is replaced, the link stays a link */
-    ck_assert_int_eq(symlink("o.txt", tp("link.txt")), 0);
-    ck_assert_int_eq(fp4s_outfile_begin(tp("link.txt"), &o), 0);
+    ck_assert_int_eq(symlink("o.txt", check_path("link.txt")), 0);
+    ck_assert_int_eq(fp4s_outfile_begin(check_path("link.txt"), &o), 0);
     ck_assert(strstr(fp4s_outfile_tmppath(o), "/o.txt.tmp.") != NULL);
     f = fopen(fp4s_outfile_tmppath(o), "w");
     fputs("via link", f);
     fclose(f);
     ck_assert_int_eq(fp4s_outfile_commit(&o), 0);
     struct stat lst;
-    ck_assert_int_eq(lstat(tp("link.txt"), &lst), 0);
+    ck_assert_int_eq(lstat(check_path("link.txt"), &lst), 0);
     ck_assert(S_ISLNK(lst.st_mode));
     char got[32] = "";
-    f = fopen(tp("o.txt"), "r");
+    f = fopen(check_path("o.txt"), "r");
     ck_assert_ptr_nonnull(fgets(got, sizeof got, f));
     fclose(f);
     ck_assert_str_eq(got, "via link");
-    unlink(tp("link.txt"));
+    unlink(check_path("link.txt"));
     /* devices are written in place and never renamed over or removed */
     ck_assert_int_eq(fp4s_npy_write("/dev/null", FP4S_DT_F32, 1, 1, 0, (float[]){1.0f}), 0);
     ck_assert_int_eq(fp4s_outfile_begin("/dev/null", &o), 0);
@@ -743,12 +703,12 @@ START_TEST(outfile_commit_and_abort)
     fp4s_outfile_abort(&o);
     ck_assert_int_eq(stat("/dev/null", &st), 0);
     ck_assert(S_ISCHR(st.st_mode));
-    ck_assert_int_eq(count_files(), 1);
+    ck_assert_int_eq(check_entries(NULL, NULL), 1);
 
     ck_assert_int_eq(fp4s_outfile_begin("/nonexistent-dir-fp4s/x.npy", &o), FP4S_EWRITE);
     ck_assert_ptr_null(o);
     ASSERT_DETAIL("/nonexistent-dir-fp4s/x.npy: cannot create output");
-    ck_assert_int_eq(fp4s_outfile_begin(tmpdir, &o), FP4S_EWRITE);
+    ck_assert_int_eq(fp4s_outfile_begin(check_dir(), &o), FP4S_EWRITE);
     ASSERT_DETAIL("is a directory");
 }
 END_TEST
@@ -770,46 +730,46 @@ static bool file_is(const char *path, const char *want)
 START_TEST(file_lock_held_and_commit)
 {
     /* absent, or nobody holding it: free */
-    ck_assert_int_eq(fp4s_file_held(tp("none.h5")), 0);
-    write_text(tp("cap.h5"), "writer's data");
-    ck_assert_int_eq(fp4s_file_held(tp("cap.h5")), 0);
+    ck_assert_int_eq(fp4s_file_held(check_path("none.h5")), 0);
+    write_text(check_path("cap.h5"), "writer's data");
+    ck_assert_int_eq(fp4s_file_held(check_path("cap.h5")), 0);
     /* a writer holds the lock (flock LOCK_EX, as the capture writer and HDF5
      * writers do; another open file description conflicts even in one process) */
-    int w = open(tp("cap.h5"), O_RDWR);
+    int w = open(check_path("cap.h5"), O_RDWR);
     ck_assert_int_ge(w, 0);
     ck_assert_int_eq(flock(w, LOCK_EX | LOCK_NB), 0);
-    ck_assert_int_eq(fp4s_file_held(tp("cap.h5")), FP4S_EBUSY);
+    ck_assert_int_eq(fp4s_file_held(check_path("cap.h5")), FP4S_EBUSY);
     ASSERT_DETAIL("held by a live writer");
-    write_text(tp("new.tmp"), "replacement");
-    ck_assert_int_eq(fp4s_file_commit(tp("new.tmp"), tp("cap.h5"), true), FP4S_EBUSY);
+    write_text(check_path("new.tmp"), "replacement");
+    ck_assert_int_eq(fp4s_file_commit(check_path("new.tmp"), check_path("cap.h5"), true), FP4S_EBUSY);
     ASSERT_DETAIL("not replaced");
-    ck_assert(file_is(tp("cap.h5"), "writer's data"));
-    ck_assert(file_is(tp("new.tmp"), "replacement")); /* left for the caller to remove */
+    ck_assert(file_is(check_path("cap.h5"), "writer's data"));
+    ck_assert(file_is(check_path("new.tmp"), "replacement")); /* left for the caller to remove */
     ck_assert_int_eq(fp4s_exit_status(FP4S_EBUSY), FP4S_EXIT_OUTPUT);
     /* readers (LOCK_SH) block neither the question nor the replacement */
     ck_assert_int_eq(flock(w, LOCK_SH | LOCK_NB), 0);
-    ck_assert_int_eq(fp4s_file_held(tp("cap.h5")), 0);
-    ck_assert_int_eq(fp4s_file_commit(tp("new.tmp"), tp("cap.h5"), true), 0);
-    ck_assert(file_is(tp("cap.h5"), "replacement"));
-    ck_assert_int_eq(access(tp("new.tmp"), F_OK), -1);
+    ck_assert_int_eq(fp4s_file_held(check_path("cap.h5")), 0);
+    ck_assert_int_eq(fp4s_file_commit(check_path("new.tmp"), check_path("cap.h5"), true), 0);
+    ck_assert(file_is(check_path("cap.h5"), "replacement"));
+    ck_assert_int_eq(access(check_path("new.tmp"), F_OK), -1);
     close(w);
     /* !replace: refuses an existing file, takes a free name */
-    write_text(tp("b.tmp"), "second");
-    ck_assert_int_eq(fp4s_file_commit(tp("b.tmp"), tp("cap.h5"), false), FP4S_EWRITE);
+    write_text(check_path("b.tmp"), "second");
+    ck_assert_int_eq(fp4s_file_commit(check_path("b.tmp"), check_path("cap.h5"), false), FP4S_EWRITE);
     ASSERT_DETAIL("already exists");
-    ck_assert(file_is(tp("cap.h5"), "replacement"));
-    ck_assert_int_eq(fp4s_file_commit(tp("b.tmp"), tp("fresh.h5"), false), 0);
-    ck_assert(file_is(tp("fresh.h5"), "second"));
-    ck_assert_int_eq(access(tp("b.tmp"), F_OK), -1);
+    ck_assert(file_is(check_path("cap.h5"), "replacement"));
+    ck_assert_int_eq(fp4s_file_commit(check_path("b.tmp"), check_path("fresh.h5"), false), 0);
+    ck_assert(file_is(check_path("fresh.h5"), "second"));
+    ck_assert_int_eq(access(check_path("b.tmp"), F_OK), -1);
     /* HDF5_USE_FILE_LOCKING=FALSE turns the protocol off, as it does HDF5's */
-    w = open(tp("cap.h5"), O_RDWR);
+    w = open(check_path("cap.h5"), O_RDWR);
     ck_assert_int_eq(flock(w, LOCK_EX | LOCK_NB), 0);
     setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
-    ck_assert_int_eq(fp4s_file_held(tp("cap.h5")), 0);
+    ck_assert_int_eq(fp4s_file_held(check_path("cap.h5")), 0);
     unsetenv("HDF5_USE_FILE_LOCKING");
-    ck_assert_int_eq(fp4s_file_held(tp("cap.h5")), FP4S_EBUSY);
+    ck_assert_int_eq(fp4s_file_held(check_path("cap.h5")), FP4S_EBUSY);
     close(w);
-    ck_assert_int_eq(fp4s_file_commit(tp("missing.tmp"), tp("x.h5"), true), FP4S_EWRITE);
+    ck_assert_int_eq(fp4s_file_commit(check_path("missing.tmp"), check_path("x.h5"), true), FP4S_EWRITE);
 }
 END_TEST
 
@@ -818,22 +778,22 @@ START_TEST(npy_writer_round_trip)
 {
     float f[6] = {1, 2, 3, 4, 5, 6};
     fp4s_npy_writer *w;
-    ck_assert_int_eq(fp4s_npy_writer_open(tp("w.npy"), FP4S_DT_F32, 2, 2, 3, &w), 0);
+    ck_assert_int_eq(fp4s_npy_writer_open(check_path("w.npy"), FP4S_DT_F32, 2, 2, 3, &w), 0);
     ck_assert_int_eq(fp4s_npy_writer_rows(w, f, 1), 0);
-    ck_assert_int_eq(access(tp("w.npy"), F_OK), -1);
+    ck_assert_int_eq(access(check_path("w.npy"), F_OK), -1);
     ck_assert_int_eq(fp4s_npy_writer_rows(w, f + 3, 1), 0);
     ck_assert_int_eq(fp4s_npy_writer_close(&w), 0);
     ck_assert_ptr_null(w);
     float *d;
     size_t r, c;
-    ck_assert_int_eq(fp4s_source_read_all(tp("w.npy"), &d, &r, &c), 0);
+    ck_assert_int_eq(fp4s_source_read_all(check_path("w.npy"), &d, &r, &c), 0);
     ck_assert(r == 2 && c == 3);
     ck_assert_mem_eq(d, f, sizeof f);
     free(d);
     /* header of a uint8 array parses as numpy would write it; 64-byte aligned */
     uint8_t u[5] = {0, 1, 2, 15, 255};
-    ck_assert_int_eq(fp4s_npy_write(tp("u.npy"), FP4S_DT_U8, 1, 5, 0, u), 0);
-    FILE *fp = fopen(tp("u.npy"), "rb");
+    ck_assert_int_eq(fp4s_npy_write(check_path("u.npy"), FP4S_DT_U8, 1, 5, 0, u), 0);
+    FILE *fp = fopen(check_path("u.npy"), "rb");
     unsigned char hb[512];
     size_t n = fread(hb, 1, sizeof hb, fp);
     fclose(fp);
@@ -844,7 +804,7 @@ START_TEST(npy_writer_round_trip)
     ck_assert(memmem(hb, hl, "'shape': (5,)", 13) != NULL);
     ck_assert_uint_eq(hb[hl - 1], '\n');
     ck_assert_mem_eq(hb + hl, u, 5);
-    ck_assert_int_eq(count_files(), 2);
+    ck_assert_int_eq(check_entries(NULL, NULL), 2);
 }
 END_TEST
 
@@ -852,20 +812,20 @@ START_TEST(npy_writer_incomplete_is_discarded)
 {
     float f[6] = {0};
     fp4s_npy_writer *w;
-    ck_assert_int_eq(fp4s_npy_writer_open(tp("w.npy"), FP4S_DT_F32, 2, 2, 3, &w), 0);
+    ck_assert_int_eq(fp4s_npy_writer_open(check_path("w.npy"), FP4S_DT_F32, 2, 2, 3, &w), 0);
     ck_assert_int_eq(fp4s_npy_writer_rows(w, f, 3), FP4S_EINVAL);
     ck_assert_int_eq(fp4s_npy_writer_rows(w, f, 1), 0);
     ck_assert_int_eq(fp4s_npy_writer_close(&w), FP4S_EINTERNAL);
     ASSERT_DETAIL("only 1 of 2 rows written");
     ck_assert_ptr_null(w);
-    ck_assert_int_eq(count_files(), 0);
-    ck_assert_int_eq(fp4s_npy_writer_open(tp("w.npy"), FP4S_DT_F32, 2, 2, 3, &w), 0);
+    ck_assert_int_eq(check_entries(NULL, NULL), 0);
+    ck_assert_int_eq(fp4s_npy_writer_open(check_path("w.npy"), FP4S_DT_F32, 2, 2, 3, &w), 0);
     fp4s_npy_writer_abort(&w);
-    ck_assert_int_eq(count_files(), 0);
-    ck_assert_int_eq(fp4s_npy_writer_open(tp("w.npy"), FP4S_DT_BF16, 2, 2, 3, &w), FP4S_EDTYPE);
-    ck_assert_int_eq(fp4s_npy_writer_open(tp("w.npy"), FP4S_DT_F32, 3, 2, 3, &w), FP4S_EINVAL);
+    ck_assert_int_eq(check_entries(NULL, NULL), 0);
+    ck_assert_int_eq(fp4s_npy_writer_open(check_path("w.npy"), FP4S_DT_BF16, 2, 2, 3, &w), FP4S_EDTYPE);
+    ck_assert_int_eq(fp4s_npy_writer_open(check_path("w.npy"), FP4S_DT_F32, 3, 2, 3, &w), FP4S_EINVAL);
     ck_assert_int_eq(fp4s_npy_write("/nonexistent-dir-fp4s/w.npy", FP4S_DT_F32, 2, 2, 3, f), FP4S_EWRITE);
-    ck_assert_int_eq(count_files(), 0);
+    ck_assert_int_eq(check_entries(NULL, NULL), 0);
 }
 END_TEST
 
@@ -876,7 +836,7 @@ START_TEST(h5_write_f32_and_attrs)
     int64_t f;
     float a[3 * 1000];
     for (int i = 0; i < 3000; i++) a[i] = (float)i * 0.5f;
-    ck_assert_int_eq(fp4s_h5_create(tp("w.h5"), &o, &f), 0);
+    ck_assert_int_eq(fp4s_h5_create(check_path("w.h5"), &o, &f), 0);
     ck_assert_int_eq(fp4s_h5_write_f32(f, "/g/h/x", a, 3, 1000, 4), 0);
     ck_assert_int_eq(fp4s_h5_write_f32(f, "plain", a, 1000, 3, 0), 0);
     ck_assert_int_eq(fp4s_h5_attr_str(f, "who", "fp4scope"), 0);
@@ -884,10 +844,10 @@ START_TEST(h5_write_f32_and_attrs)
     ck_assert_int_eq(fp4s_h5_attr_f64(f, "pi", 3.25), 0);
     ck_assert_int_eq(fp4s_h5_attr_i64(f, "n", -7), 0);
     ck_assert_int_eq(fp4s_h5_write_f32(f, "bad", a, 3, 1000, 12), FP4S_EINVAL);
-    ck_assert_int_eq(access(tp("w.h5"), F_OK), -1);
+    ck_assert_int_eq(access(check_path("w.h5"), F_OK), -1);
     ck_assert_int_eq(fp4s_h5_finish("test", &o, &f, true), 0);
     ck_assert_ptr_null(o);
-    ck_assert_int_eq(count_files(), 1);
+    ck_assert_int_eq(check_entries(NULL, NULL), 1);
 
     float *d;
     size_t r, c;
@@ -895,7 +855,7 @@ START_TEST(h5_write_f32_and_attrs)
     ck_assert(r == 3 && c == 1000);
     ck_assert_mem_eq(d, a, sizeof a);
     free(d);
-    hid_t h = H5Fopen(tp("w.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t h = H5Fopen(check_path("w.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
     hid_t at = H5Aopen(h, "n", H5P_DEFAULT);
     int64_t v;
     H5Aread(at, H5T_NATIVE_INT64, &v);
@@ -918,12 +878,12 @@ START_TEST(h5_write_f32_and_attrs)
     H5Fclose(h);
 
     /* abort: nothing left behind */
-    ck_assert_int_eq(fp4s_h5_create(tp("x.h5"), &o, &f), 0);
+    ck_assert_int_eq(fp4s_h5_create(check_path("x.h5"), &o, &f), 0);
     ck_assert_int_eq(fp4s_h5_write_f32(f, "x", a, 3, 1000, 0), 0);
     ck_assert_int_eq(fp4s_h5_finish("test", &o, &f, false), 0);
-    ck_assert_int_eq(count_files(), 1);
+    ck_assert_int_eq(check_entries(NULL, NULL), 1);
     ck_assert_int_eq(fp4s_h5_create("/nonexistent-dir-fp4s/x.h5", &o, &f), FP4S_EWRITE);
-    ck_assert_int_eq(count_files(), 1);
+    ck_assert_int_eq(check_entries(NULL, NULL), 1);
 }
 END_TEST
 
@@ -941,7 +901,7 @@ static void iso_ok(void *arg, int fd)
 
 START_TEST(h5_guard_leaves_the_callers_streams_alone)
 {
-    make_h5(tp("g.h5"));
+    make_h5(check_path("g.h5"));
     int p[2];
     ck_assert_int_eq(pipe(p), 0);
     int fl = fcntl(p[1], F_GETFL);
@@ -956,10 +916,10 @@ START_TEST(h5_guard_leaves_the_callers_streams_alone)
     setvbuf(out, NULL, _IOFBF, 1024);
     fputs("pending", out);
     alarm(20);
-    ck_assert_int_eq(fp4s_h5_validate(tp("g.h5"), true), 0);
+    ck_assert_int_eq(fp4s_h5_validate(check_path("g.h5"), true), 0);
     unsigned char *b = NULL;
     size_t n = 0;
-    ck_assert_int_eq(fp4s_h5_isolate(tp("g.h5"), iso_ok, NULL, &b, &n), 0);
+    ck_assert_int_eq(fp4s_h5_isolate(check_path("g.h5"), iso_ok, NULL, &b, &n), 0);
     ck_assert(n == 2 && memcmp(b, "ok", 2) == 0);
     free(b);
     alarm(0);
@@ -996,11 +956,11 @@ START_TEST(h5_guard_child_dies_with_its_parent)
     for (size_t i = 0; i < rows * cols; i++) a[i] = (float)(i % 1013) * 0.25f;
     fp4s_outfile *o;
     int64_t f;
-    ck_assert_int_eq(fp4s_h5_create(tp("big.h5"), &o, &f), 0);
+    ck_assert_int_eq(fp4s_h5_create(check_path("big.h5"), &o, &f), 0);
     ck_assert_int_eq(fp4s_h5_write_f32(f, "x", a, rows, cols, 1), 0);
     ck_assert_int_eq(fp4s_h5_finish("test", &o, &f, true), 0);
     free(a);
-    write_text(tp("cap.h5"), "locked");
+    write_text(check_path("cap.h5"), "locked");
     int seen = 0, survived = 0;
     for (int round = 0; round < 5 && !seen; round++) {
         int p[2];
@@ -1010,10 +970,10 @@ START_TEST(h5_guard_child_dies_with_its_parent)
         if (w == 0) { /* a writer: the lock, then a read that validates */
             close(p[0]);
             fp4s_wlock l;
-            if (fp4s_wlock_take(tp("cap.h5"), FP4S_WLOCK_EXISTING, &l)) _exit(3);
+            if (fp4s_wlock_take(check_path("cap.h5"), FP4S_WLOCK_EXISTING, &l)) _exit(3);
             char c = 1;
             if (write(p[1], &c, 1) != 1) _exit(4);
-            fp4s_h5_validate(tp("big.h5"), true);
+            fp4s_h5_validate(check_path("big.h5"), true);
             _exit(0);
         }
         close(p[1]);
@@ -1034,7 +994,7 @@ START_TEST(h5_guard_child_dies_with_its_parent)
     }
     ck_assert_msg(seen > 0, "the guard's child was never caught alive");
     ck_assert_msg(survived == 0, "%d of %d guard children outlived their SIGKILLed parent", survived, seen);
-    ck_assert_int_eq(fp4s_file_held(tp("cap.h5")), 0);
+    ck_assert_int_eq(fp4s_file_held(check_path("cap.h5")), 0);
 #endif
 }
 END_TEST
@@ -1093,7 +1053,7 @@ START_TEST(safetensors_survives_mutation)
         memcpy(buf + 8, json, jl);
         int nm = 1 + (int)(rnd() % 3);
         for (int k = 0; k < nm; k++) buf[rnd() % (8 + jl)] = (unsigned char)rnd();
-        write_bytes(tp("m.safetensors"), buf, 8 + jl, data, rnd() % 2 ? 24 : rnd() % 24);
+        write_bytes(check_path("m.safetensors"), buf, 8 + jl, data, rnd() % 2 ? 24 : rnd() % 24);
         fp4s_source *s = NULL;
         int rc = fp4s_source_open(st_spec("m.safetensors", "w"), &s);
         if (rc == 0) {
@@ -1119,7 +1079,7 @@ END_TEST
 START_TEST(safetensors_needs_jansson)
 {
     static const float data[2] = {1, 2};
-    make_st(tp("m.safetensors"), "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8, -1);
+    make_st(check_path("m.safetensors"), "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8, -1);
     fp4s_source *s = NULL;
     ck_assert_int_eq(fp4s_source_open(st_spec("m.safetensors", "w"), &s), FP4S_ENOTSUP);
     ck_assert_ptr_null(s);
@@ -1131,53 +1091,44 @@ END_TEST
 static Suite *io_suite(void)
 {
     Suite *s = suite_create("io");
-    struct { const char *name; const TTest *fn; } tests[] = {
-        {"dtype_names_and_sizes", dtype_names_and_sizes},
-        {"npy_header_accepts_numpy_forms", npy_header_accepts_numpy_forms},
-        {"npy_header_rejects_malformed", npy_header_rejects_malformed},
-        {"npy_header_rejects_bad_prefix", npy_header_rejects_bad_prefix},
-        {"npy_reads_float32_float64_float16", npy_reads_float32_float64_float16},
-        {"npy_rejects_bad_files", npy_rejects_bad_files},
-        {"source_read_rows_stride_and_range", source_read_rows_stride_and_range},
+    const check_case tests[] = {
+        CHECK_CASE(dtype_names_and_sizes),
+        CHECK_CASE(npy_header_accepts_numpy_forms),
+        CHECK_CASE(npy_header_rejects_malformed),
+        CHECK_CASE(npy_header_rejects_bad_prefix),
+        CHECK_CASE(npy_reads_float32_float64_float16),
+        CHECK_CASE(npy_rejects_bad_files),
+        CHECK_CASE(source_read_rows_stride_and_range),
 #if FP4S_HAVE_JANSSON
-        {"safetensors_reads_f32_f16_bf16", safetensors_reads_f32_f16_bf16},
-        {"safetensors_rejects_lies", safetensors_rejects_lies},
+        CHECK_CASE(safetensors_reads_f32_f16_bf16),
+        CHECK_CASE(safetensors_rejects_lies),
 #else
-        {"safetensors_needs_jansson", safetensors_needs_jansson},
+        CHECK_CASE(safetensors_needs_jansson),
 #endif
-        {"h5_reads_float_and_bfloat16", h5_reads_float_and_bfloat16},
-        {"h5_rejects_bad_datasets", h5_rejects_bad_datasets},
-        {"rank3_and_more_read_as_rows_of_the_last_dimension", rank3_and_more_read_as_rows_of_the_last_dimension},
+        CHECK_CASE(h5_reads_float_and_bfloat16),
+        CHECK_CASE(h5_rejects_bad_datasets),
+        CHECK_CASE(rank3_and_more_read_as_rows_of_the_last_dimension),
 #if FP4S_HAVE_JANSSON
-        {"spec_path_with_colon", spec_path_with_colon},
+        CHECK_CASE(spec_path_with_colon),
 #endif
-        {"outfile_commit_and_abort", outfile_commit_and_abort},
-        {"file_lock_held_and_commit", file_lock_held_and_commit},
-        {"npy_writer_round_trip", npy_writer_round_trip},
-        {"npy_writer_incomplete_is_discarded", npy_writer_incomplete_is_discarded},
-        {"h5_write_f32_and_attrs", h5_write_f32_and_attrs},
-        {"h5_guard_leaves_the_callers_streams_alone", h5_guard_leaves_the_callers_streams_alone},
-        {"h5_guard_child_dies_with_its_parent", h5_guard_child_dies_with_its_parent},
-        {"npy_header_survives_mutation", npy_header_survives_mutation},
+        CHECK_CASE(outfile_commit_and_abort),
+        CHECK_CASE(file_lock_held_and_commit),
+        CHECK_CASE(npy_writer_round_trip),
+        CHECK_CASE(npy_writer_incomplete_is_discarded),
+        CHECK_CASE(h5_write_f32_and_attrs),
+        CHECK_CASE(h5_guard_leaves_the_callers_streams_alone),
+        CHECK_CASE(h5_guard_child_dies_with_its_parent),
+        CHECK_CASE(npy_header_survives_mutation),
 #if FP4S_HAVE_JANSSON
-        {"safetensors_survives_mutation", safetensors_survives_mutation},
+        CHECK_CASE(safetensors_survives_mutation),
 #endif
     };
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        TCase *tc = tcase_create(tests[i].name);
-        tcase_add_checked_fixture(tc, setup, teardown);
-        tcase_add_test(tc, tests[i].fn);
-        suite_add_tcase(s, tc);
-    }
+    check_add_cases(s, tests, CHECK_NCASES(tests), setup, teardown, 0);
     return s;
 }
 
 int main(void)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    SRunner *sr = srunner_create(io_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(io_suite(), CK_NORMAL);
 }

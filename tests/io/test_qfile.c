@@ -5,7 +5,7 @@
 #include <fp4scope/tensor.h>
 #include "io/h5_internal.h"
 
-#include <check.h>
+#include "../check_main.h"
 #include <hdf5.h>
 
 #include <dirent.h>
@@ -15,45 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static char tmpdir[256];
-
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/fp4s_test_qfile.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void teardown(void)
-{
-    DIR *d = opendir(tmpdir);
-    struct dirent *e;
-    char p[512];
-    while (d && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
-            unlink(p);
-        }
-    if (d) closedir(d);
-    rmdir(tmpdir);
-}
-
-static const char *tp(const char *name)
-{
-    static char buf[512];
-    snprintf(buf, sizeof buf, "%s/%s", tmpdir, name);
-    return buf;
-}
-
-static int count_files(void)
-{
-    DIR *d = opendir(tmpdir);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
-    closedir(d);
-    return n;
-}
+static void setup(void) { check_dir_make("fp4s_test_qfile."); }
+static void teardown(void) { check_dir_remove(); }
 
 /* deterministic data with a zero block and a wide dynamic range */
 static float *make_data(size_t rows, size_t cols, unsigned seed)
@@ -144,9 +107,9 @@ static void qrun_free(qrun *q)
 static void check_round_trip(const char *profile, fp4s_format fmt, size_t rows, size_t cols, size_t chunk)
 {
     qrun q = {0};
-    quantize_to_file(profile, fmt, rows, cols, chunk, tp("q.h5"), &q);
+    quantize_to_file(profile, fmt, rows, cols, chunk, check_path("q.h5"), &q);
     fp4s_qfile_data d;
-    ck_assert_int_eq(fp4s_qfile_read(tp("q.h5"), &d), 0);
+    ck_assert_int_eq(fp4s_qfile_read(check_path("q.h5"), &d), 0);
     ck_assert_int_eq(d.format, fmt);
     ck_assert_uint_eq(d.rows, rows);
     ck_assert_uint_eq(d.cols, cols);
@@ -177,7 +140,7 @@ static void check_round_trip(const char *profile, fp4s_format fmt, size_t rows, 
         ck_assert(d.tensor_scale == 1.0f);
     }
     /* the attributes name the rules */
-    hid_t f = H5Fopen(tp("q.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t f = H5Fopen(check_path("q.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
     ck_assert(f >= 0);
     const char *must[] = {"format", "profile", "block", "spec", "tie", "packing", "nonfinite", "source",
                           "fp4scope_version", "decode", "element_lut", "stats_elements", "stats_rel_error", "shape"};
@@ -190,8 +153,8 @@ static void check_round_trip(const char *profile, fp4s_format fmt, size_t rows, 
     fp4s_qfile_data_free(&d);
     ck_assert_ptr_null(d.codes);
     qrun_free(&q);
-    ck_assert_int_eq(count_files(), 1);
-    unlink(tp("q.h5"));
+    ck_assert_int_eq(check_entries(NULL, NULL), 1);
+    unlink(check_path("q.h5"));
 }
 
 START_TEST(qfile_round_trip_mxfp4_pairs) { check_round_trip("ocp", FP4S_MXFP4, 37, 96, 8); }
@@ -218,67 +181,67 @@ START_TEST(qfile_incomplete_or_bad_is_discarded)
     ck_assert_int_eq(fp4s_spec_profile(&s, FP4S_MXFP4, "ocp"), 0);
     ck_assert_int_eq(fp4s_tscale_init(&s, 1.0f, &ts), 0);
     fp4s_qfile *q = (fp4s_qfile *)1;
-    ck_assert_int_eq(fp4s_qfile_create(tp("a.h5"), &s, &ts, 4, 40, NULL, &q), FP4S_ESHAPE);
+    ck_assert_int_eq(fp4s_qfile_create(check_path("a.h5"), &s, &ts, 4, 40, NULL, &q), FP4S_ESHAPE);
     ck_assert_ptr_null(q);
     ck_assert(strstr(fp4s_last_error(), "40 columns are not a multiple of the block size 32") != NULL);
     ck_assert_int_eq(fp4s_qfile_create("/nonexistent-fp4s-dir/a.h5", &s, &ts, 4, 64, NULL, &q), FP4S_EWRITE);
-    ck_assert_int_eq(count_files(), 0);
+    ck_assert_int_eq(check_entries(NULL, NULL), 0);
 
     uint8_t codes[4 * 64] = {0}, scales[4 * 2] = {127, 127, 127, 127, 127, 127, 127, 127};
-    ck_assert_int_eq(fp4s_qfile_create(tp("a.h5"), &s, &ts, 4, 64, NULL, &q), 0);
-    ck_assert_int_eq(count_files(), 1); /* the temporary */
+    ck_assert_int_eq(fp4s_qfile_create(check_path("a.h5"), &s, &ts, 4, 64, NULL, &q), 0);
+    ck_assert_int_eq(check_entries(NULL, NULL), 1); /* the temporary */
     ck_assert_int_eq(fp4s_qfile_write(q, 2, codes, 64, scales, 2, NULL, 0), 0);
     ck_assert_int_eq(fp4s_qfile_write(q, 3, codes, 64, scales, 2, NULL, 0), FP4S_EINVAL);
     ck_assert_int_eq(fp4s_qfile_write(q, 1, codes, 64, NULL, 2, NULL, 0), FP4S_EINVAL);
     ck_assert_int_eq(fp4s_qfile_close(&q), FP4S_EINTERNAL);
     ck_assert(strstr(fp4s_last_error(), "only 2 of 4 rows written") != NULL);
     ck_assert_ptr_null(q);
-    ck_assert_int_eq(count_files(), 0);
+    ck_assert_int_eq(check_entries(NULL, NULL), 0);
 
-    ck_assert_int_eq(fp4s_qfile_create(tp("a.h5"), &s, &ts, 4, 64, NULL, &q), 0);
+    ck_assert_int_eq(fp4s_qfile_create(check_path("a.h5"), &s, &ts, 4, 64, NULL, &q), 0);
     fp4s_qfile_abort(&q);
     ck_assert_ptr_null(q);
-    ck_assert_int_eq(count_files(), 0);
+    ck_assert_int_eq(check_entries(NULL, NULL), 0);
 
     /* 2-D NVFP4 chunks must start on a 16-row boundary */
     ck_assert_int_eq(fp4s_spec_profile(&s, FP4S_NVFP4, "te-2d"), 0);
     ck_assert_int_eq(fp4s_tscale_init(&s, 1.0f, &ts), 0);
-    ck_assert_int_eq(fp4s_qfile_create(tp("b.h5"), &s, &ts, 32, 64, NULL, &q), 0);
+    ck_assert_int_eq(fp4s_qfile_create(check_path("b.h5"), &s, &ts, 32, 64, NULL, &q), 0);
     uint8_t c2[5 * 64] = {0}, s2[5 * 4] = {0};
     ck_assert_int_eq(fp4s_qfile_write(q, 5, c2, 64, s2, 4, NULL, 0), 0);
     ck_assert_int_eq(fp4s_qfile_write(q, 5, c2, 64, s2, 4, NULL, 0), FP4S_EINVAL);
     ck_assert(strstr(fp4s_last_error(), "not a multiple of 16") != NULL);
     fp4s_qfile_abort(&q);
-    ck_assert_int_eq(count_files(), 0);
+    ck_assert_int_eq(check_entries(NULL, NULL), 0);
 }
 END_TEST
 
 START_TEST(qfile_read_rejects_foreign_files)
 {
     fp4s_qfile_data d;
-    ck_assert_int_eq(fp4s_qfile_read(tp("none.h5"), &d), FP4S_EOPEN);
+    ck_assert_int_eq(fp4s_qfile_read(check_path("none.h5"), &d), FP4S_EOPEN);
     fp4s_outfile *o;
     int64_t f;
     float v[64] = {0};
-    ck_assert_int_eq(fp4s_h5_create(tp("plain.h5"), &o, &f), 0);
+    ck_assert_int_eq(fp4s_h5_create(check_path("plain.h5"), &o, &f), 0);
     ck_assert_int_eq(fp4s_h5_write_f32(f, "codes", v, 2, 32, 0), 0);
     ck_assert_int_eq(fp4s_h5_finish("test", &o, &f, true), 0);
-    ck_assert_int_eq(fp4s_qfile_read(tp("plain.h5"), &d), FP4S_EFORMAT);
+    ck_assert_int_eq(fp4s_qfile_read(check_path("plain.h5"), &d), FP4S_EFORMAT);
     ck_assert(strstr(fp4s_last_error(), "not an fp4scope quantized file") != NULL);
     ck_assert_ptr_null(d.codes);
 
     qrun q = {0};
-    quantize_to_file("ocp", FP4S_MXFP4, 4, 64, 4, tp("v.h5"), &q);
+    quantize_to_file("ocp", FP4S_MXFP4, 4, 64, 4, check_path("v.h5"), &q);
     qrun_free(&q);
-    hid_t h = H5Fopen(tp("v.h5"), H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t h = H5Fopen(check_path("v.h5"), H5F_ACC_RDWR, H5P_DEFAULT);
     ck_assert_int_eq(fp4s_h5_attr_i64(h, "schema_version", 99), 0);
     H5Fclose(h);
-    ck_assert_int_eq(fp4s_qfile_read(tp("v.h5"), &d), FP4S_EVERSION);
-    h = H5Fopen(tp("v.h5"), H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert_int_eq(fp4s_qfile_read(check_path("v.h5"), &d), FP4S_EVERSION);
+    h = H5Fopen(check_path("v.h5"), H5F_ACC_RDWR, H5P_DEFAULT);
     ck_assert_int_eq(fp4s_h5_attr_i64(h, "schema_version", 1), 0);
     H5Ldelete(h, "scales", H5P_DEFAULT);
     H5Fclose(h);
-    ck_assert_int_eq(fp4s_qfile_read(tp("v.h5"), &d), FP4S_EFORMAT);
+    ck_assert_int_eq(fp4s_qfile_read(check_path("v.h5"), &d), FP4S_EFORMAT);
     ck_assert(strstr(fp4s_last_error(), "/scales missing") != NULL);
 }
 END_TEST
@@ -287,25 +250,16 @@ int main(void)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     Suite *s = suite_create("qfile");
-    struct { const char *name; const TTest *fn; } tests[] = {
-        {"qfile_round_trip_mxfp4_pairs", qfile_round_trip_mxfp4_pairs},
-        {"qfile_round_trip_mxfp4_split", qfile_round_trip_mxfp4_split},
-        {"qfile_round_trip_nvfp4_te", qfile_round_trip_nvfp4_te},
-        {"qfile_round_trip_nvfp4_2d", qfile_round_trip_nvfp4_2d},
-        {"qfile_round_trip_nvfp4_torchao", qfile_round_trip_nvfp4_torchao},
-        {"qfile_round_trip_fp8_tiles", qfile_round_trip_fp8_tiles},
-        {"qfile_incomplete_or_bad_is_discarded", qfile_incomplete_or_bad_is_discarded},
-        {"qfile_read_rejects_foreign_files", qfile_read_rejects_foreign_files},
+    const check_case tests[] = {
+        CHECK_CASE(qfile_round_trip_mxfp4_pairs),
+        CHECK_CASE(qfile_round_trip_mxfp4_split),
+        CHECK_CASE(qfile_round_trip_nvfp4_te),
+        CHECK_CASE(qfile_round_trip_nvfp4_2d),
+        CHECK_CASE(qfile_round_trip_nvfp4_torchao),
+        CHECK_CASE(qfile_round_trip_fp8_tiles),
+        CHECK_CASE(qfile_incomplete_or_bad_is_discarded),
+        CHECK_CASE(qfile_read_rejects_foreign_files),
     };
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        TCase *tc = tcase_create(tests[i].name);
-        tcase_add_checked_fixture(tc, setup, teardown);
-        tcase_add_test(tc, tests[i].fn);
-        suite_add_tcase(s, tc);
-    }
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    check_add_cases(s, tests, CHECK_NCASES(tests), setup, teardown, 0);
+    return check_run(s, CK_NORMAL);
 }

@@ -40,16 +40,11 @@
 #include <time.h>
 
 #include "cpu/kernels.h"
+#include "../splitmix.h"
 
 /* ---- random numbers (splitmix64) ------------------------------------------------ */
 static uint64_t rng_state;
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return splitmix_next(&rng_state); }
 static uint32_t rndu(uint32_t n) { return (uint32_t)(rnd() % n); }
 static double rndf(void) { return (double)(rnd() >> 11) * 0x1p-53; }
 static float gauss(void)
@@ -361,8 +356,10 @@ static int run_quant(const fp4s_spec *s, const float *x, const shape *sh, result
     }
     r->rc = fp4s_tscale_init(s, amax, &r->ts);
     if (r->rc) return r->rc;
-    fp4s_qout o = {r->codes, sh->cols, s->format == FP4S_FP8 ? NULL : r->scales, sh->nb,
-                   s->format == FP4S_FP8 ? r->sf32 : NULL, sh->sf_cols, r->deq, sh->cols};
+    fp4s_qout o = {.codes = r->codes, .ld_codes = sh->cols,
+                   .scales = s->format == FP4S_FP8 ? NULL : r->scales, .ld_scales = sh->nb,
+                   .scale_f32 = s->format == FP4S_FP8 ? r->sf32 : NULL, .ld_scale_f32 = sh->sf_cols,
+                   .dequant = r->deq, .ld_dequant = sh->cols};
     r->rc = fp4s_quantize(s, null_ts ? NULL : &r->ts, x, sh->rows, sh->cols, sh->ld, 0, &o,
                           with_stats ? &r->st : NULL);
     return r->rc;
@@ -669,8 +666,10 @@ static int coverage(const char *level)
         memset(scales, 0xAB, sizeof scales);
         memset(deq, 0xAB, sizeof deq);
         memset(sf, 0xAB, sizeof sf);
-        fp4s_qout o = {codes, cols, scales, cols / s->block, sf, 2, deq, cols};
-        fp4s_qout o2 = {codes2, cols, scales2, cols / s->block, sf2, 2, deq2, cols};
+        fp4s_qout o = {.codes = codes, .ld_codes = cols, .scales = scales, .ld_scales = cols / s->block,
+                       .scale_f32 = sf, .ld_scale_f32 = 2, .dequant = deq, .ld_dequant = cols};
+        fp4s_qout o2 = {.codes = codes2, .ld_codes = cols, .scales = scales2, .ld_scales = cols / s->block,
+                        .scale_f32 = sf2, .ld_scale_f32 = 2, .dequant = deq2, .ld_dequant = cols};
         fp4s_qstats st = {0};
         int rq = k->quantize(s, &ts, x, rows, cols, cols, 0, &o, &st);
         int rq2 = k->quantize(s, &ts, x, rows, cols, cols, 0, &o2, NULL);

@@ -82,25 +82,25 @@ expect_err "failed (exit status 1)"
 ls out | grep -q 'fail.png.tmp' && fail "temporary image left"
 
 # bad reports and traces: exit 3, nothing written
-printf '{"tool":"fp4-decompose","inputs":[{"summary":{"energy_scale":1}}]}' > bad1.json
-expect_exit 3 fp4-plot components bad1.json -o out/b1.png
-expect_err "bad1.json: inputs[0].summary: missing number 'energy_total'"
-printf '{"tool":"fp4-channels","channels":[]}' > bad2.json
-expect_exit 3 fp4-plot components bad2.json -o out/b2.png
-expect_err "\"tool\" is \"fp4-channels\", expected \"fp4-decompose\""
-printf '{"tool":"fp4-decompose","inputs":[{"histograms":{"delta":{"edges":[0,1],"counts":[1,2]},"error":{"edges":[0,1],"counts":[3]}}}]}' > bad3.json
-expect_exit 3 fp4-plot hist bad3.json -o out/b3.png
-expect_err "inputs[0].histograms.delta: 2 edges for 2 counts"
-printf '{"tool":"fp4-channels","channels":[{"channel":1,"score":"x"}]}' > bad4.json
-expect_exit 3 fp4-plot channels bad4.json -o out/b4.png
-expect_err "channels[0]: 'score' is not a number"
-printf 'not json' > bad5.json
-expect_exit 3 fp4-plot hist bad5.json -o out/b5.png
-expect_err "bad5.json: invalid JSON"
-printf 'step,seq,trainer_logprob,rollout_logprob\n0,0,-1,oops\n' > bad.csv
-expect_exit 3 fp4-plot mismatch bad.csv -o out/b6.png
-expect_err "bad.csv: line 2: column 'rollout_logprob': expected a number, got 'oops'"
-[ -z "$(ls out | grep '^b[0-9]')" ] || fail "files written for bad input: $(ls out | grep '^b[0-9]')"
+# bad_input FILE CONTENT KIND MESSAGE: fp4-plot KIND of FILE holding CONTENT
+# (printf %b) exits 3 and says MESSAGE
+bad_input() {
+    printf '%b' "$2" > "$1"
+    expect_exit 3 fp4-plot "$3" "$1" -o "out/bad-$1.png"
+    expect_err "$4"
+}
+bad_input bad1.json '{"tool":"fp4-decompose","inputs":[{"summary":{"energy_scale":1}}]}' components \
+    "bad1.json: inputs[0].summary: missing number 'energy_total'"
+bad_input bad2.json '{"tool":"fp4-channels","channels":[]}' components \
+    "\"tool\" is \"fp4-channels\", expected \"fp4-decompose\""
+bad_input bad3.json '{"tool":"fp4-decompose","inputs":[{"histograms":{"delta":{"edges":[0,1],"counts":[1,2]},"error":{"edges":[0,1],"counts":[3]}}}]}' \
+    hist "inputs[0].histograms.delta: 2 edges for 2 counts"
+bad_input bad4.json '{"tool":"fp4-channels","channels":[{"channel":1,"score":"x"}]}' channels \
+    "channels[0]: 'score' is not a number"
+bad_input bad5.json 'not json' hist "bad5.json: invalid JSON"
+bad_input bad.csv 'step,seq,trainer_logprob,rollout_logprob\n0,0,-1,oops\n' mismatch \
+    "bad.csv: line 2: column 'rollout_logprob': expected a number, got 'oops'"
+[ -z "$(ls out | grep '^bad-')" ] || fail "files written for bad input: $(ls out | grep '^bad-')"
 
 # usage errors: exit 2
 expect_exit 2 fp4-plot mismatch "$TR"

@@ -3,8 +3,9 @@
 #include <fp4scope/mismatch.h>
 #include <fp4scope/quant.h>
 
-#include <check.h>
+#include "../check_main.h"
 #include <hdf5.h>
+#include "../capture_test.h"
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -14,17 +15,6 @@
 
 #include "fp4s_config.h"
 
-static char tmpdir[256];
-
-static const char *tp(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
-
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -33,18 +23,8 @@ static void write_file(const char *path, const char *text)
     fclose(f);
 }
 
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/fp4s_mm_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void teardown(void)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static void setup(void) { check_dir_make("fp4s_mm_"); }
+static void teardown(void) { check_dir_remove(); }
 
 #define CLOSE(a, b) ck_assert_msg(fabs((double)(a) - (double)(b)) <= 1e-12 * (1 + fabs((double)(b))), "%s = %.17g, expected %.17g", #a, \
                                   (double)(a), (double)(b))
@@ -367,6 +347,15 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The expected percentile: llama.cpp's rule on the sorted values w[n]. */
+static double sorted_percentile(const double *w, size_t n, double fr)
+{
+    double p = fr * (double)(n - 1);
+    size_t ip = (size_t)p;
+    double f = p - (double)ip;
+    return (1 - f) * w[ip] + f * w[ip + 1 < n ? ip + 1 : n - 1];
+}
+
 START_TEST(percentiles_equal_sorted_rule)
 {
     unsigned s = 7;
@@ -378,10 +367,7 @@ START_TEST(percentiles_equal_sorted_rule)
         double out[9];
         fp4s_percentiles(v, n, fr, 9, out);
         for (int k = 0; k < 9; k++) {
-            double p = fr[k] * (double)(n - 1);
-            size_t ip = (size_t)p;
-            double f = p - (double)ip;
-            double e = (1 - f) * w[ip] + f * w[ip + 1 < n ? ip + 1 : n - 1];
+            double e = sorted_percentile(w, n, fr[k]);
             ck_assert_msg(fabs(out[k] - e) <= 1e-12, "n=%zu f=%g: %g vs %g", n, fr[k], out[k], e);
         }
         free(v);
@@ -419,10 +405,7 @@ START_TEST(percentiles_radix_path_large)
         double out[100];
         fp4s_percentiles(v, n, fr, 100, out);
         for (int k = 0; k < 100; k++) {
-            double p = fr[k] * (double)(n - 1);
-            size_t ip = (size_t)p;
-            double f = p - (double)ip;
-            double e = (1 - f) * w[ip] + f * w[ip + 1 < n ? ip + 1 : n - 1];
+            double e = sorted_percentile(w, n, fr[k]);
             ck_assert_msg(out[k] == e, "n=%zu f=%g: %.17g vs %.17g", n, fr[k], out[k], e);
         }
         /* data is only reordered: the same multiset */
@@ -536,10 +519,10 @@ static int analyze(const char *path, fp4s_mm_result *res, const fp4s_mm_opts *o)
 
 START_TEST(trace_csv_two_steps_and_runs)
 {
-    write_file(tp("a.csv"), "# comment\nrun,step,seq,trainer_logprob,rollout_logprob\n"
+    write_file(check_path("a.csv"), "# comment\nrun,step,seq,trainer_logprob,rollout_logprob\n"
                             "x,0,1,-1,-1.5\nx,0,1,-2,-2\ny,0,1,-1,-1\nx,1,2,-0.5,-0.25\n\ny,1,1,-1,-1\n");
     fp4s_mm_result r;
-    ck_assert_int_eq(analyze(tp("a.csv"), &r, NULL), 0);
+    ck_assert_int_eq(analyze(check_path("a.csv"), &r, NULL), 0);
     ck_assert_uint_eq(r.nruns, 2);
     ck_assert_str_eq(r.runs[0].name, "x");
     ck_assert_str_eq(r.runs[1].name, "y");
@@ -554,7 +537,7 @@ END_TEST
 
 START_TEST(trace_tsv_mapped_columns_and_name)
 {
-    write_file(tp("b.txt"), "it\tsample\tlp_train\tlp_roll\tm\n3\t0\t-1\t-1.5\t1\n3\t0\t-9\t0.5\t0\n");
+    write_file(check_path("b.txt"), "it\tsample\tlp_train\tlp_roll\tm\n3\t0\t-1\t-1.5\t1\n3\t0\t-9\t0.5\t0\n");
     fp4s_trace_opts t;
     fp4s_trace_opts_defaults(&t);
     t.col_step = "it";
@@ -564,7 +547,7 @@ START_TEST(trace_tsv_mapped_columns_and_name)
     t.col_mask = "m";
     fp4s_mm_result r;
     memset(&r, 0, sizeof r);
-    ck_assert_int_eq(fp4s_mm_analyze(tp("b.txt"), "base", NULL, &t, &r), 0);
+    ck_assert_int_eq(fp4s_mm_analyze(check_path("b.txt"), "base", NULL, &t, &r), 0);
     ck_assert_str_eq(r.runs[0].name, "base");
     ck_assert_int_eq(r.runs[0].steps[0].step, 3);
     ck_assert_uint_eq(r.runs[0].steps[0].tokens, 1);
@@ -577,18 +560,18 @@ START_TEST(trace_jsonl_null_is_nan)
 {
 #if !FP4S_HAVE_JANSSON
     /* built without jansson: JSONL is refused, by name, and nothing is read */
-    write_file(tp("c.jsonl"), "{\"step\":0,\"seq\":1,\"trainer_logprob\":-1,\"rollout_logprob\":-1.5}\n");
+    write_file(check_path("c.jsonl"), "{\"step\":0,\"seq\":1,\"trainer_logprob\":-1,\"rollout_logprob\":-1.5}\n");
     fp4s_mm_result r0;
-    ck_assert_int_eq(analyze(tp("c.jsonl"), &r0, NULL), FP4S_ENOTSUP);
+    ck_assert_int_eq(analyze(check_path("c.jsonl"), &r0, NULL), FP4S_ENOTSUP);
     ck_assert(strstr(fp4s_last_error(), "c.jsonl") && strstr(fp4s_last_error(), "jansson"));
     ck_assert_uint_eq(r0.nruns, 0);
     return;
 #endif
-    write_file(tp("c.jsonl"), "{\"step\":0,\"seq\":1,\"trainer_logprob\":-1,\"rollout_logprob\":-1.5}\n"
+    write_file(check_path("c.jsonl"), "{\"step\":0,\"seq\":1,\"trainer_logprob\":-1,\"rollout_logprob\":-1.5}\n"
                               "{\"step\":0,\"seq\":1,\"trainer_logprob\":null,\"rollout_logprob\":-1}\n"
                               "{\"step\":0,\"seq\":2,\"trainer_logprob\":\"NaN\",\"rollout_logprob\":-1,\"mask\":true}\n");
     fp4s_mm_result r;
-    ck_assert_int_eq(analyze(tp("c.jsonl"), &r, NULL), 0);
+    ck_assert_int_eq(analyze(check_path("c.jsonl"), &r, NULL), 0);
     ck_assert_uint_eq(r.runs[0].steps[0].tokens, 1);
     ck_assert_uint_eq(r.runs[0].steps[0].nonfinite, 2);
     ck_assert_str_eq(r.runs[0].name, "c");
@@ -598,9 +581,9 @@ END_TEST
 
 static void expect_error(const char *name, const char *text, int code, const char *pattern)
 {
-    write_file(tp(name), text);
+    write_file(check_path(name), text);
     fp4s_mm_result r;
-    int rc = analyze(tp(name), &r, NULL);
+    int rc = analyze(check_path(name), &r, NULL);
     ck_assert_msg(rc == code, "%s: rc %d, expected %d (%s)", name, rc, code, fp4s_last_error());
     ck_assert_msg(strstr(fp4s_last_error(), pattern) != NULL, "%s: message '%s' lacks '%s'", name, fp4s_last_error(),
                   pattern);
@@ -641,7 +624,7 @@ START_TEST(trace_bad_input_messages)
 #endif
     fp4s_mm_result r;
     memset(&r, 0, sizeof r);
-    ck_assert_int_eq(fp4s_mm_analyze(tp("does-not-exist.csv"), NULL, NULL, NULL, &r), FP4S_EOPEN);
+    ck_assert_int_eq(fp4s_mm_analyze(check_path("does-not-exist.csv"), NULL, NULL, NULL, &r), FP4S_EOPEN);
 }
 END_TEST
 
@@ -658,38 +641,38 @@ START_TEST(trace_duplicates_bom_multiline)
     t.dedupe = true;
     fp4s_mm_result r;
     memset(&r, 0, sizeof r);
-    ck_assert_int_eq(fp4s_mm_analyze(tp("dup.csv"), NULL, NULL, &t, &r), 0);
+    ck_assert_int_eq(fp4s_mm_analyze(check_path("dup.csv"), NULL, NULL, &t, &r), 0);
     ck_assert_uint_eq(r.runs[0].nsteps, 2);
     ck_assert_uint_eq(r.runs[0].steps[0].tokens, 2);
     ck_assert_uint_eq(r.runs[0].steps[1].tokens, 1);
     fp4s_mm_result_free(&r);
     /* the same (seq, pos) in another step or another run is no duplicate */
-    write_file(tp("nodup.csv"), "run,step,seq,pos,trainer_logprob,rollout_logprob\na,0,0,0,-1,-2\n"
+    write_file(check_path("nodup.csv"), "run,step,seq,pos,trainer_logprob,rollout_logprob\na,0,0,0,-1,-2\n"
                                 "b,0,0,0,-1,-2\na,1,0,0,-1,-2\n");
-    ck_assert_int_eq(analyze(tp("nodup.csv"), &r, NULL), 0);
+    ck_assert_int_eq(analyze(check_path("nodup.csv"), &r, NULL), 0);
     ck_assert_uint_eq(r.nruns, 2);
     fp4s_mm_result_free(&r);
     /* without a pos column tokens repeat (step, seq) by nature */
-    write_file(tp("nopos.csv"), "step,seq,trainer_logprob,rollout_logprob\n0,0,-1,-2\n0,0,-1,-2\n");
-    ck_assert_int_eq(analyze(tp("nopos.csv"), &r, NULL), 0);
+    write_file(check_path("nopos.csv"), "step,seq,trainer_logprob,rollout_logprob\n0,0,-1,-2\n0,0,-1,-2\n");
+    ck_assert_int_eq(analyze(check_path("nopos.csv"), &r, NULL), 0);
     ck_assert_uint_eq(r.runs[0].steps[0].tokens, 2);
     fp4s_mm_result_free(&r);
 #if FP4S_HAVE_JANSSON
-    write_file(tp("bom.jsonl"), "\xEF\xBB\xBF{\"step\":0,\"seq\":1,\"trainer_logprob\":-1,\"rollout_logprob\":-1.5}\n");
-    ck_assert_msg(analyze(tp("bom.jsonl"), &r, NULL) == 0, "%s", fp4s_last_error());
+    write_file(check_path("bom.jsonl"), "\xEF\xBB\xBF{\"step\":0,\"seq\":1,\"trainer_logprob\":-1,\"rollout_logprob\":-1.5}\n");
+    ck_assert_msg(analyze(check_path("bom.jsonl"), &r, NULL) == 0, "%s", fp4s_last_error());
     ck_assert_uint_eq(r.runs[0].steps[0].tokens, 1);
     fp4s_mm_result_free(&r);
     /* by content, not by extension: a BOM before the '{' is still JSONL */
-    write_file(tp("bom.trace"), "\xEF\xBB\xBF{\"step\":0,\"seq\":1,\"trainer_logprob\":-1,\"rollout_logprob\":-1.5}\n");
-    ck_assert_msg(analyze(tp("bom.trace"), &r, NULL) == 0, "%s", fp4s_last_error());
+    write_file(check_path("bom.trace"), "\xEF\xBB\xBF{\"step\":0,\"seq\":1,\"trainer_logprob\":-1,\"rollout_logprob\":-1.5}\n");
+    ck_assert_msg(analyze(check_path("bom.trace"), &r, NULL) == 0, "%s", fp4s_last_error());
     fp4s_mm_result_free(&r);
     expect_error("dup.jsonl", "{\"step\":0,\"seq\":1,\"pos\":3,\"trainer_logprob\":-1,\"rollout_logprob\":-1}\n"
                               "{\"step\":0,\"seq\":1,\"pos\":3,\"trainer_logprob\":-1,\"rollout_logprob\":-1}\n",
                  FP4S_EFORMAT, "line 2: step 0, seq 1, pos 3 already at line 1");
 #endif
-    write_file(tp("ml.csv"), "step,seq,note,trainer_logprob,rollout_logprob\n0,0,\"two\nlines, \"\"quoted\"\"\",-1,-2\n"
+    write_file(check_path("ml.csv"), "step,seq,note,trainer_logprob,rollout_logprob\n0,0,\"two\nlines, \"\"quoted\"\"\",-1,-2\n"
                              "0,1,plain,-1,-1\n0,2,\"\n\n\",-1,-1.5\n");
-    ck_assert_msg(analyze(tp("ml.csv"), &r, NULL) == 0, "%s", fp4s_last_error());
+    ck_assert_msg(analyze(check_path("ml.csv"), &r, NULL) == 0, "%s", fp4s_last_error());
     ck_assert_uint_eq(r.runs[0].steps[0].tokens, 3);
     fp4s_mm_result_free(&r);
     expect_error("mlerr.csv", "step,seq,note,trainer_logprob,rollout_logprob\n0,0,a,-1,-2\n0,1,\"open\n0,2,x,-1,-1\n",
@@ -701,12 +684,12 @@ END_TEST
 
 START_TEST(trace_skip_empty_option)
 {
-    write_file(tp("se.csv"), "step,seq,trainer_logprob,rollout_logprob,mask\n0,0,-1,-1,0\n1,0,-1,-1.5,1\n");
+    write_file(check_path("se.csv"), "step,seq,trainer_logprob,rollout_logprob,mask\n0,0,-1,-1,0\n1,0,-1,-1.5,1\n");
     fp4s_mm_opts o;
     fp4s_mm_opts_defaults(&o);
     o.skip_empty = true;
     fp4s_mm_result r;
-    ck_assert_int_eq(analyze(tp("se.csv"), &r, &o), 0);
+    ck_assert_int_eq(analyze(check_path("se.csv"), &r, &o), 0);
     ck_assert_uint_eq(r.runs[0].nsteps, 1);
     ck_assert_uint_eq(r.runs[0].skipped_steps, 1);
     ck_assert_int_eq(r.runs[0].steps[0].step, 1);
@@ -717,21 +700,21 @@ END_TEST
 START_TEST(trace_by_position_split)
 {
     /* no pos column: first counted token of each sequence */
-    write_file(tp("bp.csv"), "step,seq,trainer_logprob,rollout_logprob\n0,0,-1,-2\n0,0,-1,-1.1\n0,1,-1,-1.5\n"
+    write_file(check_path("bp.csv"), "step,seq,trainer_logprob,rollout_logprob\n0,0,-1,-2\n0,0,-1,-1.1\n0,1,-1,-1.5\n"
                              "0,1,-1,-1.1\n");
     fp4s_mm_opts o;
     fp4s_mm_opts_defaults(&o);
     o.by_position = true;
     fp4s_mm_result r;
-    ck_assert_int_eq(analyze(tp("bp.csv"), &r, &o), 0);
+    ck_assert_int_eq(analyze(check_path("bp.csv"), &r, &o), 0);
     ck_assert_ptr_nonnull(r.runs[0].first);
     ck_assert_uint_eq(r.runs[0].first[0].tokens, 2);
     CLOSE(r.runs[0].first[0].mean_abs, 0.75);
     CLOSE(r.runs[0].rest[0].mean_abs, 0.1);
     fp4s_mm_result_free(&r);
     /* with pos: pos == 0 is the first token */
-    write_file(tp("bq.csv"), "step,seq,pos,trainer_logprob,rollout_logprob\n0,0,1,-1,-2\n0,0,0,-1,-1.1\n");
-    ck_assert_int_eq(analyze(tp("bq.csv"), &r, &o), 0);
+    write_file(check_path("bq.csv"), "step,seq,pos,trainer_logprob,rollout_logprob\n0,0,1,-1,-2\n0,0,0,-1,-1.1\n");
+    ck_assert_int_eq(analyze(check_path("bq.csv"), &r, &o), 0);
     CLOSE(r.runs[0].first[0].mean_abs, 0.1);
     CLOSE(r.runs[0].rest[0].mean_abs, 1.0);
     fp4s_mm_result_free(&r);
@@ -739,18 +722,6 @@ START_TEST(trace_by_position_split)
 END_TEST
 
 /* ---- capture files ---------------------------------------------------------------------- */
-static void h5_attr(hid_t f, const char *v)
-{
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, strlen(v));
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(f, "fp4scope_schema", t, sp, H5P_DEFAULT, H5P_DEFAULT);
-    H5Awrite(a, t, v);
-    H5Aclose(a);
-    H5Sclose(sp);
-    H5Tclose(t);
-}
-
 static void h5_vec(hid_t f, const char *path, hid_t type, const void *data, hsize_t n)
 {
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
@@ -766,7 +737,7 @@ static void h5_vec(hid_t f, const char *path, hid_t type, const void *data, hsiz
 static void make_capture(const char *path, const char *schema, int rollout_len, int empty_step)
 {
     hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (schema) h5_attr(f, schema);
+    if (schema) capture_put_schema(f, schema, false);
     const float lt[] = {-1.0f, -2.0f, -0.5f}, lr[] = {-1.5f, -2.0f, -0.25f};
     const int64_t seq[] = {0, 0, 1};
     const uint8_t mask[] = {1, 1, 1};
@@ -787,9 +758,9 @@ static void make_capture(const char *path, const char *schema, int rollout_len, 
 
 START_TEST(capture_reads_logprobs)
 {
-    make_capture(tp("cap.h5"), "fp4scope-capture/1", 3, 0);
+    make_capture(check_path("cap.h5"), "fp4scope-capture/1", 3, 0);
     fp4s_mm_result r;
-    ck_assert_int_eq(analyze(tp("cap.h5"), &r, NULL), 0);
+    ck_assert_int_eq(analyze(check_path("cap.h5"), &r, NULL), 0);
     ck_assert_uint_eq(r.runs[0].nsteps, 3);
     ck_assert_int_eq(r.runs[0].steps[2].step, 20);
     CLOSE(r.runs[0].steps[1].mean_abs, 0.25);
@@ -800,32 +771,32 @@ END_TEST
 
 START_TEST(capture_bad_files)
 {
-    make_capture(tp("unequal.h5"), "fp4scope-capture/1", 2, 0);
+    make_capture(check_path("unequal.h5"), "fp4scope-capture/1", 2, 0);
     fp4s_mm_result r;
-    ck_assert_int_eq(analyze(tp("unequal.h5"), &r, NULL), FP4S_ESHAPE);
+    ck_assert_int_eq(analyze(check_path("unequal.h5"), &r, NULL), FP4S_ESHAPE);
     ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "/steps/0/logprobs: rollout has 2 tokens but trainer has 3"));
-    make_capture(tp("empty.h5"), "fp4scope-capture/1", 3, 1);
-    ck_assert_int_eq(analyze(tp("empty.h5"), &r, NULL), FP4S_EEMPTY);
+    make_capture(check_path("empty.h5"), "fp4scope-capture/1", 3, 1);
+    ck_assert_int_eq(analyze(check_path("empty.h5"), &r, NULL), FP4S_EEMPTY);
     ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "/steps/10/logprobs: empty step"));
     fp4s_mm_opts o;
     fp4s_mm_opts_defaults(&o);
     o.skip_empty = true;
-    ck_assert_int_eq(analyze(tp("empty.h5"), &r, &o), 0);
+    ck_assert_int_eq(analyze(check_path("empty.h5"), &r, &o), 0);
     ck_assert_uint_eq(r.runs[0].nsteps, 2);
     ck_assert_uint_eq(r.runs[0].skipped_steps, 1);
     fp4s_mm_result_free(&r);
-    make_capture(tp("newer.h5"), "fp4scope-capture/2", 3, 0);
-    ck_assert_int_eq(analyze(tp("newer.h5"), &r, NULL), FP4S_EVERSION);
+    make_capture(check_path("newer.h5"), "fp4scope-capture/2", 3, 0);
+    ck_assert_int_eq(analyze(check_path("newer.h5"), &r, NULL), FP4S_EVERSION);
     /* the schema is checked by the capture layer, as for every reader (the
      * trace reader's own check took "fp4scope-capture/x" for major 0) */
-    make_capture(tp("badver.h5"), "fp4scope-capture/x", 3, 0);
-    ck_assert_int_eq(analyze(tp("badver.h5"), &r, NULL), FP4S_EFORMAT);
+    make_capture(check_path("badver.h5"), "fp4scope-capture/x", 3, 0);
+    ck_assert_int_eq(analyze(check_path("badver.h5"), &r, NULL), FP4S_EFORMAT);
     ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "malformed"));
-    make_capture(tp("noschema.h5"), NULL, 3, 0);
-    ck_assert_int_eq(analyze(tp("noschema.h5"), &r, NULL), FP4S_EFORMAT);
+    make_capture(check_path("noschema.h5"), NULL, 3, 0);
+    ck_assert_int_eq(analyze(check_path("noschema.h5"), &r, NULL), FP4S_EFORMAT);
     ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "not an fp4scope capture"));
-    write_file(tp("fake.h5"), "not hdf5");
-    ck_assert_int_eq(analyze(tp("fake.h5"), &r, NULL), FP4S_EFORMAT);
+    write_file(check_path("fake.h5"), "not hdf5");
+    ck_assert_int_eq(analyze(check_path("fake.h5"), &r, NULL), FP4S_EFORMAT);
 }
 END_TEST
 
@@ -841,17 +812,17 @@ START_TEST(analyze_parallel_equals_serial)
         lt[i] = fminf(0.0f, lr[i] + (float)(0.05 * (urand(&s) - 0.5)));
         seq[i] = i / 777; /* sequences straddle the worker boundaries */
     }
-    hid_t f = H5Fcreate(tp("big.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    h5_attr(f, "fp4scope-capture/1");
+    hid_t f = H5Fcreate(check_path("big.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    capture_put_schema(f, "fp4scope-capture/1", false);
     h5_vec(f, "/steps/3/logprobs/trainer", H5T_NATIVE_FLOAT, lt, N);
     h5_vec(f, "/steps/3/logprobs/rollout", H5T_NATIVE_FLOAT, lr, N);
     h5_vec(f, "/steps/3/logprobs/seq", H5T_NATIVE_INT64, seq, N);
     H5Fclose(f);
     fp4s_mm_result r1, r2;
     fp4s_set_threads(1);
-    ck_assert_int_eq(analyze(tp("big.h5"), &r1, NULL), 0);
+    ck_assert_int_eq(analyze(check_path("big.h5"), &r1, NULL), 0);
     fp4s_set_threads(2);
-    ck_assert_int_eq(analyze(tp("big.h5"), &r2, NULL), 0);
+    ck_assert_int_eq(analyze(check_path("big.h5"), &r2, NULL), 0);
     fp4s_set_threads(0);
     const fp4s_mm_metrics *a = &r1.runs[0].steps[0], *b = &r2.runs[0].steps[0];
     ck_assert_uint_eq(a->tokens, N);
@@ -897,53 +868,41 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("mismatch");
-    struct {
-        const char *name;
-        const TTest *fn;
-    } cases[] = {
-        {"acc_hand_three_tokens", acc_hand_three_tokens},
-        {"acc_is_cap_fractions_and_ess", acc_is_cap_fractions_and_ess},
-        {"acc_clamp_at_20", acc_clamp_at_20},
-        {"acc_positive_rejected", acc_positive_rejected},
-        {"acc_nan_excluded_and_counted", acc_nan_excluded_and_counted},
-        {"acc_empty_is_eempty", acc_empty_is_eempty},
-        {"acc_merge_equals_one_pass", acc_merge_equals_one_pass},
-        {"acc_first_out_marks_first_token", acc_first_out_marks_first_token},
-        {"acc_bad_options", acc_bad_options},
-        {"metric_names_roundtrip", metric_names_roundtrip},
-        {"metrics_struct_layout", metrics_struct_layout},
-        {"acc_levels_bitwise", acc_levels_bitwise},
-        {"percentiles_equal_sorted_rule", percentiles_equal_sorted_rule},
-        {"percentiles_radix_path_large", percentiles_radix_path_large},
-        {"vexp_matches_libm", vexp_matches_libm},
-        {"onset_planted_step_found", onset_planted_step_found},
-        {"onset_flat_none_and_short_series", onset_flat_none_and_short_series},
-        {"trend_exponential_slope", trend_exponential_slope},
-        {"trace_csv_two_steps_and_runs", trace_csv_two_steps_and_runs},
-        {"trace_tsv_mapped_columns_and_name", trace_tsv_mapped_columns_and_name},
-        {"trace_jsonl_null_is_nan", trace_jsonl_null_is_nan},
-        {"trace_bad_input_messages", trace_bad_input_messages},
-        {"trace_skip_empty_option", trace_skip_empty_option},
-        {"trace_duplicates_bom_multiline", trace_duplicates_bom_multiline},
-        {"trace_by_position_split", trace_by_position_split},
-        {"capture_reads_logprobs", capture_reads_logprobs},
-        {"capture_bad_files", capture_bad_files},
-        {"analyze_parallel_equals_serial", analyze_parallel_equals_serial},
+    const check_case cases[] = {
+        CHECK_CASE(acc_hand_three_tokens),
+        CHECK_CASE(acc_is_cap_fractions_and_ess),
+        CHECK_CASE(acc_clamp_at_20),
+        CHECK_CASE(acc_positive_rejected),
+        CHECK_CASE(acc_nan_excluded_and_counted),
+        CHECK_CASE(acc_empty_is_eempty),
+        CHECK_CASE(acc_merge_equals_one_pass),
+        CHECK_CASE(acc_first_out_marks_first_token),
+        CHECK_CASE(acc_bad_options),
+        CHECK_CASE(metric_names_roundtrip),
+        CHECK_CASE(metrics_struct_layout),
+        CHECK_CASE(acc_levels_bitwise),
+        CHECK_CASE(percentiles_equal_sorted_rule),
+        CHECK_CASE(percentiles_radix_path_large),
+        CHECK_CASE(vexp_matches_libm),
+        CHECK_CASE(onset_planted_step_found),
+        CHECK_CASE(onset_flat_none_and_short_series),
+        CHECK_CASE(trend_exponential_slope),
+        CHECK_CASE(trace_csv_two_steps_and_runs),
+        CHECK_CASE(trace_tsv_mapped_columns_and_name),
+        CHECK_CASE(trace_jsonl_null_is_nan),
+        CHECK_CASE(trace_bad_input_messages),
+        CHECK_CASE(trace_skip_empty_option),
+        CHECK_CASE(trace_duplicates_bom_multiline),
+        CHECK_CASE(trace_by_position_split),
+        CHECK_CASE(capture_reads_logprobs),
+        CHECK_CASE(capture_bad_files),
+        CHECK_CASE(analyze_parallel_equals_serial),
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_add_checked_fixture(tc, setup, teardown);
-        _tcase_add_test(tc, cases[i].fn, 0, 0, 0, 1);
-        suite_add_tcase(s, tc);
-    }
+    check_add_cases(s, cases, CHECK_NCASES(cases), setup, teardown, 0);
     return s;
 }
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(suite(), CK_NORMAL);
 }

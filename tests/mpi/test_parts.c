@@ -6,7 +6,7 @@
  * No MPI here: identical.sh and failures.sh run the tools under mpirun. */
 #include <fp4scope/fp4scope.h>
 
-#include <check.h>
+#include "../check_main.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,14 +176,14 @@ static void check_mm_parts(size_t nparts, bool bypos)
     fp4s_mm_opts o;
     fp4s_mm_opts_defaults(&o);
     o.by_position = bypos;
-    fp4s_mm_result whole = {0, NULL};
+    fp4s_mm_result whole = {0};
     ck_assert_int_eq(fp4s_mm_analyze(cap, NULL, &o, NULL, &whole), 0);
     ck_assert_uint_eq(whole.nruns, 1);
     fp4s_mm_run *w = &whole.runs[0];
     size_t at = 0;
     uint64_t tokens = 0;
     for (size_t p = 0; p < nparts; p++) {
-        fp4s_mm_result part = {0, NULL};
+        fp4s_mm_result part = {0};
         int rc = fp4s_mm_analyze_part(cap, NULL, &o, NULL, p, nparts, &part);
         if (nparts > 7 && p * 7 / nparts == (p + 1) * 7 / nparts) {
             ck_assert_int_eq(rc, FP4S_EEMPTY); /* a range without steps */
@@ -221,7 +221,7 @@ START_TEST(mm_parts)
     FILE *f = fopen(csv, "w");
     fprintf(f, "step,seq,trainer_logprob,rollout_logprob\n0,0,-1,-1.1\n");
     fclose(f);
-    fp4s_mm_result r = {0, NULL};
+    fp4s_mm_result r = {0};
     ck_assert_int_eq(fp4s_mm_analyze_part(csv, NULL, NULL, NULL, 0, 2, &r), FP4S_ENOTSUP);
     ck_assert_int_eq(fp4s_mm_analyze_part(cap, NULL, NULL, NULL, 2, 2, &r), FP4S_EINVAL);
     ck_assert_uint_eq(r.nruns, 0);
@@ -233,15 +233,11 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("parts");
-    TCase *tc = tcase_create("parts");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, decomp_parts);
-    tcase_add_test(tc, decomp_parts_refused);
-    tcase_add_test(tc, mm_parts);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    const check_case cases[] = {
+        CHECK_CASE(decomp_parts),
+        CHECK_CASE(decomp_parts_refused),
+        CHECK_CASE(mm_parts),
+    };
+    check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 120);
+    return check_run(s, CK_NORMAL);
 }

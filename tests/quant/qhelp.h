@@ -2,6 +2,7 @@
  * chunk) into freshly allocated outputs. */
 #ifndef QHELP_H
 #define QHELP_H
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fp4scope/quant.h>
@@ -37,7 +38,8 @@ static inline qres run_q(const fp4s_spec *s, const float *x, size_t rows, size_t
     q.rc = fp4s_tscale_init(s, amax, &q.ts);
     if (q.rc) return q;
     size_t ldsf = s->format == FP4S_FP8 ? (s->fp8_gran == FP4S_FP8_TENSOR ? 1 : cols / 128) : 1;
-    fp4s_qout o = {q.codes, cols, q.scales, q.bpr, q.sf, ldsf, q.deq, cols};
+    fp4s_qout o = {.codes = q.codes, .ld_codes = cols, .scales = q.scales, .ld_scales = q.bpr,
+                   .scale_f32 = q.sf, .ld_scale_f32 = ldsf, .dequant = q.deq, .ld_dequant = cols};
     q.rc = fp4s_quantize(s, &q.ts, x, rows, cols, cols, 0, &o, &q.st);
     return q;
 }
@@ -59,4 +61,15 @@ static inline uint64_t rng_next(uint64_t *st)
     return x * 0x2545F4914F6CDD1Dull;
 }
 static inline double rng_unif(uint64_t *st) { return ((rng_next(st) >> 11) + 0.5) * 0x1p-53; }
+/* x[0 .. n) (n even; an odd last one is left as it is) standard normals, two
+ * from each pair of uniforms */
+static inline void rng_normals(float *x, size_t n, uint64_t *st)
+{
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        double u1 = rng_unif(st), u2 = rng_unif(st);
+        double r = sqrt(-2.0 * log(u1));
+        x[i] = (float)(r * cos(6.283185307179586 * u2));
+        x[i + 1] = (float)(r * sin(6.283185307179586 * u2));
+    }
+}
 #endif

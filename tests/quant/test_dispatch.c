@@ -1,7 +1,7 @@
 /* Kernel selection: FP4S_FORCE_REF, fp4s_kernels_force_ref and
  * fp4s_kernels_select. Run as `test_dispatch` (normal environment) and
  * `test_dispatch env` (with FP4S_FORCE_REF=1, set by meson). */
-#include <check.h>
+#include "../check_main.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,15 +58,10 @@ int main(int argc, char **argv)
 {
     env_mode = argc > 1 && !strcmp(argv[1], "env");
     Suite *s = suite_create("dispatch");
-    TCase *a = tcase_create("environment_forces_reference");
-    tcase_add_test(a, environment_forces_reference);
-    suite_add_tcase(s, a);
-    TCase *b = tcase_create("force_ref_and_select");
-    tcase_add_test(b, force_ref_and_select);
-    suite_add_tcase(s, b);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    const check_case cases[] = {
+        CHECK_CASE(environment_forces_reference),
+        CHECK_CASE(force_ref_and_select),
+    };
+    check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 0);
+    return check_run(s, CK_ENV);
 }

@@ -2,7 +2,7 @@
  * and policies through fp4s_quantize, NVFP4 recipes (TE / torchao / ModelOpt /
  * ggml), 2-D tiles, FP8 baselines, packing, dequantize round trip, threads,
  * and the front end's argument checks. */
-#include <check.h>
+#include "../check_main.h"
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -420,12 +420,7 @@ END_TEST
 static void gen_normal(float *x, size_t n, uint64_t seed)
 {
     uint64_t st = seed;
-    for (size_t i = 0; i + 1 < n; i += 2) {
-        double u1 = rng_unif(&st), u2 = rng_unif(&st);
-        double r = sqrt(-2.0 * log(u1));
-        x[i] = (float)(r * cos(6.283185307179586 * u2));
-        x[i + 1] = (float)(r * sin(6.283185307179586 * u2));
-    }
+    rng_normals(x, n, &st);
 }
 
 START_TEST(nv_te_torchao_modelopt_differ_in_few_blocks)
@@ -483,7 +478,7 @@ START_TEST(nv_2d_tiles_share_scales_across_16_rows)
     fp4s_tscale ts;
     fp4s_tscale_init(&s, 9.0f, &ts);
     uint8_t codes[64 * 16];
-    fp4s_qout o = {codes, 64, NULL, 0, NULL, 0, NULL, 0};
+    fp4s_qout o = {.codes = codes, .ld_codes = 64};
     ck_assert_int_eq(fp4s_quantize(&s, &ts, x, 8, cols, cols, 8, &o, NULL), FP4S_EINVAL);
     free(x);
 }
@@ -584,31 +579,60 @@ static int ggml_best_index(float x, float e)
     return best;
 }
 
+/* ggml's scale of the block xb[n] (MXFP4: E8M0 of floor(log2 amax) - 2; NVFP4:
+ * its UE4M3 of amax / 6) and d, the half scale the kvalue search uses. */
+static uint8_t ggml_mx_scale(const float *xb, int n, float *d)
+{
+    float amax = 0;
+    for (int j = 0; j < n; j++) if (amax < fabsf(xb[j])) amax = fabsf(xb[j]);
+    uint8_t e = amax > 0 ? (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0;
+    *d = ldexpf(1.0f, (int)e - 128); /* GGML_E8M0_TO_FP32_HALF */
+    return e;
+}
+
+static uint8_t ggml_nv_scale(const float *xb, int n, float *d)
+{
+    float amax = 0;
+    for (int j = 0; j < n; j++) if (amax < fabsf(xb[j])) amax = fabsf(xb[j]);
+    uint8_t ue = fp4s_ue4m3_encode_ggml(amax / 6.0f);
+    *d = fp4s_ue4m3_decode_ggml(ue) * 0.5f;
+    return ue;
+}
+
+/* Scale bytes and packed nibbles of ggml spec s on x [rows, cols] that differ
+ * from ggml's literal search: the scale, then for each byte j of a block
+ * the nearest kvalue of x[j] and x[j + block/2] (first of equals). */
+static unsigned ggml_literal_mismatches(const fp4s_spec *s, const float *x, size_t rows, size_t cols,
+                                        uint8_t (*scale)(const float *, int, float *))
+{
+    const int n = (int)s->block;
+    qres q = run_q(s, x, rows, cols);
+    unsigned bad = 0;
+    uint8_t packed[128];
+    for (size_t r = 0; r < rows; r++) {
+        int rc = n == 32 ? fp4s_pack_e2m1(s->packing, q.codes + r * cols, cols, packed)
+                         : fp4s_pack_e2m1_block(s->packing, s->block, q.codes + r * cols, cols, packed);
+        ck_assert_int_eq(rc, 0);
+        for (size_t b = 0; b < cols / n; b++) {
+            const float *xb = x + r * cols + b * n;
+            float d;
+            if (q.scales[r * (cols / n) + b] != scale(xb, n, &d)) bad++;
+            for (int j = 0; j < n / 2; j++) {
+                uint8_t want = (uint8_t)(ggml_best_index(xb[j], d) | ggml_best_index(xb[j + n / 2], d) << 4);
+                if (packed[b * (n / 2) + j] != want) bad++;
+            }
+        }
+    }
+    qres_free(&q);
+    return bad;
+}
+
 START_TEST(ggml_mxfp4_matches_literal_kvalue_search)
 {
     const size_t rows = 64, cols = 256;
     float *x = mx_tie_data(rows, cols, 21);
     fp4s_spec s = prof(FP4S_MXFP4, "ggml");
-    qres q = run_q(&s, x, rows, cols);
-    unsigned bad = 0;
-    uint8_t packed[128];
-    for (size_t r = 0; r < rows; r++) {
-        ck_assert_int_eq(fp4s_pack_e2m1(s.packing, q.codes + r * cols, cols, packed), 0);
-        for (size_t b = 0; b < cols / 32; b++) {
-            const float *xb = x + r * cols + b * 32;
-            float amax = 0;
-            for (int j = 0; j < 32; j++) if (amax < fabsf(xb[j])) amax = fabsf(xb[j]);
-            uint8_t e = amax > 0 ? (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0;
-            float d = ldexpf(1.0f, (int)e - 128); /* GGML_E8M0_TO_FP32_HALF */
-            if (q.scales[r * (cols / 32) + b] != e) bad++;
-            for (int j = 0; j < 16; j++) {
-                uint8_t want = (uint8_t)(ggml_best_index(xb[j], d) | ggml_best_index(xb[j + 16], d) << 4);
-                if (packed[b * 16 + j] != want) bad++;
-            }
-        }
-    }
-    ck_assert_uint_eq(bad, 0);
-    qres_free(&q);
+    ck_assert_uint_eq(ggml_literal_mismatches(&s, x, rows, cols, ggml_mx_scale), 0);
     free(x);
 }
 END_TEST
@@ -619,26 +643,7 @@ START_TEST(ggml_nvfp4_matches_literal_kvalue_search)
     float *x = mx_tie_data(rows, cols, 22);
     for (size_t i = 0; i < rows * cols; i += 97) x[i] *= 3000.0f; /* some scales clamp at 448 */
     fp4s_spec s = prof(FP4S_NVFP4, "ggml");
-    qres q = run_q(&s, x, rows, cols);
-    unsigned bad = 0;
-    uint8_t packed[128];
-    for (size_t r = 0; r < rows; r++) {
-        ck_assert_int_eq(fp4s_pack_e2m1_block(s.packing, s.block, q.codes + r * cols, cols, packed), 0);
-        for (size_t b = 0; b < cols / 16; b++) {
-            const float *xb = x + r * cols + b * 16;
-            float amax = 0;
-            for (int j = 0; j < 16; j++) if (amax < fabsf(xb[j])) amax = fabsf(xb[j]);
-            uint8_t ue = fp4s_ue4m3_encode_ggml(amax / 6.0f);
-            float d = fp4s_ue4m3_decode_ggml(ue) * 0.5f;
-            if (q.scales[r * (cols / 16) + b] != ue) bad++;
-            for (int j = 0; j < 8; j++) {
-                uint8_t want = (uint8_t)(ggml_best_index(xb[j], d) | ggml_best_index(xb[j + 8], d) << 4);
-                if (packed[b * 8 + j] != want) bad++;
-            }
-        }
-    }
-    ck_assert_uint_eq(bad, 0);
-    qres_free(&q);
+    ck_assert_uint_eq(ggml_literal_mismatches(&s, x, rows, cols, ggml_nv_scale), 0);
     free(x);
 }
 END_TEST
@@ -650,33 +655,82 @@ static int count_below(float a) /* number of E2M1 bounds strictly below a */
     return n;
 }
 
+/* max |x| over the block xb[n] */
+static float block_amax(const float *xb, int n)
+{
+    float amax = 0;
+    for (int j = 0; j < n; j++) amax = fmaxf(amax, fabsf(xb[j]));
+    return amax;
+}
+
+/* An engine's literal formula for one block xb[n]: the scale byte and codes
+ * it gives, compared with the library's (scale, codes[n]); the number that
+ * differ. ctx: what the formula needs of the whole tensor. */
+typedef unsigned (*literal_block)(const float *xb, int n, uint8_t scale, const uint8_t *codes, const void *ctx);
+
+/* The mismatches of spec s against the formula over every block of x [rows, cols]. */
+static unsigned literal_mismatches(const fp4s_spec *s, const float *x, size_t rows, size_t cols, literal_block f,
+                                   const void *ctx)
+{
+    const int n = (int)s->block;
+    qres q = run_q(s, x, rows, cols);
+    ck_assert_int_eq(q.rc, 0);
+    unsigned bad = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t b = 0; b < cols / n; b++)
+            bad += f(x + r * cols + b * n, n, q.scales[r * (cols / n) + b], q.codes + r * cols + b * n, ctx);
+    qres_free(&q);
+    return bad;
+}
+
+/* ModelOpt MXFP4: e = ceil(log2(amax / 6)) (at least -127), codes by counting the bounds below |x| / 2^e */
+static unsigned modelopt_mx_block(const float *xb, int n, uint8_t scale, const uint8_t *codes, const void *ctx)
+{
+    (void)ctx;
+    unsigned bad = 0;
+    float e = ceilf(fmaxf(log2f(block_amax(xb, n) / 6.0f), -127.0f));
+    if (scale != (uint8_t)(e + 127)) bad++;
+    for (int j = 0; j < n; j++) {
+        float v = xb[j] / exp2f(e);
+        float sg = v > 0 ? 1.0f : v < 0 ? -1.0f : 0.0f;  /* torch.sign */
+        int sign_bit = (int)floorf((2.0f - sg) / 2.0f);  /* (2 - sign) // 2 */
+        uint8_t want = (uint8_t)(sign_bit * 8 + count_below(fabsf(v)));
+        if (codes[j] != want) bad++;
+    }
+    return bad;
+}
+
 START_TEST(modelopt_mxfp4_matches_literal_bounds)
 {
     const size_t rows = 64, cols = 256;
     float *x = mx_tie_data(rows, cols, 23);
     fp4s_spec s = prof(FP4S_MXFP4, "modelopt");
-    qres q = run_q(&s, x, rows, cols);
-    unsigned bad = 0;
-    for (size_t r = 0; r < rows; r++)
-        for (size_t b = 0; b < cols / 32; b++) {
-            const float *xb = x + r * cols + b * 32;
-            float amax = 0;
-            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(xb[j]));
-            float e = ceilf(fmaxf(log2f(amax / 6.0f), -127.0f));
-            if (q.scales[r * (cols / 32) + b] != (uint8_t)(e + 127)) bad++;
-            for (int j = 0; j < 32; j++) {
-                float v = xb[j] / exp2f(e);
-                float sg = v > 0 ? 1.0f : v < 0 ? -1.0f : 0.0f;  /* torch.sign */
-                int sign_bit = (int)floorf((2.0f - sg) / 2.0f);  /* (2 - sign) // 2 */
-                uint8_t want = (uint8_t)(sign_bit * 8 + count_below(fabsf(v)));
-                if (q.codes[r * cols + b * 32 + j] != want) bad++;
-            }
-        }
-    ck_assert_uint_eq(bad, 0);
-    qres_free(&q);
+    ck_assert_uint_eq(literal_mismatches(&s, x, rows, cols, modelopt_mx_block, NULL), 0);
     free(x);
 }
 END_TEST
+
+/* ModelOpt NVFP4 with the tensor scale *(const float *)ctx: the E4M3 block
+ * scale of amax / (6 scale_2), codes by searchsorted on the bounds */
+static unsigned modelopt_nv_block(const float *xb, int n, uint8_t scale, const uint8_t *codes, const void *ctx)
+{
+    const float sc2 = *(const float *)ctx;
+    unsigned bad = 0;
+    float p = block_amax(xb, n) / (6.0f * sc2);
+    if (p == 0.0f) p = 1.0f;
+    if (p < 0x1p-9f) p = 0x1p-9f;
+    uint8_t sb = fp4s_e4m3_encode(p, FP4S_TIE_EVEN);
+    if (scale != sb) bad++;
+    float t = fp4s_e4m3_decode(sb) * sc2;
+    for (int j = 0; j < n; j++) {
+        float v = xb[j] / t;
+        float a = fabsf(v);
+        int ord = count_below(a) + (a == 0.75f || a == 1.75f || a == 3.5f);
+        uint8_t want = (uint8_t)(((v < 0) << 3) + ord);
+        if (codes[j] != want) bad++;
+    }
+    return bad;
+}
 
 START_TEST(modelopt_nvfp4_matches_literal_searchsorted)
 {
@@ -691,66 +745,43 @@ START_TEST(modelopt_nvfp4_matches_literal_searchsorted)
             xb[15] = -0.0f;
         }
     fp4s_spec s = prof(FP4S_NVFP4, "modelopt");
-    qres q = run_q(&s, x, rows, cols);
     float amax = 0;
     for (size_t i = 0; i < rows * cols; i++) amax = fmaxf(amax, fabsf(x[i]));
     float sc2 = amax / (6.0f * 448.0f);
-    unsigned bad = 0;
-    for (size_t r = 0; r < rows; r++)
-        for (size_t b = 0; b < cols / 16; b++) {
-            const float *xb = x + r * cols + b * 16;
-            float am = 0;
-            for (int j = 0; j < 16; j++) am = fmaxf(am, fabsf(xb[j]));
-            float p = am / (6.0f * sc2);
-            if (p == 0.0f) p = 1.0f;
-            if (p < 0x1p-9f) p = 0x1p-9f;
-            uint8_t sb = fp4s_e4m3_encode(p, FP4S_TIE_EVEN);
-            if (q.scales[r * (cols / 16) + b] != sb) bad++;
-            float t = fp4s_e4m3_decode(sb) * sc2;
-            for (int j = 0; j < 16; j++) {
-                float v = xb[j] / t;
-                float a = fabsf(v);
-                int ord = count_below(a) + (a == 0.75f || a == 1.75f || a == 3.5f);
-                uint8_t want = (uint8_t)(((v < 0) << 3) + ord);
-                if (q.codes[r * cols + b * 16 + j] != want) bad++;
-            }
-        }
-    ck_assert_uint_eq(bad, 0);
-    qres_free(&q);
+    ck_assert_uint_eq(literal_mismatches(&s, x, rows, cols, modelopt_nv_block, &sc2), 0);
     free(x);
 }
 END_TEST
+
+/* torchao MXFP4 (floor): the unbiased exponent of amax's bits minus 2,
+ * clamped to [-127, 128]; half to even on the E2M1 grid, thresholds written out */
+static unsigned torchao_mx_block(const float *xb, int n, uint8_t scale, const uint8_t *codes, const void *ctx)
+{
+    (void)ctx;
+    unsigned bad = 0;
+    uint32_t bits = fp4s_f32_bits(block_amax(xb, n));
+    int unb = (int)((bits >> 23) & 0xFF) - 127 - 2;
+    if (unb < -127) unb = -127;
+    if (unb > 128) unb = 128;
+    if (scale != (uint8_t)(unb + 127)) bad++;
+    float sc = ldexpf(1.0f, unb);
+    for (int j = 0; j < n; j++) {
+        float v = fminf(fmaxf(xb[j] / sc, -6.0f), 6.0f);
+        float a = fabsf(v);
+        int m = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3
+              : a <= 2.5f ? 4 : a < 3.5f ? 5 : a <= 5.0f ? 6 : 7;
+        uint8_t want = (uint8_t)(m | (signbit(v) ? 8 : 0));
+        if (codes[j] != want) bad++;
+    }
+    return bad;
+}
 
 START_TEST(torchao_mxfp4_floor_matches_literal_bits)
 {
     const size_t rows = 64, cols = 256;
     float *x = mx_tie_data(rows, cols, 25);
     fp4s_spec s = prof(FP4S_MXFP4, "torchao");
-    qres q = run_q(&s, x, rows, cols);
-    unsigned bad = 0;
-    for (size_t r = 0; r < rows; r++)
-        for (size_t b = 0; b < cols / 32; b++) {
-            const float *xb = x + r * cols + b * 32;
-            float amax = 0;
-            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(xb[j]));
-            uint32_t bits = fp4s_f32_bits(amax);
-            int unb = (int)((bits >> 23) & 0xFF) - 127 - 2;
-            if (unb < -127) unb = -127;
-            if (unb > 128) unb = 128;
-            if (q.scales[r * (cols / 32) + b] != (uint8_t)(unb + 127)) bad++;
-            float sc = ldexpf(1.0f, unb);
-            for (int j = 0; j < 32; j++) {
-                float v = fminf(fmaxf(xb[j] / sc, -6.0f), 6.0f);
-                float a = fabsf(v);
-                /* round half to even on the E2M1 grid, thresholds written out */
-                int m = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3
-                      : a <= 2.5f ? 4 : a < 3.5f ? 5 : a <= 5.0f ? 6 : 7;
-                uint8_t want = (uint8_t)(m | (signbit(v) ? 8 : 0));
-                if (q.codes[r * cols + b * 32 + j] != want) bad++;
-            }
-        }
-    ck_assert_uint_eq(bad, 0);
-    qres_free(&q);
+    ck_assert_uint_eq(literal_mismatches(&s, x, rows, cols, torchao_mx_block, NULL), 0);
     free(x);
 }
 END_TEST
@@ -861,7 +892,7 @@ START_TEST(front_end_rejects_bad_arguments)
     fp4s_spec s = prof(FP4S_MXFP4, "ocp");
     float x[64] = {0};
     uint8_t c[64];
-    fp4s_qout o = {c, 64, NULL, 0, NULL, 0, NULL, 0};
+    fp4s_qout o = {.codes = c, .ld_codes = 64};
     ck_assert_int_eq(fp4s_quantize(&s, NULL, x, 1, 48, 48, 0, &o, NULL), FP4S_ESHAPE);
     ck_assert(strstr(fp4s_last_error(), "multiple of the block size 32") != NULL);
     fp4s_qout none = {0};
@@ -899,38 +930,34 @@ START_TEST(forced_reference_matches_active_kernels)
 }
 END_TEST
 
-#define TC(name) do { TCase *tc = tcase_create(#name); tcase_add_test(tc, name); \
-    tcase_set_timeout(tc, 120); suite_add_tcase(s, tc); } while (0)
-
 int main(void)
 {
     Suite *s = suite_create("quant");
-    TC(torchao_published_fp4_tie_cases);
-    TC(te_published_boundary_values);
-    TC(mx_profiles_scale_codes_on_hand_picked_amax);
-    TC(mx_zero_block_code_and_saturation_counted);
-    TC(mx_nonfinite_policies_counted);
-    TC(mx_ggml_never_writes_negative_zero_and_splits);
-    TC(pack_pairs_and_split_layouts);
-    TC(nv_te_tensor_scale_and_hand_block);
-    TC(nv_scale_underflow_counted);
-    TC(nv_zero_blocks_per_recipe);
-    TC(nv_ggml_large_blocks_use_fp32_search);
-    TC(nv_te_torchao_modelopt_differ_in_few_blocks);
-    TC(nv_2d_tiles_share_scales_across_16_rows);
-    TC(fp8_tile_scales_and_elements);
-    TC(ggml_mxfp4_matches_literal_kvalue_search);
-    TC(ggml_nvfp4_matches_literal_kvalue_search);
-    TC(modelopt_mxfp4_matches_literal_bounds);
-    TC(modelopt_nvfp4_matches_literal_searchsorted);
-    TC(torchao_mxfp4_floor_matches_literal_bits);
-    TC(dequantize_inverts_quantize_for_every_profile);
-    TC(threads_one_and_two_give_identical_bytes);
-    TC(front_end_rejects_bad_arguments);
-    TC(forced_reference_matches_active_kernels);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    const check_case cases[] = {
+        CHECK_CASE(torchao_published_fp4_tie_cases),
+        CHECK_CASE(te_published_boundary_values),
+        CHECK_CASE(mx_profiles_scale_codes_on_hand_picked_amax),
+        CHECK_CASE(mx_zero_block_code_and_saturation_counted),
+        CHECK_CASE(mx_nonfinite_policies_counted),
+        CHECK_CASE(mx_ggml_never_writes_negative_zero_and_splits),
+        CHECK_CASE(pack_pairs_and_split_layouts),
+        CHECK_CASE(nv_te_tensor_scale_and_hand_block),
+        CHECK_CASE(nv_scale_underflow_counted),
+        CHECK_CASE(nv_zero_blocks_per_recipe),
+        CHECK_CASE(nv_ggml_large_blocks_use_fp32_search),
+        CHECK_CASE(nv_te_torchao_modelopt_differ_in_few_blocks),
+        CHECK_CASE(nv_2d_tiles_share_scales_across_16_rows),
+        CHECK_CASE(fp8_tile_scales_and_elements),
+        CHECK_CASE(ggml_mxfp4_matches_literal_kvalue_search),
+        CHECK_CASE(ggml_nvfp4_matches_literal_kvalue_search),
+        CHECK_CASE(modelopt_mxfp4_matches_literal_bounds),
+        CHECK_CASE(modelopt_nvfp4_matches_literal_searchsorted),
+        CHECK_CASE(torchao_mxfp4_floor_matches_literal_bits),
+        CHECK_CASE(dequantize_inverts_quantize_for_every_profile),
+        CHECK_CASE(threads_one_and_two_give_identical_bytes),
+        CHECK_CASE(front_end_rejects_bad_arguments),
+        CHECK_CASE(forced_reference_matches_active_kernels),
+    };
+    check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 120);
+    return check_run(s, CK_ENV);
 }

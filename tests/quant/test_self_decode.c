@@ -87,7 +87,9 @@ static void check(const fp4s_spec *s, const char *name, const float *x, const ch
     fp4s_tscale ts;
     n_checks++;
     int rc = fp4s_tscale_init(s, fp4s_spec_amax(s, x, ROWS, COLS, COLS, NULL), &ts);
-    fp4s_qout o = {codes, COLS, bpr ? scales : NULL, bpr, s->format == FP4S_FP8 ? sf : NULL, ldsf, deq, COLS};
+    fp4s_qout o = {.codes = codes, .ld_codes = COLS, .scales = bpr ? scales : NULL, .ld_scales = bpr,
+                   .scale_f32 = s->format == FP4S_FP8 ? sf : NULL, .ld_scale_f32 = ldsf, .dequant = deq,
+                   .ld_dequant = COLS};
     if (!rc) rc = fp4s_quantize(s, &ts, x, ROWS, COLS, COLS, 0, &o, NULL);
     if (!rc)
         rc = fp4s_dequantize(s, &ts, codes, COLS, bpr ? scales : NULL, bpr, s->format == FP4S_FP8 ? sf : NULL, ldsf,

@@ -2,7 +2,7 @@
  * positive finite fp32 value against independent computations, every E2M1
  * encode path over all fp32 magnitudes up to 8, and TE / torchao / ModelOpt
  * NVFP4 on 2e7 random blocks (the differences are reported). */
-#include <check.h>
+#include "../check_main.h"
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -183,12 +183,7 @@ END_TEST
 static void gen_chunk(float *x, size_t n, uint64_t seed)
 {
     uint64_t st = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i + 1 < n; i += 2) {
-        double u1 = rng_unif(&st), u2 = rng_unif(&st);
-        double r = sqrt(-2.0 * log(u1));
-        x[i] = (float)(r * cos(6.283185307179586 * u2));
-        x[i + 1] = (float)(r * sin(6.283185307179586 * u2));
-    }
+    rng_normals(x, n, &st);
 }
 
 START_TEST(nvfp4_te_torchao_modelopt_on_2e7_blocks)
@@ -212,7 +207,7 @@ START_TEST(nvfp4_te_torchao_modelopt_on_2e7_blocks)
     for (size_t c = 0; c < chunks; c++) {
         gen_chunk(x, per, c);
         for (int i = 0; i < 3; i++) {
-            fp4s_qout o = {codes[i], cols, scales[i], cols / 16, NULL, 0, NULL, 0};
+            fp4s_qout o = {.codes = codes[i], .ld_codes = cols, .scales = scales[i], .ld_scales = cols / 16};
             ck_assert_int_eq(fp4s_quantize(&sp[i], &ts[i], x, rows, cols, cols, 0, &o, NULL), 0);
         }
         for (size_t b = 0; b < per / 16; b++) {
@@ -241,14 +236,11 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("slow");
-#define TC(name) do { TCase *tc = tcase_create(#name); tcase_add_test(tc, name); \
-    tcase_set_timeout(tc, 1800); suite_add_tcase(s, tc); } while (0)
-    TC(scale_rules_over_all_positive_finite_fp32);
-    TC(e2m1_every_fp32_up_to_8_every_tie);
-    TC(nvfp4_te_torchao_modelopt_on_2e7_blocks);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    const check_case cases[] = {
+        CHECK_CASE(scale_rules_over_all_positive_finite_fp32),
+        CHECK_CASE(e2m1_every_fp32_up_to_8_every_tie),
+        CHECK_CASE(nvfp4_te_torchao_modelopt_on_2e7_blocks),
+    };
+    check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 1800);
+    return check_run(s, CK_ENV);
 }

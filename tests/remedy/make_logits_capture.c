@@ -15,20 +15,13 @@
 #include <string.h>
 
 #include "fp4scope/fp4scope.h"
+#include "../splitmix.h"
 
 enum { STEPS = 3, SEQS = 4, SEQ_LEN = 24, D = 128, V = 256, T = SEQS * SEQ_LEN };
 
 static uint64_t rng_state;
 
-static uint64_t next_u64(void) /* splitmix64 */
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static double uniform(void) { return ((double)(next_u64() >> 11) + 0.5) / 9007199254740992.0; }
+static double uniform(void) { return splitmix_unit(&rng_state); }
 
 static double normal(void) { return sqrt(-2.0 * log(uniform())) * cos(6.283185307179586 * uniform()); }
 
@@ -74,7 +67,7 @@ int main(int argc, char **argv)
     static double lt[T * V], lr[T * V];
     static int64_t token[T], seq[T], pos[T];
     for (int j = 0; j < D; j++) chan[j] = (float)exp(0.5 * normal());
-    for (int i = 0; i < 3; i++) chan[(int)(next_u64() % D)] *= 12; /* hot channels of the final norm */
+    for (int i = 0; i < 3; i++) chan[(int)(splitmix_next(&rng_state) % D)] *= 12; /* hot channels of the final norm */
     for (int i = 0; i < V * D; i++) w[i] = bf16((float)(normal() * 2.0 / sqrt((double)D)));
     fp4s_spec s;
     if (fp4s_spec_profile(&s, FP4S_NVFP4, "te")) return fail("spec");

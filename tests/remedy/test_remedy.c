@@ -3,7 +3,8 @@
  * quantize + double GEMM, hand-computed cases (mbs max, keep, cost),
  * identities (of:0 and aqn:0 are none, rac:1:bf16 is nearly wfq), the error
  * falling with R, determinism over thread counts, and bad input. */
-#include <check.h>
+#include "../check_main.h"
+#include "../splitmix.h"
 
 #include <fp4scope/capture.h>
 #include <fp4scope/decompose.h>
@@ -21,14 +22,7 @@
 
 /* ---- helpers ---------------------------------------------------------------- */
 static uint64_t rs = 1;
-static double urand(void)
-{
-    uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return ((z >> 11) + 0.5) * 0x1.0p-53;
-}
+static double urand(void) { return splitmix_unit(&rs); }
 static double grand(void) { return sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand()); }
 
 /* activations with per-channel scales and a few hot channels */
@@ -695,7 +689,7 @@ START_TEST(four_over_six_hand_computed)
     ck_assert(ts.s_enc == 256.0f && ts.s_dec == 0x1p-8f);
     uint8_t codes[32], scales[2];
     float dq[32];
-    fp4s_qout o = {codes, 32, scales, 2, NULL, 0, dq, 32};
+    fp4s_qout o = {.codes = codes, .ld_codes = 32, .scales = scales, .ld_scales = 2, .dequant = dq, .ld_dequant = 32};
     fp4s_qstats st = {0};
     ck_assert_int_eq(fp4s_quantize(&s, &ts, x, 1, 32, 32, 0, &o, &st), 0);
     ck_assert_msg(scales[0] == 0x7C && scales[1] == 0x78, "scales %02x %02x", scales[0], scales[1]);
@@ -718,7 +712,7 @@ START_TEST(four_over_six_hand_computed)
     fp4s_spec s2 = spec(FP4S_NVFP4, "te-4over6-2d");
     ck_assert_int_eq(fp4s_tscale_init(&s2, 6.0f, &ts), 0);
     uint8_t c2[256], sc2[16];
-    fp4s_qout o2 = {c2, 16, sc2, 1, NULL, 0, NULL, 0};
+    fp4s_qout o2 = {.codes = c2, .ld_codes = 16, .scales = sc2, .ld_scales = 1};
     ck_assert_int_eq(fp4s_quantize(&s2, &ts, t, 16, 16, 16, 0, &o2, NULL), 0);
     for (int r = 0; r < 16; r++) ck_assert_msg(sc2[r] == 0x7C, "row %d scale %02x", r, sc2[r]);
     /* MAE and MSE disagree on [6, 2.25, 2.25, 3.625, 0...] (tensor amax 6, bound 256): map-to-6 (scale
@@ -851,8 +845,9 @@ END_TEST
 START_TEST(plan_hand_computed)
 {
     /* site 0: (0, 10) (1, 4) (3, 3) and (2, 3.9) above its hull; site 1: (0, 8) (2, 2) (4, 1.5) */
-    fp4s_plan_item it[8] = {{10, 0, true}, {4, 1, true}, {3, 3, true}, {3.9, 2, true},
-                            {8, 0, true},  {2, 2, true}, {1.5, 4, true}, {0, 0, false}};
+#define P(e, c, k) {.err = (e), .cost = (c), .ok = (k)}
+    fp4s_plan_item it[8] = {P(10, 0, true), P(4, 1, true), P(3, 3, true), P(3.9, 2, true),
+                            P(8, 0, true),  P(2, 2, true), P(1.5, 4, true), P(0, 0, false)};
     size_t ch[2];
     double e, c;
     ck_assert_int_eq(fp4s_remedy_plan(it, 2, 4, 3, ch, &e, &c), 0);
@@ -864,10 +859,11 @@ START_TEST(plan_hand_computed)
     ck_assert_int_eq(fp4s_remedy_plan(it, 2, 4, 0, ch, &e, &c), 0);
     ck_assert(ch[0] == 0 && ch[1] == 0 && c == 0);
     /* a site whose cheapest candidate costs more than the budget */
-    fp4s_plan_item dear[2] = {{1, 5, true}, {0.5, 6, true}};
+    fp4s_plan_item dear[2] = {P(1, 5, true), P(0.5, 6, true)};
     ck_assert_int_eq(fp4s_remedy_plan(dear, 1, 2, 4, ch, &e, &c), FP4S_ERANGE);
     ck_assert_msg(strstr(fp4s_last_error(), "above the budget"), "%s", fp4s_last_error());
-    fp4s_plan_item none[1] = {{1, 0, false}};
+    fp4s_plan_item none[1] = {P(1, 0, false)};
+#undef P
     ck_assert_int_eq(fp4s_remedy_plan(none, 1, 1, 4, ch, &e, &c), FP4S_EINVAL);
 }
 END_TEST
@@ -910,36 +906,27 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("remedy");
-    struct { const char *name; const TTest *t; } cases[] = {
-        {"grammar_accepts_the_issue_list", grammar_accepts_the_issue_list},
-        {"grammar_refuses_with_a_message", grammar_refuses_with_a_message},
-        {"check_against_the_quantizers", check_against_the_quantizers},
-        {"cost_hand_computed", cost_hand_computed},
-        {"plan_hand_computed", plan_hand_computed},
-        {"capture_tokens_written_and_checked", capture_tokens_written_and_checked},
-        {"stochastic_rounding_hand_computed", stochastic_rounding_hand_computed},
-        {"four_over_six_hand_computed", four_over_six_hand_computed},
-        {"rht_hand_computed", rht_hand_computed},
-        {"accelerators_and_time", accelerators_and_time},
+    const check_case cases[] = {
+        CHECK_CASE(grammar_accepts_the_issue_list),
+        CHECK_CASE(grammar_refuses_with_a_message),
+        CHECK_CASE(check_against_the_quantizers),
+        CHECK_CASE(cost_hand_computed),
+        CHECK_CASE(plan_hand_computed),
+        CHECK_CASE(capture_tokens_written_and_checked),
+        CHECK_CASE(stochastic_rounding_hand_computed),
+        CHECK_CASE(four_over_six_hand_computed),
+        CHECK_CASE(rht_hand_computed),
+        CHECK_CASE(accelerators_and_time),
 #if FP4S_HAVE_BLAS
-        {"none_is_the_quantized_gemm", none_is_the_quantized_gemm},
-        {"identities_and_monotone_r", identities_and_monotone_r},
-        {"mbs_max_hand_computed", mbs_max_hand_computed},
-        {"keep_hand_computed", keep_hand_computed},
-        {"same_output_on_any_thread_count", same_output_on_any_thread_count},
-        {"bad_input_refused", bad_input_refused},
-        {"compare_splits_the_mismatch_exactly", compare_splits_the_mismatch_exactly},
+        CHECK_CASE(none_is_the_quantized_gemm),
+        CHECK_CASE(identities_and_monotone_r),
+        CHECK_CASE(mbs_max_hand_computed),
+        CHECK_CASE(keep_hand_computed),
+        CHECK_CASE(same_output_on_any_thread_count),
+        CHECK_CASE(bad_input_refused),
+        CHECK_CASE(compare_splits_the_mismatch_exactly),
 #endif
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_add_test(tc, cases[i].t);
-        tcase_set_timeout(tc, 120);
-        suite_add_tcase(s, tc);
-    }
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 120);
+    return check_run(s, CK_NORMAL);
 }

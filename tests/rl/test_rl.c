@@ -7,7 +7,7 @@
  * the same source (model_f64.c), for every parameter of a small model, with a
  * tolerance (2e-6 relative, 2e-9 absolute) that a wrong term cannot meet: each tensor's
  * gradient must also be far from zero so that a missing gradient fails. */
-#include <check.h>
+#include "../check_main.h"
 
 #include "rl_f64.h"
 #include "rl_internal.h"
@@ -309,6 +309,26 @@ END_TEST
  * gradients with central differences of S = sum(dY * Y) with respect to the
  * operands (exact for a bilinear form up to rounding: a transposed, scaled
  * or wrongly-operated gradient fails). accumulate adds to dX; dW always adds. */
+/* The terms of S = sum dY * (Xop Wop^T) (dY [M, N], Xop [M, K], Wop [N, K])
+ * that hold Xop[row, k] (w false: over the N columns) or Wop[row, k] (w true:
+ * over the M rows), with that entry moved by d, in double: the central
+ * difference of two of them is dS/dXop[row, k] or dS/dWop[row, k]. */
+static double s_moved(const float *Xop, const float *Wop, const float *dY, size_t M, size_t N, size_t K, bool w,
+                      size_t row, size_t k, double d)
+{
+    double S = 0;
+    for (size_t o = 0; o < (w ? M : N); o++) {
+        size_t m = w ? o : row, n = w ? row : o;
+        double rest = 0;
+        for (size_t kk = 0; kk < K; kk++)
+            if (kk != k) rest += (double)Xop[m * K + kk] * Wop[n * K + kk];
+        double x = Xop[m * K + k], v = Wop[n * K + k];
+        if (w) v += d; else x += d;
+        S += dY[m * N + n] * (rest + x * v);
+    }
+    return S;
+}
+
 START_TEST(lin_backward_is_straight_through)
 {
     rl_cfg c = {.V = 16, .T = 8, .C = 32, .L = 1, .H = 2, .E = 2, .K = 1, .F = 32};
@@ -369,30 +389,14 @@ START_TEST(lin_backward_is_straight_through)
         /* central differences of S(Xop, Wop) = sum dY * (Xop Wop^T), in double */
         const double h = 1e-3;
         for (size_t i = 0; i < M * K; i++) { /* dS/dXop[m,k] = sum_n dY[m,n] Wop[n,k] */
-            size_t m = i / K, k = i % K;
-            double Sp = 0, Sm = 0;
-            for (size_t n = 0; n < N; n++) {
-                double rest = 0;
-                for (size_t kk = 0; kk < K; kk++)
-                    if (kk != k) rest += (double)Xop[m * K + kk] * Wop[n * K + kk];
-                Sp += dY[m * N + n] * (rest + (Xop[i] + h) * (double)Wop[n * K + k]);
-                Sm += dY[m * N + n] * (rest + (Xop[i] - h) * (double)Wop[n * K + k]);
-            }
-            double fd = (Sp - Sm) / (2 * h);
+            double fd = (s_moved(Xop, Wop, dY, M, N, K, false, i / K, i % K, h) -
+                         s_moved(Xop, Wop, dY, M, N, K, false, i / K, i % K, -h)) / (2 * h);
             ck_assert_msg(fabs(dX[i] - fd) <= 1e-5 * (1 + fabs(fd)), "%s: dX[%zu] %g, finite difference %g",
                           cases[ci].name, i, dX[i], fd);
         }
         for (size_t j = 0; j < N * K; j++) { /* dS/dWop[n,k] = sum_m dY[m,n] Xop[m,k] */
-            size_t n = j / K, k = j % K;
-            double Sp = 0, Sm = 0;
-            for (size_t m = 0; m < M; m++) {
-                double rest = 0;
-                for (size_t kk = 0; kk < K; kk++)
-                    if (kk != k) rest += (double)Xop[m * K + kk] * Wop[n * K + kk];
-                Sp += dY[m * N + n] * (rest + (double)Xop[m * K + k] * (Wop[j] + h));
-                Sm += dY[m * N + n] * (rest + (double)Xop[m * K + k] * (Wop[j] - h));
-            }
-            double fd = (Sp - Sm) / (2 * h);
+            double fd = (s_moved(Xop, Wop, dY, M, N, K, true, j / K, j % K, h) -
+                         s_moved(Xop, Wop, dY, M, N, K, true, j / K, j % K, -h)) / (2 * h);
             ck_assert_msg(fabs(dW[j] - fd) <= 1e-5 * (1 + fabs(fd)), "%s: dW[%zu] %g, finite difference %g",
                           cases[ci].name, j, dW[j], fd);
         }
@@ -755,35 +759,30 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("rl");
-    TCase *g = tcase_create("gradients");
-    tcase_set_timeout(g, 300);
-    tcase_add_test(g, grad_fd_dense_like);
-    tcase_add_test(g, grad_fd_moe_top2);
-    tcase_add_test(g, grad_fd_moe_aux);
-    tcase_add_test(g, grad_fd_moe_top3_of_5);
-    tcase_add_test(g, float_matches_double);
-    tcase_add_test(g, wfq_is_straight_through);
-    tcase_add_test(g, lin_backward_is_straight_through);
-    tcase_add_test(g, fakequant_pads_columns);
-    suite_add_tcase(s, g);
-    TCase *l = tcase_create("loop");
-    tcase_set_timeout(l, 300);
-    tcase_add_test(l, task_sort_and_add);
-    tcase_add_test(l, grpo_gradient_is_the_loss_derivative);
-    tcase_add_test(l, adamw_matches_pytorch_formula);
-    tcase_add_test(l, same_capture_on_any_thread_count);
-    tcase_add_test(l, step_writes_the_schema);
-    tcase_add_test(l, bad_options);
-    suite_add_tcase(s, l);
+    const check_case cases[] = {
+        /* gradients */
+        CHECK_CASE(grad_fd_dense_like),
+        CHECK_CASE(grad_fd_moe_top2),
+        CHECK_CASE(grad_fd_moe_aux),
+        CHECK_CASE(grad_fd_moe_top3_of_5),
+        CHECK_CASE(float_matches_double),
+        CHECK_CASE(wfq_is_straight_through),
+        CHECK_CASE(lin_backward_is_straight_through),
+        CHECK_CASE(fakequant_pads_columns),
+        /* the loop */
+        CHECK_CASE(task_sort_and_add),
+        CHECK_CASE(grpo_gradient_is_the_loss_derivative),
+        CHECK_CASE(adamw_matches_pytorch_formula),
+        CHECK_CASE(same_capture_on_any_thread_count),
+        CHECK_CASE(step_writes_the_schema),
+        CHECK_CASE(bad_options),
+    };
+    check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 300);
     return s;
 }
 
 int main(void)
 {
     rl_blas_single_thread();
-    SRunner *r = srunner_create(suite());
-    srunner_run_all(r, CK_NORMAL);
-    int nf = srunner_ntests_failed(r);
-    srunner_free(r);
-    return nf ? 1 : 0;
+    return check_run(suite(), CK_NORMAL);
 }

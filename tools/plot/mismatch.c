@@ -75,7 +75,7 @@ int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, 
     if (argc < 1) cli_usage("mismatch: no TRACE given");
     if (nnames > (size_t)argc) cli_usage("%zu --name options for %d traces", nnames, argc);
     int mi = fp4s_mm_metric_lookup(metric);
-    fp4s_mm_result res = {0, NULL};
+    fp4s_mm_result res = {0};
     for (int i = 0; i < argc; i++) {
         if (load_mismatch_report(argv[i], (size_t)i < nnames ? names[i] : NULL, &res)) continue;
         cli_progress_begin(argv[i]);

@@ -73,7 +73,9 @@ typedef struct fp4s_capture_entry {
     char path[512];        /* HDF5 path of the dataset inside the file */
     size_t rows, cols;     /* 1-D datasets: rows = 1, cols = length */
     fp4s_dtype dtype;
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_capture_entry;
+FP4S_API size_t fp4s_capture_entry_size(void);
 
 /* List every dataset of a capture file, sorted by (step, site, side). Checks
  * the schema attribute and refuses a newer major version (FP4S_EVERSION), and
@@ -109,7 +111,9 @@ typedef struct fp4s_capture_scalar {
     int64_t step;
     char name[64];
     double value;
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_capture_scalar;
+FP4S_API size_t fp4s_capture_scalar_size(void);
 FP4S_API int fp4s_capture_scalars(const char *file, fp4s_capture_scalar **out, size_t *n);
 
 /* Glob match of a site name (fnmatch(3) rules, '*' matches dots too). */
@@ -128,7 +132,9 @@ typedef struct fp4s_capture_info {
     size_t skipped;         /* interrupted files only: unreadable objects that the
                                listing skipped (the commit the writer was killed in) */
     int64_t first_step, last_step; /* -1 when there are none */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_capture_info;
+FP4S_API size_t fp4s_capture_info_size(void);
 
 /* Read the root attributes of a capture. Errors: FP4S_EOPEN (missing,
  * unreadable, locked by a running writer), FP4S_EFORMAT (not HDF5, truncated,
@@ -186,7 +192,9 @@ typedef struct fp4s_capture_meta {
     int64_t expert;        /* -2 = parse "experts.<n>" from the site (default), -1 = none */
     const char *source_shape; /* "2,128,4096": the stored shape of a tensor of rank 3 or more
                                  whose rows these are (attribute source_shape); NULL = none */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_capture_meta;
+FP4S_API size_t fp4s_capture_meta_size(void);
 
 FP4S_API void fp4s_capture_meta_defaults(fp4s_capture_meta *m);
 
@@ -285,7 +293,9 @@ typedef struct fp4s_synth_opts {
     int onset_step;        /* 5: first step whose mismatch grows (-1 = never) */
     double lp_growth;      /* 2.0: mismatch multiplied by this each step from the onset */
     int gzip;              /* 4: deflate level of the output (0 = none) */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_synth_opts;
+FP4S_API size_t fp4s_synth_opts_size(void);
 
 FP4S_API void fp4s_synth_opts_defaults(fp4s_synth_opts *o);
 

@@ -47,7 +47,9 @@ typedef struct fp4s_channels_opts {
                              * the spec's tile2d; 0: 1-D; 1: 2-D */
     size_t n_out;           /* N of the GEMM for the cost without a weight (0: K) */
     fp4s_decomp_opts decomp; /* dz_tie, chunk size */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_channels_opts;
+FP4S_API size_t fp4s_channels_opts_size(void);
 
 FP4S_API void fp4s_channels_opts_defaults(fp4s_channels_opts *o);
 
@@ -60,7 +62,9 @@ typedef struct fp4s_channel_stat {
     double energy_total, energy_scale, energy_deadzone, energy_grid;
     double relative_error, residual_norm, amax, deadzone_fraction;
     double mean_abs_dx, mean_abs_dw, hcp; /* NaN without a weight */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_channel_stat;
+FP4S_API size_t fp4s_channel_stat_size(void);
 
 #define FP4S_COVERAGE_POINTS 16
 

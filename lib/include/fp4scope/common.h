@@ -84,6 +84,14 @@ FP4S_API void fp4s_error_prefix(const char *fmt, ...)
  * before a call whose failure detail the caller wants to tell apart. */
 FP4S_API void fp4s_error_clear(void);
 
+/* Structs a caller allocates (options, results, items of arrays passed in)
+ * end in reserved[], zero (the _defaults functions zero it), the room for
+ * fields added later: such a struct keeps its size and layout while the
+ * library grows, so a program built against an older header keeps working.
+ * fp4s_<struct>_size() (declared after each struct) is the library's sizeof
+ * of it, for a binding that mirrors a struct (the Python adapter checks its
+ * copies against it) or allocates one blindly. See libfp4scope(3). */
+
 /* Map an error code to the tool exit status above. */
 FP4S_API int fp4s_exit_status(int code);
 

@@ -104,7 +104,9 @@ typedef struct fp4s_decomp_opts {
                              * does not read them again (default FP4S_DECOMP_KEEP_DEFAULT; 0:
                              * read twice; whole chunks; nothing kept where the memory cannot be
                              * allocated; the results are the same either way) */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_decomp_opts;
+FP4S_API size_t fp4s_decomp_opts_size(void);
 
 /* The default keep_bytes: 2 GiB. */
 #define FP4S_DECOMP_KEEP_DEFAULT ((size_t)2 << 30)
@@ -151,7 +153,9 @@ typedef struct fp4s_decomp_result {
     double identity_residual;  /* |energy_total - (3 energies + 3 cross terms)| / energy_total */
     double ratio_removable;    /* 1 - ratio_deadzone - ratio_grid: the share of ||e||^2 a perfect
                                 * scale would remove (e_dz and e_grid depend only on x and s*) */
+    uint32_t reserved[16]; /* zero; room for fields added later */
 } fp4s_decomp_result;
+FP4S_API size_t fp4s_decomp_result_size(void);
 
 /* The fields of fp4s_decomp_result in report order, for writers (JSON, CSV,
  * HDF5): the name used in every output, whether it is a count (uint64_t) or a
@@ -180,7 +184,9 @@ typedef enum fp4s_decomp_hist_kind {
 typedef struct fp4s_decomp_hist {
     double lo, hi;                   /* outer edges; bin width (hi-lo)/FP4S_HIST_BINS */
     uint64_t counts[FP4S_HIST_BINS];
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_decomp_hist;
+FP4S_API size_t fp4s_decomp_hist_size(void);
 
 typedef struct fp4s_decomp fp4s_decomp;
 
@@ -286,7 +292,9 @@ typedef struct fp4s_decomp_item {
     const char *site, *side;
     bool synthetic;
     const fp4s_decomp *acc;
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_decomp_item;
+FP4S_API size_t fp4s_decomp_item_size(void);
 
 /* Write an HDF5 report (layout in fp4-decompose(1)) atomically to path:
  * every input's summary as attributes, its histograms and its groups as 1-D

@@ -54,7 +54,9 @@ typedef struct fp4s_mm_opts {
     bool allow_positive;  /* accept log-probs > 0 (default false: an error) */
     bool by_position;     /* also split each step into first token / rest */
     bool skip_empty;      /* skip steps with no counted token (default: error) */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_mm_opts;
+FP4S_API size_t fp4s_mm_opts_size(void);
 
 FP4S_API void fp4s_mm_opts_defaults(fp4s_mm_opts *o);
 
@@ -95,6 +97,7 @@ typedef struct fp4s_mm_metrics {
         };
     };
 } fp4s_mm_metrics;
+FP4S_API size_t fp4s_mm_metrics_size(void);
 
 /* The double-valued metrics by name (the JSON field and CSV column names),
  * for --metric, tables and plots. Index i (the metric's id) in
@@ -152,7 +155,9 @@ typedef struct fp4s_trace_opts {
      * keep the first and drop the others. Costs about 8-16 bytes per token
      * of the largest step. Default false. */
     bool dedupe;
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_trace_opts;
+FP4S_API size_t fp4s_trace_opts_size(void);
 
 /* Default column names: step, seq, trainer_logprob, rollout_logprob, pos, mask, run. */
 FP4S_API void fp4s_trace_opts_defaults(fp4s_trace_opts *o);
@@ -173,12 +178,16 @@ typedef struct fp4s_mm_run {
     size_t nscalars;
     char **scalar_names;
     double *scalars;
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_mm_run;
+FP4S_API size_t fp4s_mm_run_size(void);
 
 typedef struct fp4s_mm_result {
     size_t nruns;
     fp4s_mm_run *runs;
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_mm_result;
+FP4S_API size_t fp4s_mm_result_size(void);
 
 /* Stream one trace (CSV/TSV, JSONL or capture file; "-" = stdin for CSV and
  * JSONL) and append its runs to res.
@@ -257,7 +266,9 @@ typedef struct fp4s_mm_onset_opts {
     double margin;         /* relative margin over |baseline|; default 0.5 */
     double sigma;          /* robust sigmas (1.4826 MAD of the baseline) over the baseline; default 3 */
     size_t consecutive;    /* steps in a row above the threshold; default 5 */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_mm_onset_opts;
+FP4S_API size_t fp4s_mm_onset_opts_size(void);
 
 FP4S_API void fp4s_mm_onset_opts_defaults(fp4s_mm_onset_opts *o);
 
@@ -270,7 +281,9 @@ typedef struct fp4s_mm_onset {
     double spread;         /* 1.4826 * MAD of the baseline steps */
     double threshold;      /* baseline + max(margin * |baseline|, sigma * spread) */
     size_t baseline_n;     /* steps in the baseline (finite values) */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_mm_onset;
+FP4S_API size_t fp4s_mm_onset_size(void);
 
 /* Onset in a series (steps ascending). FP4S_EEMPTY when the series is shorter
  * than baseline_steps + consecutive (out->found is false and the baseline is
@@ -287,7 +300,9 @@ FP4S_API int fp4s_mm_onset_find(const int64_t *steps, const double *values, size
 typedef struct fp4s_mm_changepoint_opts {
     size_t min_segment;   /* points in each segment, >= 2; default 5 */
     double min_bic_gain;  /* default 10 ("very strong" on the usual BIC scale) */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_mm_changepoint_opts;
+FP4S_API size_t fp4s_mm_changepoint_opts_size(void);
 
 FP4S_API void fp4s_mm_changepoint_opts_defaults(fp4s_mm_changepoint_opts *o);
 
@@ -299,7 +314,9 @@ typedef struct fp4s_mm_changepoint {
     double rate;           /* d ln(metric) / d step after it */
     double bic_gain;       /* BIC of the better of line / constant minus that of the fit */
     size_t n;              /* points used (finite, positive values) */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_mm_changepoint;
+FP4S_API size_t fp4s_mm_changepoint_size(void);
 
 /* FP4S_EEMPTY when fewer than 2 min_segment positive values (found false). */
 FP4S_API int fp4s_mm_changepoint_find(const int64_t *steps, const double *values, size_t n,
@@ -313,7 +330,9 @@ typedef struct fp4s_mm_trend {
     double lo, hi;         /* confidence interval at `level` (Student t, n - 2 dof) */
     double level;
     double intercept;
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_mm_trend;
+FP4S_API size_t fp4s_mm_trend_size(void);
 
 /* Robust linear fit of ln(value) against step (GSL gsl_multifit_robust,
  * bisquare). Needs 3 or more positive values (FP4S_EEMPTY otherwise).

@@ -36,7 +36,9 @@ typedef struct fp4s_qfile_opts {
     int source_rank;        /* rank of the input, 1 or 2 (0: 2) */
     int gzip;               /* 0 (default, none) .. 9 for codes and scales */
     const char *tool;       /* program recorded as created_by ("" if NULL) */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_qfile_opts;
+FP4S_API size_t fp4s_qfile_opts_size(void);
 
 FP4S_API void fp4s_qfile_opts_defaults(fp4s_qfile_opts *o);
 
@@ -80,7 +82,9 @@ typedef struct fp4s_qfile_data {
     uint8_t *scales;         /* FP4: [rows, cols/block] (malloc'ed), else NULL */
     float *scale_f32;        /* FP8: [scale_rows, scale_cols] (malloc'ed), else NULL */
     size_t scale_rows, scale_cols;
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_qfile_data;
+FP4S_API size_t fp4s_qfile_data_size(void);
 
 /* Read a whole file written by fp4s_qfile_*; the caller frees with
  * fp4s_qfile_data_free. Checks the schema and that shapes agree. */

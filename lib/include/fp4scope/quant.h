@@ -151,6 +151,7 @@ typedef struct fp4s_qstats {
     uint64_t sums[50];      /* the exact accumulators behind err2 and x2 (internal; zero) */
     uint64_t reserved[6];   /* zero; room for counters added later */
 } fp4s_qstats;
+FP4S_API size_t fp4s_qstats_size(void);
 
 FP4S_API void fp4s_qstats_merge(fp4s_qstats *into, const fp4s_qstats *from);
 
@@ -186,7 +187,9 @@ typedef struct fp4s_qout {
     uint8_t *scales;  size_t ld_scales;   /* [rows, cols/block] (FP4 formats; 2-D: repeated per row) */
     float   *scale_f32; size_t ld_scale_f32; /* FP8: [ceil(rows/tile_rows), cols/128] or [1,1] per tensor */
     float   *dequant; size_t ld_dequant;  /* [rows, cols] dequantized values */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_qout;
+FP4S_API size_t fp4s_qout_size(void);
 
 /* Quantize rows [0, rows) of x (row stride ld) into out. row0 is the index of
  * the chunk's first row in the whole tensor (used for 2-D tiles).

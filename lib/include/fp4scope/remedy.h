@@ -233,7 +233,9 @@ typedef struct fp4s_remedy {
     bool sr;
     uint32_t sr_seed;            /* default 1 */
     uint32_t sr_seeds;           /* seeds the evaluation averages over for sr_bias (default 8) */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_remedy;
+FP4S_API size_t fp4s_remedy_size(void);
 
 /* "none" with every parameter at its default. */
 FP4S_API void fp4s_remedy_defaults(fp4s_remedy *r);
@@ -296,7 +298,9 @@ typedef struct fp4s_remedy_cost {
     size_t rac_tiles;       /* selections made (1 per tensor) */
     double kept;            /* entries kept in BF16 (both operands) */
     double gemm_seconds;    /* wall time spent in BLAS calls (measured) */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_remedy_cost;
+FP4S_API size_t fp4s_remedy_cost_size(void);
 
 /* ---- one linear layer with a remedy ------------------------------------------ */
 typedef struct fp4s_rlinear fp4s_rlinear;
@@ -364,7 +368,9 @@ typedef struct fp4s_remedy_time {
     double vs_base, vs_fp8, vs_bf16; /* seconds over each (below 1: faster) */
     double flops_fp4_equiv_extra;    /* extra FLOPs priced at the FP4 rate: what --plan budgets */
     bool fp4_emulated;        /* no FP4 units on this accelerator */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_remedy_time;
+FP4S_API size_t fp4s_remedy_time_size(void);
 
 FP4S_API int fp4s_remedy_time_predict(const fp4s_remedy_cost *c, const fp4s_accel *a, fp4s_remedy_time *t);
 
@@ -380,7 +386,9 @@ typedef struct fp4s_remedy_eval_opts {
     const fp4s_accel *accel;  /* the cost model's accelerator (NULL: b200) */
     fp4s_device device;       /* where the GEMMs and rac's kernels run (default FP4S_DEVICE_CPU;
                                * fp4s_remedy_device_resolve, "On the GPU" above) */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_remedy_eval_opts;
+FP4S_API size_t fp4s_remedy_eval_opts_size(void);
 
 FP4S_API void fp4s_remedy_eval_opts_defaults(fp4s_remedy_eval_opts *o);
 
@@ -401,7 +409,9 @@ typedef struct fp4s_remedy_site {
     fp4s_decomp_result weight;   /* decomposition of W under Qw */
     double gemm_seconds;         /* BLAS time of the references and every remedy */
     double seconds;              /* wall time of the whole evaluation */
+    uint32_t reserved[16]; /* zero; room for fields added later */
 } fp4s_remedy_site;
+FP4S_API size_t fp4s_remedy_site_size(void);
 
 typedef struct fp4s_remedy_result {
     fp4s_remedy remedy;
@@ -431,7 +441,9 @@ typedef struct fp4s_remedy_result {
     size_t nchannels;                /* rac: |I| of the first (or only) tile */
     size_t *channels;                /* rac: those channels in ascending order (malloc'ed), else NULL */
     double seconds;                  /* wall time of this remedy */
+    uint32_t reserved[16]; /* zero; room for fields added later */
 } fp4s_remedy_result;
+FP4S_API size_t fp4s_remedy_result_size(void);
 
 /* Evaluate the nr remedies on X [m, k], X_t [m, k] (NULL: none) and W [n, k]
  * (row-major, packed). site and res[nr] are filled; free res with
@@ -459,7 +471,9 @@ typedef struct fp4s_remedy_row {
     int64_t step;           /* capture step, or -1 */
     const fp4s_remedy_site *info;
     const fp4s_remedy_result *res;
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_remedy_row;
+FP4S_API size_t fp4s_remedy_row_size(void);
 
 /* Write the rows to an HDF5 file atomically (layout in fp4-remedy(1)): one
  * 1-D dataset per field of fp4s_remedy_fields with its description, and
@@ -474,7 +488,9 @@ typedef struct fp4s_plan_item {
     double err;     /* what the plan minimises the sum of (fp4-remedy: relative error energy) */
     double cost;    /* extra cost, in the budget's unit (FP4-equivalent FLOPs) */
     bool ok;        /* a candidate at all */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_plan_item;
+FP4S_API size_t fp4s_plan_item_size(void);
 
 /* Choose one candidate per site (items[site * ncand + c]) minimising the sum
  * of err with the sum of cost <= budget: start from each site's cheapest
@@ -498,7 +514,9 @@ FP4S_API int fp4s_remedy_plan(const fp4s_plan_item *items, size_t nsites, size_t
 typedef struct fp4s_logits_opts {
     fp4s_remedy_kind trainer;   /* FP4S_RK_WFQ (default, QUADS's trainer), FP4S_RK_BF16 or FP4S_RK_W4A4QAT */
     fp4s_mm_opts mm;            /* options of the metrics (fp4s_mm_opts_defaults) */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_logits_opts;
+FP4S_API size_t fp4s_logits_opts_size(void);
 
 FP4S_API void fp4s_logits_opts_defaults(fp4s_logits_opts *o);
 
@@ -510,7 +528,9 @@ typedef struct fp4s_logits_result {
     double entropy_change;      /* entropy_rollout - entropy_trainer */
     double argmax_flips;        /* fraction of counted tokens whose argmax differs between the sides */
     double logit_rel_error;     /* ||rollout logits - trainer logits|| / ||trainer logits|| */
+    uint32_t reserved[16]; /* zero; room for fields added later */
 } fp4s_logits_result;
+FP4S_API size_t fp4s_logits_result_size(void);
 
 /* Evaluate nr rollout items (trainer items are refused: they are the
  * reference) on one step: Hr, Ht [T, d], W [V, d], token [T] in [0, V), seq
@@ -576,11 +596,15 @@ typedef struct fp4s_compare_site {
     double *ch_amplification;   /* ||Qa(X_r)[:, j] - Qa(X_t)[:, j]|| / ||X_r[:, j] - X_t[:, j]|| */
     double *ch_contrib;         /* [k * FP4S_CMP_COUNT]: ch_contrib[j * FP4S_CMP_COUNT + c] */
     double *ch_energy;          /* [k * FP4S_CMP_COUNT]: sum_m c[m, j]^2 (the energies) */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_compare_site;
+FP4S_API size_t fp4s_compare_site_size(void);
 
 typedef struct fp4s_compare_opts {
     fp4s_dz_tie dz_tie;         /* as decompose.h (default FP4S_DZ_TIE_SPEC) */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_compare_opts;
+FP4S_API size_t fp4s_compare_opts_size(void);
 
 FP4S_API void fp4s_compare_opts_defaults(fp4s_compare_opts *o);
 

@@ -126,7 +126,9 @@ typedef struct fp4s_rl_opts {
     /* pieces of work (results do not depend on the thread count; they do on these) */
     int micro_batch;         /* 64 sequences per trainer piece */
     int shard;               /* 64 sequences per rollout engine batch */
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_rl_opts;
+FP4S_API size_t fp4s_rl_opts_size(void);
 
 FP4S_API void fp4s_rl_opts_defaults(fp4s_rl_opts *o);
 /* Check every field; FP4S_EINVAL naming the option, FP4S_ENOTSUP for a
@@ -156,7 +158,9 @@ typedef struct fp4s_rl_stats {
     double t_fwd, t_bwd;     /* thread-seconds in the trainer's forward and backward passes */
     uint64_t rollout_tokens; /* tokens the engine processed (prompts and responses) */
     uint64_t train_tokens;   /* tokens the trainer processed, counting each forward */
+    uint32_t reserved[16]; /* zero; room for fields added later */
 } fp4s_rl_stats;
+FP4S_API size_t fp4s_rl_stats_size(void);
 
 /* The scalars by name (columns of fp4-rl's tables): index i in [0, count). */
 FP4S_API size_t fp4s_rl_stat_count(void);
@@ -169,7 +173,9 @@ typedef struct fp4s_rl_sft {
     double success;          /* sampled success (temperature 1) at the end */
     bool reached;            /* success >= sft_target */
     double seconds;
+    uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_rl_sft;
+FP4S_API size_t fp4s_rl_sft_size(void);
 
 typedef struct fp4s_rl fp4s_rl;
 

@@ -79,6 +79,8 @@ def _declare(L):
     L.fp4s_spec_size.argtypes = []
     L.fp4s_tscale_size.restype = c.c_size_t
     L.fp4s_tscale_size.argtypes = []
+    L.fp4s_qout_size.restype = c.c_size_t
+    L.fp4s_qout_size.argtypes = []
     L.fp4s_spec_profile.argtypes = [c.c_void_p, c.c_int, c.c_char_p]
     L.fp4s_amax.restype = c.c_float
     L.fp4s_amax.argtypes = [c.c_void_p, c.c_size_t, c.c_size_t, c.c_size_t, c.c_void_p]

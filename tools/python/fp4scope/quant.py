@@ -10,10 +10,13 @@ FORMATS = {"mxfp4": 1, "nvfp4": 2}
 
 
 class _QOut(ctypes.Structure):
+    """fp4s_qout (quant.h), field by field; its size is checked against the
+    library's (fp4s_qout_size) before each use."""
     _fields_ = [("codes", ctypes.c_void_p), ("ld_codes", ctypes.c_size_t),
                 ("scales", ctypes.c_void_p), ("ld_scales", ctypes.c_size_t),
                 ("scale_f32", ctypes.c_void_p), ("ld_scale_f32", ctypes.c_size_t),
-                ("dequant", ctypes.c_void_p), ("ld_dequant", ctypes.c_size_t)]
+                ("dequant", ctypes.c_void_p), ("ld_dequant", ctypes.c_size_t),
+                ("reserved", ctypes.c_uint32 * 8)]
 
 
 def fake_quant(x, fmt="nvfp4", profile="te"):
@@ -21,6 +24,9 @@ def fake_quant(x, fmt="nvfp4", profile="te"):
     block: 16 for NVFP4, 32 for MXFP4) with one tensor scale over the whole
     array. Returns a new float32 array of the same shape."""
     L = lib()
+    if ctypes.sizeof(_QOut) != L.fp4s_qout_size():
+        raise FP4SError(-15, "fake_quant: fp4s_qout is %d bytes in libfp4scope, %d in this adapter: "
+                        "use the adapter of the same build" % (L.fp4s_qout_size(), ctypes.sizeof(_QOut)))
     a = np.ascontiguousarray(np.asarray(x, dtype=np.float32))
     shape = a.shape
     a = a.reshape(-1, shape[-1])
