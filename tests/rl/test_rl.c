@@ -780,7 +780,10 @@ static Suite *suite(void)
 
 int main(void)
 {
-    rl_blas_single_thread();
+    if (rl_blas_open()) {
+        fprintf(stderr, "test_rl: %s\n", fp4s_last_error());
+        return 1;
+    }
     SRunner *r = srunner_create(suite());
     srunner_run_all(r, CK_NORMAL);
     int nf = srunner_ntests_failed(r);
