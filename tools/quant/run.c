@@ -218,7 +218,8 @@ static int read_fn(stage *st) { return fp4s_source_read(st->j->src, st->r0, st->
  * CPU scaling); the workers together copy faster. The same bytes and
  * statistics: codes, scales and dequantized values are per element, and the
  * statistics' sums are exact (fp4s_qstats_merge) in any split. */
-#define FUSE_PIECE_ELEMS (1u << 16)
+/* elements a worker reads and quantizes at once: 128 KiB of float32, 32 pieces of a default chunk */
+#define FUSE_PIECE_ELEMS (1u << 15)
 
 typedef struct fused {
     job *j;
