@@ -1,7 +1,12 @@
 /* The streaming driver of the decomposition (fp4s_decomp_source): one pass
  * (two for NVFP4: the tensor amax first, the rows read kept in memory up to
- * keep_bytes) over a source in chunks of rows, double-buffered, the next
- * chunk read on a thread while this one is decomposed. */
+ * keep_bytes) over a source in chunks of rows. A .npy or .safetensors source
+ * on 4 or more threads: each chunk is read by all the workers, each through
+ * a source of its own (pread at independent offsets), then decomposed; one
+ * thread reading from the page cache was what the decomposition waited for
+ * (bench/RESULTS-H200.md, CPU scaling). Otherwise (HDF5, which wants one
+ * thread, or fewer threads) double-buffered: the next chunk read on a thread
+ * while this one is decomposed. */
 #include <fp4scope/decompose.h>
 #include <fp4scope/tensor.h>
 
@@ -24,7 +29,70 @@ struct reader {
     size_t next_row;  /* first row of the chunk being read */
     int rc;
     char err[1024];
+    const char *spec_str; /* the source, for the workers' own */
+    bool par;             /* chunks read by the workers (par_read) */
+    fp4s_source *wsrc[MAX_WORKERS]; /* worker w's source, opened on its first piece */
 };
+
+/* The amax a spec takes of rows x [n, cols]: of the rotated rows for a spec
+ * with the RHT. */
+static float rows_amax(const fp4s_spec *s, const float *x, size_t n, size_t cols)
+{
+    return s->rht ? fp4s_spec_amax(s, x, n, cols, cols, NULL) : fp4s_amax(x, n, cols, cols, NULL);
+}
+
+/* Rows [r0, r0 + n) into dst (stride cols) on the workers, in pieces of about
+ * 256 KiB, each through the worker's own source; with amax_spec, each worker
+ * also folds its pieces' amax (rows_amax) into amax[w] while they are in its
+ * cache, as chunk_amax folds chunks': the larger, NaN never taken, so the
+ * same value in any order. */
+struct par_job {
+    struct reader *rd;
+    size_t r0, piece;
+    float *dst;
+    const fp4s_spec *amax_spec;
+    float amax[MAX_WORKERS];
+};
+
+static int par_piece(void *arg, size_t b, size_t e, int w)
+{
+    struct par_job *j = arg;
+    struct reader *rd = j->rd;
+    int rc = 0;
+    if (!rd->wsrc[w]) rc = fp4s_source_open(rd->spec_str, &rd->wsrc[w]);
+    if (!rc) rc = fp4s_source_read(rd->wsrc[w], j->r0 + b, e - b, j->dst + b * rd->cols, rd->cols);
+    if (!rc && j->amax_spec) {
+        float a = rows_amax(j->amax_spec, j->dst + b * rd->cols, e - b, rd->cols);
+        if (a > j->amax[w]) j->amax[w] = a;
+    }
+    return rc;
+}
+
+/* amax_spec NULL: the rows only; else *amax (>= 0) takes their amax too. */
+static int par_read_amax(struct reader *rd, size_t r0, size_t n, float *dst, const fp4s_spec *amax_spec,
+                         float *amax)
+{
+    int nt = fp4s_get_threads();
+    if (nt > MAX_WORKERS) nt = MAX_WORKERS;
+    size_t piece = ((size_t)1 << 16) / rd->cols;
+    struct par_job j;
+    memset(&j, 0, sizeof j);
+    j.rd = rd;
+    j.r0 = r0;
+    j.piece = piece ? piece : 1;
+    j.dst = dst;
+    j.amax_spec = amax_spec;
+    int rc = fp4s_parallel_dynamic(n, j.piece, nt, par_piece, &j);
+    if (!rc && amax_spec)
+        for (int w = 0; w < nt; w++)
+            if (j.amax[w] > *amax) *amax = j.amax[w];
+    return rc;
+}
+
+static int par_read(struct reader *rd, size_t r0, size_t n, float *dst)
+{
+    return par_read_amax(rd, r0, n, dst, NULL, NULL);
+}
 
 /* Where the chunk at row0 is (or is read to): its place among the kept rows,
  * or buffer slot. */
@@ -37,7 +105,8 @@ static int read_chunk(struct reader *rd, int slot, size_t row0)
 {
     size_t n = rd->row_end - row0 < rd->chunk ? rd->row_end - row0 : rd->chunk;
     if (rd->kept && row0 < rd->keep_end) return 0; /* in memory since the first pass */
-    int rc = fp4s_source_read(rd->src, row0, n, chunk_at(rd, slot, row0), rd->cols);
+    int rc = rd->par ? par_read(rd, row0, n, chunk_at(rd, slot, row0))
+                     : fp4s_source_read(rd->src, row0, n, chunk_at(rd, slot, row0), rd->cols);
     if (rc) {
         rd->rc = rc;
         snprintf(rd->err, sizeof rd->err, "%s", fp4s_last_error());
@@ -59,23 +128,25 @@ static void *read_thread(void *p)
 }
 
 /* One pass over the source: fn(ctx, rows, n, row0) on every chunk in order,
- * the next chunk read on a thread meanwhile (in this thread when none can be
- * started). Returns fn's error with the detail prefixed by spec_str, or the
- * reader's error with its detail. */
-static int each_chunk(struct reader *rd, const char *spec_str,
+ * each chunk read by the workers first (rd->par), else the next chunk read on
+ * a thread meanwhile (in this thread when none can be started). Returns fn's
+ * error with the detail prefixed by spec_str, or the reader's error with its
+ * detail. */
+static int each_chunk(struct reader *rd, size_t from, const char *spec_str,
                       int (*fn)(void *ctx, const float *x, size_t n, size_t row0), void *ctx, int pass,
                       int npasses)
 {
-    if (rd->row0 >= rd->row_end) return 0;
-    if (read_chunk(rd, 0, rd->row0)) return fp4s_error_set(rd->rc, "%s", rd->err);
+    if (from >= rd->row_end) return 0;
+    if (read_chunk(rd, 0, from)) return fp4s_error_set(rd->rc, "%s", rd->err);
     int slot = 0;
-    for (size_t r0 = rd->row0; r0 < rd->row_end; r0 += rd->chunk) {
+    for (size_t r0 = from; r0 < rd->row_end; r0 += rd->chunk) {
         size_t n = rd->row_end - r0 < rd->chunk ? rd->row_end - r0 : rd->chunk;
         size_t nx = r0 + n;
         pthread_t th;
         struct read_arg ra = {rd, 1 - slot, nx};
         bool threaded = false;
-        if (nx < rd->row_end && !(rd->kept && nx < rd->keep_end)) {
+        if (rd->par && r0 != from && read_chunk(rd, slot, r0)) return fp4s_error_set(rd->rc, "%s", rd->err);
+        if (!rd->par && nx < rd->row_end && !(rd->kept && nx < rd->keep_end)) {
             threaded = pthread_create(&th, NULL, read_thread, &ra) == 0;
             if (!threaded) read_chunk(rd, 1 - slot, nx);
         }
@@ -99,7 +170,7 @@ static int chunk_amax(void *ctx, const float *x, size_t n, size_t row0)
     const fp4s_spec *s = ((void **)ctx)[2];
     /* a spec with the RHT takes the amax of the rotated rows */
     float *amax = ((void **)ctx)[1];
-    float a = s->rht ? fp4s_spec_amax(s, x, n, rd->cols, rd->cols, NULL) : fp4s_amax(x, n, rd->cols, rd->cols, NULL);
+    float a = rows_amax(s, x, n, rd->cols);
     if (a > *amax) *amax = a;
     return 0;
 }
@@ -127,50 +198,36 @@ static void keep_alloc(struct reader *rd, size_t keep_bytes)
     if (rd->keep) rd->keep_end = end;
 }
 
-/* The kept rows read on the worker threads, each chunk by the next free
- * worker through a source of its own (a .npy or .safetensors file: pread at
- * independent offsets; an HDF5 source is read by one thread, as HDF5
- * wants), so that the first pass takes a fraction of one thread's read. The
- * amax pass then finds them in memory. */
-struct keep_job {
-    struct reader *rd;
-    const char *spec_str;
-    fp4s_source *src[MAX_WORKERS];
-};
-
-static int keep_piece(void *arg, size_t b, size_t e, int w)
-{
-    struct keep_job *k = arg;
-    struct reader *rd = k->rd;
-    int rc = 0;
-    if (!k->src[w]) rc = fp4s_source_open(k->spec_str, &k->src[w]);
-    for (size_t c = b; c < e && !rc; c++) {
-        size_t r0 = rd->row0 + c * rd->chunk, n = rd->keep_end - r0 < rd->chunk ? rd->keep_end - r0 : rd->chunk;
-        rc = fp4s_source_read(k->src[w], r0, n, chunk_at(rd, 0, r0), rd->cols);
-    }
-    return rc;
-}
-
+/* The kept rows read on the worker threads (par_read_amax; an HDF5 source is
+ * read by one thread, as HDF5 wants, and nothing is done here), so that the
+ * first pass takes a fraction of one thread's read. Without the RHT their
+ * amax is folded into *amax on the way (*amax_done), and the amax pass goes
+ * on from rd->keep_end; with it the amax pass goes over them in memory,
+ * chunk by chunk: its amax of a chunk with a NaN or an Inf is not the
+ * finite one, and is folded as chunks (known: the result then depends on
+ * the chunk size; kept as it was). */
 static bool ends_with(const char *s, const char *suf)
 {
     size_t a = strlen(s), b = strlen(suf);
     return a >= b && !strcmp(s + a - b, suf);
 }
 
-static int keep_read(struct reader *rd, const char *spec_str)
+/* Can workers read the source through sources of their own (pread)? */
+static bool raw_source(const struct reader *rd)
 {
     const char *path = fp4s_source_path(rd->src);
-    if (!rd->keep || !path || !(ends_with(path, ".npy") || ends_with(path, ".safetensors"))) return 0;
-    int nt = fp4s_get_threads();
-    if (nt > MAX_WORKERS) nt = MAX_WORKERS;
-    struct keep_job k;
-    memset(&k, 0, sizeof k);
-    k.rd = rd;
-    k.spec_str = spec_str;
-    size_t nk = (rd->keep_end - rd->row0 + rd->chunk - 1) / rd->chunk;
-    int rc = fp4s_parallel_dynamic(nk, 1, nt, keep_piece, &k);
-    for (int w = 0; w < MAX_WORKERS; w++) fp4s_source_close(&k.src[w]);
-    if (!rc) rd->kept = true; /* the amax pass finds them in memory */
+    return path && (ends_with(path, ".npy") || ends_with(path, ".safetensors"));
+}
+
+static int keep_read(struct reader *rd, const fp4s_spec *s, float *amax, bool *amax_done)
+{
+    *amax_done = false;
+    if (!rd->keep || !raw_source(rd)) return 0;
+    int rc = par_read_amax(rd, rd->row0, rd->keep_end - rd->row0, rd->keep, s->rht ? NULL : s, amax);
+    if (!rc) {
+        rd->kept = true;
+        *amax_done = !s->rht;
+    }
     return rc;
 }
 
@@ -193,6 +250,7 @@ static int source_rows(const fp4s_spec *s, const fp4s_decomp_opts *o, const char
     struct reader rd;
     memset(&rd, 0, sizeof rd);
     rd.src = src;
+    rd.spec_str = spec_str;
     rd.rows = fp4s_source_rows(src);
     rd.cols = fp4s_source_cols(src);
     rd.row0 = row0 < rd.rows ? row0 : rd.rows;
@@ -223,6 +281,7 @@ static int source_rows(const fp4s_spec *s, const fp4s_decomp_opts *o, const char
     rd.chunk -= rd.chunk % align;
     if (rd.chunk < align) rd.chunk = align;
     if (rd.chunk > rd.row_end - rd.row0) rd.chunk = rd.row_end - rd.row0 ? rd.row_end - rd.row0 : 1;
+    rd.par = dev == FP4S_DEVICE_CPU && fp4s_get_threads() >= 4 && raw_source(&rd);
     rd.buf[0] = malloc(rd.chunk * rd.cols * sizeof(float));
     rd.buf[1] = malloc(rd.chunk * rd.cols * sizeof(float));
     if (!rd.buf[0] || !rd.buf[1]) {
@@ -238,8 +297,9 @@ static int source_rows(const fp4s_spec *s, const fp4s_decomp_opts *o, const char
         /* a first pass for the tensor amax */
         void *ctx[3] = {&rd, &amax, (void *)s};
         if (!amax_out) keep_alloc(&rd, o->keep_bytes); /* a second pass follows */
-        rc = keep_read(&rd, spec_str);
-        if (!rc) rc = each_chunk(&rd, spec_str, chunk_amax, ctx, 0, 2);
+        bool done = false;
+        rc = keep_read(&rd, s, &amax, &done);
+        if (!rc) rc = each_chunk(&rd, done ? rd.keep_end : rd.row0, spec_str, chunk_amax, ctx, 0, 2);
         if (rc) goto done;
         rd.kept = true;
     }
@@ -251,8 +311,9 @@ static int source_rows(const fp4s_spec *s, const fp4s_decomp_opts *o, const char
     if (rc) goto done;
     rc = fp4s_decomp_open(s, &ts, o, rd.rows, rd.cols, &d);
     if (rc) goto done;
-    rc = each_chunk(&rd, spec_str, chunk_add, d, s->format == FP4S_NVFP4, 1 + (s->format == FP4S_NVFP4));
+    rc = each_chunk(&rd, rd.row0, spec_str, chunk_add, d, s->format == FP4S_NVFP4, 1 + (s->format == FP4S_NVFP4));
 done:
+    for (int w = 0; w < MAX_WORKERS; w++) fp4s_source_close(&rd.wsrc[w]);
     free(rd.keep);
     free(rd.buf[0]);
     free(rd.buf[1]);

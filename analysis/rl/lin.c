@@ -24,19 +24,22 @@
  * the gradient of the quantized product is passed to the master weights and
  * to X unchanged. */
 #include "rl_internal.h"
-#include "fp4s_config.h"
+#include "core/blas.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- GEMM ------------------------------------------------------------------------ */
-void rl_blas_single_thread(void)
+int rl_blas_open(void)
 {
-#if FP4S_HAVE_OPENBLAS_THREADS
-    openblas_set_num_threads(1);
-#endif
+    const fp4s_blas_fns *bl = fp4s_blas();
+    if (!bl) {
+        fp4s_error_prefix("rl");
+        return FP4S_ENOTSUP;
+    }
+    if (bl->set_num_threads) bl->set_num_threads(1);
+    return 0;
 }
 
 #define GEMM_BODY(ta, tb, lda_, ldb_)                                                           \
@@ -47,7 +50,7 @@ void rl_blas_single_thread(void)
         return;                                                                                \
     }                                                                                          \
     double t0 = p ? rl_now() : 0;                                                              \
-    cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, A, (int)(lda_), B, (int)(ldb_), \
+    fp4s_blas()->sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, A, (int)(lda_), B, (int)(ldb_), \
                 beta, C, (int)ldc);                                                            \
     if (p) {                                                                                   \
         p->t[RL_T_GEMM] += rl_now() - t0;                                                      \

@@ -171,8 +171,7 @@ int fp4s_rl_open(const fp4s_rl_opts *o, fp4s_rl **out)
                       .F = o->expert_hidden ? o->expert_hidden : 2 * o->width};
     r->B = (size_t)o->prompts * (size_t)o->group;
     r->nworkers = fp4s_get_threads();
-    rl_blas_single_thread();
-    if ((rc = rl_layout_init(&r->lay, &r->cfg)) || (rc = alloc_all(r))) goto fail;
+    if ((rc = rl_blas_open()) || (rc = rl_layout_init(&r->lay, &r->cfg)) || (rc = alloc_all(r))) goto fail;
     init_weights(r);
     /* numerics */
     rl_num ntr = {.act = RL_OP_BF16, .weight = RL_OP_BF16, .quant_sites = o->quant_sites};

@@ -150,9 +150,11 @@ void rl_sgemm_nn(size_t M, size_t N, size_t K, const float *A, size_t lda, const
 /* C[M,N] = A[K,M]^T B[K,N] + beta C */
 void rl_sgemm_tn(size_t M, size_t N, size_t K, const float *A, size_t lda, const float *B, size_t ldb,
                  float beta, float *C, size_t ldc, rl_prof *p);
-/* Make the BLAS run each call on the calling thread (fp4scope parallelises
- * over fixed pieces of work itself, so results do not depend on the thread count). */
-void rl_blas_single_thread(void);
+/* Open the BLAS (core/blas.h) for the calls above, and make it run each call
+ * on the calling thread (fp4scope parallelises over fixed pieces of work
+ * itself, so results do not depend on the thread count): 0, or FP4S_ENOTSUP
+ * with the reason set. The calls above need it first. */
+int rl_blas_open(void);
 
 /* ---- tasks ---------------------------------------------------------------------------- */
 enum { RL_TOK_BOS = 10, RL_TOK_SEP = 11, RL_TOK_EOS = 12, RL_TOK_PAD = 13, RL_TOK_PLUS = 14, RL_VOCAB = 16 };

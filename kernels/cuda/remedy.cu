@@ -26,8 +26,9 @@
 #include <string.h>
 
 #if FP4S_HAVE_CUBLAS
+#include "core/dl.h"
+
 #include <cublas_v2.h>
-#include <dlfcn.h>
 #include <mutex>
 #endif
 
@@ -57,23 +58,10 @@ std::once_flag g_blas_once;
 void blas_load()
 {
     const char *names[] = {FP4S_CUBLAS_PATH, "libcublas.so." CU_STR(CUBLAS_VER_MAJOR), "libcublas.so"};
-    void *h = nullptr;
-    const char *err = "";
-    for (const char *n : names)
-        if (*n && (h = dlopen(n, RTLD_NOW | RTLD_LOCAL))) break;
-        else if (*n) err = dlerror();
-    if (!h) {
-        snprintf(g_blas_err, sizeof g_blas_err, "cuBLAS could not be loaded (%s)", err ? err : "?");
-        return;
-    }
-    void *p[8];
     const char *sym[8] = {"cublasCreate_v2",     "cublasDestroy_v2", "cublasSetStream_v2", "cublasSetMathMode",
                           "cublasSetAtomicsMode", "cublasSgemm_v2",   "cublasDgemm_v2",     "cublasGetStatusString"};
-    for (int i = 0; i < 8; i++)
-        if (!(p[i] = dlsym(h, sym[i]))) {
-            snprintf(g_blas_err, sizeof g_blas_err, "cuBLAS has no %s", sym[i]);
-            return;
-        }
+    void *p[8];
+    if (fp4s_dl_load("cuBLAS", names, 3, sym, 8, 8, p, g_blas_err, sizeof g_blas_err)) return;
     memcpy(&g_blas.create, &p[0], sizeof p[0]);
     memcpy(&g_blas.destroy, &p[1], sizeof p[1]);
     memcpy(&g_blas.set_stream, &p[2], sizeof p[2]);

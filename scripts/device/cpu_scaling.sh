@@ -22,10 +22,13 @@
 #   decomp nvfp4    fp4-decompose -f nvfp4 --json (reads once: the amax pass keeps the input)
 # and prints a markdown table of seconds and times the plain read (targets of
 # issue 14: fp4-quant at >= 80% of the read bandwidth, i.e. <= 1.25x the read
-# time; fp4-decompose <= 1.5x at 8+ threads). Then, at the largest thread
-# count, the diagnostics: NVFP4 read twice (--keep 0), each tool with
-# OPENBLAS_NUM_THREADS=1 (OpenBLAS starts its own threads when the library
-# is loaded, which spin for a while), and fp4-quant -o's commit alone.
+# time; fp4-decompose <= 1.5x at 8+ threads), and a second table of the CPU
+# seconds (user + sys) of those best runs. Then, at the largest thread count,
+# the diagnostics: NVFP4 read twice (--keep 0), whether a tool has the BLAS
+# loaded at start (it should not: libfp4scope opens it at the first GEMM) and
+# fp4-quant with OPENBLAS_NUM_THREADS=1 (no change expected), and fp4-quant
+# -o's fsync. FP4S_DEADLINE (seconds since the start, default 230): a thread
+# count, or the diagnostics, that would end past it is left out, and said so.
 # The table and the diagnostics go to stdout and to $OUT/summary.txt
 # (${TMPDIR:-/tmp}/fp4s_scaling/summary.txt without OUT). Exit status: 0 when every run succeeded, 1 otherwise.
 set -uo pipefail
@@ -39,6 +42,7 @@ B=${1:-build-cpu}
 [ $# -gt 0 ] && shift
 THREADS=${*:-1 2 4 8 12 16}
 T0=$SECONDS
+DEADLINE=${FP4S_DEADLINE:-230}
 if [ "$build" = 1 ]; then
     FP4S_DEVICE_BUILD=$B FP4S_MESON_ARGS="${FP4S_MESON_ARGS:-} -Dcuda=disabled" \
         sh scripts/device/setup.sh tools/fp4-quant tools/fp4-decompose bench/bench_read bench/scaling_input \
@@ -56,16 +60,26 @@ X=$T/x_$ROWS.npy
 [ -f "$X" ] || "$B/bench/scaling_input" "$X" "$ROWS" 1024 || exit 1
 cat "$X" > /dev/null
 failed=0
-runs=() # the wall times of the last best() call
-best() { # best of 3 wall seconds of a command (its output discarded; q.h5 removed before each)
-    local b="" t
+# the children's CPU seconds (user + sys) so far of this shell (`times`' second line) in the file $1:
+# `times` is run here, not in a command substitution (a new process, whose children are others)
+cpu_at() { times > "$1"; }
+cpu_of() { awk 'NR == 2 { sub(/s$/, "", $1); sub(/s$/, "", $2); split($1, u, "m"); split($2, s, "m")
+                          printf "%.3f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$1"; }
+best() { # best of 3 wall seconds of a command (its output discarded; q.h5 removed before each);
+         # the CPU seconds (user + sys) of that run are appended to $T/cpu.txt
+    local b="" t c bc=""
     for _ in 1 2 3; do
         rm -f "$T/q.h5"
+        cpu_at "$T/c0.txt"
         local s=$(date +%s.%N)
         "$@" >/dev/null 2>"$T/err.txt" || { failed=1; echo "cpu_scaling: failed: $* ($(head -c 300 "$T/err.txt"))" >&2; }
-        t=$(awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
-        if [ -z "$b" ] || awk -v t="$t" -v b="$b" 'BEGIN { exit !(t < b) }'; then b=$t; fi
+        local e=$(date +%s.%N)
+        cpu_at "$T/c1.txt"
+        t=$(awk -v a="$s" -v b="$e" 'BEGIN { printf "%.3f", b - a }')
+        c=$(awk -v a="$(cpu_of "$T/c0.txt")" -v b="$(cpu_of "$T/c1.txt")" 'BEGIN { printf "%.2f", b - a }')
+        if [ -z "$b" ] || awk -v t="$t" -v b="$b" 'BEGIN { exit !(t < b) }'; then b=$t; bc=$c; fi
     done
+    echo "$bc" >> "$T/cpu.txt"
     echo "$b"
 }
 x() { awk -v a="$1" -v r="$2" 'BEGIN { printf "%.2fx", a / r }'; }
@@ -79,28 +93,44 @@ echo "cpu_scaling: commit $(git rev-parse --short HEAD 2>/dev/null || cat .commi
 echo
 echo "| threads | plain read s | fp4-quant mxfp4 -o s | x read | fp4-quant mxfp4, summary only s | x read | fp4-decompose mxfp4 s | x read | fp4-decompose nvfp4 s | x read |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
-last=1
+last=1 row=0 cpurows="" skipped=""
 for n in $THREADS; do
+    # a row takes at most about as long as the one before it (more threads)
+    if [ $((SECONDS - T0 + row + 5)) -gt "$DEADLINE" ]; then skipped="$skipped $n"; continue; fi
+    t1=$SECONDS
     export FP4S_THREADS=$n
     last=$n
+    : > "$T/cpu.txt"
     r=$("$B/bench/bench_read" "$X" 3 | cut -d' ' -f2)
     q=$(best "$Q" -f mxfp4 -p ocp -o "$T/q.h5" "$X")
     qs=$(best "$Q" -f mxfp4 -p ocp "$X")
     dm=$(best "$D" -f mxfp4 --json "$X")
     dn=$(best "$D" -f nvfp4 --json "$X")
     echo "| $n | $r | $q | $(x "$q" "$r") | $qs | $(x "$qs" "$r") | $dm | $(x "$dm" "$r") | $dn | $(x "$dn" "$r") |"
+    cpurows="$cpurows| $n | $(paste -sd'|' "$T/cpu.txt" | sed 's/|/ | /g') |
+"
+    row=$((SECONDS - t1))
 done
-export FP4S_THREADS=$last
-r=$("$B/bench/bench_read" "$X" 3 | cut -d' ' -f2)
+[ -z "$skipped" ] || echo "(threads$skipped left out: FP4S_DEADLINE $DEADLINE s)"
 echo
+echo "CPU seconds (user + sys) of the best runs above:"
+echo
+echo "| threads | fp4-quant -o | summary only | fp4-decompose mxfp4 | fp4-decompose nvfp4 |"
+echo "|---|---|---|---|---|"
+printf '%s' "$cpurows"
+export FP4S_THREADS=$last
+echo
+if [ $((SECONDS - T0 + 15)) -gt "$DEADLINE" ]; then
+    echo "Diagnostics left out (FP4S_DEADLINE $DEADLINE s)"
+else
+r=$("$B/bench/bench_read" "$X" 3 | cut -d' ' -f2)
 echo "Diagnostics at $last threads (plain read $r s):"
 echo "- fp4-decompose nvfp4 --keep 0 (read twice): $(best "$D" -f nvfp4 --keep 0 --json "$X") s"
-export OPENBLAS_NUM_THREADS=1
-echo "- OPENBLAS_NUM_THREADS=1: fp4-quant -o $(best "$Q" -f mxfp4 -p ocp -o "$T/q.h5" "$X") s," \
-     "summary $(best "$Q" -f mxfp4 -p ocp "$X") s, decompose mxfp4 $(best "$D" -f mxfp4 --json "$X") s," \
-     "nvfp4 $(best "$D" -f nvfp4 --json "$X") s"
-unset OPENBLAS_NUM_THREADS
-if command -v strace >/dev/null; then
+blas=$(LD_DEBUG=files "$Q" --version 2>&1 >/dev/null | grep -o 'file=[^ ]*blas[^ ]*' | grep -v gslcblas | sort -u | tr '\n' ' ')
+echo "- libraries with 'blas' in their name loaded by fp4-quant --version: ${blas:-none} (LD_DEBUG=files)"
+echo "- OPENBLAS_NUM_THREADS=1: fp4-quant summary $(OPENBLAS_NUM_THREADS=1 best "$Q" -f mxfp4 -p ocp "$X") s"
+fi
+if [ $((SECONDS - T0 + 5)) -le "$DEADLINE" ] && command -v strace >/dev/null; then
     rm -f "$T/q.h5"
     strace -f -T -e trace=fsync -o "$T/strace.txt" "$Q" -f mxfp4 -p ocp -o "$T/q.h5" "$X" >/dev/null 2>&1
     echo "- fp4-quant -o: output $(du -h "$T/q.h5" | cut -f1), fsync calls $(grep -c 'fsync(' "$T/strace.txt")," \

@@ -39,33 +39,44 @@ for f in "mxfp4 ocp" "nvfp4 te" "nvfp4 te --2d" "fp8 fp8 --fp8-gran 128x128"; do
     set -- $f
     fmt=$1
     shift 2
-    base="-f $fmt $* -o q.h5 --codes c.npy --scales s.npy --dequant d.npy"
+    base="-f $fmt $* -o q.h5 --codes c.npy --scales s.npy --dequant d.npy --json"
     expect_exit 0 fp4-quant $base T.in.npy
     for v in c s d; do mv $v.npy $v.ref.npy; done
     mv q.h5 q.ref.h5
+    mv out.txt sum.ref.json
     i=0
-    for variant in "--chunk-rows 1" "--chunk-rows 17" "--threads 1" "--threads 2" "--ref"; do
+    # --threads 1 reads on a thread of its own, 2 and more on the workers (run.c)
+    for variant in "--chunk-rows 1" "--chunk-rows 17" "--threads 1" "--threads 2" "--threads 5 --chunk-rows 33" "--ref"; do
         i=$((i + 1))
         expect_exit 0 fp4-quant $base $variant T.in.npy
         for v in c s d; do cmp -s $v.npy $v.ref.npy || fail "$fmt $*: $variant changed $v.npy"; done
+        # the summary too (its statistics), but the thread count it reports; --ref
+        # sums err2 and x2 in another order (their last bits: libfp4scope(3), FP4S_FORCE_REF)
+        [ "$variant" = --ref ] || $PY -c "
+import json, sys
+a, b = json.load(open('out.txt')), json.load(open('sum.ref.json'))
+a.pop('threads'); b.pop('threads')
+sys.exit(a != b)" || fail "$fmt $*: $variant changed the summary"
         mv q.h5 q.$i.h5
     done
     $PY -c "
 import h5py, numpy as np
 r = h5py.File('q.ref.h5', 'r')
-for i in range(1, 6):
+for i in range(1, 7):
     f = h5py.File('q.%d.h5' % i, 'r')
     for k in ('codes', 'scales', 'tensor_scale'):
         assert np.array_equal(f[k][()], r[k][()]), (i, k)
 " || fail "$fmt $*: a variant changed the .h5 file"
-    rm -f *.ref.npy q.*.h5 c.npy s.npy d.npy
+    rm -f *.ref.npy q.*.h5 c.npy s.npy d.npy sum.ref.json
 done
 
 # every container and dtype of the same values gives the same codes
 expect_exit 0 fp4-quant -f nvfp4 --codes ref.npy b32.in.npy
 for spec in b64.in.npy m.in.safetensors:f32 m.in.safetensors:bf16 m.in.h5:/f32 m.in.h5:/f64 m.in.h5:/bf16; do
-    expect_exit 0 fp4-quant -f nvfp4 --codes c.npy "$spec"
-    cmp -s c.npy ref.npy || fail "$spec: codes differ from the float32 .npy"
+    for t in 1 3; do
+        expect_exit 0 fp4-quant -f nvfp4 --codes c.npy --threads $t "$spec"
+        cmp -s c.npy ref.npy || fail "$spec: codes differ from the float32 .npy (--threads $t)"
+    done
 done
 expect_exit 0 fp4-quant -f nvfp4 --codes ref.npy h32.in.npy
 for spec in h16.in.npy m.in.safetensors:f16; do

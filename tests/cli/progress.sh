@@ -13,7 +13,7 @@ np.save('z.in.npy', rng.standard_normal((3072, 2048)).astype('<f4'))  # import r
 with open('t.in.csv', 'w') as f:
     f.write('step,seq,trainer_logprob,rollout_logprob\n')
     for s in range(400):
-        f.write(''.join(f'{s},{t % 7},-1.0,-1.001\n' for t in range(500)))
+        f.write(''.join(f'{s},{t % 7},-1.0,-1.001\n' for t in range(2000)))
 "
 
 # run_pty CMD ; CMD ; ...: each CMD in turn with stderr on a pseudo-terminal,

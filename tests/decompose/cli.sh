@@ -228,6 +228,19 @@ for src in a.npy plain.h5:/x; do
         cmp -s twice.json once.json || fail "fp4-decompose --keep $k $src: output differs from --keep 0"
     done
 done
+# on 4 or more threads the workers read each chunk of a .npy (reader.c), and
+# NVFP4's kept rows with their amax: the same output as one reader thread
+# (NaN and Inf too), a truncated file the same refusal
+for x in a.npy nan.npy; do
+    for f in mxfp4 nvfp4; do
+        for by in row channel; do
+            FP4S_THREADS=1 fp4-decompose -f $f --by $by --json --chunk 1024 $x >one.json
+            FP4S_THREADS=4 fp4-decompose -f $f --by $by --json --chunk 1024 $x >four.json
+            cmp -s one.json four.json || fail "fp4-decompose -f $f --by $by $x: 4 threads differ from 1"
+        done
+    done
+done
+expect 3 "trunc.npy" env FP4S_THREADS=4 fp4-decompose trunc.npy
 expect 2 "--keep" fp4-decompose -f nvfp4 --keep -1 a.npy
 expect 2 "--keep" fp4-decompose -f nvfp4 --keep lots a.npy
 

@@ -783,6 +783,9 @@ static Suite *suite(void)
 
 int main(void)
 {
-    rl_blas_single_thread();
+    if (rl_blas_open()) {
+        fprintf(stderr, "test_rl: %s\n", fp4s_last_error());
+        return 1;
+    }
     return check_run(suite(), CK_NORMAL);
 }

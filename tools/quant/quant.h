@@ -107,6 +107,7 @@ typedef struct job {
     float *xb[2];               /* two chunks, padding columns zero: one read while the other is quantized */
     bank banks[2];              /* -p's outputs of a chunk; banks[0] are r1's own buffers */
     stage rd, wr;               /* the reader and the writer */
+    struct fused *fused;        /* the workers read the chunks (run.c), or NULL */
     float *deq_scratch;         /* dequantized values for overflow_to_inf without --dequant */
     /* the quantizers and their comparison */
     run_t r1, r2;

@@ -208,6 +208,75 @@ static int stage_wait(stage *st)
 }
 
 static int read_fn(stage *st) { return fp4s_source_read(st->j->src, st->r0, st->n, st->buf, st->j->pcols); }
+
+/* ---- the workers read ------------------------------------------------------------------
+ * With 2 or more threads, an FP4 quantizer on the CPU and a .npy or
+ * .safetensors input, there is no reader thread: each piece of a chunk is
+ * read by the worker that quantizes it, through a source of its own (pread at
+ * independent offsets), while it is hot in that core's cache. One thread
+ * copying from the page cache was the pipeline's limit (bench/RESULTS-H200.md,
+ * CPU scaling); the workers together copy faster. The same bytes and
+ * statistics: codes, scales and dequantized values are per element, and the
+ * statistics' sums are exact (fp4s_qstats_merge) in any split. */
+/* elements a worker reads and quantizes at once: 128 KiB of float32, 32 pieces of a default chunk */
+#define FUSE_PIECE_ELEMS (1u << 15)
+
+typedef struct fused {
+    job *j;
+    float *x;
+    size_t r0, n, align;
+    fp4s_source *src[FP4S_MAX_THREADS];
+    fp4s_qstats part[FP4S_MAX_THREADS];
+} fused;
+
+static bool workers_read(const job *j)
+{
+    return !j->r1.cuda && !j->rd.h5 && is_fp4(&j->r1.spec) && fp4s_get_threads() >= 2;
+}
+
+static int fused_piece(void *arg, size_t ub, size_t ue, int w)
+{
+    fused *f = arg;
+    job *j = f->j;
+    run_t *r = &j->r1;
+    size_t a = ub * f->align, b = ue * f->align;
+    if (b > f->n) b = f->n;
+    if (a >= b) return 0;
+    int rc = 0;
+    if (!f->src[w]) rc = fp4s_source_open(j->input, &f->src[w]);
+    if (!rc) rc = fp4s_source_read(f->src[w], f->r0 + a, b - a, f->x + a * j->pcols, j->pcols);
+    if (rc) return rc;
+    fp4s_qout o = {0};
+    o.codes = r->codes + a * j->pcols;
+    o.ld_codes = j->pcols;
+    if (r->scales) {
+        o.scales = r->scales + a * r->scale_cols;
+        o.ld_scales = r->scale_cols;
+    }
+    if (r->deq) {
+        o.dequant = r->deq + a * j->pcols;
+        o.ld_dequant = j->pcols;
+    }
+    return fp4s_quantize(&r->spec, &r->ts, f->x + a * j->pcols, b - a, j->pcols, j->pcols, f->r0 + a, &o, &f->part[w]);
+}
+
+/* Read and quantize (r1) the chunk of n rows at r0 into x on the workers. */
+static int fused_chunk(fused *f, float *x, size_t r0, size_t n)
+{
+    job *j = f->j;
+    int nt = fp4s_get_threads();
+    if (nt > FP4S_MAX_THREADS) nt = FP4S_MAX_THREADS;
+    f->x = x;
+    f->r0 = r0;
+    f->n = n;
+    size_t units = (n + f->align - 1) / f->align;
+    size_t per = FUSE_PIECE_ELEMS / (j->pcols * f->align);
+    memset(f->part, 0, (size_t)nt * sizeof f->part[0]);
+    int rc = fp4s_parallel_dynamic(units, per ? per : 1, nt, fused_piece, f);
+    if (!rc)
+        for (int w = 0; w < nt; w++) fp4s_qstats_merge(&j->r1.st, &f->part[w]);
+    return rc;
+}
 static int write_fn(stage *st) { return outputs_write(st->j, st->r0, st->n, st->b); }
 
 /* Start reading the chunk at r0 into buffer k (nothing past the end). */
@@ -301,6 +370,8 @@ void job_open(job *j)
     if (r1->deq) j->banks[1].deq = xcalloc(chunk * j->pcols, sizeof(float));
 }
 
+static void fused_free(job *j);
+
 /* r1's buffers are bank k's for the next chunk */
 static void use_bank(job *j, int k)
 {
@@ -316,14 +387,28 @@ void job_quantize(job *j)
     j->wr = (stage){.fn = write_fn, .j = j, .h5 = j->qf != NULL};
     /* no writer thread for a run without outputs (the summary alone) */
     const bool writes = j->qf || j->wc || j->ws || j->wd;
-    read_next(j, 0, 0);
+    fused *f = NULL;
+    if (workers_read(j)) {
+        f = xcalloc(1, sizeof *f);
+        f->j = j;
+        f->align = fp4s_spec_row_align(&j->r1.spec);
+        if (f->align == 0) f->align = 1;
+        j->fused = f;
+    } else {
+        read_next(j, 0, 0);
+    }
     for (size_t r0 = 0, k = 0; r0 < j->rows; r0 += j->chunk, k ^= 1) {
         size_t n = j->rows - r0 < j->chunk ? j->rows - r0 : j->chunk;
-        if ((rc = stage_wait(&j->rd))) job_fail(j, rc);
         const float *x = j->xb[k];
-        read_next(j, r0 + n, (int)(k ^ 1));
-        use_bank(j, (int)k);
-        if ((rc = run_chunk(&j->r1, x, n, j->pcols, r0))) job_fail(j, rc);
+        if (f) {
+            use_bank(j, (int)k);
+            if ((rc = fused_chunk(f, j->xb[k], r0, n))) job_fail(j, rc);
+        } else {
+            if ((rc = stage_wait(&j->rd))) job_fail(j, rc);
+            read_next(j, r0 + n, (int)(k ^ 1));
+            use_bank(j, (int)k);
+            if ((rc = run_chunk(&j->r1, x, n, j->pcols, r0))) job_fail(j, rc);
+        }
         count_overflow(&j->r1, j, x, n, r0);
         if (j->diff) {
             if ((rc = run_chunk(&j->r2, x, n, j->pcols, r0))) job_fail(j, rc);
@@ -341,6 +426,16 @@ void job_quantize(job *j)
     use_bank(j, 0);
     cli_progress_end();
     fp4s_source_close(&j->src);
+    fused_free(j);
+}
+
+static void fused_free(job *j)
+{
+    fused *f = j->fused;
+    if (!f) return;
+    for (int w = 0; w < FP4S_MAX_THREADS; w++) fp4s_source_close(&f->src[w]);
+    free(f);
+    j->fused = NULL;
 }
 
 void job_free(job *j)
@@ -350,6 +445,7 @@ void job_free(job *j)
     stage_wait(&j->wr);
     use_bank(j, 0);
     fp4s_source_close(&j->src);
+    fused_free(j);
     for (int k = 0; k < 2; k++) {
         free(j->xb[k]);
         j->xb[k] = NULL;
