@@ -33,6 +33,7 @@ struct dtot {
     xacc a;
     unsigned long long hd[FP4S_HIST_BINS], he[FP4S_HIST_BINS];
 };
+static_assert(sizeof(dtot) % sizeof(unsigned long long) == 0, "dk_tot_init zeroes a slot in 8-byte words");
 
 /* The decomposer's tables, by value. */
 struct dtab {
@@ -306,27 +307,30 @@ __global__ void dk_chan_sum(const chacc *__restrict__ cpart, size_t slices, size
     }
 }
 
-/* Add the slots into slots[0] (one thread block). */
+/* Add the slots into slots[0]: every word of slot 0 is its own sum (any
+ * number of thread blocks, a grid-stride loop); the extremes, which merge in
+ * order, by the first thread. */
 __global__ void dk_tot_sum(dtot *slots, unsigned n)
 {
-    for (int i = threadIdx.x; i < S_N * XS_LIMBS; i += blockDim.x) {
+    const int t0 = blockIdx.x * blockDim.x + threadIdx.x, nt = gridDim.x * blockDim.x;
+    for (int i = t0; i < S_N * XS_LIMBS; i += nt) {
         const int k = i / XS_LIMBS, j = i % XS_LIMBS;
         unsigned long long v = 0;
         for (unsigned s = 1; s < n; s++) v += (unsigned long long)slots[s].a.s[k].l[j];
         slots[0].a.s[k].l[j] = (int64_t)((unsigned long long)slots[0].a.s[k].l[j] + v);
     }
-    for (int k = threadIdx.x; k < S_N; k += blockDim.x) {
+    for (int k = t0; k < S_N; k += nt) {
         uint32_t sp = slots[0].a.s[k].special;
         for (unsigned s = 1; s < n; s++) sp |= slots[s].a.s[k].special;
         slots[0].a.s[k].special = sp;
         slots[0].a.s[k].adds = 0;
     }
-    for (int k = threadIdx.x; k < C_NUM; k += blockDim.x) {
+    for (int k = t0; k < C_NUM; k += nt) {
         uint64_t v = slots[0].a.c[k];
         for (unsigned s = 1; s < n; s++) v += slots[s].a.c[k];
         slots[0].a.c[k] = v;
     }
-    for (int i = threadIdx.x; i < FP4S_HIST_BINS; i += blockDim.x) {
+    for (int i = t0; i < FP4S_HIST_BINS; i += nt) {
         unsigned long long d = slots[0].hd[i], e = slots[0].he[i];
         for (unsigned s = 1; s < n; s++) {
             d += slots[s].hd[i];
@@ -335,17 +339,20 @@ __global__ void dk_tot_sum(dtot *slots, unsigned n)
         slots[0].hd[i] = d;
         slots[0].he[i] = e;
     }
-    if (threadIdx.x == 0)
+    if (t0 == 0)
         for (unsigned s = 1; s < n; s++) fp4s_dextr_merge(&slots[0].a.x, &slots[s].a.x);
 }
 
 /* Initial slot: empty sums, extremes at their identities. */
-__global__ void dk_tot_init(dtot *slots, unsigned n)
+__global__ void dk_tot_init(dtot *slots)
 {
-    const unsigned s = blockIdx.x * blockDim.x + threadIdx.x;
-    if (s >= n) return;
-    memset(&slots[s], 0, sizeof(dtot));
-    fp4s_dextr_init(&slots[s].a.x);
+    /* one thread block a slot, its words zeroed by all its threads (a slot is
+     * some kilobytes: one thread's memset of it took 0.8 ms for 512 slots) */
+    dtot *d = &slots[blockIdx.x];
+    unsigned long long *w = reinterpret_cast<unsigned long long *>(d);
+    for (size_t i = threadIdx.x; i < sizeof(dtot) / sizeof *w; i += blockDim.x) w[i] = 0;
+    __syncthreads();
+    if (threadIdx.x == 0) fp4s_dextr_init(&d->a.x);
 }
 
 template <int BS>
@@ -412,7 +419,7 @@ int fp4s_cu_decomp(const fp4s_cu_dk *k, fp4s_dtype dtype, const void *x, bool x_
     if (e == cudaSuccess && chan) e = cudaMalloc((void **)&co, cols * sizeof(chacc));
     if (e == cudaSuccess && chan) e = cudaMemsetAsync(cp, 0, slices * cols * sizeof(chacc), st);
     if (e == cudaSuccess) {
-        dk_tot_init<<<(grid + 127) / 128, 128, 0, st>>>(slots, grid);
+        dk_tot_init<<<grid, 256, 0, st>>>(slots);
         e = cudaGetLastError();
     }
     for (size_t p0 = 0; p0 < nrows && e == cudaSuccess && rc == 0; p0 += piece) {
@@ -449,7 +456,7 @@ int fp4s_cu_decomp(const fp4s_cu_dk *k, fp4s_dtype dtype, const void *x, bool x_
             e = cudaMemcpyAsync(out->units + p0 * nunit, du, n * nunit * sizeof(part), cudaMemcpyDeviceToHost, st);
     }
     if (e == cudaSuccess && rc == 0) {
-        dk_tot_sum<<<1, 256, 0, st>>>(slots, grid);
+        dk_tot_sum<<<32, 256, 0, st>>>(slots, grid);
         e = cudaGetLastError();
     }
     dtot *ht = nullptr;
