@@ -54,6 +54,7 @@ static herr_t attr_cb(hid_t g, const char *name, const H5A_info_t *ai, void *op)
         c->cap = nc;
     }
     fp4s_capture_scalar *s = &c->v[c->n++];
+    memset(s, 0, sizeof *s); /* reserved[] and the name's tail are zero: callers may compare whole entries */
     s->step = c->step;
     snprintf(s->name, sizeof s->name, "%s", name);
     s->value = v;

@@ -6,6 +6,7 @@
 #include <hdf5.h>
 #include "../capture_test.h"
 #include <inttypes.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -301,8 +302,22 @@ START_TEST(scalars_round_trip_sorted_and_merged)
     ck_assert_int_eq(fp4s_capture_close(&c), 0);
     fp4s_capture_scalar *v;
     size_t n;
+#ifdef M_PERTURB
+    mallopt(M_PERTURB, 0x55); /* fresh allocations full of 0xAA: an entry's unset bytes show */
+#endif
     ck_assert_int_eq(fp4s_capture_scalars(check_path("sc.h5"), &v, &n), 0);
+#ifdef M_PERTURB
+    mallopt(M_PERTURB, 0);
+#endif
     ck_assert_uint_eq(n, 4);
+    /* whole entries compare equal when their fields do: the name's tail and
+     * reserved[] are zero (fp4-rl's capture test compares them with memcmp) */
+    for (size_t i = 0; i < n; i++) {
+        const size_t l = strlen(v[i].name);
+        for (size_t j = l; j < sizeof v[i].name; j++) ck_assert_msg(v[i].name[j] == 0, "entry %zu: name tail", i);
+        for (size_t j = 0; j < sizeof v[i].reserved / sizeof v[i].reserved[0]; j++)
+            ck_assert_msg(v[i].reserved[j] == 0, "entry %zu: reserved[%zu] = %#x", i, j, v[i].reserved[j]);
+    }
     ck_assert(v[0].step == 2 && !strcmp(v[0].name, "reward") && v[0].value == -3.5);
     ck_assert(v[1].step == 10 && !strcmp(v[1].name, "acc") && v[1].value == 0.5);
     ck_assert(v[2].step == 10 && !strcmp(v[2].name, "reward") && v[2].value == 0.75);
