@@ -35,11 +35,18 @@ struct reader {
     fp4s_source *wsrc[MAX_WORKERS]; /* worker w's source, opened on its first piece */
 };
 
-/* The amax a spec takes of rows x [n, cols]: of the rotated rows for a spec
- * with the RHT. */
+/* The tensor amax of rows x [n, cols] that the decomposition's tensor scale
+ * takes, as fp4-quant's quantizer takes it: the largest finite |x|, of the
+ * rotated rows for a spec with the RHT (whatever the spec's tensor_amax: a
+ * NaN or Inf is excluded with its block, the finite blocks keep a finite
+ * scale). The finite max of whole rows folds the same over any chunks,
+ * threads or row ranges. */
 static float rows_amax(const fp4s_spec *s, const float *x, size_t n, size_t cols)
 {
-    return s->rht ? fp4s_spec_amax(s, x, n, cols, cols, NULL) : fp4s_amax(x, n, cols, cols, NULL);
+    if (!s->rht) return fp4s_amax(x, n, cols, cols, NULL);
+    fp4s_spec f = *s;
+    f.tensor_amax = FP4S_TAMAX_FINITE;
+    return fp4s_spec_amax(&f, x, n, cols, cols, NULL);
 }
 
 /* Rows [r0, r0 + n) into dst (stride cols) on the workers, in pieces of about
@@ -220,12 +227,9 @@ static void keep_alloc(struct reader *rd, size_t keep_bytes)
 
 /* The kept rows read on the worker threads (par_read_amax; an HDF5 source is
  * read by one thread, as HDF5 wants, and nothing is done here), so that the
- * first pass takes a fraction of one thread's read. Without the RHT their
- * amax is folded into *amax on the way (*amax_done), and the amax pass goes
- * on from rd->keep_end; with it the amax pass goes over them in memory,
- * chunk by chunk: its amax of a chunk with a NaN or an Inf is not the
- * finite one, and is folded as chunks (known: the result then depends on
- * the chunk size; kept as it was). */
+ * first pass takes a fraction of one thread's read. Their amax is folded
+ * into *amax on the way (*amax_done), and the amax pass goes on from
+ * rd->keep_end. */
 static bool ends_with(const char *s, const char *suf)
 {
     size_t a = strlen(s), b = strlen(suf);
@@ -243,10 +247,10 @@ static int keep_read(struct reader *rd, const fp4s_spec *s, float *amax, bool *a
 {
     *amax_done = false;
     if (!rd->keep || !raw_source(rd)) return 0;
-    int rc = par_read_amax(rd, rd->row0, rd->keep_end - rd->row0, rd->keep, s->rht ? NULL : s, amax);
+    int rc = par_read_amax(rd, rd->row0, rd->keep_end - rd->row0, rd->keep, s, amax);
     if (!rc) {
         rd->kept = true;
-        *amax_done = !s->rht;
+        *amax_done = true;
     }
     return rc;
 }

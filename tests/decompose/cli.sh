@@ -241,6 +241,33 @@ for x in a.npy nan.npy; do
     done
 done
 expect 3 "trunc.npy" env FP4S_THREADS=4 fp4-decompose trunc.npy
+# NVFP4 with the RHT on NaN and Inf: the tensor amax is the largest finite
+# |x| of the rotated rows however the input is chunked, kept or read (it
+# was each chunk's NaN or Inf amax folded, the largest finite value lost
+# with its NaN chunk: the output moved with --chunk); without the RHT and
+# 2-D the same (with an Inf, the chunks' Inf and the NaN chunk's 0 both gave
+# S_enc 1); test_decompose.c compares it with the whole tensor's
+"$PY" - <<'EOF'
+import numpy as np
+x = np.random.default_rng(8).standard_normal((64, 256)).astype(np.float32)
+x[9, 5] = 30.0; x[9, 200] = np.nan; x[61, 3] = np.nan
+np.save("rhtnan.npy", x)
+x[33, 17] = np.inf; x[50, 64] = -np.inf
+np.save("rhtinf.npy", x)
+EOF
+for x in rhtnan.npy rhtinf.npy; do
+for f in "--rht te" "" "--2d"; do
+    FP4S_THREADS=1 fp4-decompose -f nvfp4 $f --json $x >ref.json
+    for th in 1 3 4; do
+        for c in 1024 4096 8192 16384; do
+            for k in 0 2048; do
+                FP4S_THREADS=$th fp4-decompose -f nvfp4 $f --json --chunk $c --keep $k $x >got.json
+                cmp -s ref.json got.json || fail "fp4-decompose -f nvfp4 $f --chunk $c --keep $k $x, $th threads: differs"
+            done
+        done
+    done
+done
+done
 expect 2 "--keep" fp4-decompose -f nvfp4 --keep -1 a.npy
 expect 2 "--keep" fp4-decompose -f nvfp4 --keep lots a.npy
 

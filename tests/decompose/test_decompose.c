@@ -1136,6 +1136,75 @@ START_TEST(source_keep_reads_nvfp4_once)
 }
 END_TEST
 
+/* ---- non-finite input: the tensor amax whatever the chunking ---- */
+/* NaN and Inf in rows of their own chunks, the largest finite value in a
+ * row with a NaN: the decomposition of the file over chunks, --keep and
+ * threads is the one of the whole tensor with the tensor scale of the
+ * largest finite |x| (after the RHT for a spec with it), as fp4-quant takes
+ * it. Before, a spec with the RHT folded each chunk's NaN or Inf amax (the
+ * NaN chunk's finite values dropped, Inf taken), so the results moved with
+ * the chunk size. */
+START_TEST(source_nonfinite_amax_chunk_independent)
+{
+    const size_t rows = 96, cols = 128;
+    char dir[] = "/tmp/fp4s_nfamax_XXXXXX";
+    ck_assert(mkdtemp(dir) != NULL);
+    char path[64];
+    snprintf(path, sizeof path, "%s/x.npy", dir);
+    float *x = gauss(rows * cols, 33);
+    x[5 * cols + 7] = 40.0f; /* the largest finite value, in the NaN's row */
+    x[5 * cols + 70] = NAN;
+    x[40 * cols + 3] = INFINITY;
+    x[77 * cols + 100] = -INFINITY;
+    x[90 * cols + 18] = NAN;
+    ck_assert_int_eq(fp4s_npy_write(path, FP4S_DT_F32, 2, rows, cols, x), 0);
+    fp4s_spec sp[4];
+    sp[0] = mk_spec(FP4S_NVFP4, "te");
+    sp[0].rht = true;
+    sp[0].rht_signs = FP4S_RHT_TE_SIGNS;
+    sp[1] = mk_spec(FP4S_NVFP4, "te");
+    sp[2] = mk_spec(FP4S_NVFP4, "te-2d");
+    sp[3] = mk_spec(FP4S_MXFP4, fp4s_default_profile(FP4S_MXFP4));
+    const size_t chunks[] = {16, 32, 48, 96};
+    const size_t keeps[] = {0, FP4S_DECOMP_KEEP_DEFAULT};
+    const int ths[] = {1, 3, 4};
+    for (size_t k = 0; k < sizeof sp / sizeof sp[0]; k++) {
+        fp4s_spec f = sp[k];
+        f.tensor_amax = FP4S_TAMAX_FINITE;
+        fp4s_tscale ts;
+        ck_assert_int_eq(fp4s_tscale_init(&sp[k], fp4s_spec_amax(&f, x, rows, cols, cols, NULL), &ts), 0);
+        fp4s_decomp_opts o;
+        fp4s_decomp_opts_defaults(&o);
+        fp4s_decomp *ref = NULL;
+        ck_assert_int_eq(fp4s_decomp_open(&sp[k], &ts, &o, rows, cols, &ref), 0);
+        ck_assert_int_eq(fp4s_decomp_add(ref, x, rows, cols, 0), 0);
+        fp4s_decomp_result a = summary(ref);
+        ck_assert_msg(a.nan + a.inf > 0, "spec %zu: no non-finite input counted", k);
+        ck_assert_msg(a.energy_total > 0.0, "spec %zu: nothing decomposed", k);
+        for (size_t ti = 0; ti < sizeof ths / sizeof ths[0]; ti++)
+            for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++)
+                for (size_t q = 0; q < sizeof keeps / sizeof keeps[0]; q++) {
+                    fp4s_set_threads(ths[ti]);
+                    o.chunk_elems = chunks[c] * cols;
+                    o.keep_bytes = keeps[q];
+                    fp4s_decomp *d = NULL;
+                    ck_assert_int_eq(fp4s_decomp_source(&sp[k], &o, path, &d), 0);
+                    fp4s_decomp_result b = summary(d);
+                    char lab[96];
+                    snprintf(lab, sizeof lab, "spec %zu, %d threads, chunks of %zu rows, keep %zu", k, ths[ti],
+                             chunks[c], keeps[q]);
+                    assert_same_result(&a, &b, lab);
+                    fp4s_decomp_close(&d);
+                }
+        fp4s_decomp_close(&ref);
+    }
+    fp4s_set_threads(0);
+    unlink(path);
+    rmdir(dir);
+    free(x);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     Suite *s = suite_create("decompose");
@@ -1162,6 +1231,7 @@ int main(int argc, char **argv)
         CHECK_CASE(device_option_resolves),
         CHECK_CASE(device_partials_merge_like_cpu),
         CHECK_CASE(source_keep_reads_nvfp4_once),
+        CHECK_CASE(source_nonfinite_amax_chunk_independent),
     };
     if (big) {
         TCase *tc = tcase_create("gaussian_anchor_1e7");
