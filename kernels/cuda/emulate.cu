@@ -81,11 +81,19 @@ extern "C" int fp4s_cuda_emulate_quantize_ex(const fp4s_spec *s, const fp4s_tsca
                 } else {
                     const uint16_t *h = static_cast<const uint16_t *>(x) + r * ld + c0;
                     for (int k = 0; k < 8; k++) u[g][k] = (uint32_t)h[2 * k] | ((uint32_t)h[2 * k + 1] << 16);
-                    m = cu_vmaxu2(m, cu_amax_w8(u[g]));
+                    /* as the kernel: a 2-D tile's rows folded, then combined as unsigned */
+                    if (p.tile2d) {
+                        const uint32_t r = cu_amax_fold_w(cu_amax_w8(u[g]));
+                        m = m > r ? m : r;
+                    } else {
+                        m = cu_vmaxu2(m, cu_amax_w8(u[g]));
+                    }
                 }
             }
-            fp4s_cu_amax am = dt == CU_DT_F32 ? cu_amax_from(a)
-                              : dt == CU_DT_BF16 ? cu_amax_from_w<CU_DT_BF16>(m) : cu_amax_from_w<CU_DT_F16>(m);
+            fp4s_cu_amax am;
+            if (dt == CU_DT_F32) am = cu_amax_from(a);
+            else if (p.tile2d) am = dt == CU_DT_BF16 ? cu_amax_from_h<CU_DT_BF16>(m) : cu_amax_from_h<CU_DT_F16>(m);
+            else am = dt == CU_DT_BF16 ? cu_amax_from_w<CU_DT_BF16>(m) : cu_amax_from_w<CU_DT_F16>(m);
             if (p.nonfinite == 2 && am.nan) {
                 fp4s_cu_amax e = {0u, 0, 0};
                 for (size_t g = 0; g < ng; g++) {

@@ -968,19 +968,35 @@ FP4S_HD uint32_t cu_amax_w8(const uint32_t *u)
     return cu_vmaxu2(cu_vmaxu2(m0, m1), cu_vmaxu2(m2, m3));
 }
 
-/* The block summary from such a maximum (both halves, any number of words
- * and lanes folded in with cu_vmaxu2). */
-template <int DT>
-FP4S_HD fp4s_cu_amax cu_amax_from_w(uint32_t m)
+/* Such a maximum with its two halves folded into one unsigned value (the
+ * high half 0): cu_amax_from_w gives the same summary from it, and values
+ * folded so combine by a plain unsigned maximum (one instruction), which
+ * the 2-D tiles' chain of dependent shuffles uses. */
+FP4S_HD uint32_t cu_amax_fold_w(uint32_t m)
 {
     const uint32_t lo = m & 0xFFFFu, hi = m >> 16;
-    const uint32_t h = (lo > hi ? lo : hi) >> 1; /* the largest magnitude's bits */
+    return lo > hi ? lo : hi;
+}
+
+/* The block summary from a folded maximum (cu_amax_fold_w). */
+template <int DT>
+FP4S_HD fp4s_cu_amax cu_amax_from_h(uint32_t m)
+{
+    const uint32_t h = m >> 1; /* the largest magnitude's bits */
     const uint32_t inf = DT == CU_DT_BF16 ? 0x7F80u : 0x7C00u;
     fp4s_cu_amax am;
     am.nan = h > inf;
     am.inf = h == inf;
     am.abits = h < inf ? cu_bits(DT == CU_DT_BF16 ? cu_bf16_f32(h) : cu_f16_f32(h)) : 0u;
     return am;
+}
+
+/* The block summary from such a maximum (both halves, any number of words
+ * and lanes folded in with cu_vmaxu2). */
+template <int DT>
+FP4S_HD fp4s_cu_amax cu_amax_from_w(uint32_t m)
+{
+    return cu_amax_from_h<DT>(cu_amax_fold_w(m));
 }
 
 /* 8 words of type DT widened to 16 float32 values, exactly. */

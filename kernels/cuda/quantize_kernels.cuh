@@ -116,10 +116,14 @@ __device__ __forceinline__ void quant_group(const fp4s_cu_params &p, size_t g, b
         uint32_t m = cu_amax_w8(u);
         if (BS == 32) m = cu_vmaxu2(m, __shfl_xor_sync(FULL, m, 1));
         if (D2) {
+            /* the halves folded once, then 16 lanes by max.u32 */
+            m = cu_amax_fold_w(m);
 #pragma unroll
-            for (int o = 1; o < 16; o <<= 1) m = cu_vmaxu2(m, __shfl_xor_sync(FULL, m, o));
+            for (int o = 1; o < 16; o <<= 1) m = max(m, __shfl_xor_sync(FULL, m, o));
+            am = cu_amax_from_h<DT>(m);
+        } else {
+            am = cu_amax_from_w<DT>(m);
         }
-        am = cu_amax_from_w<DT>(m);
     }
     if (p.nonfinite == 2 && __any_sync(FULL, am.nan)) {
         /* IGNORE: NaN stays out of the amax, Inf enters it */
