@@ -750,6 +750,21 @@ bool cli_capture_site(const char *file, const fp4s_capture_entry *ents, size_t n
     return true;
 }
 
+/* item is one of the comma-separated words of list (a NULL list holds every item). */
+bool cli_list_has(const char *list, const char *item)
+{
+    if (!list) return true;
+    size_t n = strlen(item);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l == n && strncmp(p, item, n) == 0) return true;
+        if (!e) break;
+        p = e + 1;
+    }
+    return false;
+}
+
 bool cli_rollout_selected(const fp4s_capture_entry *e, const char *sites, const long long *steps, size_t n)
 {
     if (strcmp(e->side, "rollout") || e->step < 0 || !strcmp(e->site, "logprobs")) return false;

@@ -122,6 +122,8 @@ bool cli_capture_site(const char *file, const fp4s_capture_entry *ents, size_t n
  * true when e is a rollout side of a training step (not the log-probs), its
  * site matches `sites` (NULL: every site) and its step is one of steps[0..n)
  * (NULL: every step). */
+/* item is one of the comma-separated words of list (a NULL list holds every item). */
+bool cli_list_has(const char *list, const char *item);
 bool cli_rollout_selected(const fp4s_capture_entry *e, const char *sites, const long long *steps, size_t n);
 
 /* "--version" text: "prog (fp4scope) X.Y.Z\nfeatures: ..." (without cuda:

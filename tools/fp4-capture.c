@@ -569,20 +569,6 @@ static int cmd_import(int argc, char **argv)
 }
 
 /* ---- ls ---------------------------------------------------------------------- */
-static bool list_has(const char *list, const char *item)
-{
-    if (!list) return true;
-    size_t n = strlen(item);
-    for (const char *p = list; *p;) {
-        const char *e = strchr(p, ',');
-        size_t l = e ? (size_t)(e - p) : strlen(p);
-        if (l == n && strncmp(p, item, n) == 0) return true;
-        if (!e) break;
-        p = e + 1;
-    }
-    return false;
-}
-
 static bool step_in(const long long *v, size_t n, int64_t s)
 {
     if (!v) return true;
@@ -647,7 +633,7 @@ static int cmd_ls(int argc, char **argv)
     size_t matching = 0;
     for (size_t i = 0; i < n; i++)
         matching += step_in(steps, nsteps, e[i].step) &&
-                    (!sites || fp4s_site_match(sites, e[i].site)) && (!sides || list_has(sides, e[i].side));
+                    (!sites || fp4s_site_match(sites, e[i].site)) && (!sides || cli_list_has(sides, e[i].side));
     if (!matching && (steps || sites || sides))
         cli_die(FP4S_EXIT_INPUT, "%s: no dataset matches the selection (--steps/--sites/--sides); "
                 "the capture has %zu steps (%" PRId64 "..%" PRId64 ")", file, info.nsteps,
@@ -669,7 +655,7 @@ static int cmd_ls(int argc, char **argv)
     for (size_t i = 0; i < n; i++) {
         if (!step_in(steps, nsteps, e[i].step)) continue;
         if (sites && !fp4s_site_match(sites, e[i].site)) continue;
-        if (sides && !list_has(sides, e[i].side)) continue;
+        if (sides && !cli_list_has(sides, e[i].side)) continue;
         bool one = strcmp(e[i].site, "logprobs") == 0; /* 1-D fields */
         double bytes = (double)e[i].rows * (double)e[i].cols * (double)fp4s_dtype_size(e[i].dtype);
         total += bytes;

@@ -98,15 +98,7 @@ static char *file_part(const char *spec)
 static bool side_wanted(const char *sides, const char *side)
 {
     if (!sides) return !strcmp(side, "trainer") || !strcmp(side, "rollout") || !strcmp(side, "weight");
-    size_t n = strlen(side);
-    for (const char *p = sides; *p;) {
-        const char *e = strchr(p, ',');
-        size_t l = e ? (size_t)(e - p) : strlen(p);
-        if (l == n && !strncmp(p, side, n)) return true;
-        if (!e) break;
-        p = e + 1;
-    }
-    return false;
+    return cli_list_has(sides, side);
 }
 
 static bool step_wanted(const long long *steps, size_t ns, int64_t step)
