@@ -6,7 +6,9 @@
  * row (four 16-byte loads of float32, two of BF16/FP16). A 1-D MXFP4 block of
  * 32 is two neighbouring lanes (one shuffle for the block amax), a 1-D NVFP4
  * block of 16 is one thread (no shuffle), a 2-D NVFP4 tile of 16x16 is 16
- * lanes taking its 16 rows (four shuffles). The block amax is a NaN-propagating
+ * lanes taking its 16 rows (four shuffles) where the input is not 16-byte
+ * aligned; aligned 2-D input takes quant2d_kernel (quantize_kernels.cuh),
+ * whose warps read 16 rows x 256 bytes, 4 or 8 lanes a tile. The block amax is a NaN-propagating
  * maximum (one instruction per element; BF16 and FP16, which stay in their
  * 32-bit words, one per two elements on the bit patterns); every lane of a
  * block then derives the same scale (cu_block) and encodes its elements

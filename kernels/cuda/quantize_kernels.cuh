@@ -222,6 +222,206 @@ quant16_kernel(fp4s_cu_params p, const void *__restrict__ x, size_t ngroups, siz
     }
 }
 
+/* ---- 2-D tiles, coalesced ------------------------------------------------------
+ * A warp takes a slab of 16 rows (one band of tiles) by 256 bytes of input:
+ * 4 tiles across in float32, 8 in BF16/FP16. Lane l reads the 16-byte piece
+ * l & 15 of rows (l >> 4) + 2i, i = 0..7, so each load instruction of the
+ * warp reads two whole 256-byte row segments (the row-per-lane layout of
+ * quant16_kernel reads a 16-byte piece of each of 16 rows an instruction, and
+ * its L1 traffic was the limit of the 2-D tiles). A lane's elements lie in one
+ * tile: 8 rows of 4 float32 or of 8 BF16/FP16 elements. The tile's lanes are
+ * those of the same piece column of the tile, lane bits 0-1 (float32) or 0
+ * (16-bit), and of both row halves, bit 4: the tile amax is the lane's own,
+ * then one shuffle per such bit. The encoding is quant_block.cuh's, per lane,
+ * as in the row-per-lane kernel (the same functions on the same values with
+ * the same block factor), so the codes and scales are the same bits.
+ * Stores: BF16/FP16 lanes hold 8 codes of a row (4 bytes packed, 8 bytes one
+ * per byte), 16 lanes of a row 64 or 128 bytes in a row; float32 lanes one per
+ * byte store 4 bytes a row (64 bytes per row and instruction); packed, the 4
+ * lanes of a tile row group swap their 2-byte pieces (a 4 x 4 transpose, two
+ * shuffles) so that each lane stores a tile row's 8 bytes, 32 bytes a row and
+ * instruction: whole 32-byte sectors. Each lane writes the scale bytes of the
+ * tile rows it stores packed (float32) or of a quarter of the tile's rows
+ * (16-bit). Slabs run along the band, neighbouring warps on neighbouring
+ * slabs. Measured (bench/RESULTS-H200.md, run 15): 128-byte slabs (a template
+ * argument, W = 8) reached 70-71% of copy, and 53% for packed float32, whose
+ * warps wrote half sectors; 256 bytes 74-84%. Taken when the rows are 16-byte
+ * aligned and the code stores can be wide (vec_in, vec_out) and the layout is
+ * one per byte or pairs. */
+/* W: 16-byte pieces a warp reads of each row (8: 128 bytes, 16: 256
+ * bytes), R = 32 / W rows an instruction, 16 / R rows a lane. */
+template <int DT, int W>
+struct slab2d {
+    static constexpr int EPP = DT == CU_DT_F32 ? 4 : 8; /* elements per 16-byte piece */
+    static constexpr int PPT = 16 / EPP;                /* pieces per tile row: 4 or 2 */
+    static constexpr int TPS = W / PPT;                 /* tiles across a slab */
+    static constexpr int R = 32 / W;                    /* rows an instruction */
+    static constexpr int NR = 16 / R;                   /* rows a lane */
+};
+
+/* The 4 x 4 transpose of 16-bit pieces among the 4 lanes pq = lane & 3 of a
+ * float32 tile row group: in, w0 = rows 0 | 1 << 16 and w1 = rows 2 | 3 << 16
+ * of column piece pq; out, row pq's pieces 0 | 1 << 16 and 2 | 3 << 16. */
+__device__ __forceinline__ void tile_rows_transpose(unsigned pq, uint32_t w0, uint32_t w1, uint32_t *o)
+{
+    const unsigned b0 = pq & 1u, b1 = pq >> 1;
+    /* lanes pq and pq ^ 2 swap: each keeps rows 2 b1, 2 b1 + 1 of both pieces */
+    const uint32_t k = b1 ? w1 : w0;
+    const uint32_t r1 = __shfl_xor_sync(FULL, b1 ? w0 : w1, 2);
+    /* lanes pq and pq ^ 1 swap the halves of the row the other keeps */
+    const uint32_t give = b0 ? __byte_perm(k, r1, 0x5410u) : __byte_perm(k, r1, 0x7632u);
+    const uint32_t r2 = __shfl_xor_sync(FULL, give, 1);
+    const uint32_t a_own = b0 ? k >> 16 : k & 0xFFFFu;   /* piece pq */
+    const uint32_t a_x2 = b0 ? r1 >> 16 : r1 & 0xFFFFu;  /* piece pq ^ 2 */
+    const uint32_t b_x1 = r2 & 0xFFFFu, b_x3 = r2 >> 16; /* pieces pq ^ 1, pq ^ 3 */
+    const uint32_t x0 = b1 ? a_x2 : a_own, y0 = b1 ? b_x3 : b_x1; /* pieces b0, 1 - b0 */
+    const uint32_t x1 = b1 ? a_own : a_x2, y1 = b1 ? b_x1 : b_x3; /* pieces 2 + b0, 3 - b0 */
+    o[0] = b0 ? (y0 | (x0 << 16)) : (x0 | (y0 << 16));
+    o[1] = b0 ? (y1 | (x1 << 16)) : (x1 | (y1 << 16));
+}
+
+template <int MODE, int DT, int OUT, int W>
+__global__ void __launch_bounds__(THREADS)
+quant2d_kernel(fp4s_cu_params p, const void *__restrict__ x, size_t nslabs, size_t spb, size_t gpr, size_t rows,
+               size_t ld, uint8_t *__restrict__ codes, uint8_t *__restrict__ scales, uint32_t mg)
+{
+    using G = slab2d<DT, W>;
+    constexpr size_t ESZ = DT == CU_DT_F32 ? 4 : 2;
+    constexpr int NR = G::NR;
+    const unsigned lane = threadIdx.x & 31u, rl = lane / W, q = lane % W, t = q / G::PPT, pq = q % G::PPT;
+    const size_t warp = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5;
+    const size_t nwarps = ((size_t)gridDim.x * blockDim.x) >> 5;
+    const size_t cols = gpr * 16;
+    const bool idx32 = nslabs + nwarps <= 0xFFFFFFFFu && spb <= 0xFFFFFFFFu;
+    const char *xb = static_cast<const char *>(x);
+    for (size_t s = warp; s < nslabs; s += nwarps) { /* the same for the whole warp */
+        const size_t band = idx32 ? udiv((uint32_t)s, (uint32_t)spb, mg) : s / spb;
+        const size_t tc = (s - band * spb) * G::TPS + t; /* the lane's tile column */
+        const bool tile_ok = tc < gpr;
+        const size_t r0 = band * 16 + rl, col = tc * 16 + pq * G::EPP; /* lane row i: r0 + R i */
+        uint32_t u[4 * NR]; /* row i: words 4i..4i+3 */
+#pragma unroll
+        for (int i = 0; i < NR; i++) {
+            const size_t r = r0 + G::R * (size_t)i;
+            uint4 v = make_uint4(0u, 0u, 0u, 0u);
+            if (tile_ok && r < rows) v = __ldcs(reinterpret_cast<const uint4 *>(xb + (r * ld + col) * ESZ));
+            u[4 * i] = v.x;
+            u[4 * i + 1] = v.y;
+            u[4 * i + 2] = v.z;
+            u[4 * i + 3] = v.w;
+        }
+        /* the tile's lanes: every pq (lane bits below PPT) and every rl (bits from W up) */
+        fp4s_cu_amax am;
+        if (DT == CU_DT_F32) {
+            float a = 0.0f;
+#pragma unroll
+            for (int k = 0; k < 4 * NR; k++) a = cu_absmax_nan(a, __uint_as_float(u[k]));
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1)
+                if (o < G::PPT || o >= W) a = cu_absmax_nan(a, __shfl_xor_sync(FULL, a, o));
+            am = cu_amax_from(a);
+        } else {
+            uint32_t m = cu_amax_w8(u);
+#pragma unroll
+            for (int k = 8; k < 4 * NR; k += 8) m = cu_vmaxu2(m, cu_amax_w8(u + k));
+            m = cu_amax_fold_w(m);
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1)
+                if (o < G::PPT || o >= W) m = max(m, __shfl_xor_sync(FULL, m, o));
+            am = cu_amax_from_h<DT>(m);
+        }
+        if (p.nonfinite == 2 && __any_sync(FULL, am.nan)) {
+            /* IGNORE: NaN stays out of the amax, Inf enters it */
+            fp4s_cu_amax e = {0u, 0, 0};
+            if (DT == CU_DT_F32) {
+#pragma unroll
+                for (int k = 0; k < 4 * NR; k++) cu_amax_add(&e, __uint_as_float(u[k]));
+            } else {
+#pragma unroll
+                for (int k = 0; k < 4 * NR; k += 8) cu_amax_add_w<DT>(&e, u + k);
+            }
+            unsigned flags = (unsigned)e.nan | ((unsigned)e.inf << 1);
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                if (o >= G::PPT && o < W) continue;
+                e.abits = max(e.abits, __shfl_xor_sync(FULL, e.abits, o));
+                flags |= __shfl_xor_sync(FULL, flags, o);
+            }
+            e.nan = flags & 1u;
+            e.inf = (flags >> 1) & 1u;
+            am = e;
+        }
+        const fp4s_cu_blk b = cu_block(p, am);
+        if (DT == CU_DT_F32) {
+#pragma unroll
+            for (int j = 0; j < NR / 4; j++) { /* lane rows 4j..4j+3 */
+                float f[16];
+#pragma unroll
+                for (int k = 0; k < 16; k++) f[k] = __uint_as_float(u[16 * j + k]);
+                uint32_t w[4];
+                const size_t rt = r0 + G::R * (size_t)(4 * j + pq); /* the row this lane stores packed */
+                if (OUT == 1) {
+                    cu_encode16<MODE, 4>(p, am, b, f, w);
+                    uint32_t o[2];
+                    tile_rows_transpose(pq, w[0], w[1], o);
+                    if (tile_ok && rt < rows)
+                        __stcs(reinterpret_cast<uint2 *>(codes + (rt * cols + tc * 16) / 2), make_uint2(o[0], o[1]));
+                } else {
+                    cu_encode16<MODE, 8>(p, am, b, f, w);
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const size_t r = r0 + G::R * (size_t)(4 * j + i);
+                        if (tile_ok && r < rows) __stcs(reinterpret_cast<uint32_t *>(codes + r * cols + col), w[i]);
+                    }
+                }
+                if (tile_ok && rt < rows) scales[rt * gpr + tc] = b.scale;
+            }
+        } else {
+#pragma unroll
+            for (int h = 0; h < NR / 2; h++) { /* lane rows 2h, 2h + 1 */
+                uint32_t w[4];
+                if (OUT == 1) cu_encode16_w<DT, MODE, 4>(p, am, b, u + 8 * h, w);
+                else cu_encode16_w<DT, MODE, 8>(p, am, b, u + 8 * h, w);
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    const size_t r = r0 + G::R * (size_t)(2 * h + j);
+                    if (!tile_ok || r >= rows) continue;
+                    if (OUT == 1) __stcs(reinterpret_cast<uint32_t *>(codes + (r * cols + col) / 2), w[j]);
+                    else __stcs(reinterpret_cast<uint2 *>(codes + r * cols + col), make_uint2(w[2 * j], w[2 * j + 1]));
+                }
+            }
+            /* the tile's 2 R lanes write NR / 2 rows' scale bytes each */
+#pragma unroll
+            for (int j = 0; j < NR / 2; j++) {
+                const size_t r = r0 + G::R * (size_t)(pq * (NR / 2) + j);
+                if (tile_ok && r < rows) scales[r * gpr + tc] = b.scale;
+            }
+        }
+    }
+}
+
+template <int MODE, int DT, int W>
+void launch_2d_w(int out, cudaStream_t st, const fp4s_cu_params &p, const void *x, size_t gpr, size_t rows,
+                 size_t ld, uint8_t *codes, uint8_t *scales)
+{
+    constexpr size_t TPS = slab2d<DT, W>::TPS;
+    const size_t spb = (gpr + TPS - 1) / TPS; /* slabs per band of 16 rows */
+    const size_t nslabs = (rows + 15) / 16 * spb;
+    const uint32_t mg = spb <= 0xFFFFFFFFu ? (uint32_t)(0xFFFFFFFFu / (uint32_t)spb) : 0u;
+    const unsigned grid = fp4s_cu_grid(nslabs * 32, THREADS);
+    if (out == 0)
+        quant2d_kernel<MODE, DT, 0, W><<<grid, THREADS, 0, st>>>(p, x, nslabs, spb, gpr, rows, ld, codes, scales, mg);
+    else
+        quant2d_kernel<MODE, DT, 1, W><<<grid, THREADS, 0, st>>>(p, x, nslabs, spb, gpr, rows, ld, codes, scales, mg);
+}
+
+template <int MODE, int DT>
+void launch_2d(int out, cudaStream_t st, const fp4s_cu_params &p, const void *x, size_t gpr, size_t rows, size_t ld,
+               uint8_t *codes, uint8_t *scales)
+{
+    launch_2d_w<MODE, DT, 16>(out, st, p, x, gpr, rows, ld, codes, scales); /* 256-byte slabs (see above) */
+}
+
 template <int BS, int MODE, int DT, bool D2>
 void launch_out(int out, unsigned grid, cudaStream_t st, const fp4s_cu_params &p, const void *x,
                 size_t ngroups, size_t gpr, size_t rows, size_t ld, bool contig, bool vec_in, bool vec_out,
@@ -249,7 +449,11 @@ void fp4s_cu_quant_launch(int bs, int mode, int out, bool d2, unsigned grid, cud
 {
 #define FP4S_QL(BS, MODE, D2) \
     launch_out<BS, MODE, DT, D2>(out, grid, st, p, x, ngroups, gpr, rows, ld, contig, vec_in, vec_out, codes, scales)
-    if (d2) {
+    if (d2 && vec_in && vec_out && out != 2) {
+        if (mode == 0) launch_2d<0, DT>(out, st, p, x, gpr, rows, ld, codes, scales);
+        else if (mode == 1) launch_2d<1, DT>(out, st, p, x, gpr, rows, ld, codes, scales);
+        else launch_2d<2, DT>(out, st, p, x, gpr, rows, ld, codes, scales);
+    } else if (d2) {
         if (mode == 0) FP4S_QL(16, 0, true);
         else if (mode == 1) FP4S_QL(16, 1, true);
         else FP4S_QL(16, 2, true);

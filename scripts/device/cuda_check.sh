@@ -124,12 +124,12 @@ else
         step ncu profile.log 120 "$NCU" --clock-control none --section SpeedOfLight \
             --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section WarpStateStats \
             --metrics dram__bytes_read.sum,dram__bytes_write.sum,smsp__inst_executed.sum \
-            --kernel-name regex:'quant16|dequant16' \
+            --kernel-name regex:'quant16|quant2d|dequant16' \
             "$B/bench/bench_cuda" --rows 16384 --reps 1 --warmup 0 --only -floor || ok=0
         step ncu-nv profile_nv.log 120 "$NCU" --clock-control none --section SpeedOfLight \
             --section ComputeWorkloadAnalysis --section WarpStateStats \
             --metrics dram__bytes_read.sum,dram__bytes_write.sum,smsp__inst_executed.sum \
-            --kernel-name regex:'quant16' \
+            --kernel-name regex:'quant16|quant2d' \
             "$B/bench/bench_cuda" --rows 16384 --reps 1 --warmup 0 --only nvfp4-te || ok=0
     fi
     if want torch; then
