@@ -6,10 +6,12 @@
 
 #include <check.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A row of a case table: a test function and its name. */
 typedef struct check_case {
@@ -98,6 +100,18 @@ static inline int check_entries(const char *dir, const char *needle)
         if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n += !needle || strstr(e->d_name, needle);
     closedir(d);
     return n;
+}
+
+/* Drop path's pages [off, off + len) (len 0: to the end) from the page cache,
+ * written back first: a cold cache without root. Whether the kernel did (it
+ * does not on tmpfs) is for the caller to ask. */
+static inline void check_evict(const char *path, off_t off, off_t len)
+{
+    int fd = open(path, O_RDONLY);
+    ck_assert_msg(fd >= 0, "cannot open %s", path);
+    ck_assert_int_eq(fsync(fd), 0);
+    ck_assert_int_eq(posix_fadvise(fd, off, len, POSIX_FADV_DONTNEED), 0);
+    close(fd);
 }
 
 #endif

@@ -41,8 +41,9 @@ static void usage_text(void)
         "      --quiet           no progress line on stderr\n"
         "      --threads N       worker threads (default: all CPUs)\n"
         "      --chunk N         elements per read chunk (default 2097152, 67108864 on the GPU)\n"
-        "      --keep MIB        NVFP4: MiB of the input kept from the amax pass so that it is\n"
-        "                        read once (default 2048; 0: read it twice)\n"
+        "      --keep MIB|auto   NVFP4: MiB of the input kept from the amax pass so that it is\n"
+        "                        read once (0: read it twice; default auto: 0 when the input\n"
+        "                        is in the page cache, else 2048)\n"
         "      --device DEV      cpu (default), cuda or auto (the GPU when one is usable);\n"
         "                        list: what this build and machine can do\n"
         "      --show N          groups listed per input in the table (default 20, 0 = all)\n"
@@ -222,6 +223,16 @@ static void human_result(const fp4s_decomp_result *r, bool blockstats)
                (unsigned long long)r->nonfinite_output);
 }
 
+/* --keep: MiB, or -1 for auto */
+static long long parse_keep(const char *arg)
+{
+    const long long hi = (long long)1 << 30;
+    if (!strcmp(arg, "auto")) return -1;
+    if (!*arg || arg[strspn(arg, "0123456789")])
+        cli_usage("--keep: expected auto or an integer in [0, %lld], got '%s'", hi, arg);
+    return cli_parse_int("--keep", arg, 0, hi);
+}
+
 int main(int argc, char **argv)
 {
     cli_init("fp4-decompose");
@@ -255,7 +266,7 @@ int main(int argc, char **argv)
         case 'o': outpath = optarg; break;
         case OPT_BY: by_s = optarg; break;
         case OPT_SIDES: sides = optarg; break;
-        case OPT_KEEP: keep_mib = cli_parse_int("--keep", optarg, 0, (long long)1 << 30); break;
+        case OPT_KEEP: keep_mib = parse_keep(optarg); break;
         case OPT_SHOW: show = (size_t)cli_parse_int("--show", optarg, 0, (long long)1 << 40); break;
         default:
             if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &qo) &&
@@ -275,7 +286,7 @@ int main(int argc, char **argv)
     if (by_s && fp4s_group_parse(by_s, &opts.by)) cli_usage("--by: %s", fp4s_last_error());
     cli_dz_tie(an.dz_tie, &opts.dz_tie);
     if (common.chunk) opts.chunk_elems = common.chunk;
-    if (keep_mib >= 0) opts.keep_bytes = (size_t)keep_mib << 20;
+    if (keep_mib >= 0) opts.keep_bytes = (size_t)keep_mib << 20; /* else auto, the default */
     opts.device = cli_device(common.device_arg, &spec);
     long long *steps = NULL;
     size_t nsteps = 0;

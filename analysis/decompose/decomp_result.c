@@ -65,7 +65,7 @@ void fp4s_decomp_opts_defaults(fp4s_decomp_opts *o)
     o->chunk_elems = 0; /* automatic: 2^21, 2^26 on the GPU */
     o->max_groups = (size_t)1 << 20;
     o->device = FP4S_DEVICE_CPU;
-    o->keep_bytes = FP4S_DECOMP_KEEP_DEFAULT;
+    o->keep_bytes = FP4S_DECOMP_KEEP_AUTO;
 }
 
 /* ---- the field table ---------------------------------------------------------- */

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "decomp_internal.h"
+#include "io/internal.h"
 
 struct reader {
     fp4s_source *src;
@@ -191,8 +192,9 @@ static int chunk_add(void *ctx, const float *x, size_t n, size_t row0)
 
 /* NVFP4 reads the source twice: the tensor amax first, then the
  * decomposition. The first keep_bytes of the rows read (as float32, whole
- * chunks) are kept from the first pass so that the second finds them in
- * memory; where that memory cannot be had, nothing is kept (the same
+ * chunks; by default only where the input is not in the page cache, see
+ * keep_resolve) are kept from the first pass so that the second finds them
+ * in memory; where that memory cannot be had, nothing is kept (the same
  * results, read twice). */
 /* The kept rows' memory: up to 2 GiB that the workers fill at once. In 4 KiB
  * pages the first touch of each page is a fault, and the faults of one
@@ -225,6 +227,19 @@ static void keep_alloc(struct reader *rd, size_t keep_bytes)
     size_t end = nk == nchunks ? rd->row_end : rd->row0 + nk * rd->chunk;
     rd->keep = keep_buffer((end - rd->row0) * rd->cols * sizeof(float));
     if (rd->keep) rd->keep_end = end;
+}
+
+/* keep_bytes as the caller gave it, FP4S_DECOMP_KEEP_AUTO resolved for this
+ * input: nothing kept where the bytes of rows [row0, row_end) are in the page
+ * cache (fp4s_file_resident: a second read is then a memory copy, and on a
+ * warm cache it was the faster, see keep_buffer), else
+ * FP4S_DECOMP_KEEP_DEFAULT, as where the probe cannot tell. */
+static size_t keep_resolve(const struct reader *rd, size_t keep_bytes)
+{
+    if (keep_bytes != FP4S_DECOMP_KEEP_AUTO) return keep_bytes;
+    uint64_t off, len;
+    fp4s_source_data_range(rd->src, rd->row0, rd->row_end - rd->row0, &off, &len);
+    return fp4s_file_resident(fp4s_source_path(rd->src), off, len, NULL) == 1 ? 0 : FP4S_DECOMP_KEEP_DEFAULT;
 }
 
 /* The kept rows read on the worker threads (par_read_amax; an HDF5 source is
@@ -322,7 +337,7 @@ static int source_rows(const fp4s_spec *s, const fp4s_decomp_opts *o, const char
     } else if (s->format == FP4S_NVFP4 || amax_out) {
         /* a first pass for the tensor amax */
         void *ctx[3] = {&rd, &amax, (void *)s};
-        if (!amax_out) keep_alloc(&rd, o->keep_bytes); /* a second pass follows */
+        if (!amax_out) keep_alloc(&rd, keep_resolve(&rd, o->keep_bytes)); /* a second pass follows */
         bool done = false;
         rc = keep_read(&rd, s, &amax, &done);
         if (!rc) rc = each_chunk(&rd, done ? rd.keep_end : rd.row0, spec_str, chunk_amax, ctx, 0, 2);

@@ -275,6 +275,16 @@ int fp4s_h5_src_read(struct fp4s_source *s, size_t row0, size_t nrows, void *out
     return rc;
 }
 
+uint64_t fp4s_h5_src_data_offset(const struct fp4s_source *s)
+{
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
+    haddr_t a = s->h5_dset >= 0 ? H5Dget_offset((hid_t)s->h5_dset) : HADDR_UNDEF; /* contiguous only */
+    H5Eclear2(H5E_DEFAULT);
+    fp4s_h5_quiet_end(&q);
+    return a == HADDR_UNDEF ? UINT64_MAX : (uint64_t)a;
+}
+
 void fp4s_h5_src_close(struct fp4s_source *s)
 {
     fp4s_h5_quiet q;

@@ -57,6 +57,48 @@ void fp4s_dims_str(int rank, const uint64_t *dims, char *buf, size_t n);
 /* Grow s->scratch to at least n bytes. */
 int fp4s_src_scratch(struct fp4s_source *s, size_t n);
 
+/* The bytes of rows [row0, row0 + nrows) of source s in its file: *off and
+ * *len. A .npy or .safetensors tensor and a contiguous HDF5 dataset give
+ * their own range; where it cannot be known (a chunked or compact HDF5
+ * dataset), the whole file: *off 0, *len UINT64_MAX. */
+void fp4s_source_data_range(const fp4s_source *s, size_t row0, size_t nrows, uint64_t *off, uint64_t *len);
+/* HDF5's half: the file offset of a contiguous dataset's data, or
+ * UINT64_MAX (h5.c). */
+uint64_t fp4s_h5_src_data_offset(const struct fp4s_source *s);
+
+/* ---- the page-cache probe (resident.c) ------------------------------------------- */
+/* The least fraction of a range's pages in the page cache for which
+ * fp4s_file_resident calls it resident. The question it answers for NVFP4's
+ * amax pass (analysis/decompose/reader.c): is reading the rows again cheaper
+ * than keeping a copy? On a 16-core host with a 1 GiB input in the page
+ * cache, keeping cost 0.4 to 0.9 of a plain read more than reading again
+ * (2.2-2.4x the plain read kept, 1.5-1.8x read twice). A page missing from
+ * the cache costs a disk read, some 3 to 10 times a page from memory (more on
+ * network storage). Reading again stays the cheaper while the missing
+ * fraction m has m (disk/cache - 1) under that 0.4-0.9: m under 0.04 to
+ * 0.45. Resident from 0.9 is at the cautious end of that range (a slow
+ * disk); a file just written or just read (all of it) and a cold one (next
+ * to none) are far from it either way. */
+#define FP4S_RESIDENT_MIN 0.9
+/* fp4s_file_resident's answer to a range of path (from byte off, len bytes;
+ * a range past the end is cut to it): 1 when at least FP4S_RESIDENT_MIN of
+ * its pages are in the page cache, 0 when fewer, -1 when the probe cannot
+ * tell (not a regular file, an empty range, mmap or mincore refused). The
+ * pages are not touched: nothing is read from the disk. A range of more than
+ * FP4S_RESIDENT_WINDOWS x FP4S_RESIDENT_WINDOW pages (64 MiB of 4 KiB pages)
+ * is sampled in FP4S_RESIDENT_WINDOWS windows of FP4S_RESIDENT_WINDOW pages
+ * spread evenly over it (1/16 of 1 GiB: a page cache emptied from one end or
+ * in the middle shows in the windows there). *fraction (may be NULL): the
+ * fraction found resident, -1 when unknown. */
+#define FP4S_RESIDENT_WINDOW 64
+#define FP4S_RESIDENT_WINDOWS 256
+int fp4s_file_resident(const char *path, uint64_t off, uint64_t len, double *fraction);
+/* For tests of both answers on a machine where the page cache cannot be
+ * emptied: fp4s_file_resident returns `result` (0, 1 or -1) without probing
+ * until FP4S_RESIDENT_PROBE is passed back. Not thread-safe; tests only. */
+#define FP4S_RESIDENT_PROBE 2
+void fp4s_file_resident_force(int result);
+
 /* Full pread/pwrite-style loops (EINTR, short transfers). read returns the
  * number of bytes read (less than n only at end of file) or -1. */
 ssize_t fp4s_pread_full(int fd, void *buf, size_t n, uint64_t off);

@@ -247,6 +247,17 @@ fp4s_dtype fp4s_source_dtype(const fp4s_source *s) { return s ? s->dt : FP4S_DT_
 const char *fp4s_source_path(const fp4s_source *s) { return s ? s->path : ""; }
 const char *fp4s_source_name(const fp4s_source *s) { return s ? s->name : ""; }
 
+void fp4s_source_data_range(const fp4s_source *s, size_t row0, size_t nrows, uint64_t *off, uint64_t *len)
+{
+    *off = 0;
+    *len = UINT64_MAX;
+    uint64_t base = s->kind == FP4S_SRC_H5 ? fp4s_h5_src_data_offset(s) : s->data_off;
+    if (base == UINT64_MAX) return;
+    uint64_t rowb = (uint64_t)s->cols * fp4s_dtype_size(s->dt); /* validated at open not to overflow */
+    *off = base + (uint64_t)row0 * rowb;
+    *len = (uint64_t)nrows * rowb;
+}
+
 static const char *src_label(const struct fp4s_source *s, char *buf, size_t n)
 {
     if (*s->name) snprintf(buf, n, "%s: %s", s->path, s->name);

@@ -19,12 +19,16 @@
 #   quant -o        fp4-quant -f mxfp4 -p ocp -o q.h5 (a packed HDF5 output, fsync'ed at commit)
 #   quant summary   the same without an output (read and quantize, statistics on)
 #   decomp mxfp4    fp4-decompose -f mxfp4 --json (statistics: what it computes)
-#   decomp nvfp4    fp4-decompose -f nvfp4 --json (reads once: the amax pass keeps the input)
+#   decomp nvfp4    fp4-decompose -f nvfp4 --json (the default --keep auto: the input is in the
+#                   page cache, so nothing is kept and the input is read twice)
 # and prints a markdown table of seconds and times the plain read (targets of
 # issue 14: fp4-quant at >= 80% of the read bandwidth, i.e. <= 1.25x the read
 # time; fp4-decompose <= 1.5x at 8+ threads), and a second table of the CPU
 # seconds (user + sys) of those best runs. Then, at the largest thread count,
-# the diagnostics: NVFP4 read twice (--keep 0), whether a tool has the BLAS
+# the diagnostics: NVFP4 read twice (--keep 0) and read once (--keep 2048, the
+# amax pass keeps the input), then on a cold cache (the input's pages dropped
+# before each run: dd iflag=nocache) the plain read, auto (which keeps there)
+# and --keep 0, whether a tool has the BLAS
 # loaded at start (it should not: libfp4scope opens it at the first GEMM) and
 # fp4-quant with OPENBLAS_NUM_THREADS=1 (no change expected), and fp4-quant
 # -o's fsync. FP4S_DEADLINE (seconds since the start, default 230): a thread
@@ -91,7 +95,7 @@ echo "cpu_scaling: $(nproc) CPUs,$(grep -m1 'model name' /proc/cpuinfo | cut -d:
 echo "cpu_scaling: input $X ($ROWS x 1024 float32, $(du -h "$X" | cut -f1)), $("$Q" --version | sed -n 2p)"
 echo "cpu_scaling: commit $(git rev-parse --short HEAD 2>/dev/null || cat .commit 2>/dev/null || echo unknown), best of 3 wall seconds"
 echo
-echo "| threads | plain read s | fp4-quant mxfp4 -o s | x read | fp4-quant mxfp4, summary only s | x read | fp4-decompose mxfp4 s | x read | fp4-decompose nvfp4 s | x read |"
+echo "| threads | plain read s | fp4-quant mxfp4 -o s | x read | fp4-quant mxfp4, summary only s | x read | fp4-decompose mxfp4 s | x read | fp4-decompose nvfp4 (--keep auto) s | x read |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 last=1 row=0 cpurows="" skipped=""
 for n in $THREADS; do
@@ -115,17 +119,24 @@ done
 echo
 echo "CPU seconds (user + sys) of the best runs above:"
 echo
-echo "| threads | fp4-quant -o | summary only | fp4-decompose mxfp4 | fp4-decompose nvfp4 |"
+echo "| threads | fp4-quant -o | summary only | fp4-decompose mxfp4 | fp4-decompose nvfp4 (auto) |"
 echo "|---|---|---|---|---|"
 printf '%s' "$cpurows"
 export FP4S_THREADS=$last
 echo
-if [ $((SECONDS - T0 + 15)) -gt "$DEADLINE" ]; then
+if [ $((SECONDS - T0 + 20)) -gt "$DEADLINE" ]; then
     echo "Diagnostics left out (FP4S_DEADLINE $DEADLINE s)"
 else
 r=$("$B/bench/bench_read" "$X" 3 | cut -d' ' -f2)
 echo "Diagnostics at $last threads (plain read $r s):"
 echo "- fp4-decompose nvfp4 --keep 0 (read twice): $(best "$D" -f nvfp4 --keep 0 --json "$X") s"
+echo "- fp4-decompose nvfp4 --keep 2048 (read once, the input kept): $(best "$D" -f nvfp4 --keep 2048 --json "$X") s"
+cold() { dd if="$X" iflag=nocache count=0 status=none && "$@"; }
+left=$(cold fincore -nb -o RES "$X" 2>/dev/null | tr -d ' ') # where dropping works (not tmpfs): 0 or nearly
+echo "- cold cache ($(du -h "$X" | cut -f1) input, ${left:-unknown (no fincore)} bytes of it left in the page cache after a drop):" \
+     "plain read (cat) $(best cold cat "$X") s, fp4-decompose nvfp4 (auto: kept)" \
+     "$(best cold "$D" -f nvfp4 --json "$X") s, --keep 0 $(best cold "$D" -f nvfp4 --keep 0 --json "$X") s"
+cat "$X" > /dev/null
 blas=$(LD_DEBUG=files "$Q" --version 2>&1 >/dev/null | grep -o 'file=[^ ]*blas[^ ]*' | grep -v gslcblas | sort -u | tr '\n' ' ')
 echo "- libraries with 'blas' in their name loaded by fp4-quant --version: ${blas:-none} (LD_DEBUG=files)"
 echo "- OPENBLAS_NUM_THREADS=1: fp4-quant summary $(OPENBLAS_NUM_THREADS=1 best "$Q" -f mxfp4 -p ocp "$X") s"

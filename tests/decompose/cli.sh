@@ -218,14 +218,21 @@ for t in fp4-decompose fp4-channels; do
     $t --version >out.txt
     if [ "$cuda_built" -eq 1 ]; then grep -q "^gpu: " out.txt || fail "$t --version: no gpu line"; fi
 done
-# --keep: NVFP4 read once (the default) or twice, the same output bit for bit;
-# over .npy (read on the worker threads) and HDF5 (one reader); a partly kept
-# input is checked in test_decompose.c (source_keep_reads_nvfp4_once)
-for src in a.npy plain.h5:/x; do
+# --keep: NVFP4 read once or twice, or auto (the default: twice where the
+# input is in the page cache, else once), the same output bit for bit; over
+# .npy (read on the worker threads) and HDF5 (one reader), with the file's
+# pages in the page cache and dropped from it (where the kernel drops them);
+# a partly kept input and which way auto decides are checked in
+# test_decompose.c (source_keep_reads_nvfp4_once, source_keep_auto_by_page_cache)
+"$PY" -c "import h5py, numpy as np; h5py.File('keep.h5', 'w')['x'] = np.load('a.npy')"
+drop() { "$PY" -c "import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)" "$1"; }
+for src in a.npy plain.h5:/x keep.h5:/x; do
     fp4-decompose -f nvfp4 --by row --json --chunk 1024 --keep 0 "$src" >twice.json
-    for k in 2048 1; do
-        fp4-decompose -f nvfp4 --by row --json --chunk 1024 --keep $k "$src" >once.json
-        cmp -s twice.json once.json || fail "fp4-decompose --keep $k $src: output differs from --keep 0"
+    for k in 2048 1 auto "auto cold" "2048 cold" default "default cold"; do
+        case $k in *cold) drop "${src%%:*}" ;; esac
+        case $k in default*) keep= ;; *) keep="--keep ${k% cold}" ;; esac
+        fp4-decompose -f nvfp4 --by row --json --chunk 1024 $keep "$src" >once.json
+        cmp -s twice.json once.json || fail "fp4-decompose ${keep:-(no --keep)} $src ($k): output differs from --keep 0"
     done
 done
 # on 4 or more threads the workers read each chunk of a .npy (reader.c), and
@@ -268,8 +275,10 @@ for f in "--rht te" "" "--2d"; do
     done
 done
 done
-expect 2 "--keep" fp4-decompose -f nvfp4 --keep -1 a.npy
-expect 2 "--keep" fp4-decompose -f nvfp4 --keep lots a.npy
+for k in -1 abc lots "" " 1" 1M Auto; do
+    expect 2 "--keep: expected auto or an integer in \[0, 1073741824\], got '$k'" fp4-decompose -f nvfp4 --keep "$k" a.npy
+done
+expect 2 "--keep: expected an integer in \[0, 1073741824\], got '1073741825'" fp4-decompose -f nvfp4 --keep 1073741825 a.npy
 
 fp4-plot --version | grep -q "^features:.* cuda" && fail "fp4-plot --version lists cuda (it has no GPU path)"
 fp4-plot --version | grep -q "^gpu: " && fail "fp4-plot --version has a gpu line"

@@ -15,6 +15,7 @@
 
 #include "decomp_internal.h"
 #include "cuda/decomp_cu.h"
+#include "io/internal.h"
 #include "fp4s_config.h"
 
 #include <math.h>
@@ -1059,18 +1060,19 @@ START_TEST(device_partials_merge_like_cpu)
 END_TEST
 
 /* ---- the streaming driver keeps NVFP4's first pass (keep_bytes) ---- */
-/* At the end of the amax pass (the progress line reaches the tensor's rows)
+/* At the end of the amax pass (the progress line reaches the last row read)
  * the file is overwritten with other values: rows kept in memory are
  * decomposed as first read, rows read again show the new values. */
 static struct {
     const char *path;
     size_t rows, cols;
+    size_t end; /* the first pass ends at this row */
 } rewrite;
 
 static void rewrite_at_pass_end(void *arg, uint64_t done, uint64_t total)
 {
     (void)arg;
-    if (done != rewrite.rows || total != 2 * rewrite.rows) return;
+    if (done != rewrite.end || total != 2 * rewrite.rows) return;
     float *y = gauss(rewrite.rows * rewrite.cols, 99);
     for (size_t i = 0; i < rewrite.rows * rewrite.cols; i++) y[i] *= 3.0f;
     FILE *f = fopen(rewrite.path, "r+b");
@@ -1079,6 +1081,38 @@ static void rewrite_at_pass_end(void *arg, uint64_t done, uint64_t total)
     ck_assert_uint_eq(fwrite(y, sizeof *y, rewrite.rows * rewrite.cols, f), rewrite.rows * rewrite.cols);
     ck_assert_int_eq(fclose(f), 0);
     free(y);
+}
+
+/* Write x to path (rewrite.rows x rewrite.cols), decompose rows [row0,
+ * row0 + nrows) of it with o by row (the reference), drop the bytes
+ * [evict_off, evict_off + evict_len) from the page cache (evict_len -1:
+ * none), decompose again with the file rewritten at the end of the amax
+ * pass: exactly the first `kept` rows of the range were not read again. */
+static void check_kept(const char *path, const float *x, const fp4s_spec *s, const fp4s_decomp_opts *o,
+                       size_t row0, size_t nrows, off_t evict_off, off_t evict_len, size_t kept, const char *what)
+{
+    ck_assert_int_eq(fp4s_npy_write(path, FP4S_DT_F32, 2, rewrite.rows, rewrite.cols, x), 0);
+    fp4s_decomp *ref = NULL, *d = NULL;
+    ck_assert_int_eq(fp4s_decomp_source_rows(s, o, path, row0, nrows, NULL, &ref), 0);
+    rewrite.end = row0 + nrows;
+    if (evict_len >= 0) check_evict(path, evict_off, evict_len);
+    fp4s_set_progress(rewrite_at_pass_end, NULL);
+    int rc = fp4s_decomp_source_rows(s, o, path, row0, nrows, NULL, &d);
+    fp4s_set_progress(NULL, NULL);
+    ck_assert_int_eq(rc, 0);
+    fp4s_decomp_result a, b;
+    for (size_t g = row0; g < row0 + nrows; g++) {
+        ck_assert_int_eq(fp4s_decomp_group(ref, g, &a), 0);
+        ck_assert_int_eq(fp4s_decomp_group(d, g, &b), 0);
+        bool same = memcmp(&a.energy_total, &b.energy_total, sizeof a.energy_total) == 0 &&
+                    memcmp(&a.energy_x, &b.energy_x, sizeof a.energy_x) == 0;
+        ck_assert_msg(same == (g < row0 + kept), "%s, %d threads: row %zu %s", what, fp4s_get_threads(), g,
+                      same ? "not read again" : "read again");
+        if (g < row0 + kept) assert_same_result(&a, &b, "kept row");
+    }
+    fp4s_decomp_close(&ref);
+    fp4s_decomp_close(&d);
+    unlink(path);
 }
 
 START_TEST(source_keep_reads_nvfp4_once)
@@ -1092,7 +1126,6 @@ START_TEST(source_keep_reads_nvfp4_once)
     fp4s_spec s = mk_spec(FP4S_NVFP4, fp4s_default_profile(FP4S_NVFP4));
     fp4s_decomp_opts o;
     fp4s_decomp_opts_defaults(&o);
-    ck_assert_uint_eq(o.keep_bytes, FP4S_DECOMP_KEEP_DEFAULT);
     o.chunk_elems = 16 * cols;
     o.by = FP4S_GROUP_ROW;
     const size_t chunk_bytes = 16 * cols * sizeof(float);
@@ -1103,32 +1136,93 @@ START_TEST(source_keep_reads_nvfp4_once)
     rewrite.cols = cols;
     const int ths[] = {1, 3, 4}; /* 4: the workers read the chunks (reader.c) */
     for (size_t ti = 0; ti < sizeof ths / sizeof ths[0]; ti++) {
-        const int th = ths[ti];
-        fp4s_set_threads(th);
+        fp4s_set_threads(ths[ti]);
         for (size_t k = 0; k < sizeof keeps / sizeof keeps[0]; k++) {
-            /* the reference: the original rows, decomposed with nothing rewritten */
-            ck_assert_int_eq(fp4s_npy_write(path, FP4S_DT_F32, 2, rows, cols, x), 0);
-            fp4s_decomp *ref = NULL, *d = NULL;
+            char what[64];
+            snprintf(what, sizeof what, "keep %zu bytes", keeps[k]);
             o.keep_bytes = keeps[k];
-            ck_assert_int_eq(fp4s_decomp_source(&s, &o, path, &ref), 0);
-            fp4s_set_progress(rewrite_at_pass_end, NULL);
-            int rc = fp4s_decomp_source(&s, &o, path, &d);
-            fp4s_set_progress(NULL, NULL);
-            ck_assert_int_eq(rc, 0);
-            fp4s_decomp_result a, b;
-            for (size_t g = 0; g < rows; g++) {
-                ck_assert_int_eq(fp4s_decomp_group(ref, g, &a), 0);
-                ck_assert_int_eq(fp4s_decomp_group(d, g, &b), 0);
-                bool same = memcmp(&a.energy_total, &b.energy_total, sizeof a.energy_total) == 0 &&
-                            memcmp(&a.energy_x, &b.energy_x, sizeof a.energy_x) == 0;
-                ck_assert_msg(same == (g < kept_rows[k]), "keep %zu bytes, %d threads: row %zu %s", keeps[k], th, g,
-                              same ? "not read again" : "read again");
-                if (g < kept_rows[k]) assert_same_result(&a, &b, "kept row");
-            }
-            fp4s_decomp_close(&ref);
-            fp4s_decomp_close(&d);
-            unlink(path);
+            check_kept(path, x, &s, &o, 0, rows, 0, -1, kept_rows[k], what);
         }
+    }
+    fp4s_set_threads(0);
+    rmdir(dir);
+    free(x);
+}
+END_TEST
+
+/* keep_bytes FP4S_DECOMP_KEEP_AUTO, the default: nothing kept where the rows'
+ * bytes are in the page cache (the probe answers 1), FP4S_DECOMP_KEEP_DEFAULT
+ * kept where they are not (0) or the probe cannot tell (-1), answers forced
+ * through fp4s_file_resident_force; an explicit keep_bytes whatever it
+ * answers. Then the probe itself, on 4 MiB (so that the kernel's readahead
+ * of the header, a few hundred KiB at most, leaves a dropped range
+ * dropped): a file just written is resident (read again); after its pages
+ * are dropped (fsync, POSIX_FADV_DONTNEED) all is kept; with only the first
+ * half's pages dropped, the rows of the second half are resident (the probe
+ * looks at their bytes, not the whole file's, half of which is gone) and the
+ * first half's are not. Where the kernel keeps the pages (tmpfs) the test
+ * says so on stderr and expects them read again: the forced answers have
+ * checked the other branch. */
+START_TEST(source_keep_auto_by_page_cache)
+{
+    char dir[] = "/tmp/fp4s_keepauto_XXXXXX";
+    ck_assert(mkdtemp(dir) != NULL);
+    char path[64];
+    snprintf(path, sizeof path, "%s/x.npy", dir);
+    const size_t cols = 128;
+    fp4s_spec s = mk_spec(FP4S_NVFP4, fp4s_default_profile(FP4S_NVFP4));
+    fp4s_decomp_opts o;
+    fp4s_decomp_opts_defaults(&o);
+    ck_assert_uint_eq(o.keep_bytes, FP4S_DECOMP_KEEP_AUTO);
+    o.chunk_elems = 16 * cols;
+    o.by = FP4S_GROUP_ROW;
+    rewrite.path = path;
+    rewrite.cols = cols;
+    const int ths[] = {1, 4};
+    rewrite.rows = 100;
+    float *x = gauss(rewrite.rows * cols, 23);
+    for (size_t ti = 0; ti < sizeof ths / sizeof ths[0]; ti++) {
+        fp4s_set_threads(ths[ti]);
+        const int answers[] = {1, 0, -1};
+        for (size_t i = 0; i < 3; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "auto, the probe forced to %d", answers[i]);
+            fp4s_file_resident_force(answers[i]);
+            o.keep_bytes = FP4S_DECOMP_KEEP_AUTO;
+            check_kept(path, x, &s, &o, 0, rewrite.rows, 0, -1, answers[i] == 1 ? 0 : rewrite.rows, what);
+            o.keep_bytes = 3 * 16 * cols * sizeof(float);
+            check_kept(path, x, &s, &o, 0, rewrite.rows, 0, -1, 48, "3 chunks, the probe forced");
+        }
+        fp4s_file_resident_force(FP4S_RESIDENT_PROBE);
+    }
+    free(x);
+
+    const size_t rows = 8192, half = rows / 2;
+    rewrite.rows = rows;
+    x = gauss(rows * cols, 24);
+    o.keep_bytes = FP4S_DECOMP_KEEP_AUTO;
+    o.chunk_elems = 256 * cols;
+    /* the end of the first half's bytes, after the .npy header */
+    fp4s_source *src = NULL;
+    ck_assert_int_eq(fp4s_npy_write(path, FP4S_DT_F32, 2, rows, cols, x), 0);
+    ck_assert_int_eq(fp4s_source_open(path, &src), 0);
+    uint64_t off, len;
+    fp4s_source_data_range(src, 0, half, &off, &len);
+    fp4s_source_close(&src);
+    check_evict(path, 0, 0);
+    double f;
+    bool evicts = fp4s_file_resident(path, 0, UINT64_MAX, &f) == 0;
+    if (!evicts)
+        fprintf(stderr, "source_keep_auto_by_page_cache: %s: the kernel kept %.0f%% of the pages after "
+                "POSIX_FADV_DONTNEED: auto checked with the probe forced only\n", path, 100 * f);
+    /* the pages of rows [0, half) dropped but the one they share with row half */
+    const off_t page = (off_t)sysconf(_SC_PAGESIZE), drop = (off_t)(off + len) / page * page;
+    for (size_t ti = 0; ti < sizeof ths / sizeof ths[0]; ti++) {
+        fp4s_set_threads(ths[ti]);
+        check_kept(path, x, &s, &o, 0, rows, 0, -1, 0, "auto, a file just written");
+        check_kept(path, x, &s, &o, 0, rows, 0, 0, evicts ? rows : 0, "auto, all pages dropped");
+        check_kept(path, x, &s, &o, half, rows - half, 0, drop, 0, "auto, the second half resident");
+        check_kept(path, x, &s, &o, 0, half, 0, drop, evicts ? half : 0, "auto, the first half dropped");
     }
     fp4s_set_threads(0);
     rmdir(dir);
@@ -1231,6 +1325,7 @@ int main(int argc, char **argv)
         CHECK_CASE(device_option_resolves),
         CHECK_CASE(device_partials_merge_like_cpu),
         CHECK_CASE(source_keep_reads_nvfp4_once),
+        CHECK_CASE(source_keep_auto_by_page_cache),
         CHECK_CASE(source_nonfinite_amax_chunk_independent),
     };
     if (big) {

@@ -579,6 +579,187 @@ START_TEST(rank3_and_more_read_as_rows_of_the_last_dimension)
 }
 END_TEST
 
+/* The bytes a source's rows occupy in its file (fp4s_source_data_range, what
+ * the page-cache probe looks at): .npy and safetensors after their headers,
+ * a contiguous HDF5 dataset where HDF5 stored it (the bytes read there are
+ * the rows), a chunked one the whole file. */
+static void check_range(const char *spec, const char *file, size_t row0, size_t nrows, const void *want,
+                        size_t rowb)
+{
+    fp4s_source *s;
+    ck_assert_int_eq(fp4s_source_open(spec, &s), 0);
+    uint64_t off, len;
+    fp4s_source_data_range(s, row0, nrows, &off, &len);
+    fp4s_source_close(&s);
+    ck_assert_uint_eq(len, nrows * rowb);
+    unsigned char got[512];
+    ck_assert_uint_le(len, sizeof got);
+    FILE *f = fopen(file, "rb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fseeko(f, (off_t)off, SEEK_SET), 0);
+    ck_assert_uint_eq(fread(got, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    ck_assert_mem_eq(got, (const unsigned char *)want + row0 * rowb, (size_t)len);
+}
+
+START_TEST(source_data_range_of_each_kind)
+{
+    float a[6 * 8];
+    for (int i = 0; i < 6 * 8; i++) a[i] = (float)i + 0.5f;
+    make_npy(check_path("rg.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (6, 8), }", a, sizeof a);
+    check_range(check_path("rg.npy"), check_path("rg.npy"), 0, 6, a, 8 * sizeof *a);
+    check_range(check_path("rg.npy"), check_path("rg.npy"), 2, 3, a, 8 * sizeof *a);
+    hid_t h = H5Fcreate(check_path("rg.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t dims[2] = {6, 8};
+    h5_dset(h, "/c", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, dims, a, NULL);
+    hid_t sp = H5Screate_simple(2, dims, NULL), pl = H5Pcreate(H5P_DATASET_CREATE);
+    hsize_t ch[2] = {2, 8};
+    H5Pset_chunk(pl, 2, ch);
+    hid_t d = H5Dcreate2(h, "/k", H5T_IEEE_F32LE, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
+    ck_assert(d >= 0 && H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, a) >= 0);
+    H5Dclose(d);
+    H5Pclose(pl);
+    H5Sclose(sp);
+    H5Fclose(h);
+    check_range(h5_spec("rg.h5", "/c"), check_path("rg.h5"), 0, 6, a, 8 * sizeof *a);
+    check_range(h5_spec("rg.h5", "/c"), check_path("rg.h5"), 1, 4, a, 8 * sizeof *a);
+    fp4s_source *s;
+    ck_assert_int_eq(fp4s_source_open(h5_spec("rg.h5", "/k"), &s), 0);
+    uint64_t off, len;
+    fp4s_source_data_range(s, 1, 4, &off, &len);
+    fp4s_source_close(&s);
+    ck_assert_uint_eq(off, 0);
+    ck_assert_uint_eq(len, UINT64_MAX);
+}
+END_TEST
+
+/* ---- the page-cache probe (resident.c) --------------------------------------- */
+static bool maps_name(const char *path)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return false;
+    char line[1024];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) found = strstr(line, path) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* A file just written is resident, as is any range of it; after its pages
+ * are dropped (fsync, POSIX_FADV_DONTNEED) it is not; with 5% of its pages
+ * dropped it still is (FP4S_RESIDENT_MIN 0.9), with 20% not, and a range of
+ * the dropped pages is not while the rest is. Where the kernel keeps the
+ * pages (a file system that ignores the advice, such as tmpfs) the test says
+ * so and checks the not-resident answer through fp4s_file_resident_force,
+ * as the decomposition's tests check what the reader does with it. The
+ * probe leaves no mapping behind, and cannot tell (-1) for anything but a
+ * regular file's non-empty range. */
+START_TEST(file_resident_probe)
+{
+    const char *p = check_path("r.bin");
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), np = 200;
+    unsigned char *buf = malloc(np * page);
+    ck_assert_ptr_nonnull(buf);
+    for (size_t i = 0; i < np * page; i++) buf[i] = (unsigned char)(i * 7 + 1);
+    write_bytes(p, buf, np * page, NULL, 0);
+    double f = 0;
+    ck_assert_int_eq(fp4s_file_resident(p, 0, UINT64_MAX, &f), 1);
+    ck_assert(f == 1.0);
+    ck_assert_int_eq(fp4s_file_resident(p, page + 7, 10, &f), 1);
+    ck_assert(!maps_name(p));
+
+    check_evict(p, 0, 0);
+    int rc = fp4s_file_resident(p, 0, UINT64_MAX, &f);
+    if (f >= FP4S_RESIDENT_MIN) {
+        fprintf(stderr, "file_resident_probe: %s: the kernel kept %.0f%% of the pages after POSIX_FADV_DONTNEED; "
+                "the not-resident answer is checked as forced\n", p, 100 * f);
+        ck_assert_int_eq(rc, 1);
+        fp4s_file_resident_force(0);
+        ck_assert_int_eq(fp4s_file_resident(p, 0, UINT64_MAX, &f), 0);
+        ck_assert(f == -1.0);
+        fp4s_file_resident_force(FP4S_RESIDENT_PROBE);
+        ck_assert_int_eq(fp4s_file_resident(p, 0, UINT64_MAX, &f), 1);
+    } else {
+        ck_assert_int_eq(rc, 0);
+        ck_assert(f < 0.1);
+        FILE *in = fopen(p, "rb"); /* read back: resident again */
+        ck_assert_ptr_nonnull(in);
+        ck_assert_uint_eq(fread(buf, 1, np * page, in), np * page);
+        fclose(in);
+        ck_assert_int_eq(fp4s_file_resident(p, 0, UINT64_MAX, &f), 1);
+        check_evict(p, 0, (off_t)(10 * page)); /* 5% dropped */
+        ck_assert_int_eq(fp4s_file_resident(p, 0, UINT64_MAX, &f), 1);
+        ck_assert(f > 0.94 && f < 0.96);
+        check_evict(p, 0, (off_t)(40 * page)); /* 20% */
+        ck_assert_int_eq(fp4s_file_resident(p, 0, UINT64_MAX, &f), 0);
+        ck_assert(f > 0.79 && f < 0.81);
+        ck_assert_int_eq(fp4s_file_resident(p, 5 * page, 30 * page, &f), 0);
+        ck_assert(f == 0.0);
+        ck_assert_int_eq(fp4s_file_resident(p, 40 * page, UINT64_MAX, &f), 1);
+        ck_assert(f == 1.0);
+    }
+    ck_assert(!maps_name(p));
+    free(buf);
+
+    /* the probe cannot tell: -1, *fraction -1 */
+    ck_assert_int_eq(mkfifo(check_path("fifo"), 0600), 0);
+    const char *cannot[] = {check_path("fifo"), check_dir(), check_path("missing"), NULL};
+    for (size_t i = 0; i < sizeof cannot / sizeof cannot[0]; i++) {
+        f = 0;
+        ck_assert_int_eq(fp4s_file_resident(cannot[i], 0, UINT64_MAX, &f), -1);
+        ck_assert(f == -1.0);
+    }
+    ck_assert_int_eq(fp4s_file_resident(p, 0, 0, &f), -1);          /* an empty range */
+    ck_assert_int_eq(fp4s_file_resident(p, np * page, 1, &f), -1);  /* past the end */
+    fp4s_file_resident_force(-1);
+    ck_assert_int_eq(fp4s_file_resident(p, 0, UINT64_MAX, &f), -1);
+    fp4s_file_resident_force(FP4S_RESIDENT_PROBE);
+}
+END_TEST
+
+/* A range of more than FP4S_RESIDENT_WINDOWS windows is sampled in that many
+ * windows spread over it: 128 MiB (of 4 KiB pages) with its first 1/16 and
+ * 1/8 dropped reads as 15/16 (resident) and 7/8 (not), its resident half
+ * alone as resident, all of it dropped as none. Where the kernel keeps the
+ * pages, the test says so after the first check (file_resident_probe checks
+ * the other answer forced). */
+START_TEST(file_resident_samples_long_ranges)
+{
+    const char *p = check_path("long.bin");
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), np = 2 * FP4S_RESIDENT_WINDOW * FP4S_RESIDENT_WINDOWS;
+    const size_t mib = (size_t)1 << 20;
+    unsigned char *buf = malloc(mib);
+    ck_assert_ptr_nonnull(buf);
+    memset(buf, 0x5a, mib);
+    FILE *out = fopen(p, "wb");
+    ck_assert_ptr_nonnull(out);
+    for (size_t b = 0; b < np * page; b += mib) ck_assert_uint_eq(fwrite(buf, 1, mib, out), mib);
+    ck_assert_int_eq(fclose(out), 0);
+    free(buf);
+    double f = 0;
+    ck_assert_int_eq(fp4s_file_resident(p, 0, UINT64_MAX, &f), 1);
+    ck_assert(f == 1.0);
+    check_evict(p, 0, (off_t)(np / 16 * page));
+    int rc = fp4s_file_resident(p, 0, UINT64_MAX, &f);
+    if (f == 1.0) {
+        fprintf(stderr, "file_resident_samples_long_ranges: %s: the kernel kept the pages after "
+                "POSIX_FADV_DONTNEED; only the resident answer is checked\n", p);
+        ck_assert_int_eq(rc, 1);
+        return;
+    }
+    ck_assert_int_eq(rc, 1);
+    ck_assert_msg(f > 0.92 && f < 0.95, "1/16 dropped: %g resident", f);
+    check_evict(p, 0, (off_t)(np / 8 * page));
+    ck_assert_int_eq(fp4s_file_resident(p, 0, UINT64_MAX, &f), 0);
+    ck_assert_msg(f > 0.86 && f < 0.89, "1/8 dropped: %g resident", f);
+    ck_assert_int_eq(fp4s_file_resident(p, np / 2 * page, UINT64_MAX, &f), 1);
+    ck_assert(f == 1.0);
+    check_evict(p, 0, 0);
+    ck_assert_int_eq(fp4s_file_resident(p, 0, UINT64_MAX, &f), 0);
+    ck_assert(f == 0.0);
+}
+END_TEST
+
 START_TEST(h5_rejects_bad_datasets)
 {
     make_h5(check_path("t.h5"));
@@ -1107,6 +1288,9 @@ static Suite *io_suite(void)
 #endif
         CHECK_CASE(h5_reads_float_and_bfloat16),
         CHECK_CASE(h5_rejects_bad_datasets),
+        CHECK_CASE(source_data_range_of_each_kind),
+        CHECK_CASE(file_resident_probe),
+        CHECK_CASE(file_resident_samples_long_ranges),
         CHECK_CASE(rank3_and_more_read_as_rows_of_the_last_dimension),
 #if FP4S_HAVE_JANSSON
         CHECK_CASE(spec_path_with_colon),

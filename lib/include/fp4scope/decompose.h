@@ -101,14 +101,22 @@ typedef struct fp4s_decomp_opts {
     fp4s_device device;     /* where fp4s_decomp_add runs (default FP4S_DEVICE_CPU) */
     size_t keep_bytes;      /* streaming driver, NVFP4: bytes of the input (as float32) kept in
                              * memory from the tensor amax pass, so that the decomposition pass
-                             * does not read them again (default FP4S_DECOMP_KEEP_DEFAULT; 0:
+                             * does not read them again (default FP4S_DECOMP_KEEP_AUTO; 0:
                              * read twice; whole chunks; nothing kept where the memory cannot be
                              * allocated; the results are the same either way) */
     uint32_t reserved[8]; /* zero; room for fields added later */
 } fp4s_decomp_opts;
 FP4S_API size_t fp4s_decomp_opts_size(void);
 
-/* The default keep_bytes: 2 GiB. */
+/* keep_bytes FP4S_DECOMP_KEEP_AUTO (SIZE_MAX, the default) decides per
+ * input: nothing is kept where the bytes of the rows read are already in the
+ * page cache (at least 90% of their pages: reading them again is then a
+ * memory copy, cheaper than keeping them), else FP4S_DECOMP_KEEP_DEFAULT, as
+ * where the probe cannot tell (mincore(2) refused, not a regular file). A
+ * caller that wants every row kept whatever the page cache holds passes
+ * SIZE_MAX - 1. */
+#define FP4S_DECOMP_KEEP_AUTO ((size_t)-1)
+/* What FP4S_DECOMP_KEEP_AUTO keeps where it keeps: 2 GiB. */
 #define FP4S_DECOMP_KEEP_DEFAULT ((size_t)2 << 30)
 
 FP4S_API void fp4s_decomp_opts_defaults(fp4s_decomp_opts *o);
