@@ -232,14 +232,24 @@ static void keep_alloc(struct reader *rd, size_t keep_bytes)
 /* keep_bytes as the caller gave it, FP4S_DECOMP_KEEP_AUTO resolved for this
  * input: nothing kept where the bytes of rows [row0, row_end) are in the page
  * cache (fp4s_file_resident: a second read is then a memory copy, and on a
- * warm cache it was the faster, see keep_buffer), else
- * FP4S_DECOMP_KEEP_DEFAULT, as where the probe cannot tell. */
+ * warm cache it was the faster, see keep_buffer), nor where they are not but
+ * fit in KEEP_FIT_SHARE of the memory available (the amax pass itself then
+ * leaves them in the page cache for the second read: keeping would only add
+ * its copy); else FP4S_DECOMP_KEEP_DEFAULT, as where the probe cannot tell.
+ * The size counted is that of the rows as float32 (at most twice a 16-bit
+ * input's bytes: the cautious side). */
+#define KEEP_FIT_SHARE 0.5
 static size_t keep_resolve(const struct reader *rd, size_t keep_bytes)
 {
     if (keep_bytes != FP4S_DECOMP_KEEP_AUTO) return keep_bytes;
     uint64_t off, len;
     fp4s_source_data_range(rd->src, rd->row0, rd->row_end - rd->row0, &off, &len);
-    return fp4s_file_resident(fp4s_source_path(rd->src), off, len, NULL) == 1 ? 0 : FP4S_DECOMP_KEEP_DEFAULT;
+    const int res = fp4s_file_resident(fp4s_source_path(rd->src), off, len, NULL);
+    if (res == 1) return 0;
+    const double need = (double)(rd->row_end - rd->row0) * (double)rd->cols * sizeof(float);
+    const uint64_t avail = fp4s_mem_available();
+    if (res == 0 && avail > 0 && need <= KEEP_FIT_SHARE * (double)avail) return 0;
+    return FP4S_DECOMP_KEEP_DEFAULT;
 }
 
 /* The kept rows read on the worker threads (par_read_amax; an HDF5 source is

@@ -99,6 +99,15 @@ int fp4s_file_resident(const char *path, uint64_t off, uint64_t len, double *fra
 #define FP4S_RESIDENT_PROBE 2
 void fp4s_file_resident_force(int result);
 
+/* The memory the kernel reports available for new work without swapping
+ * (MemAvailable of /proc/meminfo, in bytes): the page cache it counts can
+ * hold a file read once until it is read again. 0 where it cannot be read.
+ * fp4s_mem_available_force(v): return v instead until FP4S_MEM_PROBE is
+ * passed back (tests only, not thread-safe). */
+uint64_t fp4s_mem_available(void);
+#define FP4S_MEM_PROBE UINT64_MAX
+void fp4s_mem_available_force(uint64_t v);
+
 /* Full pread/pwrite-style loops (EINTR, short transfers). read returns the
  * number of bytes read (less than n only at end of file) or -1. */
 ssize_t fp4s_pread_full(int fd, void *buf, size_t n, uint64_t off);

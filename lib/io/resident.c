@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -48,6 +49,26 @@ static double resident_fraction(int fd, uint64_t first, uint64_t span, uint64_t 
     }
     munmap(map, (size_t)span);
     return seen ? (double)in / (double)seen : -1;
+}
+
+static uint64_t mem_forced = FP4S_MEM_PROBE;
+
+void fp4s_mem_available_force(uint64_t v)
+{
+    mem_forced = v;
+}
+
+uint64_t fp4s_mem_available(void)
+{
+    if (mem_forced != FP4S_MEM_PROBE) return mem_forced;
+    FILE *f = fopen("/proc/meminfo", "re");
+    if (!f) return 0;
+    char line[128];
+    unsigned long long kb = 0;
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) found = sscanf(line, "MemAvailable: %llu kB", &kb) == 1;
+    fclose(f);
+    return found && kb <= UINT64_MAX / 1024 ? (uint64_t)kb * 1024 : 0;
 }
 
 int fp4s_file_resident(const char *path, uint64_t off, uint64_t len, double *fraction)

@@ -1156,13 +1156,15 @@ END_TEST
  * through fp4s_file_resident_force; an explicit keep_bytes whatever it
  * answers. Then the probe itself, on 4 MiB (so that the kernel's readahead
  * of the header, a few hundred KiB at most, leaves a dropped range
- * dropped): a file just written is resident (read again); after its pages
- * are dropped (fsync, POSIX_FADV_DONTNEED) all is kept; with only the first
+ * dropped), with the memory available forced to 4 KiB: a file just written
+ * is resident (read again); after its pages are dropped (fsync,
+ * POSIX_FADV_DONTNEED) all is kept; with only the first
  * half's pages dropped, the rows of the second half are resident (the probe
  * looks at their bytes, not the whole file's, half of which is gone) and the
  * first half's are not. Where the kernel keeps the pages (tmpfs) the test
  * says so on stderr and expects them read again: the forced answers have
- * checked the other branch. */
+ * checked the other branch. With the real MemAvailable a dropped 4 MiB file
+ * is read again: it fits, and the amax pass leaves it in the page cache. */
 START_TEST(source_keep_auto_by_page_cache)
 {
     char dir[] = "/tmp/fp4s_keepauto_XXXXXX";
@@ -1184,16 +1186,25 @@ START_TEST(source_keep_auto_by_page_cache)
     for (size_t ti = 0; ti < sizeof ths / sizeof ths[0]; ti++) {
         fp4s_set_threads(ths[ti]);
         const int answers[] = {1, 0, -1};
-        for (size_t i = 0; i < 3; i++) {
-            char what[64];
-            snprintf(what, sizeof what, "auto, the probe forced to %d", answers[i]);
-            fp4s_file_resident_force(answers[i]);
-            o.keep_bytes = FP4S_DECOMP_KEEP_AUTO;
-            check_kept(path, x, &s, &o, 0, rewrite.rows, 0, -1, answers[i] == 1 ? 0 : rewrite.rows, what);
-            o.keep_bytes = 3 * 16 * cols * sizeof(float);
-            check_kept(path, x, &s, &o, 0, rewrite.rows, 0, -1, 48, "3 chunks, the probe forced");
-        }
+        /* memory available: 4 KiB (the 50 KiB of rows do not fit in half of
+         * it: kept where not resident), then 1 GiB (they fit: the amax pass
+         * leaves them cached, read again unless the probe cannot tell) */
+        const uint64_t mems[] = {4096, (uint64_t)1 << 30};
+        for (size_t m = 0; m < 2; m++)
+            for (size_t i = 0; i < 3; i++) {
+                char what[96];
+                snprintf(what, sizeof what, "auto, the probe forced to %d, %llu bytes available", answers[i],
+                         (unsigned long long)mems[m]);
+                fp4s_file_resident_force(answers[i]);
+                fp4s_mem_available_force(mems[m]);
+                const bool read_again = answers[i] == 1 || (answers[i] == 0 && m == 1);
+                o.keep_bytes = FP4S_DECOMP_KEEP_AUTO;
+                check_kept(path, x, &s, &o, 0, rewrite.rows, 0, -1, read_again ? 0 : rewrite.rows, what);
+                o.keep_bytes = 3 * 16 * cols * sizeof(float);
+                check_kept(path, x, &s, &o, 0, rewrite.rows, 0, -1, 48, "3 chunks, the probe forced");
+            }
         fp4s_file_resident_force(FP4S_RESIDENT_PROBE);
+        fp4s_mem_available_force(FP4S_MEM_PROBE);
     }
     free(x);
 
@@ -1217,6 +1228,13 @@ START_TEST(source_keep_auto_by_page_cache)
                 "POSIX_FADV_DONTNEED: auto checked with the probe forced only\n", path, 100 * f);
     /* the pages of rows [0, half) dropped but the one they share with row half */
     const off_t page = (off_t)sysconf(_SC_PAGESIZE), drop = (off_t)(off + len) / page * page;
+    /* the real probe with 4 KiB available (the rows never fit: kept where
+     * not resident), then with the real MemAvailable (4 MiB fit on any
+     * machine that runs this: read again even where the pages were dropped) */
+    const uint64_t avail = fp4s_mem_available();
+    ck_assert_msg(avail > ((uint64_t)64 << 20), "MemAvailable of /proc/meminfo: %llu bytes",
+                  (unsigned long long)avail);
+    fp4s_mem_available_force(4096);
     for (size_t ti = 0; ti < sizeof ths / sizeof ths[0]; ti++) {
         fp4s_set_threads(ths[ti]);
         check_kept(path, x, &s, &o, 0, rows, 0, -1, 0, "auto, a file just written");
@@ -1224,6 +1242,8 @@ START_TEST(source_keep_auto_by_page_cache)
         check_kept(path, x, &s, &o, half, rows - half, 0, drop, 0, "auto, the second half resident");
         check_kept(path, x, &s, &o, 0, half, 0, drop, evicts ? half : 0, "auto, the first half dropped");
     }
+    fp4s_mem_available_force(FP4S_MEM_PROBE);
+    check_kept(path, x, &s, &o, 0, rows, 0, 0, 0, "auto, all pages dropped, the rows fit in memory");
     fp4s_set_threads(0);
     rmdir(dir);
     free(x);

@@ -111,10 +111,12 @@ FP4S_API size_t fp4s_decomp_opts_size(void);
 /* keep_bytes FP4S_DECOMP_KEEP_AUTO (SIZE_MAX, the default) decides per
  * input: nothing is kept where the bytes of the rows read are already in the
  * page cache (at least 90% of their pages: reading them again is then a
- * memory copy, cheaper than keeping them), else FP4S_DECOMP_KEEP_DEFAULT, as
- * where the probe cannot tell (mincore(2) refused, not a regular file). A
- * caller that wants every row kept whatever the page cache holds passes
- * SIZE_MAX - 1. */
+ * memory copy, cheaper than keeping them), nor where they are not but fit,
+ * as float32, in half of the memory the kernel reports available (the amax
+ * pass then leaves them cached for the second read), else
+ * FP4S_DECOMP_KEEP_DEFAULT, as where the probe cannot tell (mincore(2)
+ * refused, not a regular file). A caller that wants every row kept whatever
+ * the page cache holds passes SIZE_MAX - 1. */
 #define FP4S_DECOMP_KEEP_AUTO ((size_t)-1)
 /* What FP4S_DECOMP_KEEP_AUTO keeps where it keeps: 2 GiB. */
 #define FP4S_DECOMP_KEEP_DEFAULT ((size_t)2 << 30)
