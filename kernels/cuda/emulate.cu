@@ -205,7 +205,7 @@ FP4S_HD uint32_t pk_word(uint32_t i)
     return i | (((i * 40503u) & 0xFFFFu) << 16);
 }
 
-/* The parameters of an MXFP4 spec with tie rule t (0 RNE, 1 RTZ), -0 kept,
+/* The parameters of an MXFP4 spec with tie rule t (0 RNE, 1 RTZ, 2 RHA), -0 kept,
  * zero_in sign: one the packed BF16 path takes (false if not). */
 bool pk_params(int t, fp4s_cu_params *p)
 {
@@ -219,15 +219,17 @@ bool pk_params(int t, fp4s_cu_params *p)
 
 /* Disagreements of cu_pk_pair(word i) with the 4-bit codes of the float32
  * products for the block factor of scale code sc and the tie rule of p
- * (tie: 0 RNE, 1 RTZ): on the host the reference encoder fp4s_e2m1_encode
- * (-0 kept), on the device the float32 fast path cu_nib_fast; NaN and Inf
- * elements (never on this path) skipped. */
+ * (tie: 0 RNE, 1 RTZ, 2 RHA): on the host the reference encoder
+ * fp4s_e2m1_encode (-0 kept), on the device the integer threshold count
+ * (cu_e2m1_thr_mag, equal to the reference on every float32: test_cuda
+ * --exhaustive) and the sign bit, which is the reference's code with -0
+ * kept; NaN and Inf elements (never on this path) skipped. */
 FP4S_HD uint32_t pk_check_word(const fp4s_cu_params &p, int tie, uint32_t i, uint32_t sc)
 {
     const uint32_t w = pk_word(i);
     const float f = cu_e8m0_inv((uint8_t)sc);
     const uint32_t f16 = cu_bits(f) >> 16;
-    const uint32_t r = cu_pk_pair(w, f16 | (f16 << 16), p.kmag2);
+    const uint32_t r = cu_pk_pair(w, f16 | (f16 << 16), p.kmag2, p.lsb2);
     uint32_t bad = (r & 0x0FFF0FFFu) != 0u; /* only the two code nibbles may be set */
     for (int h = 0; h < 2; h++) {
         const uint32_t x = (w >> (16 * h)) & 0xFFFFu;
@@ -235,7 +237,7 @@ FP4S_HD uint32_t pk_check_word(const fp4s_cu_params &p, int tie, uint32_t i, uin
         const float v = cu_mul(cu_bf16_f32(x), f);
 #if defined(__CUDA_ARCH__)
         (void)tie;
-        const uint32_t want = cu_nib_fast(p, v);
+        const uint32_t want = cu_e2m1_thr_mag(p.thr, cu_bits(v) & 0x7FFFFFFFu) | (cu_bits(v) >> 31) << 3;
 #else
         const uint32_t want = fp4s_e2m1_encode(v, (fp4s_tie)tie, true);
 #endif
@@ -246,14 +248,14 @@ FP4S_HD uint32_t pk_check_word(const fp4s_cu_params &p, int tie, uint32_t i, uin
 } // namespace
 
 /* Every BF16 pattern through the packed BF16 element path (cu_pk_pair), for
- * every MXFP4 block scale (codes 0..254) and both of its tie rules (RNE,
- * RTZ), against the reference encoder fp4s_e2m1_encode of the float32 product
+ * every MXFP4 block scale (codes 0..254) and every tie rule (RNE, RTZ,
+ * RHA), against the reference encoder fp4s_e2m1_encode of the float32 product
  * (-0 kept). Returns the disagreements; the first one's pattern, scale code and
  * tie rule in *first (pattern | code << 16 | tie << 24). */
 extern "C" uint64_t fp4s_cuda_emulate_check_bf16(uint32_t *first)
 {
     uint64_t bad = 0;
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < 3; t++) {
         fp4s_cu_params p;
         if (!pk_params(t, &p)) return UINT64_MAX;
         for (uint32_t sc = 0; sc < 255; sc++)
@@ -372,30 +374,76 @@ uint64_t device_count(L launch, uint32_t *first)
     return h;
 }
 
-__global__ void bf16_check_kernel(fp4s_cu_params p0, fp4s_cu_params p1, unsigned long long *bad, unsigned int *first)
+/* The parameters of the three tie rules (RNE, RTZ, RHA), by value to a kernel. */
+struct tie_params {
+    fp4s_cu_params p[3];
+};
+
+bool tie_params_init(tie_params *tp)
 {
-    const uint32_t n = 2u * 255u * 0x10000u;
+    for (int t = 0; t < 3; t++)
+        if (!pk_params(t, &tp->p[t])) return false;
+    return true;
+}
+
+__global__ void bf16_check_kernel(tie_params tp, unsigned long long *bad, unsigned int *first)
+{
+    const uint32_t n = 3u * 255u * 0x10000u;
     for (uint32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x) {
         const uint32_t t = j / (255u * 0x10000u), sc = (j >> 16) % 255u, i = j & 0xFFFFu;
-        const fp4s_cu_params &p = t ? p1 : p0;
-        const uint32_t nb = pk_check_word(p, (int)t, i, sc);
+        const uint32_t nb = pk_check_word(tp.p[t], (int)t, i, sc);
         if (nb && atomicAdd(bad, (unsigned long long)nb) == 0) *first = i | sc << 16 | t << 24;
+    }
+}
+
+/* The float32 fast path (cu_nib_fast, as the kernels run it) on the device
+ * against the integer threshold count: every magnitude up to 8, +Inf and
+ * FLT_MAX, both signs, each tie rule. */
+__global__ void e2m1_check_kernel(tie_params tp, unsigned long long *bad, unsigned int *first)
+{
+    const uint32_t top = 0x41000000u, nu = top + 3u;
+    const uint64_t n = 3ull * nu;
+    for (uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; j < n; j += (uint64_t)gridDim.x * blockDim.x) {
+        const uint32_t t = (uint32_t)(j / nu), a = (uint32_t)(j % nu);
+        const uint32_t u = a <= top ? a : (a == top + 1u ? 0x7F800000u : 0x7F7FFFFFu);
+        const fp4s_cu_params &p = tp.p[t];
+        const uint32_t ref = cu_e2m1_thr_mag(p.thr, u);
+        const float v = cu_float(u);
+        if ((cu_nib_fast(p, v) & 15u) != ref || (cu_nib_fast(p, -v) & 15u) != (ref | 8u)) {
+            if (atomicAdd(bad, 1ull) == 0) *first = u;
+        }
     }
 }
 } // namespace
 
 /* On the GPU: cu_pk_pair (the packed BF16 arithmetic of the device) on every
- * BF16 pattern, every MXFP4 scale code and both tie rules, against the
- * float32 fast path's codes (cu_nib_fast, equal to the reference encoder on
- * every float32: test_cuda --exhaustive). Disagreements (first as in
- * fp4s_cuda_emulate_check_bf16), UINT64_MAX when the check could not run. */
+ * BF16 pattern, every MXFP4 scale code and every tie rule, against the
+ * integer threshold count of the float32 product (equal to the reference
+ * encoder on every float32: test_cuda --exhaustive). Disagreements (first as
+ * in fp4s_cuda_emulate_check_bf16), UINT64_MAX when the check could not run. */
 extern "C" uint64_t fp4s_cuda_device_check_bf16(uint32_t *first)
 {
-    fp4s_cu_params p[2];
-    if (!pk_params(0, &p[0]) || !pk_params(1, &p[1])) return UINT64_MAX;
+    tie_params tp;
+    if (!tie_params_init(&tp)) return UINT64_MAX;
     return device_count(
         [&](unsigned long long *d, unsigned int *df) {
-            bf16_check_kernel<<<fp4s_cu_grid((size_t)2 * 255 * 0x10000, 256), 256>>>(p[0], p[1], d, df);
+            bf16_check_kernel<<<fp4s_cu_grid((size_t)3 * 255 * 0x10000, 256), 256>>>(tp, d, df);
+        },
+        first);
+}
+
+/* On the GPU: the float32 fast element path (cu_nib_fast) on every float32
+ * magnitude up to 8, +Inf and FLT_MAX, with either sign and each tie rule,
+ * against the integer threshold count (the reference encoder's codes: test_cuda
+ * --exhaustive). Disagreements (the first one's bits in *first), UINT64_MAX
+ * when the check could not run. */
+extern "C" uint64_t fp4s_cuda_device_check_e2m1(uint32_t *first)
+{
+    tie_params tp;
+    if (!tie_params_init(&tp)) return UINT64_MAX;
+    return device_count(
+        [&](unsigned long long *d, unsigned int *df) {
+            e2m1_check_kernel<<<fp4s_cu_grid((size_t)3 * (0x41000000u + 3u), 256), 256>>>(tp, d, df);
         },
         first);
 }

@@ -44,13 +44,18 @@ uint64_t fp4s_cuda_emulate_check_div(uint64_t seed, uint64_t n, float *first_x, 
 void fp4s_cuda_emulate_paths(uint64_t *packed, uint64_t *groups, bool reset);
 
 /* Every BF16 pattern through the packed BF16 element path, every MXFP4 scale
- * code, RNE and RTZ, against fp4s_e2m1_encode: disagreements (first one's
+ * code, RNE, RTZ and RHA, against fp4s_e2m1_encode: disagreements (first one's
  * pattern | scale code << 16 | tie << 24 in *first). */
 uint64_t fp4s_cuda_emulate_check_bf16(uint32_t *first);
 
-/* The same on the GPU against the float32 fast path's codes (UINT64_MAX if it
+/* The same on the GPU against the integer threshold count (UINT64_MAX if it
  * could not run). */
 uint64_t fp4s_cuda_device_check_bf16(uint32_t *first);
+
+/* On the GPU: the float32 fast element path on every float32 magnitude up to
+ * 8 (+Inf, FLT_MAX), both signs, RNE, RTZ and RHA, against the integer
+ * threshold count (disagreements; UINT64_MAX if it could not run). */
+uint64_t fp4s_cuda_device_check_e2m1(uint32_t *first);
 
 /* On the GPU: the device's E4M3 conversion against the software encoder on
  * every float32 (disagreements; UINT64_MAX if it could not run). */

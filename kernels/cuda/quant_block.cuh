@@ -55,11 +55,12 @@ struct fp4s_cu_params {
     /* the fast element path (cu_nib_fast) */
     int fast_ok;       /* the spec may take it (not ggml's search, not zero_in NEG without -0) */
     int clear_negz;    /* !keep_neg_zero: code 8 becomes 0 (done on whole words of codes) */
-    float kmag;        /* the magic add's multiplier: 1 (RNE) or 1 - 2^-24 (RTZ); RHA uses thr */
+    float kmag;        /* the magic add's multiplier: 1 (RNE, RHA) or 1 - 2^-24 (RTZ) */
     int fsel;          /* 3 * (0 RNE, 1 RTZ, 2 RHA) + zero_in: the fast path's variant */
     /* the packed BF16 element path (cu_encode16_pk) */
-    int pk16;          /* MXFP4, fast_ok, RNE or RTZ, zero_in SIGN: BF16 blocks may take it */
-    uint32_t kmag2;    /* its multiplier k in both BF16 halves: 1 (RNE) or 1 - 2^-8 (RTZ) */
+    int pk16;          /* fast_ok and zero_in SIGN: BF16 blocks may take it */
+    uint32_t kmag2;    /* its multiplier k in both BF16 halves: 1 (RNE, RHA) or 1 - 2^-8 (RTZ) */
+    uint32_t lsb2;     /* RHA: 0x00010001, the lowest significand bit of both BF16 halves; else 0 */
 };
 
 /* ---- fp32 operations, exactly rounded on both sides ------------------------ */
@@ -697,23 +698,32 @@ FP4S_HD float cu_f16_f32(uint32_t h)
  * scaled by 2^-126 are the float32 patterns k * 2^22, k = 0..7 (0.5 lands on
  * the subnormal 2^-127). A shift moves the code to bits 28..30 and one
  * bit-select takes bit 31 from the sign source: the top nibble (bits 28..31),
- * which a funnel shift appends to the word of codes. Ties away from zero (RHA) have no such product and use the
- * threshold count. test_cuda --exhaustive checks every float32 up to 8
- * against the reference encoder for each tie rule.
+ * which a funnel shift appends to the word of codes. Ties away from zero
+ * (RHA) set the lowest significand bit of |v| first and then round to
+ * nearest even: every midpoint of the grid (0.25 0.75 1.25 1.75 2.5 3.5 5)
+ * has at most three significant bits, so its lowest bit is 0 and setting it
+ * moves a tie one ulp up, past the midpoint (rounded away); a value below a
+ * midpoint stays below it (c | 1 is c or c + ulp, and c + ulp = m would
+ * give m a lowest bit of 1, or, for m = 0.25 at a binade's start, c = 0.25 -
+ * ulp already has it set), a value above stays above, and no other value
+ * moves past a grid point or a midpoint. test_cuda --exhaustive checks every
+ * float32 up to 8 against the reference encoder for each tie rule (and on
+ * the device against the threshold count).
  * The sign of the code is the sign of v; zero_in POS reads it from v + 0
  * (which is +0 for both zeros), NEG from -((-v) + 0) (-0 for both zeros).
- * TM: 0 RNE, 1 RTZ (magic add), 2 thresholds; ZIN: the zero_in policy.
+ * TM: 0 RNE, 1 RTZ, 2 RHA; ZIN: the zero_in policy.
  * Returns code | sign << 3 in bits 28..31 (the bits below are not cleared:
  * every user takes the top nibble only); a -0 code
  * (8) that keep_neg_zero drops is cleared later on whole words (cu_clear_negz). */
-/* The magnitude part (TM 0 or 1): the bits of R * 2^-126, code << 22. */
+/* The magnitude part: the bits of R * 2^-126, code << 22 (TM 2: |v| with its
+ * lowest bit set, then TM 0). */
 template <int TM>
 FP4S_HD uint32_t cu_mag22(const fp4s_cu_params &p, float v)
 {
-    const float c = fminf(fabsf(v), 6.0f);
+    const float c = fminf(TM == 2 ? cu_float((cu_bits(v) & 0x7FFFFFFFu) | 1u) : fabsf(v), 6.0f);
     const float P = cu_float(cu_bits(fmaxf(c, 1.0f)) & 0xFF800000u);
     float R;
-    if (TM == 0) {
+    if (TM != 1) {
         const float t = cu_fma(P, 4194304.0f, c);
         R = cu_fma(-P, 4194304.0f, t);
     } else {
@@ -730,7 +740,6 @@ FP4S_HD uint32_t cu_nib_top(const fp4s_cu_params &p, float v)
     if (ZIN == 0) sv = cu_bits(v);
     else if (ZIN == 1) sv = cu_bits(cu_add(v, 0.0f));
     else sv = ~cu_bits(cu_add(-v, 0.0f));
-    if (TM == 2) return (cu_e2m1_thr_mag(p.thr, cu_bits(fminf(fabsf(v), 6.0f))) << 28) | (sv & ~0x70000000u);
     const uint32_t u = cu_mag22<TM>(p, v);
     return ((u << 6) & 0x70000000u) | (sv & ~0x70000000u); /* one LOP3: code, and sign in bit 31 */
 }
@@ -1049,7 +1058,11 @@ FP4S_HD void cu_amax_add_w(fp4s_cu_amax *a, const uint32_t *u)
  *     zero), and a c above m stays above it: c >= m + 2^(e-7) (the next BF16
  *     value, m in [2^e, 2^(e+1))), so c k - m >= 2^(e-7) (1 - 2^-8) - m 2^-8
  *     > 0, as every midpoint (0.25 0.75 1.25 1.75 2.5 3.5 5) is at most
- *     1.75 2^e; every other c keeps its rounding;
+ *     1.75 2^e; every other c keeps its rounding. Ties away from zero (RHA):
+ *     k = 1 with the lowest significand bit of |x| set first (x's last BF16
+ *     bit: p.lsb2); f is a power of two, so y has that bit set too wherever
+ *     y is exact (below 2^-126 the code is 0 anyway), and as on the float32
+ *     path (cu_mag22) a tie moves one ulp up and nothing else changes side;
  *   R = t - M: exact (t and M in the same binade);
  *   R 2^-126: exact, R has at most two significant bits, and its BF16 bits are
  *     code << 6. 0.5 gives the subnormal 2^-127 (BF16 pattern 0x0040): this
@@ -1064,7 +1077,7 @@ FP4S_HD void cu_amax_add_w(fp4s_cu_amax *a, const uint32_t *u)
  * float32 rounding lie in [64, 64.25), below the first midpoint 64.25) and
  * one round-to-nearest-even to BF16, so the host computes the device's bits.
  * test_cuda --emulate runs every BF16 pattern through cu_pk_pair for every
- * block scale and both tie rules against the reference encoder. */
+ * block scale and every tie rule against the reference encoder. */
 
 /* float32 (not NaN) to BF16 bits, round to nearest even */
 FP4S_HD uint32_t cu_bf16_rn(float v)
@@ -1142,10 +1155,11 @@ FP4S_HD uint32_t cu_shr4_add(uint32_t a, uint32_t c)
 
 /* Two BF16 elements (word w) to their codes, code | sign << 3, in the top
  * nibble of each half (bits 12..15 and 28..31; every other bit 0). f2: the
- * block factor in both halves, k2: p.kmag2. See above for the argument. */
-FP4S_HD uint32_t cu_pk_pair(uint32_t w, uint32_t f2, uint32_t k2)
+ * block factor in both halves, k2: p.kmag2, l2: p.lsb2. See above for the
+ * argument. */
+FP4S_HD uint32_t cu_pk_pair(uint32_t w, uint32_t f2, uint32_t k2, uint32_t l2)
 {
-    const uint32_t c = cu_b2_min(cu_b2_mul(w & 0x7FFF7FFFu, f2), 0x40C040C0u);            /* min(|x| f, 6) */
+    const uint32_t c = cu_b2_min(cu_b2_mul((w & 0x7FFF7FFFu) | l2, f2), 0x40C040C0u);     /* min(|x| f, 6) */
     const uint32_t m = cu_b2_mul(cu_b2_max(c, 0x3F803F80u), 0x42804280u) & 0xFF80FF80u;   /* 64 P */
     const uint32_t r = cu_b2_fma(m, 0xBF80BF80u, cu_b2_fma(c, k2, m));                    /* t - M */
     return (cu_b2_mul(r, 0x00800080u) << 6) | (w & 0x80008000u);                          /* R 2^-126 */
@@ -1189,11 +1203,11 @@ FP4S_HD void cu_encode16_pk(const fp4s_cu_params &p, const fp4s_cu_blk &b, const
     const uint32_t f16 = cu_bits(b.f) >> 16, f2 = f16 | (f16 << 16); /* 2^-k: the low bits are 0 */
     uint32_t v[8];
 #pragma unroll
-    for (int j = 0; j < 8; j++) v[j] = cu_pk_pair(u[j], f2, p.kmag2);
+    for (int j = 0; j < 8; j++) v[j] = cu_pk_pair(u[j], f2, p.kmag2, p.lsb2);
     cu_pack_pairs<NB>(p, v, w);
 }
 
-/* NVFP4 on BF16 (the same specs: RNE or RTZ, zero_in sign): the float32
+/* NVFP4 on BF16 (the same specs: any tie rule, zero_in sign): the float32
  * element arithmetic the engines define (x * f or x / f, then cu_mag22), and
  * the two codes of a word joined as in cu_pk_pair: the upper halves of the
  * two code << 22 patterns side by side (one byte select) are the code << 6
@@ -1231,7 +1245,8 @@ FP4S_HD void cu_encode16_w(const fp4s_cu_params &p, const fp4s_cu_amax &am, cons
         if (cu_block_pk(p, am, b, MODE, y)) {
             if (p.format == 1) cu_encode16_pk<NB>(p, b, u, w);
             else if (p.tie == 0) cu_encode16_nvw<MODE, NB, 0>(p, b, y, u, w);
-            else cu_encode16_nvw<MODE, NB, 1>(p, b, y, u, w);
+            else if (p.tie == 1) cu_encode16_nvw<MODE, NB, 1>(p, b, y, u, w);
+            else cu_encode16_nvw<MODE, NB, 2>(p, b, y, u, w);
             return;
         }
     }

@@ -554,12 +554,12 @@ static long check_one(const tspec *t, int kind, const float *x, fp4s_dtype dt, c
     n_checks++;
     if (emulate) {
         /* the path the emulation took, the kernels' own choice (cu_block_pk):
-         * BF16 with RNE or RTZ and zero_in SIGN (not ggml's NVFP4 level
+         * BF16 with zero_in SIGN, any tie rule (not ggml's NVFP4 level
          * search) kept in words on every block of a gaussian tensor (no
          * NaN/Inf), never otherwise */
         uint64_t npk = 0, ng = 0;
         fp4s_cuda_emulate_paths(&npk, &ng, false);
-        const bool pk = dt == FP4S_DT_BF16 && s->tie != FP4S_TIE_AWAY && s->zero_in == FP4S_ZIN_SIGN &&
+        const bool pk = dt == FP4S_DT_BF16 && s->zero_in == FP4S_ZIN_SIGN &&
                         !(s->format == FP4S_NVFP4 &&
                           fp4s_get_nv_recipe_traits(s->nv_recipe)->elem == FP4S_NV_ELEM_SEARCH);
         n_checks++;
@@ -762,12 +762,24 @@ int main(int argc, char **argv)
         uint32_t fb = 0;
         uint64_t nb = emulate ? fp4s_cuda_emulate_check_bf16(&fb) : fp4s_cuda_device_check_bf16(&fb);
         n_checks++;
-        printf("test_cuda: packed BF16 element path vs the reference, every BF16 pattern x 255 scales x RNE/RTZ (%s): "
+        printf("test_cuda: packed BF16 element path vs the reference, every BF16 pattern x 255 scales x RNE/RTZ/RHA (%s): "
                "%" PRIu64 " disagreements\n", emulate ? "host" : "device", nb);
         if (nb) {
             fprintf(stderr, "MISMATCH packed BF16 path: %" PRIu64 " (first: pattern 0x%04x, scale code %u, tie %u)\n",
                     nb, fb & 0xFFFFu, (fb >> 16) & 0xFFu, fb >> 24);
             bad += nb == UINT64_MAX ? 1 : (long)nb;
+        }
+    }
+    if (!emulate) {
+        /* the float32 fast element path as the device runs it, every magnitude up to 8 */
+        uint32_t fe = 0;
+        uint64_t ne = fp4s_cuda_device_check_e2m1(&fe);
+        n_checks++;
+        printf("test_cuda: float32 fast element path vs the threshold count, every float32 up to 8 x sign x "
+               "RNE/RTZ/RHA (device): %" PRIu64 " disagreements\n", ne);
+        if (ne) {
+            fprintf(stderr, "MISMATCH float32 fast element path: %" PRIu64 " (first bits 0x%08x)\n", ne, fe);
+            bad += ne == UINT64_MAX ? 1 : (long)ne;
         }
     }
     if (!emulate) {
