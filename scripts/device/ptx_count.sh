@@ -25,8 +25,9 @@ cat > "$T/probe.cu" <<'CU'
 #include "cuda/quant_block.cuh"
 /* V: 0 float32 (the fast path, RNE, zero_in sign, MODE 0); 1 BF16 widened
  * to float32 first (the path before words); 2 BF16 MXFP4 packed
- * (cu_encode16_pk); 3 BF16 words, NVFP4 x * f (cu_encode16_nvw); 4, 5: as 1
- * and 3 with the dividing element mode (MODE 1). */
+ * (cu_encode16_pk; RHA takes it too, with one more bit set in a LOP3);
+ * 3 BF16 words, NVFP4 x * f (cu_encode16_nvw); 4, 5: as 1 and 3 with the
+ * dividing element mode (MODE 1); 6: as 0 with ties away (RHA). */
 template <int V>
 __global__ void probe(fp4s_cu_params p, fp4s_cu_blk b, const uint4 *__restrict__ x, uint2 *__restrict__ out,
                       uint32_t *__restrict__ amo)
@@ -35,7 +36,7 @@ __global__ void probe(fp4s_cu_params p, fp4s_cu_blk b, const uint4 *__restrict__
     const size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     uint32_t w[2];
     fp4s_cu_amax am = {0u, 0, 0};
-    if (V == 0) {
+    if (V == 0 || V == 6) {
         float f[16];
         for (int k = 0; k < 4; k++) {
             const uint4 v = x[4 * t + k];
@@ -45,7 +46,7 @@ __global__ void probe(fp4s_cu_params p, fp4s_cu_blk b, const uint4 *__restrict__
         float a = 0.0f;
         for (int k = 0; k < 16; k++) a = cu_absmax_nan(a, f[k]);
         amo[t] = cu_bits(a);
-        cu_encode16_fast<MODE, 4, 0, 0>(p, b, 0.0f, f, w);
+        cu_encode16_fast<MODE, 4, V == 6 ? 2 : 0, 0>(p, b, 0.0f, f, w);
     } else {
         uint32_t u[8];
         for (int k = 0; k < 2; k++) {
@@ -77,6 +78,7 @@ template __global__ void probe<2>(fp4s_cu_params, fp4s_cu_blk, const uint4 *, ui
 template __global__ void probe<3>(fp4s_cu_params, fp4s_cu_blk, const uint4 *, uint2 *, uint32_t *);
 template __global__ void probe<4>(fp4s_cu_params, fp4s_cu_blk, const uint4 *, uint2 *, uint32_t *);
 template __global__ void probe<5>(fp4s_cu_params, fp4s_cu_blk, const uint4 *, uint2 *, uint32_t *);
+template __global__ void probe<6>(fp4s_cu_params, fp4s_cu_blk, const uint4 *, uint2 *, uint32_t *);
 CU
 FLAGS=(-arch=sm_90 -O3 -std=c++17 -Ilib/include -Ikernels -Ilib -I. -I"$B" --fmad=false)
 nvcc "${FLAGS[@]}" -ptx "$T/probe.cu" -o "$T/probe.ptx"
@@ -84,7 +86,7 @@ python3 - "$T/probe.ptx" <<'PY'
 import re, sys, collections
 names = {0: "float32 (RNE, x*f)", 1: "BF16 widened first, x*f (before)", 2: "BF16 MXFP4 packed (after)",
          3: "BF16 words, NVFP4 x*f (after)", 4: "BF16 widened first, x/f (before)",
-         5: "BF16 words, NVFP4 x/f (after)"}
+         5: "BF16 words, NVFP4 x/f (after)", 6: "float32 (RHA, x*f)"}
 txt = open(sys.argv[1]).read()
 for m in re.finditer(r"\.entry\s+(\S+?)\((.*?)\n\}", txt, re.S):
     v = int(re.search(r"probeILi(\d)E", m.group(1)).group(1))
