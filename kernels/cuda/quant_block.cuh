@@ -733,15 +733,23 @@ FP4S_HD uint32_t cu_mag22(const fp4s_cu_params &p, float v)
     return cu_bits(cu_mul(R, 1.17549435e-38f)); /* R * 2^-126 = code << 22 */
 }
 
+/* s: the value whose sign (and, under zero_in POS or NEG, whether it is
+ * zero) gives the code's sign; v itself except after the fast division
+ * (cu_div_sign_src). */
+template <int TM, int ZIN>
+FP4S_HD uint32_t cu_nib_top(const fp4s_cu_params &p, float v, float s)
+{
+    uint32_t sv;
+    if (ZIN == 0) sv = cu_bits(s);
+    else if (ZIN == 1) sv = cu_bits(cu_add(s, 0.0f));
+    else sv = ~cu_bits(cu_add(-s, 0.0f));
+    const uint32_t u = cu_mag22<TM>(p, v);
+    return ((u << 6) & 0x70000000u) | (sv & ~0x70000000u); /* one LOP3: code, and sign in bit 31 */
+}
 template <int TM, int ZIN>
 FP4S_HD uint32_t cu_nib_top(const fp4s_cu_params &p, float v)
 {
-    uint32_t sv;
-    if (ZIN == 0) sv = cu_bits(v);
-    else if (ZIN == 1) sv = cu_bits(cu_add(v, 0.0f));
-    else sv = ~cu_bits(cu_add(-v, 0.0f));
-    const uint32_t u = cu_mag22<TM>(p, v);
-    return ((u << 6) & 0x70000000u) | (sv & ~0x70000000u); /* one LOP3: code, and sign in bit 31 */
+    return cu_nib_top<TM, ZIN>(p, v, v);
 }
 
 /* The same in the low 4 bits (bits above zero), any variant (tests, emulation). */
@@ -860,11 +868,21 @@ FP4S_HD bool cu_block_fast(const fp4s_cu_params &p, const fp4s_cu_amax &am, cons
     return true;
 }
 
-/* The codes of 16 consecutive elements of one block (one row of a 2-D tile),
- * in NB-bit fields (NB = 4: w[0..1] hold elements 0..7 and 8..15, element i
- * in bits 4(i mod 8); NB = 8: w[0..3], a byte each). Fast path or the
- * generic per-element one, NaN blocks all zero, -0 cleared per keep_neg_zero
- * on the fast path (the generic one applies it itself). */
+/* The sign source of a code after the fast division x / t (cu_div_fast),
+ * for zero_in POS and NEG, which tell a zero quotient from a tiny one: x
+ * where RN(x / t) is not zero, else 0. The fast division may round a
+ * subnormal quotient the other way (its remainder is not exact there:
+ * 2^-149 / (2 - 2^-23) gives 0, RN is 2^-149); the code's magnitude is 0
+ * either way, its sign is not. RN(x / t) is zero iff |x| / t <= 2^-150 (at
+ * 2^-150 the tie goes to the even 0), i.e. |x| 2^126 <= t 2^-24 = tz: both
+ * products exact (x zero or at least 2^-149; t >= 2^-90, cu_block_fast), or
+ * |x| 2^126 overflows to Inf, above every tz. test_cuda's tiny-quotient
+ * tensors plant such elements. */
+FP4S_HD float cu_div_sign_src(float x, float tz)
+{
+    return cu_mul(fabsf(x), 0x1p126f) > tz ? x : 0.0f;
+}
+
 /* The fast path's loop over 16 elements: fields appended from the last
  * element to the first (a left funnel shift), so element 0 ends in the low
  * field. */
@@ -873,6 +891,7 @@ FP4S_HD void cu_encode16_fast(const fp4s_cu_params &p, const fp4s_cu_blk &b, flo
                               uint32_t *w)
 {
     constexpr int PER = 32 / NB; /* fields per word */
+    const float tz = MODE == 1 && ZIN != 0 ? cu_mul(b.f, 0x1p-24f) : 0.0f;
 #pragma unroll
     for (int k = 0; k < 16 / PER; k++) {
         uint32_t acc = 0;
@@ -880,7 +899,7 @@ FP4S_HD void cu_encode16_fast(const fp4s_cu_params &p, const fp4s_cu_blk &b, flo
         for (int i = PER - 1; i >= 0; i--) {
             const float x = f[k * PER + i];
             const float v = MODE == 1 ? cu_div_fast(x, b.f, y) : cu_mul(x, b.f);
-            const uint32_t t = cu_nib_top<TM, ZIN>(p, v);
+            const uint32_t t = cu_nib_top<TM, ZIN>(p, v, MODE == 1 && ZIN != 0 ? cu_div_sign_src(x, tz) : v);
             acc = cu_shin_l(acc, NB == 4 ? t : t >> 4, NB);
         }
         w[k] = p.clear_negz ? cu_clear_negz<NB>(acc) : acc;

@@ -483,7 +483,7 @@ static int same_float(float a, float b)
 
 typedef struct shape { size_t rows, cols, ld, off; } shape;
 
-static const char *tensor_name[] = {"mixed", "ties", "zero", "subnormal", "gaussian"};
+static const char *tensor_name[] = {"mixed", "ties", "zero", "subnormal", "gaussian", "tiny-quotients"};
 
 /* Returns the number of mismatching bytes/floats (first few printed). x: the
  * input as float32 (the reference's input); xin: the same values stored as
@@ -838,6 +838,54 @@ int main(int argc, char **argv)
                 free(xn);
                 free(hb);
             }
+        }
+    }
+    {
+        /* tiny quotients under the dividing NVFP4 recipes (x / t): whether
+         * RN(x / t) is zero decides the sign of a code 0 under zero_in POS
+         * or NEG with -0 kept, and the kernels' division (a reciprocal and
+         * two FMAs) may round a subnormal quotient the other way
+         * (2^-149 / (2 - 2^-23): 0 instead of 2^-149). One row: the tensor
+         * amax A chosen so that the tensor scale s_dec is just below a
+         * power of two times 1, 1.25, 1.5 or 1.75, blocks of amax 6 s_dec v
+         * (v: E4M3 block scales 1 .. 256, so t = v s_dec) holding +-k 2^-149,
+         * k = 1..15, and A's own block. */
+        static const float vs[18] = {1, 1.25f, 1.5f, 1.75f, 2, 2.5f, 3, 3.5f, 4, 5, 6, 7, 8, 16, 32, 64, 128, 256};
+        static const float ms[4] = {2.0f, 1.25f, 1.5f, 1.75f};
+        shape S = {1, 16 * 37, 16 * 37, 0};
+        float x[16 * 37];
+        long tensors = 0;
+        for (int t = 0; t < nspecs; t++) {
+            const fp4s_spec *s = &specs[t].s;
+            if (s->format != FP4S_NVFP4 || fp4s_get_nv_recipe_traits(s->nv_recipe)->elem != FP4S_NV_ELEM_DIV)
+                continue;
+            for (int mi = 0; mi < 4; mi++)
+                for (int j = 1; j <= 3; j++) {
+                    const float target = ms[mi] - (float)j * 0x1p-23f;
+                    /* a tensor amax whose s_dec is the target, searched near 2688 target */
+                    float a = 2688.0f * target, found = 0.0f;
+                    for (int d = 0; d < 4096 && found == 0.0f; d++) {
+                        const float c = nudge(a, d % 2 ? -(d + 1) / 2 : d / 2);
+                        fp4s_tscale ts;
+                        if (fp4s_tscale_init(s, c, &ts) == 0 && ts.s_dec == target) found = c;
+                    }
+                    if (found == 0.0f) continue;
+                    for (int b = 0; b < 36; b++) {
+                        float *p = x + 16 * b;
+                        p[0] = 6.0f * target * vs[b % 18];
+                        for (int k = 1; k < 16; k++) p[k] = ldexpf((float)(b < 18 ? k : -k), -149);
+                    }
+                    x[16 * 36] = found;
+                    for (int k = 1; k < 16; k++) x[16 * 36 + k] = ldexpf((float)k, -149);
+                    bad += check_one(&specs[t], 5, x, FP4S_DT_F32, x, &S, false, emulate);
+                    tensors++;
+                }
+        }
+        n_checks++;
+        if (!quiet) printf("test_cuda: %ld tiny-quotient tensors under the dividing NVFP4 specs\n", tensors);
+        if (tensors < 4) {
+            fprintf(stderr, "FAIL: only %ld tiny-quotient tensors (no tensor amax gave the planned s_dec)\n", tensors);
+            bad++;
         }
     }
     if (big && !emulate) {
