@@ -146,9 +146,10 @@ int fp4s_cu_prepare(const fp4s_spec *s, const fp4s_tscale *ts, size_t rows, size
     p->fsel = 3 * (s->tie == FP4S_TIE_AWAY ? 2 : (s->tie == FP4S_TIE_ZERO ? 1 : 0)) + (int)s->zero_in;
     /* BF16 kept in words (quant_block.cuh: cu_encode16_pk for MXFP4, whose power-of-two
      * factor allows BF16 arithmetic, cu_encode16_nvw for NVFP4): the magic-add
-     * rounding (ties away: with the lowest bit of |x| set), exact zeros coded
-     * by their sign */
-    p->pk16 = p->fast_ok && s->zero_in == FP4S_ZIN_SIGN;
+     * rounding (ties away: with the lowest bit of |x| set), the code's sign
+     * that of x: zero_in SIGN, or any zero_in where -0 codes are cleared
+     * (every code 0 then positive; ggml's MXFP4) */
+    p->pk16 = p->fast_ok && (s->zero_in == FP4S_ZIN_SIGN || p->clear_negz);
     p->kmag2 = s->tie == FP4S_TIE_ZERO ? 0x3F7F3F7Fu /* 1 - 2^-8 */ : 0x3F803F80u;
     p->lsb2 = s->tie == FP4S_TIE_AWAY ? 0x00010001u : 0u;
     return 0;

@@ -554,12 +554,13 @@ static long check_one(const tspec *t, int kind, const float *x, fp4s_dtype dt, c
     n_checks++;
     if (emulate) {
         /* the path the emulation took, the kernels' own choice (cu_block_pk):
-         * BF16 with zero_in SIGN, any tie rule (not ggml's NVFP4 level
-         * search) kept in words on every block of a gaussian tensor (no
-         * NaN/Inf), never otherwise */
+         * BF16 with zero_in SIGN, or POS with -0 dropped, any tie rule (not
+         * ggml's NVFP4 level search) kept in words on every block of a
+         * gaussian tensor (no NaN/Inf), never otherwise */
         uint64_t npk = 0, ng = 0;
         fp4s_cuda_emulate_paths(&npk, &ng, false);
-        const bool pk = dt == FP4S_DT_BF16 && s->zero_in == FP4S_ZIN_SIGN &&
+        const bool pk = dt == FP4S_DT_BF16 &&
+                        (s->zero_in == FP4S_ZIN_SIGN || (s->zero_in == FP4S_ZIN_POS && !s->keep_neg_zero)) &&
                         !(s->format == FP4S_NVFP4 &&
                           fp4s_get_nv_recipe_traits(s->nv_recipe)->elem == FP4S_NV_ELEM_SEARCH);
         n_checks++;
