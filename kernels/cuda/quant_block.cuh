@@ -874,13 +874,28 @@ FP4S_HD bool cu_block_fast(const fp4s_cu_params &p, const fp4s_cu_amax &am, cons
  * subnormal quotient the other way (its remainder is not exact there:
  * 2^-149 / (2 - 2^-23) gives 0, RN is 2^-149); the code's magnitude is 0
  * either way, its sign is not. RN(x / t) is zero iff |x| / t <= 2^-150 (at
- * 2^-150 the tie goes to the even 0), i.e. |x| 2^126 <= t 2^-24 = tz: both
- * products exact (x zero or at least 2^-149; t >= 2^-90, cu_block_fast), or
- * |x| 2^126 overflows to Inf, above every tz. test_cuda's tiny-quotient
- * tensors plant such elements. */
-FP4S_HD float cu_div_sign_src(float x, float tz)
+ * 2^-150 the tie goes to the even 0), i.e. iff |x| <= RD(t 2^-150) (x is a
+ * float: above that float it is above t 2^-150 too), one integer compare
+ * of the bits with tzb = cu_div_zero_bound(t) per block: t 2^-24 is exact
+ * (t >= 2^-90, cu_block_fast), then one product rounded down (the host
+ * rounds to nearest and steps back where that went up). The float compare
+ * |x| 2^126 > t 2^-24, equally exact, cost the BF16 dividing kernels 20
+ * registers (40 to 61). test_cuda's tiny-quotient tensors plant such
+ * elements. */
+FP4S_HD float cu_div_sign_src(float x, uint32_t tzb)
 {
-    return cu_mul(fabsf(x), 0x1p126f) > tz ? x : 0.0f;
+    return (cu_bits(x) & 0x7FFFFFFFu) > tzb ? x : 0.0f;
+}
+/* tzb: the bits of RD(t 2^-150) */
+FP4S_HD uint32_t cu_div_zero_bound(float t)
+{
+    const float tz = cu_mul(t, 0x1p-24f);
+#if defined(__CUDA_ARCH__)
+    return cu_bits(__fmul_rd(tz, 0x1p-126f));
+#else
+    const float r = tz * 0x1p-126f;
+    return cu_bits(r) - (r * 0x1p126f > tz ? 1u : 0u);
+#endif
 }
 
 /* The fast path's loop over 16 elements: fields appended from the last
@@ -891,7 +906,7 @@ FP4S_HD void cu_encode16_fast(const fp4s_cu_params &p, const fp4s_cu_blk &b, flo
                               uint32_t *w)
 {
     constexpr int PER = 32 / NB; /* fields per word */
-    const float tz = MODE == 1 && ZIN != 0 ? cu_mul(b.f, 0x1p-24f) : 0.0f;
+    const uint32_t tz = MODE == 1 && ZIN != 0 ? cu_div_zero_bound(b.f) : 0u;
 #pragma unroll
     for (int k = 0; k < 16 / PER; k++) {
         uint32_t acc = 0;
