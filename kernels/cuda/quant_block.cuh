@@ -733,23 +733,21 @@ FP4S_HD uint32_t cu_mag22(const fp4s_cu_params &p, float v)
     return cu_bits(cu_mul(R, 1.17549435e-38f)); /* R * 2^-126 = code << 22 */
 }
 
-/* s: the value whose sign (and, under zero_in POS or NEG, whether it is
- * zero) gives the code's sign; v itself except after the fast division
- * (cu_div_sign_src). */
-template <int TM, int ZIN>
-FP4S_HD uint32_t cu_nib_top(const fp4s_cu_params &p, float v, float s)
+/* sv: bit 31 the code's sign (cu_div_sign after the fast division). */
+template <int TM>
+FP4S_HD uint32_t cu_nib_top_s(const fp4s_cu_params &p, float v, uint32_t sv)
 {
-    uint32_t sv;
-    if (ZIN == 0) sv = cu_bits(s);
-    else if (ZIN == 1) sv = cu_bits(cu_add(s, 0.0f));
-    else sv = ~cu_bits(cu_add(-s, 0.0f));
     const uint32_t u = cu_mag22<TM>(p, v);
     return ((u << 6) & 0x70000000u) | (sv & ~0x70000000u); /* one LOP3: code, and sign in bit 31 */
 }
 template <int TM, int ZIN>
 FP4S_HD uint32_t cu_nib_top(const fp4s_cu_params &p, float v)
 {
-    return cu_nib_top<TM, ZIN>(p, v, v);
+    uint32_t sv;
+    if (ZIN == 0) sv = cu_bits(v);
+    else if (ZIN == 1) sv = cu_bits(cu_add(v, 0.0f));
+    else sv = ~cu_bits(cu_add(-v, 0.0f));
+    return cu_nib_top_s<TM>(p, v, sv);
 }
 
 /* The same in the low 4 bits (bits above zero), any variant (tests, emulation). */
@@ -868,12 +866,12 @@ FP4S_HD bool cu_block_fast(const fp4s_cu_params &p, const fp4s_cu_amax &am, cons
     return true;
 }
 
-/* The sign source of a code after the fast division x / t (cu_div_fast),
- * for zero_in POS and NEG, which tell a zero quotient from a tiny one: x
- * where RN(x / t) is not zero, else 0. The fast division may round a
- * subnormal quotient the other way (its remainder is not exact there:
- * 2^-149 / (2 - 2^-23) gives 0, RN is 2^-149); the code's magnitude is 0
- * either way, its sign is not. RN(x / t) is zero iff |x| / t <= 2^-150 (at
+/* The sign of a code (bit 31) after the fast division x / t (cu_div_fast),
+ * for zero_in POS and NEG, which tell a zero quotient from a tiny one: x's
+ * where RN(x / t) is not zero, else + (POS) or - (NEG). The fast division
+ * may round a subnormal quotient the other way (its remainder is not exact
+ * there: 2^-149 / (2 - 2^-23) gives 0, RN is 2^-149); the code's magnitude
+ * is 0 either way, its sign is not. RN(x / t) is zero iff |x| / t <= 2^-150 (at
  * 2^-150 the tie goes to the even 0), i.e. iff |x| <= RD(t 2^-150) (x is a
  * float: above that float it is above t 2^-150 too), one integer compare
  * of the bits with tzb = cu_div_zero_bound(t) per block: t 2^-24 is exact
@@ -882,9 +880,11 @@ FP4S_HD bool cu_block_fast(const fp4s_cu_params &p, const fp4s_cu_amax &am, cons
  * |x| 2^126 > t 2^-24, equally exact, cost the BF16 dividing kernels 20
  * registers (40 to 61). test_cuda's tiny-quotient tensors plant such
  * elements. */
-FP4S_HD float cu_div_sign_src(float x, uint32_t tzb)
+template <int ZIN>
+FP4S_HD uint32_t cu_div_sign(float x, uint32_t tzb)
 {
-    return (cu_bits(x) & 0x7FFFFFFFu) > tzb ? x : 0.0f;
+    const uint32_t b = cu_bits(x);
+    return (b & 0x7FFFFFFFu) > tzb ? b : (ZIN == 1 ? 0u : 0x80000000u); /* zero: POS +, NEG - */
 }
 /* tzb: the bits of RD(t 2^-150) */
 FP4S_HD uint32_t cu_div_zero_bound(float t)
@@ -914,7 +914,8 @@ FP4S_HD void cu_encode16_fast(const fp4s_cu_params &p, const fp4s_cu_blk &b, flo
         for (int i = PER - 1; i >= 0; i--) {
             const float x = f[k * PER + i];
             const float v = MODE == 1 ? cu_div_fast(x, b.f, y) : cu_mul(x, b.f);
-            const uint32_t t = cu_nib_top<TM, ZIN>(p, v, MODE == 1 && ZIN != 0 ? cu_div_sign_src(x, tz) : v);
+            const uint32_t t = MODE == 1 && ZIN != 0 ? cu_nib_top_s<TM>(p, v, cu_div_sign<ZIN>(x, tz))
+                                                     : cu_nib_top<TM, ZIN>(p, v);
             acc = cu_shin_l(acc, NB == 4 ? t : t >> 4, NB);
         }
         w[k] = p.clear_negz ? cu_clear_negz<NB>(acc) : acc;
@@ -1231,13 +1232,17 @@ FP4S_HD void cu_pack_pairs(const fp4s_cu_params &p, const uint32_t *v, uint32_t 
     }
 }
 
-template <int NB>
+/* RHA: ties away (p.lsb2 set). A constant here: with no bit to set, the
+ * mask of |x| folds into the multiply's operand (an .abs modifier), where a
+ * run-time p.lsb2 kept one LOP3 a word for every tie rule (run 16: BF16
+ * MXFP4 one code per byte 2-3% slower). */
+template <int NB, bool RHA>
 FP4S_HD void cu_encode16_pk(const fp4s_cu_params &p, const fp4s_cu_blk &b, const uint32_t *u, uint32_t *w)
 {
     const uint32_t f16 = cu_bits(b.f) >> 16, f2 = f16 | (f16 << 16); /* 2^-k: the low bits are 0 */
     uint32_t v[8];
 #pragma unroll
-    for (int j = 0; j < 8; j++) v[j] = cu_pk_pair(u[j], f2, p.kmag2, p.lsb2);
+    for (int j = 0; j < 8; j++) v[j] = cu_pk_pair(u[j], f2, p.kmag2, RHA ? 0x00010001u : 0u);
     cu_pack_pairs<NB>(p, v, w);
 }
 
@@ -1277,7 +1282,10 @@ FP4S_HD void cu_encode16_w(const fp4s_cu_params &p, const fp4s_cu_amax &am, cons
     if (DT == CU_DT_BF16 && MODE != 2) {
         const float y = MODE == 1 ? cu_rcp(b.f) : 0.0f;
         if (cu_block_pk(p, am, b, MODE, y)) {
-            if (p.format == 1) cu_encode16_pk<NB>(p, b, u, w);
+            if (p.format == 1) {
+                if (p.lsb2) cu_encode16_pk<NB, true>(p, b, u, w);
+                else cu_encode16_pk<NB, false>(p, b, u, w);
+            }
             else if (p.tie == 0) cu_encode16_nvw<MODE, NB, 0>(p, b, y, u, w);
             else if (p.tie == 1) cu_encode16_nvw<MODE, NB, 1>(p, b, y, u, w);
             else cu_encode16_nvw<MODE, NB, 2>(p, b, y, u, w);

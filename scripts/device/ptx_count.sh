@@ -56,7 +56,7 @@ __global__ void probe(fp4s_cu_params p, fp4s_cu_blk b, const uint4 *__restrict__
         const float y = MODE == 1 ? cu_rcp(b.f) : 0.0f;
         if (V == 2) {
             amo[t] = cu_amax_w8(u);
-            cu_encode16_pk<4>(p, b, u, w);
+            cu_encode16_pk<4, false>(p, b, u, w);
         } else if (V == 3 || V == 5) {
             amo[t] = cu_amax_w8(u);
             cu_encode16_nvw<MODE, 4, 0>(p, b, y, u, w);
