@@ -3,6 +3,8 @@
 # and the tiny-quotient sign as bits: the CUDA test on the device, bench_cuda against 6cbf3e9 (built and run in the
 # same call), Nsight Compute on the te NVFP4 1-D kernels of both trees (BF16 one code per byte lost 5% in runs
 # 16-17 with no change in its element code), and the SASS of that kernel in both (cuobjdump, opcode counts).
+# As it ran, its SASS counts stop at 4096 instructions a kernel (the address pattern /*xxxx*/ has four hex
+# digits, cuobjdump writes five past 0xffff): only the ncu counts of this run are reported.
 # Through the device tool with carry [".device"]; the baseline tree as .device/base.tar.gz:
 #   git archive --format=tar.gz --prefix=base/ 6cbf3e9 -o .device/base.tar.gz
 set -uo pipefail
