@@ -58,7 +58,7 @@ struct fp4s_cu_params {
     float kmag;        /* the magic add's multiplier: 1 (RNE, RHA) or 1 - 2^-24 (RTZ) */
     int fsel;          /* 3 * (0 RNE, 1 RTZ, 2 RHA) + zero_in: the fast path's variant */
     /* the packed BF16 element path (cu_encode16_pk) */
-    int pk16;          /* fast_ok and zero_in SIGN: BF16 blocks may take it */
+    int pk16;          /* fast_ok, and zero_in SIGN or -0 cleared: BF16 blocks may take it */
     uint32_t kmag2;    /* its multiplier k in both BF16 halves: 1 (RNE, RHA) or 1 - 2^-8 (RTZ) */
     uint32_t lsb2;     /* RHA: 0x00010001, the lowest significand bit of both BF16 halves; else 0 */
 };
@@ -877,7 +877,7 @@ FP4S_HD bool cu_block_fast(const fp4s_cu_params &p, const fp4s_cu_amax &am, cons
  * of the bits with tzb = cu_div_zero_bound(t) per block: t 2^-24 is exact
  * (t >= 2^-90, cu_block_fast), then one product rounded down (the host
  * rounds to nearest and steps back where that went up). The float compare
- * |x| 2^126 > t 2^-24, equally exact, cost the BF16 dividing kernels 20
+ * |x| 2^126 > t 2^-24, equally exact, cost the BF16 dividing kernels 21
  * registers (40 to 61). test_cuda's tiny-quotient tensors plant such
  * elements. */
 template <int ZIN>
@@ -1234,8 +1234,8 @@ FP4S_HD void cu_pack_pairs(const fp4s_cu_params &p, const uint32_t *v, uint32_t 
 
 /* RHA: ties away (p.lsb2 set). A constant here: with no bit to set, the
  * mask of |x| folds into the multiply's operand (an .abs modifier), where a
- * run-time p.lsb2 kept one LOP3 a word for every tie rule (run 16: BF16
- * MXFP4 one code per byte 2-3% slower). */
+ * run-time p.lsb2 kept one LOP3 a word for every tie rule (runs 16-17:
+ * BF16 MXFP4 one code per byte 2-3% slower). */
 template <int NB, bool RHA>
 FP4S_HD void cu_encode16_pk(const fp4s_cu_params &p, const fp4s_cu_blk &b, const uint32_t *u, uint32_t *w)
 {
@@ -1246,8 +1246,9 @@ FP4S_HD void cu_encode16_pk(const fp4s_cu_params &p, const fp4s_cu_blk &b, const
     cu_pack_pairs<NB>(p, v, w);
 }
 
-/* NVFP4 on BF16 (the same specs: any tie rule, zero_in sign): the float32
- * element arithmetic the engines define (x * f or x / f, then cu_mag22), and
+/* NVFP4 on BF16 (the same specs: any tie rule, zero_in sign or -0 cleared):
+ * the float32 element arithmetic the engines define (x * f or x / f, then
+ * cu_mag22), and
  * the two codes of a word joined as in cu_pk_pair: the upper halves of the
  * two code << 22 patterns side by side (one byte select) are the code << 6
  * of each half; the sign is x's (f > 0), so the division needs only its
