@@ -1248,10 +1248,9 @@ FP4S_HD void cu_encode16_pk(const fp4s_cu_params &p, const fp4s_cu_blk &b, const
 
 /* NVFP4 on BF16 (the same specs: any tie rule, zero_in sign or -0 cleared):
  * the float32 element arithmetic the engines define (x * f or x / f, then
- * cu_mag22), and
- * the two codes of a word joined as in cu_pk_pair: the upper halves of the
- * two code << 22 patterns side by side (one byte select) are the code << 6
- * of each half; the sign is x's (f > 0), so the division needs only its
+ * cu_mag22), and the two codes of a word joined as in cu_pk_pair: the upper
+ * halves of the two code << 22 patterns side by side (one byte select) are
+ * the code << 6 of each half; the sign is x's (f > 0), so the division needs only its
  * magnitude (cu_div_fast_mag) and the fast path's sign handling drops out. */
 template <int MODE, int NB, int TM>
 FP4S_HD void cu_encode16_nvw(const fp4s_cu_params &p, const fp4s_cu_blk &b, float y, const uint32_t *u,
