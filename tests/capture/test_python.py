@@ -109,6 +109,85 @@ def test_refused_overwrite_keeps_the_file():
     assert ls_json(p)["steps"] == [0, 1]
 
 
+def expect_error(fn, *words, code=None):
+    try:
+        fn()
+    except FP4SError as e:
+        for w in words:
+            assert w in str(e), (w, str(e))
+        assert code is None or e.code == code, (e.code, str(e))
+        return str(e)
+    raise AssertionError("accepted: expected an error with %s" % (words,))
+
+
+def test_tokens_row_for_row():
+    """put_tokens must give one id per log-prob row of the step (issue 24
+    item 8: more ids were accepted, and a flush committed fewer)."""
+    p = os.path.join(T, "tokens.h5")
+    with Capture(p) as c:
+        c.put_logprobs(0, [-1.0, -2.0, -3.0], [-1.0, -2.0, -3.0], [0, 0, 1])
+        expect_error(lambda: c.put_tokens(0, [5, 6, 7, 8]), "4 token ids for 3 log-prob rows", code=-6)
+        expect_error(lambda: c.put_tokens(1, [5]), "step 1: 1 token ids for 0 log-prob rows", code=-6)
+        c.put_tokens(0, [5, 6])
+        # a step with fewer ids than rows is not committed...
+        expect_error(c.flush, "step 0: 2 token ids for 3 log-prob rows", code=-6)
+        expect_error(c.close, "step 0: 2 token ids for 3 log-prob rows", code=-6)
+        # ...until the rest come
+        c.put_tokens(0, [7])
+        c.flush()
+        c.put_logprobs(1, [-1.0], [-1.0], [0])
+        c.put_tokens(1, np.array([9]))
+    f = h5py.File(p, "r")
+    assert list(f["/steps/0/logprobs/token"][()]) == [5, 6, 7]
+    assert list(f["/steps/1/logprobs/token"][()]) == [9]
+    f.close()
+    # appending knows the lengths of the steps already in the file
+    with Capture(p, mode="a") as c:
+        expect_error(lambda: c.put_tokens(1, [1]), "step 1: 2 token ids for 1 log-prob rows")
+        c.put_logprobs(2, [-1.0, -1.0], [-1.0, -1.0], [0, 0])
+        c.put_tokens(2, [3, 4])
+    subprocess.run([CAP, "ls", p], check=True, capture_output=True)
+
+
+def test_names_with_nul_refused():
+    """A NUL in a name was cut there by C: "a\0b" became site "a" (issue 24 item 8)."""
+    p = os.path.join(T, "nul.h5")
+    x = np.ones((2, 16), np.float32)
+    with Capture(p) as c:
+        expect_error(lambda: c.put(0, "layers.0\0.mlp", "trainer", x), "NUL", "site", code=-1)
+        expect_error(lambda: c.put(0, "layers.0", "trainer\0x", x), "NUL", "side", code=-1)
+        expect_error(lambda: c.put_bf16_bits(0, "a\0b", "trainer", np.zeros((1, 16), np.uint16)), "NUL")
+        expect_error(lambda: c.attr("na\0me", 1), "NUL", "attribute name")
+        expect_error(lambda: c.attr("name", "va\0lue"), "NUL", "attribute name")
+        c.put(0, "layers.0", "trainer", x)
+    f = h5py.File(p, "r")
+    assert list(f["/steps/0"]) == ["layers.0"], list(f["/steps/0"])
+    assert "na" not in f.attrs and f.attrs.get("name") is None
+    f.close()
+    expect_error(lambda: Capture(os.path.join(T, "x\0y.h5")), "NUL")
+    assert not os.path.exists(os.path.join(T, "x"))
+
+
+def test_steps_beyond_int64_named_as_given():
+    """Step 2^63 became -2^63 in int64 and the message said "negative" (issue 24 item 8)."""
+    p = os.path.join(T, "bigstep.h5")
+    x = np.ones((2, 16), np.float32)
+    with Capture(p) as c:
+        for step in (2 ** 63, 2 ** 64 + 3, 2 ** 53 + 1):
+            for fn in (lambda: c.put(step, "s", "trainer", x),
+                       lambda: c.put_logprobs(step, [-1.0], [-1.0], [0]),
+                       lambda: c.put_tokens(step, [1]),
+                       lambda: c.step(step)):
+                msg = expect_error(fn, str(step), "0..2^53", code=-11)
+                assert "-" + str(step)[:5] not in msg and "negative" not in msg, msg
+        expect_error(lambda: c.put(-2, "s", "trainer", x), "step -2 is outside", code=-11)
+        expect_error(lambda: c.put_logprobs(CONST_STEP, [-1.0], [-1.0], [0]), "step -1 is outside")
+        expect_error(lambda: c.put(1.5, "s", "trainer", x), "not an integer")
+        c.put(np.int64(2 ** 53), "s", "trainer", x)
+        c.put(CONST_STEP, "s", "weight", x)
+    assert ls_json(p)["steps"] == [2 ** 53]
+
+
 def check_mirror(module, cls, struct, call):
     """The adapter's copy module.cls of C struct `struct` has the library's
     size (fp4s_<struct>_size), and a copy one field short is refused by
@@ -226,6 +305,9 @@ if __name__ == "__main__":
     test_numpy()
     test_interrupted()
     test_refused_overwrite_keeps_the_file()
+    test_tokens_row_for_row()
+    test_names_with_nul_refused()
+    test_steps_beyond_int64_named_as_given()
     test_opts_struct_matches_the_library()
     test_qout_struct_matches_the_library()
     test_fake_quant()

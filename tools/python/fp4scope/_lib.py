@@ -9,6 +9,10 @@ import glob
 import os
 
 _lib = None
+# what the library malloc'ed, the caller frees with the C library's free()
+libc_free = ctypes.CDLL(None).free
+libc_free.argtypes = [ctypes.c_void_p]
+libc_free.restype = None
 
 
 class FP4SError(RuntimeError):
@@ -72,6 +76,9 @@ def _declare(L):
     L.fp4s_capture_attr_str.argtypes = [c.c_void_p, c.c_char_p, c.c_char_p, c.c_char_p]
     L.fp4s_capture_attr_i64.argtypes = [c.c_void_p, c.c_char_p, c.c_char_p, c.c_int64]
     L.fp4s_capture_attr_f64.argtypes = [c.c_void_p, c.c_char_p, c.c_char_p, c.c_double]
+    L.fp4s_capture_entry_size.restype = c.c_size_t
+    L.fp4s_capture_entry_size.argtypes = []
+    L.fp4s_capture_list.argtypes = [c.c_char_p, c.POINTER(c.POINTER(CaptureEntry)), c.POINTER(c.c_size_t)]
     L.fp4s_capture_flush.argtypes = [c.c_void_p]
     L.fp4s_capture_close.argtypes = [c.POINTER(c.c_void_p)]
     # quantizer (for fake quantization)
@@ -87,6 +94,33 @@ def _declare(L):
     L.fp4s_tscale_init.argtypes = [c.c_void_p, c.c_float, c.c_void_p]
     L.fp4s_quantize.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_size_t, c.c_size_t,
                                 c.c_size_t, c.c_size_t, c.c_void_p, c.c_void_p]
+
+
+class CaptureEntry(ctypes.Structure):
+    """fp4s_capture_entry (capture.h), field by field; checked against
+    fp4s_capture_entry_size before use."""
+    _fields_ = [("step", ctypes.c_int64), ("_site", ctypes.c_char * 256), ("_side", ctypes.c_char * 16),
+                ("_path", ctypes.c_char * 512), ("rows", ctypes.c_size_t), ("cols", ctypes.c_size_t),
+                ("dtype", ctypes.c_int), ("reserved", ctypes.c_uint32 * 8)]
+    site = property(lambda self: self._site.decode("utf-8", "replace"))
+    side = property(lambda self: self._side.decode("utf-8", "replace"))
+    path = property(lambda self: self._path.decode("utf-8", "replace"))
+
+
+def capture_list(path):
+    """Every dataset of a capture (fp4s_capture_list): a list of CaptureEntry."""
+    L = lib()
+    if ctypes.sizeof(CaptureEntry) != L.fp4s_capture_entry_size():
+        raise FP4SError(-15, "capture: fp4s_capture_entry is %d bytes in libfp4scope, %d in this adapter: "
+                        "use the adapter of the same build" % (L.fp4s_capture_entry_size(),
+                                                              ctypes.sizeof(CaptureEntry)))
+    arr = ctypes.POINTER(CaptureEntry)()
+    n = ctypes.c_size_t()
+    check(L.fp4s_capture_list(os.fsencode(path), ctypes.byref(arr), ctypes.byref(n)))
+    try:
+        return [CaptureEntry.from_buffer_copy(arr[i]) for i in range(n.value)]
+    finally:
+        libc_free(arr)
 
 
 def check(rc):

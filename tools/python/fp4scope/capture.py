@@ -24,10 +24,36 @@ import fnmatch
 
 import numpy as np
 
-from ._lib import FP4SError, check, lib
+from ._lib import FP4SError, capture_list, check, lib
 
 DT_F32, DT_F64, DT_F16, DT_BF16 = 0, 1, 2, 3
 CONST_STEP = -1
+MAX_STEP = 2 ** 53  # FP4S_CAPTURE_MAX_STEP: the largest step a capture stores
+
+
+def _cstr(path, what, value):
+    """value as a C string: str only, and no NUL (C would cut the name there)."""
+    if not isinstance(value, str):
+        raise FP4SError(-1, "%s: %s must be a str, not %s" % (path, what, type(value).__name__))
+    if "\0" in value:
+        raise FP4SError(-1, "%s: %s %r contains a NUL byte (C would cut it there)" % (path, what, value))
+    return value.encode()
+
+
+def _step_arg(path, step, const_ok=False):
+    """A step as the C writer takes it: an integer in 0..2^53 (CONST_STEP
+    where const_ok). Checked here: int64 would turn 2^63 into a negative
+    number and the C message would name a step the caller never gave."""
+    import numbers
+    if isinstance(step, bool) or not isinstance(step, numbers.Integral):
+        raise FP4SError(-1, "%s: step %r is not an integer" % (path, step))
+    step = int(step)
+    if const_ok and step == CONST_STEP:
+        return step
+    if step < 0 or step > MAX_STEP:
+        raise FP4SError(-11, "%s: step %d is outside 0..2^53 (the steps a capture stores%s)"
+                        % (path, step, "; CONST_STEP for constant weights" if const_ok else ""))
+    return step
 
 
 def rank_path(path, rank=None):
@@ -94,6 +120,11 @@ class Capture:
         L = lib()
         self.path = path
         self._h = ctypes.c_void_p()
+        self._lp_rows, self._tok_rows = {}, {}  # per step: log-prob rows and token ids in the file
+        import os
+        path_b = os.fsencode(path)
+        if b"\0" in path_b:
+            raise FP4SError(-1, "capture: path %r contains a NUL byte" % (path,))
         if ctypes.sizeof(_Opts) != L.fp4s_capture_opts_size():
             raise FP4SError(-15, "capture: fp4s_capture_opts is %d bytes in libfp4scope, %d in this adapter: "
                             "use the adapter of the same build" % (L.fp4s_capture_opts_size(),
@@ -102,13 +133,17 @@ class Capture:
         L.fp4s_capture_opts_defaults(ctypes.byref(o))
         o.gzip = gzip
         o.overwrite = overwrite
-        self._producer = producer.encode()
+        self._producer = _cstr(path, "producer", producer)
         o.producer = self._producer
-        import os
         if mode == "a" and os.path.exists(path):
-            check(L.fp4s_capture_open_append(path.encode(), ctypes.byref(o), ctypes.byref(self._h)))
+            # the lengths of the steps already there, for put_tokens' check
+            for e in capture_list(path):
+                if e.site == "logprobs" and e.side in ("trainer", "token"):
+                    d = self._lp_rows if e.side == "trainer" else self._tok_rows
+                    d[e.step] = e.cols
+            check(L.fp4s_capture_open_append(path_b, ctypes.byref(o), ctypes.byref(self._h)))
         elif mode in ("w", "a"):
-            check(L.fp4s_capture_create(path.encode(), ctypes.byref(o), ctypes.byref(self._h)))
+            check(L.fp4s_capture_create(path_b, ctypes.byref(o), ctypes.byref(self._h)))
         else:
             raise ValueError("mode must be 'w' or 'a'")
         self.current_step = None
@@ -124,21 +159,27 @@ class Capture:
         """Append rows of x ([..., K] is flattened to [rows, K]) to
         /steps/<step>/<site>/<side> (side trainer, rollout or weight; step
         CONST_STEP with side weight for /weights/<site>)."""
+        step = _step_arg(self.path, step, const_ok=True)
+        site_b, side_b = _cstr(self.path, "site", site), _cstr(self.path, "side", side)
         a, dt = _as_rows(x)
         if a.shape[0] == 0:
             return
-        check(lib().fp4s_capture_put(self._handle(), int(step), site.encode(), side.encode(), dt,
+        check(lib().fp4s_capture_put(self._handle(), step, site_b, side_b, dt,
                                      a.ctypes.data, a.shape[0], a.shape[1], a.shape[1], None))
 
     def put_bf16_bits(self, step, site, side, bits):
         """Append BF16 values given as their uint16 bit patterns (numpy)."""
+        step = _step_arg(self.path, step, const_ok=True)
+        site_b, side_b = _cstr(self.path, "site", site), _cstr(self.path, "side", side)
         a = np.ascontiguousarray(np.asarray(bits, dtype=np.uint16))
         a = a.reshape(-1, a.shape[-1])
-        check(lib().fp4s_capture_put(self._handle(), int(step), site.encode(), side.encode(), DT_BF16,
+        check(lib().fp4s_capture_put(self._handle(), step, site_b, side_b, DT_BF16,
                                      a.ctypes.data, a.shape[0], a.shape[1], a.shape[1], None))
 
     def put_logprobs(self, step, trainer, rollout, seq, pos=None, mask=None):
         """Append per-token log-probs of one step (1-D, same length)."""
+        step = _step_arg(self.path, step)
+
         def arr(v, dt):
             if v is None:
                 return None
@@ -157,12 +198,16 @@ class Capture:
                 raise FP4SError(-6, "%s: step %d: logprobs %s has %d entries, trainer %d"
                                 % (self.path, step, name, v.shape[0], n))
         ptr = lambda v: None if v is None else v.ctypes.data
-        check(lib().fp4s_capture_put_logprobs(self._handle(), int(step), ptr(t), ptr(r), ptr(s),
+        check(lib().fp4s_capture_put_logprobs(self._handle(), step, ptr(t), ptr(r), ptr(s),
                                               ptr(p), ptr(m), n))
+        self._lp_rows[step] = self._lp_rows.get(step, 0) + n
 
     def put_tokens(self, step, tokens):
         """Append the sampled token ids of one step (1-D, one per log-prob row):
-        /steps/<step>/logprobs/token, for fp4-remedy --logits."""
+        /steps/<step>/logprobs/token, for fp4-remedy --logits. Put the
+        step's log-probs first: the ids may not outnumber the step's log-prob
+        rows, and flush() refuses a step with fewer ids than rows."""
+        step = _step_arg(self.path, step)
         try:
             import torch
             if isinstance(tokens, torch.Tensor):
@@ -170,25 +215,47 @@ class Capture:
         except ImportError:
             pass
         t = np.ascontiguousarray(np.asarray(tokens).reshape(-1), dtype=np.int64)
-        check(lib().fp4s_capture_put_tokens(self._handle(), int(step), t.ctypes.data, t.shape[0]))
+        have, rows = self._tok_rows.get(step, 0), self._lp_rows.get(step, 0)
+        if have + t.shape[0] > rows:
+            raise FP4SError(-6, "%s: step %d: %d token ids for %d log-prob rows (one id per row of the "
+                            "step's log-probs: put them first)" % (self.path, step, have + t.shape[0], rows))
+        check(lib().fp4s_capture_put_tokens(self._handle(), step, t.ctypes.data, t.shape[0]))
+        self._tok_rows[step] = have + t.shape[0]
 
     def attr(self, name, value, obj="/"):
         """Set an attribute on the root (or another object path)."""
         L = lib()
+        obj_b, name_b = _cstr(self.path, "object path", obj), _cstr(self.path, "attribute name", name)
         if isinstance(value, str):
-            check(L.fp4s_capture_attr_str(self._handle(), obj.encode(), name.encode(), value.encode()))
+            check(L.fp4s_capture_attr_str(self._handle(), obj_b, name_b,
+                                          _cstr(self.path, "attribute " + name, value)))
         elif isinstance(value, (bool, int, np.integer)):
-            check(L.fp4s_capture_attr_i64(self._handle(), obj.encode(), name.encode(), int(value)))
+            if not -2 ** 63 <= int(value) < 2 ** 63:
+                raise FP4SError(-11, "%s: attribute %s: %d does not fit in int64" % (self.path, name, value))
+            check(L.fp4s_capture_attr_i64(self._handle(), obj_b, name_b, int(value)))
         else:
-            check(L.fp4s_capture_attr_f64(self._handle(), obj.encode(), name.encode(), float(value)))
+            check(L.fp4s_capture_attr_f64(self._handle(), obj_b, name_b, float(value)))
 
     def flush(self):
-        """Make everything put so far durable (the crash-safety point)."""
+        """Make everything put so far durable (the crash-safety point).
+        Refused (nothing flushed) while a step has fewer token ids than
+        log-prob rows: put the rest of its ids, then flush again."""
+        self._check_tokens()
         check(lib().fp4s_capture_flush(self._handle()))
 
+    def _check_tokens(self):
+        for step, have in sorted(self._tok_rows.items()):
+            rows = self._lp_rows.get(step, 0)
+            if have != rows:
+                raise FP4SError(-6, "%s: step %d: %d token ids for %d log-prob rows (one id per row)"
+                                % (self.path, step, have, rows))
+
     def close(self):
+        """Flush and close. Refused, the file left open, while a step has
+        fewer token ids than log-prob rows (as flush)."""
         self.remove_hooks()
         if self._h:
+            self._check_tokens()
             h = self._h
             self._h = ctypes.c_void_p()
             check(lib().fp4s_capture_close(ctypes.byref(h)))
@@ -201,9 +268,13 @@ class Capture:
         return False
 
     def __del__(self):
+        # never closed: keep what was put (the token check is close()'s)
         try:
+            self.remove_hooks()
             if self._h:
-                self.close()
+                h = self._h
+                self._h = ctypes.c_void_p()
+                lib().fp4s_capture_close(ctypes.byref(h))
         except Exception:
             pass
 
@@ -212,7 +283,7 @@ class Capture:
         """Set the current step (hooks write there). Moving to another step
         flushes the previous one. Also a context manager that flushes at exit:
         `with cap.step(3): model(x)`."""
-        n = int(n)
+        n = _step_arg(self.path, n)
         if self.current_step is not None and self.current_step != n:
             self.flush()
         self.current_step = n
