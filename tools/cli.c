@@ -719,37 +719,6 @@ bool cli_trace_option(int id, const char *arg, fp4s_mm_opts *mo, fp4s_trace_opts
     return true;
 }
 
-void cli_capture_partners(const fp4s_capture_entry *ents, size_t ne, const fp4s_capture_entry *e,
-                          const fp4s_capture_entry **trainer, const fp4s_capture_entry **weight)
-{
-    const fp4s_capture_entry *tr = NULL, *wt = NULL, *wc = NULL;
-    for (size_t j = 0; j < ne; j++) {
-        const fp4s_capture_entry *f = &ents[j];
-        if (strcmp(f->site, e->site)) continue;
-        if (f->step == e->step && !strcmp(f->side, "trainer")) tr = f;
-        if (f->step == e->step && !strcmp(f->side, "weight")) wt = f;
-        if (f->step < 0 && !strcmp(f->side, "weight")) wc = f;
-    }
-    *trainer = tr;
-    *weight = wt ? wt : wc;
-}
-
-bool cli_capture_site(const char *file, const fp4s_capture_entry *ents, size_t ne, const fp4s_capture_entry *e,
-                      bool need_trainer, cli_site_specs *sp)
-{
-    const fp4s_capture_entry *tr, *wt;
-    cli_capture_partners(ents, ne, e, &tr, &wt);
-    if (!tr && need_trainer) return false;
-    if (!wt)
-        cli_die(FP4S_EXIT_INPUT, "%s: site %s step %lld has no weight (neither /steps/%lld/%s/weight nor "
-                "/weights/%s)", file, e->site, (long long)e->step, (long long)e->step, e->site, e->site);
-    fp4s_capture_entry_spec(file, e, sp->x, sizeof sp->x);
-    sp->xt[0] = '\0';
-    if (tr) fp4s_capture_entry_spec(file, tr, sp->xt, sizeof sp->xt);
-    fp4s_capture_entry_spec(file, wt, sp->w, sizeof sp->w);
-    return true;
-}
-
 /* item is one of the comma-separated words of list (a NULL list holds every item). */
 bool cli_list_has(const char *list, const char *item)
 {
@@ -763,15 +732,6 @@ bool cli_list_has(const char *list, const char *item)
         p = e + 1;
     }
     return false;
-}
-
-bool cli_rollout_selected(const fp4s_capture_entry *e, const char *sites, const long long *steps, size_t n)
-{
-    if (strcmp(e->side, "rollout") || e->step < 0 || !strcmp(e->site, "logprobs")) return false;
-    if (sites && !fp4s_site_match(sites, e->site)) return false;
-    bool want = !steps;
-    for (size_t s = 0; s < n && !want; s++) want = steps[s] == e->step;
-    return want;
 }
 
 int cli_weight_2d(const char *arg)

@@ -101,30 +101,8 @@ long long *cli_parse_int_list(const char *opt, const char *arg, size_t *n);
  * leading ':'. Returns the option's value, or -1 after the last option. */
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts);
 
-/* The partners of a rollout entry e of a capture's list: *trainer, the
- * trainer side of the same (step, site), and *weight, that step's weight of
- * the site, else its step-independent one (/weights/SITE); NULL when absent. */
-void cli_capture_partners(const fp4s_capture_entry *ents, size_t ne, const fp4s_capture_entry *e,
-                          const fp4s_capture_entry **trainer, const fp4s_capture_entry **weight);
-
-/* A rollout entry e of a capture's list with its partners (cli_capture_partners)
- * as source specs of `file`: x the rollout side, xt the trainer side ("" when
- * there is none) and w the weight. Returns false, with nothing set, when there
- * is no trainer side and need_trainer; a site without a weight is exit 3
- * (FP4S_EXIT_INPUT) with a message saying where the weight was looked for. */
-typedef struct cli_site_specs {
-    char x[1200], xt[1200], w[1200];
-} cli_site_specs;
-bool cli_capture_site(const char *file, const fp4s_capture_entry *ents, size_t ne, const fp4s_capture_entry *e,
-                      bool need_trainer, cli_site_specs *sp);
-
-/* The rollout activations a capture's --sites GLOB and --steps LIST select:
- * true when e is a rollout side of a training step (not the log-probs), its
- * site matches `sites` (NULL: every site) and its step is one of steps[0..n)
- * (NULL: every step). */
 /* item is one of the comma-separated words of list (a NULL list holds every item). */
 bool cli_list_has(const char *list, const char *item);
-bool cli_rollout_selected(const fp4s_capture_entry *e, const char *sites, const long long *steps, size_t n);
 
 /* "--version" text: "prog (fp4scope) X.Y.Z\nfeatures: ..." (without cuda:
  * the tools with --device use cli_version_device). */

@@ -10,6 +10,7 @@
 #include <fp4scope/remedy.h>
 #include <fp4scope/spec.h>
 #include <fp4scope/tensor.h>
+#include <fp4scope/units.h>
 
 #include <getopt.h>
 #include <math.h>
@@ -134,26 +135,15 @@ static void pooled_table(const run *runs, size_t nr, size_t show)
     free(site_m2);
 }
 
-static void eval_one(const fp4s_spec *as, const fp4s_spec *ws, const fp4s_compare_opts *co, const char *xs,
-                     const char *xts, const char *wsrc, fp4s_compare_site *out)
+static void eval_unit(const fp4s_spec *as, const fp4s_spec *ws, const fp4s_compare_opts *co, const fp4s_unit *u,
+                      fp4s_compare_site *out)
 {
-    float *x = NULL, *xt = NULL, *w = NULL;
-    size_t m, k, mt, kt, n, kw;
-    int rc;
-    if ((rc = fp4s_source_read_all(xs, &x, &m, &k))) cli_failf(rc, "rollout activations");
-    if ((rc = fp4s_source_read_all(xts, &xt, &mt, &kt))) cli_failf(rc, "trainer activations");
-    if ((rc = fp4s_source_read_all(wsrc, &w, &n, &kw))) cli_failf(rc, "weight");
-    if (mt != m || kt != k)
-        cli_die(FP4S_EXIT_INPUT, "shape mismatch: trainer activations %s are [%zu, %zu], rollout activations %s are "
-                "[%zu, %zu]", xts, mt, kt, xs, m, k);
-    if (kw != k)
-        cli_die(FP4S_EXIT_INPUT, "shape mismatch: weight %s is [%zu, %zu], its K = %zu differs from the activations' "
-                "K = %zu (%s)", wsrc, n, kw, kw, k, xs);
-    rc = fp4s_compare_eval(as, ws, x, xt, m, w, n, k, co, out);
-    if (rc) cli_failf(rc, "%s", xs);
-    free(x);
-    free(xt);
-    free(w);
+    fp4s_unit_data d;
+    int rc = fp4s_unit_read(u, &d);
+    if (rc) cli_fail(rc);
+    rc = fp4s_compare_eval(as, ws, d.x, d.xt, d.m, d.w, d.n, d.k, co, out);
+    if (rc) cli_failf(rc, "%s", u->x);
+    fp4s_unit_data_free(&d);
 }
 
 static json_t *site_json(const run *r)
@@ -259,59 +249,47 @@ int main(int argc, char **argv)
     if (an.weight) cli_input(an.weight);
     if (outpath) cli_output(outpath);
 
-    size_t cap = 4, nr = 0;
-    run *runs = calloc(cap, sizeof *runs);
-    if (!runs) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    /* the units: one site given as tensors, or the capture's (step, site) pairs with both sides */
+    fp4s_units ul = {0};
+    bool syn;
     if (!capture_mode) {
-        runs[0].label = xstrdup(an.act);
-        runs[0].step = -1;
-        runs[0].synthetic = cli_source_synthetic(an.act);
-        eval_one(&as, &ws, &co, an.act, an.trainer_act, an.weight, &runs[0].r);
-        nr = 1;
+        if ((rc = fp4s_units_add_tensors(&ul, an.act, an.trainer_act, an.weight))) cli_fail(rc);
+        syn = cli_source_synthetic(an.act);
     } else {
         const char *file = argv[optind];
-        long long *steps = NULL;
+        fp4s_unit_select sel;
+        fp4s_unit_select_defaults(&sel);
+        sel.sites = an.sites;
         size_t nsteps = 0;
-        if (an.steps) steps = cli_parse_int_list("--steps", an.steps, &nsteps);
-        fp4s_capture_entry *ents = NULL;
-        size_t ne = 0;
-        if ((rc = fp4s_capture_list(file, &ents, &ne))) exit(cli_report(rc));
-        cli_progress_begin(file);
-        bool syn = cli_source_synthetic(file);
-        size_t matched = 0, one_sided = 0;
-        for (size_t i = 0; i < ne; i++) {
-            const fp4s_capture_entry *e = &ents[i];
-            if (!cli_rollout_selected(e, an.sites, steps, nsteps)) continue;
-            cli_site_specs sp;
-            if (!cli_capture_site(file, ents, ne, e, true, &sp)) {
-                one_sided++;
-                continue;
-            }
-            matched++;
-            if (nr == cap) {
-                cap *= 2;
-                runs = realloc(runs, cap * sizeof *runs);
-                if (!runs) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-            }
-            run *r = &runs[nr++];
-            memset(r, 0, sizeof *r);
-            r->label = xstrdup(sp.x);
-            r->site = xstrdup(e->site);
-            r->step = e->step;
-            r->synthetic = syn;
-            if (par_mine(nr - 1)) eval_one(&as, &ws, &co, sp.x, sp.xt, sp.w, &r->r); /* over MPI ranks: this rank's units */
-            cli_progress(matched, ne);
-        }
-        cli_progress_end();
-        free(ents);
+        long long *steps = an.steps ? cli_parse_int_list("--steps", an.steps, &nsteps) : NULL;
+        sel.steps = steps;
+        sel.nsteps = nsteps;
+        sel.trainer = FP4S_UNIT_SKIP;
+        sel.weight = FP4S_UNIT_REQUIRED;
+        if ((rc = fp4s_units_add_capture(&ul, file, &sel))) exit(cli_report(rc));
         free(steps);
-        if (matched == 0)
+        if (ul.n == 0)
             cli_die(FP4S_EXIT_INPUT, "%s: no site with both trainer and rollout activations matches%s%s%s%s%s", file,
                     an.sites ? " --sites " : "", an.sites ? an.sites : "", an.steps ? " --steps " : "",
                     an.steps ? an.steps : "",
-                    one_sided ? " (only rollout sides there)" : "");
-        if (!par_gather_compare(&runs[0].r, sizeof *runs, nr)) return 0; /* rank 0 goes on with every unit */
+                    ul.no_trainer ? " (only rollout sides there)" : "");
+        syn = cli_source_synthetic(file);
     }
+    size_t nr = ul.n;
+    run *runs = xcalloc(nr, sizeof *runs);
+    cli_progress_begin(capture_mode ? argv[optind] : an.act);
+    for (size_t i = 0; i < nr; i++) {
+        const fp4s_unit *u = &ul.u[i];
+        runs[i].label = xstrdup(u->x);
+        runs[i].site = u->site ? xstrdup(u->site) : NULL;
+        runs[i].step = u->step;
+        runs[i].synthetic = syn;
+        if (par_mine(i)) eval_unit(&as, &ws, &co, u, &runs[i].r); /* over MPI ranks: this rank's units */
+        cli_progress(i + 1, nr);
+    }
+    cli_progress_end();
+    fp4s_units_free(&ul);
+    if (!par_gather_compare(&runs[0].r, sizeof *runs, nr)) return 0; /* rank 0 goes on with every unit */
 
     /* the ranking, pooled over steps per (site, channel, component) */
     double total = 0;

@@ -7,6 +7,7 @@
 #include <fp4scope/decompose.h>
 #include <fp4scope/spec.h>
 #include <fp4scope/tensor.h>
+#include <fp4scope/units.h>
 
 #include <getopt.h>
 #include <math.h>
@@ -100,15 +101,6 @@ static bool side_wanted(const char *sides, const char *side)
 {
     if (!sides) return !strcmp(side, "trainer") || !strcmp(side, "rollout") || !strcmp(side, "weight");
     return cli_list_has(sides, side);
-}
-
-static bool step_wanted(const long long *steps, size_t ns, int64_t step)
-{
-    if (!steps) return true;
-    if (step < 0) return false;
-    for (size_t i = 0; i < ns; i++)
-        if (steps[i] == step) return true;
-    return false;
 }
 
 static json_t *hist_json(const fp4s_decomp *acc, fp4s_decomp_hist_kind k)
@@ -291,6 +283,11 @@ int main(int argc, char **argv)
     long long *steps = NULL;
     size_t nsteps = 0;
     if (an.steps) steps = cli_parse_int_list("--steps", an.steps, &nsteps);
+    fp4s_unit_select sel; /* the capture's datasets: the walker's selection, with --sides */
+    fp4s_unit_select_defaults(&sel);
+    sel.sites = an.sites;
+    sel.steps = steps;
+    sel.nsteps = nsteps;
     if (sides) {
         for (const char *p = sides; *p; p++)
             if (!strchr("abcdefghijklmnopqrstuvwxyz,", *p)) cli_usage("--sides: expected a list like trainer,rollout");
@@ -325,10 +322,7 @@ int main(int argc, char **argv)
         bool syn = fp4s_decomp_file_synthetic(argv[a]);
         for (size_t i = 0; i < ne; i++) {
             const fp4s_capture_entry *e = &ents[i];
-            if (!strcmp(e->site, "logprobs")) continue;
-            if (an.sites && !fp4s_site_match(an.sites, e->site)) continue;
-            if (!step_wanted(steps, nsteps, e->step)) continue;
-            if (!side_wanted(sides, e->side)) continue;
+            if (!fp4s_unit_select_match(&sel, e) || !side_wanted(sides, e->side)) continue;
             if (n == cap) {
                 cap *= 2;
                 items = realloc(items, cap * sizeof *items);

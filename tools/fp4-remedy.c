@@ -10,13 +10,13 @@
 #include <fp4scope/remedy.h>
 #include <fp4scope/spec.h>
 #include <fp4scope/tensor.h>
+#include <fp4scope/units.h>
 
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define DEFAULT_LIST "bf16,wfq,w4a4qat,none,rac:0.125,rac:0.25,rac:0.5,rac:1,rac:0.25:bf16,rac:0.25:aug," \
                      "rac-rand:0.25,mbs:128,of:0.5,of:1,keep:1,mbs:128+of:0.5"
@@ -112,45 +112,16 @@ enum {
     OPT_LOGITS, OPT_LTRAINER, OPT_LMHEAD, OPT_SRSEEDS
 };
 
-/* The file part of a source spec (before the last ':' unless the whole names a file). */
-static char *file_part(const char *spec)
+static fp4s_remedy_result *eval_unit(const fp4s_remedy *rem, size_t nr, const fp4s_spec *as, const fp4s_spec *ws,
+                                     const fp4s_remedy_eval_opts *eo, const fp4s_unit *u, fp4s_remedy_site *info)
 {
-    char *f = xstrdup(spec);
-    struct stat st;
-    if (stat(f, &st) == 0) return f;
-    char *c = strrchr(f, ':');
-    if (c) *c = '\0';
-    return f;
-}
-
-static void read_tensor(const char *what, const char *spec, float **x, size_t *rows, size_t *cols)
-{
-    int rc = fp4s_source_read_all(spec, x, rows, cols);
-    if (rc) cli_failf(rc, "%s", what);
-}
-
-static fp4s_remedy_result *eval_site(const fp4s_remedy *rem, size_t nr, const fp4s_spec *as, const fp4s_spec *ws,
-                                     const fp4s_remedy_eval_opts *eo, const char *xs, const char *xts,
-                                     const char *wsrc, fp4s_remedy_site *info)
-{
-    float *x = NULL, *xt = NULL, *w = NULL;
-    size_t m, k, mt = 0, kt = 0, n, kw;
-    read_tensor("--act", xs, &x, &m, &k);
-    if (xts) read_tensor("--trainer-act", xts, &xt, &mt, &kt);
-    read_tensor("--weight", wsrc, &w, &n, &kw);
-    if (xt && (mt != m || kt != k))
-        cli_die(FP4S_EXIT_INPUT, "shape mismatch: trainer activations %s are [%zu, %zu], rollout activations %s are "
-                "[%zu, %zu]", xts, mt, kt, xs, m, k);
-    if (kw != k)
-        cli_die(FP4S_EXIT_INPUT, "shape mismatch: weight %s is [%zu, %zu], its K = %zu differs from the activations' "
-                "K = %zu (%s)", wsrc, n, kw, kw, k, xs);
-    fp4s_remedy_result *res = calloc(nr, sizeof *res);
-    if (!res) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-    int rc = fp4s_remedy_eval(rem, nr, as, ws, x, xt, m, w, n, k, eo, info, res);
-    if (rc) cli_failf(rc, "%s", xs);
-    free(x);
-    free(xt);
-    free(w);
+    fp4s_unit_data d;
+    int rc = fp4s_unit_read(u, &d);
+    if (rc) cli_fail(rc);
+    fp4s_remedy_result *res = xcalloc(nr, sizeof *res);
+    rc = fp4s_remedy_eval(rem, nr, as, ws, d.x, d.xt, d.m, d.w, d.n, d.k, eo, info, res);
+    if (rc) cli_failf(rc, "%s", u->x);
+    fp4s_unit_data_free(&d);
     return res;
 }
 
@@ -426,50 +397,46 @@ static int run_logits(const char *file, const char *lm_head, const fp4s_remedy *
     }
     if (csv) printf("step,remedy,tokens,max_abs,k3,mean_abs,k1,entropy_rollout,entropy_trainer,entropy_change,"
                     "argmax_flips,logit_rel_error\n");
-    for (size_t i = 0; i < ne; i++) {
-        const fp4s_capture_entry *e = &ents[i];
-        if (e->step < 0 || strcmp(e->site, site) || strcmp(e->side, "rollout")) continue;
-        bool want = !steps;
-        for (size_t s = 0; s < nsteps && !want; s++) want = steps[s] == e->step;
-        if (!want) continue;
-        const fp4s_capture_entry *tr, *wt, *tok = NULL;
-        cli_capture_partners(ents, ne, e, &tr, &wt);
-        for (size_t j = 0; j < ne; j++) {
-            const fp4s_capture_entry *f = &ents[j];
-            if (strcmp(f->site, site) && !strcmp(f->site, "logprobs") && f->step == e->step &&
-                !strcmp(f->side, "token"))
-                tok = f;
-        }
-        const char *missing = !tr ? "trainer hidden states" : !wt ? "LM-head weight" : !tok ? "logprobs/token" : NULL;
+    /* the units of the LM head's site (the walker pairs its trainer side and weight) */
+    char pat[2 * sizeof site];
+    size_t pn = 0;
+    for (const char *p = site; *p; p++) { /* the site's name as a pattern that matches only it */
+        if (strchr("*?[\\", *p)) pat[pn++] = '\\';
+        pat[pn++] = *p;
+    }
+    pat[pn] = '\0';
+    fp4s_unit_select sel;
+    fp4s_unit_select_defaults(&sel);
+    sel.sites = pat;
+    sel.steps = steps;
+    sel.nsteps = nsteps;
+    fp4s_units ul = {0};
+    if ((rc = fp4s_units_add_capture(&ul, file, &sel))) exit(cli_report(rc));
+    for (size_t i = 0; i < ul.n; i++) {
+        const fp4s_unit *u = &ul.u[i];
+        bool tok = false;
+        for (size_t j = 0; j < ne && !tok; j++)
+            tok = !strcmp(ents[j].site, "logprobs") && ents[j].step == u->step && !strcmp(ents[j].side, "token");
+        const char *missing = !u->xt ? "trainer hidden states" : !u->w ? "LM-head weight" : !tok ? "logprobs/token"
+                                                                                                  : NULL;
         if (missing)
             cli_die(FP4S_EXIT_INPUT, "%s: step %lld: the logits path needs the %s (fp4scope-capture(5): the logits "
-                    "path)", file, (long long)e->step, missing);
-        char hs[1200], hts[1200], wss[1200];
-        fp4s_capture_entry_spec(file, e, hs, sizeof hs);
-        fp4s_capture_entry_spec(file, tr, hts, sizeof hts);
-        fp4s_capture_entry_spec(file, wt, wss, sizeof wss);
-        float *hr, *ht, *w;
-        size_t T, d, T2, d2, V, d3, nt;
-        read_tensor("rollout hidden states", hs, &hr, &T, &d);
-        read_tensor("trainer hidden states", hts, &ht, &T2, &d2);
-        read_tensor("LM-head weight", wss, &w, &V, &d3);
+                    "path)", file, (long long)u->step, missing);
+        fp4s_unit_data ud;
+        if ((rc = fp4s_unit_read(u, &ud))) cli_fail(rc);
+        float *hr = ud.x, *ht = ud.xt, *w = ud.w;
+        size_t T = ud.m, d = ud.k, V = ud.n, nt;
         int64_t *token = NULL, *seq = NULL;
         uint8_t *mask = NULL;
-        if ((rc = fp4s_remedy_read_tokens(file, e->step, &token, &seq, &mask, &nt))) exit(cli_report(rc));
-        if (T2 != T || d2 != d)
-            cli_die(FP4S_EXIT_INPUT, "shape mismatch: trainer hidden states %s are [%zu, %zu], rollout %s [%zu, %zu]",
-                    hts, T2, d2, hs, T, d);
-        if (d3 != d)
-            cli_die(FP4S_EXIT_INPUT, "shape mismatch: LM-head weight %s is [%zu, %zu], the hidden states have d = %zu",
-                    wss, V, d3, d);
+        if ((rc = fp4s_remedy_read_tokens(file, u->step, &token, &seq, &mask, &nt))) exit(cli_report(rc));
         if (nt != T)
-            cli_die(FP4S_EXIT_INPUT, "%s: step %lld: %zu hidden-state rows but %zu tokens", file, (long long)e->step, T,
+            cli_die(FP4S_EXIT_INPUT, "%s: step %lld: %zu hidden-state rows but %zu tokens", file, (long long)u->step, T,
                     nt);
         rc = fp4s_remedy_logits(rem, nr, as, ws, hr, ht, T, w, V, d, token, seq, mask, &lo, res, accs);
-        if (rc) cli_failf(rc, "%s: step %lld", file, (long long)e->step);
+        if (rc) cli_failf(rc, "%s: step %lld", file, (long long)u->step);
         used++;
         if (!json && !csv) {
-            printf("\nstep %lld  [%zu tokens, d %zu, V %zu]\n", (long long)e->step, T, d, V);
+            printf("\nstep %lld  [%zu tokens, d %zu, V %zu]\n", (long long)u->step, T, d, V);
             printf("  %-26s %10s %11s %10s %11s %10s %9s %9s\n", "remedy", "max_gap", "k3", "mean_abs", "entropy_r",
                    "dH", "argmax", "logit_err");
         }
@@ -482,10 +449,10 @@ static int run_logits(const char *file, const char *lm_head, const fp4s_remedy *
             pool[q].tokens += tk;
             pool[q].e_rel2 += lr->logit_rel_error * lr->logit_rel_error;
             pool[q].steps++;
-            logits_row_json(arr, e->step, &lr->remedy, &lr->mm, lr->entropy_rollout, lr->entropy_trainer,
+            logits_row_json(arr, u->step, &lr->remedy, &lr->mm, lr->entropy_rollout, lr->entropy_trainer,
                             lr->argmax_flips, lr->logit_rel_error);
             if (csv) {
-                printf("%lld,%s,%llu,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n", (long long)e->step,
+                printf("%lld,%s,%llu,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n", (long long)u->step,
                        fp4s_remedy_label(&lr->remedy), (unsigned long long)lr->mm.tokens, lr->mm.max_abs, lr->mm.k3,
                        lr->mm.mean_abs, lr->mm.k1, lr->entropy_rollout, lr->entropy_trainer, lr->entropy_change,
                        lr->argmax_flips, lr->logit_rel_error);
@@ -495,14 +462,13 @@ static int run_logits(const char *file, const char *lm_head, const fp4s_remedy *
                        100 * lr->argmax_flips, lr->logit_rel_error);
             }
         }
-        free(hr);
-        free(ht);
-        free(w);
+        fp4s_unit_data_free(&ud);
         free(token);
         free(seq);
         free(mask);
     }
     free(ents);
+    fp4s_units_free(&ul);
     if (used == 0)
         cli_die(FP4S_EXIT_INPUT, "%s: no step holds the site %s (the final hidden states; see fp4scope-capture(5): the "
                 "logits path)", file, site);
@@ -699,58 +665,45 @@ int main(int argc, char **argv)
         return st;
     }
 
-    size_t cap = 4, nruns = 0;
-    site_run *runs = calloc(cap, sizeof *runs);
-    if (!runs) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    /* the units: one site given as tensors, or the capture's (step, site) pairs */
+    fp4s_units ul = {0};
+    bool syn;
     if (!capture_mode) {
-        runs[0].label = xstrdup(an.act);
-        runs[0].step = -1;
-        char *fp = file_part(an.act);
-        runs[0].synthetic = cli_source_synthetic(an.act);
-        free(fp);
-        runs[0].res = eval_site(rem, nr, &as, &ws, &eo, an.act, an.trainer_act, an.weight, &runs[0].info);
-        nruns = 1;
+        if ((rc = fp4s_units_add_tensors(&ul, an.act, an.trainer_act, an.weight))) cli_fail(rc);
+        syn = cli_source_synthetic(an.act);
     } else {
         const char *file = argv[optind];
-        long long *steps = NULL;
+        fp4s_unit_select sel;
+        fp4s_unit_select_defaults(&sel);
+        sel.sites = an.sites;
         size_t nsteps = 0;
-        if (an.steps) steps = cli_parse_int_list("--steps", an.steps, &nsteps);
-        fp4s_capture_entry *ents = NULL;
-        size_t ne = 0;
-        if ((rc = fp4s_capture_list(file, &ents, &ne))) exit(cli_report(rc));
-        bool syn = cli_source_synthetic(file);
-        size_t matched = 0;
-        cli_progress_begin(file);
-        for (size_t i = 0; i < ne; i++) {
-            cli_progress(i, ne);
-            const fp4s_capture_entry *e = &ents[i];
-            if (!cli_rollout_selected(e, an.sites, steps, nsteps)) continue;
-            matched++;
-            /* the trainer side (if any) and the weight of this (step, site) */
-            cli_site_specs sp;
-            cli_capture_site(file, ents, ne, e, false, &sp);
-            if (nruns == cap) {
-                cap *= 2;
-                runs = realloc(runs, cap * sizeof *runs);
-                if (!runs) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-            }
-            site_run *sr = &runs[nruns++];
-            memset(sr, 0, sizeof *sr);
-            sr->label = xstrdup(sp.x);
-            sr->site = xstrdup(e->site);
-            sr->step = e->step;
-            sr->synthetic = syn;
-            if (par_mine(nruns - 1)) /* over MPI ranks: this rank's units */
-                sr->res = eval_site(rem, nr, &as, &ws, &eo, sp.x, sp.xt[0] ? sp.xt : NULL, sp.w, &sr->info);
-        }
-        free(ents);
+        long long *steps = an.steps ? cli_parse_int_list("--steps", an.steps, &nsteps) : NULL;
+        sel.steps = steps;
+        sel.nsteps = nsteps;
+        sel.weight = FP4S_UNIT_REQUIRED;
+        if ((rc = fp4s_units_add_capture(&ul, file, &sel))) exit(cli_report(rc));
         free(steps);
-        if (matched == 0)
+        if (ul.n == 0)
             cli_die(FP4S_EXIT_INPUT, "%s: no site matches%s%s%s%s (rollout activations are needed)", file,
                     an.sites ? " --sites " : "", an.sites ? an.sites : "", an.steps ? " --steps " : "",
                     an.steps ? an.steps : "");
-        if (!par_gather_remedy(&runs[0].info, &runs[0].res, sizeof *runs, nruns, nr)) return 0; /* rank 0 goes on */
+        syn = cli_source_synthetic(file);
     }
+    size_t nruns = ul.n;
+    site_run *runs = xcalloc(nruns, sizeof *runs);
+    cli_progress_begin(capture_mode ? argv[optind] : an.act);
+    for (size_t i = 0; i < nruns; i++) {
+        const fp4s_unit *u = &ul.u[i];
+        cli_progress(i, nruns);
+        runs[i].label = xstrdup(u->x);
+        runs[i].site = u->site ? xstrdup(u->site) : NULL;
+        runs[i].step = u->step;
+        runs[i].synthetic = syn;
+        if (par_mine(i)) runs[i].res = eval_unit(rem, nr, &as, &ws, &eo, u, &runs[i].info); /* this rank's units */
+    }
+    cli_progress_end();
+    fp4s_units_free(&ul);
+    if (!par_gather_remedy(&runs[0].info, &runs[0].res, sizeof *runs, nruns, nr)) return 0; /* rank 0 goes on */
 
     int status = 0;
     json_t *plan = NULL;

@@ -24,57 +24,6 @@ void rep_progress(const char *fmt, ...)
     fputc('\n', stderr);
 }
 
-static bool step_wanted(const report_opts *o, int64_t step)
-{
-    if (!o->steps) return true;
-    for (size_t i = 0; i < o->nsteps; i++)
-        if (o->steps[i] == step) return true;
-    return false;
-}
-
-static char *entry_spec(const char *file, const fp4s_capture_entry *e)
-{
-    size_t need = fp4s_capture_entry_spec(file, e, NULL, 0) + 1;
-    char *b = xmalloc(need);
-    fp4s_capture_entry_spec(file, e, b, need);
-    return b;
-}
-
-/* The units of one capture: every selected (step, site) with a rollout side. */
-static void list_units(report *r, size_t c)
-{
-    const report_opts *o = r->o;
-    const char *file = o->captures[c];
-    fp4s_capture_entry *ents = NULL;
-    size_t ne = 0;
-    int rc = fp4s_capture_list(file, &ents, &ne);
-    if (rc) cli_fail(rc);
-    for (size_t i = 0; i < ne; i++) {
-        const fp4s_capture_entry *e = &ents[i];
-        if (strcmp(e->side, "rollout") || e->step < 0 || !strcmp(e->site, "logprobs")) continue;
-        if (o->sites && !fp4s_site_match(o->sites, e->site)) continue;
-        if (!step_wanted(o, e->step)) continue;
-        const fp4s_capture_entry *tr, *wt;
-        cli_capture_partners(ents, ne, e, &tr, &wt);
-        r->units = xrealloc(r->units, (r->nunits + 1) * sizeof *r->units);
-        unit *u = &r->units[r->nunits++];
-        memset(u, 0, sizeof *u);
-        u->cap = c;
-        u->step = e->step;
-        u->site = xstrdup(e->site);
-        u->xr = entry_spec(file, e);
-        u->xt = tr ? entry_spec(file, tr) : NULL;
-        u->w = wt ? entry_spec(file, wt) : NULL;
-        u->m = e->rows;
-        u->k = e->cols;
-        u->n = wt ? wt->rows : 0;
-        if (wt && wt->cols != e->cols)
-            cli_die(FP4S_EXIT_INPUT, "%s: site %s step %lld: the weight %s is [%zu, %zu], its K differs from the "
-                    "activations' K = %zu", file, e->site, (long long)e->step, wt->path, wt->rows, wt->cols, e->cols);
-    }
-    free(ents);
-}
-
 static void read_all(const char *spec, const char *what, float **x, size_t rows, size_t cols)
 {
     size_t m, k;
@@ -87,20 +36,26 @@ static void read_all(const char *spec, const char *what, float **x, size_t rows,
 void analyze_units(report *r)
 {
     const report_opts *o = r->o;
-    for (size_t c = 0; c < o->ncaptures; c++) list_units(r, c);
-    if (r->nunits == 0)
+    /* the units of every capture: a site whose K is not a multiple of the
+     * block size cannot be quantized, so it is left out, and said */
+    fp4s_unit_select sel;
+    fp4s_unit_select_defaults(&sel);
+    sel.sites = o->sites;
+    sel.steps = o->steps;
+    sel.nsteps = o->nsteps;
+    sel.k_multiple = o->spec.block;
+    for (size_t c = 0; c < o->ncaptures; c++) {
+        int rc = fp4s_units_add_capture(&r->ul, o->captures[c], &sel);
+        if (rc) cli_fail(rc);
+    }
+    if (r->ul.n + r->ul.nleft == 0)
         cli_die(FP4S_EXIT_INPUT, "%s: no rollout activations%s%s%s%s (a capture holds "
                 "/steps/<step>/<site>/rollout; fp4-capture ls lists it)", o->captures[0],
                 o->sites ? " match --sites " : "", o->sites ? o->sites : "", o->steps_s ? " --steps " : "",
                 o->steps_s ? o->steps_s : "");
-    /* a site whose K is not a multiple of the block size cannot be quantized: left out, and said */
-    size_t bs = o->spec.block, kept = 0;
-    for (size_t i = 0; i < r->nunits; i++) {
-        unit *u = &r->units[i];
-        if (u->k % bs == 0) {
-            r->units[kept++] = *u;
-            continue;
-        }
+    size_t bs = o->spec.block;
+    for (size_t i = 0; i < r->ul.nleft; i++) {
+        const fp4s_unit *u = &r->ul.left[i];
         bool seen = false;
         for (size_t j = 0; j < r->nleft && !seen; j++) seen = !strcmp(r->left[j], u->site);
         if (!seen) {
@@ -109,17 +64,19 @@ void analyze_units(report *r)
             r->left = xrealloc(r->left, (r->nleft + 1) * sizeof *r->left);
             r->left[r->nleft++] = xstrdup(b);
             rep_progress("note: %s: site %s left out: K = %zu is not a multiple of the %s block size %zu",
-                         o->names[u->cap], u->site, u->k, fp4s_format_name(o->spec.format), bs);
+                         o->names[u->input], u->site, u->k, fp4s_format_name(o->spec.format), bs);
         }
-        free(u->site);
-        free(u->xr);
-        free(u->xt);
-        free(u->w);
     }
-    r->nunits = kept;
-    if (kept == 0)
+    if (r->ul.n == 0)
         cli_die(FP4S_EXIT_INPUT, "%s: no site whose K is a multiple of the %s block size %zu (%s)", o->captures[0],
                 fp4s_format_name(o->spec.format), bs, r->left[0]);
+    r->nunits = r->ul.n;
+    r->units = xcalloc(r->nunits, sizeof *r->units);
+    for (size_t i = 0; i < r->nunits; i++) {
+        const fp4s_unit *wu = &r->ul.u[i];
+        r->units[i] = (unit){.wu = wu, .cap = wu->input, .step = wu->step, .site = wu->site, .xr = wu->x,
+                             .xt = wu->xt, .w = wu->w, .m = wu->m, .k = wu->k, .n = wu->n};
+    }
     /* the remedies are checked against the quantizers and K before any work */
     for (size_t q = 0; q < r->nrem; q++) {
         int rc = fp4s_remedy_check(&r->rem[q], &o->spec, &o->wspec, r->units[0].k);
@@ -151,12 +108,10 @@ void analyze_units(report *r)
         if (rc) cli_failf(rc, "%s", u->xr);
         u->have_decomp = true;
         if (!u->w || r->rem_unavailable) continue;
-        /* held in file-scope pointers: an error exit (a malformed trainer side) leaks nothing */
-        static float *X, *Xt, *W;
-        X = Xt = W = NULL;
-        read_all(u->xr, "rollout activations", &X, u->m, u->k);
-        if (u->xt) read_all(u->xt, "trainer activations", &Xt, u->m, u->k);
-        read_all(u->w, "weight", &W, u->n, u->k);
+        /* held in a file-scope struct: an error exit (a malformed trainer side) leaks nothing */
+        static fp4s_unit_data ud;
+        if ((rc = fp4s_unit_read(u->wu, &ud))) cli_fail(rc);
+        float *X = ud.x, *Xt = ud.xt, *W = ud.w;
         if (Xt) {
             rc = fp4s_compare_eval(&o->spec, &o->wspec, X, Xt, u->m, W, u->n, u->k, &cop, &u->cmp);
             if (rc == FP4S_ENOTSUP) {
@@ -181,10 +136,7 @@ void analyze_units(report *r)
                 u->have_rem = true;
             }
         }
-        free(X);
-        free(Xt);
-        free(W);
-        X = Xt = W = NULL;
+        fp4s_unit_data_free(&ud);
     }
     cli_progress_end();
     if (r->rem_unavailable) rep_progress("note: comparison and remedies left out: %s", r->rem_unavailable);
@@ -422,15 +374,12 @@ void report_free(report *r)
 {
     for (size_t i = 0; i < r->nunits; i++) {
         unit *u = &r->units[i];
-        free(u->site);
-        free(u->xr);
-        free(u->xt);
-        free(u->w);
         if (u->have_cmp) fp4s_compare_site_free(&u->cmp);
         if (u->rres) fp4s_remedy_results_free(u->rres, r->nrem);
         free(u->rres);
     }
     free(r->units);
+    fp4s_units_free(&r->ul);
     for (size_t s = 0; s < r->nsites; s++) {
         free(r->sites[s].site);
         fp4s_channels_free(&r->sites[s].ch);

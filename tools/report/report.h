@@ -14,6 +14,7 @@
 #include <fp4scope/mismatch.h>
 #include <fp4scope/remedy.h>
 #include <fp4scope/spec.h>
+#include <fp4scope/units.h>
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -105,10 +106,11 @@ int figs_missing(void); /* figures not drawn (no gnuplot, or gnuplot failed) */
 
 /* ---- analyze.c: the analyses --------------------------------------------------------- */
 typedef struct unit {       /* one (capture, step, site) with a rollout side */
+    const fp4s_unit *wu;    /* the walker's unit (report.ul) */
     size_t cap;             /* index into the captures */
     int64_t step;
-    char *site;
-    char *xr, *xt, *w;      /* source specs (xt, w NULL when absent) */
+    const char *site;       /* these alias wu's */
+    const char *xr, *xt, *w; /* source specs (xt, w NULL when absent) */
     size_t m, k, n;         /* shape of X and of W (n = 0 without W) */
     bool have_decomp, have_cmp, have_rem;
     fp4s_decomp_result dec; /* rollout activations under the spec */
@@ -176,6 +178,7 @@ typedef struct report_opts {
 typedef struct report {
     const report_opts *o;
     outdir *od;
+    fp4s_units ul;            /* the walker's list */
     unit *units;
     size_t nunits;
     site_sum *sites;
