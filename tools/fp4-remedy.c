@@ -239,9 +239,7 @@ static int run_plan(site_run *runs, size_t nruns, const fp4s_remedy *rem, size_t
     double e_none = 0;
     size_t none_c = (size_t)-1;
     for (size_t c = 0; c < nc; c++)
-        if (rem[cand[c]].kind == FP4S_RK_ROLLOUT && !rem[cand[c]].rac_ratio && !rem[cand[c]].mbs_group &&
-            !rem[cand[c]].of && !rem[cand[c]].keep && !rem[cand[c]].aqn)
-            none_c = c;
+        if (fp4s_remedy_is_plain(&rem[cand[c]])) none_c = c;
     for (size_t s = 0; s < ns && none_c != (size_t)-1; s++) e_none += items[s * nc + none_c].err;
 
     json_t *root = json_object(), *sites = json_array(), *bf16 = json_array(), *chs = json_object(),

@@ -415,6 +415,11 @@ static bool has_component(const fp4s_remedy *r)
     return r->rac_ratio > 0 || r->mbs_group || r->of || r->keep || r->aqn || r->e4over6 || r->rht || r->sr;
 }
 
+bool fp4s_remedy_is_plain(const fp4s_remedy *r)
+{
+    return r && r->kind == FP4S_RK_ROLLOUT && !has_component(r);
+}
+
 int fp4s_remedy_check(const fp4s_remedy *r, const fp4s_spec *act, const fp4s_spec *wt, size_t k)
 {
     if (!r || !act || !wt) return fp4s_error_set(FP4S_EINVAL, "remedy: NULL argument");

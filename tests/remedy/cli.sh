@@ -126,6 +126,16 @@ expect 0 "" $R --plan 0 "$FP4S_SRCDIR/datasets/synth-tiny.h5"
 grep -q "^# sites to keep in BF16" out.txt || fail "--plan text lists"
 grep -q "total: extra 0.00% of the W4A4 FLOPs" out.txt || fail "--plan 0 must spend nothing"
 expect 2 "no rollout item" $R --plan 0.1 --remedy wfq,bf16 "$FP4S_SRCDIR/datasets/synth-tiny.h5"
+# the plan's "none everywhere" total is the plain item's, wherever it stands in the list and
+# whatever other item follows it (sr, rht and 4over6 are remedies, not none)
+for l in none,sr:1 sr:1,none none,rht none,4over6:mse; do
+    expect 0 "" $R -f nvfp4 -p te --plan 0.1 --json --remedy $l "$FP4S_SRCDIR/datasets/synth-tiny.h5"
+    grep -o '"sum_rel_error2_none": [^,]*' out.txt > "none.$l.txt"
+done
+for l in sr:1,none none,rht none,4over6:mse; do
+    cmp -s none.none,sr:1.txt "none.$l.txt" ||
+        fail "--plan --remedy $l: none's total $(cat "none.$l.txt") is not none's $(cat none.none,sr:1.txt)"
+done
 
 # --- the logits path ---
 "$FP4S_BUILDDIR/tests/remedy/make_logits_capture" lg.h5 6 || fail "make_logits_capture"

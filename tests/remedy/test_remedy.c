@@ -161,6 +161,30 @@ START_TEST(grammar_accepts_the_issue_list)
 }
 END_TEST
 
+/* "none" is the one plain item: every component, engine remedies included,
+ * makes a remedy, and the trainer kinds and bf16-rollout are not "none". */
+START_TEST(is_plain_only_for_none)
+{
+    ck_assert(fp4s_remedy_is_plain(&(fp4s_remedy){0}) == true);
+    fp4s_remedy d;
+    fp4s_remedy_defaults(&d);
+    ck_assert(fp4s_remedy_is_plain(&d));
+    ck_assert(!fp4s_remedy_is_plain(NULL));
+    const char *plain[] = {"none"};
+    const char *not_plain[] = {"bf16", "wfq", "w4a4qat", "bf16-rollout", "rac:0.5", "rac-rand:0.5", "mbs:64",
+                               "of", "of:0", "keep:1", "aqn:0", "aqn:0.1", "4over6", "rht", "rht:none", "sr",
+                               "sr:0", "mbs:128+of:0.5"};
+    for (size_t i = 0; i < sizeof plain / sizeof *plain; i++) {
+        fp4s_remedy r = R(plain[i]);
+        ck_assert_msg(fp4s_remedy_is_plain(&r), "%s is plain", plain[i]);
+    }
+    for (size_t i = 0; i < sizeof not_plain / sizeof *not_plain; i++) {
+        fp4s_remedy r = R(not_plain[i]);
+        ck_assert_msg(!fp4s_remedy_is_plain(&r), "%s is not plain", not_plain[i]);
+    }
+}
+END_TEST
+
 START_TEST(grammar_refuses_with_a_message)
 {
     expect_err("foo", FP4S_EINVAL, "unknown remedy 'foo' (known: none, bf16");
@@ -909,6 +933,7 @@ int main(void)
     const check_case cases[] = {
         CHECK_CASE(grammar_accepts_the_issue_list),
         CHECK_CASE(grammar_refuses_with_a_message),
+        CHECK_CASE(is_plain_only_for_none),
         CHECK_CASE(check_against_the_quantizers),
         CHECK_CASE(cost_hand_computed),
         CHECK_CASE(plan_hand_computed),

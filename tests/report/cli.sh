@@ -206,4 +206,12 @@ for sig in TERM HUP; do
     no_staging
 done
 for p in $(cat slow.pids); do kill "$p" 2>/dev/null || true; done
+# the summary's naive W4A4 is the plain item, wherever it stands and whatever follows it
+for l in none,rht rht,none; do
+    expect_exit 0 fp4-report "$tiny" --steps 0 --drill 0 --profiles ceil --remedy $l -o "rn.$l"
+    grep -o 'naive W4A4 leaves an output error of [^ ]*' "rn.$l/index.html" > "rn.$l.txt" ||
+        fail "--remedy $l: no naive W4A4 in the summary"
+done
+cmp -s rn.none,rht.txt rn.rht,none.txt ||
+    fail "the summary's naive W4A4 depends on the order: $(cat rn.none,rht.txt) / $(cat rn.rht,none.txt)"
 echo "fp4-report cli ok"

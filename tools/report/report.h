@@ -227,7 +227,6 @@ rem_pool *pool_remedies(const report *r);        /* r->nrem entries (free) */
 double pool_err(const rem_pool *p);              /* output error vs the BF16 trainer */
 double pool_err_wfq(const rem_pool *p);          /* ... vs the aligned wfq trainer */
 double pool_flops(const rem_pool *p);            /* extra FP4-equivalent FLOPs / W4A4's */
-bool is_none(const fp4s_remedy *m);              /* the naive W4A4 item */
 void write_summary(report *r, text *pg, const rem_pool *rp);
 
 /* ---- sections.c / drill.c ------------------------------------------------------------ */

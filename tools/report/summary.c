@@ -82,11 +82,6 @@ double pool_err(const rem_pool *p) { return p->ref2_bf16 > 0 ? sqrt(p->err2_bf16
 double pool_err_wfq(const rem_pool *p) { return p->ref2_wfq > 0 ? sqrt(p->err2_wfq / p->ref2_wfq) : NAN; }
 double pool_flops(const rem_pool *p) { return p->flops_base > 0 ? p->flops_eq / p->flops_base : NAN; }
 
-bool is_none(const fp4s_remedy *m)
-{
-    return m->kind == FP4S_RK_ROLLOUT && !m->rac_ratio && !m->mbs_group && !m->of && !m->keep && !m->aqn;
-}
-
 /* ---- the summary ----------------------------------------------------------------------------- */
 void write_summary(report *r, text *pg, const rem_pool *rp)
 {
@@ -151,7 +146,7 @@ void write_summary(report *r, text *pg, const rem_pool *rp)
     if (rp && r->nrem) {
         size_t none = (size_t)-1, best = (size_t)-1, cheap = (size_t)-1;
         for (size_t q = 0; q < r->nrem; q++)
-            if (rp[q].n && is_none(&r->rem[q])) none = q;
+            if (rp[q].n && fp4s_remedy_is_plain(&r->rem[q])) none = q;
         for (size_t q = 0; q < r->nrem; q++) {
             if (!rp[q].n || fp4s_remedy_is_trainer(r->rem[q].kind) || r->rem[q].kind == FP4S_RK_BF16_ROLLOUT ||
                 q == none)

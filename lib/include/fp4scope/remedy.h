@@ -254,6 +254,10 @@ FP4S_API int fp4s_remedy_list_parse(const char *list, fp4s_remedy **out, size_t 
  * same remedy. */
 FP4S_API size_t fp4s_remedy_describe(const fp4s_remedy *r, char *buf, size_t n);
 
+/* Is r the plain rollout item "none" (Qa(X) Qw(W)^T, naive W4A4): the
+ * rollout kind with no component? The one definition the tools use. */
+FP4S_API bool fp4s_remedy_is_plain(const fp4s_remedy *r);
+
 /* The label of a result: r->text when set, else the canonical text. */
 FP4S_API const char *fp4s_remedy_label(const fp4s_remedy *r);
 
