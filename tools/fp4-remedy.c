@@ -79,31 +79,14 @@ static void usage_text(void)
         "mismatch, no site), 4 output not written, 5 internal error.\n");
 }
 
+/* --list-remedies: the grammar's summary, from the library's rows */
 static void grammar_text(void)
 {
-    printf(
-        "A list is items separated by ','; an item is components joined by '+'.\n"
-        "trainer items (on the trainer activations X_t):\n"
-        "  bf16                 X W^T\n"
-        "  wfq                  X Qw(W)^T         asymmetric QAT (QUADS)\n"
-        "  w4a4qat              Qa(X) Qw(W)^T     symmetric QAT\n"
-        "rollout items (on the rollout activations X):\n"
-        "  none                 Qa(X) Qw(W)^T     naive W4A4\n"
-        "  bf16-rollout         X W^T             the site kept in BF16\n"
-        "  rac:R[:RESID]        residual compensation of ceil(R K) channels, R in (0, 1],\n"
-        "                       RESID fp4 (default), bf16 or aug\n"
-        "  rac-rand:R[:RESID][:SEED]  the same with random channels (SEED default 1)\n"
-        "  mbs:G[:max|mse]      macro-block scaling, one extra scale per G elements (G a\n"
-        "                       multiple of the block; max for MXFP4, mse for NVFP4 by default)\n"
-        "  of[:ALPHA]           outlier fallback Q(x) + ALPHA Q(x - Q(x)), ALPHA in [0, 1] (0.5)\n"
-        "  keep:K               the K largest |x| per block kept in BF16, K in [1, block - 1]\n"
-        "  aqn:SIGMA[:SEED][:TARGET]  channel-wise Gaussian noise before quantizing, SIGMA in\n"
-        "                       [0, 1], TARGET gain (default), weight or elem\n"
-        "engine remedies (TransformerEngine):\n"
-        "  4over6[:mae|mse][:256|448]  NVFP4 te 4over6 block scaling\n"
-        "  rht[:te|none|0xHHHH]  the 16-point random Hadamard transform of both operands along K\n"
-        "  sr[:SEED]            stochastic rounding of the elements (the bias over --sr-seeds seeds)\n"
-        "Example: none,rac:0.125,rac:1:bf16,rac-rand:0.25,mbs:128,of:0.5,keep:1,mbs:128+of:0.5\n");
+    size_t n = fp4s_remedy_help(NULL, 0) + 1;
+    char *t = xmalloc(n);
+    fp4s_remedy_help(t, n);
+    fputs(t, stdout);
+    free(t);
 }
 
 enum {

@@ -48,20 +48,6 @@ void fp4s_rlinear_close(fp4s_rlinear **L)
 const float *fp4s_rlinear_weight(const fp4s_rlinear *L) { return L ? L->wmain : NULL; }
 
 /* ---- cost ---------------------------------------------------------------------------- */
-static unsigned log2_ceil(unsigned v)
-{
-    unsigned b = 0;
-    while ((1u << b) < v) b++;
-    return b;
-}
-
-static double mbs_bits(const fp4s_remedy *r, const fp4s_spec *s)
-{
-    fp4s_mbs_rule rule = r->mbs_rule;
-    if (rule == FP4S_MBS_AUTO) rule = s->format == FP4S_MXFP4 ? FP4S_MBS_MAX : FP4S_MBS_MSE;
-    return rule == FP4S_MBS_MAX ? 8.0 : 4.0;
-}
-
 static void rm_cost(const fp4s_remedy *r, const fp4s_spec *as, const fp4s_spec *ws, size_t m, size_t n, size_t k,
                     size_t sel, size_t pad, size_t tiles, double kept_a, double kept_w, fp4s_remedy_cost *c)
 {
@@ -87,41 +73,10 @@ static void rm_cost(const fp4s_remedy *r, const fp4s_spec *as, const fp4s_spec *
         c->act_bits = ab * tx;
         c->weight_bits = wb * tw;
         c->bytes = c->bytes_base + (oa ? M * K * ab / 8.0 : 0) + (ow ? N * K * wb / 8.0 : 0);
-        if (r->mbs_group) {
-            double g = r->mbs_group, units = ceil(K / g);
-            if (rm_on_act(r)) {
-                double b = mbs_bits(r, as) / g * tx;
-                c->act_bits += b;
-                c->bytes += M * K * b / 8.0;
-                c->flops_fp32 += 2.0 * M * N * units * tx * tw;
-            }
-            if (rm_on_weight(r)) {
-                double b = mbs_bits(r, ws) / (g * (ws->tile2d ? 16.0 : 1.0)) * tw;
-                c->weight_bits += b;
-                c->bytes += N * K * b / 8.0;
-                c->flops_fp32 += 2.0 * M * N * units * tx * tw;
-            }
-        }
-        if (r->keep) {
-            if (rm_on_act(r)) c->act_bits += r->keep * (16.0 + log2_ceil(as->block)) / as->block;
-            if (rm_on_weight(r)) c->weight_bits += r->keep * (16.0 + log2_ceil(ws->block)) / ws->block;
-            c->bytes += (kept_a + kept_w) * 3.0;
-            c->flops_bf16 += 2.0 * N * kept_a + 2.0 * M * kept_w;
-        }
-        if (r->rht) c->flops_bf16 += 32.0 * M * K; /* the activation's 16 x 16 transform (the weight's once per sync) */
-        if (sel) {
-            double S = (double)sel, P = (double)pad, T = (double)tiles;
-            if (r->rac_resid == FP4S_RAC_BF16) {
-                c->flops_bf16 += 2.0 * M * N * S;
-                c->bytes += 2.0 * M * S + T * 2.0 * N * S + 4.0 * S * T;
-                c->act_bits += 16.0 * S / K;
-            } else {
-                double wt = r->rac_resid == FP4S_RAC_FP4 ? tw : 1.0;
-                c->flops_fp4 += 2.0 * M * N * P * wt;
-                c->bytes += M * P * ab / 8.0 + T * N * P * wb / 8.0 * wt + 4.0 * S * T;
-                c->act_bits += ab * P / K;
-            }
-        }
+        /* what each component adds: its row (component.c) */
+        rm_cost_in in = {.as = as, .ws = ws, .M = M, .N = N, .K = K, .ab = ab, .wb = wb, .tx = tx, .tw = tw,
+                         .sel = sel, .pad = pad, .tiles = tiles, .kept_a = kept_a, .kept_w = kept_w};
+        rm_cost_components(r, &in, c);
     }
     c->act_extra_bits = c->act_bits - ab;
     c->weight_extra_bits = c->weight_bits - wb;
@@ -197,19 +152,8 @@ int fp4s_rlinear_open(const fp4s_remedy *r, const fp4s_spec *act, const fp4s_spe
     if (rollout) {
         fp4s_spec *sp[2] = {&L->as, &L->ws};
         bool on[2] = {rm_on_act(r), rm_on_weight(r)};
-        for (int i = 0; i < 2; i++) {
-            if (!on[i]) continue;
-            if (r->e4over6) {
-                sp[i]->nv_recipe = FP4S_NV_TE_4OVER6;
-                sp[i]->nv_4over6_err = r->e4over6_err;
-                sp[i]->nv_scale_bound = r->e4over6_bound;
-                sp[i]->tie = FP4S_TIE_EVEN;
-            }
-            if (r->sr) {
-                sp[i]->sr = true;
-                sp[i]->sr_seed = r->sr_seed + (uint32_t)i * 0x9E3779B9u; /* another stream for the weight */
-            }
-        }
+        for (int i = 0; i < 2; i++)
+            if (on[i]) rm_apply_specs(r, sp[i], i);
         if (r->rht) {
             L->rht = true;
             L->rspec = *act;

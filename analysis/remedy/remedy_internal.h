@@ -104,4 +104,69 @@ double rm_base_bits(const fp4s_spec *s);
 static inline bool rm_on_act(const fp4s_remedy *r) { return r->operands != FP4S_OPERANDS_WEIGHT; }
 static inline bool rm_on_weight(const fp4s_remedy *r) { return r->operands != FP4S_OPERANDS_ACT; }
 
+/* ---- the items and components as rows (component.c) -------------------------------- */
+typedef enum rm_group { RM_GROUP_TRAINER, RM_GROUP_ROLLOUT, RM_GROUP_ENGINE } rm_group;
+
+/* An item alone (none, the trainers, bf16-rollout): its name and kind. */
+typedef struct rm_kind_row {
+    const char *name;
+    fp4s_remedy_kind kind;
+    rm_group group;
+    const char *help;        /* --list-remedies */
+} rm_kind_row;
+
+/* What a component's check sees. */
+typedef struct rm_check_in {
+    const fp4s_remedy *r;
+    const char *lab;          /* the item's label, for messages */
+    const fp4s_spec *act, *wt;
+    size_t k;
+    bool on_act, on_w;        /* the operands it modifies (fp4s_remedy.operands) */
+} rm_check_in;
+
+/* What a component's cost sees: the GEMM's shape, the base bits per
+ * element, the operand copies of (tx, tw: 2 when of applies to it, else 1),
+ * rac's selection and keep's kept entries. */
+typedef struct rm_cost_in {
+    const fp4s_spec *as, *ws;
+    double M, N, K, ab, wb, tx, tw;
+    size_t sel, pad, tiles;
+    double kept_a, kept_w;
+} rm_cost_in;
+
+/* A component: one row says all the library decides about it. */
+typedef struct rm_comp {
+    const char *name;         /* as written in an item */
+    const char *usage;        /* with its parameters: messages and --list-remedies */
+    const char *help;         /* --list-remedies (continuation lines indented) */
+    rm_group group;
+    unsigned excl;            /* rows sharing a bit exclude each other within an item */
+    int canon;                /* position in the canonical text and in the cost's sums */
+    int stage;                /* position in the order of application (fp4-remedy(1)) */
+    /* the parameters f[1..nf) after the name f[0], into r */
+    int (*parse)(const char *item, char **f, size_t nf, fp4s_remedy *r);
+    void (*defaults)(fp4s_remedy *r);                       /* its parameters' defaults (NULL: all 0) */
+    bool (*present)(const fp4s_remedy *r);                  /* r has it (is-plain asks every row) */
+    int (*describe)(const fp4s_remedy *r, char *b, size_t n); /* canonical text (snprintf's return) */
+    int (*check)(const rm_check_in *in);                    /* against the quantizers and K (NULL: none) */
+    void (*spec)(const fp4s_remedy *r, fp4s_spec *s, int operand); /* its options on an operand's quantizer
+                                                                    * (0 activation, 1 weight; NULL: none) */
+    void (*cost)(const fp4s_remedy *r, const rm_cost_in *in, fp4s_remedy_cost *c); /* added (NULL: none) */
+} rm_comp;
+
+const rm_kind_row *rm_kinds(size_t *n);
+const rm_comp *rm_comps(size_t *n);
+/* "remedy 'ITEM': " and fmt with a, as fp4s_error_set(code). */
+int rm_bad(const char *item, const char *fmt, const char *a, int code);
+bool rm_has_component(const fp4s_remedy *r);
+/* The list of names for messages ("none, bf16, ..., sr[:SEED]"): snprintf's return. */
+size_t rm_known(char *buf, size_t n);
+/* The canonical text of a rollout item ("none" without components). */
+size_t rm_describe_components(const fp4s_remedy *r, char *buf, size_t n);
+int rm_check_components(const rm_check_in *in);
+/* The quantizer options of r's components on one operand's spec. */
+void rm_apply_specs(const fp4s_remedy *r, fp4s_spec *s, int operand);
+/* Every component's cost, added to c in canonical order. */
+void rm_cost_components(const fp4s_remedy *r, const rm_cost_in *in, fp4s_remedy_cost *c);
+
 #endif

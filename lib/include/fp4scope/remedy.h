@@ -9,50 +9,12 @@
  * values, which is what 4-bit tensor cores compute. Inputs must be finite.
  *
  * ---- the remedy list grammar (fp4s_remedy_list_parse) ----
- * A list is items separated by ','; an item is components joined by '+';
- * parameters follow a component's name after ':'. Names and defaults:
- *
- *   trainer items (compute with the trainer's activations; alone in an item):
- *     bf16            X W^T                                  (unquantized)
- *     wfq             X Qw(W)^T        asymmetric QAT ("W4A16 QAT", QUADS)
- *     w4a4qat         Qa(X) Qw(W)^T    symmetric QAT
- *   rollout items:
- *     none            Qa(X) Qw(W)^T    naive W4A4 (alone in an item)
- *     bf16-rollout    X W^T            the site kept in BF16 (alone in an item;
- *                                      what --plan's list of BF16 layers means)
- *     rac:R[:RESID]   residual activation compensation (QUADS), R in (0, 1],
- *                     RESID bf16 | fp4 (default) | aug
- *     rac-rand:R[:RESID][:SEED]  the same with ceil(R K) random channels
- *                     (the control), SEED an integer (default 1)
- *     mbs:G[:RULE]    macro-block scaling: one extra scale per G elements
- *                     along K (G a multiple of the block size), RULE max
- *                     (default for MXFP4) | mse (default for NVFP4)
- *     of:ALPHA        outlier fallback Q(x) + ALPHA Q(x - Q(x)), ALPHA in
- *                     [0, 1] (default 0.5 when written "of")
- *     keep:K          the K largest |x| of each block kept in BF16, K in
- *                     [1, block - 1]
- *     aqn:SIGMA[:SEED][:TARGET]  adaptive quantization noise, SIGMA in
- *                     [0, 1], SEED an integer (default 1), TARGET gain
- *                     (default) | weight | elem
- *   engine remedies (TransformerEngine, as spec options: quant.h):
- *     4over6[:mae|mse][:256|448]  NVFP4 te 4over6 block scaling (the recipe
- *                     te-4over6; error MAE and tensor-scale bound 256 by default)
- *     rht[:SIGNS]     TE's 16-point random Hadamard transform of both operands
- *                     along K, SIGNS te (default, TE's sign vector) | none | a
- *                     16-bit mask 0xHHHH
- *     sr[:SEED]       stochastic rounding of the elements (TE's arithmetic), SEED
- *                     an integer (default 1); the evaluation also averages over
- *                     sr_seeds seeds for the bias
- *   Components of one item are distinct; rac and rac-rand exclude each other.
- *   Optional parameters after the first are told apart by their form (a
- *   number is a SEED, a word a RESID or TARGET) and may come in any order.
- *
- * ---- what each component computes (rollout items) ----
- * The order of application on an operand x (an activation or the weight):
- *   aqn -> keep -> mbs -> the quantizer -> of, then rac on the activation
- *   (keep takes the outliers out first, so mbs scales what is quantized).
- * mbs, of and keep modify the operands named by fp4s_remedy.operands (both
- * by default); aqn modifies what its TARGET names; rac the activation.
+ * The names, parameters, defaults and the order in which the components of
+ * an item apply are fp4-remedy(1), "The remedy list" (written once, there);
+ * fp4s_remedy_help() prints the summary. Below: the exact arithmetic of
+ * each component. mbs, of, keep, 4over6 and sr modify the operands named by
+ * fp4s_remedy.operands (both by default); aqn modifies what its TARGET
+ * names; rac the activation.
  *
  * aqn (after QeRL): channel-wise Gaussian noise before quantizing. Each
  *   input channel k gets the multiplier g_k = (float)(1 + SIGMA * z_k), z_k
@@ -257,6 +219,11 @@ FP4S_API size_t fp4s_remedy_describe(const fp4s_remedy *r, char *buf, size_t n);
 /* Is r the plain rollout item "none" (Qa(X) Qw(W)^T, naive W4A4): the
  * rollout kind with no component? The one definition the tools use. */
 FP4S_API bool fp4s_remedy_is_plain(const fp4s_remedy *r);
+
+/* The grammar's summary (what fp4-remedy --list-remedies prints), from the
+ * same rows the parser uses: writes at most n bytes, returns the length
+ * needed. */
+FP4S_API size_t fp4s_remedy_help(char *buf, size_t n);
 
 /* The label of a result: r->text when set, else the canonical text. */
 FP4S_API const char *fp4s_remedy_label(const fp4s_remedy *r);
