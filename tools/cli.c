@@ -1,4 +1,5 @@
 #include "cli.h"
+#include "out/out.h"
 
 #include <fp4scope/capture.h>
 #include <fp4scope/cuda.h>
@@ -593,19 +594,7 @@ int cli_json_write(const char *path, const json_t *j)
 
 json_t *cli_decomp_json(const fp4s_decomp_result *r, json_t *o)
 {
-    if (!o) o = json_object();
-    size_t nf;
-    const fp4s_decomp_field *f = fp4s_decomp_fields(&nf);
-    for (size_t i = 0; i < nf; i++) {
-        if (f[i].is_count) {
-            uint64_t v;
-            memcpy(&v, (const char *)r + f[i].offset, sizeof v);
-            json_object_set_new(o, f[i].name, json_integer((json_int_t)v));
-        } else {
-            json_object_set_new(o, f[i].name, cli_json_real(fp4s_decomp_field_value(r, &f[i])));
-        }
-    }
-    return o;
+    return out_json_record(fp4s_rtype_decomp_result(), r, o);
 }
 
 void cli_csv_str(const char *s)

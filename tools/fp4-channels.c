@@ -2,6 +2,7 @@
  * ranking, selection of a compensation set, coverage curve and its cost. */
 #include "cli.h"
 #include "par.h"
+#include "out/out.h"
 
 #include <fp4scope/channels.h>
 #include <fp4scope/spec.h>
@@ -55,29 +56,6 @@ enum {
     OPT_FIRST_ = 256, OPT_SCORE, OPT_TOP, OPT_RATIO, OPT_NOUT, OPT_SHOW
 };
 
-static json_t *stat_json(const fp4s_channel_stat *c)
-{
-    json_t *o = json_object();
-    json_object_set_new(o, "channel", json_integer((json_int_t)c->channel));
-    json_object_set_new(o, "rank", json_integer((json_int_t)c->rank));
-    json_object_set_new(o, "score", cli_json_real(c->score));
-    json_object_set_new(o, "selected", json_boolean(c->selected));
-    json_object_set_new(o, "energy_total", cli_json_real(c->energy_total));
-    json_object_set_new(o, "energy_scale", cli_json_real(c->energy_scale));
-    json_object_set_new(o, "energy_deadzone", cli_json_real(c->energy_deadzone));
-    json_object_set_new(o, "energy_grid", cli_json_real(c->energy_grid));
-    json_object_set_new(o, "relative_error", cli_json_real(c->relative_error));
-    json_object_set_new(o, "residual_norm", cli_json_real(c->residual_norm));
-    json_object_set_new(o, "amax", cli_json_real(c->amax));
-    json_object_set_new(o, "deadzone_fraction", cli_json_real(c->deadzone_fraction));
-    json_object_set_new(o, "mean_abs_dx", cli_json_real(c->mean_abs_dx));
-    json_object_set_new(o, "mean_abs_dw", cli_json_real(c->mean_abs_dw));
-    json_object_set_new(o, "hcp", cli_json_real(c->hcp));
-    json_object_set_new(o, "n", json_integer((json_int_t)c->n));
-    json_object_set_new(o, "nonfinite", json_integer((json_int_t)c->nonfinite));
-    return o;
-}
-
 static json_t *report_json(const fp4s_spec *spec, const fp4s_channels_report *r, const char *src,
                            const char *weight)
 {
@@ -99,7 +77,8 @@ static json_t *report_json(const fp4s_spec *spec, const fp4s_channels_report *r,
     fp4s_spec_describe(spec, desc, sizeof desc);
     json_object_set_new(root, "spec", json_string(desc));
     json_t *chs = json_array();
-    for (size_t i = 0; i < r->k; i++) json_array_append_new(chs, stat_json(&r->ch[i]));
+    for (size_t i = 0; i < r->k; i++)
+        json_array_append_new(chs, out_json_record(fp4s_rtype_channel_stat(), &r->ch[i], NULL));
     json_object_set_new(root, "channels", chs);
     json_t *cov = json_array();
     for (size_t i = 0; i < r->ncoverage; i++) {

@@ -5,6 +5,7 @@
  * mismatch against the asymmetric-QAT trainer (man/fp4-compare.1). */
 #include "cli.h"
 #include "par.h"
+#include "out/out.h"
 
 #include <fp4scope/capture.h>
 #include <fp4scope/remedy.h>
@@ -154,17 +155,7 @@ static json_t *site_json(const run *r)
     json_object_set_new(o, "site", r->site ? json_string(r->site) : json_null());
     json_object_set_new(o, "step", r->step >= 0 ? json_integer(r->step) : json_null());
     json_object_set_new(o, "synthetic", json_boolean(r->synthetic));
-    json_object_set_new(o, "m", json_integer((json_int_t)s->m));
-    json_object_set_new(o, "n", json_integer((json_int_t)s->n));
-    json_object_set_new(o, "k", json_integer((json_int_t)s->k));
-    json_object_set_new(o, "input_rel_diff", cli_json_real(s->input_rel_diff));
-    json_object_set_new(o, "code_flips", cli_json_real(s->code_flips));
-    json_object_set_new(o, "scale_flips", cli_json_real(s->scale_flips));
-    json_object_set_new(o, "tscale_rel_diff", cli_json_real(s->tscale_rel_diff));
-    json_object_set_new(o, "amplification", cli_json_real(s->amplification));
-    json_object_set_new(o, "mismatch_rel", cli_json_real(s->mismatch_rel));
-    json_object_set_new(o, "mismatch2", cli_json_real(s->mismatch2));
-    json_object_set_new(o, "ref2", cli_json_real(s->ref2));
+    out_json_record(fp4s_rtype_compare_site(), s, o);
     json_t *sh = json_object();
     for (int c = 0; c < FP4S_CMP_COUNT; c++)
         json_object_set_new(sh, fp4s_cmp_component_name(c),

@@ -2,6 +2,7 @@
  * grid noise, per tensor, block, row or channel, over one or many inputs. */
 #include "cli.h"
 #include "par.h"
+#include "out/out.h"
 
 #include <fp4scope/capture.h>
 #include <fp4scope/decompose.h>
@@ -131,15 +132,7 @@ static void csv_row(const char *kind, long long input, const item *it, long long
     if (it && it->side) cli_csv_str(it->side);
     putchar(',');
     if (group >= 0) printf("%lld", group);
-    size_t nf;
-    const fp4s_decomp_field *f = fp4s_decomp_fields(&nf);
-    for (size_t i = 0; i < nf; i++) {
-        putchar(',');
-        double v = fp4s_decomp_field_value(r, &f[i]);
-        if (f[i].is_count) printf("%.0f", v);
-        else if (isfinite(v)) printf("%.17g", v);
-        else if (!isnan(v)) printf("%s", v > 0 ? "inf" : "-inf");
-    }
+    out_csv_record(fp4s_rtype_decomp_result(), r);
     putchar('\n');
 }
 
@@ -445,9 +438,7 @@ int main(int argc, char **argv)
         status = cli_json_print(root);
     } else if (csv) {
         printf("kind,input,source,step,site,side,group");
-        size_t nf;
-        const fp4s_decomp_field *f = fp4s_decomp_fields(&nf);
-        for (size_t i = 0; i < nf; i++) printf(",%s", f[i].name);
+        out_csv_header(fp4s_rtype_decomp_result(), NULL);
         putchar('\n');
         for (size_t i = 0; i < n; i++) {
             fp4s_decomp_result r;

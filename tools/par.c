@@ -5,6 +5,7 @@
 
 #include "cli.h"
 
+#include <fp4scope/record.h>
 #include <fp4scope/tensor.h>
 
 #include <errno.h>
@@ -80,6 +81,16 @@ int par_mm_analyze(size_t n, const char *const *paths, const char *const *names,
                    const fp4s_mm_opts *o, const fp4s_trace_opts *t, fp4s_mm_result *res)
 {
     return serial_mm(n, paths, names, nnames, o, t, res);
+}
+bool par_gather_units(size_t n, void (*put)(void *ctx, size_t i, fp4s_buf *b),
+                      void (*get)(void *ctx, size_t i, const unsigned char **p, const unsigned char *end),
+                      void *ctx)
+{
+    (void)n;
+    (void)put;
+    (void)get;
+    (void)ctx;
+    return true;
 }
 bool par_gather_compare(fp4s_compare_site *base, size_t stride, size_t n)
 {
@@ -362,11 +373,9 @@ bool par_mine(size_t i)
     return mine;
 }
 
-/* ---- the data: byte buffers ------------------------------------------------------------ */
-typedef struct buf {
-    unsigned char *p;
-    size_t n, cap;
-} buf;
+/* ---- the data: byte buffers (what the ranks exchange: records serialized by
+ * the library, fp4scope/record.h, and the decompositions' own blobs) ---------- */
+typedef fp4s_buf buf;
 
 static void b_put(buf *b, const void *src, size_t n)
 {
@@ -380,12 +389,6 @@ static void b_put(buf *b, const void *src, size_t n)
     b->n += n;
 }
 static void b_u64(buf *b, uint64_t v) { b_put(b, &v, sizeof v); }
-static void b_str(buf *b, const char *s)
-{
-    uint64_t n = s ? strlen(s) + 1 : 0;
-    b_u64(b, n);
-    b_put(b, s, n);
-}
 
 typedef struct rd {
     const unsigned char *p, *end;
@@ -403,20 +406,17 @@ static uint64_t r_u64(rd *r)
     r_get(r, &v, sizeof v);
     return v;
 }
-static char *r_str(rd *r)
+
+/* A record of type t into b / out of r (fp4s_record_put, fp4s_record_get). */
+static void b_rec(buf *b, const fp4s_rtype *t, const void *rec)
 {
-    uint64_t n = r_u64(r);
-    if (!n) return NULL;
-    char *s = xmalloc(n);
-    r_get(r, s, n);
-    s[n - 1] = '\0';
-    return s;
+    int rc = fp4s_record_put(b, t, rec);
+    if (rc) exit(cli_report(rc));
 }
-static void *r_arr(rd *r, size_t elem, size_t n)
+static void r_rec(rd *r, const fp4s_rtype *t, void *rec)
 {
-    void *a = xmalloc(elem * (n ? n : 1));
-    r_get(r, a, elem * n);
-    return a;
+    int rc = fp4s_record_get(&r->p, r->end, t, rec);
+    if (rc) cli_failf(rc, "MPI: a rank's results");
 }
 
 /* Rank r's buffer to rank 0, in pieces of at most 1 GiB (MPI counts are int). */
@@ -696,49 +696,8 @@ bool par_decomp(size_t n, const char *const *src, const fp4s_spec *const *spec,
 }
 
 /* ---- mismatch: the steps of each capture cut into P ranges ------------------------------ */
-static void put_run(buf *b, const fp4s_mm_run *r)
-{
-    b_str(b, r->name);
-    b_str(b, r->source);
-    b_u64(b, r->nsteps);
-    b_u64(b, r->first != NULL);
-    b_put(b, r->steps, r->nsteps * sizeof *r->steps);
-    if (r->first) {
-        b_put(b, r->first, r->nsteps * sizeof *r->first);
-        b_put(b, r->rest, r->nsteps * sizeof *r->rest);
-    }
-    b_u64(b, r->tokens);
-    b_u64(b, r->masked);
-    b_u64(b, r->nonfinite);
-    b_u64(b, r->skipped_steps);
-    b_u64(b, r->nscalars);
-    for (size_t k = 0; k < r->nscalars; k++) b_str(b, r->scalar_names[k]);
-    if (r->nscalars) b_put(b, r->scalars, r->nsteps * r->nscalars * sizeof *r->scalars);
-}
-
-static void get_run(rd *r, fp4s_mm_run *o)
-{
-    memset(o, 0, sizeof *o);
-    o->name = r_str(r);
-    o->source = r_str(r);
-    o->nsteps = r_u64(r);
-    bool bypos = r_u64(r) != 0;
-    o->steps = r_arr(r, sizeof *o->steps, o->nsteps);
-    if (bypos) {
-        o->first = r_arr(r, sizeof *o->first, o->nsteps);
-        o->rest = r_arr(r, sizeof *o->rest, o->nsteps);
-    }
-    o->tokens = r_u64(r);
-    o->masked = r_u64(r);
-    o->nonfinite = r_u64(r);
-    o->skipped_steps = r_u64(r);
-    o->nscalars = r_u64(r);
-    if (o->nscalars) {
-        o->scalar_names = xcalloc(o->nscalars, sizeof *o->scalar_names);
-        for (size_t k = 0; k < o->nscalars; k++) o->scalar_names[k] = r_str(r);
-        o->scalars = r_arr(r, sizeof *o->scalars, o->nsteps * o->nscalars);
-    }
-}
+static void put_run(buf *b, const fp4s_mm_run *r) { b_rec(b, fp4s_rtype_mm_run(), r); }
+static void get_run(rd *r, fp4s_mm_run *o) { r_rec(r, fp4s_rtype_mm_run(), o); }
 
 /* Append the steps of b to a (the next range of the same capture). */
 static void join_run(fp4s_mm_run *a, fp4s_mm_run *b)
@@ -856,90 +815,92 @@ int par_mm_analyze(size_t n, const char *const *paths, const char *const *names,
     return rc;
 }
 
-/* ---- fp4-compare and fp4-remedy: whole units, round robin --------------------------------- */
-typedef struct gctx {
-    unsigned char *base;
-    fp4s_remedy_result **res0;
-    size_t stride, n, nr;
-} gctx;
+/* ---- whole units, round robin: their results as records ---------------------------------- */
+typedef struct uctx {
+    size_t n;
+    void (*get)(void *ctx, size_t i, const unsigned char **p, const unsigned char *end);
+    void *ctx;
+} uctx;
 
-static void take_compare(void *ctx, int rank, rd *r)
+static void take_units(void *ctx, int rank, rd *r)
 {
-    gctx *c = ctx;
+    uctx *c = ctx;
     if (rank == 0) return;
     while (r->p < r->end) {
         uint64_t i = r_u64(r);
         if (i >= c->n) cli_die(FP4S_EXIT_INTERNAL, "MPI: bad unit index");
-        fp4s_compare_site *s = (fp4s_compare_site *)(c->base + i * c->stride);
-        r_get(r, s, sizeof *s);
-        size_t k = s->k;
-        s->ch_input_rel_diff = r_arr(r, sizeof(double), k);
-        s->ch_code_flips = r_arr(r, sizeof(double), k);
-        s->ch_scale_flips = r_arr(r, sizeof(double), k);
-        s->ch_amplification = r_arr(r, sizeof(double), k);
-        s->ch_contrib = r_arr(r, sizeof(double), k * FP4S_CMP_COUNT);
-        s->ch_energy = r_arr(r, sizeof(double), k * FP4S_CMP_COUNT);
+        c->get(c->ctx, (size_t)i, &r->p, r->end);
     }
+}
+
+bool par_gather_units(size_t n, void (*put)(void *ctx, size_t i, fp4s_buf *b),
+                      void (*get)(void *ctx, size_t i, const unsigned char **p, const unsigned char *end),
+                      void *ctx)
+{
+    if (!P.active) return true;
+    buf mine = {0};
+    for (size_t i = 0; i < n && P.rank != 0; i++) {
+        if ((int)(i % (size_t)P.size) != P.rank) continue;
+        b_u64(&mine, i);
+        put(ctx, i, &mine);
+    }
+    uctx c = {n, get, ctx};
+    bool root = gather_root(&mine, take_units, &c);
+    free(mine.p);
+    return root;
+}
+
+/* fp4-compare: a fp4s_compare_site per unit */
+typedef struct gctx {
+    unsigned char *base;
+    fp4s_remedy_result **res0;
+    size_t stride, nr;
+} gctx;
+
+static void put_compare(void *ctx, size_t i, fp4s_buf *b)
+{
+    gctx *c = ctx;
+    b_rec(b, fp4s_rtype_compare_site(), c->base + i * c->stride);
+}
+
+static void get_compare(void *ctx, size_t i, const unsigned char **p, const unsigned char *end)
+{
+    gctx *c = ctx;
+    rd r = {*p, end};
+    r_rec(&r, fp4s_rtype_compare_site(), c->base + i * c->stride);
+    *p = r.p;
 }
 
 bool par_gather_compare(fp4s_compare_site *base, size_t stride, size_t n)
 {
-    if (!P.active) return true;
-    buf mine = {0};
-    for (size_t i = 0; i < n && P.rank != 0; i++) {
-        if ((int)(i % (size_t)P.size) != P.rank) continue;
-        const fp4s_compare_site *s = (const fp4s_compare_site *)((unsigned char *)base + i * stride);
-        size_t k = s->k;
-        b_u64(&mine, i);
-        b_put(&mine, s, sizeof *s);
-        b_put(&mine, s->ch_input_rel_diff, k * sizeof(double));
-        b_put(&mine, s->ch_code_flips, k * sizeof(double));
-        b_put(&mine, s->ch_scale_flips, k * sizeof(double));
-        b_put(&mine, s->ch_amplification, k * sizeof(double));
-        b_put(&mine, s->ch_contrib, k * FP4S_CMP_COUNT * sizeof(double));
-        b_put(&mine, s->ch_energy, k * FP4S_CMP_COUNT * sizeof(double));
-    }
-    gctx c = {(unsigned char *)base, NULL, stride, n, 0};
-    bool root = gather_root(&mine, take_compare, &c);
-    free(mine.p);
-    return root;
+    gctx c = {(unsigned char *)base, NULL, stride, 0};
+    return par_gather_units(n, put_compare, get_compare, &c);
 }
 
-static void take_remedy(void *ctx, int rank, rd *r)
+/* fp4-remedy: a fp4s_remedy_site and nr fp4s_remedy_result per unit */
+static void put_remedy(void *ctx, size_t i, fp4s_buf *b)
 {
     gctx *c = ctx;
-    if (rank == 0) return;
-    while (r->p < r->end) {
-        uint64_t i = r_u64(r);
-        if (i >= c->n) cli_die(FP4S_EXIT_INTERNAL, "MPI: bad unit index");
-        r_get(r, c->base + i * c->stride, sizeof(fp4s_remedy_site));
-        fp4s_remedy_result **rp = (fp4s_remedy_result **)((unsigned char *)c->res0 + i * c->stride);
-        fp4s_remedy_result *res = xcalloc(c->nr ? c->nr : 1, sizeof *res);
-        for (size_t q = 0; q < c->nr; q++) {
-            r_get(r, &res[q], sizeof res[q]);
-            res[q].channels = res[q].channels ? r_arr(r, sizeof(size_t), res[q].nchannels) : NULL;
-        }
-        *rp = res;
-    }
+    b_rec(b, fp4s_rtype_remedy_site(), c->base + i * c->stride);
+    const fp4s_remedy_result *res = *(fp4s_remedy_result **)((unsigned char *)c->res0 + i * c->stride);
+    for (size_t q = 0; q < c->nr; q++) b_rec(b, fp4s_rtype_remedy_result(), &res[q]);
+}
+
+static void get_remedy(void *ctx, size_t i, const unsigned char **p, const unsigned char *end)
+{
+    gctx *c = ctx;
+    rd r = {*p, end};
+    r_rec(&r, fp4s_rtype_remedy_site(), c->base + i * c->stride);
+    fp4s_remedy_result **rp = (fp4s_remedy_result **)((unsigned char *)c->res0 + i * c->stride);
+    fp4s_remedy_result *res = xcalloc(c->nr ? c->nr : 1, sizeof *res);
+    *rp = res;
+    for (size_t q = 0; q < c->nr; q++) r_rec(&r, fp4s_rtype_remedy_result(), &res[q]);
+    *p = r.p;
 }
 
 bool par_gather_remedy(fp4s_remedy_site *info0, fp4s_remedy_result **res0, size_t stride, size_t n, size_t nr)
 {
-    if (!P.active) return true;
-    buf mine = {0};
-    for (size_t i = 0; i < n && P.rank != 0; i++) {
-        if ((int)(i % (size_t)P.size) != P.rank) continue;
-        b_u64(&mine, i);
-        b_put(&mine, (unsigned char *)info0 + i * stride, sizeof(fp4s_remedy_site));
-        const fp4s_remedy_result *res = *(fp4s_remedy_result **)((unsigned char *)res0 + i * stride);
-        for (size_t q = 0; q < nr; q++) {
-            b_put(&mine, &res[q], sizeof res[q]);
-            if (res[q].channels) b_put(&mine, res[q].channels, res[q].nchannels * sizeof(size_t));
-        }
-    }
-    gctx c = {(unsigned char *)info0, res0, stride, n, nr};
-    bool root = gather_root(&mine, take_remedy, &c);
-    free(mine.p);
-    return root;
+    gctx c = {(unsigned char *)info0, res0, stride, nr};
+    return par_gather_units(n, put_remedy, get_remedy, &c);
 }
 #endif

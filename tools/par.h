@@ -29,6 +29,7 @@
 #include <fp4scope/channels.h>
 #include <fp4scope/decompose.h>
 #include <fp4scope/mismatch.h>
+#include <fp4scope/record.h>
 #include <fp4scope/remedy.h>
 
 #include <stdbool.h>
@@ -72,6 +73,15 @@ int par_channels_run(const fp4s_spec *s, const fp4s_channels_opts *o, const char
 #define PAR_DONE 1
 int par_mm_analyze(size_t n, const char *const *paths, const char *const *names, size_t nnames,
                    const fp4s_mm_opts *o, const fp4s_trace_opts *t, fp4s_mm_result *res);
+
+/* Gather the per-unit results of par_mine's schedule to rank 0 as bytes:
+ * put(ctx, i, b) serializes the results of unit i on the rank that computed
+ * it (records of fp4scope/record.h), get(ctx, i, p, end) reads them back on
+ * rank 0 (and advances *p), for the units rank 0 did not compute. Returns
+ * true on the rank that goes on. */
+bool par_gather_units(size_t n, void (*put)(void *ctx, size_t i, fp4s_buf *b),
+                      void (*get)(void *ctx, size_t i, const unsigned char **p, const unsigned char *end),
+                      void *ctx);
 
 /* Gather the per-unit results of par_mine's schedule to rank 0: the n
  * results are at base + i * stride; rank 0 receives those of the units it

@@ -2,6 +2,7 @@
  * table, the reference E2M1 rounding, the exact accumulators (xacc, chacc)
  * and plain partials (part) and how sums become a fp4s_decomp_result. */
 #include <fp4scope/decompose.h>
+#include <fp4scope/record.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -68,61 +69,80 @@ void fp4s_decomp_opts_defaults(fp4s_decomp_opts *o)
     o->keep_bytes = FP4S_DECOMP_KEEP_AUTO;
 }
 
-/* ---- the field table ---------------------------------------------------------- */
-#define FC(f, d) {#f, true, offsetof(fp4s_decomp_result, f), d}
-#define FD(f, d) {#f, false, offsetof(fp4s_decomp_result, f), d}
-static const fp4s_decomp_field fields[] = {
-    FC(n, "finite elements decomposed"),
-    FD(energy_total, "||e||^2, e = Q(x) - x"),
-    FD(energy_scale, "||e_scale||^2, e_scale = Q(x) - Q*(x)"),
-    FD(energy_deadzone, "||e_dz||^2 (Q*(x) - x on the dead zone)"),
-    FD(energy_grid, "||e_grid||^2 (Q*(x) - x elsewhere)"),
-    FD(cross_scale_grid, "2<e_scale, e_grid>"),
-    FD(cross_scale_deadzone, "2<e_scale, e_dz> (0 under CEIL)"),
-    FD(cross_deadzone_grid, "2<e_dz, e_grid> (0: disjoint supports)"),
-    FD(ratio_scale, "energy_scale / energy_total"),
-    FD(ratio_deadzone, "energy_deadzone / energy_total"),
-    FD(ratio_grid, "energy_grid / energy_total"),
-    FD(cos_scale_grid, "cos(e_scale, e_grid)"),
-    FD(deadzone_fraction, "share of elements in the dead zone"),
-    FD(relative_error, "||e|| / ||x||"),
-    FD(snr_db, "10 log10(||x||^2/||e||^2), dB"),
-    FD(ratio_cross, "sum of the cross terms / energy_total"),
-    FD(ratio_removable, "1 - ratio_deadzone - ratio_grid: what a perfect scale removes"),
-    FD(energy_x, "||x||^2"),
-    FD(energy_scale_round, "e_scale energy on rounding elements"),
-    FD(energy_scale_clip, "e_scale energy on clipped elements"),
-    FD(energy_scale_underflow, "e_scale energy in underflowing blocks"),
-    FD(residual_norm, "||e||"),
-    FD(mean_abs_error, "mean |e|"),
-    FD(clip_fraction, "share of elements that saturate"),
-    FD(underflow_fraction, "share of blocks whose scale underflows"),
-    FD(gamma_mean, "mean of gamma = s_b / s*_b over blocks"),
-    FD(gamma_std, "std of gamma"),
-    FD(gamma_min, "min gamma"),
-    FD(gamma_max, "max gamma"),
-    FD(delta_mean, "mean of delta = log2 gamma"),
-    FD(delta_std, "std of delta"),
-    FD(delta_min, "min delta"),
-    FD(delta_max, "max delta"),
-    FD(amax, "max |x|"),
-    FD(max_residual, "worst |e - (e_scale + e_dz + e_grid)| of one element"),
-    FD(identity_residual, "relative residual of the energy identity"),
-    FC(blocks, "blocks decomposed"),
-    FC(zero_blocks, "all-zero blocks"),
-    FC(underflow_blocks, "blocks whose real scale underflows"),
-    FC(gamma_blocks, "blocks with amax > 0"),
-    FC(deadzone, "elements in the dead zone"),
-    FC(deadzone_ties, "elements exactly at |x/s*| = 0.25"),
-    FC(zeros, "elements exactly 0"),
-    FC(clipped, "elements that saturate"),
-    FC(nonfinite, "NaN or Inf inputs"),
-    FC(nan, "NaN inputs"),
-    FC(inf, "Inf inputs"),
-    FC(nonfinite_blocks, "blocks excluded for non-finite input"),
-    FC(excluded, "finite elements excluded with those blocks"),
-    FC(nonfinite_output, "blocks excluded because Q(x) was not finite"),
+/* ---- the field table ------------------------------------------------------------
+ * One row per member of fp4s_decomp_result, in output order (JSON, CSV,
+ * HDF5 and the record type of fp4scope/record.h): X(member, COUNT or REAL,
+ * unit, description). */
+#define DECOMP_FIELDS(X) \
+    X(n, COUNT, "elements", "finite elements decomposed") \
+    X(energy_total, REAL, "x^2", "||e||^2, e = Q(x) - x") \
+    X(energy_scale, REAL, "x^2", "||e_scale||^2, e_scale = Q(x) - Q*(x)") \
+    X(energy_deadzone, REAL, "x^2", "||e_dz||^2 (Q*(x) - x on the dead zone)") \
+    X(energy_grid, REAL, "x^2", "||e_grid||^2 (Q*(x) - x elsewhere)") \
+    X(cross_scale_grid, REAL, "x^2", "2<e_scale, e_grid>") \
+    X(cross_scale_deadzone, REAL, "x^2", "2<e_scale, e_dz> (0 under CEIL)") \
+    X(cross_deadzone_grid, REAL, "x^2", "2<e_dz, e_grid> (0: disjoint supports)") \
+    X(ratio_scale, REAL, "1", "energy_scale / energy_total") \
+    X(ratio_deadzone, REAL, "1", "energy_deadzone / energy_total") \
+    X(ratio_grid, REAL, "1", "energy_grid / energy_total") \
+    X(cos_scale_grid, REAL, "1", "cos(e_scale, e_grid)") \
+    X(deadzone_fraction, REAL, "1", "share of elements in the dead zone") \
+    X(relative_error, REAL, "1", "||e|| / ||x||") \
+    X(snr_db, REAL, "dB", "10 log10(||x||^2/||e||^2), dB") \
+    X(ratio_cross, REAL, "1", "sum of the cross terms / energy_total") \
+    X(ratio_removable, REAL, "1", "1 - ratio_deadzone - ratio_grid: what a perfect scale removes") \
+    X(energy_x, REAL, "x^2", "||x||^2") \
+    X(energy_scale_round, REAL, "x^2", "e_scale energy on rounding elements") \
+    X(energy_scale_clip, REAL, "x^2", "e_scale energy on clipped elements") \
+    X(energy_scale_underflow, REAL, "x^2", "e_scale energy in underflowing blocks") \
+    X(residual_norm, REAL, "x", "||e||") \
+    X(mean_abs_error, REAL, "x", "mean |e|") \
+    X(clip_fraction, REAL, "1", "share of elements that saturate") \
+    X(underflow_fraction, REAL, "1", "share of blocks whose scale underflows") \
+    X(gamma_mean, REAL, "1", "mean of gamma = s_b / s*_b over blocks") \
+    X(gamma_std, REAL, "1", "std of gamma") \
+    X(gamma_min, REAL, "1", "min gamma") \
+    X(gamma_max, REAL, "1", "max gamma") \
+    X(delta_mean, REAL, "1", "mean of delta = log2 gamma") \
+    X(delta_std, REAL, "1", "std of delta") \
+    X(delta_min, REAL, "1", "min delta") \
+    X(delta_max, REAL, "1", "max delta") \
+    X(amax, REAL, "x", "max |x|") \
+    X(max_residual, REAL, "x", "worst |e - (e_scale + e_dz + e_grid)| of one element") \
+    X(identity_residual, REAL, "1", "relative residual of the energy identity") \
+    X(blocks, COUNT, "blocks", "blocks decomposed") \
+    X(zero_blocks, COUNT, "blocks", "all-zero blocks") \
+    X(underflow_blocks, COUNT, "blocks", "blocks whose real scale underflows") \
+    X(gamma_blocks, COUNT, "blocks", "blocks with amax > 0") \
+    X(deadzone, COUNT, "elements", "elements in the dead zone") \
+    X(deadzone_ties, COUNT, "elements", "elements exactly at |x/s*| = 0.25") \
+    X(zeros, COUNT, "elements", "elements exactly 0") \
+    X(clipped, COUNT, "elements", "elements that saturate") \
+    X(nonfinite, COUNT, "elements", "NaN or Inf inputs") \
+    X(nan, COUNT, "elements", "NaN inputs") \
+    X(inf, COUNT, "elements", "Inf inputs") \
+    X(nonfinite_blocks, COUNT, "blocks", "blocks excluded for non-finite input") \
+    X(excluded, COUNT, "elements", "finite elements excluded with those blocks") \
+    X(nonfinite_output, COUNT, "blocks", "blocks excluded because Q(x) was not finite")
+
+#define FIELD_ROW(f, kind, unit, d) {#f, FT_##kind == FP4S_FT_U64, offsetof(fp4s_decomp_result, f), d},
+#define FT_COUNT FP4S_FT_U64
+#define FT_REAL FP4S_FT_F64
+static const fp4s_decomp_field fields[] = {DECOMP_FIELDS(FIELD_ROW)};
+
+#define RECORD_ROW(f, kind, unit, d) \
+    {#f, FT_##kind, offsetof(fp4s_decomp_result, f), 1, -1, 0, NULL, FP4S_FF_OUTPUT, unit, d, -1},
+static const fp4s_rfield record_rows[] = {
+    DECOMP_FIELDS(RECORD_ROW)
+    {"reserved", FP4S_FT_U32, offsetof(fp4s_decomp_result, reserved), 16, -1, 0, NULL, 0, "", "zero", -1},
 };
+
+const fp4s_rtype *fp4s_rtype_decomp_result(void)
+{
+    static const fp4s_rtype t = {"decomp_result", sizeof(fp4s_decomp_result), record_rows,
+                                 sizeof record_rows / sizeof record_rows[0]};
+    return &t;
+}
 
 const fp4s_decomp_field *fp4s_decomp_fields(size_t *n)
 {
