@@ -3,6 +3,7 @@
  * script and data), every table as CSV and drill-down pages for the worst
  * sites (man/fp4-report.1). Everything is computed through libfp4scope; the
  * parts are in report/. */
+#include "par.h"
 #include "report/report.h"
 
 #include <getopt.h>
@@ -128,6 +129,7 @@ static void write_manifest(report *r, outdir *od)
 int main(int argc, char **argv)
 {
     cli_init("fp4-report");
+    par_init();
     const char *out = "report";
     cli_quant qo;
     cli_quant_init(&qo);
@@ -248,7 +250,8 @@ int main(int argc, char **argv)
     o.names = names;
     o.traces = traces;
     o.ntraces = ntr;
-    outdir *od = od_open(out, force);
+    /* over MPI ranks, rank 0 writes the report; the others compute their units (analyze.c) */
+    outdir *od = par_rank() == 0 ? od_open(out, force) : NULL;
     r.od = od;
     if (o.demo) {
         fp4s_synth_opts so;
@@ -266,10 +269,7 @@ int main(int argc, char **argv)
         r.synthetic |= info.synthetic;
     }
 
-    analyze_units(&r);
-    analyze_sites(&r);
-    analyze_disagreement(&r);
-    analyze_mismatch(&r);
+    report_analyze(&r);
     write_index(&r);
     write_drill(&r);
     figs_draw(od);

@@ -107,8 +107,8 @@ c plot-hist - "ph.*" fp4-plot hist decj.json -o ph.png
 c plot-dumb - - fp4-plot mismatch $trace --term dumb -o -
 
 # ---- fp4-report ---------------------------------------------------------------------------
-c report-tiny - rep fp4-report $tiny --trace $trace --steps 0,1 --drill 1 --top 3 -o rep
-c report-nvfp4 - rep2 fp4-report c.h5 -f nvfp4 --drill 0 --profiles torchao,vllm --remedy none,rac:0.25 -o rep2
+c report-tiny mpi rep fp4-report $tiny --trace $trace --steps 0,1 --drill 1 --top 3 -o rep
+c report-nvfp4 mpi rep2 fp4-report c.h5 -f nvfp4 --drill 0 --profiles torchao,vllm --remedy none,rac:0.25 -o rep2
 
 # ---- fp4-rl -------------------------------------------------------------------------------
 c rl-json - rl2.h5 fp4-rl --width 32 --prompts 2 --group 4 --steps 3 --sft-max-steps 2 --eval-every 1 \

@@ -4,6 +4,8 @@
  * profiles' disagreement and the log-prob mismatch over steps. */
 #include "report.h"
 
+#include "../par.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +13,18 @@
 #include <string.h>
 
 bool rep_quiet;
+
+void rep_step(const report *r, const char *fmt, ...)
+{
+    if (rep_quiet) return;
+    cli_progress_end();
+    va_list ap;
+    fprintf(stderr, "%s: [%d/%d] ", cli_prog(), r->stage, r->nstages);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
 
 void rep_progress(const char *fmt, ...)
 {
@@ -31,6 +45,108 @@ static void read_all(const char *spec, const char *what, float **x, size_t rows,
     if (rc) cli_failf(rc, "%s", what);
     if (m != rows || k != cols)
         cli_die(FP4S_EXIT_INPUT, "%s: %s is [%zu, %zu], expected [%zu, %zu]", spec, what, m, k, rows, cols);
+}
+
+/* One unit: the decomposition of its rollout activations, and with a weight
+ * the comparison (with a trainer side) and the remedies, unless this build
+ * cannot run them (r->rem_unavailable, from the first unit that found out;
+ * u->unavail then holds why). */
+static void unit_compute(report *r, unit *u, const fp4s_decomp_opts *dop, const fp4s_compare_opts *cop,
+                         const fp4s_remedy_eval_opts *eo)
+{
+    const report_opts *o = r->o;
+    fp4s_decomp *d = NULL;
+    int rc = fp4s_decomp_source(&o->spec, dop, u->xr, &d);
+    if (rc) cli_failf(rc, "%s", u->xr);
+    rc = fp4s_decomp_summary(d, &u->dec);
+    fp4s_decomp_close(&d);
+    if (rc) cli_failf(rc, "%s", u->xr);
+    u->have_decomp = true;
+    if (!u->w || r->rem_unavailable) return;
+    /* held in a file-scope struct: an error exit (a malformed trainer side) leaks nothing */
+    static fp4s_unit_data ud;
+    if ((rc = fp4s_unit_read(u->wu, &ud))) cli_fail(rc);
+    float *X = ud.x, *Xt = ud.xt, *W = ud.w;
+    if (Xt) {
+        rc = fp4s_compare_eval(&o->spec, &o->wspec, X, Xt, u->m, W, u->n, u->k, cop, &u->cmp);
+        if (rc == FP4S_ENOTSUP) {
+            r->rem_unavailable = u->unavail = xstrdup(fp4s_last_error()); /* an alias until the gather */
+        } else if (rc) {
+            cli_failf(rc, "%s", u->xr);
+        } else {
+            u->have_cmp = true;
+        }
+    }
+    if (!r->rem_unavailable && r->nrem) {
+        u->rres = xcalloc(r->nrem, sizeof *u->rres);
+        rc = fp4s_remedy_eval(r->rem, r->nrem, &o->spec, &o->wspec, X, Xt, u->m, W, u->n, u->k, eo, &u->rsite,
+                              u->rres);
+        if (rc == FP4S_ENOTSUP) {
+            r->rem_unavailable = u->unavail = xstrdup(fp4s_last_error()); /* an alias until the gather */
+            free(u->rres);
+            u->rres = NULL;
+        } else if (rc) {
+            cli_failf(rc, "%s", u->xr);
+        } else {
+            u->have_rem = true;
+        }
+    }
+    fp4s_unit_data_free(&ud);
+}
+
+/* Over MPI ranks: a unit's results as records (par_gather_units). */
+static void put_unit(void *ctx, size_t i, fp4s_buf *b)
+{
+    const report *r = ctx;
+    const unit *u = &r->units[i];
+    uint8_t flags = (uint8_t)(u->have_decomp | u->have_cmp << 1 | u->have_rem << 2 | (u->unavail != NULL) << 3);
+    int rc = fp4s_buf_put(b, &flags, 1);
+    if (!rc && u->have_decomp) rc = fp4s_record_put(b, fp4s_rtype_decomp_result(), &u->dec);
+    if (!rc && u->have_cmp) rc = fp4s_record_put(b, fp4s_rtype_compare_site(), &u->cmp);
+    if (!rc && u->have_rem) rc = fp4s_record_put(b, fp4s_rtype_remedy_site(), &u->rsite);
+    for (size_t q = 0; !rc && u->have_rem && q < r->nrem; q++)
+        rc = fp4s_record_put(b, fp4s_rtype_remedy_result(), &u->rres[q]);
+    if (!rc && u->unavail) {
+        uint64_t n = strlen(u->unavail);
+        rc = fp4s_buf_put(b, &n, sizeof n);
+        if (!rc) rc = fp4s_buf_put(b, u->unavail, n);
+    }
+    if (rc) cli_fail(rc);
+}
+
+static void get_unit(void *ctx, size_t i, const unsigned char **p, const unsigned char *end)
+{
+    report *r = ctx;
+    unit *u = &r->units[i];
+    uint8_t flags = 0;
+    int rc = *p < end ? 0 : fp4s_error_set(FP4S_EFORMAT, "record: truncated");
+    if (!rc) flags = *(*p)++;
+    u->have_decomp = flags & 1;
+    if (!rc && u->have_decomp) rc = fp4s_record_get(p, end, fp4s_rtype_decomp_result(), &u->dec);
+    if (!rc && (flags & 2)) rc = fp4s_record_get(p, end, fp4s_rtype_compare_site(), &u->cmp);
+    u->have_cmp = !rc && (flags & 2);
+    if (!rc && (flags & 4)) {
+        rc = fp4s_record_get(p, end, fp4s_rtype_remedy_site(), &u->rsite);
+        u->rres = xcalloc(r->nrem, sizeof *u->rres);
+        for (size_t q = 0; !rc && q < r->nrem; q++) rc = fp4s_record_get(p, end, fp4s_rtype_remedy_result(), &u->rres[q]);
+        u->have_rem = !rc;
+    }
+    if (!rc && (flags & 8)) {
+        uint64_t n = 0;
+        if ((size_t)(end - *p) < sizeof n) rc = fp4s_error_set(FP4S_EFORMAT, "record: truncated");
+        else {
+            memcpy(&n, *p, sizeof n);
+            *p += sizeof n;
+            if ((uint64_t)(end - *p) < n) rc = fp4s_error_set(FP4S_EFORMAT, "record: truncated");
+            else {
+                u->unavail = xmalloc((size_t)n + 1);
+                memcpy(u->unavail, *p, (size_t)n);
+                u->unavail[n] = '\0';
+                *p += n;
+            }
+        }
+    }
+    if (rc) cli_failf(rc, "MPI: a rank's results");
 }
 
 void analyze_units(report *r)
@@ -94,51 +210,20 @@ void analyze_units(report *r)
         nw += r->units[i].w != NULL;
         nt += r->units[i].w && r->units[i].xt;
     }
-    rep_progress("[1/5] decomposing %zu (step, site) pairs; comparison on %zu, remedies (%zu) on %zu", r->nunits, nt,
+    rep_step(r, "decomposing %zu (step, site) pairs; comparison on %zu, remedies (%zu) on %zu", r->nunits, nt,
                  r->nrem, nw);
     cli_progress_begin("decomposition, comparison and remedies");
     for (size_t i = 0; i < r->nunits; i++) {
-        unit *u = &r->units[i];
         cli_progress(i, r->nunits);
-        fp4s_decomp *d = NULL;
-        int rc = fp4s_decomp_source(&o->spec, &dop, u->xr, &d);
-        if (rc) cli_failf(rc, "%s", u->xr);
-        rc = fp4s_decomp_summary(d, &u->dec);
-        fp4s_decomp_close(&d);
-        if (rc) cli_failf(rc, "%s", u->xr);
-        u->have_decomp = true;
-        if (!u->w || r->rem_unavailable) continue;
-        /* held in a file-scope struct: an error exit (a malformed trainer side) leaks nothing */
-        static fp4s_unit_data ud;
-        if ((rc = fp4s_unit_read(u->wu, &ud))) cli_fail(rc);
-        float *X = ud.x, *Xt = ud.xt, *W = ud.w;
-        if (Xt) {
-            rc = fp4s_compare_eval(&o->spec, &o->wspec, X, Xt, u->m, W, u->n, u->k, &cop, &u->cmp);
-            if (rc == FP4S_ENOTSUP) {
-                r->rem_unavailable = xstrdup(fp4s_last_error());
-            } else if (rc) {
-                cli_failf(rc, "%s", u->xr);
-            } else {
-                u->have_cmp = true;
-            }
-        }
-        if (!r->rem_unavailable && r->nrem) {
-            u->rres = xcalloc(r->nrem, sizeof *u->rres);
-            rc = fp4s_remedy_eval(r->rem, r->nrem, &o->spec, &o->wspec, X, Xt, u->m, W, u->n, u->k, &eo, &u->rsite,
-                                  u->rres);
-            if (rc == FP4S_ENOTSUP) {
-                r->rem_unavailable = xstrdup(fp4s_last_error());
-                free(u->rres);
-                u->rres = NULL;
-            } else if (rc) {
-                cli_failf(rc, "%s", u->xr);
-            } else {
-                u->have_rem = true;
-            }
-        }
-        fp4s_unit_data_free(&ud);
+        if (par_mine(i)) unit_compute(r, &r->units[i], &dop, &cop, &eo); /* over MPI ranks: this rank's units */
     }
     cli_progress_end();
+    if (!par_gather_units(r->nunits, put_unit, get_unit, r)) exit(0); /* rank 0 goes on with every unit */
+    /* why the comparison and remedies are missing: what the first unit to need them was told
+     * (r->rem_unavailable pointed at this rank's first such unit's) */
+    r->rem_unavailable = NULL;
+    for (size_t i = 0; i < r->nunits && !r->rem_unavailable; i++)
+        if (r->units[i].unavail) r->rem_unavailable = xstrdup(r->units[i].unavail);
     if (r->rem_unavailable) rep_progress("note: comparison and remedies left out: %s", r->rem_unavailable);
 }
 
@@ -190,7 +275,7 @@ void analyze_sites(report *r)
         }
     }
     /* the channels of each site at its first step (with the weight there, for the HCP score) */
-    rep_progress("[2/5] ranking the channels of %zu sites", r->nsites);
+    rep_step(r, "ranking the channels of %zu sites", r->nsites);
     fp4s_channels_opts cho;
     fp4s_channels_opts_defaults(&cho);
     for (size_t s = 0; s < r->nsites; s++) {
@@ -272,7 +357,7 @@ void analyze_disagreement(report *r)
             r->profiles[r->nprofiles++] = xstrdup(p->name);
         }
     }
-    rep_progress("[3/5] %zu profiles against %s on the first step of each site", r->nprofiles, ref->profile);
+    rep_step(r, "%zu profiles against %s on the first step of each site", r->nprofiles, ref->profile);
     size_t bs = ref->block;
     for (size_t s = 0; s < r->nsites; s++) {
         const unit *u = &r->units[r->sites[s].first_unit];
@@ -337,7 +422,7 @@ void analyze_mismatch(report *r)
         if (rc) cli_fail(rc);
         nin++;
     }
-    rep_progress("[4/5] log-prob mismatch: %zu run%s from %zu input%s", r->mm.nruns, r->mm.nruns == 1 ? "" : "s", nin,
+    rep_step(r, "log-prob mismatch: %zu run%s from %zu input%s", r->mm.nruns, r->mm.nruns == 1 ? "" : "s", nin,
                  nin == 1 ? "" : "s");
     r->nmm = r->mm.nruns;
     r->mmr = xcalloc(r->nmm ? r->nmm : 1, sizeof *r->mmr);
@@ -377,6 +462,7 @@ void report_free(report *r)
         if (u->have_cmp) fp4s_compare_site_free(&u->cmp);
         if (u->rres) fp4s_remedy_results_free(u->rres, r->nrem);
         free(u->rres);
+        free(u->unavail);
     }
     free(r->units);
     fp4s_units_free(&r->ul);

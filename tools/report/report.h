@@ -14,6 +14,7 @@
 #include <fp4scope/mismatch.h>
 #include <fp4scope/remedy.h>
 #include <fp4scope/spec.h>
+#include <fp4scope/record.h>
 #include <fp4scope/units.h>
 
 #include <stdbool.h>
@@ -117,6 +118,7 @@ typedef struct unit {       /* one (capture, step, site) with a rollout side */
     fp4s_compare_site cmp;  /* trainer vs rollout (needs xt and w) */
     fp4s_remedy_site rsite; /* remedies (needs w) */
     fp4s_remedy_result *rres;
+    char *unavail;          /* the comparison or remedies are not built in: why (its first unit per rank) */
 } unit;
 
 typedef struct disagree {   /* one (site, tensor, profile) */
@@ -199,11 +201,15 @@ typedef struct report {
     size_t *order;            /* sites, worst first (by relative error) */
     char **left;              /* sites left out ("site (K = 40)"): K not a multiple of the block */
     size_t nleft;
+    int stage, nstages;       /* the analysis running, of how many (report_analyze; the writing is the last) */
 } report;
 
 /* "fp4-report: <line>" on stderr for each step of the work, unless --quiet. */
 extern bool rep_quiet;
 void rep_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same with "[stage/nstages] " before it (report.stage, nstages). */
+struct report;
+void rep_step(const struct report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void analyze_units(report *r);        /* units, decomposition, compare, remedies */
 void analyze_sites(report *r);        /* pooled per site, channels, order */
 void analyze_disagreement(report *r); /* profiles */
@@ -230,6 +236,8 @@ double pool_flops(const rem_pool *p);            /* extra FP4-equivalent FLOPs /
 void write_summary(report *r, text *pg, const rem_pool *rp);
 
 /* ---- sections.c / drill.c ------------------------------------------------------------ */
+/* Every section's analysis, stage by stage (sections.c: the sections as rows). */
+void report_analyze(report *r);
 void write_index(report *r);
 void write_drill(report *r);          /* the pages of the worst o->drill sites */
 /* The relative file name of a site's drill-down page ("" when it has none). */

@@ -66,11 +66,10 @@ static void hbars(report *r, text *pg, const char *stem, const char *title, cons
 }
 
 /* ---- 1. profiles --------------------------------------------------------------------------- */
-static void sec_profiles(report *r, text *pg)
+static void sec_profiles(report *r, text *pg, const rem_pool *rp)
 {
     const report_opts *o = r->o;
-    tx_add(pg, "<h2 id=\"profiles\">1. Do the engines quantize alike? Profile disagreement per site</h2>\n"
-               "<p class=\"note\">Each engine's quantizer as a profile, against <b>");
+    tx_add(pg, "<p class=\"note\">Each engine's quantizer as a profile, against <b>");
     html_esc(pg, o->spec.profile);
     tx_add(pg, "</b> on the first step of each site: the share of values whose dequantized value differs "
                "(weights with each profile's own weight scaling). Darker cells disagree more.</p>\n");
@@ -252,11 +251,10 @@ static void left_out(const report *r, text *pg, const char *why)
 }
 
 /* ---- 2. decomposition --------------------------------------------------------------------- */
-static void sec_decomp(report *r, text *pg)
+static void sec_decomp(report *r, text *pg, const rem_pool *rp)
 {
     const report_opts *o = r->o;
-    tx_add(pg, "<h2 id=\"decomposition\">2. What the error is made of: the decomposition per site and step</h2>\n"
-               "<p class=\"note\">e = Q(x) - x of the rollout activations splits exactly into scale bias (the real "
+    tx_add(pg, "<p class=\"note\">e = Q(x) - x of the rollout activations splits exactly into scale bias (the real "
                "block scale against the ideal m<sub>b</sub>/6), dead zone (values the ideal quantizer sends to zero) "
                "and grid noise, plus cross terms (see fp4-decompose(1)). Shares are of ||e||<sup>2</sup>; sites are "
                "ordered worst first.</p>\n");
@@ -377,10 +375,9 @@ static void sec_decomp(report *r, text *pg)
 }
 
 /* ---- 3. channels ----------------------------------------------------------------------------- */
-static void sec_channels(report *r, text *pg)
+static void sec_channels(report *r, text *pg, const rem_pool *rp)
 {
     const report_opts *o = r->o;
-    tx_add(pg, "<h2 id=\"channels\">3. Which channels carry the error</h2>\n");
     size_t w = r->order[0];
     const site_sum *ws = &r->sites[w];
     const fp4s_channels_report *c = ws->ch;
@@ -491,9 +488,8 @@ static void sec_channels(report *r, text *pg)
 }
 
 /* ---- 4. trainer vs rollout -------------------------------------------------------------------- */
-static void sec_compare(report *r, text *pg)
+static void sec_compare(report *r, text *pg, const rem_pool *rp)
 {
-    tx_add(pg, "<h2 id=\"compare\">4. Why the rollout and the trainer disagree</h2>\n");
     size_t nc = 0;
     for (size_t i = 0; i < r->nunits; i++) nc += r->units[i].have_cmp;
     if (!nc) {
@@ -591,7 +587,6 @@ static void sec_compare(report *r, text *pg)
 /* ---- 5. remedies ------------------------------------------------------------------------------ */
 static void sec_remedies(report *r, text *pg, const rem_pool *rp)
 {
-    tx_add(pg, "<h2 id=\"remedies\">5. Which fix works, at what cost</h2>\n");
     size_t nu = 0;
     for (size_t i = 0; i < r->nunits; i++) nu += r->units[i].have_rem;
     if (!nu) {
@@ -696,10 +691,9 @@ static void sec_remedies(report *r, text *pg, const rem_pool *rp)
 }
 
 /* ---- 6. mismatch ------------------------------------------------------------------------------ */
-static void sec_mismatch(report *r, text *pg)
+static void sec_mismatch(report *r, text *pg, const rem_pool *rp)
 {
     const report_opts *o = r->o;
-    tx_add(pg, "<h2 id=\"mismatch\">6. The symptom: log-prob mismatch over training steps</h2>\n");
     if (!r->nmm) {
         tx_add(pg, "<p class=\"note\">No per-token log-probs or per-step scalars in the captures, and no --trace "
                    "given: nothing to track over steps.</p>\n");
@@ -837,6 +831,8 @@ static void sec_mismatch(report *r, text *pg)
 }
 
 /* ---- the page -------------------------------------------------------------------------------- */
+static void write_toc(const report *r, text *pg);
+
 static void header(report *r, text *pg)
 {
     const report_opts *o = r->o;
@@ -890,19 +886,14 @@ static void header(report *r, text *pg)
         }
         tx_add(pg, ".</p>\n");
     }
-    tx_add(pg, "<nav class=\"toc\"><a href=\"#summary\">Summary</a><a href=\"#profiles\">1. Profiles</a>"
-               "<a href=\"#decomposition\">2. Decomposition</a><a href=\"#channels\">3. Channels</a>"
-               "<a href=\"#compare\">4. Rollout vs trainer</a><a href=\"#remedies\">5. Remedies</a>"
-               "<a href=\"#mismatch\">6. Mismatch over steps</a>");
-    if (o->drill) tx_add(pg, "<a href=\"#drill\">Drill-down</a>");
-    tx_add(pg, "</nav>\n");
+    write_toc(r, pg);
 }
 
-static void sec_drill(report *r, text *pg)
+static void sec_drill(report *r, text *pg, const rem_pool *rp)
 {
     size_t nd = r->o->drill < r->nsites ? r->o->drill : r->nsites;
     if (!nd) return;
-    tx_add(pg, "<h2 id=\"drill\">Drill-down: the worst sites</h2>\n<p class=\"note\">Site &rarr; channel &rarr; "
+    tx_add(pg, "<p class=\"note\">Site &rarr; channel &rarr; "
                "block: each site's page has its steps and channels, each channel's page its worst blocks, each "
                "block's page its elements.</p>\n<ul>\n");
     for (size_t i = 0; i < nd; i++) {
@@ -918,23 +909,88 @@ static void sec_drill(report *r, text *pg)
     tx_add(pg, "</ul>\n");
 }
 
+/* ---- the sections as rows -------------------------------------------------------------
+ * The main page is these rows, in order: the table of contents, the numbers
+ * of the headings and the progress lines ("[k/N]") come from them. A row's
+ * analysis (NULL: it reads another row's) runs at its stage, stages in
+ * order, before any page is written: the decomposition, comparison and
+ * remedies of every unit first (the channels and the profiles read its
+ * sites). A new section is one row and its write function (and, with an
+ * analysis of its own, that function at the next stage). */
+typedef struct rsection {
+    const char *id;          /* its anchor */
+    const char *toc;         /* its entry in the table of contents */
+    const char *title;       /* its heading (NULL: the row writes its own) */
+    bool numbered;           /* "N. " before the title and the entry */
+    int stage;               /* when its analysis runs (1, 2, ...; 0: none) */
+    void (*analyze)(report *r);
+    bool (*present)(const report *r); /* NULL: always on the page */
+    void (*write)(report *r, text *pg, const rem_pool *rp);
+} rsection;
+
+static bool has_drill(const report *r) { return r->o->drill && r->nsites; }
+
+static const rsection sections[] = {
+    {"summary", "Summary", NULL, false, 0, NULL, NULL, write_summary},
+    {"profiles", "Profiles", "Do the engines quantize alike? Profile disagreement per site", true, 3,
+     analyze_disagreement, NULL, sec_profiles},
+    {"decomposition", "Decomposition", "What the error is made of: the decomposition per site and step", true, 1,
+     analyze_units, NULL, sec_decomp},
+    {"channels", "Channels", "Which channels carry the error", true, 2, analyze_sites, NULL, sec_channels},
+    {"compare", "Rollout vs trainer", "Why the rollout and the trainer disagree", true, 0, NULL, NULL, sec_compare},
+    {"remedies", "Remedies", "Which fix works, at what cost", true, 0, NULL, NULL, sec_remedies},
+    {"mismatch", "Mismatch over steps", "The symptom: log-prob mismatch over training steps", true, 4,
+     analyze_mismatch, NULL, sec_mismatch},
+    {"drill", "Drill-down", "Drill-down: the worst sites", false, 0, NULL, has_drill, sec_drill},
+};
+#define NSECTIONS (sizeof sections / sizeof sections[0])
+
+static void write_toc(const report *r, text *pg)
+{
+    tx_add(pg, "<nav class=\"toc\">");
+    int num = 0;
+    for (size_t i = 0; i < NSECTIONS; i++) {
+        const rsection *s = &sections[i];
+        if (s->present && !s->present(r)) continue;
+        tx_add(pg, "<a href=\"#%s\">", s->id);
+        if (s->numbered) tx_add(pg, "%d. ", ++num);
+        tx_add(pg, "%s</a>", s->toc);
+    }
+    tx_add(pg, "</nav>\n");
+}
+
+void report_analyze(report *r)
+{
+    int last = 0;
+    for (size_t i = 0; i < NSECTIONS; i++)
+        if (sections[i].stage > last) last = sections[i].stage;
+    r->nstages = last + 1; /* and the writing */
+    for (int st = 1; st <= last; st++)
+        for (size_t i = 0; i < NSECTIONS; i++)
+            if (sections[i].stage == st && sections[i].analyze) {
+                r->stage = st;
+                sections[i].analyze(r);
+            }
+}
+
 void write_index(report *r)
 {
-    rep_progress("[5/5] writing the report");
+    r->stage = r->nstages;
+    rep_step(r, "writing the report");
     rem_pool *rp = pool_remedies(r);
     text pg = {0};
     char title[512];
     snprintf(title, sizeof title, "fp4-report: %s", r->o->title ? r->o->title : r->o->names[0]);
     html_begin(&pg, title, "");
     header(r, &pg);
-    write_summary(r, &pg, rp);
-    sec_profiles(r, &pg);
-    sec_decomp(r, &pg);
-    sec_channels(r, &pg);
-    sec_compare(r, &pg);
-    sec_remedies(r, &pg, rp);
-    sec_mismatch(r, &pg);
-    sec_drill(r, &pg);
+    int num = 0;
+    for (size_t i = 0; i < NSECTIONS; i++) {
+        const rsection *s = &sections[i];
+        if (s->present && !s->present(r)) continue;
+        if (s->title && s->numbered) tx_add(&pg, "<h2 id=\"%s\">%d. %s</h2>\n", s->id, ++num, s->title);
+        else if (s->title) tx_add(&pg, "<h2 id=\"%s\">%s</h2>\n", s->id, s->title);
+        s->write(r, &pg, rp);
+    }
     html_end(&pg);
     od_write(r->od, "index.html", pg.p, pg.n);
     tx_free(&pg);
