@@ -10,7 +10,7 @@
 #include <fp4scope/quant.h>
 
 #include "cpu/decomp_kernels.h"
-#include "core/xsum.h"
+#include "base/xsum.h"
 
 typedef struct xacc {  /* a group, exact */
     xsum s[S_N];

@@ -5,7 +5,7 @@
 
 #include <fp4scope/codec.h>
 
-#include "core/xsum.h"
+#include "base/xsum.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -273,7 +273,7 @@ static int rac_draw(const fp4s_remedy *r, size_t k, size_t sel, size_t t, size_t
 }
 
 /* Choose I for rows [r0, r1) of the tile t: idx[0..sel). The norms ||E_k||^2
- * are exact sums (acc [k], core/xsum.h) rounded once, so they do not depend on
+ * are exact sums (acc [k], base/xsum.h) rounded once, so they do not depend on
  * the order of the terms: the GPU's kernels give the same doubles. */
 static int rac_select(const fp4s_remedy *r, const float *xa, size_t ldx, const float *xq, size_t k, size_t r0,
                       size_t r1, size_t t, size_t sel, chan *ch, xsum *acc, size_t *idx)

@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "cpu/kernels.h"
-#include "core/approx.h"
-#include "core/codec_internal.h"
+#include "base/approx.h"
+#include "base/codec_internal.h"
 
 typedef struct acc {
     fp4s_qstats st;   /* counters (its sums unused here) */

@@ -12,7 +12,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/codec_internal.h"
+#include "base/codec_internal.h"
 #include "cpu/kernels.h"
 
 #define ABS_MASK 0x7fffffffu

@@ -12,7 +12,7 @@
  * to lane j mod 8, each lane adds its terms in element order, and the lanes
  * are summed as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)), the lane order of the
  * decomposition kernels. That partial is added to an exact fixed-point
- * accumulator (core/xsum.h), whose value depends on neither the order of
+ * accumulator (base/xsum.h), whose value depends on neither the order of
  * the units nor that of the merges; err2 and x2 are its value rounded to
  * double. fp4s_qstats keeps the accumulators (its `sums` words). */
 #ifndef FP4S_QUANT_SUMS_H
@@ -22,7 +22,7 @@
 
 #include <string.h>
 
-#include "core/xsum.h"
+#include "base/xsum.h"
 
 typedef struct qsums {
     xsum e2, x2;

@@ -23,7 +23,7 @@
 #define restrict __restrict__ /* the C headers' qualifier */
 #endif
 #include "cpu/decomp_kernels.h"
-#include "core/xsum.h"
+#include "base/xsum.h"
 #ifdef __cplusplus
 extern "C" {
 #endif

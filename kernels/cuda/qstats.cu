@@ -13,14 +13,14 @@
  * own arithmetic), saturated (|x * f| or |x / f| > 6, ggml: |x| > 6 s),
  * neg_zero (code 8), and the error sums of quant_sums.h: element j in lane
  * j mod 8, each lane in element order, the lanes in the fixed tree, that
- * partial into an exact accumulator (core/xsum.h). The thread's accumulators
+ * partial into an exact accumulator (base/xsum.h). The thread's accumulators
  * and counters go to shared memory, each thread block's to global memory
  * with 64-bit integer atomics (exact: the order is free), so the result is
  * the reference's bit for bit. The host emulation runs the same unit
  * function in a loop. */
 #include "cuda_internal.cuh"
 
-#include "core/xsum.h"
+#include "base/xsum.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -164,7 +164,7 @@ FP4S_HD float cu_absmax(float m, float x)
  * Same contract as the core's round_mag: u is a float32 magnitude (sign clear,
  * not NaN, Inf read as 2^128); returns (biased exponent << M) + mantissa,
  * unsaturated, subnormal binade exponent 0.
- * A twin of fp4s_round_mag_inline (lib/core/codec_internal.h) on purpose: the
+ * A twin of fp4s_round_mag_inline (lib/base/codec_internal.h) on purpose: the
  * device cannot call the library's host code, the core's version uses
  * __builtin_clz (no device builtin) and the core's enums. tests/cuda holds
  * the two equal: cuda-emulate quantizes with every profile the kernels take
@@ -296,7 +296,7 @@ FP4S_HD float cu_e4m3_value(uint8_t code)
 }
 
 /* ggml's UE4M3 encoder, same documented behaviour as the core's
- * fp4s_ue4m3_encode_ggml (see lib/core/codec.c): its device twin, for the
+ * fp4s_ue4m3_encode_ggml (see lib/base/codec.c): its device twin, for the
  * reasons given at cu_round_mag, with the float32 product and sum through the
  * never-contracted cu_mul/cu_add where the core uses a volatile. */
 FP4S_HD uint8_t cu_ue4m3_ggml(float v)

@@ -4,7 +4,7 @@
  * rac, one call: x and x^ go to the device; kernel 1 (one thread per channel
  * and slice of RS rows of a tile, neighbouring threads on neighbouring
  * channels, so loads coalesce) adds each ((double)x - (double)x^)^2 into a
- * private exact accumulator (core/xsum.h) and adds its limbs into the
+ * private exact accumulator (base/xsum.h) and adds its limbs into the
  * channel's with 64-bit integer atomics (exact, so the order is free);
  * kernel 2 rounds each channel's sum once (xs_value: the same double as the
  * CPU's); kernel 3 gives each candidate channel its rank, the number of
@@ -17,7 +17,7 @@
 #include "cuda_internal.cuh"
 #include "remedy_cu.h"
 
-#include "core/xsum.h"
+#include "base/xsum.h"
 #include "fp4s_config.h"
 
 #include <limits.h>
@@ -26,7 +26,7 @@
 #include <string.h>
 
 #if FP4S_HAVE_CUBLAS
-#include "core/dl.h"
+#include "base/dl.h"
 
 #include <cublas_v2.h>
 #include <mutex>

@@ -12,7 +12,7 @@
  *   - rac's compensation kernels: the squared residual norms of the channels
  *     of each tile, ||E_k||^2 = sum over the tile's tokens of ((double)x -
  *     (double)x^)^2, added into the exact fixed-point accumulators of
- *     core/xsum.h and rounded once (the CPU's rac adds them the same way, so
+ *     base/xsum.h and rounded once (the CPU's rac adds them the same way, so
  *     the norms are the same doubles); the choice of I (the first sel
  *     channels in the order "larger norm first, ties to the lower index", or
  *     the given random set) and its order (index or rank); and E_I, gathered

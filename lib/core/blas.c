@@ -1,6 +1,6 @@
 /* The CPU BLAS, opened on first use (blas.h). */
 #include "core/blas.h"
-#include "core/dl.h"
+#include "base/dl.h"
 
 #include <fp4scope/common.h>
 

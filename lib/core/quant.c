@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "cpu/kernels.h"
-#include "core/codec_internal.h"
+#include "base/codec_internal.h"
 
 /* Elements per piece of the dynamic schedule, and at least this many
  * elements per worker (a smaller call runs on fewer threads, one below it). */

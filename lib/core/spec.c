@@ -29,7 +29,7 @@
  * quant_avx512.c, and the switch on p.recipe in kernels/cuda/quant_block.cuh
  * (which compares recipe numbers, not the enum names). A new MXFP4 scale rule
  * is the same with its row in mx_rules[] and a case of fp4s_mx_k() in
- * lib/core/codec.c in place of nv_scale() (its name in --scale-rule of
+ * lib/base/codec.c in place of nv_scale() (its name in --scale-rule of
  * fp4-quant(1)); a new profile, its row in profiles[] and its entry in
  * fp4scope-formats(7). */
 #include <fp4scope/spec.h>
@@ -95,7 +95,7 @@ static const fp4s_mx_rule_traits mx_rules[FP4S_MX_RULE_COUNT] = {
         /* a NaN scale from a finite block: the SIMD bodies hand it to the reference */
         .kernels = FP4S_KERNEL_REF},
     /* The rollout engines' GPU kernels: rcp is rcp.approx.ftz.f32 as measured on
-     * sm_90 (lib/core/approx.h); the CPU reference alone implements them. */
+     * sm_90 (lib/base/approx.h); the CPU reference alone implements them. */
     [FP4S_MX_RCEIL_RCP_FTZ] = {
         .name = "rceil-rcp-ftz", .aliases = "",
         .rule = "d = amax*rcp(6) in float32 with a product below 2^-126 flushed to 0 (rcp(6) = fl(1/6) "
@@ -200,7 +200,7 @@ static const fp4s_nv_recipe_traits nv_recipes[FP4S_NV_RECIPE_COUNT] = {
         .scale_codec = FP4S_NV_SC_E4M3, .global_scale = FP4S_GS_DECODE,
         .ties = TIE_ANY, .tile2d = true, .kernels = FP4S_KERNEL_REF | FP4S_KERNEL_CUDA},
     /* The rollout engines' GPU kernels (rcp = rcp.approx.ftz.f32 as measured
-     * on sm_90, *f = mul.rn.ftz, /f = div.rn.ftz; lib/core/approx.h). Their
+     * on sm_90, *f = mul.rn.ftz, /f = div.rn.ftz; lib/base/approx.h). Their
      * E2M1 conversion is cvt.rn.satfinite.e2m1x2: round to nearest even only. */
     [FP4S_NV_FLASHINFER] = {
         .name = "flashinfer", .aliases = "trtllm",

@@ -161,7 +161,7 @@ def pow2(k):
 
 # ---- the GPU instructions of the engines' kernels (fp4scope-formats(7), THE GPU INSTRUCTIONS) ----
 # rcp.approx.ftz.f32 as measured on an H200: the correctly rounded 1/(1.m) plus
-# the measured deviation of lib/core/approx/rcp_approx_ftz_sm90.h5 (read with
+# the measured deviation of lib/base/approx/rcp_approx_ftz_sm90.h5 (read with
 # h5py), the input's exponent applied, zero and subnormal inputs -> +-Inf,
 # results below 2^-126 -> +-0, Inf -> +-0, NaN -> 0x7FFFFFFF.
 _RCP_DEV = []
@@ -171,7 +171,7 @@ def rcp_dev(m):
     if not _RCP_DEV:
         import os
         import h5py
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib", "core", "approx",
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib", "base", "approx",
                             "rcp_approx_ftz_sm90.h5")
         with h5py.File(path, "r") as f:
             _RCP_DEV.append(f["/rcp_approx_ftz/deviation"][()])

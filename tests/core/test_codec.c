@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include <fp4scope/codec.h>
-#include "core/codec_internal.h"
+#include "base/codec_internal.h"
 
 static float bf(uint32_t u) { return fp4s_bits_f32(u); }
 static uint32_t fb(float f) { return fp4s_f32_bits(f); }

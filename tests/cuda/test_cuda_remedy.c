@@ -43,7 +43,7 @@
 #include <time.h>
 
 #include "analysis/remedy/remedy_internal.h"
-#include "core/xsum.h"
+#include "base/xsum.h"
 #include "rng.h"
 
 static int quiet, emulate, sanitize;

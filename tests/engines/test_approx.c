@@ -1,10 +1,10 @@
-/* The GPU-instruction emulation (lib/core/approx.c) against the table
+/* The GPU-instruction emulation (lib/base/approx.c) against the table
  * measured on the H200 and against the definitions measured there.
  *
  *   test_approx [SAMPLES]
  *
  * Without an argument (the default suite): the table compiled into the
- * library equals lib/core/approx/rcp_approx_ftz_sm90.h5 for every mantissa;
+ * library equals lib/base/approx/rcp_approx_ftz_sm90.h5 for every mantissa;
  * rcp.approx.ftz(1.m) is the correctly rounded 1/(1.m) (by exact integer
  * division here) plus that deviation; every exponent scales it as the
  * hypothesis measured on the GPU says (0 mismatches there), with the ftz
@@ -27,8 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/approx.h"
-#include "core/codec_internal.h"
+#include "base/approx.h"
+#include "base/codec_internal.h"
 
 static const char *samples_path;
 
@@ -36,7 +36,7 @@ static char *table_path(void)
 {
     static char p[4096];
     const char *src = getenv("FP4S_SRCDIR");
-    snprintf(p, sizeof p, "%s/lib/core/approx/rcp_approx_ftz_sm90.h5", src ? src : ".");
+    snprintf(p, sizeof p, "%s/lib/base/approx/rcp_approx_ftz_sm90.h5", src ? src : ".");
     return p;
 }
 

@@ -8,7 +8,7 @@
 #include <stdio.h>
 
 #include "qhelp.h"
-#include "core/codec_internal.h"
+#include "base/codec_internal.h"
 
 /* ---- published peer cases ------------------------------------------------------ */
 

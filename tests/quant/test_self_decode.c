@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/codec_internal.h"
+#include "base/codec_internal.h"
 #include "cpu/kernels.h"
 #include "qhelp.h"
 

@@ -9,7 +9,7 @@
 #include <stdatomic.h>
 
 #include "qhelp.h"
-#include "core/codec_internal.h"
+#include "base/codec_internal.h"
 
 #define ALL_POS_FINITE 0x7F800000u /* bit patterns 1 .. 0x7F7FFFFF */
 

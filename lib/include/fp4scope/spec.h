@@ -242,7 +242,7 @@ FP4S_API size_t fp4s_spec_blocks_per_row(const fp4s_spec *s, size_t cols);
 /* ---- trait tables ------------------------------------------------------------
  * One row per MXFP4 scale rule and per NVFP4 recipe. Adding a rule or recipe
  * is one row in lib/core/spec.c plus its arithmetic (fp4s_mx_k in
- * lib/core/codec.c for a rule; nv_scale in kernels/cpu/quant_ref.c for a
+ * lib/base/codec.c for a rule; nv_scale in kernels/cpu/quant_ref.c for a
  * recipe, and the SIMD and CUDA kernels only if its `kernels` bits say so),
  * and its name in fp4-quant(1) and fp4scope-formats(7): the opening comment
  * of lib/core/spec.c lists the files. The structs are only ever handed out by pointer and may gain fields at the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write lib/core/approx/rcp_approx_ftz_sm90.h5 from approx_scan's output.
+"""Write lib/base/approx/rcp_approx_ftz_sm90.h5 from approx_scan's output.
 
     make_table.py SCANDIR OUT.h5
 
@@ -55,7 +55,7 @@ def main():
         f.attrs["device"] = device
         f.attrs["arch"] = "sm_90"
         f.attrs["command"] = ("OUT=DIR sh scripts/gpu/engines/run.sh (on the GPU machine), then "
-                              "python3 scripts/gpu/engines/make_table.py SCAN lib/core/approx/rcp_approx_ftz_sm90.h5")
+                              "python3 scripts/gpu/engines/make_table.py SCAN lib/base/approx/rcp_approx_ftz_sm90.h5")
         f.attrs["producer"] = "scripts/gpu/engines/approx_scan.cu"
         g = f.create_group("rcp_approx_ftz")
         d = g.create_dataset("deviation", data=dev, chunks=(1 << 20,), compression="gzip", compression_opts=9)

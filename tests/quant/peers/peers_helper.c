@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include <fp4scope/quant.h>
-#include "core/codec_internal.h"
+#include "base/codec_internal.h"
 
 void ph_e4m3_encode(const float *x, uint8_t *out, size_t n)
 {

@@ -10,7 +10,7 @@
  *   below 2^-126 flush to +-0, Inf gives +-0, NaN the NaN 0x7FFFFFFF). The
  *   result for mantissa m is the correctly rounded 1/(1.m) plus a deviation of
  *   -1, 0 or +1 units in the last place, from the table
- *   lib/core/approx/rcp_approx_ftz_sm90.h5, compiled into the library.
+ *   lib/base/approx/rcp_approx_ftz_sm90.h5, compiled into the library.
  * - ex2.approx.ftz.f32 of an integer n: exactly 2^n for -126 <= n <= 127, 0
  *   below, +Inf above (its non-integer inputs are not emulated).
  * - mul.rn.ftz.f32: subnormal operands read as +-0, a product whose value

@@ -12,8 +12,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/approx.h"
-#include "core/codec_internal.h"
+#include "base/approx.h"
+#include "base/codec_internal.h"
 
 /* fp4s_tie_parse and fp4s_tie_name are in spec.c, with the other name tables. */
 

@@ -2,12 +2,12 @@
  * (see approx.h): rcp.approx.ftz.f32 from the measured table, ex2.approx.ftz.f32
  * of integers, and the float32 multiply and divide of code compiled with
  * -ftz=true. */
-#include "core/approx.h"
+#include "base/approx.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "core/codec_internal.h"
+#include "base/codec_internal.h"
 
 /* approx_table.c, generated at build time from rcp_approx_ftz_sm90.h5 */
 extern const unsigned char fp4s_rcp_approx_dev2[(1u << 23) / 4];

@@ -1,5 +1,5 @@
 /* Shared libraries opened at run time (dl.h). */
-#include "core/dl.h"
+#include "base/dl.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
