@@ -5,6 +5,8 @@
 #include "abi_structs.h"
 
 #include <fp4scope/fp4scope.h>
+#include <fp4scope/outfile.h>
+#include <fp4scope/rl.h>
 
 #define FP4S_SIZE_FN(name, bytes, room) \
     size_t fp4s_##name##_size(void) { return sizeof(fp4s_##name); }

@@ -9,6 +9,8 @@
 #include "core/abi_structs.h"
 
 #include <fp4scope/fp4scope.h>
+#include <fp4scope/outfile.h>
+#include <fp4scope/rl.h>
 
 #include <stddef.h>
 #include <stdio.h>

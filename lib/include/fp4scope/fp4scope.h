@@ -1,4 +1,4 @@
-/* fp4scope: the whole public API in one include.
+/* fp4scope: the stable public API in one include.
  *
  *   version.h   FP4S_VERSION_*
  *   common.h    errors, exit statuses, features, threads
@@ -6,17 +6,22 @@
  *   spec.h      quantizer specs and the engine profiles
  *   quant.h     quantize / dequantize / pack, kernel selection
  *   tensor.h    tensor sources (.npy, safetensors, HDF5), atomic outputs, .npy writer
- *   outfile.h   output groups: a run's outputs all or none, checked against its inputs
  *   qfile.h     the packed quantized HDF5 file
  *   capture.h   the capture schema fp4scope-capture/1: reader and writer
  *   decompose.h the three-way error decomposition and its mergeable accumulators
  *   channels.h  per-channel statistics, ranking and compensation sets
  *   mismatch.h  rollout/trainer log-prob mismatch metrics, onset and trend
  *   remedy.h    remedies applied to a linear site (rac, mbs, of, keep, aqn) and their cost
- *   rl.h        the RL testbed: a small MoE policy trained with GRPO, FP4 rollouts (needs BLAS)
  *   cuda.h      CUDA kernels (available when built with -Dcuda=enabled and a GPU is present)
  *
- * See libfp4scope(3) for the flow they form. */
+ * Experimental headers, included one by one (their structs may change
+ * between releases and have no size queries; the tools use them):
+ *   units.h     the unit walker of the site analyses
+ *   record.h    result records: field tables, serialization
+ *   outfile.h   output groups: a run's outputs all or none (the tools' output helpers)
+ *   rl.h        the RL testbed: a small MoE policy trained with GRPO, FP4 rollouts (needs BLAS)
+ *
+ * See libfp4scope(3) for the flow they form and what "stable" promises. */
 #ifndef FP4SCOPE_H
 #define FP4SCOPE_H
 
@@ -26,14 +31,12 @@
 #include <fp4scope/spec.h>
 #include <fp4scope/quant.h>
 #include <fp4scope/tensor.h>
-#include <fp4scope/outfile.h>
 #include <fp4scope/qfile.h>
 #include <fp4scope/capture.h>
 #include <fp4scope/decompose.h>
 #include <fp4scope/channels.h>
 #include <fp4scope/mismatch.h>
 #include <fp4scope/remedy.h>
-#include <fp4scope/rl.h>
 #include <fp4scope/cuda.h>
 
 #endif

@@ -1,4 +1,7 @@
-/* Output groups: the outputs of one run appear all or none, and never destroy
+/* Experimental API (not in <fp4scope/fp4scope.h>: the tools' output
+ * helpers; may change between releases: libfp4scope(3)).
+ *
+ * Output groups: the outputs of one run appear all or none, and never destroy
  * an input or a capture.
  *
  * Every file fp4scope writes is an fp4s_outfile (tensor.h): a temporary

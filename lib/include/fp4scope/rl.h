@@ -1,4 +1,7 @@
-/* The RL testbed (fp4-rl(1)): a small decoder-only MoE policy trained with
+/* Experimental API (not in <fp4scope/fp4scope.h>; may change between
+ * releases: libfp4scope(3)).
+ *
+ * The RL testbed (fp4-rl(1)): a small decoder-only MoE policy trained with
  * GRPO in C, whose trainer and rollout engine differ only in the numerics
  * chosen, so that the rollout/trainer mismatch of an FP4 rollout can be
  * watched over training steps, and a remedy tested against it.
