@@ -202,9 +202,9 @@ static int chunk_add(void *ctx, const float *x, size_t n, size_t row0)
  * threads, keeping 1 GiB took longer than reading the file a second time from
  * the page cache. Huge pages (where the kernel offers them, madvise mode
  * included) make that 512 times fewer faults; on a warm page cache a second
- * read can still be the faster (bench/RESULTS-H200.md, run 13: 0.32 s kept
- * against 0.24 s with --keep 0 on 16 threads). NULL where the memory cannot
- * be had (nothing is kept then). */
+ * read can still be the faster, since copying from the page cache costs less
+ * than filling fresh pages (why --keep auto keeps nothing for an input in the
+ * page cache). NULL where the memory cannot be had (nothing is kept then). */
 static float *keep_buffer(size_t bytes)
 {
     const size_t huge = (size_t)2 << 20;
