@@ -723,6 +723,42 @@ bool cli_list_has(const char *list, const char *item)
     return false;
 }
 
+void cli_option_rest(int c, const char *arg, char *const *argv, cli_common *cm, struct cli_quant *q,
+                     struct cli_analysis *an)
+{
+    if (cm && cli_common_option(c, arg, cm)) return;
+    if (q && cli_quant_option(c, arg, q)) return;
+    if (an && cli_analysis_option(c, arg, an)) return;
+    cli_usage("unknown option '%s'", argv[optind - 1]);
+}
+
+void cli_units(const char *capture, const cli_analysis *an, fp4s_unit_need trainer, fp4s_unit_need weight,
+               const char *what, const char *tail, const char *tail_nt, fp4s_units *ul, bool *synthetic)
+{
+    int rc;
+    if (!capture) {
+        if ((rc = fp4s_units_add_tensors(ul, an->act, an->trainer_act, an->weight))) cli_fail(rc);
+        *synthetic = cli_source_synthetic(an->act);
+        return;
+    }
+    fp4s_unit_select sel;
+    fp4s_unit_select_defaults(&sel);
+    sel.sites = an->sites;
+    size_t nsteps = 0;
+    long long *steps = an->steps ? cli_parse_int_list("--steps", an->steps, &nsteps) : NULL;
+    sel.steps = steps;
+    sel.nsteps = nsteps;
+    sel.trainer = trainer;
+    sel.weight = weight;
+    if ((rc = fp4s_units_add_capture(ul, capture, &sel))) exit(cli_report(rc));
+    free(steps);
+    if (ul->n == 0)
+        cli_die(FP4S_EXIT_INPUT, "%s: no site %smatches%s%s%s%s%s", capture, what, an->sites ? " --sites " : "",
+                an->sites ? an->sites : "", an->steps ? " --steps " : "", an->steps ? an->steps : "",
+                ul->no_trainer ? tail_nt : tail);
+    *synthetic = cli_source_synthetic(capture);
+}
+
 int cli_weight_2d(const char *arg)
 {
     if (!arg || !strcmp(arg, "auto")) return -1;

@@ -12,6 +12,7 @@
 #include <fp4scope/spec.h>
 #include <fp4scope/decompose.h>
 #include <fp4scope/mismatch.h>
+#include <fp4scope/units.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -104,6 +105,7 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
 /* item is one of the comma-separated words of list (a NULL list holds every item). */
 bool cli_list_has(const char *list, const char *item);
 
+
 /* "--version" text: "prog (fp4scope) X.Y.Z\nfeatures: ..." (without cuda:
  * the tools with --device use cli_version_device). */
 void cli_version(void);
@@ -174,6 +176,13 @@ typedef struct cli_common {
 void cli_common_init(cli_common *c, void (*usage)(void), bool device);
 bool cli_common_option(int id, const char *arg, cli_common *c);
 void cli_common_check(const cli_common *c);
+/* The default of a tool's option switch: applies option c of the common,
+ * quantizer and analysis groups (NULL: a group the tool does not take), else
+ * the usage error "unknown option" (exit 2). */
+struct cli_quant;
+struct cli_analysis;
+void cli_option_rest(int c, const char *arg, char *const *argv, cli_common *cm, struct cli_quant *q,
+                     struct cli_analysis *an);
 
 /* Dump JSON to stdout (indent 2, keys in insertion order, real numbers with 17
  * significant digits), then decref. Returns an exit status. */
@@ -305,6 +314,17 @@ bool cli_analysis_option(int id, const char *arg, cli_analysis *a);
 int cli_weight_2d(const char *arg);
 /* --dz-tie T into *t (arg NULL: *t unchanged); a word other than the ties is a usage error. */
 void cli_dz_tie(const char *arg, fp4s_dz_tie *t);
+
+/* The units of a site analysis (fp4scope/units.h) into *ul: with capture
+ * NULL, the one site given as tensors (an->act, an->trainer_act,
+ * an->weight); else the (step, site) pairs of the capture that --sites and
+ * --steps select, a missing trainer side and weight getting trainer and
+ * weight. A failure exits with its message; an empty selection is exit 3,
+ * "CAPTURE: no site WHATmatches[ --sites S][ --steps L]TAIL" (tail_nt in
+ * place of tail when a unit was left out for lack of a trainer side).
+ * *synthetic: whether the input is a synthetic capture. */
+void cli_units(const char *capture, const cli_analysis *an, fp4s_unit_need trainer, fp4s_unit_need weight,
+               const char *what, const char *tail, const char *tail_nt, fp4s_units *ul, bool *synthetic);
 
 /* The trace-reading and onset options shared by fp4-mismatch and fp4-plot
  * mismatch (--is-cap, --format, --delim, --col-*, --allow-positive,

@@ -118,12 +118,21 @@ static void fmtv(char *b, size_t n, const char *f, double v)
     else snprintf(b, n, "%s", "-");
 }
 
-int main(int argc, char **argv)
+/* The command line, checked. */
+typedef struct args {
+    cli_common common;
+    cli_quant qo;
+    cli_analysis an;
+    const char *score_s, *outpath, *input;
+    bool have_top;
+    long long top, show, nout;
+    double ratio;
+} args;
+
+static void parse_args(int argc, char **argv, args *a)
 {
-    cli_init("fp4-channels");
     cli_quant qo;
     cli_quant_init(&qo);
-    par_init();
     const char *score_s = NULL, *outpath = NULL;
     cli_analysis an = {0};
     bool have_top = false, have_ratio = false;
@@ -161,30 +170,128 @@ int main(int argc, char **argv)
             break;
         case OPT_NOUT: nout = cli_parse_int("--n-out", optarg, 1, (long long)1 << 40); break;
         case OPT_SHOW: show = cli_parse_int("--show", optarg, 0, (long long)1 << 40); break;
-        default:
-            if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &qo) &&
-                !cli_analysis_option(c, optarg, &an))
-                cli_usage("unknown option '%s'", argv[optind - 1]);
+        default: cli_option_rest(c, optarg, argv, &common, &qo, &an);
         }
     }
     cli_common_check(&common);
-    const bool json = common.json, csv = common.csv;
     if (have_top && have_ratio) cli_usage("--top and --ratio exclude each other");
     if (optind >= argc) cli_usage("no INPUT given");
     if (optind + 1 < argc) cli_usage("one INPUT expected, got %d", argc - optind);
     const char *input = argv[optind];
 
+    *a = (args){common, qo, an, score_s, outpath, input, have_top, top, show, nout, ratio};
+}
+
+/* --csv: the channels, best first. */
+static int print_csv(const fp4s_channels_report *r)
+{
+    printf("rank,channel,score,selected,energy_total,energy_scale,energy_deadzone,energy_grid,"
+           "relative_error,residual_norm,amax,deadzone_fraction,mean_abs_dx,mean_abs_dw,hcp\n");
+    for (size_t i = 0; i < r->k; i++) {
+        const fp4s_channel_stat *s = &r->ch[i];
+        double v[] = {s->score, NAN, s->energy_total, s->energy_scale, s->energy_deadzone, s->energy_grid,
+                      s->relative_error, s->residual_norm, s->amax, s->deadzone_fraction,
+                      s->mean_abs_dx, s->mean_abs_dw, s->hcp};
+        printf("%zu,%zu", s->rank, s->channel);
+        for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+            if (k == 1) {
+                printf(",%d", s->selected ? 1 : 0);
+                continue;
+            }
+            if (isfinite(v[k])) printf(",%.17g", v[k]);
+            else putchar(',');
+        }
+        putchar('\n');
+    }
+    return cli_stdout_flush();
+}
+
+/* The table: the tensor, the first `show` channels, the coverage and the cost. */
+static int print_table(const fp4s_spec *sp, const fp4s_channels_report *r, const char *input, const char *weight,
+                       long long show)
+{
+    const fp4s_spec spec = *sp;
+    char desc[512];
+    fp4s_spec_describe(&spec, desc, sizeof desc);
+    printf("quantizer: %s\n", desc);
+    printf("activation: %s  [%zu tokens x %zu channels]\n", input, r->tokens, r->k);
+    if (r->have_weight)
+        printf("weight:     %s  [%zu x %zu], %s scaling\n", weight, r->weight_rows, r->k,
+               r->weight_tile2d ? "2-D 16x16" : "1-D");
+    char a[32], b[32];
+    fmtv(a, sizeof a, "%.4g", r->summary.relative_error);
+    fmtv(b, sizeof b, "%.2f", r->summary.snr_db);
+    printf("tensor: relative error %s, SNR %s dB, error energy %.6g\n", a, b, r->summary.energy_total);
+    if (r->summary.nonfinite)
+        printf("non-finite inputs: %llu (their blocks excluded)\n", (unsigned long long)r->summary.nonfinite);
+    printf("score: %s; selected %zu of %zu channels (%s)\n\n", fp4s_chscore_name(r->score), r->count, r->k,
+           r->top ? "--top" : "--ratio");
+    printf("%6s %8s %12s %12s %10s %10s %8s %8s %8s %8s", "rank", "channel", "score", "||e_j||",
+           "rel.err", "amax", "dz frac", "scale", "deadzone", "grid");
+    if (r->have_weight) printf(" %10s %10s %10s", "mean|dX|", "mean|dW|", "hcp");
+    putchar('\n');
+    size_t lim = show == 0 || (size_t)show > r->k ? r->k : (size_t)show;
+    for (size_t i = 0; i < lim; i++) {
+        const fp4s_channel_stat *s = &r->ch[i];
+        char sc[32], rn[32], re[32], am[32], dz[32], p1[32], p2[32], p3[32];
+        fmtv(sc, 32, "%.5g", s->score);
+        fmtv(rn, 32, "%.5g", s->residual_norm);
+        fmtv(re, 32, "%.4g", s->relative_error);
+        fmtv(am, 32, "%.4g", s->amax);
+        fmtv(dz, 32, "%.2f%%", 100.0 * s->deadzone_fraction);
+        double et = s->energy_total;
+        fmtv(p1, 32, "%.1f%%", et > 0 ? 100.0 * s->energy_scale / et : NAN);
+        fmtv(p2, 32, "%.1f%%", et > 0 ? 100.0 * s->energy_deadzone / et : NAN);
+        fmtv(p3, 32, "%.1f%%", et > 0 ? 100.0 * s->energy_grid / et : NAN);
+        printf("%6zu %8zu %12s %12s %10s %10s %8s %8s %8s %8s%s", s->rank, s->channel, sc, rn, re, am, dz, p1,
+               p2, p3, "");
+        if (r->have_weight) {
+            char x1[32], x2[32], x3[32];
+            fmtv(x1, 32, "%.4g", s->mean_abs_dx);
+            fmtv(x2, 32, "%.4g", s->mean_abs_dw);
+            fmtv(x3, 32, "%.4g", s->hcp);
+            printf(" %10s %10s %10s", x1, x2, x3);
+        }
+        printf("%s\n", s->selected ? "  *" : "");
+    }
+    if (lim < r->k) printf("%6s (%zu more; --show 0 lists all)\n", "...", r->k - lim);
+    printf("\ncoverage: share of the activation error energy held by the top r of channels\n");
+    printf("%8s %9s %9s\n", "r", "channels", "share");
+    for (size_t i = 0; i < r->ncoverage; i++) {
+        char sh[32];
+        fmtv(sh, 32, "%.2f%%", 100.0 * r->coverage[i].share);
+        printf("%7.1f%% %9zu %9s\n", 100.0 * r->coverage[i].ratio, r->coverage[i].channels, sh);
+    }
+    const fp4s_channels_cost *cst = &r->cost;
+    printf("\ncost of compensating %zu channels (padded to %zu) in a GEMM [%zu x %zu] x [%zu x %zu]%s:\n",
+           cst->selected, cst->padded, cst->tokens, cst->k, cst->k, cst->n_out,
+           cst->n_out_assumed ? " (N = K assumed; give --weight or --n-out)" : "");
+    printf("  extra FLOPs %.4g (%.2f%% of %.4g)\n", cst->flops_extra, 100.0 * cst->flops_ratio, cst->flops_base);
+    printf("  extra bytes %.4g (%.2f%% of %.4g FP4 operand bytes)\n", cst->bytes_extra,
+           100.0 * cst->bytes_ratio, cst->bytes_base);
+    return cli_stdout_flush();
+}
+
+int main(int argc, char **argv)
+{
+    cli_init("fp4-channels");
+    par_init();
+    args a;
+    parse_args(argc, argv, &a);
+    const cli_analysis an = a.an;
+    const char *score_s = a.score_s, *outpath = a.outpath, *input = a.input;
+    const cli_common common = a.common;
     fp4s_spec spec;
-    cli_quant_spec(&qo, CLI_FORMATS_FP4, "per-channel reports are", &spec);
+    cli_quant_spec(&a.qo, CLI_FORMATS_FP4, "per-channel reports are", &spec);
     int rc;
     fp4s_channels_opts o;
     fp4s_channels_opts_defaults(&o);
     if (score_s && fp4s_chscore_parse(score_s, &o.score)) cli_usage("--score: %s", fp4s_last_error());
     if (o.score == FP4S_SCORE_HCP && !an.weight) cli_usage("--score hcp needs --weight W");
-    if (have_top) o.top = (size_t)top;
-    o.ratio = ratio;
+    if (a.have_top) o.top = (size_t)a.top;
+    o.ratio = a.ratio;
     if (an.weight_2d) o.weight_tile2d = cli_weight_2d(an.weight_2d);
-    o.n_out = (size_t)nout;
+    o.n_out = (size_t)a.nout;
     cli_dz_tie(an.dz_tie, &o.decomp.dz_tie);
     if (common.chunk) o.decomp.chunk_elems = common.chunk;
     o.decomp.device = cli_device(common.device_arg, &spec);
@@ -211,90 +318,10 @@ int main(int argc, char **argv)
         if ((rc = cli_commit())) exit(rc);
     }
 
-    int status = 0;
-    if (json) {
-        status = cli_json_print(report_json(&spec, r, input, an.weight));
-    } else if (csv) {
-        printf("rank,channel,score,selected,energy_total,energy_scale,energy_deadzone,energy_grid,"
-               "relative_error,residual_norm,amax,deadzone_fraction,mean_abs_dx,mean_abs_dw,hcp\n");
-        for (size_t i = 0; i < r->k; i++) {
-            const fp4s_channel_stat *s = &r->ch[i];
-            double v[] = {s->score, NAN, s->energy_total, s->energy_scale, s->energy_deadzone, s->energy_grid,
-                          s->relative_error, s->residual_norm, s->amax, s->deadzone_fraction,
-                          s->mean_abs_dx, s->mean_abs_dw, s->hcp};
-            printf("%zu,%zu", s->rank, s->channel);
-            for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
-                if (k == 1) {
-                    printf(",%d", s->selected ? 1 : 0);
-                    continue;
-                }
-                if (isfinite(v[k])) printf(",%.17g", v[k]);
-                else putchar(',');
-            }
-            putchar('\n');
-        }
-        status = cli_stdout_flush();
-    } else {
-        char desc[512];
-        fp4s_spec_describe(&spec, desc, sizeof desc);
-        printf("quantizer: %s\n", desc);
-        printf("activation: %s  [%zu tokens x %zu channels]\n", input, r->tokens, r->k);
-        if (r->have_weight)
-            printf("weight:     %s  [%zu x %zu], %s scaling\n", an.weight, r->weight_rows, r->k,
-                   r->weight_tile2d ? "2-D 16x16" : "1-D");
-        char a[32], b[32];
-        fmtv(a, sizeof a, "%.4g", r->summary.relative_error);
-        fmtv(b, sizeof b, "%.2f", r->summary.snr_db);
-        printf("tensor: relative error %s, SNR %s dB, error energy %.6g\n", a, b, r->summary.energy_total);
-        if (r->summary.nonfinite)
-            printf("non-finite inputs: %llu (their blocks excluded)\n", (unsigned long long)r->summary.nonfinite);
-        printf("score: %s; selected %zu of %zu channels (%s)\n\n", fp4s_chscore_name(r->score), r->count, r->k,
-               r->top ? "--top" : "--ratio");
-        printf("%6s %8s %12s %12s %10s %10s %8s %8s %8s %8s", "rank", "channel", "score", "||e_j||",
-               "rel.err", "amax", "dz frac", "scale", "deadzone", "grid");
-        if (r->have_weight) printf(" %10s %10s %10s", "mean|dX|", "mean|dW|", "hcp");
-        putchar('\n');
-        size_t lim = show == 0 || (size_t)show > r->k ? r->k : (size_t)show;
-        for (size_t i = 0; i < lim; i++) {
-            const fp4s_channel_stat *s = &r->ch[i];
-            char sc[32], rn[32], re[32], am[32], dz[32], p1[32], p2[32], p3[32];
-            fmtv(sc, 32, "%.5g", s->score);
-            fmtv(rn, 32, "%.5g", s->residual_norm);
-            fmtv(re, 32, "%.4g", s->relative_error);
-            fmtv(am, 32, "%.4g", s->amax);
-            fmtv(dz, 32, "%.2f%%", 100.0 * s->deadzone_fraction);
-            double et = s->energy_total;
-            fmtv(p1, 32, "%.1f%%", et > 0 ? 100.0 * s->energy_scale / et : NAN);
-            fmtv(p2, 32, "%.1f%%", et > 0 ? 100.0 * s->energy_deadzone / et : NAN);
-            fmtv(p3, 32, "%.1f%%", et > 0 ? 100.0 * s->energy_grid / et : NAN);
-            printf("%6zu %8zu %12s %12s %10s %10s %8s %8s %8s %8s%s", s->rank, s->channel, sc, rn, re, am, dz, p1,
-                   p2, p3, "");
-            if (r->have_weight) {
-                char x1[32], x2[32], x3[32];
-                fmtv(x1, 32, "%.4g", s->mean_abs_dx);
-                fmtv(x2, 32, "%.4g", s->mean_abs_dw);
-                fmtv(x3, 32, "%.4g", s->hcp);
-                printf(" %10s %10s %10s", x1, x2, x3);
-            }
-            printf("%s\n", s->selected ? "  *" : "");
-        }
-        if (lim < r->k) printf("%6s (%zu more; --show 0 lists all)\n", "...", r->k - lim);
-        printf("\ncoverage: share of the activation error energy held by the top r of channels\n");
-        printf("%8s %9s %9s\n", "r", "channels", "share");
-        for (size_t i = 0; i < r->ncoverage; i++) {
-            char sh[32];
-            fmtv(sh, 32, "%.2f%%", 100.0 * r->coverage[i].share);
-            printf("%7.1f%% %9zu %9s\n", 100.0 * r->coverage[i].ratio, r->coverage[i].channels, sh);
-        }
-        const fp4s_channels_cost *cst = &r->cost;
-        printf("\ncost of compensating %zu channels (padded to %zu) in a GEMM [%zu x %zu] x [%zu x %zu]%s:\n",
-               cst->selected, cst->padded, cst->tokens, cst->k, cst->k, cst->n_out,
-               cst->n_out_assumed ? " (N = K assumed; give --weight or --n-out)" : "");
-        printf("  extra FLOPs %.4g (%.2f%% of %.4g)\n", cst->flops_extra, 100.0 * cst->flops_ratio, cst->flops_base);
-        printf("  extra bytes %.4g (%.2f%% of %.4g FP4 operand bytes)\n", cst->bytes_extra,
-               100.0 * cst->bytes_ratio, cst->bytes_base);
-        status = cli_stdout_flush();
-    }
+    int status;
+    if (common.json) status = cli_json_print(report_json(&spec, r, input, an.weight));
+    else if (common.csv) status = print_csv(r);
+    else status = print_table(&spec, r, input, an.weight, a.show);
     fp4s_channels_free(&r);
     return status;
 }

@@ -182,17 +182,20 @@ static json_t *site_json(const run *r)
     return o;
 }
 
-int main(int argc, char **argv)
-{
-    cli_init("fp4-compare");
-    cli_quant qo;
-    cli_quant_init(&qo);
-    par_init();
-    cli_analysis an = {0};
-    const char *outpath = NULL;
+/* The command line: every check before any work. */
+typedef struct args {
     cli_common common;
-    cli_common_init(&common, usage_text, false);
-    long long top = 20;
+    cli_quant qo;
+    cli_analysis an;
+    const char *outpath, *capture; /* capture NULL: one site given as tensors */
+    long long top;
+} args;
+
+static void parse_args(int argc, char **argv, args *a)
+{
+    cli_quant_init(&a->qo);
+    cli_common_init(&a->common, usage_text, false);
+    a->top = 20;
     static const struct option lo[] = {
         CLI_QUANT_LONGOPTS
         {"output", required_argument, NULL, 'o'},
@@ -209,66 +212,197 @@ int main(int argc, char **argv)
     int c;
     while ((c = cli_getopt(argc, argv, "f:p:o:", lo)) != -1) {
         switch (c) {
-        case 'o': outpath = optarg; break;
-        case OPT_TOP: top = cli_parse_int("--top", optarg, 0, 1LL << 40); break;
-        default:
-            if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &qo) &&
-                !cli_analysis_option(c, optarg, &an))
-                cli_usage("unknown option '%s'", argv[optind - 1]);
+        case 'o': a->outpath = optarg; break;
+        case OPT_TOP: a->top = cli_parse_int("--top", optarg, 0, 1LL << 40); break;
+        default: cli_option_rest(c, optarg, argv, &a->common, &a->qo, &a->an);
         }
     }
-    cli_common_check(&common);
-    const bool json = common.json, csv = common.csv;
+    cli_common_check(&a->common);
+    const cli_analysis *an = &a->an;
     bool capture_mode = optind < argc;
     if (capture_mode && optind + 1 < argc) cli_usage("one CAPTURE expected, got %d", argc - optind);
-    if (capture_mode && (an.act || an.trainer_act || an.weight))
+    if (capture_mode && (an->act || an->trainer_act || an->weight))
         cli_usage("give either a CAPTURE or --act/--trainer-act/--weight");
-    if (!capture_mode && !(an.act && an.trainer_act && an.weight))
+    if (!capture_mode && !(an->act && an->trainer_act && an->weight))
         cli_usage("no input: give a CAPTURE, or --act XR --trainer-act XT --weight W");
-    if (!capture_mode && (an.sites || an.steps)) cli_usage("--sites and --steps select from a CAPTURE");
+    if (!capture_mode && (an->sites || an->steps)) cli_usage("--sites and --steps select from a CAPTURE");
+    a->capture = capture_mode ? argv[optind] : NULL;
+}
+
+/* The ranking, pooled over steps per (site, channel, component): *nrank
+ * rows, largest first; the sum of every unit's ||D||^2 in *total. */
+static rank_row *rank_channels(const run *runs, size_t nr, double *total, size_t *nrank)
+{
+    const char **names = xcalloc(nr, sizeof *names);
+    size_t *nk = xcalloc(nr, sizeof *nk), nsite = 0, n = 0;
+    double **acc = xcalloc(nr, sizeof *acc);
+    *total = 0;
+    for (size_t i = 0; i < nr; i++) {
+        *total += runs[i].r.mismatch2;
+        const char *name = runs[i].site ? runs[i].site : runs[i].label;
+        size_t t;
+        for (t = 0; t < nsite; t++)
+            if (!strcmp(names[t], name)) break;
+        if (t == nsite) {
+            names[nsite] = name;
+            nk[nsite] = runs[i].r.k;
+            acc[nsite] = xcalloc(runs[i].r.k * FP4S_CMP_COUNT, sizeof(double));
+            n += runs[i].r.k * FP4S_CMP_COUNT;
+            nsite++;
+        }
+        if (nk[t] != runs[i].r.k)
+            cli_die(FP4S_EXIT_INPUT, "site %s: K differs between steps (%zu and %zu)", name, nk[t], runs[i].r.k);
+        for (size_t q = 0; q < runs[i].r.k * FP4S_CMP_COUNT; q++) acc[t][q] += runs[i].r.ch_contrib[q];
+    }
+    rank_row *rk = xmalloc((n ? n : 1) * sizeof *rk);
+    n = 0;
+    for (size_t t = 0; t < nsite; t++)
+        for (size_t j = 0; j < nk[t]; j++)
+            for (int q = 0; q < FP4S_CMP_COUNT; q++)
+                rk[n++] = (rank_row){names[t], j, q, acc[t][j * FP4S_CMP_COUNT + q]};
+    qsort(rk, n, sizeof *rk, cmp_rank);
+    for (size_t t = 0; t < nsite; t++) free(acc[t]);
+    free(acc);
+    free(nk);
+    free(names);
+    *nrank = n;
+    return rk;
+}
+
+/* The --json document (and -o's). */
+static json_t *doc_json(const fp4s_spec *as, const fp4s_spec *ws, const run *runs, size_t nr, const rank_row *rk,
+                        size_t show, double total)
+{
+    json_t *doc = json_object();
+    json_object_set_new(doc, "tool", json_string("fp4-compare"));
+    char desc[512];
+    fp4s_spec_describe(as, desc, sizeof desc);
+    json_object_set_new(doc, "activation_quantizer", json_string(desc));
+    fp4s_spec_describe(ws, desc, sizeof desc);
+    json_object_set_new(doc, "weight_quantizer", json_string(desc));
+    json_object_set_new(doc, "total_mismatch2", cli_json_real(total));
+    json_t *arr = json_array();
+    for (size_t i = 0; i < nr; i++) json_array_append_new(arr, site_json(&runs[i]));
+    json_object_set_new(doc, "sites", arr);
+    json_t *ra = json_array();
+    double cum = 0;
+    for (size_t i = 0; i < show; i++) {
+        json_t *o = json_object();
+        cum += rk[i].contrib;
+        json_object_set_new(o, "site", json_string(rk[i].site));
+        json_object_set_new(o, "channel", json_integer((json_int_t)rk[i].channel));
+        json_object_set_new(o, "component", json_string(fp4s_cmp_component_name(rk[i].comp)));
+        json_object_set_new(o, "contribution", cli_json_real(rk[i].contrib));
+        json_object_set_new(o, "share", cli_json_real(total > 0 ? rk[i].contrib / total : NAN));
+        json_object_set_new(o, "cumulative", cli_json_real(total > 0 ? cum / total : NAN));
+        json_array_append_new(ra, o);
+    }
+    json_object_set_new(doc, "ranking", ra);
+    return doc;
+}
+
+/* --csv: one line per site, step and channel. */
+static int print_csv(const run *runs, size_t nr)
+{
+    printf("source,site,step,channel,input_rel_diff,code_flips,scale_flips,amplification");
+    for (int q = 0; q < FP4S_CMP_COUNT; q++) printf(",contribution_%s", fp4s_cmp_component_name(q));
+    for (int q = 0; q < FP4S_CMP_COUNT; q++) printf(",energy_%s", fp4s_cmp_component_name(q));
+    putchar('\n');
+    for (size_t i = 0; i < nr; i++) {
+        const fp4s_compare_site *s = &runs[i].r;
+        for (size_t j = 0; j < s->k; j++) {
+            printf("%s,%s,", runs[i].label, runs[i].site ? runs[i].site : "");
+            if (runs[i].step >= 0) printf("%lld", (long long)runs[i].step);
+            double v[4] = {s->ch_input_rel_diff[j], s->ch_code_flips[j], s->ch_scale_flips[j],
+                           s->ch_amplification[j]};
+            printf(",%zu", j);
+            for (int q = 0; q < 4; q++) {
+                if (isfinite(v[q])) printf(",%.17g", v[q]);
+                else printf(",");
+            }
+            for (int q = 0; q < FP4S_CMP_COUNT; q++) printf(",%.17g", s->ch_contrib[j * FP4S_CMP_COUNT + q]);
+            for (int q = 0; q < FP4S_CMP_COUNT; q++) printf(",%.17g", s->ch_energy[j * FP4S_CMP_COUNT + q]);
+            putchar('\n');
+        }
+    }
+    return fflush(stdout) != 0 ? FP4S_EXIT_OUTPUT : 0;
+}
+
+/* The table: each unit, the pooled split, the ranking's first `show` rows. */
+static int print_table(const fp4s_spec *as, const run *runs, size_t nr, const rank_row *rk, size_t nrank,
+                       size_t show, double total)
+{
+    char desc[512];
+    fp4s_spec_describe(as, desc, sizeof desc);
+    printf("activation quantizer: %s\n", desc);
+    printf("output mismatch D = Qa(X_r) Qw(W)^T - X_t Qw(W)^T, split by component: input = X_r - X_t, and the\n"
+           "rollout's quantization error as scale bias, dead zone and grid noise\n");
+    for (size_t i = 0; i < nr; i++) {
+        const fp4s_compare_site *s = &runs[i].r;
+        char a[32], b[32], cc[32], d[32], e[32];
+        printf("\n%s%s", runs[i].site ? "site " : "", runs[i].site ? runs[i].site : runs[i].label);
+        if (runs[i].step >= 0) printf(" step %lld", (long long)runs[i].step);
+        printf("  [%zu x %zu] x [%zu x %zu]^T%s\n", s->m, s->k, s->n, s->k,
+               runs[i].synthetic ? "  (synthetic capture)" : "");
+        fmtv(a, 32, "%.4g", s->input_rel_diff);
+        fmtv(b, 32, "%.2f%%", 100 * s->code_flips);
+        fmtv(cc, 32, "%.2f%%", 100 * s->scale_flips);
+        fmtv(d, 32, "%.3g", s->amplification);
+        printf("  ||X_r - X_t||/||X_t|| %s   codes differ %s   block scales differ %s   amplification %s\n", a, b,
+               cc, d);
+        fmtv(e, 32, "%.4g", s->mismatch_rel);
+        printf("  ||D|| / ||X_t Qw^T|| %s:", e);
+        for (int q = 0; q < FP4S_CMP_COUNT; q++) {
+            char v[32];
+            fmtv(v, 32, "%.1f%%", s->mismatch2 > 0 ? 100 * s->contrib[q] / s->mismatch2 : NAN);
+            printf(" %s %s%s", fp4s_cmp_component_name(q), v, q + 1 < FP4S_CMP_COUNT ? "," : "\n");
+        }
+    }
+    if (nr > 1) pooled_table(runs, nr, show);
+    printf("\nranking (pooled over steps): share of the total output mismatch energy %.6g\n", total);
+    printf("  %5s  %-40s %8s  %-9s %12s %9s %9s\n", "rank", "site", "channel", "component", "contribution",
+           "share", "cumul.");
+    double cum = 0;
+    for (size_t i = 0; i < show; i++) {
+        char sh[32], cu[32];
+        cum += rk[i].contrib;
+        fmtv(sh, 32, "%.2f%%", total > 0 ? 100 * rk[i].contrib / total : NAN);
+        fmtv(cu, 32, "%.2f%%", total > 0 ? 100 * cum / total : NAN);
+        printf("  %5zu  %-40s %8zu  %-9s %12.5g %9s %9s\n", i + 1, rk[i].site, rk[i].channel,
+               fp4s_cmp_component_name(rk[i].comp), rk[i].contrib, sh, cu);
+    }
+    if (show < nrank) printf("  (%zu more; --top 0 lists all)\n", nrank - show);
+    return fflush(stdout) != 0 ? FP4S_EXIT_OUTPUT : 0;
+}
+
+int main(int argc, char **argv)
+{
+    cli_init("fp4-compare");
+    par_init();
+    args a = {0};
+    parse_args(argc, argv, &a);
+    const cli_analysis *an = &a.an;
     fp4s_spec as, ws;
-    cli_quant_spec(&qo, CLI_FORMATS_FP4, "the comparison is", &as);
-    fp4s_remedy_weight_spec(&as, cli_weight_2d(an.weight_2d), &ws);
+    cli_quant_spec(&a.qo, CLI_FORMATS_FP4, "the comparison is", &as);
+    fp4s_remedy_weight_spec(&as, cli_weight_2d(an->weight_2d), &ws);
     fp4s_compare_opts co;
     fp4s_compare_opts_defaults(&co);
-    cli_dz_tie(an.dz_tie, &co.dz_tie);
+    cli_dz_tie(an->dz_tie, &co.dz_tie);
     int rc;
     /* the output is checked against the inputs before any work (cli.h) */
-    if (capture_mode) cli_input(argv[optind]);
-    if (an.act) cli_input(an.act);
-    if (an.trainer_act) cli_input(an.trainer_act);
-    if (an.weight) cli_input(an.weight);
-    if (outpath) cli_output(outpath);
+    const char *inputs[] = {a.capture, an->act, an->trainer_act, an->weight};
+    for (int i = 0; i < 4; i++)
+        if (inputs[i]) cli_input(inputs[i]);
+    if (a.outpath) cli_output(a.outpath);
 
     /* the units: one site given as tensors, or the capture's (step, site) pairs with both sides */
     fp4s_units ul = {0};
     bool syn;
-    if (!capture_mode) {
-        if ((rc = fp4s_units_add_tensors(&ul, an.act, an.trainer_act, an.weight))) cli_fail(rc);
-        syn = cli_source_synthetic(an.act);
-    } else {
-        const char *file = argv[optind];
-        fp4s_unit_select sel;
-        fp4s_unit_select_defaults(&sel);
-        sel.sites = an.sites;
-        size_t nsteps = 0;
-        long long *steps = an.steps ? cli_parse_int_list("--steps", an.steps, &nsteps) : NULL;
-        sel.steps = steps;
-        sel.nsteps = nsteps;
-        sel.trainer = FP4S_UNIT_SKIP;
-        sel.weight = FP4S_UNIT_REQUIRED;
-        if ((rc = fp4s_units_add_capture(&ul, file, &sel))) exit(cli_report(rc));
-        free(steps);
-        if (ul.n == 0)
-            cli_die(FP4S_EXIT_INPUT, "%s: no site with both trainer and rollout activations matches%s%s%s%s%s", file,
-                    an.sites ? " --sites " : "", an.sites ? an.sites : "", an.steps ? " --steps " : "",
-                    an.steps ? an.steps : "",
-                    ul.no_trainer ? " (only rollout sides there)" : "");
-        syn = cli_source_synthetic(file);
-    }
+    cli_units(a.capture, an, FP4S_UNIT_SKIP, FP4S_UNIT_REQUIRED, "with both trainer and rollout activations ", "",
+              " (only rollout sides there)", &ul, &syn);
     size_t nr = ul.n;
     run *runs = xcalloc(nr, sizeof *runs);
-    cli_progress_begin(capture_mode ? argv[optind] : an.act);
+    cli_progress_begin(a.capture ? a.capture : an->act);
     for (size_t i = 0; i < nr; i++) {
         const fp4s_unit *u = &ul.u[i];
         runs[i].label = xstrdup(u->x);
@@ -282,152 +416,25 @@ int main(int argc, char **argv)
     fp4s_units_free(&ul);
     if (!par_gather_compare(&runs[0].r, sizeof *runs, nr)) return 0; /* rank 0 goes on with every unit */
 
-    /* the ranking, pooled over steps per (site, channel, component) */
-    double total = 0;
-    const char **names = calloc(nr ? nr : 1, sizeof *names);
-    size_t *nk = calloc(nr ? nr : 1, sizeof *nk);
-    double **acc = calloc(nr ? nr : 1, sizeof *acc);
-    size_t nsite = 0, nrank = 0;
-    if (!names || !nk || !acc) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-    for (size_t i = 0; i < nr; i++) {
-        total += runs[i].r.mismatch2;
-        const char *name = runs[i].site ? runs[i].site : runs[i].label;
-        size_t t;
-        for (t = 0; t < nsite; t++)
-            if (!strcmp(names[t], name)) break;
-        if (t == nsite) {
-            names[nsite] = name;
-            nk[nsite] = runs[i].r.k;
-            acc[nsite] = calloc(runs[i].r.k * FP4S_CMP_COUNT, sizeof(double));
-            if (!acc[nsite]) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-            nrank += runs[i].r.k * FP4S_CMP_COUNT;
-            nsite++;
-        }
-        if (nk[t] != runs[i].r.k)
-            cli_die(FP4S_EXIT_INPUT, "site %s: K differs between steps (%zu and %zu)", name, nk[t], runs[i].r.k);
-        for (size_t q = 0; q < runs[i].r.k * FP4S_CMP_COUNT; q++) acc[t][q] += runs[i].r.ch_contrib[q];
-    }
-    rank_row *rk = malloc((nrank ? nrank : 1) * sizeof *rk);
-    if (!rk) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-    nrank = 0;
-    for (size_t t = 0; t < nsite; t++)
-        for (size_t j = 0; j < nk[t]; j++)
-            for (int q = 0; q < FP4S_CMP_COUNT; q++)
-                rk[nrank++] = (rank_row){names[t], j, q, acc[t][j * FP4S_CMP_COUNT + q]};
-    qsort(rk, nrank, sizeof *rk, cmp_rank);
-    size_t show = top == 0 || (size_t)top > nrank ? nrank : (size_t)top;
-
-    json_t *doc = NULL;
-    if (json || outpath) {
-        doc = json_object();
-        json_object_set_new(doc, "tool", json_string("fp4-compare"));
-        char desc[512];
-        fp4s_spec_describe(&as, desc, sizeof desc);
-        json_object_set_new(doc, "activation_quantizer", json_string(desc));
-        fp4s_spec_describe(&ws, desc, sizeof desc);
-        json_object_set_new(doc, "weight_quantizer", json_string(desc));
-        json_object_set_new(doc, "total_mismatch2", cli_json_real(total));
-        json_t *arr = json_array();
-        for (size_t i = 0; i < nr; i++) json_array_append_new(arr, site_json(&runs[i]));
-        json_object_set_new(doc, "sites", arr);
-        json_t *ra = json_array();
-        double cum = 0;
-        for (size_t i = 0; i < show; i++) {
-            json_t *o = json_object();
-            cum += rk[i].contrib;
-            json_object_set_new(o, "site", json_string(rk[i].site));
-            json_object_set_new(o, "channel", json_integer((json_int_t)rk[i].channel));
-            json_object_set_new(o, "component", json_string(fp4s_cmp_component_name(rk[i].comp)));
-            json_object_set_new(o, "contribution", cli_json_real(rk[i].contrib));
-            json_object_set_new(o, "share", cli_json_real(total > 0 ? rk[i].contrib / total : NAN));
-            json_object_set_new(o, "cumulative", cli_json_real(total > 0 ? cum / total : NAN));
-            json_array_append_new(ra, o);
-        }
-        json_object_set_new(doc, "ranking", ra);
-    }
-    if (outpath) {
-        if ((rc = cli_json_write(outpath, doc))) exit(cli_report(rc));
+    double total;
+    size_t nrank;
+    rank_row *rk = rank_channels(runs, nr, &total, &nrank);
+    size_t show = a.top == 0 || (size_t)a.top > nrank ? nrank : (size_t)a.top;
+    json_t *doc = a.common.json || a.outpath ? doc_json(&as, &ws, runs, nr, rk, show, total) : NULL;
+    if (a.outpath) {
+        if ((rc = cli_json_write(a.outpath, doc))) exit(cli_report(rc));
         if ((rc = cli_commit())) exit(rc);
     }
-    int status = 0;
-    if (json) {
-        status = cli_json_print(json_incref(doc));
-    } else if (csv) {
-        printf("source,site,step,channel,input_rel_diff,code_flips,scale_flips,amplification");
-        for (int q = 0; q < FP4S_CMP_COUNT; q++) printf(",contribution_%s", fp4s_cmp_component_name(q));
-        for (int q = 0; q < FP4S_CMP_COUNT; q++) printf(",energy_%s", fp4s_cmp_component_name(q));
-        putchar('\n');
-        for (size_t i = 0; i < nr; i++) {
-            const fp4s_compare_site *s = &runs[i].r;
-            for (size_t j = 0; j < s->k; j++) {
-                printf("%s,%s,", runs[i].label, runs[i].site ? runs[i].site : "");
-                if (runs[i].step >= 0) printf("%lld", (long long)runs[i].step);
-                double v[4] = {s->ch_input_rel_diff[j], s->ch_code_flips[j], s->ch_scale_flips[j],
-                               s->ch_amplification[j]};
-                printf(",%zu", j);
-                for (int q = 0; q < 4; q++) {
-                    if (isfinite(v[q])) printf(",%.17g", v[q]);
-                    else printf(",");
-                }
-                for (int q = 0; q < FP4S_CMP_COUNT; q++) printf(",%.17g", s->ch_contrib[j * FP4S_CMP_COUNT + q]);
-                for (int q = 0; q < FP4S_CMP_COUNT; q++) printf(",%.17g", s->ch_energy[j * FP4S_CMP_COUNT + q]);
-                putchar('\n');
-            }
-        }
-        if (fflush(stdout) != 0) status = FP4S_EXIT_OUTPUT;
-    } else {
-        char desc[512];
-        fp4s_spec_describe(&as, desc, sizeof desc);
-        printf("activation quantizer: %s\n", desc);
-        printf("output mismatch D = Qa(X_r) Qw(W)^T - X_t Qw(W)^T, split by component: input = X_r - X_t, and the\n"
-               "rollout's quantization error as scale bias, dead zone and grid noise\n");
-        for (size_t i = 0; i < nr; i++) {
-            const fp4s_compare_site *s = &runs[i].r;
-            char a[32], b[32], cc[32], d[32], e[32];
-            printf("\n%s%s", runs[i].site ? "site " : "", runs[i].site ? runs[i].site : runs[i].label);
-            if (runs[i].step >= 0) printf(" step %lld", (long long)runs[i].step);
-            printf("  [%zu x %zu] x [%zu x %zu]^T%s\n", s->m, s->k, s->n, s->k,
-                   runs[i].synthetic ? "  (synthetic capture)" : "");
-            fmtv(a, 32, "%.4g", s->input_rel_diff);
-            fmtv(b, 32, "%.2f%%", 100 * s->code_flips);
-            fmtv(cc, 32, "%.2f%%", 100 * s->scale_flips);
-            fmtv(d, 32, "%.3g", s->amplification);
-            printf("  ||X_r - X_t||/||X_t|| %s   codes differ %s   block scales differ %s   amplification %s\n", a, b,
-                   cc, d);
-            fmtv(e, 32, "%.4g", s->mismatch_rel);
-            printf("  ||D|| / ||X_t Qw^T|| %s:", e);
-            for (int q = 0; q < FP4S_CMP_COUNT; q++) {
-                char v[32];
-                fmtv(v, 32, "%.1f%%", s->mismatch2 > 0 ? 100 * s->contrib[q] / s->mismatch2 : NAN);
-                printf(" %s %s%s", fp4s_cmp_component_name(q), v, q + 1 < FP4S_CMP_COUNT ? "," : "\n");
-            }
-        }
-        if (nr > 1) pooled_table(runs, nr, show);
-        printf("\nranking (pooled over steps): share of the total output mismatch energy %.6g\n", total);
-        printf("  %5s  %-40s %8s  %-9s %12s %9s %9s\n", "rank", "site", "channel", "component", "contribution",
-               "share", "cumul.");
-        double cum = 0;
-        for (size_t i = 0; i < show; i++) {
-            char sh[32], cu[32];
-            cum += rk[i].contrib;
-            fmtv(sh, 32, "%.2f%%", total > 0 ? 100 * rk[i].contrib / total : NAN);
-            fmtv(cu, 32, "%.2f%%", total > 0 ? 100 * cum / total : NAN);
-            printf("  %5zu  %-40s %8zu  %-9s %12.5g %9s %9s\n", i + 1, rk[i].site, rk[i].channel,
-                   fp4s_cmp_component_name(rk[i].comp), rk[i].contrib, sh, cu);
-        }
-        if (show < nrank) printf("  (%zu more; --top 0 lists all)\n", nrank - show);
-        if (fflush(stdout) != 0) status = FP4S_EXIT_OUTPUT;
-    }
+    int status;
+    if (a.common.json) status = cli_json_print(json_incref(doc));
+    else if (a.common.csv) status = print_csv(runs, nr);
+    else status = print_table(&as, runs, nr, rk, nrank, show, total);
     json_decref(doc);
     for (size_t i = 0; i < nr; i++) {
         fp4s_compare_site_free(&runs[i].r);
         free(runs[i].label);
         free(runs[i].site);
     }
-    for (size_t t = 0; t < nsite; t++) free(acc[t]);
-    free(acc);
-    free(nk);
-    free(names);
     free(runs);
     free(rk);
     return status;

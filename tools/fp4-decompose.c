@@ -218,18 +218,200 @@ static long long parse_keep(const char *arg)
     return cli_parse_int("--keep", arg, 0, hi);
 }
 
-int main(int argc, char **argv)
+/* The inputs: each INPUT as it is, or the datasets of each capture that the
+ * walker's selection (--sites, --steps) and --sides pick. */
+static item *collect_items(char **inputs, int ninputs, const fp4s_unit_select *selp, const char *sides,
+                           bool capture_mode, size_t *np)
 {
-    cli_init("fp4-decompose");
-    cli_quant qo;
-    cli_quant_init(&qo);
-    par_init();
-    const char *by_s = NULL, *sides = NULL, *outpath = NULL;
-    cli_analysis an = {0};
+    const fp4s_unit_select sel = *selp;
+    int rc;
+    size_t cap = 16, n = 0;
+    item *items = xcalloc(cap, sizeof *items);
+    for (int a = 0; a < ninputs; a++) {
+        if (!capture_mode) {
+            if (n == cap) {
+                cap *= 2;
+                items = realloc(items, cap * sizeof *items);
+                if (!items) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+            }
+            char *fp = file_part(inputs[a]);
+            items[n] = (item){xstrdup(inputs[a]), xstrdup(inputs[a]), -1, NULL, NULL,
+                              fp4s_decomp_file_synthetic(fp), 0, 0, NULL};
+            capture_path_parts(inputs[a], &items[n].step, &items[n].site, &items[n].side);
+            free(fp);
+            n++;
+            continue;
+        }
+        fp4s_capture_entry *ents = NULL;
+        size_t ne = 0;
+        rc = fp4s_capture_list(inputs[a], &ents, &ne);
+        if (rc) exit(cli_report(rc));
+        bool syn = fp4s_decomp_file_synthetic(inputs[a]);
+        for (size_t i = 0; i < ne; i++) {
+            const fp4s_capture_entry *e = &ents[i];
+            if (!fp4s_unit_select_match(&sel, e) || !side_wanted(sides, e->side)) continue;
+            if (n == cap) {
+                cap *= 2;
+                items = realloc(items, cap * sizeof *items);
+                if (!items) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+            }
+            size_t need = fp4s_capture_entry_spec(inputs[a], e, NULL, 0);
+            char *sp = malloc(need + 1);
+            if (!sp) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+            fp4s_capture_entry_spec(inputs[a], e, sp, need + 1);
+            items[n] = (item){sp, xstrdup(sp), e->step, xstrdup(e->site), xstrdup(e->side), syn, e->rows, e->cols,
+                              NULL};
+            n++;
+        }
+        free(ents);
+    }
+    *np = n;
+    return items;
+}
+
+/* --json: the inputs with their summaries, histograms and groups, and the roll-up. */
+static json_t *doc_json(const fp4s_spec *sp, const fp4s_decomp_opts *op, const item *items, size_t n,
+                        const fp4s_decomp_result *rrp)
+{
+    const fp4s_spec spec = *sp;
+    const fp4s_decomp_opts opts = *op;
+    const fp4s_decomp_result rr = *rrp;
+    json_t *root = json_object();
+    json_object_set_new(root, "tool", json_string("fp4-decompose"));
+    json_object_set_new(root, "format", json_string(fp4s_format_name(spec.format)));
+    json_object_set_new(root, "profile", json_string(spec.profile));
+    json_object_set_new(root, "by", json_string(fp4s_group_name(opts.by)));
+    if (spec.format == FP4S_MXFP4)
+        json_object_set_new(root, "scale_rule", json_string(fp4s_mx_rule_name(spec.mx_rule)));
+    json_object_set_new(root, "dz_tie", json_string(fp4s_dz_tie_name(opts.dz_tie)));
+    char desc[512];
+    fp4s_spec_describe(&spec, desc, sizeof desc);
+    json_object_set_new(root, "spec", json_string(desc));
+    json_t *ins = json_array();
+    for (size_t i = 0; i < n; i++) {
+        const item *it = &items[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "source", json_string(it->label));
+        json_object_set_new(o, "step", it->step >= 0 ? json_integer(it->step) : json_null());
+        json_object_set_new(o, "site", it->site ? json_string(it->site) : json_null());
+        json_object_set_new(o, "side", it->side ? json_string(it->side) : json_null());
+        json_object_set_new(o, "synthetic", json_boolean(it->synthetic));
+        json_object_set_new(o, "rows", json_integer((json_int_t)it->rows));
+        json_object_set_new(o, "cols", json_integer((json_int_t)it->cols));
+        fp4s_decomp_result r;
+        fp4s_decomp_summary(it->acc, &r);
+        json_object_set_new(o, "summary", cli_decomp_json(&r, NULL));
+        json_t *h = json_object();
+        json_object_set_new(h, "delta", hist_json(it->acc, FP4S_HIST_DELTA));
+        json_object_set_new(h, "error", hist_json(it->acc, FP4S_HIST_ERROR));
+        json_object_set_new(o, "histograms", h);
+        if (opts.by != FP4S_GROUP_TENSOR) {
+            json_t *gs = json_array();
+            size_t ng = fp4s_decomp_ngroups(it->acc);
+            for (size_t g = 0; g < ng; g++) {
+                fp4s_decomp_group(it->acc, g, &r);
+                json_t *go = json_object();
+                json_object_set_new(go, "group", json_integer((json_int_t)g)); /* the CSV's column */
+                if (opts.by == FP4S_GROUP_BLOCK) {
+                    size_t nb = it->cols / spec.block;
+                    json_object_set_new(go, "row", json_integer((json_int_t)(g / nb)));
+                    json_object_set_new(go, "block", json_integer((json_int_t)(g % nb)));
+                }
+                json_array_append_new(gs, cli_decomp_json(&r, go));
+            }
+            json_object_set_new(o, "groups", gs);
+        }
+        json_array_append_new(ins, o);
+    }
+    json_object_set_new(root, "inputs", ins);
+    json_object_set_new(root, "rollup", cli_decomp_json(&rr, NULL));
+    return root;
+}
+
+/* --csv: a line per input, group and the roll-up. */
+static int print_csv(const item *items, size_t n, const fp4s_decomp_result *rrp)
+{
+    const fp4s_decomp_result rr = *rrp;
+    printf("kind,input,source,step,site,side,group");
+    out_csv_header(fp4s_rtype_decomp_result(), NULL);
+    putchar('\n');
+    for (size_t i = 0; i < n; i++) {
+        fp4s_decomp_result r;
+        fp4s_decomp_summary(items[i].acc, &r);
+        csv_row("input", (long long)i, &items[i], -1, &r);
+        size_t ng = fp4s_decomp_ngroups(items[i].acc);
+        for (size_t g = 0; g < ng; g++) {
+            fp4s_decomp_group(items[i].acc, g, &r);
+            csv_row("group", (long long)i, &items[i], (long long)g, &r);
+        }
+    }
+    csv_row("rollup", -1, NULL, -1, &rr);
+    return cli_stdout_flush();
+}
+
+/* The table: each input, its first `show` groups, the roll-up over several. */
+static int print_table(const fp4s_spec *sp, const fp4s_decomp_opts *op, const item *items, size_t n,
+                       const fp4s_decomp_result *rrp, size_t show)
+{
+    const fp4s_spec spec = *sp;
+    const fp4s_decomp_opts opts = *op;
+    const fp4s_decomp_result rr = *rrp;
+    char desc[512];
+    fp4s_spec_describe(&spec, desc, sizeof desc);
+    printf("quantizer: %s\n", desc);
+    printf("dead-zone tie at |x/s*| = 0.25: %s\n", fp4s_dz_tie_name(opts.dz_tie));
+    for (size_t i = 0; i < n; i++) {
+        const item *it = &items[i];
+        fp4s_decomp_result r;
+        fp4s_decomp_summary(it->acc, &r);
+        printf("\n[%zu] %s  [%zu x %zu]%s\n", i, it->label, it->rows, it->cols,
+               it->synthetic ? "  (synthetic capture)" : "");
+        human_result(&r, true);
+        size_t ng = fp4s_decomp_ngroups(it->acc);
+        if (ng) {
+            printf("  %s groups (shares of ||e||^2; cross = 1 - scale - deadzone - grid, the cross terms):\n"
+                   "  %8s %10s %11s %9s %9s %9s %9s %9s %9s\n", fp4s_group_name(opts.by),
+                   "group", "n", "rel.error", "scale", "deadzone", "grid", "cross", "cos", "dz frac");
+            size_t lim = show == 0 || show > ng ? ng : show;
+            for (size_t g = 0; g < lim; g++) {
+                fp4s_decomp_group(it->acc, g, &r);
+                char re[32], s1[32], s2[32], s3[32], s4[32], co[32], dz[32];
+                num(re, 32, r.relative_error, "%11.4g");
+                pct(s1, 32, r.ratio_scale);
+                pct(s2, 32, r.ratio_deadzone);
+                pct(s3, 32, r.ratio_grid);
+                pct(s4, 32, 1.0 - r.ratio_scale - r.ratio_deadzone - r.ratio_grid);
+                num(co, 32, r.cos_scale_grid, "%9.4f");
+                pct(dz, 32, r.deadzone_fraction);
+                printf("  %8zu %10llu %11s %9s %9s %9s %9s %9s %9s\n", g, (unsigned long long)r.n, re, s1, s2,
+                       s3, s4, co, dz);
+            }
+            if (lim < ng) printf("  %8s (%zu more groups; --show 0 lists all, --json or --csv has them)\n", "...",
+                                 ng - lim);
+        }
+    }
+    if (n > 1) {
+        printf("\nroll-up over %zu inputs\n", n);
+        human_result(&rr, true);
+    }
+    return cli_stdout_flush();
+}
+
+typedef struct args {
     cli_common common;
-    cli_common_init(&common, usage_text, true);
-    size_t show = 20;
-    long long keep_mib = -1;
+    cli_quant qo;
+    cli_analysis an;
+    const char *by_s, *sides, *outpath;
+    size_t show;
+    long long keep_mib;
+} args;
+
+static void parse_args(int argc, char **argv, args *a)
+{
+    cli_quant_init(&a->qo);
+    cli_common_init(&a->common, usage_text, true);
+    a->show = 20;
+    a->keep_mib = -1;
     static const struct option lo[] = {
         CLI_QUANT_LONGOPTS
         {"output", required_argument, NULL, 'o'},
@@ -248,31 +430,74 @@ int main(int argc, char **argv)
     int c;
     while ((c = cli_getopt(argc, argv, "f:p:o:", lo)) != -1) {
         switch (c) {
-        case 'o': outpath = optarg; break;
-        case OPT_BY: by_s = optarg; break;
-        case OPT_SIDES: sides = optarg; break;
-        case OPT_KEEP: keep_mib = parse_keep(optarg); break;
-        case OPT_SHOW: show = (size_t)cli_parse_int("--show", optarg, 0, (long long)1 << 40); break;
-        default:
-            if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &qo) &&
-                !cli_analysis_option(c, optarg, &an))
-                cli_usage("unknown option '%s'", argv[optind - 1]);
+        case 'o': a->outpath = optarg; break;
+        case OPT_BY: a->by_s = optarg; break;
+        case OPT_SIDES: a->sides = optarg; break;
+        case OPT_KEEP: a->keep_mib = parse_keep(optarg); break;
+        case OPT_SHOW: a->show = (size_t)cli_parse_int("--show", optarg, 0, (long long)1 << 40); break;
+        default: cli_option_rest(c, optarg, argv, &a->common, &a->qo, &a->an);
         }
     }
-    cli_common_check(&common);
-    const bool json = common.json, csv = common.csv;
+    cli_common_check(&a->common);
     if (optind >= argc) cli_usage("no INPUT given");
+}
 
+/* Decompose every input (over MPI ranks, rank 0 goes on with every
+ * accumulator: par.h) and merge them into the roll-up *roll. Returns false
+ * on the ranks that are done. */
+static bool decompose_items(const fp4s_spec *spec, const fp4s_decomp_opts *opts, item *items, size_t n,
+                            fp4s_decomp **roll)
+{
+    int rc;
+    fp4s_decomp_opts ropts = *opts;
+    ropts.by = FP4S_GROUP_TENSOR;
+    if ((rc = fp4s_decomp_open(spec, NULL, &ropts, 0, 0, roll))) exit(cli_report(rc));
+    const char **src = xcalloc(n, sizeof *src);
+    const fp4s_spec **sp = xcalloc(n, sizeof *sp);
+    const fp4s_decomp_opts **op = xcalloc(n, sizeof *op);
+    size_t *rows = xcalloc(n, sizeof *rows), *cols = xcalloc(n, sizeof *cols);
+    fp4s_decomp **acc = xcalloc(n, sizeof *acc);
+    for (size_t i = 0; i < n; i++) {
+        src[i] = items[i].source;
+        sp[i] = spec;
+        op[i] = opts;
+        rows[i] = items[i].rows;
+        cols[i] = items[i].cols;
+    }
+    if (!par_decomp(n, src, sp, op, rows, cols, acc)) return false;
+    for (size_t i = 0; i < n; i++) items[i].acc = acc[i];
+    free(src);
+    free(sp);
+    free(op);
+    free(rows);
+    free(cols);
+    free(acc);
+    for (size_t i = 0; i < n; i++) {
+        items[i].rows = fp4s_decomp_rows(items[i].acc);
+        items[i].cols = fp4s_decomp_cols(items[i].acc);
+        if ((rc = fp4s_decomp_merge(*roll, items[i].acc))) exit(cli_report(rc));
+    }
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    cli_init("fp4-decompose");
+    par_init();
+    args a = {0};
+    parse_args(argc, argv, &a);
+    const cli_analysis an = a.an;
+    const char *sides = a.sides, *outpath = a.outpath;
     fp4s_spec spec;
-    cli_quant_spec(&qo, CLI_FORMATS_FP4, "the decomposition is", &spec);
+    cli_quant_spec(&a.qo, CLI_FORMATS_FP4, "the decomposition is", &spec);
     int rc;
     fp4s_decomp_opts opts;
     fp4s_decomp_opts_defaults(&opts);
-    if (by_s && fp4s_group_parse(by_s, &opts.by)) cli_usage("--by: %s", fp4s_last_error());
+    if (a.by_s && fp4s_group_parse(a.by_s, &opts.by)) cli_usage("--by: %s", fp4s_last_error());
     cli_dz_tie(an.dz_tie, &opts.dz_tie);
-    if (common.chunk) opts.chunk_elems = common.chunk;
-    if (keep_mib >= 0) opts.keep_bytes = (size_t)keep_mib << 20; /* else auto, the default */
-    opts.device = cli_device(common.device_arg, &spec);
+    if (a.common.chunk) opts.chunk_elems = a.common.chunk;
+    if (a.keep_mib >= 0) opts.keep_bytes = (size_t)a.keep_mib << 20; /* else auto, the default */
+    opts.device = cli_device(a.common.device_arg, &spec);
     long long *steps = NULL;
     size_t nsteps = 0;
     if (an.steps) steps = cli_parse_int_list("--steps", an.steps, &nsteps);
@@ -286,92 +511,19 @@ int main(int argc, char **argv)
             if (!strchr("abcdefghijklmnopqrstuvwxyz,", *p)) cli_usage("--sides: expected a list like trainer,rollout");
     }
     bool capture_mode = an.sites || an.steps || sides;
-    for (int a = optind; a < argc; a++) cli_input(argv[a]);
+    for (int i = optind; i < argc; i++) cli_input(argv[i]);
     if (outpath) cli_output(outpath);
 
-    /* collect the inputs */
-    size_t cap = 16, n = 0;
-    item *items = calloc(cap, sizeof *items);
-    if (!items) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-    for (int a = optind; a < argc; a++) {
-        if (!capture_mode) {
-            if (n == cap) {
-                cap *= 2;
-                items = realloc(items, cap * sizeof *items);
-                if (!items) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-            }
-            char *fp = file_part(argv[a]);
-            items[n] = (item){xstrdup(argv[a]), xstrdup(argv[a]), -1, NULL, NULL,
-                              fp4s_decomp_file_synthetic(fp), 0, 0, NULL};
-            capture_path_parts(argv[a], &items[n].step, &items[n].site, &items[n].side);
-            free(fp);
-            n++;
-            continue;
-        }
-        fp4s_capture_entry *ents = NULL;
-        size_t ne = 0;
-        rc = fp4s_capture_list(argv[a], &ents, &ne);
-        if (rc) exit(cli_report(rc));
-        bool syn = fp4s_decomp_file_synthetic(argv[a]);
-        for (size_t i = 0; i < ne; i++) {
-            const fp4s_capture_entry *e = &ents[i];
-            if (!fp4s_unit_select_match(&sel, e) || !side_wanted(sides, e->side)) continue;
-            if (n == cap) {
-                cap *= 2;
-                items = realloc(items, cap * sizeof *items);
-                if (!items) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-            }
-            size_t need = fp4s_capture_entry_spec(argv[a], e, NULL, 0);
-            char *sp = malloc(need + 1);
-            if (!sp) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-            fp4s_capture_entry_spec(argv[a], e, sp, need + 1);
-            items[n] = (item){sp, xstrdup(sp), e->step, xstrdup(e->site), xstrdup(e->side), syn, e->rows, e->cols,
-                              NULL};
-            n++;
-        }
-        free(ents);
-    }
+    size_t n;
+    item *items = collect_items(argv + optind, argc - optind, &sel, sides, capture_mode, &n);
     if (n == 0)
         cli_die(FP4S_EXIT_INPUT, "empty selection: no dataset matches%s%s%s%s%s%s",
                 an.sites ? " --sites " : "", an.sites ? an.sites : "", an.steps ? " --steps " : "",
                 an.steps ? an.steps : "", sides ? " --sides " : "", sides ? sides : "");
-
-    /* decompose */
     fp4s_decomp *roll = NULL;
-    fp4s_decomp_opts ropts = opts;
-    ropts.by = FP4S_GROUP_TENSOR;
-    if ((rc = fp4s_decomp_open(&spec, NULL, &ropts, 0, 0, &roll))) exit(cli_report(rc));
-    {   /* over MPI ranks, rank 0 goes on with every accumulator (par.h) */
-        const char **src = xcalloc(n, sizeof *src);
-        const fp4s_spec **sp = xcalloc(n, sizeof *sp);
-        const fp4s_decomp_opts **op = xcalloc(n, sizeof *op);
-        size_t *rows = xcalloc(n, sizeof *rows), *cols = xcalloc(n, sizeof *cols);
-        fp4s_decomp **acc = xcalloc(n, sizeof *acc);
-        for (size_t i = 0; i < n; i++) {
-            src[i] = items[i].source;
-            sp[i] = &spec;
-            op[i] = &opts;
-            rows[i] = items[i].rows;
-            cols[i] = items[i].cols;
-        }
-        if (!par_decomp(n, src, sp, op, rows, cols, acc)) return 0;
-        for (size_t i = 0; i < n; i++) items[i].acc = acc[i];
-        free(src);
-        free(sp);
-        free(op);
-        free(rows);
-        free(cols);
-        free(acc);
-    }
-    for (size_t i = 0; i < n; i++) {
-        items[i].rows = fp4s_decomp_rows(items[i].acc);
-        items[i].cols = fp4s_decomp_cols(items[i].acc);
-        if ((rc = fp4s_decomp_merge(roll, items[i].acc))) exit(cli_report(rc));
-    }
-
+    if (!decompose_items(&spec, &opts, items, n, &roll)) return 0;
     if (outpath) {
-        fp4s_decomp_item *di = calloc(n, sizeof *di);
-        if (!di) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+        fp4s_decomp_item *di = xcalloc(n, sizeof *di);
         for (size_t i = 0; i < n; i++)
             di[i] = (fp4s_decomp_item){.source = items[i].label, .step = items[i].step, .site = items[i].site,
                                        .side = items[i].side, .synthetic = items[i].synthetic, .acc = items[i].acc};
@@ -380,119 +532,13 @@ int main(int argc, char **argv)
         if (rc) exit(cli_report(rc));
         if ((rc = cli_commit())) exit(rc);
     }
-
     cli_progress_end();
     fp4s_decomp_result rr;
     fp4s_decomp_summary(roll, &rr);
-    int status = 0;
-    if (json) {
-        json_t *root = json_object();
-        json_object_set_new(root, "tool", json_string("fp4-decompose"));
-        json_object_set_new(root, "format", json_string(fp4s_format_name(spec.format)));
-        json_object_set_new(root, "profile", json_string(spec.profile));
-        json_object_set_new(root, "by", json_string(fp4s_group_name(opts.by)));
-        if (spec.format == FP4S_MXFP4)
-            json_object_set_new(root, "scale_rule", json_string(fp4s_mx_rule_name(spec.mx_rule)));
-        json_object_set_new(root, "dz_tie", json_string(fp4s_dz_tie_name(opts.dz_tie)));
-        char desc[512];
-        fp4s_spec_describe(&spec, desc, sizeof desc);
-        json_object_set_new(root, "spec", json_string(desc));
-        json_t *ins = json_array();
-        for (size_t i = 0; i < n; i++) {
-            const item *it = &items[i];
-            json_t *o = json_object();
-            json_object_set_new(o, "source", json_string(it->label));
-            json_object_set_new(o, "step", it->step >= 0 ? json_integer(it->step) : json_null());
-            json_object_set_new(o, "site", it->site ? json_string(it->site) : json_null());
-            json_object_set_new(o, "side", it->side ? json_string(it->side) : json_null());
-            json_object_set_new(o, "synthetic", json_boolean(it->synthetic));
-            json_object_set_new(o, "rows", json_integer((json_int_t)it->rows));
-            json_object_set_new(o, "cols", json_integer((json_int_t)it->cols));
-            fp4s_decomp_result r;
-            fp4s_decomp_summary(it->acc, &r);
-            json_object_set_new(o, "summary", cli_decomp_json(&r, NULL));
-            json_t *h = json_object();
-            json_object_set_new(h, "delta", hist_json(it->acc, FP4S_HIST_DELTA));
-            json_object_set_new(h, "error", hist_json(it->acc, FP4S_HIST_ERROR));
-            json_object_set_new(o, "histograms", h);
-            if (opts.by != FP4S_GROUP_TENSOR) {
-                json_t *gs = json_array();
-                size_t ng = fp4s_decomp_ngroups(it->acc);
-                for (size_t g = 0; g < ng; g++) {
-                    fp4s_decomp_group(it->acc, g, &r);
-                    json_t *go = json_object();
-                    json_object_set_new(go, "group", json_integer((json_int_t)g)); /* the CSV's column */
-                    if (opts.by == FP4S_GROUP_BLOCK) {
-                        size_t nb = it->cols / spec.block;
-                        json_object_set_new(go, "row", json_integer((json_int_t)(g / nb)));
-                        json_object_set_new(go, "block", json_integer((json_int_t)(g % nb)));
-                    }
-                    json_array_append_new(gs, cli_decomp_json(&r, go));
-                }
-                json_object_set_new(o, "groups", gs);
-            }
-            json_array_append_new(ins, o);
-        }
-        json_object_set_new(root, "inputs", ins);
-        json_object_set_new(root, "rollup", cli_decomp_json(&rr, NULL));
-        status = cli_json_print(root);
-    } else if (csv) {
-        printf("kind,input,source,step,site,side,group");
-        out_csv_header(fp4s_rtype_decomp_result(), NULL);
-        putchar('\n');
-        for (size_t i = 0; i < n; i++) {
-            fp4s_decomp_result r;
-            fp4s_decomp_summary(items[i].acc, &r);
-            csv_row("input", (long long)i, &items[i], -1, &r);
-            size_t ng = fp4s_decomp_ngroups(items[i].acc);
-            for (size_t g = 0; g < ng; g++) {
-                fp4s_decomp_group(items[i].acc, g, &r);
-                csv_row("group", (long long)i, &items[i], (long long)g, &r);
-            }
-        }
-        csv_row("rollup", -1, NULL, -1, &rr);
-        status = cli_stdout_flush();
-    } else {
-        char desc[512];
-        fp4s_spec_describe(&spec, desc, sizeof desc);
-        printf("quantizer: %s\n", desc);
-        printf("dead-zone tie at |x/s*| = 0.25: %s\n", fp4s_dz_tie_name(opts.dz_tie));
-        for (size_t i = 0; i < n; i++) {
-            const item *it = &items[i];
-            fp4s_decomp_result r;
-            fp4s_decomp_summary(it->acc, &r);
-            printf("\n[%zu] %s  [%zu x %zu]%s\n", i, it->label, it->rows, it->cols,
-                   it->synthetic ? "  (synthetic capture)" : "");
-            human_result(&r, true);
-            size_t ng = fp4s_decomp_ngroups(it->acc);
-            if (ng) {
-                printf("  %s groups (shares of ||e||^2; cross = 1 - scale - deadzone - grid, the cross terms):\n"
-                       "  %8s %10s %11s %9s %9s %9s %9s %9s %9s\n", fp4s_group_name(opts.by),
-                       "group", "n", "rel.error", "scale", "deadzone", "grid", "cross", "cos", "dz frac");
-                size_t lim = show == 0 || show > ng ? ng : show;
-                for (size_t g = 0; g < lim; g++) {
-                    fp4s_decomp_group(it->acc, g, &r);
-                    char re[32], s1[32], s2[32], s3[32], s4[32], co[32], dz[32];
-                    num(re, 32, r.relative_error, "%11.4g");
-                    pct(s1, 32, r.ratio_scale);
-                    pct(s2, 32, r.ratio_deadzone);
-                    pct(s3, 32, r.ratio_grid);
-                    pct(s4, 32, 1.0 - r.ratio_scale - r.ratio_deadzone - r.ratio_grid);
-                    num(co, 32, r.cos_scale_grid, "%9.4f");
-                    pct(dz, 32, r.deadzone_fraction);
-                    printf("  %8zu %10llu %11s %9s %9s %9s %9s %9s %9s\n", g, (unsigned long long)r.n, re, s1, s2,
-                           s3, s4, co, dz);
-                }
-                if (lim < ng) printf("  %8s (%zu more groups; --show 0 lists all, --json or --csv has them)\n", "...",
-                                     ng - lim);
-            }
-        }
-        if (n > 1) {
-            printf("\nroll-up over %zu inputs\n", n);
-            human_result(&rr, true);
-        }
-        status = cli_stdout_flush();
-    }
+    int status;
+    if (a.common.json) status = cli_json_print(doc_json(&spec, &opts, items, n, &rr));
+    else if (a.common.csv) status = print_csv(items, n, &rr);
+    else status = print_table(&spec, &opts, items, n, &rr, a.show);
     for (size_t i = 0; i < n; i++) {
         fp4s_decomp_close(&items[i].acc);
         free(items[i].source);

@@ -485,22 +485,43 @@ static int run_logits(const char *file, const char *lm_head, const fp4s_remedy *
     return status;
 }
 
-/* ---- main ------------------------------------------------------------------------------- */
-int main(int argc, char **argv)
-{
-    cli_init("fp4-remedy");
-    cli_quant qo;
-    cli_quant_init(&qo);
-    par_init();
-    cli_analysis an = {0};
-    const char *list = NULL, *select = NULL, *order = NULL, *operands = NULL, *accel_s = "b200";
-    const char *outpath = NULL, *plan_ref = "wfq", *lm_head = NULL;
-    bool nodec = false, have_plan = false, logits = false;
+/* ---- the command line ----------------------------------------------------------------- */
+typedef struct args {
     cli_common common;
-    cli_common_init(&common, usage_text, true);
-    fp4s_remedy_kind ltrainer = FP4S_RK_WFQ;
-    long long sr_seeds = 8;
-    double budget = 0;
+    cli_quant qo;
+    cli_analysis an;
+    const char *list, *select, *order, *operands, *accel, *outpath, *plan_ref, *lm_head;
+    const char *capture;       /* NULL: one site given as tensors */
+    bool nodec, have_plan, logits;
+    fp4s_remedy_kind ltrainer;
+    long long sr_seeds;
+    double budget;
+} args;
+
+/* --list-accels */
+static void accels_text(void)
+{
+    size_t na;
+    const fp4s_accel *a = fp4s_accel_list(&na);
+    printf("%-8s %-40s %9s %9s %9s %9s %7s\n", "name", "accelerator", "FP4", "FP8", "BF16", "FP32", "TB/s");
+    for (size_t i = 0; i < na; i++) {
+        char f4[32];
+        if (a[i].fp4_tflops > 0) snprintf(f4, sizeof f4, "%.0f", a[i].fp4_tflops);
+        else snprintf(f4, sizeof f4, "%s", "none");
+        printf("%-8s %-40s %9s %9.0f %9.1f %9.1f %7.2f\n", a[i].name, a[i].title, f4, a[i].fp8_tflops,
+               a[i].bf16_tflops, a[i].fp32_tflops, a[i].bandwidth_tbps);
+    }
+    printf("(dense TFLOPS per GPU; sources and caveats in fp4-remedy(1))\n");
+}
+
+static void parse_args(int argc, char **argv, args *a)
+{
+    cli_quant_init(&a->qo);
+    cli_common_init(&a->common, usage_text, true);
+    a->accel = "b200";
+    a->plan_ref = "wfq";
+    a->ltrainer = FP4S_RK_WFQ;
+    a->sr_seeds = 8;
     static const struct option lo[] = {
         CLI_QUANT_LONGOPTS
         {"remedy", required_argument, NULL, 'r'},
@@ -530,117 +551,204 @@ int main(int argc, char **argv)
     int c;
     while ((c = cli_getopt(argc, argv, "f:p:r:o:", lo)) != -1) {
         switch (c) {
-        case 'r': list = optarg; break;
-        case 'o': outpath = optarg; break;
-        case OPT_LISTREM: grammar_text(); return 0;
-        case OPT_SELECT: select = optarg; break;
-        case OPT_ORDER: order = optarg; break;
-        case OPT_OPERANDS: operands = optarg; break;
-        case OPT_ACCEL: accel_s = optarg; break;
-        case OPT_LISTACC: {
-            size_t na;
-            const fp4s_accel *a = fp4s_accel_list(&na);
-            printf("%-8s %-40s %9s %9s %9s %9s %7s\n", "name", "accelerator", "FP4", "FP8", "BF16", "FP32", "TB/s");
-            for (size_t i = 0; i < na; i++) {
-                char f4[32];
-                if (a[i].fp4_tflops > 0) snprintf(f4, sizeof f4, "%.0f", a[i].fp4_tflops);
-                else snprintf(f4, sizeof f4, "%s", "none");
-                printf("%-8s %-40s %9s %9.0f %9.1f %9.1f %7.2f\n", a[i].name, a[i].title, f4, a[i].fp8_tflops,
-                       a[i].bf16_tflops, a[i].fp32_tflops, a[i].bandwidth_tbps);
-            }
-            printf("(dense TFLOPS per GPU; sources and caveats in fp4-remedy(1))\n");
-            return 0;
-        }
-        case OPT_NODEC: nodec = true; break;
+        case 'r': a->list = optarg; break;
+        case 'o': a->outpath = optarg; break;
+        case OPT_LISTREM: grammar_text(); exit(0);
+        case OPT_SELECT: a->select = optarg; break;
+        case OPT_ORDER: a->order = optarg; break;
+        case OPT_OPERANDS: a->operands = optarg; break;
+        case OPT_ACCEL: a->accel = optarg; break;
+        case OPT_LISTACC: accels_text(); exit(0);
+        case OPT_NODEC: a->nodec = true; break;
         case OPT_PLAN:
-            budget = cli_parse_double("--plan", optarg, 0.0, 1e6);
-            have_plan = true;
+            a->budget = cli_parse_double("--plan", optarg, 0.0, 1e6);
+            a->have_plan = true;
             break;
         case OPT_PLANREF:
             if (strcmp(optarg, "wfq") && strcmp(optarg, "bf16") && strcmp(optarg, "w4a4qat"))
                 cli_usage("--plan-ref: expected wfq, bf16 or w4a4qat, got '%s'", optarg);
-            plan_ref = optarg;
+            a->plan_ref = optarg;
             break;
-        case OPT_LOGITS: logits = true; break;
+        case OPT_LOGITS: a->logits = true; break;
         case OPT_LTRAINER:
-            if (!strcmp(optarg, "wfq")) ltrainer = FP4S_RK_WFQ;
-            else if (!strcmp(optarg, "bf16")) ltrainer = FP4S_RK_BF16;
-            else if (!strcmp(optarg, "w4a4qat")) ltrainer = FP4S_RK_W4A4QAT;
+            if (!strcmp(optarg, "wfq")) a->ltrainer = FP4S_RK_WFQ;
+            else if (!strcmp(optarg, "bf16")) a->ltrainer = FP4S_RK_BF16;
+            else if (!strcmp(optarg, "w4a4qat")) a->ltrainer = FP4S_RK_W4A4QAT;
             else cli_usage("--logits-trainer: expected wfq, bf16 or w4a4qat, got '%s'", optarg);
             break;
-        case OPT_LMHEAD: lm_head = optarg; break;
-        case OPT_SRSEEDS: sr_seeds = cli_parse_int("--sr-seeds", optarg, 1, 100000); break;
-        default:
-            if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &qo) &&
-                !cli_analysis_option(c, optarg, &an))
-                cli_usage("unknown option '%s'", argv[optind - 1]);
+        case OPT_LMHEAD: a->lm_head = optarg; break;
+        case OPT_SRSEEDS: a->sr_seeds = cli_parse_int("--sr-seeds", optarg, 1, 100000); break;
+        default: cli_option_rest(c, optarg, argv, &a->common, &a->qo, &a->an);
         }
     }
-    cli_common_check(&common);
-    const bool json = common.json, csv = common.csv;
+    cli_common_check(&a->common);
+    const cli_analysis *an = &a->an;
     bool capture_mode = optind < argc;
-    if (logits && !capture_mode) cli_usage("--logits reads a CAPTURE");
-    if (logits && (have_plan || an.sites)) cli_usage("--logits evaluates the LM head (--lm-head), not --sites or --plan");
-    if (logits && outpath && !cli_ends_with(outpath, ".json")) cli_usage("--logits writes -o as JSON: give FILE.json");
+    if (a->logits && !capture_mode) cli_usage("--logits reads a CAPTURE");
+    if (a->logits && (a->have_plan || an->sites))
+        cli_usage("--logits evaluates the LM head (--lm-head), not --sites or --plan");
+    if (a->logits && a->outpath && !cli_ends_with(a->outpath, ".json"))
+        cli_usage("--logits writes -o as JSON: give FILE.json");
     if (capture_mode && optind + 1 < argc) cli_usage("one CAPTURE expected, got %d", argc - optind);
-    if (capture_mode && (an.act || an.trainer_act || an.weight))
+    if (capture_mode && (an->act || an->trainer_act || an->weight))
         cli_usage("give either a CAPTURE or --act/--weight, not both");
     if (!capture_mode) {
-        if (!an.act) cli_usage("no input: give --act X --weight W, or a CAPTURE");
-        if (!an.weight) cli_usage("--weight W is needed with --act");
-        if (an.sites || an.steps) cli_usage("--sites and --steps select from a CAPTURE");
+        if (!an->act) cli_usage("no input: give --act X --weight W, or a CAPTURE");
+        if (!an->weight) cli_usage("--weight W is needed with --act");
+        if (an->sites || an->steps) cli_usage("--sites and --steps select from a CAPTURE");
     }
-    if (have_plan && csv) cli_usage("--plan prints text or --json, not --csv");
+    if (a->have_plan && a->common.csv) cli_usage("--plan prints text or --json, not --csv");
+    a->capture = capture_mode ? argv[optind] : NULL;
+}
 
-    fp4s_spec as, ws;
-    cli_quant_spec(&qo, CLI_FORMATS_FP4, "remedies are", &as);
-    fp4s_remedy_weight_spec(&as, cli_weight_2d(an.weight_2d), &ws);
+/* The remedy list with --select, --rac-order, --operands and --sr-seeds, each
+ * item checked against the quantizers (K is checked per site). */
+static fp4s_remedy *remedy_list(const args *a, const fp4s_spec *as, const fp4s_spec *ws, size_t *nr)
+{
     fp4s_remedy *rem = NULL;
-    size_t nr = 0;
-    int rc = fp4s_remedy_list_parse(list ? list : have_plan ? PLAN_LIST : DEFAULT_LIST, &rem, &nr);
+    int rc = fp4s_remedy_list_parse(a->list ? a->list : a->have_plan ? PLAN_LIST : DEFAULT_LIST, &rem, nr);
     if (rc) cli_usage("--remedy: %s", fp4s_last_error());
     size_t tile = 0;
-    if (select) {
-        if (!strcmp(select, "tensor")) tile = 0;
-        else if (!strncmp(select, "tile:", 5)) tile = (size_t)cli_parse_int("--select tile:ROWS", select + 5, 1, 1LL << 40);
-        else cli_usage("--select: expected tensor or tile:ROWS, got '%s'", select);
+    if (a->select) {
+        if (!strcmp(a->select, "tensor")) tile = 0;
+        else if (!strncmp(a->select, "tile:", 5))
+            tile = (size_t)cli_parse_int("--select tile:ROWS", a->select + 5, 1, 1LL << 40);
+        else cli_usage("--select: expected tensor or tile:ROWS, got '%s'", a->select);
     }
-    for (size_t i = 0; i < nr; i++) {
+    for (size_t i = 0; i < *nr; i++) {
         rem[i].rac_tile_rows = tile;
-        rem[i].sr_seeds = (uint32_t)sr_seeds;
-        if (order) {
-            if (!strcmp(order, "index")) rem[i].rac_order = FP4S_RAC_ORDER_INDEX;
-            else if (!strcmp(order, "rank")) rem[i].rac_order = FP4S_RAC_ORDER_RANK;
-            else cli_usage("--rac-order: expected index or rank, got '%s'", order);
+        rem[i].sr_seeds = (uint32_t)a->sr_seeds;
+        if (a->order) {
+            if (!strcmp(a->order, "index")) rem[i].rac_order = FP4S_RAC_ORDER_INDEX;
+            else if (!strcmp(a->order, "rank")) rem[i].rac_order = FP4S_RAC_ORDER_RANK;
+            else cli_usage("--rac-order: expected index or rank, got '%s'", a->order);
         }
-        if (operands) {
-            if (!strcmp(operands, "both")) rem[i].operands = FP4S_OPERANDS_BOTH;
-            else if (!strcmp(operands, "act")) rem[i].operands = FP4S_OPERANDS_ACT;
-            else if (!strcmp(operands, "weight")) rem[i].operands = FP4S_OPERANDS_WEIGHT;
-            else cli_usage("--operands: expected both, act or weight, got '%s'", operands);
+        if (a->operands) {
+            if (!strcmp(a->operands, "both")) rem[i].operands = FP4S_OPERANDS_BOTH;
+            else if (!strcmp(a->operands, "act")) rem[i].operands = FP4S_OPERANDS_ACT;
+            else if (!strcmp(a->operands, "weight")) rem[i].operands = FP4S_OPERANDS_WEIGHT;
+            else cli_usage("--operands: expected both, act or weight, got '%s'", a->operands);
         }
-        /* check every item against the quantizers now (K is checked per site) */
-        rc = fp4s_remedy_check(&rem[i], &as, &ws, 0 + (as.block > ws.block ? as.block : ws.block));
+        rc = fp4s_remedy_check(&rem[i], as, ws, 0 + (as->block > ws->block ? as->block : ws->block));
         if (rc) cli_usage("--remedy: %s", fp4s_last_error());
     }
+    return rem;
+}
+
+/* --csv: a line per (site, remedy), the fields of fp4s_remedy_fields. */
+static int print_csv(const fp4s_remedy_row *rows, size_t nrow)
+{
+    size_t nf;
+    const fp4s_remedy_field *f = fp4s_remedy_fields(&nf);
+    printf("source,site,step,remedy,side");
+    for (size_t i = 0; i < nf; i++) printf(",%s", f[i].name);
+    putchar('\n');
+    for (size_t r = 0; r < nrow; r++) {
+        cli_csv_str(rows[r].source);
+        putchar(',');
+        cli_csv_str(rows[r].site);
+        putchar(',');
+        if (rows[r].step >= 0) printf("%lld", (long long)rows[r].step);
+        putchar(',');
+        cli_csv_str(fp4s_remedy_label(&rows[r].res->remedy));
+        printf(",%s", fp4s_remedy_is_trainer(rows[r].res->remedy.kind) ? "trainer" : "rollout");
+        for (size_t i = 0; i < nf; i++) {
+            double v = f[i].get(rows[r].info, rows[r].res);
+            putchar(',');
+            if (isfinite(v)) printf("%.17g", v);
+            else if (!isnan(v)) printf("%s", v > 0 ? "inf" : "-inf");
+        }
+        putchar('\n');
+    }
+    return fflush(stdout) != 0 ? FP4S_EXIT_OUTPUT : 0;
+}
+
+/* The tables: one per site and, over several sites, every remedy pooled. */
+static int print_tables(const fp4s_spec *as, const fp4s_spec *ws, const fp4s_accel *acc, const site_run *runs,
+                        size_t nruns, size_t nr)
+{
+    char desc[512];
+    fp4s_spec_describe(as, desc, sizeof desc);
+    printf("activation quantizer: %s\n", desc);
+    fp4s_spec_describe(ws, desc, sizeof desc);
+    printf("weight quantizer:     %s\n", desc);
+    printf("cost model: %s; +FLOPs over the W4A4 GEMM, t/FP8 and t/BF16: predicted time over the same GEMM "
+           "in FP8 and BF16\n", acc->title);
+    for (size_t s = 0; s < nruns; s++) remedy_table_site(&runs[s], nr);
+    if (nruns > 1) remedy_table_pooled(runs, nruns, nr);
+    return fflush(stdout) != 0 ? FP4S_EXIT_OUTPUT : 0;
+}
+
+/* -o, then stdout: the plan (when made) and the results. */
+static int write_outputs(const args *a, const fp4s_spec *as, const fp4s_spec *ws, const fp4s_accel *acc,
+                         const site_run *runs, size_t nruns, size_t nr, json_t *plan)
+{
+    size_t nrow = nruns * nr;
+    fp4s_remedy_row *rows = xcalloc(nrow, sizeof *rows);
+    json_t *arr = json_array();
+    for (size_t s = 0; s < nruns; s++)
+        for (size_t i = 0; i < nr; i++) {
+            rows[s * nr + i] = (fp4s_remedy_row){.source = runs[s].label, .site = runs[s].site, .step = runs[s].step,
+                                                 .info = &runs[s].info, .res = &runs[s].res[i]};
+            json_array_append_new(arr, row_json(&runs[s], &runs[s].res[i], acc));
+        }
+    int rc, status = 0;
+    if (a->outpath) {
+        if (cli_ends_with(a->outpath, ".json")) {
+            json_t *doc = plan ? json_pack("{sOsO}", "plan", plan, "results", arr) : json_incref(arr);
+            rc = cli_json_write(a->outpath, doc);
+            json_decref(doc);
+        } else {
+            rc = fp4s_remedy_write_h5(a->outpath, as, ws, acc, rows, nrow);
+        }
+        if (rc) exit(cli_report(rc));
+        if ((rc = cli_commit())) exit(rc);
+    }
+    if (a->common.json) {
+        if (plan) status = cli_json_print(json_pack("{sOsO}", "plan", plan, "results", arr));
+        else status = cli_json_print(json_incref(arr));
+    } else if (a->common.csv) {
+        status = print_csv(rows, nrow);
+    } else if (!a->have_plan) {
+        status = print_tables(as, ws, acc, runs, nruns, nr);
+    }
+    json_decref(arr);
+    free(rows);
+    return status;
+}
+
+/* ---- main ------------------------------------------------------------------------------- */
+int main(int argc, char **argv)
+{
+    cli_init("fp4-remedy");
+    par_init();
+    args a = {0};
+    parse_args(argc, argv, &a);
+    const cli_analysis *an = &a.an;
+    fp4s_spec as, ws;
+    cli_quant_spec(&a.qo, CLI_FORMATS_FP4, "remedies are", &as);
+    fp4s_remedy_weight_spec(&as, cli_weight_2d(an->weight_2d), &ws);
+    size_t nr = 0;
+    fp4s_remedy *rem = remedy_list(&a, &as, &ws, &nr);
     fp4s_remedy_eval_opts eo;
     fp4s_remedy_eval_opts_defaults(&eo);
-    if ((rc = fp4s_accel_get(accel_s, &eo.accel))) cli_usage("--accel: %s", fp4s_last_error());
-    cli_dz_tie(an.dz_tie, &eo.dz_tie);
-    eo.decompose = !nodec;
-    eo.device = cli_device_for(common.device_arg, CLI_GPU_REMEDY, NULL);
+    if (fp4s_accel_get(a.accel, &eo.accel)) cli_usage("--accel: %s", fp4s_last_error());
+    cli_dz_tie(an->dz_tie, &eo.dz_tie);
+    eo.decompose = !a.nodec;
+    eo.device = cli_device_for(a.common.device_arg, CLI_GPU_REMEDY, NULL);
     /* the output is checked against the inputs before any work (cli.h) */
-    const char *inputs[] = {an.act, an.trainer_act, an.weight, capture_mode ? argv[optind] : NULL};
+    const char *inputs[] = {an->act, an->trainer_act, an->weight, a.capture};
     for (int i = 0; i < 4; i++)
         if (inputs[i]) cli_input(inputs[i]);
-    if (outpath) cli_output(outpath);
+    if (a.outpath) cli_output(a.outpath);
 
-    if (logits) {
+    if (a.logits) {
         if (!par_root_only()) return 0; /* --logits is not split over MPI ranks (fp4-remedy(1)) */
         long long *steps = NULL;
         size_t nsteps = 0;
-        if (an.steps) steps = cli_parse_int_list("--steps", an.steps, &nsteps);
-        int st = run_logits(argv[optind], lm_head, rem, nr, &as, &ws, steps, nsteps, ltrainer, json, csv, outpath);
+        if (an->steps) steps = cli_parse_int_list("--steps", an->steps, &nsteps);
+        int st = run_logits(a.capture, a.lm_head, rem, nr, &as, &ws, steps, nsteps, a.ltrainer, a.common.json,
+                            a.common.csv, a.outpath);
         free(steps);
         free(rem);
         return st;
@@ -649,30 +757,11 @@ int main(int argc, char **argv)
     /* the units: one site given as tensors, or the capture's (step, site) pairs */
     fp4s_units ul = {0};
     bool syn;
-    if (!capture_mode) {
-        if ((rc = fp4s_units_add_tensors(&ul, an.act, an.trainer_act, an.weight))) cli_fail(rc);
-        syn = cli_source_synthetic(an.act);
-    } else {
-        const char *file = argv[optind];
-        fp4s_unit_select sel;
-        fp4s_unit_select_defaults(&sel);
-        sel.sites = an.sites;
-        size_t nsteps = 0;
-        long long *steps = an.steps ? cli_parse_int_list("--steps", an.steps, &nsteps) : NULL;
-        sel.steps = steps;
-        sel.nsteps = nsteps;
-        sel.weight = FP4S_UNIT_REQUIRED;
-        if ((rc = fp4s_units_add_capture(&ul, file, &sel))) exit(cli_report(rc));
-        free(steps);
-        if (ul.n == 0)
-            cli_die(FP4S_EXIT_INPUT, "%s: no site matches%s%s%s%s (rollout activations are needed)", file,
-                    an.sites ? " --sites " : "", an.sites ? an.sites : "", an.steps ? " --steps " : "",
-                    an.steps ? an.steps : "");
-        syn = cli_source_synthetic(file);
-    }
+    cli_units(a.capture, an, FP4S_UNIT_OPTIONAL, FP4S_UNIT_REQUIRED, "", " (rollout activations are needed)",
+              " (rollout activations are needed)", &ul, &syn);
     size_t nruns = ul.n;
     site_run *runs = xcalloc(nruns, sizeof *runs);
-    cli_progress_begin(capture_mode ? argv[optind] : an.act);
+    cli_progress_begin(a.capture ? a.capture : an->act);
     for (size_t i = 0; i < nruns; i++) {
         const fp4s_unit *u = &ul.u[i];
         cli_progress(i, nruns);
@@ -686,73 +775,10 @@ int main(int argc, char **argv)
     fp4s_units_free(&ul);
     if (!par_gather_remedy(&runs[0].info, &runs[0].res, sizeof *runs, nruns, nr)) return 0; /* rank 0 goes on */
 
-    int status = 0;
     json_t *plan = NULL;
-    if (have_plan) {
-        status = run_plan(runs, nruns, rem, nr, budget, plan_ref, json, eo.accel, &plan);
-        if (status) return status;
-    }
-    /* the result rows */
-    size_t nrow = nruns * nr;
-    fp4s_remedy_row *rows = calloc(nrow ? nrow : 1, sizeof *rows);
-    for (size_t s = 0; s < nruns; s++)
-        for (size_t i = 0; i < nr; i++)
-            rows[s * nr + i] = (fp4s_remedy_row){.source = runs[s].label, .site = runs[s].site, .step = runs[s].step,
-                                                 .info = &runs[s].info, .res = &runs[s].res[i]};
-    json_t *arr = json_array();
-    for (size_t s = 0; s < nruns; s++)
-        for (size_t i = 0; i < nr; i++) json_array_append_new(arr, row_json(&runs[s], &runs[s].res[i], eo.accel));
-    if (outpath) {
-        if (cli_ends_with(outpath, ".json")) {
-            json_t *doc = plan ? json_pack("{sOsO}", "plan", plan, "results", arr) : json_incref(arr);
-            rc = cli_json_write(outpath, doc);
-            json_decref(doc);
-        } else {
-            rc = fp4s_remedy_write_h5(outpath, &as, &ws, eo.accel, rows, nrow);
-        }
-        if (rc) exit(cli_report(rc));
-        if ((rc = cli_commit())) exit(rc);
-    }
-    if (json) {
-        if (plan) status = cli_json_print(json_pack("{sOsO}", "plan", plan, "results", arr));
-        else status = cli_json_print(json_incref(arr));
-    } else if (csv) {
-        size_t nf;
-        const fp4s_remedy_field *f = fp4s_remedy_fields(&nf);
-        printf("source,site,step,remedy,side");
-        for (size_t i = 0; i < nf; i++) printf(",%s", f[i].name);
-        putchar('\n');
-        for (size_t r = 0; r < nrow; r++) {
-            cli_csv_str(rows[r].source);
-            putchar(',');
-            cli_csv_str(rows[r].site);
-            putchar(',');
-            if (rows[r].step >= 0) printf("%lld", (long long)rows[r].step);
-            putchar(',');
-            cli_csv_str(fp4s_remedy_label(&rows[r].res->remedy));
-            printf(",%s", fp4s_remedy_is_trainer(rows[r].res->remedy.kind) ? "trainer" : "rollout");
-            for (size_t i = 0; i < nf; i++) {
-                double v = f[i].get(rows[r].info, rows[r].res);
-                putchar(',');
-                if (isfinite(v)) printf("%.17g", v);
-                else if (!isnan(v)) printf("%s", v > 0 ? "inf" : "-inf");
-            }
-            putchar('\n');
-        }
-        if (fflush(stdout) != 0) status = FP4S_EXIT_OUTPUT;
-    } else if (!have_plan) {
-        char desc[512];
-        fp4s_spec_describe(&as, desc, sizeof desc);
-        printf("activation quantizer: %s\n", desc);
-        fp4s_spec_describe(&ws, desc, sizeof desc);
-        printf("weight quantizer:     %s\n", desc);
-        printf("cost model: %s; +FLOPs over the W4A4 GEMM, t/FP8 and t/BF16: predicted time over the same GEMM "
-               "in FP8 and BF16\n", eo.accel->title);
-        for (size_t s = 0; s < nruns; s++) remedy_table_site(&runs[s], nr);
-        if (nruns > 1) remedy_table_pooled(runs, nruns, nr);
-        if (fflush(stdout) != 0) status = FP4S_EXIT_OUTPUT;
-    }
-    json_decref(arr);
+    int status = 0;
+    if (a.have_plan) status = run_plan(runs, nruns, rem, nr, a.budget, a.plan_ref, a.common.json, eo.accel, &plan);
+    if (!status) status = write_outputs(&a, &as, &ws, eo.accel, runs, nruns, nr, plan);
     json_decref(plan);
     for (size_t s = 0; s < nruns; s++) {
         fp4s_remedy_results_free(runs[s].res, nr);
@@ -761,7 +787,6 @@ int main(int argc, char **argv)
         free(runs[s].site);
     }
     free(runs);
-    free(rows);
     free(rem);
     return status;
 }

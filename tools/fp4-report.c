@@ -126,27 +126,25 @@ static void write_manifest(report *r, outdir *od)
     free(t);
 }
 
-int main(int argc, char **argv)
+/* The command line into o (and *out, *force; the traces into o->traces),
+ * checked; the quantizer specs made. */
+static void parse_args(int argc, char **argv, report_opts *o, const char **out, bool *force)
 {
-    cli_init("fp4-report");
-    par_init();
-    const char *out = "report";
+    *out = "report";
+    *force = false;
     cli_quant qo;
     cli_quant_init(&qo);
     /* the progress line shows fp4-report's own steps (the library's calls are parts of them) */
     fp4s_set_progress(NULL, NULL);
-    bool force = false;
     cli_common common;
     cli_common_init(&common, usage_text, false);
-    report_opts o;
-    memset(&o, 0, sizeof o);
-    o.metric = "mean_abs";
-    o.accel = "b200";
-    o.top = 10;
-    o.drill = 3;
-    fp4s_mm_opts_defaults(&o.mo);
-    fp4s_trace_opts_defaults(&o.to);
-    fp4s_mm_onset_opts_defaults(&o.oo);
+    o->metric = "mean_abs";
+    o->accel = "b200";
+    o->top = 10;
+    o->drill = 3;
+    fp4s_mm_opts_defaults(&o->mo);
+    fp4s_trace_opts_defaults(&o->to);
+    fp4s_mm_onset_opts_defaults(&o->oo);
     const char **traces = xcalloc((size_t)argc + 1, sizeof *traces);
     size_t ntr = 0;
     static const struct option lo[] = {
@@ -172,36 +170,52 @@ int main(int argc, char **argv)
     int c;
     while ((c = cli_getopt(argc, argv, "o:r:f:p:", lo)) != -1) {
         switch (c) {
-        case 'o': out = optarg; break;
-        case OPT_DEMO: o.demo = true; break;
+        case 'o': *out = optarg; break;
+        case OPT_DEMO: o->demo = true; break;
         case OPT_TRACE: traces[ntr++] = optarg; break;
-        case 'r': o.remedy = optarg; break;
-        case OPT_PROFILES: o.profiles = optarg; break;
-        case CLI_OPT_SITES: o.sites = optarg; break;
-        case CLI_OPT_STEPS: o.steps_s = optarg; break;
-        case OPT_METRIC: o.metric = optarg; break;
-        case OPT_ACCEL: o.accel = optarg; break;
-        case OPT_TOP: o.top = (size_t)cli_parse_int("--top", optarg, 1, 100000); break;
-        case OPT_DRILL: o.drill = (size_t)cli_parse_int("--drill", optarg, 0, 1000); break;
-        case OPT_TITLE: o.title = optarg; break;
-        case CLI_OPT_FORCE: force = true; break;
+        case 'r': o->remedy = optarg; break;
+        case OPT_PROFILES: o->profiles = optarg; break;
+        case CLI_OPT_SITES: o->sites = optarg; break;
+        case CLI_OPT_STEPS: o->steps_s = optarg; break;
+        case OPT_METRIC: o->metric = optarg; break;
+        case OPT_ACCEL: o->accel = optarg; break;
+        case OPT_TOP: o->top = (size_t)cli_parse_int("--top", optarg, 1, 100000); break;
+        case OPT_DRILL: o->drill = (size_t)cli_parse_int("--drill", optarg, 0, 1000); break;
+        case OPT_TITLE: o->title = optarg; break;
+        case CLI_OPT_FORCE: *force = true; break;
         case CLI_OPT_QUIET:
             cli_quiet();
             rep_quiet = true;
             break;
         default:
             if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &qo) &&
-                !cli_trace_option(c, optarg, &o.mo, &o.to, &o.oo))
+                !cli_trace_option(c, optarg, &o->mo, &o->to, &o->oo))
                 cli_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
     size_t ncap = (size_t)(argc - optind);
-    if (o.demo && ncap) cli_usage("--demo makes its own capture: give no CAPTURE with it");
-    if (!o.demo && !ncap) cli_usage("no input: give one or more CAPTURE.h5, or --demo");
-    cli_quant_spec(&qo, CLI_FORMATS_FP4, "the report is", &o.spec);
-    fp4s_remedy_weight_spec(&o.spec, -1, &o.wspec);
-    if (o.steps_s) o.steps = cli_parse_int_list("--steps", o.steps_s, &o.nsteps);
-    o.cmdline = join_cmdline(argc, argv);
+    if (o->demo && ncap) cli_usage("--demo makes its own capture: give no CAPTURE with it");
+    if (!o->demo && !ncap) cli_usage("no input: give one or more CAPTURE.h5, or --demo");
+    cli_quant_spec(&qo, CLI_FORMATS_FP4, "the report is", &o->spec);
+    fp4s_remedy_weight_spec(&o->spec, -1, &o->wspec);
+    if (o->steps_s) o->steps = cli_parse_int_list("--steps", o->steps_s, &o->nsteps);
+    o->cmdline = join_cmdline(argc, argv);
+
+    o->traces = traces;
+    o->ntraces = ntr;
+}
+
+int main(int argc, char **argv)
+{
+    cli_init("fp4-report");
+    par_init();
+    const char *out;
+    bool force;
+    report_opts o;
+    memset(&o, 0, sizeof o);
+    parse_args(argc, argv, &o, &out, &force);
+    const char **traces = (const char **)o.traces;
+    size_t ntr = o.ntraces, ncap = (size_t)(argc - optind);
 
     report r;
     memset(&r, 0, sizeof r);
