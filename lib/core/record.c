@@ -140,6 +140,25 @@ static int take_str(const unsigned char **p, const unsigned char *end, char **ou
     return 0;
 }
 
+/* A heap array's header: its length n (UINT64_MAX: NULL, *a stays NULL),
+ * which must be its count's and fit what is left at `min` bytes an entry;
+ * then *a = calloc(n, size) (set in the record at `at`). */
+static int take_array(const unsigned char **p, const unsigned char *end, const fp4s_rtype *t, const fp4s_rfield *f,
+                      const void *rec, size_t min, size_t size, unsigned char *at, void **a, uint64_t *n)
+{
+    *a = NULL;
+    int rc = take(p, end, n, sizeof *n);
+    if (rc || *n == UINT64_MAX) return rc;
+    if (*n != fp4s_record_count(f, rec)) /* its count's row came before it */
+        return fp4s_error_set(FP4S_EFORMAT, "record %s: %s holds %llu entries, its count says %zu", t->name, f->name,
+                              (unsigned long long)*n, fp4s_record_count(f, rec));
+    if (*n > (uint64_t)(end - *p) / min) return fp4s_error_set(FP4S_EFORMAT, "record: truncated");
+    *a = calloc(*n ? (size_t)*n : 1, size);
+    if (!*a) return fp4s_error_set(FP4S_ENOMEM, "record: out of memory");
+    memcpy(at, a, sizeof *a);
+    return 0;
+}
+
 int fp4s_record_get(const unsigned char **p, const unsigned char *end, const fp4s_rtype *t, void *rec)
 {
     unsigned char *base = rec;
@@ -148,6 +167,8 @@ int fp4s_record_get(const unsigned char **p, const unsigned char *end, const fp4
     for (size_t i = 0; i < t->nfields && !rc; i++) {
         const fp4s_rfield *f = &t->fields[i];
         unsigned char *at = base + f->offset;
+        void *a;
+        uint64_t n;
         switch (f->type) {
         case FP4S_FT_STRUCT:
             for (size_t j = 0; j < f->count && !rc; j++) rc = fp4s_record_get(p, end, f->sub(), at + j * f->sub()->size);
@@ -158,75 +179,20 @@ int fp4s_record_get(const unsigned char **p, const unsigned char *end, const fp4
             memcpy(at, &s, sizeof s);
             break;
         }
-        case FP4S_FT_PTR_STR: {
-            uint64_t n = 0;
-            if ((rc = take(p, end, &n, sizeof n))) break;
-            if (n == UINT64_MAX) break;
-            if (n != fp4s_record_count(f, rec)) { /* its count's row came before it */
-                rc = fp4s_error_set(FP4S_EFORMAT, "record %s: %s holds %llu entries, its count says %zu", t->name,
-                                    f->name, (unsigned long long)n, fp4s_record_count(f, rec));
-                break;
-            }
-            if (n > (uint64_t)(end - *p) / sizeof(uint64_t)) {
-                rc = fp4s_error_set(FP4S_EFORMAT, "record: truncated");
-                break;
-            }
-            char **a = calloc(n ? (size_t)n : 1, sizeof *a);
-            if (!a) {
-                rc = fp4s_error_set(FP4S_ENOMEM, "record: out of memory");
-                break;
-            }
-            memcpy(at, &a, sizeof a);
-            for (size_t j = 0; j < n && !rc; j++) rc = take_str(p, end, &a[j]);
+        case FP4S_FT_PTR_STR: /* each string is its length and bytes: 8 bytes at least */
+            rc = take_array(p, end, t, f, rec, sizeof(uint64_t), sizeof(char *), at, &a, &n);
+            for (size_t j = 0; a && j < n && !rc; j++) rc = take_str(p, end, &((char **)a)[j]);
             break;
-        }
-        case FP4S_FT_PTR_STRUCT: {
-            uint64_t n = 0;
-            if ((rc = take(p, end, &n, sizeof n))) break;
-            if (n == UINT64_MAX) break;
-            if (n != fp4s_record_count(f, rec)) { /* its count's row came before it */
-                rc = fp4s_error_set(FP4S_EFORMAT, "record %s: %s holds %llu entries, its count says %zu", t->name,
-                                    f->name, (unsigned long long)n, fp4s_record_count(f, rec));
-                break;
-            }
-            if (n > (uint64_t)(end - *p)) { /* every record takes a byte at least */
-                rc = fp4s_error_set(FP4S_EFORMAT, "record: truncated");
-                break;
-            }
-            unsigned char *a = calloc(n ? (size_t)n : 1, f->sub()->size);
-            if (!a) {
-                rc = fp4s_error_set(FP4S_ENOMEM, "record: out of memory");
-                break;
-            }
-            memcpy(at, &a, sizeof a);
-            for (size_t j = 0; j < n && !rc; j++) rc = fp4s_record_get(p, end, f->sub(), a + j * f->sub()->size);
+        case FP4S_FT_PTR_STRUCT: /* every record takes a byte at least */
+            rc = take_array(p, end, t, f, rec, 1, f->sub()->size, at, &a, &n);
+            for (size_t j = 0; a && j < n && !rc; j++)
+                rc = fp4s_record_get(p, end, f->sub(), (unsigned char *)a + j * f->sub()->size);
             break;
-        }
         case FP4S_FT_PTR_F64:
         case FP4S_FT_PTR_SIZE: {
-            uint64_t n = 0;
-            if ((rc = take(p, end, &n, sizeof n))) break;
-            void *a = NULL;
-            if (n != UINT64_MAX && n != fp4s_record_count(f, rec)) { /* its count's row came before it */
-                rc = fp4s_error_set(FP4S_EFORMAT, "record %s: %s holds %llu entries, its count says %zu", t->name,
-                                    f->name, (unsigned long long)n, fp4s_record_count(f, rec));
-                break;
-            }
-            if (n != UINT64_MAX) {
-                size_t es = f->type == FP4S_FT_PTR_F64 ? sizeof(double) : sizeof(size_t);
-                if (n > (uint64_t)(end - *p) / es) {
-                    rc = fp4s_error_set(FP4S_EFORMAT, "record: truncated");
-                    break;
-                }
-                a = malloc(n ? (size_t)n * es : 1);
-                if (!a) {
-                    rc = fp4s_error_set(FP4S_ENOMEM, "record: out of memory");
-                    break;
-                }
-                memcpy(a, *p, (size_t)n * es);
-                *p += (size_t)n * es;
-            }
-            memcpy(at, &a, sizeof a);
+            size_t es = f->type == FP4S_FT_PTR_F64 ? sizeof(double) : sizeof(size_t);
+            rc = take_array(p, end, t, f, rec, es, es, at, &a, &n);
+            if (!rc && a) rc = take(p, end, a, (size_t)n * es);
             break;
         }
         case FP4S_FT_CPTR: break;

@@ -74,6 +74,25 @@ struct fp4s_rtype {
     size_t nfields;
 };
 
+/* Rows of a table, for a module's records.c: a scalar member, a fixed array
+ * of n, a heap array counted by member cnt (times mul), an embedded struct
+ * of type st (its function), the reserved words; and the type's function. */
+#define FP4S_RF(T, m, ty, fl, u, d) {#m, ty, offsetof(T, m), 1, -1, 0, NULL, fl, u, d, -1}
+#define FP4S_RF_ARR(T, m, ty, n, fl, u, d) {#m, ty, offsetof(T, m), n, -1, 0, NULL, fl, u, d, -1}
+#define FP4S_RF_PTR(T, m, ty, cnt, mul, fl, u, d) \
+    {#m, ty, offsetof(T, m), 1, offsetof(T, cnt), mul, NULL, fl, u, d, -1}
+#define FP4S_RF_SUB(T, m, st, fl, d) {#m, FP4S_FT_STRUCT, offsetof(T, m), 1, -1, 0, st, fl, "", d, -1}
+#define FP4S_RF_PTR_SUB(T, m, cnt, st, fl, d) \
+    {#m, FP4S_FT_PTR_STRUCT, offsetof(T, m), 1, offsetof(T, cnt), 1, st, fl, "", d, -1}
+#define FP4S_RF_RESERVED(T, n) \
+    {"reserved", FP4S_FT_U32, offsetof(T, reserved), n, -1, 0, NULL, 0, "", "zero; room for fields added later", -1}
+#define FP4S_RTYPE_DEFINE(fn, T, tname, rows) \
+    const fp4s_rtype *fn(void) \
+    { \
+        static const fp4s_rtype t = {tname, sizeof(T), rows, sizeof rows / sizeof rows[0]}; \
+        return &t; \
+    }
+
 /* The record types. */
 FP4S_API const fp4s_rtype *fp4s_rtype_decomp_result(void);
 FP4S_API const fp4s_rtype *fp4s_rtype_compare_site(void);
