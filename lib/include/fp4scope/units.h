@@ -10,6 +10,14 @@
  * the trainer's shape and the weight's K. Reading a unit (fp4s_unit_read)
  * is the one place where trainer rows are paired with rollout rows.
  *
+ * A new per-site analysis is one unit function and one record table (the
+ * files, read off fp4-compare): the function from a unit's data
+ * (fp4s_unit_read) to its result struct, in its analysis module, and the
+ * struct's record table (<fp4scope/record.h>, in the module's records.c);
+ * then the walk (cli_units, par_mine per unit, par_gather_units moving the
+ * records), the JSON and CSV (tools/out) and the report's row
+ * (tools/report/sections.c) read those two.
+ *
  * Experimental API: not included by <fp4scope/fp4scope.h>; these structs
  * may change between releases (no size queries, no reserved fields). See
  * libfp4scope(3).
