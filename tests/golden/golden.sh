@@ -166,7 +166,11 @@ c() {
     if [ "$P" -eq 0 ]; then
         "$@" > "$W/out" 2> "$W/err"
     else
-        "$FP4S_MPIRUN" --oversubscribe -n "$P" "$@" > "$W/out" 2> "$W/err"
+        # the sanitizer build: unwind malloc stacks in full under mpirun, so
+        # that Open MPI's allocations carry the library names lsan.supp matches
+        # (the fast unwinder stops at libraries without frame pointers)
+        ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0" \
+            "$FP4S_MPIRUN" --oversubscribe -n "$P" "$@" > "$W/out" 2> "$W/err"
     fi
     rc=$?
     set -e
