@@ -243,9 +243,10 @@ quant16_kernel(fp4s_cu_params p, const void *__restrict__ x, size_t ngroups, siz
  * instruction: whole 32-byte sectors. Each lane writes the scale bytes of the
  * tile rows it stores packed (float32) or of a quarter of the tile's rows
  * (16-bit). Slabs run along the band, neighbouring warps on neighbouring
- * slabs. Measured (bench/RESULTS-H200.md, run 15): 128-byte slabs (a template
- * argument, W = 8) reached 70-71% of copy, and 53% for packed float32, whose
- * warps wrote half sectors; 256 bytes 74-84%. Taken when the rows are 16-byte
+ * slabs. 256 bytes because 128-byte slabs (a template argument, W = 8) left
+ * packed float32 warps writing half sectors: on an H100 they reached 70-71%
+ * of the device copy (53% packed float32) against 74-84% for 256 bytes. Taken
+ * when the rows are 16-byte
  * aligned and the code stores can be wide (vec_in, vec_out) and the layout is
  * one per byte or pairs. */
 /* W: 16-byte pieces a warp reads of each row (8: 128 bytes, 16: 256

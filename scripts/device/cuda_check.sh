@@ -10,8 +10,13 @@
 #   scripts/device/cuda_check.sh [--parts LIST]
 #
 # LIST: comma-separated, run in this order: test, bench, ncu, torch, big,
-# sanitizer, cpu, decomp, remedy, quant, ncu-decomp, rm-sanitizer (default:
-# the first eight).
+# sanitizer, cpu, decomp, e2e, remedy, quant, ncu-decomp, rm-sanitizer
+# (default: the first eight).
+#
+# e2e: scripts/device/e2e.sh: fp4-decompose, fp4-channels and fp4-quant with
+# --device cuda and cpu on a FP4S_E2E_GIB GiB file (default 4) in the page
+# cache, against the plain read of that file, and whether both devices print
+# the same bytes.
 #
 # remedy: tests/cuda/test_cuda_remedy (rac's kernels bit for bit, the cuBLAS
 # GEMMs within their K-term rounding bound and exact where every order is,
@@ -50,7 +55,7 @@ parts=test,big,bench,torch,ncu,sanitizer,cpu,decomp
 while [ $# -gt 0 ]; do
     case $1 in
     --parts) parts=$2; shift ;;
-    *) echo "usage: cuda_check.sh [--parts test,big,bench,torch,ncu,sanitizer,cpu,decomp,remedy,quant,ncu-decomp,rm-sanitizer]" >&2; exit 2 ;;
+    *) echo "usage: cuda_check.sh [--parts test,big,bench,torch,ncu,sanitizer,cpu,decomp,e2e,remedy,quant,ncu-decomp,rm-sanitizer]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -61,6 +66,10 @@ DEADLINE=${FP4S_DEADLINE:-225} # seconds for the whole script (the device call's
 step() { # step NAME LOGFILE LIMIT CMD...: run under a time limit, tee the log, record the status
     local name=$1 log=$2 lim=$3
     shift 3
+    case ",${FP4S_SKIP:-}," in *",$name,"*)
+        summary+=("$(printf '%-12s %-8s %4ss  %s' "$name" "skipped" 0 "(FP4S_SKIP)")")
+        return 0 ;;
+    esac
     local t0=$SECONDS left=$((DEADLINE - (SECONDS - T0) - 3))
     [ "$left" -lt "$lim" ] && lim=$left
     if [ "$lim" -le 5 ]; then
@@ -76,25 +85,19 @@ step() { # step NAME LOGFILE LIMIT CMD...: run under a time limit, tee the log, 
 
 { nvidia-smi; nvidia-smi -q -d CLOCK; } > "$OUT/nvidia-smi.txt" 2>&1
 ok=1
-# -Dsimd=false: the CUDA test and benchmark compare with the scalar reference
-# only; the CPU scaling table then needs the SIMD kernels: a second build.
-new_parts=
-for p in remedy quant ncu-decomp rm-sanitizer; do want $p && new_parts=1; done
-old_parts=
-for p in test big bench torch ncu sanitizer cpu; do want $p && old_parts=1; done
-if [ "$parts" = decomp ]; then
-    export FP4S_MESON_ARGS="${FP4S_MESON_ARGS:-}"
-    targets="tests/cuda/test_cuda_decomp bench/bench_cuda_decomp"
-elif [ -z "$old_parts" ]; then
-    # the newer parts alone: only what they run (-Dsimd=false as the others)
-    export FP4S_MESON_ARGS="${FP4S_MESON_ARGS:--Dsimd=false}"
-    targets=
-    want decomp && targets="$targets tests/cuda/test_cuda_decomp bench/bench_cuda_decomp"
-else
-    export FP4S_MESON_ARGS="${FP4S_MESON_ARGS:--Dsimd=false}"
-    targets="tests/cuda/test_cuda bench/bench_cuda bench/bench_read"
-    want decomp && targets="$targets tests/cuda/test_cuda_decomp bench/bench_cuda_decomp"
-fi
+# what each part runs, and only that is built (the CPU's SIMD kernels on:
+# the CPU side of every comparison is then what the tools run; FP4S_MESON_ARGS
+# adds meson options)
+targets=
+want test && targets="$targets tests/cuda/test_cuda"
+want big && targets="$targets tests/cuda/test_cuda"
+want sanitizer && targets="$targets tests/cuda/test_cuda"
+want bench && targets="$targets bench/bench_cuda"
+want ncu && targets="$targets bench/bench_cuda"
+want torch && targets="$targets libfp4scope.so"
+want cpu && targets="$targets bench/bench_read"
+want decomp && targets="$targets tests/cuda/test_cuda_decomp bench/bench_cuda_decomp"
+want e2e && targets="$targets tools/fp4-decompose tools/fp4-channels tools/fp4-quant bench/bench_read"
 want remedy && targets="$targets tests/cuda/test_cuda_remedy"
 want rm-sanitizer && targets="$targets tests/cuda/test_cuda_remedy tests/cuda/test_cuda_qstats"
 want quant && targets="$targets tests/cuda/test_cuda_qstats tools/fp4-quant bench/bench_read"
@@ -150,7 +153,7 @@ else
     if want decomp; then
         # most wanted first: the deadline skips what comes too late
         caps=$(ls datasets/*.h5)
-        step dc-gpu decomp_gpu.log 40 "$B/tests/cuda/test_cuda_decomp" --quiet $caps || ok=0
+        step dc-gpu decomp_gpu.log 90 "$B/tests/cuda/test_cuda_decomp" --quiet $caps || ok=0
         step dc-bench decomp_bench.log 70 "$B/bench/bench_cuda_decomp" --gib "${FP4S_DECOMP_GIB:-10}" \
             --chan-gib 1 --reps 5 || ok=0
         if command -v compute-sanitizer >/dev/null; then
@@ -162,6 +165,7 @@ else
         step dc-big decomp_big.log 40 "$B/tests/cuda/test_cuda_decomp" --big --quiet || ok=0
         step dc-emul decomp_emulate.log 30 "$B/tests/cuda/test_cuda_decomp" --emulate --quiet $caps || ok=0
     fi
+    want e2e && { step e2e e2e.log 240 scripts/device/e2e.sh "$B" || ok=0; }
     # the newer parts, most wanted first (the deadline skips what comes too late)
     want remedy && { step rm-gpu remedy_gpu.log 60 "$B/tests/cuda/test_cuda_remedy" --quiet || ok=0; }
     want quant && { step qs-gpu qstats_gpu.log 60 "$B/tests/cuda/test_cuda_qstats" --quiet || ok=0; }
@@ -208,6 +212,7 @@ tar -czf "$OUT/logs.tgz" -C "$OUT" --exclude logs.tgz . 2>/dev/null
     grep -H "checks,\|ERROR SUMMARY\|RACECHECK SUMMARY\|SKIP" "$OUT"/remedy_*.log "$OUT"/qstats_*.log 2>/dev/null | sed "s|^$OUT/||"
     [ -f "$OUT/remedy_bench.log" ] && grep "^bench:\|^|" "$OUT/remedy_bench.log"
     [ -f "$OUT/quant_device.log" ] && grep "^input:\|^|" "$OUT/quant_device.log"
+    [ -f "$OUT/e2e.log" ] && grep "^gpu:\|^input:\|^plain\|^|" "$OUT/e2e.log"
     if [ -f "$OUT/profile_decomp.log" ]; then
         # per kernel: name, registers, achieved occupancy, SM and DRAM throughput
         grep -E "^  [a-z_].*\(|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Compute \(SM\) Throughput|DRAM Throughput|Duration" \
