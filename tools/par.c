@@ -5,6 +5,7 @@
 
 #include "cli.h"
 
+#include <fp4scope/cuda.h>
 #include <fp4scope/record.h>
 #include <fp4scope/tensor.h>
 
@@ -344,11 +345,15 @@ void par_init(void)
     /* the node's CPUs shared by its ranks, for the work whose result does
      * not depend on the threads (par_decomp), unless threads were asked for */
     MPI_Comm node;
-    int local = 1;
+    int local = 1, lrank = -1;
     if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
         MPI_Comm_size(node, &local);
+        MPI_Comm_rank(node, &lrank);
         MPI_Comm_free(&node);
     }
+    /* one GPU per local rank (fp4scope-mpi(7), GPUs): the launcher's local
+     * rank where it sets one, else this rank's place among the node's */
+    if (fp4s_cuda_local_rank_env() < 0 && lrank >= 0) (void)fp4s_cuda_bind(NULL, lrank);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN), t = cpus > 0 ? cpus / (local > 0 ? local : 1) : 1;
     P.node_threads = t < 1 ? 1 : (int)t;
     const char *ft = getenv("FP4S_THREADS");

@@ -20,6 +20,7 @@ namespace {
 
 /* Probed once: -1 unknown, 0 no usable device, 1 usable. */
 int g_state = -1;
+int g_dev = -1; /* the device fp4s_cuda_bind's policy chose, -1: none chosen */
 int g_sms = 0;
 char g_desc[320];
 
@@ -34,6 +35,24 @@ void probe()
         cudaGetLastError();
         g_state = 0;
         return;
+    }
+    /* which device (fp4s_cuda_bind): the policy's, or the caller's current one */
+    int bound = -1;
+    char why[200] = "";
+    if (fp4s_cu_bind_resolve(n, &bound, why, sizeof why)) {
+        snprintf(g_desc, sizeof g_desc, "no usable GPU (%s)", why);
+        g_state = 0;
+        return;
+    }
+    if (bound >= 0) {
+        e = cudaSetDevice(bound);
+        if (e != cudaSuccess) {
+            snprintf(g_desc, sizeof g_desc, "no usable GPU (device %d: %s)", bound, cudaGetErrorString(e));
+            cudaGetLastError();
+            g_state = 0;
+            return;
+        }
+        g_dev = bound;
     }
     int dev = 0;
     cudaDeviceProp prop;
@@ -53,7 +72,7 @@ void probe()
         return;
     }
     g_sms = prop.multiProcessorCount;
-    snprintf(g_desc, sizeof g_desc, "%.200s, sm_%d, %d SMs, %.1f GiB", prop.name, cc,
+    snprintf(g_desc, sizeof g_desc, "%.180s (device %d), sm_%d, %d SMs, %.1f GiB", prop.name, dev, cc,
              prop.multiProcessorCount, (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
     g_state = 1;
 }
@@ -83,6 +102,8 @@ unsigned fp4s_cu_grid(size_t work, unsigned threads)
 extern "C" FP4S_API bool fp4s_cuda_available(void)
 {
     probe();
+    /* CUDA's current device is per thread: the chosen one in this thread too */
+    if (g_state == 1 && g_dev >= 0) cudaSetDevice(g_dev);
     return g_state == 1;
 }
 
@@ -97,6 +118,7 @@ extern "C" FP4S_API size_t fp4s_cuda_describe(char *buf, size_t n)
 int fp4s_cu_prepare(const fp4s_spec *s, const fp4s_tscale *ts, size_t rows, size_t cols,
                     fp4s_cu_params *p)
 {
+    (void)fp4s_cuda_available(); /* the chosen device, in the calling thread */
     const char *why;
     if (!s) return fp4s_error_set(FP4S_EINVAL, "cuda: no quantizer spec");
     int rc = fp4s_spec_check(s);

@@ -5,6 +5,10 @@
 
 #include "cuda/supports.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 bool fp4s_cu_supports_why(const fp4s_spec *s, const char **why)
 {
     *why = NULL;
@@ -64,4 +68,91 @@ int fp4s_cu_resolve(unsigned need, const fp4s_spec *s, fp4s_device want, fp4s_de
 FP4S_API int fp4s_cuda_device_resolve(const fp4s_spec *s, fp4s_device want, fp4s_device *got)
 {
     return fp4s_cu_resolve(FP4S_CUDA_CAP_BUILT | FP4S_CUDA_CAP_QUANTIZE, s, want, got);
+}
+
+/* ---- which GPU (fp4s_cuda_bind) --------------------------------------------------- */
+
+static const char bind_grammar[] = "expected local, current, a device number or a comma-separated list of them";
+
+FP4S_API int fp4s_cuda_bind_ordinal(const char *how, int local_rank, int ndev, int *ordinal)
+{
+    if (!ordinal) return fp4s_error_set(FP4S_EINVAL, "GPU policy: NULL output");
+    if (!how || !*how || !strcmp(how, "local")) {
+        if (ndev < 1) return fp4s_error_set(FP4S_ERANGE, "GPU policy 'local': no visible device");
+        *ordinal = (local_rank > 0 ? local_rank : 0) % ndev;
+        return 0;
+    }
+    if (!strcmp(how, "current")) {
+        *ordinal = -1;
+        return 0;
+    }
+    /* "N" or "N,M,...": local rank i takes entry i mod count */
+    int list[64], count = 0;
+    for (const char *p = how;;) {
+        if (*p < '0' || *p > '9') return fp4s_error_set(FP4S_EINVAL, "GPU policy '%s': %s", how, bind_grammar);
+        long v = 0;
+        while (*p >= '0' && *p <= '9') {
+            v = v * 10 + (*p - '0');
+            if (v > 1 << 20) return fp4s_error_set(FP4S_EINVAL, "GPU policy '%s': device number too large", how);
+            p++;
+        }
+        if (*p != ',' && *p != '\0') return fp4s_error_set(FP4S_EINVAL, "GPU policy '%s': %s", how, bind_grammar);
+        if (count == (int)(sizeof list / sizeof list[0]))
+            return fp4s_error_set(FP4S_EINVAL, "GPU policy '%s': more than 64 devices listed", how);
+        list[count++] = (int)v;
+        if (*p == '\0') break;
+        p++;
+    }
+    const int want = local_rank > 0 ? local_rank : 0, dev = list[want % count];
+    if (dev >= ndev)
+        return fp4s_error_set(FP4S_ERANGE, "GPU policy '%s': device %d for local rank %d, but %d visible", how,
+                              dev, want, ndev);
+    *ordinal = dev;
+    return 0;
+}
+
+FP4S_API int fp4s_cuda_local_rank_env(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (!v || !*v) continue;
+        char *end = NULL;
+        long r = strtol(v, &end, 10);
+        if (*end == '\0' && r >= 0 && r < (1L << 30)) return (int)r;
+    }
+    return -1;
+}
+
+/* What fp4s_cuda_bind recorded (how: a copy, "" for none). */
+static char g_how[256];
+static bool g_how_set;
+static int g_local = -1;
+
+FP4S_API int fp4s_cuda_bind(const char *how, int local_rank)
+{
+    if (how) {
+        int ord;
+        /* the grammar only: the devices are counted at the first CUDA call */
+        int rc = fp4s_cuda_bind_ordinal(how, 0, 1 << 21, &ord);
+        if (rc == FP4S_EINVAL) return rc;
+        if (strlen(how) >= sizeof g_how) return fp4s_error_set(FP4S_EINVAL, "GPU policy: too long");
+        snprintf(g_how, sizeof g_how, "%s", how);
+        g_how_set = true;
+    }
+    if (local_rank >= 0) g_local = local_rank;
+    return 0;
+}
+
+int fp4s_cu_bind_resolve(int ndev, int *ordinal, char *why, size_t n)
+{
+    const char *how = g_how_set ? g_how : getenv("FP4S_GPU");
+    const int local = g_local >= 0 ? g_local : fp4s_cuda_local_rank_env();
+    if ((!how || !*how) && local < 0) { /* one process: the caller's device */
+        *ordinal = -1;
+        return 0;
+    }
+    int rc = fp4s_cuda_bind_ordinal(how, local, ndev, ordinal);
+    if (rc) snprintf(why, n, "%s%s", g_how_set ? "" : "FP4S_GPU: ", fp4s_last_error());
+    return rc;
 }

@@ -50,6 +50,40 @@ FP4S_API bool fp4s_cuda_available(void);
  * or why none is usable; writes at most n bytes, returns the length needed. */
 FP4S_API size_t fp4s_cuda_describe(char *buf, size_t n);
 
+/* Which GPU the library uses (fp4scope-mpi(7), GPUs). Decided at the
+ * library's first CUDA call, from a policy and the process's node-local
+ * rank:
+ *   "local"    the local rank modulo the number of visible devices (the
+ *              default where a local rank is known);
+ *   "current"  CUDA's current device of the calling thread, untouched (the
+ *              default where no local rank is known: one process, device 0
+ *              unless the caller chose another);
+ *   "N"        visible device N;
+ *   "N,M,..."  local rank i takes entry i modulo the list's length.
+ * The policy is the last one given to fp4s_cuda_bind(), else the
+ * environment's FP4S_GPU; the local rank the one given there (>= 0), else the
+ * launcher's (fp4s_cuda_local_rank_env()). Devices are numbered as CUDA sees
+ * them, after CUDA_VISIBLE_DEVICES. A policy that cannot be met (a malformed
+ * FP4S_GPU, a device beyond those visible) leaves no usable GPU:
+ * fp4s_cuda_available() is false and fp4s_cuda_describe() says why. */
+
+/* Record policy how (NULL: FP4S_GPU's, or the default) and local rank
+ * local_rank (< 0: the launcher's) for the first CUDA call; touches no GPU.
+ * FP4S_EINVAL with a message for a malformed policy (then nothing changes). */
+FP4S_API int fp4s_cuda_bind(const char *how, int local_rank);
+
+/* The device ordinal policy how gives local rank local_rank (>= 0) among ndev
+ * visible devices, into *ordinal; -1 for "current". FP4S_EINVAL for a
+ * malformed policy, FP4S_ERANGE for a device >= ndev (or ndev < 1). Pure: the
+ * rule fp4s_cuda_bind applies, for callers and tests. */
+FP4S_API int fp4s_cuda_bind_ordinal(const char *how, int local_rank, int ndev, int *ordinal);
+
+/* The node-local rank an MPI or batch launcher gives this process:
+ * OMPI_COMM_WORLD_LOCAL_RANK (Open MPI's mpirun), SLURM_LOCALID (srun),
+ * MPI_LOCALRANKID (MPICH's Hydra), in that order; -1 when none is set or
+ * readable. */
+FP4S_API int fp4s_cuda_local_rank_env(void);
+
 /* What this build and machine can do on the GPU: FP4S_CUDA_CAP_* bits.
  * BUILT: CUDA support is compiled in; DEVICE: a usable GPU is present (the
  * ops below then run); the others name what the kernels implement whenever
