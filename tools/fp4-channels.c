@@ -42,7 +42,7 @@ static void usage_text(void)
         "      --force           replace an existing HDF5 output (the man page, FILES)\n"
         "      --quiet           no progress line on stderr\n"
         "      --threads N       worker threads (default: all CPUs)\n"
-        "      --chunk N         elements per read chunk (default 2097152, 67108864 on the GPU)\n"
+        "      --chunk N         elements per read chunk (default 2097152, 16777216 on the GPU)\n"
         "      --device DEV      cpu (default), cuda or auto (the GPU when one is usable);\n"
         "                        list: what this build and machine can do\n"
         "      --help            show this help and exit\n"

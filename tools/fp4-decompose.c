@@ -42,7 +42,7 @@ static void usage_text(void)
         "      --force           replace an existing HDF5 output (the man page, FILES)\n"
         "      --quiet           no progress line on stderr\n"
         "      --threads N       worker threads (default: all CPUs)\n"
-        "      --chunk N         elements per read chunk (default 2097152, 67108864 on the GPU)\n"
+        "      --chunk N         elements per read chunk (default 2097152, 16777216 on the GPU)\n"
         "      --keep MIB|auto   NVFP4: MiB of the input kept from the amax pass so that it is\n"
         "                        read once (0: read it twice; default auto: 0 when the input\n"
         "                        is in the page cache, else 2048)\n"

@@ -36,7 +36,7 @@ fp4s_device fp4s_decomp_device(const fp4s_decomp *d)
     return d && d->cuda ? FP4S_DEVICE_CUDA : FP4S_DEVICE_CPU;
 }
 
-static void dk_from(const fp4s_decomp *d, fp4s_cu_dk *k)
+void fp4s_decomp_cu_dk(const fp4s_decomp *d, fp4s_cu_dk *k)
 {
     memset(k, 0, sizeof *k);
     k->spec = d->spec;
@@ -48,6 +48,28 @@ static void dk_from(const fp4s_decomp *d, fp4s_cu_dk *k)
     memcpy(k->seff, d->seff, sizeof k->seff);
     memcpy(k->uf, d->uf, sizeof k->uf);
     memcpy(k->tie_up, d->tie_up, sizeof d->tie_up);
+}
+
+void fp4s_decomp_merge_units(fp4s_decomp *d, const part *units, size_t row0, size_t nrows)
+{
+    const fp4s_group by = d->opts.by;
+    const size_t nunit = by == FP4S_GROUP_ROW ? nrows : (by == FP4S_GROUP_BLOCK ? nrows * d->nblk : 0);
+    const size_t g0 = by == FP4S_GROUP_ROW ? row0 : row0 * d->nblk;
+    for (size_t g = 0; g < nunit; g++) {
+        fp4s_part_finish(&units[g], &d->unit[g0 + g]);
+        d->filled[g0 + g] = 1;
+    }
+}
+
+void fp4s_decomp_merge_totals(fp4s_decomp *d, const fp4s_cu_dk_out *out)
+{
+    fp4s_xacc_merge(&d->tot, &out->tot);
+    for (int i = 0; i < FP4S_HIST_BINS; i++) {
+        d->hd[i] += out->hd[i];
+        d->he[i] += out->he[i];
+    }
+    if (out->ch)
+        for (size_t c = 0; c < d->cols; c++) fp4s_chacc_merge(&d->ch[c], &out->ch[c]);
 }
 
 int fp4s_decomp_add_via(fp4s_decomp *d, fp4s_cu_dk_fn fn, fp4s_dtype dt, const void *x, bool x_host,
@@ -76,24 +98,12 @@ int fp4s_decomp_add_via(fp4s_decomp *d, fp4s_cu_dk_fn fn, fp4s_dtype dt, const v
         rc = fp4s_error_set(FP4S_ENOMEM, "decomposition on the GPU: out of memory for %zu rows", nrows);
         goto done;
     }
-    dk_from(d, k);
+    fp4s_decomp_cu_dk(d, k);
     rc = fn(k, dt, x, x_host, nrows, ld, out, stream);
     if (rc) goto done;
     /* merge: the exact sums and counts, the histograms, the groups */
-    fp4s_xacc_merge(&d->tot, &out->tot);
-    for (int i = 0; i < FP4S_HIST_BINS; i++) {
-        d->hd[i] += out->hd[i];
-        d->he[i] += out->he[i];
-    }
-    if (nunit) {
-        const size_t g0 = by == FP4S_GROUP_ROW ? row0 : row0 * d->nblk;
-        for (size_t g = 0; g < nunit; g++) {
-            fp4s_part_finish(&out->units[g], &d->unit[g0 + g]);
-            d->filled[g0 + g] = 1;
-        }
-    }
-    if (out->ch)
-        for (size_t c = 0; c < d->cols; c++) fp4s_chacc_merge(&d->ch[c], &out->ch[c]);
+    fp4s_decomp_merge_totals(d, out);
+    if (nunit) fp4s_decomp_merge_units(d, out->units, row0, nrows);
 done:
     if (out) {
         free(out->units);

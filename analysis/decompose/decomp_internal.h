@@ -11,52 +11,7 @@
 
 #include "cpu/decomp_kernels.h"
 #include "base/xsum.h"
-
-typedef struct xacc {  /* a group, exact */
-    xsum s[S_N];
-    uint64_t c[C_NUM];
-    dextr x;
-} xacc;
-
-typedef struct chacc { /* a channel, exact, per element */
-    xsum s[S_CH];
-    uint64_t c[C_CH];
-    double amax, res;
-} chacc;
-
-/* One element of a finite block (constants kc, tie rule tie_up) into its
- * channel's exact accumulators: the per-element terms of the element kernel
- * in the form the channel groups have always used (shared by the CPU path
- * and the GPU's channel kernel). */
-FP4S_DK_FN void fp4s_chacc_add_elem(chacc *c, const kconst *kc, const bool *tie_up, float xf, float qf,
-                                    uint8_t qcode)
-{
-    const double *th = kc->th, *qtab = kc->qtab;
-    const bool uf = kc->uf != 0;
-    const double xv = xf, qv = qf;
-    const double a = fabs(xv);
-    const double A = 24.0 * a;
-    int idx = (A > th[0]) + (A > th[1]) + (A > th[2]) + (A > th[3]) + (A > th[4]) + (A > th[5]) + (A > th[6]);
-    const bool tie = idx < 7 && A == th[idx] && kc->mpos;
-    const int code = idx + (tie && tie_up[idx]);
-    const double qs = code == 0 ? 0.0 : copysign(qtab[code], xv);
-    const double e = qv - xv, es = qv - qs, est = qs - xv;
-    const bool dz = code == 0;
-    const double edz = dz ? est : 0.0, eg = dz ? 0.0 : est;
-    const bool clip = !uf && (qcode & 7) == 7 && a > fabs(qv);
-    const double r = fabs(e - (es + edz + eg));
-    const double v_es2 = es * es;
-    const double t2[S_CH] = {xv * xv, e * e, v_es2, edz * edz, eg * eg, es * eg, es * edz, edz * eg,
-                             (!uf && !clip) ? v_es2 : 0.0, clip ? v_es2 : 0.0, uf ? v_es2 : 0.0, fabs(e)};
-    for (int k = 0; k < S_CH; k++) xs_add(&c->s[k], t2[k]);
-    c->c[C_ELEM]++;
-    c->c[C_DZ] += dz;
-    c->c[C_DZTIE] += tie && idx == 0;
-    c->c[C_ZEROS] += (xv == 0.0);
-    c->c[C_CLIP] += clip;
-    if (a > c->amax) c->amax = a;
-    if (r > c->res) c->res = r;
-}
+#include "cuda/decomp_cu.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -120,6 +75,24 @@ bool fp4s_decomp_fused_available(void);
 int fp4s_decomp_spec_check(const fp4s_spec *s);
 /* FP4S_ERANGE / FP4S_EDUP when rows [row0, row0 + nrows) cannot be added. */
 int fp4s_decomp_check_rows(const fp4s_decomp *d, size_t row0, size_t nrows);
+/* decomp_device.c: add rows [row0, row0 + nrows) of x through fn (the
+ * decomposer's checks, then fn, the kernels of kernels/cuda/decomp_cu.h or
+ * their host emulation, then the merge). */
+int fp4s_decomp_add_via(fp4s_decomp *d, fp4s_cu_dk_fn fn, fp4s_dtype dt, const void *x, bool x_host,
+                        size_t nrows, size_t ld, size_t row0, void *stream);
+/* What the CUDA side needs of d (decomp_cu.h). */
+void fp4s_decomp_cu_dk(const fp4s_decomp *d, fp4s_cu_dk *k);
+/* The row or block parts of rows [row0, row0 + nrows) into d's groups, as
+ * the CUDA side hands them back (rows checked by the caller). */
+void fp4s_decomp_merge_units(fp4s_decomp *d, const part *units, size_t row0, size_t nrows);
+/* Its totals, histograms and channel groups (out->ch when not NULL) into d. */
+void fp4s_decomp_merge_totals(fp4s_decomp *d, const fp4s_cu_dk_out *out);
+/* reader.c: the decomposition of rows [row0, row0 + nrows) of a source as
+ * fp4s_decomp_source_rows (amax: the tensor amax to use, NULL to take it),
+ * through the streaming session ops (the GPU, or its emulation in the
+ * tests), whatever o->device says. */
+int fp4s_decomp_source_via(const fp4s_cu_ds_ops *ops, const fp4s_spec *s, const fp4s_decomp_opts *o,
+                           const char *spec_str, size_t row0, size_t nrows, const float *amax, fp4s_decomp **out);
 
 /* The names of an enum's values for the option parsers and reports; entries
  * from nlisted on are aliases (accepted, not listed in the error). */

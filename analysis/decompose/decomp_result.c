@@ -63,7 +63,7 @@ void fp4s_decomp_opts_defaults(fp4s_decomp_opts *o)
     memset(o, 0, sizeof *o);
     o->dz_tie = FP4S_DZ_TIE_SPEC;
     o->by = FP4S_GROUP_TENSOR;
-    o->chunk_elems = 0; /* automatic: 2^21, 2^26 on the GPU */
+    o->chunk_elems = 0; /* automatic: 2^21, 2^24 on the GPU */
     o->max_groups = (size_t)1 << 20;
     o->device = FP4S_DEVICE_CPU;
     o->keep_bytes = FP4S_DECOMP_KEEP_AUTO;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/supports.h"
 #include "decomp_internal.h"
 #include "io/internal.h"
 
@@ -59,6 +60,8 @@ struct par_job {
     struct reader *rd;
     size_t r0, piece;
     float *dst;
+    void *raw_dst;   /* instead of dst: the stored bytes (fp4s_source_read_raw), raw_esz a value */
+    size_t raw_esz;
     const fp4s_spec *amax_spec;
     float amax[MAX_WORKERS];
 };
@@ -69,6 +72,9 @@ static int par_piece(void *arg, size_t b, size_t e, int w)
     struct reader *rd = j->rd;
     int rc = 0;
     if (!rd->wsrc[w]) rc = fp4s_source_open(rd->spec_str, &rd->wsrc[w]);
+    if (!rc && j->raw_dst)
+        return fp4s_source_read_raw(rd->wsrc[w], j->r0 + b, e - b,
+                                    (char *)j->raw_dst + b * rd->cols * j->raw_esz);
     if (!rc) rc = fp4s_source_read(rd->wsrc[w], j->r0 + b, e - b, j->dst + b * rd->cols, rd->cols);
     if (!rc && j->amax_spec) {
         float a = rows_amax(j->amax_spec, j->dst + b * rd->cols, e - b, rd->cols);
@@ -101,6 +107,22 @@ static int par_read_amax(struct reader *rd, size_t r0, size_t n, float *dst, con
 static int par_read(struct reader *rd, size_t r0, size_t n, float *dst)
 {
     return par_read_amax(rd, r0, n, dst, NULL, NULL);
+}
+
+/* The stored bytes (esz a value) of rows [r0, r0 + n) into dst, on the workers. */
+static int par_read_raw(struct reader *rd, size_t r0, size_t n, void *dst, size_t esz)
+{
+    int nt = fp4s_get_threads();
+    if (nt > MAX_WORKERS) nt = MAX_WORKERS;
+    size_t piece = ((size_t)1 << 16) / rd->cols;
+    struct par_job j;
+    memset(&j, 0, sizeof j);
+    j.rd = rd;
+    j.r0 = r0;
+    j.piece = piece ? piece : 1;
+    j.raw_dst = dst;
+    j.raw_esz = esz;
+    return fp4s_parallel_dynamic(n, j.piece, nt, par_piece, &j);
 }
 
 /* Where the chunk at row0 is (or is read to): its place among the kept rows,
@@ -282,11 +304,190 @@ static int keep_read(struct reader *rd, const fp4s_spec *s, float *amax, bool *a
     return rc;
 }
 
+/* ---- the GPU path: chunks read into pinned slots, overlapped with the GPU ----
+ *
+ * Each chunk is read (on the workers, from a .npy or .safetensors source:
+ * pread at independent offsets; HDF5 by this thread) straight into a pinned
+ * slot of the streaming session (kernels/cuda/decomp_cu.h), then submitted:
+ * its copy to the device and its decomposition run while the next chunk is
+ * read into the other slot. BF16 and FP16 sources are read as stored (half
+ * the bytes to read and copy; the kernels widen them exactly). NVFP4 takes
+ * the tensor amax first: the rows of that pass are kept in device memory
+ * where they fit (with room for the decomposition's own buffers), so the
+ * second pass reads nothing; where they do not, the amax pass reads on the
+ * CPU and the rows are read again. */
+
+struct gpu_read {
+    struct reader *rd;
+    const fp4s_cu_ds_ops *ops;
+    fp4s_cu_ds *ds;
+    fp4s_decomp *d; /* NULL: the keeping pass */
+    bool raw, par;
+    bool read_failed; /* the error came from reading (its message names the file) */
+    size_t esz, chunk;
+};
+
+static int gpu_read_rows(const struct gpu_read *g, size_t r0, size_t n, void *dst)
+{
+    struct reader *rd = g->rd;
+    if (g->par && g->raw) return par_read_raw(rd, r0, n, dst, g->esz);
+    if (g->par) return par_read(rd, r0, n, dst);
+    if (g->raw) return fp4s_source_read_raw(rd->src, r0, n, dst);
+    return fp4s_source_read(rd->src, r0, n, dst, rd->cols);
+}
+
+/* Slot i's last chunk done: its parts into the decomposer. */
+static int gpu_drain(const struct gpu_read *g, int i)
+{
+    const part *units = NULL;
+    size_t n = 0, row0 = 0;
+    int rc = g->ops->wait(g->ds, i, &units, &n, &row0);
+    if (!rc && g->d && n) fp4s_decomp_merge_units(g->d, units, row0, n);
+    return rc;
+}
+
+/* One pass over the rows: read, submit, drain. */
+static int gpu_pass(struct gpu_read *g, int pass, int npasses)
+{
+    struct reader *rd = g->rd;
+    int rc = 0, j = 0;
+    for (size_t r0 = rd->row0; r0 < rd->row_end && !rc; r0 += g->chunk, j++) {
+        const size_t n = rd->row_end - r0 < g->chunk ? rd->row_end - r0 : g->chunk;
+        const int i = j % FP4S_CU_DS_SLOTS;
+        rc = gpu_drain(g, i);
+        if (rc) break;
+        rc = gpu_read_rows(g, r0, n, g->ops->slot(g->ds, i));
+        if (rc) g->read_failed = true;
+        if (!rc && g->d) rc = fp4s_decomp_check_rows(g->d, r0, n);
+        if (!rc) rc = g->ops->submit(g->ds, i, n, r0);
+        fp4s_progress_report((uint64_t)pass * rd->rows + r0 + n, (uint64_t)npasses * rd->rows);
+    }
+    for (int i = 0; i < FP4S_CU_DS_SLOTS; i++) {
+        int rc2 = gpu_drain(g, i);
+        if (!rc) rc = rc2;
+    }
+    return rc;
+}
+
+static int gpu_open_decomp(const struct reader *rd, const fp4s_spec *s, const fp4s_decomp_opts *o, float amax,
+                           fp4s_decomp **d)
+{
+    fp4s_tscale ts;
+    memset(&ts, 0, sizeof ts);
+    int rc = fp4s_tscale_init(s, amax, &ts);
+    if (!rc) rc = fp4s_decomp_open(s, &ts, o, rd->rows, rd->cols, d);
+    return rc;
+}
+
+static int gpu_rows(struct reader *rd, const fp4s_spec *s, const fp4s_decomp_opts *o, const float *amax_in,
+                    const fp4s_cu_ds_ops *ops, fp4s_decomp **out, bool *read_failed)
+{
+    const char *why = NULL;
+    if (!fp4s_cu_supports_why(s, &why))
+        return fp4s_error_set(FP4S_ENOTSUP, "decomposition on the GPU: %s: %s",
+                              s->profile[0] ? s->profile : fp4s_format_name(s->format), why);
+    const fp4s_dtype sdt = fp4s_source_dtype(rd->src);
+    struct gpu_read g;
+    memset(&g, 0, sizeof g);
+    g.rd = rd;
+    g.ops = ops;
+    g.raw = (sdt == FP4S_DT_BF16 || sdt == FP4S_DT_F16) && raw_source(rd);
+    g.esz = g.raw ? 2 : sizeof(float);
+    g.par = fp4s_get_threads() >= 2 && raw_source(rd);
+    const fp4s_dtype dt = g.raw ? sdt : FP4S_DT_F32;
+    size_t align = fp4s_spec_row_align(s);
+    if (align == 0) align = 1;
+    const size_t nrows = rd->row_end - rd->row0;
+    /* chunks of 2^24 elements (64 MiB of float32): two pinned slots */
+    size_t chunk = (o->chunk_elems ? o->chunk_elems : ((size_t)1 << 24)) / rd->cols;
+    chunk -= chunk % align;
+    if (chunk < align) chunk = align;
+    if (chunk > nrows) chunk = nrows;
+    g.chunk = chunk;
+    fp4s_cu_dk k;
+    memset(&k, 0, sizeof k);
+    k.spec = *s;
+    k.cols = rd->cols;
+    k.bs = s->block;
+    k.nblk = rd->cols / s->block;
+    fp4s_decomp *d = NULL;
+    float amax = amax_in ? *amax_in : 0.0f;
+    int rc = 0;
+    const bool two = s->format == FP4S_NVFP4 && !amax_in;
+    if (two) {
+        rc = ops->open(&k, dt, chunk, rd->row0, nrows, &g.ds);
+        if (!rc) {
+            /* the rows kept on the device: one read */
+            const void *kept = NULL;
+            rc = gpu_pass(&g, 0, 2);
+            if (!rc) rc = ops->amax(g.ds, &amax, &kept);
+            if (!rc) rc = gpu_open_decomp(rd, s, o, amax, &d);
+            if (!rc)
+                rc = fp4s_decomp_add_via(d, ops->host ? fp4s_cu_decomp_emulate : fp4s_cu_decomp, dt, kept,
+                                         ops->host, nrows, rd->cols, rd->row0, NULL);
+            ops->close(&g.ds);
+            if (!rc) fp4s_progress_report((uint64_t)2 * rd->rows, (uint64_t)2 * rd->rows);
+            goto done;
+        }
+        if (rc != FP4S_ENOMEM) goto done;
+        /* they do not fit: the amax while reading on the CPU, then a second read */
+        float *buf = malloc(chunk * rd->cols * sizeof *buf);
+        if (!buf) {
+            rc = fp4s_error_set(FP4S_ENOMEM, "out of memory for chunks of %zu rows", chunk);
+            goto done;
+        }
+        rc = 0;
+        for (size_t r0 = rd->row0; r0 < rd->row_end && !rc; r0 += chunk) {
+            const size_t n = rd->row_end - r0 < chunk ? rd->row_end - r0 : chunk;
+            if (g.par) {
+                rc = par_read_amax(rd, r0, n, buf, s, &amax);
+            } else {
+                rc = fp4s_source_read(rd->src, r0, n, buf, rd->cols);
+                if (!rc) {
+                    const float a = rows_amax(s, buf, n, rd->cols);
+                    if (a > amax) amax = a;
+                }
+            }
+            if (rc) g.read_failed = true;
+            fp4s_progress_report(r0 + n, (uint64_t)2 * rd->rows);
+        }
+        free(buf);
+        if (rc) goto done;
+    }
+    rc = gpu_open_decomp(rd, s, o, amax, &d);
+    if (rc) goto done;
+    fp4s_decomp_cu_dk(d, &k);
+    rc = ops->open(&k, dt, chunk, 0, 0, &g.ds);
+    if (rc) goto done;
+    g.d = d;
+    rc = gpu_pass(&g, two, 1 + two);
+    if (!rc) {
+        fp4s_cu_dk_out *res = calloc(1, sizeof *res);
+        if (res && d->opts.by == FP4S_GROUP_CHANNEL) res->ch = calloc(rd->cols, sizeof(chacc));
+        if (!res || (d->opts.by == FP4S_GROUP_CHANNEL && !res->ch))
+            rc = fp4s_error_set(FP4S_ENOMEM, "decomposition on the GPU: out of memory");
+        if (!rc) rc = ops->finish(g.ds, res);
+        if (!rc) fp4s_decomp_merge_totals(d, res);
+        if (res) free(res->ch);
+        free(res);
+    }
+    ops->close(&g.ds);
+done:
+    *read_failed = g.read_failed;
+    if (rc) {
+        fp4s_decomp_close(&d);
+        return rc;
+    }
+    *out = d;
+    return 0;
+}
+
 /* The driver: rows [row0, row0 + nrows) of the source (nrows SIZE_MAX: to
  * the end). amax_in: the tensor amax to use (NULL: take it over these rows);
  * amax_out: only take the amax over these rows, decompose nothing. */
 static int source_rows(const fp4s_spec *s, const fp4s_decomp_opts *o, const char *spec_str, size_t row0,
-                       size_t nrows, const float *amax_in, float *amax_out, fp4s_decomp **out)
+                       size_t nrows, const float *amax_in, float *amax_out, fp4s_decomp **out,
+                       const fp4s_cu_ds_ops *force)
 {
     if (out) *out = NULL;
     if (!out && !amax_out) return fp4s_error_set(FP4S_EINVAL, "decomposition: NULL output");
@@ -324,15 +525,20 @@ static int source_rows(const fp4s_spec *s, const fp4s_decomp_opts *o, const char
         goto done;
     }
     fp4s_device dev = FP4S_DEVICE_CPU;
-    rc = fp4s_device_resolve(s, o->device, &dev);
+    if (!force) rc = fp4s_device_resolve(s, o->device, &dev);
     if (rc) goto done;
-    /* the GPU takes larger chunks (fewer transfers and launches) */
-    size_t ce = o->chunk_elems ? o->chunk_elems : ((size_t)1 << (dev == FP4S_DEVICE_CUDA ? 26 : 21));
+    if (!amax_out && (force || dev == FP4S_DEVICE_CUDA)) {
+        bool read_failed = false;
+        rc = gpu_rows(&rd, s, o, amax_in, force ? force : &fp4s_cu_ds_gpu, &d, &read_failed);
+        if (rc && !read_failed) fp4s_error_prefix("%s", spec_str);
+        goto done;
+    }
+    size_t ce = o->chunk_elems ? o->chunk_elems : ((size_t)1 << 21);
     rd.chunk = ce / rd.cols;
     rd.chunk -= rd.chunk % align;
     if (rd.chunk < align) rd.chunk = align;
     if (rd.chunk > rd.row_end - rd.row0) rd.chunk = rd.row_end - rd.row0 ? rd.row_end - rd.row0 : 1;
-    rd.par = dev == FP4S_DEVICE_CPU && fp4s_get_threads() >= 4 && raw_source(&rd);
+    rd.par = fp4s_get_threads() >= 4 && raw_source(&rd);
     rd.buf[0] = malloc(rd.chunk * rd.cols * sizeof(float));
     rd.buf[1] = malloc(rd.chunk * rd.cols * sizeof(float));
     if (!rd.buf[0] || !rd.buf[1]) {
@@ -380,19 +586,26 @@ done:
 int fp4s_decomp_source(const fp4s_spec *s, const fp4s_decomp_opts *o, const char *spec_str,
                        fp4s_decomp **out)
 {
-    return source_rows(s, o, spec_str, 0, SIZE_MAX, NULL, NULL, out);
+    return source_rows(s, o, spec_str, 0, SIZE_MAX, NULL, NULL, out, NULL);
 }
 
 int fp4s_decomp_source_rows(const fp4s_spec *s, const fp4s_decomp_opts *o, const char *spec_str, size_t row0,
                             size_t nrows, const float *amax, fp4s_decomp **out)
 {
     if (!out) return fp4s_error_set(FP4S_EINVAL, "decomposition: NULL output");
-    return source_rows(s, o, spec_str, row0, nrows, amax, NULL, out);
+    return source_rows(s, o, spec_str, row0, nrows, amax, NULL, out, NULL);
+}
+
+int fp4s_decomp_source_via(const fp4s_cu_ds_ops *ops, const fp4s_spec *s, const fp4s_decomp_opts *o,
+                           const char *spec_str, size_t row0, size_t nrows, const float *amax, fp4s_decomp **out)
+{
+    if (!out || !ops) return fp4s_error_set(FP4S_EINVAL, "decomposition: NULL output");
+    return source_rows(s, o, spec_str, row0, nrows, amax, NULL, out, ops);
 }
 
 int fp4s_decomp_source_amax(const fp4s_spec *s, const fp4s_decomp_opts *o, const char *spec_str, size_t row0,
                             size_t nrows, float *amax)
 {
     if (!amax) return fp4s_error_set(FP4S_EINVAL, "decomposition: NULL output");
-    return source_rows(s, o, spec_str, row0, nrows, NULL, amax, NULL);
+    return source_rows(s, o, spec_str, row0, nrows, NULL, amax, NULL, NULL);
 }

@@ -3,6 +3,10 @@
  * and the kernel table, filled with the portable C first and overridden entry
  * by entry by the levels fp4s_cpu_flags() allows (dispatch.c).
  *
+ * The exact accumulators (xacc, chacc) are here too, below analysis, so that
+ * the CUDA side (kernels/cuda/decomp_cu.h) hands back the decomposer's own
+ * types without reaching up into analysis/decompose.
+ *
  * Every kernel puts element i of a row (or block) in lane i mod 8 and does the
  * same IEEE operations in double, so every level gives the same bits
  * (tests/decompose checks it on every spec):
@@ -22,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "base/xsum.h"
 
 /* The inline helpers below are shared with the CUDA decomposition
  * (kernels/cuda/decomp_lane.cuh), which runs them on the device. */
@@ -249,6 +255,55 @@ FP4S_DK_FN int fp4s_dk_block_stats(const double *seff, const uint8_t *uf, const 
     if (md > p->x.amax) p->x.amax = md;
     fp4s_decomp_kconst(m, u, tie_up, kc);
     return bin;
+}
+
+/* The exact accumulators of a group (xsum.h: any order of adds and merges
+ * gives the same bits): what the decomposer keeps per group and what the CPU
+ * and GPU kernels hand back. */
+typedef struct xacc {  /* a group, exact */
+    xsum s[S_N];
+    uint64_t c[C_NUM];
+    dextr x;
+} xacc;
+
+typedef struct chacc { /* a channel, exact, per element */
+    xsum s[S_CH];
+    uint64_t c[C_CH];
+    double amax, res;
+} chacc;
+
+/* One element of a finite block (constants kc, tie rule tie_up) into its
+ * channel's exact accumulators: the per-element terms of the element kernel
+ * in the form the channel groups have always used (shared by the CPU path
+ * and the GPU's channel kernel). */
+FP4S_DK_FN void fp4s_chacc_add_elem(chacc *c, const kconst *kc, const bool *tie_up, float xf, float qf,
+                                    uint8_t qcode)
+{
+    const double *th = kc->th, *qtab = kc->qtab;
+    const bool uf = kc->uf != 0;
+    const double xv = xf, qv = qf;
+    const double a = fabs(xv);
+    const double A = 24.0 * a;
+    int idx = (A > th[0]) + (A > th[1]) + (A > th[2]) + (A > th[3]) + (A > th[4]) + (A > th[5]) + (A > th[6]);
+    const bool tie = idx < 7 && A == th[idx] && kc->mpos;
+    const int code = idx + (tie && tie_up[idx]);
+    const double qs = code == 0 ? 0.0 : copysign(qtab[code], xv);
+    const double e = qv - xv, es = qv - qs, est = qs - xv;
+    const bool dz = code == 0;
+    const double edz = dz ? est : 0.0, eg = dz ? 0.0 : est;
+    const bool clip = !uf && (qcode & 7) == 7 && a > fabs(qv);
+    const double r = fabs(e - (es + edz + eg));
+    const double v_es2 = es * es;
+    const double t2[S_CH] = {xv * xv, e * e, v_es2, edz * edz, eg * eg, es * eg, es * edz, edz * eg,
+                             (!uf && !clip) ? v_es2 : 0.0, clip ? v_es2 : 0.0, uf ? v_es2 : 0.0, fabs(e)};
+    for (int k = 0; k < S_CH; k++) xs_add(&c->s[k], t2[k]);
+    c->c[C_ELEM]++;
+    c->c[C_DZ] += dz;
+    c->c[C_DZTIE] += tie && idx == 0;
+    c->c[C_ZEROS] += (xv == 0.0);
+    c->c[C_CLIP] += clip;
+    if (a > c->amax) c->amax = a;
+    if (r > c->res) c->res = r;
 }
 
 /* Lane accumulators of the element kernel for one row (or block): the S_CH

@@ -102,6 +102,15 @@ void launch(const void *d_x, size_t rows, size_t cols, size_t ld, unsigned int *
 
 } // namespace
 
+void fp4s_cu_amax_async(int dt, const void *d_x, size_t rows, size_t cols, size_t ld, unsigned int *d_bits,
+                        unsigned long long *d_nf, cudaStream_t st)
+{
+    if (rows == 0 || cols == 0) return;
+    if (dt == CU_DT_F32) launch<CU_DT_F32>(d_x, rows, cols, ld, d_bits, d_nf, st);
+    else if (dt == CU_DT_BF16) launch<CU_DT_BF16>(d_x, rows, cols, ld, d_bits, d_nf, st);
+    else launch<CU_DT_F16>(d_x, rows, cols, ld, d_bits, d_nf, st);
+}
+
 extern "C" FP4S_API int fp4s_cuda_amax_ex(fp4s_dtype dtype, const void *d_x, size_t rows, size_t cols, size_t ld,
                                           float *amax, uint64_t *nonfinite, void *stream)
 {

@@ -36,6 +36,13 @@ int fp4s_cu_dequantize_args(const fp4s_spec *s, const fp4s_tscale *ts, const voi
 /* Capability bits of modules beyond quantize (the decomposition). */
 unsigned fp4s_cu_extra_caps(void);
 
+/* The amax kernel launched on st (no check, no synchronisation): the largest
+ * finite |x| of rows [rows, cols] (stride ld, type dt: CU_DT_*) into *d_bits
+ * by atomicMax of its float32 bits, the count of NaN/Inf into *d_nf (both
+ * device memory, accumulated: zero them first). */
+void fp4s_cu_amax_async(int dt, const void *d_x, size_t rows, size_t cols, size_t ld, unsigned int *d_bits,
+                        unsigned long long *d_nf, cudaStream_t st);
+
 /* Blocks for a grid-stride launch of `threads` threads over `work` items. */
 unsigned fp4s_cu_grid(size_t work, unsigned threads);
 

@@ -101,6 +101,25 @@ int fp4s_cu_decomp(const fp4s_cu_dk *k, fp4s_dtype dt, const void *x, bool x_hos
     return declined("decompose");
 }
 
+int fp4s_cu_decomp_emulate(const fp4s_cu_dk *k, fp4s_dtype dt, const void *x, bool x_host, size_t nrows, size_t ld,
+                           fp4s_cu_dk_out *out, void *stream)
+{
+    (void)k; (void)dt; (void)x; (void)x_host; (void)nrows; (void)ld; (void)out; (void)stream;
+    return declined("decompose");
+}
+
+/* the streaming decomposition: no GPU, no emulation */
+static int ds_declined(const fp4s_cu_dk *k, fp4s_dtype dt, size_t chunk_rows, size_t keep_row0, size_t keep_rows,
+                       fp4s_cu_ds **out)
+{
+    (void)k; (void)dt; (void)chunk_rows; (void)keep_row0; (void)keep_rows;
+    *out = NULL;
+    return declined("decompose");
+}
+
+const fp4s_cu_ds_ops fp4s_cu_ds_gpu = {false, ds_declined, NULL, NULL, NULL, NULL, NULL, NULL};
+const fp4s_cu_ds_ops fp4s_cu_ds_emulate = {true, ds_declined, NULL, NULL, NULL, NULL, NULL, NULL};
+
 /* the remedies: no GPU, no emulation (the CPU's own path is the reference) */
 static int rm_declined(void **ctx)
 {

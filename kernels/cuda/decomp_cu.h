@@ -4,7 +4,7 @@
  * kernels; emulate.cu: the same arithmetic on the host, for the tests).
  *
  * The CUDA side hands back the decomposer's own accumulator types (xacc,
- * part, chacc of decomp_internal.h) in host memory: the tensor totals as one
+ * part, chacc of kernels/cpu/decomp_kernels.h) in host memory: the tensor totals as one
  * xacc whose exact sums hold un-normalised limbs (xs_merge takes them), the
  * row or block parts that become the groups, and the channel accumulators.
  * decomp_device.c merges them as it merges any two decomposers. */
@@ -27,7 +27,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-#include "analysis/decompose/decomp_internal.h"
 
 /* What the kernels need of a decomposer (a plain copy, passed by value). */
 typedef struct fp4s_cu_dk {
@@ -59,15 +58,50 @@ typedef int (*fp4s_cu_dk_fn)(const fp4s_cu_dk *k, fp4s_dtype dt, const void *x, 
 /* The GPU (FP4S_ENOTSUP in a build without CUDA or without a usable GPU). */
 int fp4s_cu_decomp(const fp4s_cu_dk *k, fp4s_dtype dt, const void *x, bool x_host, size_t nrows, size_t ld,
                    fp4s_cu_dk_out *out, void *stream);
-/* The same arithmetic on the host (CUDA builds only: emulate.cu), x in host
+/* The same arithmetic on the host (decomp_emulate.cu; FP4S_ENOTSUP without CUDA), x in host
  * memory; the order of every floating-point sum is the kernels'. */
 int fp4s_cu_decomp_emulate(const fp4s_cu_dk *k, fp4s_dtype dt, const void *x, bool x_host, size_t nrows,
                            size_t ld, fp4s_cu_dk_out *out, void *stream);
 
-/* decomp_device.c: add rows [row0, row0 + nrows) of x through fn (the
- * decomposer's checks, then fn, then the merge). */
-int fp4s_decomp_add_via(fp4s_decomp *d, fp4s_cu_dk_fn fn, fp4s_dtype dt, const void *x, bool x_host,
-                        size_t nrows, size_t ld, size_t row0, void *stream);
+/* ---- the streaming session: a source's chunks through pinned memory ----
+ *
+ * The decomposition of a source on the GPU (analysis/decompose/reader.c):
+ * the caller fills a slot (pinned host memory, rows of chunk_rows x cols of
+ * type dt) and submits it; the rows are copied to the device on one stream
+ * and decomposed on another, while the caller fills the next slot. wait(i)
+ * blocks until slot i's last chunk is done and hands back its row or block
+ * parts (valid until the slot is submitted again). Every chunk goes into the
+ * same totals; finish hands them back (tot, histograms, channels: out->ch
+ * zeroed by the caller) once every slot has been waited for.
+ *
+ * Keeping (keep_rows > 0; k->spec and k->ts are not used): NVFP4's first
+ * pass. Each submitted chunk is copied into device memory that holds rows
+ * [keep_row0, keep_row0 + keep_rows), and only its amax is taken; amax
+ * hands back the largest finite |x| of the rows submitted (fp4s_amax's) and
+ * where the kept rows are (device memory, or host memory in the emulation),
+ * for the decomposition proper through fp4s_cu_decomp (or its emulation).
+ *
+ * fp4s_cu_ds_gpu is the GPU; fp4s_cu_ds_emulate (declining without CUDA) the same calls
+ * in host memory through the kernels' host emulation, for the tests. */
+#define FP4S_CU_DS_SLOTS 2
+typedef struct fp4s_cu_ds fp4s_cu_ds;
+typedef struct fp4s_cu_ds_ops {
+    bool host; /* the kept rows are in host memory (the emulation) */
+    int (*open)(const fp4s_cu_dk *k, fp4s_dtype dt, size_t chunk_rows, size_t keep_row0, size_t keep_rows,
+                fp4s_cu_ds **out);
+    void *(*slot)(fp4s_cu_ds *s, int i);
+    int (*submit)(fp4s_cu_ds *s, int i, size_t nrows, size_t row0);
+    int (*wait)(fp4s_cu_ds *s, int i, const part **units, size_t *nrows, size_t *row0);
+    int (*finish)(fp4s_cu_ds *s, fp4s_cu_dk_out *out);
+    int (*amax)(fp4s_cu_ds *s, float *amax, const void **kept);
+    void (*close)(fp4s_cu_ds **s);
+} fp4s_cu_ds_ops;
+extern const fp4s_cu_ds_ops fp4s_cu_ds_gpu;
+extern const fp4s_cu_ds_ops fp4s_cu_ds_emulate;
+/* The emulation's device memory for kept rows (0: unlimited): a keeping
+ * open beyond it fails with FP4S_ENOMEM, as the GPU's does where the rows do
+ * not fit (CUDA builds; for the tests). */
+void fp4s_cu_ds_emulate_keep_limit(size_t bytes);
 
 #ifdef __cplusplus
 }

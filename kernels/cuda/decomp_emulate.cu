@@ -14,15 +14,18 @@ namespace {
 /* The 8 lanes into p (the kernels' reduce_lanes), lanes and counts cleared. */
 void reduce8(cu_dk_lane *ln, uint64_t (*nfc)[3], part *p)
 {
-    double s[S_CH + 4];
-    for (int k = 0; k < S_CH + 4; k++) {
+    double s[S_CH];
+    for (int k = 0; k < S_CH; k++) {
         double v[8];
         for (int j = 0; j < 8; j++) v[j] = ln[j].l[k];
         s[k] = cu_dk_sum8(v);
     }
+    uint64_t c[4] = {0, 0, 0, 0};
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 8; j++) c[k] += ln[j].c[k];
     double r = 0.0;
     for (int j = 0; j < 8; j++) r = fmax(r, ln[j].r);
-    cu_dk_lanes_into(p, s, r);
+    cu_dk_lanes_into(p, s, c, r);
     for (int j = 0; j < 8; j++) {
         for (int k = 0; k < 3; k++) {
             p->c[C_NAN + k] += nfc[j][k];
@@ -128,3 +131,163 @@ int fp4s_cu_decomp_emulate(const fp4s_cu_dk *k, fp4s_dtype dtype, const void *x,
     free(scales);
     return rc;
 }
+
+/* ---- the streaming session in host memory (fp4s_cu_ds_emulate) ---- */
+
+struct eds_state { /* behind fp4s_cu_ds */
+    fp4s_cu_dk k;
+    fp4s_dtype dtype;
+    bool keep;
+    size_t esz, cols, chunk_rows, keep_row0, keep_rows, nunit;
+    void *pin[FP4S_CU_DS_SLOTS];
+    part *units[FP4S_CU_DS_SLOTS];
+    bool busy[FP4S_CU_DS_SLOTS];
+    size_t n[FP4S_CU_DS_SLOTS], r0[FP4S_CU_DS_SLOTS];
+    fp4s_cu_dk_out run; /* everything so far (run.ch: the channels) */
+    char *kept;
+    uint32_t amax_bits;
+};
+
+namespace {
+
+size_t g_keep_limit; /* 0: no limit (fp4s_cu_ds_emulate_keep_limit) */
+
+void eds_close(fp4s_cu_ds **ps)
+{
+    eds_state *s = ps ? reinterpret_cast<eds_state *>(*ps) : nullptr;
+    if (!s) return;
+    for (int i = 0; i < FP4S_CU_DS_SLOTS; i++) {
+        free(s->pin[i]);
+        free(s->units[i]);
+    }
+    free(s->run.ch);
+    free(s->kept);
+    free(s);
+    *ps = nullptr;
+}
+
+int eds_open(const fp4s_cu_dk *k, fp4s_dtype dtype, size_t chunk_rows, size_t keep_row0, size_t keep_rows,
+             fp4s_cu_ds **out)
+{
+    *out = nullptr;
+    const int dt = fp4s_cu_dtype(dtype, "decompose");
+    if (dt < 0) return dt;
+    const size_t esz = dt == CU_DT_F32 ? 4 : 2;
+    if (keep_rows && g_keep_limit && keep_rows * k->cols * esz > g_keep_limit)
+        return fp4s_error_set(FP4S_ENOMEM, "cuda emulation: decompose: %zu rows do not fit the device", keep_rows);
+    eds_state *s = static_cast<eds_state *>(calloc(1, sizeof *s));
+    if (!s) return fp4s_error_set(FP4S_ENOMEM, "cuda emulation: decompose: out of memory");
+    s->k = *k;
+    s->dtype = dtype;
+    s->keep = keep_rows > 0;
+    s->esz = dt == CU_DT_F32 ? 4 : 2;
+    s->cols = k->cols;
+    s->chunk_rows = chunk_rows;
+    s->keep_row0 = keep_row0;
+    s->keep_rows = keep_rows;
+    s->nunit = s->keep ? 0 : (k->by == FP4S_GROUP_ROW ? 1 : (k->by == FP4S_GROUP_BLOCK ? k->nblk : 0));
+    fp4s_dextr_init(&s->run.tot.x);
+    bool ok = true;
+    for (int i = 0; i < FP4S_CU_DS_SLOTS; i++) {
+        s->pin[i] = malloc(chunk_rows * s->cols * s->esz);
+        ok = ok && s->pin[i];
+        if (s->nunit) {
+            s->units[i] = static_cast<part *>(malloc(chunk_rows * s->nunit * sizeof(part)));
+            ok = ok && s->units[i];
+        }
+    }
+    if (!s->keep && k->by == FP4S_GROUP_CHANNEL) {
+        s->run.ch = static_cast<chacc *>(calloc(s->cols, sizeof(chacc)));
+        ok = ok && s->run.ch;
+    }
+    if (s->keep) {
+        s->kept = static_cast<char *>(malloc(keep_rows * s->cols * s->esz));
+        ok = ok && s->kept;
+    }
+    if (!ok) {
+        fp4s_cu_ds *p = reinterpret_cast<fp4s_cu_ds *>(s);
+        eds_close(&p);
+        return fp4s_error_set(FP4S_ENOMEM, "cuda emulation: decompose: out of memory");
+    }
+    *out = reinterpret_cast<fp4s_cu_ds *>(s);
+    return 0;
+}
+
+void *eds_slot(fp4s_cu_ds *h, int i) { eds_state *s = reinterpret_cast<eds_state *>(h); return s->pin[i]; }
+
+int eds_submit(fp4s_cu_ds *h, int i, size_t n, size_t row0)
+{
+    eds_state *s = reinterpret_cast<eds_state *>(h);
+    if (s->busy[i] || n > s->chunk_rows || (s->keep && (row0 < s->keep_row0 || row0 - s->keep_row0 + n > s->keep_rows)))
+        return fp4s_error_set(FP4S_EINTERNAL, "cuda emulation: decompose: slot %d misused", i);
+    const int dt = fp4s_cu_dtype(s->dtype, "decompose");
+    if (s->keep) {
+        char *dst = s->kept + (row0 - s->keep_row0) * s->cols * s->esz;
+        memcpy(dst, s->pin[i], n * s->cols * s->esz);
+        for (size_t j = 0; j < n * s->cols; j++) {
+            const uint32_t a = cu_dk_abits(cu_dk_load(dst, dt, j));
+            if (a < 0x7f800000u && a > s->amax_bits) s->amax_bits = a;
+        }
+    } else {
+        fp4s_cu_dk_out o;
+        memset(&o, 0, sizeof o);
+        o.units = s->units[i];
+        o.ch = s->run.ch; /* exact sums: adding into them in any order is the same */
+        int rc = fp4s_cu_decomp_emulate(&s->k, s->dtype, s->pin[i], true, n, s->cols, &o, nullptr);
+        if (rc) return rc;
+        for (int k = 0; k < S_N; k++) xs_merge(&s->run.tot.s[k], &o.tot.s[k]);
+        for (int k = 0; k < C_NUM; k++) s->run.tot.c[k] += o.tot.c[k];
+        fp4s_dextr_merge(&s->run.tot.x, &o.tot.x);
+        for (int b = 0; b < FP4S_HIST_BINS; b++) {
+            s->run.hd[b] += o.hd[b];
+            s->run.he[b] += o.he[b];
+        }
+    }
+    s->busy[i] = true;
+    s->n[i] = n;
+    s->r0[i] = row0;
+    return 0;
+}
+
+int eds_wait(fp4s_cu_ds *h, int i, const part **units, size_t *n, size_t *row0)
+{
+    eds_state *s = reinterpret_cast<eds_state *>(h);
+    *units = nullptr;
+    *n = 0;
+    *row0 = 0;
+    if (!s->busy[i]) return 0;
+    s->busy[i] = false;
+    if (s->nunit) {
+        *units = s->units[i];
+        *n = s->n[i];
+        *row0 = s->r0[i];
+    }
+    return 0;
+}
+
+int eds_finish(fp4s_cu_ds *h, fp4s_cu_dk_out *out)
+{
+    eds_state *s = reinterpret_cast<eds_state *>(h);
+    for (int i = 0; i < FP4S_CU_DS_SLOTS; i++)
+        if (s->busy[i]) return fp4s_error_set(FP4S_EINTERNAL, "cuda emulation: decompose: slot %d not waited for", i);
+    out->tot = s->run.tot;
+    memcpy(out->hd, s->run.hd, sizeof out->hd);
+    memcpy(out->he, s->run.he, sizeof out->he);
+    if (out->ch && s->run.ch) memcpy(out->ch, s->run.ch, s->cols * sizeof(chacc));
+    return 0;
+}
+
+int eds_amax(fp4s_cu_ds *h, float *amax, const void **kept)
+{
+    eds_state *s = reinterpret_cast<eds_state *>(h);
+    memcpy(amax, &s->amax_bits, sizeof *amax);
+    *kept = s->kept;
+    return 0;
+}
+
+} // namespace
+
+void fp4s_cu_ds_emulate_keep_limit(size_t bytes) { g_keep_limit = bytes; }
+
+extern "C" const fp4s_cu_ds_ops fp4s_cu_ds_emulate = {true, eds_open, eds_slot, eds_submit, eds_wait, eds_finish,
+                                                       eds_amax, eds_close};

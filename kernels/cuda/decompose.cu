@@ -60,19 +60,27 @@ __device__ __forceinline__ void xs_add_shared(unsigned long long *l, unsigned *s
  * non-finite inputs; every lane of the group gets the same p. */
 __device__ __forceinline__ void reduce_lanes(unsigned gm, cu_dk_lane &ln, uint64_t *nfc, part *p)
 {
-    double s[S_CH + 4];
+    double s[S_CH];
 #pragma unroll
-    for (int k = 0; k < S_CH + 4; k++) {
+    for (int k = 0; k < S_CH; k++) {
         double v = ln.l[k];
         v = v + __shfl_xor_sync(gm, v, 1);
         v = v + __shfl_xor_sync(gm, v, 2);
         v = v + __shfl_xor_sync(gm, v, 4);
         s[k] = v;
     }
+    uint64_t c[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        uint32_t v = ln.c[k];
+#pragma unroll
+        for (int o = 1; o < 8; o <<= 1) v += __shfl_xor_sync(gm, v, o);
+        c[k] = v;
+    }
     double r = ln.r;
 #pragma unroll
     for (int o = 1; o < 8; o <<= 1) r = fmax(r, __shfl_xor_sync(gm, r, o));
-    cu_dk_lanes_into(p, s, r);
+    cu_dk_lanes_into(p, s, c, r);
 #pragma unroll
     for (int k = 0; k < 3; k++) {
         unsigned long long c = nfc[k];
@@ -96,7 +104,8 @@ dk_rows(const dtab tab, const fp4s_cu_params qp, int dt, const void *__restrict_
     __shared__ bool s_tie[8];
     __shared__ unsigned long long s_l[S_N][XS_LIMBS];
     __shared__ unsigned s_sp[S_N];
-    __shared__ unsigned long long s_he[RW][FP4S_HIST_BINS];
+    /* 32-bit counts: one launch takes at most 2^30 elements (fp4s_cu_decomp's pieces) */
+    __shared__ unsigned int s_he[RW][FP4S_HIST_BINS];
     __shared__ unsigned long long s_hd[FP4S_HIST_BINS];
     __shared__ unsigned long long s_c[C_NUM];
     __shared__ dextr s_x[RT / 8];
@@ -106,7 +115,7 @@ dk_rows(const dtab tab, const fp4s_cu_params qp, int dt, const void *__restrict_
     }
     if (threadIdx.x < 8) s_tie[threadIdx.x] = tab.tie_up[threadIdx.x];
     for (int i = threadIdx.x; i < S_N * XS_LIMBS; i += RT) (&s_l[0][0])[i] = 0ull;
-    for (int i = threadIdx.x; i < RW * FP4S_HIST_BINS; i += RT) (&s_he[0][0])[i] = 0ull;
+    for (int i = threadIdx.x; i < RW * FP4S_HIST_BINS; i += RT) (&s_he[0][0])[i] = 0u;
     for (int i = threadIdx.x; i < FP4S_HIST_BINS; i += RT) s_hd[i] = 0ull;
     if (threadIdx.x < S_N) s_sp[threadIdx.x] = 0u;
     if (threadIdx.x < C_NUM) s_c[threadIdx.x] = 0ull;
@@ -185,7 +194,7 @@ dk_rows(const dtab tab, const fp4s_cu_params qp, int dt, const void *__restrict_
 #pragma unroll
                 for (int t = 0; t < NT; t++) {
                     const int bin = cu_dk_elem(&kc, xf[t], qf[t], cd[t], &ln);
-                    if (kc.mpos) atomicAdd(&s_he[warp][bin], 1ull);
+                    if (kc.mpos) atomicAdd(&s_he[warp][bin], 1u);
                 }
             }
             if (BY == 2) {
@@ -370,18 +379,162 @@ void launch_rows(int by, unsigned grid, cudaStream_t st, const dtab &tab, const 
 
 } // namespace
 
+/* ---- one decomposition's device state (dctx): its buffers, enqueued pieces ---- */
+
+namespace {
+
+struct dctx {
+    fp4s_cu_dk k;
+    fp4s_cu_params qp;
+    dtab tab;
+    fp4s_dtype dtype;
+    int dt;
+    size_t piece, nunit, slices, slice_rows;
+    unsigned grid;
+    bool chan;
+    cudaStream_t st;
+    uint8_t *dc, *ds;
+    dtot *slots;
+    part *du;
+    chacc *cp, *co;
+};
+
+void dctx_free(dctx *c)
+{
+    cudaFree(c->dc);
+    cudaFree(c->ds);
+    cudaFree(c->slots);
+    cudaFree(c->du);
+    cudaFree(c->cp);
+    cudaFree(c->co);
+    c->dc = c->ds = nullptr;
+    c->slots = nullptr;
+    c->du = nullptr;
+    c->cp = c->co = nullptr;
+}
+
+/* Buffers for pieces of at most piece rows (whole 16-row tiles), the totals'
+ * slots zeroed on st. */
+int dctx_open(dctx *c, const fp4s_cu_dk *k, fp4s_dtype dtype, size_t piece, cudaStream_t st)
+{
+    memset(c, 0, sizeof *c);
+    int rc = fp4s_cu_prepare(&k->spec, &k->ts, piece, k->cols, &c->qp);
+    if (rc) return rc;
+    c->dt = fp4s_cu_dtype(dtype, "decompose");
+    if (c->dt < 0) return c->dt;
+    if (!fp4s_cuda_available()) return fp4s_error_set(FP4S_ENOTSUP, "cuda: decompose: no usable GPU");
+    c->k = *k;
+    c->dtype = dtype;
+    c->st = st;
+    const size_t cols = k->cols, nblk = k->nblk;
+    c->piece = piece;
+    memcpy(c->tab.seff, k->seff, sizeof c->tab.seff);
+    memcpy(c->tab.uf, k->uf, sizeof c->tab.uf);
+    memcpy(c->tab.tie_up, k->tie_up, sizeof c->tab.tie_up);
+    c->grid = fp4s_cu_grid((piece + 31) / 32 * RT, RT);
+    c->chan = k->by == FP4S_GROUP_CHANNEL;
+    c->nunit = k->by == FP4S_GROUP_ROW ? 1 : (k->by == FP4S_GROUP_BLOCK ? nblk : 0);
+    /* channel slices: about 2^18 threads in all */
+    c->slices = c->chan ? ((size_t)1 << 18) / cols : 0;
+    if (c->chan && c->slices < 1) c->slices = 1;
+    if (c->chan && c->slices > (piece + 15) / 16) c->slices = (piece + 15) / 16;
+    c->slice_rows = c->chan ? (piece + c->slices - 1) / c->slices : 0;
+    cudaGetLastError(); /* a stale error from an earlier call */
+    cudaError_t e = cudaMalloc((void **)&c->dc, piece * cols);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->ds, piece * nblk);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->slots, c->grid * sizeof(dtot));
+    if (e == cudaSuccess && c->nunit) e = cudaMalloc((void **)&c->du, piece * c->nunit * sizeof(part));
+    if (e == cudaSuccess && c->chan) e = cudaMalloc((void **)&c->cp, c->slices * cols * sizeof(chacc));
+    if (e == cudaSuccess && c->chan) e = cudaMalloc((void **)&c->co, cols * sizeof(chacc));
+    if (e == cudaSuccess && c->chan) e = cudaMemsetAsync(c->cp, 0, c->slices * cols * sizeof(chacc), st);
+    if (e == cudaSuccess) {
+        dk_tot_init<<<c->grid, 256, 0, st>>>(c->slots);
+        e = cudaGetLastError();
+    }
+    if (e != cudaSuccess) {
+        rc = fp4s_cu_fail(e, "decompose: buffers");
+        cudaStreamSynchronize(st);
+        dctx_free(c);
+    }
+    return rc;
+}
+
+/* Rows [0, n) (n <= piece) of device x (stride ld) decomposed on the stream,
+ * into the totals and channel slices; the row or block parts go to units
+ * (host memory, n * nunit parts) by an asynchronous copy. */
+int dctx_enqueue(dctx *c, const void *xp, size_t ld, size_t n, part *units)
+{
+    const size_t cols = c->k.cols, nblk = c->k.nblk;
+    int rc = fp4s_cuda_quantize_ex(&c->k.spec, &c->k.ts, c->dtype, xp, n, cols, ld, false, c->dc, c->ds, c->st);
+    if (rc) return rc;
+    if (c->k.bs == 32)
+        launch_rows<32>(c->k.by, c->grid, c->st, c->tab, c->qp, c->dt, xp, ld, c->dc, c->ds, n, cols, nblk, c->slots,
+                        c->du);
+    else
+        launch_rows<16>(c->k.by, c->grid, c->st, c->tab, c->qp, c->dt, xp, ld, c->dc, c->ds, n, cols, nblk, c->slots,
+                        c->du);
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess && c->chan) {
+        const size_t sl = (n + c->slice_rows - 1) / c->slice_rows;
+        const dim3 cg((unsigned)((cols + CT - 1) / CT), (unsigned)sl);
+        if (c->k.bs == 32)
+            dk_chan<32><<<cg, CT, 0, c->st>>>(c->tab, c->qp, c->dt, xp, ld, c->dc, c->ds, n, cols, nblk,
+                                              c->slice_rows, c->cp);
+        else
+            dk_chan<16><<<cg, CT, 0, c->st>>>(c->tab, c->qp, c->dt, xp, ld, c->dc, c->ds, n, cols, nblk,
+                                              c->slice_rows, c->cp);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess && c->nunit)
+        e = cudaMemcpyAsync(units, c->du, n * c->nunit * sizeof(part), cudaMemcpyDeviceToHost, c->st);
+    return e == cudaSuccess ? 0 : fp4s_cu_fail(e, "decompose");
+}
+
+/* The totals, histograms and channel groups of everything enqueued, into out
+ * (tot and histograms overwritten, channels into out->ch). Synchronises. */
+int dctx_finish(dctx *c, fp4s_cu_dk_out *out)
+{
+    dk_tot_sum<<<32, 256, 0, c->st>>>(c->slots, c->grid);
+    cudaError_t e = cudaGetLastError();
+    dtot *ht = static_cast<dtot *>(malloc(sizeof(dtot)));
+    if (!ht) {
+        cudaStreamSynchronize(c->st);
+        return fp4s_error_set(FP4S_ENOMEM, "cuda: decompose: out of memory");
+    }
+    if (e == cudaSuccess) e = cudaMemcpyAsync(ht, c->slots, sizeof(dtot), cudaMemcpyDeviceToHost, c->st);
+    if (e == cudaSuccess && c->chan) {
+        const size_t nt = c->k.cols * S_CH * XS_LIMBS;
+        dk_chan_sum<<<(unsigned)((nt + 255) / 256), 256, 0, c->st>>>(c->cp, c->slices, c->k.cols, c->co);
+        e = cudaGetLastError();
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(out->ch, c->co, c->k.cols * sizeof(chacc), cudaMemcpyDeviceToHost, c->st);
+    }
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->st);
+    if (e == cudaSuccess) {
+        out->tot = ht->a;
+        for (int i = 0; i < FP4S_HIST_BINS; i++) {
+            out->hd[i] = ht->hd[i];
+            out->he[i] = ht->he[i];
+        }
+    }
+    free(ht);
+    if (e != cudaSuccess) {
+        cudaStreamSynchronize(c->st);
+        return fp4s_cu_fail(e, "decompose");
+    }
+    return 0;
+}
+
+} // namespace
+
 int fp4s_cu_decomp(const fp4s_cu_dk *k, fp4s_dtype dtype, const void *x, bool x_host, size_t nrows, size_t ld,
                    fp4s_cu_dk_out *out, void *stream)
 {
-    fp4s_cu_params qp;
-    int rc = fp4s_cu_prepare(&k->spec, &k->ts, nrows, k->cols, &qp);
-    if (rc) return rc;
-    const int dt = fp4s_cu_dtype(dtype, "decompose");
-    if (dt < 0) return dt;
-    if (!fp4s_cuda_available()) return fp4s_error_set(FP4S_ENOTSUP, "cuda: decompose: no usable GPU");
     if (nrows >= ((size_t)1 << 31))
         return fp4s_error_set(FP4S_ERANGE, "cuda: decompose: %zu rows in one call (at most 2^31 - 1)", nrows);
-    const size_t cols = k->cols, nblk = k->nblk, bs = k->bs, esz = dt == CU_DT_F32 ? 4 : 2;
+    const int dt = fp4s_cu_dtype(dtype, "decompose");
+    if (dt < 0) return dt;
+    const size_t cols = k->cols, esz = dt == CU_DT_F32 ? 4 : 2;
     if (nrows == 0 || cols == 0) return 0;
     cudaStream_t st = (cudaStream_t)stream;
     /* pieces of whole 16-row tiles: at most 256 MiB of host input at a time
@@ -390,38 +543,11 @@ int fp4s_cu_decomp(const fp4s_cu_dk *k, fp4s_dtype dtype, const void *x, bool x_
     piece -= piece % 16;
     if (piece < 16) piece = 16;
     if (piece > nrows) piece = nrows;
-    dtab tab;
-    memcpy(tab.seff, k->seff, sizeof tab.seff);
-    memcpy(tab.uf, k->uf, sizeof tab.uf);
-    memcpy(tab.tie_up, k->tie_up, sizeof tab.tie_up);
-    const unsigned grid = fp4s_cu_grid((piece + 31) / 32 * RT, RT);
-    const bool chan = k->by == FP4S_GROUP_CHANNEL;
-    const size_t nunit = k->by == FP4S_GROUP_ROW ? 1 : (k->by == FP4S_GROUP_BLOCK ? nblk : 0);
-    /* channel slices: about 2^18 threads in all */
-    size_t slices = chan ? ((size_t)1 << 18) / cols : 0;
-    if (chan && slices < 1) slices = 1;
-    if (chan && slices > (piece + 15) / 16) slices = (piece + 15) / 16;
-    const size_t slice_rows = chan ? (piece + slices - 1) / slices : 0;
-
+    dctx c;
+    int rc = dctx_open(&c, k, dtype, piece, st);
+    if (rc) return rc;
     void *dx = nullptr;
-    uint8_t *dc = nullptr, *ds = nullptr;
-    dtot *slots = nullptr;
-    part *du = nullptr;
-    chacc *cp = nullptr, *co = nullptr;
-    cudaError_t e = cudaGetLastError(); /* a stale error from an earlier call */
-    e = cudaSuccess;
-    if (x_host) e = cudaMalloc(&dx, piece * cols * esz);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&dc, piece * cols);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&ds, piece * nblk);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&slots, grid * sizeof(dtot));
-    if (e == cudaSuccess && nunit) e = cudaMalloc((void **)&du, piece * nunit * sizeof(part));
-    if (e == cudaSuccess && chan) e = cudaMalloc((void **)&cp, slices * cols * sizeof(chacc));
-    if (e == cudaSuccess && chan) e = cudaMalloc((void **)&co, cols * sizeof(chacc));
-    if (e == cudaSuccess && chan) e = cudaMemsetAsync(cp, 0, slices * cols * sizeof(chacc), st);
-    if (e == cudaSuccess) {
-        dk_tot_init<<<grid, 256, 0, st>>>(slots);
-        e = cudaGetLastError();
-    }
+    cudaError_t e = x_host ? cudaMalloc(&dx, piece * cols * esz) : cudaSuccess;
     for (size_t p0 = 0; p0 < nrows && e == cudaSuccess && rc == 0; p0 += piece) {
         const size_t n = nrows - p0 < piece ? nrows - p0 : piece;
         const void *xp;
@@ -436,58 +562,193 @@ int fp4s_cu_decomp(const fp4s_cu_dk *k, fp4s_dtype dtype, const void *x, bool x_
             ldp = ld;
         }
         if (e != cudaSuccess) break;
-        rc = fp4s_cuda_quantize_ex(&k->spec, &k->ts, dtype, xp, n, cols, ldp, false, dc, ds, stream);
-        if (rc) break;
-        if (bs == 32)
-            launch_rows<32>(k->by, grid, st, tab, qp, dt, xp, ldp, dc, ds, n, cols, nblk, slots, du);
-        else
-            launch_rows<16>(k->by, grid, st, tab, qp, dt, xp, ldp, dc, ds, n, cols, nblk, slots, du);
-        e = cudaGetLastError();
-        if (e == cudaSuccess && chan) {
-            const size_t sl = (n + slice_rows - 1) / slice_rows;
-            const dim3 cg((unsigned)((cols + CT - 1) / CT), (unsigned)sl);
-            if (bs == 32)
-                dk_chan<32><<<cg, CT, 0, st>>>(tab, qp, dt, xp, ldp, dc, ds, n, cols, nblk, slice_rows, cp);
-            else
-                dk_chan<16><<<cg, CT, 0, st>>>(tab, qp, dt, xp, ldp, dc, ds, n, cols, nblk, slice_rows, cp);
-            e = cudaGetLastError();
-        }
-        if (e == cudaSuccess && nunit)
-            e = cudaMemcpyAsync(out->units + p0 * nunit, du, n * nunit * sizeof(part), cudaMemcpyDeviceToHost, st);
-    }
-    if (e == cudaSuccess && rc == 0) {
-        dk_tot_sum<<<32, 256, 0, st>>>(slots, grid);
-        e = cudaGetLastError();
-    }
-    dtot *ht = nullptr;
-    if (e == cudaSuccess && rc == 0) {
-        ht = static_cast<dtot *>(malloc(sizeof(dtot)));
-        if (!ht) rc = fp4s_error_set(FP4S_ENOMEM, "cuda: decompose: out of memory");
-        else e = cudaMemcpyAsync(ht, slots, sizeof(dtot), cudaMemcpyDeviceToHost, st);
-    }
-    if (e == cudaSuccess && rc == 0 && chan) {
-        const size_t nt = cols * S_CH * XS_LIMBS;
-        dk_chan_sum<<<(unsigned)((nt + 255) / 256), 256, 0, st>>>(cp, slices, cols, co);
-        e = cudaGetLastError();
-        if (e == cudaSuccess) e = cudaMemcpyAsync(out->ch, co, cols * sizeof(chacc), cudaMemcpyDeviceToHost, st);
-    }
-    if (e == cudaSuccess && rc == 0) e = cudaStreamSynchronize(st);
-    if (e == cudaSuccess && rc == 0) {
-        out->tot = ht->a;
-        for (int i = 0; i < FP4S_HIST_BINS; i++) {
-            out->hd[i] = ht->hd[i];
-            out->he[i] = ht->he[i];
-        }
+        rc = dctx_enqueue(&c, xp, ldp, n, out->units ? out->units + p0 * c.nunit : nullptr);
     }
     if (e != cudaSuccess && rc == 0) rc = fp4s_cu_fail(e, "decompose");
-    if (rc) cudaStreamSynchronize(st); /* nothing in flight uses the buffers */
-    free(ht);
+    if (rc == 0) rc = dctx_finish(&c, out);
+    else cudaStreamSynchronize(st); /* nothing in flight uses the buffers */
     cudaFree(dx);
-    cudaFree(dc);
-    cudaFree(ds);
-    cudaFree(slots);
-    cudaFree(du);
-    cudaFree(cp);
-    cudaFree(co);
+    dctx_free(&c);
     return rc;
 }
+
+/* ---- the streaming session (decomp_cu.h): pinned slots, two streams ---- */
+
+struct gds_state { /* behind fp4s_cu_ds */
+    bool keep;          /* pass 1: rows kept on the device, their amax */
+    int dt;
+    size_t esz, cols, chunk_rows, keep_row0, keep_rows;
+    int nslots;
+    cudaStream_t cst, st; /* copies, compute */
+    void *pin[FP4S_CU_DS_SLOTS];
+    void *dx[FP4S_CU_DS_SLOTS];
+    part *upin[FP4S_CU_DS_SLOTS];
+    cudaEvent_t used[FP4S_CU_DS_SLOTS], copied[FP4S_CU_DS_SLOTS];
+    bool busy[FP4S_CU_DS_SLOTS];
+    size_t n[FP4S_CU_DS_SLOTS], r0[FP4S_CU_DS_SLOTS];
+    dctx c;
+    bool have_c;
+    char *kept;             /* keep: the rows [keep_row0, keep_row0 + keep_rows) */
+    unsigned int *d_amax;   /* keep: amax bits, then the NaN/Inf count (8-byte aligned) */
+};
+
+namespace {
+
+void ds_close(fp4s_cu_ds **ps)
+{
+    gds_state *s = ps ? reinterpret_cast<gds_state *>(*ps) : nullptr;
+    if (!s) return;
+    if (s->st) cudaStreamSynchronize(s->st);
+    if (s->cst) cudaStreamSynchronize(s->cst);
+    for (int i = 0; i < FP4S_CU_DS_SLOTS; i++) {
+        cudaFreeHost(s->pin[i]);
+        cudaFreeHost(s->upin[i]);
+        cudaFree(s->dx[i]);
+        if (s->used[i]) cudaEventDestroy(s->used[i]);
+        if (s->copied[i]) cudaEventDestroy(s->copied[i]);
+    }
+    if (s->have_c) dctx_free(&s->c);
+    cudaFree(s->kept);
+    cudaFree(s->d_amax);
+    if (s->st) cudaStreamDestroy(s->st);
+    if (s->cst) cudaStreamDestroy(s->cst);
+    free(s);
+    *ps = nullptr;
+    cudaGetLastError();
+}
+
+int ds_open(const fp4s_cu_dk *k, fp4s_dtype dtype, size_t chunk_rows, size_t keep_row0, size_t keep_rows,
+            fp4s_cu_ds **out)
+{
+    *out = nullptr;
+    const int dt = fp4s_cu_dtype(dtype, "decompose");
+    if (dt < 0) return dt;
+    if (!fp4s_cuda_available()) return fp4s_error_set(FP4S_ENOTSUP, "cuda: decompose: no usable GPU");
+    gds_state *s = static_cast<gds_state *>(calloc(1, sizeof *s));
+    if (!s) return fp4s_error_set(FP4S_ENOMEM, "cuda: decompose: out of memory");
+    s->keep = keep_rows > 0;
+    s->dt = dt;
+    s->esz = dt == CU_DT_F32 ? 4 : 2;
+    s->cols = k->cols;
+    s->chunk_rows = chunk_rows;
+    s->keep_row0 = keep_row0;
+    s->keep_rows = keep_rows;
+    s->nslots = FP4S_CU_DS_SLOTS;
+    const size_t bytes = chunk_rows * s->cols * s->esz;
+    cudaGetLastError();
+    cudaError_t e = cudaStreamCreateWithFlags(&s->cst, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&s->st, cudaStreamNonBlocking);
+    int rc = 0;
+    if (e == cudaSuccess && !s->keep) {
+        rc = dctx_open(&s->c, k, dtype, chunk_rows, s->st);
+        s->have_c = rc == 0;
+    }
+    for (int i = 0; i < s->nslots && e == cudaSuccess && rc == 0; i++) {
+        e = cudaHostAlloc(&s->pin[i], bytes, cudaHostAllocDefault);
+        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s->used[i], cudaEventDisableTiming);
+        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s->copied[i], cudaEventDisableTiming);
+        if (e == cudaSuccess && !s->keep) e = cudaMalloc(&s->dx[i], bytes);
+        if (e == cudaSuccess && !s->keep && s->c.nunit)
+            e = cudaHostAlloc((void **)&s->upin[i], chunk_rows * s->c.nunit * sizeof(part), cudaHostAllocDefault);
+    }
+    if (e == cudaSuccess && rc == 0 && s->keep) {
+        /* the kept rows, and room left for the decomposition of them (its
+         * codes of up to 2^30 elements, parts, channel slices) */
+        size_t fr = 0, tot = 0;
+        const size_t kb = keep_rows * s->cols * s->esz;
+        e = cudaMemGetInfo(&fr, &tot);
+        if (e == cudaSuccess && kb + ((size_t)3 << 30) > fr)
+            rc = fp4s_error_set(FP4S_ENOMEM, "cuda: decompose: %zu MiB of rows do not fit in %zu MiB free",
+                                kb >> 20, fr >> 20);
+    }
+    if (e == cudaSuccess && rc == 0 && s->keep) {
+        e = cudaMalloc((void **)&s->kept, keep_rows * s->cols * s->esz);
+        if (e == cudaSuccess) e = cudaMalloc((void **)&s->d_amax, 16);
+        if (e == cudaSuccess) e = cudaMemsetAsync(s->d_amax, 0, 16, s->st);
+    }
+    if (e != cudaSuccess && rc == 0) rc = fp4s_cu_fail(e, "decompose: pinned and device buffers");
+    if (rc) {
+        fp4s_cu_ds *p = reinterpret_cast<fp4s_cu_ds *>(s);
+        ds_close(&p);
+        return rc;
+    }
+    *out = reinterpret_cast<fp4s_cu_ds *>(s);
+    return 0;
+}
+
+void *ds_slot(fp4s_cu_ds *h, int i) { gds_state *s = reinterpret_cast<gds_state *>(h); return s->pin[i]; }
+
+int ds_wait(fp4s_cu_ds *h, int i, const part **units, size_t *n, size_t *row0)
+{
+    gds_state *s = reinterpret_cast<gds_state *>(h);
+    *units = nullptr;
+    *n = 0;
+    *row0 = 0;
+    if (!s->busy[i]) return 0;
+    cudaError_t e = cudaEventSynchronize(s->used[i]);
+    s->busy[i] = false;
+    if (e != cudaSuccess) return fp4s_cu_fail(e, "decompose");
+    if (!s->keep && s->c.nunit) {
+        *units = s->upin[i];
+        *n = s->n[i];
+        *row0 = s->r0[i];
+    }
+    return 0;
+}
+
+int ds_submit(fp4s_cu_ds *h, int i, size_t n, size_t row0)
+{
+    gds_state *s = reinterpret_cast<gds_state *>(h);
+    if (s->busy[i] || n > s->chunk_rows || (s->keep && (row0 < s->keep_row0 || row0 - s->keep_row0 + n > s->keep_rows)))
+        return fp4s_error_set(FP4S_EINTERNAL, "cuda: decompose: slot %d misused", i);
+    const size_t bytes = n * s->cols * s->esz;
+    void *dst = s->keep ? s->kept + (row0 - s->keep_row0) * s->cols * s->esz : s->dx[i];
+    /* the slot's device rows are free once the compute stream is past its last use */
+    cudaError_t e = cudaStreamWaitEvent(s->cst, s->used[i], 0);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(dst, s->pin[i], bytes, cudaMemcpyHostToDevice, s->cst);
+    if (e == cudaSuccess) e = cudaEventRecord(s->copied[i], s->cst);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(s->st, s->copied[i], 0);
+    int rc = 0;
+    if (e == cudaSuccess) {
+        if (s->keep) {
+            fp4s_cu_amax_async(s->dt, dst, n, s->cols, s->cols, s->d_amax,
+                               reinterpret_cast<unsigned long long *>(s->d_amax + 2), s->st);
+            e = cudaGetLastError();
+        } else {
+            rc = dctx_enqueue(&s->c, dst, s->cols, n, s->upin[i]);
+        }
+    }
+    if (e == cudaSuccess && rc == 0) e = cudaEventRecord(s->used[i], s->st);
+    if (e != cudaSuccess && rc == 0) rc = fp4s_cu_fail(e, "decompose");
+    if (rc) return rc;
+    s->busy[i] = true;
+    s->n[i] = n;
+    s->r0[i] = row0;
+    return 0;
+}
+
+int ds_finish(fp4s_cu_ds *h, fp4s_cu_dk_out *out)
+{
+    gds_state *s = reinterpret_cast<gds_state *>(h);
+    for (int i = 0; i < s->nslots; i++)
+        if (s->busy[i]) return fp4s_error_set(FP4S_EINTERNAL, "cuda: decompose: slot %d not waited for", i);
+    if (s->keep) return fp4s_error_set(FP4S_EINTERNAL, "cuda: decompose: finish of a keeping session");
+    return dctx_finish(&s->c, out);
+}
+
+int ds_amax(fp4s_cu_ds *h, float *amax, const void **kept)
+{
+    gds_state *s = reinterpret_cast<gds_state *>(h);
+    unsigned int r[4] = {0, 0, 0, 0};
+    cudaError_t e = cudaMemcpyAsync(r, s->d_amax, 16, cudaMemcpyDeviceToHost, s->st);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s->st);
+    if (e != cudaSuccess) return fp4s_cu_fail(e, "decompose: amax");
+    memcpy(amax, &r[0], sizeof *amax);
+    *kept = s->kept;
+    return 0;
+}
+
+} // namespace
+
+extern "C" const fp4s_cu_ds_ops fp4s_cu_ds_gpu = {false, ds_open, ds_slot, ds_submit, ds_wait, ds_finish, ds_amax,
+                                                  ds_close};

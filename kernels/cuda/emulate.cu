@@ -227,14 +227,14 @@ bool pk_params(int t, fp4s_cu_params *p)
 FP4S_HD uint32_t pk_check_word(const fp4s_cu_params &p, int tie, uint32_t i, uint32_t sc)
 {
     const uint32_t w = pk_word(i);
-    const float f = cu_e8m0_inv((uint8_t)sc);
+    const float f = fp4s_nc_e8m0_inv((uint8_t)sc);
     const uint32_t f16 = cu_bits(f) >> 16;
     const uint32_t r = cu_pk_pair(w, f16 | (f16 << 16), p.kmag2, p.lsb2);
     uint32_t bad = (r & 0x0FFF0FFFu) != 0u; /* only the two code nibbles may be set */
     for (int h = 0; h < 2; h++) {
         const uint32_t x = (w >> (16 * h)) & 0xFFFFu;
         if ((x & 0x7F80u) == 0x7F80u) continue;
-        const float v = cu_mul(cu_bf16_f32(x), f);
+        const float v = cu_mul(fp4s_nc_bf16_value(x), f);
 #if defined(__CUDA_ARCH__)
         (void)tie;
         const uint32_t want = cu_e2m1_thr_mag(p.thr, cu_bits(v) & 0x7FFFFFFFu) | (cu_bits(v) >> 31) << 3;
@@ -291,7 +291,7 @@ extern "C" uint64_t fp4s_cuda_emulate_check_div(uint64_t seed, uint64_t n, float
         /* t: an E4M3 value times a tensor scale 2^e * (1 + m) */
         const uint8_t code = (uint8_t)(1 + (r % 0x7E));
         const float ts = cu_float((uint32_t)((r >> 8) % 0x7F7FFFFFu) & 0x3FFFFFFFu | 0x20000000u);
-        float t = cu_mul(cu_e4m3_value(code), ts);
+        float t = cu_mul(fp4s_nc_e4m3_value(code), ts);
         const uint32_t tb = cu_bits(t) >> 23;
         if (tb < 37 || tb >= 0xFF) continue; /* the fast path's range of t (cu_block_fast) */
         const float y = cu_rcp(t);

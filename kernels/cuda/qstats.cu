@@ -49,7 +49,7 @@ __host__ __device__ inline void unit(const fp4s_cu_params &p, const float *x, si
     const fp4s_cu_blk blk = cu_block(p, am);
     const bool mx = p.format == 1;
     /* the block scale's value: NaN keeps the row out of the sums (NVFP4) */
-    const float sbv = mx ? 0.0f : (p.scale_ggml ? cu_ue4m3_ggml_value(blk.scale) : cu_e4m3_value(blk.scale));
+    const float sbv = mx ? 0.0f : (p.scale_ggml ? fp4s_nc_ue4m3_ggml_value(blk.scale) : fp4s_nc_e4m3_value(blk.scale));
     const fp4s_cu_dq dq = cu_deq_block(p, blk.scale);
     for (size_t i = 0; i < h; i++) {
         const float *xr = x + (r0 + i) * ld + b * B;
@@ -73,10 +73,10 @@ __host__ __device__ inline void unit(const fp4s_cu_params &p, const float *x, si
             if (zero) {
                 c[Q_ZB]++;
             } else {
-                int low = 0;
+                bool low = false;
                 const float a = rs.inf ? cu_float(0x7F800000u) : cu_float(rs.abits);
-                (void)cu_mx_k(p.mx_rule, a, &low);
-                c[Q_UF] += low != 0;
+                (void)fp4s_nc_mx_k(p.mx_rule, a, &low);
+                c[Q_UF] += low;
             }
             if (blk.scale == 0xFF) continue; /* the rule's own NaN scale: a NaN block */
         } else {

@@ -23,6 +23,8 @@
 #include <cuda_fp16.h>
 #endif
 
+#include "base/numcodec.h"
+
 #if defined(__CUDACC__)
 #define FP4S_HD __host__ __device__ __forceinline__
 #else
@@ -160,70 +162,10 @@ FP4S_HD float cu_absmax(float m, float x)
     return (a > m) ? a : m; /* NaN compares false: ignored */
 }
 
-/* ---- exact magnitude rounding (M mantissa bits, min normal exponent emin) --
- * Same contract as the core's round_mag: u is a float32 magnitude (sign clear,
- * not NaN, Inf read as 2^128); returns (biased exponent << M) + mantissa,
- * unsaturated, subnormal binade exponent 0.
- * A twin of fp4s_round_mag_inline (lib/base/codec_internal.h) on purpose: the
- * device cannot call the library's host code, the core's version uses
- * __builtin_clz (no device builtin) and the core's enums. tests/cuda holds
- * the two equal: cuda-emulate quantizes with every profile the kernels take
- * against the C reference, and its --exhaustive run compares the E2M1
- * encoder built on this with the core's on every float32 magnitude up to 8,
- * for each tie rule. */
-FP4S_HD uint32_t cu_round_mag(uint32_t u, int M, int emin, int tie)
-{
-    if (u == 0) return 0;
-    uint32_t e32 = u >> 23, m32 = u & 0x7FFFFFu;
-    uint32_t sig;
-    int se, lg;
-    if (e32 == 0) {
-        sig = m32;
-        se = -149;
-        lg = -149 + (31 - cu_clz(m32));
-    } else {
-        sig = m32 | 0x800000u;
-        se = (int)e32 - 150;
-        lg = (int)e32 - 127;
-        if (e32 == 255) sig = 0x800000u;
-    }
-    int te = lg > emin ? lg : emin;
-    int shift = (te - M) - se;
-    uint32_t n;
-    if (shift <= 0) {
-        n = sig << -shift;
-    } else if (shift > 31) {
-        n = 0;
-    } else {
-        n = sig >> shift;
-        uint32_t rem = sig & ((1u << shift) - 1u);
-        uint32_t half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (tie == 2 || (tie == 0 && (n & 1u)))))
-            n++;
-    }
-    return ((uint32_t)(te - emin) << M) + n;
-}
-
-/* E2M1 code of v: NaN -> 0, |v| > 6 -> 6, sign in bit 3, -0 per keep_neg_zero. */
-FP4S_HD uint8_t cu_e2m1(float v, int tie, int keep_neg_zero)
-{
-    uint32_t u = cu_bits(v);
-    uint32_t sign = u >> 31, a = u & 0x7FFFFFFFu;
-    if (a > 0x7F800000u) return 0;
-    uint32_t m = cu_round_mag(a, 1, 0, tie);
-    if (m > 7) m = 7;
-    if (m == 0) return (sign && keep_neg_zero) ? 8 : 0;
-    return (uint8_t)(m | (sign << 3));
-}
-
-FP4S_HD float cu_e2m1_value(uint8_t code)
-{
-    /* magnitude index c = (exponent e, mantissa m) = (c >> 1, c & 1): c = 0 is 0,
-     * c = 1 is 0.5, else 2^(e-1) * (1 + m/2): float32 bits ((e+126) << 23 | m << 22) */
-    uint32_t c = code & 7u;
-    uint32_t mag = c >= 2u ? (((c >> 1) + 126u) << 23) | ((c & 1u) << 22) : (c ? 0x3F000000u : 0u);
-    return cu_float(mag | ((uint32_t)(code & 8u) << 28));
-}
+/* ---- the number codec -------------------------------------------------------
+ * E2M1, E4M3, ggml's UE4M3, E8M0, BF16 and FP16, and the MXFP4 shared exponent
+ * of every scale rule, are base/numcodec.h's (fp4s_nc_*), the very source the
+ * C library runs. */
 
 /* E2M1 rounding by thresholds: the magnitude index of |v| is the number of
  * midpoints (0.25 0.75 1.25 1.75 2.5 3.5 5) that |v| lies above, where a tie
@@ -231,7 +173,7 @@ FP4S_HD float cu_e2m1_value(uint8_t code)
  * float32 bits a of |v|: index = sum_j (a > T_j) with T_j = bits(mid_j) when a
  * tie stays down, bits(mid_j) - 1 when it goes up. Exact for every finite v
  * (subnormals included); +Inf lands above all (index 7, satfinite). Same
- * results as cu_round_mag(a, 1, 0, tie) saturated at 7. */
+ * results as fp4s_nc_round_mag(a, 1, 0, tie) saturated at 7. */
 static inline void cu_e2m1_thresholds(int tie, uint32_t t[7])
 {
     static const uint32_t mid[7] = {0x3E800000u, 0x3F400000u, 0x3FA00000u, 0x3FE00000u,
@@ -255,11 +197,11 @@ FP4S_HD uint8_t cu_e2m1_thr(const uint32_t t[7], float v, int keep_neg_zero)
     return (uint8_t)(m | (sign << 3));
 }
 
-/* E4M3 (FN), RNE, satfinite to 448, NaN -> 0x7F. On the device the
- * conversion instruction (cvt.rn.satfinite.e4m3x2.f32, sm_89 and later)
- * computes the same byte for every float32 (test_cuda checks all 2^32 of them
- * against cu_e4m3_soft). */
-FP4S_HD uint8_t cu_e4m3_soft(float v);
+/* E4M3 (FN), RNE, satfinite to 448, NaN -> 0x7F (fp4s_nc_e4m3_encode). On
+ * the device the conversion instruction (cvt.rn.satfinite.e4m3x2.f32, sm_89
+ * and later) computes the same byte for every float32 (test_cuda checks all
+ * 2^32 of them against the software encoder). */
+FP4S_HD uint8_t cu_e4m3_soft(float v) { return fp4s_nc_e4m3_encode(v, FP4S_TIE_EVEN); }
 FP4S_HD uint8_t cu_e4m3(float v)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
@@ -270,157 +212,6 @@ FP4S_HD uint8_t cu_e4m3(float v)
 #else
     return cu_e4m3_soft(v);
 #endif
-}
-FP4S_HD uint8_t cu_e4m3_soft(float v)
-{
-    uint32_t u = cu_bits(v);
-    uint32_t sign = u >> 31, a = u & 0x7FFFFFFFu;
-    if (a > 0x7F800000u) return 0x7F;
-    uint32_t m = cu_round_mag(a, 3, -6, 0);
-    if (m > 0x7E) m = 0x7E;
-    return (uint8_t)(m | (sign << 7));
-}
-
-FP4S_HD float cu_e4m3_value(uint8_t code)
-{
-    uint32_t e = (code >> 3) & 15u, m = code & 7u;
-    uint32_t sign = (uint32_t)(code & 0x80u) << 24;
-    if (e == 15 && m == 7) return cu_float(0x7FC00000u | sign);
-    if (e == 0) {
-        if (m == 0) return cu_float(sign);
-        /* m * 2^-9: exact product of a small integer and a power of two */
-        return cu_float(sign | cu_bits(cu_mul((float)m, 0.001953125f)));
-    }
-    /* (8+m) * 2^(e-10) = 1.m * 2^(e-7): build the float32 directly */
-    return cu_float(sign | ((e - 7u + 127u) << 23) | (m << 20));
-}
-
-/* ggml's UE4M3 encoder, same documented behaviour as the core's
- * fp4s_ue4m3_encode_ggml (see lib/base/codec.c): its device twin, for the
- * reasons given at cu_round_mag, with the float32 product and sum through the
- * never-contracted cu_mul/cu_add where the core uses a volatile. */
-FP4S_HD uint8_t cu_ue4m3_ggml(float v)
-{
-    if (!(v > 0.0f)) return 0;
-    if (v > 448.0f) v = 448.0f;
-    uint32_t u = cu_bits(v);
-    int e = (int)((u >> 23) & 0xFFu) - 127 + 7;
-    if (e <= 0) {
-        float t = cu_mul(v, 512.0f);
-        float r = cu_add(t, 0.5f);
-        int man = (int)r;
-        if (man > 7) man = 7;
-        if (man < 1) return 0;
-        return (uint8_t)man;
-    }
-    if (e >= 15) return 0x7E;
-    int man = (int)((u >> 20) & 7u) + (int)((u >> 19) & 1u);
-    if (man > 7) {
-        man = 0;
-        e++;
-        if (e >= 15) return 0x7E;
-    }
-    return (uint8_t)((e << 3) | man);
-}
-
-/* ggml's UE4M3 decoder without its 0.5 factor (0x00 and 0x7F -> 0, bit 7
- * ignored). */
-FP4S_HD float cu_ue4m3_ggml_value(uint8_t code)
-{
-    if (code == 0 || code == 0x7F) return 0.0f;
-    return cu_e4m3_value((uint8_t)(code & 0x7Fu));
-}
-
-/* E8M0 value 2^(code-127); 0xFF NaN; code 0 is the fp32 subnormal 2^-127. */
-FP4S_HD float cu_e8m0_value(uint8_t code)
-{
-    if (code == 0xFF) return cu_float(0x7FC00000u);
-    if (code == 0) return cu_float(0x00400000u);
-    return cu_float((uint32_t)code << 23);
-}
-
-/* 1 / 2^(code-127) = 2^(127-code), exact for every code 0..254 */
-FP4S_HD float cu_e8m0_inv(uint8_t code)
-{
-    if (code == 0xFF) return cu_float(0x7FC00000u);
-    int e = 127 - ((int)code - 127); /* biased exponent of the inverse */
-    if (e <= 0) return cu_float(0x00400000u >> (-e)); /* 2^-127 for code 254 */
-    return cu_float((uint32_t)e << 23);
-}
-
-/* ---- MXFP4 shared exponent --------------------------------------------------- */
-
-FP4S_HD int cu_clamp_k(int k, int *low)
-{
-    if (k < -127) { *low = 1; return -127; }
-    return k > 127 ? 127 : k;
-}
-
-/* float log2f(a) as glibc rounds it, through a double log2 rounded once to
- * float: floorf(), rintf() and ceilf() of this agree with glibc's log2f for
- * every positive finite float32 (checked exhaustively against glibc 2.36, the
- * values themselves differ by an ulp for 313550 inputs, never across an
- * integer). */
-FP4S_HD float cu_log2f_libm(float a)
-{
-    return (float)log2((double)a);
-}
-
-/* k for amax (finite or +Inf, > 0); same contract as the core's fp4s_mx_k. */
-FP4S_HD int cu_mx_k(int rule, float amax, int *low)
-{
-    *low = 0;
-    uint32_t u = cu_bits(amax) & 0x7FFFFFFFu;
-    uint32_t e32 = u >> 23;
-    switch (rule) {
-    case 0: /* FLOOR */
-        return cu_clamp_k((int)e32 - 127 - 2, low);
-    case 2: { /* EVEN */
-        uint32_t r = u + (1u << 21);
-        return cu_clamp_k((int)((r >> 23) & 0xFFu) - 127 - 2, low);
-    }
-    case 1: { /* CEIL */
-        if (e32 == 255) return 127;
-        int lg;
-        uint32_t frac;
-        if (e32 == 0) {
-            int p = 31 - cu_clz(u);
-            lg = -149 + p;
-            frac = (u << (23 - p)) & 0x7FFFFFu;
-        } else {
-            lg = (int)e32 - 127;
-            frac = u & 0x7FFFFFu;
-        }
-        return cu_clamp_k(frac <= 0x400000u ? lg - 2 : lg - 1, low);
-    }
-    case 3: { /* LOG2F */
-        float l = floorf(cu_log2f_libm(amax));
-        if (!(l < 200.0f)) return 127;
-        return cu_clamp_k((int)l - 2, low);
-    }
-    case 4: { /* RTN */
-        float l = rintf(cu_log2f_libm(amax));
-        if (!(l < 200.0f)) return 127;
-        return cu_clamp_k((int)l - 2, low);
-    }
-    case 6: { /* RCEIL_MUL: fl(amax * fl(1/6)) up to a power of two from its bits */
-        if (e32 == 255) return 127;
-        uint32_t d = cu_bits(cu_mul(amax, 1.0f / 6.0f)) & 0x7FFFFFFFu;
-        uint32_t de = d >> 23, dm = d & 0x7FFFFFu;
-        int code = de ? (int)de + (dm != 0u) : (dm > 0x400000u);
-        if (d <= 0x00200000u) *low = 1;
-        return code - 127;
-    }
-    default: { /* CEIL_LOG2F: ceilf(max(log2f(amax / 6), -127)) in fp32 */
-        float l = cu_log2f_libm(cu_div(amax, 6.0f));
-        if (!(l < 200.0f)) return 127;
-        if (l < -127.0f) {
-            *low = 1;
-            l = -127.0f;
-        }
-        return cu_clamp_k((int)ceilf(l), low);
-    }
-    }
 }
 
 /* ---- one block: scale byte and element factor -------------------------------- */
@@ -475,11 +266,11 @@ FP4S_HD fp4s_cu_blk cu_block(const fp4s_cu_params &p, fp4s_cu_amax am)
         if (amax == 0.0f) {
             code = p.mx_zero_code;
         } else {
-            int low;
-            code = cu_mx_k(p.mx_rule, amax, &low) + 127;
+            bool low;
+            code = fp4s_nc_mx_k(p.mx_rule, amax, &low) + 127;
         }
         b.scale = (uint8_t)code;
-        b.f = cu_e8m0_inv((uint8_t)code);
+        b.f = fp4s_nc_e8m0_inv((uint8_t)code);
         return b;
     }
     switch (p.recipe) {
@@ -488,7 +279,7 @@ FP4S_HD fp4s_cu_blk cu_block(const fp4s_cu_params &p, fp4s_cu_amax am)
         float sbf = cu_mul(amax, mult);
         if (sbf > flt_max) sbf = flt_max;
         b.scale = cu_e4m3(sbf);
-        float enc = cu_rcp(cu_mul(cu_e4m3_value(b.scale), p.s_dec));
+        float enc = cu_rcp(cu_mul(fp4s_nc_e4m3_value(b.scale), p.s_dec));
         if (enc > flt_max) enc = flt_max;
         b.f = enc;
         break;
@@ -501,7 +292,7 @@ FP4S_HD fp4s_cu_blk cu_block(const fp4s_cu_params &p, fp4s_cu_amax am)
         if (sc < 0.015625f) sc = 0.015625f;
         if (sc > 448.0f) sc = 448.0f;
         b.scale = cu_e4m3(sc);
-        const float sb = cu_e4m3_value(b.scale);
+        const float sb = fp4s_nc_e4m3_value(b.scale);
         b.f = p.elem == 1 ? cu_mul(p.s_dec, sb) : cu_div(p.s_enc, sb);
         break;
     }
@@ -510,12 +301,12 @@ FP4S_HD fp4s_cu_blk cu_block(const fp4s_cu_params &p, fp4s_cu_amax am)
         if (pbs == 0.0f) pbs = 1.0f;
         if (pbs < 0.001953125f) pbs = 0.001953125f;
         b.scale = !(pbs < 480.0f) ? (uint8_t)0x7F : cu_e4m3(pbs);
-        b.f = cu_mul(cu_e4m3_value(b.scale), p.s_dec);
+        b.f = cu_mul(fp4s_nc_e4m3_value(b.scale), p.s_dec);
         break;
     }
     default: /* ggml */
-        b.scale = cu_ue4m3_ggml(cu_div(amax, 6.0f));
-        b.f = cu_ue4m3_ggml_value(b.scale);
+        b.scale = fp4s_nc_ue4m3_ggml_encode(cu_div(amax, 6.0f));
+        b.f = fp4s_nc_ue4m3_ggml_value(b.scale);
         break;
     }
     b.mode = (uint8_t)p.elem; /* the recipe's element encoding (fp4s_nv_elem) */
@@ -531,7 +322,7 @@ FP4S_HD uint8_t cu_ggml_best(float x, float s, int keep_neg_zero)
     int best = 0;
     float be = fabsf(cu_add(cu_mul(0.0f, s), -ax));
     for (int i = 1; i < 8; i++) {
-        float e = fabsf(cu_add(cu_mul(cu_e2m1_value((uint8_t)i), s), -ax));
+        float e = fabsf(cu_add(cu_mul(fp4s_nc_e2m1_value((uint8_t)i), s), -ax));
         if (e < be) {
             be = e;
             best = i;
@@ -636,11 +427,11 @@ FP4S_HD fp4s_cu_dq cu_deq_block(const fp4s_cu_params &p, uint8_t scale)
     d.two = 0;
     d.b = 1.0f;
     if (p.format == 1) {
-        d.a = cu_e8m0_value(scale);
+        d.a = fp4s_nc_e8m0_value(scale);
         return d;
     }
     /* the recipe's traits: scale codec and association (S_dec * s_b = s_b * S_dec) */
-    const float sb = p.scale_ggml ? cu_ue4m3_ggml_value(scale) : cu_e4m3_value(scale);
+    const float sb = p.scale_ggml ? fp4s_nc_ue4m3_ggml_value(scale) : fp4s_nc_e4m3_value(scale);
     if (p.dq_split) {
         d.a = sb;
         d.b = p.s_dec;
@@ -653,7 +444,7 @@ FP4S_HD fp4s_cu_dq cu_deq_block(const fp4s_cu_params &p, uint8_t scale)
 
 FP4S_HD float cu_deq_elem(const fp4s_cu_dq &d, uint8_t code)
 {
-    float v = cu_mul_cpu_nan(cu_e2m1_value(code), d.a);
+    float v = cu_mul_cpu_nan(fp4s_nc_e2m1_value(code), d.a);
     return d.two ? cu_mul_cpu_nan(v, d.b) : v;
 }
 
@@ -664,24 +455,10 @@ FP4S_HD float cu_deq(const fp4s_cu_params &p, uint8_t scale, uint8_t code)
 
 /* ---- input element types ----------------------------------------------------
  * BF16 and FP16 inputs are widened to float32 exactly (every BF16 and FP16
- * value is a float32 value), so the arithmetic below sees the same floats as
- * the C reference does after fp4s_bf16_decode / fp4s_fp16_decode. */
+ * value is a float32 value; fp4s_nc_bf16_value, fp4s_nc_fp16_value), so the
+ * arithmetic below sees the same floats as the C reference does after
+ * fp4s_bf16_decode / fp4s_fp16_decode. */
 enum { CU_DT_F32 = 0, CU_DT_BF16 = 1, CU_DT_F16 = 2 };
-
-FP4S_HD float cu_bf16_f32(uint32_t h) { return cu_float(h << 16); }
-
-/* IEEE half to float32, exact (subnormals, Inf and NaN payloads kept as
- * fp4s_fp16_decode keeps them: the quiet bit is not forced). */
-FP4S_HD float cu_f16_f32(uint32_t h)
-{
-    uint32_t s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
-    if (e == 0x1Fu) return cu_float(s | 0x7F800000u | (m << 13));
-    if (e == 0) {
-        /* m * 2^-24: exact in float32 */
-        return cu_float(s | cu_bits(cu_mul((float)m, 5.9604644775390625e-8f)));
-    }
-    return cu_float(s | ((e + 112u) << 23) | (m << 13));
-}
 
 /* ---- the fast element path ----------------------------------------------------
  * For blocks without NaN/Inf whose factor is finite (the common case) the
@@ -1031,7 +808,7 @@ FP4S_HD fp4s_cu_amax cu_amax_from_h(uint32_t m)
     fp4s_cu_amax am;
     am.nan = h > inf;
     am.inf = h == inf;
-    am.abits = h < inf ? cu_bits(DT == CU_DT_BF16 ? cu_bf16_f32(h) : cu_f16_f32(h)) : 0u;
+    am.abits = h < inf ? cu_bits(DT == CU_DT_BF16 ? fp4s_nc_bf16_value(h) : fp4s_nc_fp16_value(h)) : 0u;
     return am;
 }
 
@@ -1058,8 +835,8 @@ FP4S_HD void cu_widen16(const uint32_t *u, float *f)
             f[2 * k] = h.x;
             f[2 * k + 1] = h.y;
 #else
-            f[2 * k] = cu_f16_f32(u[k] & 0xFFFFu);
-            f[2 * k + 1] = cu_f16_f32(u[k] >> 16);
+            f[2 * k] = fp4s_nc_fp16_value(u[k] & 0xFFFFu);
+            f[2 * k + 1] = fp4s_nc_fp16_value(u[k] >> 16);
 #endif
         }
     }
@@ -1124,7 +901,7 @@ FP4S_HD uint32_t cu_bf16_rn(float v)
 /* Half h (0 low, 1 high) of a word of two BF16 values, as float32 (host). */
 FP4S_HD float cu_b2_half(uint32_t a, int h)
 {
-    return cu_bf16_f32((a >> (16 * h)) & 0xFFFFu);
+    return fp4s_nc_bf16_value((a >> (16 * h)) & 0xFFFFu);
 }
 
 /* a * b + c on both halves (c = -0: the product alone, exact sign of a zero) */
@@ -1234,8 +1011,8 @@ FP4S_HD void cu_pack_pairs(const fp4s_cu_params &p, const uint32_t *v, uint32_t 
 
 /* RHA: ties away (p.lsb2 set). A constant here: with no bit to set, the
  * mask of |x| folds into the multiply's operand (an .abs modifier), where a
- * run-time p.lsb2 kept one LOP3 a word for every tie rule (runs 16-17:
- * BF16 MXFP4 one code per byte 2-3% slower). */
+ * run-time p.lsb2 kept one LOP3 a word for every tie rule (BF16 MXFP4 one
+ * code per byte was 2-3% slower on an H100 with it). */
 template <int NB, bool RHA>
 FP4S_HD void cu_encode16_pk(const fp4s_cu_params &p, const fp4s_cu_blk &b, const uint32_t *u, uint32_t *w)
 {

@@ -1,5 +1,6 @@
 /* Internal helpers shared by the codecs, the reference kernels and the tests
- * (not installed, not exported from the shared library). */
+ * (not installed, not exported from the shared library). The encoders and
+ * decoders themselves are in numcodec.h, which the CUDA kernels include too. */
 #ifndef FP4S_CODEC_INTERNAL_H
 #define FP4S_CODEC_INTERNAL_H
 
@@ -8,79 +9,28 @@
 #include <math.h>
 #include <string.h>
 
-static inline uint32_t fp4s_f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
+#include "base/numcodec.h"
 
-static inline float fp4s_bits_f32(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
+static inline uint32_t fp4s_f32_bits(float f) { return fp4s_nc_bits(f); }
 
-/* Exact rounding of a float32 magnitude (bits u, sign clear, not NaN; Inf is
- * treated as 2^128) to a format with M mantissa bits and minimum normal
- * exponent emin: returns (biased exponent << M | mantissa) without saturation,
- * where the biased exponent of the subnormal binade is 0. */
+static inline float fp4s_bits_f32(uint32_t u) { return fp4s_nc_float(u); }
+
+/* Exact rounding of a float32 magnitude to a format with M mantissa bits
+ * (numcodec.h, fp4s_nc_round_mag: the same code the CUDA kernels run). */
 uint32_t fp4s_round_mag(uint32_t u, int M, int emin, fp4s_tie tie);
-/* Its device twin is cu_round_mag (kernels/cuda/quant_block.cuh: the GPU
- * cannot call this host code; the reason is given there). */
 static inline uint32_t fp4s_round_mag_inline(uint32_t u, int M, int emin, fp4s_tie tie)
 {
-    /* u: float32 magnitude bits (sign clear), not NaN; Inf is treated as 2^128
-     * so that it lands above every finite target and saturates. */
-    if (u == 0) return 0;
-    uint32_t e32 = u >> 23, m32 = u & 0x7FFFFFu;
-    uint32_t sig;
-    int se, lg;
-    if (e32 == 0) {
-        sig = m32;
-        se = -149;
-        lg = -149 + (31 - __builtin_clz(m32));
-    } else {
-        sig = m32 | 0x800000u;
-        se = (int)e32 - 150;
-        lg = (int)e32 - 127;
-        if (e32 == 255) sig = 0x800000u;
-    }
-    int te = lg > emin ? lg : emin;       /* exponent of the target binade */
-    int shift = (te - M) - se;            /* quantum 2^(te-M) over 2^se */
-    uint32_t n;
-    if (shift <= 0) {
-        n = sig << -shift;                /* exact: finer target grid (not used) */
-    } else if (shift > 31) {
-        n = 0;                            /* value < 2^-1 quantum: rounds to 0 */
-    } else {
-        n = sig >> shift;
-        uint32_t rem = sig & ((1u << shift) - 1u);
-        uint32_t half = 1u << (shift - 1);
-        if (rem > half ||
-            (rem == half && (tie == FP4S_TIE_AWAY || (tie == FP4S_TIE_EVEN && (n & 1u)))))
-            n++;
-    }
-    /* code = (biased exponent << M) | mantissa, which for te >= emin is
-     * (te - emin) << M plus n (n carries into the exponent on overflow). */
-    return ((uint32_t)(te - emin) << M) + n;
+    return fp4s_nc_round_mag(u, M, emin, (int)tie);
 }
 
-/* fp4s_e2m1_encode, inlined for the reference kernels (same code). */
+/* fp4s_e2m1_encode, inlined for the reference kernels (numcodec.h). */
 static inline uint8_t fp4s_e2m1_encode_inline(float v, fp4s_tie tie, bool keep_neg_zero)
 {
-    uint32_t u = fp4s_f32_bits(v);
-    uint32_t sign = u >> 31, a = u & 0x7FFFFFFFu;
-    if (a > 0x7F800000u) return 0;         /* NaN: +0, counted by the caller */
-    uint32_t m = fp4s_round_mag_inline(a, 1, 0, tie);
-    if (m > 7) m = 7;                      /* satfinite (also +-Inf) */
-    if (m == 0) return (sign && keep_neg_zero) ? 8 : 0;
-    return (uint8_t)(m | (sign << 3));
+    return fp4s_nc_e2m1_encode(v, (int)tie, keep_neg_zero);
 }
 
-/* ggml's UE4M3 decoder without its 0.5 factor: 0x00 and 0x7F decode to 0,
- * bit 7 is ignored, otherwise the E4M3 value. */
+/* ggml's UE4M3 decoder without its 0.5 factor (fp4s_nc_ue4m3_ggml_value):
+ * 0x00 and 0x7F decode to 0, otherwise bits 0..6 as E4M3 without NaN. */
 float fp4s_ue4m3_decode_ggml(uint8_t code);
 
 /* MXFP4 shared exponent k of a block (scale 2^k) for a rule, from amax (finite

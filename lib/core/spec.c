@@ -92,47 +92,50 @@ static const fp4s_mx_rule_traits mx_rules[FP4S_MX_RULE_COUNT] = {
         .name = "even-nan", .aliases = "",
         .rule = "even, but an amax that rounds up to 2^128 (amax >= 1.75*2^127) gives the NaN scale 0xFF",
         .used_by = "torchao EVEN since 5d73a0c10 (the rounded max_abs is Inf and fails the isfinite test)",
-        /* a NaN scale from a finite block: the SIMD bodies hand it to the reference */
-        .kernels = FP4S_KERNEL_REF},
+        /* a NaN scale from a finite block: the SIMD bodies hand it to the
+         * reference; the CUDA kernels make it a NaN block as the reference does */
+        .kernels = FP4S_KERNEL_REF | FP4S_KERNEL_CUDA},
     /* The rollout engines' GPU kernels: rcp is rcp.approx.ftz.f32 as measured on
-     * sm_90 (lib/base/approx.h); the CPU reference alone implements them. */
+     * sm_90 (lib/base/approx.h). The CPU reference implements them, and the
+     * CUDA kernels through the same code (lib/base/numcodec.h: on the device
+     * the instructions themselves); the SIMD bodies do not. */
     [FP4S_MX_RCEIL_RCP_FTZ] = {
         .name = "rceil-rcp-ftz", .aliases = "",
         .rule = "d = amax*rcp(6) in float32 with a product below 2^-126 flushed to 0 (rcp(6) = fl(1/6) "
                 "on sm_90); code = d rounded up to a power of two (cvt.rp.satfinite.ue8m0: 0 for d = 0, "
                 "at most 254, 255 for NaN): ceil except that amax*fl(1/6) below 2^-126 gives code 0",
         .used_by = "FlashInfer / TRT-LLM cvt_warp_fp16_to_fp4 with UE8M0 scales (quantization_utils.cuh)",
-        .kernels = FP4S_KERNEL_REF},
+        .kernels = FP4S_KERNEL_REF | FP4S_KERNEL_CUDA},
     [FP4S_MX_FLOOR_RCP] = {
         .name = "floor-rcp", .aliases = "",
         .rule = "code = the exponent field of fl(amax*rcp(6)): k = floor(log2(amax/6)), amax/2^k in [6, 12) "
                 "(clips), 255 for an Inf amax",
         .used_by = "vLLM mxfp4_experts_quant (the MXFP4 W4A4 MoE CUTLASS path) before vLLM PR #43557",
-        .kernels = FP4S_KERNEL_REF},
+        .kernels = FP4S_KERNEL_REF | FP4S_KERNEL_CUDA},
     [FP4S_MX_RCEIL_MIN] = {
         .name = "rceil-min", .aliases = "",
         .rule = "d = fl(max(amax, 1e-10f)*fl(1/6)); code = exponent field of d, + 1 when its mantissa is not "
                 "zero (255 stays): ceil for amax >= 1e-10, code 92 below (all-zero blocks too)",
         .used_by = "AMD aiter fp_f32_to_e8m0_scale RoundUp (csrc/include/mx_quant_utils.h) since PR #3212",
-        .kernels = FP4S_KERNEL_REF},
+        .kernels = FP4S_KERNEL_REF | FP4S_KERNEL_CUDA},
     [FP4S_MX_ROUND_MIN] = {
         .name = "round-min", .aliases = "",
         .rule = "a = max(amax, 1e-10f); e = its exponent field, + 1 when the mantissa is >= 0.5 (a >= 1.5*2^k); "
                 "code = e - 2 (0 below 3, 255 for e = 255): amax/2^k in [3, 6), never clips",
         .used_by = "AMD aiter f32_to_e8m0_scale(absMax) * 0.25 before PR #3212 (fbd6ce8dc)",
-        .kernels = FP4S_KERNEL_REF},
+        .kernels = FP4S_KERNEL_REF | FP4S_KERNEL_CUDA},
     [FP4S_MX_EVEN_SAT] = {
         .name = "even-sat", .aliases = "",
         .rule = "even, but an amax that rounds up to 2^128 (amax >= 1.75*2^127, Inf) gives k = 127 "
                 "(code 254) instead of 126: floor(log2(Inf)) clamped to 127",
         .used_by = "AMD Quark quark/torch/quantization/utils.py even_round",
-        .kernels = FP4S_KERNEL_REF},
+        .kernels = FP4S_KERNEL_REF | FP4S_KERNEL_CUDA},
     [FP4S_MX_CEIL_LOG2F_MIN] = {
         .name = "ceil-log2f-min", .aliases = "",
         .rule = "k = ceilf(log2f(max(amax, 1e-10f))) - 2 (2^ceil(log2 amax) over the threshold 6 floored to "
                 "a power of two, 4): amax/2^k in (2, 4], code 92 below 1e-10",
         .used_by = "Brevitas MX quantizers with scale_rounding_func_type='ceil' (CeilSte on the log2 scale)",
-        .kernels = FP4S_KERNEL_REF},
+        .kernels = FP4S_KERNEL_REF | FP4S_KERNEL_CUDA},
 };
 
 /* ---- NVFP4 recipes --------------------------------------------------------------- */

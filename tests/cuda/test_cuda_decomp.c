@@ -30,8 +30,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "cuda/decomp_cu.h"
+#include "analysis/decompose/decomp_internal.h"
 #include "rng.h"
 
 static int quiet, emulate;
@@ -386,6 +387,153 @@ static void run_source(const char *file)
     fp4s_decomp_close(&g);
 }
 
+/* ---- the streaming driver (fp4s_decomp_source through the GPU's pinned slots) ---- */
+
+static char tdir[256];
+
+static int make_tdir(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(tdir, sizeof tdir, "%s/fp4s_stream_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (mkdtemp(tdir)) return 0;
+    fprintf(stderr, "FAIL mkdtemp %s\n", tdir);
+    return 1;
+}
+
+/* A safetensors file holding one 2-D tensor "x" of dtype name dn. */
+static int write_safetensors(const char *path, const char *dn, size_t rows, size_t cols, const void *data,
+                             size_t esz)
+{
+    char hdr[256];
+    const size_t bytes = rows * cols * esz;
+    int hl = snprintf(hdr, sizeof hdr, "{\"x\":{\"dtype\":\"%s\",\"shape\":[%zu,%zu],\"data_offsets\":[0,%zu]}}", dn,
+                      rows, cols, bytes);
+    while (hl % 8) hdr[hl++] = ' ';
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    uint64_t n = (uint64_t)hl;
+    unsigned char len[8];
+    for (int i = 0; i < 8; i++) len[i] = (unsigned char)(n >> (8 * i));
+    int ok = fwrite(len, 1, 8, f) == 8 && fwrite(hdr, 1, (size_t)hl, f) == (size_t)hl &&
+             fwrite(data, 1, bytes, f) == bytes;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/* The source spec_str decomposed on the CPU and through the streaming GPU
+ * path (or its emulation), whole and as two row ranges merged (the MPI
+ * split, with the tensor amax of the whole), in chunks of chunk_elems. */
+static void stream_check(const tspec *t, fp4s_group by, const char *spec_str, size_t rows, size_t chunk_elems,
+                         const char *label)
+{
+    char what[600];
+    snprintf(what, sizeof what, "stream %s by %s %s chunk %zu%s", t->name, fp4s_group_name(by), label, chunk_elems,
+             emulate ? " (emulated)" : "");
+    fp4s_decomp_opts o;
+    fp4s_decomp_opts_defaults(&o);
+    o.by = by;
+    o.dz_tie = t->dzt;
+    o.chunk_elems = chunk_elems;
+    fp4s_decomp *c = NULL, *g = NULL, *g1 = NULL, *g2 = NULL;
+    int rc = fp4s_decomp_source(&t->s, &o, spec_str, &c);
+    if (rc) {
+        fail_rc(rc, what);
+        return;
+    }
+    if (emulate) {
+        rc = fp4s_decomp_source_via(&fp4s_cu_ds_emulate, &t->s, &o, spec_str, 0, SIZE_MAX, NULL, &g);
+    } else {
+        o.device = FP4S_DEVICE_CUDA;
+        rc = fp4s_decomp_source(&t->s, &o, spec_str, &g);
+    }
+    if (rc) {
+        fail_rc(rc, what);
+        goto out;
+    }
+    if (!emulate && fp4s_decomp_device(g) != FP4S_DEVICE_CUDA) {
+        fprintf(stderr, "FAIL %s: device cuda not taken\n", what);
+        n_bad++;
+        goto out;
+    }
+    if (!same(c, g, what)) goto out;
+    /* two row ranges with the whole tensor's amax, merged (as par_decomp) */
+    size_t align = fp4s_spec_row_align(&t->s);
+    size_t cut = rows / 2 / (align ? align : 1) * (align ? align : 1);
+    if (cut > 0 && cut < rows) {
+        float amax = 0.0f;
+        rc = fp4s_decomp_source_amax(&t->s, &o, spec_str, 0, SIZE_MAX, &amax);
+        if (!rc) {
+            if (emulate) {
+                rc = fp4s_decomp_source_via(&fp4s_cu_ds_emulate, &t->s, &o, spec_str, 0, cut, &amax, &g1);
+                if (!rc) rc = fp4s_decomp_source_via(&fp4s_cu_ds_emulate, &t->s, &o, spec_str, cut, SIZE_MAX, &amax, &g2);
+            } else {
+                rc = fp4s_decomp_source_rows(&t->s, &o, spec_str, 0, cut, &amax, &g1);
+                if (!rc) rc = fp4s_decomp_source_rows(&t->s, &o, spec_str, cut, SIZE_MAX, &amax, &g2);
+            }
+        }
+        if (!rc) rc = fp4s_decomp_merge(g1, g2);
+        if (rc) {
+            fail_rc(rc, what);
+            goto out;
+        }
+        char w2[700];
+        snprintf(w2, sizeof w2, "%s split at %zu", what, cut);
+        if (!same(c, g1, w2)) goto out;
+    }
+    if (!quiet) printf("ok %s\n", what);
+out:
+    fp4s_decomp_close(&c);
+    fp4s_decomp_close(&g);
+    fp4s_decomp_close(&g1);
+    fp4s_decomp_close(&g2);
+}
+
+/* A tensor written as float32 .npy and as BF16 and FP16 safetensors, each
+ * decomposed by every grouping with the default profiles (NVFP4 also 2-D),
+ * in one chunk and in chunks of 48 rows (a short last one). */
+static void run_stream(size_t rows, size_t cols, int kind, int light)
+{
+    const size_t n = rows * cols;
+    float *x = malloc(n * sizeof(float)), *xw = malloc(n * sizeof(float));
+    uint16_t *h = malloc(n * sizeof(uint16_t));
+    if (!x || !xw || !h) {
+        fprintf(stderr, "out of memory for [%zu, %zu]\n", rows, cols);
+        exit(1);
+    }
+    fill(kind, x, rows, cols, 16);
+    char path[3][300], spec_s[3][320];
+    static const char *labels[3] = {"float32 .npy", "BF16 safetensors", "FP16 safetensors"};
+    snprintf(path[0], sizeof path[0], "%s/x.npy", tdir);
+    snprintf(path[1], sizeof path[1], "%s/bf16.safetensors", tdir);
+    snprintf(path[2], sizeof path[2], "%s/f16.safetensors", tdir);
+    int rc = fp4s_npy_write(path[0], FP4S_DT_F32, 2, rows, cols, x);
+    memcpy(xw, x, n * sizeof(float));
+    narrow(FP4S_DT_BF16, xw, h, n);
+    if (!rc) rc = write_safetensors(path[1], "BF16", rows, cols, h, 2);
+    memcpy(xw, x, n * sizeof(float));
+    narrow(FP4S_DT_F16, xw, h, n);
+    if (!rc) rc = write_safetensors(path[2], "F16", rows, cols, h, 2);
+    if (rc) {
+        fprintf(stderr, "FAIL cannot write the stream test's files in %s\n", tdir);
+        exit(1);
+    }
+    snprintf(spec_s[0], sizeof spec_s[0], "%s", path[0]);
+    snprintf(spec_s[1], sizeof spec_s[1], "%s:x", path[1]);
+    snprintf(spec_s[2], sizeof spec_s[2], "%s:x", path[2]);
+    default_specs();
+    for (int f = 0; f < (light ? 2 : 3); f++)
+        for (int si = 0; si < nspecs; si++)
+            for (int gi = 0; gi < 4; gi++) {
+                if (gi == FP4S_GROUP_BLOCK && rows * cols > 65536) continue;
+                if (light && (gi == FP4S_GROUP_BLOCK || gi == FP4S_GROUP_ROW)) continue;
+                stream_check(&specs[si], (fp4s_group)gi, spec_s[f], rows, 0, labels[f]);
+                stream_check(&specs[si], (fp4s_group)gi, spec_s[f], rows, 48 * cols, labels[f]);
+            }
+    for (int f = 0; f < 3; f++) unlink(path[f]);
+    free(x);
+    free(xw);
+    free(h);
+}
+
 int main(int argc, char **argv)
 {
     uint64_t seed = 0x5eed;
@@ -417,6 +565,9 @@ int main(int argc, char **argv)
          * grouping, float32 and BF16, one shape with NaN/Inf and tile edges */
         default_specs();
         run_shape(37, 96, 1, 2, 15, 1);
+        if (make_tdir()) return 1;
+        run_stream(130, 96, 1, 1); /* the streaming session: float32 and BF16 sources */
+        rmdir(tdir);
         printf("test_cuda_decomp: %ld checks, %ld differences\n", n_checks, n_bad);
         return n_bad ? 1 : 0;
     }
@@ -432,6 +583,19 @@ int main(int argc, char **argv)
         run_capture(files[f]);
         if (!emulate) run_source(files[f]);
     }
+    /* the streaming driver: files in a temporary directory */
+    if (make_tdir()) return 1;
+    const int nb0 = (int)n_bad;
+    run_stream(130, 96, 1, 0);
+    run_stream(300, 256, 0, 0);
+    /* NVFP4 whose rows do not fit the device: the amax pass on the CPU, a second read */
+    if (emulate) {
+        fp4s_cu_ds_emulate_keep_limit(1);
+        run_stream(130, 96, 1, 0);
+        fp4s_cu_ds_emulate_keep_limit(0);
+    }
+    rmdir(tdir);
+    if (!quiet || (int)n_bad > nb0) printf("streaming driver: %ld differences\n", n_bad - nb0);
     if (big && !emulate) {
         /* the default profiles (NVFP4 also 2-D) on 2^28 elements */
         default_specs();

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/decomp_cu.h"
+#include "analysis/decompose/decomp_internal.h"
 #include "cuda/supports.h"
 #include "parts_data.h"
 

@@ -95,7 +95,7 @@ FP4S_API int fp4s_device_resolve(const fp4s_spec *s, fp4s_device want, fp4s_devi
 typedef struct fp4s_decomp_opts {
     fp4s_dz_tie dz_tie;     /* default FP4S_DZ_TIE_SPEC */
     fp4s_group by;          /* default FP4S_GROUP_TENSOR */
-    size_t chunk_elems;     /* streaming driver: elements per chunk (default 0: 2^21, or 2^26
+    size_t chunk_elems;     /* streaming driver: elements per chunk (default 0: 2^21, or 2^24
                              * when the decomposition runs on the GPU) */
     size_t max_groups;      /* block/row groups allowed (default 2^20) */
     fp4s_device device;     /* where fp4s_decomp_add runs (default FP4S_DEVICE_CPU) */
