@@ -190,7 +190,7 @@ else
         step ncu-dc profile_decomp.log 90 "$NCU" --clock-control none --section SpeedOfLight \
             --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
             --metrics dram__bytes_read.sum,dram__bytes_write.sum,smsp__inst_executed.sum \
-            --kernel-name regex:'dk_|quant16' --launch-count 16 \
+            --kernel-name regex:"${FP4S_NCU_DECOMP_KERNELS:-dk_|quant16}" --launch-count "${FP4S_NCU_DECOMP_COUNT:-16}" \
             "$B/bench/bench_cuda_decomp" --gib 0.25 --chan-gib 0.0625 --reps 1 --cpu-reps 1 || ok=0
     fi
     want remedy && { step rm-emul remedy_emulate.log 40 "$B/tests/cuda/test_cuda_remedy" --emulate --quiet || ok=0; }

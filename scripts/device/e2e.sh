@@ -12,8 +12,9 @@
 # thread) and cat; fp4-decompose by tensor (MXFP4 and NVFP4), fp4-channels
 # (MXFP4) and fp4-quant (MXFP4, summary only and -o) with --device cuda and
 # --device cpu (all threads), wall seconds, best of FP4S_E2E_REPS (default
-# 3; the CPU's channels once), and whether both devices print the same
-# bytes (--json). Prints a markdown table with each time over the plain read.
+# 3; the CPU FP4S_E2E_CPU_REPS, default 2, its channels not unless
+# FP4S_E2E_CPU_CHANNELS says how often), and whether both devices print the
+# same bytes (--json). Prints a markdown table with each time over the plain read.
 # Exit 0 when every run succeeded and every comparison is equal.
 set -uo pipefail
 B=${1:?usage: e2e.sh BUILD_DIR}
@@ -21,6 +22,7 @@ T=${TMPDIR:-/tmp}/fp4s_e2e
 mkdir -p "$T"
 GIB=${FP4S_E2E_GIB:-4}
 REPS=${FP4S_E2E_REPS:-3}
+CREPS=${FP4S_E2E_CPU_REPS:-2}
 X=$T/x.npy
 XB=$T/xb.safetensors
 if [ ! -s "$X" ] || [ ! -s "$XB" ]; then
@@ -102,16 +104,16 @@ run() { # run LABEL INPUT READ CPU_REPS CMD...: both devices, the table row
     fi
     echo "| $label | $(basename "$in") | $g | $(ratio "$g" "$rd") | $c | $(ratio "$c" "$rd") | $eq |"
 }
-run "fp4-decompose -f mxfp4" "$X" "$read_x" 2 "$D/fp4-decompose" -f mxfp4
-run "fp4-decompose -f nvfp4" "$X" "$read_x" 2 "$D/fp4-decompose" -f nvfp4
-run "fp4-decompose -f mxfp4" "$XB:x" "$read_b" 2 "$D/fp4-decompose" -f mxfp4
-run "fp4-decompose -f nvfp4" "$XB:x" "$read_b" 2 "$D/fp4-decompose" -f nvfp4
+run "fp4-decompose -f mxfp4" "$X" "$read_x" "$CREPS" "$D/fp4-decompose" -f mxfp4
+run "fp4-decompose -f nvfp4" "$X" "$read_x" "$CREPS" "$D/fp4-decompose" -f nvfp4
+run "fp4-decompose -f mxfp4" "$XB:x" "$read_b" "$CREPS" "$D/fp4-decompose" -f mxfp4
+run "fp4-decompose -f nvfp4" "$XB:x" "$read_b" "$CREPS" "$D/fp4-decompose" -f nvfp4
 run "fp4-channels -f mxfp4" "$X" "$read_x" "${FP4S_E2E_CPU_CHANNELS:-0}" "$D/fp4-channels" -f mxfp4
 run "fp4-channels -f mxfp4 --chunk 67108864" "$X" "$read_x" 0 "$D/fp4-channels" -f mxfp4 --chunk 67108864
-run "fp4-quant -f mxfp4 (summary)" "$X" "$read_x" 2 "$D/fp4-quant" -f mxfp4
+run "fp4-quant -f mxfp4 (summary)" "$X" "$read_x" "$CREPS" "$D/fp4-quant" -f mxfp4
 # with -o (the outputs are not compared here: test_cuda_qstats and quant_device.sh do)
 g=$(best "$REPS" "$D/fp4-quant" -f mxfp4 --device cuda -o "$T/o.h5" --force "$X") || ok=0
-c=$(best 2 "$D/fp4-quant" -f mxfp4 --device cpu -o "$T/o.h5" --force "$X") || ok=0
+c=$(best "$CREPS" "$D/fp4-quant" -f mxfp4 --device cpu -o "$T/o.h5" --force "$X") || ok=0
 echo "| fp4-quant -f mxfp4 -o OUT.h5 | $(basename "$X") | $g | $(ratio "$g" "$read_x") | $c | $(ratio "$c" "$read_x") | - |"
 rm -f "$T/o.h5" "$T/g.json" "$T/last.out"
 [ $ok = 1 ]
