@@ -661,6 +661,64 @@ static void narrow(fp4s_dtype dt, float *x, uint16_t *h, size_t n)
     }
 }
 
+/* Every scale byte with every code through the dequantizer, against
+ * fp4s_dequantize, with the bits of NaN results compared too: MXFP4 and each
+ * NVFP4 recipe the kernels take. The decoders of the scale codecs are the
+ * codec header's on both sides (core/numcodec.h); when the kernels had their
+ * own copies, E4M3 0xFF decoded to a negative NaN on the GPU and a positive
+ * one on the CPU, and ggml's UE4M3 0xFF to NaN on the GPU and 480 on the CPU.
+ * Returns the number of differing values (first few printed). */
+static long check_dequant_bytes(int emulate)
+{
+    long bad = 0;
+    fp4s_spec base[2];
+    if (fp4s_spec_profile(&base[0], FP4S_MXFP4, fp4s_default_profile(FP4S_MXFP4)) ||
+        fp4s_spec_profile(&base[1], FP4S_NVFP4, fp4s_default_profile(FP4S_NVFP4))) {
+        fprintf(stderr, "FAIL dequantize bytes: the default profiles\n");
+        return 1;
+    }
+    for (int r = -1; r < FP4S_NV_RECIPE_COUNT; r++) {
+        fp4s_spec s = base[r >= 0];
+        if (r >= 0) {
+            s.nv_recipe = (fp4s_nv_recipe)r;
+            s.global_scale = fp4s_get_nv_recipe_traits(s.nv_recipe)->global_scale;
+            s.tie = FP4S_TIE_EVEN;
+            if (!(fp4s_get_nv_recipe_traits(s.nv_recipe)->ties & (1u << s.tie))) s.tie = FP4S_TIE_ZERO;
+            s.profile[0] = '\0';
+        }
+        if (fp4s_spec_check(&s) || !fp4s_cuda_supports(&s)) continue;
+        const size_t rows = 256, cols = s.block;
+        uint8_t codes[256 * 32], scales[256];
+        float rd[256 * 32], gd[256 * 32];
+        for (size_t i = 0; i < rows; i++) {
+            scales[i] = (uint8_t)i;
+            for (size_t j = 0; j < cols; j++) codes[i * cols + j] = (uint8_t)(j % 16);
+        }
+        fp4s_tscale ts;
+        int rc = fp4s_tscale_init(&s, 1000.0f, &ts);
+        if (!rc) rc = fp4s_dequantize(&s, &ts, codes, cols, scales, 1, NULL, 0, rows, cols, 0, rd, cols);
+        if (!rc)
+            rc = emulate ? fp4s_cuda_emulate_dequantize(&s, &ts, codes, scales, rows, cols, gd)
+                         : gpu_dequantize(&s, &ts, false, codes, scales, rows, cols, gd);
+        n_checks++;
+        const char *name = r < 0 ? "mxfp4" : fp4s_nv_recipe_name(s.nv_recipe);
+        if (rc) {
+            fprintf(stderr, "FAIL dequantize bytes %s: %s\n", name, fp4s_last_error());
+            bad++;
+            continue;
+        }
+        for (size_t i = 0; i < rows * cols; i++)
+            if (f2b(rd[i]) != f2b(gd[i])) {
+                if (bad < 6)
+                    fprintf(stderr, "MISMATCH dequantize bytes %s: scale 0x%02zx code %u: ref %a (0x%08x), cuda %a "
+                            "(0x%08x)\n", name, i / cols, codes[i], (double)rd[i], f2b(rd[i]), (double)gd[i],
+                            f2b(gd[i]));
+                bad++;
+            }
+    }
+    return bad;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: test_cuda [--seed N] [--iterations N] [--emulate] [--big] [--exhaustive] [--profiles]"
@@ -794,6 +852,12 @@ int main(int argc, char **argv)
             fprintf(stderr, "MISMATCH device E4M3 conversion: %" PRIu64 " inputs (first bits 0x%08x)\n", ne, fe);
             bad += ne == UINT64_MAX ? 1 : (long)ne;
         }
+    }
+    {
+        const long nb = check_dequant_bytes(emulate);
+        printf("test_cuda: every scale byte x code through the dequantizer, NaN bits compared (%s): %ld "
+               "disagreements\n", emulate ? "host" : "device", nb);
+        bad += nb;
     }
     static const fp4s_dtype dts[3] = {FP4S_DT_F32, FP4S_DT_BF16, FP4S_DT_F16};
     /* it -1: the pass without the hold of --hold-default-stream (every spec,
