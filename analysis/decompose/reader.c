@@ -413,6 +413,10 @@ static int gpu_rows(struct reader *rd, const fp4s_spec *s, const fp4s_decomp_opt
     fp4s_decomp *d = NULL;
     float amax = amax_in ? *amax_in : 0.0f;
     int rc = 0;
+    if (nrows == 0) { /* an empty row range (a rank's share): nothing to read, nothing on the GPU */
+        rc = gpu_open_decomp(rd, s, o, amax, &d);
+        goto done;
+    }
     const bool two = s->format == FP4S_NVFP4 && !amax_in;
     if (two) {
         rc = ops->open(&k, dt, chunk, rd->row0, nrows, &g.ds);
