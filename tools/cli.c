@@ -232,6 +232,11 @@ void cli_init(const char *prog)
     atexit(at_exit);
 #endif
     fp4s_set_progress(library_progress, NULL);
+    /* FP4S_GEMM (fp4s_get_gemm) names a path, or the tool stops here */
+    const char *gemm = getenv("FP4S_GEMM");
+    fp4s_gemm_path gp;
+    if (gemm && *gemm && fp4s_gemm_parse(gemm, &gp))
+        cli_die(FP4S_EXIT_USAGE, "FP4S_GEMM: %s", fp4s_last_error());
     pg.t0 = now_s();
     if (fp4s_outgroup_open(0, &group)) cli_die(FP4S_EXIT_INTERNAL, "%s", fp4s_last_error());
 }
@@ -560,6 +565,13 @@ bool cli_common_option(int id, const char *arg, cli_common *c)
     case CLI_OPT_JSON: c->json = true; return true;
     case CLI_OPT_CSV: c->csv = true; return true;
     case CLI_OPT_THREADS: fp4s_set_threads((int)cli_parse_int("--threads", arg, 1, 4096)); return true;
+    case CLI_OPT_GEMM: {
+        fp4s_gemm_path p;
+        if (fp4s_gemm_parse(arg, &p)) cli_usage("--gemm: %s", fp4s_last_error());
+        int rc = fp4s_set_gemm(p);
+        if (rc) cli_die(fp4s_exit_status(rc), "--gemm %s: %s", arg, fp4s_last_error());
+        return true;
+    }
     case CLI_OPT_CHUNK: c->chunk = (size_t)cli_parse_int("--chunk", arg, 1, (long long)1 << 40); return true;
     case CLI_OPT_FORCE: cli_force(); return true;
     case CLI_OPT_QUIET: cli_quiet(); return true;

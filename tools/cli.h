@@ -144,7 +144,8 @@ void cli_version_device(void);
  * The options every tool spells alike, parsed in one place: --help, --version
  * and --device (CLI_COMMON_LONGOPTS, every tool), --json and --csv (CLI_REPORT_LONGOPTS; a tool
  * without CSV lists CLI_JSON_LONGOPTS), --threads N (CLI_THREADS_LONGOPTS: worker
- * threads, 1 to 4096) and --chunk N (CLI_CHUNK_LONGOPTS: elements per read chunk),
+ * threads, 1 to 4096), --chunk N (CLI_CHUNK_LONGOPTS: elements per read chunk) and
+ * --gemm P (CLI_GEMM_LONGOPTS: fixed or blas, fp4s_set_gemm; FP4S_GEMM is checked by cli_init),
  * with --force and --quiet of CLI_OUTPUT_LONGOPTS. cli_common_option() applies one
  * (false for any other id): --help prints c->usage() and exits 0, --version prints
  * cli_version(), or cli_version_device() when c->device; --force and --quiet call
@@ -158,7 +159,8 @@ enum {
     CLI_OPT_JSON,
     CLI_OPT_CSV,
     CLI_OPT_THREADS,
-    CLI_OPT_CHUNK
+    CLI_OPT_CHUNK,
+    CLI_OPT_GEMM
 };
 #define CLI_COMMON_LONGOPTS {"help", no_argument, NULL, CLI_OPT_HELP}, \
     {"version", no_argument, NULL, CLI_OPT_VERSION}, CLI_DEVICE_LONGOPTS
@@ -166,6 +168,11 @@ enum {
 #define CLI_REPORT_LONGOPTS CLI_JSON_LONGOPTS {"csv", no_argument, NULL, CLI_OPT_CSV},
 #define CLI_THREADS_LONGOPTS {"threads", required_argument, NULL, CLI_OPT_THREADS},
 #define CLI_CHUNK_LONGOPTS {"chunk", required_argument, NULL, CLI_OPT_CHUNK},
+/* --gemm fixed|blas: the CPU GEMM path (fp4s_set_gemm) of the tools with GEMMs */
+#define CLI_GEMM_LONGOPTS {"gemm", required_argument, NULL, CLI_OPT_GEMM},
+#define CLI_HELP_GEMM \
+    "      --gemm P          CPU GEMM: fixed (default; the same bits on any CPU and\n" \
+    "                        thread count) or blas (faster, machine-dependent bits)\n"
 typedef struct cli_common {
     void (*usage)(void); /* --help */
     bool device;         /* the tool has a GPU path: --version names the GPU, --device is its to resolve */

@@ -45,6 +45,7 @@ static void usage_text(void)
         "      --force           replace an existing HDF5 output (the man page, FILES)\n"
         "      --quiet           no progress line on stderr\n"
         "      --threads N       worker threads (default: all CPUs)\n"
+        CLI_HELP_GEMM
         "      --help            show this help and exit\n"
         "      --version         show version and features and exit\n"
         "\n"
@@ -206,6 +207,7 @@ static void parse_args(int argc, char **argv, args *a)
         {"top", required_argument, NULL, OPT_TOP},
         CLI_REPORT_LONGOPTS
         CLI_THREADS_LONGOPTS
+        CLI_GEMM_LONGOPTS
         CLI_COMMON_LONGOPTS
         CLI_OUTPUT_LONGOPTS
         {NULL, 0, NULL, 0}};

@@ -69,6 +69,7 @@ static void usage_text(void)
         "      --force           replace an existing HDF5 output (the man page, FILES)\n"
         "      --quiet           no progress line on stderr\n"
         "      --threads N       worker threads (default: all CPUs)\n"
+        CLI_HELP_GEMM
         "      --device DEV      where the GEMMs and rac's kernels run: cpu (default),\n"
         "                        cuda (cuBLAS, FP32 accumulation) or auto; list: what\n"
         "                        this build and machine can do\n"
@@ -545,6 +546,7 @@ static void parse_args(int argc, char **argv, args *a)
         {"lm-head", required_argument, NULL, OPT_LMHEAD},
         CLI_REPORT_LONGOPTS
         CLI_THREADS_LONGOPTS
+        CLI_GEMM_LONGOPTS
         CLI_COMMON_LONGOPTS
         CLI_OUTPUT_LONGOPTS
         {NULL, 0, NULL, 0}};

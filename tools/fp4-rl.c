@@ -79,6 +79,7 @@ static const struct option longopts[] = {
     {"stats", required_argument, NULL, OPT_STATS},
     CLI_JSON_LONGOPTS
     CLI_OUTPUT_LONGOPTS
+    CLI_GEMM_LONGOPTS
     {"demo", no_argument, NULL, OPT_DEMO},
     {"demo-runs", required_argument, NULL, OPT_DEMO_RUNS},
     {"output", required_argument, NULL, 'o'},
@@ -123,6 +124,8 @@ static void usage(void)
            "  --eval-every N --eval-prompts N   held-out greedy accuracy (10, 256)\n"
            "  --act-every N --act-sites GLOBS --act-seqs N   activations (50, see man, 16)\n"
            "  --seed S (1)  --micro-batch N (64)  --shard N (64)\n"
+           "  --gemm P            CPU GEMM: fixed (default: the same bits on any x86-64 CPU\n"
+           "                      and thread count) or blas (faster; the bits depend on the CPU)\n"
            "  --json              summary as JSON on stdout\n"
            "  --force             overwrite an existing output\n"
            "  --quiet             no progress on stderr\n"

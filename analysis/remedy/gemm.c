@@ -1,12 +1,10 @@
-/* The BLAS calls of the remedies, timed: cblas on the CPU (core/blas.h opens
- * it on the first GEMM), or the GPU's cuBLAS (cuda/remedy_cu.h) when the
- * caller passes one. Without a BLAS (in the build, or loadable) the CPU calls
- * return FP4S_ENOTSUP. */
+/* The GEMMs of the remedies, timed: the CPU's (core/gemm.h: the fixed-order
+ * path, or the BLAS where the process chose it), or the GPU's cuBLAS
+ * (cuda/remedy_cu.h) when the caller passes one. */
 #include "remedy_internal.h"
 
-#include "core/blas.h"
+#include "core/gemm.h"
 
-#include <limits.h>
 #include <stdbool.h>
 
 int rm_gpu_open(rm_gpu *g)
@@ -24,7 +22,7 @@ void rm_gpu_close(rm_gpu *g)
 
 /* Y (+)= A [m, k] op(B) with op(B) = B [n, k]^T (nt) or B [k, n], in float
  * or double (dbl; a, b, y of that type), on g's GPU where it has the GEMM,
- * else the CPU's BLAS; the wall time added to *secs. */
+ * else the CPU (core/gemm.h); the wall time added to *secs. */
 static int gemm(const rm_gpu *g, bool dbl, bool nt, size_t m, size_t n, size_t k, const void *a, size_t lda,
                 const void *b, size_t ldb, double beta, void *y, size_t ldy, double *secs)
 {
@@ -36,27 +34,17 @@ static int gemm(const rm_gpu *g, bool dbl, bool nt, size_t m, size_t n, size_t k
         if (!rc && secs) *secs += rm_now() - t0;
         return rc;
     }
-    const fp4s_blas_fns *bl = fp4s_blas();
-    if (!bl) {
-        fp4s_error_prefix("remedies");
-        return FP4S_ENOTSUP;
-    }
-#if FP4S_HAVE_BLAS
-    const size_t v[] = {m, n, k, lda, ldb, ldy};
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-        if (v[i] > (size_t)INT_MAX)
-            return fp4s_error_set(FP4S_ERANGE, "remedy GEMM: size %zu does not fit the BLAS integer", v[i]);
-    if (m == 0 || n == 0) return 0;
-    const enum CBLAS_TRANSPOSE tb = nt ? CblasTrans : CblasNoTrans;
+    /* the CPU: core/gemm.h, the process's path (fixed order by default), over
+     * fixed tiles of Y on the library's threads: the same bits whatever their
+     * number (and on the fixed path, whatever the CPU) */
     double t0 = rm_now();
-    if (dbl)
-        bl->dgemm(CblasRowMajor, CblasNoTrans, tb, (int)m, (int)n, (int)k, 1.0, a, (int)lda, b, (int)ldb, beta, y,
-                  (int)ldy);
-    else
-        bl->sgemm(CblasRowMajor, CblasNoTrans, tb, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb,
-                  (float)beta, y, (int)ldy);
+    int rc = dbl ? fp4s_gemm_f64(false, nt, m, n, k, a, lda, b, ldb, beta, y, ldy, 0)
+                 : fp4s_gemm_f32(false, nt, m, n, k, a, lda, b, ldb, (float)beta, y, ldy, 0);
+    if (rc) {
+        fp4s_error_prefix("remedies");
+        return rc;
+    }
     if (secs) *secs += rm_now() - t0;
-#endif
     return 0;
 }
 

@@ -45,7 +45,7 @@ int rm_operand(const fp4s_remedy *r, const fp4s_spec *s, bool mbs, bool keep, bo
                const float *x, size_t rows, size_t cols, size_t ld, float *out, rm_opinfo *info);
 
 /* Where the GEMMs and rac's kernels run: NULL, or ops NULL, is the CPU
- * (cblas); else the ops of cuda/remedy_cu.h with their context. on_gemm,
+ * (core/gemm.h); else the ops of cuda/remedy_cu.h with their context. on_gemm,
  * when set, sees every GEMM's operands before it runs (tests derive their
  * rounding bounds from them): dbl says double operands. */
 typedef struct rm_gpu {
@@ -60,8 +60,9 @@ typedef struct rm_gpu {
 int rm_gpu_open(rm_gpu *g);
 void rm_gpu_close(rm_gpu *g);
 
-/* Y (+)= A [m, k] B [n, k]^T through cblas_sgemm, or on g (beta 0 or 1), adding
- * the wall time to *secs. FP4S_ERANGE when a size does not fit the BLAS int. */
+/* Y (+)= A [m, k] B [n, k]^T on the CPU (core/gemm.h), or on g (beta 0 or 1),
+ * adding the wall time to *secs. FP4S_ERANGE when a size does not fit the
+ * BLAS int (BLAS path), FP4S_ENOMEM. */
 int rm_sgemm(const rm_gpu *g, size_t m, size_t n, size_t k, const float *a, size_t lda, const float *b,
              size_t ldb, float beta, float *y, size_t ldy, double *secs);
 /* The same in double (references). */

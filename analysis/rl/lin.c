@@ -25,6 +25,7 @@
  * to X unchanged. */
 #include "rl_internal.h"
 #include "core/blas.h"
+#include "core/gemm.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -33,46 +34,44 @@
 /* ---- GEMM ------------------------------------------------------------------------ */
 int rl_blas_open(void)
 {
-    const fp4s_blas_fns *bl = fp4s_blas();
-    if (!bl) {
-        fp4s_error_prefix("rl");
+    /* the BLAS only where the process asked for it (core/gemm.h) */
+    if (fp4s_get_gemm() != FP4S_GEMM_BLAS) return 0;
+    if (!fp4s_blas()) {
+        fp4s_error_prefix("rl (FP4S_GEMM=blas)");
         return FP4S_ENOTSUP;
     }
-    if (bl->set_num_threads) bl->set_num_threads(1);
     return 0;
 }
 
-#define GEMM_BODY(ta, tb, lda_, ldb_)                                                           \
-    if (!M || !N) return;                                                                      \
-    if (!K) {                                                                                  \
-        for (size_t i = 0; i < M; i++)                                                         \
-            for (size_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j]; \
-        return;                                                                                \
-    }                                                                                          \
-    double t0 = p ? rl_now() : 0;                                                              \
-    fp4s_blas()->sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, A, (int)(lda_), B, (int)(ldb_), \
-                beta, C, (int)ldc);                                                            \
-    if (p) {                                                                                   \
-        p->t[RL_T_GEMM] += rl_now() - t0;                                                      \
-        p->gemm_flop += 2ull * M * N * K;                                                      \
+/* On the calling thread (a worker's): core/gemm.h. */
+static int gemm_timed(bool ta, bool tb, size_t M, size_t N, size_t K, const float *A, size_t lda, const float *B,
+                      size_t ldb, float beta, float *C, size_t ldc, rl_prof *p)
+{
+    double t0 = p ? rl_now() : 0;
+    int rc = fp4s_gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, 1);
+    if (p) {
+        p->t[RL_T_GEMM] += rl_now() - t0;
+        p->gemm_flop += 2ull * M * N * K;
     }
-
-void rl_sgemm_nt(size_t M, size_t N, size_t K, const float *A, size_t lda, const float *B, size_t ldb,
-                 float beta, float *C, size_t ldc, rl_prof *p)
-{
-    GEMM_BODY(CblasNoTrans, CblasTrans, lda, ldb)
+    return rc;
 }
 
-void rl_sgemm_nn(size_t M, size_t N, size_t K, const float *A, size_t lda, const float *B, size_t ldb,
+int rl_sgemm_nt(size_t M, size_t N, size_t K, const float *A, size_t lda, const float *B, size_t ldb,
                  float beta, float *C, size_t ldc, rl_prof *p)
 {
-    GEMM_BODY(CblasNoTrans, CblasNoTrans, lda, ldb)
+    return gemm_timed(false, true, M, N, K, A, lda, B, ldb, beta, C, ldc, p);
 }
 
-void rl_sgemm_tn(size_t M, size_t N, size_t K, const float *A, size_t lda, const float *B, size_t ldb,
+int rl_sgemm_nn(size_t M, size_t N, size_t K, const float *A, size_t lda, const float *B, size_t ldb,
                  float beta, float *C, size_t ldc, rl_prof *p)
 {
-    GEMM_BODY(CblasTrans, CblasNoTrans, lda, ldb)
+    return gemm_timed(false, false, M, N, K, A, lda, B, ldb, beta, C, ldc, p);
+}
+
+int rl_sgemm_tn(size_t M, size_t N, size_t K, const float *A, size_t lda, const float *B, size_t ldb,
+                 float beta, float *C, size_t ldc, rl_prof *p)
+{
+    return gemm_timed(true, false, M, N, K, A, lda, B, ldb, beta, C, ldc, p);
 }
 
 void rl_bf16_round(const float *src, float *dst, size_t n)
@@ -315,14 +314,15 @@ int rl_lin_fwd(const rl_lin *L, int site, const float *X, size_t ldx, size_t M, 
     const float *W = site_weight(L, site);
     if (L->num.drift != FP4S_RL_DRIFT_NONE && !L->num.fp32 && s->K >= 2) {
         size_t K1 = s->K / 2;
-        rl_sgemm_nt(M, s->N, K1, Xop, ldop, W, s->K, 0.0f, Y, ldy, &ws->prof);
-        rl_sgemm_nt(M, s->N, s->K - K1, Xop + K1, ldop, W + K1, s->K, 1.0f, Y, ldy, &ws->prof);
+        if ((rc = rl_sgemm_nt(M, s->N, K1, Xop, ldop, W, s->K, 0.0f, Y, ldy, &ws->prof)) ||
+            (rc = rl_sgemm_nt(M, s->N, s->K - K1, Xop + K1, ldop, W + K1, s->K, 1.0f, Y, ldy, &ws->prof)))
+            return rc;
         if (L->num.drift == FP4S_RL_DRIFT_SPLITK_BF16)
             for (size_t m = 0; m < M; m++) rl_bf16_round(Y + m * ldy, Y + m * ldy, s->N);
     } else {
-        rl_sgemm_nt(M, s->N, s->K, Xop, ldop, W, s->K, 0.0f, Y, ldy, &ws->prof);
+        rc = rl_sgemm_nt(M, s->N, s->K, Xop, ldop, W, s->K, 0.0f, Y, ldy, &ws->prof);
     }
-    return 0;
+    return rc;
 }
 
 int rl_lin_bwd(const rl_lin *L, int site, const float *X, size_t ldx, size_t M, const float *dY, size_t ldy,
@@ -331,13 +331,14 @@ int rl_lin_bwd(const rl_lin *L, int site, const float *X, size_t ldx, size_t M, 
     if (!M) return 0;
     const rl_site *s = &L->lay->sites[site];
     const float *W = site_weight(L, site);
-    if (dX) rl_sgemm_nn(M, s->K, s->N, dY, ldy, W, s->K, accumulate ? 1.0f : 0.0f, dX, lddx, &ws->prof);
+    int rc = 0;
+    if (dX && (rc = rl_sgemm_nn(M, s->K, s->N, dY, ldy, W, s->K, accumulate ? 1.0f : 0.0f, dX, lddx, &ws->prof)))
+        return rc;
     if (dW) {
         const float *Xop;
         size_t ldop;
-        int rc = act_op(L, site, X, ldx, M, &Xop, &ldop, ws);
-        if (rc) return rc;
-        rl_sgemm_tn(s->N, s->K, M, dY, ldy, Xop, ldop, 1.0f, dW, s->K, &ws->prof);
+        if ((rc = act_op(L, site, X, ldx, M, &Xop, &ldop, ws))) return rc;
+        rc = rl_sgemm_tn(s->N, s->K, M, dY, ldy, Xop, ldop, 1.0f, dW, s->K, &ws->prof);
     }
-    return 0;
+    return rc;
 }

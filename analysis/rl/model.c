@@ -52,8 +52,7 @@ static int lin_f(const ctx_t *x, int site, const real *X, size_t ldx, size_t M, 
     if (!M) return 0;
     if (x->lin) return rl_lin_fwd(x->lin, site, X, ldx, M, Y, ldy, x->ws);
     const rl_site *s = &x->lay->sites[site];
-    rl_sgemm_nt(M, s->N, s->K, X, ldx, x->P + s->off, s->K, 0.0f, Y, ldy, x->ws ? &x->ws->prof : NULL);
-    return 0;
+    return rl_sgemm_nt(M, s->N, s->K, X, ldx, x->P + s->off, s->K, 0.0f, Y, ldy, x->ws ? &x->ws->prof : NULL);
 }
 
 static int lin_b(const ctx_t *x, int site, const real *X, size_t ldx, size_t M, const real *dY,
@@ -64,9 +63,10 @@ static int lin_b(const ctx_t *x, int site, const real *X, size_t ldx, size_t M, 
     if (x->lin)
         return rl_lin_bwd(x->lin, site, X, ldx, M, dY, ldy, dX, lddx, acc, G ? G + s->off : NULL, x->ws);
     rl_prof *p = x->ws ? &x->ws->prof : NULL;
-    if (dX) rl_sgemm_nn(M, s->K, s->N, dY, ldy, x->P + s->off, s->K, acc ? 1.0f : 0.0f, dX, lddx, p);
-    if (G) rl_sgemm_tn(s->N, s->K, M, dY, ldy, X, ldx, 1.0f, G + s->off, s->K, p);
-    return 0;
+    int rc = 0;
+    if (dX) rc = rl_sgemm_nn(M, s->K, s->N, dY, ldy, x->P + s->off, s->K, acc ? 1.0f : 0.0f, dX, lddx, p);
+    if (G && !rc) rc = rl_sgemm_tn(s->N, s->K, M, dY, ldy, X, ldx, 1.0f, G + s->off, s->K, p);
+    return rc;
 }
 #endif
 

@@ -666,6 +666,7 @@ int fp4s_rl_capture_header(const fp4s_rl *r, fp4s_capture *cap)
     AD("rl_is_cap", o->is_cap);
     AI("rl_micro_batch", o->micro_batch);
     AI("rl_shard", o->shard);
+    AS("rl_gemm", fp4s_gemm_name(fp4s_get_gemm()));
 #undef AS
 #undef AI
 #undef AD

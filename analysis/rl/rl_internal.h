@@ -140,20 +140,19 @@ int rl_fakequant(const fp4s_spec *s, const float *x, size_t M, size_t K, size_t 
  * dst may be src. */
 void rl_bf16_round(const float *src, float *dst, size_t n);
 
-/* ---- GEMM (cblas, single-threaded calls; time and flops go to prof) ------------------ */
+/* ---- GEMM (core/gemm.h on the calling thread; time and flops go to prof; 0 or
+ * FP4S_ENOMEM) ------------------------------------------------------------------------ */
 /* C[M,N] = A[M,K] B[N,K]^T + beta C */
-void rl_sgemm_nt(size_t M, size_t N, size_t K, const float *A, size_t lda, const float *B, size_t ldb,
+int rl_sgemm_nt(size_t M, size_t N, size_t K, const float *A, size_t lda, const float *B, size_t ldb,
                  float beta, float *C, size_t ldc, rl_prof *p);
 /* C[M,N] = A[M,K] B[K,N] + beta C */
-void rl_sgemm_nn(size_t M, size_t N, size_t K, const float *A, size_t lda, const float *B, size_t ldb,
+int rl_sgemm_nn(size_t M, size_t N, size_t K, const float *A, size_t lda, const float *B, size_t ldb,
                  float beta, float *C, size_t ldc, rl_prof *p);
 /* C[M,N] = A[K,M]^T B[K,N] + beta C */
-void rl_sgemm_tn(size_t M, size_t N, size_t K, const float *A, size_t lda, const float *B, size_t ldb,
+int rl_sgemm_tn(size_t M, size_t N, size_t K, const float *A, size_t lda, const float *B, size_t ldb,
                  float beta, float *C, size_t ldc, rl_prof *p);
-/* Open the BLAS (core/blas.h) for the calls above, and make it run each call
- * on the calling thread (fp4scope parallelises over fixed pieces of work
- * itself, so results do not depend on the thread count): 0, or FP4S_ENOTSUP
- * with the reason set. The calls above need it first. */
+/* Where the process's GEMM path is the BLAS (fp4s_get_gemm), check that it
+ * loads: 0, or FP4S_ENOTSUP with the reason set. */
 int rl_blas_open(void);
 
 /* ---- tasks ---------------------------------------------------------------------------- */

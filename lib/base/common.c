@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fp4s_config.h"
+#include "base/threads.h"
 
 #define DETAIL_MAX 1024
 static _Thread_local char err_detail[DETAIL_MAX];
@@ -148,9 +149,15 @@ struct pf_job {
     char err[DETAIL_MAX]; /* the failing worker's detail (thread-local there) */
 };
 
+/* Set while a thread runs a worker (threads.h). */
+static _Thread_local int pf_depth;
+
+bool fp4s_in_parallel_worker(void) { return pf_depth > 0; }
+
 static void *pf_run(void *p)
 {
     struct pf_job *j = p;
+    pf_depth++;
     if (!j->next) {
         j->rc = j->fn(j->arg, j->begin, j->end, j->worker);
     } else {
@@ -166,6 +173,7 @@ static void *pf_run(void *p)
         }
     }
     if (j->rc) memcpy(j->err, err_detail, sizeof j->err);
+    pf_depth--;
     return NULL;
 }
 

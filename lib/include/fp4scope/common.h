@@ -142,6 +142,25 @@ FP4S_API void fp4s_progress_report(uint64_t done, uint64_t total);
  * piece; the result and detail are as for fp4s_parallel_for. */
 FP4S_API int fp4s_parallel_dynamic(size_t n, size_t piece, int nworkers, fp4s_range_fn fn, void *arg);
 
+/* The CPU GEMM of the remedies (fp4-remedy, fp4s_rlinear_*) and the RL
+ * testbed (fp4-rl), one choice per process:
+ *   FP4S_GEMM_FIXED (default): every output element summed in one fixed
+ *     order (k = 0 .. K-1, each product and sum rounded, no fused
+ *     multiply-add), so results are the same bits on any x86-64 CPU, SIMD
+ *     level, thread count and MPI binding;
+ *   FP4S_GEMM_BLAS: the BLAS (faster; one single-threaded call per fixed tile
+ *     of the output: the same bits for any thread count on one machine, but
+ *     another CPU may get other kernels and other bits).
+ * The environment variable FP4S_GEMM (fixed or blas) sets it at the first
+ * GEMM unless fp4s_set_gemm() came first. fp4s_set_gemm: FP4S_EINVAL for
+ * an unknown value, FP4S_ENOTSUP for blas without a loadable BLAS. */
+typedef enum fp4s_gemm_path { FP4S_GEMM_FIXED = 0, FP4S_GEMM_BLAS = 1 } fp4s_gemm_path;
+FP4S_API int fp4s_set_gemm(fp4s_gemm_path p);
+FP4S_API fp4s_gemm_path fp4s_get_gemm(void);
+/* "fixed" or "blas", and back (FP4S_EINVAL naming the string). */
+FP4S_API const char *fp4s_gemm_name(fp4s_gemm_path p);
+FP4S_API int fp4s_gemm_parse(const char *s, fp4s_gemm_path *out);
+
 #ifdef __cplusplus
 }
 #endif

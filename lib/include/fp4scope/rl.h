@@ -16,15 +16,19 @@
  *
  * Determinism: a seed fixes everything. Work is split into fixed pieces
  * (rollout shards, trainer micro-batches) whose results are combined in a
- * fixed order, and each BLAS call runs on its caller's thread, so results are
- * bit-identical for any FP4S_THREADS. fp4s_rl_open() therefore sets
- * openblas_set_num_threads(1), which holds for the whole process.
+ * fixed order, and each GEMM runs on its caller's thread in the fixed order
+ * of fp4s_get_gemm()'s default path (<fp4scope/common.h>), so results are
+ * bit-identical for any FP4S_THREADS and on any x86-64 CPU. With
+ * FP4S_GEMM_BLAS the BLAS runs each call single-threaded
+ * (openblas_set_num_threads(1), for the whole process): the same for any
+ * thread count, but another CPU's BLAS kernels give other bits.
  *
  * Thread-safety: a handle belongs to one thread at a time; it uses
  * fp4s_get_threads() workers inside its calls.
  *
  * Built when the library is built with a BLAS (-Dblas; fp4s_features() lists
- * "blas"); without one fp4s_rl_open() returns FP4S_ENOTSUP. */
+ * "blas"); without one fp4s_rl_open() returns FP4S_ENOTSUP, as it does on
+ * the BLAS path when the BLAS cannot be loaded. */
 #ifndef FP4SCOPE_RL_H
 #define FP4SCOPE_RL_H
 
