@@ -24,9 +24,11 @@
 # block of more than 64 lines as its SHA-256; images not at all (their name is
 # listed). An output of more than GOLDEN_LIMIT bytes
 # after normalisation is stored as its size, line count, SHA-256 and first 40
-# lines. The BLAS's kernel is pinned (OPENBLAS_CORETYPE=Prescott: OpenBLAS's
-# GEMMs round differently per CPU kernel) and threads are 1, so that the
-# goldens hold on any x86-64 machine.
+# lines. The remedies' and fp4-rl's GEMMs take the fixed-order path (the same
+# bits on any x86-64 CPU and thread count: lib/core/gemm.h); the BLAS's kernel
+# is pinned as well (OPENBLAS_CORETYPE=Prescott: OpenBLAS's GEMMs round
+# differently per CPU kernel) for a run with FP4S_GEMM=blas, and threads are
+# 1, so that the goldens hold on any x86-64 machine.
 set -eu
 SRC=${FP4S_SRCDIR:?FP4S_SRCDIR not set}
 B=${FP4S_BUILDDIR:?FP4S_BUILDDIR not set}
