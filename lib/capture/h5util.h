@@ -27,6 +27,9 @@ int cap_scalar_name_check(const char *file, const char *name);
 /* Natural order of site names: digit runs compare as numbers. */
 int cap_natcmp(const char *a, const char *b);
 
+/* The token ids of the side e of an open capture (fp4s_capture_read_ids). */
+int cap_read_ids_open(hid_t f, const char *file, const fp4s_capture_entry *e, int64_t **ids, size_t *n);
+
 /* ---- the log-prob reader (lpread.c; the trace reader of analysis/mismatch) ---- */
 typedef struct cap_lp cap_lp;
 typedef struct cap_lp_step_info {

@@ -40,10 +40,10 @@ typedef struct list_ctx {
 
 static int side_rank(const char *site, const char *side)
 {
-    static const char *act[] = {"trainer", "rollout", "weight"};
+    static const char *act[] = {"trainer", "rollout", "weight", "trainer_ids", "rollout_ids"};
     static const char *lp[] = {"trainer", "rollout", "seq", "pos", "mask", "token"};
     const char **t = strcmp(site, "logprobs") == 0 ? lp : act;
-    int m = strcmp(site, "logprobs") == 0 ? 6 : 3;
+    int m = strcmp(site, "logprobs") == 0 ? 6 : 5;
     for (int i = 0; i < m; i++)
         if (strcmp(t[i], side) == 0) return i;
     return m;
@@ -299,6 +299,34 @@ out:
     return rc;
 }
 
+/* Does (step, site) list the ids dataset of `side` ("trainer" -> trainer_ids)?
+ * The listing is sorted: the entries of one (step, site) are adjacent. */
+static bool has_ids(const fp4s_capture_entry *v, size_t n, size_t at, const char *side)
+{
+    char want[32];
+    snprintf(want, sizeof want, "%s%s", side, FP4S_CAPTURE_IDS_SUFFIX);
+    size_t lo = at;
+    while (lo > 0 && v[lo - 1].step == v[at].step && strcmp(v[lo - 1].site, v[at].site) == 0) lo--;
+    for (size_t j = lo; j < n && v[j].step == v[at].step && strcmp(v[j].site, v[at].site) == 0; j++)
+        if (strcmp(v[j].side, want) == 0) return true;
+    return false;
+}
+
+/* The shape rule of one (step, site): K equal; the rows too unless both sides
+ * carry token ids (rows are then paired by id). */
+static int pair_shape(const char *file, const fp4s_capture_entry *v, size_t n, size_t ti,
+                      const fp4s_capture_entry *t, const fp4s_capture_entry *r)
+{
+    if (t->cols == r->cols && (t->rows == r->rows || (has_ids(v, n, ti, "trainer") && has_ids(v, n, ti, "rollout"))))
+        return 0;
+    return fp4s_error_set(FP4S_ESHAPE, "%s: /steps/%" PRId64 "/%s: trainer is [%zu, %zu] but "
+                          "rollout is [%zu, %zu]; %s (fp4-capture ls --check lists the capture)", file, t->step,
+                          t->site, t->rows, t->cols, r->rows, r->cols,
+                          t->cols != r->cols ? "both sides must have the same K"
+                                             : "both sides must hold the same tokens, or carry token ids on "
+                                               "both sides (trainer_ids, rollout_ids) to be paired by id");
+}
+
 /* Trainer and rollout of one (step, site) must have one shape. The listing
  * is sorted with trainer right before rollout. */
 static int check_pairs(const char *file, const fp4s_capture_entry *v, size_t n)
@@ -308,11 +336,8 @@ static int check_pairs(const char *file, const fp4s_capture_entry *v, size_t n)
         if (t->step != r->step || strcmp(t->site, r->site) || strcmp(t->site, "logprobs") == 0 ||
             strcmp(t->side, "trainer") || strcmp(r->side, "rollout"))
             continue;
-        if (t->rows != r->rows || t->cols != r->cols)
-            return fp4s_error_set(FP4S_ESHAPE, "%s: /steps/%" PRId64 "/%s: trainer is [%zu, %zu] but "
-                                  "rollout is [%zu, %zu]; both sides must hold the same tokens "
-                                  "(fp4-capture ls --check lists the capture)", file, t->step, t->site,
-                                  t->rows, t->cols, r->rows, r->cols);
+        int rc = pair_shape(file, v, n, i, t, r);
+        if (rc) return rc;
     }
     return 0;
 }
@@ -523,10 +548,8 @@ static int pair_in(const char *file, const fp4s_capture_entry *v, size_t n, int6
     if (!t || !r)
         return fp4s_error_set(FP4S_ENOTFOUND, "%s: /steps/%" PRId64 "/%s: no %s side", file, step,
                               site, !t ? "trainer" : "rollout");
-    if (t->rows != r->rows || t->cols != r->cols)
-        return fp4s_error_set(FP4S_ESHAPE, "%s: /steps/%" PRId64 "/%s: trainer is [%zu, %zu] but "
-                              "rollout is [%zu, %zu]; both sides must hold the same tokens",
-                              file, step, site, t->rows, t->cols, r->rows, r->cols);
+    int rc = pair_shape(file, v, n, (size_t)(t - v), t, r);
+    if (rc) return rc;
     if (tr) *tr = *t;
     if (ro) *ro = *r;
     return 0;
@@ -550,8 +573,33 @@ int fp4s_capture_verify(const char *file)
     size_t n;
     int rc = fp4s_capture_list_raw(file, &v, &n);
     if (rc) return rc;
+    hid_t f = -1; /* opened for the first token ids */
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
+    const size_t xl = strlen(FP4S_CAPTURE_IDS_SUFFIX);
     for (size_t i = 0; i < n && !rc; i++) {
         const fp4s_capture_entry *e = &v[i];
+        size_t sl = strlen(e->side);
+        if (strcmp(e->site, "logprobs") && sl > xl && strcmp(e->side + sl - xl, FP4S_CAPTURE_IDS_SUFFIX) == 0) {
+            char base[sizeof e->side];
+            memcpy(base, e->side, sl - xl);
+            base[sl - xl] = '\0';
+            const fp4s_capture_entry *a = e->step >= 0 ? find(v, n, e->step, e->site, base) : NULL;
+            if (e->step < 0 || (strcmp(base, "trainer") && strcmp(base, "rollout")))
+                rc = fp4s_error_set(FP4S_EFORMAT, "%s: %s: token ids belong to a trainer or rollout side only",
+                                    file, e->path);
+            else if (!a)
+                rc = fp4s_error_set(FP4S_EFORMAT, "%s: %s: token ids without the rows of /steps/%" PRId64 "/%s/%s",
+                                    file, e->path, e->step, e->site, base);
+            else {
+                if (f < 0) f = fp4s_h5_open_read(file, &rc);
+                int64_t *ids = NULL;
+                size_t ni = 0;
+                if (f >= 0) rc = cap_read_ids_open(f, file, a, &ids, &ni);
+                free(ids);
+            }
+            continue;
+        }
         if (strcmp(e->site, "logprobs") == 0) {
             const fp4s_capture_entry *t = find(v, n, e->step, "logprobs", "trainer");
             if (!t || !find(v, n, e->step, "logprobs", "rollout") ||
@@ -582,6 +630,8 @@ int fp4s_capture_verify(const char *file)
                                     file, e->path, e->cols, w->path, w->cols);
         }
     }
+    if (f >= 0) H5Fclose(f);
+    fp4s_h5_quiet_end(&q);
     free(v);
     return rc;
 }

@@ -529,6 +529,75 @@ int fp4s_capture_put_tokens(fp4s_capture *c, int64_t step, const int64_t *token,
     return rc;
 }
 
+/* Rows of an existing rank-2 dataset (cached or in the file): 1 found, 0 not. */
+static int peek_rows(fp4s_capture *c, const char *path, size_t *rows)
+{
+    dslot *s = capw_slot_find(c, path);
+    if (s) {
+        *rows = s->rows;
+        return 1;
+    }
+    if (!fp4s_h5_path_exists(c->file, path)) return 0;
+    hid_t d = H5Dopen2(c->file, path, H5P_DEFAULT);
+    if (d < 0) return 0;
+    hid_t sp = H5Dget_space(d);
+    hsize_t dims[2] = {0, 0};
+    int r = H5Sget_simple_extent_ndims(sp);
+    if (r == 2) H5Sget_simple_extent_dims(sp, dims, NULL);
+    H5Sclose(sp);
+    H5Dclose(d);
+    if (r != 2) return 0;
+    *rows = (size_t)dims[0];
+    return 1;
+}
+
+int fp4s_capture_put_ids(fp4s_capture *c, int64_t step, const char *site, const char *side,
+                         const int64_t *ids, size_t n)
+{
+    if (!c) return fp4s_error_set(FP4S_EINVAL, "capture: put on a NULL handle");
+    int rc = check_site(c, site);
+    if (rc) return rc;
+    if (!side || (strcmp(side, "trainer") && strcmp(side, "rollout")))
+        return fp4s_error_set(FP4S_EINVAL, "%s: ids: side '%s' is not trainer or rollout (weights have no "
+                              "tokens)", c->path, side ? side : "(null)");
+    if (step < 0 || step > FP4S_CAPTURE_MAX_STEP)
+        return fp4s_error_set(FP4S_ERANGE, "%s: ids: step %" PRId64 " is outside 0..2^53", c->path, step);
+    if (n && !ids) return fp4s_error_set(FP4S_EINVAL, "%s: %s/%s: NULL ids", c->path, site, side);
+    if ((rc = capw_write_failed(c, "an earlier write failed"))) return rc;
+    char apath[600], ipath[640], leaf[32];
+    snprintf(apath, sizeof apath, "/steps/%" PRId64 "/%s/%s", step, site, side);
+    snprintf(ipath, sizeof ipath, "%s%s", apath, FP4S_CAPTURE_IDS_SUFFIX);
+    snprintf(leaf, sizeof leaf, "%s%s", side, FP4S_CAPTURE_IDS_SUFFIX);
+    fp4s_h5_quiet q;
+    fp4s_h5_quiet_begin(&q);
+    size_t arows = 0, have = 0;
+    if (peek_rows(c, apath, &arows) != 1) {
+        rc = fp4s_error_set(FP4S_EINVAL, "%s: %s: ids before rows: put the rows of the side first, then "
+                            "their ids", c->path, ipath);
+        goto out;
+    }
+    if (peek_rows(c, ipath, &have) != 1) have = 0;
+    if (have + n > arows) {
+        rc = fp4s_error_set(FP4S_EINVAL, "%s: %s: %zu ids would follow %zu, but %s holds %zu rows: one id per "
+                            "row", c->path, ipath, n, have, apath, arows);
+        goto out;
+    }
+    dslot *s;
+    rc = get_dataset(c, ipath, step, site, leaf, FP4S_DT_I64, 2, 2, n, NULL, NULL, &s);
+    if (!rc && s->cols != 2)
+        rc = fp4s_error_set(FP4S_EFORMAT, "%s: %s: has %zu columns, ids have 2 (sequence, position)", c->path,
+                            ipath, s->cols);
+    if (!rc && s->dt != FP4S_DT_I64)
+        rc = fp4s_error_set(FP4S_EDTYPE, "%s: %s: stored as %s, ids are int64", c->path, ipath,
+                            fp4s_dtype_name(s->dt));
+    if (!rc && s->rows == 0 && fp4s_h5_attr_str(s->d, "columns", "seq,pos") < 0)
+        rc = fp4s_error_set(FP4S_EWRITE, "%s: %s: cannot write attributes", c->path, ipath);
+    if (!rc) rc = append(c, s, 2, ids, n, 2);
+out:
+    fp4s_h5_quiet_end(&q);
+    return rc;
+}
+
 static int attr_obj(fp4s_capture *c, const char *obj, hid_t *o)
 {
     const char *p = obj && obj[0] ? obj : "/";

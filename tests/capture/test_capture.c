@@ -461,6 +461,191 @@ START_TEST(pair_missing_step_site_side_and_shape_mismatch)
 }
 END_TEST
 
+/* ---- token ids ------------------------------------------------------------------------ */
+START_TEST(ids_match_pairs_unmatched_and_repeats)
+{
+    /* A: ids (0,0) (0,1) (1,0) (2,5); B: (2,5) (0,1) (3,3) (0,0) (1,1) */
+    const int64_t a[] = {0, 0, 0, 1, 1, 0, 2, 5};
+    const int64_t b[] = {2, 5, 0, 1, 3, 3, 0, 0, 1, 1};
+    fp4s_id_match m;
+    ck_assert_int_eq(fp4s_ids_match(a, 4, b, 5, &m), 0);
+    ck_assert_uint_eq(m.npairs, 3);
+    const size_t ea[] = {0, 1, 3}, eb[] = {3, 1, 0};
+    for (size_t k = 0; k < 3; k++) {
+        ck_assert_uint_eq(m.a[k], ea[k]);
+        ck_assert_uint_eq(m.b[k], eb[k]);
+    }
+    ck_assert_uint_eq(m.nonly_a, 1);
+    ck_assert_uint_eq(m.only_a[0], 2);
+    ck_assert_uint_eq(m.nonly_b, 2);
+    ck_assert_uint_eq(m.only_b[0], 2);
+    ck_assert_uint_eq(m.only_b[1], 4);
+    fp4s_id_match_free(&m);
+    ck_assert_ptr_null(m.a);
+    /* empty sides */
+    ck_assert_int_eq(fp4s_ids_match(NULL, 0, b, 5, &m), 0);
+    ck_assert_uint_eq(m.npairs, 0);
+    ck_assert_uint_eq(m.nonly_b, 5);
+    fp4s_id_match_free(&m);
+    /* a repeated id names the side, the id and both rows */
+    const int64_t r[] = {4, 7, 1, 1, 4, 7};
+    ck_assert_int_eq(fp4s_ids_match(a, 4, r, 3, &m), FP4S_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "side B: token id (sequence 4, position 7) on rows 0 and 2"));
+    ck_assert_ptr_null(m.a);
+    fp4s_id_match_free(&m);
+}
+END_TEST
+
+/* Brute force over random ids: every pair shares its id, every id of a side
+ * with a partner is paired, and the rest is listed once. */
+START_TEST(ids_match_agrees_with_brute_force)
+{
+    uint64_t st = 12345;
+    for (int round = 0; round < 50; round++) {
+        size_t na = 1 + (size_t)(round * 7 % 60), nb = 1 + (size_t)(round * 13 % 70);
+        int64_t *a = malloc(na * 2 * sizeof *a), *b = malloc(nb * 2 * sizeof *b);
+        /* distinct ids per side: a random permutation of a 12 x 12 grid */
+        int64_t grid[144];
+        for (int side = 0; side < 2; side++) {
+            for (int i = 0; i < 144; i++) grid[i] = i;
+            for (int i = 143; i > 0; i--) {
+                st = st * 6364136223846793005ull + 1442695040888963407ull;
+                int j = (int)((st >> 33) % (uint64_t)(i + 1));
+                int64_t t = grid[i];
+                grid[i] = grid[j];
+                grid[j] = t;
+            }
+            int64_t *v = side ? b : a;
+            size_t nv = side ? nb : na;
+            for (size_t i = 0; i < nv; i++) {
+                v[2 * i] = grid[i] / 12;
+                v[2 * i + 1] = grid[i] % 12 - 3;
+            }
+        }
+        fp4s_id_match m;
+        ck_assert_int_eq(fp4s_ids_match(a, na, b, nb, &m), 0);
+        size_t want = 0;
+        for (size_t i = 0; i < na; i++)
+            for (size_t j = 0; j < nb; j++) want += a[2 * i] == b[2 * j] && a[2 * i + 1] == b[2 * j + 1];
+        ck_assert_uint_eq(m.npairs, want);
+        ck_assert_uint_eq(m.npairs + m.nonly_a, na);
+        ck_assert_uint_eq(m.npairs + m.nonly_b, nb);
+        for (size_t k = 0; k < m.npairs; k++) {
+            ck_assert(a[2 * m.a[k]] == b[2 * m.b[k]] && a[2 * m.a[k] + 1] == b[2 * m.b[k] + 1]);
+            if (k) ck_assert_uint_lt(m.a[k - 1], m.a[k]);
+        }
+        for (size_t k = 0; k < m.nonly_a; k++)
+            for (size_t j = 0; j < nb; j++)
+                ck_assert(!(a[2 * m.only_a[k]] == b[2 * j] && a[2 * m.only_a[k] + 1] == b[2 * j + 1]));
+        fp4s_id_match_free(&m);
+        free(a);
+        free(b);
+    }
+}
+END_TEST
+
+START_TEST(ids_let_sides_hold_other_tokens)
+{
+    fp4s_capture *c = new_cap(check_path("ids.h5"));
+    float x[12] = {0};
+    const int64_t it[] = {0, 0, 0, 1, 1, 0}, ir[] = {0, 1, 1, 0};
+    ck_assert_int_eq(fp4s_capture_put(c, 2, "layers.0.mlp.experts.1.up", "trainer", FP4S_DT_F32, x, 3, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 2, "layers.0.mlp.experts.1.up", "rollout", FP4S_DT_F32, x, 2, 4, 4, NULL), 0);
+    /* ids before rows, more ids than rows, weights: refused */
+    ck_assert_int_eq(fp4s_capture_put_ids(c, 2, "b", "trainer", it, 1), FP4S_EINVAL);
+    ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "ids before rows"));
+    ck_assert_int_eq(fp4s_capture_put_ids(c, 2, "layers.0.mlp.experts.1.up", "rollout", it, 3), FP4S_EINVAL);
+    ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "one id per row"));
+    ck_assert_int_eq(fp4s_capture_put_ids(c, 2, "layers.0.mlp.experts.1.up", "weight", it, 1), FP4S_EINVAL);
+    /* in two pieces on the trainer side */
+    ck_assert_int_eq(fp4s_capture_put_ids(c, 2, "layers.0.mlp.experts.1.up", "trainer", it, 2), 0);
+    ck_assert_int_eq(fp4s_capture_put_ids(c, 2, "layers.0.mlp.experts.1.up", "trainer", it + 4, 1), 0);
+    ck_assert_int_eq(fp4s_capture_put_ids(c, 2, "layers.0.mlp.experts.1.up", "rollout", ir, 2), 0);
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    const char *p = check_path("ids.h5");
+    fp4s_capture_entry t, r;
+    ck_assert_msg(fp4s_capture_pair(p, 2, "layers.0.mlp.experts.1.up", &t, &r) == 0, "%s", fp4s_last_error());
+    ck_assert_int_eq(fp4s_capture_verify(p), 0);
+    fp4s_capture_entry *e;
+    size_t n;
+    ck_assert_int_eq(fp4s_capture_list(p, &e, &n), 0);
+    free(e);
+    int64_t *ti, *ri;
+    size_t nt, nr;
+    ck_assert_int_eq(fp4s_capture_read_ids(p, &t, &ti, &nt), 0);
+    ck_assert_int_eq(fp4s_capture_read_ids(p, &r, &ri, &nr), 0);
+    ck_assert_uint_eq(nt, 3);
+    ck_assert_uint_eq(nr, 2);
+    ck_assert_mem_eq(ti, it, sizeof it);
+    ck_assert_mem_eq(ri, ir, sizeof ir);
+    fp4s_id_match m;
+    ck_assert_int_eq(fp4s_ids_match(ti, nt, ri, nr, &m), 0);
+    ck_assert_uint_eq(m.npairs, 2);
+    ck_assert_uint_eq(m.nonly_a, 1);
+    ck_assert_uint_eq(m.only_a[0], 0); /* token (0, 0) went elsewhere on the rollout */
+    fp4s_id_match_free(&m);
+    free(ti);
+    free(ri);
+    /* ids on one side only: the row counts must agree again */
+    c = NULL;
+    ck_assert_int_eq(fp4s_capture_open_append(p, NULL, &c), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 3, "s", "trainer", FP4S_DT_F32, x, 3, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 3, "s", "rollout", FP4S_DT_F32, x, 2, 4, 4, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put_ids(c, 3, "s", "trainer", it, 3), 0);
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    ck_assert_int_eq(fp4s_capture_pair(p, 3, "s", &t, &r), FP4S_ESHAPE);
+    ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "carry token ids on both sides"));
+    ck_assert_int_eq(fp4s_capture_list(p, &e, &n), FP4S_ESHAPE);
+}
+END_TEST
+
+/* A dataset written with raw HDF5 at `path` of the capture, int64 [rows, cols]. */
+static void raw_i64(const char *file, const char *path, const int64_t *v, size_t rows, size_t cols)
+{
+    hid_t f = H5Fopen(file, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert_int_ge(f, 0);
+    hsize_t d[2] = {rows, cols};
+    hid_t sp = H5Screate_simple(2, d, NULL);
+    hid_t ds = H5Dcreate2(f, path, H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ck_assert_int_ge(ds, 0);
+    ck_assert_int_ge(H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v), 0);
+    H5Dclose(ds);
+    H5Sclose(sp);
+    H5Fclose(f);
+}
+
+START_TEST(ids_malformed_are_named)
+{
+    const int64_t rep[] = {0, 0, 5, 5, 0, 0}, ok[] = {0, 0, 1, 1, 2, 2};
+    const char *cases[][2] = {
+        {"rep", "/steps/1/s/trainer_ids: token id (sequence 0, position 0) on rows 0 and 2"},
+        {"short", "/steps/1/s/trainer_ids: 2 token ids for the 3 rows"},
+        {"cols", "/steps/1/s/trainer_ids: token ids must be [rows, 2] (sequence, position), found 3 columns"},
+        {"weight", "/steps/1/s/weight_ids: token ids belong to a trainer or rollout side only"},
+        {"orphan", "/steps/1/s/rollout_ids: token ids without the rows of /steps/1/s/rollout"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "%s.h5", cases[k][0]);
+        const char *p = check_path(name);
+        fp4s_capture *c = new_cap(p);
+        float x[12] = {0};
+        ck_assert_int_eq(fp4s_capture_put(c, 1, "s", "trainer", FP4S_DT_F32, x, 3, 4, 4, NULL), 0);
+        if (strcmp(cases[k][0], "orphan"))
+            ck_assert_int_eq(fp4s_capture_put(c, 1, "s", "rollout", FP4S_DT_F32, x, 3, 4, 4, NULL), 0);
+        ck_assert_int_eq(fp4s_capture_close(&c), 0);
+        if (!strcmp(cases[k][0], "rep")) raw_i64(p, "/steps/1/s/trainer_ids", rep, 3, 2);
+        if (!strcmp(cases[k][0], "short")) raw_i64(p, "/steps/1/s/trainer_ids", ok, 2, 2);
+        if (!strcmp(cases[k][0], "cols")) raw_i64(p, "/steps/1/s/trainer_ids", ok, 2, 3);
+        if (!strcmp(cases[k][0], "weight")) raw_i64(p, "/steps/1/s/weight_ids", ok, 3, 2);
+        if (!strcmp(cases[k][0], "orphan")) raw_i64(p, "/steps/1/s/rollout_ids", ok, 3, 2);
+        ck_assert_int_eq(fp4s_capture_verify(p), FP4S_EFORMAT);
+        ck_assert_msg(strstr(fp4s_last_error(), cases[k][1]) && strstr(fp4s_last_error(), name),
+                      "%s: %s", cases[k][0], fp4s_last_error());
+    }
+}
+END_TEST
+
 /* ---- append, locking, interruption ---------------------------------------------------------- */
 START_TEST(append_keeps_old_steps_and_locks_second_writer)
 {
@@ -829,6 +1014,10 @@ int main(void)
         CHECK_CASE(list_sorts_steps_sites_naturally),
         CHECK_CASE(site_match_globs_across_dots),
         CHECK_CASE(pair_missing_step_site_side_and_shape_mismatch),
+        CHECK_CASE(ids_match_pairs_unmatched_and_repeats),
+        CHECK_CASE(ids_match_agrees_with_brute_force),
+        CHECK_CASE(ids_let_sides_hold_other_tokens),
+        CHECK_CASE(ids_malformed_are_named),
         CHECK_CASE(append_keeps_old_steps_and_locks_second_writer),
         CHECK_CASE(refused_writer_changes_nothing),
         CHECK_CASE(abort_undoes_everything_since_the_flush),

@@ -301,6 +301,110 @@ def test_torch():
         assert "no nn.Linear" in str(e)
 
 
+def test_numpy_ids():
+    """put(..., ids=) writes <side>_ids; sides with ids may hold other tokens;
+    a wrong count is refused before anything is written."""
+    p = os.path.join(T, "ids.h5")
+    x = np.arange(24, dtype=np.float32).reshape(6, 4)
+    with Capture(p) as c:
+        c.put(0, "layers.0.mlp.experts.1.up_proj", "trainer", x[:4], ids=np.array([[0, 0], [0, 1], [1, 0], [1, 1]]))
+        c.put(0, "layers.0.mlp.experts.1.up_proj", "rollout", x[:3], ids=([0, 1, 2], [1, 1, 0]))
+        try:
+            c.put(0, "layers.0.mlp.experts.2.up_proj", "trainer", x[:2], ids=[[0, 0]])
+            raise AssertionError("ids of the wrong count accepted")
+        except FP4SError as e:
+            assert "1 ids for 2 rows" in str(e), str(e)
+    f = h5py.File(p, "r")
+    assert f["/steps/0/layers.0.mlp.experts.1.up_proj/rollout_ids"][()].tolist() == [[0, 1], [1, 1], [2, 0]]
+    assert f["/steps/0/layers.0.mlp.experts.1.up_proj/trainer_ids"].dtype == np.int64
+    assert "layers.0.mlp.experts.2.up_proj" not in f["/steps/0"]
+    f.close()
+    subprocess.run([CAP, "ls", "--check", p], check=True, capture_output=True)
+
+
+def moe_model(torch, d=32, n=4):
+    """A routed MoE block as current model code writes it: a router, top-1
+    routing, each expert called on the rows gathered for it (zero rows when
+    nobody was routed) and a shared expert on every token."""
+    class Expert(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up_proj = torch.nn.Linear(d, 2 * d, bias=False)
+            self.down_proj = torch.nn.Linear(2 * d, d, bias=False)
+
+        def forward(self, x):
+            return self.down_proj(torch.relu(self.up_proj(x)))
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gate = torch.nn.Linear(d, n, bias=False)
+            self.experts = torch.nn.ModuleList(Expert() for _ in range(n))
+            self.shared_expert = Expert()
+
+        def forward(self, h):
+            x = h.reshape(-1, d)
+            choice = self.gate(x).argmax(-1)
+            y = self.shared_expert(x)
+            order = torch.randperm(x.shape[0])   # experts see their rows in no particular order
+            for e, ex in enumerate(self.experts):
+                idx = order[(choice[order] == e)]
+                y[idx] = y[idx] + ex(x[idx])
+            return y.reshape(h.shape), choice.reshape(h.shape[:-1])
+    return Block()
+
+
+def test_torch_ids():
+    """Hooked experts write the ids of the tokens routed to them; a rollout
+    whose router is perturbed routes some tokens elsewhere; the ids in the
+    file equal the routing each side computed."""
+    import torch
+    torch.manual_seed(1)
+    m = moe_model(torch).to(torch.bfloat16)
+    p = os.path.join(T, "moe_ids.h5")
+    cap = Capture(p)
+    B, S = 3, 11
+    seq = torch.arange(B).unsqueeze(1).expand(B, S)
+    pos = torch.arange(S).unsqueeze(0).expand(B, S) + 5
+    h = torch.randn(B, S, 32, dtype=torch.bfloat16)
+    choices = {}
+    for side in ("trainer", "rollout"):
+        cap.hook_linears(m, side, names="*expert*")
+        if side == "rollout":
+            with torch.no_grad():
+                m.gate.weight.add_(0.3 * torch.randn_like(m.gate.weight))
+        with cap.step(0), cap.tokens((seq, pos)):
+            _, choices[side] = m(h)
+        cap.remove_hooks()
+    cap.close()
+    f = h5py.File(p, "r")
+    flips = 0
+    for e in range(4):
+        got = {}
+        for side in ("trainer", "rollout"):
+            want = set((int(b), int(t) + 5) for b, t in (choices[side] == e).nonzero().tolist())
+            for proj in ("up_proj", "down_proj"):
+                path = "/steps/0/experts.%d.%s/%s" % (e, proj, side)
+                if not want:
+                    assert path not in f, path
+                    continue
+                ids = f[path + "_ids"][()]
+                assert ids.shape == (len(want), 2), (path, ids.shape)
+                assert set(map(tuple, ids.tolist())) == want, path
+                if proj == "up_proj":  # each row is the hidden state of its id
+                    rows = f[path][()]
+                    hx = h.view(torch.int16).numpy().view(np.uint16)
+                    for r, (b, t) in zip(rows, ids.tolist()):
+                        assert (r == hx[b, t - 5]).all(), (path, b, t)
+            got[side] = want
+        flips += len(got["trainer"] ^ got["rollout"])
+    assert flips > 0, "the perturbed router flipped no route; pick another seed"
+    shared = f["/steps/0/shared_expert.up_proj/trainer_ids"][()]
+    assert shared.tolist() == torch.stack([seq, pos], -1).reshape(-1, 2).tolist()
+    f.close()
+    subprocess.run([CAP, "ls", "--check", p], check=True, capture_output=True)
+
+
 if __name__ == "__main__":
     test_numpy()
     test_interrupted()
@@ -311,6 +415,8 @@ if __name__ == "__main__":
     test_opts_struct_matches_the_library()
     test_qout_struct_matches_the_library()
     test_fake_quant()
+    test_numpy_ids()
     if "--torch" in sys.argv:
         test_torch()
+        test_torch_ids()
     print("ok")

@@ -81,7 +81,8 @@ FP4S_API size_t fp4s_capture_entry_size(void);
  * the schema attribute and refuses a newer major version (FP4S_EVERSION), and
  * refuses a file in which the trainer and rollout sides of a (step, site)
  * have different shapes (FP4S_ESHAPE naming both: row i of the two sides is
- * the same token). The caller frees *entries with free(). In an interrupted
+ * the same token) unless both sides carry token ids (see fp4s_capture_put_ids:
+ * then only K must agree). The caller frees *entries with free(). In an interrupted
  * file (see below) links left dangling by a writer killed while committing a
  * flush are skipped, not errors; fp4s_capture_info_read reports how many. */
 FP4S_API int fp4s_capture_list(const char *file, fp4s_capture_entry **entries, size_t *n);
@@ -142,14 +143,16 @@ FP4S_API size_t fp4s_capture_info_size(void);
 FP4S_API int fp4s_capture_info_read(const char *file, fp4s_capture_info *info);
 
 /* Find the trainer and rollout entries of (step, site). FP4S_ENOTFOUND names
- * the missing step, site or side; FP4S_ESHAPE when the two shapes differ.
+ * the missing step, site or side; FP4S_ESHAPE when the two shapes differ (the
+ * row counts may differ where both sides carry token ids).
  * Either output pointer may be NULL. */
 FP4S_API int fp4s_capture_pair(const char *file, int64_t step, const char *site,
                                fp4s_capture_entry *trainer, fp4s_capture_entry *rollout);
 
-/* Check a whole capture: trainer/rollout shapes equal per (step, site), weight
- * K equal to the activation K, log-prob fields of one length per step, site
- * names well-formed. Returns 0 or the first problem (FP4S_ESHAPE/EFORMAT). */
+/* Check a whole capture: trainer/rollout shapes equal per (step, site) (the
+ * rows may differ where both sides carry ids), token ids well-formed (int64
+ * [rows, 2], one per row, none repeated), weight K equal to the activation K,
+ * log-prob fields of one length per step, site names well-formed. Returns 0 or the first problem (FP4S_ESHAPE/EFORMAT). */
 FP4S_API int fp4s_capture_verify(const char *file);
 
 /* ---- writer ---------------------------------------------------------------------- */
@@ -224,6 +227,55 @@ FP4S_API int fp4s_capture_put_logprobs(fp4s_capture *c, int64_t step, const floa
  * log-probs under each remedy. Readers require the same length as
  * logprobs/trainer (fp4s_capture_verify). */
 FP4S_API int fp4s_capture_put_tokens(fp4s_capture *c, int64_t step, const int64_t *token, size_t n);
+/* ---- token ids -----------------------------------------------------------------------
+ * Row i of an activation dataset /steps/<step>/<site>/<side> (side trainer or
+ * rollout) may carry the id of its token: row i of the dataset
+ * /steps/<step>/<site>/<side>_ids, [rows, 2] int64, holds (sequence,
+ * position), the same numbering as logprobs/seq and logprobs/pos. With ids on
+ * both sides the two sides of a site may hold different tokens (an MoE expert
+ * that the rollout routed other tokens to than the trainer): readers pair
+ * rows by id, and the rows one side holds alone are routing flips
+ * (fp4scope-capture(5)). Without ids, row i of the two sides is the same
+ * token, as before. */
+#define FP4S_CAPTURE_IDS_SUFFIX "_ids"
+
+/* Append the ids of n rows, ids[2*i] the sequence and ids[2*i+1] the position
+ * of row i, to /steps/<step>/<site>/<side>_ids: the ids of the rows put last
+ * to that side, in their order. Put the rows first: the ids may not outnumber
+ * them (FP4S_EINVAL), and every row of a side that has ids needs one (the
+ * readers refuse a side whose ids and rows differ in number). An id may
+ * appear once per (step, site, side) (readers refuse repeats). */
+FP4S_API int fp4s_capture_put_ids(fp4s_capture *c, int64_t step, const char *site, const char *side,
+                                  const int64_t *ids, size_t n);
+
+/* The ids of one side of a listing (an entry whose side is trainer or
+ * rollout) as a new array [n][2] (sequence, position) that the caller frees
+ * with free(). FP4S_ENOTFOUND when the side carries none; FP4S_EFORMAT with
+ * the file, dataset and problem when they are malformed: not int64 [rows, 2],
+ * another number of rows than the side, or one id on two rows (both named). */
+FP4S_API int fp4s_capture_read_ids(const char *file, const fp4s_capture_entry *side, int64_t **ids,
+                                   size_t *n);
+
+/* The rows of two sides matched by id. a[k] and b[k] are the rows of the
+ * same token on side A and side B, in increasing a[k]; only_a / only_b the
+ * rows (increasing) whose id the other side lacks. */
+typedef struct fp4s_id_match {
+    size_t npairs, nonly_a, nonly_b;
+    size_t *a, *b;
+    size_t *only_a, *only_b;
+    uint32_t reserved[8]; /* zero; room for fields added later */
+} fp4s_id_match;
+FP4S_API size_t fp4s_id_match_size(void);
+
+/* Match the ids of side A ([na][2]) with those of side B ([nb][2]) in
+ * O((na + nb) log(na + nb)). FP4S_EFORMAT when one side holds an id twice:
+ * the detail says "side A" or "side B", the id and both rows (callers prefix
+ * the file and dataset). *m is zeroed first and freed with
+ * fp4s_id_match_free() (also after an error; NULL ok). */
+FP4S_API int fp4s_ids_match(const int64_t *ids_a, size_t na, const int64_t *ids_b, size_t nb,
+                            fp4s_id_match *m);
+FP4S_API void fp4s_id_match_free(fp4s_id_match *m);
+
 /* A per-step scalar (reward, accuracy, gradient norm, ...): a float64
  * attribute `name` of the group /steps/<step>. Put a step's scalars with the
  * step, before the fp4s_capture_flush() that commits it (FP4S_EINVAL for a

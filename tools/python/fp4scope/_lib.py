@@ -73,6 +73,7 @@ def _declare(L):
     L.fp4s_capture_put_logprobs.argtypes = [c.c_void_p, c.c_int64, c.c_void_p, c.c_void_p,
                                             c.c_void_p, c.c_void_p, c.c_void_p, c.c_size_t]
     L.fp4s_capture_put_tokens.argtypes = [c.c_void_p, c.c_int64, c.c_void_p, c.c_size_t]
+    L.fp4s_capture_put_ids.argtypes = [c.c_void_p, c.c_int64, c.c_char_p, c.c_char_p, c.c_void_p, c.c_size_t]
     L.fp4s_capture_attr_str.argtypes = [c.c_void_p, c.c_char_p, c.c_char_p, c.c_char_p]
     L.fp4s_capture_attr_i64.argtypes = [c.c_void_p, c.c_char_p, c.c_char_p, c.c_int64]
     L.fp4s_capture_attr_f64.argtypes = [c.c_void_p, c.c_char_p, c.c_char_p, c.c_double]

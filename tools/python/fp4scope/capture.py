@@ -25,6 +25,7 @@ import fnmatch
 import numpy as np
 
 from ._lib import FP4SError, capture_list, check, lib
+from .tokens import TokenIds, as_ids
 
 DT_F32, DT_F64, DT_F16, DT_BF16 = 0, 1, 2, 3
 CONST_STEP = -1
@@ -148,6 +149,7 @@ class Capture:
             raise ValueError("mode must be 'w' or 'a'")
         self.current_step = None
         self._hooks = []
+        self._tokens = None
 
     # -- low level -------------------------------------------------------------
     def _handle(self):
@@ -155,17 +157,37 @@ class Capture:
             raise FP4SError(-1, "%s: capture is closed" % self.path)
         return self._h
 
-    def put(self, step, site, side, x):
+    def put(self, step, site, side, x, ids=None):
         """Append rows of x ([..., K] is flattened to [rows, K]) to
         /steps/<step>/<site>/<side> (side trainer, rollout or weight; step
-        CONST_STEP with side weight for /weights/<site>)."""
+        CONST_STEP with side weight for /weights/<site>). ids: the token id
+        (sequence, position) of each row, [rows, 2] or a pair (seq, pos) of
+        arrays (see put_ids)."""
         step = _step_arg(self.path, step, const_ok=True)
         site_b, side_b = _cstr(self.path, "site", site), _cstr(self.path, "side", side)
         a, dt = _as_rows(x)
         if a.shape[0] == 0:
             return
+        if ids is not None:
+            ids = as_ids(ids)
+            if ids.shape[0] != a.shape[0]:
+                raise FP4SError(-6, "%s: %s/%s: %d ids for %d rows" % (self.path, site, side, ids.shape[0],
+                                                                      a.shape[0]))
         check(lib().fp4s_capture_put(self._handle(), step, site_b, side_b, dt,
                                      a.ctypes.data, a.shape[0], a.shape[1], a.shape[1], None))
+        if ids is not None:
+            self.put_ids(step, site, side, ids)
+
+    def put_ids(self, step, site, side, ids):
+        """Append the token ids of the rows put last to a trainer or rollout
+        side: /steps/<step>/<site>/<side>_ids [rows, 2] int64 (sequence,
+        position, numbered as the log-probs' seq and pos). With ids on both
+        sides rows are paired by id, and the tokens one side routed
+        elsewhere count as routing flips (fp4scope-capture(5))."""
+        step = _step_arg(self.path, step)
+        site_b, side_b = _cstr(self.path, "site", site), _cstr(self.path, "side", side)
+        a = as_ids(ids)
+        check(lib().fp4s_capture_put_ids(self._handle(), step, site_b, side_b, a.ctypes.data, a.shape[0]))
 
     def put_bf16_bits(self, step, site, side, bits):
         """Append BF16 values given as their uint16 bit patterns (numpy)."""
@@ -299,6 +321,37 @@ class Capture:
                 return False
         return _StepCtx()
 
+    def tokens(self, ids):
+        """Give the token ids (sequence, position) of the next forward's token
+        stream ([batch, seq, 2], [T, 2], or a pair of [batch, seq] arrays):
+        hooked layers then write the ids of their rows beside them, routed
+        experts included (their rows are found among the rows that entered
+        the block; fp4scope.tokens says how). Also a context manager that
+        forgets them at exit: `with cap.tokens(ids): model(x)`. None: rows
+        without ids, as before."""
+        self._tokens = None if ids is None else TokenIds(ids)
+        cap = self
+
+        class _TokCtx:
+            def __enter__(self_inner):
+                return cap
+
+            def __exit__(self_inner, *exc):
+                cap._tokens = None
+                return False
+        return _TokCtx()
+
+    def _put_rows(self, step, site, side, x):
+        """A hook's put: with Capture.tokens() given, the rows' ids too."""
+        if self._tokens is None:
+            self.put(step, site, side, x)
+        else:
+            self.put(step, site, side, x, ids=self._tokens.identify(site, x))
+
+    def _watch(self, x):
+        if self._tokens is not None:
+            self._tokens.watch(x)
+
     # -- PyTorch hooks --------------------------------------------------------------
     def hook_linears(self, model, side, names="*", weights=False):
         """Register forward pre-hooks on every torch.nn.Linear of model whose
@@ -323,7 +376,7 @@ class Capture:
                 x = inputs[0]
                 if x.numel() == 0:
                     return None
-                self.put(self.current_step, _name, side, x)
+                self._put_rows(self.current_step, _name, side, x)
                 return None
             self._hooks.append(mod.register_forward_pre_hook(pre_hook))
             hooked.append(name)
@@ -331,9 +384,31 @@ class Capture:
                 self.put(CONST_STEP, name, "weight", mod.weight)
         if not hooked:
             raise FP4SError(-12, "%s: no nn.Linear module matches '%s'" % (self.path, names))
+        self._watch_ancestors(model, hooked)
         return hooked
+
+    def _watch_ancestors(self, model, hooked):
+        """Watch the inputs of the modules above the hooked ones (an MoE
+        block's input is what its experts' rows are copies of)."""
+        mods = dict(model.named_modules())
+        seen = getattr(self, "_watched", set())
+        for name in hooked:
+            parts = name.split(".")
+            for i in range(len(parts)):
+                anc = ".".join(parts[:i])
+                if anc in seen or anc not in mods:
+                    continue
+                seen.add(anc)
+
+                def watch_hook(module, inputs):
+                    if inputs and self._tokens is not None:
+                        self._watch(inputs[0])
+                    return None
+                self._hooks.append(mods[anc].register_forward_pre_hook(watch_hook))
+        self._watched = seen
 
     def remove_hooks(self):
         for h in self._hooks:
             h.remove()
         self._hooks = []
+        self._watched = set()
