@@ -4,6 +4,8 @@
 
 #include <fp4scope/tensor.h>
 
+#include "fp4s_config.h"
+
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -32,6 +34,15 @@ struct fp4s_source {
  * for the npy/safetensors hooks and fsize is the file size. */
 int fp4s_npy_src_open(struct fp4s_source *s, uint64_t fsize);
 int fp4s_st_src_open(struct fp4s_source *s, uint64_t fsize);
+#if FP4S_HAVE_JANSSON
+#include <jansson.h>
+/* Read and parse the JSON header of the safetensors file P (open as fd, fsize
+ * bytes): *root an object (the caller decrefs it), *hlen_out its length; the
+ * data buffer starts at 8 + *hlen_out. Every check of the sources (size
+ * limits, JSON, an object) with messages naming P. The sources and the
+ * checkpoint reader (ckpt.c) share it. */
+int fp4s_st_read_header(const char *P, int fd, uint64_t fsize, json_t **root, uint64_t *hlen_out);
+#endif
 int fp4s_h5_src_open(struct fp4s_source *s);
 /* Read nrows rows into out: as float32 rows with stride ld (raw == 0), or the
  * stored bytes contiguously (raw == 1). */

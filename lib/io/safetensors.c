@@ -59,7 +59,7 @@ static int get_u64(json_t *v, uint64_t *out)
 }
 
 /* Read and parse the JSON header: *root is an object, *hlen its length. */
-static int read_header(const char *P, int fd, uint64_t fsize, json_t **root, uint64_t *hlen_out)
+int fp4s_st_read_header(const char *P, int fd, uint64_t fsize, json_t **root, uint64_t *hlen_out)
 {
     *root = NULL;
     if (fsize < 8)
@@ -107,7 +107,7 @@ int fp4s_st_src_open(struct fp4s_source *s, uint64_t fsize)
     const char *P = s->path, *N = s->name;
     json_t *root;
     uint64_t hlen;
-    int hrc = read_header(P, s->fd, fsize, &root, &hlen);
+    int hrc = fp4s_st_read_header(P, s->fd, fsize, &root, &hlen);
     if (hrc) return hrc;
     int rc = 0;
     char names[1024];
@@ -211,7 +211,7 @@ int fp4s_safetensors_names(const char *path, char ***names, size_t *n)
     }
     json_t *root;
     uint64_t hlen;
-    int rc = read_header(path, fd, (uint64_t)st.st_size, &root, &hlen);
+    int rc = fp4s_st_read_header(path, fd, (uint64_t)st.st_size, &root, &hlen);
     close(fd);
     if (rc) return rc;
     size_t cnt = json_object_size(root), k = 0;

@@ -8,6 +8,7 @@
  *   tensor.h    tensor sources (.npy, safetensors, HDF5), atomic outputs, .npy writer
  *   qfile.h     the packed quantized HDF5 file
  *   capture.h   the capture schema fp4scope-capture/1: reader and writer
+ *   ckpt.h      quantized checkpoints (ModelOpt, compressed-tensors, gpt-oss) and their configs
  *   decompose.h the three-way error decomposition and its mergeable accumulators
  *   channels.h  per-channel statistics, ranking and compensation sets
  *   mismatch.h  rollout/trainer log-prob mismatch metrics, onset and trend
@@ -33,6 +34,7 @@
 #include <fp4scope/tensor.h>
 #include <fp4scope/qfile.h>
 #include <fp4scope/capture.h>
+#include <fp4scope/ckpt.h>
 #include <fp4scope/decompose.h>
 #include <fp4scope/channels.h>
 #include <fp4scope/mismatch.h>
