@@ -184,6 +184,15 @@ int fp4s_source_open(const char *spec, fp4s_source **out)
         close(s->fd);
         s->fd = -1;
         rc = fp4s_h5_src_open(s);
+    } else if (got >= 4 && !ends_with(s->path, ".safetensors") &&
+               (memcmp(magic, "PK\x03\x04", 4) == 0 || memcmp(magic, "\x80\x02\x8a\x0a", 4) == 0)) {
+        /* torch.save: a zip archive (PyTorch 1.6 on) or, before, a pickle that
+         * starts with its magic number (protocol 2, LONG1 of 10 bytes) */
+        rc = fp4s_error_set(FP4S_EFORMAT, "%s: a PyTorch torch.save file (%s), which only PyTorch reads: import it "
+                            "through the Python adapter, python3 -m fp4scope.pt %s -o CAP.h5 --step N --side SIDE "
+                            "(tools/python; fp4-capture(1), PYTORCH DUMPS), or save the tensors as .npy or "
+                            "safetensors", s->path, magic[0] == 'P' ? "a zip archive" : "a pickle", s->path);
+        goto fail;
     } else {
         /* safetensors has no magic: an 8-byte length and a '{'. */
         s->kind = FP4S_SRC_ST;

@@ -82,6 +82,8 @@ def _declare(L):
     L.fp4s_capture_list.argtypes = [c.c_char_p, c.POINTER(c.POINTER(CaptureEntry)), c.POINTER(c.c_size_t)]
     L.fp4s_capture_flush.argtypes = [c.c_void_p]
     L.fp4s_capture_close.argtypes = [c.POINTER(c.c_void_p)]
+    L.fp4s_capture_abort.argtypes = [c.POINTER(c.c_void_p)]
+    L.fp4s_file_commit.argtypes = [c.c_char_p, c.c_char_p, c.c_bool]
     # quantizer (for fake quantization)
     L.fp4s_spec_size.restype = c.c_size_t
     L.fp4s_spec_size.argtypes = []

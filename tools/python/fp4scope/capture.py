@@ -282,6 +282,15 @@ class Capture:
             self._h = ctypes.c_void_p()
             check(lib().fp4s_capture_close(ctypes.byref(h)))
 
+    def abort(self):
+        """Undo everything put since the last flush and close the file
+        (fp4s_capture_abort): it then holds what the last flush committed."""
+        self.remove_hooks()
+        if self._h:
+            h = self._h
+            self._h = ctypes.c_void_p()
+            check(lib().fp4s_capture_abort(ctypes.byref(h)))
+
     def __enter__(self):
         return self
 
