@@ -1,0 +1,458 @@
+"""Capture from what real model code runs (tools/python/fp4scope/functional.py,
+engine.py), with real PyTorch on modules that mirror current MoE model code:
+
+- transformers' fused experts (Qwen3-MoE / Qwen2-MoE since transformers v5:
+  gate_up_proj [E, 2I, H], down_proj [E, H, I], a loop over the experts hit
+  with torch.where on the one-hot routing, F.linear(x, W[e]), index_add_);
+- gpt-oss's experts (gate_up_proj [E, H, 2I], down_proj [E, I, H], in-out
+  layout: the training path x @ W[e] over the tokens of each expert, the
+  inference path torch.bmm over the stream repeated for every expert and
+  weighted by the dense routing);
+- DeepSeek-style experts (a ModuleList of MLPs of nn.Linear) with a shared
+  expert on every token;
+- a TransformerEngine GroupedLinear stand-in (weight0..weight{n-1},
+  forward(inp, m_splits)) and a TE Linear stand-in (a module with a weight
+  that is not an nn.Linear);
+- a stand-in of vLLM's linear layers (LinearBase.forward calls
+  quant_method.apply(layer, x, bias), layer.prefix its path) for the engine
+  capture.
+
+Every captured row is checked bit for bit against copies of the expert inputs
+taken independently of the capture (the expected rows computed from the
+routing), every id against the routing, every weight against the parameter."""
+import os
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import fp4scope
+from fp4scope import Capture, FP4SError
+
+T = tempfile.mkdtemp()
+CAP = os.environ.get("FP4S_CAPTURE_TOOL", "fp4-capture")
+D, I, E, K = 32, 16, 4, 2          # hidden, expert intermediate, experts, top-k
+B, S = 3, 7                        # sequences, positions
+
+
+def bits(t):
+    return t.detach().contiguous().view(torch.int16).numpy().view(np.uint16)
+
+
+class Router(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(E, D) * 0.5)
+
+    def forward(self, x):
+        logits = F.linear(x, self.weight)
+        w, idx = torch.topk(torch.softmax(logits.float(), -1), K, dim=-1)
+        return (w / w.sum(-1, keepdim=True)).to(x.dtype), idx
+
+
+class QwenExperts(torch.nn.Module):
+    """transformers' fused experts: F.linear on W[e], the tokens of expert e."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate_up_proj = torch.nn.Parameter(torch.randn(E, 2 * I, D) * 0.1)
+        self.down_proj = torch.nn.Parameter(torch.randn(E, D, I) * 0.1)
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        out = torch.zeros_like(hidden_states)
+        mask = F.one_hot(top_k_index, num_classes=E).permute(2, 1, 0)
+        for e in torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero():
+            e = e[0]
+            pos, tok = torch.where(mask[e])
+            gate, up = F.linear(hidden_states[tok], self.gate_up_proj[e]).chunk(2, dim=-1)
+            h = F.linear(F.silu(gate) * up, self.down_proj[e])
+            out.index_add_(0, tok, (h * top_k_weights[tok, pos, None]).to(out.dtype))
+        return out
+
+
+class GptOssExperts(torch.nn.Module):
+    """gpt-oss: [E, in, out] stacks; x @ W[e] per expert (training), or bmm
+    over the stream repeated E times with dense routing weights (inference)."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate_up_proj = torch.nn.Parameter(torch.randn(E, D, 2 * I) * 0.1)
+        self.down_proj = torch.nn.Parameter(torch.randn(E, I, D) * 0.1)
+        self.batched = False
+
+    def forward(self, hidden_states, router_indices=None, routing_weights=None):
+        n = hidden_states.shape[0]
+        if self.batched:
+            x = hidden_states.repeat(E, 1).view(E, n, D)
+            gate, up = torch.bmm(x, self.gate_up_proj).chunk(2, dim=-1)
+            h = torch.bmm(F.silu(gate) * up, self.down_proj)
+            dense = torch.zeros(n, E, dtype=hidden_states.dtype).scatter_(1, router_indices, routing_weights)
+            return (h * dense.t()[..., None]).sum(0)
+        out = torch.zeros_like(hidden_states)
+        for e in range(E):
+            tok = (router_indices == e).any(-1).nonzero().flatten()
+            if len(tok) == 0:
+                continue
+            gate, up = (hidden_states[tok] @ self.gate_up_proj[e]).chunk(2, dim=-1)
+            h = (F.silu(gate) * up) @ self.down_proj[e]
+            wt = (routing_weights * (router_indices == e)).sum(-1)[tok]
+            out.index_add_(0, tok, h * wt[:, None])
+        return out
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, d_ff=I):
+        super().__init__()
+        self.gate_proj = torch.nn.Linear(D, d_ff, bias=False)
+        self.up_proj = torch.nn.Linear(D, d_ff, bias=False)
+        self.down_proj = torch.nn.Linear(d_ff, D, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DeepSeekMoE(torch.nn.Module):
+    """a ModuleList of nn.Linear MLPs, tokens sorted by expert, a shared expert."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = Router()
+        self.experts = torch.nn.ModuleList(MLP() for _ in range(E))
+        self.shared_experts = MLP(2 * I)
+
+    def forward(self, h):
+        x = h.reshape(-1, D)
+        w, idx = self.gate(x)
+        flat = idx.flatten()
+        order = flat.argsort()
+        sorted_tok = x[order // K]
+        counts = torch.bincount(flat, minlength=E).tolist()
+        out = torch.zeros_like(x)
+        start = 0
+        for e, c in enumerate(counts):
+            if c:
+                y = self.experts[e](sorted_tok[start:start + c])
+                out.index_add_(0, order[start:start + c] // K, y * w.flatten()[order[start:start + c], None])
+            start += c
+        return (out + self.shared_experts(x)).reshape(h.shape)
+
+
+class Block(torch.nn.Module):
+    def __init__(self, experts):
+        super().__init__()
+        self.gate = Router()
+        self.experts = experts
+
+    def forward(self, h):
+        x = h.reshape(-1, D)
+        w, idx = self.gate(x)
+        return self.experts(x, idx, w).reshape(h.shape)
+
+
+class Model(torch.nn.Module):
+    def __init__(self, block):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([block])
+
+    def forward(self, h):
+        return self.layers[0](h)
+
+
+def ids_grid():
+    seq = torch.arange(B).unsqueeze(1).expand(B, S)
+    pos = torch.arange(S).unsqueeze(0).expand(B, S) + 10
+    return seq, pos
+
+
+def routing(model, h):
+    """Each token's experts, computed from a copy of the input (no capture)."""
+    with torch.no_grad():
+        return model.layers[0].gate(h.reshape(-1, D))[1]
+
+
+def expected(h, idx, e):
+    tok = (idx == e).any(-1).nonzero().flatten()
+    return h.reshape(-1, D)[tok], tok
+
+
+def check_sites(path, model_name, h, idx, stack, leaf, side="rollout", in_out=False):
+    """Rows, ids and weight of every expert's first GEMM, bit for bit."""
+    f = h5py.File(path, "r")
+    seq, pos = ids_grid()
+    flat_ids = torch.stack([seq, pos], -1).reshape(-1, 2)
+    for e in range(E):
+        rows, tok = expected(h, idx, e)
+        site = "layers.0.experts.%d.%s" % (e, leaf)
+        p = "/steps/0/%s/%s" % (site, side)
+        if len(tok) == 0:
+            assert p not in f, p
+            continue
+        got = f[p][()]
+        assert got.shape == (len(tok), D), (model_name, p, got.shape)
+        got_ids = f[p + "_ids"][()]
+        # the rows come in the model's order: compare as sets keyed by id, then row by row
+        want = {tuple(flat_ids[t].tolist()): bits(rows[i]) for i, t in enumerate(tok.tolist())}
+        assert set(map(tuple, got_ids.tolist())) == set(want), (model_name, p)
+        for r, i in zip(got, got_ids.tolist()):
+            assert (r == want[tuple(i)]).all(), (model_name, p, i)
+        w = stack[e].t() if in_out else stack[e]
+        assert (f["/weights/" + site][()] == bits(w)).all(), (model_name, site)
+        assert f[p].attrs["expert"] == e and f[p].attrs["layer"] == 0
+    f.close()
+
+
+def run_capture(model, path, names="*experts*", h=None):
+    if h is None:
+        h = torch.randn(B, S, D, dtype=torch.bfloat16)
+    copy = h.clone()
+    idx = routing(model, copy)
+    cap = Capture(path, overwrite=True)
+    with cap.step(0), cap.tokens(ids_grid()), fp4scope.capture_gemms(cap, model, "rollout", names=names,
+                                                                      weights=True):
+        y = model(h)
+    cap.close()
+    assert torch.equal(h, copy), "the capture changed the input"
+    return copy, idx, y
+
+
+def test_qwen_fused():
+    torch.manual_seed(2)
+    m = Model(Block(QwenExperts())).to(torch.bfloat16)
+    with torch.no_grad():
+        y_plain = m(torch.zeros(1, 1, D, dtype=torch.bfloat16))
+    p = os.path.join(T, "qwen.h5")
+    h, idx, y = run_capture(m, p)
+    with torch.no_grad():
+        assert torch.equal(y, m(h)), "the capture changed the model's output"
+    check_sites(p, "qwen", h, idx, m.layers[0].experts.gate_up_proj, "gate_up_proj")
+    f = h5py.File(p, "r")
+    # down_proj rows are the intermediate of the same tokens, in the same order
+    for e in range(E):
+        s = "/steps/0/layers.0.experts.%d" % e
+        if s + ".gate_up_proj/rollout" in f:
+            assert (f[s + ".down_proj/rollout_ids"][()] == f[s + ".gate_up_proj/rollout_ids"][()]).all()
+            assert f[s + ".down_proj/rollout"].shape[1] == I
+    assert "/steps/0/layers.0.gate/rollout" not in f   # not selected by the glob
+    f.close()
+    del y_plain
+
+
+def test_gptoss_both_paths():
+    torch.manual_seed(3)
+    ex = GptOssExperts()
+    m = Model(Block(ex)).to(torch.bfloat16)
+    h0 = torch.randn(B, S, D, dtype=torch.bfloat16)
+    for batched in (False, True):
+        ex.batched = batched
+        p = os.path.join(T, "gptoss%d.h5" % batched)
+        h, idx, _ = run_capture(m, p, h=h0)
+        check_sites(p, "gpt-oss batched=%s" % batched, h, idx, ex.gate_up_proj, "gate_up_proj", in_out=True)
+    # both paths captured the same rows per expert (the batched one only the routed tokens)
+    a, b = h5py.File(os.path.join(T, "gptoss0.h5"), "r"), h5py.File(os.path.join(T, "gptoss1.h5"), "r")
+    for e in range(E):
+        s = "/steps/0/layers.0.experts.%d.gate_up_proj/rollout" % e
+        if s in a:
+            ka = {tuple(i): r.tobytes() for i, r in zip(a[s + "_ids"][()].tolist(), a[s][()])}
+            kb = {tuple(i): r.tobytes() for i, r in zip(b[s + "_ids"][()].tolist(), b[s][()])}
+            assert ka == kb, e
+
+
+def test_deepseek_linear_and_shared():
+    torch.manual_seed(4)
+    moe = DeepSeekMoE()
+    m = torch.nn.Module()
+    m.layers = torch.nn.ModuleList([moe])
+    m = m.to(torch.bfloat16)
+
+    def fwd(h):
+        return m.layers[0](h)
+    h = torch.randn(B, S, D, dtype=torch.bfloat16)
+    copy = h.clone()
+    with torch.no_grad():
+        idx = moe.gate(copy.reshape(-1, D))[1]
+    p = os.path.join(T, "ds.h5")
+    cap = Capture(p)
+    with cap.step(0), cap.tokens(ids_grid()), fp4scope.capture_gemms(cap, m, "trainer", names="*experts*"):
+        fwd(h)
+    cap.close()
+    f = h5py.File(p, "r")
+    seq, pos = ids_grid()
+    flat_ids = torch.stack([seq, pos], -1).reshape(-1, 2)
+    for e in range(E):
+        rows, tok = expected(copy, idx, e)
+        s = "/steps/0/layers.0.experts.%d.gate_proj/trainer" % e
+        if len(tok) == 0:
+            assert s not in f
+            continue
+        got_ids = [tuple(i) for i in f[s + "_ids"][()].tolist()]
+        assert sorted(got_ids) == sorted(tuple(flat_ids[t].tolist()) for t in tok.tolist())
+        want = {tuple(flat_ids[t].tolist()): bits(copy.reshape(-1, D)[t]) for t in tok.tolist()}
+        for r, i in zip(f[s][()], got_ids):
+            assert (r == want[i]).all()
+    shared = f["/steps/0/layers.0.shared_experts.up_proj/trainer"]
+    assert (shared[()] == bits(copy.reshape(-1, D))).all()
+    assert f["/steps/0/layers.0.shared_experts.up_proj/trainer_ids"][()].tolist() == flat_ids.tolist()
+    f.close()
+
+
+def test_routing_flips_between_sides():
+    """A rollout whose router differs routes some tokens elsewhere: the ids of
+    each expert on each side equal that side's routing, and the flipped tokens
+    are the symmetric difference."""
+    torch.manual_seed(5)
+    m = Model(Block(QwenExperts())).to(torch.bfloat16)
+    p = os.path.join(T, "flips.h5")
+    h = torch.randn(B, S, D, dtype=torch.bfloat16)
+    seq, pos = ids_grid()
+    flat_ids = torch.stack([seq, pos], -1).reshape(-1, 2)
+    cap = Capture(p)
+    routes = {}
+    for side in ("trainer", "rollout"):
+        if side == "rollout":
+            with torch.no_grad():
+                m.layers[0].gate.weight.add_(0.4 * torch.randn_like(m.layers[0].gate.weight))
+        routes[side] = routing(m, h)
+        with cap.step(0), cap.tokens((seq, pos)), fp4scope.capture_gemms(cap, m, side, names="*experts*"):
+            m(h)
+    cap.close()
+    f = h5py.File(p, "r")
+    flips = 0
+    for e in range(E):
+        got = {}
+        for side in routes:
+            tok = (routes[side] == e).any(-1).nonzero().flatten().tolist()
+            want = set(tuple(flat_ids[t].tolist()) for t in tok)
+            s = "/steps/0/layers.0.experts.%d.gate_up_proj/%s_ids" % (e, side)
+            have = set(map(tuple, f[s][()].tolist())) if s in f else set()
+            assert have == want, (e, side)
+            got[side] = have
+        flips += len(got["trainer"] ^ got["rollout"])
+    f.close()
+    assert flips > 0
+    subprocess.run([CAP, "ls", "--check", p], check=True, capture_output=True)
+
+
+def test_te_style_modules():
+    class TELinear(torch.nn.Module):          # a weight, not an nn.Linear
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.randn(I, D))
+
+        def forward(self, inp, is_first_microbatch=None):
+            return inp @ self.weight.t()
+
+    class GroupedLinear(torch.nn.Module):     # TE GroupedLinear: weight0..weight{n-1}
+        def __init__(self):
+            super().__init__()
+            for i in range(E):
+                self.register_parameter("weight%d" % i, torch.nn.Parameter(torch.randn(I, D)))
+
+        def forward(self, inp, m_splits, is_first_microbatch=None):
+            outs, start = [], 0
+            for i, n in enumerate(m_splits):
+                outs.append(inp[start:start + n] @ getattr(self, "weight%d" % i).t())
+                start += n
+            return torch.cat(outs)
+
+    torch.manual_seed(6)
+    m = torch.nn.Module()
+    m.linear_qkv = TELinear()
+    m.experts = torch.nn.Module()
+    m.experts.linear_fc1 = GroupedLinear()
+    m = m.to(torch.bfloat16)
+    x = torch.randn(10, D, dtype=torch.bfloat16)
+    splits = [3, 0, 5, 2]
+    p = os.path.join(T, "te.h5")
+    cap = Capture(p)
+    names = fp4scope.hook_modules(cap, m, "trainer", names="*linear*", weights=True)
+    assert names == ["linear_qkv", "experts.linear_fc1"], names
+    with cap.step(0):
+        m.linear_qkv(x)
+        m.experts.linear_fc1(x, splits)
+        try:
+            m.experts.linear_fc1(x, [1, 2])
+            raise AssertionError("wrong m_splits accepted")
+        except FP4SError as e:
+            assert "m_splits" in str(e)
+    cap.close()
+    f = h5py.File(p, "r")
+    assert (f["/steps/0/linear_qkv/trainer"][()] == bits(x)).all()
+    start = 0
+    for i, n in enumerate(splits):
+        s = "/steps/0/experts.%d.linear_fc1/trainer" % i
+        if n == 0:
+            assert s not in f
+        else:
+            assert (f[s][()] == bits(x[start:start + n])).all()
+            assert (f["/weights/experts.%d.linear_fc1" % i][()] == bits(getattr(m.experts.linear_fc1, "weight%d" % i))).all()
+            assert f[s].attrs["expert"] == i
+        start += n
+    f.close()
+
+
+def test_engine_linear_method_standin():
+    """vLLM's linear layers call quant_method.apply(layer, x, bias) and know
+    their path as layer.prefix (vllm/model_executor/layers/linear.py): a
+    stand-in with that signature, a subclass defined after the patch, and a
+    subclass whose apply calls its parent's (captured once)."""
+    from fp4scope import engine
+
+    class LinearMethodBase:
+        def apply(self, layer, x, bias=None):
+            raise NotImplementedError
+
+    class Unquantized(LinearMethodBase):
+        def apply(self, layer, x, bias=None):
+            return F.linear(x, layer.weight, bias)
+
+    class Layer(torch.nn.Module):
+        def __init__(self, prefix, method):
+            super().__init__()
+            self.prefix, self.quant_method = prefix, method
+            self.weight = torch.nn.Parameter(torch.randn(I, D))
+
+        def forward(self, x):
+            return self.quant_method.apply(self, x, None)
+
+    p = os.path.join(T, "engine.h5")
+    step_file = os.path.join(T, "step")
+    with open(step_file, "w") as f:
+        f.write("4\n")
+    cap = Capture(p)
+    engine.patch_methods(LinearMethodBase, cap, max_rows=5, step_file=step_file)
+
+    class FakeQuant(Unquantized):                 # defined after the patch
+        def apply(self, layer, x, bias=None):
+            return super().apply(layer, x, bias)
+
+    a = Layer("model.layers.0.self_attn.qkv_proj", Unquantized())
+    b = Layer("model.layers.0.mlp.down_proj", FakeQuant())
+    x = torch.randn(3, D)
+    a(x)
+    b(x)
+    b(x)          # 6 rows for a site capped at 5
+    with open(step_file, "w") as f:
+        f.write("5\n")
+    os.utime(step_file, ns=(os.stat(step_file).st_atime_ns, os.stat(step_file).st_mtime_ns + 10**9))
+    a(x)
+    cap.close()
+    engine._state["cap"] = None
+    f = h5py.File(p, "r")
+    assert f["/steps/4/model.layers.0.self_attn.qkv_proj/rollout"][()].tobytes() == x.numpy().tobytes()
+    assert f["/steps/4/model.layers.0.mlp.down_proj/rollout"].shape == (5, D)   # once per call, capped
+    assert f["/steps/5/model.layers.0.self_attn.qkv_proj/rollout"].shape == (3, D)
+    f.close()
+
+
+if __name__ == "__main__":
+    test_qwen_fused()
+    test_gptoss_both_paths()
+    test_deepseek_linear_and_shared()
+    test_routing_flips_between_sides()
+    test_te_style_modules()
+    test_engine_linear_method_standin()
+    print("ok")
