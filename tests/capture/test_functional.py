@@ -104,6 +104,27 @@ class GptOssExperts(torch.nn.Module):
         return out
 
 
+class PackedExperts(QwenExperts):
+    """the same weights run as a capacity-padded pack per expert through bmm."""
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        out = torch.zeros_like(hidden_states)
+        flat = top_k_index.flatten()
+        order = flat.argsort()
+        tok = order // top_k_index.shape[1]
+        counts = torch.bincount(flat, minlength=E)
+        cap = int(counts.max()) + 2                       # padding in every pack
+        packed = hidden_states.new_zeros(E, cap, D)
+        starts = torch.cat([counts.new_zeros(1), counts.cumsum(0)[:-1]])
+        slot = torch.arange(len(flat)) - starts[flat[order]]
+        packed[flat[order], slot] = hidden_states[tok]
+        gate, up = torch.bmm(packed, self.gate_up_proj.transpose(1, 2)).chunk(2, dim=-1)
+        h = torch.bmm(F.silu(gate) * up, self.down_proj.transpose(1, 2))
+        w = top_k_weights.flatten()[order, None]
+        out.index_add_(0, tok, h[flat[order], slot] * w)
+        return out
+
+
 class MLP(torch.nn.Module):
     def __init__(self, d_ff=I):
         super().__init__()
@@ -239,6 +260,20 @@ def test_qwen_fused():
     assert "/steps/0/layers.0.gate/rollout" not in f   # not selected by the glob
     f.close()
     del y_plain
+
+
+def test_packed_bmm_drops_padding():
+    torch.manual_seed(8)
+    m = Model(Block(PackedExperts())).to(torch.bfloat16)
+    p = os.path.join(T, "packed.h5")
+    h, idx, _ = run_capture(m, p)
+    check_sites(p, "packed", h, idx, m.layers[0].experts.gate_up_proj, "gate_up_proj")
+    f = h5py.File(p, "r")
+    for e in range(E):
+        s = "/steps/0/layers.0.experts.%d" % e
+        if s + ".gate_up_proj/rollout" in f:
+            assert (f[s + ".down_proj/rollout_ids"][()] == f[s + ".gate_up_proj/rollout_ids"][()]).all(), e
+    f.close()
 
 
 def test_gptoss_both_paths():
@@ -450,6 +485,7 @@ def test_engine_linear_method_standin():
 
 if __name__ == "__main__":
     test_qwen_fused()
+    test_packed_bmm_drops_padding()
     test_gptoss_both_paths()
     test_deepseek_linear_and_shared()
     test_routing_flips_between_sides()

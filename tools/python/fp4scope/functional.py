@@ -30,7 +30,9 @@ path: the stream repeated E times) only the rows of the tokens routed to e
 are kept, from the routing the experts module was called with (its
 router_indices / top_k_index / selected_experts / topk_ids argument, seen by
 a wrapper of its forward); rows of capacity padding (copies of no token of
-the stream) are dropped when token ids are given. torch._grouped_mm(X, W,
+the stream) are dropped when token ids are given (the expert's second GEMM
+keeps the rows its first kept). Without token ids a padded pack is captured
+whole. torch._grouped_mm(X, W,
 offs=...) gives expert e the rows offs[e-1]:offs[e].
 
 Token ids: with Capture.tokens() given, each captured row gets the id of its
@@ -97,6 +99,7 @@ class _GemmCapture:
             raise FP4SError(-12, "%s: no 2-D or 3-D parameter of the model matches '%s'" % (cap.path, names))
         self.torch = torch
         self.weights_put = set()
+        self.last_keep = {}
         self.saved = []
         self.routing = None
         self.busy = False
@@ -171,16 +174,25 @@ class _GemmCapture:
         """Rows of one expert in a batched call: the routed tokens only."""
         cap = self.cap
         site = self.site_of(rec, e)
+        parent = site.rsplit(".", 1)[0]
         routing = self.routing
+        keep = None
         if routing is not None and rows.shape[0] == routing.shape[0]:
+            # every token through every expert: keep those routed to e
             keep = (routing == e).any(dim=-1)
-            rows = rows[keep]
         elif cap._tokens is not None:
-            # capacity packs: keep the rows that are copies of a token
-            ids = cap._tokens._by_value(rows.detach().reshape(-1, rows.shape[-1]))
-            if ids is None:
-                keep = self._copies(rows)
-                rows = rows[keep]
+            # capacity packs: keep the rows that are copies of a token; an
+            # expert's second GEMM (no copies of the stream) keeps what its
+            # first batched call of the same shape kept
+            flat = rows.detach().reshape(-1, rows.shape[-1])
+            if cap._tokens._by_value(flat) is None:
+                if rows.shape[-1] in cap._tokens.anchors:
+                    keep = self._copies(rows)
+                else:
+                    keep = self.last_keep.get((parent, e, rows.shape[0]))
+        if keep is not None:
+            self.last_keep[(parent, e, rows.shape[0])] = keep
+            rows = rows[keep]
         self.put(site, rows, w_nk)
 
     def _copies(self, rows):
