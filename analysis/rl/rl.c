@@ -66,6 +66,8 @@ struct fp4s_rl {
     float *old_lp, *ent;         /* [B][R] trainer log-prob and entropy at each response token */
     int32_t *tr_amax;            /* [B][R] */
     float *hf_tr, *hf_ro;        /* [B][R][C] lm_head inputs at capture steps (act_every) */
+    float *Psync;                /* [P] the master weights of the step's sync, at capture steps: the
+                                  * weights its activations and log-probs came from (capture(5)) */
     rl_caprec rec_ro, rec_tr;
     char sites[8][64];           /* act_sites split */
     int nsites_glob;
@@ -215,7 +217,8 @@ int fp4s_rl_open(const fp4s_rl_opts *o, fp4s_rl **out)
         if ((rc = rl_caprec_alloc(&r->rec_ro, &r->cfg, ns)) || (rc = rl_caprec_alloc(&r->rec_tr, &r->cfg, ns)))
             goto fail;
         size_t nh = r->B * (size_t)r->task.max_resp * (size_t)r->cfg.C;
-        if (!(r->hf_tr = calloc(nh, sizeof *r->hf_tr)) || !(r->hf_ro = calloc(nh, sizeof *r->hf_ro))) {
+        if (!(r->hf_tr = calloc(nh, sizeof *r->hf_tr)) || !(r->hf_ro = calloc(nh, sizeof *r->hf_ro)) ||
+            !(r->Psync = calloc(r->lay.total, sizeof *r->Psync))) {
             rc = fp4s_error_set(FP4S_ENOMEM, "rl: out of memory for the lm_head capture");
             goto fail;
         }
@@ -253,7 +256,7 @@ void fp4s_rl_close(fp4s_rl **pr)
     rl_lin_free(&r->lin_sft);
     rl_caprec_free(&r->rec_ro);
     rl_caprec_free(&r->rec_tr);
-    void *f[] = {r->hf_tr, r->hf_ro, r->workers, r->mbuf, r->P, r->m, r->v, r->gbuf, r->gsum, r->prompts, r->eval_prompts, r->gen.resp,
+    void *f[] = {r->hf_tr, r->hf_ro, r->Psync, r->workers, r->mbuf, r->P, r->m, r->v, r->gbuf, r->gsum, r->prompts, r->eval_prompts, r->gen.resp,
                  r->gen.len, r->gen.logp, r->gen.amax, r->reward, r->adv, r->old_lp, r->ent, r->tr_amax};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);
     rl_layout_free(&r->lay);
@@ -724,7 +727,7 @@ static int put_site(fp4s_rl *r, fp4s_capture *cap, const rl_site *st, float *bt,
     int64_t step = r->step;
     int rc = fp4s_capture_put(cap, step, st->name, "trainer", FP4S_DT_F32, bt, n, Kin, Kin, NULL);
     if (!rc) rc = fp4s_capture_put(cap, step, st->name, "rollout", FP4S_DT_F32, br, n, Kin, Kin, NULL);
-    if (!rc) rc = fp4s_capture_put(cap, step, st->name, "weight", FP4S_DT_F32, r->P + st->off, st->N, st->K, st->K, NULL);
+    if (!rc) rc = fp4s_capture_put(cap, step, st->name, "weight", FP4S_DT_F32, r->Psync + st->off, st->N, st->K, st->K, NULL);
     return rc;
 }
 
@@ -745,7 +748,7 @@ static int put_head(fp4s_rl *r, fp4s_capture *cap, size_t n)
         }
     if (!rc) rc = fp4s_capture_put(cap, r->step, st->name, "trainer", FP4S_DT_F32, a, n, C, C, NULL);
     if (!rc) rc = fp4s_capture_put(cap, r->step, st->name, "rollout", FP4S_DT_F32, b, n, C, C, NULL);
-    if (!rc) rc = fp4s_capture_put(cap, r->step, st->name, "weight", FP4S_DT_F32, r->P + st->off, st->N, st->K, st->K, NULL);
+    if (!rc) rc = fp4s_capture_put(cap, r->step, st->name, "weight", FP4S_DT_F32, r->Psync + st->off, st->N, st->K, st->K, NULL);
     free(a);
     free(b);
     return rc;
@@ -818,6 +821,8 @@ int fp4s_rl_step(fp4s_rl *r, fp4s_capture *cap, fp4s_rl_stats *st)
     /* 1. sync */
     aqn_stage(r, r->step);
     if ((rc = rl_lin_sync(&r->lin_ro, r->P, &r->sprof))) return rc;
+    /* the weights of this sync are the step's in the capture, not the ones its updates leave */
+    if (acts) memcpy(r->Psync, r->P, r->lay.total * sizeof *r->P);
     /* 2. held-out accuracy of both sides on the same weights */
     if (o->eval_every && r->step % o->eval_every == 0) {
         double te = rl_now();

@@ -724,6 +724,76 @@ START_TEST(step_writes_the_schema)
 }
 END_TEST
 
+/* BF16 of a float, round to nearest even (written here, not the library's). */
+static float test_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* fp4scope-capture(5): a step's weight is the one its activations and
+ * log-probs came from. The trainer's log-prob of every response token,
+ * recomputed from the step's stored lm_head inputs and lm_head weight (the
+ * BF16 trainer: bf16(h) bf16(W)^T summed over k in order in float, then the
+ * log-softmax in double), equals the stored one bit for bit, at every step. */
+START_TEST(capture_weights_are_the_steps_own)
+{
+    fp4s_rl_opts o;
+    tiny_opts(&o);
+    o.act_every = 1;
+    snprintf(o.act_sites, sizeof o.act_sites, "lm_head");
+    o.lr = 3e-4;
+    fp4s_rl_stats st[3];
+    run_capture(&o, 2, "rl_sync.h5", st, 3);
+    for (int step = 0; step < 3; step++) {
+        char ph[64], pw[64], pl[64], pt[64];
+        snprintf(ph, sizeof ph, "/steps/%d/lm_head/trainer", step);
+        snprintf(pw, sizeof pw, "/steps/%d/lm_head/weight", step);
+        snprintf(pl, sizeof pl, "/steps/%d/logprobs/trainer", step);
+        snprintf(pt, sizeof pt, "/steps/%d/logprobs/token", step);
+        size_t bh, bw, bl, bt;
+        float *h = (float *)read_dataset("rl_sync.h5", ph, &bh), *w = (float *)read_dataset("rl_sync.h5", pw, &bw);
+        float *lp = (float *)read_dataset("rl_sync.h5", pl, &bl);
+        int64_t *tok = (int64_t *)read_dataset("rl_sync.h5", pt, &bt);
+        size_t C = (size_t)o.width, V = RL_VOCAB, n = bl / sizeof *lp;
+        ck_assert_uint_eq(bw, V * C * sizeof *w);
+        ck_assert_uint_eq(bh, n * C * sizeof *h);
+        ck_assert_uint_eq(bt, n * sizeof *tok);
+        ck_assert_uint_gt(n, 20);
+        size_t same = 0;
+        double dmax = 0;
+        for (size_t i = 0; i < n; i++) {
+            float lg[RL_VOCAB];
+            for (size_t v = 0; v < V; v++) {
+                float acc = 0;
+                for (size_t k = 0; k < C; k++) {
+                    float p = test_bf16(h[i * C + k]) * test_bf16(w[v * C + k]);
+                    acc = acc + p;
+                }
+                lg[v] = acc;
+            }
+            size_t am = 0;
+            for (size_t v = 1; v < V; v++) if (lg[v] > lg[am]) am = v;
+            double mx = lg[am], s = 0;
+            for (size_t v = 0; v < V; v++) s += exp((double)lg[v] - mx);
+            float want = (float)((double)lg[tok[i]] - (mx + log(s)));
+            same += memcmp(&want, &lp[i], sizeof want) == 0;
+            dmax = fmax(dmax, fabs((double)want - (double)lp[i]));
+        }
+        ck_assert_msg(same == n, "step %d: %zu of %zu recomputed trainer log-probs differ from the capture's "
+                      "(largest difference %.3g nats)", step, n - same, n, dmax);
+        free(h);
+        free(w);
+        free(lp);
+        free(tok);
+    }
+    remove("rl_sync.h5");
+}
+END_TEST
+
 /* Bad options are refused with a message naming them. */
 START_TEST(bad_options)
 {
@@ -775,6 +845,7 @@ static Suite *suite(void)
         CHECK_CASE(adamw_matches_pytorch_formula),
         CHECK_CASE(same_capture_on_any_thread_count),
         CHECK_CASE(step_writes_the_schema),
+        CHECK_CASE(capture_weights_are_the_steps_own),
         CHECK_CASE(bad_options),
     };
     check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 300);
