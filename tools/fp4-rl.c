@@ -5,6 +5,7 @@
 
 #include <fp4scope/capture.h>
 #include <fp4scope/mismatch.h>
+#include <fp4scope/outfile.h>
 #include <fp4scope/rl.h>
 
 #include "fp4s_config.h"
@@ -149,7 +150,8 @@ static double rl_wall(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* SIGINT / SIGTERM: stop after the step under way, keep what was done. */
+/* SIGINT, SIGTERM, SIGHUP (a closed terminal or ssh session): stop after the
+ * step under way, commit what was done. */
 static volatile sig_atomic_t stop_signal;
 static void on_stop(int sig) { stop_signal = sig; }
 static void catch_stop_signals(void)
@@ -160,6 +162,7 @@ static void catch_stop_signals(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
 }
 
 /* ---- one run --------------------------------------------------------------------------------- */
@@ -181,7 +184,10 @@ static void progress(const tool *t, const char *name, const fp4s_rl_stats *s, in
             name, (long long)s->step, total, s->reward, s->mismatch, s->entropy, s->t_total);
 }
 
-/* Warm start (unless from is given), then `steps` steps into a new capture at path. */
+/* Warm start (unless from is given), then `steps` steps into a new capture at
+ * path: the temporary of an output of the run's group (fp4scope/outfile.h),
+ * renamed into place by the caller's commit, so that an existing capture is
+ * replaced only by a finished one and a failed run leaves nothing. */
 static int run_one(const tool *t, const fp4s_rl_opts *o, const char *name, const char *path, fp4s_rl *from,
                    run_result *res)
 {
@@ -195,7 +201,7 @@ static int run_one(const tool *t, const fp4s_rl_opts *o, const char *name, const
     fp4s_capture_opts co;
     fp4s_capture_opts_defaults(&co);
     co.producer = "fp4-rl";
-    co.overwrite = t->force;
+    co.overwrite = true; /* the empty temporary fp4s_outfile_begin made */
     co.gzip = 4;
     if ((rc = fp4s_capture_create(path, &co, &cap))) goto done;
     if ((rc = fp4s_rl_capture_header(r, cap))) goto done;
@@ -407,7 +413,8 @@ static int run_gnuplot(const char *dir, const char *script, const char *image)
     return 0;
 }
 
-static int write_demo_plot(const tool *t, const int *sel, size_t nsel, char onsets[][32], bool *drawn)
+/* DIR/demo.gp, into the run's output group (gnuplot draws it after the commit). */
+static int write_demo_plot(const tool *t, const int *sel, size_t nsel, char onsets[][32])
 {
     /* the script grows as it is written (no fixed buffer to overflow or cut) */
     char *gp = NULL;
@@ -451,12 +458,15 @@ static int write_demo_plot(const tool *t, const int *sel, size_t nsel, char onse
     snprintf(path, sizeof path, "%s/demo.gp", t->out);
     int rc = cli_write_text(path, gp, n);
     free(gp);
-    if (rc) return rc;
-    int st = cli_commit(); /* the script and data are in place before gnuplot reads them */
-    if (st) exit(st);
-    rc = run_gnuplot(t->out, "demo.gp", "demo.png");
-    *drawn = rc == 0;
-    return rc < 0 ? rc : 0;
+    return rc;
+}
+
+/* The demo directory, when this run made it: removed at exit if it is still
+ * empty (a demo that failed before its commit leaves nothing). */
+static char demo_made_dir[4096];
+static void demo_rmdir(void)
+{
+    if (demo_made_dir[0]) rmdir(demo_made_dir);
 }
 
 static int run_demo(tool *t)
@@ -478,13 +488,31 @@ static int run_demo(tool *t)
     } else {
         for (size_t i = 0; i < NDEMO; i++) sel[nsel++] = (int)i;
     }
+    struct stat dst;
+    bool had_dir = stat(t->out, &dst) == 0;
     int rc = mkdir_p1(t->out);
     if (rc) cli_fail(rc);
+    if (!had_dir && strlen(t->out) < sizeof demo_made_dir) snprintf(demo_made_dir, sizeof demo_made_dir, "%s", t->out);
+    /* every output of the demo is one group: checked now, renamed into place
+     * together once every run has finished (all or none) */
     char path[4200];
+    static const char *const run_ext[] = {"h5", "tsv", "dat"};
+    for (size_t i = 0; i < nsel; i++)
+        for (size_t e = 0; e < 3; e++) {
+            snprintf(path, sizeof path, "%s/%s.%s", t->out, demo_cfgs[sel[i]].name, run_ext[e]);
+            cli_output(path);
+        }
+    static const char *const dir_files[] = {"demo.gp", "summary.txt"};
+    for (size_t e = 0; e < 2; e++) {
+        snprintf(path, sizeof path, "%s/%s", t->out, dir_files[e]);
+        cli_output(path);
+    }
+    /* the captures' temporaries, made here before the runs fork: each child
+     * writes its capture there, this process commits them with the rest */
+    fp4s_outfile *ofs[NDEMO] = {0};
     for (size_t i = 0; i < nsel; i++) {
         snprintf(path, sizeof path, "%s/%s.h5", t->out, demo_cfgs[sel[i]].name);
-        if (!t->force && access(path, F_OK) == 0)
-            cli_die(FP4S_EXIT_OUTPUT, "%s: exists (use --force to replace the demo's outputs)", path);
+        if ((rc = fp4s_outfile_begin(path, &ofs[i]))) cli_failf(rc, "%s", path);
     }
     fp4s_rl_opts base = t->o;
     base.steps = t->steps;
@@ -522,9 +550,8 @@ static int run_demo(tool *t)
                 o.trainer = d->trainer;
                 o.rollout = d->rollout;
                 snprintf(o.remedy, sizeof o.remedy, "%s", d->remedy);
-                snprintf(path, sizeof path, "%s/%s.h5", t->out, d->name);
                 run_result res;
-                int crc = run_one(t, &o, d->name, path, warm, &res);
+                int crc = run_one(t, &o, d->name, fp4s_outfile_tmppath(ofs[i]), warm, &res);
                 res.sft = sft;
                 int status = 0;
                 if (crc) {
@@ -532,13 +559,6 @@ static int run_demo(tool *t)
                              : fp4s_strerror(crc));
                     status = fp4s_exit_status(crc);
                 } else {
-                    snprintf(path, sizeof path, "%s/%s.tsv", t->out, d->name);
-                    if ((crc = write_stats(path, &res))) {
-                        snprintf(slot->err, sizeof slot->err, "%s", fp4s_last_error());
-                        status = fp4s_exit_status(crc);
-                    } else {
-                        status = cli_commit(); /* this child's outputs (cli.h) */
-                    }
                     memcpy(slot + 1, res.st, (size_t)res.steps_done * sizeof *res.st);
                 }
                 slot->res = res;
@@ -597,14 +617,20 @@ static int run_demo(tool *t)
         run_result *res = &slot->res;
         snprintf(path, sizeof path, "%s/%s.dat", t->out, d->name);
         if ((rc = write_plot_data(path, res))) cli_fail(rc);
-        snprintf(path, sizeof path, "%s/%s.h5", t->out, d->name);
+        snprintf(path, sizeof path, "%s/%s.tsv", t->out, d->name);
+        if ((rc = write_stats(path, res))) cli_fail(rc);
         fp4s_mm_result mr = {0};
         fp4s_mm_onset on = {0};
         int64_t *stp = NULL;
         double *val = NULL;
-        int orc = fp4s_mm_analyze(path, d->name, &mo, &to, &mr);
+        /* the capture is read in its temporary, before the commit */
+        int orc = fp4s_mm_analyze(fp4s_outfile_tmppath(ofs[i]), d->name, &mo, &to, &mr);
+        snprintf(path, sizeof path, "%s/%s.h5", t->out, d->name);
+        char note[600] = "";
+        if (orc) snprintf(note, sizeof note, "%s", fp4s_last_error());
+        if ((rc = fp4s_outfile_commit(&ofs[i]))) cli_failf(rc, "%s", path); /* finished; cli_commit renames it */
         if (orc) { /* the run's scalars are in hand: the summary goes on without its onset */
-            fprintf(stderr, "%s: %s: no onset: %s\n", cli_prog(), path, fp4s_last_error());
+            fprintf(stderr, "%s: %s: no onset: %s\n", cli_prog(), path, note);
         } else {
             const fp4s_mm_run *run = &mr.runs[0];
             stp = malloc((run->nsteps + 1) * sizeof *stp);
@@ -648,8 +674,7 @@ static int run_demo(tool *t)
         free(val);
         fp4s_mm_result_free(&mr);
     }
-    bool drawn = false;
-    if ((rc = write_demo_plot(t, sel, nsel, onsets, &drawn))) cli_fail(rc);
+    if ((rc = write_demo_plot(t, sel, nsel, onsets))) cli_fail(rc);
     sn += (size_t)snprintf(summary + sn, sizeof summary - sn,
                            "reward, mismatch: means of the first and last %s; onset: fp4-mismatch's, on mean_abs; "
                            "acc_tr: held-out greedy accuracy with the trainer's numerics, first and last\n"
@@ -657,7 +682,11 @@ static int run_demo(tool *t)
                            "tenth of the steps", sft.steps, sft.success, rl_wall() - t0);
     snprintf(path, sizeof path, "%s/summary.txt", t->out);
     if ((rc = cli_write_text(path, summary, sn))) cli_fail(rc);
-    if ((rc = cli_commit())) return rc;
+    if ((rc = cli_commit())) return rc; /* every run's files, demo.gp and summary.txt, all or none */
+    /* the plot, from the committed script and data (its own temporary and rename) */
+    rc = run_gnuplot(t->out, "demo.gp", "demo.png");
+    if (rc < 0) cli_fail(rc);
+    bool drawn = rc == 0;
     if (!drawn)
         fprintf(stderr, "%s: gnuplot not found: wrote %s/demo.gp and its data; run 'gnuplot demo.gp' in %s\n",
                 cli_prog(), t->out, t->out);
@@ -742,7 +771,7 @@ static void parse(int argc, char **argv, tool *t)
         case OPT_MICRO: o->micro_batch = (int)cli_parse_int("--micro-batch", optarg, 1, 65536); break;
         case OPT_SHARD: o->shard = (int)cli_parse_int("--shard", optarg, 1, 4096); break;
         case OPT_STATS: t->stats = optarg; break;
-        case CLI_OPT_FORCE: t->force = true; break; /* fp4-rl's own: not cli_force's */
+        case CLI_OPT_FORCE: t->force = true; break; /* cli_force() once the options are read */
         case CLI_OPT_QUIET: t->quiet = true; break;
         case OPT_DEMO: t->demo = true; break;
         case OPT_DEMO_RUNS: t->demo_runs = optarg; break;
@@ -766,18 +795,27 @@ static void parse(int argc, char **argv, tool *t)
 
 int main(int argc, char **argv)
 {
+    atexit(demo_rmdir); /* before cli_init: runs after its exit handler removed the temporaries */
     cli_init("fp4-rl");
     tool t = {0};
     parse(argc, argv, &t);
+    if (t.force) cli_force();
     if (t.demo) return run_demo(&t);
-    if (!t.force && access(t.out, F_OK) == 0)
-        cli_die(FP4S_EXIT_OUTPUT, "%s: exists (use --force to replace it)", t.out);
+    /* the outputs, checked before any work (an existing HDF5 file needs --force;
+     * a directory that is not there fails now, not after the training) */
+    cli_output(t.out);
+    if (t.stats) cli_output(t.stats);
     catch_stop_signals();
+    fp4s_outfile *of = NULL;
+    int rc = fp4s_outfile_begin(t.out, &of);
+    if (rc) cli_failf(rc, "%s", t.out);
     run_result res;
-    int rc = run_one(&t, &t.o, "run", t.out, NULL, &res);
+    rc = run_one(&t, &t.o, "run", fp4s_outfile_tmppath(of), NULL, &res);
+    if (!rc) rc = fp4s_outfile_commit(&of); /* finished; renamed into place with the stats by cli_commit */
     if (rc) {
+        fp4s_outfile_abort(&of);
         free(res.st);
-        cli_fail(rc);
+        cli_failf(rc, "%s", t.out);
     }
     if (res.diverged) fprintf(stderr, "%s: %s: stopped: %s\n", cli_prog(), t.out, res.diverged_msg);
     if (t.stats && (rc = write_stats(t.stats, &res))) {

@@ -33,13 +33,30 @@ expect_err "unknown run 'fp64'"
 expect_exit 4 fp4-rl $tiny -o no/such/dir/x.h5
 expect_err "no/such/dir/x.h5"
 
-# a run, then the same output again: refused without --force, the capture kept
+# --stats that cannot be written fails before the training, and leaves no capture
+start=$(date +%s)
+expect_exit 4 fp4-rl $tiny --steps 1000 -o st.h5 --stats no/such/dir/s.tsv
+expect_err "no/such/dir/s.tsv"
+[ $(($(date +%s) - start)) -lt 20 ] || fail "--stats was checked only after the training"
+ls st.h5* > /dev/null 2>&1 && fail "a refused --stats left a capture"
+
+# a run, then the same output again: refused without --force (exit 2, as every
+# tool's existing HDF5 output), the capture kept
 fp4-rl $tiny --rollout nvfp4 --stats s.tsv -o run.h5 2>err.txt
 sum=$(cksum < run.h5)
-expect_exit 4 fp4-rl $tiny -o run.h5
+expect_exit 2 fp4-rl $tiny -o run.h5
 expect_err "exists"
 [ "$(cksum < run.h5)" = "$sum" ] || fail "the refused run changed run.h5"
+# a full disk (here a file size limit): exit 4, nothing written, and with
+# --force the old capture and stats are still there, unchanged
+ssum=$(cksum < s.tsv)
+expect_exit 4 sh -c "trap '' XFSZ; ulimit -f 64; exec fp4-rl $tiny --steps 20 --act-every 1 --force --stats s.tsv -o run.h5"
+[ "$(cksum < run.h5)" = "$sum" ] || fail "a failed --force run destroyed the old capture"
+[ "$(cksum < s.tsv)" = "$ssum" ] || fail "a failed --force run changed the old stats"
+expect_exit 4 sh -c "trap '' XFSZ; ulimit -f 64; exec fp4-rl $tiny --steps 20 --act-every 1 --stats full.tsv -o full.h5"
+ls full.* > /dev/null 2>&1 && fail "a run that could not write its capture left $(ls full.*)"
 fp4-rl $tiny --force -o run.h5
+[ "$(cksum < run.h5)" != "$sum" ] || fail "--force did not replace run.h5"
 # the capture as fp4-mismatch and fp4-capture read it
 fp4-capture ls run.h5 | grep -q "producer fp4-rl" || fail "producer"
 fp4-mismatch --csv run.h5 > mm.csv
@@ -69,4 +86,31 @@ n=$(($(wc -l < int.tsv) - 1))
 [ "$n" -ge 1 ] || fail "SIGINT: no step in int.tsv"
 fp4-mismatch --csv int.h5 > int.csv
 [ "$(grep -c '^int,all,' int.csv)" -eq "$n" ] || fail "SIGINT: the capture and the stats disagree ($n steps)"
+# SIGHUP (a closed terminal) too: exit 129, both outputs hold the steps done,
+# the capture closed (not "interrupted")
+set +e
+fp4-rl $tiny --steps 1000000 --sft-max-steps 0 --stats hup.tsv -o hup.h5 2>err.txt &
+pid=$!
+sleep 4
+kill -HUP $pid
+wait $pid
+got=$?
+set -e
+[ "$got" = 129 ] || { cat err.txt >&2; fail "SIGHUP: exit $got, expected 129"; }
+expect_err "interrupted by signal 1 after"
+[ -f hup.tsv ] || fail "SIGHUP: no stats"
+n=$(($(wc -l < hup.tsv) - 1))
+fp4-mismatch --csv hup.h5 > hup.csv
+[ "$(grep -c '^hup,all,' hup.csv)" -eq "$n" ] || fail "SIGHUP: the capture and the stats disagree ($n steps)"
+fp4-capture ls hup.h5 > ls.txt
+grep -q interrupted ls.txt && fail "SIGHUP: the capture was left open"
+# --demo: its outputs all or none (a run that cannot write: no directory left;
+# an existing directory keeps what it held and gets nothing)
+small="$tiny --act-every 1 --steps 20"
+expect_exit 4 sh -c "trap '' XFSZ; ulimit -f 64; exec fp4-rl --demo --demo-runs bf16,nvfp4 $small -o dd"
+[ ! -e dd ] || fail "a failed demo left $(ls dd)"
+mkdir dk
+echo keep > dk/mine.txt
+expect_exit 4 sh -c "trap '' XFSZ; ulimit -f 64; exec fp4-rl --demo --demo-runs bf16 $small -o dk"
+[ "$(ls dk)" = mine.txt ] || fail "a failed demo left $(ls dk) in an existing directory"
 echo ok
