@@ -30,7 +30,7 @@ enum {
     OPT_GROUP, OPT_TEMP, OPT_LR, OPT_BETA1, OPT_BETA2, OPT_WD, OPT_GCLIP, OPT_CLIP, OPT_MINIB, OPT_IS,
     OPT_ISCAP, OPT_SFT_LR, OPT_SFT_BATCH, OPT_SFT_MAX, OPT_SFT_TARGET, OPT_SFT_EVERY, OPT_EVAL_EVERY,
     OPT_EVAL_PROMPTS, OPT_ACT_EVERY, OPT_ACT_SITES, OPT_ACT_SEQS, OPT_MICRO, OPT_SHARD, OPT_STATS,
-    OPT_AQN_END, OPT_AQN_STAGES, OPT_DEMO, OPT_DEMO_RUNS
+    OPT_AQN_END, OPT_AQN_STAGES, OPT_DEMO, OPT_DEMO_RUNS, OPT_SEEDS
 };
 
 static const struct option longopts[] = {
@@ -83,6 +83,7 @@ static const struct option longopts[] = {
     CLI_GEMM_LONGOPTS
     {"demo", no_argument, NULL, OPT_DEMO},
     {"demo-runs", required_argument, NULL, OPT_DEMO_RUNS},
+    {"seeds", required_argument, NULL, OPT_SEEDS},
     {"output", required_argument, NULL, 'o'},
     CLI_COMMON_LONGOPTS
     {NULL, 0, NULL, 0},
@@ -131,6 +132,9 @@ static void usage(void)
            "  --force             overwrite an existing output\n"
            "  --quiet             no progress on stderr\n"
            "  --demo [--demo-runs LIST]   the comparison of bf16, nvfp4, quads, mxfp4, mxfp4-mbs-of\n"
+           "                      (also quads-r0.05, quads-r1)\n"
+           "  --seeds N           with --demo: every arm on seeds S..S+N-1, and a summary of\n"
+           "                      means, 95%% t-intervals and paired tests against bf16\n"
            "  --help, --version\n\n"
            "Exit status: 0 ok, 2 usage, 4 output not written, 5 internal error, 128 + N when\n"
            "stopped by signal N (the steps done are kept).\n");
@@ -141,6 +145,7 @@ typedef struct tool {
     int steps;
     const char *out, *stats, *demo_runs;
     bool json, force, quiet, demo, numerics_given;
+    int seeds;               /* --seeds N (1) */
 } tool;
 
 static double rl_wall(void)
@@ -188,8 +193,8 @@ static void progress(const tool *t, const char *name, const fp4s_rl_stats *s, in
  * path: the temporary of an output of the run's group (fp4scope/outfile.h),
  * renamed into place by the caller's commit, so that an existing capture is
  * replaced only by a finished one and a failed run leaves nothing. */
-static int run_one(const tool *t, const fp4s_rl_opts *o, const char *name, const char *path, fp4s_rl *from,
-                   run_result *res)
+static int run_one(const tool *t, const fp4s_rl_opts *o, const char *name, const char *path, const float *from,
+                   size_t nfrom, run_result *res)
 {
     memset(res, 0, sizeof *res);
     fp4s_rl *r = NULL;
@@ -205,7 +210,7 @@ static int run_one(const tool *t, const fp4s_rl_opts *o, const char *name, const
     co.gzip = 4;
     if ((rc = fp4s_capture_create(path, &co, &cap))) goto done;
     if ((rc = fp4s_rl_capture_header(r, cap))) goto done;
-    if (from) rc = fp4s_rl_copy_policy(r, from);
+    if (from) rc = fp4s_rl_set_policy(r, from, nfrom);
     else rc = fp4s_rl_warmstart(r, &res->sft);
     if (rc) goto done;
     if (!(res->st = calloc((size_t)t->steps + 1, sizeof *res->st))) {
@@ -290,17 +295,20 @@ typedef struct demo_cfg {
     fp4s_rl_trainer trainer;
     fp4s_rl_rollout rollout;
     const char *remedy;
+    bool extra;              /* only when --demo-runs names it */
 } demo_cfg;
 
 static const demo_cfg demo_cfgs[] = {
-    {"bf16", "BF16 rollout", FP4S_RL_TRAINER_BF16, FP4S_RL_ROLLOUT_BF16, ""},
-    {"nvfp4", "naive NVFP4 W4A4", FP4S_RL_TRAINER_BF16, FP4S_RL_ROLLOUT_NVFP4, ""},
-    {"quads", "QUADS: wfq trainer, rac:0.25 rollout", FP4S_RL_TRAINER_WFQ, FP4S_RL_ROLLOUT_NVFP4, "rac:0.25"},
-    {"mxfp4", "naive MXFP4 W4A4", FP4S_RL_TRAINER_BF16, FP4S_RL_ROLLOUT_MXFP4, ""},
-    {"mxfp4-mbs-of", "MXFP4 + mbs:128 + of:0.5", FP4S_RL_TRAINER_BF16, FP4S_RL_ROLLOUT_MXFP4, "mbs:128+of:0.5"},
+    {"bf16", "BF16 rollout", FP4S_RL_TRAINER_BF16, FP4S_RL_ROLLOUT_BF16, "", false},
+    {"nvfp4", "naive NVFP4 W4A4", FP4S_RL_TRAINER_BF16, FP4S_RL_ROLLOUT_NVFP4, "", false},
+    {"quads", "QUADS: wfq trainer, rac:0.25 rollout", FP4S_RL_TRAINER_WFQ, FP4S_RL_ROLLOUT_NVFP4, "rac:0.25", false},
+    {"mxfp4", "naive MXFP4 W4A4", FP4S_RL_TRAINER_BF16, FP4S_RL_ROLLOUT_MXFP4, "", false},
+    {"mxfp4-mbs-of", "MXFP4 + mbs:128 + of:0.5", FP4S_RL_TRAINER_BF16, FP4S_RL_ROLLOUT_MXFP4, "mbs:128+of:0.5", false},
+    {"quads-r0.05", "QUADS: wfq trainer, rac:0.05 rollout", FP4S_RL_TRAINER_WFQ, FP4S_RL_ROLLOUT_NVFP4, "rac:0.05", true},
+    {"quads-r1", "QUADS: wfq trainer, rac:1 rollout", FP4S_RL_TRAINER_WFQ, FP4S_RL_ROLLOUT_NVFP4, "rac:1", true},
 };
 #define NDEMO (sizeof demo_cfgs / sizeof demo_cfgs[0])
-#define DEMO_LIST "bf16, nvfp4, quads, mxfp4, mxfp4-mbs-of"
+#define DEMO_LIST "bf16, nvfp4, quads, mxfp4, mxfp4-mbs-of (the default), quads-r0.05, quads-r1"
 
 /* The demo's regime: cheap enough for 2 cores in minutes (see fp4-rl(1)). */
 static void demo_defaults(tool *t)
@@ -414,7 +422,7 @@ static int run_gnuplot(const char *dir, const char *script, const char *image)
 }
 
 /* DIR/demo.gp, into the run's output group (gnuplot draws it after the commit). */
-static int write_demo_plot(const tool *t, const int *sel, size_t nsel, char onsets[][32])
+static int write_demo_plot(const tool *t, const int *sel, size_t nsel, char onsets[][32], size_t nseeds)
 {
     /* the script grows as it is written (no fixed buffer to overflow or cut) */
     char *gp = NULL;
@@ -427,10 +435,16 @@ static int write_demo_plot(const tool *t, const int *sel, size_t nsel, char onse
         "set terminal pngcairo size 1000,1200 noenhanced font ',10'\n"
         "set output outfile\n"
         "set datafile missing 'nan'\n"
-        "set multiplot layout 3,1 title 'fp4-rl --demo: the same seed and warm start, %d GRPO steps'\n"
         "set grid\nset key outside right\nset xlabel 'step'\nset xrange [0:%d]\n"
         "# the same horizontal margins in every panel, so that a step is at one x in all three\n"
-        "set lmargin at screen 0.09\nset rmargin at screen 0.76\n", t->steps, t->steps);
+        "set lmargin at screen 0.09\nset rmargin at screen 0.76\n", t->steps);
+    if (nseeds > 1)
+        fprintf(f, "set style fill transparent solid 0.15 noborder\n"
+                "set multiplot layout 3,1 title 'fp4-rl --demo --seeds %zu: means over the seeds, bands from the "
+                "lowest to the highest seed, %d GRPO steps'\n", nseeds, t->steps);
+    else
+        fprintf(f, "set multiplot layout 3,1 title 'fp4-rl --demo: the same seed and warm start, %d GRPO steps'\n",
+                t->steps);
     const char *panels[3][3] = {
         {"reward (10-step mean)", "3", "set yrange [0:1]"},
         {"mean |lp_t - lp_r| (nats, 10-step mean)", "5", "set logscale y; set yrange [*:*]; set format y '%.0e'"},
@@ -438,10 +452,14 @@ static int write_demo_plot(const tool *t, const int *sel, size_t nsel, char onse
     };
     for (int pnl = 0; pnl < 3; pnl++) {
         fprintf(f, "%s\nset ylabel '%s'\nplot ", panels[pnl][2], panels[pnl][0]);
+        if (nseeds > 1 && pnl < 2)
+            for (size_t i = 0; i < nsel; i++)
+                fprintf(f, "'%s.dat' using 1:%d:%d with filledcurves lc %zu notitle, ", demo_cfgs[sel[i]].name,
+                        pnl ? 12 : 10, pnl ? 13 : 11, i + 1);
         for (size_t i = 0; i < nsel; i++) {
             const demo_cfg *d = &demo_cfgs[sel[i]];
-            fprintf(f, "%s'%s.dat' using 1:%s with %s lw 2 title '%s", i ? ", " : "", d->name, panels[pnl][1],
-                    pnl == 2 ? "linespoints" : "lines", d->name);
+            fprintf(f, "%s'%s.dat' using 1:%s with %s lw 2 lc %zu title '%s", i ? ", " : "", d->name, panels[pnl][1],
+                    pnl == 2 ? "linespoints" : "lines", i + 1, d->name);
             if (pnl == 1 && strcmp(onsets[i], "none") && strcmp(onsets[i], "n/a"))
                 fprintf(f, " (onset at %s)", onsets[i]);
             fputs("'", f);
@@ -469,6 +487,265 @@ static void demo_rmdir(void)
     if (demo_made_dir[0]) rmdir(demo_made_dir);
 }
 
+/* ---- the demo's runs: seeds x arms, in forked processes ---------------------------------------- */
+/* A warm start made in a child, for the runs of one seed (shared memory:
+ * the slot, then the policy's weights). */
+typedef struct warm_slot {
+    int status;
+    char err[512];
+    fp4s_rl_sft sft;
+} warm_slot;
+
+typedef struct demo_ctx {
+    const tool *t;
+    fp4s_rl_opts base;
+    const int *sel;
+    size_t nsel, nseeds, np;  /* arms, seeds, parameters */
+    char *wshm;               /* [nseeds] warm_slot + np floats, wper bytes each */
+    size_t wper;
+    char *shm;                /* [nseeds * nsel] demo_slot + steps stats, per bytes each (job k * nsel + i) */
+    size_t per;
+    fp4s_outfile **ofs;       /* [nseeds * nsel] the captures' temporaries */
+} demo_ctx;
+
+static uint64_t demo_seed(const demo_ctx *c, size_t k) { return c->base.seed + (uint64_t)k; }
+static warm_slot *demo_warm(const demo_ctx *c, size_t k) { return (warm_slot *)(c->wshm + k * c->wper); }
+static demo_slot *demo_job(const demo_ctx *c, size_t j) { return (demo_slot *)(c->shm + j * c->per); }
+
+/* DIR/<run> (one seed) or DIR/<run>.s<seed>, then .ext */
+static void demo_path(const demo_ctx *c, size_t j, const char *ext, char *buf, size_t n)
+{
+    const demo_cfg *d = &demo_cfgs[c->sel[j % c->nsel]];
+    if (c->nseeds == 1) snprintf(buf, n, "%s/%s.%s", c->t->out, d->name, ext);
+    else snprintf(buf, n, "%s/%s.s%llu.%s", c->t->out, d->name, (unsigned long long)demo_seed(c, j / c->nsel), ext);
+}
+
+/* Child: the warm start of seed k (FP4S_THREADS threads for a single seed,
+ * one when the seeds run side by side). */
+static int warm_job(demo_ctx *c, size_t k)
+{
+    warm_slot *ws = demo_warm(c, k);
+    if (c->nseeds > 1) fp4s_set_threads(1);
+    fp4s_rl_opts o = c->base;
+    o.seed = demo_seed(c, k);
+    fp4s_rl *r = NULL;
+    int rc = fp4s_rl_open(&o, &r);
+    if (!rc) rc = fp4s_rl_warmstart(r, &ws->sft);
+    if (!rc) memcpy(ws + 1, fp4s_rl_policy(r), c->np * sizeof(float));
+    else snprintf(ws->err, sizeof ws->err, "warm start of seed %llu: %s", (unsigned long long)o.seed,
+                  fp4s_last_error()[0] ? fp4s_last_error() : fp4s_strerror(rc));
+    fp4s_rl_close(&r);
+    ws->status = rc ? fp4s_exit_status(rc) : 0;
+    return ws->status;
+}
+
+/* Child: arm j % nsel from the warm start of seed j / nsel, into its capture's temporary. */
+static int run_job(demo_ctx *c, size_t j)
+{
+    const demo_cfg *d = &demo_cfgs[c->sel[j % c->nsel]];
+    const warm_slot *ws = demo_warm(c, j / c->nsel);
+    demo_slot *slot = demo_job(c, j);
+    fp4s_set_threads(1);
+    fp4s_rl_opts o = c->base;
+    o.seed = demo_seed(c, j / c->nsel);
+    o.trainer = d->trainer;
+    o.rollout = d->rollout;
+    snprintf(o.remedy, sizeof o.remedy, "%s", d->remedy);
+    run_result res;
+    int crc = run_one(c->t, &o, d->name, fp4s_outfile_tmppath(c->ofs[j]), (const float *)(ws + 1), c->np, &res);
+    res.sft = ws->sft;
+    int status = 0;
+    if (crc) {
+        snprintf(slot->err, sizeof slot->err, "%s (seed %llu): %s", d->name, (unsigned long long)o.seed,
+                 fp4s_last_error()[0] ? fp4s_last_error() : fp4s_strerror(crc));
+        status = fp4s_exit_status(crc);
+    } else {
+        memcpy(slot + 1, res.st, (size_t)res.steps_done * sizeof *res.st);
+    }
+    free(res.st);
+    slot->res = res;
+    slot->status = status;
+    return status;
+}
+
+/* Run jobs 0..n-1 in forked children, at most par at once; a child killed
+ * by a signal gets FP4S_EXIT_INTERNAL and a message in err(j). */
+static void fork_pool(demo_ctx *c, size_t n, int (*fn)(demo_ctx *, size_t), int *status, char *(*err)(demo_ctx *, size_t))
+{
+    int par = fp4s_get_threads();
+    if (par < 1) par = 1;
+    pid_t *pids = xcalloc(n ? n : 1, sizeof *pids);
+    size_t started = 0, running = 0;
+    while (started < n || running) {
+        if (started < n && running < (size_t)par) {
+            size_t j = started++;
+            fflush(stdout);
+            fflush(stderr);
+            pid_t pid = fork();
+            if (pid < 0) cli_die(FP4S_EXIT_INTERNAL, "fork: %s", strerror(errno));
+            if (pid == 0) _exit(fn(c, j));
+            pids[j] = pid;
+            running++;
+            continue;
+        }
+        int st;
+        pid_t w = wait(&st);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            cli_die(FP4S_EXIT_INTERNAL, "wait: %s", strerror(errno));
+        }
+        for (size_t j = 0; j < started; j++)
+            if (pids[j] == w) {
+                status[j] = WIFEXITED(st) ? WEXITSTATUS(st) : FP4S_EXIT_INTERNAL;
+                if (!WIFEXITED(st))
+                    snprintf(err(c, j), 512, "job %zu killed by signal %d", j, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+                running--;
+            }
+    }
+    free(pids);
+}
+static char *warm_err(demo_ctx *c, size_t k) { return demo_warm(c, k)->err; }
+static char *job_err(demo_ctx *c, size_t j) { return demo_job(c, j)->err; }
+
+/* What the summary keeps of one run. */
+typedef struct demo_row {
+    double r0, r1, m0, m1, a0, a1, sps;
+    char onset[32];
+    bool onset_found;
+    int64_t onset_step;
+} demo_row;
+
+/* DIR/<run>.dat over seeds: per step the mean over seeds of write_plot_data's
+ * columns, then the min and max over seeds of reward_mean10 and
+ * mismatch_mean10 (the plot's bands). Steps that not every seed reached are
+ * left out. */
+static int write_plot_data_seeds(const char *path, const demo_ctx *c, size_t i)
+{
+    int n = INT32_MAX;
+    for (size_t k = 0; k < c->nseeds; k++) {
+        const run_result *res = &demo_job(c, k * c->nsel + i)->res;
+        if (res->steps_done < n) n = res->steps_done;
+    }
+    size_t cap = 256 + (size_t)n * 300, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) return fp4s_error_set(FP4S_ENOMEM, "out of memory");
+    const char *names[] = {"reward", "mismatch", "acc_rollout", "acc_trainer", "entropy", "flip_frac"};
+    size_t ix[6];
+    for (int q = 0; q < 6; q++) ix[q] = stat_index(names[q]);
+    len += (size_t)snprintf(buf + len, cap - len, "# means over %zu seeds: step reward reward_mean10 mismatch mismatch_mean10 "
+                            "acc_rollout acc_trainer entropy flip_frac; min and max over seeds: reward_mean10 (10, 11) "
+                            "mismatch_mean10 (12, 13)\n", c->nseeds);
+    for (int s = 0; s < n; s++) {
+        double col[8] = {0}, cnt[8] = {0}, rmin = INFINITY, rmax = -INFINITY, mmin = INFINITY, mmax = -INFINITY;
+        for (size_t k = 0; k < c->nseeds; k++) {
+            const run_result *res = &demo_job(c, k * c->nsel + i)->res;
+            double v[8] = {res->st[s].reward, window_mean(res->st, n, s, 10, ix[0]), res->st[s].mismatch,
+                           window_mean(res->st, n, s, 10, ix[1]), fp4s_rl_stat_value(&res->st[s], ix[2]),
+                           fp4s_rl_stat_value(&res->st[s], ix[3]), fp4s_rl_stat_value(&res->st[s], ix[4]),
+                           fp4s_rl_stat_value(&res->st[s], ix[5])};
+            for (int q = 0; q < 8; q++)
+                if (!isnan(v[q])) col[q] += v[q], cnt[q]++;
+            rmin = fmin(rmin, v[1]), rmax = fmax(rmax, v[1]), mmin = fmin(mmin, v[3]), mmax = fmax(mmax, v[3]);
+        }
+        len += (size_t)snprintf(buf + len, cap - len, "%d", s);
+        for (int q = 0; q < 8; q++) len += (size_t)snprintf(buf + len, cap - len, " %.6g", cnt[q] ? col[q] / cnt[q] : NAN);
+        len += (size_t)snprintf(buf + len, cap - len, " %.6g %.6g %.6g %.6g\n", rmin, rmax, mmin, mmax);
+    }
+    int rc = cli_write_text(path, buf, len);
+    free(buf);
+    return rc;
+}
+
+/* The summary over seeds (--seeds N): per arm the mean of the final reward
+ * with its t-interval, the paired tests against bf16, the final mismatch. */
+static void seeds_summary(const demo_ctx *c, const demo_row *rows, FILE *f, json_t *jruns)
+{
+    size_t N = c->nseeds, ib = SIZE_MAX;
+    for (size_t i = 0; i < c->nsel; i++)
+        if (!strcmp(demo_cfgs[c->sel[i]].name, "bf16")) ib = i;
+    double *x = xcalloc(N, sizeof *x), *b = xcalloc(N, sizeof *b), *m = xcalloc(N, sizeof *m);
+    fprintf(f, "%-12s %-23s %-25s %9s %7s %8s %-27s %6s\n", "run", "reward [95% CI]", "vs bf16 [95% CI]",
+            "paired-t p", "sign", "sign p", "mismatch [95% CI]", "onsets");
+    for (size_t i = 0; i < c->nsel; i++) {
+        const demo_cfg *d = &demo_cfgs[c->sel[i]];
+        int onsets = 0;
+        for (size_t k = 0; k < N; k++) {
+            x[k] = rows[k * c->nsel + i].r1;
+            m[k] = rows[k * c->nsel + i].m1;
+            if (ib != SIZE_MAX) b[k] = rows[k * c->nsel + ib].r1;
+            onsets += rows[k * c->nsel + i].onset_found;
+        }
+        fp4s_rl_seedstat sr, sm;
+        bool pair = ib != SIZE_MAX && ib != i;
+        int rc = fp4s_rl_seedstat_compute(x, pair ? b : NULL, N, 0.95, &sr);
+        int rcm = rc ? rc : fp4s_rl_seedstat_compute(m, NULL, N, 0.95, &sm);
+        if (rc || rcm) { /* a run without a final value (NaN), or no GSL: the means only */
+            fprintf(f, "%-12s (no interval: %s)\n", d->name, fp4s_last_error());
+            json_array_append_new(jruns, json_pack("{s:s,s:s}", "name", d->name, "error", fp4s_last_error()));
+            continue;
+        }
+        char c1[64], c2[64], c3[64], c4[32], c5[32], c6[32];
+        snprintf(c1, sizeof c1, "%.3f [%.3f, %.3f]", sr.mean, sr.lo, sr.hi);
+        snprintf(c3, sizeof c3, "%.4f [%.4f, %.4f]", sm.mean, sm.lo, sm.hi);
+        if (pair) {
+            snprintf(c2, sizeof c2, "%+.3f [%+.3f, %+.3f]", sr.d_mean, sr.d_lo, sr.d_hi);
+            snprintf(c4, sizeof c4, "%.2g", sr.p_t);
+            snprintf(c5, sizeof c5, "%d/%d", sr.wins, sr.losses);
+            snprintf(c6, sizeof c6, "%.2g", sr.p_sign);
+        } else {
+            snprintf(c2, sizeof c2, "-");
+            snprintf(c4, sizeof c4, "-");
+            snprintf(c5, sizeof c5, "-");
+            snprintf(c6, sizeof c6, "-");
+        }
+        fprintf(f, "%-12s %-23s %-25s %9s %7s %8s %-27s %3d/%zu\n", d->name, c1, c2, c4, c5, c6, c3, onsets, N);
+        json_t *j = json_object(), *jr = json_object(), *jx = json_array(), *jm = json_object(), *jmx = json_array();
+        json_object_set_new(j, "name", json_string(d->name));
+        json_object_set_new(j, "title", json_string(d->title));
+        json_object_set_new(j, "trainer", json_string(fp4s_rl_trainer_name(d->trainer)));
+        json_object_set_new(j, "rollout", json_string(fp4s_rl_rollout_name(d->rollout)));
+        json_object_set_new(j, "remedy", json_string(d->remedy));
+        for (size_t k = 0; k < N; k++) json_array_append_new(jx, cli_json_real(x[k]));
+        json_object_set_new(jr, "values", jx);
+        json_object_set_new(jr, "mean", cli_json_real(sr.mean));
+        json_object_set_new(jr, "sd", cli_json_real(sr.sd));
+        json_object_set_new(jr, "ci_low", cli_json_real(sr.lo));
+        json_object_set_new(jr, "ci_high", cli_json_real(sr.hi));
+        if (pair) {
+            json_t *jp = json_object();
+            json_object_set_new(jp, "diff_mean", cli_json_real(sr.d_mean));
+            json_object_set_new(jp, "diff_sd", cli_json_real(sr.d_sd));
+            json_object_set_new(jp, "diff_ci_low", cli_json_real(sr.d_lo));
+            json_object_set_new(jp, "diff_ci_high", cli_json_real(sr.d_hi));
+            json_object_set_new(jp, "t", cli_json_real(sr.t));
+            json_object_set_new(jp, "p_paired_t", cli_json_real(sr.p_t));
+            json_object_set_new(jp, "wins", json_integer(sr.wins));
+            json_object_set_new(jp, "losses", json_integer(sr.losses));
+            json_object_set_new(jp, "ties", json_integer(sr.ties));
+            json_object_set_new(jp, "p_sign", cli_json_real(sr.p_sign));
+            json_object_set_new(jr, "vs_bf16", jp);
+        }
+        json_object_set_new(j, "reward_last", jr);
+        for (size_t k = 0; k < N; k++) json_array_append_new(jmx, cli_json_real(m[k]));
+        json_object_set_new(jm, "values", jmx);
+        json_object_set_new(jm, "mean", cli_json_real(sm.mean));
+        json_object_set_new(jm, "ci_low", cli_json_real(sm.lo));
+        json_object_set_new(jm, "ci_high", cli_json_real(sm.hi));
+        json_object_set_new(j, "mismatch_last", jm);
+        json_object_set_new(j, "onsets_found", json_integer(onsets));
+        json_array_append_new(jruns, j);
+    }
+    fprintf(f, "%zu seeds (%llu..%llu), each arm from the seed's own warm start. reward, mismatch: each run's mean "
+            "over the last tenth of the steps, then over seeds: mean [95%% Student t-interval, n - 1 = %zu df]; "
+            "vs bf16: the paired difference over seeds (arm - bf16) [its 95%% t-interval]; paired-t p: two-sided "
+            "paired t-test of a zero mean difference; sign: seeds where the arm's reward is above/below bf16's, "
+            "sign p: exact two-sided sign test; onsets: runs where fp4-mismatch found a mismatch onset\n",
+            N, (unsigned long long)demo_seed(c, 0), (unsigned long long)demo_seed(c, N - 1), N - 1);
+    free(x);
+    free(b);
+    free(m);
+}
+
 static int run_demo(tool *t)
 {
     catch_stop_signals(); /* the children stop after their step; the summary covers what ran */
@@ -486,8 +763,12 @@ static int run_demo(tool *t)
             sel[nsel++] = (int)i;
         }
     } else {
-        for (size_t i = 0; i < NDEMO; i++) sel[nsel++] = (int)i;
+        for (size_t i = 0; i < NDEMO; i++)
+            if (!demo_cfgs[i].extra) sel[nsel++] = (int)i;
     }
+    demo_ctx c = {.t = t, .base = t->o, .sel = sel, .nsel = nsel, .nseeds = (size_t)t->seeds};
+    c.base.steps = t->steps;
+    size_t njobs = c.nseeds * nsel;
     struct stat dst;
     bool had_dir = stat(t->out, &dst) == 0;
     int rc = mkdir_p1(t->out);
@@ -496,12 +777,16 @@ static int run_demo(tool *t)
     /* every output of the demo is one group: checked now, renamed into place
      * together once every run has finished (all or none) */
     char path[4200];
-    static const char *const run_ext[] = {"h5", "tsv", "dat"};
-    for (size_t i = 0; i < nsel; i++)
-        for (size_t e = 0; e < 3; e++) {
-            snprintf(path, sizeof path, "%s/%s.%s", t->out, demo_cfgs[sel[i]].name, run_ext[e]);
-            cli_output(path);
-        }
+    for (size_t j = 0; j < njobs; j++) {
+        demo_path(&c, j, "h5", path, sizeof path);
+        cli_output(path);
+        demo_path(&c, j, "tsv", path, sizeof path);
+        cli_output(path);
+    }
+    for (size_t i = 0; i < nsel; i++) {
+        snprintf(path, sizeof path, "%s/%s.dat", t->out, demo_cfgs[sel[i]].name);
+        cli_output(path);
+    }
     static const char *const dir_files[] = {"demo.gp", "summary.txt"};
     for (size_t e = 0; e < 2; e++) {
         snprintf(path, sizeof path, "%s/%s", t->out, dir_files[e]);
@@ -509,94 +794,54 @@ static int run_demo(tool *t)
     }
     /* the captures' temporaries, made here before the runs fork: each child
      * writes its capture there, this process commits them with the rest */
-    fp4s_outfile *ofs[NDEMO] = {0};
-    for (size_t i = 0; i < nsel; i++) {
-        snprintf(path, sizeof path, "%s/%s.h5", t->out, demo_cfgs[sel[i]].name);
-        if ((rc = fp4s_outfile_begin(path, &ofs[i]))) cli_failf(rc, "%s", path);
+    c.ofs = xcalloc(njobs, sizeof *c.ofs);
+    for (size_t j = 0; j < njobs; j++) {
+        demo_path(&c, j, "h5", path, sizeof path);
+        if ((rc = fp4s_outfile_begin(path, &c.ofs[j]))) cli_failf(rc, "%s", path);
     }
-    fp4s_rl_opts base = t->o;
-    base.steps = t->steps;
-    /* one warm start for every run */
-    fp4s_rl *warm = NULL;
-    fp4s_rl_sft sft;
+    /* the model's size, for the warm starts' shared memory */
+    {
+        fp4s_rl *r = NULL;
+        if ((rc = fp4s_rl_open(&c.base, &r))) cli_fail(rc);
+        c.np = fp4s_rl_param_count(r);
+        fp4s_rl_close(&r);
+    }
     double t0 = rl_wall();
-    if ((rc = fp4s_rl_open(&base, &warm)) || (rc = fp4s_rl_warmstart(warm, &sft))) {
-        fp4s_rl_close(&warm);
-        cli_fail(rc);
-    }
-    if (!t->quiet)
-        fprintf(stderr, "%s: warm start: %d supervised steps, sampled success %.3f (%.1f s)\n", cli_prog(), sft.steps,
-                sft.success, sft.seconds);
-    size_t per = sizeof(demo_slot) + (size_t)t->steps * sizeof(fp4s_rl_stats);
-    per = (per + 63) / 64 * 64;
-    char *shm = mmap(NULL, per * nsel, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (shm == MAP_FAILED) cli_die(FP4S_EXIT_INTERNAL, "mmap: %s", strerror(errno));
-    int par = fp4s_get_threads();
-    if (par < 1) par = 1;
-    size_t started = 0, running = 0;
-    pid_t pids[NDEMO];
-    while (started < nsel || running) {
-        if (started < nsel && running < (size_t)par) {
-            size_t i = started++;
-            fflush(stdout);
-            fflush(stderr);
-            pid_t pid = fork();
-            if (pid < 0) cli_die(FP4S_EXIT_INTERNAL, "fork: %s", strerror(errno));
-            if (pid == 0) {
-                const demo_cfg *d = &demo_cfgs[sel[i]];
-                demo_slot *slot = (demo_slot *)(shm + i * per);
-                fp4s_set_threads(1);
-                fp4s_rl_opts o = base;
-                o.trainer = d->trainer;
-                o.rollout = d->rollout;
-                snprintf(o.remedy, sizeof o.remedy, "%s", d->remedy);
-                run_result res;
-                int crc = run_one(t, &o, d->name, fp4s_outfile_tmppath(ofs[i]), warm, &res);
-                res.sft = sft;
-                int status = 0;
-                if (crc) {
-                    snprintf(slot->err, sizeof slot->err, "%s: %s", d->name, fp4s_last_error()[0] ? fp4s_last_error()
-                             : fp4s_strerror(crc));
-                    status = fp4s_exit_status(crc);
-                } else {
-                    memcpy(slot + 1, res.st, (size_t)res.steps_done * sizeof *res.st);
-                }
-                slot->res = res;
-                slot->status = status;
-                _exit(status);
-            }
-            pids[i] = pid;
-            running++;
-            continue;
+    c.wper = (sizeof(warm_slot) + c.np * sizeof(float) + 63) / 64 * 64;
+    c.per = (sizeof(demo_slot) + (size_t)t->steps * sizeof(fp4s_rl_stats) + 63) / 64 * 64;
+    c.wshm = mmap(NULL, c.wper * c.nseeds, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    c.shm = mmap(NULL, c.per * njobs, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (c.wshm == MAP_FAILED || c.shm == MAP_FAILED) cli_die(FP4S_EXIT_INTERNAL, "mmap: %s", strerror(errno));
+    int *status = xcalloc(njobs, sizeof *status);
+    /* 1. a warm start per seed */
+    fork_pool(&c, c.nseeds, warm_job, status, warm_err);
+    int st = 0;
+    for (size_t k = 0; k < c.nseeds; k++) {
+        warm_slot *ws = demo_warm(&c, k);
+        if (status[k]) {
+            fprintf(stderr, "%s: %s\n", cli_prog(), ws->err);
+            if (!st) st = status[k];
+        } else if (!t->quiet) {
+            char sd[48] = "";
+            if (c.nseeds > 1) snprintf(sd, sizeof sd, " (seed %llu)", (unsigned long long)demo_seed(&c, k));
+            fprintf(stderr, "%s: warm start%s: %d supervised steps, sampled success %.3f (%.1f s)\n", cli_prog(), sd,
+                    ws->sft.steps, ws->sft.success, ws->sft.seconds);
         }
-        int st;
-        pid_t w = wait(&st);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            cli_die(FP4S_EXIT_INTERNAL, "wait: %s", strerror(errno));
-        }
-        for (size_t i = 0; i < started; i++)
-            if (pids[i] == w) {
-                demo_slot *slot = (demo_slot *)(shm + i * per);
-                if (!WIFEXITED(st)) {
-                    slot->status = FP4S_EXIT_INTERNAL;
-                    snprintf(slot->err, sizeof slot->err, "%s: killed by signal %d", demo_cfgs[sel[i]].name,
-                             WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-                }
-                running--;
-            }
     }
-    fp4s_rl_close(&warm);
-    int status = 0;
-    for (size_t i = 0; i < nsel; i++) {
-        demo_slot *slot = (demo_slot *)(shm + i * per);
+    if (st) return st;
+    /* 2. every arm of every seed */
+    memset(status, 0, njobs * sizeof *status);
+    fork_pool(&c, njobs, run_job, status, job_err);
+    for (size_t j = 0; j < njobs; j++) {
+        demo_slot *slot = demo_job(&c, j);
         slot->res.st = (fp4s_rl_stats *)(slot + 1);
-        if (slot->status) {
+        if (status[j]) {
             fprintf(stderr, "%s: %s\n", cli_prog(), slot->err);
-            if (!status) status = slot->status;
+            if (!st) st = status[j];
         }
     }
-    if (status) return status;
+    free(status);
+    if (st) return st;
     /* the mismatch over steps as fp4-mismatch computes it, and its onset */
     fp4s_mm_opts mo;
     fp4s_mm_opts_defaults(&mo);
@@ -604,82 +849,102 @@ static int run_demo(tool *t)
     fp4s_trace_opts_defaults(&to);
     fp4s_mm_onset_opts oo;
     fp4s_mm_onset_opts_defaults(&oo);
-    json_t *jruns = json_array();
-    char onsets[NDEMO][32];
-    char summary[8192];
-    size_t sn = 0;
-    sn += (size_t)snprintf(summary + sn, sizeof summary - sn,
-                           "%-14s %8s %8s %10s %10s %7s %8s %8s %7s\n", "run", "reward0", "reward", "mismatch0",
-                           "mismatch", "onset", "acc_tr0", "acc_tr", "steps/s");
-    for (size_t i = 0; i < nsel; i++) {
-        const demo_cfg *d = &demo_cfgs[sel[i]];
-        demo_slot *slot = (demo_slot *)(shm + i * per);
-        run_result *res = &slot->res;
-        snprintf(path, sizeof path, "%s/%s.dat", t->out, d->name);
-        if ((rc = write_plot_data(path, res))) cli_fail(rc);
-        snprintf(path, sizeof path, "%s/%s.tsv", t->out, d->name);
+    demo_row *rows = xcalloc(njobs, sizeof *rows);
+    for (size_t j = 0; j < njobs; j++) {
+        const demo_cfg *d = &demo_cfgs[sel[j % nsel]];
+        run_result *res = &demo_job(&c, j)->res;
+        demo_row *row = &rows[j];
+        if (c.nseeds == 1) {
+            snprintf(path, sizeof path, "%s/%s.dat", t->out, d->name);
+            if ((rc = write_plot_data(path, res))) cli_fail(rc);
+        }
+        demo_path(&c, j, "tsv", path, sizeof path);
         if ((rc = write_stats(path, res))) cli_fail(rc);
         fp4s_mm_result mr = {0};
         fp4s_mm_onset on = {0};
-        int64_t *stp = NULL;
-        double *val = NULL;
         /* the capture is read in its temporary, before the commit */
-        int orc = fp4s_mm_analyze(fp4s_outfile_tmppath(ofs[i]), d->name, &mo, &to, &mr);
-        snprintf(path, sizeof path, "%s/%s.h5", t->out, d->name);
+        int orc = fp4s_mm_analyze(fp4s_outfile_tmppath(c.ofs[j]), d->name, &mo, &to, &mr);
         char note[600] = "";
         if (orc) snprintf(note, sizeof note, "%s", fp4s_last_error());
-        if ((rc = fp4s_outfile_commit(&ofs[i]))) cli_failf(rc, "%s", path); /* finished; cli_commit renames it */
+        demo_path(&c, j, "h5", path, sizeof path);
+        if ((rc = fp4s_outfile_commit(&c.ofs[j]))) cli_failf(rc, "%s", path); /* finished; cli_commit renames it */
         if (orc) { /* the run's scalars are in hand: the summary goes on without its onset */
             fprintf(stderr, "%s: %s: no onset: %s\n", cli_prog(), path, note);
         } else {
             const fp4s_mm_run *run = &mr.runs[0];
-            stp = malloc((run->nsteps + 1) * sizeof *stp);
-            val = malloc((run->nsteps + 1) * sizeof *val);
-            if (!stp || !val) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+            int64_t *stp = xmalloc((run->nsteps + 1) * sizeof *stp);
+            double *val = xmalloc((run->nsteps + 1) * sizeof *val);
             for (size_t k = 0; k < run->nsteps; k++) {
                 stp[k] = run->steps[k].step;
                 val[k] = run->steps[k].mean_abs;
             }
             orc = fp4s_mm_onset_find(stp, val, run->nsteps, &oo, &on);
+            free(stp);
+            free(val);
         }
+        fp4s_mm_result_free(&mr);
         int n = res->steps_done, w = n / 10 > 10 ? n / 10 : (n < 10 ? n : 10);
-        double r0 = window_mean(res->st, n, w - 1, w, stat_index("reward"));
-        double r1 = window_mean(res->st, n, n - 1, w, stat_index("reward"));
-        double m0 = window_mean(res->st, n, w - 1, w, stat_index("mismatch"));
-        double m1 = window_mean(res->st, n, n - 1, w, stat_index("mismatch"));
-        double a0 = NAN, a1 = NAN;
+        row->r0 = window_mean(res->st, n, w - 1, w, stat_index("reward"));
+        row->r1 = window_mean(res->st, n, n - 1, w, stat_index("reward"));
+        row->m0 = window_mean(res->st, n, w - 1, w, stat_index("mismatch"));
+        row->m1 = window_mean(res->st, n, n - 1, w, stat_index("mismatch"));
+        row->a0 = row->a1 = NAN;
         for (int k = 0; k < n; k++)
             if (!isnan(res->st[k].acc_trainer)) {
-                if (isnan(a0)) a0 = res->st[k].acc_trainer;
-                a1 = res->st[k].acc_trainer;
+                if (isnan(row->a0)) row->a0 = res->st[k].acc_trainer;
+                row->a1 = res->st[k].acc_trainer;
             }
-        char *ons = onsets[i];
-        if (orc == 0 && on.found) snprintf(ons, 32, "%lld", (long long)on.step);
-        else snprintf(ons, 32, orc ? "n/a" : "none");
-        sn += (size_t)snprintf(summary + sn, sizeof summary - sn, "%-14s %8.3f %8.3f %10.4g %10.4g %7s %8.3f %8.3f %7.2f\n",
-                               d->name, r0, r1, m0, m1, ons, a0, a1, res->seconds > 0 ? n / res->seconds : NAN);
-        json_t *j = run_json(&base, res, path);
-        json_object_set_new(j, "name", json_string(d->name));
-        json_object_set_new(j, "title", json_string(d->title));
-        json_object_set_new(j, "trainer", json_string(fp4s_rl_trainer_name(d->trainer)));
-        json_object_set_new(j, "rollout", json_string(fp4s_rl_rollout_name(d->rollout)));
-        json_object_set_new(j, "remedy", json_string(d->remedy));
-        json_object_set_new(j, "onset_step", orc == 0 && on.found ? json_integer(on.step) : json_null());
-        json_object_set_new(j, "reward_first", cli_json_real(r0));
-        json_object_set_new(j, "reward_last", cli_json_real(r1));
-        json_object_set_new(j, "mismatch_first", cli_json_real(m0));
-        json_object_set_new(j, "mismatch_last", cli_json_real(m1));
-        json_array_append_new(jruns, j);
-        free(stp);
-        free(val);
-        fp4s_mm_result_free(&mr);
+        row->sps = res->seconds > 0 ? n / res->seconds : NAN;
+        row->onset_found = orc == 0 && on.found;
+        row->onset_step = on.step;
+        if (row->onset_found) snprintf(row->onset, sizeof row->onset, "%lld", (long long)on.step);
+        else snprintf(row->onset, sizeof row->onset, orc ? "n/a" : "none");
     }
-    if ((rc = write_demo_plot(t, sel, nsel, onsets))) cli_fail(rc);
-    sn += (size_t)snprintf(summary + sn, sizeof summary - sn,
-                           "reward, mismatch: means of the first and last %s; onset: fp4-mismatch's, on mean_abs; "
-                           "acc_tr: held-out greedy accuracy with the trainer's numerics, first and last\n"
-                           "warm start: %d steps, sampled success %.3f; %.0f s in all\n",
-                           "tenth of the steps", sft.steps, sft.success, rl_wall() - t0);
+    if (c.nseeds > 1)
+        for (size_t i = 0; i < nsel; i++) {
+            snprintf(path, sizeof path, "%s/%s.dat", t->out, demo_cfgs[sel[i]].name);
+            if ((rc = write_plot_data_seeds(path, &c, i))) cli_fail(rc);
+        }
+    char onsets[NDEMO][32];
+    for (size_t i = 0; i < nsel; i++) snprintf(onsets[i], sizeof onsets[i], "%s", c.nseeds == 1 ? rows[i].onset : "n/a");
+    if ((rc = write_demo_plot(t, sel, nsel, onsets, c.nseeds))) cli_fail(rc);
+    const warm_slot *w0 = demo_warm(&c, 0);
+    char *summary = NULL;
+    size_t sn = 0;
+    FILE *f = open_memstream(&summary, &sn);
+    if (!f) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    json_t *jruns = json_array();
+    if (c.nseeds == 1) {
+        fprintf(f, "%-14s %8s %8s %10s %10s %7s %8s %8s %7s\n", "run", "reward0", "reward", "mismatch0", "mismatch",
+                "onset", "acc_tr0", "acc_tr", "steps/s");
+        for (size_t i = 0; i < nsel; i++) {
+            const demo_cfg *d = &demo_cfgs[sel[i]];
+            const demo_row *row = &rows[i];
+            fprintf(f, "%-14s %8.3f %8.3f %10.4g %10.4g %7s %8.3f %8.3f %7.2f\n", d->name, row->r0, row->r1, row->m0,
+                    row->m1, row->onset, row->a0, row->a1, row->sps);
+            demo_path(&c, i, "h5", path, sizeof path);
+            json_t *j = run_json(&c.base, &demo_job(&c, i)->res, path);
+            json_object_set_new(j, "name", json_string(d->name));
+            json_object_set_new(j, "title", json_string(d->title));
+            json_object_set_new(j, "trainer", json_string(fp4s_rl_trainer_name(d->trainer)));
+            json_object_set_new(j, "rollout", json_string(fp4s_rl_rollout_name(d->rollout)));
+            json_object_set_new(j, "remedy", json_string(d->remedy));
+            json_object_set_new(j, "onset_step", row->onset_found ? json_integer(row->onset_step) : json_null());
+            json_object_set_new(j, "reward_first", cli_json_real(row->r0));
+            json_object_set_new(j, "reward_last", cli_json_real(row->r1));
+            json_object_set_new(j, "mismatch_first", cli_json_real(row->m0));
+            json_object_set_new(j, "mismatch_last", cli_json_real(row->m1));
+            json_array_append_new(jruns, j);
+        }
+        fprintf(f, "reward, mismatch: means of the first and last %s; onset: fp4-mismatch's, on mean_abs; "
+                "acc_tr: held-out greedy accuracy with the trainer's numerics, first and last\n"
+                "warm start: %d steps, sampled success %.3f; %.0f s in all\n",
+                "tenth of the steps", w0->sft.steps, w0->sft.success, rl_wall() - t0);
+    } else {
+        seeds_summary(&c, rows, f, jruns);
+        fprintf(f, "%.0f s in all\n", rl_wall() - t0);
+    }
+    if (fclose(f)) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
     snprintf(path, sizeof path, "%s/summary.txt", t->out);
     if ((rc = cli_write_text(path, summary, sn))) cli_fail(rc);
     if ((rc = cli_commit())) return rc; /* every run's files, demo.gp and summary.txt, all or none */
@@ -690,7 +955,10 @@ static int run_demo(tool *t)
     if (!drawn)
         fprintf(stderr, "%s: gnuplot not found: wrote %s/demo.gp and its data; run 'gnuplot demo.gp' in %s\n",
                 cli_prog(), t->out, t->out);
-    munmap(shm, per * nsel);
+    munmap(c.shm, c.per * njobs);
+    munmap(c.wshm, c.wper * c.nseeds);
+    free(rows);
+    free(c.ofs);
     if (stop_signal)
         fprintf(stderr, "%s: interrupted by signal %d: the outputs hold the steps done\n", cli_prog(), (int)stop_signal);
     if (t->json) {
@@ -698,12 +966,20 @@ static int run_demo(tool *t)
         json_object_set_new(j, "tool", json_string("fp4-rl"));
         json_object_set_new(j, "dir", json_string(t->out));
         json_object_set_new(j, "plot", drawn ? json_string("demo.png") : json_null());
+        if (c.nseeds > 1) {
+            json_t *js = json_array();
+            for (size_t k = 0; k < c.nseeds; k++) json_array_append_new(js, json_integer((json_int_t)demo_seed(&c, k)));
+            json_object_set_new(j, "seeds", js);
+            json_object_set_new(j, "ci_level", json_real(0.95));
+        }
         json_object_set_new(j, "runs", jruns);
+        free(summary);
         int js = cli_json_print(j);
         return stop_signal ? 128 + (int)stop_signal : js;
     }
     json_decref(jruns);
     fputs(summary, stdout);
+    free(summary);
     if (fflush(stdout)) return FP4S_EXIT_OUTPUT;
     return stop_signal ? 128 + (int)stop_signal : 0;
 }
@@ -720,6 +996,7 @@ static void parse(int argc, char **argv, tool *t)
     fp4s_rl_opts *o = &t->o;
     fp4s_rl_opts_defaults(o);
     t->steps = 200;
+    t->seeds = 1;
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--demo")) demo_defaults(t);
     cli_common common;
@@ -775,6 +1052,7 @@ static void parse(int argc, char **argv, tool *t)
         case CLI_OPT_QUIET: t->quiet = true; break;
         case OPT_DEMO: t->demo = true; break;
         case OPT_DEMO_RUNS: t->demo_runs = optarg; break;
+        case OPT_SEEDS: t->seeds = (int)cli_parse_int("--seeds", optarg, 1, 1000); break;
         case 'o': t->out = optarg; break;
         default:
             if (!cli_common_option(c, optarg, &common)) cli_usage("unknown option");
@@ -788,6 +1066,9 @@ static void parse(int argc, char **argv, tool *t)
         cli_usage("--demo runs its own numerics (%s): leave out --trainer, --rollout, -p, --weight-profile "
                   "and --remedy, or run them one by one without --demo", DEMO_LIST);
     if (t->demo_runs && !t->demo) cli_usage("--demo-runs needs --demo");
+    if (t->seeds > 1 && !t->demo)
+        cli_usage("--seeds runs the demo's arms on each seed and compares them with bf16: give --demo "
+                  "(--demo-runs picks the arms), or run seeds one by one with --seed");
     if (t->demo && t->stats) cli_usage("--stats: the demo writes DIR/<run>.tsv itself");
     if (t->demo && !t->out) t->out = "fp4-rl-demo";
     if (fp4s_rl_opts_check(o)) cli_usage("%s", fp4s_last_error());
@@ -810,7 +1091,7 @@ int main(int argc, char **argv)
     int rc = fp4s_outfile_begin(t.out, &of);
     if (rc) cli_failf(rc, "%s", t.out);
     run_result res;
-    rc = run_one(&t, &t.o, "run", fp4s_outfile_tmppath(of), NULL, &res);
+    rc = run_one(&t, &t.o, "run", fp4s_outfile_tmppath(of), NULL, 0, &res);
     if (!rc) rc = fp4s_outfile_commit(&of); /* finished; renamed into place with the stats by cli_commit */
     if (rc) {
         fp4s_outfile_abort(&of);

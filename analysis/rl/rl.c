@@ -279,6 +279,21 @@ int fp4s_rl_copy_policy(fp4s_rl *dst, const fp4s_rl *src)
     return rc ? rc : rl_lin_sync(&dst->lin_sft, dst->P, NULL);
 }
 
+const float *fp4s_rl_policy(const fp4s_rl *r) { return r ? r->P : NULL; }
+
+int fp4s_rl_set_policy(fp4s_rl *r, const float *P, size_t n)
+{
+    if (!r || !P) return fp4s_error_set(FP4S_EINVAL, "rl: set_policy of a NULL handle or array");
+    if (n != r->lay.total)
+        return fp4s_error_set(FP4S_EINVAL, "rl: set_policy: %zu weights for a model of %zu", n, r->lay.total);
+    memcpy(r->P, P, n * sizeof *r->P);
+    memset(r->m, 0, n * sizeof *r->m);
+    memset(r->v, 0, n * sizeof *r->v);
+    r->adam_t = 0;
+    int rc = rl_lin_sync(&r->lin_tr, r->P, NULL);
+    return rc ? rc : rl_lin_sync(&r->lin_sft, r->P, NULL);
+}
+
 /* ---- trainer pieces ------------------------------------------------------------------------------------ */
 /* A trainer micro-batch: sequences [s0, s1) of prompts (seq b's prompt at
  * prompts + (b / group) * Tp) and responses (resp + b * R, length len[b]). */

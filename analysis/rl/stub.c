@@ -22,3 +22,5 @@ int fp4s_rl_warmstart(fp4s_rl *r, fp4s_rl_sft *rep) { (void)r; (void)rep; return
 int fp4s_rl_copy_policy(fp4s_rl *dst, const fp4s_rl *src) { (void)dst; (void)src; return no_blas(); }
 int fp4s_rl_capture_header(const fp4s_rl *r, fp4s_capture *cap) { (void)r; (void)cap; return no_blas(); }
 int fp4s_rl_step(fp4s_rl *r, fp4s_capture *cap, fp4s_rl_stats *st) { (void)r; (void)cap; (void)st; return no_blas(); }
+const float *fp4s_rl_policy(const fp4s_rl *r) { (void)r; return NULL; }
+int fp4s_rl_set_policy(fp4s_rl *r, const float *P, size_t n) { (void)r; (void)P; (void)n; return no_blas(); }

@@ -59,6 +59,7 @@
     X(compare_opts, 36, reserved) \
     X(rl_opts, 704, reserved) \
     X(rl_stats, 272, reserved) \
-    X(rl_sft, 64, reserved)
+    X(rl_sft, 64, reserved) \
+    X(rl_seedstat, 152, reserved)
 
 #endif

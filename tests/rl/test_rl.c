@@ -794,6 +794,100 @@ START_TEST(capture_weights_are_the_steps_own)
 }
 END_TEST
 
+/* ---- statistics over seeds, against an independent computation ---------------------------- */
+/* Student's t density, and its two-sided tail P(|T| > t) by Simpson's rule
+ * on [0, |t|]; the quantile by bisection on that tail. */
+static double t_pdf(double x, double df)
+{
+    return exp(lgamma((df + 1) / 2) - lgamma(df / 2) - 0.5 * log(df * M_PI) - (df + 1) / 2 * log1p(x * x / df));
+}
+static double t_tail2(double t, double df)
+{
+    int n = 40000;
+    double a = fabs(t), h = a / n, sum = t_pdf(0, df) + t_pdf(a, df);
+    for (int i = 1; i < n; i++) sum += (i % 2 ? 4 : 2) * t_pdf(i * h, df);
+    return 1 - 2 * sum * h / 3;
+}
+static double t_quantile2(double tail, double df)
+{
+    double lo = 0, hi = 200;
+    for (int it = 0; it < 80; it++) {
+        double mid = (lo + hi) / 2;
+        if (t_tail2(mid, df) > tail) lo = mid;
+        else hi = mid;
+    }
+    return (lo + hi) / 2;
+}
+/* The exact two-sided sign test: 2 P(Bin(m, 1/2) <= min(w, l)), at most 1. */
+static double sign_p(int w, int l)
+{
+    int m = w + l, k = w < l ? w : l;
+    double s = 0, c = 1;
+    for (int i = 0; i <= k; i++) {
+        s += c;
+        c = c * (m - i) / (i + 1);
+    }
+    double p = 2 * s / pow(2, m);
+    return m == 0 ? 1 : p > 1 ? 1 : p;
+}
+
+START_TEST(seed_statistics)
+{
+    const double x[8] = {0.81, 0.62, 0.84, 0.70, 0.80, 0.86, 0.55, 0.83};
+    const double b[8] = {0.80, 0.75, 0.86, 0.79, 0.78, 0.90, 0.71, 0.83};
+    const size_t ns[] = {2, 3, 5, 8};
+    for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
+        size_t n = ns[c];
+        fp4s_rl_seedstat st;
+        int rc = fp4s_rl_seedstat_compute(x, b, n, 0.95, &st);
+        if (rc == FP4S_ENOTSUP) return; /* a build without GSL: refused, and said so */
+        ck_assert_int_eq(rc, 0);
+        double m = 0, dm = 0, v = 0, dv = 0;
+        int w = 0, l = 0, ties = 0;
+        for (size_t i = 0; i < n; i++) m += x[i] / n, dm += (x[i] - b[i]) / n;
+        for (size_t i = 0; i < n; i++) {
+            v += (x[i] - m) * (x[i] - m) / (n - 1);
+            double d = x[i] - b[i];
+            dv += (d - dm) * (d - dm) / (n - 1);
+            w += d > 0, l += d < 0, ties += d == 0;
+        }
+        double q = t_quantile2(0.05, (double)(n - 1)), se = sqrt(v / n), dse = sqrt(dv / n), t = dm / dse;
+        ck_assert_msg(fabs(st.mean - m) < 1e-12 && fabs(st.sd - sqrt(v)) < 1e-12, "n %zu: mean/sd", n);
+        ck_assert_msg(fabs(st.lo - (m - q * se)) < 1e-7 && fabs(st.hi - (m + q * se)) < 1e-7,
+                      "n %zu: interval [%.9f, %.9f], expected [%.9f, %.9f]", n, st.lo, st.hi, m - q * se, m + q * se);
+        ck_assert(st.paired);
+        ck_assert_msg(fabs(st.d_mean - dm) < 1e-12 && fabs(st.d_lo - (dm - q * dse)) < 1e-7 &&
+                      fabs(st.d_hi - (dm + q * dse)) < 1e-7, "n %zu: paired interval", n);
+        ck_assert_msg(fabs(st.t - t) < 1e-9, "n %zu: t %.9g, expected %.9g", n, st.t, t);
+        ck_assert_msg(fabs(st.p_t - t_tail2(t, (double)(n - 1))) < 1e-7, "n %zu: paired-t p %.9g, expected %.9g", n,
+                      st.p_t, t_tail2(t, (double)(n - 1)));
+        if (n == 2) /* one degree of freedom: the Cauchy distribution */
+            ck_assert(fabs(st.p_t - (1 - 2 / M_PI * atan(fabs(t)))) < 1e-9);
+        if (n == 3) /* two: P(|T| > t) = 1 - t / sqrt(2 + t^2) */
+            ck_assert(fabs(st.p_t - (1 - fabs(t) / sqrt(2 + t * t))) < 1e-9);
+        ck_assert_int_eq(st.wins, w);
+        ck_assert_int_eq(st.losses, l);
+        ck_assert_int_eq(st.ties, ties);
+        ck_assert_msg(fabs(st.p_sign - sign_p(w, l)) < 1e-12, "n %zu: sign p %.9g, expected %.9g", n, st.p_sign,
+                      sign_p(w, l));
+    }
+    /* the 8 seeds: the arm is below its baseline on average, not significantly at 1% */
+    fp4s_rl_seedstat st;
+    ck_assert_int_eq(fp4s_rl_seedstat_compute(x, b, 8, 0.95, &st), 0);
+    ck_assert(st.d_mean < 0 && st.p_t > 0.01 && st.p_t < 0.2);
+    /* equal differences: no t-test; no baseline: no pairing; bad input refused */
+    const double y[3] = {0.5, 0.6, 0.7}, yb[3] = {0.4, 0.5, 0.6};
+    ck_assert_int_eq(fp4s_rl_seedstat_compute(y, yb, 3, 0.95, &st), 0);
+    ck_assert(isnan(st.p_t) && st.wins == 3 && fabs(st.p_sign - 0.25) < 1e-15);
+    ck_assert_int_eq(fp4s_rl_seedstat_compute(y, NULL, 3, 0.9, &st), 0);
+    ck_assert(!st.paired);
+    ck_assert(fabs(st.hi - st.mean - t_quantile2(0.1, 2) * 0.1 / sqrt(3)) < 1e-7);
+    ck_assert_int_eq(fp4s_rl_seedstat_compute(y, NULL, 1, 0.95, &st), FP4S_EINVAL);
+    const double bad[2] = {0.5, NAN};
+    ck_assert_int_eq(fp4s_rl_seedstat_compute(bad, NULL, 2, 0.95, &st), FP4S_EINVAL);
+}
+END_TEST
+
 /* Bad options are refused with a message naming them. */
 START_TEST(bad_options)
 {
@@ -846,6 +940,7 @@ static Suite *suite(void)
         CHECK_CASE(same_capture_on_any_thread_count),
         CHECK_CASE(step_writes_the_schema),
         CHECK_CASE(capture_weights_are_the_steps_own),
+        CHECK_CASE(seed_statistics),
         CHECK_CASE(bad_options),
     };
     check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 300);

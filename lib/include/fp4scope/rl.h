@@ -200,6 +200,38 @@ FP4S_API int fp4s_rl_warmstart(fp4s_rl *r, fp4s_rl_sft *rep);
  * can start from one warm start; dst's optimizer state is reset. */
 FP4S_API int fp4s_rl_copy_policy(fp4s_rl *dst, const fp4s_rl *src);
 
+/* The policy's master weights (fp4s_rl_param_count() floats, owned by the
+ * handle), and their replacement from such an array of n floats: the
+ * optimizer restarts, as with fp4s_rl_copy_policy (for a warm start made in
+ * another process). FP4S_EINVAL when n is not the handle's count. */
+FP4S_API const float *fp4s_rl_policy(const fp4s_rl *r);
+FP4S_API int fp4s_rl_set_policy(fp4s_rl *r, const float *P, size_t n);
+
+/* ---- statistics over seeds ------------------------------------------------------------------
+ * One quantity x (a run's final reward, say) measured on n seeds, and the same
+ * quantity of a baseline arm on the same seeds (base, paired seed by seed, or
+ * NULL). Mean and sample standard deviation (n - 1), and the two-sided
+ * Student t-interval at `level` (0.95: mean +- t_{(1+level)/2, n-1} sd /
+ * sqrt(n)); with a baseline, the same for the differences d = x - base, the
+ * paired t-test of mean d = 0 (t = mean_d / (sd_d / sqrt(n)), two-sided p
+ * from Student's t with n - 1 degrees of freedom; NaN when every d is equal)
+ * and the exact two-sided sign test (binomial(wins + losses, 1/2), ties left
+ * out). Quantiles and tails from GSL (gsl_cdf_tdist_*, gsl_cdf_binomial_*):
+ * FP4S_ENOTSUP in a build without GSL. n >= 2, else FP4S_EINVAL. */
+typedef struct fp4s_rl_seedstat {
+    size_t n;
+    double mean, sd, lo, hi;           /* x: mean, sd, t-interval */
+    bool paired;                       /* base was given: the fields below are set */
+    double d_mean, d_sd, d_lo, d_hi;   /* x - base */
+    double t, p_t;                     /* paired t-test */
+    int wins, losses, ties;            /* x > base, x < base, x == base */
+    double p_sign;                     /* exact sign test */
+    uint32_t reserved[8];              /* zero; room for fields added later */
+} fp4s_rl_seedstat;
+FP4S_API size_t fp4s_rl_seedstat_size(void);
+FP4S_API int fp4s_rl_seedstat_compute(const double *x, const double *base, size_t n, double level,
+                                      fp4s_rl_seedstat *out);
+
 /* Write the run's configuration as root attributes (rl_*) of a capture. */
 FP4S_API int fp4s_rl_capture_header(const fp4s_rl *r, fp4s_capture *cap);
 /* One GRPO step (the step number counts from 0); writes it to cap when not
