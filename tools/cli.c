@@ -1,6 +1,8 @@
 #include "cli.h"
 #include "out/out.h"
 
+#include <fp4scope/units.h>
+
 #include <fp4scope/capture.h>
 #include <fp4scope/cuda.h>
 #include <fp4scope/outfile.h>
@@ -762,7 +764,9 @@ void cli_units(const char *capture, const cli_analysis *an, fp4s_unit_need train
     sel.nsteps = nsteps;
     sel.trainer = trainer;
     sel.weight = weight;
+    sel.strict = an->strict;
     if ((rc = fp4s_units_add_capture(ul, capture, &sel))) exit(cli_report(rc));
+    cli_units_skipped(ul);
     free(steps);
     if (ul->n == 0)
         cli_die(FP4S_EXIT_INPUT, "%s: no site %smatches%s%s%s%s%s", capture, what, an->sites ? " --sites " : "",
@@ -794,6 +798,16 @@ bool cli_analysis_option(int id, const char *arg, cli_analysis *a)
     case CLI_OPT_DZ_TIE: a->dz_tie = arg; return true;
     case CLI_OPT_SITES: a->sites = arg; return true;
     case CLI_OPT_STEPS: a->steps = arg; return true;
+    case CLI_OPT_STRICT: a->strict = true; return true;
     default: return false;
     }
+}
+
+void cli_units_skipped(const fp4s_units *l)
+{
+    if (!l || !l->nskipped) return;
+    cli_progress_end();
+    for (size_t i = 0; i < l->nskipped; i++) fprintf(stderr, "%s: left out: %s\n", cli_prog(), l->skipped[i].why);
+    fprintf(stderr, "%s: %zu (step, site) pair%s left out: %s (--strict fails instead)\n", cli_prog(), l->nskipped,
+            l->nskipped == 1 ? "" : "s", l->nskipped == 1 ? "its sides cannot be paired" : "their sides cannot be paired");
 }

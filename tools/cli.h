@@ -105,6 +105,12 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
 /* item is one of the comma-separated words of list (a NULL list holds every item). */
 bool cli_list_has(const char *list, const char *item);
 
+/* Print, on stderr, each (step, site) the unit walker left out of l (its
+ * sides could not be paired: fp4s_unit_select.strict false) with the reason,
+ * and how many there were: "prog: left out: FILE: /steps/S/SITE: ... (--strict
+ * fails instead)". Nothing when none was. */
+struct fp4s_units;
+void cli_units_skipped(const struct fp4s_units *l);
 
 /* "--version" text: "prog (fp4scope) X.Y.Z\nfeatures: ..." (without cuda:
  * the tools with --device use cli_version_device). */
@@ -291,6 +297,7 @@ void cli_print_wrapped(const char *label, size_t indent, const char *text);
 typedef struct cli_analysis {
     const char *act, *trainer_act, *weight; /* NULL: not given */
     const char *weight_2d, *dz_tie, *sites, *steps;
+    bool strict; /* --strict: a (step, site) whose sides cannot be paired fails (cli_units) */
 } cli_analysis;
 enum {
     CLI_OPT_ANALYSIS_FIRST = 0x4300, /* clear of the quantizer group */
@@ -300,7 +307,8 @@ enum {
     CLI_OPT_WEIGHT_2D,
     CLI_OPT_DZ_TIE,
     CLI_OPT_SITES,
-    CLI_OPT_STEPS
+    CLI_OPT_STEPS,
+    CLI_OPT_STRICT
 };
 #define CLI_WEIGHT_LONGOPTS {"weight", required_argument, NULL, CLI_OPT_WEIGHT},
 #define CLI_SITE_LONGOPTS {"act", required_argument, NULL, CLI_OPT_ACT}, \
@@ -309,6 +317,10 @@ enum {
 #define CLI_DZ_TIE_LONGOPTS {"dz-tie", required_argument, NULL, CLI_OPT_DZ_TIE},
 #define CLI_SELECT_LONGOPTS {"sites", required_argument, NULL, CLI_OPT_SITES}, \
     {"steps", required_argument, NULL, CLI_OPT_STEPS},
+#define CLI_STRICT_LONGOPTS {"strict", no_argument, NULL, CLI_OPT_STRICT},
+#define CLI_HELP_STRICT \
+    "      --strict          fail on a (step, site) whose sides cannot be paired (default:\n" \
+    "                        left out with a message)\n"
 #define CLI_HELP_WEIGHT_2D \
     "      --weight-2d M     NVFP4 weight scaling: auto (default: 2-D for te), on, off\n"
 #define CLI_HELP_DZ_TIE \
@@ -326,7 +338,8 @@ void cli_dz_tie(const char *arg, fp4s_dz_tie *t);
  * NULL, the one site given as tensors (an->act, an->trainer_act,
  * an->weight); else the (step, site) pairs of the capture that --sites and
  * --steps select, a missing trainer side and weight getting trainer and
- * weight. A failure exits with its message; an empty selection is exit 3,
+ * weight; a (step, site) whose sides cannot be paired is left out and said
+ * (cli_units_skipped), or with an->strict fails. A failure exits with its message; an empty selection is exit 3,
  * "CAPTURE: no site WHATmatches[ --sites S][ --steps L]TAIL" (tail_nt in
  * place of tail when a unit was left out for lack of a trainer side).
  * *synthetic: whether the input is a synthetic capture. */

@@ -244,7 +244,7 @@ static item *collect_items(char **inputs, int ninputs, const fp4s_unit_select *s
         }
         fp4s_capture_entry *ents = NULL;
         size_t ne = 0;
-        rc = fp4s_capture_list(inputs[a], &ents, &ne);
+        rc = fp4s_capture_list_raw(inputs[a], &ents, &ne); /* a site whose sides differ is still decomposed side by side */
         if (rc) exit(cli_report(rc));
         bool syn = fp4s_decomp_file_synthetic(inputs[a]);
         for (size_t i = 0; i < ne; i++) {

@@ -50,6 +50,7 @@ static void usage_text(void)
         "      --rac-order O     order of the compacted residual: index (default) or rank\n"
         "      --operands O      what mbs, of, keep, 4over6 and sr modify: both (default), act, weight\n"
         "      --sr-seeds N      seeds the bias of sr is averaged over (default 8)\n"
+        CLI_HELP_STRICT
         "      --accel NAME      cost model: b200 (default), b300, gb300, h100, h200, mi355x\n"
         "      --list-accels     the accelerator profiles and their sources\n"
         CLI_HELP_DZ_TIE
@@ -95,6 +96,7 @@ enum {
     OPT_OPERANDS, OPT_ACCEL, OPT_LISTACC, OPT_NODEC, OPT_PLAN, OPT_PLANREF,
     OPT_LOGITS, OPT_LTRAINER, OPT_LMHEAD, OPT_SRSEEDS
 };
+
 
 static fp4s_remedy_result *eval_unit(const fp4s_remedy *rem, size_t nr, const fp4s_spec *as, const fp4s_spec *ws,
                                      const fp4s_remedy_eval_opts *eo, const fp4s_unit *u, fp4s_remedy_site *info)
@@ -341,7 +343,7 @@ static void logits_row_json(json_t *arr, int64_t step, const fp4s_remedy *r, con
 
 static int run_logits(const char *file, const char *lm_head, const fp4s_remedy *rem_all, size_t nr_all,
                       const fp4s_spec *as, const fp4s_spec *ws, const long long *steps, size_t nsteps,
-                      fp4s_remedy_kind trainer, bool json, bool csv, const char *outpath)
+                      fp4s_remedy_kind trainer, bool json, bool csv, const char *outpath, bool strict)
 {
     /* the rollout items of the list (the trainer is the reference) */
     fp4s_remedy *rem = calloc(nr_all ? nr_all : 1, sizeof *rem);
@@ -393,7 +395,9 @@ static int run_logits(const char *file, const char *lm_head, const fp4s_remedy *
     sel.steps = steps;
     sel.nsteps = nsteps;
     fp4s_units ul = {0};
+    sel.strict = strict;
     if ((rc = fp4s_units_add_capture(&ul, file, &sel))) exit(cli_report(rc));
+    cli_units_skipped(&ul);
     for (size_t i = 0; i < ul.n; i++) {
         const fp4s_unit *u = &ul.u[i];
         bool tok = false;
@@ -542,6 +546,7 @@ static void parse_args(int argc, char **argv, args *a)
         {"plan-ref", required_argument, NULL, OPT_PLANREF},
         {"logits", no_argument, NULL, OPT_LOGITS},
         {"sr-seeds", required_argument, NULL, OPT_SRSEEDS},
+        CLI_STRICT_LONGOPTS
         {"logits-trainer", required_argument, NULL, OPT_LTRAINER},
         {"lm-head", required_argument, NULL, OPT_LMHEAD},
         CLI_REPORT_LONGOPTS
@@ -750,7 +755,7 @@ int main(int argc, char **argv)
         size_t nsteps = 0;
         if (an->steps) steps = cli_parse_int_list("--steps", an->steps, &nsteps);
         int st = run_logits(a.capture, a.lm_head, rem, nr, &as, &ws, steps, nsteps, a.ltrainer, a.common.json,
-                            a.common.csv, a.outpath);
+                            a.common.csv, a.outpath, an->strict);
         free(steps);
         free(rem);
         return st;

@@ -51,6 +51,7 @@ static void usage_text(void)
         "      --top N           channels shown per table (default 10)\n"
         "      --drill N         worst sites with drill-down pages (default 3; 0 = none)\n"
         "      --title TEXT      the report's title\n"
+        CLI_HELP_STRICT
         "      --quiet           no progress on stderr\n"
         "      --threads N       worker threads (default: all CPUs)\n"
         "  trace options (--is-cap, --delim, --col-*, --allow-positive, --skip-empty,\n"
@@ -162,6 +163,7 @@ static void parse_args(int argc, char **argv, report_opts *o, const char **out, 
         {"top", required_argument, NULL, OPT_TOP},
         {"drill", required_argument, NULL, OPT_DRILL},
         {"title", required_argument, NULL, OPT_TITLE},
+        CLI_STRICT_LONGOPTS
         CLI_THREADS_LONGOPTS
         CLI_COMMON_LONGOPTS
         CLI_TRACE_LONGOPTS
@@ -182,6 +184,7 @@ static void parse_args(int argc, char **argv, report_opts *o, const char **out, 
         case OPT_TOP: o->top = (size_t)cli_parse_int("--top", optarg, 1, 100000); break;
         case OPT_DRILL: o->drill = (size_t)cli_parse_int("--drill", optarg, 0, 1000); break;
         case OPT_TITLE: o->title = optarg; break;
+        case CLI_OPT_STRICT: o->strict = true; break;
         case CLI_OPT_FORCE: *force = true; break;
         case CLI_OPT_QUIET:
             cli_quiet();

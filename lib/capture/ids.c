@@ -4,6 +4,7 @@
 #include "h5util.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,5 +186,87 @@ int fp4s_capture_read_ids(const char *file, const fp4s_capture_entry *e, int64_t
         H5Fclose(f);
     }
     fp4s_h5_quiet_end(&q);
+    return rc;
+}
+
+int fp4s_capture_flip_share(const char *file, int64_t step, const int64_t *ids, size_t n, fp4s_flip_share *out)
+{
+    if (!file || !out || (n && !ids)) return fp4s_error_set(FP4S_EINVAL, "fp4s_capture_flip_share: NULL argument");
+    memset(out, 0, sizeof *out);
+    cap_lp *r = NULL;
+    int rc = cap_lp_open(file, &r);
+    if (rc) return rc;
+    size_t si = cap_lp_nsteps(r);
+    for (size_t i = 0; i < cap_lp_nsteps(r); i++)
+        if (cap_lp_step(r, i) == step) si = i;
+    cap_lp_step_info info;
+    float *t = NULL, *ro = NULL;
+    int64_t *seq = NULL, *pos = NULL;
+    uint8_t *mask = NULL;
+    idrow *set = NULL, *lp = NULL;
+    if (si == cap_lp_nsteps(r)) {
+        rc = fp4s_error_set(FP4S_ENOTFOUND, "%s: step %lld has no log-probs", file, (long long)step);
+        goto out;
+    }
+    if ((rc = cap_lp_open_step(r, si, &info))) goto out;
+    if (!info.has_pos) {
+        rc = fp4s_error_set(FP4S_ENOTFOUND, "%s: /steps/%lld/logprobs has no pos: its rows cannot be joined to "
+                            "token ids", file, (long long)step);
+        goto out;
+    }
+    size_t T = info.tokens;
+    t = malloc((T ? T : 1) * sizeof *t);
+    ro = malloc((T ? T : 1) * sizeof *ro);
+    seq = malloc((T ? T : 1) * sizeof *seq);
+    pos = malloc((T ? T : 1) * sizeof *pos);
+    mask = malloc(T ? T : 1);
+    set = malloc((n ? n : 1) * sizeof *set);
+    lp = malloc((T ? T : 1) * sizeof *lp);
+    if (!t || !ro || !seq || !pos || !mask || !set || !lp) {
+        rc = fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", file);
+        goto out;
+    }
+    if (T && (rc = cap_lp_read(r, 0, T, true, t, ro, seq, pos, info.has_mask ? mask : NULL))) goto out;
+    if (!info.has_mask) memset(mask, 1, T);
+    /* the set, sorted and without repeats */
+    for (size_t i = 0; i < n; i++) set[i] = (idrow){ids[2 * i], ids[2 * i + 1], i};
+    qsort(set, n, sizeof *set, idrow_cmp);
+    size_t ns = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!ns || set[i].seq != set[ns - 1].seq || set[i].pos != set[ns - 1].pos) set[ns++] = set[i];
+    size_t nl = 0;
+    for (size_t i = 0; i < T; i++) {
+        if (!mask[i]) continue;
+        double d = (double)t[i] - (double)ro[i];
+        out->tokens++;
+        out->abs_all += fabs(d);
+        out->sq_all += d * d;
+        lp[nl++] = (idrow){seq[i], pos[i], i};
+    }
+    qsort(lp, nl, sizeof *lp, idrow_cmp);
+    size_t j = 0;
+    for (size_t i = 0; i < ns; i++) {
+        while (j < nl && (lp[j].seq < set[i].seq || (lp[j].seq == set[i].seq && lp[j].pos < set[i].pos))) j++;
+        if (j < nl && lp[j].seq == set[i].seq && lp[j].pos == set[i].pos) {
+            /* every log-prob row of that id (a repeated (seq, pos) counts each time) */
+            for (size_t q = j; q < nl && lp[q].seq == set[i].seq && lp[q].pos == set[i].pos; q++) {
+                double d = (double)t[lp[q].row] - (double)ro[lp[q].row];
+                out->in_set++;
+                out->abs_set += fabs(d);
+                out->sq_set += d * d;
+            }
+        } else {
+            out->set_unmatched++;
+        }
+    }
+out:
+    free(t);
+    free(ro);
+    free(seq);
+    free(pos);
+    free(mask);
+    free(set);
+    free(lp);
+    cap_lp_close(&r);
     return rc;
 }

@@ -45,7 +45,7 @@ static int lp_open(const char *file, cap_lp *r)
     if (rc) return rc;
     fp4s_capture_entry *e = NULL;
     size_t n = 0;
-    rc = fp4s_capture_list(file, &e, &n);
+    rc = fp4s_capture_list_raw(file, &e, &n); /* the log-probs only: a damaged site does not matter here */
     if (rc) return rc;
     /* the listing is sorted by step: one entry per step with logprobs/trainer */
     r->steps = malloc((n ? n : 1) * sizeof *r->steps);

@@ -25,6 +25,7 @@
     X(capture_info, 336, reserved) \
     X(capture_meta, 64, reserved) \
     X(id_match, 88, reserved) \
+    X(flip_share, 88, reserved) \
     X(ckpt_check, 120, reserved) \
     X(synth_opts, 184, reserved) \
     X(qfile_opts, 64, reserved) \

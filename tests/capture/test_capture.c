@@ -1,6 +1,7 @@
 /* Unit tests of the capture API: schema checks, writer round trips, listing,
  * pairs, verification, append, merge and the synthetic generator. */
 #include <fp4scope/capture.h>
+#include <fp4scope/units.h>
 
 #include "../check_main.h"
 #include <hdf5.h>
@@ -646,6 +647,74 @@ START_TEST(ids_malformed_are_named)
 }
 END_TEST
 
+/* The unit walker pairs rows by id where both sides carry ids, counts the
+ * flips, and leaves out (or, strict, fails on) a (step, site) whose sides
+ * cannot be paired instead of refusing the capture. */
+START_TEST(units_pair_by_id_and_leave_out_damaged_sites)
+{
+    const char *p = check_path("u.h5");
+    fp4s_capture *c = new_cap(p);
+    /* site a: trainer rows 0..2 are tokens (0,0) (0,1) (1,0), rollout rows 0..1 are (1,0) (0,0) */
+    float xt[3 * 16], xr[2 * 16], w[2 * 16];
+    for (int i = 0; i < 3 * 16; i++) xt[i] = (float)(i / 16) + 0.5f;     /* row i holds i + 0.5 */
+    for (int i = 0; i < 2 * 16; i++) xr[i] = (float)(i / 16) + 10.0f;    /* row i holds i + 10 */
+    for (int i = 0; i < 2 * 16; i++) w[i] = 1.0f;
+    const int64_t it[] = {0, 0, 0, 1, 1, 0}, ir[] = {1, 0, 0, 0}, rep[] = {1, 0, 1, 0};
+    ck_assert_int_eq(fp4s_capture_put(c, 0, "a", "trainer", FP4S_DT_F32, xt, 3, 16, 16, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 0, "a", "rollout", FP4S_DT_F32, xr, 2, 16, 16, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put_ids(c, 0, "a", "trainer", it, 3), 0);
+    ck_assert_int_eq(fp4s_capture_put_ids(c, 0, "a", "rollout", ir, 2), 0);
+    /* site b: other row counts and no ids; site c: a repeated id */
+    ck_assert_int_eq(fp4s_capture_put(c, 0, "b", "trainer", FP4S_DT_F32, xt, 3, 16, 16, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 0, "b", "rollout", FP4S_DT_F32, xr, 2, 16, 16, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 0, "c", "trainer", FP4S_DT_F32, xt, 2, 16, 16, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, 0, "c", "rollout", FP4S_DT_F32, xr, 2, 16, 16, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_put_ids(c, 0, "c", "trainer", it, 2), 0);
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT); /* the writer refuses a repeat: write it raw */
+    hsize_t d2[2] = {2, 2};
+    hid_t sp = H5Screate_simple(2, d2, NULL);
+    hid_t ds = H5Dcreate2(f, "/steps/0/c/rollout_ids", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, rep);
+    H5Dclose(ds);
+    H5Sclose(sp);
+    H5Fclose(f);
+    c = NULL;
+    ck_assert_int_eq(fp4s_capture_open_append(p, NULL, &c), 0);
+    ck_assert_int_eq(fp4s_capture_put(c, FP4S_CAPTURE_CONST_STEP, "a", "weight", FP4S_DT_F32, w, 2, 16, 16, NULL), 0);
+    ck_assert_int_eq(fp4s_capture_close(&c), 0);
+
+    fp4s_units l = {0};
+    fp4s_unit_select s;
+    fp4s_unit_select_defaults(&s);
+    ck_assert_msg(fp4s_units_add_capture(&l, p, &s) == 0, "%s", fp4s_last_error());
+    ck_assert_uint_eq(l.n, 1);
+    ck_assert_uint_eq(l.nskipped, 2);
+    ck_assert_str_eq(l.skipped[0].site, "b");
+    ck_assert_ptr_nonnull(strstr(l.skipped[0].why, "trainer is [3, 16] but rollout is [2, 16]"));
+    ck_assert_ptr_nonnull(strstr(l.skipped[1].why, "token id (sequence 1, position 0) on rows 0 and 1"));
+    const fp4s_unit *u = &l.u[0];
+    ck_assert(u->ids && u->both == 2 && u->rollout_only == 0 && u->trainer_only == 1);
+    ck_assert(u->flips[0] == 0 && u->flips[1] == 1); /* the trainer's (0, 1) went elsewhere on the rollout */
+    fp4s_unit_data d;
+    ck_assert_msg(fp4s_unit_read(u, &d) == 0, "%s", fp4s_last_error());
+    ck_assert_uint_eq(d.m, 2);
+    ck_assert_uint_eq(d.trainer_only, 1);
+    ck_assert_uint_eq(d.rollout_only, 0);
+    /* pairs in the rollout's order: rollout row 0 is (1,0) = trainer row 2; row 1 is (0,0) = trainer row 0 */
+    ck_assert(d.x[0] == 10.0f && d.xt[0] == 2.5f && d.x[16] == 11.0f && d.xt[16] == 0.5f);
+    ck_assert(d.xt[2 * 16] == 1.5f); /* then the trainer's own token (0, 1) */
+    ck_assert(d.ids[0] == 1 && d.ids[1] == 0 && d.ids[2] == 0 && d.ids[3] == 0 && d.ids[4] == 0 && d.ids[5] == 1);
+    fp4s_unit_data_free(&d);
+    fp4s_units_free(&l);
+    /* strict: the first damaged site fails the list, naming it */
+    s.strict = true;
+    ck_assert_int_eq(fp4s_units_add_capture(&l, p, &s), FP4S_ESHAPE);
+    ck_assert_ptr_nonnull(strstr(fp4s_last_error(), "/steps/0/b"));
+    fp4s_units_free(&l);
+}
+END_TEST
+
 /* ---- append, locking, interruption ---------------------------------------------------------- */
 START_TEST(append_keeps_old_steps_and_locks_second_writer)
 {
@@ -1018,6 +1087,7 @@ int main(void)
         CHECK_CASE(ids_match_agrees_with_brute_force),
         CHECK_CASE(ids_let_sides_hold_other_tokens),
         CHECK_CASE(ids_malformed_are_named),
+        CHECK_CASE(units_pair_by_id_and_leave_out_damaged_sites),
         CHECK_CASE(append_keeps_old_steps_and_locks_second_writer),
         CHECK_CASE(refused_writer_changes_nothing),
         CHECK_CASE(abort_undoes_everything_since_the_flush),

@@ -174,6 +174,7 @@ typedef struct report_opts {
     fp4s_trace_opts to;
     fp4s_mm_onset_opts oo;
     bool demo;
+    bool strict;              /* --strict: a (step, site) whose sides cannot be paired fails the run */
     const char *cmdline;
 } report_opts;
 
@@ -202,6 +203,8 @@ typedef struct report {
     char **left;              /* sites left out ("site (K = 40)"): K not a multiple of the block */
     size_t nleft;
     int stage, nstages;       /* the analysis running, of how many (report_analyze; the writing is the last) */
+    size_t nskipped;          /* (step, site) pairs left out: sides that cannot be paired */
+    int ncmp;                 /* compare components shown: routing only where some unit is paired by id */
 } report;
 
 /* "fp4-report: <line>" on stderr for each step of the work, unless --quiet. */

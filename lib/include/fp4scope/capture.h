@@ -276,6 +276,27 @@ FP4S_API int fp4s_ids_match(const int64_t *ids_a, size_t na, const int64_t *ids_
                             fp4s_id_match *m);
 FP4S_API void fp4s_id_match_free(fp4s_id_match *m);
 
+/* The share of a step's log-prob mismatch carried by a set of tokens (those
+ * whose route flipped, say): over the step's counted log-prob rows (mask),
+ * joined to the set by (seq, pos), the sum of |lp_t - lp_r| and of
+ * (lp_t - lp_r)^2 over the tokens in the set, against the sums over all. The
+ * attribution is by token (a flipped route also changes the later tokens of
+ * its sequence through attention; those are not counted). */
+typedef struct fp4s_flip_share {
+    size_t tokens;        /* counted log-prob rows of the step */
+    size_t in_set;        /* of those, in the set */
+    size_t set_unmatched; /* ids of the set with no log-prob row (prompt tokens, or masked) */
+    double abs_all, abs_set; /* sums of |lp_t - lp_r| */
+    double sq_all, sq_set;   /* sums of (lp_t - lp_r)^2 */
+    uint32_t reserved[8]; /* zero; room for fields added later */
+} fp4s_flip_share;
+FP4S_API size_t fp4s_flip_share_size(void);
+
+/* FP4S_ENOTFOUND when the step has no log-probs or no logprobs/pos (the ids
+ * then cannot be joined). ids [n][2], repeats allowed (counted once). */
+FP4S_API int fp4s_capture_flip_share(const char *file, int64_t step, const int64_t *ids, size_t n,
+                                     fp4s_flip_share *out);
+
 /* A per-step scalar (reward, accuracy, gradient norm, ...): a float64
  * attribute `name` of the group /steps/<step>. Put a step's scalars with the
  * step, before the fp4s_capture_flush() that commits it (FP4S_EINVAL for a
