@@ -89,14 +89,16 @@ static const fp4s_rfield compare_rows[] = {
     FP4S_RF(C, mismatch_rel, FP4S_FT_F64, O, "1", "||D|| / ||X_t Qw(W)^T||"),
     FP4S_RF(C, mismatch2, FP4S_FT_F64, O, "x^2", "||D||^2, D = Qa(X_r) Qw(W)^T - X_t Qw(W)^T"),
     FP4S_RF(C, ref2, FP4S_FT_F64, O, "x^2", "||X_t Qw(W)^T||^2"),
-    FP4S_RF_ARR(C, contrib, FP4S_FT_F64, FP4S_CMP_COUNT, 0, "x^2", "||D||^2 by component (input, scale, deadzone, grid)"),
+    FP4S_RF_ARR(C, contrib, FP4S_FT_F64, FP4S_CMP_COUNT, 0, "x^2", "||D||^2 by component (input, scale, deadzone, grid, routing)"),
     FP4S_RF_PTR(C, ch_input_rel_diff, FP4S_FT_PTR_F64, k, 1, 0, "1", "per channel: ||X_r[:, j] - X_t[:, j]|| / ||X_t[:, j]||"),
     FP4S_RF_PTR(C, ch_code_flips, FP4S_FT_PTR_F64, k, 1, 0, "1", "per channel: fraction of tokens whose code differs"),
     FP4S_RF_PTR(C, ch_scale_flips, FP4S_FT_PTR_F64, k, 1, 0, "1", "per channel: fraction of tokens whose block scale differs"),
     FP4S_RF_PTR(C, ch_amplification, FP4S_FT_PTR_F64, k, 1, 0, "1", "per channel: the amplification"),
     FP4S_RF_PTR(C, ch_contrib, FP4S_FT_PTR_F64, k, FP4S_CMP_COUNT, 0, "x^2", "per channel and component: share of ||D||^2"),
     FP4S_RF_PTR(C, ch_energy, FP4S_FT_PTR_F64, k, FP4S_CMP_COUNT, 0, "x^2", "per channel and component: sum_m c[m, j]^2"),
-    FP4S_RF_RESERVED(C, 8),
+    FP4S_RF(C, rollout_only, FP4S_FT_SIZE, 0, "tokens", "rows the rollout alone routed here (ids on both sides)"),
+    FP4S_RF(C, trainer_only, FP4S_FT_SIZE, 0, "tokens", "rows the trainer alone routed here (ids on both sides)"),
+    FP4S_RF_RESERVED(C, 2),
 };
 FP4S_RTYPE_DEFINE(fp4s_rtype_compare_site, C, "compare_site", compare_rows)
 #undef C

@@ -29,6 +29,9 @@ static void usage_text(void)
         "and block scales it flips, the amplification ||Qa(X_r) - Qa(X_t)|| / ||X_r - X_t||,\n"
         "and a ranking of sites x channels x error component (input, scale, deadzone,\n"
         "grid) by their share of the output mismatch ||Qa(X_r) Qw(W)^T - X_t Qw(W)^T||.\n"
+        "Where both sides carry token ids, rows are paired by token, the tokens one side\n"
+        "routed to a site alone are routing flips (component routing), and a table per\n"
+        "expert and the log-prob mismatch carried by flipped tokens follow.\n"
         "\n"
         "Quantizer (a profile fills every rule; options override it):\n");
     cli_quant_usage(CLI_FORMATS_FP4);
@@ -39,6 +42,7 @@ static void usage_text(void)
         "      --act XR, --trainer-act XT, --weight W   one site given as tensors\n"
         CLI_HELP_DZ_TIE
         "      --top N           ranking rows shown (default 20; 0 = all)\n"
+        CLI_HELP_STRICT
         "      --json            JSON on stdout\n"
         "      --csv             CSV on stdout: one line per site, step and channel\n"
         "  -o, --output FILE     also write the --json document to FILE\n"
@@ -62,6 +66,8 @@ typedef struct run {
     char *label, *site;
     int64_t step;
     bool synthetic;
+    bool ids;              /* rows paired by token id */
+    int64_t layer, expert; /* from the site's name ("layers.<n>", "experts.<e>"; -1: none) */
     fp4s_compare_site r;
 } run;
 
@@ -71,6 +77,26 @@ typedef struct rank_row {
     int comp;
     double contrib;
 } rank_row;
+
+/* The components shown: routing only where some site is paired by token id
+ * (elsewhere it is 0, and the outputs stay as they were). */
+static int ncomp = FP4S_CMP_ROUTING;
+
+/* The index after "<key>." in a site name ("layers.3.mlp" -> 3), as the
+ * capture writer parses it (its layer and expert attributes); -1 if none. */
+static int64_t name_index(const char *site, const char *key)
+{
+    size_t kl = strlen(key);
+    for (const char *p = site; p && (p = strstr(p, key)) != NULL; p++) {
+        if (p != site && p[-1] != '.') continue;
+        const char *q = p + kl;
+        if (*q != '.' || q[1] < '0' || q[1] > '9') continue;
+        char *end;
+        long long v = strtoll(q + 1, &end, 10);
+        if (*end == '.' || *end == '\0') return v;
+    }
+    return -1;
+}
 
 static int cmp_rank(const void *a, const void *b)
 {
@@ -111,10 +137,10 @@ static void pooled_table(const run *runs, size_t nr, size_t show)
     char e[32];
     fmtv(e, 32, "%.4g", r2 > 0 ? sqrt(m2 / r2) : NAN);
     printf("\nall %zu (step, site) pairs: sum ||D||^2 / sum ||X_t Qw^T||^2 = %s^2:", nr, e);
-    for (int q = 0; q < FP4S_CMP_COUNT; q++) {
+    for (int q = 0; q < ncomp; q++) {
         char v[32];
         fmtv(v, 32, "%.1f%%", m2 > 0 ? 100 * c[q] / m2 : NAN);
-        printf(" %s %s%s", fp4s_cmp_component_name(q), v, q + 1 < FP4S_CMP_COUNT ? "," : "\n");
+        printf(" %s %s%s", fp4s_cmp_component_name(q), v, q + 1 < ncomp ? "," : "\n");
     }
     if (names && site_m2 && ns > 1) {
         /* selection by share, largest first, ties to the first seen */
@@ -143,7 +169,7 @@ static void eval_unit(const fp4s_spec *as, const fp4s_spec *ws, const fp4s_compa
     fp4s_unit_data d;
     int rc = fp4s_unit_read(u, &d);
     if (rc) cli_fail(rc);
-    rc = fp4s_compare_eval(as, ws, d.x, d.xt, d.m, d.w, d.n, d.k, co, out);
+    rc = fp4s_compare_eval_routed(as, ws, d.x, d.rollout_only, d.xt, d.trainer_only, d.m, d.w, d.n, d.k, co, out);
     if (rc) cli_failf(rc, "%s", u->x);
     fp4s_unit_data_free(&d);
 }
@@ -157,8 +183,14 @@ static json_t *site_json(const run *r)
     json_object_set_new(o, "step", r->step >= 0 ? json_integer(r->step) : json_null());
     json_object_set_new(o, "synthetic", json_boolean(r->synthetic));
     out_json_record(fp4s_rtype_compare_site(), s, o);
+    if (r->ids) {
+        json_object_set_new(o, "rollout_only", json_integer((json_int_t)s->rollout_only));
+        json_object_set_new(o, "trainer_only", json_integer((json_int_t)s->trainer_only));
+    }
+    if (r->layer >= 0) json_object_set_new(o, "layer", json_integer((json_int_t)r->layer));
+    if (r->expert >= 0) json_object_set_new(o, "expert", json_integer((json_int_t)r->expert));
     json_t *sh = json_object();
-    for (int c = 0; c < FP4S_CMP_COUNT; c++)
+    for (int c = 0; c < ncomp; c++)
         json_object_set_new(sh, fp4s_cmp_component_name(c),
                             cli_json_real(s->mismatch2 > 0 ? s->contrib[c] / s->mismatch2 : NAN));
     json_object_set_new(o, "shares", sh);
@@ -171,7 +203,7 @@ static json_t *site_json(const run *r)
         json_object_set_new(c, "scale_flips", cli_json_real(s->ch_scale_flips[j]));
         json_object_set_new(c, "amplification", cli_json_real(s->ch_amplification[j]));
         json_t *ct = json_object(), *en = json_object();
-        for (int q = 0; q < FP4S_CMP_COUNT; q++) {
+        for (int q = 0; q < ncomp; q++) {
             json_object_set_new(ct, fp4s_cmp_component_name(q), cli_json_real(s->ch_contrib[j * FP4S_CMP_COUNT + q]));
             json_object_set_new(en, fp4s_cmp_component_name(q), cli_json_real(s->ch_energy[j * FP4S_CMP_COUNT + q]));
         }
@@ -181,6 +213,199 @@ static json_t *site_json(const run *r)
     }
     json_object_set_new(o, "channels", chs);
     return o;
+}
+
+/* ---- routing flips: per step, the tokens whose route flipped at a selected site ---- */
+typedef struct flips_step {
+    int64_t step;
+    int64_t *ids;          /* [n][2] */
+    size_t n;
+    size_t rollout_only, trainer_only; /* summed over the step's sites */
+    int rc;                /* of the share: 0, or why there is none */
+    char why[300];
+    fp4s_flip_share share;
+} flips_step;
+typedef struct flips {
+    flips_step *s;
+    size_t nsteps;
+} flips;
+
+static void flips_collect(flips *f, const fp4s_units *ul, const char *file)
+{
+    for (size_t i = 0; i < ul->n; i++) {
+        const fp4s_unit *u = &ul->u[i];
+        if (!u->ids) continue;
+        size_t j = 0;
+        while (j < f->nsteps && f->s[j].step != u->step) j++;
+        if (j == f->nsteps) {
+            f->s = xrealloc(f->s, (f->nsteps + 1) * sizeof *f->s);
+            memset(&f->s[j], 0, sizeof f->s[j]);
+            f->s[j].step = u->step;
+            f->nsteps++;
+        }
+        flips_step *st = &f->s[j];
+        size_t nf = u->rollout_only + u->trainer_only;
+        st->ids = xrealloc(st->ids, (st->n + nf + 1) * 2 * sizeof *st->ids);
+        memcpy(st->ids + 2 * st->n, u->flips, nf * 2 * sizeof *st->ids);
+        st->n += nf;
+        st->rollout_only += u->rollout_only;
+        st->trainer_only += u->trainer_only;
+    }
+    for (size_t j = 0; j < f->nsteps; j++) {
+        flips_step *st = &f->s[j];
+        st->rc = fp4s_capture_flip_share(file, st->step, st->ids, st->n, &st->share);
+        if (st->rc) snprintf(st->why, sizeof st->why, "%s", fp4s_last_error());
+    }
+}
+
+static void flips_free(flips *f)
+{
+    for (size_t j = 0; j < f->nsteps; j++) free(f->s[j].ids);
+    free(f->s);
+    memset(f, 0, sizeof *f);
+}
+
+static json_t *flips_json(const flips *f)
+{
+    json_t *a = json_array();
+    for (size_t j = 0; j < f->nsteps; j++) {
+        const flips_step *st = &f->s[j];
+        json_t *o = json_object();
+        json_object_set_new(o, "step", json_integer((json_int_t)st->step));
+        json_object_set_new(o, "rollout_only", json_integer((json_int_t)st->rollout_only));
+        json_object_set_new(o, "trainer_only", json_integer((json_int_t)st->trainer_only));
+        if (st->rc) {
+            json_object_set_new(o, "logprob_share", json_null());
+            json_object_set_new(o, "why", json_string(st->why));
+        } else {
+            const fp4s_flip_share *x = &st->share;
+            json_object_set_new(o, "tokens", json_integer((json_int_t)x->tokens));
+            json_object_set_new(o, "flipped_tokens", json_integer((json_int_t)x->in_set));
+            json_object_set_new(o, "flipped_without_logprob", json_integer((json_int_t)x->set_unmatched));
+            json_object_set_new(o, "abs_share", cli_json_real(x->abs_all > 0 ? x->abs_set / x->abs_all : NAN));
+            json_object_set_new(o, "sq_share", cli_json_real(x->sq_all > 0 ? x->sq_set / x->sq_all : NAN));
+        }
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
+static void flips_table(const flips *f)
+{
+    if (!f->nsteps) return;
+    printf("\nrouting flips (tokens one side routed to a selected site, the other elsewhere) and the share of the\n"
+           "step's log-prob mismatch those tokens carry (sum |lp_t - lp_r| and sum (lp_t - lp_r)^2 over them):\n");
+    printf("  %6s %13s %13s %9s %9s %11s %10s\n", "step", "rollout only", "trainer only", "tokens", "flipped",
+           "|dlp| share", "dlp^2 share");
+    for (size_t j = 0; j < f->nsteps; j++) {
+        const flips_step *st = &f->s[j];
+        printf("  %6lld %13zu %13zu", (long long)st->step, st->rollout_only, st->trainer_only);
+        if (st->rc) {
+            printf("  (no log-prob share: %s)\n", st->why);
+            continue;
+        }
+        const fp4s_flip_share *x = &st->share;
+        char a[32], b[32];
+        fmtv(a, 32, "%.2f%%", x->abs_all > 0 ? 100 * x->abs_set / x->abs_all : NAN);
+        fmtv(b, 32, "%.2f%%", x->sq_all > 0 ? 100 * x->sq_set / x->sq_all : NAN);
+        printf(" %9zu %9zu %11s %10s\n", x->tokens, x->in_set, a, b);
+    }
+}
+
+/* ---- per expert: the sites of each (layer, expert), pooled over steps ---- */
+typedef struct expert_row {
+    int64_t layer, expert;
+    size_t sites, both, rollout_only, trainer_only;
+    double m2, routing;
+} expert_row;
+
+static int cmp_expert(const void *a, const void *b)
+{
+    const expert_row *x = a, *y = b;
+    if (x->layer != y->layer) return x->layer < y->layer ? -1 : 1;
+    return (x->expert > y->expert) - (x->expert < y->expert);
+}
+
+static expert_row *experts_of(const run *runs, size_t nr, size_t *n)
+{
+    expert_row *v = NULL;
+    *n = 0;
+    for (size_t i = 0; i < nr; i++) {
+        if (runs[i].expert < 0) continue;
+        size_t j = 0;
+        while (j < *n && (v[j].layer != runs[i].layer || v[j].expert != runs[i].expert)) j++;
+        if (j == *n) {
+            v = xrealloc(v, (*n + 1) * sizeof *v);
+            memset(&v[j], 0, sizeof v[j]);
+            v[j].layer = runs[i].layer;
+            v[j].expert = runs[i].expert;
+            (*n)++;
+        }
+        const fp4s_compare_site *s = &runs[i].r;
+        v[j].sites++;
+        v[j].both += s->m;
+        v[j].rollout_only += s->rollout_only;
+        v[j].trainer_only += s->trainer_only;
+        v[j].m2 += s->mismatch2;
+        v[j].routing += s->contrib[FP4S_CMP_ROUTING];
+    }
+    if (*n) qsort(v, *n, sizeof *v, cmp_expert);
+    return v;
+}
+
+static json_t *experts_json(const run *runs, size_t nr, double total)
+{
+    size_t n;
+    expert_row *v = experts_of(runs, nr, &n);
+    if (!n) return NULL;
+    json_t *a = json_array();
+    for (size_t j = 0; j < n; j++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "layer", v[j].layer >= 0 ? json_integer((json_int_t)v[j].layer) : json_null());
+        json_object_set_new(o, "expert", json_integer((json_int_t)v[j].expert));
+        json_object_set_new(o, "sites", json_integer((json_int_t)v[j].sites));
+        json_object_set_new(o, "tokens", json_integer((json_int_t)v[j].both));
+        if (ncomp > FP4S_CMP_ROUTING) {
+            json_object_set_new(o, "rollout_only", json_integer((json_int_t)v[j].rollout_only));
+            json_object_set_new(o, "trainer_only", json_integer((json_int_t)v[j].trainer_only));
+        }
+        json_object_set_new(o, "mismatch2", cli_json_real(v[j].m2));
+        json_object_set_new(o, "share", cli_json_real(total > 0 ? v[j].m2 / total : NAN));
+        if (ncomp > FP4S_CMP_ROUTING)
+            json_object_set_new(o, "routing_share", cli_json_real(v[j].m2 > 0 ? v[j].routing / v[j].m2 : NAN));
+        json_array_append_new(a, o);
+    }
+    free(v);
+    return a;
+}
+
+static void experts_table(const run *runs, size_t nr, double total)
+{
+    size_t n;
+    expert_row *v = experts_of(runs, nr, &n);
+    if (!n) return;
+    bool ids = ncomp > FP4S_CMP_ROUTING;
+    printf("\nper expert (its sites pooled over steps; tokens summed over its sites and steps):\n");
+    if (ids)
+        printf("  %5s %6s %5s %10s %12s %12s %11s %9s\n", "layer", "expert", "sites", "both", "rollout only",
+               "trainer only", "share", "routing");
+    else
+        printf("  %5s %6s %5s %10s %11s\n", "layer", "expert", "sites", "tokens", "share");
+    for (size_t j = 0; j < n; j++) {
+        char sh[32], ro[32], ly[24];
+        fmtv(sh, 32, "%.2f%%", total > 0 ? 100 * v[j].m2 / total : NAN);
+        fmtv(ro, 32, "%.1f%%", v[j].m2 > 0 ? 100 * v[j].routing / v[j].m2 : NAN);
+        if (v[j].layer >= 0) snprintf(ly, sizeof ly, "%lld", (long long)v[j].layer);
+        else snprintf(ly, sizeof ly, "-");
+        if (ids)
+            printf("  %5s %6lld %5zu %10zu %12zu %12zu %11s %9s\n", ly, (long long)v[j].expert, v[j].sites,
+                   v[j].both, v[j].rollout_only, v[j].trainer_only, sh, ro);
+        else
+            printf("  %5s %6lld %5zu %10zu %11s\n", ly, (long long)v[j].expert, v[j].sites, v[j].both, sh);
+    }
+    printf("  share: of the total output mismatch energy%s\n",
+           ids ? "; routing: of the expert's own, carried by tokens routed to it on one side only" : "");
+    free(v);
 }
 
 /* The command line: every check before any work. */
@@ -205,6 +430,7 @@ static void parse_args(int argc, char **argv, args *a)
         CLI_SITE_LONGOPTS
         CLI_DZ_TIE_LONGOPTS
         {"top", required_argument, NULL, OPT_TOP},
+        CLI_STRICT_LONGOPTS
         CLI_REPORT_LONGOPTS
         CLI_THREADS_LONGOPTS
         CLI_GEMM_LONGOPTS
@@ -249,7 +475,7 @@ static rank_row *rank_channels(const run *runs, size_t nr, double *total, size_t
             names[nsite] = name;
             nk[nsite] = runs[i].r.k;
             acc[nsite] = xcalloc(runs[i].r.k * FP4S_CMP_COUNT, sizeof(double));
-            n += runs[i].r.k * FP4S_CMP_COUNT;
+            n += runs[i].r.k * (size_t)ncomp;
             nsite++;
         }
         if (nk[t] != runs[i].r.k)
@@ -260,7 +486,7 @@ static rank_row *rank_channels(const run *runs, size_t nr, double *total, size_t
     n = 0;
     for (size_t t = 0; t < nsite; t++)
         for (size_t j = 0; j < nk[t]; j++)
-            for (int q = 0; q < FP4S_CMP_COUNT; q++)
+            for (int q = 0; q < ncomp; q++)
                 rk[n++] = (rank_row){names[t], j, q, acc[t][j * FP4S_CMP_COUNT + q]};
     qsort(rk, n, sizeof *rk, cmp_rank);
     for (size_t t = 0; t < nsite; t++) free(acc[t]);
@@ -273,7 +499,7 @@ static rank_row *rank_channels(const run *runs, size_t nr, double *total, size_t
 
 /* The --json document (and -o's). */
 static json_t *doc_json(const fp4s_spec *as, const fp4s_spec *ws, const run *runs, size_t nr, const rank_row *rk,
-                        size_t show, double total)
+                        size_t show, double total, const flips *fl)
 {
     json_t *doc = json_object();
     json_object_set_new(doc, "tool", json_string("fp4-compare"));
@@ -300,6 +526,9 @@ static json_t *doc_json(const fp4s_spec *as, const fp4s_spec *ws, const run *run
         json_array_append_new(ra, o);
     }
     json_object_set_new(doc, "ranking", ra);
+    json_t *ex = experts_json(runs, nr, total);
+    if (ex) json_object_set_new(doc, "experts", ex);
+    if (fl->nsteps) json_object_set_new(doc, "routing_flips", flips_json(fl));
     return doc;
 }
 
@@ -307,8 +536,8 @@ static json_t *doc_json(const fp4s_spec *as, const fp4s_spec *ws, const run *run
 static int print_csv(const run *runs, size_t nr)
 {
     printf("source,site,step,channel,input_rel_diff,code_flips,scale_flips,amplification");
-    for (int q = 0; q < FP4S_CMP_COUNT; q++) printf(",contribution_%s", fp4s_cmp_component_name(q));
-    for (int q = 0; q < FP4S_CMP_COUNT; q++) printf(",energy_%s", fp4s_cmp_component_name(q));
+    for (int q = 0; q < ncomp; q++) printf(",contribution_%s", fp4s_cmp_component_name(q));
+    for (int q = 0; q < ncomp; q++) printf(",energy_%s", fp4s_cmp_component_name(q));
     putchar('\n');
     for (size_t i = 0; i < nr; i++) {
         const fp4s_compare_site *s = &runs[i].r;
@@ -322,8 +551,8 @@ static int print_csv(const run *runs, size_t nr)
                 if (isfinite(v[q])) printf(",%.17g", v[q]);
                 else printf(",");
             }
-            for (int q = 0; q < FP4S_CMP_COUNT; q++) printf(",%.17g", s->ch_contrib[j * FP4S_CMP_COUNT + q]);
-            for (int q = 0; q < FP4S_CMP_COUNT; q++) printf(",%.17g", s->ch_energy[j * FP4S_CMP_COUNT + q]);
+            for (int q = 0; q < ncomp; q++) printf(",%.17g", s->ch_contrib[j * FP4S_CMP_COUNT + q]);
+            for (int q = 0; q < ncomp; q++) printf(",%.17g", s->ch_energy[j * FP4S_CMP_COUNT + q]);
             putchar('\n');
         }
     }
@@ -332,7 +561,7 @@ static int print_csv(const run *runs, size_t nr)
 
 /* The table: each unit, the pooled split, the ranking's first `show` rows. */
 static int print_table(const fp4s_spec *as, const run *runs, size_t nr, const rank_row *rk, size_t nrank,
-                       size_t show, double total)
+                       size_t show, double total, const flips *fl)
 {
     char desc[512];
     fp4s_spec_describe(as, desc, sizeof desc);
@@ -352,15 +581,20 @@ static int print_table(const fp4s_spec *as, const run *runs, size_t nr, const ra
         fmtv(d, 32, "%.3g", s->amplification);
         printf("  ||X_r - X_t||/||X_t|| %s   codes differ %s   block scales differ %s   amplification %s\n", a, b,
                cc, d);
+        if (runs[i].ids)
+            printf("  tokens: %zu on both sides, %zu routed here by the rollout only, %zu by the trainer only\n",
+                   s->m, s->rollout_only, s->trainer_only);
         fmtv(e, 32, "%.4g", s->mismatch_rel);
         printf("  ||D|| / ||X_t Qw^T|| %s:", e);
-        for (int q = 0; q < FP4S_CMP_COUNT; q++) {
+        for (int q = 0; q < ncomp; q++) {
             char v[32];
             fmtv(v, 32, "%.1f%%", s->mismatch2 > 0 ? 100 * s->contrib[q] / s->mismatch2 : NAN);
-            printf(" %s %s%s", fp4s_cmp_component_name(q), v, q + 1 < FP4S_CMP_COUNT ? "," : "\n");
+            printf(" %s %s%s", fp4s_cmp_component_name(q), v, q + 1 < ncomp ? "," : "\n");
         }
     }
     if (nr > 1) pooled_table(runs, nr, show);
+    experts_table(runs, nr, total);
+    flips_table(fl);
     printf("\nranking (pooled over steps): share of the total output mismatch energy %.6g\n", total);
     printf("  %5s  %-40s %8s  %-9s %12s %9s %9s\n", "rank", "site", "channel", "component", "contribution",
            "share", "cumul.");
@@ -411,10 +645,17 @@ int main(int argc, char **argv)
         runs[i].site = u->site ? xstrdup(u->site) : NULL;
         runs[i].step = u->step;
         runs[i].synthetic = syn;
+        runs[i].ids = u->ids;
+        runs[i].layer = u->site ? name_index(u->site, "layers") : -1;
+        if (u->site && runs[i].layer < 0) runs[i].layer = name_index(u->site, "layer");
+        runs[i].expert = u->site ? name_index(u->site, "experts") : -1;
+        if (u->ids) ncomp = FP4S_CMP_COUNT;
         if (par_mine(i)) eval_unit(&as, &ws, &co, u, &runs[i].r); /* over MPI ranks: this rank's units */
         cli_progress(i + 1, nr);
     }
     cli_progress_end();
+    flips fl = {0};
+    if (a.capture) flips_collect(&fl, &ul, a.capture);
     fp4s_units_free(&ul);
     if (!par_gather_compare(&runs[0].r, sizeof *runs, nr)) return 0; /* rank 0 goes on with every unit */
 
@@ -422,7 +663,7 @@ int main(int argc, char **argv)
     size_t nrank;
     rank_row *rk = rank_channels(runs, nr, &total, &nrank);
     size_t show = a.top == 0 || (size_t)a.top > nrank ? nrank : (size_t)a.top;
-    json_t *doc = a.common.json || a.outpath ? doc_json(&as, &ws, runs, nr, rk, show, total) : NULL;
+    json_t *doc = a.common.json || a.outpath ? doc_json(&as, &ws, runs, nr, rk, show, total, &fl) : NULL;
     if (a.outpath) {
         if ((rc = cli_json_write(a.outpath, doc))) exit(cli_report(rc));
         if ((rc = cli_commit())) exit(rc);
@@ -430,8 +671,9 @@ int main(int argc, char **argv)
     int status;
     if (a.common.json) status = cli_json_print(json_incref(doc));
     else if (a.common.csv) status = print_csv(runs, nr);
-    else status = print_table(&as, runs, nr, rk, nrank, show, total);
+    else status = print_table(&as, runs, nr, rk, nrank, show, total, &fl);
     json_decref(doc);
+    flips_free(&fl);
     for (size_t i = 0; i < nr; i++) {
         fp4s_compare_site_free(&runs[i].r);
         free(runs[i].label);

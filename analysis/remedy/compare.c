@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const cmp_names[FP4S_CMP_COUNT] = {"input", "scale", "deadzone", "grid"};
+static const char *const cmp_names[FP4S_CMP_COUNT] = {"input", "scale", "deadzone", "grid", "routing"};
 
 const char *fp4s_cmp_component_name(fp4s_cmp_component c)
 {
@@ -80,6 +80,18 @@ static bool same_code(uint8_t a, uint8_t b) { return a == b || ((a & 7) == 0 && 
 int fp4s_compare_eval(const fp4s_spec *act, const fp4s_spec *wt, const float *Xr, const float *Xt, size_t m,
                       const float *W, size_t n, size_t k, const fp4s_compare_opts *o, fp4s_compare_site *out)
 {
+    if (!out) return fp4s_error_set(FP4S_EINVAL, "compare: NULL argument");
+    if (m == 0) {
+        memset(out, 0, sizeof *out);
+        return fp4s_error_set(FP4S_EEMPTY, "compare: empty site");
+    }
+    return fp4s_compare_eval_routed(act, wt, Xr, 0, Xt, 0, m, W, n, k, o, out);
+}
+
+int fp4s_compare_eval_routed(const fp4s_spec *act, const fp4s_spec *wt, const float *Xr, size_t r, const float *Xt,
+                             size_t t, size_t m, const float *W, size_t n, size_t k, const fp4s_compare_opts *o,
+                             fp4s_compare_site *out)
+{
     if (!act || !wt || !Xr || !Xt || !W || !out) return fp4s_error_set(FP4S_EINVAL, "compare: NULL argument");
     memset(out, 0, sizeof *out);
     fp4s_compare_opts dflt;
@@ -94,20 +106,23 @@ int fp4s_compare_eval(const fp4s_spec *act, const fp4s_spec *wt, const float *Xr
     fp4s_remedy_defaults(&none);
     int rc = fp4s_remedy_check(&none, act, wt, k);
     if (rc) return rc;
-    if (m == 0 || n == 0) return fp4s_error_set(FP4S_EEMPTY, "compare: empty site");
-    if ((rc = rm_check_finite("rollout activation", Xr, m, k, k))) return rc;
-    if ((rc = rm_check_finite("trainer activation", Xt, m, k, k))) return rc;
+    const size_t mr = m + r, mt = m + t, M = m + r + t;
+    if (M == 0 || n == 0) return fp4s_error_set(FP4S_EEMPTY, "compare: empty site");
+    if (mr && (rc = rm_check_finite("rollout activation", Xr, mr, k, k))) return rc;
+    if (mt && (rc = rm_check_finite("trainer activation", Xt, mt, k, k))) return rc;
     if ((rc = rm_check_finite("weight", W, n, k, k))) return rc;
     out->m = m;
     out->n = n;
     out->k = k;
-    const size_t mk = m * k, nb = k / act->block, C = FP4S_CMP_COUNT;
-    float *qr = malloc(mk * sizeof *qr), *qt = malloc(mk * sizeof *qt), *qw = malloc(n * k * sizeof *qw);
-    const size_t ns = m * nb > 0 ? m * nb : 1;
-    uint8_t *cr = malloc(mk), *ct = malloc(mk), *sr = malloc(ns), *st = malloc(ns);
-    uint8_t *dzm = malloc(mk);
-    double *qs = malloc(mk * sizeof *qs), *d = malloc(mk * sizeof *d), *qwd = malloc(n * k * sizeof *qwd);
-    double *D = malloc(m * n * sizeof *D), *G = malloc(mk * sizeof *G);
+    out->rollout_only = r;
+    out->trainer_only = t;
+    const size_t nb = k / act->block, C = FP4S_CMP_COUNT;
+    const size_t mrk = (mr ? mr : 1) * k, mtk = (mt ? mt : 1) * k, Mk = M * k;
+    float *qr = malloc(mrk * sizeof *qr), *qt = malloc(mtk * sizeof *qt), *qw = malloc(n * k * sizeof *qw);
+    uint8_t *cr = malloc(mrk), *ct = malloc(mtk), *sr = malloc((mr ? mr : 1) * nb), *st = malloc((mt ? mt : 1) * nb);
+    uint8_t *dzm = malloc(mrk);
+    double *qs = malloc(mrk * sizeof *qs), *d = malloc(Mk * sizeof *d), *qwd = malloc(n * k * sizeof *qwd);
+    double *D = malloc(M * n * sizeof *D), *G = malloc(Mk * sizeof *G);
     out->ch_input_rel_diff = calloc(k, sizeof(double));
     out->ch_code_flips = calloc(k, sizeof(double));
     out->ch_scale_flips = calloc(k, sizeof(double));
@@ -118,17 +133,20 @@ int fp4s_compare_eval(const fp4s_spec *act, const fp4s_spec *wt, const float *Xr
     if (!qr || !qt || !qw || !cr || !ct || !sr || !st || !dzm || !qs || !d || !qwd || !D || !G ||
         !out->ch_input_rel_diff || !out->ch_code_flips || !out->ch_scale_flips || !out->ch_amplification ||
         !out->ch_contrib || !out->ch_energy || !dx2 || !xt2 || !dq2) {
-        rc = fp4s_error_set(FP4S_ENOMEM, "compare: out of memory for a [%zu x %zu] site", m, k);
+        rc = fp4s_error_set(FP4S_ENOMEM, "compare: out of memory for a [%zu x %zu] site", M, k);
         goto done;
     }
+    /* each side quantized over all of its rows: one tensor scale, as its engine had them */
     fp4s_tscale tsr, tst;
-    if ((rc = rm_qdq(act, Xr, m, k, k, NULL, qr, cr, sr, &tsr))) goto done;
-    if ((rc = rm_qdq(act, Xt, m, k, k, NULL, qt, ct, st, &tst))) goto done;
+    memset(&tsr, 0, sizeof tsr);
+    memset(&tst, 0, sizeof tst);
+    if (mr && (rc = rm_qdq(act, Xr, mr, k, k, NULL, qr, cr, sr, &tsr))) goto done;
+    if (mt && (rc = rm_qdq(act, Xt, mt, k, k, NULL, qt, ct, st, &tst))) goto done;
     if ((rc = rm_qdq(wt, W, n, k, k, NULL, qw, NULL, NULL, NULL))) goto done;
-    out->tscale_rel_diff = act->format == FP4S_NVFP4 && tst.s_dec != 0 ? fabs((double)tsr.s_dec / tst.s_dec - 1.0)
-                                                                        : 0.0;
-    qstar(act, o->dz_tie, Xr, m, k, qs, dzm);
-    /* flips and norms */
+    out->tscale_rel_diff = act->format == FP4S_NVFP4 && mr && mt && tst.s_dec != 0
+                               ? fabs((double)tsr.s_dec / tst.s_dec - 1.0) : 0.0;
+    if (m) qstar(act, o->dz_tie, Xr, m, k, qs, dzm);
+    /* flips and norms over the pairs */
     double cf = 0, sf = 0, dxs = 0, xts = 0, dqs = 0;
     for (size_t i = 0; i < m; i++)
         for (size_t j = 0; j < k; j++) {
@@ -141,7 +159,6 @@ int fp4s_compare_eval(const fp4s_spec *act, const fp4s_spec *wt, const float *Xr
             dx2[j] += dx * dx;
             xt2[j] += (double)Xt[p] * (double)Xt[p];
             dq2[j] += dq * dq;
-            d[p] = (double)qr[p] - (double)Xt[p];
         }
     for (size_t i = 0; i < m * nb; i++) sf += sr[i] != st[i];
     for (size_t j = 0; j < k; j++) {
@@ -149,42 +166,50 @@ int fp4s_compare_eval(const fp4s_spec *act, const fp4s_spec *wt, const float *Xr
         dxs += dx2[j];
         xts += xt2[j];
         dqs += dq2[j];
-        out->ch_code_flips[j] /= (double)m;
-        out->ch_scale_flips[j] /= (double)m;
-        out->ch_input_rel_diff[j] = xt2[j] > 0 ? sqrt(dx2[j] / xt2[j]) : (dx2[j] > 0 ? INFINITY : 0.0);
+        out->ch_code_flips[j] = m ? out->ch_code_flips[j] / (double)m : NAN;
+        out->ch_scale_flips[j] = m ? out->ch_scale_flips[j] / (double)m : NAN;
+        out->ch_input_rel_diff[j] = xt2[j] > 0 ? sqrt(dx2[j] / xt2[j]) : (dx2[j] > 0 ? INFINITY : m ? 0.0 : NAN);
         out->ch_amplification[j] = dx2[j] > 0 ? sqrt(dq2[j] / dx2[j]) : NAN;
     }
-    out->code_flips = cf / (double)mk;
-    out->scale_flips = sf / (double)(m * nb);
-    out->input_rel_diff = xts > 0 ? sqrt(dxs / xts) : (dxs > 0 ? INFINITY : 0.0);
+    out->code_flips = m ? cf / (double)(m * k) : NAN;
+    out->scale_flips = m ? sf / (double)(m * nb) : NAN;
+    out->input_rel_diff = xts > 0 ? sqrt(dxs / xts) : (dxs > 0 ? INFINITY : m ? 0.0 : NAN);
     out->amplification = dxs > 0 ? sqrt(dqs / dxs) : NAN;
+    /* d: the pairs' Qa(X_r) - X_t, then Qa(x_r) of the rollout's own tokens, then -x_t of the trainer's */
+    for (size_t i = 0; i < m * k; i++) d[i] = (double)qr[i] - (double)Xt[i];
+    for (size_t i = 0; i < r * k; i++) d[m * k + i] = (double)qr[m * k + i];
+    for (size_t i = 0; i < t * k; i++) d[(m + r) * k + i] = -(double)Xt[m * k + i];
     /* D = d Qw^T, G = D Qw, contributions */
     for (size_t i = 0; i < n * k; i++) qwd[i] = qw[i];
     double secs = 0;
-    if ((rc = rm_dgemm(NULL, m, n, k, d, k, qwd, k, 0.0, D, n, &secs))) goto done;
-    if ((rc = rm_dgemm_nn(m, k, n, D, n, qwd, k, G, k, &secs))) goto done;
+    if ((rc = rm_dgemm(NULL, M, n, k, d, k, qwd, k, 0.0, D, n, &secs))) goto done;
+    if ((rc = rm_dgemm_nn(M, k, n, D, n, qwd, k, G, k, &secs))) goto done;
     double m2 = 0;
-    for (size_t i = 0; i < m * n; i++) m2 += D[i] * D[i];
+    for (size_t i = 0; i < M * n; i++) m2 += D[i] * D[i];
     out->mismatch2 = m2;
-    {
-        /* ||X_t Qw^T||^2: the reference the mismatch is relative to */
-        double *xtd = d; /* reuse d's storage once its products are done */
-        for (size_t i = 0; i < mk; i++) xtd[i] = Xt[i];
-        if ((rc = rm_dgemm(NULL, m, n, k, xtd, k, qwd, k, 0.0, D, n, &secs))) goto done;
+    if (mt) {
+        /* ||X_t Qw^T||^2 over every trainer row: the reference the mismatch is relative to */
+        double *xtd = d; /* reuse d's storage once its products are done (M >= mt rows) */
+        for (size_t i = 0; i < mt * k; i++) xtd[i] = Xt[i];
+        if ((rc = rm_dgemm(NULL, mt, n, k, xtd, k, qwd, k, 0.0, D, n, &secs))) goto done;
         double r2 = 0;
-        for (size_t i = 0; i < m * n; i++) r2 += D[i] * D[i];
+        for (size_t i = 0; i < mt * n; i++) r2 += D[i] * D[i];
         out->ref2 = r2;
-        out->mismatch_rel = r2 > 0 ? sqrt(m2 / r2) : (m2 > 0 ? INFINITY : 0.0);
     }
-    for (size_t i = 0; i < m; i++)
+    out->mismatch_rel = out->ref2 > 0 ? sqrt(m2 / out->ref2) : (m2 > 0 ? INFINITY : 0.0);
+    for (size_t i = 0; i < M; i++)
         for (size_t j = 0; j < k; j++) {
             size_t p = i * k + j;
-            double comp[FP4S_CMP_COUNT];
-            comp[FP4S_CMP_INPUT] = (double)Xr[p] - (double)Xt[p];
-            comp[FP4S_CMP_SCALE] = (double)qr[p] - qs[p];
-            double rest = qs[p] - (double)Xr[p];
-            comp[FP4S_CMP_DEADZONE] = dzm[p] ? rest : 0.0;
-            comp[FP4S_CMP_GRID] = dzm[p] ? 0.0 : rest;
+            double comp[FP4S_CMP_COUNT] = {0};
+            if (i < m) {
+                comp[FP4S_CMP_INPUT] = (double)Xr[p] - (double)Xt[p];
+                comp[FP4S_CMP_SCALE] = (double)qr[p] - qs[p];
+                double rest = qs[p] - (double)Xr[p];
+                comp[FP4S_CMP_DEADZONE] = dzm[p] ? rest : 0.0;
+                comp[FP4S_CMP_GRID] = dzm[p] ? 0.0 : rest;
+            } else {
+                comp[FP4S_CMP_ROUTING] = i < m + r ? (double)qr[p] : -(double)Xt[(i - r) * k + j];
+            }
             for (size_t c = 0; c < C; c++) {
                 out->ch_contrib[j * C + c] += comp[c] * G[p];
                 out->ch_energy[j * C + c] += comp[c] * comp[c];

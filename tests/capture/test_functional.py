@@ -371,6 +371,112 @@ def test_routing_flips_between_sides():
     subprocess.run([CAP, "ls", "--check", p], check=True, capture_output=True)
 
 
+class LM(torch.nn.Module):
+    """Two MoE layers with residuals and an LM head. quant: the rollout, whose
+    expert inputs are fake-quantized to NVFP4 (fp4scope.fake_quant, TE's
+    recipe), so that its second layer's router sees other hidden states and
+    flips some routes."""
+
+    def __init__(self, V=11):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([Block(QwenExperts()), Block(QwenExperts())])
+        self.lm_head = torch.nn.Linear(D, V, bias=False)
+        self.quant = False
+        self.routes = []
+
+    def forward(self, h):
+        self.routes = []
+        x = h.reshape(-1, D)
+        for blk in self.layers:
+            w, idx = blk.gate(x)
+            self.routes.append(idx.clone())
+            xin = x
+            if self.quant:
+                xin = torch.from_numpy(fp4scope.fake_quant(x.float().numpy(), "nvfp4", "te")).to(x.dtype)
+            x = x + blk.experts(xin, idx, w)
+        return torch.log_softmax(self.lm_head(x).float(), -1)
+
+
+def test_compare_counts_flips():
+    """The issue's case: a routed MoE whose quantized rollout flips some
+    routes. fp4-compare exits 0, pairs the rows by id, and counts per site the
+    tokens routed on one side only and, per step, the share of the log-prob
+    mismatch those tokens carry; both equal an independent count here."""
+    import json
+    torch.manual_seed(11)
+    m = LM()
+    with torch.no_grad():
+        for blk in m.layers:      # experts strong enough that layer 0's quantization moves layer 1's router
+            blk.experts.gate_up_proj.mul_(4)
+            blk.experts.down_proj.mul_(4)
+    m = m.to(torch.bfloat16)
+    p = os.path.join(T, "flip_lp.h5")
+    Bq, Sq = 8, 16
+    seq = torch.arange(Bq).unsqueeze(1).expand(Bq, Sq)
+    pos = torch.arange(Sq).unsqueeze(0).expand(Bq, Sq) + 10
+    h = torch.randn(Bq, Sq, D, dtype=torch.bfloat16) * 2
+    target = torch.randint(0, 11, (Bq * Sq,))
+    cap = Capture(p)
+    lps, routes = {}, {}
+    for side in ("trainer", "rollout"):
+        m.quant = side == "rollout"
+        with torch.no_grad(), cap.step(0), cap.tokens((seq, pos)), \
+                fp4scope.capture_gemms(cap, m, side, names="layers.*", weights=side == "trainer"):
+            lp = m(h)
+        lps[side] = lp[torch.arange(Bq * Sq), target]
+        routes[side] = [r.clone() for r in m.routes]
+    cap.put_logprobs(0, lps["trainer"], lps["rollout"], seq.reshape(-1), pos.reshape(-1))
+    cap.close()
+    # the independent count: per layer and expert, tokens routed there on one side only
+    want, flipped = {}, set()
+    flat_ids = torch.stack([seq, pos], -1).reshape(-1, 2).tolist()
+    for L in range(2):
+        for e in range(E):
+            t_in = set((routes["trainer"][L] == e).any(-1).nonzero().flatten().tolist())
+            r_in = set((routes["rollout"][L] == e).any(-1).nonzero().flatten().tolist())
+            want[(L, e)] = (len(r_in - t_in), len(t_in - r_in), len(t_in & r_in))
+            flipped |= t_in ^ r_in
+    assert flipped, "the quantized rollout flipped no route; pick another seed"
+    d = (lps["trainer"].float().double() - lps["rollout"].float().double()).abs()   # as stored: float32
+    share = float(d[sorted(flipped)].sum() / d.sum())
+    out = subprocess.run(["fp4-compare", "-f", "nvfp4", "-p", "te", "--json", p], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    j = json.loads(out.stdout)
+    seen = 0
+    for site in j["sites"]:
+        if "expert" not in site:      # the routers: every token on both sides
+            assert site["rollout_only"] == site["trainer_only"] == 0 and site["m"] == Bq * Sq, site["site"]
+            continue
+        L, e = site["layer"], site["expert"]
+        assert (site["rollout_only"], site["trainer_only"], site["m"]) == want[(L, e)], (site["site"], want[(L, e)])
+        seen += 1
+    assert seen == sum(1 for v in want.values() if v[0] + v[1] + v[2]) * 2   # gate_up_proj and down_proj
+    fl = j["routing_flips"]
+    assert len(fl) == 1 and fl[0]["flipped_tokens"] == len(flipped), (fl, len(flipped))
+    assert abs(fl[0]["abs_share"] - share) < 1e-12, (fl[0]["abs_share"], share)
+    assert sum(r["component"] == "routing" for r in j["ranking"]) > 0
+    routing = sum(s["mismatch2"] * s["shares"]["routing"] for s in j["sites"])
+    assert routing > 0
+    ex = {(x["layer"], x["expert"]): x for x in j["experts"]}
+    for (L, e), (ro, to, both) in want.items():
+        if ro + to + both:
+            assert (ex[(L, e)]["rollout_only"], ex[(L, e)]["trainer_only"]) == (2 * ro, 2 * to)
+    # the table says the same
+    txt = subprocess.run(["fp4-compare", "-f", "nvfp4", "-p", "te", p], capture_output=True, text=True)
+    assert txt.returncode == 0 and "routing flips" in txt.stdout and "per expert" in txt.stdout, txt.stderr
+    subprocess.run([CAP, "ls", "--check", p], check=True, capture_output=True)
+    # one damaged site (sides of other lengths, no ids) is left out, said, and --strict refuses
+    with Capture(p, mode="a") as c:
+        c.put(0, "layers.9.bad", "trainer", np.ones((3, D), np.float32))
+        c.put(0, "layers.9.bad", "rollout", np.ones((2, D), np.float32))
+        c.put(fp4scope.CONST_STEP, "layers.9.bad", "weight", np.ones((4, D), np.float32))
+    out = subprocess.run(["fp4-compare", "-f", "nvfp4", "-p", "te", "--json", p], capture_output=True, text=True)
+    assert out.returncode == 0 and "left out" in out.stderr and "/steps/0/layers.9.bad" in out.stderr, out.stderr
+    assert len(json.loads(out.stdout)["sites"]) == seen + 2
+    out = subprocess.run(["fp4-compare", "-f", "nvfp4", "-p", "te", "--strict", p], capture_output=True, text=True)
+    assert out.returncode == 3 and "trainer is [3, 32] but rollout is [2, 32]" in out.stderr, out.stderr
+
+
 def test_te_style_modules():
     class TELinear(torch.nn.Module):          # a weight, not an nn.Linear
         def __init__(self):
@@ -489,6 +595,7 @@ if __name__ == "__main__":
     test_gptoss_both_paths()
     test_deepseek_linear_and_shared()
     test_routing_flips_between_sides()
+    test_compare_counts_flips()
     test_te_style_modules()
     test_engine_linear_method_standin()
     print("ok")

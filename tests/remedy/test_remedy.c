@@ -534,6 +534,72 @@ START_TEST(bad_input_refused)
 }
 END_TEST
 
+/* Routing flips (fp4s_compare_eval_routed): without them the same result as
+ * fp4s_compare_eval; with them every flipped token's row of D is the routing
+ * component, the rollout's Qa(x_r) Qw^T (quantized with the tensor scale of
+ * all the rollout's rows) and the trainer's -x_t Qw^T, computed here apart. */
+START_TEST(compare_routed_flips_are_the_routing_component)
+{
+    const size_t m = 24, r = 5, t = 3, n = 12, k = 64;
+    float *xt = act(m + t, k, 31), *w = wgt(n, k, 32), *xr = malloc((m + r) * k * sizeof *xr);
+    float *extra = act(r, k, 33);
+    rs = 34;
+    for (size_t i = 0; i < m * k; i++) xr[i] = xt[i] * (float)(1 + 1e-3 * grand());
+    memcpy(xr + m * k, extra, r * k * sizeof *xr);
+    fp4s_spec as = spec(FP4S_NVFP4, "te"), ws;
+    fp4s_remedy_weight_spec(&as, -1, &ws);
+    fp4s_compare_site a, b;
+    ck_assert_int_eq(fp4s_compare_eval(&as, &ws, xr, xt, m, w, n, k, NULL, &a), 0);
+    ck_assert_int_eq(fp4s_compare_eval_routed(&as, &ws, xr, 0, xt, 0, m, w, n, k, NULL, &b), 0);
+    ck_assert(a.mismatch2 == b.mismatch2 && a.contrib[FP4S_CMP_ROUTING] == 0 && b.rollout_only == 0);
+    fp4s_compare_site_free(&a);
+    fp4s_compare_site_free(&b);
+    fp4s_compare_site c;
+    ck_assert_int_eq(fp4s_compare_eval_routed(&as, &ws, xr, r, xt, t, m, w, n, k, NULL, &c), 0);
+    ck_assert_uint_eq(c.m, m);
+    ck_assert_uint_eq(c.rollout_only, r);
+    ck_assert_uint_eq(c.trainer_only, t);
+    double sum = 0;
+    for (int q = 0; q < FP4S_CMP_COUNT; q++) sum += c.contrib[q];
+    ck_assert_msg(fabs(sum - c.mismatch2) < 1e-9 * c.mismatch2, "%g vs %g", sum, c.mismatch2);
+    /* apart: Qa over all m + r rollout rows, Qw, the flipped rows' D */
+    float *qr = malloc((m + r) * k * sizeof *qr), *qw = malloc(n * k * sizeof *qw);
+    fp4s_tscale ts;
+    ck_assert_int_eq(fp4s_tscale_init(&as, fp4s_spec_amax(&as, xr, m + r, k, k, NULL), &ts), 0);
+    fp4s_qout qo;
+    memset(&qo, 0, sizeof qo);
+    qo.dequant = qr;
+    qo.ld_dequant = k;
+    ck_assert_int_eq(fp4s_quantize(&as, &ts, xr, m + r, k, k, 0, &qo, NULL), 0);
+    ck_assert_int_eq(fp4s_tscale_init(&ws, fp4s_spec_amax(&ws, w, n, k, k, NULL), &ts), 0);
+    qo.dequant = qw;
+    ck_assert_int_eq(fp4s_quantize(&ws, &ts, w, n, k, k, 0, &qo, NULL), 0);
+    double routing = 0;
+    for (size_t i = 0; i < r + t; i++)
+        for (size_t o = 0; o < n; o++) {
+            double dot = 0;
+            for (size_t j = 0; j < k; j++)
+                dot += (i < r ? (double)qr[(m + i) * k + j] : -(double)xt[(m + i - r) * k + j]) * (double)qw[o * k + j];
+            routing += dot * dot;
+        }
+    ck_assert_msg(fabs(c.contrib[FP4S_CMP_ROUTING] - routing) < 1e-9 * routing, "%g vs %g",
+                  c.contrib[FP4S_CMP_ROUTING], routing);
+    ck_assert(c.contrib[FP4S_CMP_ROUTING] > 0.1 * c.mismatch2);
+    ck_assert_str_eq(fp4s_cmp_component_name(FP4S_CMP_ROUTING), "routing");
+    fp4s_compare_site_free(&c);
+    /* every token flipped: no pairs */
+    ck_assert_int_eq(fp4s_compare_eval_routed(&as, &ws, xr, r, xt, 0, 0, w, n, k, NULL, &c), 0);
+    ck_assert(c.m == 0 && c.contrib[FP4S_CMP_ROUTING] > 0 && isnan(c.code_flips));
+    fp4s_compare_site_free(&c);
+    free(qr);
+    free(qw);
+    free(xr);
+    free(xt);
+    free(w);
+    free(extra);
+}
+END_TEST
+
 START_TEST(compare_splits_the_mismatch_exactly)
 {
     const size_t m = 48, n = 20, k = 128;
@@ -950,6 +1016,7 @@ int main(void)
         CHECK_CASE(same_output_on_any_thread_count),
         CHECK_CASE(bad_input_refused),
         CHECK_CASE(compare_splits_the_mismatch_exactly),
+        CHECK_CASE(compare_routed_flips_are_the_routing_component),
 #endif
     };
     check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 120);

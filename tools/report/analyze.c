@@ -68,7 +68,8 @@ static void unit_compute(report *r, unit *u, const fp4s_decomp_opts *dop, const 
     if ((rc = fp4s_unit_read(u->wu, &ud))) cli_fail(rc);
     float *X = ud.x, *Xt = ud.xt, *W = ud.w;
     if (Xt) {
-        rc = fp4s_compare_eval(&o->spec, &o->wspec, X, Xt, u->m, W, u->n, u->k, cop, &u->cmp);
+        rc = fp4s_compare_eval_routed(&o->spec, &o->wspec, X, ud.rollout_only, Xt, ud.trainer_only, ud.m, W, u->n,
+                                      u->k, cop, &u->cmp);
         if (rc == FP4S_ENOTSUP) {
             r->rem_unavailable = u->unavail = xstrdup(fp4s_last_error()); /* an alias until the gather */
         } else if (rc) {
@@ -79,8 +80,8 @@ static void unit_compute(report *r, unit *u, const fp4s_decomp_opts *dop, const 
     }
     if (!r->rem_unavailable && r->nrem) {
         u->rres = xcalloc(r->nrem, sizeof *u->rres);
-        rc = fp4s_remedy_eval(r->rem, r->nrem, &o->spec, &o->wspec, X, Xt, u->m, W, u->n, u->k, eo, &u->rsite,
-                              u->rres);
+        rc = fp4s_remedy_eval(r->rem, r->nrem, &o->spec, &o->wspec, X, Xt, Xt ? ud.m : u->m, W, u->n, u->k, eo,
+                              &u->rsite, u->rres);
         if (rc == FP4S_ENOTSUP) {
             r->rem_unavailable = u->unavail = xstrdup(fp4s_last_error()); /* an alias until the gather */
             free(u->rres);
@@ -160,10 +161,13 @@ void analyze_units(report *r)
     sel.steps = o->steps;
     sel.nsteps = o->nsteps;
     sel.k_multiple = o->spec.block;
+    sel.strict = o->strict;
     for (size_t c = 0; c < o->ncaptures; c++) {
         int rc = fp4s_units_add_capture(&r->ul, o->captures[c], &sel);
         if (rc) cli_fail(rc);
     }
+    cli_units_skipped(&r->ul);
+    r->nskipped = r->ul.nskipped;
     if (r->ul.n + r->ul.nleft == 0)
         cli_die(FP4S_EXIT_INPUT, "%s: no rollout activations%s%s%s%s (a capture holds "
                 "/steps/<step>/<site>/rollout; fp4-capture ls lists it)", o->captures[0],
@@ -193,6 +197,9 @@ void analyze_units(report *r)
         r->units[i] = (unit){.wu = wu, .cap = wu->input, .step = wu->step, .site = wu->site, .xr = wu->x,
                              .xt = wu->xt, .w = wu->w, .m = wu->m, .k = wu->k, .n = wu->n};
     }
+    r->ncmp = FP4S_CMP_ROUTING;
+    for (size_t i = 0; i < r->nunits; i++)
+        if (r->ul.u[i].ids) r->ncmp = FP4S_CMP_COUNT;
     /* the remedies are checked against the quantizers and K before any work */
     for (size_t q = 0; q < r->nrem; q++) {
         int rc = fp4s_remedy_check(&r->rem[q], &o->spec, &o->wspec, r->units[0].k);
@@ -395,7 +402,7 @@ static bool capture_has_mismatch(const char *file)
     fp4s_capture_entry *e = NULL;
     size_t n = 0;
     bool lp = false;
-    if (fp4s_capture_list(file, &e, &n) == 0)
+    if (fp4s_capture_list_raw(file, &e, &n) == 0)
         for (size_t i = 0; i < n && !lp; i++) lp = !strcmp(e[i].site, "logprobs");
     free(e);
     fp4s_capture_scalar *sc = NULL;

@@ -505,11 +505,13 @@ static void sec_compare(report *r, text *pg, const rem_pool *rp)
         {"mismatch_rel", "||D|| / ||ref||", "%.4g", "pooled over steps"},
         {"share_of_total", "share of all D", "pct", NULL},
         {"share_input", "input", "pct", NULL}, {"share_scale", "scale", "pct", NULL},
-        {"share_deadzone", "dead zone", "pct", NULL}, {"share_grid", "grid", "pct", NULL}};
+        {"share_deadzone", "dead zone", "pct", NULL}, {"share_grid", "grid", "pct", NULL},
+        {"share_routing", "routing", "pct", "tokens one side routed to the site alone"}};
     double tot = 0;
     for (size_t s = 0; s < r->nsites; s++) tot += r->sites[s].mismatch2;
     rtable t;
-    rt_init(&t, "compare-sites", "Per site, pooled over steps", cc, 8);
+    /* the routing column where some site is paired by token id */
+    rt_init(&t, "compare-sites", "Per site, pooled over steps", cc, 4 + (size_t)r->ncmp);
     size_t *ord = xmalloc(r->nsites * sizeof *ord), no = 0;
     for (size_t oi = 0; oi < r->nsites; oi++)
         if (r->sites[r->order[oi]].cmp_ref2 > 0) ord[no++] = r->order[oi];
@@ -529,7 +531,7 @@ static void sec_compare(report *r, text *pg, const rem_pool *rp)
         rt_n(&t, (double)steps);
         rt_n(&t, sqrt(ss->mismatch2 / ss->cmp_ref2));
         rt_n(&t, share(ss->mismatch2, tot));
-        for (int q = 0; q < FP4S_CMP_COUNT; q++) rt_n(&t, share(ss->cmp_contrib[q], ss->mismatch2));
+        for (int q = 0; q < r->ncmp; q++) rt_n(&t, share(ss->cmp_contrib[q], ss->mismatch2));
     }
     rt_emit(&t, r->od, "", pg);
     rt_free(&t);
@@ -540,8 +542,8 @@ static void sec_compare(report *r, text *pg, const rem_pool *rp)
         {"amplification", "amplification", "%.3g", "||Qa(Xr) - Qa(Xt)|| / ||Xr - Xt||"},
         {"mismatch_rel", "||D|| / ||ref||", "%.4g", NULL}, {"share_input", "input", "pct", NULL},
         {"share_scale", "scale", "pct", NULL}, {"share_deadzone", "dead zone", "pct", NULL},
-        {"share_grid", "grid", "pct", NULL}};
-    rt_init(&t, "compare", "Per site and step", uc, 11);
+        {"share_grid", "grid", "pct", NULL}, {"share_routing", "routing", "pct", NULL}};
+    rt_init(&t, "compare", "Per site and step", uc, 7 + (size_t)r->ncmp);
     t.html_rows = 20;
     for (size_t i = 0; i < no; i++) {
         const site_sum *ss = &r->sites[ord[i]];
@@ -555,7 +557,7 @@ static void sec_compare(report *r, text *pg, const rem_pool *rp)
             rt_n(&t, u->cmp.scale_flips);
             rt_n(&t, u->cmp.amplification);
             rt_n(&t, u->cmp.mismatch_rel);
-            for (int q = 0; q < FP4S_CMP_COUNT; q++) rt_n(&t, share(u->cmp.contrib[q], u->cmp.mismatch2));
+            for (int q = 0; q < r->ncmp; q++) rt_n(&t, share(u->cmp.contrib[q], u->cmp.mismatch2));
         }
     }
     rt_emit(&t, r->od, "", pg);
@@ -568,14 +570,14 @@ static void sec_compare(report *r, text *pg, const rem_pool *rp)
         char sl[600];
         site_label(r, ord[i], sl, sizeof sl);
         labs[i] = xstrdup(sl);
-        for (int q = 0; q < FP4S_CMP_COUNT; q++)
-            vals[i * FP4S_CMP_COUNT + (size_t)q] = 100 * share(r->sites[ord[i]].cmp_contrib[q], tot);
+        for (int q = 0; q < r->ncmp; q++)
+            vals[i * (size_t)r->ncmp + (size_t)q] = 100 * share(r->sites[ord[i]].cmp_contrib[q], tot);
     }
-    static const char *const cl[] = {"#7f7f7f", "#d62728", "#1f77b4", "#2ca02c"};
+    static const char *const cl[] = {"#7f7f7f", "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e"};
     const char *names[FP4S_CMP_COUNT];
     for (int q = 0; q < FP4S_CMP_COUNT; q++) names[q] = fp4s_cmp_component_name(q);
     hbars(r, pg, "compare", "Where the rollout/trainer output mismatch comes from, per site",
-          "% of the total mismatch ||D||^2 over all sites", nb, labs, vals, FP4S_CMP_COUNT, names, cl,
+          "% of the total mismatch ||D||^2 over all sites", nb, labs, vals, (size_t)r->ncmp, names, cl,
           "Each site's part of the total output mismatch, split into the input difference and the rollout's "
           "quantization error components.");
     for (size_t i = 0; i < nb; i++) free(labs[i]);

@@ -543,10 +543,14 @@ typedef enum fp4s_cmp_component {
     FP4S_CMP_SCALE = 1,    /* e_scale of the rollout's quantization */
     FP4S_CMP_DEADZONE = 2, /* e_dz */
     FP4S_CMP_GRID = 3,     /* e_grid */
+    FP4S_CMP_ROUTING = 4,  /* tokens one side routed to the site alone (fp4s_compare_eval_routed):
+                              the rollout's Qa(x_r) where the trainer has nothing, minus the
+                              trainer's x_t where the rollout has nothing */
     FP4S_CMP_COUNT
 } fp4s_cmp_component;
 
-FP4S_API const char *fp4s_cmp_component_name(fp4s_cmp_component c); /* "input", "scale", "deadzone", "grid" */
+/* "input", "scale", "deadzone", "grid", "routing" */
+FP4S_API const char *fp4s_cmp_component_name(fp4s_cmp_component c);
 
 typedef struct fp4s_compare_site {
     size_t m, n, k;
@@ -567,7 +571,8 @@ typedef struct fp4s_compare_site {
     double *ch_amplification;   /* ||Qa(X_r)[:, j] - Qa(X_t)[:, j]|| / ||X_r[:, j] - X_t[:, j]|| */
     double *ch_contrib;         /* [k * FP4S_CMP_COUNT]: ch_contrib[j * FP4S_CMP_COUNT + c] */
     double *ch_energy;          /* [k * FP4S_CMP_COUNT]: sum_m c[m, j]^2 (the energies) */
-    uint32_t reserved[8]; /* zero; room for fields added later */
+    size_t rollout_only, trainer_only; /* routed rows of one side alone (fp4s_compare_eval_routed) */
+    uint32_t reserved[2]; /* zero; room for fields added later */
 } fp4s_compare_site;
 FP4S_API size_t fp4s_compare_site_size(void);
 
@@ -583,6 +588,19 @@ FP4S_API void fp4s_compare_opts_defaults(fp4s_compare_opts *o);
 FP4S_API int fp4s_compare_eval(const fp4s_spec *act, const fp4s_spec *wt, const float *Xr, const float *Xt,
                                size_t m, const float *W, size_t n, size_t k, const fp4s_compare_opts *o,
                                fp4s_compare_site *out);
+/* A site whose two sides were routed other tokens (an MoE expert; rows paired
+ * by token id, fp4s_unit_data): Xr holds [m + r, k] rows, the m paired ones
+ * first, then the r the rollout alone routed here; Xt [m + t, k], the m
+ * pairs, then the t of the trainer alone. Each side is quantized over all of
+ * its rows (one tensor scale, as the engine had them). D gains one row per
+ * flipped token: Qa(x_r) Qw(W)^T for the rollout's (the trainer computed
+ * nothing here for it), -x_t Qw(W)^T for the trainer's: their contributions
+ * are the component FP4S_CMP_ROUTING (not weighted by the router's gate, which
+ * the capture does not hold). Flips, norms and amplification are over the
+ * pairs; ref2 is over every trainer row. m may be 0. */
+FP4S_API int fp4s_compare_eval_routed(const fp4s_spec *act, const fp4s_spec *wt, const float *Xr, size_t r,
+                                      const float *Xt, size_t t, size_t m, const float *W, size_t n, size_t k,
+                                      const fp4s_compare_opts *o, fp4s_compare_site *out);
 FP4S_API void fp4s_compare_site_free(fp4s_compare_site *s);
 
 #ifdef __cplusplus
