@@ -811,3 +811,23 @@ void cli_units_skipped(const fp4s_units *l)
     fprintf(stderr, "%s: %zu (step, site) pair%s left out: %s (--strict fails instead)\n", cli_prog(), l->nskipped,
             l->nskipped == 1 ? "" : "s", l->nskipped == 1 ? "its sides cannot be paired" : "their sides cannot be paired");
 }
+
+int64_t cli_site_index(const char *site, const char *key)
+{
+    size_t kl = strlen(key);
+    for (const char *p = site; p && (p = strstr(p, key)) != NULL; p++) {
+        if (p != site && p[-1] != '.') continue;
+        const char *q = p + kl;
+        if (*q != '.' || q[1] < '0' || q[1] > '9') continue;
+        char *end;
+        long long v = strtoll(q + 1, &end, 10);
+        if (*end == '.' || *end == '\0') return v;
+    }
+    return -1;
+}
+
+int64_t cli_site_layer(const char *site)
+{
+    int64_t l = cli_site_index(site, "layers");
+    return l >= 0 ? l : cli_site_index(site, "layer");
+}

@@ -112,6 +112,13 @@ bool cli_list_has(const char *list, const char *item);
 struct fp4s_units;
 void cli_units_skipped(const struct fp4s_units *l);
 
+/* The index after "<key>." in a site name (cli_site_index("layers.3.mlp",
+ * "layers") is 3; "experts" for an MoE expert), as the capture writer parses
+ * its layer and expert attributes; -1 if none. cli_site_layer also takes
+ * "layer.<n>". */
+int64_t cli_site_index(const char *site, const char *key);
+int64_t cli_site_layer(const char *site);
+
 /* "--version" text: "prog (fp4scope) X.Y.Z\nfeatures: ..." (without cuda:
  * the tools with --device use cli_version_device). */
 void cli_version(void);

@@ -82,21 +82,6 @@ typedef struct rank_row {
  * (elsewhere it is 0, and the outputs stay as they were). */
 static int ncomp = FP4S_CMP_ROUTING;
 
-/* The index after "<key>." in a site name ("layers.3.mlp" -> 3), as the
- * capture writer parses it (its layer and expert attributes); -1 if none. */
-static int64_t name_index(const char *site, const char *key)
-{
-    size_t kl = strlen(key);
-    for (const char *p = site; p && (p = strstr(p, key)) != NULL; p++) {
-        if (p != site && p[-1] != '.') continue;
-        const char *q = p + kl;
-        if (*q != '.' || q[1] < '0' || q[1] > '9') continue;
-        char *end;
-        long long v = strtoll(q + 1, &end, 10);
-        if (*end == '.' || *end == '\0') return v;
-    }
-    return -1;
-}
 
 static int cmp_rank(const void *a, const void *b)
 {
@@ -646,9 +631,9 @@ int main(int argc, char **argv)
         runs[i].step = u->step;
         runs[i].synthetic = syn;
         runs[i].ids = u->ids;
-        runs[i].layer = u->site ? name_index(u->site, "layers") : -1;
-        if (u->site && runs[i].layer < 0) runs[i].layer = name_index(u->site, "layer");
-        runs[i].expert = u->site ? name_index(u->site, "experts") : -1;
+        runs[i].layer = u->site ? cli_site_index(u->site, "layers") : -1;
+        if (u->site && runs[i].layer < 0) runs[i].layer = cli_site_index(u->site, "layer");
+        runs[i].expert = u->site ? cli_site_index(u->site, "experts") : -1;
         if (u->ids) ncomp = FP4S_CMP_COUNT;
         if (par_mine(i)) eval_unit(&as, &ws, &co, u, &runs[i].r); /* over MPI ranks: this rank's units */
         cli_progress(i + 1, nr);

@@ -218,6 +218,60 @@ static long long parse_keep(const char *arg)
     return cli_parse_int("--keep", arg, 0, hi);
 }
 
+/* ---- per expert: the inputs of each (layer, expert, side) of a capture merged ---- */
+typedef struct expert_acc {
+    int64_t layer, expert;
+    const char *side;
+    size_t inputs;
+    fp4s_decomp *acc;
+} expert_acc;
+
+static int cmp_expert_acc(const void *a, const void *b)
+{
+    const expert_acc *x = a, *y = b;
+    if (x->layer != y->layer) return x->layer < y->layer ? -1 : 1;
+    if (x->expert != y->expert) return x->expert < y->expert ? -1 : 1;
+    return strcmp(x->side, y->side);
+}
+
+/* The inputs whose site names an expert, merged per (layer, expert, side)
+ * into tensor-grouped accumulators of spec s: *n of them, sorted. */
+static expert_acc *experts_merge(const item *items, size_t n, const fp4s_spec *s, const fp4s_decomp_opts *o,
+                                 size_t *nout)
+{
+    expert_acc *v = NULL;
+    size_t ne = 0;
+    fp4s_decomp_opts eo = *o;
+    eo.by = FP4S_GROUP_TENSOR;
+    for (size_t i = 0; i < n; i++) {
+        if (!items[i].site || !items[i].side) continue;
+        int64_t e = cli_site_index(items[i].site, "experts");
+        if (e < 0) continue;
+        int64_t l = cli_site_layer(items[i].site);
+        size_t j = 0;
+        while (j < ne && (v[j].layer != l || v[j].expert != e || strcmp(v[j].side, items[i].side))) j++;
+        if (j == ne) {
+            v = xrealloc(v, (ne + 1) * sizeof *v);
+            v[j] = (expert_acc){l, e, items[i].side, 0, NULL};
+            int rc = fp4s_decomp_open(s, NULL, &eo, 0, 0, &v[j].acc);
+            if (rc) exit(cli_report(rc));
+            ne++;
+        }
+        v[j].inputs++;
+        int rc = fp4s_decomp_merge(v[j].acc, items[i].acc);
+        if (rc) exit(cli_report(rc));
+    }
+    if (ne) qsort(v, ne, sizeof *v, cmp_expert_acc);
+    *nout = ne;
+    return v;
+}
+
+static void experts_free(expert_acc *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) fp4s_decomp_close(&v[i].acc);
+    free(v);
+}
+
 /* The inputs: each INPUT as it is, or the datasets of each capture that the
  * walker's selection (--sites, --steps) and --sides pick. */
 static item *collect_items(char **inputs, int ninputs, const fp4s_unit_select *selp, const char *sides,
@@ -271,7 +325,7 @@ static item *collect_items(char **inputs, int ninputs, const fp4s_unit_select *s
 
 /* --json: the inputs with their summaries, histograms and groups, and the roll-up. */
 static json_t *doc_json(const fp4s_spec *sp, const fp4s_decomp_opts *op, const item *items, size_t n,
-                        const fp4s_decomp_result *rrp)
+                        const fp4s_decomp_result *rrp, const expert_acc *ex, size_t nex)
 {
     const fp4s_spec spec = *sp;
     const fp4s_decomp_opts opts = *op;
@@ -325,6 +379,21 @@ static json_t *doc_json(const fp4s_spec *sp, const fp4s_decomp_opts *op, const i
     }
     json_object_set_new(root, "inputs", ins);
     json_object_set_new(root, "rollup", cli_decomp_json(&rr, NULL));
+    if (nex) {
+        json_t *ea = json_array();
+        for (size_t j = 0; j < nex; j++) {
+            fp4s_decomp_result r;
+            fp4s_decomp_summary(ex[j].acc, &r);
+            json_t *o = json_object();
+            json_object_set_new(o, "layer", ex[j].layer >= 0 ? json_integer((json_int_t)ex[j].layer) : json_null());
+            json_object_set_new(o, "expert", json_integer((json_int_t)ex[j].expert));
+            json_object_set_new(o, "side", json_string(ex[j].side));
+            json_object_set_new(o, "inputs", json_integer((json_int_t)ex[j].inputs));
+            json_object_set_new(o, "summary", cli_decomp_json(&r, NULL));
+            json_array_append_new(ea, o);
+        }
+        json_object_set_new(root, "experts", ea);
+    }
     return root;
 }
 
@@ -350,8 +419,31 @@ static int print_csv(const item *items, size_t n, const fp4s_decomp_result *rrp)
 }
 
 /* The table: each input, its first `show` groups, the roll-up over several. */
+static void experts_table(const expert_acc *ex, size_t nex)
+{
+    if (!nex) return;
+    printf("\nper expert (the inputs of each layer, expert and side merged; shares of ||e||^2):\n");
+    printf("  %5s %6s %-8s %6s %12s %11s %9s %9s %9s %9s %9s\n", "layer", "expert", "side", "inputs", "n",
+           "rel.error", "scale", "deadzone", "grid", "cross", "dz frac");
+    for (size_t j = 0; j < nex; j++) {
+        fp4s_decomp_result r;
+        fp4s_decomp_summary(ex[j].acc, &r);
+        char ly[24], re[32], s1[32], s2[32], s3[32], s4[32], dz[32];
+        if (ex[j].layer >= 0) snprintf(ly, sizeof ly, "%lld", (long long)ex[j].layer);
+        else snprintf(ly, sizeof ly, "-");
+        num(re, 32, r.relative_error, "%11.4g");
+        pct(s1, 32, r.ratio_scale);
+        pct(s2, 32, r.ratio_deadzone);
+        pct(s3, 32, r.ratio_grid);
+        pct(s4, 32, 1.0 - r.ratio_scale - r.ratio_deadzone - r.ratio_grid);
+        pct(dz, 32, r.deadzone_fraction);
+        printf("  %5s %6lld %-8s %6zu %12llu %11s %9s %9s %9s %9s %9s\n", ly, (long long)ex[j].expert, ex[j].side,
+               ex[j].inputs, (unsigned long long)r.n, re, s1, s2, s3, s4, dz);
+    }
+}
+
 static int print_table(const fp4s_spec *sp, const fp4s_decomp_opts *op, const item *items, size_t n,
-                       const fp4s_decomp_result *rrp, size_t show)
+                       const fp4s_decomp_result *rrp, size_t show, const expert_acc *ex, size_t nex)
 {
     const fp4s_spec spec = *sp;
     const fp4s_decomp_opts opts = *op;
@@ -394,6 +486,7 @@ static int print_table(const fp4s_spec *sp, const fp4s_decomp_opts *op, const it
         printf("\nroll-up over %zu inputs\n", n);
         human_result(&rr, true);
     }
+    experts_table(ex, nex);
     return cli_stdout_flush();
 }
 
@@ -535,10 +628,12 @@ int main(int argc, char **argv)
     cli_progress_end();
     fp4s_decomp_result rr;
     fp4s_decomp_summary(roll, &rr);
+    size_t nex = 0;
+    expert_acc *ex = experts_merge(items, n, &spec, &opts, &nex);
     int status;
-    if (a.common.json) status = cli_json_print(doc_json(&spec, &opts, items, n, &rr));
+    if (a.common.json) status = cli_json_print(doc_json(&spec, &opts, items, n, &rr, ex, nex));
     else if (a.common.csv) status = print_csv(items, n, &rr);
-    else status = print_table(&spec, &opts, items, n, &rr, a.show);
+    else status = print_table(&spec, &opts, items, n, &rr, a.show, ex, nex);
     for (size_t i = 0; i < n; i++) {
         fp4s_decomp_close(&items[i].acc);
         free(items[i].source);
@@ -546,6 +641,7 @@ int main(int argc, char **argv)
         free(items[i].site);
         free(items[i].side);
     }
+    experts_free(ex, nex);
     free(items);
     free(steps);
     fp4s_decomp_close(&roll);

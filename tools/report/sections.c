@@ -488,6 +488,83 @@ static void sec_channels(report *r, text *pg, const rem_pool *rp)
 }
 
 /* ---- 4. trainer vs rollout -------------------------------------------------------------------- */
+/* The sites of each (capture, layer, expert), pooled over steps: tokens on
+ * each side, the rollout's quantization error, the share of the total
+ * mismatch and (with token ids) routing's part of its own. Nothing for a
+ * capture whose sites name no expert. */
+typedef struct rep_expert {
+    size_t cap;
+    int64_t layer, expert;
+    size_t sites, both, rollout_only, trainer_only;
+    double err2, x2, m2, routing;
+} rep_expert;
+
+static void experts_table(report *r, text *pg, double tot)
+{
+    rep_expert *v = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < r->nunits; i++) {
+        const unit *u = &r->units[i];
+        int64_t e = cli_site_index(u->site, "experts");
+        if (e < 0 || !u->have_cmp) continue;
+        int64_t l = cli_site_layer(u->site);
+        size_t j = 0;
+        while (j < n && (v[j].cap != u->cap || v[j].layer != l || v[j].expert != e)) j++;
+        if (j == n) {
+            v = xrealloc(v, (n + 1) * sizeof *v);
+            v[j] = (rep_expert){.cap = u->cap, .layer = l, .expert = e};
+            n++;
+        }
+        v[j].sites++;
+        v[j].both += u->cmp.m;
+        v[j].rollout_only += u->cmp.rollout_only;
+        v[j].trainer_only += u->cmp.trainer_only;
+        v[j].err2 += u->dec.energy_total;
+        v[j].x2 += u->dec.energy_x;
+        v[j].m2 += u->cmp.mismatch2;
+        v[j].routing += u->cmp.contrib[FP4S_CMP_ROUTING];
+    }
+    if (!n) return;
+    for (size_t a = 1; a < n; a++) /* by capture, layer, expert */
+        for (size_t b = a; b > 0; b--) {
+            rep_expert *x = &v[b - 1], *y = &v[b];
+            bool swap = x->cap != y->cap ? x->cap > y->cap : x->layer != y->layer ? x->layer > y->layer
+                                                                                   : x->expert > y->expert;
+            if (!swap) break;
+            rep_expert t = *x;
+            *x = *y;
+            *y = t;
+        }
+    bool ids = r->ncmp > FP4S_CMP_ROUTING;
+    static const rt_col ec[] = {
+        {"capture", "capture", NULL, NULL}, {"layer", "layer", "int", NULL}, {"expert", "expert", "int", NULL},
+        {"site_steps", "site x steps", "int", NULL}, {"tokens", "tokens", "int", "on both sides, summed"},
+        {"rel_error", "rollout ||e|| / ||x||", "%.4g", "its quantization error"},
+        {"share_of_total", "share of all D", "pct", NULL},
+        {"rollout_only", "rollout only", "int", "tokens the rollout alone routed here"},
+        {"trainer_only", "trainer only", "int", "tokens the trainer alone routed here"},
+        {"share_routing", "routing", "pct", "of its own ||D||^2"}};
+    rtable t;
+    rt_init(&t, "compare-experts", "Per expert, its sites pooled over steps", ec, ids ? 10 : 7);
+    for (size_t j = 0; j < n; j++) {
+        rt_s(&t, r->o->names[v[j].cap]);
+        rt_n(&t, v[j].layer >= 0 ? (double)v[j].layer : NAN);
+        rt_n(&t, (double)v[j].expert);
+        rt_n(&t, (double)v[j].sites);
+        rt_n(&t, (double)v[j].both);
+        rt_n(&t, v[j].x2 > 0 ? sqrt(v[j].err2 / v[j].x2) : NAN);
+        rt_n(&t, share(v[j].m2, tot));
+        if (ids) {
+            rt_n(&t, (double)v[j].rollout_only);
+            rt_n(&t, (double)v[j].trainer_only);
+            rt_n(&t, share(v[j].routing, v[j].m2));
+        }
+    }
+    rt_emit(&t, r->od, "", pg);
+    rt_free(&t);
+    free(v);
+}
+
 static void sec_compare(report *r, text *pg, const rem_pool *rp)
 {
     size_t nc = 0;
@@ -562,6 +639,7 @@ static void sec_compare(report *r, text *pg, const rem_pool *rp)
     }
     rt_emit(&t, r->od, "", pg);
     rt_free(&t);
+    experts_table(r, pg, tot);
     /* figure: the contributions per site (share of the total mismatch) */
     size_t nb = no < MAX_BARS ? no : MAX_BARS;
     char **labs = xcalloc(nb ? nb : 1, sizeof *labs);
