@@ -768,6 +768,9 @@ void cli_units(const char *capture, const cli_analysis *an, fp4s_unit_need train
     if ((rc = fp4s_units_add_capture(ul, capture, &sel))) exit(cli_report(rc));
     cli_units_skipped(ul);
     free(steps);
+    if (ul->n == 0 && ul->nskipped)
+        cli_die(FP4S_EXIT_INPUT, "%s: no site left to analyse: the %zu selected (step, site) pair%s left out above",
+                capture, ul->nskipped, ul->nskipped == 1 ? " was" : "s were");
     if (ul->n == 0)
         cli_die(FP4S_EXIT_INPUT, "%s: no site %smatches%s%s%s%s%s", capture, what, an->sites ? " --sites " : "",
                 an->sites ? an->sites : "", an->steps ? " --steps " : "", an->steps ? an->steps : "",

@@ -346,7 +346,9 @@ void cli_dz_tie(const char *arg, fp4s_dz_tie *t);
  * an->weight); else the (step, site) pairs of the capture that --sites and
  * --steps select, a missing trainer side and weight getting trainer and
  * weight; a (step, site) whose sides cannot be paired is left out and said
- * (cli_units_skipped), or with an->strict fails. A failure exits with its message; an empty selection is exit 3,
+ * (cli_units_skipped), or with an->strict fails. A failure exits with its
+ * message; a selection whose every unit was left out is exit 3 ("no site left
+ * to analyse"), an empty selection is exit 3,
  * "CAPTURE: no site WHATmatches[ --sites S][ --steps L]TAIL" (tail_nt in
  * place of tail when a unit was left out for lack of a trainer side).
  * *synthetic: whether the input is a synthetic capture. */
