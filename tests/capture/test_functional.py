@@ -465,6 +465,17 @@ def test_compare_counts_flips():
     txt = subprocess.run(["fp4-compare", "-f", "nvfp4", "-p", "te", p], capture_output=True, text=True)
     assert txt.returncode == 0 and "routing flips" in txt.stdout and "per expert" in txt.stdout, txt.stderr
     subprocess.run([CAP, "ls", "--check", p], check=True, capture_output=True)
+    # the other tools take the routed capture whole: exit 0
+    rep = os.path.join(T, "routed-report")
+    for cmd in (["fp4-report", "-f", "nvfp4", "-p", "te", "-r", "none,rac:0.25", "--quiet", "-o", rep, p],
+                ["fp4-remedy", "-f", "nvfp4", "-p", "te", "-r", "none,mbs:128", p],
+                ["fp4-decompose", "-f", "nvfp4", "-p", "te", "--sites", "*experts*", p],
+                ["fp4-mismatch", p]):
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        assert out.returncode == 0, (cmd[0], out.stderr)
+        assert cmd[0] != "fp4-decompose" or "per expert" in out.stdout, out.stdout
+    with open(os.path.join(rep, "compare-experts.csv")) as fh:
+        assert "rollout_only" in fh.readline()
     # one damaged site (sides of other lengths, no ids) is left out, said, and --strict refuses
     with Capture(p, mode="a") as c:
         c.put(0, "layers.9.bad", "trainer", np.ones((3, D), np.float32))
