@@ -60,6 +60,7 @@ struct fp4s_decomp {
     fp4s_decomp_kernels k;
     fp4s_dk_spec dks;
     bool cuda; /* fp4s_decomp_add runs on the GPU (opts.device resolved at open) */
+    bool rollup; /* a channel roll-up (opened with rows 0): takes merges of any rows, counts them */
 };
 
 /* Reference E2M1 rounding of t >= 0 in double with the tie rules (the kernels

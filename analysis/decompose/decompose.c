@@ -38,7 +38,9 @@ int fp4s_decomp_open(const fp4s_spec *s, const fp4s_tscale *ts, const fp4s_decom
     if (cols % s->block)
         return fp4s_error_set(FP4S_ESHAPE, "decomposition: %zu columns is not a multiple of the block size %u",
                               cols, s->block);
-    if ((rows == 0) != (cols == 0) || (rows == 0 && o->by != FP4S_GROUP_TENSOR))
+    /* rows = 0 with channel groups: a channel roll-up (merges only, of any rows) */
+    const bool ch_rollup = rows == 0 && cols != 0 && o->by == FP4S_GROUP_CHANNEL;
+    if (!ch_rollup && ((rows == 0) != (cols == 0) || (rows == 0 && o->by != FP4S_GROUP_TENSOR)))
         return fp4s_error_set(FP4S_EEMPTY, "decomposition: empty tensor [%zu, %zu]", rows, cols);
     fp4s_device dev = FP4S_DEVICE_CPU;
     rc = fp4s_device_resolve(s, o->device, &dev);
@@ -46,6 +48,7 @@ int fp4s_decomp_open(const fp4s_spec *s, const fp4s_tscale *ts, const fp4s_decom
     fp4s_decomp *d = calloc(1, sizeof *d);
     if (!d) return fp4s_error_set(FP4S_ENOMEM, "decomposition: out of memory");
     d->cuda = dev == FP4S_DEVICE_CUDA;
+    d->rollup = ch_rollup;
     d->spec = *s;
     if (ts) d->ts = *ts;
     else {
@@ -446,6 +449,8 @@ static void fold_workers(fp4s_decomp *d)
 
 int fp4s_decomp_check_rows(const fp4s_decomp *d, size_t row0, size_t nrows)
 {
+    if (d->rollup)
+        return fp4s_error_set(FP4S_EINVAL, "decomposition: a channel roll-up takes merges, not rows");
     if (row0 > d->rows || nrows > d->rows - row0)
         return fp4s_error_set(FP4S_ERANGE, "decomposition: rows [%zu, %zu) outside the tensor's %zu rows",
                               row0, row0 + nrows, d->rows);
@@ -545,8 +550,11 @@ int fp4s_decomp_merge(fp4s_decomp *into, const fp4s_decomp *from)
     if (into->opts.dz_tie != from->opts.dz_tie)
         return fp4s_error_set(FP4S_EINVAL, "decomposition merge: different dead-zone tie conventions");
     bool groups = into->opts.by != FP4S_GROUP_TENSOR;
-    if (groups && (into->opts.by != from->opts.by || into->rows != from->rows || into->cols != from->cols))
+    if (groups && (into->opts.by != from->opts.by || (!into->rollup && into->rows != from->rows) ||
+                   into->cols != from->cols))
         return fp4s_error_set(FP4S_ESHAPE, "decomposition merge: groups of different shape or kind");
+    if (into->rollup && into->rows > SIZE_MAX - from->rows)
+        return fp4s_error_set(FP4S_ERANGE, "decomposition merge: the roll-up's row count overflows");
     if (groups && into->unit) {
         for (size_t g = 0; g < into->ngroups; g++)
             if (into->filled[g] && from->filled[g])
@@ -561,6 +569,7 @@ int fp4s_decomp_merge(fp4s_decomp *into, const fp4s_decomp *from)
         for (size_t c = 0; c < into->cols; c++) fp4s_chacc_merge(&into->ch[c], &from->ch[c]);
     }
     fp4s_xacc_merge(&into->tot, &from->tot);
+    if (into->rollup) into->rows += from->rows; /* the rows (tokens) the roll-up holds */
     for (int i = 0; i < FP4S_HIST_BINS; i++) {
         into->hd[i] += from->hd[i];
         into->he[i] += from->he[i];

@@ -409,6 +409,62 @@ START_TEST(merge_equals_one_pass_bitwise)
 }
 END_TEST
 
+/* A channel roll-up (rows 0, by = CHANNEL) takes the channel accumulators of
+ * tensors of other row counts, each with its own tensor scale (the calls of one
+ * linear layer): MXFP4 (no tensor scale) gives exactly the accumulator of the
+ * stacked rows; NVFP4 the same summary as the tensor roll-up of the calls. */
+START_TEST(channel_rollup_merges_calls_of_any_rows)
+{
+    size_t cols = 64, r1 = 30, r2 = 50;
+    float *x = gauss((r1 + r2) * cols, 17);
+    fp4s_spec specs[2] = {mx_rule(FP4S_MX_FLOOR), mk_spec(FP4S_NVFP4, "te")};
+    for (int si = 0; si < 2; si++) {
+        fp4s_decomp *a = run(&specs[si], x, r1, cols, FP4S_GROUP_CHANNEL, 0, FP4S_DZ_TIE_SPEC);
+        fp4s_decomp *b = run(&specs[si], x + r1 * cols, r2, cols, FP4S_GROUP_CHANNEL, 0, FP4S_DZ_TIE_SPEC);
+        fp4s_decomp_opts o;
+        fp4s_decomp_opts_defaults(&o);
+        o.by = FP4S_GROUP_CHANNEL;
+        fp4s_decomp *roll = NULL, *troll = NULL;
+        int rc = fp4s_decomp_open(&specs[si], NULL, &o, 0, cols, &roll);
+        ck_assert_msg(rc == 0, "channel roll-up refused: %s", fp4s_last_error());
+        ck_assert_int_eq(fp4s_decomp_rows(roll), 0);
+        ck_assert_int_eq(fp4s_decomp_ngroups(roll), cols);
+        ck_assert_int_eq(fp4s_decomp_merge(roll, a), 0);
+        ck_assert_int_eq(fp4s_decomp_merge(roll, b), 0);
+        ck_assert_uint_eq(fp4s_decomp_rows(roll), r1 + r2);
+        /* it takes merges only, of its own columns; plain accumulators keep their shape */
+        ck_assert_int_eq(fp4s_decomp_add(roll, x, 1, cols, 0), FP4S_EINVAL);
+        ck_assert_int_eq(fp4s_decomp_merge(a, b), FP4S_ESHAPE);
+        fp4s_decomp *narrow = run(&specs[si], x, 4, 32, FP4S_GROUP_CHANNEL, 0, FP4S_DZ_TIE_SPEC);
+        ck_assert_int_eq(fp4s_decomp_merge(roll, narrow), FP4S_ESHAPE);
+        fp4s_decomp_opts t;
+        fp4s_decomp_opts_defaults(&t);
+        ck_assert_int_eq(fp4s_decomp_open(&specs[si], NULL, &t, 0, 0, &troll), 0);
+        ck_assert_int_eq(fp4s_decomp_merge(troll, a), 0);
+        ck_assert_int_eq(fp4s_decomp_merge(troll, b), 0);
+        fp4s_decomp_result ra = summary(roll), rt = summary(troll);
+        assert_same_result(&ra, &rt, "channel roll-up vs tensor roll-up");
+        if (si == 0) {
+            fp4s_decomp *whole = run(&specs[si], x, r1 + r2, cols, FP4S_GROUP_CHANNEL, 0, FP4S_DZ_TIE_SPEC);
+            fp4s_decomp_result w = summary(whole);
+            assert_same_result(&w, &ra, "stacked rows vs channel roll-up");
+            for (size_t g = 0; g < cols; g++) {
+                fp4s_decomp_group(whole, g, &w);
+                fp4s_decomp_group(roll, g, &ra);
+                assert_same_result(&w, &ra, "channel group: stacked rows vs roll-up");
+            }
+            fp4s_decomp_close(&whole);
+        }
+        fp4s_decomp_close(&narrow);
+        fp4s_decomp_close(&a);
+        fp4s_decomp_close(&b);
+        fp4s_decomp_close(&roll);
+        fp4s_decomp_close(&troll);
+    }
+    free(x);
+}
+END_TEST
+
 START_TEST(lemma_ceil_cross_terms_exactly_zero)
 {
     size_t rows = 128, cols = 256;
@@ -1328,6 +1384,7 @@ int main(int argc, char **argv)
         CHECK_CASE(e2m1_round_double_ties),
         CHECK_CASE(components_sum_to_error_every_spec),
         CHECK_CASE(merge_equals_one_pass_bitwise),
+        CHECK_CASE(channel_rollup_merges_calls_of_any_rows),
         CHECK_CASE(lemma_ceil_cross_terms_exactly_zero),
         CHECK_CASE(naive_agrees_random_every_spec),
         CHECK_CASE(naive_agrees_adversarial),

@@ -203,7 +203,11 @@ typedef struct fp4s_decomp fp4s_decomp;
 /* Open an accumulator for a [rows, cols] tensor quantized with spec s and
  * tensor scale ts (fp4s_tscale_init from the tensor amax; needed for NVFP4,
  * may be NULL for MXFP4). rows = cols = 0 with by = TENSOR gives a roll-up that
- * only receives merges. The spec and ts are copied. */
+ * only receives merges. rows = 0 with by = CHANNEL and cols = K gives a channel
+ * roll-up: it only receives merges, of channel accumulators of K columns
+ * whatever their rows (tensors of other tokens, each with its own tensor
+ * scale: the calls of one linear layer), and fp4s_decomp_rows counts the rows
+ * merged into it. The spec and ts are copied. */
 FP4S_API int fp4s_decomp_open(const fp4s_spec *s, const fp4s_tscale *ts,
                               const fp4s_decomp_opts *o, size_t rows, size_t cols,
                               fp4s_decomp **out);
@@ -244,7 +248,8 @@ FP4S_API int fp4s_cuda_decomp_add(fp4s_decomp *d, fp4s_dtype dtype, const void *
 
 /* Merge `from` into `into` (exact). Both must have the same spec; the tensor
  * summaries always merge. Groups merge when both have the same grouping and
- * shape; an `into` with by = TENSOR takes only the summary (a roll-up).
+ * shape (a channel roll-up: the same columns); an `into` with by = TENSOR
+ * takes only the summary (a roll-up).
  * Row and block groups are filled once: merging two accumulators that both
  * hold the same row or block is refused (FP4S_EDUP). */
 FP4S_API int fp4s_decomp_merge(fp4s_decomp *into, const fp4s_decomp *from);
