@@ -216,11 +216,6 @@ def test_opts_struct_matches_the_library():
     assert not os.path.exists(os.path.join(T, "short.h5"))
 
 
-def test_qout_struct_matches_the_library():
-    from fp4scope import quant
-    check_mirror(quant, "_QOut", "fp4s_qout", lambda: fp4scope.fake_quant(np.zeros((2, 16), np.float32)))
-
-
 def test_fake_quant():
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((8, 64)) * np.exp(rng.standard_normal(64))).astype(np.float32)
@@ -413,7 +408,6 @@ if __name__ == "__main__":
     test_names_with_nul_refused()
     test_steps_beyond_int64_named_as_given()
     test_opts_struct_matches_the_library()
-    test_qout_struct_matches_the_library()
     test_fake_quant()
     test_numpy_ids()
     if "--torch" in sys.argv:

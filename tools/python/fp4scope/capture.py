@@ -24,6 +24,7 @@ import fnmatch
 
 import numpy as np
 
+from ._lib import CaptureOpts as _Opts  # the binding is _lib's: fp4s_capture_opts
 from ._lib import FP4SError, capture_list, check, lib
 from .tokens import TokenIds, as_ids
 
@@ -72,14 +73,6 @@ def rank_path(path, rank=None):
     import os
     base, ext = os.path.splitext(path)
     return "%s.rank%d%s" % (base, int(rank), ext)
-
-
-class _Opts(ctypes.Structure):
-    """fp4s_capture_opts (capture.h), field by field; its size is checked
-    against the library's (fp4s_capture_opts_size) before each use."""
-    _fields_ = [("gzip", ctypes.c_int), ("shuffle", ctypes.c_bool),
-                ("chunk_rows", ctypes.c_size_t), ("producer", ctypes.c_char_p),
-                ("overwrite", ctypes.c_bool), ("reserved", ctypes.c_uint32 * 8)]
 
 
 def _as_rows(x):
@@ -243,6 +236,15 @@ class Capture:
                             "step's log-probs: put them first)" % (self.path, step, have + t.shape[0], rows))
         check(lib().fp4s_capture_put_tokens(self._handle(), step, t.ctypes.data, t.shape[0]))
         self._tok_rows[step] = have + t.shape[0]
+
+    def put_scalar(self, step, name, value):
+        """A per-step scalar (reward, loss, a metric) of `step`: the float64
+        attribute `name` of /steps/<step>, which fp4-mismatch and fp4-report
+        read. Put a step's scalars before the flush that commits it. Names:
+        1 to 63 bytes, no '/'."""
+        step = _step_arg(self.path, step)
+        check(lib().fp4s_capture_put_scalar(self._handle(), step, _cstr(self.path, "scalar name", name),
+                                            float(value)))
 
     def attr(self, name, value, obj="/"):
         """Set an attribute on the root (or another object path)."""
