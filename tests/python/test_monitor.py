@@ -142,6 +142,13 @@ def test_monitor_cpu_tensorboard_capture_stats():
     k3 = {s["step"]: s["k3"] for s in run0["steps"]}
     assert sorted(k3) == list(range(6))
     assert abs(k3[3] - tags["mismatch/rollout_corr/k3_kl"][3]) <= 1e-6 * abs(k3[3])
+    # the per-step scalars by name (--metric): the whole model's relative error and the loss
+    j = cli_json("fp4-mismatch", "--metric", "fp4_relative_error", "--json", cap)["runs"][0]
+    sc = {s["step"]: s["scalars"] for s in j["steps"]}
+    for r in mon.records:
+        if r["site"] == "all":
+            assert sc[r["step"]]["fp4_relative_error"] == r["relative_error"], (r["step"], sc[r["step"]])
+    assert all(float(np.float32(sc[s]["loss"])) == tags["loss"][s] for s in range(6))   # TensorBoard: float32
     # the stats report: each site's whole-run accumulator by channel, as fp4-decompose writes
     with h5py.File(mon.stats_path, "r") as f:
         assert f.attrs["fp4scope_schema"] == "fp4scope-decompose/1" and f.attrs["by"] == "channel"

@@ -239,8 +239,8 @@ class Capture:
 
     def put_scalar(self, step, name, value):
         """A per-step scalar (reward, loss, a metric) of `step`: the float64
-        attribute `name` of /steps/<step>, which fp4-mismatch and fp4-report
-        read. Put a step's scalars before the flush that commits it. Names:
+        attribute `name` of /steps/<step>, which fp4-mismatch --metric NAME
+        (and fp4-report --metric NAME) read. Put a step's scalars before the flush that commits it. Names:
         1 to 63 bytes, no '/'."""
         step = _step_arg(self.path, step)
         check(lib().fp4s_capture_put_scalar(self._handle(), step, _cstr(self.path, "scalar name", name),

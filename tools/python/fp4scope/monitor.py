@@ -37,7 +37,10 @@ fp4scope.tensorboard's writer of the event-file format; tags fp4/<site>/
 W&B (wandb=None: when the wandb package is imported and a run is active;
 True: required), and to the capture's per-step scalar log (capture: a path
 or a fp4scope.Capture; names fp4_<field> for the whole model, the mismatch
-metrics under fp4scope's names, which fp4-mismatch and fp4-report read).
+metrics under fp4scope's names) with the log-probs: fp4-mismatch reads the
+capture (its metrics from the log-probs; --metric fp4_relative_error, loss,
+... any scalar by name); fp4-report --metric reads the scalars too, but
+needs rollout activations in the capture (side="rollout", stats_only=False).
 Monitor.records holds every row (step, site, field values): pandas-ready.
 
 Captures: stats_only=True (the default) keeps the accumulators and per-channel
