@@ -208,6 +208,59 @@ def test_monitor_full_capture_and_refusals():
     assert "not contiguous" in m.sites["lin"].skipped and any("lin left out" in str(x.message) for x in w)
 
 
+def test_monitor_wandb_and_torch_summary_writer():
+    """The W&B and torch.utils.tensorboard paths, through stand-ins of the two
+    modules (neither is installed here): the same values the event files get."""
+    need_torch()
+    import sys
+    import types
+    logged, written = [], []
+    fake_wandb = types.ModuleType("wandb")
+    fake_wandb.run = object()
+    fake_wandb.log = lambda d, step=None: logged.append((step, dict(d)))
+    fake_tb = types.ModuleType("torch.utils.tensorboard")
+
+    class SummaryWriter:
+        def __init__(self, logdir):
+            self.logdir = logdir
+
+        def add_scalar(self, tag, value, step):
+            written.append((step, tag, value))
+
+        def flush(self):
+            pass
+
+        def close(self):
+            written.append("closed")
+    fake_tb.SummaryWriter = SummaryWriter
+    saved = {k: sys.modules.get(k) for k in ("wandb", "torch.utils.tensorboard")}
+    sys.modules["wandb"] = fake_wandb
+    sys.modules["torch.utils.tensorboard"] = fake_tb
+    try:
+        model = make_moe()
+        mon = fp4scope.Monitor(model, "nvfp4", "te", every=2, sites="attn", logdir=os.path.join(TMP, "fake_tb"))
+        assert isinstance(mon.tb, SummaryWriter) and mon.wandb is fake_wandb
+        train(mon, model, 3, "cpu")
+        assert written[-1] == "closed"
+        steps = sorted({st for st, _ in logged})
+        assert steps == [0, 1, 2], steps
+        rec = [r for r in mon.records if r["site"] == "attn" and r["step"] == 2][0]
+        w2 = dict(logged)[2]
+        assert w2["fp4/attn/relative_error"] == rec["relative_error"]
+        assert ("fp4/attn/ratio_scale" in w2) and ("mismatch/rollout_corr/k3_kl" in w2) and ("loss" in w2)
+        assert (2, "fp4/attn/snr_db", rec["snr_db"]) in written
+        # no active run: W&B left alone; asked for without one: refused
+        fake_wandb.run = None
+        assert fp4scope.Monitor(model, "nvfp4", "te", sites="attn").wandb is None
+        expect_error(lambda: fp4scope.Monitor(model, "nvfp4", "te", sites="attn", wandb=True), "no W&B run")
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+
+
 def test_monitor_cuda_matches_cpu():
     need_torch()
     if "cuda" not in devices():

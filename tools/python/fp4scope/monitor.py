@@ -117,6 +117,7 @@ class Monitor:
         self.tb = None
         if logdir is not None:
             from .tensorboard import summary_writer
+            os.makedirs(logdir, exist_ok=True)   # the stats report may go there too
             self.tb = summary_writer(logdir)
         self.wandb = _wandb(wandb)
         self.cap = None
