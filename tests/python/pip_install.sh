@@ -1,12 +1,17 @@
 #!/bin/sh
-# pip install . from the source tree into a fresh virtual environment
-# (--system-site-packages: Debian's numpy, h5py and torch), without network
-# (--no-build-isolation --no-index: Debian's meson-python builds it), and the
-# wheel of the same build into a second one; then the package's tests run
-# against each installed package and the library inside it, with no
-# PYTHONPATH to the source and no FP4SCOPE_LIB. The fp4-* tools they compare
-# with are this build's. -Dcuda=disabled: the CPU proof (the GPU machine's is
-# scripts/device/py_check.sh). One compile serves both (builddir).
+# README.md's install commands (the block after "Install it with pip", as
+# written there: a fresh virtual environment with --system-site-packages for
+# Debian's numpy, h5py and torch; pip install . and pip wheel . without
+# network, --no-build-isolation --no-index: Debian's meson-python builds it),
+# run with this test's python3 for "python3", $T/venv for ~/venv/fp4 and a
+# copy of the source tree as the working directory; the wheel is installed
+# alone into a second environment. Then the package's tests run against each
+# installed package and the library inside it, with no PYTHONPATH to the
+# source and no FP4SCOPE_LIB; the fp4-* tools they compare with are this
+# build's. Each pip command gets two build options: one build directory for
+# both, and -Dcuda=disabled (the CPU proof; the GPU machine's is
+# scripts/device/py_check.sh). The installed package must hold every module
+# of tools/python/fp4scope (tools/python/meson.build lists them).
 set -eu
 . "$(dirname "$0")/../python.sh"
 SRC=${FP4S_SRCDIR:?}
@@ -16,39 +21,60 @@ if ! "$PY" -c 'import mesonpy' 2>/dev/null; then
 fi
 T=$(mktemp -d "${TMPDIR:-/tmp}/fp4s-pip.XXXXXX")
 trap 'rm -rf "$T"' EXIT INT TERM
-if ! "$PY" -m venv --system-site-packages "$T/venv" > "$T/venv.log" 2>&1; then
-    cat "$T/venv.log" >&2
-    echo "SKIP: $PY -m venv cannot make an environment (Debian: python3-venv)" >&2
-    exit 77
+# shellcheck disable=SC2016
+readme=$(sed -n '/^Install it with pip from the source tree/,/^`--system-site-packages`/p' "$SRC/README.md" |
+    sed -n 's/^    //p')
+if [ "$(printf '%s\n' "$readme" | grep -c .)" -ne 3 ]; then
+    printf '%s\n' "$readme" >&2
+    echo "README.md: expected 3 indented install commands after 'Install it with pip'" >&2
+    exit 1
 fi
-"$PY" -m venv --system-site-packages "$T/venv2"
-unset FP4SCOPE_LIB PYTHONPATH
 # pip builds from a copy: meson-python 0.12 writes .mesonpy-native-file.ini into
 # the tree it builds, and the tests must not change the source tree
 mkdir "$T/src"
 tar -C "$SRC" --exclude=./.git --exclude='./build*' --exclude='./_build*' --exclude=./.device \
     --exclude='./.mesonpy*' -cf - . | tar -C "$T/src" -xf -
+unset FP4SCOPE_LIB PYTHONPATH
 cfg="--config-settings=builddir=$T/build --config-settings=setup-args=-Dcuda=disabled"
-# shellcheck disable=SC2086
-"$T/venv/bin/python" -m pip install --no-build-isolation --no-index $cfg "$T/src" > "$T/pip.log" 2>&1 ||
-    { tail -40 "$T/pip.log"; echo "pip install . failed" >&2; exit 1; }
-# shellcheck disable=SC2086
-"$T/venv/bin/python" -m pip wheel --no-build-isolation --no-index --no-deps $cfg -w "$T/dist" "$T/src" \
-    > "$T/wheel.log" 2>&1 || { tail -40 "$T/wheel.log"; echo "pip wheel . failed" >&2; exit 1; }
-"$T/venv2/bin/python" -m pip install --no-index --no-deps "$T"/dist/fp4scope-*.whl > "$T/pip2.log" 2>&1 ||
+printf '%s\n' "$readme" > "$T/readme.txt"
+i=0
+while IFS= read -r line; do
+    i=$((i + 1))
+    cmd=$(printf '%s' "${line%%#*}" | sed -e "s|~/venv/fp4|$T/venv|g" -e 's/[[:space:]]*$//')
+    case $cmd in
+    "python3 -m venv "*)
+        if ! (cd "$T/src" && eval "\"\$PY\" ${cmd#python3 }") > "$T/cmd$i.log" 2>&1; then
+            cat "$T/cmd$i.log" >&2
+            echo "SKIP: $PY -m venv cannot make an environment (Debian: python3-venv)" >&2
+            exit 77
+        fi ;;
+    *"/bin/pip "*)
+        echo "README: $line"
+        (cd "$T/src" && eval "$cmd $cfg") > "$T/cmd$i.log" 2>&1 ||
+            { tail -40 "$T/cmd$i.log"; echo "README.md's '$line' failed" >&2; exit 1; } ;;
+    *) echo "README.md: an install command this test does not know: $line" >&2; exit 1 ;;
+    esac
+done < "$T/readme.txt"
+"$PY" -m venv --system-site-packages "$T/venv2"
+ls "$T/src/dist"
+"$T/venv2/bin/python" -m pip install --no-index --no-deps "$T"/src/dist/fp4scope-*.whl > "$T/pip2.log" 2>&1 ||
     { tail -40 "$T/pip2.log"; echo "installing the wheel failed" >&2; exit 1; }
-ls "$T/dist"
 want=$(sed -n 's/^#define FP4S_VERSION_STRING "\(.*\)"$/\1/p' "$SRC/lib/include/fp4scope/version.h")
 for v in venv venv2; do
-    # the installed package, its own library, the library's version
-    (cd "$T" && "$T/$v/bin/python" - "$T/$v" "$want" <<'PY'
+    # the installed package, its own library, the library's version, every module
+    (cd "$T" && "$T/$v/bin/python" - "$T/$v" "$want" "$SRC/tools/python/fp4scope" <<'PY'
 import importlib.metadata, os, sys
 import fp4scope
-root, want = sys.argv[1], sys.argv[2]
+root, want, src = sys.argv[1:4]
 assert fp4scope.__file__.startswith(root), fp4scope.__file__
-assert fp4scope.lib_path() == os.path.join(os.path.dirname(fp4scope.__file__), "libfp4scope.so"), fp4scope.lib_path()
+here = os.path.dirname(fp4scope.__file__)
+assert fp4scope.lib_path() == os.path.join(here, "libfp4scope.so"), fp4scope.lib_path()
 assert fp4scope.__version__ == want == importlib.metadata.version("fp4scope"), (fp4scope.__version__, want)
-print("%s: fp4scope %s from %s" % (os.path.basename(root), fp4scope.__version__, fp4scope.lib_path()))
+mods = lambda d: sorted(f for f in os.listdir(d) if f.endswith(".py"))
+missing = sorted(set(mods(src)) - set(mods(here)))
+assert not missing, "not installed (tools/python/meson.build): %s" % ", ".join(missing)
+print("%s: fp4scope %s from %s, %d modules" % (os.path.basename(root), fp4scope.__version__, fp4scope.lib_path(),
+                                               len(mods(here))))
 PY
     )
 done
