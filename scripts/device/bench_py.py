@@ -26,7 +26,16 @@ without a monitor and with fp4scope.Monitor(every=K, channels=True) on every
 linear layer, alternating blocks of K steps so that drift hits both alike.
 Overhead = (mean step with monitor / mean step without) - 1, over whole
 windows of K steps (one monitored step each).
-  RESULT monitor params steps every base_ms monitored_ms overhead_pct"""
+  RESULT monitor params steps every base_ms monitored_ms overhead_pct
+
+compare: the package against the C benchmark (bench/bench_cuda's RESULT
+lines, same size, same profiles): the C time of quantize is its tensor amax
+(where the format has a tensor scale) plus the packed quantize kernel, of
+fake_quant that plus the packed dequantize kernel (bench_cuda times the
+dequantize once, from float32 codes; its input dtype does not matter). The
+target: within 10% (package / C <= 1.10); the monitor's: under 2%.
+    python3 scripts/device/bench_py.py compare QUANT_LOG MONITOR_LOG CUDA_LOG...
+  RESULT vs_c OP DTYPE PROFILE package_ms c_ms ratio PASS|FAIL"""
 import argparse
 import ctypes
 import statistics
@@ -200,7 +209,76 @@ def bench_monitor(args):
                                                       100 * (m / b - 1)))
 
 
+C_LABEL = {"te": "nvfp4-te", "ocp": "mxfp4-floor(ocp)"}
+
+
+def read_results(paths):
+    out = []
+    for p in paths:
+        try:
+            with open(p) as f:
+                out += [line.split() for line in f if line.startswith("RESULT ")]
+        except OSError as e:
+            print("bench_py compare: %s: %s" % (p, e))
+    return out
+
+
+def compare(args):
+    """Print the package's times against the C benchmark's; exit 1 if a
+    target is missed or a number is missing."""
+    ok = True
+    pk = read_results([args.quant_log])
+    c = {}
+    for r in read_results(args.cuda_logs):
+        # RESULT op dtype layout label... median_ms GB/s of_copy (labels may hold spaces)
+        if len(r) < 8 or r[-3] == "MISMATCH":
+            continue
+        op, dt, lay, label = r[1], r[2], r[3], " ".join(r[4:-3])
+        if op in ("quantize", "dequantize") and lay == "bytes":
+            continue
+        c[(op, dt, label)] = float(r[-3])
+    print("%-10s %-8s %-4s %11s %9s %7s  %s" % ("op", "dtype", "prof", "package ms", "C ms", "ratio", "target <= 1.10"))
+    for r in pk:
+        if len(r) < 9 or r[1] != "quant":
+            continue
+        op, dt, prof, ms = r[2], r[3], r[4], float(r[5])
+        label = C_LABEL.get(prof)
+        parts = [("quantize", dt, label)]
+        if prof == "te":
+            parts.insert(0, ("amax", dt, "tensor amax (incl. sync)"))
+        if op == "fake_quant":
+            parts.append(("dequantize", "float32", label))
+        missing = [p for p in parts if p not in c]
+        if missing:
+            print("%-10s %-8s %-4s %11.3f %9s %7s  MISSING (bench_cuda gave no %s)" % (
+                op, dt, prof, ms, "-", "-", "; ".join(" ".join(m) for m in missing)))
+            ok = False
+            continue
+        cms = sum(c[p] for p in parts)
+        verdict = "PASS" if ms / cms <= 1.10 else "FAIL"
+        ok &= verdict == "PASS"
+        print("%-10s %-8s %-4s %11.3f %9.3f %7.3f  %s" % (op, dt, prof, ms, cms, ms / cms, verdict))
+        print("RESULT vs_c %s %s %s %.3f %.3f %.3f %s" % (op, dt, prof, ms, cms, ms / cms, verdict))
+    mon = [r for r in read_results([args.monitor_log]) if len(r) >= 8 and r[1] == "monitor"]
+    if not mon:
+        print("monitor: no RESULT line: FAIL")
+        ok = False
+    for r in mon:
+        pct = float(r[7])
+        verdict = "PASS" if pct < 2.0 else "FAIL"
+        ok &= verdict == "PASS"
+        print("monitor: %.1fM parameters, every %s steps over %s steps: %s ms -> %s ms a step, overhead %.2f%% "
+              "(target < 2%%): %s" % (int(r[2]) / 1e6, r[4], r[3], r[5], r[6], pct, verdict))
+    sys.exit(0 if ok else 1)
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "compare":
+        ap = argparse.ArgumentParser(prog="bench_py.py compare")
+        ap.add_argument("quant_log")
+        ap.add_argument("monitor_log")
+        ap.add_argument("cuda_logs", nargs="+")
+        compare(ap.parse_args(sys.argv[2:]))
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["quant", "monitor"])
     ap.add_argument("--rows", type=int, default=262144)
