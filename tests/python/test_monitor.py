@@ -261,6 +261,72 @@ def test_monitor_wandb_and_torch_summary_writer():
                 sys.modules[k] = v
 
 
+def test_monitor_gemms_fused_experts():
+    """gemms=True: real model code (a fused 3-D expert stack multiplied by
+    F.linear(x, W[e]), a plain nn.Linear) seen through the functional GEMM
+    patches; every site's numbers are decompose()'s of the rows the model
+    multiplied, recorded by the model itself."""
+    need_torch()
+    F = torch.nn.functional
+
+    class Experts(torch.nn.Module):
+        def __init__(self, e, d):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(e, d, d) / 8)
+
+    class FusedMoE(torch.nn.Module):
+        def __init__(self, d=64, e=4):
+            super().__init__()
+            self.attn = torch.nn.Linear(d, d)
+            self.router = torch.nn.Linear(d, e, bias=False)
+            self.experts = Experts(e, d)
+            self.seen = None
+
+        def forward(self, x):
+            h = x + self.attn(x)
+            choice = self.router(h).argmax(-1)
+            out = torch.zeros_like(h)
+            for i in range(self.experts.w.shape[0]):
+                idx = (choice == i).nonzero().flatten()
+                if len(idx):
+                    rows = h[idx]
+                    if self.seen is not None:
+                        self.seen.setdefault("experts.%d.w" % i, []).append(rows.detach().clone())
+                    out[idx] = F.linear(rows, self.experts.w[i])
+            if self.seen is not None:
+                self.seen.setdefault("attn", []).append(x.detach().clone())
+                self.seen.setdefault("router", []).append(h.detach().clone())
+            return out
+    torch.manual_seed(0)
+    model = FusedMoE()
+    expect_error(lambda: fp4scope.Monitor(model, "nvfp4", "te", sites="nothing*", gemms=True), "nothing*")
+    linear = F.linear
+    mon = fp4scope.Monitor(model, "nvfp4", "te", every=2, gemms=True, logdir=os.path.join(TMP, "mon_gemms"))
+    gen = torch.Generator().manual_seed(3)
+    seen = {}
+    for step in range(4):
+        model.seen = {} if step % 2 == 0 else None
+        with mon.step(step):
+            model(torch.randn(96, 64, generator=gen)).sum().backward()
+        if model.seen is not None:
+            seen[step] = model.seen
+    mon.close()
+    rows = [r for r in mon.records if r["site"] != "all"]
+    assert {r["step"] for r in rows} == {0, 2}
+    sites = {r["site"] for r in rows}
+    assert {"attn", "router"} <= sites and any(s.startswith("experts.") for s in sites), sites
+    for r in rows:
+        xs = seen[r["step"]][r["site"]]
+        assert r["calls"] == len(xs) == 1, (r, len(xs))
+        d = fp4scope.decompose(xs[0], "nvfp4", "te")
+        for f in fp4scope.monitor.FIELDS:
+            assert r[f] == d[f] or (math.isnan(r[f]) and math.isnan(d[f])), (r["site"], f, r[f], d[f])
+    # every expert that got rows is a site; the patches are gone after the step
+    for step, s in seen.items():
+        assert {n for n in s} == {r["site"] for r in rows if r["step"] == step}
+    assert F.linear is linear
+
+
 def test_monitor_cuda_matches_cpu():
     need_torch()
     if "cuda" not in devices():

@@ -21,6 +21,14 @@ is quantized with its own tensor scale, as the engine's GEMM call would be;
 the calls of a site in one step are merged exactly (the same bits for any
 order and split). The hooks exist only during monitored steps.
 
+gemms=True sees real model code instead of nn.Linear modules: during
+monitored steps fp4scope.capture_gemms' patches (torch.nn.functional.linear,
+matmul, mm, bmm, _grouped_mm; see fp4scope.functional) give the Monitor the
+input of every GEMM whose weight is a parameter matching `sites` (a 2-D
+weight P.weight is the site P, as with nn.Linear, which calls F.linear; an
+expert e of a fused 3-D stack P.experts.w the site P.experts.<e>.w). Sites
+then appear as they are first called.
+
 At the end of a monitored step (the next step(), end_step() or close()):
   - per site and for the whole model (every site merged): the decomposition's
     fields (relative_error, ratio_scale, ratio_deadzone, ratio_grid,
@@ -64,6 +72,29 @@ FIELDS = ("relative_error", "ratio_scale", "ratio_deadzone", "ratio_grid", "dead
           "clip_fraction", "underflow_fraction", "snr_db", "amax")
 
 
+class _GemmSink:
+    """What fp4scope.functional's GEMM capture puts rows into, standing in
+    for a Capture: the rows of a site go to the Monitor's accumulators."""
+    path = "fp4scope.Monitor"
+    _tokens = None
+
+    def __init__(self, mon):
+        self.mon = mon
+
+    @property
+    def current_step(self):
+        return self.mon.step_no if self.mon.monitored else None
+
+    def _put_rows(self, step, site, side, rows):
+        self.mon._observe(self.mon._site(site), rows)
+
+    def put(self, *args, **kwargs):       # weights: the capture's business, not the Monitor's
+        pass
+
+    def _watch(self, x):
+        pass
+
+
 class _Site:
     __slots__ = ("name", "module", "step_acc", "run_acc", "skipped", "calls")
 
@@ -80,11 +111,12 @@ class Monitor:
     sites: glob of module names; side: the capture side ("trainer" or
     "rollout"); channels: group by channel (False: tensor summaries only);
     ratio: the compensation set of top_share; prefix: the TensorBoard tag
-    prefix."""
+    prefix; gemms: see the functional GEMMs of real model code instead of
+    hooking nn.Linear modules."""
 
     def __init__(self, model, fmt="nvfp4", profile=None, *, every=10, sites="*", logdir=None, capture=None,
                  stats_only=True, stats=None, side="trainer", channels=True, ratio=0.125, wandb=None,
-                 prefix="fp4", names="verl"):
+                 prefix="fp4", names="verl", gemms=False):
         import torch
         self.spec = spec_of(fmt, profile)
         if self.spec.format == "fp8":
@@ -97,11 +129,18 @@ class Monitor:
         self.side, self.channels, self.ratio, self.prefix, self.names = side, bool(channels), ratio, prefix, names
         self.by = "channel" if self.channels else "tensor"
         self.sites = {}
-        for name, mod in model.named_modules():
-            if isinstance(mod, torch.nn.Linear) and name and fnmatch.fnmatchcase(name, sites):
-                self.sites[name] = _Site(name, mod)
-        if not self.sites:
-            raise FP4SError(-12, "Monitor: no nn.Linear matches '%s'" % sites)
+        self._model, self._glob, self.gemms = model, sites, bool(gemms)
+        self._gemm = None
+        if self.gemms:
+            from .functional import capture_gemms
+            self._sink = _GemmSink(self)
+            capture_gemms(self._sink, model, side, names=sites)     # refuses a glob that matches nothing
+        else:
+            for name, mod in model.named_modules():
+                if isinstance(mod, torch.nn.Linear) and name and fnmatch.fnmatchcase(name, sites):
+                    self.sites[name] = _Site(name, mod)
+            if not self.sites:
+                raise FP4SError(-12, "Monitor: no nn.Linear matches '%s'" % sites)
         self._hooks = []
         self.step_no = None
         self.monitored = False
@@ -163,9 +202,20 @@ class Monitor:
         self._end()
 
     def _begin(self):
+        self._model_acc = Decomposer.rollup(self.spec)
+        if self.gemms:
+            from .functional import capture_gemms
+            self._gemm = capture_gemms(self._sink, self._model, self.side, names=self._glob)
+            self._gemm.__enter__()
+            return
         for s in self.sites.values():
             self._hooks.append(s.module.register_forward_pre_hook(self._hook_for(s)))
-        self._model_acc = Decomposer.rollup(self.spec)
+
+    def _site(self, name):
+        s = self.sites.get(name)
+        if s is None:
+            s = self.sites[name] = _Site(name, None)
+        return s
 
     def _hook_for(self, site):
         def pre_hook(module, inputs):
@@ -211,6 +261,9 @@ class Monitor:
             self._cap_dirty = True
 
     def _end_hooks(self):
+        if self._gemm is not None:
+            self._gemm.__exit__(None, None, None)
+            self._gemm = None
         for h in self._hooks:
             h.remove()
         self._hooks = []
