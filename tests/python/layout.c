@@ -82,7 +82,7 @@ int main(void)
     F(fp4s_compare_site, mismatch_rel); F(fp4s_compare_site, contrib); F(fp4s_compare_site, ch_input_rel_diff);
     F(fp4s_compare_site, ch_code_flips); F(fp4s_compare_site, ch_scale_flips);
     F(fp4s_compare_site, ch_amplification); F(fp4s_compare_site, ch_contrib); F(fp4s_compare_site, ch_energy);
-    F(fp4s_compare_site, reserved);
+    F(fp4s_compare_site, rollout_only); F(fp4s_compare_site, trainer_only); F(fp4s_compare_site, reserved);
     Z(fp4s_remedy_eval_opts);
     F(fp4s_remedy_eval_opts, dz_tie); F(fp4s_remedy_eval_opts, decompose); F(fp4s_remedy_eval_opts, accel);
     F(fp4s_remedy_eval_opts, device); F(fp4s_remedy_eval_opts, reserved);

@@ -29,7 +29,7 @@ GROUP_TENSOR, GROUP_BLOCK, GROUP_ROW, GROUP_CHANNEL = 0, 1, 2, 3
 HIST_DELTA, HIST_ERROR = 0, 1
 HIST_BINS = 160
 COVERAGE_POINTS = 16
-CMP_COUNT = 4
+CMP_COUNT = 5
 MM_METRIC_SLOTS = 64
 NAMES_PROFILE = 9
 PACK_PAIRS, PACK_SPLIT = 0, 1
@@ -235,7 +235,8 @@ class CompareSite(c.Structure):
                 ("mismatch2", _f64), ("ref2", _f64), ("mismatch_rel", _f64), ("contrib", _f64 * CMP_COUNT),
                 ("ch_input_rel_diff", c.POINTER(_f64)), ("ch_code_flips", c.POINTER(_f64)),
                 ("ch_scale_flips", c.POINTER(_f64)), ("ch_amplification", c.POINTER(_f64)),
-                ("ch_contrib", c.POINTER(_f64)), ("ch_energy", c.POINTER(_f64)), ("reserved", _u32 * 8)]
+                ("ch_contrib", c.POINTER(_f64)), ("ch_energy", c.POINTER(_f64)), ("rollout_only", _sz),
+                ("trainer_only", _sz), ("reserved", _u32 * 2)]
 
 
 class RemedyEvalOpts(c.Structure):

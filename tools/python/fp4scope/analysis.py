@@ -275,8 +275,10 @@ def _weight_spec(act, tile2d):
 def compare(rollout, trainer, weight, fmt="nvfp4", profile=None, *, weight_tile2d=-1, dz_tie="spec"):
     """fp4-compare on one site: the mismatch of the rollout's W4A4 output
     against the asymmetric-QAT trainer, D = Qa(X_r) Qw(W)^T - X_t Qw(W)^T,
-    split exactly by component (input, scale, deadzone, grid) and channel.
-    rollout and trainer: [m, K] activations of the same tokens; weight [N, K]."""
+    split exactly by component (input, scale, deadzone, grid; routing, the
+    tokens one side alone routed to an MoE expert, is 0 here: the two sides
+    hold the same tokens) and channel. rollout and trainer: [m, K]
+    activations of the same tokens; weight [N, K]."""
     spec = spec_of(fmt, profile)
     wt = _weight_spec(spec, weight_tile2d)
     xr, vr = _host_f32(rollout, "rollout")
