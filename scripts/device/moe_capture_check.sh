@@ -18,7 +18,9 @@ B=${FP4S_CAPCHECK_BUILD:-build-capcheck}
 OUT=${OUT:-$(pwd)/out-capcheck}
 . scripts/gpu/build.sh
 start=$(date +%s)
-gpu_build "$B" "-Dtests=disabled -Dgsl=disabled -Dcuda=disabled -Dmpi=disabled" libfp4scope.so tools/fp4-capture
+# the library's ninja target is its versioned file (libfp4scope.so is a link)
+gpu_build "$B" "-Dtests=disabled -Dgsl=disabled -Dcuda=disabled -Dmpi=disabled" \
+    "libfp4scope.so.$(sh scripts/version.sh)" tools/fp4-capture
 echo "build: $(( $(date +%s) - start )) s"
 export FP4SCOPE_LIB="$(pwd)/$B/libfp4scope.so"
 export PATH="$(pwd)/$B/tools:$PATH"
