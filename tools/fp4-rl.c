@@ -30,7 +30,8 @@ enum {
     OPT_GROUP, OPT_TEMP, OPT_LR, OPT_BETA1, OPT_BETA2, OPT_WD, OPT_GCLIP, OPT_CLIP, OPT_MINIB, OPT_IS,
     OPT_ISCAP, OPT_SFT_LR, OPT_SFT_BATCH, OPT_SFT_MAX, OPT_SFT_TARGET, OPT_SFT_EVERY, OPT_EVAL_EVERY,
     OPT_EVAL_PROMPTS, OPT_ACT_EVERY, OPT_ACT_SITES, OPT_ACT_SEQS, OPT_MICRO, OPT_SHARD, OPT_STATS,
-    OPT_AQN_END, OPT_AQN_STAGES, OPT_DEMO, OPT_DEMO_RUNS, OPT_SEEDS
+    OPT_AQN_END, OPT_AQN_STAGES, OPT_DEMO, OPT_DEMO_RUNS, OPT_SEEDS,
+    OPT_OUTLIERS, OPT_OGAIN, OPT_OFRAC, OPT_GSIGMA
 };
 
 static const struct option longopts[] = {
@@ -84,6 +85,10 @@ static const struct option longopts[] = {
     {"demo", no_argument, NULL, OPT_DEMO},
     {"demo-runs", required_argument, NULL, OPT_DEMO_RUNS},
     {"seeds", required_argument, NULL, OPT_SEEDS},
+    {"outliers", required_argument, NULL, OPT_OUTLIERS},
+    {"outlier-gain", required_argument, NULL, OPT_OGAIN},
+    {"outlier-frac", required_argument, NULL, OPT_OFRAC},
+    {"gain-sigma", required_argument, NULL, OPT_GSIGMA},
     {"output", required_argument, NULL, 'o'},
     CLI_COMMON_LONGOPTS
     {NULL, 0, NULL, 0},
@@ -109,6 +114,8 @@ static void usage(void)
            "  --task T            sort or add (sort)\n"
            "  --width D --layers L --heads H --experts E --top-k K --expert-hidden F (128 2 4 4 2 2D)\n"
            "  --aux-coef A        load-balancing coefficient (0)\n"
+           "  --outliers on|none  outlier channels in the norm gains (on), none: the control\n"
+           "  --outlier-gain G --outlier-frac F --gain-sigma S   their shape (20 0.01 0.5)\n"
            "GRPO:\n"
            "  --steps N           RL steps (200)\n"
            "  --prompts P --group G  prompts per step and samples per prompt (64, 8)\n"
@@ -610,6 +617,7 @@ static char *job_err(demo_ctx *c, size_t j) { return demo_job(c, j)->err; }
 /* What the summary keeps of one run. */
 typedef struct demo_row {
     double r0, r1, m0, m1, a0, a1, sps;
+    double kurt, oratio, etop;  /* the outlier measures at the first evaluation */
     char onset[32];
     bool onset_found;
     int64_t onset_step;
@@ -895,6 +903,9 @@ static int run_demo(tool *t)
                 row->a1 = res->st[k].acc_trainer;
             }
         row->sps = res->seconds > 0 ? n / res->seconds : NAN;
+        row->kurt = row->oratio = row->etop = NAN;
+        for (int k = 0; k < n && isnan(row->kurt); k++)
+            row->kurt = res->st[k].act_kurtosis, row->oratio = res->st[k].act_outlier_ratio, row->etop = res->st[k].err_top1;
         row->onset_found = orc == 0 && on.found;
         row->onset_step = on.step;
         if (row->onset_found) snprintf(row->onset, sizeof row->onset, "%lld", (long long)on.step);
@@ -934,6 +945,9 @@ static int run_demo(tool *t)
             json_object_set_new(j, "reward_last", cli_json_real(row->r1));
             json_object_set_new(j, "mismatch_first", cli_json_real(row->m0));
             json_object_set_new(j, "mismatch_last", cli_json_real(row->m1));
+            json_object_set_new(j, "act_kurtosis_first", cli_json_real(row->kurt));
+            json_object_set_new(j, "act_outlier_ratio_first", cli_json_real(row->oratio));
+            json_object_set_new(j, "err_top1_first", cli_json_real(row->etop));
             json_array_append_new(jruns, j);
         }
         fprintf(f, "reward, mismatch: means of the first and last %s; onset: fp4-mismatch's, on mean_abs; "
@@ -943,6 +957,14 @@ static int run_demo(tool *t)
     } else {
         seeds_summary(&c, rows, f, jruns);
         fprintf(f, "%.0f s in all\n", rl_wall() - t0);
+    }
+    {
+        double kk = 0, rr = 0, ee = 0;
+        for (size_t j = 0; j < njobs; j++) kk += rows[j].kurt / njobs, rr += rows[j].oratio / njobs, ee += rows[j].etop / njobs;
+        fprintf(f, "outlier structure (--outlier-gain %g --outlier-frac %g --gain-sigma %g): the trainer's inputs of "
+                "qkv_proj and the experts at the first evaluation, mean over the runs: kurtosis %.3g, largest channel "
+                "RMS %.3g times the median, %.3g of the NVFP4 error energy in the top 1%% of channels\n",
+                c.base.outlier_gain, c.base.outlier_frac, c.base.gain_sigma, kk, rr, ee);
     }
     if (fclose(f)) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
     snprintf(path, sizeof path, "%s/summary.txt", t->out);
@@ -1053,6 +1075,13 @@ static void parse(int argc, char **argv, tool *t)
         case OPT_DEMO: t->demo = true; break;
         case OPT_DEMO_RUNS: t->demo_runs = optarg; break;
         case OPT_SEEDS: t->seeds = (int)cli_parse_int("--seeds", optarg, 1, 1000); break;
+        case OPT_OUTLIERS:
+            if (!strcmp(optarg, "none")) o->outlier_gain = 1, o->outlier_frac = 0, o->gain_sigma = 0;
+            else if (strcmp(optarg, "on")) cli_usage("--outliers: expected on or none, got '%s'", optarg);
+            break;
+        case OPT_OGAIN: o->outlier_gain = cli_parse_double("--outlier-gain", optarg, 1, 1000); break;
+        case OPT_OFRAC: o->outlier_frac = cli_parse_double("--outlier-frac", optarg, 0, 0.5); break;
+        case OPT_GSIGMA: o->gain_sigma = cli_parse_double("--gain-sigma", optarg, 0, 3); break;
         case 'o': t->out = optarg; break;
         default:
             if (!cli_common_option(c, optarg, &common)) cli_usage("unknown option");

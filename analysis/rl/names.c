@@ -24,6 +24,7 @@ void fp4s_rl_opts_defaults(fp4s_rl_opts *o)
         .sft_lr = 1e-3, .sft_batch = 256, .sft_max_steps = 1000, .sft_target = 0.4, .sft_check_every = 10,
         .eval_every = 10, .eval_prompts = 256, .act_every = 50, .act_seqs = 16,
         .micro_batch = 64, .shard = 64,
+        .outlier_gain = 20, .outlier_frac = 0.01, .gain_sigma = 0.5,
     };
     snprintf(o->act_sites, sizeof o->act_sites, "%s",
              "layers.0.self_attn.qkv_proj,layers.*.mlp.experts.0.*,lm_head");
@@ -135,6 +136,9 @@ int fp4s_rl_opts_check(const fp4s_rl_opts *o)
         return fp4s_error_set(FP4S_EINVAL, "rl: width and expert_hidden must be multiples of 32 "
                               "(the MXFP4 block)");
     RANGE_D(aux_coef, 0, 10)
+    RANGE_D(outlier_gain, 1, 1000)
+    RANGE_D(outlier_frac, 0, 0.5)
+    RANGE_D(gain_sigma, 0, 3)
     if ((unsigned)o->trainer > FP4S_RL_TRAINER_FP32) return fp4s_error_set(FP4S_EINVAL, "rl: bad trainer");
     if ((unsigned)o->rollout > FP4S_RL_ROLLOUT_FP32) return fp4s_error_set(FP4S_EINVAL, "rl: bad rollout");
     bool quant = o->rollout == FP4S_RL_ROLLOUT_FP8 || o->rollout == FP4S_RL_ROLLOUT_MXFP4 ||
@@ -222,6 +226,9 @@ static const struct {
     S(resp_len, "mean response length (tokens)"),
     S(aux, "load-balancing term per layer"),
     S(aqn_sigma, "aqn noise of the rollout"),
+    S(act_kurtosis, "kurtosis of the linear layers' inputs (trainer, eval steps)"),
+    S(act_outlier_ratio, "largest over median channel RMS of those inputs"),
+    S(err_top1, "share of their NVFP4 error energy in the top 1% of channels"),
     S(t_rollout, "rollout wall time (s)"),
     S(t_train, "trainer wall time (s)"),
     S(t_eval, "evaluation wall time (s)"),

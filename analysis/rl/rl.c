@@ -128,6 +128,42 @@ static void aqn_stage(fp4s_rl *r, int64_t step)
 }
 
 /* ---- open / close --------------------------------------------------------------------------------- */
+/* The outlier structure (fp4s_rl_opts, fp4-rl(1) OUTLIERS): every RMSNorm
+ * gain starts at exp(gain_sigma z), z standard normal drawn per norm and
+ * channel, and the k outlier channels (the k smallest rl_hash(seed,
+ * STREAM_INIT, 1, c): the same channels in every norm, as the outlier
+ * dimensions of a residual stream are) start outlier_gain times larger. The
+ * gains are trained like the other weights (without decay), so the
+ * structure is the policy's own from then on. With the control values every
+ * gain is exactly 1. */
+static void init_gains(fp4s_rl *r)
+{
+    const rl_layout *y = &r->lay;
+    size_t C = (size_t)r->cfg.C, k = 0;
+    if (r->o.outlier_frac > 0) {
+        k = (size_t)lround(r->o.outlier_frac * (double)C);
+        if (k < 1) k = 1;
+    }
+    bool *out = calloc(C, sizeof *out);
+    if (!out) return; /* alloc_all's arrays are much larger: not reached after it succeeded */
+    for (size_t j = 0; j < k; j++) { /* the next smallest hash */
+        size_t best = C;
+        for (size_t c = 0; c < C; c++)
+            if (!out[c] && (best == C || rl_hash(r->o.seed, STREAM_INIT, 1, c) < rl_hash(r->o.seed, STREAM_INIT, 1, best)))
+                best = c;
+        out[best] = true;
+    }
+    size_t norms[2 * RL_MAX_LAYERS + 1], nn = 0;
+    for (int l = 0; l < r->cfg.L; l++) norms[nn++] = y->l[l].ln1, norms[nn++] = y->l[l].ln2;
+    norms[nn++] = y->lnf;
+    for (size_t n = 0; n < nn; n++)
+        for (size_t c = 0; c < C; c++) {
+            double g = exp(r->o.gain_sigma * rl_gauss(r->o.seed, STREAM_INIT, 2 + n, c));
+            r->P[norms[n] + c] = (float)(out[c] ? g * r->o.outlier_gain : g);
+        }
+    free(out);
+}
+
 static void init_weights(fp4s_rl *r)
 {
     const rl_layout *y = &r->lay;
@@ -140,6 +176,7 @@ static void init_weights(fp4s_rl *r)
                 sd = res;
         r->P[i] = rl_param_is_gain(y, &r->cfg, i) ? 1.0f : (float)(sd * rl_gauss(r->o.seed, STREAM_INIT, 0, i));
     }
+    init_gains(r);
 }
 
 static int alloc_all(fp4s_rl *r)
@@ -404,6 +441,75 @@ static int passa_piece(void *arg, size_t begin, size_t end, int worker)
         if (j->record) record_trainer(r, &w->acts, &b, s0);
     }
     return 0;
+}
+
+/* The outlier structure of the trainer's activations (fp4s_rl_stats
+ * act_kurtosis, act_outlier_ratio, err_top1): a forward of the step's first
+ * micro-batch on worker 0, then the inputs of qkv_proj and of the experts of
+ * every layer. */
+static int cmp_desc(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x < y) - (x > y);
+}
+
+static int outlier_stats(fp4s_rl *r, const tr_src *src, fp4s_rl_stats *st)
+{
+    rl_worker *w = &r->workers[0];
+    size_t s1 = r->B < (size_t)r->o.micro_batch ? r->B : (size_t)r->o.micro_batch, C = (size_t)r->cfg.C;
+    size_t L = (size_t)r->cfg.L, k = C / 100 > 1 ? C / 100 : 1;
+    rl_batch b;
+    int rc = mbuf_build(r, &r->mbuf[0], src, 0, s1, &b);
+    if (rc) return rc;
+    rl_ctx x = {.cfg = &r->cfg, .lay = &r->lay, .P = r->P, .lin = &r->lin_tr, .ws = &w->ws};
+    if ((rc = rl_forward(&x, &b, &w->acts, NULL, NULL, NULL))) return rc;
+    size_t M = b.M;
+    fp4s_spec sp;
+    if ((rc = fp4s_spec_profile(&sp, FP4S_NVFP4, fp4s_default_profile(FP4S_NVFP4)))) return rc;
+    float *q = malloc(M * C * sizeof *q);
+    double *e = malloc(C * sizeof *e), *ms = malloc(C * sizeof *ms);
+    if (!q || !e || !ms) {
+        rc = fp4s_error_set(FP4S_ENOMEM, "rl: out of memory");
+        goto done;
+    }
+    double kurt = 0, ratio = 0, top = 0;
+    for (size_t t = 0; t < 2 * L; t++) {
+        const float *X = (t < L ? w->acts.ln1 : w->acts.ln2) + (t % L) * M * C;
+        double mean = 0, m2 = 0, m4 = 0, n = (double)(M * C);
+        for (size_t i = 0; i < M * C; i++) mean += X[i];
+        mean /= n;
+        for (size_t i = 0; i < M * C; i++) {
+            double d = (X[i] - mean) * (X[i] - mean);
+            m2 += d;
+            m4 += d * d;
+        }
+        kurt += m2 > 0 ? (m4 / n) / ((m2 / n) * (m2 / n)) : NAN;
+        if ((rc = rl_fakequant(&sp, X, M, C, C, q, C, &w->ws))) goto done;
+        double etot = 0;
+        for (size_t c = 0; c < C; c++) e[c] = ms[c] = 0;
+        for (size_t m = 0; m < M; m++)
+            for (size_t c = 0; c < C; c++) {
+                double v = X[m * C + c], d = (double)q[m * C + c] - v;
+                ms[c] += v * v;
+                e[c] += d * d;
+            }
+        for (size_t c = 0; c < C; c++) etot += e[c];
+        qsort(e, C, sizeof *e, cmp_desc);
+        double etop = 0;
+        for (size_t c = 0; c < k; c++) etop += e[c];
+        top += etot > 0 ? etop / etot : NAN;
+        qsort(ms, C, sizeof *ms, cmp_desc);
+        double med = C % 2 ? ms[C / 2] : (ms[C / 2 - 1] + ms[C / 2]) / 2;
+        ratio += med > 0 ? sqrt(ms[0] / med) : NAN;
+    }
+    st->act_kurtosis = kurt / (double)(2 * L);
+    st->act_outlier_ratio = ratio / (double)(2 * L);
+    st->err_top1 = top / (double)(2 * L);
+done:
+    free(q);
+    free(e);
+    free(ms);
+    return rc;
 }
 
 double rl_grpo_loss(const fp4s_rl_opts *o, double logp, double old, double ro, double A, double norm)
@@ -674,6 +780,9 @@ int fp4s_rl_capture_header(const fp4s_rl *r, fp4s_capture *cap)
     AI("rl_expert_hidden", r->cfg.F);
     AI("rl_params", r->lay.total);
     AD("rl_aux_coef", o->aux_coef);
+    AD("rl_outlier_gain", o->outlier_gain);
+    AD("rl_outlier_frac", o->outlier_frac);
+    AD("rl_gain_sigma", o->gain_sigma);
     AI("rl_prompts", o->prompts);
     AI("rl_group", o->group);
     AD("rl_temperature", o->temperature);
@@ -827,7 +936,8 @@ int fp4s_rl_step(fp4s_rl *r, fp4s_capture *cap, fp4s_rl_stats *st)
 {
     if (!r) return fp4s_error_set(FP4S_EINVAL, "rl: step of a NULL handle");
     const fp4s_rl_opts *o = &r->o;
-    fp4s_rl_stats s = {.step = r->step, .acc_rollout = NAN, .acc_trainer = NAN};
+    fp4s_rl_stats s = {.step = r->step, .acc_rollout = NAN, .acc_trainer = NAN, .act_kurtosis = NAN,
+                       .act_outlier_ratio = NAN, .err_top1 = NAN};
     size_t Tp = (size_t)r->task.prompt_len, R = (size_t)r->task.max_resp, B = r->B, G = (size_t)o->group;
     double t0 = rl_now(), p0[RL_T_NT], pr[RL_T_NT];
     prof_sum(r, p0);
@@ -890,6 +1000,7 @@ int fp4s_rl_step(fp4s_rl *r, fp4s_capture *cap, fp4s_rl_stats *st)
     struct passa_job pa = {.r = r, .src = src, .aux = aux, .record = acts};
     if ((rc = fp4s_parallel_dynamic(npa, 1, r->nworkers, passa_piece, &pa))) goto done;
     for (size_t p = 0; p < npa; p++) s.aux += aux[p] / (double)npa / (double)o->layers;
+    if (o->eval_every && r->step % o->eval_every == 0 && (rc = outlier_stats(r, &src, &s))) goto done;
     s.train_tokens = 0;
     for (size_t b = 0; b < B; b++) s.train_tokens += Tp + (uint64_t)r->gen.len[b] - 1;
     /* mismatch statistics of the step's tokens */

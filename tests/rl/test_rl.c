@@ -888,6 +888,93 @@ START_TEST(seed_statistics)
 }
 END_TEST
 
+/* The outlier structure (fp4-rl(1), OUTLIERS): the same outlier channel(s)
+ * in every norm's gains, outlier_gain times the others at the start, every
+ * gain exactly 1 in the control; the step's measures of it equal an
+ * independent recomputation from the captured inputs of qkv_proj and the
+ * router (the same sequences: act_seqs = micro_batch), and tell the two apart. */
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+START_TEST(outlier_structure)
+{
+    double kurt[2], ratio[2];
+    for (int on = 0; on < 2; on++) {
+        fp4s_rl_opts o;
+        tiny_opts(&o);
+        if (!on) o.outlier_gain = 1, o.outlier_frac = 0, o.gain_sigma = 0;
+        o.act_every = 1;
+        o.eval_every = 1;
+        o.act_seqs = o.micro_batch;
+        o.sft_max_steps = 0;
+        snprintf(o.act_sites, sizeof o.act_sites, "*.qkv_proj,*.mlp.gate");
+        /* the gains at the start */
+        fp4s_rl *r;
+        ck_assert_int_eq(fp4s_rl_open(&o, &r), 0);
+        rl_task tk;
+        rl_task_init(&tk, o.task);
+        rl_cfg c = {.V = RL_VOCAB, .T = tk.prompt_len + tk.max_resp - 1, .C = o.width, .L = o.layers, .H = o.heads,
+                    .E = o.experts, .K = o.top_k, .F = 2 * o.width};
+        rl_layout lay;
+        ck_assert_int_eq(rl_layout_init(&lay, &c), 0);
+        ck_assert_uint_eq(lay.total, fp4s_rl_param_count(r));
+        const float *P = fp4s_rl_policy(r);
+        size_t norms[] = {lay.l[0].ln1, lay.l[0].ln2, lay.l[1].ln1, lay.l[1].ln2, lay.lnf}, top = 0;
+        for (size_t n = 0; n < 5; n++) {
+            const float *g = P + norms[n];
+            size_t am = 0;
+            for (size_t i = 1; i < (size_t)o.width; i++) if (g[i] > g[am]) am = i;
+            if (!on) {
+                for (size_t i = 0; i < (size_t)o.width; i++) ck_assert(g[i] == 1.0f);
+                continue;
+            }
+            if (n == 0) top = am;
+            ck_assert_msg(am == top, "norm %zu: the largest gain is channel %zu, not %zu", n, am, top);
+            double rest = 0;
+            for (size_t i = 0; i < (size_t)o.width; i++) if (i != am) rest = fmax(rest, g[i]);
+            ck_assert_msg(g[am] > 3 * rest, "norm %zu: outlier gain %g, next %g", n, g[am], rest);
+        }
+        fp4s_rl_close(&r);
+        rl_layout_free(&lay);
+        fp4s_rl_stats st[2];
+        run_capture(&o, 2, "rl_out.h5", st, 2);
+        /* kurtosis and channel RMS ratio of the 2 L tensors, recomputed */
+        double k = 0, q = 0;
+        for (int t = 0; t < 4; t++) {
+            char path[96];
+            snprintf(path, sizeof path, "/steps/1/layers.%d.%s/trainer", t % 2, t < 2 ? "self_attn.qkv_proj" : "mlp.gate");
+            size_t bytes;
+            float *X = (float *)read_dataset("rl_out.h5", path, &bytes);
+            size_t C = (size_t)o.width, M = bytes / sizeof *X / C;
+            double mean = 0, m2 = 0, m4 = 0, ms[64] = {0};
+            for (size_t i = 0; i < M * C; i++) mean += X[i] / (double)(M * C);
+            for (size_t i = 0; i < M * C; i++) {
+                double d = X[i] - mean;
+                m2 += d * d / (double)(M * C);
+                m4 += d * d * d * d / (double)(M * C);
+                ms[i % C] += (double)X[i] * X[i];
+            }
+            k += m4 / (m2 * m2) / 4;
+            qsort(ms, C, sizeof ms[0], cmp_dbl);
+            q += sqrt(ms[C - 1] / ((ms[C / 2 - 1] + ms[C / 2]) / 2)) / 4;
+            free(X);
+        }
+        ck_assert_msg(fabs(st[1].act_kurtosis - k) < 1e-9 * k, "kurtosis %.12g, recomputed %.12g", st[1].act_kurtosis, k);
+        ck_assert_msg(fabs(st[1].act_outlier_ratio - q) < 1e-9 * q, "ratio %.12g, recomputed %.12g",
+                      st[1].act_outlier_ratio, q);
+        ck_assert(st[1].err_top1 > 0 && st[1].err_top1 <= 1);
+        kurt[on] = k;
+        ratio[on] = q;
+        remove("rl_out.h5");
+    }
+    ck_assert_msg(kurt[0] < 6 && ratio[0] < 3, "control: kurtosis %g, ratio %g", kurt[0], ratio[0]);
+    ck_assert_msg(kurt[1] > 10 && ratio[1] > 8, "outliers: kurtosis %g, ratio %g", kurt[1], ratio[1]);
+}
+END_TEST
+
 /* Bad options are refused with a message naming them. */
 START_TEST(bad_options)
 {
@@ -941,6 +1028,7 @@ static Suite *suite(void)
         CHECK_CASE(step_writes_the_schema),
         CHECK_CASE(capture_weights_are_the_steps_own),
         CHECK_CASE(seed_statistics),
+        CHECK_CASE(outlier_structure),
         CHECK_CASE(bad_options),
     };
     check_add_cases(s, cases, CHECK_NCASES(cases), NULL, NULL, 300);

@@ -133,7 +133,16 @@ typedef struct fp4s_rl_opts {
     /* pieces of work (results do not depend on the thread count; they do on these) */
     int micro_batch;         /* 64 sequences per trainer piece */
     int shard;               /* 64 sequences per rollout engine batch */
-    uint32_t reserved[8]; /* zero; room for fields added later */
+    /* outlier structure (fp4-rl(1), OUTLIERS): the RMSNorm gains of every norm start
+     * log-normal, exp(gain_sigma z), and a fixed set of round(outlier_frac * width)
+     * channels (at least 1 when outlier_frac > 0), the same in every norm, starts
+     * outlier_gain times larger: persistent outlier channels in the inputs of every
+     * linear layer. outlier_gain 1, outlier_frac 0 and gain_sigma 0 is the control
+     * (every gain 1). */
+    double outlier_gain;     /* 20 */
+    double outlier_frac;     /* 0.01 */
+    double gain_sigma;       /* 0.5 */
+    uint32_t reserved[2]; /* zero; room for fields added later */
 } fp4s_rl_opts;
 FP4S_API size_t fp4s_rl_opts_size(void);
 
@@ -165,7 +174,15 @@ typedef struct fp4s_rl_stats {
     double t_fwd, t_bwd;     /* thread-seconds in the trainer's forward and backward passes */
     uint64_t rollout_tokens; /* tokens the engine processed (prompts and responses) */
     uint64_t train_tokens;   /* tokens the trainer processed, counting each forward */
-    uint32_t reserved[16]; /* zero; room for fields added later */
+    /* the outlier structure of the trainer's activations at evaluation steps (NaN
+     * otherwise): the inputs of qkv_proj and of the experts (the ln1 and ln2
+     * outputs) of every layer, for the step's first micro-batch, each tensor's
+     * value averaged over the 2 L tensors */
+    double act_kurtosis;     /* kurtosis of the tensor's values, E[(x - m)^4] / var^2 (3 for a Gaussian) */
+    double act_outlier_ratio;/* largest channel RMS over the median channel RMS */
+    double err_top1;         /* share of the NVFP4 (default profile) quantization error energy
+                              * sum (Q(x) - x)^2 in the top 1% of channels (at least 1) by that energy */
+    uint32_t reserved[10]; /* zero; room for fields added later */
 } fp4s_rl_stats;
 FP4S_API size_t fp4s_rl_stats_size(void);
 
