@@ -23,6 +23,11 @@ done < examples.txt
 for f in bf16.dat nvfp4.dat quads.dat mxfp4.dat mxfp4-mbs-of.dat demo.gp summary.txt; do
     [ -s "small-demo/$f" ] || fail "small-demo/$f missing"
 done
+for r in bf16 nvfp4 quads-r1; do
+    for k in 1 2 3; do [ -s "seeds-demo/$r.s$k.h5" ] || fail "seeds-demo/$r.s$k.h5 missing"; done
+done
+grep -q "paired-t p" seeds-demo/summary.txt || fail "seeds-demo: no summary table over seeds"
+head -1 control.tsv | grep -q "act_kurtosis" || fail "control.tsv: no outlier measures"
 if [ "${FP4S_HAVE_GNUPLOT:-1}" = 1 ] && command -v gnuplot >/dev/null 2>&1; then [ -s small-demo/demo.png ] || fail "no demo.png"; fi
 if [ "${FP4S_SLOW:-0}" = 1 ]; then
     [ -s demo/demo.png ] || [ -s demo/demo.gp ] || fail "the shipped demo wrote no plot"
