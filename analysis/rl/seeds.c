@@ -13,6 +13,7 @@
 #include <gsl/gsl_errno.h>
 #endif
 
+#if FP4S_HAVE_GSL
 /* Mean and sample standard deviation (n - 1) of n values, two passes. */
 static void mean_sd(const double *x, size_t n, double *mean, double *sd)
 {
@@ -23,6 +24,7 @@ static void mean_sd(const double *x, size_t n, double *mean, double *sd)
     *mean = m;
     *sd = sqrt(v / (double)(n - 1));
 }
+#endif
 
 int fp4s_rl_seedstat_compute(const double *x, const double *base, size_t n, double level, fp4s_rl_seedstat *out)
 {
