@@ -3,7 +3,7 @@
 # rows, ids of the wrong type. fp4-capture ls --check fails naming the file,
 # the dataset and the problem; fp4-compare leaves the site out with that
 # message (exit 3 when nothing is left) and, --strict, refuses with exit 3,
-# writing nothing.
+# writing nothing; fp4-remedy and fp4-report the same.
 . "$(dirname "$0")/common.sh"
 command -v fp4-compare >/dev/null 2>&1 || { echo "SKIP: fp4-compare not built (no BLAS)"; exit 77; }
 cd "$T"
@@ -37,4 +37,11 @@ for c in rep short int32; do
     expect 3 "$c.h5: /steps/0/$site/trainer_ids" fp4-compare -f nvfp4 -p te --strict $c.h5 -o $c.json
     [ ! -e $c.json ] || fail "$c: an output was written"
 done
+# fp4-remedy and fp4-report alike: the damaged site left out and named, or with --strict exit 3
+expect 0 "left out: rep.h5: /steps/0/$site/trainer_ids" fp4-remedy -f nvfp4 -p te -r none,mbs:64 rep.h5
+expect 3 "rep.h5: /steps/0/$site/trainer_ids" fp4-remedy -f nvfp4 -p te -r none,mbs:64 --strict rep.h5 -o r.json
+[ ! -e r.json ] || fail "fp4-remedy --strict: an output was written"
+expect 0 "left out: rep.h5: /steps/0/$site/trainer_ids" fp4-report -f nvfp4 -p te -r none --quiet -o rep rep.h5
+expect 3 "rep.h5: /steps/0/$site/trainer_ids" fp4-report -f nvfp4 -p te -r none --quiet --strict -o rep2 rep.h5
+[ ! -e rep2 ] || fail "fp4-report --strict: an output was written"
 echo ok
