@@ -106,7 +106,7 @@ int cap_open_read(const char *file, hid_t *out, fp4s_capture_info *info)
         return fp4s_error_set(FP4S_EFORMAT, "%s: not an HDF5 file (no superblock; empty or "
                               "truncated at the start?)", file);
     hid_t f = fp4s_h5_open(file, H5F_ACC_RDONLY, false);
-    if (f < 0 && fp4s_h5_refused()) return FP4S_EFORMAT;
+    if (f < 0 && fp4s_h5_refused()) return fp4s_h5_refused();
     if (f < 0) {
         const char *m = fp4s_h5_msg();
         if (strstr(m, "unable to lock"))

@@ -62,7 +62,7 @@ static int src_open(struct fp4s_source *s)
     const char *P = s->path;
     char names[1024];
     hid_t f = fp4s_h5_open(P, H5F_ACC_RDONLY, true);
-    if (f < 0 && fp4s_h5_refused()) return FP4S_EFORMAT;
+    if (f < 0 && fp4s_h5_refused()) return fp4s_h5_refused();
     if (f < 0)
         return fp4s_error_set(FP4S_EFORMAT, "%s: not a readable HDF5 file (damaged or not HDF5; HDF5: %s)", P, fp4s_h5_msg());
     s->h5_file = f;

@@ -28,6 +28,10 @@ typedef struct fp4s_h5_quiet {
 } fp4s_h5_quiet;
 void fp4s_h5_quiet_begin(fp4s_h5_quiet *q);
 void fp4s_h5_quiet_end(const fp4s_h5_quiet *q);
+/* In a child of the HDF5 guard only (h5guard.c): install fn as the automatic
+ * error function, also inside every quiet section from now on (it must not
+ * print). */
+void fp4s_h5_quiet_watch(H5E_auto2_t fn, void *data);
 
 /* The innermost message of this thread's HDF5 error stack, up to its first
  * ',' ("unable to open file"), followed by the system's reason when a frame
@@ -45,30 +49,33 @@ const char *fp4s_h5_msg(void);
 hid_t fp4s_h5_fapl(void);
 /* Walk `path` with HDF5 in a child process before this process reads it
  * (h5guard.c): 0 when the walk finished (HDF5 errors included: the readers
- * report those), FP4S_EFORMAT naming the file when libhdf5 crashed or hung
- * on it. data: read the datasets too (files with up to 64 MiB of data), for
- * readers of data; else the metadata only. Verdicts are kept per file;
- * FP4S_H5_VALIDATE=0 turns it off. */
+ * report those), FP4S_EFORMAT naming the file when libhdf5 crashed, hung or
+ * went past the child's memory limit on it, FP4S_ENOMEM when the child was
+ * killed from outside twice (no verdict). data: read the datasets too (files
+ * with up to 64 MiB of data), for readers of data; else the metadata only.
+ * Verdicts are kept per file; FP4S_H5_VALIDATE=0 turns it off. */
 int fp4s_h5_validate(const char *path, bool data);
 /* Run fn(arg, fd) in a child process, as the readers of the whole file
  * (the capture listing) do: fn writes its result to fd (fp4s_h5_iso_write),
  * the parent gets the bytes in *out (malloc'ed). FP4S_EFORMAT naming the file
- * when the child dies (a crash inside libhdf5) or runs past 8 s plus 1 s per
- * 4 MiB of file; 1 (nothing done, the caller works in-process) when no child
- * can be made. fp4s_h5_isolation_on() is false inside such a child and with
+ * when the child dies (a crash inside libhdf5), runs past 8 s plus 1 s per
+ * 4 MiB of file or past its memory limit (as fp4s_h5_validate's); FP4S_ENOMEM
+ * when it was killed from outside twice; 1 (nothing done, the caller works
+ * in-process) when no child can be made. fp4s_h5_isolation_on() is false inside such a child and with
  * FP4S_H5_VALIDATE=0. */
 typedef void (*fp4s_h5_iso_fn)(void *arg, int fd);
 bool fp4s_h5_isolation_on(void);
 int fp4s_h5_isolate(const char *path, fp4s_h5_iso_fn fn, void *arg, unsigned char **out, size_t *len);
 int fp4s_h5_iso_write(int fd, const void *p, size_t n);
 /* H5Fopen with fp4s_h5_fapl(), after fp4s_h5_validate(path, data): on a
- * refused file -1 with the detail set (check fp4s_h5_refused()). */
+ * refused file -1 with the detail set (fp4s_h5_refused() gives its code). */
 hid_t fp4s_h5_open(const char *path, unsigned flags, bool data);
-/* Did the last fp4s_h5_open on this thread fail because the file was refused
- * by the validation (the detail already says why)? */
-bool fp4s_h5_refused(void);
-/* fp4s_h5_open(path, H5F_ACC_RDONLY, true), or -1 with *rc set: FP4S_EFORMAT
- * when the validation refused the file (the detail says why), else FP4S_EOPEN
+/* Did the last fp4s_h5_open on this thread fail because the validation
+ * refused the file (the detail already says why)? Its code (FP4S_EFORMAT: a
+ * damaged file; FP4S_ENOMEM: the check was killed from outside twice), or 0. */
+int fp4s_h5_refused(void);
+/* fp4s_h5_open(path, H5F_ACC_RDONLY, true), or -1 with *rc set: the
+ * validation's code when it refused the file (the detail says why), else FP4S_EOPEN
  * "path: cannot open: <HDF5's message>". */
 hid_t fp4s_h5_open_read(const char *path, int *rc);
 /* The errno of the first write to `file` that failed (0: none). */

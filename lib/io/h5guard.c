@@ -3,21 +3,26 @@
  *
  * libhdf5 1.10 trusts much of what a file says: a one-byte corruption near the
  * metadata can make it copy past a buffer (a variable-length string in the
- * global heap, a B-tree node, a chunk larger than its dataset) and kill the
- * process. The library's own checks (attribute classes and sizes, claimed
- * sizes bounded by the stored ones) catch what they can; for the rest, the
- * first time a process opens an HDF5 file the library walks it in a child
- * process (fork) the way its readers will: every object by iteration and by
- * path, every attribute read as the readers read it, every dataset's type,
- * space, creation list and chunk index, and, for a reader of data (not for a
- * listing), the data itself when the file holds at most 64 MiB of it, and a
- * copy of each dataset into an in-memory file (as merge copies them). A child that dies by a signal, or does not
- * finish in 5 s of CPU time plus 1 s per 16 MiB it reads (child_limit), means the file is refused
- * (FP4S_EFORMAT) before the process touches it; a file that merely fails
- * with HDF5 errors passes, since the readers report those themselves. The
- * verdict is kept per file (device, inode, size, modification time).
- * FP4S_H5_VALIDATE=0 turns the check off; where fork is not possible the file
- * is read unchecked. */
+ * global heap, a B-tree node, a chunk larger than its dataset), kill the
+ * process or allocate gigabytes. The library's own checks (attribute classes
+ * and sizes, claimed sizes bounded by the stored ones) catch what they can;
+ * for the rest, the first time a process opens an HDF5 file the library walks
+ * it in a child process (fork) the way its readers will: every object by
+ * iteration and by path, every attribute read as the readers read it, every
+ * dataset's type, space, creation list and chunk index, and, for a reader of
+ * data (not for a listing), the data itself when the file holds at most 64 MiB
+ * of it, and a copy of each dataset into an in-memory file (as merge copies
+ * them). The file is refused (FP4S_EFORMAT) before the process touches it
+ * when the child crashes (a signal its own work raised), does not finish in 5
+ * s of CPU time plus 1 s per 16 MiB it reads, or has an allocation fail past
+ * its memory limit (1 GiB beyond what it inherited, FP4S_H5_VALIDATE_MEM);
+ * a child killed from outside (the OOM killer, a signal meant for a rank) is
+ * run once more, and killed twice it fails the open with FP4S_ENOMEM without
+ * a verdict on the file. A file that merely fails with HDF5 errors passes,
+ * since the readers report those themselves. Nothing the child's libraries
+ * print reaches stderr. The verdict is kept per file (device, inode, size,
+ * modification time). FP4S_H5_VALIDATE=0 turns the check off; where fork is
+ * not possible the file is read unchecked. */
 #include "h5_internal.h"
 
 #include <errno.h>
@@ -40,6 +45,7 @@
 #define MAX_CHUNKS 200000                  /* chunk records walked per dataset */
 
 /* ---- the walk (in the child) ------------------------------------------------ */
+static bool alloc_failed; /* an allocation failed in this child (see alloc_watch) */
 typedef struct walk {
     hid_t f;
     int out;         /* pipe to the parent: the first damage found, as text */
@@ -113,7 +119,10 @@ static void read_data(walk *w, hid_t d)
     w->budget -= total / 4 < w->budget ? total / 4 : w->budget;
     uint64_t per = PIECE / row;
     buf = malloc((size_t)(per * row));
-    if (!buf) goto out;
+    if (!buf) {
+        alloc_failed = true; /* at most 8 MiB: the memory limit is reached */
+        goto out;
+    }
     for (hsize_t r0 = 0; r0 < dims[0]; r0 += per)
         read_rows(d, sp, nd, dims, nat, r0, dims[0] - r0 < per ? dims[0] - r0 : per, buf);
     hid_t conv[6] = {H5T_NATIVE_FLOAT, H5T_NATIVE_DOUBLE, H5T_NATIVE_INT64, H5T_NATIVE_UINT8,
@@ -246,6 +255,257 @@ static bool walk_file(const char *path, bool data, int out)
     return w.damaged;
 }
 
+/* ---- the children ------------------------------------------------------------------ */
+static bool in_child; /* in a validation or isolation child: no nested forks */
+
+/* In a child just forked from `parent`: die with it. The child holds copies
+ * of the parent's descriptors, a capture's writer lock among them (flock
+ * belongs to the open file, not the process): a child orphaned by a SIGKILL
+ * of its parent would keep the capture locked until its walk ends. */
+static void die_with_parent(pid_t parent)
+{
+#ifdef __linux__
+    (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+    if (getppid() != parent) _exit(3); /* it died before prctl */
+}
+
+/* The memory a child may take beyond the address space it inherits, in MiB:
+ * FP4S_H5_VALIDATE_MEM, else 1024. The walk itself needs little (8 MiB
+ * pieces, a 1 MiB chunk cache, an in-memory copy of a file of at most 64
+ * MiB); a damaged length (a variable-length string whose global-heap record
+ * claims 12 GB) asks for gigabytes, which several MPI ranks validating at
+ * once, or a laptop, would meet the out-of-memory killer with. */
+#define MEM_DEFAULT_MIB 1024u
+static unsigned mem_mib(void)
+{
+    const char *e = getenv("FP4S_H5_VALIDATE_MEM");
+    if (e && *e) {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(e, &end, 10);
+        if (!errno && !*end && v >= 16 && v <= (1ul << 24)) return (unsigned)v;
+    }
+    return MEM_DEFAULT_MIB;
+}
+
+/* The address space of this process now, in bytes (0: unknown). */
+static uint64_t vm_size(void)
+{
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char b[64];
+    ssize_t n = read(fd, b, sizeof b - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    b[n] = '\0';
+    long ps = sysconf(_SC_PAGESIZE);
+    return (uint64_t)strtoull(b, NULL, 10) * (uint64_t)(ps > 0 ? ps : 4096);
+}
+
+/* The child's limits. Time: secs of CPU time (SIGXCPU), which a loaded
+ * machine, many ranks on few cores or a slow file system do not use up while
+ * a looping library does; and 20 times that in wall-clock time (SIGALRM) for
+ * a child that stops making progress without using the CPU. Memory: the
+ * address space it inherited (a parent with CUDA or BLAS threads reserves
+ * much) plus mib MiB (RLIMIT_AS): an allocation past it fails, and the watch
+ * below says so. A child killed so, or by a crash in the library, leaves no
+ * core file in the user's directory. */
+#define WALL_FACTOR 20u
+static void child_limit(unsigned secs, unsigned mib)
+{
+    signal(SIGXCPU, SIG_DFL);
+    signal(SIGALRM, SIG_DFL);
+    struct rlimit rl = {0, 0};
+    (void)setrlimit(RLIMIT_CORE, &rl);
+    /* a forked child's CPU time starts at 0 */
+    if (getrlimit(RLIMIT_CPU, &rl) == 0 && (rl.rlim_max == RLIM_INFINITY || secs < rl.rlim_max)) {
+        rl.rlim_cur = secs;
+        (void)setrlimit(RLIMIT_CPU, &rl);
+    }
+    uint64_t vm = vm_size(), want = vm + ((uint64_t)mib << 20);
+    if (vm && getrlimit(RLIMIT_AS, &rl) == 0 && (rl.rlim_cur == RLIM_INFINITY || want < rl.rlim_cur) &&
+        (rl.rlim_max == RLIM_INFINITY || want <= rl.rlim_max)) {
+        rl.rlim_cur = (rlim_t)want;
+        (void)setrlimit(RLIMIT_AS, &rl);
+    }
+    alarm(secs * WALL_FACTOR);
+}
+
+/* An allocation that failed in the child: HDF5 reports it as "can't
+ * allocate" / "no space available" (H5E_RESOURCE); the walk's own buffers
+ * set it too. HDF5 calls the watch (its automatic error function, never
+ * printing) whenever an API call fails. */
+
+static herr_t alloc_frame(unsigned n, const H5E_error2_t *e, void *d)
+{
+    (void)n;
+    (void)d;
+    if (e->min_num == H5E_CANTALLOC || e->min_num == H5E_NOSPACE) alloc_failed = true;
+    return 0;
+}
+
+static herr_t alloc_watch(hid_t estack, void *d)
+{
+    (void)d;
+    (void)H5Ewalk2(estack, H5E_WALK_DOWNWARD, alloc_frame, NULL);
+    return 0;
+}
+
+/* The exit statuses of a child. */
+enum { CHILD_OK = 0, CHILD_DAMAGED = 2, CHILD_MEMORY = 4 };
+
+typedef int (*child_fn)(void *arg, int fd); /* the child's work: its exit status */
+
+static void child_main(pid_t parent, int pfd[2], unsigned secs, unsigned mib, child_fn fn, void *arg)
+{
+    die_with_parent(parent);
+    close(pfd[0]);
+    in_child = true;
+    /* default signal handling, no exit handlers */
+    signal(SIGSEGV, SIG_DFL);
+    signal(SIGBUS, SIG_DFL);
+    signal(SIGABRT, SIG_DFL);
+    signal(SIGFPE, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    /* nothing a dying library prints (glibc's "munmap_chunk(): invalid
+     * pointer", an HDF5 error stack) reaches the user: the verdict says it */
+    int dn = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (dn >= 0 && dn != STDERR_FILENO) {
+        (void)dup2(dn, STDERR_FILENO);
+        close(dn);
+    }
+    child_limit(secs, mib);
+    fp4s_h5_quiet_watch(alloc_watch, NULL);
+    int code = fn(arg, pfd[1]);
+    if (alloc_failed) code = CHILD_MEMORY;
+    /* _exit: neither HDF5's nor the program's exit handlers run here (they
+     * would flush files the parent has open) */
+    _exit(code);
+}
+
+/* How a child ended. */
+typedef enum { END_OK, END_DAMAGED, END_FAILED, END_MEMORY, END_TIMEOUT, END_CRASH, END_KILLED } child_end;
+
+static child_end classify(int status)
+{
+    if (WIFEXITED(status)) {
+        switch (WEXITSTATUS(status)) {
+        case CHILD_OK: return END_OK;
+        case CHILD_DAMAGED: return END_DAMAGED;
+        case CHILD_MEMORY: return END_MEMORY;
+        default: return END_FAILED;
+        }
+    }
+    if (!WIFSIGNALED(status)) return END_FAILED;
+    switch (WTERMSIG(status)) {
+    case SIGXCPU:
+    case SIGALRM: return END_TIMEOUT; /* our own limits */
+    case SIGSEGV:
+    case SIGBUS:
+    case SIGFPE:
+    case SIGILL:
+    case SIGABRT:
+    case SIGSYS:
+    case SIGTRAP: return END_CRASH; /* raised by what the child did */
+    default: return END_KILLED;     /* sent from outside: the OOM killer, a kill meant for a rank */
+    }
+}
+
+typedef struct child_run {
+    int status;         /* as waitpid gives it */
+    child_end end;
+    unsigned char *out; /* what the child wrote (malloc'ed, NUL-terminated), or NULL */
+    size_t len;
+    bool oom;           /* the parent could not keep it all */
+} child_run;
+
+/* Run fn in a child with the limits and collect its output (at most keep
+ * bytes are kept). A child killed from outside is run once more: that says
+ * nothing about the file. -1: no child could be made; 1: no status (the
+ * program ignores SIGCHLD); 0: done, *r filled. */
+static int run_child(unsigned secs, child_fn fn, void *arg, size_t keep, child_run *r)
+{
+    unsigned mib = mem_mib();
+    for (int attempt = 0;; attempt++) {
+        memset(r, 0, sizeof *r);
+        int pfd[2];
+        if (pipe(pfd) != 0) return -1;
+        pid_t parent = getpid();
+        pid_t pid = fork();
+        if (pid < 0) {
+            close(pfd[0]);
+            close(pfd[1]);
+            return -1;
+        }
+        if (pid == 0) child_main(parent, pfd, secs, mib, fn, arg);
+        close(pfd[1]);
+        size_t cap = 0;
+        for (;;) {
+            bool want = !r->oom && r->len < keep;
+            if (want && r->len + 1 >= cap) {
+                size_t nc = cap ? 2 * cap : 4096;
+                if (nc - 1 > keep) nc = keep + 1;
+                unsigned char *nb = realloc(r->out, nc);
+                if (!nb) r->oom = true, want = false;
+                else {
+                    r->out = nb;
+                    cap = nc;
+                }
+            }
+            unsigned char sink[4096];
+            ssize_t n = want ? read(pfd[0], r->out + r->len, cap - 1 - r->len) : read(pfd[0], sink, sizeof sink);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break;
+            if (want) r->len += (size_t)n;
+        }
+        close(pfd[0]);
+        if (r->out) r->out[r->len] = '\0';
+        pid_t w;
+        do w = waitpid(pid, &r->status, 0);
+        while (w < 0 && errno == EINTR);
+        if (w < 0) return 1;
+        r->end = classify(r->status);
+        if (r->end != END_KILLED || attempt > 0) return 0;
+        free(r->out);
+    }
+}
+
+/* The reason a child's end gives, for "damaged HDF5 file: <reason>; refused". */
+static void end_reason(const child_run *r, unsigned secs, char *why, size_t n)
+{
+    switch (r->end) {
+    case END_TIMEOUT:
+        snprintf(why, n, "the HDF5 library did not finish reading it within %u s of CPU time", secs);
+        break;
+    case END_CRASH:
+        snprintf(why, n, "the HDF5 library crashed (%s) reading it", strsignal(WTERMSIG(r->status)));
+        break;
+    case END_MEMORY:
+        snprintf(why, n, "the HDF5 library asked for more than %u MiB of memory reading it (the limit is "
+                 "FP4S_H5_VALIDATE_MEM, in MiB)", mem_mib());
+        break;
+    case END_DAMAGED:
+        if (r->out && r->len) {
+            snprintf(why, n, "%s", (const char *)r->out);
+            break;
+        }
+        /* fall through */
+    default:
+        snprintf(why, n, "the HDF5 library failed reading it (status %d)",
+                 WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1);
+    }
+}
+
+/* A child killed from outside twice: the file is not judged (exit status 5). */
+static int interrupted(const char *path, const child_run *r)
+{
+    return fp4s_error_set(FP4S_ENOMEM, "%s: the check of this HDF5 file was interrupted: the process "
+                          "checking it was killed from outside twice (%s; the out-of-memory killer, or a "
+                          "signal meant for another process); the file was not read and is not known to be "
+                          "damaged", path, strsignal(WTERMSIG(r->status)));
+}
+
 /* ---- the verdicts (in the parent) ------------------------------------------------ */
 typedef struct verdict {
     dev_t dev;
@@ -274,55 +534,15 @@ static unsigned budget_seconds(off_t size, bool data)
     return 5u + (data ? (unsigned)(d >> 24) : 0u);
 }
 
-static bool in_child; /* in a validation or isolation child: no nested forks */
+typedef struct walk_arg {
+    const char *path;
+    bool data;
+} walk_arg;
 
-/* In a child just forked from `parent`: die with it. The child holds copies
- * of the parent's descriptors, a capture's writer lock among them (flock
- * belongs to the open file, not the process): a child orphaned by a SIGKILL
- * of its parent would keep the capture locked until its walk ends. */
-static void die_with_parent(pid_t parent)
+static int walk_child(void *arg, int fd)
 {
-#ifdef __linux__
-    (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-#endif
-    if (getppid() != parent) _exit(3); /* it died before prctl */
-}
-
-/* The child's time limit: secs of CPU time (SIGXCPU), which a loaded machine,
- * many ranks on few cores or a slow file system do not use up while a looping
- * library does; and 20 times that in wall-clock time (SIGALRM) for a child
- * that stops making progress without using the CPU. A child killed so, or by
- * a crash in the library, leaves no core file in the user's directory. */
-#define WALL_FACTOR 20u
-static void child_limit(unsigned secs)
-{
-    signal(SIGXCPU, SIG_DFL);
-    signal(SIGALRM, SIG_DFL);
-    struct rlimit rl = {0, 0};
-    (void)setrlimit(RLIMIT_CORE, &rl);
-    /* a forked child's CPU time starts at 0 */
-    if (getrlimit(RLIMIT_CPU, &rl) == 0 && (rl.rlim_max == RLIM_INFINITY || secs < rl.rlim_max)) {
-        rl.rlim_cur = secs;
-        (void)setrlimit(RLIMIT_CPU, &rl);
-    }
-    alarm(secs * WALL_FACTOR);
-}
-
-/* Nothing a dying library prints in a child (glibc's "munmap_chunk():
- * invalid pointer", an HDF5 error stack) reaches the user: the verdict says
- * it. */
-static void quiet_stderr(void)
-{
-    int dn = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (dn >= 0 && dn != STDERR_FILENO) {
-        (void)dup2(dn, STDERR_FILENO);
-        close(dn);
-    }
-}
-
-static bool timed_out(int status)
-{
-    return WIFSIGNALED(status) && (WTERMSIG(status) == SIGXCPU || WTERMSIG(status) == SIGALRM);
+    const walk_arg *a = arg;
+    return walk_file(a->path, a->data, fd) ? CHILD_DAMAGED : CHILD_OK;
 }
 
 int fp4s_h5_validate(const char *path, bool data)
@@ -343,67 +563,25 @@ int fp4s_h5_validate(const char *path, bool data)
         }
     pthread_mutex_unlock(&vlock);
     unsigned secs = budget_seconds(st.st_size, data);
-    int pfd[2];
-    if (pipe(pfd) != 0) return 0;
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) { /* cannot check: read it as it is */
-        close(pfd[0]);
-        close(pfd[1]);
-        return 0;
+    walk_arg wa = {path, data};
+    child_run r;
+    int ran = run_child(secs, walk_child, &wa, 299, &r);
+    if (ran) return 0; /* no child, or no status: read it as it is */
+    if (r.end == END_KILLED) {
+        int rc = interrupted(path, &r);
+        free(r.out);
+        return rc;
     }
-    if (pid == 0) {
-        die_with_parent(parent);
-        close(pfd[0]);
-        /* the child: default signal handling, a time limit, no exit handlers */
-        signal(SIGSEGV, SIG_DFL);
-        signal(SIGBUS, SIG_DFL);
-        signal(SIGABRT, SIG_DFL);
-        signal(SIGFPE, SIG_DFL);
-        child_limit(secs);
-        quiet_stderr();
-        /* _exit: neither HDF5's nor the program's exit handlers run here (they
-         * would flush files the parent has open) */
-        in_child = true;
-        _exit(walk_file(path, data, pfd[1]) ? 2 : 0);
-    }
-    close(pfd[1]);
-    char msg[300];
-    size_t got = 0;
-    for (;;) {
-        ssize_t r = read(pfd[0], msg + got, sizeof msg - 1 - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-        if (got == sizeof msg - 1) break;
-    }
-    msg[got] = '\0';
-    close(pfd[0]);
-
-    int status = 0;
-    pid_t r;
-    do r = waitpid(pid, &status, 0);
-    while (r < 0 && errno == EINTR);
-    if (r < 0) return 0; /* SIGCHLD ignored by the program: no verdict */
     verdict v;
     memset(&v, 0, sizeof v);
     v.dev = st.st_dev;
     v.ino = st.st_ino;
     v.size = st.st_size;
     v.mtime = st.st_mtim;
-    v.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    v.ok = r.end == END_OK;
     v.level = need;
-    if (!v.ok) {
-        if (timed_out(status))
-            snprintf(v.why, sizeof v.why, "the HDF5 library did not finish reading it within %u s of CPU time",
-                     secs);
-        else if (WIFSIGNALED(status))
-            snprintf(v.why, sizeof v.why, "the HDF5 library crashed (%s) reading it", strsignal(WTERMSIG(status)));
-        else if (WEXITSTATUS(status) == 2 && got)
-            snprintf(v.why, sizeof v.why, "%s", msg);
-        else
-            snprintf(v.why, sizeof v.why, "the HDF5 library failed reading it (status %d)", WEXITSTATUS(status));
-    }
+    if (!v.ok) end_reason(&r, secs, v.why, sizeof v.why);
+    free(r.out);
     pthread_mutex_lock(&vlock);
     verdicts[nverdicts++ % NVERDICTS] = v;
     pthread_mutex_unlock(&vlock);
@@ -419,6 +597,18 @@ bool fp4s_h5_isolation_on(void)
     return !in_child && !(e && strcmp(e, "0") == 0);
 }
 
+typedef struct iso_arg {
+    fp4s_h5_iso_fn fn;
+    void *arg;
+} iso_arg;
+
+static int iso_child(void *arg, int fd)
+{
+    const iso_arg *a = arg;
+    a->fn(a->arg, fd);
+    return CHILD_OK;
+}
+
 int fp4s_h5_isolate(const char *path, fp4s_h5_iso_fn fn, void *arg, unsigned char **out, size_t *len)
 {
     *out = NULL;
@@ -427,72 +617,29 @@ int fp4s_h5_isolate(const char *path, fp4s_h5_iso_fn fn, void *arg, unsigned cha
     off_t size = stat(path, &st) == 0 ? st.st_size : 0;
     uint64_t lim = 8 + (uint64_t)size / (4 << 20);
     unsigned secs = lim > 600 ? 600 : (unsigned)lim;
-    int pfd[2];
-    if (pipe(pfd) != 0) return fp4s_error_set(FP4S_EINTERNAL, "%s: pipe: %s", path, strerror(errno));
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(pfd[0]);
-        close(pfd[1]);
-        return 1; /* the caller does the work itself */
-    }
-    if (pid == 0) {
-        die_with_parent(parent);
-        close(pfd[0]);
-        in_child = true;
-        signal(SIGSEGV, SIG_DFL);
-        signal(SIGBUS, SIG_DFL);
-        signal(SIGABRT, SIG_DFL);
-        signal(SIGFPE, SIG_DFL);
-        signal(SIGPIPE, SIG_DFL);
-        child_limit(secs);
-        quiet_stderr();
-        fn(arg, pfd[1]);
-        _exit(0); /* no exit handlers: they would flush files the parent has open */
-    }
-    close(pfd[1]);
-    size_t cap = 1 << 16, n = 0;
-    unsigned char *b = malloc(cap);
-    bool oom = !b;
-    for (;;) {
-        if (!oom && n == cap) {
-            unsigned char *nb = realloc(b, cap * 2);
-            if (!nb) oom = true;
-            else {
-                b = nb;
-                cap *= 2;
-            }
-        }
-        unsigned char sink[4096];
-        ssize_t r = oom ? read(pfd[0], sink, sizeof sink) : read(pfd[0], b + n, cap - n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        if (!oom) n += (size_t)r;
-    }
-    close(pfd[0]);
-    int status = 0;
-    pid_t r;
-    do r = waitpid(pid, &status, 0);
-    while (r < 0 && errno == EINTR);
-    if (oom) {
-        free(b);
+    iso_arg ia = {fn, arg};
+    child_run r;
+    int ran = run_child(secs, iso_child, &ia, SIZE_MAX - 1, &r);
+    if (ran < 0) return 1; /* the caller does the work itself */
+    if (r.oom) {
+        free(r.out);
         return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
     }
-    if (r >= 0 && WIFSIGNALED(status)) {
-        free(b);
-        if (timed_out(status))
-            return fp4s_error_set(FP4S_EFORMAT, "%s: damaged HDF5 file: the HDF5 library did not finish "
-                                  "reading it within %u s of CPU time; refused", path, secs);
-        return fp4s_error_set(FP4S_EFORMAT, "%s: damaged HDF5 file: the HDF5 library crashed (%s) reading "
-                              "it; refused", path, strsignal(WTERMSIG(status)));
+    if (ran == 0 && r.end == END_KILLED) {
+        int rc = interrupted(path, &r);
+        free(r.out);
+        return rc;
     }
-    if (r >= 0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
-        free(b);
-        return fp4s_error_set(FP4S_EFORMAT, "%s: damaged HDF5 file: the HDF5 library failed reading it "
-                              "(status %d); refused", path, WEXITSTATUS(status));
+    if (ran == 0 && r.end != END_OK) {
+        char why[400];
+        end_reason(&r, secs, why, sizeof why);
+        free(r.out);
+        return fp4s_error_set(FP4S_EFORMAT, "%s: damaged HDF5 file: %s; refused", path, why);
     }
-    *out = b;
-    *len = n;
+    if (!r.out) r.out = malloc(1); /* an empty result is still a result */
+    if (!r.out) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
+    *out = r.out;
+    *len = r.len;
     return 0;
 }
 

@@ -24,6 +24,19 @@ static void register_quiet_at_exit(void)
 }
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
+/* What a quiet section installs as HDF5's automatic error function: nothing,
+ * or in a guard child the watch that notices failed allocations
+ * (fp4s_h5_quiet_watch). */
+static H5E_auto2_t quiet_fn;
+static void *quiet_data;
+
+void fp4s_h5_quiet_watch(H5E_auto2_t fn, void *data)
+{
+    quiet_fn = fn;
+    quiet_data = data;
+    H5Eset_auto2(H5E_DEFAULT, fn, data);
+}
+
 void fp4s_h5_quiet_begin(fp4s_h5_quiet *q)
 {
     pthread_once(&exit_once, register_quiet_at_exit);
@@ -31,7 +44,7 @@ void fp4s_h5_quiet_begin(fp4s_h5_quiet *q)
         q->func = NULL;
         q->data = NULL;
     }
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    H5Eset_auto2(H5E_DEFAULT, quiet_fn, quiet_data);
 }
 
 void fp4s_h5_quiet_end(const fp4s_h5_quiet *q) { H5Eset_auto2(H5E_DEFAULT, q->func, q->data); }

@@ -344,17 +344,14 @@ hid_t fp4s_h5_fapl(void)
     return fapl;
 }
 
-static _Thread_local bool refused;
+static _Thread_local int refused;
 
-bool fp4s_h5_refused(void) { return refused; }
+int fp4s_h5_refused(void) { return refused; }
 
 hid_t fp4s_h5_open(const char *path, unsigned flags, bool data)
 {
-    refused = false;
-    if (fp4s_h5_validate(path, data)) {
-        refused = true;
-        return -1;
-    }
+    refused = fp4s_h5_validate(path, data);
+    if (refused) return -1;
     hid_t fapl = fp4s_h5_fapl();
     if (fapl < 0) return -1;
     hid_t f = H5Fopen(path, flags, fapl);
@@ -368,7 +365,7 @@ hid_t fp4s_h5_open_read(const char *path, int *rc)
 {
     hid_t f = fp4s_h5_open(path, H5F_ACC_RDONLY, true);
     if (f < 0)
-        *rc = fp4s_h5_refused() ? FP4S_EFORMAT
+        *rc = fp4s_h5_refused() ? fp4s_h5_refused()
                                 : fp4s_error_set(FP4S_EOPEN, "%s: cannot open: %s", path, fp4s_h5_msg());
     return f;
 }

@@ -443,7 +443,7 @@ static int qfile_read(const char *P, fp4s_qfile_data *d)
     memset(d, 0, sizeof *d);
     char str[128];
     hid_t f = fp4s_h5_open(P, H5F_ACC_RDONLY, true);
-    if (f < 0 && fp4s_h5_refused()) return FP4S_EFORMAT;
+    if (f < 0 && fp4s_h5_refused()) return fp4s_h5_refused();
     if (f < 0) return fp4s_error_set(FP4S_EOPEN, "%s: cannot open as HDF5 (HDF5: %s)", P, fp4s_h5_msg());
     int rc = 0;
     int64_t ver = 0, block = 0, shape[2] = {0, 0};

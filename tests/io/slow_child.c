@@ -8,7 +8,9 @@
  * process does it. */
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 unsigned alarm(unsigned s)
@@ -17,6 +19,19 @@ unsigned alarm(unsigned s)
     unsigned r = real(s);
     const char *mark = getenv("FP4S_TEST_SLOW_CHILD"), *secs = getenv("FP4S_TEST_SLOW_SECONDS");
     const char *spin = getenv("FP4S_TEST_SLOW_SPIN");
+    const char *kill_sig = getenv("FP4S_TEST_SLOW_KILL"), *times = getenv("FP4S_TEST_SLOW_KILL_TIMES");
+    if (s && mark && kill_sig) {
+        int fd = open(mark, O_RDWR | O_CREAT | O_APPEND, 0600);
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size < (times ? atoi(times) : 1)) {
+            if (write(fd, "k", 1) != 1) _exit(99);
+            close(fd);
+            kill(getpid(), atoi(kill_sig));
+            for (;;) pause();
+        }
+        if (fd >= 0) close(fd);
+        return r;
+    }
     if (s && mark && (secs || spin)) {
         int fd = open(mark, O_WRONLY | O_CREAT | O_EXCL, 0600);
         if (fd >= 0) {
