@@ -6,6 +6,7 @@
 
 #include "fp4s_config.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -122,5 +123,15 @@ void fp4s_mem_available_force(uint64_t v);
 /* Full pread/pwrite-style loops (EINTR, short transfers). read returns the
  * number of bytes read (less than n only at end of file) or -1. */
 ssize_t fp4s_pread_full(int fd, void *buf, size_t n, uint64_t off);
+
+/* fp4s_file_commit for an output whose state was seen when the run decided
+ * to write it (lock.c): existed false, the path must still be absent (a file
+ * that appeared meanwhile is another writer's: FP4S_EBUSY "appeared while
+ * this run was working", nothing replaced); existed true, it must still be
+ * the file (dev, ino), or absent (FP4S_EBUSY "replaced by another process"
+ * otherwise), and is swapped in one step where the file system can, so that
+ * a file put there at the last moment is put back. tmp is left for the caller
+ * on failure. */
+int fp4s_file_commit_as(const char *tmp, const char *path, bool existed, uint64_t dev, uint64_t ino);
 
 #endif

@@ -16,12 +16,21 @@
  *     the old file). When the path does not exist the rename refuses to
  *     replace whatever appears in the meantime (renameat2 RENAME_NOREPLACE,
  *     else link + unlink) and the check starts again.
+ *   - The outputs of a run (fp4s_file_commit_as, lib/io/outfile.c) replace
+ *     only what was there when the run decided to write them: nothing, and a
+ *     file that appears meanwhile (another run writing the same output) is
+ *     refused, not replaced (RENAME_NOREPLACE); or the very file (device and
+ *     inode) seen then, swapped in one step (RENAME_EXCHANGE) and checked, so
+ *     that another writer's file put there meanwhile is put back, not lost.
  * HDF5_USE_FILE_LOCKING is honoured as HDF5 does: FALSE (or 0) turns the
  * protocol off, BEST_EFFORT goes on where the file system has no flock. */
 #include "h5_internal.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,8 +235,58 @@ static void fsync_dir_of(const char *path)
     free(d);
 }
 
+/* What a commit may replace (commit_rename). */
+enum {
+    CM_ANY,     /* whatever is there (fp4s_file_commit with replace) */
+    CM_NONE,    /* nothing: "already exists" (fp4s_file_commit without replace) */
+    CM_ABSENT,  /* nothing, as when the run decided to write it: a file that appeared meanwhile is another writer's */
+    CM_SAME     /* the file (dev, ino) that was there then, or nothing */
+};
+
+static int appeared(const char *path)
+{
+    return fp4s_error_set(FP4S_EBUSY, "%s: appeared while this run was working (another process wrote it "
+                          "meanwhile); not replaced", path);
+}
+
+static int changed(const char *path)
+{
+    return fp4s_error_set(FP4S_EBUSY, "%s: replaced by another process while this run was working; not "
+                          "replaced", path);
+}
+
+/* Rename tmp over path, which held the file (dev, ino) a moment ago: in one
+ * step where the file system can (RENAME_EXCHANGE), then the file that comes
+ * back at tmp must be that one, else it is put back and nothing is replaced;
+ * elsewhere a plain rename after the checks (a window of microseconds). */
+static int replace_same(const char *tmp, const char *path, dev_t dev, ino_t ino)
+{
+#ifdef RENAME_EXCHANGE
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) == 0) {
+        struct stat os;
+        if (lstat(tmp, &os) == 0 && os.st_dev == dev && os.st_ino == ino) {
+            (void)unlink(tmp); /* the file replaced */
+            return 0;
+        }
+        /* another writer's file: back in its place, ours at tmp again */
+        if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) == 0) return changed(path);
+        return fp4s_error_set(FP4S_EINTERNAL, "%s: replaced by another process while this run was working, "
+                              "and its file could not be put back: it is now %s (move it back by hand); this "
+                              "run's output is at %s", path, tmp, path);
+    }
+    if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+        return fp4s_error_set(FP4S_EWRITE, "%s: cannot rename the temporary into place: %s", path, strerror(errno));
+#else
+    (void)dev;
+    (void)ino;
+#endif
+    if (rename(tmp, path) != 0)
+        return fp4s_error_set(FP4S_EWRITE, "%s: cannot rename the temporary into place: %s", path, strerror(errno));
+    return 0;
+}
+
 /* The rename itself, under the protocol (see the top of this file). */
-static int commit_rename(const char *tmp, const char *path, bool replace)
+static int commit_rename(const char *tmp, const char *path, int mode, dev_t dev, ino_t ino)
 {
     for (int attempt = 0; attempt < 16; attempt++) {
         int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
@@ -241,9 +300,11 @@ static int commit_rename(const char *tmp, const char *path, bool replace)
                 return fp4s_error_set(FP4S_EWRITE, "%s: cannot check the file it replaces: %s", path,
                                       strerror(errno));
             if (rename_noreplace(tmp, path) == 0) return 0;
-            if (errno == EEXIST) continue; /* appeared meanwhile: look at it */
-            return fp4s_error_set(FP4S_EWRITE, "%s: cannot rename the temporary into place: %s", path,
-                                  strerror(errno));
+            if (errno != EEXIST)
+                return fp4s_error_set(FP4S_EWRITE, "%s: cannot rename the temporary into place: %s", path,
+                                      strerror(errno));
+            if (mode == CM_ABSENT || mode == CM_SAME) return appeared(path);
+            continue; /* appeared meanwhile: look at it */
         }
         struct stat fs, ps;
         if (fstat(fd, &fs) != 0) {
@@ -251,9 +312,14 @@ static int commit_rename(const char *tmp, const char *path, bool replace)
             close(fd);
             return fp4s_error_set(FP4S_EWRITE, "%s: %s", path, strerror(e));
         }
-        if (!replace) {
+        if (mode == CM_NONE || mode == CM_ABSENT) {
             close(fd);
-            return fp4s_error_set(FP4S_EWRITE, "%s: already exists; not replaced", path);
+            return mode == CM_ABSENT ? appeared(path)
+                                     : fp4s_error_set(FP4S_EWRITE, "%s: already exists; not replaced", path);
+        }
+        if (mode == CM_SAME && (fs.st_dev != dev || fs.st_ino != ino)) {
+            close(fd);
+            return changed(path);
         }
         if (S_ISREG(fs.st_mode)) {
             int r = try_flock(fd, LOCK_SH, path);
@@ -269,18 +335,19 @@ static int commit_rename(const char *tmp, const char *path, bool replace)
                 continue;
             }
         }
-        int rr = rename(tmp, path), e = errno;
+        int rc = 0;
+        if (mode == CM_SAME) rc = replace_same(tmp, path, dev, ino);
+        else if (rename(tmp, path) != 0)
+            rc = fp4s_error_set(FP4S_EWRITE, "%s: cannot rename the temporary into place: %s", path,
+                                strerror(errno));
         close(fd); /* after the rename: a writer starting meanwhile was refused */
-        if (rr != 0)
-            return fp4s_error_set(FP4S_EWRITE, "%s: cannot rename the temporary into place: %s", path,
-                                  strerror(e));
-        return 0;
+        return rc;
     }
     return fp4s_error_set(FP4S_EBUSY, "%s: replaced again and again by other processes; not replaced",
                           path);
 }
 
-int fp4s_file_commit(const char *tmp, const char *path, bool replace)
+static int file_commit(const char *tmp, const char *path, int mode, dev_t dev, ino_t ino)
 {
     if (!tmp || !*tmp || !path || !*path)
         return fp4s_error_set(FP4S_EINVAL, "fp4s_file_commit: empty path");
@@ -291,7 +358,24 @@ int fp4s_file_commit(const char *tmp, const char *path, bool replace)
     close(fd);
     if (syn != 0 && e != EINVAL && e != EROFS)
         return fp4s_error_set(FP4S_EWRITE, "%s: fsync failed: %s", path, strerror(e));
-    int rc = commit_rename(tmp, path, replace);
+    /* no signal handler may remove tmp while it holds the file replaced */
+    sigset_t block, old;
+    sigfillset(&block);
+    int sync_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS};
+    for (size_t i = 0; i < sizeof sync_sigs / sizeof *sync_sigs; i++) sigdelset(&block, sync_sigs[i]);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    int rc = commit_rename(tmp, path, mode, dev, ino);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!rc) fsync_dir_of(path);
     return rc;
+}
+
+int fp4s_file_commit_as(const char *tmp, const char *path, bool existed, uint64_t dev, uint64_t ino)
+{
+    return file_commit(tmp, path, existed ? CM_SAME : CM_ABSENT, (dev_t)dev, (ino_t)ino);
+}
+
+int fp4s_file_commit(const char *tmp, const char *path, bool replace)
+{
+    return file_commit(tmp, path, replace ? CM_ANY : CM_NONE, 0, 0);
 }

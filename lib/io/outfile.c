@@ -85,6 +85,9 @@ struct fp4s_outfile {
     fp4s_outgroup *group; /* the group it joined, or NULL */
     size_t decl;     /* its declaration in the group */
     bool ready;      /* finished by its writer, waiting for the group's commit */
+    bool existed;    /* not in a group: a regular file was at the target when begun ... */
+    dev_t seen_dev;  /* ... this one, the only file the commit may replace */
+    ino_t seen_ino;
     fp4s_outfile *gnext;
 };
 
@@ -574,6 +577,9 @@ int fp4s_outfile_begin(const char *path, fp4s_outfile **out)
         }
         /* a symlink to a file: replace the file it points to, keep the link */
         if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) o->target = realpath(path, NULL);
+        o->existed = true;
+        o->seen_dev = st.st_dev;
+        o->seen_ino = st.st_ino;
     }
     if (current) {
         int rc = group_bind(current, path, &o->decl);
@@ -644,10 +650,17 @@ static int fsync_tmp(const fp4s_outfile *o)
 }
 
 /* fsync, then rename unless a live writer holds the file it replaces (the
- * lock protocol of lib/io/lock.c), then fsync the directory */
+ * lock protocol of lib/io/lock.c), then fsync the directory. Only what was
+ * there when the run decided to write the output is replaced (its
+ * declaration in the group, or the moment it was begun): nothing, or that
+ * very file; another writer's file that appeared meanwhile is refused. */
 static int rename_into_place(const fp4s_outfile *o)
 {
-    return fp4s_file_commit(o->tmp, o->target, true);
+    if (o->group) {
+        const decl *d = &o->group->out[o->decl];
+        return fp4s_file_commit_as(o->tmp, o->target, d->exists, (uint64_t)d->file.dev, (uint64_t)d->file.ino);
+    }
+    return fp4s_file_commit_as(o->tmp, o->target, o->existed, (uint64_t)o->seen_dev, (uint64_t)o->seen_ino);
 }
 
 int fp4s_outfile_commit(fp4s_outfile **op)
@@ -874,9 +887,22 @@ int fp4s_outgroup_commit(fp4s_outgroup **gp)
         if (!m->ready && !rc)
             rc = fp4s_error_set(FP4S_EINTERNAL, "%s: output begun but never finished; nothing was written", m->path);
     }
-    /* a live writer that took an output since it was declared */
-    for (fp4s_outfile *m = g->members; m && !rc; m = m->gnext)
-        if (g->out[m->decl].exists) rc = fp4s_file_held(m->target);
+    /* a live writer that took an output since it was declared, or another
+     * run that wrote one meanwhile: refused before anything is renamed (the
+     * renames check again, each in one step) */
+    for (fp4s_outfile *m = g->members; m && !rc; m = m->gnext) {
+        const decl *d = &g->out[m->decl];
+        struct stat st;
+        if (stat(m->target, &st) == 0 && S_ISREG(st.st_mode)) {
+            if (!d->exists)
+                rc = fp4s_error_set(FP4S_EBUSY, "%s: appeared while this run was working (another process "
+                                    "wrote it meanwhile); not replaced; nothing was written", m->path);
+            else if (!fid_eq(fid_of(&st), d->file))
+                rc = fp4s_error_set(FP4S_EBUSY, "%s: replaced by another process while this run was working; "
+                                    "not replaced; nothing was written", m->path);
+        }
+        if (!rc && d->exists) rc = fp4s_file_held(m->target);
+    }
     if (rc || n == 0) {
         fp4s_outgroup_abort(gp);
         return rc;
@@ -895,13 +921,37 @@ int fp4s_outgroup_commit(fp4s_outgroup **gp)
     journal *j = NULL;
     size_t nj = 0;
     if (n >= 2) rc = journals_write(g, n, &j, &nj);
-    size_t done = 0;
+    size_t done = 0, kept = 0;
+    char theirs[1024] = "";
     fp4s_outfile *m = g->members;
     for (; m && !rc; m = m->gnext) {
         rc = rename_into_place(m);
+        if (rc == FP4S_EBUSY && done > 0) {
+            /* another process wrote this output meanwhile, after some of ours
+             * are in place: its file is kept and this run's version dropped;
+             * the journal would put ours over it, so the others go on */
+            if (!kept++) snprintf(theirs, sizeof theirs, "%s", fp4s_last_error());
+            (void)unlink(m->tmp);
+            live_del(m->tmp);
+            rc = 0;
+            continue;
+        }
         if (rc) break;
         live_del(m->tmp);
         done++;
+    }
+    if (!rc && kept) {
+        rc = fp4s_error_set(FP4S_EBUSY, "%s; this run's version of it was dropped, and %zu of its %zu outputs "
+                            "are in place", theirs, done, n);
+        for (fp4s_outfile *k = g->members; k; k = k->gnext) {
+            bool seen = false;
+            for (fp4s_outfile *p = g->members; p != k; p = p->gnext)
+                if (fid_eq(g->out[p->decl].dirid, g->out[k->decl].dirid)) seen = true;
+            if (!seen) fsync_dir(g->out[k->decl].dir);
+        }
+        if (nj) journals_remove(j, nj);
+        commit_end(gp, &old);
+        return rc;
     }
     if (rc && done > 0) {
         /* renamed in part: the journal keeps what is left; its temporaries stay */
@@ -920,6 +970,11 @@ int fp4s_outgroup_commit(fp4s_outgroup **gp)
         return rc;
     }
     if (rc) {
+        if (!strstr(fp4s_last_error(), "nothing was written")) {
+            char keep[1024];
+            snprintf(keep, sizeof keep, "%s", fp4s_last_error());
+            rc = fp4s_error_set(rc, "%s; nothing was written", keep);
+        }
         journals_remove(j, nj);
         fp4s_outgroup_abort(gp);
         atomic_store(&commit_state, ST_IDLE);

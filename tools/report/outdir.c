@@ -25,7 +25,9 @@ typedef struct node {
 struct outdir {
     char target[PATH_MAX];   /* as given */
     char staging[PATH_MAX];
-    bool replace;            /* an earlier report (or an empty directory) is there */
+    bool replace;            /* an earlier report (or an empty directory) is there ... */
+    dev_t had_dev;           /* ... this one: the only directory the commit replaces */
+    ino_t had_ino;
     bool committed;
 };
 
@@ -186,6 +188,8 @@ outdir *od_open(const char *target, bool force)
         if (ne > 0 && !force)
             cli_usage("-o %s: a report is there already; give --force to replace it", target);
         od->replace = true;
+        od->had_dev = st.st_dev;
+        od->had_ino = st.st_ino;
     } else if (errno != ENOENT) {
         cli_die(FP4S_EXIT_OUTPUT, "%s: %s", target, strerror(errno));
     }
@@ -280,10 +284,24 @@ int od_commit(outdir *od)
     int rc = 0, e = 0;
     char old[PATH_MAX + 8];
     old[0] = '\0';
+    struct stat now;
+    bool theirs = false; /* another process put its directory there while this run worked */
     if (od->replace) {
-        /* an earlier report (or an empty directory): exchanged in one step */
-        if (renameat2(AT_FDCWD, od->staging, AT_FDCWD, od->target, RENAME_EXCHANGE) == 0) {
+        /* an earlier report (or an empty directory): exchanged in one step,
+         * and only if it is still the one checked at the start */
+        if (lstat(od->target, &now) == 0 && (now.st_dev != od->had_dev || now.st_ino != od->had_ino)) {
+            theirs = true;
+            rc = -1;
+        } else if (renameat2(AT_FDCWD, od->staging, AT_FDCWD, od->target, RENAME_EXCHANGE) == 0) {
             snprintf(old, sizeof old, "%s", od->staging);
+            if (lstat(old, &now) != 0 || now.st_dev != od->had_dev || now.st_ino != od->had_ino) {
+                /* replaced at the last moment: theirs goes back, ours to staging */
+                if (renameat2(AT_FDCWD, od->staging, AT_FDCWD, od->target, RENAME_EXCHANGE) == 0) {
+                    theirs = true;
+                    rc = -1;
+                    old[0] = '\0';
+                }
+            }
         } else if (errno == EINVAL || errno == ENOSYS || errno == ENOTSUP) {
             /* no exchange on this file system: move the old one aside first */
             if ((size_t)snprintf(old, sizeof old, "%s.old", od->staging) >= sizeof old) old[0] = '\0';
@@ -301,15 +319,29 @@ int od_commit(outdir *od)
             e = errno;
             rc = -1;
         }
-    } else if (rename(od->staging, od->target) != 0) {
+    } else if (renameat2(AT_FDCWD, od->staging, AT_FDCWD, od->target, RENAME_NOREPLACE) != 0) {
         e = errno;
         rc = -1;
+        if (e == EEXIST || e == ENOTEMPTY) theirs = true; /* created meanwhile */
+        else if (e == EINVAL || e == ENOSYS || e == ENOTSUP) {
+            /* no RENAME_NOREPLACE here: a plain rename (it refuses a directory
+             * that is not empty, and replaces only an empty one) */
+            rc = rename(od->staging, od->target) == 0 ? 0 : -1;
+            e = errno;
+            if (rc && (e == EEXIST || e == ENOTEMPTY)) theirs = true;
+        }
     }
     if (rc == 0) {
         od->committed = true;
         free_tracked();
     }
     sigprocmask(SIG_SETMASK, &prev, NULL);
+    if (rc && theirs) {
+        fprintf(stderr, "%s: %s: %s; not replaced; nothing was written\n", cli_prog(), od->target,
+                od->replace ? "replaced by another process while this run was working"
+                            : "appeared while this run was working (another process wrote it meanwhile)");
+        return FP4S_EXIT_OUTPUT;
+    }
     if (rc) {
         fprintf(stderr, "%s: %s: the report could not be put in place: %s\n", cli_prog(), od->target, strerror(e));
         return FP4S_EXIT_OUTPUT;

@@ -24,7 +24,13 @@
  * 0 or a user-block offset 512, 1024, ...) is replaced only with
  * FP4S_OUT_FORCE; a file a live writer holds (fp4s_file_held) is never
  * replaced; and an output an interrupted commit left unfinished (see below) is
- * refused until that commit is finished. "-", devices and FIFOs are written in
+ * refused until that commit is finished. The commit replaces only what was
+ * there at the check: nothing, or that very file (device and inode); a file
+ * another process wrote there meanwhile is kept (FP4S_EBUSY, "appeared while
+ * this run was working" / "replaced by another process while this run was
+ * working"), checked for every member before the first rename and again by
+ * each rename, which refuses to replace (RENAME_NOREPLACE) or swaps and checks
+ * (RENAME_EXCHANGE). "-", devices and FIFOs are written in
  * place and not checked. A refusal returns FP4S_EINVAL (an output that names an
  * input or another output, or an existing HDF5 file without force: the tools'
  * exit status 2), FP4S_EBUSY (a live writer) or FP4S_EWRITE, with a detail
@@ -80,8 +86,10 @@ FP4S_API int fp4s_outgroup_output(fp4s_outgroup *g, const char *path, unsigned f
 /* Rename every member into place (see above) and free the group. Every member
  * begun must have been committed or aborted by its writer. On failure before
  * the first rename nothing is in place and every temporary is removed; a
- * failure after it (a rename refused by the file system, a writer that took an
- * output in the meantime) leaves the journal naming what is left, and says so. */
+ * failure after it (a rename refused by the file system) leaves the journal
+ * naming what is left, and says so; a member that another process took during
+ * the renames keeps that process's file, this run's version is dropped, the
+ * others are put in place and FP4S_EBUSY says so. */
 FP4S_API int fp4s_outgroup_commit(fp4s_outgroup **g);
 
 /* Remove every temporary of the group and free it. NULL is fine. Members still
