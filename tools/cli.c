@@ -28,40 +28,62 @@ static fp4s_outgroup *group;  /* this run's outputs */
 static bool force;
 
 /* ---- scratch files: lock-free slots, removed from signal handlers -------------- */
-#define SCRATCH_MAX 64
-static _Atomic(char *) scratch[SCRATCH_MAX];
+/* Blocks of slots, linked as they are needed (a plot of many inputs has a
+ * data file per input): a handler walks them without allocating. Blocks are
+ * never freed while the program runs. */
+#define SCRATCH_BLOCK 64
+typedef struct scratch_block {
+    _Atomic(char *) slot[SCRATCH_BLOCK];
+    _Atomic(struct scratch_block *) next;
+} scratch_block;
+static scratch_block scratch;
 
 /* Remove every scratch file; `release` frees the names too (not from a
  * signal handler). */
 static void scratch_unlink_all(bool release)
 {
-    for (int i = SCRATCH_MAX; i-- > 0;) {
-        char *p = atomic_exchange(&scratch[i], NULL);
-        if (p && unlink(p) != 0) (void)rmdir(p);
-        if (release) free(p);
-    }
+    /* newest first, as added (a directory after the files in it) */
+    scratch_block *blocks[4096];
+    size_t nb = 0;
+    for (scratch_block *b = &scratch; b && nb < sizeof blocks / sizeof *blocks; b = atomic_load(&b->next))
+        blocks[nb++] = b;
+    while (nb-- > 0)
+        for (int i = SCRATCH_BLOCK; i-- > 0;) {
+            char *p = atomic_exchange(&blocks[nb]->slot[i], NULL);
+            if (p && unlink(p) != 0) (void)rmdir(p);
+            if (release) free(p);
+        }
 }
 
 void cli_scratch_add(const char *path)
 {
     char *p = xstrdup(path);
-    for (int i = 0; i < SCRATCH_MAX; i++) {
-        char *expect = NULL;
-        if (atomic_compare_exchange_strong(&scratch[i], &expect, p)) return;
+    for (scratch_block *b = &scratch;;) {
+        for (int i = 0; i < SCRATCH_BLOCK; i++) {
+            char *expect = NULL;
+            if (atomic_compare_exchange_strong(&b->slot[i], &expect, p)) return;
+        }
+        scratch_block *next = atomic_load(&b->next);
+        if (!next) {
+            scratch_block *nb = xcalloc(1, sizeof *nb);
+            if (!atomic_compare_exchange_strong(&b->next, &next, nb)) free(nb); /* another thread linked one */
+            else next = nb;
+        }
+        b = next;
     }
-    cli_die(FP4S_EXIT_INTERNAL, "%s: too many scratch files", path);
 }
 
 void cli_scratch_remove(const char *path)
 {
-    for (int i = SCRATCH_MAX; i-- > 0;) {
-        char *p = atomic_load(&scratch[i]);
-        if (p && strcmp(p, path) == 0 && atomic_compare_exchange_strong(&scratch[i], &p, NULL)) {
-            if (unlink(p) != 0) (void)rmdir(p);
-            free(p);
-            return;
+    for (scratch_block *b = &scratch; b; b = atomic_load(&b->next))
+        for (int i = SCRATCH_BLOCK; i-- > 0;) {
+            char *p = atomic_load(&b->slot[i]);
+            if (p && strcmp(p, path) == 0 && atomic_compare_exchange_strong(&b->slot[i], &p, NULL)) {
+                if (unlink(p) != 0) (void)rmdir(p);
+                free(p);
+                return;
+            }
         }
-    }
 }
 
 /* ---- the progress line ------------------------------------------------------------- */
@@ -319,15 +341,77 @@ int cli_commit(void)
     return rc ? cli_report(rc) : 0;
 }
 
+/* ---- text a terminal would act on ------------------------------------------------------------ */
+/* The length of the valid UTF-8 sequence at p that is printable (not a C1
+ * control, U+0080..U+009F), or 0. */
+static size_t utf8_printable(const unsigned char *p)
+{
+    size_t n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80) return 0;
+    if (n == 2 && p[0] == 0xc2 && p[1] < 0xa0) return 0;
+    return n;
+}
+
+void cli_fputs_safe(const char *s, FILE *f)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t n;
+        if (*p >= 0x20 && *p < 0x7f) fputc(*p++, f);
+        else if (*p == '\t') fputc(*p++, f);
+        else if (*p >= 0x80 && (n = utf8_printable(p)) > 0) {
+            fwrite(p, 1, n, f);
+            p += n;
+        } else {
+            fprintf(f, "\\x%02x", *p++);
+        }
+    }
+}
+
+const char *cli_safe(const char *s)
+{
+    static _Thread_local char ring[8][1100];
+    static _Thread_local unsigned next;
+    char *b = ring[next++ % 8];
+    size_t k = 0;
+    if (!s) s = "(null)";
+    for (const unsigned char *p = (const unsigned char *)s; *p && k + 8 < sizeof ring[0];) {
+        size_t n;
+        if ((*p >= 0x20 && *p < 0x7f) || *p == '\t') b[k++] = (char)*p++;
+        else if (*p >= 0x80 && (n = utf8_printable(p)) > 0) {
+            memcpy(b + k, p, n);
+            k += n;
+            p += n;
+        } else {
+            k += (size_t)snprintf(b + k, sizeof ring[0] - k, "\\x%02x", *p++);
+        }
+    }
+    b[k] = '\0';
+    return b;
+}
+
+/* "prog: " and the message, escaped: names from files (site names, dataset
+ * paths) may hold terminal escapes */
+static void vmessage(const char *fmt, va_list ap)
+{
+    char *buf = NULL;
+    fprintf(stderr, "%s: ", prog_name);
+    if (vasprintf(&buf, fmt, ap) >= 0) {
+        cli_fputs_safe(buf, stderr);
+        free(buf);
+    } else {
+        fputs("out of memory writing a message", stderr);
+    }
+}
+
 /* ---- messages -------------------------------------------------------------------------------- */
 void cli_die(int status, const char *fmt, ...)
 {
     va_list ap;
     cli_progress_end();
     if (status) failure_reported = true;
-    fprintf(stderr, "%s: ", prog_name);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vmessage(fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
     exit(status);
@@ -338,9 +422,8 @@ void cli_usage(const char *fmt, ...)
     va_list ap;
     cli_progress_end();
     failure_reported = true;
-    fprintf(stderr, "%s: ", prog_name);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vmessage(fmt, ap);
     va_end(ap);
     fprintf(stderr, "\nTry '%s --help'.\n", prog_name);
     exit(FP4S_EXIT_USAGE);
@@ -351,11 +434,40 @@ int cli_report(int code)
     cli_progress_end();
     failure_reported = true;
     const char *d = fp4s_last_error();
-    fprintf(stderr, "%s: %s\n", prog_name, (d && *d) ? d : fp4s_strerror(code));
+    fprintf(stderr, "%s: ", prog_name);
+    cli_fputs_safe((d && *d) ? d : fp4s_strerror(code), stderr);
+    fputc('\n', stderr);
     return fp4s_exit_status(code);
 }
 
 void cli_fail(int code) { exit(cli_report(code)); }
+
+/* The detail of a failure often names the file already ("c.h5: /steps/0/x:
+ * cannot read ..."): with a context "c.h5:/steps/0/x" it was printed twice.
+ * What the detail says of the context's file is not repeated. */
+static void print_failf(const char *ctx, const char *d)
+{
+    size_t fl = strcspn(ctx, ":");
+    const char *rest = ctx + fl; /* ":/steps/0/x", ": step 3" or "" */
+    if (fl && strncmp(d, ctx, fl) == 0 && d[fl] == ':') {
+        const char *d2 = d + fl + 1;
+        while (*d2 == ' ') d2++;
+        const char *r2 = *rest ? rest + 1 : rest;
+        while (*r2 == ' ') r2++;
+        /* the detail names the file, and the rest of the context if any */
+        if (!*r2 || strncmp(d2, r2, strlen(r2)) == 0) {
+            cli_fputs_safe(d, stderr);
+            return;
+        }
+        cli_fputs_safe(ctx, stderr);
+        fputs(": ", stderr);
+        cli_fputs_safe(d2, stderr);
+        return;
+    }
+    cli_fputs_safe(ctx, stderr);
+    fputs(": ", stderr);
+    cli_fputs_safe(d, stderr);
+}
 
 void cli_failf(int code, const char *fmt, ...)
 {
@@ -367,7 +479,9 @@ void cli_failf(int code, const char *fmt, ...)
     const char *d = fp4s_last_error();
     failure_reported = true;
     cli_progress_end();
-    fprintf(stderr, "%s: %s: %s\n", prog_name, ctx, (d && *d) ? d : fp4s_strerror(code));
+    fprintf(stderr, "%s: ", prog_name);
+    print_failf(ctx, (d && *d) ? d : fp4s_strerror(code));
+    fputc('\n', stderr);
     exit(fp4s_exit_status(code));
 }
 
@@ -397,6 +511,8 @@ static int cmp_ll(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+#define LIST_MAX 10000000 /* values in one list (--steps): 80 MB */
+
 long long *cli_parse_int_list(const char *opt, const char *arg, size_t *n)
 {
     size_t cap = 16, len = 0;
@@ -421,15 +537,25 @@ long long *cli_parse_int_list(const char *opt, const char *arg, size_t *n)
                 if (end == s3 || errno || step <= 0) goto bad;
             }
         }
-        if (*end != '\0' || b < a || (b - a) / step > 10000000) goto bad;
-        for (long long x = a; x <= b; x += step) {
+        /* the span in int64 (a - b of values near both ends overflows), and
+         * at most LIST_MAX values in all: a + k * step never passes b */
+        long long span;
+        if (*end != '\0' || b < a) goto bad;
+        bool huge = __builtin_sub_overflow(b, a, &span);
+        unsigned long long count = huge ? ULLONG_MAX : (unsigned long long)(span / step) + 1;
+        if (count > LIST_MAX - len) {
+            free(v);
+            free(dup);
+            cli_usage("%s: '%s' names more than %d values", opt, arg, LIST_MAX);
+        }
+        for (unsigned long long k = 0; k < count; k++) {
             if (len == cap) {
                 cap *= 2;
                 long long *nv = realloc(v, cap * sizeof *v);
                 if (!nv) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
                 v = nv;
             }
-            v[len++] = x;
+            v[len++] = a + (long long)k * step;
         }
     }
     free(dup);
@@ -611,19 +737,45 @@ json_t *cli_decomp_json(const fp4s_decomp_result *r, json_t *o)
     return out_json_record(fp4s_rtype_decomp_result(), r, o);
 }
 
+static bool is_number(const char *s)
+{
+    char *end;
+    errno = 0;
+    (void)strtod(s, &end);
+    return end != s && *end == '\0';
+}
+
+char *cli_csv_cell(const char *s)
+{
+    if (!s) s = "";
+    size_t n = strlen(s);
+    /* a text a spreadsheet would evaluate (=1+2, +cmd|..., -2+3, @SUM(...),
+     * or a leading tab or carriage return) is made text: "'=1+2"; a number
+     * such as -1.5 and a lone "-" stay as they are */
+    bool formula = s[0] && strchr("=+-@\t\r", s[0]) && !is_number(s) && strcmp(s, "-") != 0;
+    bool quote = formula || strpbrk(s, ",\"\n\r") || (n && (s[0] == ' ' || s[n - 1] == ' '));
+    char *q = xmalloc(2 * n + 4), *o = q;
+    if (quote) *o++ = '"';
+    if (formula) *o++ = '\'';
+    for (const char *p = s; *p; p++) {
+        if (*p == '"' && quote) *o++ = '"';
+        *o++ = *p;
+    }
+    if (quote) *o++ = '"';
+    *o = '\0';
+    return q;
+}
+
+void cli_csv_fputs(const char *s, FILE *f)
+{
+    char *q = cli_csv_cell(s);
+    fputs(q, f);
+    free(q);
+}
+
 void cli_csv_str(const char *s)
 {
-    if (!s) return;
-    if (strpbrk(s, ",\"\n")) {
-        putchar('"');
-        for (; *s; s++) {
-            if (*s == '"') putchar('"');
-            putchar(*s);
-        }
-        putchar('"');
-    } else {
-        fputs(s, stdout);
-    }
+    if (s) cli_csv_fputs(s, stdout);
 }
 
 int cli_json_print(json_t *j)

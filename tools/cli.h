@@ -76,6 +76,15 @@ void cli_progress_end(void);
  * (printed once). */
 int cli_stdout_flush(void);
 
+/* Text from files (site and dataset names, producers, paths) printed to a
+ * terminal: control characters (C0, DEL, C1) and bytes that are not UTF-8
+ * shown as \xNN, so that no name can move the cursor, clear the screen or
+ * retitle the window. cli_safe returns one of 8 rotating thread-local
+ * buffers (names up to about 270 bytes; longer ones are cut), for printf
+ * arguments. Every message below goes through it. */
+void cli_fputs_safe(const char *s, FILE *f);
+const char *cli_safe(const char *s);
+
 /* Print "prog: <fmt>" to stderr and exit with status. */
 _Noreturn void cli_die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Print "prog: <fmt>\nTry 'prog --help'." and exit 2. */
@@ -215,8 +224,16 @@ int cli_json_write(const char *path, const json_t *j);
 json_t *cli_decomp_json(const fp4s_decomp_result *r, json_t *o);
 /* JSON number for a double: NaN and Inf become null (JSON has neither). */
 json_t *cli_json_real(double v);
-/* A CSV field on stdout: quoted (quotes doubled) when it holds a comma, a
- * quote or a line break; NULL prints nothing. */
+/* The one place a CSV text cell is written (every --csv, the report's CSV
+ * files, fp4-mismatch's): quoted (quotes doubled) when it holds a comma, a
+ * quote, a line break or a space at either end; and a text a spreadsheet
+ * would take for a formula (starting with =, +, -, @, a tab or a carriage
+ * return; not a number such as -1.5, not a lone "-") quoted with a leading
+ * apostrophe, "'=1+2", so that opening the file runs nothing. cli_csv_cell
+ * returns it malloc'ed; cli_csv_fputs writes it; cli_csv_str writes it on
+ * stdout (NULL prints nothing). */
+char *cli_csv_cell(const char *s);
+void cli_csv_fputs(const char *s, FILE *f);
 void cli_csv_str(const char *s);
 
 /* ---- the quantizer option group ---------------------------------------------------

@@ -642,9 +642,10 @@ static int cmd_ls(int argc, char **argv)
     size_t shown = 0;
     json_t *jd = json ? json_array() : NULL;
     if (!json) {
-        printf("%s: %s, producer %s%s, created %s, %zu steps", file, info.schema,
-               info.producer[0] ? info.producer : "?", info.synthetic ? " (SYNTHETIC)" : "",
-               info.created[0] ? info.created : "?", info.nsteps);
+        /* names from the file are shown escaped: a site name may hold terminal escapes */
+        printf("%s: %s, producer %s%s, created %s, %zu steps", cli_safe(file), cli_safe(info.schema),
+               info.producer[0] ? cli_safe(info.producer) : "?", info.synthetic ? " (SYNTHETIC)" : "",
+               info.created[0] ? cli_safe(info.created) : "?", info.nsteps);
         if (info.nsteps) printf(" (%" PRId64 "..%" PRId64 ")", info.first_step, info.last_step);
         printf("\n");
         if (info.interrupted)
@@ -684,7 +685,7 @@ static int cmd_ls(int argc, char **argv)
                 snprintf(st, sizeof st, "%" PRId64, e[i].step);
             else
                 snprintf(st, sizeof st, "const");
-            printf("%6s  %-44s %-8s %14s  %-8s %10s\n", st, e[i].site, e[i].side, shape,
+            printf("%6s  %-44s %-8s %14s  %-8s %10s\n", st, cli_safe(e[i].site), cli_safe(e[i].side), shape,
                    fp4s_dtype_name(e[i].dtype), sz);
         }
     }
@@ -730,7 +731,11 @@ static int cmd_ls(int argc, char **argv)
         printf("%zu datasets, %s (uncompressed)\n", shown, sz);
         if (check && !status) printf("check: ok\n");
     }
-    if (status == FP4S_EXIT_CHECK) fprintf(stderr, "%s: check failed: %s\n", cli_prog(), checkmsg);
+    if (status == FP4S_EXIT_CHECK) {
+        fprintf(stderr, "%s: check failed: ", cli_prog());
+        cli_fputs_safe(checkmsg, stderr);
+        fputc('\n', stderr);
+    }
     free(e);
     free(steps);
     return status;

@@ -139,7 +139,7 @@ static void pooled_table(const run *runs, size_t nr, size_t show)
             done[b] = true;
             char v[32];
             fmtv(v, 32, "%.2f%%", m2 > 0 ? 100 * site_m2[b] / m2 : NAN);
-            printf("  %5zu  %-40s %9s\n", t + 1, names[b], v);
+            printf("  %5zu  %-40s %9s\n", t + 1, cli_safe(names[b]), v);
         }
         if (lim < ns) printf("  (%zu more sites)\n", ns - lim);
         free(done);
@@ -527,7 +527,10 @@ static int print_csv(const run *runs, size_t nr)
     for (size_t i = 0; i < nr; i++) {
         const fp4s_compare_site *s = &runs[i].r;
         for (size_t j = 0; j < s->k; j++) {
-            printf("%s,%s,", runs[i].label, runs[i].site ? runs[i].site : "");
+            cli_csv_str(runs[i].label);
+            putchar(',');
+            cli_csv_str(runs[i].site ? runs[i].site : "");
+            putchar(',');
             if (runs[i].step >= 0) printf("%lld", (long long)runs[i].step);
             double v[4] = {s->ch_input_rel_diff[j], s->ch_code_flips[j], s->ch_scale_flips[j],
                            s->ch_amplification[j]};
@@ -556,7 +559,7 @@ static int print_table(const fp4s_spec *as, const run *runs, size_t nr, const ra
     for (size_t i = 0; i < nr; i++) {
         const fp4s_compare_site *s = &runs[i].r;
         char a[32], b[32], cc[32], d[32], e[32];
-        printf("\n%s%s", runs[i].site ? "site " : "", runs[i].site ? runs[i].site : runs[i].label);
+        printf("\n%s%s", runs[i].site ? "site " : "", cli_safe(runs[i].site ? runs[i].site : runs[i].label));
         if (runs[i].step >= 0) printf(" step %lld", (long long)runs[i].step);
         printf("  [%zu x %zu] x [%zu x %zu]^T%s\n", s->m, s->k, s->n, s->k,
                runs[i].synthetic ? "  (synthetic capture)" : "");
@@ -589,7 +592,7 @@ static int print_table(const fp4s_spec *as, const run *runs, size_t nr, const ra
         cum += rk[i].contrib;
         fmtv(sh, 32, "%.2f%%", total > 0 ? 100 * rk[i].contrib / total : NAN);
         fmtv(cu, 32, "%.2f%%", total > 0 ? 100 * cum / total : NAN);
-        printf("  %5zu  %-40s %8zu  %-9s %12.5g %9s %9s\n", i + 1, rk[i].site, rk[i].channel,
+        printf("  %5zu  %-40s %8zu  %-9s %12.5g %9s %9s\n", i + 1, cli_safe(rk[i].site), rk[i].channel,
                fp4s_cmp_component_name(rk[i].comp), rk[i].contrib, sh, cu);
     }
     if (show < nrank) printf("  (%zu more; --top 0 lists all)\n", nrank - show);

@@ -456,7 +456,7 @@ static int print_table(const fp4s_spec *sp, const fp4s_decomp_opts *op, const it
         const item *it = &items[i];
         fp4s_decomp_result r;
         fp4s_decomp_summary(it->acc, &r);
-        printf("\n[%zu] %s  [%zu x %zu]%s\n", i, it->label, it->rows, it->cols,
+        printf("\n[%zu] %s  [%zu x %zu]%s\n", i, cli_safe(it->label), it->rows, it->cols,
                it->synthetic ? "  (synthetic capture)" : "");
         human_result(&r, true);
         size_t ng = fp4s_decomp_ngroups(it->acc);

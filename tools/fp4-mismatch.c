@@ -417,19 +417,7 @@ static json_t *result_json(const cfg *c, const fp4s_mm_result *res, run_extra *e
 }
 
 /* ---- CSV --------------------------------------------------------------------------------------- */
-static void csv_quote(FILE *f, const char *s)
-{
-    if (!strpbrk(s, ",\"\n")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"') fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
+static void csv_quote(FILE *f, const char *s) { cli_csv_fputs(s, f); }
 
 static void csv_row(FILE *f, const char *run, const char *part, const fp4s_mm_metrics *m)
 {

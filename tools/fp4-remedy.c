@@ -281,7 +281,7 @@ static int run_plan(site_run *runs, size_t nruns, const fp4s_remedy *rem, size_t
             char e[32], f[32];
             fmtv(e, 32, "%.4g", sqrt(items[s * nc + c].err));
             fmtv(f, 32, "%.2f%%", ps[s].base > 0 ? 100 * items[s * nc + c].cost / ps[s].base : NAN);
-            printf("  %-40s %-24s %10s %12s\n", ps[s].site, fp4s_remedy_label(&rem[cand[c]]), e, f);
+            printf("  %-40s %-24s %10s %12s\n", cli_safe(ps[s].site), fp4s_remedy_label(&rem[cand[c]]), e, f);
         }
         printf("  total: extra %.2f%% of the W4A4 FLOPs; sum of relative error^2 %.6g", 100 * ct / total_base, et);
         if (none_c != (size_t)-1) printf(" (none everywhere: %.6g)", e_none);
@@ -375,7 +375,7 @@ static int run_logits(const char *file, const char *lm_head, const fp4s_remedy *
         char desc[512];
         fp4s_spec_describe(as, desc, sizeof desc);
         printf("activation quantizer: %s\nLM head: site %s of %s%s; trainer %s; metrics as fp4-mismatch(1), "
-               "rho = lp_trainer - lp_rollout\n", desc, site, file, syn ? " (synthetic capture)" : "",
+               "rho = lp_trainer - lp_rollout\n", desc, cli_safe(site), cli_safe(file), syn ? " (synthetic capture)" : "",
                trainer == FP4S_RK_WFQ ? "wfq (X_t Qw(W)^T)" : trainer == FP4S_RK_BF16 ? "bf16 (X_t W^T)"
                                                                                     : "w4a4qat (Qa(X_t) Qw(W)^T)");
     }

@@ -291,11 +291,12 @@ int main(int argc, char **argv)
     write_drill(&r);
     figs_draw(od);
     write_manifest(&r, od);
-    int st = od_commit(od);
-    if (st == 0) {
-        printf("%s/index.html\n", od_target(od));
-        st = cli_stdout_flush();
-    }
+    /* standard output first: a report whose path cannot be printed (a full
+     * disk, a closed pipe) is not put in place either, as every tool's
+     * outputs are committed only once standard output is written */
+    printf("%s/index.html\n", od_target(od));
+    int st = cli_stdout_flush();
+    if (st == 0) st = od_commit(od);
     report_free(&r);
     for (size_t i = 0; i < ncap; i++) free(caps[i]);
     free(caps);

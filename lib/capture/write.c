@@ -201,7 +201,8 @@ int fp4s_capture_create(const char *path, const fp4s_capture_opts *o, fp4s_captu
     rc = fp4s_wlock_take(path, overwrite ? FP4S_WLOCK_CREATE : FP4S_WLOCK_NEW, &c->lock);
     if (rc) {
         if (rc == FP4S_EWRITE && !overwrite && strstr(fp4s_last_error(), "already exists"))
-            rc = fp4s_error_set(FP4S_EWRITE, "%s: already exists (append with -a, or overwrite)", path);
+            rc = fp4s_error_set(FP4S_EWRITE, "%s: already exists; nothing was changed (open it for appending, "
+                                "or create it with overwrite set to replace it)", path);
         cap_free(c);
         return rc;
     }

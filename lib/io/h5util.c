@@ -24,17 +24,31 @@ static void register_quiet_at_exit(void)
 }
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
-/* What a quiet section installs as HDF5's automatic error function: nothing,
- * or in a guard child the watch that notices failed allocations
- * (fp4s_h5_quiet_watch). */
+/* A quiet section installs record_fail as HDF5's automatic error function:
+ * it prints nothing, keeps the message of the call that failed (the error
+ * stack is cleared by the next API call, a close in the cleanup, before the
+ * caller asks fp4s_h5_msg() why), and in a guard child passes the stack on
+ * to the watch that notices failed allocations (fp4s_h5_quiet_watch). */
 static H5E_auto2_t quiet_fn;
 static void *quiet_data;
+static _Thread_local unsigned quiet_depth;
+static _Thread_local char last_fail[320];
+
+static void stack_msg(hid_t estack, char *buf, size_t n);
+
+static herr_t record_fail(hid_t estack, void *data)
+{
+    (void)data;
+    stack_msg(estack, last_fail, sizeof last_fail);
+    if (quiet_fn) quiet_fn(estack, quiet_data);
+    return 0;
+}
 
 void fp4s_h5_quiet_watch(H5E_auto2_t fn, void *data)
 {
     quiet_fn = fn;
     quiet_data = data;
-    H5Eset_auto2(H5E_DEFAULT, fn, data);
+    H5Eset_auto2(H5E_DEFAULT, record_fail, NULL);
 }
 
 void fp4s_h5_quiet_begin(fp4s_h5_quiet *q)
@@ -44,29 +58,43 @@ void fp4s_h5_quiet_begin(fp4s_h5_quiet *q)
         q->func = NULL;
         q->data = NULL;
     }
-    H5Eset_auto2(H5E_DEFAULT, quiet_fn, quiet_data);
+    if (quiet_depth++ == 0) last_fail[0] = '\0'; /* a failure of an earlier call is not this one's */
+    H5Eset_auto2(H5E_DEFAULT, record_fail, NULL);
 }
 
-void fp4s_h5_quiet_end(const fp4s_h5_quiet *q) { H5Eset_auto2(H5E_DEFAULT, q->func, q->data); }
+void fp4s_h5_quiet_end(const fp4s_h5_quiet *q)
+{
+    if (quiet_depth) quiet_depth--;
+    H5Eset_auto2(H5E_DEFAULT, q->func, q->data);
+}
 
 static _Thread_local char h5msg[320];
 
 typedef struct msg_walk {
-    char first[192];   /* the innermost description, up to its first ',' */
+    char first[192];   /* the innermost description, up to its first ',' (not a plugin search's) */
+    char plugin[192];  /* the innermost description of a plugin search, if that is all there is */
     char reason[128];  /* "error message = '...'" of a system call, if any frame has one */
 } msg_walk;
 
+static void cut(char *dst, size_t n, const char *desc)
+{
+    size_t k = strcspn(desc, ",");
+    if (k >= n) k = n - 1;
+    memcpy(dst, desc, k);
+    dst[k] = '\0';
+}
+
 static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data)
 {
+    (void)n;
     msg_walk *w = data;
     if (!e->desc) return 0;
-    if (n == 0) {
-        size_t k = strcspn(e->desc, ",");
-        if (k >= sizeof w->first) k = sizeof w->first - 1;
-        memcpy(w->first, e->desc, k);
-        w->first[k] = '\0';
-    }
-    const char *r = w->reason[0] ? NULL : strstr(e->desc, "error message = '");
+    /* a filter that is not there says "required filter 'lzf' is not
+     * registered" above the search of the plugin directory that failed */
+    bool plugin = e->maj_num == H5E_PLUGIN;
+    if (plugin && !w->plugin[0]) cut(w->plugin, sizeof w->plugin, e->desc);
+    if (!plugin && !w->first[0]) cut(w->first, sizeof w->first, e->desc);
+    const char *r = w->reason[0] || plugin ? NULL : strstr(e->desc, "error message = '");
     if (r) {
         r += strlen("error message = '");
         size_t k = strcspn(r, "'");
@@ -77,15 +105,22 @@ static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data)
     return 0;
 }
 
-const char *fp4s_h5_msg(void)
+static void stack_msg(hid_t estack, char *buf, size_t n)
 {
     msg_walk w;
-    w.first[0] = w.reason[0] = '\0';
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_cb, &w);
-    if (w.first[0] && w.reason[0])
-        snprintf(h5msg, sizeof h5msg, "%s: %s", w.first, w.reason);
+    w.first[0] = w.plugin[0] = w.reason[0] = '\0';
+    H5Ewalk2(estack, H5E_WALK_UPWARD, walk_cb, &w);
+    const char *first = w.first[0] ? w.first : w.plugin;
+    if (first[0] && w.reason[0])
+        snprintf(buf, n, "%s: %s", first, w.reason);
     else
-        snprintf(h5msg, sizeof h5msg, "%s", w.first[0] ? w.first : w.reason);
+        snprintf(buf, n, "%s", first[0] ? first : w.reason);
+}
+
+const char *fp4s_h5_msg(void)
+{
+    stack_msg(H5E_DEFAULT, h5msg, sizeof h5msg);
+    if (!h5msg[0]) snprintf(h5msg, sizeof h5msg, "%s", last_fail[0] ? last_fail : "no detail from HDF5");
     return h5msg;
 }
 

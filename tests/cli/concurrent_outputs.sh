@@ -148,4 +148,45 @@ for case in new force; do
     [ -z "$left" ] || fail "fp4-report, $case: staging directories left: $left"
 done
 echo "ok: fp4-report: a report directory another run wrote meanwhile is kept, the late run exits 4"
+
+# 6. fp4-rl writes its capture in place: one that another process creates
+#    while it starts is refused (exit 4) with a message that offers no option
+#    fp4-rl lacks (it said "append with -a, or overwrite")
+rm -f rl.h5
+held rl.h5 fp4-rl --width 32 --prompts 2 --group 2 --steps 1 --sft-max-steps 1 -o rl.h5
+echo other > rl.h5
+release
+[ "$arc" = 4 ] || fail "fp4-rl: a capture created meanwhile: exit $arc: $(cat a-err.txt)"
+grep -q "rl.h5: already exists; nothing was changed" a-err.txt || fail "fp4-rl: the message: $(cat a-err.txt)"
+! grep -q -- "-a\b" a-err.txt || fail "fp4-rl offers -a: $(cat a-err.txt)"
+[ "$(cat rl.h5)" = other ] || fail "fp4-rl: the other process's rl.h5 was changed"
+echo "ok: fp4-rl: a capture created while it starts is kept, and the message fits fp4-rl"
+
+# 7. a SIGKILLed fp4-report leaves its hidden staging directory (no handler
+#    runs); a later run in the same directory removes it once its owner is
+#    dead (it held a lock on it), and only it: not a live run's, not another
+#    name, not a file
+rm -rf rep rep2 rep3
+rep_run() { fp4-report "$SRC/datasets/synth-tiny.h5" --steps 0 --sites 'layers.0.self_attn*' --quiet -o "$1"; }
+held rep fp4-report "$SRC/datasets/synth-tiny.h5" --steps 0 --sites 'layers.0.self_attn*' --quiet -o rep
+kill -s KILL "$apid"
+release
+old=$(( $(date +%s) - 120 ))
+stale=$(ls -A | grep '^\.rep\.fp4-report\.' || true)
+[ -n "$stale" ] || fail "no staging directory left by the killed run"
+touch -d "@$old" "$stale"
+held rep2 fp4-report "$SRC/datasets/synth-tiny.h5" --steps 0 --sites 'layers.0.self_attn*' --quiet -o rep2
+live=$(ls -A | grep '^\.rep2\.fp4-report\.' || true)
+[ -n "$live" ] || fail "no staging directory of the live run"
+touch -d "@$old" "$live"
+mkdir .other.XXXXXX
+touch .x.fp4-report.abcdef
+touch -d "@$old" .other.XXXXXX .x.fp4-report.abcdef
+rep_run rep3 > /dev/null
+[ ! -e "$stale" ] || fail "the killed run's staging directory was not removed"
+[ -d "$live" ] || fail "a live run's staging directory was removed"
+[ -d .other.XXXXXX ] && [ -f .x.fp4-report.abcdef ] || fail "something not a staging directory was removed"
+release
+[ "$arc" = 0 ] && [ -f rep2/index.html ] || fail "the live run: exit $arc: $(cat a-err.txt)"
+echo "ok: a killed fp4-report's staging directory is removed by a later run, and only it"
 failures_end

@@ -1,6 +1,8 @@
 /* fp4-remedy's tables (table.h). */
 #include "remedy/table.h"
 
+#include "cli.h"
+
 #include <math.h>
 #include <stdio.h>
 
@@ -53,7 +55,7 @@ static void row(const fp4s_remedy *rem, double e1v, double e2v, double e3v, doub
 void remedy_table_site(const site_run *s, size_t nr)
 {
     const fp4s_remedy_site *si = &s->info;
-    printf("\n%s%s", s->site ? "site " : "", s->site ? s->site : s->label);
+    printf("\n%s%s", s->site ? "site " : "", cli_safe(s->site ? s->site : s->label));
     if (s->step >= 0) printf(" step %lld", (long long)s->step);
     printf("  [%zu x %zu] x [%zu x %zu]^T%s\n", si->m, si->k, si->n, si->k, s->synthetic ? "  (synthetic capture)" : "");
     char a[32], b[32], c[32];

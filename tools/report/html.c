@@ -157,16 +157,9 @@ void rt_mark(rtable *t)
 
 static void csv_field(text *o, const char *s)
 {
-    if (strpbrk(s, ",\"\n\r") || (*s && (s[0] == ' ' || s[strlen(s) - 1] == ' '))) {
-        tx_add(o, "\"");
-        for (; *s; s++) {
-            if (*s == '"') tx_add(o, "\"\"");
-            else tx_add(o, "%c", *s);
-        }
-        tx_add(o, "\"");
-    } else {
-        tx_add(o, "%s", s);
-    }
+    char *q = cli_csv_cell(s);
+    tx_add(o, "%s", q);
+    free(q);
 }
 
 void rt_emit(rtable *t, outdir *od, const char *dir, text *page)

@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The files and directories of the staging directory, newest first, for the
@@ -143,6 +145,55 @@ static bool is_report(const char *dir)
     return ok;
 }
 
+/* Staging directories: ".NAME.fp4-report.XXXXXX" beside the report, locked
+ * (flock LOCK_EX on the directory) by the run that writes it for as long as
+ * it lives, so that a later run can tell one a killed run left (SIGKILL, a
+ * power loss: no handler ran) from one being written. */
+#define STAGING_TAG ".fp4-report."
+#define STALE_AGE 60 /* seconds: a directory younger than this may be one mkdtemp made an instant before its lock */
+
+static int staging_lock = -1;
+
+/* Is `name` a staging directory's name: ".X.fp4-report." and 6 characters? */
+static bool staging_name(const char *name)
+{
+    size_t n = strlen(name), tl = strlen(STAGING_TAG);
+    if (name[0] != '.' || n < 1 + 1 + tl + 6) return false;
+    if (strncmp(name + n - 6 - tl, STAGING_TAG, tl) != 0) return false;
+    for (size_t i = n - 6; i < n; i++)
+        if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z') ||
+              (name[i] >= '0' && name[i] <= '9')))
+            return false;
+    return true;
+}
+
+/* Remove the staging directories of fp4-report runs that died in `parent`:
+ * only directories of that name, of this user, not locked (no live run holds
+ * them) and older than STALE_AGE. */
+static void remove_stale_staging(const char *parent)
+{
+    DIR *d = opendir(parent);
+    if (!d) return;
+    struct dirent *e;
+    time_t now = time(NULL);
+    while ((e = readdir(d))) {
+        if (!staging_name(e->d_name)) continue;
+        char p[PATH_MAX];
+        if ((size_t)snprintf(p, sizeof p, "%s/%s", parent, e->d_name) >= sizeof p) continue;
+        struct stat st;
+        if (lstat(p, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || now - st.st_mtime < STALE_AGE)
+            continue;
+        int fd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) continue;
+        struct stat fs;
+        /* still that directory, and no live run holds it */
+        if (fstat(fd, &fs) == 0 && fs.st_dev == st.st_dev && fs.st_ino == st.st_ino && flock(fd, LOCK_EX | LOCK_NB) == 0)
+            (void)rm_tree(p);
+        close(fd);
+    }
+    closedir(d);
+}
+
 outdir *od_open(const char *target, bool force)
 {
     if (!*target) cli_usage("-o: empty directory name");
@@ -193,8 +244,10 @@ outdir *od_open(const char *target, bool force)
     } else if (errno != ENOENT) {
         cli_die(FP4S_EXIT_OUTPUT, "%s: %s", target, strerror(errno));
     }
-    if ((size_t)snprintf(od->staging, sizeof od->staging, "%s/.%.200s.XXXXXX", parent, base) >= sizeof od->staging)
+    if ((size_t)snprintf(od->staging, sizeof od->staging, "%s/.%.200s" STAGING_TAG "XXXXXX", parent, base) >=
+        sizeof od->staging)
         cli_usage("-o: path too long");
+    remove_stale_staging(parent);
     /* the handlers before the directory exists: no moment leaves it behind */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -216,6 +269,9 @@ outdir *od_open(const char *target, bool force)
     }
     track_abs(od->staging);
     the_od = od;
+    /* held until the process ends, whatever ends it */
+    staging_lock = open(od->staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (staging_lock >= 0) (void)flock(staging_lock, LOCK_EX | LOCK_NB);
     sigprocmask(SIG_SETMASK, &prev, NULL);
     return od;
 }
