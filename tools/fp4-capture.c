@@ -43,6 +43,8 @@ static void usage_text(void)
         "                        stem, {1}..{9} the text matched by the 1st..9th '*' or '?'\n"
         "                        of the GLOB (default {name})\n"
         "      --gzip N          deflate level 0..9 for new datasets (default 0)\n"
+        "      --checksum        a Fletcher-32 checksum on every chunk of new datasets,\n"
+        "                        verified by every read (a damaged byte is an error)\n"
         "      --exact           NAME is a tensor name, not a pattern ('*', '?' and '\\'\n"
         "                        are themselves)\n"
         "\n"
@@ -105,7 +107,7 @@ enum {
     OPT_STEP = 256, OPT_SIDE, OPT_CONST, OPT_SITE, OPT_GZIP, OPT_CHECK,
     OPT_SIDES, OPT_SEED, OPT_SSTEPS, OPT_ACT_EVERY, OPT_LAYERS, OPT_EXPERTS, OPT_TOPK,
     OPT_SKEW, OPT_TOKENS, OPT_HIDDEN, OPT_OUTF, OPT_SSIGMA, OPT_HOT, OPT_HOTF, OPT_DF, OPT_DRIFT,
-    OPT_KNOISE, OPT_F32, OPT_WPS, OPT_SEQS, OPT_SEQLEN, OPT_LPM, OPT_ONSET, OPT_LPG, OPT_EXACT
+    OPT_KNOISE, OPT_F32, OPT_WPS, OPT_SEQS, OPT_SEQLEN, OPT_LPM, OPT_ONSET, OPT_LPG, OPT_EXACT, OPT_CHECKSUM
 };
 
 static bool is_file(const char *p)
@@ -392,9 +394,10 @@ static int cmd_import(int argc, char **argv)
         {"step", required_argument, 0, OPT_STEP}, {"side", required_argument, 0, OPT_SIDE},
         {"const", no_argument, 0, OPT_CONST}, {"site", required_argument, 0, OPT_SITE},
         {"gzip", required_argument, 0, OPT_GZIP}, {"exact", no_argument, 0, OPT_EXACT},
+        {"checksum", no_argument, 0, OPT_CHECKSUM},
         CLI_COMMON_LONGOPTS CLI_OUTPUT_LONGOPTS {0, 0, 0, 0}};
     const char *out = NULL, *side = NULL, *tpl = "{name}";
-    bool append = false, cst = false, have_step = false, exact = false;
+    bool append = false, cst = false, have_step = false, exact = false, checksum = false;
     int64_t step = 0;
     int gz = 0, ch;
     cli_common common;
@@ -409,6 +412,7 @@ static int cmd_import(int argc, char **argv)
         case OPT_SITE: tpl = optarg; break;
         case OPT_GZIP: gz = (int)cli_parse_int("--gzip", optarg, 0, 9); break;
         case OPT_EXACT: exact = true; break;
+        case OPT_CHECKSUM: checksum = true; break;
         default:
             if (!cli_common_option(ch, optarg, &common)) cli_usage("import: unknown option '%s'", argv[optind - 1]);
         }
@@ -511,6 +515,7 @@ static int cmd_import(int argc, char **argv)
     fp4s_capture_opts o;
     fp4s_capture_opts_defaults(&o);
     o.gzip = gz;
+    o.checksum = checksum;
     o.producer = "fp4-capture import";
     /* -o: a new capture in a temporary, renamed over OUT unless a live writer
      * holds OUT. -a: appended in place under the writer lock; a missing OUT is

@@ -185,6 +185,11 @@ static int check_opts(const char *path, const fp4s_capture_opts *o)
         return fp4s_error_set(FP4S_EINVAL, "%s: gzip level %d out of range 0..9", path, o->gzip);
     if (o->gzip > 0 && H5Zfilter_avail(H5Z_FILTER_DEFLATE) <= 0)
         return fp4s_error_set(FP4S_ENOTSUP, "%s: this HDF5 has no deflate filter", path);
+    if (o->checksum > 1)
+        return fp4s_error_set(FP4S_EINVAL, "%s: checksum %u: expected 0 (none) or 1 (Fletcher-32)", path,
+                              (unsigned)o->checksum);
+    if (o->checksum && H5Zfilter_avail(H5Z_FILTER_FLETCHER32) <= 0)
+        return fp4s_error_set(FP4S_ENOTSUP, "%s: this HDF5 has no Fletcher-32 filter", path);
     return 0;
 }
 

@@ -301,6 +301,8 @@ static int get_dataset(fp4s_capture *c, const char *path, int64_t step, const ch
             if (c->opts.shuffle) H5Pset_shuffle(dcpl);
             H5Pset_deflate(dcpl, (unsigned)c->opts.gzip);
         }
+        /* last in the pipeline: the checksum covers the bytes stored */
+        if (c->opts.checksum) H5Pset_fletcher32(dcpl);
         hid_t ft = fp4s_h5_type(dt);
         char rel[600];
         snprintf(rel, sizeof rel, "%s/%s", group, leaf);

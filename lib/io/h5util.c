@@ -111,6 +111,8 @@ static void stack_msg(hid_t estack, char *buf, size_t n)
     w.first[0] = w.plugin[0] = w.reason[0] = '\0';
     H5Ewalk2(estack, H5E_WALK_UPWARD, walk_cb, &w);
     const char *first = w.first[0] ? w.first : w.plugin;
+    /* HDF5's "data error detected by Fletcher32 checksum": said plainly */
+    if (strstr(first, "Fletcher32 checksum")) first = "the data does not match its Fletcher-32 checksum: it is damaged";
     if (first[0] && w.reason[0])
         snprintf(buf, n, "%s: %s", first, w.reason);
     else

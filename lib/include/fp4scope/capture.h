@@ -166,7 +166,11 @@ typedef struct fp4s_capture_opts {
     size_t chunk_rows;     /* rows per chunk of new datasets; 0 = about 1 MiB (default) */
     const char *producer;  /* root attribute on create; NULL = "libfp4scope <version>" */
     bool overwrite;        /* create: replace an existing file (default false) */
-    uint32_t reserved[8];  /* zero (the defaults); room for options added later */
+    uint32_t checksum;     /* 1: every chunk of new datasets carries a Fletcher-32
+                              checksum (HDF5's filter), which every read verifies:
+                              a damaged byte of the data is an error, not other
+                              numbers. 0 (default): raw data carries no checksum */
+    uint32_t reserved[7];  /* zero (the defaults); room for options added later */
 } fp4s_capture_opts;
 
 /* Fills o with the defaults, reserved included. fp4s_capture_opts_size() is

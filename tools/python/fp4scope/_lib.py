@@ -115,7 +115,7 @@ _p = c.c_void_p
 class CaptureOpts(c.Structure):
     """fp4s_capture_opts (capture.h)."""
     _fields_ = [("gzip", _i), ("shuffle", _b), ("chunk_rows", _sz), ("producer", c.c_char_p),
-                ("overwrite", _b), ("reserved", _u32 * 8)]
+                ("overwrite", _b), ("checksum", _u32), ("reserved", _u32 * 7)]
 
 
 class CaptureEntry(c.Structure):

@@ -108,9 +108,11 @@ def _as_rows(x):
 
 class Capture:
     """A capture file open for writing. mode "w" creates (replacing an existing
-    file only if overwrite=True), "a" appends (creating if missing)."""
+    file only if overwrite=True), "a" appends (creating if missing).
+    checksum=True gives every chunk of new datasets a Fletcher-32 checksum that
+    every read verifies (raw data carries none otherwise)."""
 
-    def __init__(self, path, mode="w", gzip=0, overwrite=False, producer="fp4scope.torch"):
+    def __init__(self, path, mode="w", gzip=0, overwrite=False, producer="fp4scope.torch", checksum=False):
         L = lib()
         self.path = path
         self._h = ctypes.c_void_p()
@@ -127,6 +129,7 @@ class Capture:
         L.fp4s_capture_opts_defaults(ctypes.byref(o))
         o.gzip = gzip
         o.overwrite = overwrite
+        o.checksum = 1 if checksum else 0
         self._producer = _cstr(path, "producer", producer)
         o.producer = self._producer
         if mode == "a" and os.path.exists(path):
