@@ -149,18 +149,20 @@ for case in new force; do
 done
 echo "ok: fp4-report: a report directory another run wrote meanwhile is kept, the late run exits 4"
 
-# 6. fp4-rl writes its capture in place: one that another process creates
-#    while it starts is refused (exit 4) with a message that offers no option
-#    fp4-rl lacks (it said "append with -a, or overwrite")
+# 6. fp4-rl: a capture that another process creates while it runs is kept
+#    (exit 4), with a message that offers no option fp4-rl lacks (it said
+#    "append with -a, or overwrite"; fp4-rl now commits its capture at the end
+#    as every tool does, so the commit's message is the one seen)
 rm -f rl.h5
 held rl.h5 fp4-rl --width 32 --prompts 2 --group 2 --steps 1 --sft-max-steps 1 -o rl.h5
 echo other > rl.h5
 release
 [ "$arc" = 4 ] || fail "fp4-rl: a capture created meanwhile: exit $arc: $(cat a-err.txt)"
-grep -q "rl.h5: already exists; nothing was changed" a-err.txt || fail "fp4-rl: the message: $(cat a-err.txt)"
+grep -q "rl.h5: appeared while this run was working (another process wrote it meanwhile); not replaced" a-err.txt ||
+    fail "fp4-rl: the message: $(cat a-err.txt)"
 ! grep -q -- "-a\b" a-err.txt || fail "fp4-rl offers -a: $(cat a-err.txt)"
 [ "$(cat rl.h5)" = other ] || fail "fp4-rl: the other process's rl.h5 was changed"
-echo "ok: fp4-rl: a capture created while it starts is kept, and the message fits fp4-rl"
+echo "ok: fp4-rl: a capture created while it runs is kept, and the message fits fp4-rl"
 
 # 7. a SIGKILLed fp4-report leaves its hidden staging directory (no handler
 #    runs); a later run in the same directory removes it once its owner is
