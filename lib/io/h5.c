@@ -52,7 +52,12 @@ static const char *h5_type_desc(hid_t t, char *buf, size_t n)
     case H5T_COMPOUND: snprintf(buf, n, "compound"); break;
     case H5T_ENUM: snprintf(buf, n, "enum"); break;
     case H5T_ARRAY: snprintf(buf, n, "array"); break;
-    default: snprintf(buf, n, "class %d", (int)c); break;
+    case H5T_REFERENCE: snprintf(buf, n, "object or region reference"); break;
+    case H5T_OPAQUE: snprintf(buf, n, "opaque"); break;
+    case H5T_VLEN: snprintf(buf, n, "variable-length sequence"); break;
+    case H5T_BITFIELD: snprintf(buf, n, "bitfield"); break;
+    case H5T_TIME: snprintf(buf, n, "time"); break;
+    default: snprintf(buf, n, "HDF5 type class %d", (int)c); break;
     }
     return buf;
 }

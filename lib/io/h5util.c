@@ -367,6 +367,14 @@ int fp4s_h5_check_layout(hid_t d, const char *what)
         }
         stored = 0; /* H5Dget_storage_size counts the external bytes, not this file's */
     }
+    /* storage never allocated (created and never written, as h5py's
+     * create_dataset(shape=..., dtype=...) leaves it): every element is the
+     * fill value and nothing of the file is claimed. A damaged dimension of a
+     * written dataset keeps its allocated storage, so it is still caught. */
+    H5D_space_status_t sst = H5D_SPACE_STATUS_ERROR;
+    bool unwritten = (lay == H5D_CHUNKED || (lay == H5D_CONTIGUOUS && next == 0)) &&
+                     H5Dget_space_status(d, &sst) >= 0 && sst == H5D_SPACE_STATUS_NOT_ALLOCATED && stored == 0;
+    if (unwritten) bound = 0;
     if (over || (fsize && (uint64_t)stored > fsize) || (bound && logical > bound)) {
         char sb[256] = "";
         size_t k = 0;

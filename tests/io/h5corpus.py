@@ -23,7 +23,11 @@ ships (deflate, shuffle, Fletcher-32, N-bit, scale-offset, szip where the
 library has it), fill values and chunks never written, empty and zero-size
 datasets, a user block, variable- and fixed-length strings, attributes in
 compact and dense storage, soft, hard, external and dangling links, virtual
-datasets, nested groups, big-endian, float16 and float64 data.
+datasets, nested groups, big-endian, float16 and float64 data; references,
+opaque, boolean, complex, array and variable-length types, dimension scales,
+creation-order groups, paged and persistent file space, files a SWMR writer
+appended to, and datasets created and never written (a shape far larger than
+the file: every element is the fill value).
 
 With CAPTURE, also DIR/cap-<variant>.h5: the capture rewritten dataset by
 dataset with each storage and filter (attributes and groups kept), and
@@ -257,9 +261,83 @@ def special():
         note(fname, "/e", "empty")
 
 
+def more():
+    """What else h5py writes: other datatypes, group and file-space options,
+    SWMR, dimension scales, and datasets created and never written."""
+    def one(fname, fn, **kw):
+        with h5py.File(os.path.join(out, fname), "w", **kw) as f:
+            f["x"] = BASE
+            note(fname, "/x", "read", "f32")
+            fn(f)
+
+    def types(f):
+        f.create_dataset("ref", data=np.array([f["x"].ref] * 3, dtype=h5py.ref_dtype))
+        note("types.h5", "/ref", "other")
+        f.create_dataset("regref", data=np.array([f["x"].regionref[0:2, 0:3]], dtype=h5py.regionref_dtype))
+        note("types.h5", "/regref", "other")
+        f["x"].attrs["self"] = f["x"].ref
+        f.create_dataset("opaque", data=np.array([b"ab", b"cd"], dtype="V2"))
+        note("types.h5", "/opaque", "other")
+        f.create_dataset("bool", data=np.array([True, False]))
+        note("types.h5", "/bool", "other")
+        f.create_dataset("complex", data=np.ones((4, 4), dtype="c8"))
+        note("types.h5", "/complex", "other")
+        f.create_dataset("vlen_ints", data=np.array([np.arange(3), np.arange(0)], dtype=object),
+                         dtype=h5py.vlen_dtype("i4"))
+        note("types.h5", "/vlen_ints", "other")
+        f.create_dataset("vlen_ascii", data=np.array([b"x", b"yy"], dtype=h5py.string_dtype("ascii")))
+        note("types.h5", "/vlen_ascii", "other")
+        f.create_dataset("vlen_chunked", data=np.array(["a", "bb"] * 100, dtype=h5py.string_dtype()),
+                         chunks=(16,), compression="gzip")
+        note("types.h5", "/vlen_chunked", "other")
+        f["x"].attrs.create("long_text", data=np.array(["a" * 100000, "b"], dtype=h5py.string_dtype()))
+        at = h5t.array_create(h5t.IEEE_F32LE, (3,))  # elements that are arrays (H5T_ARRAY)
+        ds = h5d.create(f.id, b"farray", at, h5s.create_simple((4,)))
+        ds.write(h5s.ALL, h5s.ALL, np.ascontiguousarray(BASE[:4, :3]), mtype=at)
+        ds.close()
+        note("types.h5", "/farray", "other")
+        f["scale"] = np.arange(16.0)
+        f["scale"].make_scale("rows")
+        f["x"].dims[0].attach_scale(f["scale"])
+        note("types.h5", "/scale", "read")
+    one("types.h5", types)
+    one("trackorder.h5", lambda f: (f.create_group("g", track_order=True).create_dataset("y", data=BASE),
+                                     note("trackorder.h5", "/g/y", "read", "f32")), track_order=True)
+    one("page.h5", lambda f: (f.create_dataset("y", data=BASE, chunks=(4, 64)),
+                               note("page.h5", "/y", "read", "f32")),
+        fs_strategy="page", fs_persist=True, fs_page_size=4096, libver="latest")
+    one("fsm.h5", lambda f: None, fs_strategy="fsm", fs_persist=True, fs_threshold=1)
+    one("v108.h5", lambda f: None, libver=("v108", "v108"))
+    one("v110.h5", lambda f: None, libver=("v110", "v110"))
+    one("bigattr.h5", lambda f: f["x"].attrs.create("big", data=np.zeros(40000)), libver="latest")
+
+    # created and never written: every element is the fill value, and the
+    # shape claims far more than the file holds (before: "damaged: its shape
+    # ... claims more data than the file stores", the whole file refused)
+    def unwritten(f):
+        f.create_dataset("big_chunked", shape=(1 << 20, 4096), dtype="f4", chunks=(64, 4096))
+        f.create_dataset("big_contiguous", shape=(1 << 18, 4096), dtype="f4")
+        f.create_dataset("big_fill", shape=(1 << 16, 4096), dtype="f4", chunks=(16, 4096), fillvalue=7.0,
+                         compression="gzip")
+    one("unwritten.h5", unwritten)
+    one("unwritten-latest.h5", unwritten, libver="latest")
+
+    # written by a SWMR writer (appended in steps, flushed)
+    fname = "swmr.h5"
+    with h5py.File(os.path.join(out, fname), "w", libver="latest") as f:
+        d = f.create_dataset("x", shape=(0, 64), maxshape=(None, 64), chunks=(4, 64), dtype="f4")
+        f.swmr_mode = True
+        for r in range(0, 16, 4):
+            d.resize((r + 4, 64))
+            d[r:r + 4] = BASE[r:r + 4]
+            d.flush()
+    note(fname, "/x", "read", "f32")
+
+
 basic("earliest")
 basic("latest")
 special()
+more()
 with open(os.path.join(out, "manifest.tsv"), "w") as m:
     for r in rows:
         m.write("\t".join(r) + "\n")

@@ -13,6 +13,9 @@
 #   an empty one: exit 3 "is empty"; a scalar or a non-float: exit 3 naming
 #     what it expected; LZF (h5py's own filter): exit 3, not "damaged";
 #   never "damaged", never a signal, nothing on stderr but the tool's lines;
+#   a dataset created and never written, whose shape claims far more than the
+#   file holds (all fill value), refuses no other dataset of its file (before:
+#   "damaged: its shape ... claims more data than the file stores");
 #   each rewritten capture: fp4-capture ls and fp4-compare exit 0, and print
 #     what they print for the original when the rewrite is lossless.
 . "$(dirname "$0")/../lib.sh"
@@ -69,6 +72,8 @@ while IFS="$(printf '\t')" read -r file path want group; do
         n_other=$((n_other + 1))
         [ "$rc" = 3 ] || fail "$spec: $want: exit $rc (expected 3): $(cat err.txt)"
         grep -q "$path" err.txt || fail "$spec: the message does not name the dataset: $(cat err.txt)"
+        # the type named in words (it said "class 7 dataset is not supported")
+        ! grep -q "class [0-9]" err.txt || fail "$spec: an HDF5 class number for a type: $(cat err.txt)"
         ;;
     esac
 done < "$T/c/manifest.tsv"
