@@ -1,6 +1,6 @@
 """One-byte corruptions of a capture at its metadata, through every tool.
 
-    corrupt.py CAPTURE N [--seed S] [--out DIR] [--timeout T] [--keep-failures]
+    corrupt.py CAPTURE N [--seed S] [--out DIR] [--timeout T] [--keep-failures] [--raw]
 
 The raw-data bytes of every dataset are located with h5py (chunk by chunk);
 every other byte of the file is metadata (superblock, object headers,
@@ -17,7 +17,14 @@ passes when every tool exits 0, 1 (a failed --check) or 3 (input refused)
 and the corrupted copy is byte for byte what it was before the tools ran
 (no tool writes to its input). Prints a JSON summary; exit status 1 when
 any run died by a signal, ran past the limit, exited otherwise or changed
-its input. Tools are found on PATH."""
+its input. Tools are found on PATH.
+
+--raw corrupts the raw data instead (one byte of a dataset's stored chunks or
+contiguous data): no tool may fail then, but a run that exits 0 and prints
+other output than on the pristine file has given other numbers silently; the
+summary counts those (wrong_output_exit_0) and the refusals. A capture written
+with Fletcher-32 checksums (fp4-capture import --checksum, checksum=True in
+Python) refuses every such copy whose data a tool reads."""
 import argparse
 import collections
 import hashlib
@@ -105,11 +112,11 @@ def categories(data, raw):
 
 def run(cmd, timeout, cwd):
     try:
-        p = subprocess.run(cmd, cwd=cwd, timeout=timeout, stdout=subprocess.DEVNULL,
+        p = subprocess.run(cmd, cwd=cwd, timeout=timeout, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, errors="replace")
-        return p.returncode, p.stderr[-2000:]
+        return p.returncode, p.stderr[-2000:], p.stdout
     except subprocess.TimeoutExpired:
-        return "timeout", ""
+        return "timeout", "", ""
 
 
 def main():
@@ -120,11 +127,18 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--timeout", type=float, default=10.0)
     ap.add_argument("--keep-failures", action="store_true")
+    ap.add_argument("--raw", action="store_true", help="corrupt raw data bytes, not metadata")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     pristine = open(a.capture, "rb").read()
     raw, act, wts = raw_ranges(a.capture)
-    cats = categories(pristine, raw)
+    if a.raw:
+        cats = {}
+        for off, size in raw:
+            for o in range(off, min(off + size, len(pristine))):
+                cats[o] = "raw-data"
+    else:
+        cats = categories(pristine, raw)
     by_cat = collections.defaultdict(list)
     for off, c in cats.items():
         by_cat[c].append(off)
@@ -150,7 +164,19 @@ def main():
     tried = collections.Counter()
     codes = collections.defaultdict(collections.Counter)
     failures = []
-    signals = hangs = other = changed = 0
+    signals = hangs = other = changed = wrong = 0
+    ref = {}
+    if a.raw:  # each tool's output on the pristine file (twice: only what repeats is compared)
+        d = os.path.join(work, "r")
+        for _ in range(2):
+            shutil.rmtree(d, ignore_errors=True)
+            os.makedirs(d)
+            F = os.path.join(d, "c.h5")
+            shutil.copyfile(a.capture, F)
+            for name, mk in tools:
+                rc, err, out = run(mk(F), a.timeout, d)
+                ref.setdefault(name, []).append((rc, out))
+        ref = {k: v[0][1] for k, v in ref.items() if v[0] == v[1] and v[0][0] == 0}
     for i in range(a.n):
         cat = names[i % len(names)]
         off = rng.choice(by_cat[cat])
@@ -168,7 +194,7 @@ def main():
         digest = hashlib.sha256(data).digest()
         tried[cat] += 1
         for name, mk in tools:
-            rc, err = run(mk(F), a.timeout, d)
+            rc, err, out = run(mk(F), a.timeout, d)
             codes[name][str(rc)] += 1
             bad = None
             if rc == "timeout":
@@ -183,6 +209,8 @@ def main():
             elif "HDF5-DIAG" in err or "\nHDF5:" in "\n" + err:
                 other += 1
                 bad = "libhdf5 printed to stderr"
+            elif a.raw and rc == 0 and name in ref and out != ref[name]:
+                wrong += 1  # other numbers, exit 0: not a failure of the tool, counted
             if hashlib.sha256(open(F, "rb").read()).digest() != digest:
                 changed += 1
                 bad = (bad + "; " if bad else "") + "the input changed"
@@ -197,6 +225,9 @@ def main():
                "tried_per_category": dict(tried), "tool_runs": sum(sum(c.values()) for c in codes.values()),
                "exit_codes": {k: dict(v) for k, v in codes.items()}, "signals": signals, "hangs": hangs,
                "other_exits": other, "inputs_changed": changed, "failures": failures[:50]}
+    if a.raw:
+        summary["compared_tools"] = sorted(ref)
+        summary["wrong_output_exit_0"] = wrong
     print(json.dumps(summary, indent=1))
     if not a.keep_failures and not a.out:
         shutil.rmtree(work, ignore_errors=True)
