@@ -1143,7 +1143,10 @@ START_TEST(h5_guard_child_dies_with_its_parent)
     free(a);
     write_text(check_path("cap.h5"), "locked");
     int seen = 0, survived = 0;
-    for (int round = 0; round < 5 && !seen; round++) {
+    /* the delay before the kill doubles each round (5 ms .. 1.3 s): on a
+     * loaded machine the child may start later than a fixed delay allows,
+     * on an idle one the walk may be over before a long delay ends */
+    for (int round = 0; round < 9 && !seen; round++) {
         int p[2];
         ck_assert_int_eq(pipe(p), 0);
         pid_t w = fork();
@@ -1161,7 +1164,8 @@ START_TEST(h5_guard_child_dies_with_its_parent)
         char c;
         ck_assert_int_eq(read(p[0], &c, 1), 1);
         close(p[0]);
-        struct timespec ts = {0, 20 * 1000 * 1000}; /* the walk is under way */
+        long ns = 5000000L << round; /* the walk is under way */
+        struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
         nanosleep(&ts, NULL);
         kill(w, SIGKILL);
         int st;
