@@ -20,6 +20,10 @@ int fp4s_decomp_spec_check(const fp4s_spec *s)
     if (s->block == 0 || s->block > 256 || s->block % 8)
         return fp4s_error_set(FP4S_EINVAL, "decomposition: block size %u unsupported (a multiple of 8 up to 256)",
                               s->block);
+    /* the effective scale of a scale code is one table for the tensor (one tensor scale) */
+    if (s->format == FP4S_NVFP4 && s->nv_scope == FP4S_SCOPE_ROW)
+        return fp4s_error_set(FP4S_ENOTSUP, "decomposition: row-scaled NVFP4 (one tensor scale per row) is not "
+                              "decomposed yet: take the profile's per-tensor recipe");
     return 0;
 }
 

@@ -57,6 +57,7 @@ static inline void fp4s_qstats_add(fp4s_qstats *a, const fp4s_qstats *b)
     a->nonfinite_blocks += b->nonfinite_blocks;
     a->neg_zero += b->neg_zero;
     a->scale_underflow += b->scale_underflow;
+    a->scale_clamped += b->scale_clamped;
     qsums bs;
     memcpy(&bs, b->sums, sizeof bs);
     qs_merge_into(a, &bs);

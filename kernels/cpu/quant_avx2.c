@@ -301,12 +301,14 @@ static inline __m256 e4m3_decode8(__m256i code)
 #define CLAMP_HI(v, hi) _mm256_min_ps(hi, v)
 #define CLAMP_LO(v, lo) _mm256_max_ps(lo, v)
 
-static inline void nv_scales8(const nv_params *n, __m256 am, __m256i *code, __m256 *sbv, __m256 *fac)
+/* *clampm: bit i set where block i's unrounded scale exceeds 464 (fp4s_qstats.scale_clamped) */
+static inline void nv_scales8(const nv_params *n, __m256 am, __m256i *code, __m256 *sbv, __m256 *fac, unsigned *clampm)
 {
     const __m256 fmax = _mm256_set1_ps(FLT_MAX);
     switch (n->recipe) {
     case FP4S_NV_TE: {
         __m256 sbf = CLAMP_HI(_mm256_mul_ps(am, _mm256_set1_ps(n->mult)), fmax);
+        *clampm = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(sbf, _mm256_set1_ps(464.0f), _CMP_GT_OQ));
         *code = e4m3_encode8(sbf);
         *sbv = e4m3_decode8(*code);
         __m256 enc = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_mul_ps(*sbv, _mm256_set1_ps(n->sdec)));
@@ -315,6 +317,7 @@ static inline void nv_scales8(const nv_params *n, __m256 am, __m256i *code, __m2
     }
     case FP4S_NV_TORCHAO_DIV: {
         __m256 sc = _mm256_div_ps(_mm256_div_ps(am, _mm256_set1_ps(6.0f)), _mm256_set1_ps(n->pts));
+        *clampm = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(sc, _mm256_set1_ps(464.0f), _CMP_GT_OQ));
         sc = CLAMP_HI(CLAMP_LO(sc, _mm256_set1_ps(0x1p-6f)), _mm256_set1_ps(448.0f));
         *code = e4m3_encode8(sc);
         *sbv = e4m3_decode8(*code);
@@ -327,7 +330,9 @@ static inline void nv_scales8(const nv_params *n, __m256 am, __m256i *code, __m2
         uint32_t cv[8] __attribute__((aligned(32)));
         float sv[8] __attribute__((aligned(32)));
         _mm256_store_ps(a, am);
+        *clampm = 0;
         for (int i = 0; i < 8; i++) {
+            if (a[i] / 6.0f > 464.0f) *clampm |= 1u << i;
             uint8_t cd = fp4s_ue4m3_encode_ggml(a[i] / 6.0f);
             cv[i] = cd;
             sv[i] = fp4s_ue4m3_decode_ggml(cd);
@@ -341,6 +346,7 @@ static inline void nv_scales8(const nv_params *n, __m256 am, __m256i *code, __m2
         __m256 pbs = _mm256_div_ps(am, _mm256_set1_ps(n->d6));
         pbs = _mm256_blendv_ps(pbs, _mm256_set1_ps(1.0f), _mm256_cmp_ps(pbs, _mm256_setzero_ps(), _CMP_EQ_OQ));
         pbs = CLAMP_LO(pbs, _mm256_set1_ps(0x1p-9f));
+        *clampm = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(pbs, _mm256_set1_ps(464.0f), _CMP_GT_OQ));
         /* torch's float8_e4m3fn cast does not saturate: above 464 it rounds
          * to 480, which is NaN (0x7F) */
         __m256 ok = _mm256_cmp_ps(pbs, _mm256_set1_ps(464.0f), _CMP_LE_OQ);
@@ -392,7 +398,7 @@ nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
     const size_t nb = cols / 16;
     const size_t H = s->tile2d ? 16 : 1; /* 2-D: one scale per 16x16 tile */
     const __m256i infm1 = _mm256_set1_epi32((int)INF_BITS - 1);
-    uint64_t zb = 0, under = 0, nblk = 0;
+    uint64_t zb = 0, under = 0, nblk = 0, ncl = 0;
     uint32_t amv[8] __attribute__((aligned(32)));
     float facv[8] __attribute__((aligned(32)));
     float sbvv[8] __attribute__((aligned(32)));
@@ -421,7 +427,8 @@ nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
             __m256 am = _mm256_castsi256_ps(_mm256_load_si256((const __m256i *)amv));
             __m256i code;
             __m256 sbv, fac;
-            nv_scales8(&n, am, &code, &sbv, &fac);
+            unsigned clampm = 0;
+            nv_scales8(&n, am, &code, &sbv, &fac, &clampm);
             /* NaN block scale: the reference's path for that tile */
             nfm |= (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(
                        _mm256_cmpeq_epi32(code, _mm256_set1_epi32(0x7f))));
@@ -455,6 +462,7 @@ nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
                     }
                     if (zero) zb++;
                     else if ((codev[i] & 0x78) == 0) under++;
+                    if (clampm >> i & 1u) ncl++;
                     __m256 vf = _mm256_set1_ps(facv[i]);
                     __m256i q0, q1;
                     __m256 d0, d1;
@@ -500,6 +508,7 @@ nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
     }
     if (!S) return 0;
     blocks_done(st, nblk, 16, zb, under);
+    st->scale_clamped += ncl;
     err_finish(&ea, st);
     return 0;
 }

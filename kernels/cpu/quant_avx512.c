@@ -367,12 +367,14 @@ static inline __m512 e4m3_decode16(__m512i code)
 /* Recipes as nv_scale() in quant_ref.c, 16 blocks at a time, same fp32
  * operations in the same order. code: scale byte; sbv: its value; fac:
  * element factor (te: multiply, others: divide). */
-static inline void nv_scales16(const nv_params *n, __m512 am, __m512i *code, __m512 *sbv, __m512 *fac)
+/* *clampm: bit i set where block i's unrounded scale exceeds 464 (fp4s_qstats.scale_clamped) */
+static inline void nv_scales16(const nv_params *n, __m512 am, __m512i *code, __m512 *sbv, __m512 *fac, unsigned *clampm)
 {
     const __m512 fmax = _mm512_set1_ps(FLT_MAX);
     switch (n->recipe) {
     case FP4S_NV_TE: {
         __m512 sbf = CLAMP_HI(_mm512_mul_ps(am, _mm512_set1_ps(n->mult)), fmax);
+        *clampm = (unsigned)_mm512_cmp_ps_mask(sbf, _mm512_set1_ps(464.0f), _CMP_GT_OQ);
         *code = e4m3_encode16(sbf);
         *sbv = e4m3_decode16(*code);
         __m512 enc = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(*sbv, _mm512_set1_ps(n->sdec)));
@@ -381,6 +383,7 @@ static inline void nv_scales16(const nv_params *n, __m512 am, __m512i *code, __m
     }
     case FP4S_NV_TORCHAO_DIV: {
         __m512 sc = _mm512_div_ps(_mm512_div_ps(am, _mm512_set1_ps(6.0f)), _mm512_set1_ps(n->pts));
+        *clampm = (unsigned)_mm512_cmp_ps_mask(sc, _mm512_set1_ps(464.0f), _CMP_GT_OQ);
         sc = CLAMP_HI(CLAMP_LO(sc, _mm512_set1_ps(0x1p-6f)), _mm512_set1_ps(448.0f));
         *code = e4m3_encode16(sc);
         *sbv = e4m3_decode16(*code);
@@ -394,7 +397,9 @@ static inline void nv_scales16(const nv_params *n, __m512 am, __m512i *code, __m
         uint32_t cv[16] __attribute__((aligned(64)));
         float sv[16] __attribute__((aligned(64)));
         _mm512_store_ps(a, am);
+        *clampm = 0;
         for (int i = 0; i < 16; i++) {
+            if (a[i] / 6.0f > 464.0f) *clampm |= 1u << i;
             uint8_t cd = fp4s_ue4m3_encode_ggml(a[i] / 6.0f);
             cv[i] = cd;
             sv[i] = fp4s_ue4m3_decode_ggml(cd);
@@ -408,6 +413,7 @@ static inline void nv_scales16(const nv_params *n, __m512 am, __m512i *code, __m
         __m512 pbs = _mm512_div_ps(am, _mm512_set1_ps(n->d6));
         pbs = _mm512_mask_mov_ps(pbs, _mm512_cmpeq_ps_mask(pbs, _mm512_setzero_ps()), _mm512_set1_ps(1.0f));
         pbs = CLAMP_LO(pbs, _mm512_set1_ps(0x1p-9f));
+        *clampm = (unsigned)_mm512_cmp_ps_mask(pbs, _mm512_set1_ps(464.0f), _CMP_GT_OQ);
         /* torch's float8_e4m3fn cast does not saturate: above 464 it rounds
          * to 480, which is NaN (0x7F) */
         __mmask16 ok = _mm512_cmp_ps_mask(pbs, _mm512_set1_ps(464.0f), _CMP_LE_OQ);
@@ -465,7 +471,7 @@ nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
      * its rows (chunks start on tile boundaries: checked by the front end) */
     const size_t H = s->tile2d ? 16 : 1;
     const __m512i infb = _mm512_set1_epi32((int)INF_BITS);
-    uint64_t zb = 0, under = 0, nblk = 0;
+    uint64_t zb = 0, under = 0, nblk = 0, ncl = 0;
     float amv[16] __attribute__((aligned(64)));
     float facv[16] __attribute__((aligned(64)));
     float sbvv[16] __attribute__((aligned(64)));
@@ -493,7 +499,8 @@ nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
             _mm512_store_ps(amv, am);
             __m512i code;
             __m512 sbv, fac;
-            nv_scales16(&n, am, &code, &sbv, &fac);
+            unsigned clampm = 0;
+            nv_scales16(&n, am, &code, &sbv, &fac, &clampm);
             /* NaN block scale (an all-zero tensor under torchao, ...): the
              * reference's path for that tile */
             nfm |= _mm512_cmpeq_epi32_mask(code, _mm512_set1_epi32(0x7f));
@@ -522,6 +529,7 @@ nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
                                        : _mm512_test_epi32_mask(_mm512_castps_si512(xv), c.absm) == 0;
                     if (zero) zb++;
                     else if ((codev[i] & 0x78) == 0) under++;
+                    if (clampm >> i & 1u) ncl++;
                     __m512 vf = _mm512_set1_ps(facv[i]);
                     __m512i q;
                     __m512 d;
@@ -554,6 +562,7 @@ nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t rows,
     }
     if (!S) return 0;
     blocks_done(st, nblk, 16, zb, under);
+    st->scale_clamped += ncl;
     err_finish(&ea, st);
     return 0;
 }

@@ -206,25 +206,52 @@ typedef struct nv_blk {
     float div;        /* FP4S_NV_ELEM_DIV: divisor (x / div) */
     float dq;         /* FP4S_NV_DQ_TOTAL: dequant factor (q * dq) */
     bool ftz;         /* x * enc is mul.rn.ftz (a kernel built with -use_fast_math) */
+    bool clamped;     /* the unrounded block scale exceeds 464: past 448, E4M3's top (fp4s_qstats.scale_clamped) */
 } nv_blk;
+
+/* float32 -> BF16 (round to nearest even on the bits) -> float32; NaN stays NaN. */
+static float bf16_rne(float v)
+{
+    if (v != v) return v;
+    uint32_t u = fp4s_f32_bits(v);
+    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    return fp4s_bits_f32(u);
+}
 
 static const float e2m1_mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 
 static void nv_scale(const fp4s_spec *s, const fp4s_tscale *ts, float amax_b, nv_blk *o)
 {
     switch (s->nv_recipe) {
-    case FP4S_NV_TE: {
+    case FP4S_NV_TE:
+    case FP4S_NV_TE_SDIV:
+    case FP4S_NV_TE_SDIV0:
+    case FP4S_NV_TE_BF16: {
         /* TransformerEngine reference_nvfp4.py / the CUDA kernel:
          * s_b = e4m3(min(amax_b * (S_enc * (1/6)), FLT_MAX)) satfinite,
-         * enc = min(1 / (float(s_b) * S_dec), FLT_MAX) */
+         * enc = min(1 / (float(s_b) * S_dec), FLT_MAX); the tuned kernel before
+         * PR #2639 and PR #3045's per-token kernel divide once, S_enc / s_b
+         * (PR #3045: 0 for a zero scale); with NVTE_USE_FAST_MATH that quotient
+         * is rounded to BF16 (bf16 max 0x7F7F) */
         float mult = ts->s_enc * (1.0f / 6.0f);
         float sbf = amax_b * mult;
         if (sbf > FLT_MAX) sbf = FLT_MAX;
+        o->clamped = sbf > 464.0f;
         o->code = fp4s_e4m3_encode(sbf, FP4S_TIE_EVEN);
         o->sbv = fp4s_e4m3_decode(o->code);
-        float den = o->sbv * ts->s_dec;
-        float enc = 1.0f / den;
-        if (enc > FLT_MAX) enc = FLT_MAX;
+        float enc;
+        if (s->nv_recipe == FP4S_NV_TE) {
+            float den = o->sbv * ts->s_dec;
+            enc = 1.0f / den;
+            if (enc > FLT_MAX) enc = FLT_MAX;
+        } else if (s->nv_recipe == FP4S_NV_TE_SDIV0 && o->sbv == 0.0f) {
+            enc = 0.0f;
+        } else {
+            enc = ts->s_enc / o->sbv;
+            float top = s->nv_recipe == FP4S_NV_TE_BF16 ? fp4s_bits_f32(0x7F7F0000u) : FLT_MAX;
+            if (enc > top) enc = top;
+            if (s->nv_recipe == FP4S_NV_TE_BF16) enc = bf16_rne(enc);
+        }
         o->enc = enc;
         break;
     }
@@ -243,6 +270,7 @@ static void nv_scale(const fp4s_spec *s, const fp4s_tscale *ts, float amax_b, nv
         float pts = ts->s_dec;
         float bs = cuda ? amax_b * (1.0f / 6.0f) : amax_b / 6.0f;
         float sc = bs / pts;
+        o->clamped = sc > 464.0f;
         if (sc < 0x1p-6f) sc = 0x1p-6f;
         if (sc > 448.0f) sc = 448.0f;
         o->code = fp4s_e4m3_encode(sc, FP4S_TIE_EVEN);
@@ -263,6 +291,7 @@ static void nv_scale(const fp4s_spec *s, const fp4s_tscale *ts, float amax_b, nv
         float pbs = amax_b / d6;
         if (pbs == 0.0f) pbs = 1.0f;
         if (pbs < 0x1p-9f) pbs = 0x1p-9f;
+        o->clamped = pbs > 464.0f;
         if (!(pbs <= 464.0f)) o->code = 0x7F;
         else o->code = fp4s_e4m3_encode(pbs, FP4S_TIE_EVEN);
         o->sbv = fp4s_e4m3_decode(o->code);
@@ -273,6 +302,7 @@ static void nv_scale(const fp4s_spec *s, const fp4s_tscale *ts, float amax_b, nv
     case FP4S_NV_GGML: {
         /* ggml quantize_row_nvfp4_ref: ue = ggml_fp32_to_ue4m3(amax_b / 6) */
         float t = amax_b / 6.0f;
+        o->clamped = t > 464.0f;
         o->code = fp4s_ue4m3_encode_ggml(t);
         o->sbv = fp4s_ue4m3_decode_ggml(o->code);
         o->dq = o->sbv;
@@ -285,6 +315,7 @@ static void nv_scale(const fp4s_spec *s, const fp4s_tscale *ts, float amax_b, nv
          * outputScale = vecMax != 0 ? rcp(float(s_b) * rcp(S)) : 0 */
         const float S = ts->s_enc;
         float sbf = fp4s_mul_ftz(S, fp4s_mul_ftz(amax_b, fp4s_rcp_approx_ftz(6.0f)));
+        o->clamped = sbf > 464.0f;
         o->code = fp4s_e4m3_encode(sbf, FP4S_TIE_EVEN);
         o->sbv = fp4s_e4m3_decode(o->code);
         /* "vecMax != 0" is setp.ftz: a subnormal block amax compares as 0 */
@@ -302,6 +333,7 @@ static void nv_scale(const fp4s_spec *s, const fp4s_tscale *ts, float amax_b, nv
         const float S = ts->s_enc;
         const bool nz = fp4s_daz(amax_b) != 0.0f; /* setp.ftz */
         float sbf = nz ? fp4s_mul_ftz(amax_b, fp4s_mul_ftz(S, 1.0f / 6.0f)) : 0.0f;
+        o->clamped = sbf > 464.0f;
         o->code = fp4s_e4m3_encode(sbf, FP4S_TIE_EVEN);
         o->sbv = fp4s_e4m3_decode(o->code);
         o->enc = nz
@@ -316,37 +348,110 @@ static void nv_scale(const fp4s_spec *s, const fp4s_tscale *ts, float amax_b, nv
          * outputScale = SFValue != 0 ? rcp(SFValue * rcp(S)) : 0 */
         const float S = ts->s_enc;
         float sbf = S * (amax_b * fp4s_rcp_approx_ftz(6.0f));
+        o->clamped = sbf > 464.0f;
         o->code = fp4s_e4m3_encode(sbf, FP4S_TIE_EVEN);
         o->sbv = fp4s_e4m3_decode(o->code);
         o->enc = o->sbv != 0.0f ? fp4s_rcp_approx_ftz(o->sbv * fp4s_rcp_approx_ftz(S)) : 0.0f;
         break;
     }
     case FP4S_NV_TE_4OVER6: /* two candidates per block: nv_tile_4over6 */
+    case FP4S_NV_FLASHINFER_4OVER6:
+    case FP4S_NV_FLASHINFER_4OVER6_EXACT:
     case FP4S_NV_RECIPE_COUNT: /* rejected by fp4s_spec_check */
         break;
     }
 }
 
-/* TransformerEngine 4over6 (reference_nvfp4.py _quantize_blockwise_4over6_reference):
- * one tile (h rows x 16 at row r0, block b; h = 1 for 1-D) quantized with the
- * map-to-6 and the map-to-4 scale, the one with the smaller error kept. */
+/* ftz float32 add and subtract (add.rn.ftz / sub.rn.ftz of a -use_fast_math
+ * kernel): subnormal operands read as +-0, a subnormal result flushes */
+static inline float add_ftz(float a, float b)
+{
+    float r = fp4s_daz(a) + fp4s_daz(b);
+    return fp4s_daz(r);
+}
+
+/* One element's term of a 4over6 candidate error (fp4s_4over6_math): q the
+ * E2M1 code, sv the candidate's decoded scale, x the input. TE's kernel is
+ * IEEE; FlashInfer's _rn intrinsics compile to .ftz under -use_fast_math. */
+static inline float four6_term(const fp4s_spec *s, const fp4s_tscale *ts, bool ftz, float denom, float gdec,
+                               uint8_t q, float sv, float xv)
+{
+    const float qv = fp4s_e2m1_decode(q);
+    float d;
+    switch (s->nv_4over6_math) {
+    case FP4S_4OVER6_FP16:
+        /* q * s as an FP16 product: exact (at most 6 significant bits, within
+         * FP16's range); a NaN scale gives NaN */
+        d = ftz ? add_ftz(qv * sv, -fp4s_mul_ftz(xv, ts->s_enc)) : qv * sv - xv * ts->s_enc;
+        break;
+    case FP4S_4OVER6_DECODE:
+        d = ftz ? add_ftz(fp4s_mul_ftz(fp4s_mul_ftz(qv, sv), gdec), -xv) : (qv * sv) * gdec - xv;
+        break;
+    case FP4S_4OVER6_AMAX:
+    default:
+        if (ftz) {
+            float v = fp4s_div_ftz(fp4s_mul_ftz(fp4s_mul_ftz(qv, sv), ts->amax), denom);
+            d = add_ftz(v, -xv);
+        } else {
+            float v = fp4s_e2m1_decode(q) * sv;
+            v = v * ts->amax;
+            v = v / denom;
+            d = v - xv;
+        }
+        break;
+    }
+    if (s->nv_4over6_err == FP4S_4OVER6_MSE) return ftz ? fp4s_mul_ftz(d, d) : d * d;
+    return fabsf(d);
+}
+
+/* 4over6 (TransformerEngine reference_nvfp4.py _quantize_blockwise_4over6_reference
+ * and quantize_4over6_nvfp4.cuh; FlashInfer quantization_utils.cuh
+ * cvt_warp_fp16_to_fp4 with NVFP4_4OVER6_CONFIG): one tile (h rows x 16 at row
+ * r0, block b; h = 1 for 1-D) quantized with the map-to-6 and the map-to-4
+ * scale, the one with the smaller error kept (ties: map-to-6). */
 static void nv_tile_4over6(const fp4s_spec *s, const fp4s_tscale *ts, const float *x, size_t ld, size_t r0,
                            size_t h, size_t b, float amax_b, const fp4s_qout *o, acc *a)
 {
     const size_t B = s->block;
-    const float denom = s->nv_scale_bound == 448 ? 2688.0f : 1536.0f; /* 6 * B */
-    const bool mse = s->nv_4over6_err == FP4S_4OVER6_MSE;
-    float base = (amax_b / 6.0f) * ts->s_enc;
-    float c4 = base * 1.5f, c6 = base;
-    if (c4 > 448.0f) c4 = 448.0f;
-    if (c6 > 448.0f) c6 = 448.0f;
-    uint8_t code[2] = {fp4s_e4m3_encode(c6, FP4S_TIE_EVEN), fp4s_e4m3_encode(c4, FP4S_TIE_EVEN)};
+    const float denom = 6.0f * (float)fp4s_spec_scale_bound(s); /* 6 * B */
+    const bool fi = s->nv_recipe != FP4S_NV_TE_4OVER6;
+    const bool fast = s->nv_recipe == FP4S_NV_FLASHINFER_4OVER6;
+    const bool cvt = s->nonfinite == FP4S_NF_CVT;
+    float base[2]; /* unrounded scales: [0] map-to-6, [1] map-to-4 */
+    float gdec = ts->s_dec;
+    if (!fi) {
+        float c6 = (amax_b / 6.0f) * ts->s_enc;
+        base[0] = c6;
+        base[1] = c6 * 1.5f;
+    } else if (fast) {
+        base[0] = fp4s_mul_ftz(ts->s_enc, fp4s_mul_ftz(amax_b, fp4s_rcp_approx_ftz(6.0f)));
+        base[1] = fp4s_mul_ftz(base[0], 1.5f);
+        gdec = fp4s_rcp_approx_ftz(ts->s_enc);
+    } else {
+        base[0] = fp4s_mul_ftz(fp4s_div_ftz(amax_b, 6.0f), ts->s_enc);
+        base[1] = fp4s_mul_ftz(base[0], 1.5f);
+        gdec = fp4s_div_ftz(1.0f, ts->s_enc);
+    }
+    /* FlashInfer: "vecMax == 0" (setp.ftz: a subnormal block amax too) gives
+     * scale 0 and codes 0 */
+    const bool fi_zero = fi && fp4s_daz(amax_b) == 0.0f;
+    uint8_t code[2];
     float sbv[2], enc[2];
     for (int c = 0; c < 2; c++) {
+        float v = base[c];
+        if (!fi && v > 448.0f) v = 448.0f; /* TE clamps; FlashInfer's cvt saturates the same way */
+        code[c] = fi_zero ? 0 : fp4s_e4m3_encode(v, FP4S_TIE_EVEN);
         sbv[c] = fp4s_e4m3_decode(code[c]);
-        float e = 1.0f / (sbv[c] * ts->s_dec);
-        if (e > FLT_MAX) e = FLT_MAX;
-        enc[c] = e;
+        float e;
+        if (!fi) {
+            e = 1.0f / (sbv[c] * ts->s_dec);
+            if (e > FLT_MAX) e = FLT_MAX;
+        } else if (fast) {
+            e = fp4s_rcp_approx_ftz(fp4s_mul_ftz(sbv[c], gdec));
+        } else {
+            e = fminf(fp4s_div_ftz(1.0f, fp4s_mul_ftz(sbv[c], gdec)), FLT_MAX);
+        }
+        enc[c] = fi_zero ? 0.0f : e;
     }
     /* row errors of each candidate: fp32, summed in element order */
     float err[2][16] = {{0}};
@@ -356,22 +461,24 @@ static void nv_tile_4over6(const fp4s_spec *s, const fp4s_tscale *ts, const floa
         for (int c = 0; c < 2; c++) {
             float e = 0.0f;
             for (size_t j = 0; j < B; j++) {
-                float v = xb[j] * enc[c];
-                if (v > 6.0f) v = 6.0f;
-                if (v < -6.0f) v = -6.0f;
-                uint8_t qq = fp4s_e2m1_encode_spec(s, v);
+                float v = fi ? fp4s_mul_ftz(xb[j], enc[c]) : xb[j] * enc[c];
+                if (!fi) {
+                    if (v > 6.0f) v = 6.0f;
+                    if (v < -6.0f) v = -6.0f;
+                }
+                uint8_t qq = fi_zero ? 0 : cvt && isnan(v) ? 7 : fp4s_e2m1_encode_spec(s, v);
                 q[c][i][j] = qq;
-                float val = fp4s_e2m1_decode(qq) * sbv[c];
-                val = val * ts->amax;
-                val = val / denom;
-                float d = val - xb[j];
-                e = e + (mse ? d * d : fabsf(d));
+                if (fi_zero) continue;
+                float t = four6_term(s, ts, fi, denom, gdec, qq, sbv[c], xb[j]);
+                e = fi ? add_ftz(e, t) : e + t;
             }
             err[c][i] = e;
         }
     }
     int pick;
-    if (!s->tile2d) {
+    if (fi_zero) {
+        pick = 0;
+    } else if (!s->tile2d) {
         pick = err[1][0] < err[0][0] ? 1 : 0;
     } else {
         /* TE's warp reduction over the 16 rows (missing rows of a last tile add 0) */
@@ -395,17 +502,20 @@ static void nv_tile_4over6(const fp4s_spec *s, const fp4s_tscale *ts, const floa
         scan_add(&rs, xb, B);
         a->st.blocks++;
         a->st.elements += B;
+        if (!fi_zero && base[pick] > 464.0f) a->st.scale_clamped++;
         if (rs.amax == 0.0f) a->st.zero_blocks++;
         else if ((code[pick] & 0x78) == 0) a->st.scale_underflow++;
         bsum bs = {{0}, {0}};
+        const bool sums = a->sums && !isnan(sbv[pick]);
         for (size_t j = 0; j < B; j++) {
             uint8_t qq = q[pick][i][j];
-            if (fabsf(xb[j] * enc[pick]) > 6.0f) a->st.saturated++;
+            float v = fi ? fp4s_mul_ftz(xb[j], enc[pick]) : xb[j] * enc[pick];
+            if (!fi_zero && fabsf(v) > 6.0f) a->st.saturated++;
             if (qq == 8) a->st.neg_zero++;
             float dq = fp4s_e2m1_decode(qq) * sbv[pick] * ts->s_dec;
             if (cb) cb[j] = qq;
             if (db) db[j] = dq;
-            if (a->sums) bsum_elem(&bs, j, xb[j], dq);
+            if (sums) bsum_elem(&bs, j, xb[j], dq);
         }
         acc_block(a, &bs);
     }
@@ -454,7 +564,7 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
             for (size_t i = 0; i < h; i++) scan_add(&sc, x + (r0 + i) * ld + b * B, B);
             if (cvt && sc.nan == h * B) sc.amax = cvt_nan_amax();
             bool nanb = nan_block(s, &sc);
-            if (!nanb && s->nv_recipe == FP4S_NV_TE_4OVER6) {
+            if (!nanb && fp4s_nv_recipe_is_4over6(s->nv_recipe)) {
                 /* the nonfinite counters of the tile's rows, then the two candidates */
                 for (size_t i = 0; i < h; i++) {
                     bscan rs = {0};
@@ -485,6 +595,7 @@ static int nv_quant(const fp4s_spec *s, const fp4s_tscale *ts, const float *x,
                     continue;
                 }
                 if (o->scales) o->scales[r * o->ld_scales + b] = nbk.code;
+                if (nbk.clamped) a->st.scale_clamped++;
                 if (rs.amax == 0.0f) a->st.zero_blocks++;
                 else if ((nbk.code & 0x78) == 0) a->st.scale_underflow++;
                 bsum bs = {{0}, {0}};

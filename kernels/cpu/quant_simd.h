@@ -82,6 +82,10 @@ static inline int nv_params_init(nv_params *p, const fp4s_spec *s, const fp4s_ts
     if (!rt || !(rt->kernels & level_bit)) return FP4S_ENOTSUP;
     if (rt->tscale == FP4S_NV_TS_NONE) return 0;
     if (!ts) return FP4S_EINVAL;
+    /* a tensor scale that is not a finite nonzero pair (a row or tensor amax
+     * of Inf or NaN through an engine's tensor-scale rule): the reference */
+    if (!(isfinite(ts->s_enc) && isfinite(ts->s_dec)) || ts->s_enc == 0.0f || ts->s_dec == 0.0f)
+        return FP4S_ENOTSUP;
     p->sdec = ts->s_dec;
     p->pts = ts->s_dec;
     p->div = rt->elem == FP4S_NV_ELEM_DIV;

@@ -34,6 +34,7 @@
  * fp4scope-formats(7). */
 #include <fp4scope/spec.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -242,6 +243,55 @@ static const fp4s_nv_recipe_traits nv_recipes[FP4S_NV_RECIPE_COUNT] = {
         .tscale = FP4S_NV_TS_ENCODE, .elem = FP4S_NV_ELEM_MUL, .dequant = FP4S_NV_DQ_SPLIT,
         .scale_codec = FP4S_NV_SC_E4M3, .global_scale = FP4S_GS_ENCODE,
         .ties = 1u << FP4S_TIE_EVEN, .tile2d = true, .kernels = FP4S_KERNEL_REF},
+    /* TransformerEngine's kernels where their element factor is not the reference's */
+    [FP4S_NV_TE_SDIV] = {
+        .name = "te-sdiv", .aliases = "",
+        .recipe = "s_b as te; f = min(S_enc / float(s_b), FLT_MAX) (one division); q = E2M1(x*f); "
+                  "dequant (q*s_b)*S_dec",
+        .used_by = "TransformerEngine quantize_transpose_nvfp4_tuned_1D.cuh compute_nvfp4_scaling_coefficient "
+                   "before TE PR #2639 (29b84c168), and its BF16 branch's division",
+        .tscale = FP4S_NV_TS_ENCODE, .elem = FP4S_NV_ELEM_MUL, .dequant = FP4S_NV_DQ_SPLIT,
+        .scale_codec = FP4S_NV_SC_E4M3, .global_scale = FP4S_GS_ENCODE,
+        .ties = TIE_ANY, .tile2d = true, .kernels = FP4S_KERNEL_REF},
+    [FP4S_NV_TE_SDIV0] = {
+        .name = "te-sdiv0", .aliases = "",
+        .recipe = "s_b as te; f = float(s_b) != 0 ? min(S_enc / float(s_b), FLT_MAX) : 0; q = E2M1(x*f); "
+                  "dequant (q*s_b)*S_dec",
+        .used_by = "TransformerEngine PR #3045 (not merged at d0067d0da; head 690ffea4d) "
+                   "custom_recipes/quantization_nvfp4_per_token.py NVFP4QuantizerPerTokenRef, "
+                   "common/cast/nvfp4/quantize_nvfp4_per_token.cu",
+        .tscale = FP4S_NV_TS_ENCODE, .elem = FP4S_NV_ELEM_MUL, .dequant = FP4S_NV_DQ_SPLIT,
+        .scale_codec = FP4S_NV_SC_E4M3, .global_scale = FP4S_GS_ENCODE,
+        .ties = TIE_ANY, .tile2d = false, .kernels = FP4S_KERNEL_REF},
+    [FP4S_NV_TE_BF16] = {
+        .name = "te-bf16", .aliases = "",
+        .recipe = "s_b as te; c = bf16(min(S_enc / float(s_b), BF16_MAX)) (round to nearest even); "
+                  "q = E2M1(x*c) (exact for BF16 x: fma.rn.f32.bf16); dequant (q*s_b)*S_dec",
+        .used_by = "TransformerEngine quantize_transpose_nvfp4_tuned_1D.cuh with NVTE_USE_FAST_MATH=1 "
+                   "(SCALING_COEFFICIENT_TYPE<true> = bf16, ptx mul_cvt_bf16_to_fp4_8x_round_to_nearest)",
+        .tscale = FP4S_NV_TS_ENCODE, .elem = FP4S_NV_ELEM_MUL, .dequant = FP4S_NV_DQ_SPLIT,
+        .scale_codec = FP4S_NV_SC_E4M3, .global_scale = FP4S_GS_ENCODE,
+        .ties = 1u << FP4S_TIE_EVEN, .tile2d = false, .kernels = FP4S_KERNEL_REF},
+    [FP4S_NV_FLASHINFER_4OVER6] = {
+        .name = "flashinfer-4over6", .aliases = "trtllm-4over6",
+        .recipe = "vecMax 0 (setp.ftz): scale 0, codes 0; s6 = S *f (vecMax *f rcp(6)), s4 = s6 *f 1.5, each "
+                  "e4m3 satfinite; D = rcp(S); f = rcp(float(s) *f D); q = E2M1(x *f f); error per element "
+                  "(ftz): AMAX ((q*s)*amax)/(6B), DECODE (q*s)*D, FP16 q*s - x*S; map-to-4 when err4 < err6; "
+                  "dequant (q*s_b)*(1/S)",
+        .used_by = "FlashInfer csrc/nv_internal/tensorrt_llm/kernels/quantization_utils.cuh "
+                   "cvt_warp_fp16_to_fp4 with NVFP4_4OVER6_CONFIG (FLASHINFER_NVFP4_4OVER6=1), fast math",
+        .tscale = FP4S_NV_TS_ENCODE, .elem = FP4S_NV_ELEM_MUL, .dequant = FP4S_NV_DQ_SPLIT,
+        .scale_codec = FP4S_NV_SC_E4M3, .global_scale = FP4S_GS_ENCODE,
+        .ties = 1u << FP4S_TIE_EVEN, .tile2d = false, .kernels = FP4S_KERNEL_REF},
+    [FP4S_NV_FLASHINFER_4OVER6_EXACT] = {
+        .name = "flashinfer-4over6-exact", .aliases = "trtllm-4over6-exact",
+        .recipe = "vecMax 0: scale 0, codes 0; s6 = (vecMax /f 6) *f S, s4 = s6 *f 1.5, each e4m3 satfinite; "
+                  "D = 1 /f S; f = min(1 /f (float(s) *f D), FLT_MAX); q = E2M1(x *f f); errors as "
+                  "flashinfer-4over6; dequant (q*s_b)*(1/S)",
+        .used_by = "the same with FLASHINFER_DISABLE_FP4_QUANT_FAST_MATH=1 (or TRTLLM_DISABLE_FP4_QUANT_FAST_MATH=1)",
+        .tscale = FP4S_NV_TS_ENCODE, .elem = FP4S_NV_ELEM_MUL, .dequant = FP4S_NV_DQ_SPLIT,
+        .scale_codec = FP4S_NV_SC_E4M3, .global_scale = FP4S_GS_ENCODE,
+        .ties = 1u << FP4S_TIE_EVEN, .tile2d = false, .kernels = FP4S_KERNEL_REF},
 };
 
 const fp4s_mx_rule_traits *fp4s_get_mx_rule_traits(fp4s_mx_rule r)
@@ -472,6 +522,128 @@ static const profile_row profiles[] = {
             .keep_neg_zero = true},
      .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_FLASHINFER_EXACT, .global_scale = FP4S_GS_ENCODE,
             .nonfinite = FP4S_NF_CVT, .keep_neg_zero = true}},
+    /* FlashInfer's per-token and 4over6 kernels (sm_100 only: documented arithmetic) */
+    {.info = {.name = "flashinfer-per-token", .formats = NV,
+              .engine = "FlashInfer (flashinfer-ai/flashinfer), CUDA backend",
+              .version = "main at fb28d7242 (2026-08-22)",
+              .device = "cuda sm_100",
+              .source = "csrc/nv_internal/tensorrt_llm/kernels/quantization_utils.cuh (cvt_warp_fp16_to_fp4), "
+                        "quantization.cuh (nvfp4QuantAndPerTokenScaleKernel), cpp/kernels/quantization.cu "
+                        "(invokeNvfp4QuantAndPerTokenScale)",
+              .reproduces = "nvfp4_quantize(..., per_token_activation=True), backend cuda, a_global_sf 1/(448*6) (its "
+                            "documented value): row amax by bf16 max, per_token_scale = row_amax * fl(1/2688), S = "
+                            "rcp(per_token_scale), then flashinfer's fast-math arithmetic with S per row; it returns "
+                            "per_token_scale (recorded). Documented arithmetic: the kernel is built for sm_100 only; "
+                            "rcp.approx.ftz as measured on sm_90"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_FLASHINFER, .global_scale = FP4S_GS_DECODE, .nonfinite = FP4S_NF_CVT, .tensor_amax = FP4S_TAMAX_NONAN,
+            .keep_neg_zero = true, .nv_scope = FP4S_SCOPE_ROW, .nv_tsrule = FP4S_TSR_RCP}},
+    {.info = {.name = "flashinfer-per-token-exact", .formats = NV,
+              .engine = "FlashInfer (flashinfer-ai/flashinfer), CUDA backend",
+              .version = "main at fb28d7242 (2026-08-22)",
+              .device = "cuda sm_100",
+              .source = "csrc/nv_internal/tensorrt_llm/kernels/quantization_utils.cuh (cvt_warp_fp16_to_fp4), "
+                        "quantization.cuh (nvfp4QuantAndPerTokenScaleKernel), cpp/kernels/quantization.cu "
+                        "(invokeNvfp4QuantAndPerTokenScale)",
+              .reproduces = "flashinfer-per-token with FLASHINFER_DISABLE_FP4_QUANT_FAST_MATH=1: G = 1 /f fl(1/2688), "
+                            "S = row_amax != 0 ? min(G /f row_amax, FLT_MAX) : FLT_MAX (1 if 0), per_token_scale = 1 "
+                            "/f S, then flashinfer-exact's arithmetic"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_FLASHINFER_EXACT, .global_scale = FP4S_GS_DECODE,
+            .nonfinite = FP4S_NF_CVT, .tensor_amax = FP4S_TAMAX_NONAN,
+            .keep_neg_zero = true, .nv_scope = FP4S_SCOPE_ROW, .nv_tsrule = FP4S_TSR_DIV}},
+    {.info = {.name = "flashinfer-4over6", .formats = NV,
+              .engine = "FlashInfer (flashinfer-ai/flashinfer), CUDA backend",
+              .version = "main at fb28d7242 (2026-08-22)",
+              .device = "cuda sm_100",
+              .source = "csrc/nv_internal/tensorrt_llm/kernels/quantization_utils.cuh (cvt_warp_fp16_to_fp4), "
+                        "quantization.cuh (nvfp4QuantAndPerTokenScaleKernel), cpp/kernels/quantization.cu "
+                        "(invokeNvfp4QuantAndPerTokenScale)",
+              .reproduces = "fp4_quantize / nvfp4_quantize (per tensor) with FLASHINFER_NVFP4_4OVER6=1 and its "
+                            "defaults (E4M3 bound 448, MAE, error in fp32): map-to-6 and map-to-4 candidates of each "
+                            "16-block, the error of each element through the global decode scale (q*s)*rcp(S) - x (no "
+                            "row amax is passed: the decode-scale formula), map-to-4 when strictly smaller; S the "
+                            "caller's global scale, fp4scope takes 2688/amax. Documented arithmetic (sm_100 only)"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_FLASHINFER_4OVER6, .global_scale = FP4S_GS_ENCODE,
+            .nonfinite = FP4S_NF_CVT,
+            .keep_neg_zero = true, .nv_4over6_math = FP4S_4OVER6_DECODE}},
+    {.info = {.name = "flashinfer-4over6-exact", .formats = NV,
+              .engine = "FlashInfer (flashinfer-ai/flashinfer), CUDA backend",
+              .version = "main at fb28d7242 (2026-08-22)",
+              .device = "cuda sm_100",
+              .source = "csrc/nv_internal/tensorrt_llm/kernels/quantization_utils.cuh (cvt_warp_fp16_to_fp4), "
+                        "quantization.cuh (nvfp4QuantAndPerTokenScaleKernel), cpp/kernels/quantization.cu "
+                        "(invokeNvfp4QuantAndPerTokenScale)",
+              .reproduces = "flashinfer-4over6 with FLASHINFER_DISABLE_FP4_QUANT_FAST_MATH=1: s6 = (amax_b /f 6) *f "
+                            "S, D = 1 /f S, factors min(1 /f (s *f D), FLT_MAX), error (q*s)*D - x"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_FLASHINFER_4OVER6_EXACT, .global_scale = FP4S_GS_ENCODE,
+            .nonfinite = FP4S_NF_CVT,
+            .keep_neg_zero = true, .nv_4over6_math = FP4S_4OVER6_DECODE}},
+    {.info = {.name = "flashinfer-per-token-4o6", .formats = NV,
+              .engine = "FlashInfer (flashinfer-ai/flashinfer), CUDA backend",
+              .version = "main at fb28d7242 (2026-08-22)",
+              .device = "cuda sm_100",
+              .source = "csrc/nv_internal/tensorrt_llm/kernels/quantization_utils.cuh (cvt_warp_fp16_to_fp4), "
+                        "quantization.cuh (nvfp4QuantAndPerTokenScaleKernel), cpp/kernels/quantization.cu "
+                        "(invokeNvfp4QuantAndPerTokenScale)",
+              .reproduces = "the per-token kernel with FLASHINFER_NVFP4_4OVER6=1 (fast math): S per row as "
+                            "flashinfer-per-token, the candidates of flashinfer-4over6 and the error through the row "
+                            "amax ((q*s)*row_amax)/2688 - x, as TE's"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_FLASHINFER_4OVER6, .global_scale = FP4S_GS_DECODE,
+            .nonfinite = FP4S_NF_CVT, .tensor_amax = FP4S_TAMAX_NONAN,
+            .keep_neg_zero = true, .nv_scope = FP4S_SCOPE_ROW, .nv_tsrule = FP4S_TSR_RCP,
+            .nv_4over6_math = FP4S_4OVER6_AMAX}},
+    {.info = {.name = "flashinfer-per-token-4o6-exact", .formats = NV,
+              .engine = "FlashInfer (flashinfer-ai/flashinfer), CUDA backend",
+              .version = "main at fb28d7242 (2026-08-22)",
+              .device = "cuda sm_100",
+              .source = "csrc/nv_internal/tensorrt_llm/kernels/quantization_utils.cuh (cvt_warp_fp16_to_fp4), "
+                        "quantization.cuh (nvfp4QuantAndPerTokenScaleKernel), cpp/kernels/quantization.cu "
+                        "(invokeNvfp4QuantAndPerTokenScale)",
+              .reproduces = "the per-token 4over6 kernel with FLASHINFER_DISABLE_FP4_QUANT_FAST_MATH=1 (the setting "
+                            "Miles' NVFP4 RL recipe exports): S = min(G /f row_amax, FLT_MAX) (an all-zero row: S = "
+                            "0, per_token_scale 0), flashinfer-4over6-exact's candidates, the error through the row "
+                            "amax"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_FLASHINFER_4OVER6_EXACT, .global_scale = FP4S_GS_DECODE,
+            .nonfinite = FP4S_NF_CVT, .tensor_amax = FP4S_TAMAX_NONAN,
+            .keep_neg_zero = true, .nv_scope = FP4S_SCOPE_ROW, .nv_tsrule = FP4S_TSR_DIV_ZERO,
+            .nv_4over6_math = FP4S_4OVER6_AMAX}},
+    {.info = {.name = "miles-nvfp4-rollout", .formats = NV,
+              .engine = "Miles (radixark/miles) NVFP4 RL rollout on FlashInfer",
+              .version = "Miles PR #1261 (1fca8f8b6) with FlashInfer fb28d7242",
+              .device = "cuda sm_100",
+              .source = "miles: scripts/run_qwen3_30b_a3b.py (the NVFP4 environment); FlashInfer: as "
+                        "flashinfer-per-token-4o6-exact",
+              .reproduces = "the rollout side of Miles' NVFP4 RL recipe (FLASHINFER_NVFP4_4OVER6=1, _E4M3_USE_256=1, "
+                            "_ERR_MODE=MSE, _ERR_USE_FAST_MATH=0, FLASHINFER_DISABLE_FP4_QUANT_FAST_MATH=1, SGLang "
+                            "per-token activation): flashinfer-per-token-4over6-exact with bound 256 (S from "
+                            "fl(1/1536)) and MSE"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_FLASHINFER_4OVER6_EXACT, .global_scale = FP4S_GS_DECODE,
+            .nonfinite = FP4S_NF_CVT, .tensor_amax = FP4S_TAMAX_NONAN,
+            .keep_neg_zero = true, .nv_scope = FP4S_SCOPE_ROW, .nv_tsrule = FP4S_TSR_DIV_ZERO,
+            .nv_4over6_math = FP4S_4OVER6_AMAX, .nv_scale_bound = 256, .nv_4over6_err = FP4S_4OVER6_MSE}},
+    {.info = {.name = "vllm-per-token", .formats = NV, .alias_of = "flashinfer-per-token",
+              .engine = "vLLM (vllm-project/vllm)",
+              .version = "nvfp4_per_token MoE (vLLM PR #48538 in its release notes); not read at a commit",
+              .device = "cuda sm_100",
+              .source = "FlashInfer's per-token kernel through vllm/model_executor/layers/fused_moe (the vLLM "
+                        "snapshot exceeds the fetch limit)",
+              .reproduces = "alias of flashinfer-per-token: vLLM's per-token NVFP4 MoE activations go through "
+                            "FlashInfer's TRT-LLM MoE kernel with per_token_activation=True (as the index's copies of "
+                            "vLLM show); vLLM's own source was not read at a commit (its snapshot is over the fetch "
+                            "limit), so its FlashInfer build flags are not established"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_FLASHINFER, .global_scale = FP4S_GS_DECODE, .nonfinite = FP4S_NF_CVT, .tensor_amax = FP4S_TAMAX_NONAN,
+            .keep_neg_zero = true, .nv_scope = FP4S_SCOPE_ROW, .nv_tsrule = FP4S_TSR_RCP}},
+    {.info = {.name = "sglang-per-token", .formats = NV, .alias_of = "flashinfer-per-token",
+              .engine = "SGLang (sgl-project/sglang)",
+              .version = "SGLANG_FLASHINFER_NVFP4_PER_TOKEN_ACTIVATION=1; not read at a commit",
+              .device = "cuda sm_100",
+              .source = "python/sglang/srt/environ.py, layers/quantization/modelopt_quant.py (FlashInfer TRT-LLM "
+                        "MoE, per-token activation)",
+              .reproduces = "alias of flashinfer-per-token: SGLang's FlashInfer TRT-LLM MoE with "
+                            "SGLANG_FLASHINFER_NVFP4_PER_TOKEN_ACTIVATION=1 calls FlashInfer's per-token kernel (as "
+                            "the index's copies of SGLang show); SGLang's own source was not read at a commit (its "
+                            "snapshot is over the fetch limit)"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_FLASHINFER, .global_scale = FP4S_GS_DECODE, .nonfinite = FP4S_NF_CVT, .tensor_amax = FP4S_TAMAX_NONAN,
+            .keep_neg_zero = true, .nv_scope = FP4S_SCOPE_ROW, .nv_tsrule = FP4S_TSR_RCP}},
     /* AMD's and Xilinx's MXFP4: documented arithmetic (no AMD GPU was measured) */
     {.info = {.name = "aiter", .formats = MX,
               .engine = "AMD AITER (ROCm/aiter)", .version = "main at e4048607a (2026-08-22), as since PR #3212",
@@ -488,7 +660,8 @@ static const profile_row profiles[] = {
      .mx = {MXFP4_SPEC, .mx_rule = FP4S_MX_RCEIL_MIN, .mx_zero_block_code = 92, .nonfinite = FP4S_NF_IGNORE,
             .keep_neg_zero = true}},
     {.info = {.name = "aiter@pre-3212", .formats = MX,
-              .engine = "AMD AITER (ROCm/aiter)", .version = "fbd6ce8dc (2026-06-02), before PR #3212", .device = "rocm",
+              .engine = "AMD AITER (ROCm/aiter)",
+              .version = "fbd6ce8dc (2026-06-02), before PR #3212", .device = "rocm",
               .source = "csrc/include/fp4_quant_utils.h (f32_to_e8m0_scale), csrc/kernels/quant_kernels.cu",
               .reproduces = "before PR #3212: scale = f32_to_e8m0_scale(absMax)*0.25 with absMax from 1e-10f: absMax "
                             "rounded to the nearest power of two at mantissa 1.5 (round-min), k = that exponent - 2 "
@@ -567,6 +740,83 @@ static const profile_row profiles[] = {
                             "seeded generator (seed 1), not TE's Philox stream"},
      .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TE, .global_scale = FP4S_GS_ENCODE, .zero_in = FP4S_ZIN_POS,
             .tensor_amax = FP4S_TAMAX_ALL, .keep_neg_zero = true, .sr = true, .sr_seed = 1}},
+    /* TransformerEngine's row-scaled (per-token) NVFP4 and its kernels' element factors */
+    {.info = {.name = "te-row", .formats = NV,
+              .engine = "NVIDIA TransformerEngine", .version = "main at d0067d0da (2026-08-22), since TE PR #2931 "
+              "(c74e5aa37, 2026-05-07)", .device = "any",
+              .source = "transformer_engine/pytorch/custom_recipes/reference_nvfp4.py (row_scaled_nvfp4), "
+                        "common/cast/nvfp4/specialized/quantize_transpose_nvfp4_tuned_1D.cuh (ROW_SCALED_NVFP4)",
+              .reproduces = "TransformerEngine's row-scaled NVFP4 (NVFP4BlockScaling row_scaled_activation, "
+                            "NVTE_NVFP4_ROW_SCALED_ACTIVATION=1: the forward activation): one FP32 amax per row, "
+                            "torch.max(abs(row)) (NaN and Inf enter), S_enc = min(2688/row_amax, FLT_MAX) (the "
+                            "kernel's compute_global_encode_scaling_factor_FP4: 1 for 0), then te's arithmetic per "
+                            "row, 1x16 blocks; TE stores the row amax vector (fp4scope records each row's S_enc)"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TE, .global_scale = FP4S_GS_ENCODE, .zero_in = FP4S_ZIN_POS,
+            .tensor_amax = FP4S_TAMAX_ALL, .keep_neg_zero = true, .nv_scope = FP4S_SCOPE_ROW}},
+    {.info = {.name = "te-row-4over6", .formats = NV,
+              .engine = "NVIDIA TransformerEngine", .version = "main at d0067d0da (2026-08-22)", .device = "any",
+              .source = "transformer_engine/pytorch/custom_recipes/reference_nvfp4.py "
+                        "(_quantize_blockwise_4over6_reference with row_scaled_nvfp4)",
+              .reproduces = "te-row with 4over6 (NVTE_NVFP4_4OVER6=activations or all, its defaults: E4M3 bound "
+                            "256, MAE): S_enc = min(1536/row_amax, FLT_MAX) per row, the two candidates of te-4over6 "
+                            "and the error ((q*s)*row_amax)/1536 - x"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TE_4OVER6, .global_scale = FP4S_GS_ENCODE, .zero_in = FP4S_ZIN_POS,
+            .tensor_amax = FP4S_TAMAX_ALL, .keep_neg_zero = true, .nv_scope = FP4S_SCOPE_ROW}},
+    {.info = {.name = "miles-nvfp4-train", .formats = NV,
+              .engine = "Miles (radixark/miles) NVFP4 RL trainer on TransformerEngine",
+              .version = "Miles PR #1261 (1fca8f8b6) with TransformerEngine d0067d0da", .device = "any",
+              .source = "miles: scripts/run_qwen3_30b_a3b.py, miles/utils/nvfp4.py; TE: as te-row-4over6",
+              .reproduces = "the trainer side of Miles' NVFP4 RL recipe for the routed experts' activations "
+                            "(NVTE_NVFP4_ROW_SCALED_ACTIVATION=1, NVTE_NVFP4_4OVER6=all, _E4M3_USE_256 default all, "
+                            "_ERR_MODE=MSE, NVTE_USE_FAST_MATH=0; RHT, 2-D and SR off): te-row-4over6 with MSE; its "
+                            "rollout counterpart is miles-nvfp4-rollout"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TE_4OVER6, .global_scale = FP4S_GS_ENCODE, .zero_in = FP4S_ZIN_POS,
+            .tensor_amax = FP4S_TAMAX_ALL, .keep_neg_zero = true, .nv_scope = FP4S_SCOPE_ROW,
+            .nv_4over6_err = FP4S_4OVER6_MSE}},
+    {.info = {.name = "te-4over6-fast", .formats = NV,
+              .engine = "NVIDIA TransformerEngine", .version = "main at d0067d0da (2026-08-22)", .device = "any",
+              .source = "transformer_engine/pytorch/custom_recipes/reference_nvfp4.py "
+                        "(_ref_nvfp4_4over6_fp16_candidate), common/cast/nvfp4/quantize_4over6_nvfp4.cuh "
+                        "(accumulate_fp16_scaled_error_pair)",
+              .reproduces = "te-4over6 with NVTE_NVFP4_4OVER6_ERR_USE_FAST_MATH=1: each element's error term is "
+                            "q*s_b (an FP16 product, exact) - x*S_enc in the scaled domain instead of "
+                            "((q*s_b)*amax)/1536 - x; the same candidates"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TE_4OVER6, .global_scale = FP4S_GS_ENCODE, .zero_in = FP4S_ZIN_POS,
+            .tensor_amax = FP4S_TAMAX_ALL, .keep_neg_zero = true, .nv_4over6_math = FP4S_4OVER6_FP16}},
+    {.info = {.name = "te@pre-2639", .formats = NV,
+              .engine = "NVIDIA TransformerEngine", .version = "before TE PR #2639 (29b84c168, 2026-02-03)",
+              .device = "cuda sm_100",
+              .source = "transformer_engine/common/cast/nvfp4/specialized/quantize_transpose_nvfp4_tuned_1D.cuh "
+                        "(compute_nvfp4_scaling_coefficient)",
+              .reproduces = "TransformerEngine's tuned 1-D NVFP4 kernel (BF16 input) before PR #2639: the element "
+                            "factor min(S_enc / s_b, FLT_MAX) (one division) where the reference takes "
+                            "min(1 / (s_b * S_dec), FLT_MAX); scales as te. Documented arithmetic (sm_100 only; "
+                            "no Blackwell GPU measured)"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TE_SDIV, .global_scale = FP4S_GS_ENCODE, .zero_in = FP4S_ZIN_POS,
+            .tensor_amax = FP4S_TAMAX_ALL, .keep_neg_zero = true}},
+    {.info = {.name = "te-fast-math", .formats = NV,
+              .engine = "NVIDIA TransformerEngine",
+              .version = "main at d0067d0da (2026-08-22)", .device = "cuda sm_100",
+              .source = "transformer_engine/common/cast/nvfp4/specialized/quantize_transpose_nvfp4_tuned_1D.cuh "
+                        "(SCALING_COEFFICIENT_TYPE<true>), common/util/ptx_arch_spec.cuh "
+                        "(mul_cvt_bf16_to_fp4_8x_round_to_nearest<bf16>)",
+              .reproduces = "TransformerEngine's tuned 1-D NVFP4 kernel with NVTE_USE_FAST_MATH=1 (BF16 input): the "
+                            "element factor rounded to BF16, bf16(min(S_enc / s_b, BF16_MAX)), and x times it "
+                            "(fma.rn.f32.bf16, exact for BF16 x); scales as te. Documented arithmetic (sm_100 only)"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TE_BF16, .global_scale = FP4S_GS_ENCODE, .zero_in = FP4S_ZIN_POS,
+            .tensor_amax = FP4S_TAMAX_ALL, .keep_neg_zero = true}},
+    {.info = {.name = "te-per-token@pr3045", .formats = NV,
+              .engine = "NVIDIA TransformerEngine", .version = "PR #3045 head 690ffea4d (not merged at d0067d0da)",
+              .device = "any",
+              .source = "transformer_engine/pytorch/custom_recipes/quantization_nvfp4_per_token.py "
+                        "(NVFP4QuantizerPerTokenRef), common/cast/nvfp4/quantize_nvfp4_per_token.cu",
+              .reproduces = "the NVFP4PerTokenBlockScaling recipe of TE PR #3045 (NVTE_NVFP4_PER_TOKEN): row amax "
+                            "torch.amax(abs(row)), S_enc = min(2688/max(row_amax, 1e-12), FLT_MAX) (1 for 0), s_b = "
+                            "e4m3(min(amax_b*(S_enc*fl(1/6)), FLT_MAX)), element factor S_enc / s_b by one division "
+                            "(0 for a zero scale), 1x16; it stores the raw row amax"},
+     .nv = {NVFP4_SPEC, .nv_recipe = FP4S_NV_TE_SDIV0, .global_scale = FP4S_GS_ENCODE, .zero_in = FP4S_ZIN_POS,
+            .tensor_amax = FP4S_TAMAX_ALL, .keep_neg_zero = true, .nv_scope = FP4S_SCOPE_ROW,
+            .nv_tsrule = FP4S_TSR_FLOOR}},
     {.info = {.name = "modelopt", .formats = MX | NV,
               .engine = "NVIDIA Model-Optimizer (ModelOpt)", .version = "", .device = "any",
               .source = "modelopt/torch/quantization/qtensor/mxfp4_tensor.py, nvfp4_tensor.py",
@@ -681,6 +931,23 @@ int fp4s_spec_profile(fp4s_spec *s, fp4s_format fmt, const char *profile)
     return 0;
 }
 
+int fp4s_spec_set_input_scale(fp4s_spec *s, float input_scale)
+{
+    if (!s) return fp4s_error_set(FP4S_EINVAL, "input scale: missing spec");
+    if (!(input_scale >= 0.0f) || isinf(input_scale))
+        return fp4s_error_set(FP4S_EINVAL, "input scale %g: expected a finite value > 0 (0: none)",
+                              (double)input_scale);
+    if (s->format != FP4S_NVFP4)
+        return fp4s_error_set(FP4S_EINVAL, "input scale: a static input scale is an NVFP4 option, not %s",
+                              fp4s_format_name(s->format));
+    fp4s_spec t = *s;
+    t.nv_input_scale = input_scale;
+    int rc = fp4s_spec_check(&t);
+    if (rc) return rc;
+    *s = t;
+    return 0;
+}
+
 int fp4s_spec_check(const fp4s_spec *s)
 {
     if (!s) return fp4s_error_set(FP4S_EINVAL, "spec: missing");
@@ -726,16 +993,41 @@ int fp4s_spec_check(const fp4s_spec *s)
             return fp4s_error_set(FP4S_EINVAL, "spec: unknown global-scale convention %d", (int)s->global_scale);
         if ((unsigned)s->tensor_amax >= FP4S_TAMAX_COUNT)
             return fp4s_error_set(FP4S_EINVAL, "spec: unknown tensor-amax rule %d", (int)s->tensor_amax);
-        if (s->nv_recipe == FP4S_NV_TE_4OVER6) {
+        if (fp4s_nv_recipe_is_4over6(s->nv_recipe)) {
             if ((unsigned)s->nv_4over6_err >= FP4S_4OVER6_COUNT)
                 return fp4s_error_set(FP4S_EINVAL, "spec: unknown 4over6 error mode %d", (int)s->nv_4over6_err);
+            if ((unsigned)s->nv_4over6_math >= FP4S_4OVER6_MATH_COUNT)
+                return fp4s_error_set(FP4S_EINVAL, "spec: unknown 4over6 error arithmetic %d",
+                                      (int)s->nv_4over6_math);
             if (s->nv_scale_bound && s->nv_scale_bound != 256 && s->nv_scale_bound != 448)
                 return fp4s_error_set(FP4S_EINVAL, "spec: the 4over6 tensor-scale bound must be 256 or 448, not %u",
                                       s->nv_scale_bound);
-        } else if (s->nv_4over6_err || s->nv_scale_bound) {
-            return fp4s_error_set(FP4S_EINVAL, "spec: the 4over6 error mode and bound belong to the te-4over6 "
-                                  "recipe, not %s", rt->name);
+            if (s->nv_input_scale > 0.0f && s->nv_4over6_math == FP4S_4OVER6_AMAX)
+                return fp4s_error_set(FP4S_ENOTSUP, "spec: a static input scale with the 4over6 error through the "
+                                      "amax is not defined (no engine runs it: take the decode or fp16 arithmetic)");
+        } else if (s->nv_4over6_err || s->nv_scale_bound || s->nv_4over6_math) {
+            return fp4s_error_set(FP4S_EINVAL, "spec: the 4over6 error mode, arithmetic and bound belong to the 4over6 "
+                                  "recipes, not %s", rt->name);
         }
+        if ((unsigned)s->nv_scope >= FP4S_SCOPE_COUNT)
+            return fp4s_error_set(FP4S_EINVAL, "spec: unknown scale scope %d", (int)s->nv_scope);
+        if ((unsigned)s->nv_tsrule >= FP4S_TSR_COUNT)
+            return fp4s_error_set(FP4S_EINVAL, "spec: unknown tensor-scale rule %d", (int)s->nv_tsrule);
+        if (!(s->nv_input_scale >= 0.0f) || isinf(s->nv_input_scale))
+            return fp4s_error_set(FP4S_EINVAL, "spec: the static input scale must be a finite value > 0 (or 0: "
+                                  "none), not %g", (double)s->nv_input_scale);
+        if (rt->tscale == FP4S_NV_TS_NONE && (s->nv_scope || s->nv_tsrule || s->nv_input_scale > 0.0f))
+            return fp4s_error_set(FP4S_ENOTSUP, "spec: the %s NVFP4 recipe has no tensor scale: no row scales, "
+                                  "tensor-scale rule or static input scale", rt->name);
+        if (s->nv_scope == FP4S_SCOPE_ROW && s->tile2d)
+            return fp4s_error_set(FP4S_ENOTSUP, "spec: row-scaled NVFP4 has 1x16 blocks only (16x16 tiles span rows "
+                                  "with different tensor scales)");
+        if (s->nv_scope == FP4S_SCOPE_ROW && s->nv_input_scale > 0.0f)
+            return fp4s_error_set(FP4S_ENOTSUP, "spec: a static input scale is one scale for the tensor; row-scaled "
+                                  "NVFP4 takes each row's amax");
+        if (s->nv_tsrule != FP4S_TSR_RECIPE && s->nv_input_scale > 0.0f)
+            return fp4s_error_set(FP4S_EINVAL, "spec: a tensor-scale rule makes the scale from an amax; a static "
+                                  "input scale has none");
         if (s->sr && rt->elem == FP4S_NV_ELEM_SEARCH)
             return fp4s_error_set(FP4S_ENOTSUP, "spec: stochastic rounding needs a recipe that scales the elements "
                                   "(%s searches its levels)", rt->name);
@@ -751,8 +1043,11 @@ int fp4s_spec_check(const fp4s_spec *s)
             return fp4s_error_set(FP4S_ENOTSUP, "spec: FP8 %s needs block %d, not %u",
                                   fp4s_fp8_gran_name(s->fp8_gran), s->fp8_gran == FP4S_FP8_TENSOR ? 1 : 128,
                                   s->block);
-        if (s->rht || s->sr || s->nv_4over6_err || s->nv_scale_bound)
+        if (s->rht || s->sr || s->nv_4over6_err || s->nv_scale_bound || s->nv_4over6_math)
             return fp4s_error_set(FP4S_ENOTSUP, "spec: the RHT, stochastic rounding and 4over6 are FP4 options");
+        if (s->nv_scope || s->nv_tsrule || s->nv_input_scale != 0.0f)
+            return fp4s_error_set(FP4S_ENOTSUP, "spec: row scales, tensor-scale rules and static input scales are "
+                                  "NVFP4 options");
         return 0;
     default:
         return fp4s_error_set(FP4S_EINVAL, "spec: unknown format %d", (int)s->format);
@@ -765,8 +1060,11 @@ int fp4s_spec_check(const fp4s_spec *s)
         return fp4s_error_set(FP4S_EINVAL, "spec: unknown packing %d", (int)s->packing);
     if ((unsigned)s->nonfinite >= FP4S_NF_COUNT)
         return fp4s_error_set(FP4S_EINVAL, "spec: unknown non-finite policy %d", (int)s->nonfinite);
-    if (s->format == FP4S_MXFP4 && (s->nv_4over6_err || s->nv_scale_bound))
+    if (s->format == FP4S_MXFP4 && (s->nv_4over6_err || s->nv_scale_bound || s->nv_4over6_math))
         return fp4s_error_set(FP4S_EINVAL, "spec: 4over6 is an NVFP4 recipe");
+    if (s->format == FP4S_MXFP4 && (s->nv_scope || s->nv_tsrule || s->nv_input_scale != 0.0f))
+        return fp4s_error_set(FP4S_ENOTSUP, "spec: row scales, tensor-scale rules and static input scales are "
+                              "NVFP4 options (MXFP4 has no tensor scale)");
     if (!s->rht && s->rht_signs)
         return fp4s_error_set(FP4S_EINVAL, "spec: an RHT sign mask without the RHT");
     if (!s->sr && s->sr_seed)
@@ -799,10 +1097,14 @@ static const name_row nf_names[FP4S_NF_COUNT] = {{"scale-nan", ""}, {"block-nan"
                                                  {"cvt", ""}};
 static const name_row pk_names[FP4S_PACK_COUNT] = {{"pairs", ""}, {"split", ""}};
 static const name_row g8_names[FP4S_FP8_GRAN_COUNT] = {{"tensor", ""}, {"1x128", ""}, {"128x128", ""}};
-static const name_row ta_names[FP4S_TAMAX_COUNT] = {{"finite", ""}, {"all", ""}};
+static const name_row ta_names[FP4S_TAMAX_COUNT] = {{"finite", ""}, {"all", ""}, {"no-nan", ""}};
 static const name_row me_names[FP4S_MX_ELEM_COUNT] = {{"exact", ""}, {"zero-at-0", ""}, {"ex2-ftz", ""},
                                                       {"rcp-ftz", ""}};
 static const char *const sc_names[FP4S_NV_SC_COUNT] = {"e4m3", "ue4m3-ggml"};
+static const name_row fm_names[FP4S_4OVER6_MATH_COUNT] = {{"amax", ""}, {"decode", ""}, {"fp16", "fast"}};
+static const name_row scope_names[FP4S_SCOPE_COUNT] = {{"tensor", ""}, {"row", "token per-token"}};
+static const name_row tsr_names[FP4S_TSR_COUNT] = {{"recipe", ""}, {"floor", ""}, {"rcp", ""}, {"div", ""},
+                                                   {"div-zero", ""}};
 
 /* The small name tables by kind (the others come from the trait tables). */
 static const struct { const name_row *rows; size_t n; } name_tables[FP4S_NAMES_COUNT] = {
@@ -814,6 +1116,9 @@ static const struct { const name_row *rows; size_t n; } name_tables[FP4S_NAMES_C
     [FP4S_NAMES_FP8_GRAN] = {g8_names, FP4S_FP8_GRAN_COUNT},
     [FP4S_NAMES_TENSOR_AMAX] = {ta_names, FP4S_TAMAX_COUNT},
     [FP4S_NAMES_MX_ELEM] = {me_names, FP4S_MX_ELEM_COUNT},
+    [FP4S_NAMES_4OVER6_MATH] = {fm_names, FP4S_4OVER6_MATH_COUNT},
+    [FP4S_NAMES_SCOPE] = {scope_names, FP4S_SCOPE_COUNT},
+    [FP4S_NAMES_TSRULE] = {tsr_names, FP4S_TSR_COUNT},
 };
 
 #define NAME_OF(table, v) ((unsigned)(v) < sizeof table / sizeof table[0] ? table[v].name : "?")
@@ -832,6 +1137,21 @@ const char *fp4s_packing_name(fp4s_packing p) { return NAME_OF(pk_names, p); }
 const char *fp4s_fp8_gran_name(fp4s_fp8_gran g) { return NAME_OF(g8_names, g); }
 const char *fp4s_tensor_amax_name(fp4s_tensor_amax t) { return NAME_OF(ta_names, t); }
 const char *fp4s_mx_elem_name(fp4s_mx_elem e) { return NAME_OF(me_names, e); }
+const char *fp4s_4over6_math_name(fp4s_4over6_math m) { return NAME_OF(fm_names, m); }
+const char *fp4s_nv_scope_name(fp4s_nv_scope sc) { return NAME_OF(scope_names, sc); }
+const char *fp4s_nv_tsrule_name(fp4s_nv_tsrule r) { return NAME_OF(tsr_names, r); }
+
+bool fp4s_nv_recipe_is_4over6(fp4s_nv_recipe r)
+{
+    return r == FP4S_NV_TE_4OVER6 || r == FP4S_NV_FLASHINFER_4OVER6 || r == FP4S_NV_FLASHINFER_4OVER6_EXACT;
+}
+
+unsigned fp4s_spec_scale_bound(const fp4s_spec *s)
+{
+    if (!s || s->format != FP4S_NVFP4 || !fp4s_nv_recipe_is_4over6(s->nv_recipe)) return 448;
+    if (s->nv_scale_bound) return s->nv_scale_bound;
+    return s->nv_recipe == FP4S_NV_TE_4OVER6 ? 256 : 448;
+}
 const char *fp4s_nv_scale_codec_name(fp4s_nv_scale_codec c)
 {
     return (unsigned)c < FP4S_NV_SC_COUNT ? sc_names[c] : "?";
@@ -913,7 +1233,8 @@ int fp4s_name_index(fp4s_name_kind kind, const char *s)
     static const char *const what[FP4S_NAMES_COUNT] = {
         "format", "scale rule", "recipe", "tie rule", "zero-input rule", "global-scale convention",
         "non-finite policy", "packing", "FP8 granularity", "profile", "MXFP4 profile", "NVFP4 profile",
-        "FP8 profile", "tensor amax", "MXFP4 element factor"};
+        "FP8 profile", "tensor amax", "MXFP4 element factor", "4over6 error arithmetic", "scale scope",
+        "tensor-scale rule"};
     const char *name, *aliases;
     if ((unsigned)kind >= FP4S_NAMES_COUNT) return fp4s_error_set(FP4S_EINVAL, "names: unknown kind %d", (int)kind);
     if (!s) return fp4s_error_set(FP4S_EINVAL, "%s: missing value", what[kind]);
@@ -942,7 +1263,7 @@ PARSE(fp4s_tie_parse, fp4s_tie, FP4S_NAMES_TIE, 0)
 
 size_t fp4s_spec_describe(const fp4s_spec *s, char *buf, size_t n)
 {
-    char tmp[512];
+    char tmp[768];
     int len;
     if (!s) return 0;
     const char *prof = s->profile[0] ? s->profile : "(none)";
@@ -983,9 +1304,18 @@ size_t fp4s_spec_describe(const fp4s_spec *s, char *buf, size_t n)
     }
     if (len < 0) len = 0;
     /* the engine options, when set */
-    if (s->format == FP4S_NVFP4 && s->nv_recipe == FP4S_NV_TE_4OVER6 && (size_t)len < sizeof tmp)
-        len += snprintf(tmp + len, sizeof tmp - (size_t)len, " 4over6_err=%s 4over6_bound=%u",
-                        s->nv_4over6_err == FP4S_4OVER6_MSE ? "mse" : "mae", s->nv_scale_bound ? s->nv_scale_bound : 256);
+    if (s->format == FP4S_NVFP4 && fp4s_nv_recipe_is_4over6(s->nv_recipe) && (size_t)len < sizeof tmp)
+        len += snprintf(tmp + len, sizeof tmp - (size_t)len, " 4over6_err=%s 4over6_bound=%u%s%s",
+                        s->nv_4over6_err == FP4S_4OVER6_MSE ? "mse" : "mae", fp4s_spec_scale_bound(s),
+                        s->nv_4over6_math ? " 4over6_math=" : "",
+                        s->nv_4over6_math ? fp4s_4over6_math_name(s->nv_4over6_math) : "");
+    /* the scale scope, rule and static scale, where they are not the default (older outputs unchanged) */
+    if (s->format == FP4S_NVFP4 && s->nv_scope && (size_t)len < sizeof tmp)
+        len += snprintf(tmp + len, sizeof tmp - (size_t)len, " scope=%s", fp4s_nv_scope_name(s->nv_scope));
+    if (s->format == FP4S_NVFP4 && s->nv_tsrule && (size_t)len < sizeof tmp)
+        len += snprintf(tmp + len, sizeof tmp - (size_t)len, " tscale_rule=%s", fp4s_nv_tsrule_name(s->nv_tsrule));
+    if (s->format == FP4S_NVFP4 && s->nv_input_scale > 0.0f && (size_t)len < sizeof tmp)
+        len += snprintf(tmp + len, sizeof tmp - (size_t)len, " input_scale=%a", (double)s->nv_input_scale);
     if (s->rht && (size_t)len < sizeof tmp)
         len += snprintf(tmp + len, sizeof tmp - (size_t)len, " rht=16 rht_signs=0x%04x", s->rht_signs);
     if (s->sr && (size_t)len < sizeof tmp)

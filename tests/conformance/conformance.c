@@ -155,28 +155,86 @@ static int expect(const input *in, const char *line)
     if (hex_bytes(co, want_codes, n) != n) return -1;
     nvec++;
 
+    /* PROFILE or PROFILE,KEY=VALUE,...: knob settings over the profile (bound, err, math, input_scale) */
+    char base[64];
+    snprintf(base, sizeof base, "%s", prof);
+    char *opts = strchr(base, ',');
+    if (opts) *opts++ = '\0';
     const fp4s_profile_info *pi;
     for (size_t i = 0; (pi = fp4s_profile_at(i)); i++)
-        if (!strcmp(pi->name, prof)) covered[i * 4 + in->fmt] = true;
+        if (!strcmp(pi->name, base) && !opts) covered[i * 4 + in->fmt] = true;
     fp4s_spec s;
-    if (fp4s_spec_profile(&s, in->fmt, prof)) {
+    if (fp4s_spec_profile(&s, in->fmt, base)) {
         printf("FAIL %s %s: %s\n", in->name, prof, fp4s_last_error());
         ndiff++;
         goto out;
     }
-    float amax = fp4s_spec_amax(&s, in->x, in->rows, in->cols, in->cols, NULL);
-    nchecks++;
-    if (!same_float(amax, from_bits(want_amax)))
-        differ(in, prof, "-", "tensor amax", (size_t)-1, to_bits(amax), want_amax);
-    fp4s_tscale ts;
-    if (fp4s_tscale_init(&s, from_bits(want_amax), &ts)) {
-        printf("FAIL %s %s: tensor scale: %s\n", in->name, prof, fp4s_last_error());
+    for (char *o = opts; o && *o;) {
+        char *next = strchr(o, ',');
+        if (next) *next++ = '\0';
+        char *v = strchr(o, '=');
+        if (!v) return -1;
+        *v++ = '\0';
+        int k;
+        if (!strcmp(o, "bound")) s.nv_scale_bound = (uint16_t)atoi(v);
+        else if (!strcmp(o, "err")) s.nv_4over6_err = !strcmp(v, "mse") ? FP4S_4OVER6_MSE : FP4S_4OVER6_MAE;
+        else if (!strcmp(o, "math") && (k = fp4s_name_index(FP4S_NAMES_4OVER6_MATH, v)) >= 0)
+            s.nv_4over6_math = (fp4s_4over6_math)k;
+        else if (!strcmp(o, "input_scale")) s.nv_input_scale = from_bits((uint32_t)strtoul(v, NULL, 16));
+        else return -1;
+        o = next;
+    }
+    if (fp4s_spec_check(&s)) {
+        printf("FAIL %s %s: %s\n", in->name, prof, fp4s_last_error());
         ndiff++;
         goto out;
     }
-    nchecks++;
-    if (!same_float(ts.stored, from_bits(want_ts)))
-        differ(in, prof, "-", "stored tensor scale", (size_t)-1, to_bits(ts.stored), want_ts);
+    fp4s_tscale ts;
+    if (s.format == FP4S_NVFP4 && s.nv_scope == FP4S_SCOPE_ROW) {
+        /* row-scaled: amax= and tscale= list one value per row (comma-separated) */
+        float *ra = calloc(in->rows, sizeof *ra);
+        fp4s_tscale *rts = calloc(in->rows, sizeof *rts);
+        if (!ra || !rts) exit(2);
+        int rc = fp4s_spec_row_amax(&s, in->x, in->rows, in->cols, in->cols, ra);
+        const char *pa = a, *pt = t;
+        for (size_t r = 0; !rc && r < in->rows; r++) {
+            char *e1, *e2;
+            uint32_t wa = (uint32_t)strtoul(pa, &e1, 16), wt = (uint32_t)strtoul(pt, &e2, 16);
+            if (e1 == pa || e2 == pt) {
+                free(ra);
+                free(rts);
+                return -1;
+            }
+            pa = *e1 == ',' ? e1 + 1 : e1;
+            pt = *e2 == ',' ? e2 + 1 : e2;
+            nchecks += 2;
+            if (!same_float(ra[r], from_bits(wa))) differ(in, prof, "-", "row amax of row", r, to_bits(ra[r]), wa);
+            if (fp4s_tscale_init(&s, from_bits(wa), &rts[r])) rc = -1;
+            else if (!same_float(rts[r].stored, from_bits(wt)))
+                differ(in, prof, "-", "stored tensor scale of row", r, to_bits(rts[r].stored), wt);
+        }
+        free(ra);
+        free(rts);
+        if (rc) {
+            printf("FAIL %s %s: row scales: %s\n", in->name, prof, fp4s_last_error());
+            ndiff++;
+            goto out;
+        }
+        memset(&ts, 0, sizeof ts); /* fp4s_quantize takes each row's own */
+    } else {
+        float amax = fp4s_spec_amax(&s, in->x, in->rows, in->cols, in->cols, NULL);
+        nchecks++;
+        if (!same_float(amax, from_bits(want_amax)))
+            differ(in, prof, "-", "tensor amax", (size_t)-1, to_bits(amax), want_amax);
+        if (fp4s_tscale_init(&s, from_bits(want_amax), &ts)) {
+            printf("FAIL %s %s: tensor scale: %s\n", in->name, prof, fp4s_last_error());
+            ndiff++;
+            goto out;
+        }
+        nchecks++;
+        if (!same_float(ts.stored, from_bits(want_ts)))
+            differ(in, prof, "-", "stored tensor scale", (size_t)-1, to_bits(ts.stored), want_ts);
+    }
     static const char *levels[] = {"ref", "avx2", "avx512"};
     for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
         if (fp4s_kernels_select(levels[l])) continue; /* not on this CPU or build */

@@ -229,6 +229,17 @@ def div_ftz(a, b):
     return _ftz(Fr(float(a)) / Fr(float(b)), r) if isfin(a) and isfin(b) and b != 0 else r
 
 
+def add_ftz(a, b):
+    """add.rn.ftz: subnormal operands read as +-0; a sum below 2^-126 (exact there) flushes."""
+    with np.errstate(all="ignore"):
+        return daz(f32(daz(a)) + f32(daz(b)))
+
+
+def bf16_rne(v):
+    """float32 -> BF16 (round to nearest even on the bits) -> float32, exactly."""
+    return bf16_round(v)
+
+
 # ---- MXFP4 scale rules: the E8M0 code of a block amax > 0 -----------------------------------------
 def fl_log2(a):
     """log2f as a correctly rounded float32 (glibc's log2f on the values used
@@ -341,10 +352,18 @@ def mx(rule, tie="rne", knz=True, zin="sign", nf="scale-nan", zero=0, elem="exac
 
 
 def nv(recipe, tie="rne", knz=True, zin="sign", nf="scale-nan", tile2d=False, tamax="finite", gs="decode",
-       bound=256, err="mae", rht=None, sr=None):
-    # bound, err: te-4over6's tensor-scale bound and error; rht: the sign mask of a transform first; sr: the seed
+       bound=None, err="mae", rht=None, sr=None, scope="tensor", tsr="recipe", math_="amax", inscale=0.0):
+    # bound, err, math_: a 4over6 recipe's tensor-scale bound (te-4over6 256, FlashInfer's 448 by default),
+    # error and its arithmetic; rht: the sign mask of a transform first; sr: the seed; scope: "row" for one
+    # amax per row; tsr: the tensor-scale rule; inscale: a static input scale (decode convention)
+    if bound is None:
+        bound = 256 if recipe == "te-4over6" else 448
     return dict(recipe=recipe, tie=tie, knz=knz, zin=zin, nf=nf, tile2d=tile2d, tamax=tamax, gs=gs, bound=bound,
-                err=err, rht=rht, sr=sr)
+                err=err, rht=rht, sr=sr, scope=scope, tsr=tsr, math=math_, inscale=inscale)
+
+
+FOUR6 = ("te-4over6", "flashinfer-4over6", "flashinfer-4over6-exact")
+TE_NV = dict(zin="pos", gs="encode", tamax="all")
 
 
 PROFILES = {
@@ -372,6 +391,17 @@ PROFILES = {
                "nvfp4": nv("flashinfer", nf="cvt", gs="encode")},
     "trtllm-exact": {"mxfp4": mx("rceil-rcp-ftz", elem="ex2-ftz", nf="cvt"),
                      "nvfp4": nv("flashinfer-exact", nf="cvt", gs="encode")},
+    "flashinfer-per-token": {"nvfp4": nv("flashinfer", nf="cvt", tamax="no-nan", scope="row", tsr="rcp")},
+    "flashinfer-per-token-exact": {"nvfp4": nv("flashinfer-exact", nf="cvt", tamax="no-nan", scope="row", tsr="div")},
+    "flashinfer-4over6": {"nvfp4": nv("flashinfer-4over6", nf="cvt", gs="encode", math_="decode")},
+    "flashinfer-4over6-exact": {"nvfp4": nv("flashinfer-4over6-exact", nf="cvt", gs="encode", math_="decode")},
+    "flashinfer-per-token-4o6": {"nvfp4": nv("flashinfer-4over6", nf="cvt", tamax="no-nan", scope="row", tsr="rcp")},
+    "flashinfer-per-token-4o6-exact": {"nvfp4": nv("flashinfer-4over6-exact", nf="cvt", tamax="no-nan", scope="row",
+                                                   tsr="div-zero")},
+    "miles-nvfp4-rollout": {"nvfp4": nv("flashinfer-4over6-exact", nf="cvt", tamax="no-nan", scope="row", tsr="div-zero",
+                                        bound=256, err="mse")},
+    "vllm-per-token": {"nvfp4": nv("flashinfer", nf="cvt", tamax="no-nan", scope="row", tsr="rcp")},
+    "sglang-per-token": {"nvfp4": nv("flashinfer", nf="cvt", tamax="no-nan", scope="row", tsr="rcp")},
     "aiter": {"mxfp4": mx("rceil-min", nf="ignore", zero=92)},
     "aiter@pre-3212": {"mxfp4": mx("round-min", nf="ignore", zero=92)},
     "quark": {"mxfp4": mx("even-sat")},
@@ -382,6 +412,13 @@ PROFILES = {
     "te-4over6-2d": {"nvfp4": nv("te-4over6", zin="pos", gs="encode", tamax="all", tile2d=True)},
     "te-rht": {"nvfp4": nv("te", zin="pos", gs="encode", tamax="all", rht=0xD7E8)},
     "te-sr": {"nvfp4": nv("te", zin="pos", gs="encode", tamax="all", sr=1)},
+    "te-row": {"nvfp4": nv("te", scope="row", **TE_NV)},
+    "te-row-4over6": {"nvfp4": nv("te-4over6", scope="row", **TE_NV)},
+    "miles-nvfp4-train": {"nvfp4": nv("te-4over6", scope="row", err="mse", **TE_NV)},
+    "te-4over6-fast": {"nvfp4": nv("te-4over6", math_="fp16", **TE_NV)},
+    "te@pre-2639": {"nvfp4": nv("te-sdiv", **TE_NV)},
+    "te-fast-math": {"nvfp4": nv("te-bf16", **TE_NV)},
+    "te-per-token@pr3045": {"nvfp4": nv("te-sdiv0", scope="row", tsr="floor", **TE_NV)},
     "modelopt": {"mxfp4": mx("ceil-log2f", tie="rtz", zin="neg"), "nvfp4": nv("modelopt", zin="pos")},
     "ggml": {"mxfp4": mx("log2f", tie="rtz", knz=False, zin="pos", nf="ignore"),
              "nvfp4": nv("ggml", tie="rtz", knz=False, zin="pos", nf="ignore", gs="none")},
@@ -445,26 +482,60 @@ def tensor_amax(x, mode):
     am, fam, nan, inf = scan(x.ravel())
     if mode == "all":
         return f32(np.nan) if nan else am
+    if mode == "no-nan":  # NaN skipped, Inf enters
+        return am
     return fam
 
 
+ENCODE_RECIPES = ("te", "flashinfer", "flashinfer-exact", "vllm", "te-sdiv", "te-sdiv0", "te-bf16") + FOUR6
+
+
 def nv_tscale(p, amax):
-    """(s_enc, s_dec, stored) of the recipe."""
+    """(s_enc, s_dec, stored) of the recipe, its tensor-scale rule or a static input scale."""
     rec = p["recipe"]
     if rec == "ggml":
         return f32(1), f32(1), f32(1)
-    if rec in ("te", "flashinfer", "flashinfer-exact", "vllm"):
+    b6 = f32(6 * p["bound"]) if rec in FOUR6 else f32(2688)
+    encode = rec in ENCODE_RECIPES
+    with np.errstate(all="ignore"):
+        if p["inscale"] > 0:  # vLLM / SGLang: input_scale_inv = (1 / input_scale) in float32
+            d = f32(p["inscale"])
+            e = f32(1) / d
+            return e, d, e if p["gs"] == "encode" else d
+        if p["tsr"] == "floor":  # TE PR #3045: 2688 / max(amax, 1e-12), FLT_MAX at most, 1 for 0
+            a = f32(1e-12) if amax < f32(1e-12) else f32(amax)
+            e = f32(b6 / a)
+            e = FLT_MAX if e > FLT_MAX else e
+            e = f32(1) if e == 0 else e
+            d = f32(1) / e
+            return e, d, e if p["gs"] == "encode" else d
+        if p["tsr"] == "rcp":  # FlashInfer per-token, fast math: stored rowAmax * fl(1/(6B)), S its rcp
+            d = f32(amax) * f32(1.0 / float(b6))
+            e = rcp_ftz(d)
+            return e, d, e if p["gs"] == "encode" else d
+        if p["tsr"] in ("div", "div-zero"):  # FlashInfer per-token, exact (div.rn.ftz, fminf)
+            G = div_ftz(f32(1), f32(1.0 / float(b6)))
+            if daz(amax) == 0 and p["tsr"] == "div-zero":
+                return f32(0), f32(0), f32(0)
+            e = FLT_MAX
+            if daz(amax) != 0:
+                e = div_ftz(G, f32(amax))
+                e = FLT_MAX if e > FLT_MAX else e
+            e = f32(1) if e == 0 else e
+            d = div_ftz(f32(1), e)
+            return e, d, e if p["gs"] == "encode" else d
+    if encode:
         if amax == 0:
             e = f32(1)
         else:
             with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-                e = f32(2688) / f32(amax)
+                e = f32(b6) / f32(amax)
             if e > FLT_MAX:
                 e = FLT_MAX
             if e == 0:
                 e = f32(1)
         d = f32(1) / e
-        return e, d, e
+        return e, d, e if p["gs"] == "encode" else d
     with np.errstate(all="ignore"):
         d = f32(amax) * f32(1.0 / 2688.0) if rec.endswith("-cuda") else f32(amax) / f32(2688)
         e = f32(1) / d
@@ -475,16 +546,26 @@ def nv_block(p, senc, sdec, amax_b):
     """(scale byte, decoded s_b, element op, factor, dequant factor)."""
     rec = p["recipe"]
     with np.errstate(all="ignore"):
-        if rec == "te":
+        if rec in ("te", "te-sdiv", "te-sdiv0", "te-bf16"):
             mult = senc * f32(1.0 / 6.0)
             sbf = f32(amax_b) * mult
             if sbf > FLT_MAX:
                 sbf = FLT_MAX
             code = e4m3(sbf)
             sbv = e4m3_f(code)
-            enc = f32(1) / (sbv * sdec)
-            if enc > FLT_MAX:
-                enc = FLT_MAX
+            if rec == "te":  # the reference: min(1 / (s_b S_dec), FLT_MAX)
+                enc = f32(1) / (sbv * sdec)
+                if enc > FLT_MAX:
+                    enc = FLT_MAX
+            elif rec == "te-sdiv0" and sbv == 0:  # PR #3045: 0 for a zero scale
+                enc = f32(0)
+            else:  # one division S_enc / s_b; NVTE_USE_FAST_MATH rounds it to BF16 (max 0x7F7F)
+                enc = senc / sbv
+                top = fb(0x7F7F0000) if rec == "te-bf16" else FLT_MAX
+                if enc > top:
+                    enc = top
+                if rec == "te-bf16":
+                    enc = bf16_rne(enc)
             return code, sbv, "mul", enc
         if rec.startswith("torchao"):
             pts = sdec
@@ -609,41 +690,82 @@ def sr_code(t, rb, knz, zin):
     return E2M1.index(Fr(float(q))) | (8 if neg else 0)
 
 
+def four6_term(p, fi, senc, gdec, amax, denom, q, sbv, xv):
+    """One element's error term (the recipe's arithmetic: amax, decode or fp16), in float32; FlashInfer's
+    _rn intrinsics are .ftz under -use_fast_math."""
+    qv = f32(float(E2M1[q & 7]) * (-1 if q & 8 else 1))
+    with np.errstate(all="ignore"):
+        if p["math"] == "fp16":  # the FP16 product q*s is exact; x in the scaled domain
+            d = add_ftz(f32(qv * sbv), -mul_ftz(xv, senc)) if fi else f32(f32(qv * sbv) - f32(xv * senc))
+        elif p["math"] == "decode":
+            d = add_ftz(mul_ftz(mul_ftz(qv, sbv), gdec), -xv) if fi else f32(f32(f32(qv * sbv) * gdec) - xv)
+        elif fi:
+            d = add_ftz(div_ftz(mul_ftz(mul_ftz(qv, sbv), amax), denom), -xv)
+        else:
+            d = f32(f32(f32(f32(qv * sbv) * amax) / denom) - xv)
+        if p["err"] == "mse":
+            return mul_ftz(d, d) if fi else f32(d * d)
+        return abs(d)
+
+
 def four6_tile(p, senc, sdec, amax, tile):
-    """te-4over6 on one tile (h rows x 16): (scale byte, codes [h][16]). Candidates map-to-6 (scale
-    e4m3(min(base, 448))) and map-to-4 (e4m3(min(1.5 base, 448))), base = (amax_b / 6) S_enc; per row the float32
-    sum in element order of |((q s) amax) / (6 B) - x| (or its square); 2-D tiles add the 16 row sums as TE's
-    warp reduction does (rows k and k + 8, then k + 4, k + 2, k + 1); the map-to-4 candidate wins only when
-    strictly smaller."""
-    denom = f32(2688) if p["bound"] == 448 else f32(1536)
+    """4over6 on one tile (h rows x 16): (scale byte, codes [h][16]). TE: candidates map-to-6 (scale
+    e4m3(min(base, 448))) and map-to-4 (e4m3(min(1.5 base, 448))), base = (amax_b / 6) S_enc, factors
+    min(1/(s S_dec), FLT_MAX), elements clamped to +-6; FlashInfer: base = S *f (amax_b *f rcp(6)) (fast)
+    or (amax_b /f 6) *f S (exact), D = rcp(S) or 1 /f S, factors rcp(s *f D) or min(1 /f (s *f D), FLT_MAX),
+    x *f factor, a (flushed) zero block amax gives scale 0 and codes 0. Per row the float32 sum in element
+    order of the error terms (four6_term); 2-D tiles add the 16 row sums as TE's warp reduction does; the
+    map-to-4 candidate wins only when strictly smaller."""
+    rec = p["recipe"]
+    fi, fast = rec != "te-4over6", rec == "flashinfer-4over6"
+    denom = f32(6 * p["bound"])
+    cvt = p["nf"] == "cvt"
     am_b = scan(tile.ravel())[0]
+    if cvt and all(isnan(f32(v)) for v in tile.ravel()):
+        am_b = f32(np.nan)
     h = tile.shape[0]
     with np.errstate(all="ignore"):
-        base = f32(f32(am_b) / f32(6)) * senc
+        if not fi:
+            b6 = f32(f32(am_b) / f32(6)) * senc
+            bases, gdec = (b6, f32(b6 * f32(1.5))), sdec
+        elif fast:
+            b6 = mul_ftz(senc, mul_ftz(am_b, rcp_ftz(f32(6))))
+            bases, gdec = (b6, mul_ftz(b6, f32(1.5))), rcp_ftz(senc)
+        else:
+            b6 = mul_ftz(div_ftz(am_b, f32(6)), senc)
+            bases, gdec = (b6, mul_ftz(b6, f32(1.5))), div_ftz(f32(1), senc)
+        fi_zero = fi and daz(am_b) == 0
         cand = []
-        for c in (base, f32(base * f32(1.5))):
-            if c > 448:
+        for c in bases:
+            if not fi and c > 448:
                 c = f32(448)
-            code = e4m3(c)
+            code = 0 if fi_zero else e4m3(c)
             sbv = e4m3_f(code)
-            enc = f32(1) / f32(sbv * sdec)
-            if enc > FLT_MAX:
-                enc = FLT_MAX
+            if not fi:
+                enc = f32(1) / f32(sbv * sdec)
+                if enc > FLT_MAX:
+                    enc = FLT_MAX
+            elif fast:
+                enc = rcp_ftz(mul_ftz(sbv, gdec))
+            else:
+                enc = div_ftz(f32(1), mul_ftz(sbv, gdec))
+                enc = FLT_MAX if isnan(enc) or enc > FLT_MAX else enc  # CUDA's fminf: NaN -> FLT_MAX
+            if fi_zero:
+                enc = f32(0)
             codes, errs = [], [f32(0)] * 16
             for i in range(h):
                 e, row = f32(0), []
                 for j in range(16):
                     xv = f32(tile[i, j])
-                    v = f32(xv * enc)
-                    if v > 6:
-                        v = f32(6)
-                    if v < -6:
-                        v = f32(-6)
-                    q = e2m1(v, p["tie"], p["knz"], p["zin"])
+                    v = mul_ftz(xv, enc) if fi else f32(xv * enc)
+                    if not fi:
+                        v = f32(6) if v > 6 else f32(-6) if v < -6 else v
+                    q = 0 if fi_zero else 7 if cvt and isnan(v) else e2m1(v, p["tie"], p["knz"], p["zin"])
                     row.append(q)
-                    val = f32(f32(f32(f32(float(E2M1[q & 7]) * (-1 if q & 8 else 1)) * sbv) * amax) / denom)
-                    d = f32(val - xv)
-                    e = f32(e + (f32(d * d) if p["err"] == "mse" else abs(d)))
+                    if fi_zero:
+                        continue
+                    t = four6_term(p, fi, senc, gdec, amax, denom, q, sbv, xv)
+                    e = add_ftz(e, t) if fi else f32(e + t)
                 codes.append(row)
                 errs[i] = e
             if p["tile2d"]:
@@ -654,11 +776,12 @@ def four6_tile(p, senc, sdec, amax, tile):
             else:
                 tot = errs[0]
             cand.append((code, codes, tot))
-    pick = 1 if cand[1][2] < cand[0][2] else 0
+    pick = 0 if fi_zero else 1 if cand[1][2] < cand[0][2] else 0
     return cand[pick][0], cand[pick][1]
 
 
 def quant_nv(p, x):
+    """(amax, stored, scales, codes); row-scaled: amax and stored are lists, one per row."""
     rows, cols = x.shape
     if p["rht"] is not None:
         # the transform first; the engine's amax is that of the rotated values (finite ones), NaN or Inf when
@@ -668,25 +791,24 @@ def quant_nv(p, x):
         amax = f32(np.nan) if nan else f32(np.inf) if inf else scan(x.ravel())[1]
     else:
         amax = tensor_amax(x, p["tamax"])
-    if p["recipe"] == "te-4over6":
-        num = f32(2688) if p["bound"] == 448 else f32(1536)
-        with np.errstate(all="ignore"):
-            senc = f32(1) if amax == 0 else f32(num / f32(amax))
-        if senc > FLT_MAX:
-            senc = FLT_MAX
-        if senc == 0:
-            senc = f32(1)
-        sdec = f32(1) / senc
-        stored = senc
+    if p["scope"] == "row":
+        per_row = [tensor_amax(x[r:r + 1], p["tamax"]) for r in range(rows)]
+        rts = []
+        for a in per_row:
+            e, d, st = nv_tscale(p, a)
+            rts.append((a, e, d, e if p["gs"] == "encode" else st))
+        amax, stored = per_row, [t[3] for t in rts]
     else:
         senc, sdec, stored = nv_tscale(p, amax)
-    if p["gs"] == "encode":
-        stored = senc
+        if p["gs"] == "encode":
+            stored = senc
+        rts = [(amax, senc, sdec, stored)] * rows
     H = 16 if p["tile2d"] else 1
     scales = np.zeros((rows, cols // 16), np.uint8)
     codes = np.zeros((rows, cols), np.uint8)
     for r0 in range(0, rows, H):
         h = min(H, rows - r0)
+        ramax, senc, sdec, _ = rts[r0]
         for b in range(cols // 16):
             tile = x[r0:r0 + h, 16 * b:16 * b + 16]
             am, _, nan, inf = scan(tile.ravel())
@@ -696,8 +818,8 @@ def quant_nv(p, x):
             if nan_block(p["nf"], nan, inf):
                 scales[r0:r0 + h, b] = 0x7F
                 continue
-            if p["recipe"] == "te-4over6":
-                code, cs = four6_tile(p, senc, sdec, amax, tile)
+            if p["recipe"] in FOUR6:
+                code, cs = four6_tile(p, senc, sdec, ramax, tile)
                 scales[r0:r0 + h, b] = code
                 codes[r0:r0 + h, 16 * b:16 * b + 16] = cs
                 continue
@@ -962,7 +1084,57 @@ def nv_inputs():
     x[20, 30] = 12.0
     ins["nv-2d"] = x
     ins["nv-engines"] = nv_engines()
+    ins["nv-knobs"] = nv_knobs()
+    ins["nv-rows"] = nv_rows()
     return ins
+
+
+def hexrow(h):
+    return [fb(int(w, 16)) for w in h.split()]
+
+
+def nv_knobs():
+    """Rows of 32 (block 0 holds the tensor amax 3.1) whose block 1 separates the engines' switches, found by a
+    random search near the E2M1 midpoints: row 0 the 4over6 error through the amax against through the decode
+    scale (bound 448), row 1 against the FP16 error, row 2 FlashInfer's 4over6 fast math against exact, row 3
+    TransformerEngine's reference factor against the tuned kernel's S_enc/s_b and its BF16 factor; then rows for
+    the row scales: a small row, an all-zero row, a row with Inf, an all-NaN row and a row whose amax is below
+    1e-12."""
+    found = [
+        "40466666 be343ab3 bf1629f7 bde228de 3ed8f197 3f0b5d2c bf32af84 be714aec bee76193 bf059526 beab01ae "
+        "3e289979 bf7b8a38 bf70042d 3f59d8dd bed11696 3fa39f2c bec5e727 3e6c60c7 3ec4d25f 3f218bf1 bf0338d1 "
+        "bf258412 bce662e5 3f3c39a4 3bb84148 beb0e7cf bd19c38f beafbbd3 bca82376 3f233a4e bcfcdd83",
+        "40466666 3db7d498 be6efceb 3f0586f3 3f795bd8 be23a6f6 3ec9bcac bf194e87 be8aadcf 3f53c9bc bf7004a1 "
+        "3b84b6d9 becc3ef9 3e98d944 beb90f00 3f4f20ca be46e619 be35b1cf 3e435ec7 3ba1523b 3eaf7c2a be4cff10 "
+        "be65cd8e bee480bc 3e975c15 bcba016b 3e365538 3d53884f beb3e5f9 3e80cefa 3f425dbf bea549e9",
+        "40466666 bf7c2db2 bf0fe5bf 3db870cd 3f1653de be49e2b6 bed8c55f 3e0caa1b 3fb2d885 3f6a2c1f 3edf5ba3 "
+        "3e703b88 3ea51f31 3f844ee3 3d9c13c2 be49d7ae 3e01e79d 3e01e79f bccfd8fc be81e79d be35dddc 00000000 "
+        "3e35ddde 3e81e79e 3ccfd8ff 3e35ddde 3e9a610d 00000000 00000000 00000000 be35dddd 3ccfd8fb",
+        "40466666 3e9f6f11 3f354025 3f1f0350 3f145a7e 3d5c5fa5 bd53afda beabd077 beb933f1 bfc9af05 3f69931f "
+        "bcc58a38 be77ced5 beec9d87 3dbb2d14 bf1c6bcb bea55554 bea55557 beec30c5 3e0db6d7 3f8bdc19 be6c30c5 "
+        "bf255551 bea55554 bf6c30c3 be6c30c5 beec30c3 3e0db6dd 3d3cf3d0 be0db6d7 3e6c30c4 bf255553",
+    ]
+    x = np.zeros((7, 32), np.float32)
+    for i, h in enumerate(found):
+        x[i] = hexrow(h)
+    x[4] = filler(32, 0.02, 81)
+    x[4, 7] = f32(0.02)
+    x[5] = 0.0                                  # all zero: FlashInfer's fast per-token S = rcp(0) = Inf
+    x[6] = filler(32, 1e-13, 83)                # row amax below TE PR #3045's floor 1e-12
+    return x
+
+
+def nv_rows():
+    """Row scales and non-finite values: a row with Inf (row amax Inf under no-nan and all, 1 when finite),
+    an all-NaN row (the cvt policy's NaN block amax; row amax 0 under no-nan), a NaN among values, a plain
+    row."""
+    x = np.zeros((4, 32), np.float32)
+    for r in range(4):
+        x[r] = filler(32, 1.0 + r, 91 + r)
+    x[0, 9] = np.inf
+    x[1] = np.nan
+    x[2, 20] = np.nan
+    return x
 
 
 def nv_engines():
@@ -1086,6 +1258,28 @@ def facts(exp):
         assert ok, "the corpus does not show: " + what
 
 
+# Records of knob settings that no profile has: (input, profile, options), the options overriding the
+# profile's spec (the runner applies the same: bound, err, math, input_scale as float bits)
+OPTION_RECORDS = [
+    ("nv-knobs", "te-4over6", dict(bound=448)),
+    ("nv-knobs", "te-4over6", dict(bound=448, math_="decode")),
+    ("nv-knobs", "flashinfer-4over6", dict(err="mse", bound=256)),
+    ("nv-knobs", "flashinfer-4over6-exact", dict(math_="fp16")),
+    ("nv-knobs", "vllm", dict(inscale=fb(0x3a000000))),      # 2^-11: 3.1 needs 2^-9.8, block scales clamp
+    ("nv-knobs", "modelopt", dict(inscale=fb(0x3a000000))),
+    ("nv-knobs", "te", dict(inscale=fb(0x3a000000))),
+    ("nv-ties", "flashinfer", dict(inscale=fb(0x3c000000))),  # 2^-7
+]
+
+
+def opt_name(prof, o):
+    keys = {"bound": "bound", "err": "err", "math_": "math"}
+    parts = [prof]
+    for k, v in o.items():
+        parts.append("input_scale=%08x" % bits(v) if k == "inscale" else "%s=%s" % (keys[k], v))
+    return ",".join(parts)
+
+
 def hexbytes(v):
     return "".join("%02x" % int(c) for c in v)
 
@@ -1102,16 +1296,25 @@ def corpus():
             flat = x.ravel()
             for i in range(0, flat.size, 16):
                 lines.append("x " + " ".join("%08x" % bits(v) for v in flat[i:i + 16]))
-            for prof, fmts in PROFILES.items():
-                if fmt not in fmts:
-                    continue
-                p = fmts[fmt]
+            runs = [(prof, fmts[fmt]) for prof, fmts in PROFILES.items() if fmt in fmts]
+            for inp, prof, o in OPTION_RECORDS:
+                if inp == name:
+                    q = dict(PROFILES[prof][fmt])
+                    q.update({("math" if k == "math_" else k): v for k, v in o.items()})
+                    runs.append((opt_name(prof, o), q))
+            for prof, p in runs:
                 if fmt == "mxfp4":
                     sc, co = quant_mx(p, x)
                     amax, stored, shex = tensor_amax(x, "finite"), f32(1), hexbytes(sc)
                 elif fmt == "nvfp4":
                     amax, stored, sc, co = quant_nv(p, x)
                     shex = hexbytes(sc)
+                    if isinstance(amax, list):  # row-scaled: one amax and tensor scale per row
+                        rec = (",".join("%08x" % bits(a) for a in amax), ",".join("%08x" % bits(t) for t in stored),
+                               shex, hexbytes(co))
+                        exp[(name, prof)] = rec
+                        lines.append("expect %s %s %s amax=%s tscale=%s scales=%s codes=%s" % ((name, prof, fmt) + rec))
+                        continue
                 else:
                     amax, stored, tiles, co = quant_fp8(p, x)
                     shex = "".join("%08x" % bits(t) for t in tiles)
@@ -1119,7 +1322,46 @@ def corpus():
                 exp[(name, prof)] = rec
                 lines.append("expect %s %s %s amax=%s tscale=%s scales=%s codes=%s" % ((name, prof, fmt) + rec))
     facts(exp)
+    facts_recipes(exp)
     return "\n".join(lines) + "\n"
+
+
+def facts_recipes(exp):
+    """The behaviours of the per-token, 4over6, fast-math and static-scale records."""
+    def rec(name, prof):
+        return exp[(name, prof)]
+
+    def n7e(h):  # scale bytes 0x7e (448)
+        return sum(h[i:i + 2] == "7e" for i in range(0, len(h), 2))
+
+    def row(r, k, n=32):  # hex of row k's codes (n per row) or scales (2 per row: n=2)
+        return r[k * n * 2:(k + 1) * n * 2]
+    kn = "nv-knobs"
+    checks = [
+        ("4over6: the error through the amax and through the decode scale pick different candidates",
+         row(rec(kn, "te-4over6,bound=448")[2], 0, 2) != row(rec(kn, "te-4over6,bound=448,math=decode")[2], 0, 2)),
+        ("4over6: the FP16 (fast-math) error picks another candidate than the FP32 one",
+         row(rec(kn, "te-4over6")[2], 1, 2) != row(rec(kn, "te-4over6-fast")[2], 1, 2)),
+        ("FlashInfer 4over6: fast math and exact give different codes",
+         row(rec(kn, "flashinfer-4over6")[3], 2) != row(rec(kn, "flashinfer-4over6-exact")[3], 2)),
+        ("TE's tuned kernel before PR #2639 (S_enc/s_b) and its BF16 factor differ from the reference",
+         row(rec(kn, "te")[3], 3) != row(rec(kn, "te@pre-2639")[3], 3)
+         and row(rec(kn, "te")[3], 3) != row(rec(kn, "te-fast-math")[3], 3)),
+        ("row-scaled: a small row gets other scales than under the tensor's amax",
+         row(rec(kn, "te")[2], 4, 2) != row(rec(kn, "te-row")[2], 4, 2)),
+        ("FlashInfer per-token, fast math: an all-zero row gets the NaN scale byte (Inf * 0); exact: 0",
+         row(rec(kn, "flashinfer-per-token")[2], 5, 2) == "7f7f"
+         and row(rec(kn, "flashinfer-per-token-exact")[2], 5, 2) == "0000"),
+        ("a static input scale below the tensor's amax/2688 clamps block scales at 448 (0x7e)",
+         n7e(rec(kn, "vllm,input_scale=3a000000")[2]) > n7e(rec(kn, "vllm")[2])),
+        ("TE PR #3045 floors the row amax at 1e-12: another tensor scale than te-row for a tinier row",
+         rec(kn, "te-per-token@pr3045")[1].split(",")[6] != rec(kn, "te-row")[1].split(",")[6]),
+        ("FlashInfer's per-token row amax skips NaN (an all-NaN row: 0) where TE's takes it",
+         rec("nv-rows", "flashinfer-per-token")[0].split(",")[1] == "00000000"
+         and rec("nv-rows", "te-row")[0].split(",")[1] == "7fc00000"),
+    ]
+    for what, ok in checks:
+        assert ok, "the corpus does not show: " + what
 
 
 def main():

@@ -62,7 +62,7 @@ typedef struct tspec {
     bool profile;      /* a named profile (the thread check runs on these) */
 } tspec;
 
-static tspec specs[2048];
+static tspec specs[4096];
 static int nspecs;
 
 static void add_spec(const fp4s_spec *s, const char *name, bool profile)
@@ -145,6 +145,49 @@ static void build_specs(void)
                                      d2 ? "2d" : "1d");
                             add_spec(&s, nm, false);
                         }
+        /* row-scaled (per-token): each recipe with a tensor scale under each tensor-scale rule; and a
+         * static input scale small enough that block scales clamp at 448 */
+        for (int rc = 0; rc < FP4S_NV_RECIPE_COUNT; rc++)
+            for (int tr = 0; tr < FP4S_TSR_COUNT; tr++)
+                for (int t = 0; t < 2; t++) {
+                    fp4s_spec s = base;
+                    s.nv_recipe = (fp4s_nv_recipe)rc;
+                    s.global_scale = fp4s_get_nv_recipe_traits(s.nv_recipe)->global_scale;
+                    s.nv_scope = FP4S_SCOPE_ROW;
+                    s.nv_tsrule = (fp4s_nv_tsrule)tr;
+                    s.nonfinite = (fp4s_nonfinite)((rc + tr + t) % FP4S_NF_COUNT);
+                    s.tensor_amax = t ? FP4S_TAMAX_ALL : FP4S_TAMAX_FINITE;
+                    char nm[96];
+                    snprintf(nm, sizeof nm, "nvfp4 recipe=%s row-scaled tsrule=%s nf=%s amax=%s",
+                             fp4s_nv_recipe_name(s.nv_recipe), fp4s_nv_tsrule_name(s.nv_tsrule),
+                             fp4s_nonfinite_name(s.nonfinite), fp4s_tensor_amax_name(s.tensor_amax));
+                    add_spec(&s, nm, false);
+                    s.nv_scope = FP4S_SCOPE_TENSOR;
+                    s.nv_tsrule = FP4S_TSR_RECIPE;
+                    s.nv_input_scale = t ? 0x1p-12f : 3.0e-3f;
+                    if (fp4s_nv_recipe_is_4over6(s.nv_recipe)) s.nv_4over6_math = FP4S_4OVER6_DECODE;
+                    snprintf(nm, sizeof nm, "nvfp4 recipe=%s input_scale=%a nf=%s", fp4s_nv_recipe_name(s.nv_recipe),
+                             (double)s.nv_input_scale, fp4s_nonfinite_name(s.nonfinite));
+                    add_spec(&s, nm, false);
+                }
+        /* every 4over6 knob: error, arithmetic, bound */
+        for (int rc = 0; rc < FP4S_NV_RECIPE_COUNT; rc++) {
+            if (!fp4s_nv_recipe_is_4over6((fp4s_nv_recipe)rc)) continue;
+            for (int e = 0; e < FP4S_4OVER6_COUNT; e++)
+                for (int m = 0; m < FP4S_4OVER6_MATH_COUNT; m++)
+                    for (int bd = 0; bd < 2; bd++) {
+                        fp4s_spec s = base;
+                        s.nv_recipe = (fp4s_nv_recipe)rc;
+                        s.nv_4over6_err = (fp4s_4over6_err)e;
+                        s.nv_4over6_math = (fp4s_4over6_math)m;
+                        s.nv_scale_bound = bd ? 448 : 256;
+                        s.nonfinite = FP4S_NF_CVT;
+                        char nm[96];
+                        snprintf(nm, sizeof nm, "nvfp4 recipe=%s err=%d math=%s bound=%u", fp4s_nv_recipe_name(s.nv_recipe),
+                                 e, fp4s_4over6_math_name(s.nv_4over6_math), (unsigned)s.nv_scale_bound);
+                        add_spec(&s, nm, false);
+                    }
+        }
     }
 }
 

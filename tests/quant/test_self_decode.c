@@ -90,10 +90,19 @@ static void check(const fp4s_spec *s, const char *name, const float *x, const ch
     fp4s_qout o = {.codes = codes, .ld_codes = COLS, .scales = bpr ? scales : NULL, .ld_scales = bpr,
                    .scale_f32 = s->format == FP4S_FP8 ? sf : NULL, .ld_scale_f32 = ldsf, .dequant = deq,
                    .ld_dequant = COLS};
+    /* row-scaled NVFP4: the recorded row amaxes make the rows' tensor scales again */
+    const bool rows_scaled = s->format == FP4S_NVFP4 && s->nv_scope == FP4S_SCOPE_ROW;
+    float ramax[ROWS];
+    fp4s_tscale rts[ROWS];
+    if (rows_scaled) o.row_amax = ramax;
     if (!rc) rc = fp4s_quantize(s, &ts, x, ROWS, COLS, COLS, 0, &o, NULL);
-    if (!rc)
+    if (!rc && rows_scaled) {
+        rc = fp4s_tscale_init_rows(s, ramax, ROWS, rts);
+        if (!rc) rc = fp4s_dequantize_rows(s, rts, codes, COLS, scales, bpr, ROWS, COLS, 0, dec, COLS);
+    } else if (!rc) {
         rc = fp4s_dequantize(s, &ts, codes, COLS, bpr ? scales : NULL, bpr, s->format == FP4S_FP8 ? sf : NULL, ldsf,
                              ROWS, COLS, 0, dec, COLS);
+    }
     if (rc) {
         if (++n_bad <= 20)
             fprintf(stderr, "FAIL %s (%s, %s): %s\n", name, input, level, fp4s_last_error());

@@ -82,6 +82,24 @@
  *   the row errors in TE's tree (rows i + (i+8), then +4, +2, +1; missing rows
  *   of a last tile 0). The map-to-4 candidate wins when its error is strictly
  *   smaller. Dequant (q * s_b) * S_dec. Reference kernel only.
+ * NVFP4 te-sdiv, te-sdiv0, te-bf16 (TransformerEngine's kernels): s_b as
+ *   te; enc = min(S_enc / float(s_b), FLT_MAX) (te-sdiv0: 0 for a zero
+ *   scale; te-bf16: min(..., 0x1.fep127) rounded to BF16, nearest even).
+ * NVFP4 flashinfer-4over6[-exact] (FlashInfer cvt_warp_fp16_to_fp4 with
+ *   NVFP4_4OVER6_CONFIG): a block amax that is 0 after flushing gives scale
+ *   0 and codes 0; s6 = S_enc *f (amax_b *f rcp(6)) (exact: (amax_b /f 6)
+ *   *f S_enc), s4 = s6 *f 1.5, D = rcp(S_enc) (exact: 1 /f S_enc), factors
+ *   rcp(s *f D) (exact: min(1 /f (s *f D), FLT_MAX)), x *f factor; the error
+ *   terms and their sum with .ftz operations (fp4s_4over6_math in spec.h
+ *   for the three arithmetics, which te-4over6 takes too with IEEE ones).
+ * Row-scaled NVFP4 (nv_scope FP4S_SCOPE_ROW): the front end takes each row's
+ *   amax (the spec's tensor_amax over the row, after the RHT) and tensor
+ *   scale (fp4s_tscale_init) and hands the kernels one row at a time; a
+ *   static input scale (nv_input_scale) replaces the tensor scale's amax;
+ *   the tensor-scale rules (nv_tsrule) are in spec.h.
+ * scale_clamped: blocks whose unrounded scale (the value each recipe casts
+ *   to E4M3 above: amax_b*(S_enc*(1/6)), (amax_b/6)/pts, amax_b/(6*scale_2),
+ *   S*(amax_b*rcp(6)), ...) exceeds 464.
  * Stochastic rounding (spec->sr): the element code is that of
  *   fp4s_e2m1_sr(v, fp4s_sr_bits(sr_seed, i)) (codec.h) instead of the tie
  *   rule, v the scaled element (x * 2^-k, x * enc or x / t), i = row * cols +
@@ -149,7 +167,13 @@ typedef struct fp4s_qstats {
     double err2;            /* sum over finite elements of (Q(x)-x)^2 */
     double x2;              /* sum of x^2 over finite elements */
     uint64_t sums[50];      /* the exact accumulators behind err2 and x2 (internal; zero) */
-    uint64_t reserved[6];   /* zero; room for counters added later */
+    uint64_t scale_clamped; /* NVFP4: blocks whose unrounded block scale (the recipe's value before the E4M3
+                             * cast) exceeds 464, where it would round past 448, E4M3's largest value: the
+                             * scale clamps at 448 (ModelOpt: NaN) and the block's largest values clip. A
+                             * tensor scale from the tensor's own amax never gets there; a static input
+                             * scale does once the activations drift past the calibrated amax. 4over6: the
+                             * candidate kept. Counted by the CPU kernels */
+    uint64_t reserved[5];   /* zero; room for counters added later */
 } fp4s_qstats;
 FP4S_API size_t fp4s_qstats_size(void);
 
@@ -176,7 +200,11 @@ FP4S_API int fp4s_rht_apply(const fp4s_spec *s, const float *x, size_t rows, siz
 
 /* Tensor scale for a spec from the tensor amax (>= 0; NaN and +Inf only for
  * an NVFP4 spec with tensor_amax FP4S_TAMAX_ALL, where they give what the
- * engine's arithmetic gives: TE S_enc 1 for +Inf, NaN scales for NaN). */
+ * engine's arithmetic gives: TE S_enc 1 for +Inf, NaN scales for NaN). The
+ * spec's tensor-scale rule (nv_tsrule) makes it, or its recipe's own; with a
+ * static input scale (nv_input_scale > 0) S_dec is that scale and S_enc =
+ * fl(1/S_dec) (vLLM's and SGLang's input_scale_inv = (1 / input_scale) in
+ * float32), whatever the amax (recorded in ts->amax). */
 FP4S_API int fp4s_tscale_init(const fp4s_spec *s, float amax, fp4s_tscale *ts);
 
 /* Output buffers of one chunk. Any pointer may be NULL to skip that output
@@ -187,12 +215,26 @@ typedef struct fp4s_qout {
     uint8_t *scales;  size_t ld_scales;   /* [rows, cols/block] (FP4 formats; 2-D: repeated per row) */
     float   *scale_f32; size_t ld_scale_f32; /* FP8: [ceil(rows/tile_rows), cols/128] or [1,1] per tensor */
     float   *dequant; size_t ld_dequant;  /* [rows, cols] dequantized values */
-    uint32_t reserved[8]; /* zero; room for fields added later */
+    float   *row_amax;  /* row-scaled NVFP4: [rows] the amax each row's tensor scale came from */
+    float   *row_scale; /* row-scaled NVFP4: [rows] each row's recorded tensor scale (spec->global_scale) */
+    uint32_t reserved[4]; /* zero; room for fields added later */
 } fp4s_qout;
 FP4S_API size_t fp4s_qout_size(void);
 
+/* Row-scaled NVFP4 (spec->nv_scope FP4S_SCOPE_ROW): the amax of each of the
+ * rows of x by the spec's tensor_amax rule (after the RHT for a spec that has
+ * one), into amax[rows]; and the tensor scale of each row from those amaxes,
+ * fp4s_tscale_init of each, into ts[rows]. These are what fp4s_quantize takes
+ * itself when it is given no tensor scale for a row-scaled spec. */
+FP4S_API int fp4s_spec_row_amax(const fp4s_spec *s, const float *x, size_t rows, size_t cols, size_t ld,
+                                float *amax);
+FP4S_API int fp4s_tscale_init_rows(const fp4s_spec *s, const float *amax, size_t rows, fp4s_tscale *ts);
+
 /* Quantize rows [0, rows) of x (row stride ld) into out. row0 is the index of
  * the chunk's first row in the whole tensor (used for 2-D tiles).
+ * Row-scaled NVFP4 (nv_scope FP4S_SCOPE_ROW): ts is ignored (NULL is fine):
+ * each row takes its own amax and tensor scale, as the engines do, recorded
+ * in out->row_amax and out->row_scale when those are given.
  * st may be NULL: codes only, what an inference engine computes. The kernels
  * then skip the double-precision err2/x2 sums and the counters (the faster
  * path: see bench/RESULTS.md), and write the same codes, scale bytes, FP8
@@ -201,13 +243,29 @@ FP4S_API int fp4s_quantize(const fp4s_spec *s, const fp4s_tscale *ts,
                            const float *x, size_t rows, size_t cols, size_t ld,
                            size_t row0, const fp4s_qout *out, fp4s_qstats *st);
 
-/* Dequantize codes + scales back to float32 (the inverse of the above). */
+/* Row-scaled NVFP4 with given row scales: row_ts holds one tensor scale per
+ * row of the chunk (fp4s_tscale_init_rows of a given amax per row);
+ * FP4S_EINVAL for a spec that is not row-scaled. */
+FP4S_API int fp4s_quantize_rows(const fp4s_spec *s, const fp4s_tscale *row_ts,
+                                const float *x, size_t rows, size_t cols, size_t ld,
+                                size_t row0, const fp4s_qout *out, fp4s_qstats *st);
+
+/* Dequantize codes + scales back to float32 (the inverse of the above).
+ * Row-scaled NVFP4 specs need fp4s_dequantize_rows (FP4S_EINVAL here). */
 FP4S_API int fp4s_dequantize(const fp4s_spec *s, const fp4s_tscale *ts,
                              const uint8_t *codes, size_t ld_codes,
                              const uint8_t *scales, size_t ld_scales,
                              const float *scale_f32, size_t ld_scale_f32,
                              size_t rows, size_t cols, size_t row0,
                              float *out, size_t ld_out);
+
+/* Row-scaled NVFP4: dequantize with one tensor scale per row of the chunk
+ * (row_ts[rows], fp4s_tscale_init_rows of the recorded row amaxes). */
+FP4S_API int fp4s_dequantize_rows(const fp4s_spec *s, const fp4s_tscale *row_ts,
+                                  const uint8_t *codes, size_t ld_codes,
+                                  const uint8_t *scales, size_t ld_scales,
+                                  size_t rows, size_t cols, size_t row0,
+                                  float *out, size_t ld_out);
 
 /* Decoded value of one block scale byte (E8M0 or E4M3 as the spec stores it),
  * not including the NVFP4 tensor decode scale. */

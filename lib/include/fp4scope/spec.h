@@ -97,17 +97,62 @@ typedef enum fp4s_nv_recipe {
     FP4S_NV_VLLM = 9,             /* vLLM / SGLang scaled_fp4_quant: as FLASHINFER with IEEE multiplies,
                                    * and a block whose scale rounds to 0 quantizes to zeros */
     FP4S_NV_TE_4OVER6 = 10, /* TransformerEngine 4over6: per block the better of map-to-6 and map-to-4 */
+    /* TransformerEngine's other element factors (the block scale as FP4S_NV_TE) */
+    FP4S_NV_TE_SDIV  = 11,  /* f = min(S_enc / s_b, FLT_MAX): TE's tuned 1-D kernel before TE PR #2639 */
+    FP4S_NV_TE_SDIV0 = 12,  /* f = s_b != 0 ? min(S_enc / s_b, FLT_MAX) : 0: TE PR #3045's per-token kernel */
+    FP4S_NV_TE_BF16  = 13,  /* f = bf16(min(S_enc / s_b, BF16_MAX)): TE's tuned kernel with NVTE_USE_FAST_MATH */
+    /* FlashInfer / TRT-LLM cvt_warp_fp16_to_fp4 with FLASHINFER_NVFP4_4OVER6 (sm_100) */
+    FP4S_NV_FLASHINFER_4OVER6 = 14,       /* fast math (rcp.approx.ftz, mul.ftz) */
+    FP4S_NV_FLASHINFER_4OVER6_EXACT = 15, /* FLASHINFER_DISABLE_FP4_QUANT_FAST_MATH (div.rn.ftz) */
     FP4S_NV_RECIPE_COUNT  /* number of recipes (not a recipe) */
 } fp4s_nv_recipe;
 
-/* TransformerEngine's 4over6 (recipe te-4over6): the error that chooses
- * between a block's map-to-4 and map-to-6 candidates (reference_nvfp4.py
- * nvfp4_4over6_err_mode). */
+/* 4over6 (recipes te-4over6, flashinfer-4over6, flashinfer-4over6-exact):
+ * the error that chooses between a block's map-to-4 and map-to-6 candidates
+ * (TE reference_nvfp4.py nvfp4_4over6_err_mode, FlashInfer
+ * FLASHINFER_NVFP4_4OVER6_ERR_MODE). */
 typedef enum fp4s_4over6_err {
-    FP4S_4OVER6_MAE = 0,  /* sum of |x^ - x| (TE's default) */
+    FP4S_4OVER6_MAE = 0,  /* sum of |x^ - x| (TE's and FlashInfer's default) */
     FP4S_4OVER6_MSE = 1,  /* sum of (x^ - x)^2 */
     FP4S_4OVER6_COUNT
 } fp4s_4over6_err;
+
+/* 4over6: the float32 arithmetic of each element's term of the candidate
+ * error (q the E2M1 value, s_b the candidate's decoded E4M3 scale, B the
+ * spec's E4M3 bound, amax the tensor's or, row-scaled, the row's amax). */
+typedef enum fp4s_4over6_math {
+    FP4S_4OVER6_AMAX   = 0, /* ((q s_b) amax) / (6 B) - x: TE's reference and kernel; FlashInfer's when a
+                             * row amax is given (per-token) */
+    FP4S_4OVER6_DECODE = 1, /* (q s_b) S_dec - x: FlashInfer's per-tensor kernel (no row amax), S_dec its
+                             * global decode scale: algebraically the same, rounded differently */
+    FP4S_4OVER6_FP16   = 2, /* q s_b (an FP16 product, exact) - x S_enc, in the scaled domain: the error
+                             * fast math of TE (NVTE_NVFP4_4OVER6_ERR_USE_FAST_MATH) and FlashInfer
+                             * (FLASHINFER_NVFP4_4OVER6_ERR_USE_FAST_MATH) */
+    FP4S_4OVER6_MATH_COUNT
+} fp4s_4over6_math;
+
+/* NVFP4: what one FP32 tensor scale covers. */
+typedef enum fp4s_nv_scope {
+    FP4S_SCOPE_TENSOR = 0, /* one for the tensor (its amax, or the spec's static input_scale) */
+    FP4S_SCOPE_ROW    = 1, /* row-scaled ("per-token"): each row its own amax and tensor scale */
+    FP4S_SCOPE_COUNT
+} fp4s_nv_scope;
+
+/* NVFP4: how a tensor scale (the tensor's, or a row's) is made from its
+ * amax, where an engine does it otherwise than the recipe's own rule (the
+ * recipe's `tscale` trait). B is the E4M3 bound (fp4s_spec_scale_bound). */
+typedef enum fp4s_nv_tsrule {
+    FP4S_TSR_RECIPE   = 0, /* the recipe's own (fp4s_nv_tscale) */
+    FP4S_TSR_FLOOR    = 1, /* S_enc = min(6B / max(amax, 1e-12), FLT_MAX), 1 if 0; S_dec = 1/S_enc
+                            * (TE PR #3045's per-token kernel) */
+    FP4S_TSR_RCP      = 2, /* S_dec = amax * fl(1/(6B)), S_enc = rcp.approx.ftz(S_dec) (FlashInfer's
+                            * per-token kernel, fast math; it stores S_dec) */
+    FP4S_TSR_DIV      = 3, /* G = 1 /ftz fl(1/(6B)); S_enc = amax != 0 ? min(G /ftz amax, FLT_MAX) :
+                            * FLT_MAX, 1 if 0; S_dec = 1 /ftz S_enc (FlashInfer per-token, exact) */
+    FP4S_TSR_DIV_ZERO = 4, /* as DIV, but amax 0 gives S_enc = S_dec = 0 (FlashInfer per-token 4over6,
+                            * exact) */
+    FP4S_TSR_COUNT
+} fp4s_nv_tsrule;
 
 /* TransformerEngine's random Hadamard transform sign vector as a mask (bit i
  * set: sign -1 at position i): get_wgrad_sign_vector() of
@@ -172,6 +217,9 @@ typedef enum fp4s_tensor_amax {
     FP4S_TAMAX_FINITE = 0, /* max |x| over the finite values */
     FP4S_TAMAX_ALL    = 1, /* max |x| over every value: +Inf enters, any NaN makes it NaN
                             * (torch.max(torch.abs(x)): TransformerEngine's reference, torchao) */
+    FP4S_TAMAX_NONAN  = 2, /* max |x| over the values that are not NaN: +Inf enters, NaN never (0 for
+                            * an all-NaN set): a GPU max seeded with 0 (FlashInfer's per-token row amax,
+                            * __hmax2 and fmaxf skip NaN) */
     FP4S_TAMAX_COUNT
 } fp4s_tensor_amax;
 
@@ -204,16 +252,25 @@ typedef struct fp4s_spec {
     char profile[32];           /* profile the spec started from ("" if none) */
     fp4s_tensor_amax tensor_amax; /* NVFP4: what the tensor amax is taken over */
     fp4s_mx_elem mx_elem;       /* MXFP4: the elements' factor from the scale code (default EXACT) */
-    /* engine options (TransformerEngine; zero in every profile but te-4over6*, te-rht, te-sr;
-     * the arithmetic is in quant.h) */
-    fp4s_4over6_err nv_4over6_err; /* te-4over6: the candidate error (default MAE) */
-    uint16_t nv_scale_bound;    /* te-4over6: the E4M3 bound B of the tensor scale S_enc = 6 B / amax:
-                                 * 256 or 448; 0 means 256 (TE's nvfp4_4over6_e4m3_use_256 default) */
+    /* engine options (zero in every profile but the 4over6 ones, te-rht, te-sr; the arithmetic
+     * is in quant.h) */
+    fp4s_4over6_err nv_4over6_err; /* 4over6: the candidate error (default MAE) */
+    uint16_t nv_scale_bound;    /* 4over6: the E4M3 bound B of the tensor scale S_enc = 6 B / amax:
+                                 * 256 or 448; 0: the recipe's default, 256 for te-4over6 (TE's
+                                 * nvfp4_4over6_e4m3_use_256 default), 448 for the FlashInfer ones
+                                 * (FLASHINFER_NVFP4_4OVER6_E4M3_USE_256 unset) */
     uint16_t rht_signs;         /* rht: the sign mask (FP4S_RHT_TE_SIGNS; 0: no signs) */
     bool rht;                   /* TE's 16-point random Hadamard transform of each row before quantizing */
     bool sr;                    /* stochastic rounding of the E2M1 elements (TE's arithmetic) */
     uint32_t sr_seed;           /* sr: the seed of the random bits */
-    uint32_t reserved[10];      /* zero; room for fields added later */
+    /* NVFP4 scale scope and static scales (zero in the per-tensor dynamic profiles) */
+    fp4s_nv_scope nv_scope;     /* FP4S_SCOPE_ROW: one FP32 amax and tensor scale per row */
+    fp4s_nv_tsrule nv_tsrule;   /* how a tensor (or row) scale is made from its amax (default: the recipe's) */
+    float nv_input_scale;       /* > 0: a static global scale in the decode convention (a ModelOpt
+                                 * checkpoint's input_scale, amax/2688): S_dec = it, S_enc = fl(1/it),
+                                 * whatever the tensor's amax; 0: from the tensor amax */
+    fp4s_4over6_math nv_4over6_math; /* 4over6: the error's arithmetic (default AMAX) */
+    uint32_t reserved[6];       /* zero; room for fields added later */
 } fp4s_spec;
 
 /* sizeof(fp4s_spec) of the library (for callers that allocate it blindly). */
@@ -228,6 +285,13 @@ FP4S_API int fp4s_spec_profile(fp4s_spec *s, fp4s_format fmt, const char *profil
 /* Default profile of a format ("ocp" for MXFP4, "te" for NVFP4, "fp8-1x128"
  * for FP8) */
 FP4S_API const char *fp4s_default_profile(fp4s_format fmt);
+
+/* Give an NVFP4 spec a static input scale (the decode convention: a ModelOpt
+ * checkpoint's input_scale; 0 removes it), for callers that treat the spec
+ * as opaque (the Python adapter). FP4S_EINVAL for a value that is not finite
+ * and >= 0, or for a spec that does not take one (fp4s_spec_check's detail;
+ * the spec is then unchanged). */
+FP4S_API int fp4s_spec_set_input_scale(fp4s_spec *s, float input_scale);
 
 /* Validate the combination of fields; FP4S_ENOTSUP/EINVAL with a detail. */
 FP4S_API int fp4s_spec_check(const fp4s_spec *s);
@@ -321,6 +385,14 @@ FP4S_API const char *fp4s_fp8_gran_name(fp4s_fp8_gran g);
 FP4S_API const char *fp4s_zero_in_name(fp4s_zero_in z);
 FP4S_API const char *fp4s_tensor_amax_name(fp4s_tensor_amax t);
 FP4S_API const char *fp4s_mx_elem_name(fp4s_mx_elem e);
+FP4S_API const char *fp4s_4over6_math_name(fp4s_4over6_math m);
+FP4S_API const char *fp4s_nv_scope_name(fp4s_nv_scope s);
+FP4S_API const char *fp4s_nv_tsrule_name(fp4s_nv_tsrule r);
+/* Whether the recipe is one of the 4over6 recipes (two candidates per block). */
+FP4S_API bool fp4s_nv_recipe_is_4over6(fp4s_nv_recipe r);
+/* The E4M3 bound B a spec's tensor scale maps its amax to (S_enc = 6 B / amax):
+ * 448, or for a 4over6 recipe nv_scale_bound (0: the recipe's default). */
+FP4S_API unsigned fp4s_spec_scale_bound(const fp4s_spec *s);
 /* Name of a scale codec ("e4m3", "ue4m3-ggml"). */
 FP4S_API const char *fp4s_nv_scale_codec_name(fp4s_nv_scale_codec c);
 
@@ -348,6 +420,9 @@ typedef enum fp4s_name_kind {
     FP4S_NAMES_PROFILE_FP8,
     FP4S_NAMES_TENSOR_AMAX,
     FP4S_NAMES_MX_ELEM,
+    FP4S_NAMES_4OVER6_MATH,
+    FP4S_NAMES_SCOPE,
+    FP4S_NAMES_TSRULE,
     FP4S_NAMES_COUNT
 } fp4s_name_kind;
 FP4S_API size_t fp4s_names(fp4s_name_kind kind, const char *sep, const char *last, char *buf, size_t n);
