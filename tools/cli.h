@@ -236,6 +236,13 @@ char *cli_csv_cell(const char *s);
 void cli_csv_fputs(const char *s, FILE *f);
 void cli_csv_str(const char *s);
 
+/* A static input scale: a number (decimal or hex float), or the single value
+ * (the largest of several, as vLLM and SGLang take input_scale.max()) of a
+ * tensor FILE:TENSOR (.safetensors of any shape and float dtype, rank 0
+ * included; .npy and HDF5 through the source reader). Exit 2 for a malformed
+ * or non-positive number, 3 for a file or tensor that cannot be read. */
+float cli_input_scale(const char *arg);
+
 /* ---- the quantizer option group ---------------------------------------------------
  * Every tool that quantizes takes the same options: -f FORMAT, -p PROFILE and
  * every override of a profile's rules (--scale-rule, --round, --zero-sign,
@@ -255,6 +262,8 @@ typedef struct cli_quant {
     int sr, rht;                  /* -1: not given, 0: off, 1: on with sr_seed / rht_signs */
     uint32_t sr_seed;
     uint16_t rht_signs;
+    int scope, tsrule, four6_math; /* -1: not given */
+    const char *input_scale;      /* --input-scale VALUE|FILE:TENSOR (NULL: not given; "off": none) */
 } cli_quant;
 enum {
     CLI_OPT_QUANT_FIRST = 0x4200,
@@ -272,7 +281,11 @@ enum {
     CLI_OPT_4OVER6_ERR,
     CLI_OPT_4OVER6_BOUND,
     CLI_OPT_SR,
-    CLI_OPT_RHT
+    CLI_OPT_RHT,
+    CLI_OPT_SCOPE,
+    CLI_OPT_TSRULE,
+    CLI_OPT_INPUT_SCALE,
+    CLI_OPT_4OVER6_MATH
 };
 #define CLI_QUANT_LONGOPTS \
     {"format", required_argument, NULL, 'f'}, \
@@ -291,7 +304,11 @@ enum {
     {"4over6-error", required_argument, NULL, CLI_OPT_4OVER6_ERR}, \
     {"4over6-bound", required_argument, NULL, CLI_OPT_4OVER6_BOUND}, \
     {"sr", required_argument, NULL, CLI_OPT_SR}, \
-    {"rht", required_argument, NULL, CLI_OPT_RHT},
+    {"rht", required_argument, NULL, CLI_OPT_RHT}, \
+    {"scope", required_argument, NULL, CLI_OPT_SCOPE}, \
+    {"tscale-rule", required_argument, NULL, CLI_OPT_TSRULE}, \
+    {"input-scale", required_argument, NULL, CLI_OPT_INPUT_SCALE}, \
+    {"4over6-math", required_argument, NULL, CLI_OPT_4OVER6_MATH},
 #define CLI_FORMATS_FP4 ((1u << FP4S_MXFP4) | (1u << FP4S_NVFP4))
 #define CLI_FORMATS_ALL (CLI_FORMATS_FP4 | (1u << FP4S_FP8))
 void cli_quant_init(cli_quant *q);

@@ -4,8 +4,12 @@
  * errors and parsing list the same values. */
 #include "cli.h"
 
+#include <fp4scope/codec.h>
 #include <fp4scope/spec.h>
+#include <fp4scope/tensor.h>
 
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +21,7 @@ void cli_quant_init(cli_quant *q)
     memset(q, 0, sizeof *q);
     q->mx_rule = q->tie = q->keep_neg_zero = q->packing = q->nonfinite = q->global_scale = -1;
     q->recipe = q->tile2d = q->fp8_gran = q->zero_block = q->four6_err = q->four6_bound = q->sr = q->rht = -1;
+    q->scope = q->tsrule = q->four6_math = -1;
 }
 
 /* The names of a table joined into buf (for help texts and messages). */
@@ -92,8 +97,13 @@ void cli_quant_usage(unsigned formats)
     printf("      --2d, --1d        NVFP4 16x16 2-D (weights) or 1-D block scaling\n");
     if (fp8) print_names("      --fp8-gran G      FP8 scale granularity: ", FP4S_NAMES_FP8_GRAN);
     printf("      --zero-block-code C  MXFP4 E8M0 code of an all-zero block (0..254)\n");
-    printf("      --4over6-error E  NVFP4 te-4over6: the candidates' error, mae (default) or mse\n");
-    printf("      --4over6-bound B  NVFP4 te-4over6: the tensor scale's E4M3 bound, 256 (default) or 448\n");
+    printf("      --4over6-error E  NVFP4 4over6 recipes: the candidates' error, mae (default) or mse\n");
+    printf("      --4over6-bound B  NVFP4 4over6 recipes: the tensor scale's E4M3 bound, 256 or 448\n");
+    print_names("      --4over6-math M   NVFP4 4over6 recipes: the error's arithmetic: ", FP4S_NAMES_4OVER6_MATH);
+    print_names("      --scope S         NVFP4 tensor scale per tensor or per row (token): ", FP4S_NAMES_SCOPE);
+    print_names("      --tscale-rule R   NVFP4 how the tensor (row) scale is made from its amax: ", FP4S_NAMES_TSRULE);
+    printf("      --input-scale V   NVFP4 static global scale (decode convention, a checkpoint's\n"
+           "                        input_scale): a number, FILE:TENSOR, or off\n");
     printf("      --sr SEED|off     stochastic rounding of the elements (TransformerEngine's), seeded\n");
     printf("      --rht S           TransformerEngine's 16-point Hadamard transform first: te (its signs),\n"
            "                        none (no signs), a 16-bit mask 0xHHHH, or off\n");
@@ -165,6 +175,10 @@ bool cli_quant_option(int id, const char *arg, cli_quant *q)
             q->rht_signs = (uint16_t)v;
         }
         break;
+    case CLI_OPT_SCOPE: q->scope = parse_name("--scope", arg, FP4S_NAMES_SCOPE); break;
+    case CLI_OPT_TSRULE: q->tsrule = parse_name("--tscale-rule", arg, FP4S_NAMES_TSRULE); break;
+    case CLI_OPT_4OVER6_MATH: q->four6_math = parse_name("--4over6-math", arg, FP4S_NAMES_4OVER6_MATH); break;
+    case CLI_OPT_INPUT_SCALE: q->input_scale = arg; break;
     default: return false;
     }
     return true;
@@ -229,11 +243,19 @@ void cli_quant_spec(const cli_quant *q, unsigned formats, const char *what, fp4s
         s->block = s->fp8_gran == FP4S_FP8_TENSOR ? 1 : 128;
     }
     if (q->zero_block >= 0) s->mx_zero_block_code = (uint8_t)q->zero_block;
-    if ((q->four6_err >= 0 || q->four6_bound >= 0) && (fmt != FP4S_NVFP4 || s->nv_recipe != FP4S_NV_TE_4OVER6))
-        cli_usage("--4over6-error and --4over6-bound apply to the nvfp4 te-4over6 recipe only (-p te-4over6 or "
-                  "--recipe te-4over6)");
+    if ((q->four6_err >= 0 || q->four6_bound >= 0 || q->four6_math >= 0) &&
+        (fmt != FP4S_NVFP4 || !fp4s_nv_recipe_is_4over6(s->nv_recipe)))
+        cli_usage("--4over6-error, --4over6-bound and --4over6-math apply to the nvfp4 4over6 recipes only (-p "
+                  "te-4over6, flashinfer-4over6, ... or --recipe te-4over6, flashinfer-4over6, "
+                  "flashinfer-4over6-exact)");
     if (q->four6_err >= 0) s->nv_4over6_err = (fp4s_4over6_err)q->four6_err;
     if (q->four6_bound >= 0) s->nv_scale_bound = (uint16_t)q->four6_bound;
+    if (q->four6_math >= 0) s->nv_4over6_math = (fp4s_4over6_math)q->four6_math;
+    if ((q->scope >= 0 || q->tsrule >= 0 || q->input_scale) && fmt != FP4S_NVFP4)
+        cli_usage("--scope, --tscale-rule and --input-scale apply to nvfp4 only");
+    if (q->scope >= 0) s->nv_scope = (fp4s_nv_scope)q->scope;
+    if (q->tsrule >= 0) s->nv_tsrule = (fp4s_nv_tsrule)q->tsrule;
+    if (q->input_scale) s->nv_input_scale = strcmp(q->input_scale, "off") ? cli_input_scale(q->input_scale) : 0.0f;
     if (q->sr >= 0) {
         s->sr = q->sr == 1;
         s->sr_seed = q->sr == 1 ? q->sr_seed : 0;
@@ -247,4 +269,140 @@ void cli_quant_spec(const cli_quant *q, unsigned formats, const char *what, fp4s
         const char *d = fp4s_last_error();
         cli_usage("-p: %s", (d && *d) ? d : fp4s_strerror(rc));
     }
+}
+
+/* ---- --input-scale ------------------------------------------------------------------- */
+
+/* The largest value of the float tensor `name` of a .safetensors file (any
+ * shape, rank 0 included: ModelOpt writes input_scale as a 0-d tensor). */
+static float safetensors_scale(const char *arg, const char *path, const char *name)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) cli_die(FP4S_EXIT_INPUT, "--input-scale %s: %s: cannot open: %s", arg, path, strerror(errno));
+    unsigned char len8[8];
+    uint64_t hl = 0;
+    if (fread(len8, 1, 8, f) != 8) goto bad_header;
+    for (int i = 7; i >= 0; i--) hl = hl << 8 | len8[i];
+    if (hl == 0 || hl > (100u << 20)) goto bad_header;
+    char *h = malloc((size_t)hl + 1);
+    if (!h) cli_die(FP4S_EXIT_INTERNAL, "--input-scale: out of memory");
+    if (fread(h, 1, (size_t)hl, f) != hl) {
+        free(h);
+        goto bad_header;
+    }
+    json_error_t je;
+    json_t *root = json_loadb(h, (size_t)hl, 0, &je);
+    free(h);
+    if (!root || !json_is_object(root)) {
+        json_decref(root);
+        goto bad_header;
+    }
+    json_t *t = json_object_get(root, name);
+    if (!t) {
+        json_decref(root);
+        fclose(f);
+        cli_die(FP4S_EXIT_INPUT, "--input-scale %s: %s: no tensor '%s'", arg, path, name);
+    }
+    char dt_buf[16] = "";
+    const char *dt = json_string_value(json_object_get(t, "dtype"));
+    if (dt) snprintf(dt_buf, sizeof dt_buf, "%s", dt); /* the header is freed before the values are decoded */
+    dt = dt ? dt_buf : NULL;
+    json_t *shape = json_object_get(t, "shape"), *offs = json_object_get(t, "data_offsets");
+    size_t es = !dt ? 0 : !strcmp(dt, "F32") ? 4 : !strcmp(dt, "F64") ? 8 : !strcmp(dt, "BF16") || !strcmp(dt, "F16") ? 2 : 0;
+    uint64_t n = 1;
+    size_t i;
+    json_t *d;
+    if (!json_is_array(shape) || !json_is_array(offs) || json_array_size(offs) != 2) es = 0;
+    json_array_foreach(shape, i, d) n *= json_is_integer(d) && json_integer_value(d) >= 0 ? (uint64_t)json_integer_value(d) : 0;
+    if (es == 0 || n == 0 || n > 4096) {
+        json_decref(root);
+        fclose(f);
+        cli_die(FP4S_EXIT_INPUT, "--input-scale %s: %s: tensor '%s' is not a float tensor of 1 to 4096 values "
+                "(dtype %s)", arg, path, name, dt ? dt : "?");
+    }
+    json_int_t o0 = json_integer_value(json_array_get(offs, 0)), o1 = json_integer_value(json_array_get(offs, 1));
+    json_decref(root);
+    if (o0 < 0 || (uint64_t)(o1 - o0) != n * es) {
+        fclose(f);
+        cli_die(FP4S_EXIT_INPUT, "--input-scale %s: %s: tensor '%s': data offsets do not match its shape", arg, path,
+                name);
+    }
+    unsigned char buf[4096 * 8];
+    if (fseek(f, (long)(8 + hl + (uint64_t)o0), SEEK_SET) || fread(buf, es, n, f) != n) {
+        fclose(f);
+        cli_die(FP4S_EXIT_INPUT, "--input-scale %s: %s: tensor '%s': file ends inside its data", arg, path, name);
+    }
+    fclose(f);
+    float m = -1.0f;
+    for (uint64_t k = 0; k < n; k++) {
+        const unsigned char *p = buf + k * es;
+        float v;
+        if (es == 4) {
+            uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+            memcpy(&v, &u, 4);
+        } else if (es == 8) {
+            uint64_t u = 0;
+            for (int b = 7; b >= 0; b--) u = u << 8 | p[b];
+            double dv;
+            memcpy(&dv, &u, 8);
+            v = (float)dv;
+        } else {
+            uint16_t u = (uint16_t)(p[0] | p[1] << 8);
+            v = !strcmp(dt, "BF16") ? fp4s_bf16_decode(u) : fp4s_fp16_decode(u);
+        }
+        if (v != v) m = v;
+        else if (m == m && v > m) m = v;
+    }
+    return m;
+bad_header:
+    fclose(f);
+    cli_die(FP4S_EXIT_INPUT, "--input-scale %s: %s: not a safetensors file (unreadable header)", arg, path);
+}
+
+float cli_input_scale(const char *arg)
+{
+    char *end = NULL;
+    errno = 0;
+    float v = strtof(arg, &end);
+    const char *colon = strrchr(arg, ':');
+    if (end != arg && *end == '\0') {
+        if (!(v > 0.0f) || isinf(v))
+            cli_usage("--input-scale: expected a finite value > 0, FILE:TENSOR or off, got '%s'", arg);
+        return v;
+    }
+    if (!strpbrk(arg, ".:/") || (colon && !colon[1]))
+        cli_usage("--input-scale: expected a number, FILE:TENSOR or off, got '%s'", arg);
+    const size_t plen = colon ? (size_t)(colon - arg) : 0, sl = strlen(".safetensors");
+    if (colon && plen > sl && !strncmp(colon - sl, ".safetensors", sl)) {
+        char path[4096];
+        snprintf(path, sizeof path, "%.*s", (int)(colon - arg), arg);
+        v = safetensors_scale(arg, path, colon + 1);
+    } else {
+        fp4s_source *src = NULL;
+        int rc = fp4s_source_open(arg, &src);
+        if (rc) {
+            const char *d = fp4s_last_error();
+            cli_die(FP4S_EXIT_INPUT, "--input-scale %s: %s", arg, d && *d ? d : fp4s_strerror(rc));
+        }
+        size_t n = fp4s_source_rows(src) * fp4s_source_cols(src);
+        if (n == 0 || n > 4096) {
+            fp4s_source_close(&src);
+            cli_die(FP4S_EXIT_INPUT, "--input-scale %s: expected 1 to 4096 values, found %zu", arg, n);
+        }
+        float buf[4096];
+        rc = fp4s_source_read(src, 0, fp4s_source_rows(src), buf, fp4s_source_cols(src));
+        fp4s_source_close(&src);
+        if (rc) {
+            const char *d = fp4s_last_error();
+            cli_die(FP4S_EXIT_INPUT, "--input-scale %s: %s", arg, d && *d ? d : fp4s_strerror(rc));
+        }
+        v = -1.0f;
+        for (size_t k = 0; k < n; k++) {
+            if (buf[k] != buf[k]) v = buf[k];
+            else if (v == v && buf[k] > v) v = buf[k];
+        }
+    }
+    if (!(v > 0.0f) || isinf(v))
+        cli_die(FP4S_EXIT_INPUT, "--input-scale %s: the scale is %g, not a finite value > 0", arg, (double)v);
+    return v;
 }

@@ -11,7 +11,7 @@
 
 enum {
     OPT_PAD = 256, OPT_CODES, OPT_SCALES, OPT_DEQUANT, OPT_DIFF, OPT_LIST, OPT_REF, OPT_CHUNK,
-    OPT_GZIP, OPT_SHOW
+    OPT_GZIP, OPT_SHOW, OPT_ROW_SCALES
 };
 
 static const struct option longopts[] = {
@@ -21,6 +21,7 @@ static const struct option longopts[] = {
     {"codes", required_argument, NULL, OPT_CODES},
     {"scales", required_argument, NULL, OPT_SCALES},
     {"dequant", required_argument, NULL, OPT_DEQUANT},
+    {"row-scales", required_argument, NULL, OPT_ROW_SCALES},
     CLI_JSON_LONGOPTS
     {"diff", required_argument, NULL, OPT_DIFF},
     {"list-profiles", no_argument, NULL, OPT_LIST},
@@ -63,6 +64,7 @@ static void usage(void)
            "                        FP8: the E4M3 byte), in the input's shape\n"
            "      --scales S.npy    scale bytes uint8 [rows, cols/block] (FP8: float32 tiles)\n"
            "      --dequant D.npy   dequantized float32 in the input's shape\n"
+           "      --row-scales R.npy  row-scaled NVFP4: each row's recorded tensor scale, float32 [rows]\n"
            "      --gzip L          gzip level 0..9 for -o (default 0)\n"
            "      --force           replace an existing HDF5 output (fp4-quant(1), FILES)\n"
            "      --quiet           no progress line on stderr\n"
@@ -141,6 +143,7 @@ int main(int argc, char **argv)
         case OPT_CODES: j.codes = optarg; break;
         case OPT_SCALES: j.scales = optarg; break;
         case OPT_DEQUANT: j.dequant = optarg; break;
+        case OPT_ROW_SCALES: j.row_scales = optarg; break;
         case OPT_DIFF: diff_profile = optarg; break;
         case OPT_LIST: list = true; break;
         case OPT_REF: fp4s_kernels_force_ref(true); break;
@@ -167,9 +170,15 @@ int main(int argc, char **argv)
     j.da.show = (size_t)show;
 
     /* every output checked against the input and each other before any work */
-    const char *paths[4] = {j.out_h5, j.codes, j.scales, j.dequant};
+    if (j.row_scales && !row_scaled(&j.r1.spec))
+        cli_usage("--row-scales: the spec has one tensor scale, not one per row (take --scope row or a row-scaled "
+                  "profile such as te-row)");
+    if (j.out_h5 && row_scaled(&j.r1.spec))
+        cli_usage("-o: the packed file holds one tensor scale; for a row-scaled spec write --codes, --scales and "
+                  "--row-scales");
+    const char *paths[5] = {j.out_h5, j.codes, j.scales, j.dequant, j.row_scales};
     cli_input(j.input);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         if (paths[i]) cli_output(paths[i]);
 
     job_open(&j);      /* the input, its shape, the chunks; pass 1: the tensor amax */
@@ -182,7 +191,7 @@ int main(int argc, char **argv)
         return rc;
     }
     bool to_stdout = false;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         if (paths[i] && strcmp(paths[i], "-") == 0) to_stdout = true;
     rc = to_stdout ? 0 : j.json ? report_json(&j) : report_text(&j);
     job_free(&j);

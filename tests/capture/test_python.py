@@ -236,6 +236,33 @@ def test_fake_quant():
         assert "multiple" in str(e)
 
 
+def test_fake_quant_input_scale_and_rows():
+    # a static input scale: fp4-quant --input-scale's numbers; a row-scaled profile: --scope row's
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((6, 32)) * 4).astype(np.float32)
+    src, dq = os.path.join(T, "xs.npy"), os.path.join(T, "dqs.npy")
+    np.save(src, x)
+    for args, kw in ((["-p", "vllm", "--input-scale", "0.0005"], dict(profile="vllm", input_scale=0.0005)),
+                     (["-p", "te-row"], dict(profile="te-row"))):
+        y = fp4scope.fake_quant(x, "nvfp4", **kw)
+        subprocess.run(["fp4-quant", "-f", "nvfp4"] + args + ["--dequant", dq, src], check=True, capture_output=True)
+        assert np.load(dq).astype(np.float32).tobytes() == y.tobytes(), "fake_quant(%s) differs" % kw
+    # a small static scale clips: the block maxima land on +-6 times 448 times the scale
+    y = fp4scope.fake_quant(x, "nvfp4", "vllm", input_scale=1e-4)
+    assert np.abs(y).max() <= 6 * 448 * 1e-4 * (1 + 1e-6)
+    for bad in (-1.0, float("nan"), float("inf")):
+        try:
+            fp4scope.fake_quant(x, "nvfp4", "vllm", input_scale=bad)
+            raise AssertionError("input_scale %r accepted" % bad)
+        except FP4SError as e:
+            assert "input scale" in str(e), e
+    try:
+        fp4scope.fake_quant(np.zeros((2, 32), np.float32), "mxfp4", "ocp", input_scale=0.1)
+        raise AssertionError("an MXFP4 input scale accepted")
+    except FP4SError as e:
+        assert "NVFP4 option" in str(e), e
+
+
 def test_torch():
     import torch
 
@@ -410,6 +437,7 @@ if __name__ == "__main__":
     test_opts_struct_matches_the_library()
     test_fake_quant()
     test_numpy_ids()
+    test_fake_quant_input_scale_and_rows()
     if "--torch" in sys.argv:
         test_torch()
         test_torch_ids()

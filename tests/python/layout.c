@@ -25,6 +25,7 @@ int main(void)
     F(fp4s_spec, global_scale); F(fp4s_spec, tile2d); F(fp4s_spec, fp8_gran); F(fp4s_spec, profile);
     F(fp4s_spec, tensor_amax); F(fp4s_spec, mx_elem); F(fp4s_spec, nv_4over6_err); F(fp4s_spec, nv_scale_bound);
     F(fp4s_spec, rht_signs); F(fp4s_spec, rht); F(fp4s_spec, sr); F(fp4s_spec, sr_seed);
+    F(fp4s_spec, nv_scope);
     Z(fp4s_tscale);
     F(fp4s_tscale, amax); F(fp4s_tscale, s_enc); F(fp4s_tscale, s_dec); F(fp4s_tscale, stored);
     F(fp4s_tscale, fp8_scale); F(fp4s_tscale, reserved);

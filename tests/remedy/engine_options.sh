@@ -66,9 +66,9 @@ err_has "--4over6-error: expected mae or mse, got 'l1'"
 expect_exit 2 fp4-quant -f nvfp4 -p te-4over6 --4over6-bound 300 x.npy
 err_has "--4over6-bound: expected 256 or 448, got '300'"
 expect_exit 2 fp4-quant -f nvfp4 -p te --4over6-error mse x.npy
-err_has "apply to the nvfp4 te-4over6 recipe only"
+err_has "apply to the nvfp4 4over6 recipes only"
 expect_exit 2 fp4-quant -f mxfp4 --4over6-bound 448 x.npy
-err_has "apply to the nvfp4 te-4over6 recipe only"
+err_has "apply to the nvfp4 4over6 recipes only"
 expect_exit 2 fp4-quant -f nvfp4 --sr -1 x.npy
 expect_exit 2 fp4-quant -f nvfp4 --rht 0x1ffff x.npy
 err_has "--rht: expected te, none, off or a 16-bit mask 0xHHHH, got '0x1ffff'"

@@ -43,6 +43,10 @@ void outputs_open(job *j)
                           : fp4s_npy_writer_open(j->dequant, FP4S_DT_F32, 2, rows, cols, &j->wd);
         if (rc) job_fail(j, rc);
     }
+    if (j->row_scales) {
+        rc = fp4s_npy_writer_open(j->row_scales, FP4S_DT_F32, 1, rows, 0, &j->wr_rs);
+        if (rc) job_fail(j, rc);
+    }
     /* --codes and --dequant drop the padding columns again */
     if (j->pcols != cols && j->codes) j->crop8 = xcalloc(j->chunk, cols);
     if (j->pcols != cols && j->dequant) j->cropf = xcalloc(j->chunk, cols * sizeof(float));
@@ -73,6 +77,7 @@ int outputs_write(job *j, size_t r0, size_t n, const bank *b)
         }
         if ((rc = fp4s_npy_writer_rows(j->wd, srcf, j->rank == 1 ? cols : n))) return rc;
     }
+    if (j->wr_rs && (rc = fp4s_npy_writer_rows(j->wr_rs, b->rsc, n))) return rc;
     if (j->ws) {
         if (is_fp4(&r1->spec)) {
             rc = fp4s_npy_writer_rows(j->ws, b->scales, n);
@@ -95,9 +100,9 @@ void outputs_finish(job *j)
         if (rc) job_fail(j, rc);
         j->done[j->ndone++] = j->out_h5;
     }
-    fp4s_npy_writer **ws[3] = {&j->wc, &j->ws, &j->wd};
-    const char *wn[3] = {j->codes, j->scales, j->dequant};
-    for (int i = 0; i < 3; i++) {
+    fp4s_npy_writer **ws[4] = {&j->wc, &j->ws, &j->wd, &j->wr_rs};
+    const char *wn[4] = {j->codes, j->scales, j->dequant, j->row_scales};
+    for (int i = 0; i < 4; i++) {
         if (!*ws[i]) continue;
         if ((rc = fp4s_npy_writer_close(ws[i]))) job_fail(j, rc);
         j->done[j->ndone++] = wn[i];
@@ -110,4 +115,5 @@ void outputs_abort(job *j)
     fp4s_npy_writer_abort(&j->wc);
     fp4s_npy_writer_abort(&j->ws);
     fp4s_npy_writer_abort(&j->wd);
+    fp4s_npy_writer_abort(&j->wr_rs);
 }

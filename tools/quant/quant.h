@@ -27,6 +27,9 @@ typedef struct {
     size_t scale_cols;    /* FP4: blocks per row; FP8: scale columns */
     size_t sf_rows_chunk; /* FP8 scale rows per chunk buffer */
     uint64_t overflow_to_inf; /* finite inputs, in blocks without NaN/Inf, whose dequantized value is not finite */
+    float *rsc;           /* row-scaled NVFP4: each row's recorded tensor scale (chunk rows) */
+    float rs_min, rs_max; /* row-scaled: the smallest and largest recorded row scale (NaN: one is NaN) */
+    bool rs_nan, rs_any;
     bool cuda;            /* --device: quantize on the GPU (fp4s_cuda_quantize_host_all, the same bits) */
 } run_t;
 
@@ -34,6 +37,9 @@ typedef struct {
 bool is_fp4(const fp4s_spec *s);
 size_t fp8_tile_rows(const fp4s_spec *s, size_t rows);
 bool needs_amax(const fp4s_spec *s);
+bool row_scaled(const fp4s_spec *s);
+/* fold the recorded row scales of a chunk into r's min / max */
+void row_scales_seen(run_t *r, size_t n);
 
 /* ---- diff.c: where two quantizers disagree ---------------------------------------------- */
 typedef struct {
@@ -69,7 +75,7 @@ void diff_chunk(diffacc *a, const run_t *r1, const run_t *r2, const float *x, si
  * other is filled. */
 typedef struct bank {
     uint8_t *codes, *scales;
-    float *sf32, *deq;
+    float *sf32, *deq, *rsc;
 } bank;
 
 struct job;
@@ -93,7 +99,7 @@ typedef struct job {
     bool pad, json, diff;
     long long chunk_rows;       /* 0: about 1M elements per chunk */
     int gzip;
-    const char *out_h5, *codes, *scales, *dequant;
+    const char *out_h5, *codes, *scales, *dequant, *row_scales;
     /* the tensor */
     fp4s_source *src;
     size_t rows, cols, pcols;   /* pcols: cols padded to whole blocks */
@@ -114,10 +120,10 @@ typedef struct job {
     diffacc da;
     /* the outputs */
     fp4s_qfile *qf;
-    fp4s_npy_writer *wc, *ws, *wd;
+    fp4s_npy_writer *wc, *ws, *wd, *wr_rs;
     uint8_t *crop8;             /* chunk buffers without the padding columns */
     float *cropf;
-    const char *done[4];        /* outputs written, in order */
+    const char *done[5];        /* outputs written, in order */
     int ndone;
 } job;
 

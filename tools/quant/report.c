@@ -71,6 +71,16 @@ static json_t *stats_json(const run_t *r)
         json_object_set_new(ts, "stored", json_null());
     }
     json_object_set_new(j, "tensor_scale", ts);
+    if (r->spec.format == FP4S_NVFP4) {
+        json_object_set_new(ts, "scope", json_string(fp4s_nv_scope_name(r->spec.nv_scope)));
+        if (r->spec.nv_input_scale > 0.0f) json_object_set_new(ts, "input_scale", cli_json_real(r->spec.nv_input_scale));
+        if (r->rs_any || r->rs_nan) {
+            json_object_set_new(ts, "row_min", r->rs_any ? cli_json_real(r->rs_min) : json_null());
+            json_object_set_new(ts, "row_max", r->rs_any ? cli_json_real(r->rs_max) : json_null());
+            json_object_set_new(ts, "row_nan", json_boolean(r->rs_nan));
+        }
+        json_object_set_new(j, "scale_clamped", json_integer((json_int_t)st->scale_clamped));
+    }
     json_object_set_new(j, "elements", json_integer((json_int_t)st->elements));
     json_object_set_new(j, "blocks", json_integer((json_int_t)st->blocks));
     json_object_set_new(j, "saturated", json_integer((json_int_t)st->saturated));
@@ -141,6 +151,25 @@ static void stats_rows(const run_t *a, const run_t *b)
         }
         print_row("tensor scale", x, b ? y : NULL);
     }
+    if (a->spec.format == FP4S_NVFP4 && (row_scaled(&a->spec) || (b && row_scaled(&b->spec)))) {
+        const run_t *rr[2] = {a, b};
+        char *buf[2] = {x, y};
+        for (int k = 0; k < (b ? 2 : 1); k++) {
+            if (!row_scaled(&rr[k]->spec)) snprintf(buf[k], sizeof x, "-");
+            else if (rr[k]->rs_any) snprintf(buf[k], sizeof x, "%.6g .. %.6g%s", rr[k]->rs_min, rr[k]->rs_max,
+                                             rr[k]->rs_nan ? ", NaN" : "");
+            else snprintf(buf[k], sizeof x, "NaN");
+        }
+        print_row("row tensor scales", x, b ? y : NULL);
+    }
+    if (a->spec.format == FP4S_NVFP4 && (a->spec.nv_input_scale > 0.0f || (b && b->spec.nv_input_scale > 0.0f))) {
+        snprintf(x, sizeof x, "%.9g", a->spec.nv_input_scale);
+        if (b) snprintf(y, sizeof y, "%.9g", b->spec.nv_input_scale);
+        print_row("static input scale", x, b ? y : NULL);
+    }
+    if (a->spec.format == FP4S_NVFP4 && (a->st.scale_clamped || (b && b->st.scale_clamped)))
+        print_row("block scales clamped at 448", fmt_count(x, sizeof x, a->st.scale_clamped, a->st.blocks),
+                  b ? fmt_count(y, sizeof y, b->st.scale_clamped, b->st.blocks) : NULL);
     print_row("saturated elements", fmt_count(x, sizeof x, a->st.saturated, a->st.elements),
               b ? fmt_count(y, sizeof y, b->st.saturated, b->st.elements) : NULL);
     print_row("all-zero blocks", fmt_count(x, sizeof x, a->st.zero_blocks, a->st.blocks),

@@ -15,9 +15,25 @@ size_t fp8_tile_rows(const fp4s_spec *s, size_t rows)
     return s->fp8_gran == FP4S_FP8_128x128 ? 128 : 1;
 }
 
+bool row_scaled(const fp4s_spec *s) { return s->format == FP4S_NVFP4 && s->nv_scope == FP4S_SCOPE_ROW; }
+
+void row_scales_seen(run_t *r, size_t n)
+{
+    for (size_t i = 0; r->rsc && i < n; i++) {
+        float v = r->rsc[i];
+        if (v != v) r->rs_nan = true;
+        else if (!r->rs_any) r->rs_min = r->rs_max = v, r->rs_any = true;
+        else {
+            if (v < r->rs_min) r->rs_min = v;
+            if (v > r->rs_max) r->rs_max = v;
+        }
+    }
+}
+
 static void run_alloc(run_t *r, size_t chunk, size_t rows, size_t pcols, bool need_deq)
 {
     r->codes = xcalloc(chunk, pcols);
+    if (row_scaled(&r->spec)) r->rsc = xcalloc(chunk, sizeof(float));
     if (is_fp4(&r->spec)) {
         r->scale_cols = fp4s_spec_blocks_per_row(&r->spec, pcols);
         r->scales = xcalloc(chunk, r->scale_cols);
@@ -36,6 +52,7 @@ static void run_alloc(run_t *r, size_t chunk, size_t rows, size_t pcols, bool ne
 
 static void run_free(run_t *r)
 {
+    free(r->rsc);
     free(r->codes);
     free(r->scales);
     free(r->sf32);
@@ -72,7 +89,10 @@ static int run_chunk(run_t *r, const float *x, size_t n, size_t pcols, size_t ro
         o.dequant = r->deq;
         o.ld_dequant = pcols;
     }
-    return fp4s_quantize(&r->spec, &r->ts, x, n, pcols, pcols, row0, &o, &r->st);
+    o.row_scale = r->rsc; /* row-scaled: each row's own tensor scale (NULL otherwise) */
+    int rc = fp4s_quantize(&r->spec, &r->ts, x, n, pcols, pcols, row0, &o, &r->st);
+    if (!rc) row_scales_seen(r, n);
+    return rc;
 }
 
 bool needs_amax(const fp4s_spec *s)
@@ -257,6 +277,7 @@ static int fused_piece(void *arg, size_t ub, size_t ue, int w)
         o.dequant = r->deq + a * j->pcols;
         o.ld_dequant = j->pcols;
     }
+    if (r->rsc) o.row_scale = r->rsc + a;
     return fp4s_quantize(&r->spec, &r->ts, f->x + a * j->pcols, b - a, j->pcols, j->pcols, f->r0 + a, &o, &f->part[w]);
 }
 
@@ -275,6 +296,7 @@ static int fused_chunk(fused *f, float *x, size_t r0, size_t n)
     int rc = fp4s_parallel_dynamic(units, per ? per : 1, nt, fused_piece, f);
     if (!rc)
         for (int w = 0; w < nt; w++) fp4s_qstats_merge(&j->r1.st, &f->part[w]);
+    if (!rc) row_scales_seen(&j->r1, n);
     return rc;
 }
 static int write_fn(stage *st) { return outputs_write(st->j, st->r0, st->n, st->b); }
@@ -363,7 +385,8 @@ void job_open(job *j)
     if (j->diff) diff_init(&j->da, j->da.show);
     /* the second bank of -p's outputs */
     const run_t *r1 = &j->r1;
-    j->banks[0] = (bank){r1->codes, r1->scales, r1->sf32, r1->deq};
+    j->banks[0] = (bank){r1->codes, r1->scales, r1->sf32, r1->deq, r1->rsc};
+    if (r1->rsc) j->banks[1].rsc = xcalloc(chunk, sizeof(float));
     j->banks[1].codes = xcalloc(chunk, j->pcols);
     if (r1->scales) j->banks[1].scales = xcalloc(chunk, r1->scale_cols);
     if (r1->sf32) j->banks[1].sf32 = xcalloc(r1->sf_rows_chunk * r1->scale_cols, sizeof(float));
@@ -379,6 +402,7 @@ static void use_bank(job *j, int k)
     j->r1.scales = j->banks[k].scales;
     j->r1.sf32 = j->banks[k].sf32;
     j->r1.deq = j->banks[k].deq;
+    j->r1.rsc = j->banks[k].rsc;
 }
 
 void job_quantize(job *j)
@@ -386,7 +410,7 @@ void job_quantize(job *j)
     int rc;
     j->wr = (stage){.fn = write_fn, .j = j, .h5 = j->qf != NULL};
     /* no writer thread for a run without outputs (the summary alone) */
-    const bool writes = j->qf || j->wc || j->ws || j->wd;
+    const bool writes = j->qf || j->wc || j->ws || j->wd || j->wr_rs;
     fused *f = NULL;
     if (workers_read(j)) {
         f = xcalloc(1, sizeof *f);
@@ -454,6 +478,7 @@ void job_free(job *j)
     free(j->banks[1].scales);
     free(j->banks[1].sf32);
     free(j->banks[1].deq);
+    free(j->banks[1].rsc);
     memset(&j->banks[1], 0, sizeof j->banks[1]);
     free(j->deq_scratch);
     j->deq_scratch = NULL;

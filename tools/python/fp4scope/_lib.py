@@ -128,7 +128,7 @@ class CaptureEntry(c.Structure):
     path = property(lambda self: self._path.decode("utf-8", "replace"))
 
 
-# fp4s_spec (spec.h): the fields up to sr_seed, which the package reads (and
+# fp4s_spec (spec.h): the fields up to nv_scope, which the package reads (and
 # tensor_amax, which it sets on a copy); the rest is kept as bytes, so that
 # fields added in reserved[] need no change here. Spec() is sized by the
 # library: fp4s_spec_size().
@@ -137,7 +137,7 @@ SPEC_FIELDS = [("format", _i), ("block", _u32), ("tie", _i), ("keep_neg_zero", _
                ("mx_scale_is_ggml", _b), ("nv_recipe", _i), ("global_scale", _i), ("tile2d", _b),
                ("fp8_gran", _i), ("_profile", c.c_char * 32), ("tensor_amax", _i), ("mx_elem", _i),
                ("nv_4over6_err", _i), ("nv_scale_bound", _u16), ("rht_signs", _u16), ("rht", _b),
-               ("sr", _b), ("sr_seed", _u32)]
+               ("sr", _b), ("sr_seed", _u32), ("nv_scope", _i)]
 
 
 class _SpecHead(c.Structure):
@@ -330,6 +330,7 @@ SYMBOLS = {
     # spec.h
     "fp4s_spec_size": (_sz, []),
     "fp4s_spec_profile": (_i, [_p, _i, _cp]),
+    "fp4s_spec_set_input_scale": (_i, [_p, _f32]),
     "fp4s_spec_check": (_i, [_p]),
     "fp4s_spec_describe": (_sz, [_p, _cp, _sz]),
     "fp4s_spec_blocks_per_row": (_sz, [_p, _sz]),

@@ -30,6 +30,7 @@ from ._lib import (DT_BF16, DT_F16, DT_F32, FORMATS, FP4S_FP8, FP4S_MXFP4, FP4S_
                    cstr, lib)
 from ._tensor import check_block, is_torch, same_device, view, where
 
+SCOPE_ROW = 1  # fp4s_nv_scope FP4S_SCOPE_ROW (spec.h)
 CHUNK = 1 << 20  # elements widened at a time (bfloat16 / float16 on the CPU)
 _FMT_NAMES = {v: k for k, v in FORMATS.items()}
 
@@ -101,6 +102,10 @@ class Spec:
 
     def ref(self):
         return ctypes.byref(self._s)
+
+    def _row_scaled(self):
+        """NVFP4 with one tensor scale per row (te-row, flashinfer-per-token, ...)."""
+        return self._s.format == FP4S_NVFP4 and self._s.nv_scope == SCOPE_ROW
 
     def finite_amax_spec(self):
         """A copy whose tensor amax is the finite one (what fp4-quant takes)."""
@@ -283,8 +288,13 @@ def _tscale(spec, v, amax):
     return ts, amax
 
 
-def _prep(x, fmt, profile, name):
+def _prep(x, fmt, profile, name, input_scale=None):
     spec = spec_of(fmt, profile)
+    if input_scale is not None:
+        # a static global scale (NVFP4, the decode convention: a ModelOpt checkpoint's input_scale, as vLLM
+        # and SGLang run it) on a copy; the library checks the value and the format
+        spec = Spec(spec)
+        check(lib().fp4s_spec_set_input_scale(spec.ref(), ctypes.c_float(float(input_scale))))
     v = view(x, name)
     if spec.format == "fp8":
         check_block(v, 128 if spec._s.fp8_gran != _lib.FP8_TENSOR else 1, "FP8 tile")
@@ -346,13 +356,22 @@ def lib_qout():
 
 # ---- quantize ----------------------------------------------------------------------
 
-def quantize(x, fmt="nvfp4", profile=None, *, packed=False, amax=None, name="x"):
+def quantize(x, fmt="nvfp4", profile=None, *, packed=False, amax=None, input_scale=None, name="x"):
     """Quantize x [..., K] with a profile: a QTensor of codes, scales and the
     tensor scale (fp4-quant --codes/--scales/-o give the same bytes).
     packed: two E2M1 codes per byte in the spec's packing (FP4 only).
     amax: the tensor amax to take the tensor scale from (NVFP4, FP8 per
-    tensor), default the tensor's own (largest finite |x|)."""
-    spec, v = _prep(x, fmt, profile, name)
+    tensor), default the tensor's own (largest finite |x|).
+    input_scale: NVFP4, a static global scale in the decode convention (a
+    ModelOpt checkpoint's input_scale) in place of the amax's (fp4-quant
+    --input-scale). A row-scaled spec (te-row, ...: one tensor scale per row)
+    is refused: a QTensor holds one tensor scale (fake_quant() takes it;
+    fp4-quant --row-scales writes the row scales)."""
+    spec, v = _prep(x, fmt, profile, name, input_scale)
+    if spec._row_scaled():
+        raise FP4SError(-13, "%s: %s is row-scaled (one tensor scale per row): quantize() keeps one tensor "
+                        "scale; fake_quant() takes it, fp4-quant --codes/--scales/--row-scales write it"
+                        % (name, spec.profile))
     if packed and spec.format == "fp8":
         raise FP4SError(-1, "%s: packed codes are E2M1 pairs: FP8 has one code per byte" % name)
     if packed and v.cols % 2:
@@ -494,13 +513,15 @@ def _check_out(out, shape, dev, name):
 
 # ---- fake quantization ---------------------------------------------------------------
 
-def fake_quant(x, fmt="nvfp4", profile=None, *, amax=None, out=None, dtype=None, name="x"):
+def fake_quant(x, fmt="nvfp4", profile=None, *, amax=None, input_scale=None, out=None, dtype=None, name="x"):
     """dequantize(quantize(x)) in one pass: x [..., K] through the profile's
     quantizer and back, bit for bit fp4-quant --dequant. The result has x's
     kind, device and (default) dtype: float32 values rounded to nearest even
     where x is bfloat16 or float16 (dtype="float32" or torch.float32 keeps
-    them all). out: a contiguous float32 tensor to write instead."""
-    spec, v = _prep(x, fmt, profile, name)
+    them all). out: a contiguous float32 tensor to write instead.
+    input_scale: as quantize()'s. A row-scaled profile (te-row, ...) gives
+    every row its own tensor scale."""
+    spec, v = _prep(x, fmt, profile, name, input_scale)
     want32 = _wants_f32(dtype, v)
     dev = v.obj.device if v.kind == "torch" else None
     if out is not None:
