@@ -1,9 +1,10 @@
 /* The record types of the analyses' results (fp4scope/record.h): one row
  * per member of fp4s_compare_site, fp4s_remedy and its cost, time, site and
  * result, fp4s_channel_stat, fp4s_mm_metrics and fp4s_mm_run, in the order
- * their outputs show them (fp4s_decomp_result's table is decomp_result.c's
+ * their outputs show them, and fp4s_batch_result (fp4s_decomp_result's table is decomp_result.c's
  * field list). A member added to one of these structs is a row here:
  * tests/core/test_record.c fails until it has one. */
+#include <fp4scope/batch.h>
 #include <fp4scope/channels.h>
 #include <fp4scope/decompose.h>
 #include <fp4scope/mismatch.h>
@@ -246,3 +247,29 @@ static const fp4s_rfield result_rows[] = {
 
 FP4S_RTYPE_DEFINE(fp4s_rtype_remedy_site, fp4s_remedy_site, "remedy_site", site_rows)
 FP4S_RTYPE_DEFINE(fp4s_rtype_remedy_result, fp4s_remedy_result, "remedy_result", result_rows)
+
+/* ---- fp4s_batch_result (output order of fp4-batch --json) ----------------------------- */
+#define B fp4s_batch_result
+static const fp4s_rfield batch_rows[] = {
+    FP4S_RF(B, rows, FP4S_FT_U64, O, "rows", "activation rows re-quantized"),
+    FP4S_RF(B, elements, FP4S_FT_U64, O, "elements", "elements of those rows"),
+    FP4S_RF(B, blocks, FP4S_FT_U64, O, "blocks", "scale blocks of those rows"),
+    FP4S_RF(B, groups_a, FP4S_FT_U64, O, "", "groups of the trainer's composition"),
+    FP4S_RF(B, groups_b, FP4S_FT_U64, O, "", "groups of the rollout's composition"),
+    FP4S_RF(B, code_flips, FP4S_FT_U64, O, "elements", "E2M1 codes that differ (+0 and -0 equal)"),
+    FP4S_RF(B, scale_flips, FP4S_FT_U64, O, "blocks", "block scale bytes that differ"),
+    FP4S_RF(B, rows_changed, FP4S_FT_U64, O, "rows", "rows with a differing code or scale byte"),
+    FP4S_RF(B, tscale_rows, FP4S_FT_U64, O, "rows", "rows whose tensor scale differs"),
+    FP4S_RF(B, deq_diff2, FP4S_FT_F64, O, "x^2", "||QA(x) - QB(x)||^2"),
+    FP4S_RF(B, x2, FP4S_FT_F64, O, "x^2", "||x||^2 over finite values"),
+    FP4S_RF(B, out_diff2, FP4S_FT_F64, O, "y^2", "||(QA - QB) W^T||^2 (0 without a weight)"),
+    FP4S_RF(B, out_ref2, FP4S_FT_F64, O, "y^2", "||QA W^T||^2 (0 without a weight)"),
+    FP4S_RF(B, lp_rows, FP4S_FT_U64, O, "rows", "rows whose log-prob change was taken (LM head)"),
+    FP4S_RF(B, lp_sum_abs, FP4S_FT_F64, O, "nats", "sum of |logp_A - logp_B|"),
+    FP4S_RF(B, lp_max_abs, FP4S_FT_F64, O, "nats", "largest |logp_A - logp_B|"),
+    FP4S_RF(B, kl_sum, FP4S_FT_F64, O, "nats", "sum of KL(p_A || p_B)"),
+    FP4S_RF(B, argmax_flips, FP4S_FT_U64, O, "rows", "rows whose argmax differs"),
+    FP4S_RF_RESERVED(B, 16),
+};
+FP4S_RTYPE_DEFINE(fp4s_rtype_batch_result, B, "batch_result", batch_rows)
+#undef B

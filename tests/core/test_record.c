@@ -18,7 +18,7 @@
 static const fp4s_rtype *(*const types[])(void) = {
     fp4s_rtype_decomp_result, fp4s_rtype_compare_site, fp4s_rtype_remedy, fp4s_rtype_remedy_cost,
     fp4s_rtype_remedy_time,   fp4s_rtype_remedy_site,  fp4s_rtype_remedy_result, fp4s_rtype_channel_stat,
-    fp4s_rtype_mm_metrics,    fp4s_rtype_mm_run,
+    fp4s_rtype_mm_metrics,    fp4s_rtype_mm_run,        fp4s_rtype_batch_result,
 };
 #define NTYPES (sizeof types / sizeof types[0])
 

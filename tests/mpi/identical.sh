@@ -54,6 +54,7 @@ PS=2 case_ "mismatch --gate --baseline" - fp4-mismatch --gate --baseline d.h5 c.
 case_ "compare" cmp.json fp4-compare --csv c.h5
 PS=4 case_ "remedy" rem.h5 fp4-remedy --json -r none,rac:0.25,mbs:128 c.h5
 PS=2 case_ "remedy plan" - fp4-remedy --plan 0.1 --json d.h5 --steps 0
+PS=3 case_ "batch coupling" - fp4-batch -f nvfp4 -p te --seq-len 20 --trainer packed:40 --rollout decode:1,decode:4 --json c.h5
 
 # --device cuda over ranks, where a GPU is usable (the GPU machine): each rank's
 # rows on the GPU give one CPU process's bytes (test_cuda_rows checks the same

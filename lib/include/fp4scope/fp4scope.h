@@ -12,6 +12,7 @@
  *   decompose.h the three-way error decomposition and its mergeable accumulators
  *   channels.h  per-channel statistics, ranking and compensation sets
  *   mismatch.h  rollout/trainer log-prob mismatch metrics, onset and trend
+ *   batch.h     batch coupling: rows re-quantized under two batch compositions
  *   remedy.h    remedies applied to a linear site (rac, mbs, of, keep, aqn) and their cost
  *   cuda.h      CUDA kernels (available when built with -Dcuda=enabled and a GPU is present)
  *
@@ -38,6 +39,7 @@
 #include <fp4scope/decompose.h>
 #include <fp4scope/channels.h>
 #include <fp4scope/mismatch.h>
+#include <fp4scope/batch.h>
 #include <fp4scope/remedy.h>
 #include <fp4scope/cuda.h>
 

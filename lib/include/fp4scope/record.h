@@ -1,6 +1,7 @@
 /* Result records: the field table of every analysis result the tools
  * print, write and move between MPI ranks (fp4s_compare_site, the remedy
- * site and results, fp4s_channels_report, fp4s_mm_run, fp4s_decomp_result).
+ * site and results, fp4s_channels_report, fp4s_mm_run, fp4s_decomp_result,
+ * fp4s_batch_result).
  *
  * A record type is its C struct and a table with one row per member: the
  * name the outputs use, the type, the unit and a description, where it
@@ -104,6 +105,7 @@ FP4S_API const fp4s_rtype *fp4s_rtype_remedy_result(void);
 FP4S_API const fp4s_rtype *fp4s_rtype_channel_stat(void);
 FP4S_API const fp4s_rtype *fp4s_rtype_mm_metrics(void);
 FP4S_API const fp4s_rtype *fp4s_rtype_mm_run(void);
+FP4S_API const fp4s_rtype *fp4s_rtype_batch_result(void);
 
 /* A growable byte buffer (zero-initialise; free(b->p) when done). */
 typedef struct fp4s_buf {
