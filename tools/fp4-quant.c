@@ -173,9 +173,6 @@ int main(int argc, char **argv)
     if (j.row_scales && !row_scaled(&j.r1.spec))
         cli_usage("--row-scales: the spec has one tensor scale, not one per row (take --scope row or a row-scaled "
                   "profile such as te-row)");
-    if (j.out_h5 && row_scaled(&j.r1.spec))
-        cli_usage("-o: the packed file holds one tensor scale; for a row-scaled spec write --codes, --scales and "
-                  "--row-scales");
     const char *paths[5] = {j.out_h5, j.codes, j.scales, j.dequant, j.row_scales};
     cli_input(j.input);
     for (int i = 0; i < 5; i++)

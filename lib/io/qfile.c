@@ -22,6 +22,8 @@ struct fp4s_qfile {
     fp4s_outfile *of;
     hid_t file;
     hid_t d_codes, d_scales;
+    hid_t d_rscale, d_rdec;    /* row-scaled NVFP4: /row_scale, /row_decode_scale ([rows, 1]) */
+    size_t rs_written;         /* rows whose row scales are written */
     uint8_t *pack;             /* packing buffer for one chunk */
     size_t pack_cap;
     float *sbuf;               /* FP8 scale copy when strided */
@@ -38,6 +40,7 @@ void fp4s_qfile_opts_defaults(fp4s_qfile_opts *o)
 }
 
 static bool is_fp4(const fp4s_spec *s) { return s->format == FP4S_MXFP4 || s->format == FP4S_NVFP4; }
+static bool row_scaled(const fp4s_spec *s) { return s->format == FP4S_NVFP4 && s->nv_scope == FP4S_SCOPE_ROW; }
 
 static int h5fail(const char *path, const char *what)
 {
@@ -74,12 +77,14 @@ static int attr_f32_array(hid_t obj, const char *name, const float *v, size_t n)
 
 static float tensor_decode_scale(const fp4s_spec *s, const fp4s_tscale *ts)
 {
+    if (row_scaled(s)) return 1.0f;
     if (s->format == FP4S_NVFP4 && s->global_scale != FP4S_GS_NONE) return ts->s_dec;
     return 1.0f;
 }
 
 static float tensor_scale_value(const fp4s_spec *s, const fp4s_tscale *ts)
 {
+    if (row_scaled(s)) return 1.0f;
     if (s->format == FP4S_NVFP4) return s->global_scale == FP4S_GS_NONE ? 1.0f : ts->stored;
     if (s->format == FP4S_FP8 && s->fp8_gran == FP4S_FP8_TENSOR) return ts->fp8_scale;
     return 1.0f;
@@ -87,6 +92,9 @@ static float tensor_scale_value(const fp4s_spec *s, const fp4s_tscale *ts)
 
 static const char *tensor_scale_meaning(const fp4s_spec *s)
 {
+    if (row_scaled(s))
+        return "row-scaled: one tensor scale per row, /row_scale (the recorded value, global_scale's convention) "
+               "and /row_decode_scale (the factor decode multiplies by); /tensor_scale is 1";
     if (s->format == FP4S_NVFP4) {
         switch (s->global_scale) {
         case FP4S_GS_ENCODE: return "encode scale S_enc = 2688/amax; decode multiplies by tensor_decode_scale = 1/S_enc";
@@ -112,9 +120,11 @@ static void decode_recipe(const fp4s_spec *s, size_t tile_rows, char *buf, size_
         bool scale_first = s->format == FP4S_NVFP4 && rt && rt->dequant == FP4S_NV_DQ_TOTAL &&
                            rt->tscale != FP4S_NV_TS_NONE;
         snprintf(buf, n, "%s%s"
-                 "s = np.repeat(a['scale_lut'][f['scales'][:]], a['block'], axis=1); t = np.float32(a['tensor_decode_scale']); "
+                 "s = np.repeat(a['scale_lut'][f['scales'][:]], a['block'], axis=1); %s; "
                  "%s  # float32 throughout; element codes 0..15 carry the sign in bit 3",
-                 head, unpack, scale_first ? "x = a['element_lut'][e] * (s * t)" : "x = (a['element_lut'][e] * s) * t");
+                 head, unpack,
+                 row_scaled(s) ? "t = f['row_decode_scale'][:]" : "t = np.float32(a['tensor_decode_scale'])",
+                 scale_first ? "x = a['element_lut'][e] * (s * t)" : "x = (a['element_lut'][e] * s) * t");
     } else if (s->fp8_gran == FP4S_FP8_TENSOR) {
         snprintf(buf, n, "%sx = a['element_lut'][c] * f['scales'][0, 0]  # E4M3 bytes times the per-tensor scale", head);
     } else {
@@ -160,6 +170,8 @@ static int write_attrs(fp4s_qfile *q, const fp4s_tscale *ts, const fp4s_qfile_op
         rc |= fp4s_h5_attr_str(f, "global_scale", fp4s_global_scale_name(s->global_scale));
         rc |= fp4s_h5_attr_i64(f, "tile2d", s->tile2d);
         rc |= fp4s_h5_attr_str(f, "scale_codec", "E4M3");
+        rc |= fp4s_h5_attr_str(f, "scale_scope", fp4s_nv_scope_name(s->nv_scope));
+        if (s->nv_input_scale > 0.0f) rc |= fp4s_h5_attr_f32(f, "input_scale", s->nv_input_scale);
     } else {
         rc |= fp4s_h5_attr_str(f, "fp8_granularity", fp4s_fp8_gran_name(s->fp8_gran));
         rc |= fp4s_h5_attr_str(f, "scale_codec", "float32");
@@ -189,6 +201,8 @@ static void qfile_abort(fp4s_qfile **qp)
     fp4s_qfile *q = *qp;
     if (q->d_codes >= 0) H5Dclose(q->d_codes);
     if (q->d_scales >= 0) H5Dclose(q->d_scales);
+    if (q->d_rscale >= 0) H5Dclose(q->d_rscale);
+    if (q->d_rdec >= 0) H5Dclose(q->d_rdec);
     fp4s_h5_finish(q->path, &q->of, &q->file, false);
     free(q->pack);
     free(q->sbuf);
@@ -222,7 +236,7 @@ static int qfile_create(const char *path, const fp4s_spec *s, const fp4s_tscale 
     q->rows = rows;
     q->cols = cols;
     q->file = -1;
-    q->d_codes = q->d_scales = -1;
+    q->d_codes = q->d_scales = q->d_rscale = q->d_rdec = -1;
     if (is_fp4(s)) {
         q->scale_rows = rows;
         q->scale_cols = fp4s_spec_blocks_per_row(s, cols);
@@ -252,6 +266,14 @@ static int qfile_create(const char *path, const fp4s_spec *s, const fp4s_tscale 
     if (q->d_scales < 0) {
         rc = h5fail(path, "cannot create /scales");
         goto fail;
+    }
+    if (row_scaled(s)) {
+        q->d_rscale = dset_create(f, "row_scale", H5T_IEEE_F32LE, rows, 1, 4, opts->gzip);
+        q->d_rdec = dset_create(f, "row_decode_scale", H5T_IEEE_F32LE, rows, 1, 4, opts->gzip);
+        if (q->d_rscale < 0 || q->d_rdec < 0) {
+            rc = h5fail(path, "cannot create /row_scale");
+            goto fail;
+        }
     }
     {
         hid_t sp = H5Screate(H5S_SCALAR);
@@ -337,6 +359,23 @@ static int qfile_write(fp4s_qfile *q, size_t nrows, const uint8_t *codes, size_t
     return 0;
 }
 
+static int qfile_write_rows(fp4s_qfile *q, size_t nrows, const float *row_scale, const float *row_decode)
+{
+    if (!q || (nrows && (!row_scale || !row_decode)))
+        return fp4s_error_set(FP4S_EINVAL, "fp4s_qfile_write_row_scales: NULL argument");
+    if (!row_scaled(&q->spec))
+        return fp4s_error_set(FP4S_EINVAL, "%s: the spec has one tensor scale, not one per row", q->path);
+    if (nrows > q->rows - q->rs_written)
+        return fp4s_error_set(FP4S_EINVAL, "%s: row scales of %zu rows beyond the %zu declared", q->path,
+                              nrows - (q->rows - q->rs_written), q->rows);
+    if (nrows == 0) return 0;
+    if (dset_rows(q->d_rscale, H5T_NATIVE_FLOAT, q->rs_written, nrows, 1, row_scale) < 0 ||
+        dset_rows(q->d_rdec, H5T_NATIVE_FLOAT, q->rs_written, nrows, 1, row_decode) < 0)
+        return h5fail(q->path, "cannot write /row_scale");
+    q->rs_written += nrows;
+    return 0;
+}
+
 static int qfile_set_stats(fp4s_qfile *q, const fp4s_qstats *st)
 {
     if (!q || !st) return fp4s_error_set(FP4S_EINVAL, "fp4s_qfile_set_stats: NULL argument");
@@ -352,6 +391,7 @@ static int qfile_set_stats(fp4s_qfile *q, const fp4s_qstats *st)
     rc |= fp4s_h5_attr_i64(f, "stats_nonfinite_blocks", (int64_t)st->nonfinite_blocks);
     rc |= fp4s_h5_attr_i64(f, "stats_neg_zero", (int64_t)st->neg_zero);
     rc |= fp4s_h5_attr_i64(f, "stats_scale_underflow", (int64_t)st->scale_underflow);
+    rc |= fp4s_h5_attr_i64(f, "stats_scale_clamped", (int64_t)st->scale_clamped);
     double rel = st->x2 > 0 ? sqrt(st->err2 / st->x2) : 0.0;
     rc |= fp4s_h5_attr_f64(f, "stats_rel_error", rel);
     return rc ? fp4s_error_set(FP4S_EWRITE, "%s: cannot write stats attributes", q->path) : 0;
@@ -361,16 +401,19 @@ static int qfile_close(fp4s_qfile **qp)
 {
     if (!qp || !*qp) return 0;
     fp4s_qfile *q = *qp;
-    if (q->written != q->rows) {
-        int rc = fp4s_error_set(FP4S_EINTERNAL, "%s: only %zu of %zu rows written; output discarded",
-                                q->path, q->written, q->rows);
+    if (q->written != q->rows || (row_scaled(&q->spec) && q->rs_written != q->rows)) {
+        int rc = fp4s_error_set(FP4S_EINTERNAL, "%s: only %zu of %zu rows written%s; output discarded",
+                                q->path, q->written < q->rs_written || !row_scaled(&q->spec) ? q->written : q->rs_written,
+                                q->rows, q->written == q->rows ? " with their row scales" : "");
         qfile_abort(qp);
         return rc;
     }
     herr_t e = 0;
     e |= H5Dclose(q->d_codes);
     e |= H5Dclose(q->d_scales);
-    q->d_codes = q->d_scales = -1;
+    if (q->d_rscale >= 0) e |= H5Dclose(q->d_rscale);
+    if (q->d_rdec >= 0) e |= H5Dclose(q->d_rdec);
+    q->d_codes = q->d_scales = q->d_rscale = q->d_rdec = -1;
     if (e < 0) {
         int rc = h5fail(q->path, "cannot close datasets");
         qfile_abort(qp);
@@ -392,6 +435,8 @@ void fp4s_qfile_data_free(fp4s_qfile_data *d)
     free(d->codes);
     free(d->scales);
     free(d->scale_f32);
+    free(d->row_scale);
+    free(d->row_decode_scale);
     memset(d, 0, sizeof *d);
 }
 
@@ -509,6 +554,12 @@ static int qfile_read(const char *P, fp4s_qfile_data *d)
         d->scale_rows = d->rows;
         d->scale_cols = d->cols / d->block;
         rc = read_2d(f, P, "scales", H5T_NATIVE_UINT8, 1, d->scale_rows, d->scale_cols, (void **)&d->scales);
+        /* row-scaled NVFP4: each row's tensor scales */
+        if (!rc && H5Lexists(f, "row_decode_scale", H5P_DEFAULT) > 0) {
+            rc = read_2d(f, P, "row_scale", H5T_NATIVE_FLOAT, 4, d->rows, 1, (void **)&d->row_scale);
+            if (!rc) rc = read_2d(f, P, "row_decode_scale", H5T_NATIVE_FLOAT, 4, d->rows, 1,
+                                  (void **)&d->row_decode_scale);
+        }
     } else {
         rc = read_2d(f, P, "codes", H5T_NATIVE_UINT8, 1, d->rows, d->cols, (void **)&d->codes);
         if (rc) goto out;
@@ -557,6 +608,13 @@ int fp4s_qfile_write(fp4s_qfile *q, size_t nrows, const uint8_t *codes, size_t l
 {
     int rc;
     QUIET(rc = qfile_write(q, nrows, codes, ld_codes, scales, ld_scales, scale_f32, ld_scale_f32));
+    return rc;
+}
+
+int fp4s_qfile_write_row_scales(fp4s_qfile *q, size_t nrows, const float *row_scale, const float *row_decode)
+{
+    int rc;
+    QUIET(rc = qfile_write_rows(q, nrows, row_scale, row_decode));
     return rc;
 }
 

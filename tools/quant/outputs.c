@@ -57,6 +57,19 @@ int outputs_write(job *j, size_t r0, size_t n, const bank *b)
     const run_t *r1 = &j->r1;
     size_t cols = j->cols, pcols = j->pcols;
     int rc;
+    if (j->qf && b->ram) {
+        /* row-scaled: each row's decode factor from its amax, as the quantizer made it */
+        float *dec = malloc(n * sizeof *dec);
+        if (!dec) return fp4s_error_set(FP4S_ENOMEM, "out of memory");
+        rc = 0;
+        for (size_t i = 0; i < n && !rc; i++) {
+            fp4s_tscale t;
+            if (!(rc = fp4s_tscale_init(&r1->spec, b->ram[i], &t))) dec[i] = t.s_dec;
+        }
+        if (!rc) rc = fp4s_qfile_write_row_scales(j->qf, n, b->rsc, dec);
+        free(dec);
+        if (rc) return rc;
+    }
     if (j->qf) {
         rc = fp4s_qfile_write(j->qf, n, b->codes, pcols, b->scales, r1->scale_cols, b->sf32, r1->scale_cols);
         if (rc) return rc;

@@ -28,6 +28,7 @@ typedef struct {
     size_t sf_rows_chunk; /* FP8 scale rows per chunk buffer */
     uint64_t overflow_to_inf; /* finite inputs, in blocks without NaN/Inf, whose dequantized value is not finite */
     float *rsc;           /* row-scaled NVFP4: each row's recorded tensor scale (chunk rows) */
+    float *ram;           /* row-scaled NVFP4: each row's amax (chunk rows) */
     float rs_min, rs_max; /* row-scaled: the smallest and largest recorded row scale (NaN: one is NaN) */
     bool rs_nan, rs_any;
     bool cuda;            /* --device: quantize on the GPU (fp4s_cuda_quantize_host_all, the same bits) */
@@ -75,7 +76,7 @@ void diff_chunk(diffacc *a, const run_t *r1, const run_t *r2, const float *x, si
  * other is filled. */
 typedef struct bank {
     uint8_t *codes, *scales;
-    float *sf32, *deq, *rsc;
+    float *sf32, *deq, *rsc, *ram;
 } bank;
 
 struct job;

@@ -33,7 +33,10 @@ void row_scales_seen(run_t *r, size_t n)
 static void run_alloc(run_t *r, size_t chunk, size_t rows, size_t pcols, bool need_deq)
 {
     r->codes = xcalloc(chunk, pcols);
-    if (row_scaled(&r->spec)) r->rsc = xcalloc(chunk, sizeof(float));
+    if (row_scaled(&r->spec)) {
+        r->rsc = xcalloc(chunk, sizeof(float));
+        r->ram = xcalloc(chunk, sizeof(float));
+    }
     if (is_fp4(&r->spec)) {
         r->scale_cols = fp4s_spec_blocks_per_row(&r->spec, pcols);
         r->scales = xcalloc(chunk, r->scale_cols);
@@ -53,6 +56,7 @@ static void run_alloc(run_t *r, size_t chunk, size_t rows, size_t pcols, bool ne
 static void run_free(run_t *r)
 {
     free(r->rsc);
+    free(r->ram);
     free(r->codes);
     free(r->scales);
     free(r->sf32);
@@ -90,6 +94,7 @@ static int run_chunk(run_t *r, const float *x, size_t n, size_t pcols, size_t ro
         o.ld_dequant = pcols;
     }
     o.row_scale = r->rsc; /* row-scaled: each row's own tensor scale (NULL otherwise) */
+    o.row_amax = r->ram;
     int rc = fp4s_quantize(&r->spec, &r->ts, x, n, pcols, pcols, row0, &o, &r->st);
     if (!rc) row_scales_seen(r, n);
     return rc;
@@ -278,6 +283,7 @@ static int fused_piece(void *arg, size_t ub, size_t ue, int w)
         o.ld_dequant = j->pcols;
     }
     if (r->rsc) o.row_scale = r->rsc + a;
+    if (r->ram) o.row_amax = r->ram + a;
     return fp4s_quantize(&r->spec, &r->ts, f->x + a * j->pcols, b - a, j->pcols, j->pcols, f->r0 + a, &o, &f->part[w]);
 }
 
@@ -385,8 +391,9 @@ void job_open(job *j)
     if (j->diff) diff_init(&j->da, j->da.show);
     /* the second bank of -p's outputs */
     const run_t *r1 = &j->r1;
-    j->banks[0] = (bank){r1->codes, r1->scales, r1->sf32, r1->deq, r1->rsc};
+    j->banks[0] = (bank){r1->codes, r1->scales, r1->sf32, r1->deq, r1->rsc, r1->ram};
     if (r1->rsc) j->banks[1].rsc = xcalloc(chunk, sizeof(float));
+    if (r1->ram) j->banks[1].ram = xcalloc(chunk, sizeof(float));
     j->banks[1].codes = xcalloc(chunk, j->pcols);
     if (r1->scales) j->banks[1].scales = xcalloc(chunk, r1->scale_cols);
     if (r1->sf32) j->banks[1].sf32 = xcalloc(r1->sf_rows_chunk * r1->scale_cols, sizeof(float));
@@ -403,6 +410,7 @@ static void use_bank(job *j, int k)
     j->r1.sf32 = j->banks[k].sf32;
     j->r1.deq = j->banks[k].deq;
     j->r1.rsc = j->banks[k].rsc;
+    j->r1.ram = j->banks[k].ram;
 }
 
 void job_quantize(job *j)
@@ -479,6 +487,7 @@ void job_free(job *j)
     free(j->banks[1].sf32);
     free(j->banks[1].deq);
     free(j->banks[1].rsc);
+    free(j->banks[1].ram);
     memset(&j->banks[1], 0, sizeof j->banks[1]);
     free(j->deq_scratch);
     j->deq_scratch = NULL;

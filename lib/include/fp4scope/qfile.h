@@ -11,7 +11,11 @@
  *                  [ceil(rows/tile_rows), cols/128], or [1, 1] per tensor.
  *   /tensor_scale  float32 scalar: the recorded tensor scale (NVFP4: per the
  *                  spec's global-scale convention; FP8 per tensor: amax/448;
- *                  otherwise 1).
+ *                  otherwise 1; row-scaled NVFP4: 1).
+ *   /row_scale, /row_decode_scale  row-scaled NVFP4 only (attribute
+ *                  scale_scope "row"): float32 [rows, 1], each row's recorded
+ *                  tensor scale (the global-scale convention) and the factor
+ *                  its dequantization multiplies by (S_dec).
  *   root attributes: schema = "fp4scope-quant", schema_version, format,
  *   profile, block, shape, source, fp4scope_version, spec (the one-line
  *   fp4s_spec_describe text), one attribute per spec field, element_lut
@@ -61,6 +65,13 @@ FP4S_API int fp4s_qfile_write(fp4s_qfile *q, size_t nrows,
                               const uint8_t *scales, size_t ld_scales,
                               const float *scale_f32, size_t ld_scale_f32);
 
+/* Row-scaled NVFP4: the next nrows rows' recorded tensor scales and decode
+ * factors (fp4s_qout.row_scale, and S_dec of fp4s_tscale_init of each row's
+ * amax), in order; every row needs them before fp4s_qfile_close.
+ * FP4S_EINVAL for a spec that is not row-scaled. */
+FP4S_API int fp4s_qfile_write_row_scales(fp4s_qfile *q, size_t nrows, const float *row_scale,
+                                         const float *row_decode);
+
 /* Record the counters of the run as attributes (stats_*). Optional. */
 FP4S_API int fp4s_qfile_set_stats(fp4s_qfile *q, const fp4s_qstats *st);
 
@@ -82,7 +93,9 @@ typedef struct fp4s_qfile_data {
     uint8_t *scales;         /* FP4: [rows, cols/block] (malloc'ed), else NULL */
     float *scale_f32;        /* FP8: [scale_rows, scale_cols] (malloc'ed), else NULL */
     size_t scale_rows, scale_cols;
-    uint32_t reserved[8]; /* zero; room for fields added later */
+    float *row_scale;        /* row-scaled NVFP4: [rows] recorded row scales (malloc'ed), else NULL */
+    float *row_decode_scale; /* row-scaled NVFP4: [rows] decode factors (malloc'ed), else NULL */
+    uint32_t reserved[4]; /* zero; room for fields added later */
 } fp4s_qfile_data;
 FP4S_API size_t fp4s_qfile_data_size(void);
 
