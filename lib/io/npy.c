@@ -205,7 +205,7 @@ int fp4s_npy_parse_header(const char *what, const unsigned char *buf, size_t len
 
     /* dtype */
     static const struct { const char *descr; fp4s_dtype dt; } ok[] = {
-        {"<f4", FP4S_DT_F32}, {"<f8", FP4S_DT_F64}, {"<f2", FP4S_DT_F16},
+        {"<f4", FP4S_DT_F32}, {"<f8", FP4S_DT_F64}, {"<f2", FP4S_DT_F16}, {"|u1", FP4S_DT_U8},
     };
     bool found = false;
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
@@ -216,7 +216,7 @@ int fp4s_npy_parse_header(const char *what, const unsigned char *buf, size_t len
     if (!found) {
         if (descr[0] == '>' && descr[1] == 'f')
             return fp4s_error_set(FP4S_EDTYPE, "%s: dtype '%s' is big-endian; only little-endian float32/float64/float16 are supported (use arr.astype('<f4'))", what, descr);
-        return fp4s_error_set(FP4S_EDTYPE, "%s: dtype '%s' is not supported; expected float32 ('<f4'), float64 ('<f8') or float16 ('<f2')", what, descr);
+        return fp4s_error_set(FP4S_EDTYPE, "%s: dtype '%s' is not supported; expected float32 ('<f4'), float64 ('<f8'), float16 ('<f2') or uint8 ('|u1')", what, descr);
     }
     if (fortran == 1)
         return fp4s_error_set(FP4S_EFORMAT, "%s: fortran_order is True (column-major); only C order is supported (save np.ascontiguousarray(a))", what);

@@ -138,8 +138,9 @@ int fp4s_st_src_open(struct fp4s_source *s, uint64_t fsize)
     else if (strcmp(dts, "F16") == 0) s->dt = FP4S_DT_F16;
     else if (strcmp(dts, "BF16") == 0) s->dt = FP4S_DT_BF16;
     else if (strcmp(dts, "F64") == 0) s->dt = FP4S_DT_F64;
+    else if (strcmp(dts, "U8") == 0) s->dt = FP4S_DT_U8;
     else {
-        rc = fp4s_error_set(FP4S_EDTYPE, "%s: %s: dtype %s is not supported; expected F32, F16, BF16 or F64", P, N, dts);
+        rc = fp4s_error_set(FP4S_EDTYPE, "%s: %s: dtype %s is not supported; expected F32, F16, BF16, F64 or U8", P, N, dts);
         goto out;
     }
     size_t nd = json_array_size(js);

@@ -341,6 +341,11 @@ static void convert_row(fp4s_dtype dt, const void *in, float *out, size_t n)
         else fp4s_bf16_to_f32(in, out, n);
         break;
     }
+    case FP4S_DT_U8: {
+        const unsigned char *b = in;
+        for (size_t i = 0; i < n; i++) out[i] = (float)b[i];
+        break;
+    }
     default:
         break; /* other dtypes are refused at open */
     }

@@ -1,8 +1,8 @@
 /* Tensor input and output.
  *
  * A source opens any supported tensor by one string and yields float32 rows:
- *   file.npy                    float32/float64/float16, C order
- *   file.safetensors:NAME       F32, F16, BF16
+ *   file.npy                    float32/float64/float16/uint8, C order
+ *   file.safetensors:NAME       F32, F16, BF16, F64, U8
  *   file.h5:/path/to/dataset    float32, float64, float16, or BF16 stored as
  *                               uint16 with attribute dtype = "bfloat16"
  * of any rank from 1 to FP4S_MAX_RANK. A tensor of rank 3 or more (a PyTorch
