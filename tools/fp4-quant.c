@@ -11,7 +11,7 @@
 
 enum {
     OPT_PAD = 256, OPT_CODES, OPT_SCALES, OPT_DEQUANT, OPT_DIFF, OPT_LIST, OPT_REF, OPT_CHUNK,
-    OPT_GZIP, OPT_SHOW, OPT_ROW_SCALES
+    OPT_GZIP, OPT_SHOW, OPT_ROW_SCALES, OPT_IDENTIFY, OPT_IDENTIFY_SCALES
 };
 
 static const struct option longopts[] = {
@@ -30,6 +30,8 @@ static const struct option longopts[] = {
     {"chunk-rows", required_argument, NULL, OPT_CHUNK},
     {"gzip", required_argument, NULL, OPT_GZIP},
     {"show", required_argument, NULL, OPT_SHOW},
+    {"identify", required_argument, NULL, OPT_IDENTIFY},
+    {"identify-scales", required_argument, NULL, OPT_IDENTIFY_SCALES},
     CLI_OUTPUT_LONGOPTS
     CLI_COMMON_LONGOPTS
     {NULL, 0, NULL, 0},
@@ -74,6 +76,11 @@ static void usage(void)
            "                        rules) and report differing scale and element codes\n"
            "      --show N          differing positions listed by --diff (default 8)\n"
            "      --list-profiles   list the profiles and what each reproduces, then exit\n"
+           "      --identify C --identify-scales S\n"
+           "                        which profile, or profile with one option changed,\n"
+           "                        gives an engine's codes C (uint8 [rows, cols], or two a\n"
+           "                        byte [rows, cols/2]) and scale bytes S [rows, blocks]\n"
+           "                        from INPUT bit for bit; else the nearest --show of them\n"
            "Execution:\n"
            "      --threads N       worker threads (default: FP4S_THREADS or all CPUs; at most 256)\n"
            "      --ref             force the scalar reference kernels (as FP4S_FORCE_REF=1)\n"
@@ -83,7 +90,8 @@ static void usage(void)
            "                        the same codes, scales and statistics) or auto; list:\n"
            "                        what this build and machine can do\n"
            "      --help, --version\n\n"
-           "Exit status: 0 ok, 2 usage, 3 input unreadable, malformed or of the wrong\n"
+           "Exit status: 0 ok, 1 --identify found no candidate that reproduces the\n"
+           "engine's output, 2 usage, 3 input unreadable, malformed or of the wrong\n"
            "shape, 4 output not written, 5 internal error.\n");
 }
 
@@ -122,13 +130,34 @@ static int list_profiles(bool json)
     return json ? cli_json_print(arr) : 0;
 }
 
+/* --identify: the quantizer options a search takes (-f, --input-scale) and no output */
+static int identify(const cli_quant *q, const job *j, const char *codes, const char *scales, const char *diff,
+                    long long show)
+{
+    if (!codes || !scales) cli_usage("--identify C and --identify-scales S go together");
+    if (j->out_h5 || j->codes || j->scales || j->dequant || j->row_scales || diff || j->pad)
+        cli_usage("--identify writes nothing: -o, --codes, --scales, --dequant, --row-scales, --diff and --pad "
+                  "go without it");
+    cli_quant none;
+    cli_quant_init(&none);
+    none.format = q->format;
+    none.input_scale = q->input_scale;
+    if (memcmp(&none, q, sizeof none))
+        cli_usage("--identify searches every profile and option itself: of the quantizer options it takes -f and "
+                  "--input-scale only");
+    cli_input(j->input);
+    cli_input(codes);
+    cli_input(scales);
+    return identify_run(j->input, codes, scales, q, j->json, (size_t)show);
+}
+
 int main(int argc, char **argv)
 {
     cli_init("fp4-quant");
     cli_quant q;
     cli_quant_init(&q);
-    const char *diff_profile = NULL;
-    bool list = false;
+    const char *diff_profile = NULL, *id_codes = NULL, *id_scales = NULL;
+    bool list = false, show_given = false;
     long long show = 8;
     job j;
     memset(&j, 0, sizeof j);
@@ -149,7 +178,12 @@ int main(int argc, char **argv)
         case OPT_REF: fp4s_kernels_force_ref(true); break;
         case OPT_CHUNK: j.chunk_rows = cli_parse_int("--chunk-rows", optarg, 1, 1LL << 40); break;
         case OPT_GZIP: j.gzip = (int)cli_parse_int("--gzip", optarg, 0, 9); break;
-        case OPT_SHOW: show = cli_parse_int("--show", optarg, 0, 10000); break;
+        case OPT_SHOW:
+            show = cli_parse_int("--show", optarg, 0, 10000);
+            show_given = true;
+            break;
+        case OPT_IDENTIFY: id_codes = optarg; break;
+        case OPT_IDENTIFY_SCALES: id_scales = optarg; break;
         default:
             if (!cli_common_option(c, optarg, &common) && !cli_quant_option(c, optarg, &q))
                 cli_usage("unknown option '%s'", argv[optind - 1]);
@@ -160,6 +194,7 @@ int main(int argc, char **argv)
     if (optind >= argc) cli_usage("missing INPUT");
     if (optind + 1 < argc) cli_usage("one INPUT expected, got %d ('%s' ...)", argc - optind, argv[optind + 1]);
     j.input = argv[optind];
+    if (id_codes || id_scales) return identify(&q, &j, id_codes, id_scales, diff_profile, show_given ? show : 5);
 
     cli_quant_spec(&q, CLI_FORMATS_ALL, "quantization is", &j.r1.spec);
     j.diff = diff_profile != NULL;

@@ -22,7 +22,7 @@ sed -n '/^\.SH EXAMPLES/,/^\.SH SEE ALSO/p' "$page" |
     sed -n '/^\.EX/,/^\.EE/p' | grep -v -e '^\.EX' -e '^\.EE' |
     sed -e 's/\\-/-/g' -e 's/\\(dq/"/g' >examples.txt
 n=$(wc -l <examples.txt)
-[ "$n" -eq 7 ] || fail "expected 7 examples in $page, found $n"
+[ "$n" -eq 8 ] || fail "expected 8 examples in $page, found $n"
 
 i=0
 while IFS= read -r cmd; do

@@ -147,4 +147,14 @@ void outputs_abort(job *j);
 int report_json(const job *j);
 int report_text(const job *j);
 
+/* ---- identify.c: fp4-quant --identify -------------------------------------------------- */
+/* Which profiles (and profiles with one option of q's kind changed) give the
+ * engine's codes (codes_src: [rows, cols] or packed [rows, cols/2]) and scale
+ * bytes (scales_src: [rows, cols/block]) from input, bit for bit; else the
+ * nearest `show`. q supplies -f (a check) and --input-scale (given to every
+ * NVFP4 candidate). Returns the exit status: 0 reproduced, FP4S_EXIT_CHECK
+ * not, FP4S_EXIT_OUTPUT for a failed write. */
+int identify_run(const char *input, const char *codes_src, const char *scales_src, const cli_quant *q, bool json,
+                 size_t show);
+
 #endif
