@@ -11,6 +11,7 @@
 #include "out/out.h"
 
 #include <fp4scope/batch.h>
+#include <fp4scope/capture.h>
 #include <fp4scope/quant.h>
 #include <fp4scope/record.h>
 #include <fp4scope/tensor.h>
@@ -46,8 +47,8 @@ static void usage_text(void)
         "                        PLAN is compared with --trainer\n"
         "Token ids (sequence, position) of the rows:\n"
         "      --ids IDS         [rows, 2] tensor of (sequence, position) for --act\n"
-        "      --seq-len N       rows without ids: row i is position i mod N of sequence\n"
-        "                        i / N\n"
+        "      --seq-len N       rows without ids (a capture side's own ids come first):\n"
+        "                        row i is position i mod N of sequence i / N\n"
         "Inputs:\n"
         CLI_HELP_SELECT
         "      --side S          the capture side re-quantized: rollout (default) or trainer\n"
@@ -162,6 +163,8 @@ typedef struct args {
     comp tr;           /* the trainer's composition */
     comp *ro;          /* the rollout's, nro of them */
     size_t nro;
+    fp4s_capture_entry *ents; /* the capture's listing (for the sides' token ids) */
+    size_t nents;
 } args;
 
 static void parse_args(int argc, char **argv, args *a)
@@ -214,7 +217,6 @@ static void parse_args(int argc, char **argv, args *a)
     if (!capture_mode && (an->sites || an->steps)) cli_usage("--sites and --steps select capture sites, not --act");
     if (a->ids && a->seq_len) cli_usage("--ids and --seq-len exclude each other");
     if (!capture_mode && !a->ids && !a->seq_len) cli_usage("--act needs --ids IDS or --seq-len N");
-    if (capture_mode && !a->seq_len) cli_usage("the capture's rows carry no token ids here: give --seq-len N");
     if (a->lm_head && !an->weight && !capture_mode) cli_usage("--lm-head needs --weight W");
     if (a->tokens && !a->lm_head) cli_usage("--tokens goes with --lm-head");
     a->capture = capture_mode ? argv[optind] : NULL;
@@ -268,14 +270,44 @@ static int64_t *read_tokens(const char *src, size_t m, size_t vocab)
     return tok;
 }
 
-/* res[p]: the unit's rows under the trainer's composition against rollout plan p */
-static void eval_unit(const args *a, const fp4s_spec *spec, const fp4s_unit *u, fp4s_batch_result *res)
+/* The capture entry of a unit's side (trainer or rollout). */
+static const fp4s_capture_entry *side_entry(const args *a, const fp4s_unit *u)
 {
-    fp4s_unit_data d;
-    int rc = fp4s_unit_read(u, &d);
-    if (rc) cli_fail(rc);
-    const float *x = a->trainer_side ? d.xt : d.x;
-    size_t m = d.m, k = d.k;
+    const char *side = a->trainer_side ? "trainer" : "rollout";
+    for (size_t i = 0; i < a->nents; i++) {
+        const fp4s_capture_entry *e = &a->ents[i];
+        if (e->step == u->step && !strcmp(e->site, u->site) && !strcmp(e->side, side)) return e;
+    }
+    cli_die(FP4S_EXIT_INTERNAL, "%s: site %s step %lld: no %s side in the listing", a->capture, u->site,
+            (long long)u->step, side);
+}
+
+/* (sequence, position) of each of m rows: the capture side's own ids, else --ids, else --seq-len */
+static void unit_ids(const args *a, const fp4s_unit *u, const fp4s_capture_entry *e, size_t m, int64_t *seq,
+                     int64_t *pos)
+{
+    int rc;
+    if (e) {
+        int64_t *ids = NULL;
+        size_t n = 0;
+        rc = fp4s_capture_read_ids(a->capture, e, &ids, &n);
+        if (rc == 0 && n == m) {
+            for (size_t i = 0; i < m; i++) {
+                seq[i] = ids[2 * i];
+                pos[i] = ids[2 * i + 1];
+            }
+            free(ids);
+            return;
+        }
+        free(ids);
+        if (rc == 0)
+            cli_die(FP4S_EXIT_INPUT, "%s: %s%s: %zu ids for %zu rows", a->capture, e->path, FP4S_CAPTURE_IDS_SUFFIX, n,
+                    m);
+        if (rc != FP4S_ENOTFOUND) cli_fail(rc);
+        if (!a->seq_len)
+            cli_die(FP4S_EXIT_INPUT, "%s: site %s step %lld: the %s side carries no token ids (%s%s): give --seq-len N",
+                    a->capture, u->site, (long long)u->step, e->side, e->path, FP4S_CAPTURE_IDS_SUFFIX);
+    }
     float *ids = NULL;
     if (a->ids) {
         size_t mi, ki;
@@ -284,6 +316,29 @@ static void eval_unit(const args *a, const fp4s_spec *spec, const fp4s_unit *u, 
             cli_die(FP4S_EXIT_INPUT, "%s: ids are [%zu, %zu]; the activations %s need [%zu, 2]", a->ids, mi, ki,
                     u->x, m);
     }
+    row_ids(ids, m, a->seq_len, seq, pos, a->ids ? a->ids : u->x);
+    free(ids);
+}
+
+/* res[p]: the unit's rows under the trainer's composition against rollout plan p */
+static void eval_unit(const args *a, const fp4s_spec *spec, const fp4s_unit *u, fp4s_batch_result *res)
+{
+    /* only the side asked for is read: with token ids the other side may hold other rows (routing flips) */
+    const fp4s_capture_entry *e = a->capture ? side_entry(a, u) : NULL;
+    fp4s_unit v = *u;
+    if (a->trainer_side) {
+        v.x = u->xt;
+        v.m = e->rows;
+    }
+    v.xt = NULL;
+    fp4s_unit_data d;
+    int rc = fp4s_unit_read(&v, &d);
+    if (rc) cli_fail(rc);
+    const float *x = d.x;
+    size_t m = d.m, k = d.k;
+    int64_t *seq = xmalloc(m * sizeof *seq), *pos = xmalloc(m * sizeof *pos), *ga = xmalloc(m * sizeof *ga),
+            *gb = xmalloc(m * sizeof *gb);
+    unit_ids(a, u, e, m, seq, pos);
     fp4s_batch_opts o;
     fp4s_batch_opts_defaults(&o);
     o.w = d.w;
@@ -291,9 +346,6 @@ static void eval_unit(const args *a, const fp4s_spec *spec, const fp4s_unit *u, 
     o.lm_head = a->lm_head && d.w;
     int64_t *tok = a->tokens && o.lm_head ? read_tokens(a->tokens, m, d.n) : NULL;
     o.token = tok;
-    int64_t *seq = xmalloc(m * sizeof *seq), *pos = xmalloc(m * sizeof *pos), *ga = xmalloc(m * sizeof *ga),
-            *gb = xmalloc(m * sizeof *gb);
-    row_ids(ids, m, a->seq_len, seq, pos, a->ids ? a->ids : u->x);
     comp_groups(&a->tr, seq, pos, m, ga, u->x);
     for (size_t p = 0; p < a->nro; p++) {
         comp_groups(&a->ro[p], seq, pos, m, gb, u->x);
@@ -301,7 +353,6 @@ static void eval_unit(const args *a, const fp4s_spec *spec, const fp4s_unit *u, 
         if ((rc = fp4s_batch_eval(spec, x, m, k, k, ga, gb, &o, &res[p], NULL))) cli_failf(rc, "%s", u->x);
     }
     fp4s_unit_data_free(&d);
-    free(ids);
     free(tok);
     free(seq);
     free(pos);
@@ -484,9 +535,11 @@ int main(int argc, char **argv)
     /* the units: one tensor, or the capture's (step, site) pairs with the side asked for */
     fp4s_units ul = {0};
     bool syn;
+    int rc;
     fp4s_unit_need need_tr = a.trainer_side ? FP4S_UNIT_SKIP : FP4S_UNIT_OPTIONAL;
     cli_units(a.capture, &a.an, need_tr, FP4S_UNIT_OPTIONAL, a.trainer_side ? "with trainer activations " : "", "",
               " (only rollout sides there)", &ul, &syn);
+    if (a.capture && (rc = fp4s_capture_list(a.capture, &a.ents, &a.nents))) exit(cli_report(rc));
     fp4s_batch_result *res = xcalloc(ul.n * a.nro, sizeof *res);
     cli_progress_begin(a.capture ? a.capture : a.an.act);
     for (size_t i = 0; i < ul.n; i++) {
@@ -508,5 +561,6 @@ int main(int argc, char **argv)
     free(a.tr.tri);
     for (size_t p = 0; p < a.nro; p++) free(a.ro[p].tri);
     free(a.ro);
+    free(a.ents);
     return status;
 }

@@ -77,6 +77,44 @@ out_has "total"
 expect_exit 0 fp4-batch -f nvfp4 -p te --seq-len 16 --rollout decode:2 --csv "$D/synth-dense-f32.h5"
 out_has "rollout,step,site,rows"
 
+bad3() { expect_exit 3 fp4-batch "$@"; err_has "$msg"; }
+# the capture's own token ids: taken in place of --seq-len, and only the side asked for is read (the other may
+# hold other rows: routing flips)
+fp4-capture synth -o ids.in.h5 --tokens 64 --steps 1 > /dev/null
+cp ids.in.h5 noids.in.h5
+$PY - <<'PY'
+import h5py, numpy as np
+site = 'steps/0/layers.0.self_attn.qkv_proj'
+with h5py.File('ids.in.h5', 'a') as f:
+    for k in list(f['steps/0']):
+        if k != 'layers.0.self_attn.qkv_proj' and k != 'logprobs':
+            del f['steps/0/' + k]
+    n = f[site + '/rollout'].shape[0]
+    ids = np.stack([np.arange(n) // 16, np.arange(n) % 16], 1).astype(np.int64)
+    f[site + '/rollout_ids'] = ids
+    t = f[site + '/trainer'][()]
+    del f[site + '/trainer']
+    f[site + '/trainer'] = t[::-1][:-3]              # the trainer holds 3 tokens fewer, in reverse order
+    f[site + '/trainer'].attrs['dtype'] = 'bfloat16'
+    f[site + '/trainer_ids'] = ids[::-1][:-3]
+PY
+expect_exit 0 fp4-batch -f nvfp4 -p te --trainer packed:32 --rollout decode:2 --json --sites '*qkv_proj' ids.in.h5
+cp out.txt ids.json
+expect_exit 0 fp4-batch -f nvfp4 -p te --seq-len 16 --trainer packed:32 --rollout decode:2 --json \
+    --sites 'layers.0.self_attn.qkv_proj' noids.in.h5
+$PY - <<'PY'
+import json
+a, b = json.load(open('ids.json')), json.load(open('out.txt'))
+assert a['sites'] == b['sites'] and a['sites'][0]['code_flips'] > 0, (a['sites'], b['sites'])
+PY
+expect_exit 0 fp4-batch -f nvfp4 -p te --side trainer --trainer packed:32 --rollout decode:2 --json ids.in.h5
+$PY -c "
+import json
+d = json.load(open('out.txt'))
+assert [s['rows'] for s in d['sites']] == [61], d['sites']"
+msg="site layers.0.mlp.experts.0.up_proj step 0: the rollout side carries no token ids (/steps/0/layers.0.mlp.experts.0.up_proj/rollout_ids): give --seq-len N" \
+    bad3 -f nvfp4 noids.in.h5
+
 # the man page's examples, from the source tree
 sed -n '/^\.SH EXAMPLES/,/^\.SH SEE ALSO/p' "$FP4S_SRCDIR/man/fp4-batch.1" | sed -n '/^\.EX/,/^\.EE/p' |
     grep -v -e '^\.EX' -e '^\.EE' | sed -e 's/\\-/-/g' >examples.txt
@@ -90,7 +128,6 @@ done <examples.txt
 bad() { expect_exit 2 fp4-batch "$@"; err_has "$msg"; }
 msg="batch composition 'waves:3': expected packed:TOKENS" bad -f nvfp4 --seq-len 4 --rollout waves:3 "$D/synth-tiny.h5"
 msg="packed needs a size" bad -f nvfp4 --seq-len 4 --trainer packed "$D/synth-tiny.h5"
-msg="give --seq-len N" bad -f nvfp4 "$D/synth-tiny.h5"
 msg="--act needs --ids IDS or --seq-len N" bad -f nvfp4 --act x.in.npy
 msg="--ids and --seq-len exclude each other" bad -f nvfp4 --act x.in.npy --ids ids.in.npy --seq-len 4
 msg="--lm-head needs --weight W" bad -f nvfp4 --act x.in.npy --seq-len 4 --lm-head
@@ -98,7 +135,6 @@ msg="--side: expected rollout or trainer" bad -f nvfp4 --seq-len 4 --side both "
 msg="2-D tiles group rows by position" bad -f nvfp4 -p te-2d --act x.in.npy --seq-len 4
 msg="--seq-len: expected" bad -f nvfp4 --act x.in.npy --seq-len 0
 # input: exit 3
-bad3() { expect_exit 3 fp4-batch "$@"; err_has "$msg"; }
 msg="missing.h5" bad3 -f nvfp4 --seq-len 4 missing.h5
 msg="ids are [64, 2]; the activations w.in.npy need [10, 2]" bad3 -f nvfp4 --act w.in.npy --ids ids.in.npy
 msg="holes.in.txt: w.in.npy" bad3 -f nvfp4 --act w.in.npy --seq-len 4 --rollout holes.in.txt
