@@ -162,6 +162,11 @@ void fp4s_remedy_weight_spec(const fp4s_spec *act, int tile2d, fp4s_spec *w)
         w->tile2d = false;
         return;
     }
+    /* row scales and a static input scale are the activations': the engines that run them (TE's
+     * row_scaled_activation, FlashInfer's per-token kernel, a checkpoint's input_scale) quantize the
+     * weight with one tensor scale from its own amax */
+    w->nv_scope = FP4S_SCOPE_TENSOR;
+    w->nv_input_scale = 0.0f;
     if (tile2d == 0) w->tile2d = false;
     else if (tile2d == 1) w->tile2d = true;
     else w->tile2d = act->tile2d || act->nv_recipe == FP4S_NV_TE;

@@ -230,6 +230,16 @@ START_TEST(check_against_the_quantizers)
     fp4s_spec nvw;
     fp4s_remedy_weight_spec(&nv, -1, &nvw);
     ck_assert(nvw.tile2d);
+    /* a row-scaled activation profile: the weight per tensor, 2-D, a valid spec; a static input scale stays
+     * with the activations */
+    fp4s_spec row = spec(FP4S_NVFP4, "te-row"), roww, st = spec(FP4S_NVFP4, "vllm"), stw;
+    fp4s_remedy_weight_spec(&row, -1, &roww);
+    ck_assert(roww.tile2d && roww.nv_scope == FP4S_SCOPE_TENSOR);
+    ck_assert_int_eq(fp4s_spec_check(&roww), 0);
+    ck_assert(row.nv_scope == FP4S_SCOPE_ROW);
+    ck_assert_int_eq(fp4s_spec_set_input_scale(&st, 0.001f), 0);
+    fp4s_remedy_weight_spec(&st, -1, &stw);
+    ck_assert(stw.nv_input_scale == 0.0f && st.nv_input_scale == 0.001f);
     fp4s_remedy r = R("mbs:48");
     ck_assert_int_eq(fp4s_remedy_check(&r, &mx, &mx, 256), FP4S_ERANGE);
     ck_assert_msg(strstr(fp4s_last_error(), "G = 48 must be a multiple of the activation block size 32"), "%s",

@@ -238,7 +238,9 @@ FP4S_API int fp4s_remedy_check(const fp4s_remedy *r, const fp4s_spec *act, const
 
 /* The weight quantizer that goes with an activation spec: a copy of it with
  * 2-D 16x16 scaling when tile2d = 1, 1-D when 0, and for -1 (auto) 2-D for
- * NVFP4 with the TransformerEngine recipe (TE's weight recipe), else 1-D. */
+ * NVFP4 with the TransformerEngine recipe (TE's weight recipe), else 1-D;
+ * NVFP4 row scales and a static input scale stay with the activations (the
+ * weight takes one tensor scale from its own amax). */
 FP4S_API void fp4s_remedy_weight_spec(const fp4s_spec *act, int tile2d, fp4s_spec *w);
 
 /* The counter-based generator of the remedies (splitmix64's finalizer mix):
