@@ -754,6 +754,16 @@ static void seeds_summary(const demo_ctx *c, const demo_row *rows, FILE *f, json
     free(m);
 }
 
+/* a failed demo: the captures' temporaries unlinked and their handles freed
+ * (nothing of the demo is committed); returns st */
+static int demo_abort(demo_ctx *c, size_t njobs, int st)
+{
+    for (size_t j = 0; j < njobs; j++) fp4s_outfile_abort(&c->ofs[j]);
+    free(c->ofs);
+    c->ofs = NULL;
+    return st;
+}
+
 static int run_demo(tool *t)
 {
     catch_stop_signals(); /* the children stop after their step; the summary covers what ran */
@@ -836,7 +846,10 @@ static int run_demo(tool *t)
                     ws->sft.steps, ws->sft.success, ws->sft.seconds);
         }
     }
-    if (st) return st;
+    if (st) {
+        free(status);
+        return demo_abort(&c, njobs, st);
+    }
     /* 2. every arm of every seed */
     memset(status, 0, njobs * sizeof *status);
     fork_pool(&c, njobs, run_job, status, job_err);
@@ -849,7 +862,7 @@ static int run_demo(tool *t)
         }
     }
     free(status);
-    if (st) return st;
+    if (st) return demo_abort(&c, njobs, st);
     /* the mismatch over steps as fp4-mismatch computes it, and its onset */
     fp4s_mm_opts mo;
     fp4s_mm_opts_defaults(&mo);

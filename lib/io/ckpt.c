@@ -568,7 +568,7 @@ static int find_weights(fp4s_ckpt *c)
         if (!rc) rc = add_weight(c, &w);
         if (rc) free(w.gs);
     }
-    if (!rc) qsort(c->w, c->nw, sizeof *c->w, cmp_weight);
+    if (!rc && c->nw) qsort(c->w, c->nw, sizeof *c->w, cmp_weight); /* c->w is NULL when nw is 0 */
     return rc;
 }
 

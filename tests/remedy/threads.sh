@@ -37,6 +37,12 @@ for path in fixed blas; do
     if [ -n "${FP4S_MPIRUN:-}" ]; then
         export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
         export OMPI_MCA_btl_vader_single_copy_mechanism=none
+        # the sanitizer build: Open MPI's own allocations are not this
+        # project's leaks (as in tests/mpi/common.sh: its suppressions, its
+        # components kept loaded, malloc stacks unwound in full)
+        export OMPI_MCA_mca_base_component_disable_dlclose=1
+        export LSAN_OPTIONS="suppressions=$FP4S_SRCDIR/tests/mpi/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+        export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
         if FP4S_GEMM=$path "$FP4S_MPIRUN" --oversubscribe --bind-to core -n 2 fp4-remedy $ARGS "$CAP" \
             > got.json 2> err.txt; then
             cmp -s ref.json got.json ||
