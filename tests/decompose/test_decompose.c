@@ -249,7 +249,9 @@ static int all_specs(fp4s_spec *out, int max)
         for (int f = FP4S_MXFP4; f <= FP4S_NVFP4 && n < max; f++) {
             if (!(p->formats & (1u << f))) continue;
             fp4s_spec s;
-            if (fp4s_spec_profile(&s, (fp4s_format)f, p->name) == 0) out[n++] = s;
+            /* row-scaled NVFP4 is refused by the decomposer (fp4-decompose(1)
+             * says so): its profiles' per-tensor recipes are in the list */
+            if (fp4s_spec_profile(&s, (fp4s_format)f, p->name) == 0 && s.nv_scope != FP4S_SCOPE_ROW) out[n++] = s;
         }
     }
     return n;
