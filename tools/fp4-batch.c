@@ -232,16 +232,26 @@ static void parse_args(int argc, char **argv, args *a)
 
 /* ---- one unit: its rows under the trainer's composition and each rollout plan ----------- */
 
-/* (sequence, position) of each of m rows: from ids [m, 2], or from the row
+/* Refuses ids [m, 2] (freeing them) unless every row is a pair of integers 0 to 2^24. */
+static void check_ids(float *ids, size_t m, const char *what)
+{
+    for (size_t i = 0; i < m; i++) {
+        float s = ids[2 * i], p = ids[2 * i + 1];
+        if (!(s >= 0 && p >= 0 && s < 16777216.0f && p < 16777216.0f) || s != floorf(s) || p != floorf(p)) {
+            free(ids);
+            cli_die(FP4S_EXIT_INPUT, "%s: row %zu: id (%g, %g) is not a pair of integers 0 to 2^24", what, i,
+                    (double)s, (double)p);
+        }
+    }
+}
+
+/* (sequence, position) of each of m rows: from checked ids [m, 2], or from the row
  * index and --seq-len */
-static void row_ids(const float *ids, size_t m, long long seq_len, int64_t *seq, int64_t *pos, const char *what)
+static void row_ids(const float *ids, size_t m, long long seq_len, int64_t *seq, int64_t *pos)
 {
     for (size_t i = 0; i < m; i++) {
         if (ids) {
             float s = ids[2 * i], p = ids[2 * i + 1];
-            if (!(s >= 0 && p >= 0 && s < 16777216.0f && p < 16777216.0f) || s != floorf(s) || p != floorf(p))
-                cli_die(FP4S_EXIT_INPUT, "%s: row %zu: id (%g, %g) is not a pair of integers 0 to 2^24", what, i,
-                        (double)s, (double)p);
             seq[i] = (int64_t)s;
             pos[i] = (int64_t)p;
         } else {
@@ -258,12 +268,19 @@ static int64_t *read_tokens(const char *src, size_t m, size_t vocab)
     size_t mt, kt;
     int rc = fp4s_source_read_all(src, &tf, &mt, &kt);
     if (rc) cli_failf(rc, "tokens");
-    if (mt * kt != m) cli_die(FP4S_EXIT_INPUT, "%s: %zu tokens for %zu rows", src, mt * kt, m);
+    if (mt * kt != m) {
+        free(tf);
+        cli_die(FP4S_EXIT_INPUT, "%s: %zu tokens for %zu rows", src, mt * kt, m);
+    }
     int64_t *tok = xmalloc(m * sizeof *tok);
     for (size_t i = 0; i < m; i++) {
-        if (!(tf[i] >= 0) || tf[i] != floorf(tf[i]) || tf[i] >= (float)vocab)
-            cli_die(FP4S_EXIT_INPUT, "%s: token %zu (%g) is not an index into the vocabulary of %zu", src, i,
-                    (double)tf[i], vocab);
+        if (!(tf[i] >= 0) || tf[i] != floorf(tf[i]) || tf[i] >= (float)vocab) {
+            double bad = (double)tf[i];
+            free(tf);
+            free(tok);
+            cli_die(FP4S_EXIT_INPUT, "%s: token %zu (%g) is not an index into the vocabulary of %zu", src, i, bad,
+                    vocab);
+        }
         tok[i] = (int64_t)tf[i];
     }
     free(tf);
@@ -282,16 +299,21 @@ static const fp4s_capture_entry *side_entry(const args *a, const fp4s_unit *u)
             (long long)u->step, side);
 }
 
-/* (sequence, position) of each of m rows: the capture side's own ids, else --ids, else --seq-len */
-static void unit_ids(const args *a, const fp4s_unit *u, const fp4s_capture_entry *e, size_t m, int64_t *seq,
-                     int64_t *pos)
+/* (sequence, position) of each of m rows: the capture side's own ids, else --ids, else --seq-len.
+ * *seqp and *posp are allocated only once the ids are known good: every refusal before that
+ * exits with nothing of this unit's left allocated. */
+static void unit_ids(const args *a, const fp4s_unit *u, const fp4s_capture_entry *e, size_t m, int64_t **seqp,
+                     int64_t **posp)
 {
     int rc;
+    int64_t *seq, *pos;
     if (e) {
         int64_t *ids = NULL;
         size_t n = 0;
         rc = fp4s_capture_read_ids(a->capture, e, &ids, &n);
         if (rc == 0 && n == m) {
+            *seqp = seq = xmalloc(m * sizeof *seq);
+            *posp = pos = xmalloc(m * sizeof *pos);
             for (size_t i = 0; i < m; i++) {
                 seq[i] = ids[2 * i];
                 pos[i] = ids[2 * i + 1];
@@ -312,11 +334,16 @@ static void unit_ids(const args *a, const fp4s_unit *u, const fp4s_capture_entry
     if (a->ids) {
         size_t mi, ki;
         if ((rc = fp4s_source_read_all(a->ids, &ids, &mi, &ki))) cli_failf(rc, "ids");
-        if (mi != m || ki != 2)
+        if (mi != m || ki != 2) {
+            free(ids);
             cli_die(FP4S_EXIT_INPUT, "%s: ids are [%zu, %zu]; the activations %s need [%zu, 2]", a->ids, mi, ki,
                     u->x, m);
+        }
+        check_ids(ids, m, a->ids);
     }
-    row_ids(ids, m, a->seq_len, seq, pos, a->ids ? a->ids : u->x);
+    *seqp = seq = xmalloc(m * sizeof *seq);
+    *posp = pos = xmalloc(m * sizeof *pos);
+    row_ids(ids, m, a->seq_len, seq, pos);
     free(ids);
 }
 
@@ -336,9 +363,9 @@ static void eval_unit(const args *a, const fp4s_spec *spec, const fp4s_unit *u, 
     if (rc) cli_fail(rc);
     const float *x = d.x;
     size_t m = d.m, k = d.k;
-    int64_t *seq = xmalloc(m * sizeof *seq), *pos = xmalloc(m * sizeof *pos), *ga = xmalloc(m * sizeof *ga),
-            *gb = xmalloc(m * sizeof *gb);
-    unit_ids(a, u, e, m, seq, pos);
+    int64_t *seq, *pos;
+    unit_ids(a, u, e, m, &seq, &pos);
+    int64_t *ga = xmalloc(m * sizeof *ga), *gb = xmalloc(m * sizeof *gb);
     fp4s_batch_opts o;
     fp4s_batch_opts_defaults(&o);
     o.w = d.w;

@@ -411,7 +411,8 @@ static int isolated(const char *file, bool list, int *rc, fp4s_capture_info *inf
     memcpy(&k, p + off, sizeof k);
     off += sizeof k;
     if (k > (len - off) / sizeof(fp4s_capture_entry) || (len - off) != k * sizeof(fp4s_capture_entry)) goto bad;
-    if (entries) {
+    /* a failed listing returns no entries: callers free them only on success */
+    if (entries && *rc == 0) {
         *entries = malloc((k ? k : 1) * sizeof **entries);
         if (!*entries) {
             free(b);

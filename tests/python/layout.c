@@ -13,7 +13,8 @@ int main(void)
 {
     Z(fp4s_capture_opts);
     F(fp4s_capture_opts, gzip); F(fp4s_capture_opts, shuffle); F(fp4s_capture_opts, chunk_rows);
-    F(fp4s_capture_opts, producer); F(fp4s_capture_opts, overwrite); F(fp4s_capture_opts, reserved);
+    F(fp4s_capture_opts, producer); F(fp4s_capture_opts, overwrite); F(fp4s_capture_opts, checksum);
+    F(fp4s_capture_opts, reserved);
     Z(fp4s_capture_entry);
     F(fp4s_capture_entry, step); F(fp4s_capture_entry, site); F(fp4s_capture_entry, side);
     F(fp4s_capture_entry, path); F(fp4s_capture_entry, rows); F(fp4s_capture_entry, cols);
