@@ -9,7 +9,8 @@
  * segment; a NaN block (the non-finite policy; for MXFP4 also the rule's own
  * NaN scale) stops there; then zero_blocks (the segment's amax is 0) or
  * scale_underflow (MXFP4: the rule clamped k at code 0; NVFP4: a zero or
- * subnormal E4M3 scale byte); per element the code (cu_elem: the kernels'
+ * subnormal E4M3 scale byte), scale_clamped (NVFP4: the unrounded block
+ * scale past 464); per element the code (cu_elem: the kernels'
  * own arithmetic), saturated (|x * f| or |x / f| > 6, ggml: |x| > 6 s),
  * neg_zero (code 8), and the error sums of quant_sums.h: element j in lane
  * j mod 8, each lane in element order, the lanes in the fixed tree, that
@@ -29,7 +30,7 @@ namespace {
 
 constexpr int QT = 256;
 
-enum { Q_ELEM, Q_BLK, Q_SAT, Q_ZB, Q_NF, Q_NAN, Q_INF, Q_NFB, Q_NZ, Q_UF, Q_N };
+enum { Q_ELEM, Q_BLK, Q_SAT, Q_ZB, Q_NF, Q_NAN, Q_INF, Q_NFB, Q_NZ, Q_UF, Q_CL, Q_N };
 
 struct qsum2 { /* fp4s_qstats.sums: the exact sums of e^2 and x^2 */
     xsum e2, x2;
@@ -80,6 +81,7 @@ __host__ __device__ inline void unit(const fp4s_cu_params &p, const float *x, si
             }
             if (blk.scale == 0xFF) continue; /* the rule's own NaN scale: a NaN block */
         } else {
+            c[Q_CL] += blk.clamped;
             if (zero) c[Q_ZB]++;
             else c[Q_UF] += (blk.scale & 0x78) == 0;
         }
@@ -168,6 +170,7 @@ void merge_into(fp4s_qstats *st, const unsigned long long *g, const unsigned *sp
     st->nonfinite_blocks += g[Q_NFB];
     st->neg_zero += g[Q_NZ];
     st->scale_underflow += g[Q_UF];
+    st->scale_clamped += g[Q_CL];
     qsum2 add, acc;
     memset(&add, 0, sizeof add);
     for (int i = 0; i < XS_LIMBS; i++) {

@@ -224,6 +224,7 @@ struct fp4s_cu_blk {
     uint8_t scale;
     uint8_t mode;
     uint8_t nan;
+    uint8_t clamped; /* NVFP4: the unrounded block scale exceeds 464 (fp4s_qstats.scale_clamped) */
     float f;
 };
 
@@ -252,6 +253,7 @@ FP4S_HD fp4s_cu_blk cu_block(const fp4s_cu_params &p, fp4s_cu_amax am)
     fp4s_cu_blk b;
     b.mode = 0;
     b.nan = 0;
+    b.clamped = 0;
     b.f = 0.0f;
     const bool nanb = (p.nonfinite == 1 && (am.nan || am.inf)) || (p.nonfinite == 0 && am.nan);
     if (nanb) {
@@ -278,6 +280,7 @@ FP4S_HD fp4s_cu_blk cu_block(const fp4s_cu_params &p, fp4s_cu_amax am)
         float mult = cu_mul(p.s_enc, 1.0f / 6.0f);
         float sbf = cu_mul(amax, mult);
         if (sbf > flt_max) sbf = flt_max;
+        b.clamped = sbf > 464.0f;
         b.scale = cu_e4m3(sbf);
         float enc = cu_rcp(cu_mul(fp4s_nc_e4m3_value(b.scale), p.s_dec));
         if (enc > flt_max) enc = flt_max;
@@ -289,6 +292,7 @@ FP4S_HD fp4s_cu_blk cu_block(const fp4s_cu_params &p, fp4s_cu_amax am)
          * x * ((1/pts) / s_b); 5 and 6 (PyTorch on CUDA) amax_b * fl(1/6) */
         const bool cuda = p.recipe == 5 || p.recipe == 6;
         float sc = cu_div(cuda ? cu_mul(amax, 1.0f / 6.0f) : cu_div(amax, 6.0f), p.s_dec);
+        b.clamped = sc > 464.0f;
         if (sc < 0.015625f) sc = 0.015625f;
         if (sc > 448.0f) sc = 448.0f;
         b.scale = cu_e4m3(sc);
@@ -300,11 +304,13 @@ FP4S_HD fp4s_cu_blk cu_block(const fp4s_cu_params &p, fp4s_cu_amax am)
         float pbs = cu_div(amax, cu_mul(6.0f, p.s_dec));
         if (pbs == 0.0f) pbs = 1.0f;
         if (pbs < 0.001953125f) pbs = 0.001953125f;
+        b.clamped = pbs > 464.0f;
         b.scale = !(pbs < 480.0f) ? (uint8_t)0x7F : cu_e4m3(pbs);
         b.f = cu_mul(fp4s_nc_e4m3_value(b.scale), p.s_dec);
         break;
     }
     default: /* ggml */
+        b.clamped = cu_div(amax, 6.0f) > 464.0f;
         b.scale = fp4s_nc_ue4m3_ggml_encode(cu_div(amax, 6.0f));
         b.f = fp4s_nc_ue4m3_ggml_value(b.scale);
         break;

@@ -31,7 +31,7 @@ bool fp4s_cu_supports_why(const fp4s_spec *s, const char **why)
         if (s->block != 16) { *why = "NVFP4 block other than 16"; return false; }
         if (!rt) { *why = "unknown NVFP4 recipe"; return false; }
         if (!(rt->kernels & FP4S_KERNEL_CUDA)) { *why = "recipe without a CUDA kernel"; return false; }
-        /* until the kernels take one tensor scale per row and count scale_clamped */
+        /* until the kernels take one tensor scale per row (and a static input scale) */
         if (s->nv_scope != FP4S_SCOPE_TENSOR) { *why = "row-scaled NVFP4 runs on the CPU"; return false; }
         if (s->nv_input_scale > 0.0f) { *why = "a static input scale runs on the CPU"; return false; }
         return true;
