@@ -368,6 +368,21 @@ static void child_main(pid_t parent, int pfd[2], unsigned secs, unsigned mib, ch
     signal(SIGABRT, SIG_DFL);
     signal(SIGFPE, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
+    /* The tool's handlers for the asynchronous signals were inherited: run
+     * here they would remove the parent's unfinished outputs and scratch
+     * files, and a handler that defers the signal (a commit under way in
+     * another thread of the parent) would leave the child alive until its
+     * wall-clock limit, its file then called damaged. A signal sent to the
+     * child ends it (the parent walks again); one the user set to be ignored
+     * (nohup) stays ignored. The mask is the forking thread's: cleared. */
+    static const int async_sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+    for (size_t i = 0; i < sizeof async_sigs / sizeof *async_sigs; i++) {
+        struct sigaction old;
+        if (sigaction(async_sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) signal(async_sigs[i], SIG_DFL);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
     /* nothing a dying library prints (glibc's "munmap_chunk(): invalid
      * pointer", an HDF5 error stack) reaches the user: the verdict says it */
     int dn = open("/dev/null", O_WRONLY | O_CLOEXEC);
