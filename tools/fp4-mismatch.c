@@ -5,6 +5,7 @@
 
 #include <fp4scope/mismatch.h>
 
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -317,14 +318,101 @@ static size_t common_steps(const fp4s_mm_result *res, size_t **idx_out)
     return k;
 }
 
-static json_t *comparison_json(const cfg *c, const fp4s_mm_result *res, const run_extra *ex)
+/* ---- JSON, streamed -----------------------------------------------------------------------
+ * The report is written as it is made, one step at a time, so that memory
+ * does not grow with the report (a long run's JSON is gigabytes): each piece
+ * is a small jansson value dumped with cli_json_write's flags and indented to
+ * its depth, the containers around them written here the way jansson writes
+ * them, so that the bytes are those of dumping the whole tree at once. As in
+ * jansson, a NULL value (a string that is not UTF-8) or a key that is not
+ * UTF-8 leaves the member out. */
+#define JW_FLAGS (JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17) | JSON_ENCODE_ANY)
+#define JW_MAXDEPTH 16
+
+typedef struct jw {
+    FILE *f;
+    int depth;
+    bool first[JW_MAXDEPTH];
+} jw;
+
+static void jw_indent(jw *w, int depth)
+{
+    static const char sp[2 * JW_MAXDEPTH] = "                                ";
+    fwrite(sp, 1, 2 * (size_t)depth, w->f);
+}
+
+/* The separator and key of a new member of the open container; false when
+ * the key is not UTF-8 (the member is left out). */
+static bool jw_member(jw *w, const char *key)
+{
+    char *k = NULL;
+    if (key) {
+        json_t *ks = json_string(key);
+        if (!ks) return false;
+        k = json_dumps(ks, JW_FLAGS);
+        json_decref(ks);
+        if (!k) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    }
+    if (w->depth > 0) {
+        fputs(w->first[w->depth] ? "\n" : ",\n", w->f);
+        jw_indent(w, w->depth);
+        w->first[w->depth] = false;
+    }
+    if (k) {
+        fputs(k, w->f);
+        fputs(": ", w->f);
+        free(k);
+    }
+    return true;
+}
+
+static void jw_open(jw *w, const char *key, char c)
+{
+    if (!jw_member(w, key)) cli_die(FP4S_EXIT_INTERNAL, "JSON: bad key");
+    if (w->depth + 1 >= JW_MAXDEPTH) cli_die(FP4S_EXIT_INTERNAL, "JSON: too deep");
+    fputc(c, w->f);
+    w->first[++w->depth] = true;
+}
+
+static void jw_close(jw *w, char c)
+{
+    if (!w->first[w->depth]) {
+        fputc('\n', w->f);
+        jw_indent(w, w->depth - 1);
+    }
+    w->depth--;
+    fputc(c, w->f);
+}
+
+/* A member (key NULL in an array) of value v, which is consumed. */
+static void jw_put(jw *w, const char *key, json_t *v)
+{
+    if (!v) return;
+    if (!jw_member(w, key)) {
+        json_decref(v);
+        return;
+    }
+    char *t = json_dumps(v, JW_FLAGS);
+    json_decref(v);
+    if (!t) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    for (const char *p = t;;) { /* a raw newline is never inside a dumped string */
+        const char *nl = strchr(p, '\n');
+        fwrite(p, 1, nl ? (size_t)(nl + 1 - p) : strlen(p), w->f);
+        if (!nl) break;
+        jw_indent(w, w->depth);
+        p = nl + 1;
+    }
+    free(t);
+}
+
+static void comparison_json(jw *w, const cfg *c, const fp4s_mm_result *res, const run_extra *ex)
 {
     size_t *idx;
     size_t k = common_steps(res, &idx);
-    json_t *o = json_object();
-    json_object_set_new(o, "metric", json_string(c->metric));
-    json_object_set_new(o, "reference", json_string(res->runs[0].name));
-    json_object_set_new(o, "common_steps", json_integer((json_int_t)k));
+    jw_open(w, "comparison", '{');
+    jw_put(w, "metric", json_string(c->metric));
+    jw_put(w, "reference", json_string(res->runs[0].name));
+    jw_put(w, "common_steps", json_integer((json_int_t)k));
     json_t *ratios = json_object();
     for (size_t r = 1; r < res->nruns; r++) {
         double sl = 0;
@@ -339,8 +427,8 @@ static json_t *comparison_json(const cfg *c, const fp4s_mm_result *res, const ru
         }
         json_object_set_new(ratios, res->runs[r].name, m ? cli_json_real(exp(sl / (double)m)) : json_null());
     }
-    json_object_set_new(o, "geomean_ratio", ratios);
-    json_t *arr = json_array();
+    jw_put(w, "geomean_ratio", ratios);
+    jw_open(w, "steps", '[');
     for (size_t i = 0; i < k; i += c->every) {
         json_t *e = json_object();
         json_object_set_new(e, "step", json_integer(res->runs[0].steps[idx[i * res->nruns]].step));
@@ -348,20 +436,21 @@ static json_t *comparison_json(const cfg *c, const fp4s_mm_result *res, const ru
         for (size_t r = 0; r < res->nruns; r++)
             json_object_set_new(vals, res->runs[r].name, cli_json_real(ex[r].vals[idx[i * res->nruns + r]]));
         json_object_set_new(e, "values", vals);
-        json_array_append_new(arr, e);
+        jw_put(w, NULL, e);
     }
-    json_object_set_new(o, "steps", arr);
+    jw_close(w, ']');
+    jw_close(w, '}');
     free(idx);
-    return o;
 }
 
-static json_t *result_json(const cfg *c, const fp4s_mm_result *res, run_extra *ex)
+static void result_json(FILE *f, const cfg *c, const fp4s_mm_result *res, run_extra *ex)
 {
-    json_t *root = json_object();
-    json_object_set_new(root, "tool", json_string("fp4-mismatch"));
-    json_object_set_new(root, "version", json_string(fp4s_version()));
-    json_object_set_new(root, "metric", json_string(c->metric));
-    json_object_set_new(root, "names", json_string(fp4s_mm_names_name(c->names)));
+    jw w = {f, 0, {false}};
+    jw_open(&w, NULL, '{');
+    jw_put(&w, "tool", json_string("fp4-mismatch"));
+    jw_put(&w, "version", json_string(fp4s_version()));
+    jw_put(&w, "metric", json_string(c->metric));
+    jw_put(&w, "names", json_string(fp4s_mm_names_name(c->names)));
     json_t *opt = json_object();
     json_object_set_new(opt, "is_cap", json_real(c->mo.is_cap));
     json_object_set_new(opt, "clamp", json_real(c->mo.clamp));
@@ -369,15 +458,15 @@ static json_t *result_json(const cfg *c, const fp4s_mm_result *res, run_extra *e
     json_object_set_new(opt, "allow_positive", json_boolean(c->mo.allow_positive));
     json_object_set_new(opt, "skip_empty", json_boolean(c->mo.skip_empty));
     json_object_set_new(opt, "every", json_integer((json_int_t)c->every));
-    json_object_set_new(root, "options", opt);
-    json_t *runs = json_array();
+    jw_put(&w, "options", opt);
+    jw_open(&w, "runs", '[');
     for (size_t r = 0; r < res->nruns; r++) {
         const fp4s_mm_run *run = &res->runs[r];
-        json_t *jr = json_object();
-        json_object_set_new(jr, "name", json_string(run->name));
-        json_object_set_new(jr, "source", json_string(run->source));
-        json_object_set_new(jr, "synthetic", json_boolean(cli_source_synthetic(run->source)));
-        json_t *steps = json_array();
+        jw_open(&w, NULL, '{');
+        jw_put(&w, "name", json_string(run->name));
+        jw_put(&w, "source", json_string(run->source));
+        jw_put(&w, "synthetic", json_boolean(cli_source_synthetic(run->source)));
+        jw_open(&w, "steps", '[');
         for (size_t i = 0; i < run->nsteps; i += c->every) {
             json_t *m = metrics_json(&run->steps[i], NULL, NULL);
             if (run->nscalars) json_object_set_new(m, "scalars", scalars_json(run, i));
@@ -385,9 +474,9 @@ static json_t *result_json(const cfg *c, const fp4s_mm_result *res, run_extra *e
                 json_object_set_new(m, "first", metrics_json(&run->first[i], NULL, NULL));
                 json_object_set_new(m, "rest", metrics_json(&run->rest[i], NULL, NULL));
             }
-            json_array_append_new(steps, m);
+            jw_put(&w, NULL, m);
         }
-        json_object_set_new(jr, "steps", steps);
+        jw_close(&w, ']');
         json_t *sm = json_object();
         double mn, mx;
         series_minmax(ex[r].vals, run->nsteps, &mn, &mx);
@@ -404,16 +493,17 @@ static json_t *result_json(const cfg *c, const fp4s_mm_result *res, run_extra *e
         json_object_set_new(sm, "min", cli_json_real(mn));
         json_object_set_new(sm, "max", cli_json_real(mx));
         json_object_set_new(sm, "median", cli_json_real(series_median(ex[r].vals, run->nsteps)));
-        json_object_set_new(jr, "summary", sm);
-        json_object_set_new(jr, "onset", onset_json(c, &ex[r]));
-        json_object_set_new(jr, "trend", trend_json(c, &ex[r]));
-        json_object_set_new(jr, "changepoint", changepoint_json(c, &ex[r]));
-        if (c->gate) json_object_set_new(jr, "gate", gate_json(c, &ex[r]));
-        json_array_append_new(runs, jr);
+        jw_put(&w, "summary", sm);
+        jw_put(&w, "onset", onset_json(c, &ex[r]));
+        jw_put(&w, "trend", trend_json(c, &ex[r]));
+        jw_put(&w, "changepoint", changepoint_json(c, &ex[r]));
+        if (c->gate) jw_put(&w, "gate", gate_json(c, &ex[r]));
+        jw_close(&w, '}');
     }
-    json_object_set_new(root, "runs", runs);
-    if (res->nruns > 1) json_object_set_new(root, "comparison", comparison_json(c, res, ex));
-    return root;
+    jw_close(&w, ']');
+    if (res->nruns > 1) comparison_json(&w, c, res, ex);
+    jw_close(&w, '}');
+    fputc('\n', f);
 }
 
 /* ---- CSV --------------------------------------------------------------------------------------- */
@@ -756,6 +846,55 @@ static void write_tables(FILE *f, const cfg *c, const fp4s_mm_result *res, const
     }
 }
 
+/* ---- the output: standard output, or a file written to its temporary as
+ * the report is made and put in place at the end (all or nothing) -------------- */
+typedef struct ostream {
+    FILE *f;
+    fp4s_outfile *o;
+    const char *path;
+} ostream;
+
+/* 0, or the exit status after the message. */
+static int os_open(ostream *s, const char *path)
+{
+    memset(s, 0, sizeof *s);
+    s->path = path;
+    if (strcmp(path, "-") == 0) {
+        cli_progress_end();
+        s->f = stdout;
+        return 0;
+    }
+    int rc = fp4s_outfile_begin(path, &s->o);
+    if (rc) return cli_report(rc);
+    s->f = fopen(fp4s_outfile_tmppath(s->o), "wb");
+    if (!s->f) {
+        int e = errno;
+        fp4s_outfile_abort(&s->o);
+        return cli_report(fp4s_error_set(FP4S_EWRITE, "%s: cannot write: %s", path, strerror(e)));
+    }
+    return 0;
+}
+
+/* Finish and commit the output: the exit status (0 ok). */
+static int os_close(ostream *s)
+{
+    if (!s->o) {
+        int st = cli_stdout_flush();
+        return st ? st : cli_commit();
+    }
+    int bad = ferror(s->f), e = errno;
+    if (fclose(s->f) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    if (bad) {
+        fp4s_outfile_abort(&s->o);
+        return cli_report(fp4s_error_set(FP4S_EWRITE, "%s: write failed: %s", s->path, strerror(e ? e : EIO)));
+    }
+    int rc = fp4s_outfile_commit(&s->o);
+    return rc ? cli_report(rc) : cli_commit();
+}
+
 int main(int argc, char **argv)
 {
     cli_init("fp4-mismatch");
@@ -914,25 +1053,13 @@ int main(int argc, char **argv)
         any_onset |= ex[r].onset.found;
         for (size_t g = 0; g < ex[r].ngate; g++) any_gate |= ex[r].gate[g].crossed;
     }
-    int status = 0;
-    if (c.json) {
-        json_t *j = result_json(&c, &res, ex);
-        int rc = cli_json_write(output, j);
-        json_decref(j);
-        if (rc) status = cli_report(rc);
-        else status = cli_commit();
-    } else {
-        char *buf = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&buf, &len);
-        if (!f) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-        if (c.csv) write_csv(f, &c, &res);
-        else write_tables(f, &c, &res, ex);
-        if (fclose(f) != 0) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
-        int rc = cli_write_text(output, buf, len);
-        free(buf);
-        if (rc) status = cli_report(rc);
-        else status = cli_commit();
+    ostream os;
+    int status = os_open(&os, output);
+    if (!status) {
+        if (c.json) result_json(os.f, &c, &res, ex);
+        else if (c.csv) write_csv(os.f, &c, &res);
+        else write_tables(os.f, &c, &res, ex);
+        status = os_close(&os);
     }
     for (size_t r = 0; r < res.nruns; r++) {
         free(ex[r].vals);

@@ -106,15 +106,24 @@ static int seq_grow(fp4s_mm_acc *a)
 {
     size_t ncap = a->seq_cap ? a->seq_cap * 2 : 1024;
     mm_seq *nt = calloc(ncap, sizeof *nt);
-    if (!nt) return fp4s_error_set(FP4S_ENOMEM, "mismatch: out of memory for %zu sequences", ncap / 2);
+    uint32_t *nu = malloc(ncap / 2 * sizeof *nu);
+    if (!nt || !nu) {
+        free(nt);
+        free(nu);
+        return fp4s_error_set(FP4S_ENOMEM, "mismatch: out of memory for %zu sequences", ncap / 2);
+    }
+    size_t k = 0;
     for (size_t i = 0; i < a->seq_cap; i++) {
         if (!a->seqs[i].used) continue;
         size_t h = hash64(a->seqs[i].id) & (ncap - 1);
         while (nt[h].used) h = (h + 1) & (ncap - 1);
         nt[h] = a->seqs[i];
+        nu[k++] = (uint32_t)h;
     }
     free(a->seqs);
+    free(a->used);
     a->seqs = nt;
+    a->used = nu;
     a->seq_cap = ncap;
     a->last_slot = SIZE_MAX;
     return 0;
@@ -131,17 +140,37 @@ static size_t seq_slot(fp4s_mm_acc *a, int64_t id)
         memset(&a->seqs[h], 0, sizeof a->seqs[h]);
         a->seqs[h].used = 1;
         a->seqs[h].id = id;
-        a->seq_used++;
+        a->used[a->seq_used++] = (uint32_t)h;
     }
     a->last_id = id;
     a->last_slot = h;
     return h;
 }
 
+/* A table this sparse is walked through its list of used slots (sorted, so
+ * that the slots come in the order of a walk over the whole table: the sums
+ * over sequences add in the same order either way). */
+static int seq_sparse(const fp4s_mm_acc *a) { return a->seq_used * 16 < a->seq_cap; }
+
+static int cmp_u32(const void *x, const void *y)
+{
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* The number of slots to visit in slot order, and the i-th of them. */
+static size_t seq_walk_begin(fp4s_mm_acc *a)
+{
+    if (!seq_sparse(a)) return a->seq_cap;
+    qsort(a->used, a->seq_used, sizeof *a->used, cmp_u32);
+    return a->seq_used;
+}
+static size_t seq_walk_slot(const fp4s_mm_acc *a, size_t i) { return seq_sparse(a) ? a->used[i] : i; }
+
 static int abs_reserve(fp4s_mm_acc *a, size_t extra)
 {
     if (a->nabs + extra <= a->abs_cap) return 0;
-    size_t ncap = a->abs_cap ? a->abs_cap : 4096;
+    size_t ncap = a->abs_cap ? a->abs_cap : 512;
     while (ncap < a->nabs + extra) ncap *= 2;
     double *nv = realloc(a->absv, ncap * sizeof *nv);
     if (!nv) return fp4s_error_set(FP4S_ENOMEM, "mismatch: out of memory for %zu tokens of one step", ncap);
@@ -165,11 +194,6 @@ int fp4s_mm_acc_open(const fp4s_mm_opts *o, fp4s_mm_acc **out)
         return fp4s_error_set(FP4S_EINVAL, "mismatch: clamp must be a finite number > 0, got %g", o->clamp);
     fp4s_mm_acc *a = calloc(1, sizeof *a);
     if (!a) return fp4s_error_set(FP4S_ENOMEM, "mismatch: out of memory");
-    a->hist = calloc(2 * 65536, sizeof *a->hist);
-    if (!a->hist) {
-        free(a);
-        return fp4s_error_set(FP4S_ENOMEM, "mismatch: out of memory");
-    }
     a->o = *o;
     mm_kernels_init(&a->k);
     fp4s_mm_acc_reset(a);
@@ -181,6 +205,7 @@ void fp4s_mm_acc_close(fp4s_mm_acc **a)
 {
     if (!a || !*a) return;
     free((*a)->seqs);
+    free((*a)->used);
     free((*a)->absv);
     free((*a)->hist);
     free(*a);
@@ -191,11 +216,34 @@ void fp4s_mm_acc_reset(fp4s_mm_acc *a)
 {
     memset(&a->s, 0, sizeof a->s);
     for (int k = 0; k < MM_NT; k++) a->s.t[k] = op_init((mm_op)token_op[k]);
-    if (a->seqs && a->seq_used) memset(a->seqs, 0, a->seq_cap * sizeof *a->seqs);
+    if (a->seqs && a->seq_used) {
+        if (seq_sparse(a))
+            for (size_t i = 0; i < a->seq_used; i++) memset(&a->seqs[a->used[i]], 0, sizeof *a->seqs);
+        else
+            memset(a->seqs, 0, a->seq_cap * sizeof *a->seqs);
+    }
     a->seq_used = 0;
     a->last_slot = SIZE_MAX;
-    if (a->nabs) memset(a->hist, 0, 2 * 65536 * sizeof *a->hist);
+    if (a->hist_on) memset(a->hist, 0, 2 * 65536 * sizeof *a->hist);
+    a->hist_on = 0;
     a->nabs = 0;
+}
+
+/* Count |rho| values into the histogram (both tables alike: only their sum is read). */
+static void hist_count(uint32_t *h, const double *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) h[dkey(v[i]) >> 48]++;
+}
+
+/* From the step's MM_HIST_MIN-th token on: the histogram of every |rho| so
+ * far, then kept up to date. Without memory the percentiles count it
+ * themselves (the same counts). */
+static void hist_start(fp4s_mm_acc *a)
+{
+    if (a->hist_on || a->nabs < MM_HIST_MIN) return;
+    if (!a->hist && !(a->hist = calloc(2 * 65536, sizeof *a->hist))) return;
+    hist_count(a->hist, a->absv, a->nabs);
+    a->hist_on = 1;
 }
 
 void mm_kernels_init(mm_kernels *k)
@@ -347,7 +395,7 @@ int fp4s_mm_acc_add(fp4s_mm_acc *a, size_t n, const double *trainer, const doubl
         }
         /* |rho| histogram for the percentiles: two tables (even / odd tokens)
          * so that repeated bins do not serialize on one counter */
-        {
+        if (a->hist_on) {
             uint32_t *h0 = a->hist, *h1 = a->hist + 65536;
             size_t q = 0;
             for (; q + 1 < k; q += 2) {
@@ -357,6 +405,7 @@ int fp4s_mm_acc_add(fp4s_mm_acc *a, size_t n, const double *trainer, const doubl
             if (q < k) h0[dkey(absv[q]) >> 48]++;
         }
         a->nabs += k;
+        hist_start(a);
         rc = add_sequences(a, trainer, rollout, ps, k, b0, direct ? NULL : ci, first_out);
         if (rc) {
             a->s = s;
@@ -392,11 +441,16 @@ int fp4s_mm_acc_merge(fp4s_mm_acc *dst, const fp4s_mm_acc *src)
     if (rc) return rc;
     if (src->nabs) {
         memcpy(dst->absv + dst->nabs, src->absv, src->nabs * sizeof *src->absv);
-        for (size_t q = 0; q < 2 * 65536; q++) dst->hist[q] += src->hist[q];
+        if (dst->hist_on && src->hist_on)
+            for (size_t q = 0; q < 2 * 65536; q++) dst->hist[q] += src->hist[q];
+        else if (dst->hist_on)
+            hist_count(dst->hist, src->absv, src->nabs);
     }
     dst->nabs += src->nabs;
-    for (size_t i = 0; i < src->seq_cap; i++) {
-        const mm_seq *q = &src->seqs[i];
+    hist_start(dst);
+    fp4s_mm_acc *sw = (fp4s_mm_acc *)src; /* the walk sorts src's list of used slots, nothing else */
+    for (size_t w = 0, nw = seq_walk_begin(sw); w < nw; w++) {
+        const mm_seq *q = &src->seqs[seq_walk_slot(src, w)];
         if (!q->used) continue;
         size_t slot = seq_slot(dst, q->id);
         if (slot == SIZE_MAX) return fp4s_error_set(FP4S_ENOMEM, "mismatch: out of memory for the sequence table");
@@ -467,8 +521,8 @@ int fp4s_mm_acc_finish(fp4s_mm_acc *a, fp4s_mm_metrics *out)
     /* sequences */
     double ns = 0, R[MM_NR];
     for (int k = 0; k < MM_NR; k++) R[k] = op_init((mm_op)seq_op[k]);
-    for (size_t i = 0; i < a->seq_cap; i++) {
-        const mm_seq *sq = &a->seqs[i];
+    for (size_t w = 0, nw = seq_walk_begin(a); w < nw; w++) {
+        const mm_seq *sq = &a->seqs[seq_walk_slot(a, w)];
         if (!sq->used || sq->n == 0) continue;
         const double *q = sq->q, qn = (double)sq->n;
         const double rc = q[Q_RHO] > B ? B : (q[Q_RHO] < -B ? -B : q[Q_RHO]);
@@ -491,7 +545,7 @@ int fp4s_mm_acc_finish(fp4s_mm_acc *a, fp4s_mm_metrics *out)
 
     double fr[NPCT], pv[NPCT];
     for (size_t k = 0; k < NPCT; k++) fr[k] = pct_levels[k] / 100.0;
-    percentiles_hist(a->absv, a->nabs, a->nabs <= 0xffffffffu ? a->hist : NULL, fr, NPCT, pv);
+    percentiles_hist(a->absv, a->nabs, a->hist_on && a->nabs <= 0xffffffffu ? a->hist : NULL, fr, NPCT, pv);
     for (size_t k = 0; k < NPCT; k++) v[pct_ids[k]] = pv[k];
     return 0;
 }

@@ -13,9 +13,10 @@ typedef struct run_state {
     fp4s_mm_acc *acc, *first, *rest;
     int has_cur;
     int64_t cur;
+    mm_i64map seen;          /* the steps finished so far */
     /* per-worker partials of the current step (parallel token pass), merged
      * into acc when the step ends */
-    fp4s_mm_acc *scratch[FP4S_MAX_THREADS];
+    fp4s_mm_acc **scratch;   /* FP4S_MAX_THREADS slots, allocated on first use */
     int nscratch, scratch_used;
 } run_state;
 
@@ -23,7 +24,7 @@ typedef struct driver {
     const fp4s_mm_opts *o;
     mm_reader *r;
     run_state *rs;
-    size_t nrs;
+    size_t nrs, rs_cap;
     /* gather buffers for the by-position split */
     double *glt, *glr;
     int64_t *gseq;
@@ -58,9 +59,14 @@ static int par_add(void *arg, size_t begin, size_t end, int w)
 static int add_parallel(driver *d, run_state *s, const mm_batch *b, size_t i0, size_t n, const uint8_t *mask,
                         int *rc_out)
 {
+    if (n < 2 * MM_PAR_GRAIN) return 1; /* first: fp4s_get_threads may ask the system (a file read) */
     int nt = fp4s_get_threads();
     if (nt > FP4S_MAX_THREADS) nt = FP4S_MAX_THREADS;
-    if (nt < 2 || n < 2 * MM_PAR_GRAIN) return 1;
+    if (nt < 2) return 1;
+    if (!s->scratch && !(s->scratch = calloc(FP4S_MAX_THREADS, sizeof *s->scratch))) {
+        *rc_out = fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", mm_reader_path(d->r));
+        return 0;
+    }
     while (s->nscratch < nt) {
         int rc = fp4s_mm_acc_open(d->o, &s->scratch[s->nscratch]);
         if (rc) {
@@ -112,9 +118,11 @@ void fp4s_mm_run_free(fp4s_mm_run *r)
 static void state_free(run_state *s)
 {
     for (int w = 0; w < s->nscratch; w++) fp4s_mm_acc_close(&s->scratch[w]);
+    free(s->scratch);
     fp4s_mm_acc_close(&s->acc);
     fp4s_mm_acc_close(&s->first);
     fp4s_mm_acc_close(&s->rest);
+    mm_i64map_free(&s->seen);
 }
 
 static char *run_name(const char *path, const char *name, const char *col)
@@ -135,9 +143,13 @@ static char *run_name(const char *path, const char *name, const char *col)
 static int get_state(driver *d, uint32_t idx, const char *path, const char *name, run_state **out)
 {
     while (d->nrs <= idx) {
-        run_state *n = realloc(d->rs, (d->nrs + 1) * sizeof *n);
-        if (!n) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
-        d->rs = n;
+        if (d->nrs == d->rs_cap) {
+            size_t nc = d->rs_cap ? 2 * d->rs_cap : 4;
+            run_state *n = realloc(d->rs, nc * sizeof *n);
+            if (!n) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", path);
+            d->rs = n;
+            d->rs_cap = nc;
+        }
         run_state *s = &d->rs[d->nrs];
         memset(s, 0, sizeof *s);
         d->nrs++;
@@ -172,6 +184,7 @@ static int push_step(run_state *s, const fp4s_mm_metrics *m, const fp4s_mm_metri
         }
         s->cap = nc;
     }
+    if (mm_i64map_put(&s->seen, m->step, s->run.nsteps)) return fp4s_error_set(FP4S_ENOMEM, "out of memory");
     s->run.steps[s->run.nsteps] = *m;
     if (bypos) {
         s->run.first[s->run.nsteps] = *f;
@@ -221,12 +234,8 @@ static int finish_step(driver *d, run_state *s)
     return push_step(s, &m, &f, &r, d->o->by_position);
 }
 
-static int seen_step(const run_state *s, int64_t step)
-{
-    for (size_t i = s->run.nsteps; i-- > 0;)
-        if (s->run.steps[i].step == step) return 1;
-    return 0;
-}
+/* Is the step one of the run's finished steps? */
+static int seen_step(const run_state *s, int64_t step) { return mm_i64map_get(&s->seen, step) >= 0; }
 
 /* Tokens [i0, i1) of b belong to one run and one step. */
 static int add_segment(driver *d, run_state *s, const mm_batch *b, size_t i0, size_t i1)

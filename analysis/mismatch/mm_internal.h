@@ -101,11 +101,17 @@ struct fp4s_mm_acc {
     mm_seq *seqs;
     size_t seq_cap, seq_used, last_slot;
     int64_t last_id;
+    uint32_t *used;      /* the slots of seqs in use (any order): a step of few sequences is
+                          * reset and finished in O(its sequences), not O(seq_cap) */
     double *absv;
     size_t nabs, abs_cap;
     uint32_t *hist;      /* 2 x 65536 counts of the top 16 key bits of |rho| (even, odd tokens), summed
-                          * for the radix pass of the percentiles */
+                          * for the radix pass of the percentiles; allocated and kept from the
+                          * step's MM_HIST_MIN-th token on (hist_on), the size where the radix pass
+                          * starts: a step of few tokens never touches 512 KiB */
+    int hist_on;
 };
+#define MM_HIST_MIN 8192
 
 /* ---- trace readers: batches of tokens in columns ---------------------------------- */
 typedef struct mm_batch {
@@ -160,6 +166,36 @@ void mm_batch_free(mm_batch *b);
 int mm_parse_f64(const char *s, double *v);
 long mm_split_fields(char *line, char delim, char **fields, size_t max);
 size_t mm_bom_len(const char *line, size_t len);
+
+/* mm_map.c: names -> indices (the key bytes are the caller's and must stay
+ * in place) and int64 -> indices; get: the value or -1; put: 0, or -1 out of
+ * memory (a key put twice: the new value for int64 keys; names are put once). */
+typedef struct mm_strmap_entry {
+    const char *key;
+    size_t len;
+    uint64_t hash;
+    size_t value;
+} mm_strmap_entry;
+typedef struct mm_strmap {
+    mm_strmap_entry *e;
+    size_t cap, n;
+} mm_strmap;
+long mm_strmap_get(const mm_strmap *m, const char *key, size_t len);
+int mm_strmap_put(mm_strmap *m, const char *key, size_t len, size_t value);
+void mm_strmap_free(mm_strmap *m);
+typedef struct mm_i64map {
+    int64_t *key;
+    size_t *value;
+    uint8_t *used;
+    size_t cap, n;
+} mm_i64map;
+long mm_i64map_get(const mm_i64map *m, int64_t key);
+int mm_i64map_put(mm_i64map *m, int64_t key, size_t value);
+void mm_i64map_free(mm_i64map *m);
+/* Key comparisons of the readers' lookups (steps seen, rows, columns, runs)
+ * since the process began: the unit test's measure that reading a trace or a
+ * log is linear in its steps, runs and columns (fp4s_mm_work_internal). */
+extern uint64_t mm_work;
 
 /* scalars.c: per-step scalar logs and a capture's per-step scalars */
 int mm_scalar_log_sniff(const char *path, const fp4s_trace_opts *t);

@@ -135,15 +135,22 @@ typedef struct srun {
     char *name;
     size_t nsteps, cap;
     int64_t *steps;
-    double *vals;      /* nsteps x ncols of the table, NaN = missing */
+    double *vals;      /* nsteps x stride of the table, NaN = missing */
+    mm_i64map rows;    /* step -> its row */
 } srun;
 
+/* Names, runs and rows are found by hash (every lookup O(1), whatever the
+ * steps, runs and columns of the log); rows are `stride` wide, a power of
+ * two at least ncols, so that a new column widens them only when stride
+ * doubles. */
 typedef struct stable {
     const char *path;
     char **cols;
-    size_t ncols, colcap;
+    size_t ncols, colcap, stride;
+    mm_strmap colmap;
     srun *runs;
-    size_t nruns;
+    size_t nruns, runcap;
+    mm_strmap runmap;
 } stable;
 
 static char *dupn(const char *s, size_t n)
@@ -164,16 +171,19 @@ static void st_free(stable *t)
         free(t->runs[r].name);
         free(t->runs[r].steps);
         free(t->runs[r].vals);
+        mm_i64map_free(&t->runs[r].rows);
     }
     free(t->runs);
+    mm_strmap_free(&t->colmap);
+    mm_strmap_free(&t->runmap);
     memset(t, 0, sizeof *t);
 }
 
 /* Column index of a name (added when new); -1 out of memory. */
 static long st_col(stable *t, const char *name, size_t len)
 {
-    for (size_t i = 0; i < t->ncols; i++)
-        if (strlen(t->cols[i]) == len && memcmp(t->cols[i], name, len) == 0) return (long)i;
+    long k = mm_strmap_get(&t->colmap, name, len);
+    if (k >= 0) return k;
     if (t->ncols == t->colcap) {
         size_t nc = t->colcap ? 2 * t->colcap : 16;
         char **n = realloc(t->cols, nc * sizeof *n);
@@ -181,36 +191,49 @@ static long st_col(stable *t, const char *name, size_t len)
         t->cols = n;
         t->colcap = nc;
     }
-    char *d = dupn(name, len);
-    if (!d) return -1;
-    t->cols[t->ncols] = d;
-    /* widen every run's rows */
-    size_t oc = t->ncols++;
-    for (size_t r = 0; r < t->nruns; r++) {
-        srun *s = &t->runs[r];
-        if (!s->cap) continue;
-        double *nv = malloc(s->cap * t->ncols * sizeof *nv);
-        if (!nv) return -1;
-        for (size_t i = 0; i < s->nsteps; i++) {
-            memcpy(nv + i * t->ncols, s->vals + i * oc, oc * sizeof *nv);
-            nv[i * t->ncols + oc] = NAN;
+    if (t->ncols == t->stride) { /* widen every run's rows */
+        size_t ns = t->stride ? 2 * t->stride : 16;
+        for (size_t r = 0; r < t->nruns; r++) {
+            srun *s = &t->runs[r];
+            if (!s->cap) continue;
+            double *nv = malloc(s->cap * ns * sizeof *nv);
+            if (!nv) return -1;
+            for (size_t i = 0; i < s->nsteps; i++) {
+                memcpy(nv + i * ns, s->vals + i * t->stride, t->stride * sizeof *nv);
+                for (size_t k2 = t->stride; k2 < ns; k2++) nv[i * ns + k2] = NAN;
+            }
+            free(s->vals);
+            s->vals = nv;
         }
-        free(s->vals);
-        s->vals = nv;
+        t->stride = ns;
     }
-    return (long)oc;
+    char *d = dupn(name, len);
+    if (!d || mm_strmap_put(&t->colmap, d, len, t->ncols)) {
+        free(d);
+        return -1;
+    }
+    t->cols[t->ncols] = d;
+    return (long)t->ncols++;
 }
 
 static long st_run(stable *t, const char *name, size_t len)
 {
-    for (size_t i = 0; i < t->nruns; i++)
-        if (strlen(t->runs[i].name) == len && memcmp(t->runs[i].name, name, len) == 0) return (long)i;
-    srun *n = realloc(t->runs, (t->nruns + 1) * sizeof *n);
-    if (!n) return -1;
-    t->runs = n;
-    memset(&n[t->nruns], 0, sizeof *n);
-    n[t->nruns].name = dupn(name, len);
-    if (!n[t->nruns].name) return -1;
+    long k = mm_strmap_get(&t->runmap, name, len);
+    if (k >= 0) return k;
+    if (t->nruns == t->runcap) {
+        size_t nc = t->runcap ? 2 * t->runcap : 4;
+        srun *n = realloc(t->runs, nc * sizeof *n);
+        if (!n) return -1;
+        t->runs = n;
+        t->runcap = nc;
+    }
+    srun *n = &t->runs[t->nruns];
+    memset(n, 0, sizeof *n);
+    n->name = dupn(name, len);
+    if (!n->name || mm_strmap_put(&t->runmap, n->name, len, t->nruns)) {
+        free(n->name);
+        return -1;
+    }
     return (long)t->nruns++;
 }
 
@@ -218,22 +241,24 @@ static long st_run(stable *t, const char *name, size_t len)
  * has one row per log call, several per step). */
 static double *st_row(stable *t, srun *s, int64_t step)
 {
-    if (s->nsteps && s->steps[s->nsteps - 1] == step) return s->vals + (s->nsteps - 1) * t->ncols;
-    for (size_t i = s->nsteps; i-- > 0;)
-        if (s->steps[i] == step) return s->vals + i * t->ncols;
+    if (!t->stride) t->stride = 16;
+    if (s->nsteps && s->steps[s->nsteps - 1] == step) return s->vals + (s->nsteps - 1) * t->stride;
+    long k = mm_i64map_get(&s->rows, step);
+    if (k >= 0) return s->vals + (size_t)k * t->stride;
     if (s->nsteps == s->cap) {
         size_t nc = s->cap ? 2 * s->cap : 64;
         int64_t *ns = realloc(s->steps, nc * sizeof *ns);
         if (!ns) return NULL;
         s->steps = ns;
-        double *nv = realloc(s->vals, nc * (t->ncols ? t->ncols : 1) * sizeof *nv);
+        double *nv = realloc(s->vals, nc * t->stride * sizeof *nv);
         if (!nv) return NULL;
         s->vals = nv;
         s->cap = nc;
     }
+    if (mm_i64map_put(&s->rows, step, s->nsteps)) return NULL;
     s->steps[s->nsteps] = step;
-    double *row = s->vals + s->nsteps * t->ncols;
-    for (size_t k = 0; k < t->ncols; k++) row[k] = NAN;
+    double *row = s->vals + s->nsteps * t->stride;
+    for (size_t k2 = 0; k2 < t->stride; k2++) row[k2] = NAN;
     s->nsteps++;
     return row;
 }
@@ -312,7 +337,7 @@ static int to_runs(stable *t, const char *source, fp4s_mm_result *res)
         o->nsteps = n;
         for (size_t i = 0; i < n; i++) {
             fp4s_mm_metrics *m = &o->steps[i];
-            const double *row = s->vals + idx[i] * t->ncols;
+            const double *row = s->vals + idx[i] * t->stride;
             m->step = s->steps[idx[i]];
             m->nmetrics = (uint32_t)nm;
             for (size_t j = 0; j < FP4S_MM_METRIC_SLOTS; j++) m->v[j] = NAN;
@@ -650,7 +675,7 @@ int mm_scalar_log_read(const char *path, const char *name, const fp4s_trace_opts
     int c = fgetc(f);
     while (c == ' ' || c == '\n' || c == '\r' || c == '\t') c = fgetc(f);
     if (c != EOF) ungetc(c, f);
-    stable tb = {path, NULL, 0, 0, NULL, 0};
+    stable tb = {.path = path};
     int rc;
     if (c == '{') {
 #if FP4S_HAVE_JANSSON
@@ -684,7 +709,7 @@ int mm_capture_scalars(const char *path, const char *name, fp4s_mm_result *res, 
         free(sc);
         return add_run ? fp4s_error_set(FP4S_EEMPTY, "%s: no log-probs and no per-step scalars", path) : 0;
     }
-    stable tb = {path, NULL, 0, 0, NULL, 0};
+    stable tb = {.path = path};
     char *stem = stem_of(path, name);
     long run = stem ? st_run(&tb, stem, strlen(stem)) : -1;
     free(stem);
@@ -718,8 +743,8 @@ int mm_capture_scalars(const char *path, const char *name, fp4s_mm_result *res, 
             while (j < r->nsteps && r->steps[j].step < sc[i].step) j++;
             if (j >= r->nsteps) break;
             if (r->steps[j].step != sc[i].step) continue;
-            for (size_t k = 0; k < r->nscalars; k++)
-                if (strcmp(r->scalar_names[k], sc[i].name) == 0) r->scalars[j * r->nscalars + k] = sc[i].value;
+            long k = mm_strmap_get(&tb.colmap, sc[i].name, strlen(sc[i].name));
+            if (k >= 0) r->scalars[j * r->nscalars + (size_t)k] = sc[i].value;
         }
     }
     st_free(&tb);

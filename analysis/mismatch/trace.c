@@ -272,6 +272,7 @@ void mm_reader_close(mm_reader **rp)
     free(r->rec);
     for (size_t i = 0; i < r->nruns; i++) free(r->runs[i]);
     free(r->runs);
+    mm_strmap_free(&r->run_map);
     free(r->role);
     free(r->buf);
     free(r->path);

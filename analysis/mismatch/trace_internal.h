@@ -30,6 +30,7 @@ struct mm_reader {
     int have[NROLES];
     char **runs;
     size_t nruns, last_run;
+    mm_strmap run_map;  /* runs[i] -> i */
     /* CSV: a record whose quoted field spans lines, joined here */
     char *rec;
     size_t reccap;

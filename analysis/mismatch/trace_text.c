@@ -21,21 +21,27 @@ static int run_index(mm_reader *r, const char *name, size_t len, uint32_t *out)
         *out = (uint32_t)r->last_run;
         return 0;
     }
-    for (size_t i = 0; i < r->nruns; i++)
-        if (strlen(r->runs[i]) == len && memcmp(r->runs[i], name, len) == 0) {
-            r->last_run = i;
-            *out = (uint32_t)i;
-            return 0;
-        }
+    long k = mm_strmap_get(&r->run_map, name, len);
+    if (k >= 0) {
+        r->last_run = (size_t)k;
+        *out = (uint32_t)k;
+        return 0;
+    }
     if (r->nruns >= 100000)
         return fp4s_error_set(FP4S_ERANGE, "%s: more than 100000 distinct runs", r->path);
-    char **nr = realloc(r->runs, (r->nruns + 1) * sizeof *nr);
-    if (!nr) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", r->path);
-    r->runs = nr;
+    if ((r->nruns & (r->nruns - 1)) == 0) { /* 0 or a power of two: full, double */
+        char **nr = realloc(r->runs, (r->nruns ? 2 * r->nruns : 8) * sizeof *nr);
+        if (!nr) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", r->path);
+        r->runs = nr;
+    }
     char *s = malloc(len + 1);
     if (!s) return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", r->path);
     memcpy(s, name, len);
     s[len] = '\0';
+    if (mm_strmap_put(&r->run_map, s, len, r->nruns)) {
+        free(s);
+        return fp4s_error_set(FP4S_ENOMEM, "%s: out of memory", r->path);
+    }
     r->runs[r->nruns] = s;
     r->last_run = r->nruns;
     *out = (uint32_t)r->nruns++;

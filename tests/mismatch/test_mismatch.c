@@ -865,6 +865,91 @@ START_TEST(analyze_parallel_equals_serial)
 }
 END_TEST
 
+
+/* ---- reading is linear: the work of the readers' lookups per step, run and column ----------- */
+uint64_t fp4s_mm_work_internal(void);
+
+/* A trace or log of n steps (rows) written by `gen` into path, then
+ * analyzed; the key comparisons of the lookups it took. */
+typedef void (*gen_fn)(FILE *f, size_t n);
+static uint64_t work_of(gen_fn gen, size_t n, const char *name)
+{
+    const char *path = check_path(name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    gen(f, n);
+    fclose(f);
+    fp4s_mm_result r;
+    uint64_t w0 = fp4s_mm_work_internal();
+    int rc = analyze(path, &r, NULL);
+    ck_assert_msg(rc == 0, "%s: %s", name, fp4s_last_error());
+    uint64_t w = fp4s_mm_work_internal() - w0;
+    fp4s_mm_result_free(&r);
+    return w;
+}
+
+/* one token per step, steps ascending (the old reader scanned every earlier step) */
+static void gen_steps(FILE *f, size_t n)
+{
+    fputs("step,seq,trainer_logprob,rollout_logprob\n", f);
+    for (size_t i = 0; i < n; i++) fprintf(f, "%zu,0,-1,-1.%zu\n", i, i % 7);
+}
+/* n runs interleaved, two steps each */
+static void gen_runs(FILE *f, size_t n)
+{
+    fputs("run,step,seq,trainer_logprob,rollout_logprob\n", f);
+    for (int s = 0; s < 2; s++)
+        for (size_t i = 0; i < n; i++) fprintf(f, "r%zu,%d,0,-1,-1.5\n", i, s);
+}
+/* a W&B history export of n rows */
+static void gen_wandb(FILE *f, size_t n)
+{
+    fputs("_step,_runtime,rollout_corr/k3_kl,actor/grad_norm,critic/score/mean\n", f);
+    for (size_t i = 0; i < n; i++) fprintf(f, "%zu,%zu.5,0.00%zu,1.%zu,0.5\n", i, i, i % 9 + 1, i % 5);
+}
+/* verl JSONL of n steps of 60 metrics each (the columns are looked up per key) */
+static void gen_jsonl(FILE *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "{\"step\": %zu, \"data\": {", i);
+        for (int k = 0; k < 60; k++) fprintf(f, "%s\"m/%d\": %d.5", k ? ", " : "", k, k);
+        fputs("}}\n", f);
+    }
+}
+/* a scalar log of n runs (a run column), three steps each */
+static void gen_scalar_runs(FILE *f, size_t n)
+{
+    fputs("run,step,rollout_corr/k3_kl\n", f);
+    for (int s = 0; s < 3; s++)
+        for (size_t i = 0; i < n; i++) fprintf(f, "r%zu,%d,0.01\n", i, s);
+}
+
+START_TEST(reading_linear_in_steps_runs_columns)
+{
+    /* four times the input must cost about four times the work, never the
+     * sixteen of a scan over everything seen before; and a few comparisons
+     * per row (or per key of a JSONL row) at most */
+    static const struct {
+        gen_fn gen;
+        const char *name;
+        size_t n, per_row;
+    } cases[] = {
+        {gen_steps, "steps.csv", 1500, 1},      {gen_runs, "runs.csv", 1500, 2},
+        {gen_wandb, "wandb.csv", 1500, 3},      {gen_jsonl, "log.jsonl", 500, 60},
+        {gen_scalar_runs, "sruns.csv", 1500, 3},
+    };
+    char msg[2048] = "";
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        uint64_t w1 = work_of(cases[c].gen, cases[c].n, cases[c].name);
+        uint64_t w4 = work_of(cases[c].gen, 4 * cases[c].n, cases[c].name);
+        if (w4 > 5 * w1 + 64 || w4 > 8 * cases[c].per_row * 4 * cases[c].n)
+            snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " %s: %llu comparisons for %zu rows, %llu for 4x;",
+                     cases[c].name, (unsigned long long)w1, cases[c].n, (unsigned long long)w4);
+    }
+    ck_assert_msg(!*msg, "not linear:%s", msg);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("mismatch");
@@ -897,6 +982,7 @@ static Suite *suite(void)
         CHECK_CASE(capture_reads_logprobs),
         CHECK_CASE(capture_bad_files),
         CHECK_CASE(analyze_parallel_equals_serial),
+        CHECK_CASE(reading_linear_in_steps_runs_columns),
     };
     check_add_cases(s, cases, CHECK_NCASES(cases), setup, teardown, 0);
     return s;
