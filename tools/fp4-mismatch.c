@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +74,8 @@ static void usage(void)
            "  --min-segment N     points per segment of the change-point fit (5)\n"
            "  --fail-on-onset     exit 1 when an onset is found in any run\n"
            "Gate (calibrated on a reference run):\n"
-           "  --gate              exit 1 when a metric crosses its noise floor (needs --baseline)\n"
+           "  --gate              exit 1 when a metric crosses its noise floor, or none can be\n"
+           "                      gated (needs --baseline)\n"
            "  --baseline FILE     the reference run (BF16 vs BF16, or FP8): the noise floor\n"
            "  --baseline-run NAME the run of FILE to use (default: its first)\n"
            "  --gate-metrics L    metrics gated (mean_abs,k3,is_frac_high,is_frac_low,is_max)\n"
@@ -94,7 +96,8 @@ static void usage(void)
            "  --force             replace an existing HDF5 file at FILE\n"
            "  --quiet             no progress line on stderr\n"
            "  --help, --version\n\n"
-           "Exit status: 0 ok, 1 onset found with --fail-on-onset or a gate crossed, 2 usage, 3 bad input,\n"
+           "Exit status: 0 ok, 1 onset found with --fail-on-onset, a gate crossed or gated nothing,\n"
+           "2 usage, 3 bad input, "
            "4 output not written, 5 internal error.\n");
 }
 
@@ -138,6 +141,8 @@ typedef struct run_extra {
     int64_t *steps;
     gate_item *gate;
     size_t ngate;
+    size_t gate_listed;     /* of --gate-metrics, the metrics gated (the slope is not one) */
+    char *gate_why;         /* why the others were not ("k3: ...; "), NULL when all were */
 } run_extra;
 
 /* ---- output buffer ------------------------------------------------------------------- */
@@ -247,8 +252,14 @@ static json_t *gate_json(const cfg *c, const run_extra *x)
         json_array_append_new(a, e);
         any |= it->crossed;
     }
-    json_object_set_new(o, "passed", json_boolean(!any));
+    json_object_set_new(o, "passed", json_boolean(!any && x->gate_listed > 0));
     json_object_set_new(o, "metrics", a);
+    if (!x->gate_listed) {
+        char why[4096];
+        snprintf(why, sizeof why, "nothing gated: %.*s", x->gate_why ? (int)strlen(x->gate_why) - 2 : 0,
+                 x->gate_why ? x->gate_why : "");
+        json_object_set_new(o, "failed", json_string(why));
+    }
     return o;
 }
 
@@ -620,7 +631,32 @@ static void gate_scan(const cfg *c, gate_item *it, const int64_t *st, const doub
     }
 }
 
-/* Calibrate every gated quantity on the baseline run and scan the run. */
+static size_t finite_count(const double *v, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += isfinite(v[i]) != 0;
+    return k;
+}
+
+/* Why a listed metric was not gated, appended to x->gate_why ("k3: ...; "). */
+static void gate_skip(run_extra *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void gate_skip(run_extra *x, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    size_t a = x->gate_why ? strlen(x->gate_why) : 0, b = strlen(line);
+    x->gate_why = xrealloc(x->gate_why, a + b + 3);
+    memcpy(x->gate_why + a, line, b);
+    memcpy(x->gate_why + a + b, "; ", 3);
+}
+
+/* Calibrate every gated quantity on the baseline run and scan the run. A
+ * listed metric is gated when the baseline has 2 finite values of it (a
+ * floor) and the run at least one; x->gate_listed counts them, and one of 0
+ * fails the gate (a gate that checks nothing must not pass). */
 static void gate_run(const cfg *c, const fp4s_mm_run *base, const fp4s_mm_run *run, run_extra *x)
 {
     char *list = xstrdup(c->gate_metrics);
@@ -634,8 +670,11 @@ static void gate_run(const cfg *c, const fp4s_mm_run *base, const fp4s_mm_run *r
         int slope = m == NULL;
         const char *name = slope ? c->metric : m;
         if (fp4s_mm_run_series(base, name, bv) || fp4s_mm_run_series(run, name, rv)) {
-            if (!slope) fprintf(stderr, "fp4-mismatch: gate: %s: not in both %s and %s, not gated\n", name,
-                                base->source, run->source);
+            if (!slope) {
+                fprintf(stderr, "fp4-mismatch: gate: %s: not in both %s and %s, not gated\n", name,
+                        base->source, run->source);
+                gate_skip(x, "%s: not in both %s and %s", name, base->source, run->source);
+            }
             if (slope) break;
             continue;
         }
@@ -659,6 +698,12 @@ static void gate_run(const cfg *c, const fp4s_mm_run *base, const fp4s_mm_run *r
             fprintf(stderr, "fp4-mismatch: gate: %s: fewer than 2 finite values in the baseline, not gated\n",
                     it->name);
             if (slope) break;
+            gate_skip(x, "%s: %zu finite values in the baseline %s (2 needed)", name, it->nbase, base->source);
+            continue;
+        }
+        if (!slope && finite_count(rv, run->nsteps) == 0) {
+            fprintf(stderr, "fp4-mismatch: gate: %s: no finite value in run %s, not gated\n", name, run->name);
+            gate_skip(x, "%s: no finite value in run %s (%s)", name, run->name, run->source);
             continue;
         }
         if (!(it->spread > 0)) {
@@ -672,6 +717,7 @@ static void gate_run(const cfg *c, const fp4s_mm_run *base, const fp4s_mm_run *r
         gate_scan(c, it, x->steps, rv, run->nsteps);
         x->ngate++;
         if (slope) break;
+        x->gate_listed++;
     }
     free(list);
     free(bv);
@@ -694,7 +740,11 @@ static void gate_lines(FILE *f, const cfg *c, const fp4s_mm_run *run, const run_
                 it->lower_worse ? "under" : "over", fmt_g(b2, sizeof b2, it->mean), fmt_g(b3, sizeof b3, it->spread),
                 fmt_g(b4, sizeof b4, thr), it->lower_worse ? "-" : "+", c->gate_sigma, c->gate_steps);
     }
-    if (!any)
+    if (!x->gate_listed)
+        fprintf(f, "gate: FAILED: nothing gated: none of --gate-metrics %s has a floor in %s and values in run %s "
+                   "(%.*s)\n", c->gate_metrics, c->baseline, run->name,
+                x->gate_why ? (int)strlen(x->gate_why) - 2 : 0, x->gate_why ? x->gate_why : "");
+    else if (!any)
         fprintf(f, "gate: passed: run %s stays within the floor of %s (%zu quantities, floor + %g spreads, "
                    "%zu steps in a row)\n", run->name, c->baseline, x->ngate, c->gate_sigma, c->gate_steps);
 }
@@ -1052,6 +1102,13 @@ int main(int argc, char **argv)
         if (ex[r].trend_rc) snprintf(ex[r].trend_note, sizeof ex[r].trend_note, "%s", fp4s_last_error());
         any_onset |= ex[r].onset.found;
         for (size_t g = 0; g < ex[r].ngate; g++) any_gate |= ex[r].gate[g].crossed;
+        if (c.gate && !ex[r].gate_listed) {
+            fprintf(stderr, "fp4-mismatch: --gate: run %s: nothing gated: none of --gate-metrics %s has a floor "
+                            "(2 finite values) in %s and a value in the run (%.*s); the gate fails (exit 1)\n",
+                    run->name, c.gate_metrics, c.baseline, ex[r].gate_why ? (int)strlen(ex[r].gate_why) - 2 : 0,
+                    ex[r].gate_why ? ex[r].gate_why : "");
+            any_gate = 1;
+        }
     }
     ostream os;
     int status = os_open(&os, output);
@@ -1065,6 +1122,7 @@ int main(int argc, char **argv)
         free(ex[r].vals);
         free(ex[r].steps);
         free(ex[r].gate);
+        free(ex[r].gate_why);
     }
     free(ex);
     fp4s_mm_result_free(&res);

@@ -352,6 +352,9 @@ static int to_runs(stable *t, const char *source, fp4s_mm_result *res)
     return rc;
 }
 
+/* The largest step written as a real that is taken: every integer up to it is exact in a double. */
+#define MM_STEP_MAX 9007199254740992.0
+
 /* ---- CSV: W&B and TensorBoard exports, or any step-per-row table ------------------------------ */
 static const char *const step_cols[] = {"step", "Step", "_step", "global_step", "train/step",
                                         "trainer/global_step", "training/global_step"};
@@ -394,10 +397,26 @@ static int parse_num(const char *s, double *v)
     return mm_parse_f64(s, v);
 }
 
+/* A step: an integer field (any int64), or a real with an integer value up to
+ * MM_STEP_MAX (exact in a double); -1 not a number, -2 out of range. */
 static int parse_step(const char *s, int64_t *v)
 {
+    while (*s == ' ') s++;
+    char *end;
+    errno = 0;
+    long long i = strtoll(s, &end, 10);
+    if (end != s) {
+        const char *e = end;
+        while (*e == ' ') e++;
+        if (!*e) {
+            if (errno == ERANGE) return -2;
+            *v = i;
+            return 0;
+        }
+    }
     double x;
-    if (parse_num(s, &x) || !isfinite(x) || x != floor(x) || fabs(x) > 9e15) return -1;
+    if (parse_num(s, &x) || isnan(x) || x != floor(x)) return -1;
+    if (fabs(x) > MM_STEP_MAX) return -2;
     *v = (int64_t)x;
     return 0;
 }
@@ -504,10 +523,14 @@ static int csv_scalars(FILE *f, const char *path, const char *name, const fp4s_t
             goto done;
         }
         int64_t step;
-        if (parse_step(fields[stepc], &step)) {
+        int sr = parse_step(fields[stepc], &step);
+        if (sr) {
             if (!*fields[stepc]) continue; /* a row without a step (W&B summary rows) */
-            rc = fp4s_error_set(FP4S_EFORMAT, "%s: line %llu: step '%s' is not an integer", path,
-                                (unsigned long long)line, fields[stepc]);
+            rc = sr == -2 ? fp4s_error_set(FP4S_EFORMAT, "%s: line %llu: step '%s' is out of range (a 64-bit "
+                                           "integer, or a real of at most %.0f in magnitude)", path,
+                                           (unsigned long long)line, fields[stepc], MM_STEP_MAX)
+                          : fp4s_error_set(FP4S_EFORMAT, "%s: line %llu: step '%s' is not an integer", path,
+                                           (unsigned long long)line, fields[stepc]);
             goto done;
         }
         long run = deflt;
@@ -576,7 +599,7 @@ static int jsonl_scalars(FILE *f, const char *path, const char *name, const fp4s
     char *l;
     while ((l = read_line(f, &buf, &cap))) {
         line++;
-        if (line == 1 && (unsigned char)l[0] == 0xEF && (unsigned char)l[1] == 0xBB) l += 3;
+        if (line == 1) l += mm_bom_len(l, strlen(l));
         while (*l == ' ' || *l == '\t') l++;
         if (!*l) continue;
         json_error_t err;
@@ -600,7 +623,18 @@ static int jsonl_scalars(FILE *f, const char *path, const char *name, const fp4s
                                 "train/step)", path, (unsigned long long)line);
             break;
         }
-        step = (int64_t)json_number_value(sv);
+        if (json_is_integer(sv)) {
+            step = json_integer_value(sv);
+        } else if (fabs(json_real_value(sv)) <= MM_STEP_MAX) {
+            step = (int64_t)json_real_value(sv);
+        } else {
+            rc = fp4s_error_set(FP4S_EFORMAT, "%s: line %llu: field '%s': step %.17g is out of range (a step is "
+                                "an integer of at most %.0f in magnitude as a real; an integer field may be any "
+                                "64-bit integer)", path, (unsigned long long)line, sk, json_real_value(sv),
+                                MM_STEP_MAX);
+            json_decref(o);
+            break;
+        }
         json_t *rv = json_object_get(o, runcol);
         char nm[1024];
         if (json_is_string(rv)) snprintf(nm, sizeof nm, "%s%s%s", name ? name : "", name ? "/" : "", json_string_value(rv));
@@ -637,6 +671,7 @@ int mm_scalar_log_sniff(const char *path, const fp4s_trace_opts *t)
     int out = 0;
     while ((l = read_line(f, &buf, &cap)) && (!*l || *l == '#')) {
     }
+    if (l) l += mm_bom_len(l, strlen(l)); /* a UTF-8 byte order mark (Windows tools write one) */
     /* a token trace names a log-prob or the sequence column (a missing one
      * is the trace reader's clear error); a scalar log names none of them */
     const char *lt = t && t->col_trainer ? t->col_trainer : "trainer_logprob";
@@ -673,6 +708,15 @@ int mm_scalar_log_read(const char *path, const char *name, const fp4s_trace_opts
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
     if (!f) return fp4s_error_set(FP4S_EOPEN, "%s: cannot open: %s", path, strerror(errno));
     int c = fgetc(f);
+    if (c == 0xEF) { /* a UTF-8 byte order mark: skipped (the readers skip it again where it starts a line) */
+        int c2 = fgetc(f), c3 = c2 == 0xBB ? fgetc(f) : EOF;
+        if (c2 == 0xBB && c3 == 0xBF) c = fgetc(f);
+        else {
+            if (f != stdin) fclose(f);
+            return fp4s_error_set(FP4S_EFORMAT, "%s: line 1: starts with a byte 0xEF that is not a UTF-8 byte "
+                                  "order mark", path);
+        }
+    }
     while (c == ' ' || c == '\n' || c == '\r' || c == '\t') c = fgetc(f);
     if (c != EOF) ungetc(c, f);
     stable tb = {.path = path};
