@@ -54,9 +54,12 @@ static void usage(void)
            "TensorBoard CSV export, JSONL such as verl's file logger); '-' reads CSV/JSONL\n"
            "from stdin.\n\n"
            "Metrics:\n"
-           "  --metric M          metric for onset, trend and comparison (default mean_abs): a\n"
-           "                      metric, a framework's name of one (rollout_corr/k3_kl), or\n"
-           "                      a per-step scalar of a scalar log or capture (reward)\n"
+           "  --metric M          metric for onset, trend and comparison: a metric, a framework's\n"
+           "                      name of one (rollout_corr/k3_kl), or a per-step scalar of a\n"
+           "                      scalar log or capture (reward); default: the first of\n"
+           "                      mean_abs, mean_abs_per_seq, k3, log_ppl_abs_diff, k1,\n"
+           "                      mult_prob_error, chi2_token, probs_diff_mean, k3_reverse,\n"
+           "                      max_abs with values in every run (named in the report)\n"
            "  --names F           name the metrics in JSON and CSV as F logs them: fp4scope\n"
            "                      (default), verl, slime, nemo-rl\n"
            "  --is-cap C          IS cap: fractions above C / below 1/C, clamp of is_std/is_ess (2)\n"
@@ -73,10 +76,12 @@ static void usage(void)
            "  --level L           confidence level of the trend interval (0.95)\n"
            "  --min-segment N     points per segment of the change-point fit (5)\n"
            "  --fail-on-onset     exit 1 when an onset is found in any run\n"
-           "Gate (calibrated on a reference run):\n"
-           "  --gate              exit 1 when a metric crosses its noise floor, or none can be\n"
-           "                      gated (needs --baseline)\n"
-           "  --baseline FILE     the reference run (BF16 vs BF16, or FP8): the noise floor\n"
+           "Gate:\n"
+           "  --gate              exit 1 when a metric crosses the level called harmful: the\n"
+           "                      noise floor of --baseline, else the level a framework\n"
+           "                      documents (mean_abs 0.1, slime's CI bound); or none is gated\n"
+           "  --baseline FILE     the reference run (BF16 vs BF16, or FP8): its noise floor is\n"
+           "                      the level called harmful (gate and verdict)\n"
            "  --baseline-run NAME the run of FILE to use (default: its first)\n"
            "  --gate-metrics L    metrics gated (mean_abs,k3,is_frac_high,is_frac_low,is_max)\n"
            "  --gate-sigma K      threshold: floor mean + K spreads (6)\n"
@@ -102,7 +107,8 @@ static void usage(void)
 }
 
 typedef struct cfg {
-    const char *metric;
+    const char *metric;     /* NULL until picked when --metric is not given */
+    int metric_default;     /* picked by the default order (fp4s_mm_metric_pick) */
     int mi;                 /* the metric's id, or -1 for a per-step scalar */
     size_t every;
     int json, csv, fail_onset;
@@ -118,15 +124,20 @@ typedef struct cfg {
     size_t gate_steps, gate_window;
 } cfg;
 
-/* One gated quantity of a run: a metric, or the windowed slope of ln(--metric). */
+/* One gated quantity of a run: a metric, or the windowed slope of ln(--metric).
+ * Its level (the threshold it must not cross) comes from the reference run's
+ * noise floor (mean +- K spreads), or without a reference from the level a
+ * framework documents for the metric (doc, naming its source). */
 typedef struct gate_item {
     char name[96];
     int lower_worse;        /* is_ess, is_min, probs_pearson: a drop is the alarm */
-    double mean, spread;    /* the floor on the baseline */
+    double mean, spread;    /* the floor on the baseline (NaN with doc) */
     size_t nbase;
+    double thr;             /* the level called harmful */
+    const char *doc;        /* NULL: the floor of --baseline; else the documented level's source */
     int crossed;
     int64_t step;           /* first step of the first run of gate_steps crossings */
-    double value, sigmas;   /* there: the value and (value - mean) / spread */
+    double value, sigmas;   /* there: the value and (value - mean) / spread (NaN with doc) */
 } gate_item;
 
 typedef struct run_extra {
@@ -139,10 +150,18 @@ typedef struct run_extra {
     int cp_rc;
     double *vals;
     int64_t *steps;
+    size_t n;               /* steps of the run (of vals and steps) */
     gate_item *gate;
     size_t ngate;
     size_t gate_listed;     /* of --gate-metrics, the metrics gated (the slope is not one) */
     char *gate_why;         /* why the others were not ("k3: ...; "), NULL when all were */
+    fp4s_mm_trend trend_all; /* over every step, when trend is fitted after the change point */
+    int trend_all_rc;
+    int64_t trend_from;     /* the first step of trend's fit (the change point), or INT64_MIN: all steps */
+    size_t nfinite;         /* steps with a value of the metric */
+    double lvl;             /* the level of the metric called harmful (NaN: none known) */
+    char lvl_src[1024];     /* where it comes from */
+    const char *verdict;    /* "high_from_start", "diverges", "steady", "no_data" */
 } run_extra;
 
 /* ---- output buffer ------------------------------------------------------------------- */
@@ -232,7 +251,7 @@ static json_t *changepoint_json(const cfg *c, const run_extra *x)
 static json_t *gate_json(const cfg *c, const run_extra *x)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "baseline", json_string(c->baseline));
+    json_object_set_new(o, "baseline", c->baseline ? json_string(c->baseline) : json_null());
     json_object_set_new(o, "sigma", json_real(c->gate_sigma));
     json_object_set_new(o, "steps", json_integer((json_int_t)c->gate_steps));
     int any = 0;
@@ -243,8 +262,13 @@ static json_t *gate_json(const cfg *c, const run_extra *x)
         json_object_set_new(e, "metric", json_string(it->name));
         json_object_set_new(e, "floor_mean", cli_json_real(it->mean));
         json_object_set_new(e, "floor_spread", cli_json_real(it->spread));
-        json_object_set_new(e, "threshold", cli_json_real(it->lower_worse ? it->mean - c->gate_sigma * it->spread
-                                                                          : it->mean + c->gate_sigma * it->spread));
+        json_object_set_new(e, "threshold", cli_json_real(it->thr));
+        char src[1024];
+        if (it->doc) snprintf(src, sizeof src, "%s", it->doc);
+        else
+            snprintf(src, sizeof src, "noise floor of the reference run %s: mean %s %g spreads over its %zu steps",
+                     c->baseline, it->lower_worse ? "-" : "+", c->gate_sigma, it->nbase);
+        json_object_set_new(e, "level_source", json_string(src));
         json_object_set_new(e, "crossed", json_boolean(it->crossed));
         json_object_set_new(e, "step", it->crossed ? json_integer(it->step) : json_null());
         json_object_set_new(e, "value", it->crossed ? cli_json_real(it->value) : json_null());
@@ -260,6 +284,20 @@ static json_t *gate_json(const cfg *c, const run_extra *x)
                  x->gate_why ? x->gate_why : "");
         json_object_set_new(o, "failed", json_string(why));
     }
+    return o;
+}
+
+static json_t *verdict_json(const cfg *c, const run_extra *x)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "verdict", json_string(x->verdict));
+    json_object_set_new(o, "metric", json_string(c->metric));
+    json_object_set_new(o, "step", strcmp(x->verdict, "diverges") != 0 ? json_null()
+                                   : json_integer(x->onset.found && (!x->cp.found || x->onset.step <= x->cp.step)
+                                                      ? x->onset.step : x->cp.step));
+    json_object_set_new(o, "start", cli_json_real(x->onset.baseline));
+    json_object_set_new(o, "level", cli_json_real(x->lvl));
+    json_object_set_new(o, "level_source", isnan(x->lvl) ? json_null() : json_string(x->lvl_src));
     return o;
 }
 
@@ -295,6 +333,15 @@ static json_t *trend_json(const cfg *c, const run_extra *x)
     json_object_set_new(o, "intercept", cli_json_real(x->trend.intercept));
     if (x->trend_rc == FP4S_ENOTSUP) json_object_set_new(o, "note", json_string("built without GSL"));
     else if (x->trend_rc) json_object_set_new(o, "note", json_string(x->trend_note));
+    /* fitted from the change point on when there is one; all_steps: over every step */
+    json_object_set_new(o, "from_step", x->trend_from != INT64_MIN ? json_integer(x->trend_from) : json_null());
+    json_t *all = json_object();
+    json_object_set_new(all, "valid", json_boolean(x->trend_all.valid));
+    json_object_set_new(all, "n", json_integer((json_int_t)x->trend_all.n));
+    json_object_set_new(all, "slope", cli_json_real(x->trend_all.slope));
+    json_object_set_new(all, "lo", cli_json_real(x->trend_all.lo));
+    json_object_set_new(all, "hi", cli_json_real(x->trend_all.hi));
+    json_object_set_new(o, "all_steps", all);
     return o;
 }
 
@@ -461,6 +508,12 @@ static void result_json(FILE *f, const cfg *c, const fp4s_mm_result *res, run_ex
     jw_put(&w, "tool", json_string("fp4-mismatch"));
     jw_put(&w, "version", json_string(fp4s_version()));
     jw_put(&w, "metric", json_string(c->metric));
+    if (c->metric_default) {
+        json_t *ord = json_array();
+        for (size_t i = 0; fp4s_mm_metric_preferred(i); i++)
+            json_array_append_new(ord, json_string(fp4s_mm_metric_preferred(i)));
+        jw_put(&w, "metric_default_order", ord);
+    }
     jw_put(&w, "names", json_string(fp4s_mm_names_name(c->names)));
     json_t *opt = json_object();
     json_object_set_new(opt, "is_cap", json_real(c->mo.is_cap));
@@ -508,6 +561,7 @@ static void result_json(FILE *f, const cfg *c, const fp4s_mm_result *res, run_ex
         jw_put(&w, "onset", onset_json(c, &ex[r]));
         jw_put(&w, "trend", trend_json(c, &ex[r]));
         jw_put(&w, "changepoint", changepoint_json(c, &ex[r]));
+        jw_put(&w, "verdict", verdict_json(c, &ex[r]));
         if (c->gate) jw_put(&w, "gate", gate_json(c, &ex[r]));
         jw_close(&w, '}');
     }
@@ -530,28 +584,81 @@ static void csv_row(FILE *f, const char *run, const char *part, const fp4s_mm_me
         if (isnan(v)) fputs(",nan", f);
         else fprintf(f, ",%.17g", v);
     }
-    fputc('\n', f);
+}
+
+/* The per-step scalars of every run, as columns after the metrics: their
+ * union in order of first appearance; a run without one leaves it empty. */
+typedef struct csv_cols {
+    const char **names;
+    size_t n;
+} csv_cols;
+
+static void csv_union(const fp4s_mm_result *res, csv_cols *u)
+{
+    size_t cap = 0;
+    u->names = NULL;
+    u->n = 0;
+    for (size_t r = 0; r < res->nruns; r++) {
+        const fp4s_mm_run *run = &res->runs[r];
+        for (size_t k = 0; k < run->nscalars; k++) {
+            const char *nm = run->scalar_names[k];
+            size_t j = k < u->n && strcmp(u->names[k], nm) == 0 ? k : u->n; /* runs of one log share the order */
+            if (j == u->n)
+                for (j = 0; j < u->n && strcmp(u->names[j], nm) != 0; j++) {
+                }
+            if (j < u->n) continue;
+            if (u->n == cap) u->names = xrealloc(u->names, (cap = cap ? 2 * cap : 16) * sizeof *u->names);
+            u->names[u->n++] = nm;
+        }
+    }
 }
 
 static void write_csv(FILE *f, const cfg *c, const fp4s_mm_result *res)
 {
+    csv_cols u;
+    csv_union(res, &u);
     fputs("run,part,step,tokens,sequences,masked,nonfinite", f);
     for (size_t i = 0; i < fp4s_mm_metric_count(); i++) {
         const char *k = fp4s_mm_metric_alias(i, c->names);
         fputc(',', f);
         csv_quote(f, k ? k : fp4s_mm_metric_name(i));
     }
+    for (size_t j = 0; j < u.n; j++) {
+        fputc(',', f);
+        csv_quote(f, u.names[j]);
+    }
     fputc('\n', f);
+    long *col = xmalloc((u.n ? u.n : 1) * sizeof *col);
     for (size_t r = 0; r < res->nruns; r++) {
         const fp4s_mm_run *run = &res->runs[r];
+        for (size_t j = 0; j < u.n; j++) {
+            col[j] = -1;
+            if (j < run->nscalars && strcmp(run->scalar_names[j], u.names[j]) == 0) col[j] = (long)j;
+            else
+                for (size_t k = 0; k < run->nscalars && col[j] < 0; k++)
+                    if (strcmp(run->scalar_names[k], u.names[j]) == 0) col[j] = (long)k;
+        }
         for (size_t i = 0; i < run->nsteps; i += c->every) {
             csv_row(f, run->name, "all", &run->steps[i]);
+            for (size_t j = 0; j < u.n; j++) {
+                double v = col[j] >= 0 ? run->scalars[i * run->nscalars + (size_t)col[j]] : NAN;
+                if (col[j] < 0) fputc(',', f);
+                else if (isnan(v)) fputs(",nan", f);
+                else fprintf(f, ",%.17g", v);
+            }
+            fputc('\n', f);
             if (run->first) {
                 csv_row(f, run->name, "first", &run->first[i]);
+                for (size_t j = 0; j < u.n; j++) fputc(',', f);
+                fputc('\n', f);
                 csv_row(f, run->name, "rest", &run->rest[i]);
+                for (size_t j = 0; j < u.n; j++) fputc(',', f);
+                fputc('\n', f);
             }
         }
     }
+    free(col);
+    free(u.names);
 }
 
 
@@ -617,15 +724,14 @@ static void gate_scan(const cfg *c, gate_item *it, const int64_t *st, const doub
 {
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
-        double thr = it->lower_worse ? it->mean - c->gate_sigma * it->spread : it->mean + c->gate_sigma * it->spread;
-        int over = isfinite(v[i]) && (it->lower_worse ? v[i] < thr : v[i] > thr);
+        int over = isfinite(v[i]) && (it->lower_worse ? v[i] < it->thr : v[i] > it->thr);
         run = over ? run + 1 : 0;
         if (run == c->gate_steps) {
             size_t s0 = i + 1 - c->gate_steps;
             it->crossed = 1;
             it->step = st[s0];
             it->value = v[s0];
-            it->sigmas = (v[s0] - it->mean) / it->spread;
+            it->sigmas = it->doc ? NAN : (v[s0] - it->mean) / it->spread;
             return;
         }
     }
@@ -653,12 +759,60 @@ static void gate_skip(run_extra *x, const char *fmt, ...)
     memcpy(x->gate_why + a + b, "; ", 3);
 }
 
+static gate_item *gate_new(run_extra *x, size_t *cap)
+{
+    if (x->ngate == *cap) x->gate = xrealloc(x->gate, (*cap *= 2) * sizeof *x->gate);
+    gate_item *it = &x->gate[x->ngate];
+    memset(it, 0, sizeof *it);
+    return it;
+}
+
+/* Without a reference run: each listed metric with a level a framework
+ * documents (fp4s_mm_metric_level) is gated on it. */
+static void gate_run_documented(const cfg *c, const fp4s_mm_run *run, run_extra *x)
+{
+    char *list = xstrdup(c->gate_metrics);
+    double *rv = xmalloc((run->nsteps ? run->nsteps : 1) * sizeof *rv);
+    size_t cap = 8;
+    x->gate = xcalloc(cap, sizeof *x->gate);
+    for (char *sv = NULL, *m = strtok_r(list, ",", &sv); m; m = strtok_r(NULL, ",", &sv)) {
+        int id = fp4s_mm_metric_lookup(m);
+        double lv;
+        const char *src;
+        if (id < 0 || fp4s_mm_metric_level((size_t)id, &lv, &src)) {
+            fprintf(stderr, "fp4-mismatch: gate: %s: no documented level and no --baseline, not gated\n", m);
+            gate_skip(x, "%s: no framework documents a level for it (a reference run's floor needs --baseline)", m);
+            continue;
+        }
+        if (fp4s_mm_run_series(run, m, rv) || finite_count(rv, run->nsteps) == 0) {
+            fprintf(stderr, "fp4-mismatch: gate: %s: no finite value in run %s, not gated\n", m, run->name);
+            gate_skip(x, "%s: no finite value in run %s (%s)", m, run->name, run->source);
+            continue;
+        }
+        gate_item *it = gate_new(x, &cap);
+        snprintf(it->name, sizeof it->name, "%s", m);
+        it->lower_worse = 0;
+        it->mean = it->spread = NAN;
+        it->thr = lv;
+        it->doc = src;
+        gate_scan(c, it, x->steps, rv, run->nsteps);
+        x->ngate++;
+        x->gate_listed++;
+    }
+    free(list);
+    free(rv);
+}
+
 /* Calibrate every gated quantity on the baseline run and scan the run. A
  * listed metric is gated when the baseline has 2 finite values of it (a
  * floor) and the run at least one; x->gate_listed counts them, and one of 0
  * fails the gate (a gate that checks nothing must not pass). */
 static void gate_run(const cfg *c, const fp4s_mm_run *base, const fp4s_mm_run *run, run_extra *x)
 {
+    if (!base) {
+        gate_run_documented(c, run, x);
+        return;
+    }
     char *list = xstrdup(c->gate_metrics);
     double *bv = xmalloc((base->nsteps ? base->nsteps : 1) * sizeof *bv);
     double *rv = xmalloc((run->nsteps ? run->nsteps : 1) * sizeof *rv);
@@ -678,9 +832,7 @@ static void gate_run(const cfg *c, const fp4s_mm_run *base, const fp4s_mm_run *r
             if (slope) break;
             continue;
         }
-        if (x->ngate == cap) x->gate = xrealloc(x->gate, (cap *= 2) * sizeof *x->gate);
-        gate_item *it = &x->gate[x->ngate];
-        memset(it, 0, sizeof *it);
+        gate_item *it = gate_new(x, &cap);
         if (slope) {
             double *t = xmalloc((base->nsteps > run->nsteps ? base->nsteps : run->nsteps) * sizeof *t + 8);
             windowed_slopes(bs, bv, base->nsteps, c->gate_window, t);
@@ -714,6 +866,7 @@ static void gate_run(const cfg *c, const fp4s_mm_run *base, const fp4s_mm_run *r
             it->spread = !slope && strncmp(nm, "is_frac", 7) == 0 && tk > 0 ? 1.0 / tk
                                                                              : 1e-12 + 1e-6 * fabs(it->mean);
         }
+        it->thr = it->lower_worse ? it->mean - c->gate_sigma * it->spread : it->mean + c->gate_sigma * it->spread;
         gate_scan(c, it, x->steps, rv, run->nsteps);
         x->ngate++;
         if (slope) break;
@@ -725,32 +878,75 @@ static void gate_run(const cfg *c, const fp4s_mm_run *base, const fp4s_mm_run *r
     free(bs);
 }
 
+/* The documented level of a metric beside a floor's crossing, when there is
+ * one: "; slime's CI bound ... is 0.1: below it" (a run may cross a BF16
+ * floor at step 0 and still be within what a framework calls safe). */
+static void doc_note(FILE *f, const gate_item *it)
+{
+    int id = fp4s_mm_metric_lookup(it->name);
+    double lv;
+    const char *src;
+    if (it->doc || id < 0 || fp4s_mm_metric_level((size_t)id, &lv, &src)) return;
+    char b[32];
+    fprintf(f, "; the documented level is %s (%s): %s it", fmt_g(b, sizeof b, lv), src,
+            it->value > lv ? "above" : "at or below");
+}
+
 static void gate_lines(FILE *f, const cfg *c, const fp4s_mm_run *run, const run_extra *x)
 {
     char b1[32], b2[32], b3[32], b4[32];
     int any = 0;
     for (size_t g = 0; g < x->ngate; g++) {
         const gate_item *it = &x->gate[g];
-        double thr = it->lower_worse ? it->mean - c->gate_sigma * it->spread : it->mean + c->gate_sigma * it->spread;
         if (!it->crossed) continue;
         any = 1;
-        fprintf(f, "gate: CROSSED %s at step %lld: %s, %.3g spreads %s the floor %s (spread %s; threshold %s = "
-                   "floor %s %g spreads, %zu steps in a row)\n",
-                it->name, (long long)it->step, fmt_g(b1, sizeof b1, it->value), fabs(it->sigmas),
-                it->lower_worse ? "under" : "over", fmt_g(b2, sizeof b2, it->mean), fmt_g(b3, sizeof b3, it->spread),
-                fmt_g(b4, sizeof b4, thr), it->lower_worse ? "-" : "+", c->gate_sigma, c->gate_steps);
+        if (it->doc)
+            fprintf(f, "gate: CROSSED %s at step %lld: %s, over the level %s called harmful (%zu steps in a row; "
+                       "the level: %s)\n",
+                    it->name, (long long)it->step, fmt_g(b1, sizeof b1, it->value), fmt_g(b4, sizeof b4, it->thr),
+                    c->gate_steps, it->doc);
+        else {
+            fprintf(f, "gate: CROSSED %s at step %lld: %s, %.3g spreads %s the floor %s (spread %s; threshold %s = "
+                       "floor %s %g spreads, %zu steps in a row); the level called harmful is %s, the noise floor "
+                       "of the reference run %s",
+                    it->name, (long long)it->step, fmt_g(b1, sizeof b1, it->value), fabs(it->sigmas),
+                    it->lower_worse ? "under" : "over", fmt_g(b2, sizeof b2, it->mean),
+                    fmt_g(b3, sizeof b3, it->spread), fmt_g(b4, sizeof b4, it->thr), it->lower_worse ? "-" : "+",
+                    c->gate_sigma, c->gate_steps, fmt_g(b4, sizeof b4, it->thr), c->baseline);
+            doc_note(f, it);
+            fputc('\n', f);
+        }
     }
-    if (!x->gate_listed)
-        fprintf(f, "gate: FAILED: nothing gated: none of --gate-metrics %s has a floor in %s and values in run %s "
-                   "(%.*s)\n", c->gate_metrics, c->baseline, run->name,
-                x->gate_why ? (int)strlen(x->gate_why) - 2 : 0, x->gate_why ? x->gate_why : "");
-    else if (!any)
+    if (!x->gate_listed) {
+        fprintf(f, "gate: FAILED: nothing gated: none of --gate-metrics %s has %s and values in run %s (%.*s)\n",
+                c->gate_metrics, c->baseline ? "a floor in the reference run" : "a documented level",
+                run->name, x->gate_why ? (int)strlen(x->gate_why) - 2 : 0, x->gate_why ? x->gate_why : "");
+        return;
+    }
+    if (any) return;
+    if (c->baseline)
         fprintf(f, "gate: passed: run %s stays within the floor of %s (%zu quantities, floor + %g spreads, "
-                   "%zu steps in a row)\n", run->name, c->baseline, x->ngate, c->gate_sigma, c->gate_steps);
+                   "%zu steps in a row); the levels called harmful:", run->name, c->baseline, x->ngate,
+                c->gate_sigma, c->gate_steps);
+    else
+        fprintf(f, "gate: passed: run %s stays within the documented levels (%zu quantities, %zu steps in a row):",
+                run->name, x->ngate, c->gate_steps);
+    for (size_t g = 0; g < x->ngate; g++)
+        fprintf(f, "%s %s %s %s", g ? "," : "", x->gate[g].name, x->gate[g].lower_worse ? "below" : "above",
+                fmt_g(b1, sizeof b1, x->gate[g].thr));
+    for (size_t g = 0; g < x->ngate && !c->baseline; g++) fprintf(f, "; %s: %s", x->gate[g].name, x->gate[g].doc);
+    fputc('\n', f);
 }
 
 /* ---- tables ------------------------------------------------------------------------------------- */
 static const char *const table_cols[] = {"mean_abs", "max_abs", "k1", "k3", "chi2_token", "is_ess", "abs_p99"};
+
+/* Column widths: at least w, and the whole header (names are never cut). */
+static int colw(const char *name, int w)
+{
+    size_t l = strlen(name);
+    return l > (size_t)w ? (int)l : w;
+}
 
 static void table_line(FILE *f, const char *part, const fp4s_mm_metrics *m, int extra, double xv)
 {
@@ -760,37 +956,79 @@ static void table_line(FILE *f, const char *part, const fp4s_mm_metrics *m, int 
     fprintf(f, " %10llu %6llu", (unsigned long long)m->tokens, (unsigned long long)m->sequences);
     for (size_t k = 0; k < sizeof table_cols / sizeof *table_cols; k++)
         fprintf(f, " %10s", fmt_g(b, sizeof b, fp4s_mm_metric_value(m, (size_t)fp4s_mm_metric_index(table_cols[k]))));
-    if (extra) fprintf(f, " %10s", fmt_g(b, sizeof b, xv));
+    if (extra) fprintf(f, " %*s", extra, fmt_g(b, sizeof b, xv));
     fputc('\n', f);
 }
 
 /* A run of a per-step scalar log: the step, the chosen metric, then the
- * log's columns (up to 7). */
+ * log's columns (up to 7; every one in --json and --csv). */
 static void scalar_table(FILE *f, const cfg *c, const fp4s_mm_run *run, const run_extra *x)
 {
     char b[32];
     size_t nc = run->nscalars < 7 ? run->nscalars : 7;
-    fprintf(f, "%8s %14.14s", "step", c->metric);
-    for (size_t k = 0; k < nc; k++) {
-        const char *nm = run->scalar_names[k];
-        size_t l = strlen(nm);
-        fprintf(f, " %14.14s", l > 14 ? nm + l - 14 : nm);
-    }
+    int w0 = colw(c->metric, 10);
+    fprintf(f, "%8s %*s", "step", w0, c->metric);
+    for (size_t k = 0; k < nc; k++) fprintf(f, " %*s", colw(run->scalar_names[k], 10), run->scalar_names[k]);
     fputc('\n', f);
     for (size_t i = 0; i < run->nsteps; i += c->every) {
-        fprintf(f, "%8lld %14s", (long long)run->steps[i].step, fmt_g(b, sizeof b, x->vals[i]));
-        for (size_t k = 0; k < nc; k++) fprintf(f, " %14s", fmt_g(b, sizeof b, run->scalars[i * run->nscalars + k]));
+        fprintf(f, "%8lld %*s", (long long)run->steps[i].step, w0, fmt_g(b, sizeof b, x->vals[i]));
+        for (size_t k = 0; k < nc; k++)
+            fprintf(f, " %*s", colw(run->scalar_names[k], 10), fmt_g(b, sizeof b, run->scalars[i * run->nscalars + k]));
         fputc('\n', f);
     }
     if (run->nscalars > nc) fprintf(f, "(%zu more columns: --json or --csv has them)\n", run->nscalars - nc);
 }
 
+/* The verdict on the run, with the level called harmful and its source. */
+static void verdict_line(FILE *f, const cfg *c, const run_extra *x)
+{
+    char b1[32], b2[32];
+    const char *v = x->verdict;
+    if (strcmp(v, "no_data") == 0) {
+        fprintf(f, "verdict: no value of %s in this run\n", c->metric);
+        return;
+    }
+    if (strcmp(v, "high_from_start") == 0)
+        fprintf(f, "verdict: high from the first step: the median of %s over the first %zu steps is %s, %s the "
+                   "level %s called harmful",
+                c->metric, c->oo.baseline_steps, fmt_g(b1, sizeof b1, x->onset.baseline),
+                lower_is_worse(c->metric) ? "below" : "above", fmt_g(b2, sizeof b2, x->lvl));
+    else if (strcmp(v, "diverges") == 0) {
+        if (x->onset.found && (!x->cp.found || x->onset.step <= x->cp.step))
+            fprintf(f, "verdict: diverges from step %lld (the onset)", (long long)x->onset.step);
+        else
+            fprintf(f, "verdict: diverges from step %lld (the change point)", (long long)x->cp.step);
+    } else
+        fprintf(f, "verdict: steady (no onset, no change point)");
+    if (!isnan(x->lvl) && strcmp(v, "high_from_start") != 0) {
+        double mn, mx;
+        series_minmax(x->vals, x->n, &mn, &mx);
+        fprintf(f, "; the level called harmful is %s, %s %s", fmt_g(b1, sizeof b1, x->lvl),
+                (lower_is_worse(c->metric) ? mn < x->lvl : mx > x->lvl) ? "crossed: the run reaches"
+                                                                         : "not crossed: the run stays within",
+                fmt_g(b2, sizeof b2, lower_is_worse(c->metric) ? mn : mx));
+    }
+    if (!isnan(x->lvl)) fprintf(f, " (the level: %s)\n", x->lvl_src);
+    else
+        fprintf(f, "; no level of %s is known to call harmful (a reference run, --baseline FILE, gives its noise "
+                   "floor; mean_abs, mean_abs_per_seq and mult_prob_error have documented ones)\n", c->metric);
+}
+
 static void write_tables(FILE *f, const cfg *c, const fp4s_mm_result *res, const run_extra *ex)
 {
-    int extra = 1;
+    int extra = colw(c->metric, 10); /* the metric's column width, 0 when it is one of table_cols */
     for (size_t k = 0; k < sizeof table_cols / sizeof *table_cols; k++)
         if (strcmp(table_cols[k], c->metric) == 0) extra = 0;
     char b1[32], b2[32], b3[32], b4[32], b5[32];
+    if (c->metric_default && strcmp(c->metric, fp4s_mm_metric_preferred(0)) != 0) {
+        const char *as = NULL;
+        for (size_t r = 0; r < res->nruns && !as; r++) as = fp4s_mm_run_logged_as(&res->runs[r], (size_t)c->mi);
+        fprintf(f, "metric: %s%s%s%s, the first of the default order (", c->metric, as ? " (logged as " : "",
+                as ? as : "", as ? ")" : "");
+        for (size_t i = 0; fp4s_mm_metric_preferred(i); i++)
+            fprintf(f, "%s%s", i ? ", " : "", fp4s_mm_metric_preferred(i));
+        fprintf(f, ") with values in every run; --metric picks another\n\n");
+    }
     for (size_t r = 0; r < res->nruns; r++) {
         const fp4s_mm_run *run = &res->runs[r];
         const run_extra *x = &ex[r];
@@ -812,7 +1050,7 @@ static void write_tables(FILE *f, const cfg *c, const fp4s_mm_result *res, const
         if (run->first) fprintf(f, " %-5s", "part");
         fprintf(f, " %10s %6s", "tokens", "seqs");
         for (size_t k = 0; k < sizeof table_cols / sizeof *table_cols; k++) fprintf(f, " %10s", table_cols[k]);
-        if (extra) fprintf(f, " %10.10s", c->metric);
+        if (extra) fprintf(f, " %*s", extra, c->metric);
         fputc('\n', f);
         for (size_t i = 0; i < run->nsteps; i += c->every) {
             table_line(f, run->first ? "all" : NULL, &run->steps[i], extra, x->vals[i]);
@@ -836,6 +1074,11 @@ static void write_tables(FILE *f, const cfg *c, const fp4s_mm_result *res, const
                     (long long)x->onset.step, c->metric, fmt_g(b1, sizeof b1, x->onset.value),
                     fmt_g(b2, sizeof b2, x->onset.threshold), fmt_g(b3, sizeof b3, x->onset.baseline),
                     fmt_g(b4, sizeof b4, x->onset.spread), c->oo.baseline_steps, c->oo.consecutive);
+        else if (x->onset_rc && x->nfinite == 0)
+            fprintf(f, "onset: not computed (no value of %s in this run; --metric picks another)\n", c->metric);
+        else if (x->onset_rc && x->onset.baseline_n == 0)
+            fprintf(f, "onset: not computed (no value of %s among the first %zu steps, the baseline)\n", c->metric,
+                    c->oo.baseline_steps);
         else if (x->onset_rc)
             fprintf(f, "onset: not computed (%zu steps; needs %zu baseline + %zu consecutive)\n", run->nsteps,
                     c->oo.baseline_steps, c->oo.consecutive);
@@ -844,7 +1087,10 @@ static void write_tables(FILE *f, const cfg *c, const fp4s_mm_result *res, const
                     fmt_g(b1, sizeof b1, x->onset.threshold), c->oo.consecutive,
                     fmt_g(b2, sizeof b2, x->onset.baseline));
         if (x->trend.valid) {
-            fprintf(f, "trend: ln(%s) slope %s per step, %g%% CI [%s, %s], n = %zu", c->metric,
+            if (x->trend_from != INT64_MIN) fprintf(f, "trend: after the change point (from step %lld): ",
+                                                    (long long)x->trend_from);
+            else fprintf(f, "trend: ");
+            fprintf(f, "ln(%s) slope %s per step, %g%% CI [%s, %s], n = %zu", c->metric,
                     fmt_g(b1, sizeof b1, x->trend.slope), 100 * x->trend.level, fmt_g(b2, sizeof b2, x->trend.lo),
                     fmt_g(b3, sizeof b3, x->trend.hi), x->trend.n);
             if (!(x->trend.lo > 0 || x->trend.hi < 0))
@@ -853,6 +1099,8 @@ static void write_tables(FILE *f, const cfg *c, const fp4s_mm_result *res, const
                 fprintf(f, " (doubles every %.3g steps)", log(2.0) / x->trend.slope);
             else
                 fprintf(f, " (halves every %.3g steps)", -log(2.0) / x->trend.slope);
+            if (x->trend_from != INT64_MIN && x->trend_all.valid)
+                fprintf(f, "; over all steps %s per step", fmt_g(b1, sizeof b1, x->trend_all.slope));
             fputc('\n', f);
         } else if (x->trend_rc == FP4S_ENOTSUP) {
             fprintf(f, "trend: unavailable (built without GSL)\n");
@@ -869,6 +1117,7 @@ static void write_tables(FILE *f, const cfg *c, const fp4s_mm_result *res, const
         else
             fprintf(f, "change point: none (no flat-then-growing bend of ln(%s) beats one line by BIC %g)\n",
                     c->metric, c->co.min_bic_gain);
+        verdict_line(f, c, x);
         if (c->gate) gate_lines(f, c, run, x);
         fputc('\n', f);
     }
@@ -878,22 +1127,114 @@ static void write_tables(FILE *f, const cfg *c, const fp4s_mm_result *res, const
         fprintf(f, "comparison of %s at equal steps (%zu common steps), ratio to run %s:\n", c->metric, k,
                 res->runs[0].name);
         fprintf(f, "%8s", "step");
-        for (size_t r = 0; r < res->nruns; r++) fprintf(f, " %14.14s", res->runs[r].name);
-        for (size_t r = 1; r < res->nruns; r++) fprintf(f, " %8s%-6.6s", "ratio:", res->runs[r].name);
+        for (size_t r = 0; r < res->nruns; r++) fprintf(f, " %*s", colw(res->runs[r].name, 14), res->runs[r].name);
+        for (size_t r = 1; r < res->nruns; r++)
+            fprintf(f, " %*s%s", colw(res->runs[r].name, 8) + 6 - (int)strlen(res->runs[r].name), "ratio:",
+                    res->runs[r].name);
         fputc('\n', f);
         for (size_t i = 0; i < k; i += c->every) {
             double a = ex[0].vals[idx[i * res->nruns]];
             fprintf(f, "%8lld", (long long)res->runs[0].steps[idx[i * res->nruns]].step);
             for (size_t r = 0; r < res->nruns; r++)
-                fprintf(f, " %14s", fmt_g(b1, sizeof b1, ex[r].vals[idx[i * res->nruns + r]]));
+                fprintf(f, " %*s", colw(res->runs[r].name, 14), fmt_g(b1, sizeof b1, ex[r].vals[idx[i * res->nruns + r]]));
             for (size_t r = 1; r < res->nruns; r++) {
                 double b = ex[r].vals[idx[i * res->nruns + r]];
-                fprintf(f, " %14s", fmt_g(b1, sizeof b1, b / a));
+                fprintf(f, " %*s", colw(res->runs[r].name, 8) + 6, fmt_g(b1, sizeof b1, b / a));
             }
             fputc('\n', f);
         }
         free(idx);
     }
+}
+
+/* ---- the metric, the trend, the verdict -------------------------------------------------- */
+/* --metric not given: the first metric of the default order with values in
+ * every run (fp4s_mm_metric_pick), or a usage error naming what each run has. */
+static void pick_metric(cfg *c, const fp4s_mm_result *res)
+{
+    int id = fp4s_mm_metric_pick(res);
+    if (id >= 0) {
+        c->metric = fp4s_mm_metric_name((size_t)id);
+        c->mi = id;
+        c->metric_default = 1;
+        return;
+    }
+    fprintf(stderr, "fp4-mismatch: no mismatch metric in every run: none of");
+    for (size_t i = 0; fp4s_mm_metric_preferred(i); i++)
+        fprintf(stderr, "%s %s", i ? "," : "", fp4s_mm_metric_preferred(i));
+    fprintf(stderr, " (or a framework's name of one) has a value in every run\n");
+    for (size_t r = 0; r < res->nruns; r++) {
+        const fp4s_mm_run *run = &res->runs[r];
+        fprintf(stderr, "fp4-mismatch: run %s (%s) has:", run->name, run->source);
+        size_t shown = 0;
+        for (size_t i = 0; i < fp4s_mm_metric_count(); i++)
+            if (fp4s_mm_run_count(run, fp4s_mm_metric_name(i)) && shown++ < 12)
+                fprintf(stderr, " %s", fp4s_mm_metric_name(i));
+        for (size_t k = 0; k < run->nscalars; k++)
+            if (fp4s_mm_metric_lookup(run->scalar_names[k]) < 0 && shown++ < 12)
+                fprintf(stderr, " %s", run->scalar_names[k]);
+        if (shown > 12) fprintf(stderr, " (and %zu more)", shown - 12);
+        if (!shown) fprintf(stderr, " no values");
+        fputc('\n', stderr);
+    }
+    fprintf(stderr, "fp4-mismatch: --metric NAME follows one of them\nTry 'fp4-mismatch --help'.\n");
+    exit(FP4S_EXIT_USAGE);
+}
+
+/* The trend of ln(metric): after the change point when there is one (the
+ * growth, not the flat floor before it, is what a rate describes), and over
+ * all steps. */
+static void fit_trend(const cfg *c, const fp4s_mm_run *run, run_extra *x)
+{
+    x->trend_from = INT64_MIN;
+    x->trend_all_rc = fp4s_mm_trend_fit(x->steps, x->vals, run->nsteps, c->level, &x->trend_all);
+    char note[256];
+    snprintf(note, sizeof note, "%s", x->trend_all_rc ? fp4s_last_error() : "");
+    x->trend = x->trend_all;
+    x->trend_rc = x->trend_all_rc;
+    snprintf(x->trend_note, sizeof x->trend_note, "%s", note);
+    if (!x->cp.found || x->trend_all_rc == FP4S_ENOTSUP) return;
+    size_t i0 = x->cp.index;
+    fp4s_mm_trend t;
+    if (fp4s_mm_trend_fit(x->steps + i0, x->vals + i0, run->nsteps - i0, c->level, &t) == 0 && t.valid) {
+        x->trend = t;
+        x->trend_rc = 0;
+        x->trend_from = x->cp.step;
+    }
+}
+
+/* The level of the metric called harmful, and the verdict: "high from the
+ * first step" when the baseline (the median of the first steps) is above it
+ * already; "diverges" at an onset or change point; else "steady". */
+static void judge(const cfg *c, const fp4s_mm_run *base, const fp4s_mm_run *run, run_extra *x)
+{
+    x->lvl = NAN;
+    x->lvl_src[0] = '\0';
+    x->nfinite = finite_count(x->vals, run->nsteps);
+    int lower = lower_is_worse(c->metric);
+    if (base) {
+        double *bv = xmalloc((base->nsteps ? base->nsteps : 1) * sizeof *bv);
+        double m = NAN, sp = NAN;
+        size_t k = 0;
+        if (!fp4s_mm_run_series(base, c->metric, bv)) floor_of(bv, base->nsteps, &m, &sp, &k);
+        free(bv);
+        if (k >= 2) {
+            x->lvl = lower ? m - c->gate_sigma * sp : m + c->gate_sigma * sp;
+            snprintf(x->lvl_src, sizeof x->lvl_src, "the noise floor of the reference run %s: mean %.4g %s %g "
+                     "spreads of %.4g over its %zu steps", c->baseline, m, lower ? "-" : "+", c->gate_sigma, sp, k);
+        }
+    }
+    double lv;
+    const char *src;
+    if (isnan(x->lvl) && c->mi >= 0 && !fp4s_mm_metric_level((size_t)c->mi, &lv, &src)) {
+        x->lvl = lv;
+        snprintf(x->lvl_src, sizeof x->lvl_src, "%s", src);
+    }
+    double b0 = x->onset.baseline;
+    if (x->nfinite == 0) x->verdict = "no_data";
+    else if (!isnan(x->lvl) && isfinite(b0) && (lower ? b0 < x->lvl : b0 > x->lvl)) x->verdict = "high_from_start";
+    else if (x->onset.found || x->cp.found) x->verdict = "diverges";
+    else x->verdict = "steady";
 }
 
 /* ---- the output: standard output, or a file written to its temporary as
@@ -951,7 +1292,6 @@ int main(int argc, char **argv)
     par_init();
     cfg c;
     memset(&c, 0, sizeof c);
-    c.metric = "mean_abs";
     c.every = 1;
     c.level = 0.95;
     fp4s_mm_opts_defaults(&c.mo);
@@ -1001,9 +1341,8 @@ int main(int argc, char **argv)
     c.json = common.json;
     c.csv = common.csv;
     g_names = c.names;
-    if (c.gate && !c.baseline) cli_usage("--gate needs --baseline FILE (the reference run that sets the floor)");
-    if (!c.gate && (c.baseline || c.baseline_run)) cli_usage("--baseline applies to --gate");
-    c.mi = fp4s_mm_metric_lookup(c.metric);
+    if (!c.gate && c.baseline_run) cli_usage("--baseline-run applies to --baseline with --gate");
+    c.mi = c.metric ? fp4s_mm_metric_lookup(c.metric) : 0;
     if (c.mi < 0) {
         /* not a metric: a per-step scalar of a scalar log or a capture, if any */
         int scal = 0;
@@ -1063,6 +1402,7 @@ int main(int argc, char **argv)
                 return FP4S_EXIT_USAGE;
             }
     cli_progress_end();
+    if (!c.metric) pick_metric(&c, &res);
     run_extra *ex = calloc(res.nruns, sizeof *ex);
     if (!ex) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
     int any_onset = 0, any_gate = 0;
@@ -1070,6 +1410,7 @@ int main(int argc, char **argv)
         const fp4s_mm_run *run = &res.runs[r];
         ex[r].vals = malloc((run->nsteps ? run->nsteps : 1) * sizeof *ex[r].vals);
         ex[r].steps = malloc((run->nsteps ? run->nsteps : 1) * sizeof *ex[r].steps);
+        ex[r].n = run->nsteps;
         if (!ex[r].vals || !ex[r].steps) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
         for (size_t i = 0; i < run->nsteps; i++) {
             ex[r].vals[i] = NAN;
@@ -1098,15 +1439,22 @@ int main(int argc, char **argv)
             free(names);
             return st;
         }
-        ex[r].trend_rc = fp4s_mm_trend_fit(ex[r].steps, ex[r].vals, run->nsteps, c.level, &ex[r].trend);
-        if (ex[r].trend_rc) snprintf(ex[r].trend_note, sizeof ex[r].trend_note, "%s", fp4s_last_error());
+        fit_trend(&c, run, &ex[r]);
+        judge(&c, base, run, &ex[r]);
         any_onset |= ex[r].onset.found;
         for (size_t g = 0; g < ex[r].ngate; g++) any_gate |= ex[r].gate[g].crossed;
         if (c.gate && !ex[r].gate_listed) {
-            fprintf(stderr, "fp4-mismatch: --gate: run %s: nothing gated: none of --gate-metrics %s has a floor "
-                            "(2 finite values) in %s and a value in the run (%.*s); the gate fails (exit 1)\n",
-                    run->name, c.gate_metrics, c.baseline, ex[r].gate_why ? (int)strlen(ex[r].gate_why) - 2 : 0,
-                    ex[r].gate_why ? ex[r].gate_why : "");
+            if (c.baseline)
+                fprintf(stderr, "fp4-mismatch: --gate: run %s: nothing gated: none of --gate-metrics %s has a floor "
+                                "(2 finite values) in %s and a value in the run (%.*s); the gate fails (exit 1)\n",
+                        run->name, c.gate_metrics, c.baseline, ex[r].gate_why ? (int)strlen(ex[r].gate_why) - 2 : 0,
+                        ex[r].gate_why ? ex[r].gate_why : "");
+            else
+                fprintf(stderr, "fp4-mismatch: --gate: run %s: nothing gated: none of --gate-metrics %s has a level "
+                                "documented by a framework and a value in the run (%.*s); give a reference run "
+                                "(--baseline FILE) for a noise floor; the gate fails (exit 1)\n",
+                        run->name, c.gate_metrics, ex[r].gate_why ? (int)strlen(ex[r].gate_why) - 2 : 0,
+                        ex[r].gate_why ? ex[r].gate_why : "");
             any_gate = 1;
         }
     }

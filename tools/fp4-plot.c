@@ -10,11 +10,12 @@
 #include <string.h>
 
 enum {
-    OPT_METRIC = 256, OPT_LOG, OPT_LINEAR, OPT_NAME, OPT_TERM, OPT_TITLE, OPT_SIZE, OPT_OUTPUT
+    OPT_METRIC = 256, OPT_Y2, OPT_LOG, OPT_LINEAR, OPT_NAME, OPT_TERM, OPT_TITLE, OPT_SIZE, OPT_OUTPUT
 }; /* the trace and onset options are CLI_OPT_* (cli.h) */
 
 static const struct option longopts[] = {
     {"metric", required_argument, NULL, OPT_METRIC},
+    {"y2", required_argument, NULL, OPT_Y2},
     {"log", no_argument, NULL, OPT_LOG},
     {"linear", no_argument, NULL, OPT_LINEAR},
     {"name", required_argument, NULL, OPT_NAME},
@@ -54,7 +55,10 @@ static void usage(void)
            "  --title TEXT        figure title\n"
            "  --size WxH          size in pixels (png, svg) or inches x 100 (pdf); default 1200x700\n"
            "mismatch:\n"
-           "  --metric M          metric per step (default mean_abs; see fp4-mismatch(1))\n"
+           "  --metric M          metric per step (default: as fp4-mismatch, the first of its\n"
+           "                      default order with values in every run; fp4-mismatch(1))\n"
+           "  --y2 NAME           also NAME per step on a second (right) axis: a per-step\n"
+           "                      scalar of the log (reward) or another metric\n"
            "  --log | --linear    y scale (default: log when all values are > 0 and span >= 10x)\n"
            "  --name NAME         run name of the next TRACE\n"
            "  --is-cap C, --allow-positive, --skip-empty, --format F, --delim C, --col-* NAME,\n"
@@ -84,7 +88,7 @@ int main(int argc, char **argv)
     memset(&p, 0, sizeof p);
     p.width = 1200;
     p.height = 700;
-    const char *out = NULL, *term = NULL, *metric = "mean_abs";
+    const char *out = NULL, *term = NULL, *metric = NULL, *y2 = NULL;
     int scale = 0;
     fp4s_mm_opts mo;
     fp4s_mm_opts_defaults(&mo);
@@ -119,6 +123,7 @@ int main(int argc, char **argv)
             break;
         }
         case OPT_METRIC: metric = optarg; break;
+        case OPT_Y2: y2 = optarg; break;
         case OPT_LOG: scale = 1; break;
         case OPT_LINEAR: scale = -1; break;
         case OPT_NAME: names[nnames++] = optarg; break;
@@ -132,7 +137,7 @@ int main(int argc, char **argv)
     plot_setup(&p, out, term);
     int status;
     if (ismm) {
-        status = cmd_mismatch(&p, nin, argv + optind, metric, scale, names, nnames, &mo, &to, &oo);
+        status = cmd_mismatch(&p, nin, argv + optind, metric, y2, scale, names, nnames, &mo, &to, &oo);
     } else if (strcmp(sub, "components") == 0) {
         status = cmd_components(&p, nin, argv + optind);
     } else {

@@ -166,6 +166,11 @@ void mm_batch_free(mm_batch *b);
 int mm_parse_f64(const char *s, double *v);
 long mm_split_fields(char *line, char delim, char **fields, size_t max);
 size_t mm_bom_len(const char *line, size_t len);
+/* Python's bare NaN, Infinity, -Infinity outside strings as JSON strings
+ * (trace_text.c): 1 with a malloc'ed *out, 0 nothing to change, -1 no memory. */
+int mm_json_py_specials(const char *line, size_t len, char **out, size_t *outlen);
+/* A json_t string that mm_json_py_specials wrote: 0 with the number in *x, else -1. */
+int mm_json_special(const void *value, double *x);
 
 /* mm_map.c: names -> indices (the key bytes are the caller's and must stay
  * in place) and int64 -> indices; get: the value or -1; put: 0, or -1 out of

@@ -114,6 +114,97 @@ static int lookup_underscored(const char *tag)
     return -1;
 }
 
+/* ---- the default metric and the documented levels ------------------------------------------
+ * The order in which a metric is picked when none is asked for: the mean
+ * |rho| (in nats, the quantity every framework logs in some form, with a
+ * published bound), then the KL estimators (never negative), then the
+ * signed or noisier ones. mult_prob_error (about 1 + mean |rho|) comes
+ * late: the onset's margin and the trend work on ln(metric), which is
+ * flat near ln 1. */
+static const char *const preferred[] = {
+    "mean_abs",          /* fp4scope; fp4-rl "mismatch" */
+    "mean_abs_per_seq",  /* slime train/train_rollout_logprob_abs_diff */
+    "k3",                /* verl rollout_corr/k3_kl, NeMo-RL train/gen_kl_error */
+    "log_ppl_abs_diff",  /* verl rollout_corr/log_ppl_abs_diff, slime train/log_ppl_abs_diff */
+    "k1",                /* verl rollout_corr/kl */
+    "mult_prob_error",   /* NeMo-RL train/token_mult_prob_error */
+    "chi2_token",        /* verl rollout_corr/chi2_token */
+    "probs_diff_mean",   /* verl training/rollout_probs_diff_mean */
+    "k3_reverse",        /* NeMo-RL train/policy_kl_error */
+    "max_abs",           /* fp4-rl "max_mismatch" */
+};
+#define NPREF (sizeof preferred / sizeof *preferred)
+
+const char *fp4s_mm_metric_preferred(size_t i) { return i < NPREF ? preferred[i] : NULL; }
+
+size_t fp4s_mm_run_count(const fp4s_mm_run *r, const char *metric)
+{
+    if (!r || !metric) return 0;
+    int id = fp4s_mm_metric_lookup(metric);
+    size_t k = 0;
+    if (id >= 0) {
+        for (size_t i = 0; i < r->nsteps; i++) k += isfinite(fp4s_mm_metric_value(&r->steps[i], (size_t)id)) != 0;
+        return k;
+    }
+    for (size_t c = 0; c < r->nscalars; c++)
+        if (strcmp(r->scalar_names[c], metric) == 0) {
+            for (size_t i = 0; i < r->nsteps; i++) k += isfinite(r->scalars[i * r->nscalars + c]) != 0;
+            return k;
+        }
+    return 0;
+}
+
+int fp4s_mm_metric_pick(const fp4s_mm_result *res)
+{
+    if (!res || !res->nruns) return -1;
+    for (size_t p = 0; p < NPREF; p++) {
+        size_t r = 0;
+        while (r < res->nruns && (res->runs[r].nsteps == 0 || fp4s_mm_run_count(&res->runs[r], preferred[p]) > 0))
+            r++; /* a run without steps (every one skipped) has every metric as much as any */
+        if (r == res->nruns) return fp4s_mm_metric_index(preferred[p]);
+    }
+    return -1;
+}
+
+const char *fp4s_mm_run_logged_as(const fp4s_mm_run *r, size_t id)
+{
+    if (!r) return NULL;
+    for (size_t c = 0; c < r->nscalars; c++)
+        if (fp4s_mm_metric_lookup(r->scalar_names[c]) == (int)id) return r->scalar_names[c];
+    return NULL;
+}
+
+/* Levels a framework documents as the edge of a harmful mismatch (see
+ * fp4s_mm_metric_level in mismatch.h for the sources). */
+static const struct {
+    const char *metric;
+    double level;
+    const char *source;
+} levels[] = {
+    {"mean_abs_per_seq", 0.1,
+     "slime's CI bound on train/train_rollout_logprob_abs_diff (--ci-train-rollout-logprob-abs-diff-threshold, "
+     "default 0.1: slime/utils/arguments.py, asserted in slime/backends/megatron_utils/model.py, THUDM/slime "
+     "624b824a)"},
+    {"mean_abs", 0.1,
+     "slime's CI bound 0.1 on the mean |log-prob difference| (slime/utils/arguments.py, THUDM/slime 624b824a; "
+     "slime averages per sample first, mean_abs per token)"},
+    {"mult_prob_error", 1.05,
+     "NeMo-RL: token_mult_prob_error above 1.05 indicates a framework issue (docs/guides/dtensor-tp-accuracy.md, "
+     "NVIDIA-NeMo/RL 7ea279ab)"},
+};
+
+int fp4s_mm_metric_level(size_t id, double *level, const char **source)
+{
+    const char *m = fp4s_mm_metric_name(id);
+    for (size_t i = 0; m && i < sizeof levels / sizeof *levels; i++)
+        if (strcmp(levels[i].metric, m) == 0) {
+            if (level) *level = levels[i].level;
+            if (source) *source = levels[i].source;
+            return 0;
+        }
+    return fp4s_error_set(FP4S_ENOTFOUND, "metric '%s': no framework documents a level for it", m ? m : "?");
+}
+
 int fp4s_mm_run_series(const fp4s_mm_run *r, const char *metric, double *out)
 {
     int id = fp4s_mm_metric_lookup(metric);
@@ -347,6 +438,12 @@ static int to_runs(stable *t, const char *source, fp4s_mm_result *res)
             }
         }
         free(idx);
+        /* the run's rows are in o now: give them back before the next run's are copied */
+        free(s->vals);
+        free(s->steps);
+        s->vals = NULL;
+        s->steps = NULL;
+        mm_i64map_free(&s->rows);
     }
     free(ids);
     return rc;
@@ -581,8 +678,11 @@ static int json_flatten(stable *tb, long run, int64_t step, const char *prefix, 
             if (rc) return rc;
             continue;
         }
-        if (!json_is_number(v) || (!prefix && is_step_col(key, NULL))) continue;
-        int rc = put(tb, run, st_col(tb, key, strlen(key)), step, json_number_value(v));
+        double x;
+        if (json_is_number(v)) x = json_number_value(v);
+        else if (mm_json_special(v, &x)) continue; /* Python's NaN, Infinity, -Infinity, else not a number */
+        if (!prefix && is_step_col(key, NULL)) continue;
+        int rc = put(tb, run, st_col(tb, key, strlen(key)), step, x);
         if (rc) return rc;
     }
     return 0;
@@ -604,6 +704,19 @@ static int jsonl_scalars(FILE *f, const char *path, const char *name, const fp4s
         if (!*l) continue;
         json_error_t err;
         json_t *o = json_loads(l, 0, &err);
+        if (!o) { /* NaN, Infinity, -Infinity as Python writes them? */
+            char *fixed;
+            size_t fl;
+            int pr = mm_json_py_specials(l, strlen(l), &fixed, &fl);
+            if (pr < 0) {
+                rc = fp4s_error_set(FP4S_ENOMEM, "%s: line %llu: out of memory", path, (unsigned long long)line);
+                break;
+            }
+            if (pr > 0) {
+                o = json_loadb(fixed, fl, 0, &err);
+                free(fixed);
+            }
+        }
         if (!o || !json_is_object(o)) {
             json_decref(o);
             rc = fp4s_error_set(FP4S_EFORMAT, "%s: line %llu: %s%s", path, (unsigned long long)line,

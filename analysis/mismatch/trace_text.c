@@ -435,6 +435,79 @@ int mm_csv_next(mm_reader *r, mm_batch *b)
 }
 
 #if FP4S_HAVE_JANSSON
+/* Python's json module writes NaN, Infinity and -Infinity as bare words (its
+ * allow_nan default), which JSON has not: outside strings they are written
+ * here as strings of a mark (U+001F) and the word, which the readers take as
+ * those numbers (mm_json_special). Returns a malloc'ed line (*out, *outlen) when it
+ * changed anything, 0 when there was nothing to change, -1 out of memory. */
+int mm_json_py_specials(const char *line, size_t len, char **out, size_t *outlen)
+{
+    static const char *const words[] = {"-Infinity", "Infinity", "NaN"};
+    *out = NULL;
+    char *w = NULL; /* each word of 3 or more bytes gains 8: room for len * 11 / 3 */
+    size_t n = 0;
+    int instr = 0;
+    for (size_t i = 0; i < len; i++) {
+        char ch = line[i];
+        const char *hit = NULL;
+        if (instr) {
+            if (ch == '\\' && i + 1 < len) {
+                if (w) {
+                    w[n++] = ch;
+                    w[n++] = line[i + 1];
+                }
+                i++;
+                continue;
+            }
+            if (ch == '"') instr = 0;
+        } else if (ch == '"') {
+            instr = 1;
+        } else if (ch == 'N' || ch == 'I' || ch == '-') {
+            int before = i == 0 || strchr(" \t:,[{", line[i - 1]) != NULL;
+            for (size_t k = 0; k < 3 && before && !hit; k++) {
+                size_t wl = strlen(words[k]);
+                if (i + wl <= len && memcmp(line + i, words[k], wl) == 0 &&
+                    (i + wl == len || strchr(" \t,]}\r", line[i + wl]) != NULL))
+                    hit = words[k];
+            }
+        }
+        if (hit && !w) { /* the first one: copy what came before */
+            w = malloc(len + 8 * (len / 3 + 1) + 1);
+            if (!w) return -1;
+            memcpy(w, line, i);
+            n = i;
+        }
+        if (hit) {
+            size_t wl = strlen(hit);
+            memcpy(w + n, "\"\\u001f", 7); /* a mark no log holds: only these strings are taken as numbers */
+            n += 7;
+            memcpy(w + n, hit, wl);
+            n += wl;
+            w[n++] = '"';
+            i += wl - 1;
+            continue;
+        }
+        if (w) w[n++] = ch;
+    }
+    if (!w) return 0;
+    w[n] = '\0';
+    *out = w;
+    *outlen = n;
+    return 1;
+}
+
+int mm_json_special(const void *value, double *x)
+{
+    const json_t *v = value;
+    const char *t = json_is_string(v) ? json_string_value(v) : NULL;
+    if (!t || t[0] != '\x1f') return -1;
+    if (!strcmp(t + 1, "NaN")) *x = NAN;
+    else if (!strcmp(t + 1, "Infinity")) *x = INFINITY;
+    else if (!strcmp(t + 1, "-Infinity")) *x = -INFINITY;
+    else return -1;
+    return 0;
+}
+
 /* ---- JSONL -------------------------------------------------------------------------- */
 static int json_num(json_t *v, double *out)
 {
@@ -450,6 +523,7 @@ static int json_num(json_t *v, double *out)
         *out = NAN;
         return 0;
     }
+    if (json_is_string(v) && !mm_json_special(v, out)) return 0;
     if (json_is_string(v)) return mm_parse_f64(json_string_value(v), out);
     return -1;
 }
@@ -504,6 +578,16 @@ int mm_jsonl_next(mm_reader *r, mm_batch *b)
         unsigned long long ln = (unsigned long long)r->line;
         json_error_t err;
         json_t *o = json_loadb(line, len, 0, &err);
+        if (!o) { /* NaN, Infinity, -Infinity as Python writes them? */
+            char *fixed;
+            size_t fl;
+            int pr = mm_json_py_specials(line, len, &fixed, &fl);
+            if (pr < 0) return fp4s_error_set(FP4S_ENOMEM, "%s: line %llu: out of memory", r->path, ln);
+            if (pr > 0) {
+                o = json_loadb(fixed, fl, 0, &err);
+                free(fixed);
+            }
+        }
         if (!o) return fp4s_error_set(FP4S_EFORMAT, "%s: line %llu: invalid JSON: %s", r->path, ln, err.text);
         if (!json_is_object(o)) {
             json_decref(o);

@@ -102,7 +102,9 @@ fp4-mismatch --gate --baseline base.csv --json div.csv > gate.json || true
 # the floor of a run against itself: the shipped trace's bf16 run passes, nvfp4 crosses
 expect_exit 1 fp4-mismatch --gate --baseline "$TR" --baseline-run bf16 "$TR"
 grep -q "^gate: passed: run bf16" out.txt || fail "bf16 against its own floor"
-expect_exit 2 fp4-mismatch --gate "$TR"
-expect_err "--gate needs --baseline"
+# without a reference run, the level a framework documents (slime's CI bound 0.1 on mean_abs)
+expect_exit 1 fp4-mismatch --gate --every 1000 "$TR"
+grep -q "^gate: CROSSED mean_abs at step [0-9]*: .*, over the level 0.1 called harmful" out.txt || fail "documented level"
+grep -q "^gate: passed: run bf16 stays within the documented levels" out.txt || fail "documented level: bf16"
 expect_exit 2 fp4-mismatch --gate --baseline "$TR" --baseline-run nosuch "$TR"
 echo "ok"

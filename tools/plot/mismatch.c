@@ -69,12 +69,56 @@ static int give_up(int st, double **vals, size_t r, fp4s_mm_onset *on, fp4s_mm_r
     return st;
 }
 
-int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, const char **names,
+/* What a run has, for a message: "k3 (rollout_corr/k3_kl), k1, ..., reward" (metrics with values
+ * first, then the other per-step scalars; at most 12). */
+static void run_has(FILE *f, const fp4s_mm_run *run)
+{
+    size_t shown = 0;
+    for (size_t i = 0; i < fp4s_mm_metric_count(); i++) {
+        if (!fp4s_mm_run_count(run, fp4s_mm_metric_name(i)) || shown++ >= 12) continue;
+        const char *as = fp4s_mm_run_logged_as(run, i);
+        fprintf(f, "%s%s%s%s%s", shown > 1 ? ", " : "", fp4s_mm_metric_name(i), as ? " (" : "", as ? as : "",
+                as ? ")" : "");
+    }
+    for (size_t k = 0; k < run->nscalars; k++)
+        if (fp4s_mm_metric_lookup(run->scalar_names[k]) < 0 && fp4s_mm_run_count(run, run->scalar_names[k]) &&
+            shown++ < 12)
+            fprintf(f, "%s%s", shown > 1 ? ", " : "", run->scalar_names[k]);
+    if (shown > 12) fprintf(f, " (and %zu more)", shown - 12);
+    if (!shown) fprintf(f, "no values");
+}
+
+/* A series every run must have (--metric) or some run (--y2): a usage error
+ * naming the run and what it has instead of gnuplot's "all points y value
+ * undefined". */
+static void need_series(const fp4s_mm_result *res, const char *opt, const char *name, int every)
+{
+    size_t with = 0;
+    for (size_t r = 0; r < res->nruns; r++) {
+        const fp4s_mm_run *run = &res->runs[r];
+        if (fp4s_mm_run_count(run, name)) {
+            with++;
+            continue;
+        }
+        if (!every) continue;
+        fprintf(stderr, "fp4-plot: %s: run '%s' (%s) has no value of '%s'; it has: ", opt, run->name, run->source,
+                name);
+        run_has(stderr, run);
+        fprintf(stderr, "\nTry 'fp4-plot --help'.\n");
+        exit(FP4S_EXIT_USAGE);
+    }
+    if (with || !res->nruns) return;
+    fprintf(stderr, "fp4-plot: %s: no run has a value of '%s'; run '%s' has: ", opt, name, res->runs[0].name);
+    run_has(stderr, &res->runs[0]);
+    fprintf(stderr, "\nTry 'fp4-plot --help'.\n");
+    exit(FP4S_EXIT_USAGE);
+}
+
+int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, const char *y2, int scale, const char **names,
                         size_t nnames, const fp4s_mm_opts *mo, const fp4s_trace_opts *to, const fp4s_mm_onset_opts *oo)
 {
     if (argc < 1) cli_usage("mismatch: no TRACE given");
     if (nnames > (size_t)argc) cli_usage("%zu --name options for %d traces", nnames, argc);
-    int mi = fp4s_mm_metric_lookup(metric);
     fp4s_mm_result res = {0};
     for (int i = 0; i < argc; i++) {
         if (load_mismatch_report(argv[i], (size_t)i < nnames ? names[i] : NULL, &res)) continue;
@@ -92,6 +136,23 @@ int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, 
                 fp4s_mm_result_free(&res);
                 return FP4S_EXIT_USAGE;
             }
+    if (!metric) { /* the default order, as fp4-mismatch */
+        int id = fp4s_mm_metric_pick(&res);
+        if (id < 0) {
+            fprintf(stderr, "fp4-plot: no mismatch metric in every run: none of");
+            for (size_t i = 0; fp4s_mm_metric_preferred(i); i++)
+                fprintf(stderr, "%s %s", i ? "," : "", fp4s_mm_metric_preferred(i));
+            fprintf(stderr, " has a value in every run; run '%s' has: ", res.runs[0].name);
+            run_has(stderr, &res.runs[0]);
+            fprintf(stderr, "\n--metric NAME plots one of them. Try 'fp4-plot --help'.\n");
+            fp4s_mm_result_free(&res);
+            return FP4S_EXIT_USAGE;
+        }
+        metric = fp4s_mm_metric_name((size_t)id);
+    }
+    need_series(&res, "--metric", metric, 1);
+    if (y2) need_series(&res, "--y2", y2, 0);
+    int mi = fp4s_mm_metric_lookup(metric);
     /* values, onset, scale */
     double vmin = INFINITY, vmax = -INFINITY, amin = INFINITY, amax = -INFINITY;
     int nonpos = 0;
@@ -136,17 +197,29 @@ int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, 
     /* data files */
     const char **files = calloc(res.nruns, sizeof *files);
     if (!files) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+    int *has_y2 = calloc(res.nruns ? res.nruns : 1, sizeof *has_y2);
+    if (!has_y2) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
     for (size_t r = 0; r < res.nruns; r++) {
         fp4s_mm_run *run = &res.runs[r];
+        double *w = NULL;
+        if (y2 && fp4s_mm_run_count(run, y2)) {
+            w = malloc((run->nsteps + 1) * sizeof *w);
+            if (!w) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
+            has_y2[r] = !fp4s_mm_run_series(run, y2, w);
+        }
         text d = {0};
-        tx_add(&d, "# run %s (%s): %s per training step\n# step %s tokens\n", run->name, run->source, metric, metric);
+        tx_add(&d, "# run %s (%s): %s per training step\n# step %s tokens%s%s\n", run->name, run->source, metric,
+               metric, has_y2[r] ? " " : "", has_y2[r] ? y2 : "");
         for (size_t i = 0; i < run->nsteps; i++) {
             double v = vals[r][i];
             if (logy && !(v > 0)) v = NAN;
             tx_add(&d, "%lld", (long long)run->steps[i].step);
             tx_num(&d, v);
-            tx_add(&d, " %llu\n", (unsigned long long)run->steps[i].tokens);
+            tx_add(&d, " %llu", (unsigned long long)run->steps[i].tokens);
+            if (has_y2[r]) tx_num(&d, w[i]);
+            tx_add(&d, "\n");
         }
+        free(w);
         files[r] = write_data(p, run->name, &d);
         tx_free(&d);
     }
@@ -179,6 +252,12 @@ int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, 
             tx_add(s, "set yrange [%.6g:%.6g]\n", lo, hi);
         }
     }
+    if (y2) {
+        int y2i = fp4s_mm_metric_lookup(y2);
+        tx_add(s, "set y2label ");
+        tx_label(s, y2i >= 0 ? fp4s_mm_metric_label((size_t)y2i) : y2);
+        tx_add(s, "\nset y2tics\nset ytics nomirror\nset format y2 '%%g'\n");
+    }
     tx_add(s, "set key top left box opaque samplen 3\n");
     if (g_enhanced) tx_add(s, "set style textbox opaque noborder margins 1,1\n");
     /* the onset: a dashed line behind the data, named in the key (a label in
@@ -196,6 +275,14 @@ int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, 
         tx_str(s, files[r]);
         tx_add(s, " using 1:2 with linespoints lw 2 pt 7 ps 0.45 lc rgb '%s' title ", c);
         tx_label(s, res.runs[r].name);
+        if (has_y2[r]) {
+            char lab[600];
+            snprintf(lab, sizeof lab, "%s: %s (right axis)", res.runs[r].name, y2);
+            tx_add(s, ", \\\n     ");
+            tx_str(s, files[r]);
+            tx_add(s, " using 1:4 axes x1y2 with lines dt 4 lw 1.5 lc rgb '%s' title ", c);
+            tx_label(s, lab);
+        }
         if (on[r].found) {
             char lab[600];
             snprintf(lab, sizeof lab, "onset %s: step %lld", res.runs[r].name, (long long)on[r].step);
@@ -218,6 +305,7 @@ int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, 
     }
     tx_add(s, "\n");
     free(files);
+    free(has_y2);
     free(on);
     for (size_t r = 0; r < res.nruns; r++) free(vals[r]);
     free(vals);

@@ -74,7 +74,8 @@ void report_quantizer(json_t *j, char *buf, size_t n);
 const char *report_synthetic(json_t *j);
 
 /* ---- the plot kinds ------------------------------------------------------------------------- */
-int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, int scale, const char **names,
+/* metric NULL: the default order's pick (fp4s_mm_metric_pick); y2 NULL: no second axis. */
+int cmd_mismatch(plot *p, int argc, char **argv, const char *metric, const char *y2, int scale, const char **names,
                  size_t nnames, const fp4s_mm_opts *mo, const fp4s_trace_opts *to, const fp4s_mm_onset_opts *oo);
 int cmd_components(plot *p, int nrep, char **paths);
 int cmd_channels(plot *p, const char *path);

@@ -260,6 +260,31 @@ FP4S_API int fp4s_mm_metric_lookup(const char *name);
  * FP4S_ENOTFOUND when the run has neither. */
 FP4S_API int fp4s_mm_run_series(const fp4s_mm_run *r, const char *metric, double *out);
 
+/* The metric fp4-mismatch and fp4-plot follow when none is asked for: the
+ * order (i from 0; NULL past its end) is mean_abs, mean_abs_per_seq (slime's
+ * train_rollout_logprob_abs_diff), k3 (verl's rollout_corr/k3_kl, NeMo-RL's
+ * gen_kl_error), log_ppl_abs_diff, k1 (verl's rollout_corr/kl),
+ * mult_prob_error (NeMo-RL's token_mult_prob_error), chi2_token,
+ * probs_diff_mean, k3_reverse (NeMo-RL's policy_kl_error), max_abs. */
+FP4S_API const char *fp4s_mm_metric_preferred(size_t i);
+/* The id of the first metric of that order with a finite value at some step
+ * of every run of res that has steps; -1 when none has. */
+FP4S_API int fp4s_mm_metric_pick(const fp4s_mm_result *res);
+/* The steps of r with a finite value of `metric` (a metric by any of its
+ * names, else a per-step scalar by its name); 0 when r has none. */
+FP4S_API size_t fp4s_mm_run_count(const fp4s_mm_run *r, const char *metric);
+/* The column of a scalar log that filled metric id ("rollout_corr/k3_kl"),
+ * NULL when none did (a token trace). */
+FP4S_API const char *fp4s_mm_run_logged_as(const fp4s_mm_run *r, size_t id);
+/* The level a framework documents as the edge of a harmful mismatch for
+ * metric id, and where it comes from (a static string naming the
+ * repository, file and commit): mean_abs_per_seq and mean_abs 0.1 (slime's
+ * CI bound on train_rollout_logprob_abs_diff), mult_prob_error 1.05
+ * (NeMo-RL's guide). FP4S_ENOTFOUND for the others: no framework gives one
+ * (verl's thresholds are the user's, with no default); a reference run's
+ * noise floor is the level then. */
+FP4S_API int fp4s_mm_metric_level(size_t id, double *level, const char **source);
+
 /* ---- onset of divergence and trend ----------------------------------------------- */
 typedef struct fp4s_mm_onset_opts {
     size_t baseline_steps; /* first steps used for the baseline; default 10 */
