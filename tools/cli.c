@@ -1,5 +1,6 @@
 #include "cli.h"
 #include "out/out.h"
+#include "suggest.h"
 
 #include <fp4scope/units.h>
 
@@ -586,6 +587,20 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
         snprintf(name, sizeof name, "-%c", optopt ? optopt : '?');
     }
     if (c == ':') cli_usage("option '%s' needs an argument", name);
+    if (name[0] == '-' && name[1] == '-' && longopts) { /* "did you mean" among the long options */
+        size_t n = 0;
+        while (longopts[n].name) n++;
+        char **opts = xmalloc((n ? n : 1) * sizeof *opts);
+        for (size_t i = 0; i < n; i++) {
+            opts[i] = xmalloc(strlen(longopts[i].name) + 3);
+            sprintf(opts[i], "--%s", longopts[i].name);
+        }
+        char dym[512];
+        cli_did_you_mean(name, (const char *const *)opts, n, dym, sizeof dym);
+        for (size_t i = 0; i < n; i++) free(opts[i]);
+        free(opts);
+        if (*dym) cli_usage("unknown option '%s';%s", name, dym);
+    }
     cli_usage("unknown option '%s'", name);
 }
 
@@ -923,10 +938,13 @@ void cli_units(const char *capture, const cli_analysis *an, fp4s_unit_need train
     if (ul->n == 0 && ul->nskipped)
         cli_die(FP4S_EXIT_INPUT, "%s: no site left to analyse: the %zu selected (step, site) pair%s left out above",
                 capture, ul->nskipped, ul->nskipped == 1 ? " was" : "s were");
-    if (ul->n == 0)
-        cli_die(FP4S_EXIT_INPUT, "%s: no site %smatches%s%s%s%s%s", capture, what, an->sites ? " --sites " : "",
+    if (ul->n == 0) {
+        char hint[4096];
+        cli_sites_hint(capture, an->sites, hint, sizeof hint);
+        cli_die(FP4S_EXIT_INPUT, "%s: no site %smatches%s%s%s%s%s%s", capture, what, an->sites ? " --sites " : "",
                 an->sites ? an->sites : "", an->steps ? " --steps " : "", an->steps ? an->steps : "",
-                ul->no_trainer ? tail_nt : tail);
+                ul->no_trainer ? tail_nt : tail, hint);
+    }
     *synthetic = cli_source_synthetic(capture);
 }
 

@@ -3,6 +3,7 @@
  * make. The names come from the library's tables (fp4s_names), so help,
  * errors and parsing list the same values. */
 #include "cli.h"
+#include "suggest.h"
 
 #include <fp4scope/codec.h>
 #include <fp4scope/spec.h>
@@ -115,8 +116,12 @@ static int parse_name(const char *opt, const char *arg, fp4s_name_kind kind)
 {
     int i = fp4s_name_index(kind, arg);
     if (i < 0) {
-        char alts[512];
-        cli_usage("%s: expected one of %s, got '%s'", opt, names(kind, ", ", NULL, alts, sizeof alts), arg);
+        char alts[512], dym[512];
+        size_t nn;
+        const char **all = cli_kind_names(kind, &nn);
+        cli_did_you_mean(arg, all, nn, dym, sizeof dym);
+        cli_names_free(all, nn);
+        cli_usage("%s: expected one of %s, got '%s';%s", opt, names(kind, ", ", NULL, alts, sizeof alts), arg, dym);
     }
     return i;
 }
@@ -203,11 +208,15 @@ void cli_profile_spec(fp4s_format fmt, const char *profile, const char *opt, fp4
     if (!profile) profile = fp4s_default_profile(fmt);
     int rc = fp4s_spec_profile(s, fmt, profile);
     if (rc == FP4S_EINVAL) {
-        char alts[1024];
         fp4s_name_kind kind = fmt == FP4S_MXFP4 ? FP4S_NAMES_PROFILE_MXFP4
                             : fmt == FP4S_NVFP4 ? FP4S_NAMES_PROFILE_NVFP4 : FP4S_NAMES_PROFILE_FP8;
-        cli_usage("%s: unknown profile '%s' for %s; profiles: %s", opt, profile, fp4s_format_name(fmt),
-                  names(kind, ", ", NULL, alts, sizeof alts));
+        size_t nn;
+        const char **all = cli_kind_names(kind, &nn);
+        char what[64];
+        snprintf(what, sizeof what, "profiles for %s", fp4s_format_name(fmt));
+        char o2[128];
+        snprintf(o2, sizeof o2, "%s", opt); /* cli_unknown does not return: nothing to free after it */
+        cli_unknown(o2, "profile", profile, what, all, nn);
     }
     if (rc == FP4S_ENOTSUP) cli_usage("%s: profile '%s' does not define %s", opt, profile, fp4s_format_name(fmt));
     if (rc) cli_fail(rc);

@@ -4,6 +4,7 @@
  *   merge A.h5 B.h5... -o OUT.h5
  *   synth -o CAP.h5 [parameters] */
 #include "cli.h"
+#include "suggest.h"
 
 #include <fp4scope/capture.h>
 #include <fp4scope/tensor.h>
@@ -397,7 +398,7 @@ static int cmd_import(int argc, char **argv)
         {"checksum", no_argument, 0, OPT_CHECKSUM},
         CLI_COMMON_LONGOPTS CLI_OUTPUT_LONGOPTS {0, 0, 0, 0}};
     const char *out = NULL, *side = NULL, *tpl = "{name}";
-    bool append = false, cst = false, have_step = false, exact = false, checksum = false;
+    bool append = false, cst = false, have_step = false, exact = false, checksum = false, force = false;
     int64_t step = 0;
     int gz = 0, ch;
     cli_common common;
@@ -413,6 +414,10 @@ static int cmd_import(int argc, char **argv)
         case OPT_GZIP: gz = (int)cli_parse_int("--gzip", optarg, 0, 9); break;
         case OPT_EXACT: exact = true; break;
         case OPT_CHECKSUM: checksum = true; break;
+        case CLI_OPT_FORCE:
+            force = true;
+            cli_force();
+            break;
         default:
             if (!cli_common_option(ch, optarg, &common)) cli_usage("import: unknown option '%s'", argv[optind - 1]);
         }
@@ -509,6 +514,11 @@ static int cmd_import(int argc, char **argv)
                 cli_usage("import: %s and %s both map to site '%s' (use {name} or {1} in --site)",
                           jobs[i].spec, jobs[k].spec, jobs[i].site);
     for (int a = optind; a < argc; a++) cli_input(argv[a]);
+    /* an existing capture: say what adds to it (-a) before what would destroy it (--force) */
+    fp4s_capture_info ci;
+    if (!append && !force && is_file(out) && fp4s_capture_info_read(out, &ci) == 0)
+        cli_usage("import: %s exists and is a capture: -a/--append adds these tensors to it; --force replaces "
+                  "it (what it holds is lost); nothing was written", out);
     if (append && is_file(out)) cli_output_append(out);
     else cli_output(out);
 
@@ -639,10 +649,13 @@ static int cmd_ls(int argc, char **argv)
     for (size_t i = 0; i < n; i++)
         matching += step_in(steps, nsteps, e[i].step) &&
                     (!sites || fp4s_site_match(sites, e[i].site)) && (!sides || cli_list_has(sides, e[i].side));
-    if (!matching && (steps || sites || sides))
+    if (!matching && (steps || sites || sides)) {
+        char hint[4096];
+        cli_sites_hint(file, sites, hint, sizeof hint);
         cli_die(FP4S_EXIT_INPUT, "%s: no dataset matches the selection (--steps/--sites/--sides); "
-                "the capture has %zu steps (%" PRId64 "..%" PRId64 ")", file, info.nsteps,
-                info.first_step, info.last_step);
+                "the capture has %zu steps (%" PRId64 "..%" PRId64 ")%s", file, info.nsteps,
+                info.first_step, info.last_step, hint);
+    }
     double total = 0;
     size_t shown = 0;
     json_t *jd = json ? json_array() : NULL;

@@ -4,6 +4,7 @@
  * ranking of sites x channels x error component by their share of the output
  * mismatch against the asymmetric-QAT trainer (man/fp4-compare.1). */
 #include "cli.h"
+#include "suggest.h"
 #include "par.h"
 #include "out/out.h"
 

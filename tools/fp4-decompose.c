@@ -1,6 +1,7 @@
 /* fp4-decompose: split 4-bit quantization error into scale bias, dead zone and
  * grid noise, per tensor, block, row or channel, over one or many inputs. */
 #include "cli.h"
+#include "suggest.h"
 #include "par.h"
 #include "out/out.h"
 
@@ -609,10 +610,13 @@ int main(int argc, char **argv)
 
     size_t n;
     item *items = collect_items(argv + optind, argc - optind, &sel, sides, capture_mode, &n);
-    if (n == 0)
-        cli_die(FP4S_EXIT_INPUT, "empty selection: no dataset matches%s%s%s%s%s%s",
+    if (n == 0) {
+        char hint[4096];
+        cli_sites_hint(argv[optind], an.sites, hint, sizeof hint);
+        cli_die(FP4S_EXIT_INPUT, "empty selection: no dataset matches%s%s%s%s%s%s%s",
                 an.sites ? " --sites " : "", an.sites ? an.sites : "", an.steps ? " --steps " : "",
-                an.steps ? an.steps : "", sides ? " --sides " : "", sides ? sides : "");
+                an.steps ? an.steps : "", sides ? " --sides " : "", sides ? sides : "", hint);
+    }
     fp4s_decomp *roll = NULL;
     if (!decompose_items(&spec, &opts, items, n, &roll)) return 0;
     if (outpath) {

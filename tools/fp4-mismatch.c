@@ -1,6 +1,7 @@
 /* fp4-mismatch: rollout / trainer log-prob mismatch per training step, the
  * onset of divergence, the trend and a comparison of runs (man/fp4-mismatch.1). */
 #include "cli.h"
+#include "suggest.h"
 #include "par.h"
 
 #include <fp4scope/mismatch.h>
@@ -1148,6 +1149,26 @@ static void write_tables(FILE *f, const cfg *c, const fp4s_mm_result *res, const
 }
 
 /* ---- the metric, the trend, the verdict -------------------------------------------------- */
+/* A name that is no metric (by any framework's name) and no per-step scalar
+ * of run (or base): a usage error offering the nearest names (cli_unknown). */
+_Noreturn static void unknown_metric(const char *opt, const char *name, const fp4s_mm_run *run,
+                                     const fp4s_mm_run *base)
+{
+    size_t cap = 4 * fp4s_mm_metric_count() + (run ? run->nscalars : 0) + (base ? base->nscalars : 0) + 8, n = 0;
+    const char **all = xmalloc(cap * sizeof *all);
+    for (size_t i = 0; i < fp4s_mm_metric_count(); i++) all[n++] = fp4s_mm_metric_name(i);
+    for (int fw = FP4S_NAMES_VERL; fw <= FP4S_NAMES_NEMO_RL; fw++)
+        for (size_t i = 0; i < fp4s_mm_metric_count() && n < cap; i++)
+            if (fp4s_mm_metric_alias(i, (fp4s_mm_names)fw)) all[n++] = fp4s_mm_metric_alias(i, (fp4s_mm_names)fw);
+    const fp4s_mm_run *rs[2] = {run, base};
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; rs[k] && i < rs[k]->nscalars && n < cap; i++) all[n++] = rs[k]->scalar_names[i];
+    char what[256];
+    snprintf(what, sizeof what, "metrics (and frameworks' names of them%s; fp4-mismatch(1))",
+             run ? ", and the run's per-step scalars" : "");
+    cli_unknown(opt, "metric", name, what, all, n);
+}
+
 /* --metric not given: the first metric of the default order with values in
  * every run (fp4s_mm_metric_pick), or a usage error naming what each run has. */
 static void pick_metric(cfg *c, const fp4s_mm_result *res)
@@ -1352,11 +1373,8 @@ int main(int argc, char **argv)
                     t.format == FP4S_TRACE_CAPTURE;
         }
         if (!scal) {
-            fprintf(stderr, "fp4-mismatch: --metric: unknown metric '%s'; one of:", c.metric);
-            for (size_t i = 0; i < fp4s_mm_metric_count(); i++) fprintf(stderr, " %s", fp4s_mm_metric_name(i));
-            fprintf(stderr, ", or a framework's name of one (fp4-mismatch(1))\n");
             free(names);
-            return FP4S_EXIT_USAGE;
+            unknown_metric("--metric", c.metric, NULL, NULL);
         }
     }
     int ntr = argc - optind;
@@ -1403,6 +1421,16 @@ int main(int argc, char **argv)
             }
     cli_progress_end();
     if (!c.metric) pick_metric(&c, &res);
+    if (c.gate) { /* a --gate-metrics name that is no metric and no scalar of any run: a typo */
+        char *list = xstrdup(c.gate_metrics);
+        for (char *sv = NULL, *m = strtok_r(list, ",", &sv); m; m = strtok_r(NULL, ",", &sv)) {
+            bool known = fp4s_mm_metric_lookup(m) >= 0;
+            for (size_t r = 0; r < res.nruns && !known; r++) known = fp4s_mm_run_count(&res.runs[r], m) > 0;
+            known |= base && fp4s_mm_run_count(base, m) > 0;
+            if (!known) unknown_metric("--gate-metrics", m, res.nruns ? &res.runs[0] : NULL, base);
+        }
+        free(list);
+    }
     run_extra *ex = calloc(res.nruns, sizeof *ex);
     if (!ex) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
     int any_onset = 0, any_gate = 0;
@@ -1417,12 +1445,7 @@ int main(int argc, char **argv)
             ex[r].steps[i] = run->steps[i].step;
         }
         if (fp4s_mm_run_series(run, c.metric, ex[r].vals)) {
-            fprintf(stderr, "fp4-mismatch: --metric: unknown metric '%s' (run '%s' of %s); one of:", c.metric,
-                    run->name, run->source);
-            for (size_t i = 0; i < fp4s_mm_metric_count(); i++) fprintf(stderr, " %s", fp4s_mm_metric_name(i));
-            for (size_t i = 0; i < run->nscalars; i++) fprintf(stderr, " %s", run->scalar_names[i]);
-            fprintf(stderr, ", or a framework's name of a metric (fp4-mismatch(1))\n");
-            exit(FP4S_EXIT_USAGE);
+            unknown_metric("--metric", c.metric, run, NULL);
         }
         ex[r].cp_rc = fp4s_mm_changepoint_find(ex[r].steps, ex[r].vals, run->nsteps, &c.co, &ex[r].cp);
         if (ex[r].cp_rc && ex[r].cp_rc != FP4S_EEMPTY) exit(cli_report(ex[r].cp_rc));

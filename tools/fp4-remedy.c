@@ -3,6 +3,7 @@
  * trainer's references, its cost, and a plan within an extra-FLOP budget
  * (man/fp4-remedy.1). */
 #include "cli.h"
+#include "suggest.h"
 #include "par.h"
 #include "remedy/table.h"
 

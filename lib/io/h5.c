@@ -4,6 +4,7 @@
 #include "internal.h"
 
 #include <fp4scope/codec.h>
+#include <fp4scope/suggest.h>
 
 #include <hdf5.h>
 
@@ -16,27 +17,62 @@
 typedef struct {
     char *buf;
     size_t n, k, count;
+    char **all;        /* every dataset's path (for "did you mean"), up to DLIST_MAX */
+    size_t nall, cap;
 } dlist;
+#define DLIST_MAX 100000
 
 static herr_t visit_cb(hid_t obj, const char *name, const H5O_info_t *info, void *data)
 {
+    (void)obj;
     dlist *d = data;
     if (info->type != H5O_TYPE_DATASET) return 0;
     if (d->count < 20 && d->k + 1 < d->n)
         d->k += (size_t)snprintf(d->buf + d->k, d->n - d->k, "%s/%s", d->count ? ", " : "", name);
     if (d->k >= d->n) d->k = d->n - 1;
     d->count++;
+    if (d->nall < DLIST_MAX) {
+        if (d->nall == d->cap) {
+            size_t nc = d->cap ? 2 * d->cap : 64;
+            char **na = realloc(d->all, nc * sizeof *na);
+            if (!na) return 0; /* the suggestion is a courtesy: without memory there is none */
+            d->all = na;
+            d->cap = nc;
+        }
+        size_t l = strlen(name);
+        char *p = malloc(l + 2);
+        if (!p) return 0;
+        p[0] = '/';
+        memcpy(p + 1, name, l + 1);
+        d->all[d->nall++] = p;
+    }
     return 0;
 }
 
-static void list_datasets(hid_t f, char *buf, size_t n)
+/* The datasets of f for a message ("/a, /b, ... (47 in all)") into buf, and
+ * with want, " did you mean '/x'?" (the nearest paths: fp4s_suggest) into dym. */
+static void list_datasets(hid_t f, char *buf, size_t n, const char *want, char *dym, size_t dn)
 {
-    dlist d = {buf, n, 0, 0};
+    dlist d = {buf, n, 0, 0, NULL, 0, 0};
     buf[0] = '\0';
+    if (dym && dn) dym[0] = '\0';
     H5Ovisit2(f, H5_INDEX_NAME, H5_ITER_INC, visit_cb, &d, H5O_INFO_BASIC);
     H5Eclear2(H5E_DEFAULT);
     if (d.count == 0) snprintf(buf, n, "(none)");
     else if (d.count > 20 && d.k + 1 < n) snprintf(buf + d.k, n - d.k, ", ... (%zu in all)", d.count);
+    if (want && dym && dn) {
+        char w[1024];
+        snprintf(w, sizeof w, "%s%s", want[0] == '/' ? "" : "/", want); /* paths are compared with their '/' */
+        size_t idx[3], k = fp4s_suggest(w, (const char *const *)d.all, d.nall, idx, 3), u = 0;
+        for (size_t i = 0; i < k && u + 1 < dn; i++) {
+            int wr = snprintf(dym + u, dn - u, "%s'%s'", i == 0 ? " did you mean " : (i + 1 == k ? " or " : ", "),
+                              d.all[idx[i]]);
+            u = wr > 0 && (size_t)wr < dn - u ? u + (size_t)wr : dn - 1;
+        }
+        if (k && u + 2 < dn) snprintf(dym + u, dn - u, "?");
+    }
+    for (size_t i = 0; i < d.nall; i++) free(d.all[i]);
+    free(d.all);
 }
 
 static const char *h5_type_desc(hid_t t, char *buf, size_t n)
@@ -72,15 +108,16 @@ static int src_open(struct fp4s_source *s)
         return fp4s_error_set(FP4S_EFORMAT, "%s: not a readable HDF5 file (damaged or not HDF5; HDF5: %s)", P, fp4s_h5_msg());
     s->h5_file = f;
     if (!*s->name) {
-        list_datasets(f, names, sizeof names);
+        list_datasets(f, names, sizeof names, NULL, NULL, 0);
         return fp4s_error_set(FP4S_ENOTFOUND, "%s: name a dataset as %s:/PATH; datasets: %s", P, P, names);
     }
     const char *D = s->name;
     H5O_info_t oi;
     if (H5Oget_info_by_name2(f, D, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
         H5Eclear2(H5E_DEFAULT);
-        list_datasets(f, names, sizeof names);
-        return fp4s_error_set(FP4S_ENOTFOUND, "%s: %s: dataset not found; datasets: %s", P, D, names);
+        char dym[1200];
+        list_datasets(f, names, sizeof names, D, dym, sizeof dym);
+        return fp4s_error_set(FP4S_ENOTFOUND, "%s: %s: dataset not found;%s datasets: %s", P, D, dym, names);
     }
     if (oi.type != H5O_TYPE_DATASET)
         return fp4s_error_set(FP4S_ENOTFOUND, "%s: %s: is a %s, not a dataset", P, D,

@@ -5,6 +5,8 @@
 #include "internal.h"
 #include "fp4s_config.h"
 
+#include <fp4scope/suggest.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -27,9 +29,12 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /* "a, b, c" (sorted, at most 20 names) of the tensors in the header. */
-static void list_names(json_t *root, char *buf, size_t n)
+/* The tensors for a message into buf, and with want " did you mean 'x'?"
+ * (fp4s_suggest) into dym. */
+static void list_names(json_t *root, char *buf, size_t n, const char *want, char *dym, size_t dn)
 {
     size_t cnt = 0, k = 0;
+    if (dym && dn) dym[0] = '\0';
     const char *key;
     json_t *v;
     json_object_foreach(root, key, v) if (strcmp(key, "__metadata__") != 0) cnt++;
@@ -46,6 +51,15 @@ static void list_names(json_t *root, char *buf, size_t n)
     for (i = 0; i < cnt && i < 20 && k + 1 < n; i++)
         k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", names[i]);
     if (cnt > 20 && k + 1 < n) snprintf(buf + k, n - k, ", ... (%zu in all)", cnt);
+    if (want && dym && dn) {
+        size_t idx[3], ns = fp4s_suggest(want, names, cnt, idx, 3), u = 0;
+        for (size_t j = 0; j < ns && u + 1 < dn; j++) {
+            int wr = snprintf(dym + u, dn - u, "%s'%s'", j == 0 ? " did you mean " : (j + 1 == ns ? " or " : ", "),
+                              names[idx[j]]);
+            u = wr > 0 && (size_t)wr < dn - u ? u + (size_t)wr : dn - 1;
+        }
+        if (ns && u + 2 < dn) snprintf(dym + u, dn - u, "?");
+    }
     free(names);
 }
 
@@ -113,14 +127,15 @@ int fp4s_st_src_open(struct fp4s_source *s, uint64_t fsize)
     char names[1024];
     json_t *e = NULL;
     if (!*N) {
-        list_names(root, names, sizeof names);
+        list_names(root, names, sizeof names, NULL, NULL, 0);
         rc = fp4s_error_set(FP4S_ENOTFOUND, "%s: name a tensor as %s:NAME; tensors: %s", P, P, names);
         goto out;
     }
     e = strcmp(N, "__metadata__") == 0 ? NULL : json_object_get(root, N);
     if (!e) {
-        list_names(root, names, sizeof names);
-        rc = fp4s_error_set(FP4S_ENOTFOUND, "%s: %s: tensor not found; tensors: %s", P, N, names);
+        char dym[1200];
+        list_names(root, names, sizeof names, N, dym, sizeof dym);
+        rc = fp4s_error_set(FP4S_ENOTFOUND, "%s: %s: tensor not found;%s tensors: %s", P, N, dym, names);
         goto out;
     }
     if (!json_is_object(e)) {

@@ -56,7 +56,7 @@ run_bad m.in.safetensors:layers.1.w "layers.1.w: dtype I64 is not supported"
 run_bad lie.in.safetensors:w "data_offsets span 256 bytes but shape (2, 64) of F32 needs 512"
 run_bad past.in.safetensors:w "run past the 100-byte data buffer"
 run_bad hlen.in.safetensors:w "header length 1152921504606846976 does not fit"
-run_bad a.in.h5:/act/y "a.in.h5: /act/y: dataset not found; datasets: /act/x"
+run_bad a.in.h5:/act/y "a.in.h5: /act/y: dataset not found; did you mean '/act/x'? datasets: /act/x"
 run_bad a.in.h5:/u16 "dtype = \"bfloat16\""
 run_bad w100.in.npy "w100.in.npy: shape (4, 100): last dimension 100 is not a multiple of the mxfp4 block size 32 (use --pad"
 expect_exit 3 fp4-quant -f nvfp4 w100.in.npy

@@ -366,7 +366,7 @@ START_TEST(safetensors_rejects_lies)
     unsigned char data[64] = {0};
     fp4s_source *s;
     struct { const char *json; int64_t hlen; size_t nbytes; const char *name; int code; const char *msg; } cases[] = {
-        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}", -1, 24, "x", FP4S_ENOTFOUND, "x: tensor not found; tensors: w"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}", -1, 24, "x", FP4S_ENOTFOUND, "x: tensor not found; did you mean 'w'? tensors: w"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[24,28]}}", -1, 28, "", FP4S_ENOTFOUND, "tensors: a, w"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}", 100000, 24, "w", FP4S_EFORMAT, "header length 100000 does not fit"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}", 0, 24, "w", FP4S_EFORMAT, "header length 0"},
@@ -802,7 +802,7 @@ START_TEST(spec_path_with_colon)
     ck_assert_str_eq(fp4s_source_name(s), "a:b");
     fp4s_source_close(&s);
     ck_assert_int_eq(fp4s_source_open(st_spec("c.safetensors", "a:c"), &s), FP4S_ENOTFOUND);
-    ASSERT_DETAIL("a:c: tensor not found; tensors: a:b");
+    ASSERT_DETAIL("a:c: tensor not found; did you mean 'a:b'? tensors: a:b");
     float f[2] = {7, 8};
     make_npy(check_path("odd:name.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", f, sizeof f);
     float *d;

@@ -2,6 +2,7 @@
  * traces, per-step scalar logs, captures, or fp4-mismatch --json reports),
  * with the onset of each and its threshold. */
 #include "plot.h"
+#include "../suggest.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -88,6 +89,22 @@ static void run_has(FILE *f, const fp4s_mm_run *run)
     if (!shown) fprintf(f, "no values");
 }
 
+/* " did you mean 'x'?" among what the run has values of (its metrics by
+ * their names and the names it logs them under, its other scalars). */
+static const char *near_names(const fp4s_mm_run *run, const char *name)
+{
+    static char buf[1024];
+    size_t cap = 2 * fp4s_mm_metric_count() + run->nscalars + 1, n = 0;
+    const char **all = xmalloc(cap * sizeof *all);
+    for (size_t i = 0; i < fp4s_mm_metric_count(); i++)
+        if (fp4s_mm_run_count(run, fp4s_mm_metric_name(i))) all[n++] = fp4s_mm_metric_name(i);
+    for (size_t k = 0; k < run->nscalars; k++)
+        if (fp4s_mm_run_count(run, run->scalar_names[k])) all[n++] = run->scalar_names[k];
+    cli_did_you_mean(name, all, n, buf, sizeof buf);
+    free(all);
+    return buf;
+}
+
 /* A series every run must have (--metric) or some run (--y2): a usage error
  * naming the run and what it has instead of gnuplot's "all points y value
  * undefined". */
@@ -101,14 +118,15 @@ static void need_series(const fp4s_mm_result *res, const char *opt, const char *
             continue;
         }
         if (!every) continue;
-        fprintf(stderr, "fp4-plot: %s: run '%s' (%s) has no value of '%s'; it has: ", opt, run->name, run->source,
-                name);
+        fprintf(stderr, "fp4-plot: %s: run '%s' (%s) has no value of '%s';%s it has: ", opt, run->name, run->source,
+                name, near_names(run, name));
         run_has(stderr, run);
         fprintf(stderr, "\nTry 'fp4-plot --help'.\n");
         exit(FP4S_EXIT_USAGE);
     }
     if (with || !res->nruns) return;
-    fprintf(stderr, "fp4-plot: %s: no run has a value of '%s'; run '%s' has: ", opt, name, res->runs[0].name);
+    fprintf(stderr, "fp4-plot: %s: no run has a value of '%s';%s run '%s' has: ", opt, name,
+            near_names(&res->runs[0], name), res->runs[0].name);
     run_has(stderr, &res->runs[0]);
     fprintf(stderr, "\nTry 'fp4-plot --help'.\n");
     exit(FP4S_EXIT_USAGE);

@@ -3,6 +3,7 @@
  * every site that has what they need, the channels of each site, the
  * profiles' disagreement and the log-prob mismatch over steps. */
 #include "report.h"
+#include "../suggest.h"
 
 #include "../par.h"
 
@@ -168,11 +169,14 @@ void analyze_units(report *r)
     }
     cli_units_skipped(&r->ul);
     r->nskipped = r->ul.nskipped;
-    if (r->ul.n + r->ul.nleft == 0)
+    if (r->ul.n + r->ul.nleft == 0) {
+        char hint[4096];
+        cli_sites_hint(o->captures[0], o->sites, hint, sizeof hint);
         cli_die(FP4S_EXIT_INPUT, "%s: no rollout activations%s%s%s%s (a capture holds "
-                "/steps/<step>/<site>/rollout; fp4-capture ls lists it)", o->captures[0],
+                "/steps/<step>/<site>/rollout; fp4-capture ls lists it)%s", o->captures[0],
                 o->sites ? " match --sites " : "", o->sites ? o->sites : "", o->steps_s ? " --steps " : "",
-                o->steps_s ? o->steps_s : "");
+                o->steps_s ? o->steps_s : "", hint);
+    }
     size_t bs = o->spec.block;
     for (size_t i = 0; i < r->ul.nleft; i++) {
         const fp4s_unit *u = &r->ul.left[i];
