@@ -31,7 +31,7 @@ static const struct option longopts[] = {
     {"fail-on-onset", no_argument, NULL, OPT_FAIL_ONSET},
     {"output", required_argument, NULL, OPT_OUTPUT},
     {"names", required_argument, NULL, OPT_NAMES},
-    {"gate", no_argument, NULL, OPT_GATE},
+    {"gate", optional_argument, NULL, OPT_GATE},
     {"baseline", required_argument, NULL, OPT_BASELINE},
     {"baseline-run", required_argument, NULL, OPT_BASELINE_RUN},
     {"gate-metrics", required_argument, NULL, OPT_GATE_METRICS},
@@ -81,6 +81,7 @@ static void usage(void)
            "  --gate              exit 1 when a metric crosses the level called harmful: the\n"
            "                      noise floor of --baseline, else the level a framework\n"
            "                      documents (mean_abs 0.1, slime's CI bound); or none is gated\n"
+           "  --gate exact        exit 1 unless the log-probs are equal at every token (k3 = 0)\n"
            "  --baseline FILE     the reference run (BF16 vs BF16, or FP8): its noise floor is\n"
            "                      the level called harmful (gate and verdict)\n"
            "  --baseline-run NAME the run of FILE to use (default: its first)\n"
@@ -119,7 +120,7 @@ typedef struct cfg {
     fp4s_mm_onset_opts oo;
     fp4s_mm_changepoint_opts co;
     /* gate */
-    int gate;
+    int gate;               /* 1 the level called harmful (floor or documented), 2 exact */
     const char *baseline, *baseline_run, *gate_metrics;
     double gate_sigma;
     size_t gate_steps, gate_window;
@@ -140,6 +141,19 @@ typedef struct gate_item {
     int64_t step;           /* first step of the first run of gate_steps crossings */
     double value, sigmas;   /* there: the value and (value - mean) / spread (NaN with doc) */
 } gate_item;
+
+/* --gate exact: the log-probs of trainer and rollout are the same numbers at
+ * every counted token (max |rho| = 0 and no NaN/Inf token at every step;
+ * from a scalar log: k3, max_abs and mean_abs exactly 0 where logged). */
+typedef struct exact_gate {
+    bool passed;
+    size_t nsteps;          /* steps checked (with a value to check) */
+    size_t differ;          /* steps where they differ */
+    int64_t first;          /* the first of them */
+    double max_abs, k3;     /* there */
+    uint64_t nonfinite;     /* there */
+    uint64_t tokens;        /* tokens checked in all */
+} exact_gate;
 
 typedef struct run_extra {
     fp4s_mm_onset onset;
@@ -163,6 +177,7 @@ typedef struct run_extra {
     double lvl;             /* the level of the metric called harmful (NaN: none known) */
     char lvl_src[1024];     /* where it comes from */
     const char *verdict;    /* "high_from_start", "diverges", "steady", "no_data" */
+    exact_gate exact;       /* --gate exact */
 } run_extra;
 
 /* ---- output buffer ------------------------------------------------------------------- */
@@ -285,6 +300,22 @@ static json_t *gate_json(const cfg *c, const run_extra *x)
                  x->gate_why ? x->gate_why : "");
         json_object_set_new(o, "failed", json_string(why));
     }
+    return o;
+}
+
+static json_t *exact_json(const run_extra *x)
+{
+    const exact_gate *e = &x->exact;
+    json_t *o = json_object();
+    json_object_set_new(o, "mode", json_string("exact"));
+    json_object_set_new(o, "passed", json_boolean(e->passed));
+    json_object_set_new(o, "steps", json_integer((json_int_t)e->nsteps));
+    json_object_set_new(o, "steps_differ", json_integer((json_int_t)e->differ));
+    json_object_set_new(o, "first_step", e->differ ? json_integer(e->first) : json_null());
+    json_object_set_new(o, "max_abs", e->differ ? cli_json_real(e->max_abs) : json_null());
+    json_object_set_new(o, "k3", e->differ ? cli_json_real(e->k3) : json_null());
+    json_object_set_new(o, "nonfinite", e->differ ? json_integer((json_int_t)e->nonfinite) : json_null());
+    if (!e->nsteps) json_object_set_new(o, "failed", json_string("nothing to check: no max_abs, mean_abs or k3"));
     return o;
 }
 
@@ -563,7 +594,8 @@ static void result_json(FILE *f, const cfg *c, const fp4s_mm_result *res, run_ex
         jw_put(&w, "trend", trend_json(c, &ex[r]));
         jw_put(&w, "changepoint", changepoint_json(c, &ex[r]));
         jw_put(&w, "verdict", verdict_json(c, &ex[r]));
-        if (c->gate) jw_put(&w, "gate", gate_json(c, &ex[r]));
+        if (c->gate == 2) jw_put(&w, "gate", exact_json(&ex[r]));
+        else if (c->gate) jw_put(&w, "gate", gate_json(c, &ex[r]));
         jw_close(&w, '}');
     }
     jw_close(&w, ']');
@@ -939,6 +971,47 @@ static void gate_lines(FILE *f, const cfg *c, const fp4s_mm_run *run, const run_
     fputc('\n', f);
 }
 
+/* ---- --gate exact ------------------------------------------------------------------------- */
+static void exact_run(const fp4s_mm_run *run, run_extra *x)
+{
+    exact_gate *e = &x->exact;
+    memset(e, 0, sizeof *e);
+    e->first = INT64_MIN;
+    int ia = fp4s_mm_metric_index("max_abs"), im = fp4s_mm_metric_index("mean_abs"), ik = fp4s_mm_metric_index("k3");
+    for (size_t i = 0; i < run->nsteps; i++) {
+        const fp4s_mm_metrics *m = &run->steps[i];
+        double a = fp4s_mm_metric_value(m, (size_t)ia), b = fp4s_mm_metric_value(m, (size_t)im),
+               k = fp4s_mm_metric_value(m, (size_t)ik);
+        if (isnan(a) && isnan(b) && isnan(k) && !m->nonfinite) continue; /* nothing logged at this step */
+        e->nsteps++;
+        e->tokens += m->tokens;
+        bool same = m->nonfinite == 0 && (isnan(a) || a == 0) && (isnan(b) || b == 0) && (isnan(k) || k == 0);
+        if (same) continue;
+        if (!e->differ++) {
+            e->first = m->step;
+            e->max_abs = a;
+            e->k3 = k;
+            e->nonfinite = m->nonfinite;
+        }
+    }
+    e->passed = e->nsteps > 0 && e->differ == 0;
+}
+
+static void exact_lines(FILE *f, const fp4s_mm_run *run, const run_extra *x)
+{
+    const exact_gate *e = &x->exact;
+    char b1[32], b2[32];
+    if (!e->nsteps)
+        fprintf(f, "gate exact: FAILED: nothing to check: no step of run %s has max_abs, mean_abs or k3\n", run->name);
+    else if (e->passed)
+        fprintf(f, "gate exact: passed: run %s has the same log-probs on both sides at all %zu steps (max |rho| = 0, "
+                   "k3 = 0 exactly%s)\n", run->name, e->nsteps, e->tokens ? ", no NaN/Inf token" : "");
+    else
+        fprintf(f, "gate exact: FAILED: run %s differs at %zu of %zu steps, first at step %lld (max |rho| %s, k3 %s%s)\n",
+                run->name, e->differ, e->nsteps, (long long)e->first, fmt_g(b1, sizeof b1, e->max_abs),
+                fmt_g(b2, sizeof b2, e->k3), e->nonfinite ? ", and NaN/Inf log-probs" : "");
+}
+
 /* ---- tables ------------------------------------------------------------------------------------- */
 static const char *const table_cols[] = {"mean_abs", "max_abs", "k1", "k3", "chi2_token", "is_ess", "abs_p99"};
 
@@ -1119,7 +1192,8 @@ static void write_tables(FILE *f, const cfg *c, const fp4s_mm_result *res, const
             fprintf(f, "change point: none (no flat-then-growing bend of ln(%s) beats one line by BIC %g)\n",
                     c->metric, c->co.min_bic_gain);
         verdict_line(f, c, x);
-        if (c->gate) gate_lines(f, c, run, x);
+        if (c->gate == 2) exact_lines(f, run, x);
+        else if (c->gate) gate_lines(f, c, run, x);
         fputc('\n', f);
     }
     if (res->nruns > 1) {
@@ -1343,7 +1417,16 @@ int main(int argc, char **argv)
         case OPT_NAMES:
             if (fp4s_mm_names_parse(optarg, &c.names)) cli_usage("--names: %s", fp4s_last_error());
             break;
-        case OPT_GATE: c.gate = 1; break;
+        case OPT_GATE: {
+            /* --gate, --gate=MODE, or --gate MODE (the word exact or floor after it) */
+            const char *mode = optarg;
+            if (!mode && optind < argc && (!strcmp(argv[optind], "exact") || !strcmp(argv[optind], "floor")))
+                mode = argv[optind++];
+            if (!mode || !strcmp(mode, "floor")) c.gate = 1;
+            else if (!strcmp(mode, "exact")) c.gate = 2;
+            else cli_usage("--gate: expected floor (the default) or exact, got '%s'", mode);
+            break;
+        }
         case OPT_BASELINE: c.baseline = optarg; break;
         case OPT_BASELINE_RUN: c.baseline_run = optarg; break;
         case OPT_GATE_METRICS: c.gate_metrics = optarg; break;
@@ -1363,6 +1446,8 @@ int main(int argc, char **argv)
     c.csv = common.csv;
     g_names = c.names;
     if (!c.gate && c.baseline_run) cli_usage("--baseline-run applies to --baseline with --gate");
+    if (c.gate == 2 && (c.baseline || c.baseline_run))
+        cli_usage("--gate exact compares each run's log-probs with each other: it takes no --baseline");
     c.mi = c.metric ? fp4s_mm_metric_lookup(c.metric) : 0;
     if (c.mi < 0) {
         /* not a metric: a per-step scalar of a scalar log or a capture, if any */
@@ -1449,7 +1534,8 @@ int main(int argc, char **argv)
         }
         ex[r].cp_rc = fp4s_mm_changepoint_find(ex[r].steps, ex[r].vals, run->nsteps, &c.co, &ex[r].cp);
         if (ex[r].cp_rc && ex[r].cp_rc != FP4S_EEMPTY) exit(cli_report(ex[r].cp_rc));
-        if (c.gate) gate_run(&c, base, run, &ex[r]);
+        if (c.gate == 2) exact_run(run, &ex[r]);
+        else if (c.gate) gate_run(&c, base, run, &ex[r]);
         ex[r].onset_rc = fp4s_mm_onset_find(ex[r].steps, ex[r].vals, run->nsteps, &c.oo, &ex[r].onset);
         if (ex[r].onset_rc && ex[r].onset_rc != FP4S_EEMPTY) {
             int st = cli_report(ex[r].onset_rc);
@@ -1466,7 +1552,12 @@ int main(int argc, char **argv)
         judge(&c, base, run, &ex[r]);
         any_onset |= ex[r].onset.found;
         for (size_t g = 0; g < ex[r].ngate; g++) any_gate |= ex[r].gate[g].crossed;
-        if (c.gate && !ex[r].gate_listed) {
+        if (c.gate == 2) {
+            any_gate |= !ex[r].exact.passed;
+            if (!ex[r].exact.passed && !ex[r].exact.nsteps)
+                fprintf(stderr, "fp4-mismatch: --gate exact: run %s: nothing to check: no step has max_abs, "
+                                "mean_abs or k3; the gate fails (exit 1)\n", run->name);
+        } else if (c.gate && !ex[r].gate_listed) {
             if (c.baseline)
                 fprintf(stderr, "fp4-mismatch: --gate: run %s: nothing gated: none of --gate-metrics %s has a floor "
                                 "(2 finite values) in %s and a value in the run (%.*s); the gate fails (exit 1)\n",

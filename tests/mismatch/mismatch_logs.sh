@@ -215,4 +215,33 @@ jget gh.json 'j["runs"][0]["gate"]["metrics"][0]["level_source"]' | grep -q "sli
 # a verl log has no documented level: the gate needs a reference and says so
 expect_exit 1 fp4-mismatch --gate verl.jsonl
 expect_err "none of --gate-metrics mean_abs,k3,is_frac_high,is_frac_low,is_max has a level documented by a framework"
+
+# ---- --gate exact (issue 28 item 6): passes only when the log-probs are the same numbers
+printf 'step,seq,trainer_logprob,rollout_logprob\n0,0,-1,-1\n0,1,-0.5,-0.5\n1,0,-2,-2\n1,1,-0.25,-0.25\n' > same.csv
+expect_exit 0 fp4-mismatch --gate exact same.csv
+grep -q "^gate exact: passed: run same has the same log-probs on both sides at all 2 steps" out.txt || fail "exact: same"
+# one ulp apart at one token: k3 rounds to exactly 0 there, the gate still fails (max |rho| > 0)
+printf 'step,seq,trainer_logprob,rollout_logprob\n0,0,-1,-1\n1,0,-2,-2.0000000000000004\n1,1,-0.25,-0.25\n' > ulp.csv
+expect_exit 1 fp4-mismatch --gate=exact ulp.csv
+grep -q "^gate exact: FAILED: run ulp differs at 1 of 2 steps, first at step 1 (max |rho| 4.441e-16, k3 0)" out.txt \
+    || { grep gate out.txt; fail "exact: one ulp"; }
+fp4-mismatch --json --gate exact ulp.csv > e.json || true
+[ "$(jget e.json 'j["runs"][0]["gate"]["passed"]')" = False ] || fail "exact: JSON"
+[ "$(jget e.json 'j["runs"][0]["gate"]["first_step"]')" = 1 ] || fail "exact: JSON first step"
+# a NaN log-prob on one side is not the same log-prob
+printf 'step,seq,trainer_logprob,rollout_logprob\n0,0,-1,-1\n0,1,-1,nan\n' > nanx.csv
+expect_exit 1 fp4-mismatch --gate exact nanx.csv
+grep -q "and NaN/Inf log-probs" out.txt || fail "exact: NaN"
+# from a scalar log: k3 exactly 0 at every step (verl's rollout_corr/k3_kl)
+printf '{"step": 0, "data": {"rollout_corr/k3_kl": 0.0}}\n{"step": 1, "data": {"rollout_corr/k3_kl": 0.0}}\n' > k30.jsonl
+expect_exit 0 fp4-mismatch --gate exact k30.jsonl
+printf '{"step": 0, "data": {"rollout_corr/k3_kl": 0.0}}\n{"step": 1, "data": {"rollout_corr/k3_kl": 1e-12}}\n' > k3x.jsonl
+expect_exit 1 fp4-mismatch --gate exact k3x.jsonl
+grep -q "first at step 1 (max |rho| nan, k3 1e-12)" out.txt || { grep gate out.txt; fail "exact: scalar log"; }
+expect_exit 1 fp4-mismatch --gate exact --metric reward reward.csv
+expect_err "--gate exact: run reward: nothing to check"
+expect_exit 2 fp4-mismatch --gate exact --baseline same.csv same.csv
+expect_err "--gate exact compares each run's log-probs with each other: it takes no --baseline"
+expect_exit 2 fp4-mismatch --gate=bytes same.csv
+expect_err "--gate: expected floor (the default) or exact, got 'bytes'"
 echo ok
