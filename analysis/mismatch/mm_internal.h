@@ -200,7 +200,7 @@ void mm_i64map_free(mm_i64map *m);
 /* Key comparisons of the readers' lookups (steps seen, rows, columns, runs)
  * since the process began: the unit test's measure that reading a trace or a
  * log is linear in its steps, runs and columns (fp4s_mm_work_internal). */
-extern uint64_t mm_work;
+extern _Thread_local uint64_t mm_work;
 
 /* scalars.c: per-step scalar logs and a capture's per-step scalars */
 int mm_scalar_log_sniff(const char *path, const fp4s_trace_opts *t);

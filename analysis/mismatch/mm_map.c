@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint64_t mm_work;
+_Thread_local uint64_t mm_work; /* per thread: readers on several threads do not race on it */
 
 /* For the unit test (not exported from the shared library). */
 uint64_t fp4s_mm_work_internal(void);
-uint64_t fp4s_mm_work_internal(void) { return mm_work; }
+uint64_t fp4s_mm_work_internal(void) { return mm_work; } /* of the calling thread */
 
 static uint64_t mix64(uint64_t x)
 {
