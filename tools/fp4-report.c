@@ -7,6 +7,7 @@
 #include "report/report.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +68,7 @@ static void usage_text(void)
 
 enum {
     OPT_DEMO = 256, OPT_TRACE, OPT_PROFILES, OPT_METRIC, OPT_ACCEL, OPT_TOP,
-    OPT_DRILL, OPT_TITLE
+    OPT_DRILL, OPT_TITLE, OPT_TRAINER, OPT_TARGET
 };
 
 static char *join_cmdline(int argc, char **argv)
@@ -115,6 +116,7 @@ static void write_manifest(report *r, outdir *od)
     json_object_set_new(j, "sites", json_integer((json_int_t)r->nsites));
     json_object_set_new(j, "units", json_integer((json_int_t)r->nunits));
     json_object_set_new(j, "figures_not_drawn", json_integer(figs_missing()));
+    write_summary_json(r, j);
     char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(j);
     if (!s) cli_die(FP4S_EXIT_INTERNAL, "out of memory");
@@ -143,6 +145,9 @@ static void parse_args(int argc, char **argv, report_opts *o, const char **out, 
     o->accel = "b200";
     o->top = 10;
     o->drill = 3;
+    o->trainer = FP4S_TRAINER_BF16;
+    o->trainer_src = "the default (--trainer bf16: a trainer in BF16, what most RL runs have)";
+    o->target = NAN;
     fp4s_mm_opts_defaults(&o->mo);
     fp4s_trace_opts_defaults(&o->to);
     fp4s_mm_onset_opts_defaults(&o->oo);
@@ -164,6 +169,8 @@ static void parse_args(int argc, char **argv, report_opts *o, const char **out, 
         {"drill", required_argument, NULL, OPT_DRILL},
         {"title", required_argument, NULL, OPT_TITLE},
         CLI_STRICT_LONGOPTS
+        {"trainer", required_argument, NULL, OPT_TRAINER},
+        {"target", required_argument, NULL, OPT_TARGET},
         CLI_THREADS_LONGOPTS
         CLI_COMMON_LONGOPTS
         CLI_TRACE_LONGOPTS
@@ -185,6 +192,11 @@ static void parse_args(int argc, char **argv, report_opts *o, const char **out, 
         case OPT_DRILL: o->drill = (size_t)cli_parse_int("--drill", optarg, 0, 1000); break;
         case OPT_TITLE: o->title = optarg; break;
         case CLI_OPT_STRICT: o->strict = true; break;
+        case OPT_TRAINER:
+            if (fp4s_trainer_parse(optarg, &o->trainer)) cli_usage("--trainer: %s", fp4s_last_error());
+            o->trainer_src = "--trainer";
+            break;
+        case OPT_TARGET: o->target = cli_parse_double("--target", optarg, 0, 10); break;
         case CLI_OPT_FORCE: *force = true; break;
         case CLI_OPT_QUIET:
             cli_quiet();
@@ -201,11 +213,39 @@ static void parse_args(int argc, char **argv, report_opts *o, const char **out, 
     if (!o->demo && !ncap) cli_usage("no input: give one or more CAPTURE.h5, or --demo");
     cli_quant_spec(&qo, CLI_FORMATS_FP4, "the report is", &o->spec);
     fp4s_remedy_weight_spec(&o->spec, -1, &o->wspec);
+    if (fp4s_spec_profile(&o->fp8spec, FP4S_FP8, fp4s_default_profile(FP4S_FP8))) cli_fail(FP4S_EINTERNAL);
     if (o->steps_s) o->steps = cli_parse_int_list("--steps", o->steps_s, &o->nsteps);
     o->cmdline = join_cmdline(argc, argv);
 
     o->traces = traces;
     o->ntraces = ntr;
+}
+
+/* The remedies compared (-r, else the default list), with naive W4A4
+ * ("none") added first when the list lacks it: the shares need it. */
+static void make_remedies(report *r, const report_opts *o)
+{
+    int rc;
+    const char *list = o->remedy ? o->remedy : DEFAULT_REMEDIES;
+    if ((rc = fp4s_remedy_list_parse(list, &r->rem, &r->nrem))) cli_usage("--remedy: %s", fp4s_last_error());
+    if (!o->remedy) {
+        /* the default list keeps what the quantizer defines (mbs max needs power-of-two scales) */
+        size_t k = 0;
+        for (size_t q = 0; q < r->nrem; q++)
+            if (fp4s_remedy_check(&r->rem[q], &o->spec, &o->wspec, 256) != FP4S_ENOTSUP) r->rem[k++] = r->rem[q];
+        r->nrem = k;
+    }
+    { /* the shares need naive W4A4 ("none") on every site */
+        bool has_none = false;
+        for (size_t q = 0; q < r->nrem; q++) has_none |= fp4s_remedy_is_plain(&r->rem[q]);
+        if (!has_none) {
+            r->rem = xrealloc(r->rem, (r->nrem + 1) * sizeof *r->rem);
+            memmove(r->rem + 1, r->rem, r->nrem * sizeof *r->rem);
+            fp4s_remedy_parse("none", &r->rem[0]);
+            r->nrem++;
+            r->none_added = true;
+        }
+    }
 }
 
 int main(int argc, char **argv)
@@ -225,15 +265,7 @@ int main(int argc, char **argv)
     r.o = &o;
     int rc = fp4s_accel_get(o.accel, &r.acc);
     if (rc) cli_usage("--accel: %s", fp4s_last_error());
-    const char *list = o.remedy ? o.remedy : DEFAULT_REMEDIES;
-    if ((rc = fp4s_remedy_list_parse(list, &r.rem, &r.nrem))) cli_usage("--remedy: %s", fp4s_last_error());
-    if (!o.remedy) {
-        /* the default list keeps what the quantizer defines (mbs max needs power-of-two scales) */
-        size_t k = 0;
-        for (size_t q = 0; q < r.nrem; q++)
-            if (fp4s_remedy_check(&r.rem[q], &o.spec, &o.wspec, 256) != FP4S_ENOTSUP) r.rem[k++] = r.rem[q];
-        r.nrem = k;
-    }
+    make_remedies(&r, &o);
 
     /* inputs, then the report directory: every refusal comes before any work */
     char **caps = xcalloc(ncap + 1, sizeof *caps);

@@ -93,6 +93,17 @@ static void unit_compute(report *r, unit *u, const fp4s_decomp_opts *dop, const 
             u->have_rem = true;
         }
     }
+    if (u->have_rem) { /* the same site in FP8 (W8A8): what "run this layer in FP8" gives */
+        fp4s_remedy none;
+        fp4s_remedy_defaults(&none);
+        fp4s_remedy_eval_opts e8 = *eo;
+        e8.decompose = false;
+        fp4s_remedy_site s8;
+        rc = fp4s_remedy_eval(&none, 1, &o->fp8spec, &o->fp8spec, X, Xt, u->m, W, u->n, u->k, &e8, &s8, &u->fp8);
+        if (rc == 0) u->have_fp8 = true;
+        else if (rc == FP4S_ENOTSUP || rc == FP4S_ERANGE || rc == FP4S_ESHAPE) fp4s_error_clear();
+        else cli_failf(rc, "%s (in FP8)", u->xr);
+    }
     fp4s_unit_data_free(&ud);
 }
 
@@ -101,13 +112,15 @@ static void put_unit(void *ctx, size_t i, fp4s_buf *b)
 {
     const report *r = ctx;
     const unit *u = &r->units[i];
-    uint8_t flags = (uint8_t)(u->have_decomp | u->have_cmp << 1 | u->have_rem << 2 | (u->unavail != NULL) << 3);
+    uint8_t flags = (uint8_t)(u->have_decomp | u->have_cmp << 1 | u->have_rem << 2 | (u->unavail != NULL) << 3 |
+                              u->have_fp8 << 4);
     int rc = fp4s_buf_put(b, &flags, 1);
     if (!rc && u->have_decomp) rc = fp4s_record_put(b, fp4s_rtype_decomp_result(), &u->dec);
     if (!rc && u->have_cmp) rc = fp4s_record_put(b, fp4s_rtype_compare_site(), &u->cmp);
     if (!rc && u->have_rem) rc = fp4s_record_put(b, fp4s_rtype_remedy_site(), &u->rsite);
     for (size_t q = 0; !rc && u->have_rem && q < r->nrem; q++)
         rc = fp4s_record_put(b, fp4s_rtype_remedy_result(), &u->rres[q]);
+    if (!rc && u->have_fp8) rc = fp4s_record_put(b, fp4s_rtype_remedy_result(), &u->fp8);
     if (!rc && u->unavail) {
         uint64_t n = strlen(u->unavail);
         rc = fp4s_buf_put(b, &n, sizeof n);
@@ -132,6 +145,10 @@ static void get_unit(void *ctx, size_t i, const unsigned char **p, const unsigne
         u->rres = xcalloc(r->nrem, sizeof *u->rres);
         for (size_t q = 0; !rc && q < r->nrem; q++) rc = fp4s_record_get(p, end, fp4s_rtype_remedy_result(), &u->rres[q]);
         u->have_rem = !rc;
+    }
+    if (!rc && (flags & 16)) {
+        rc = fp4s_record_get(p, end, fp4s_rtype_remedy_result(), &u->fp8);
+        u->have_fp8 = !rc;
     }
     if (!rc && (flags & 8)) {
         uint64_t n = 0;
@@ -472,6 +489,7 @@ void report_free(report *r)
         unit *u = &r->units[i];
         if (u->have_cmp) fp4s_compare_site_free(&u->cmp);
         if (u->rres) fp4s_remedy_results_free(u->rres, r->nrem);
+        if (u->have_fp8) fp4s_remedy_results_free(&u->fp8, 1);
         free(u->rres);
         free(u->unavail);
     }
@@ -493,6 +511,7 @@ void report_free(report *r)
     free(r->mmr);
     fp4s_mm_result_free(&r->mm);
     free(r->order);
+    advice_free(r);
     free((char *)r->rem_unavailable);
     for (size_t i = 0; i < r->nleft; i++) free(r->left[i]);
     free(r->left);

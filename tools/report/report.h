@@ -8,6 +8,7 @@
 
 #include "../plot/plot.h"
 
+#include <fp4scope/advise.h>
 #include <fp4scope/capture.h>
 #include <fp4scope/channels.h>
 #include <fp4scope/decompose.h>
@@ -119,6 +120,8 @@ typedef struct unit {       /* one (capture, step, site) with a rollout side */
     fp4s_remedy_site rsite; /* remedies (needs w) */
     fp4s_remedy_result *rres;
     char *unavail;          /* the comparison or remedies are not built in: why (its first unit per rank) */
+    bool have_fp8;          /* the site in FP8 (W8A8, the FP8 default profile): naive "none" */
+    fp4s_remedy_result fp8;
 } unit;
 
 typedef struct disagree {   /* one (site, tensor, profile) */
@@ -161,6 +164,7 @@ typedef struct report_opts {
     size_t ntraces;
     const char *const *names; /* display names of the captures (base names, or "demo") */
     fp4s_spec spec, wspec;
+    fp4s_spec fp8spec;        /* FP8 (its default profile), for each site's "in FP8 instead" */
     const char *profiles;     /* NULL: every profile of the format */
     const char *sites, *steps_s;
     long long *steps;
@@ -169,6 +173,9 @@ typedef struct report_opts {
     const char *metric;
     const char *accel;
     const char *title;
+    fp4s_trainer trainer;     /* what the shares are against (--trainer; default bf16) */
+    const char *trainer_src;  /* where that came from ("--trainer", "the default") */
+    double target;            /* --target: relative output error a site must get under (NaN: the default) */
     size_t top, drill;
     fp4s_mm_opts mo;
     fp4s_trace_opts to;
@@ -199,7 +206,13 @@ typedef struct report {
     size_t nmm;
     int mm_metric;            /* id, or -1 for a scalar column */
     bool synthetic;
-    size_t *order;            /* sites, worst first (by relative error) */
+    size_t *order;            /* sites, worst first: by share of the output mismatch against the trainer
+                               * (advice.c) when the remedies ran, else by relative error */
+    bool by_share;            /* order is by share */
+    struct site_advice *adv;  /* per site (advice.c), NULL without remedies */
+    double target;            /* the target in force, and where it comes from */
+    char target_src[256];
+    bool none_added;          /* "none" was added to the remedy list for the shares */
     char **left;              /* sites left out ("site (K = 40)"): K not a multiple of the block */
     size_t nleft;
     int stage, nstages;       /* the analysis running, of how many (report_analyze; the writing is the last) */
@@ -217,6 +230,24 @@ void analyze_units(report *r);        /* units, decomposition, compare, remedies
 void analyze_sites(report *r);        /* pooled per site, channels, order */
 void analyze_disagreement(report *r); /* profiles */
 void analyze_mismatch(report *r);     /* captures' log-probs and the traces */
+
+/* ---- advice.c: what to do about each site (fp4scope/advise.h) ----------------------------- */
+typedef struct site_advice {
+    bool have;                /* remedies ran on the site */
+    double err2, ref2;        /* naive W4A4 against the trainer, pooled over steps */
+    double share, rel;        /* of the output mismatch; relative error */
+    double act_only, weight_only, input; /* each cause alone (pooled RMS) */
+    fp4s_error_source dominant;
+    double fp8_err;           /* the site in FP8 against the same kind of trainer (NaN: not run) */
+    double target;            /* the relative output error the advice must reach */
+    double *err, *vs_w4a4, *vs_fp8, *vs_bf16; /* per remedy (r->nrem) */
+    fp4s_advice adv;
+} site_advice;
+void analyze_advice(report *r);       /* after analyze_sites: shares, order, advice */
+/* The advised fix of a site as words ("rac:0.05", "FP8 for this layer", "keep W4A4"). */
+const char *advice_label(const report *r, size_t site, char *buf, size_t n);
+void write_summary_json(const report *r, json_t *j); /* fp4-report.json's "summary" */
+void advice_free(report *r);
 void report_free(report *r);
 
 /* ---- summary.c: the summary and what the sections share ----------------------------- */

@@ -995,7 +995,7 @@ static void sec_drill(report *r, text *pg, const rem_pool *rp)
  * analysis (NULL: it reads another row's) runs at its stage, stages in
  * order, before any page is written: the decomposition, comparison and
  * remedies of every unit first (the channels and the profiles read its
- * sites). A new section is one row and its write function (and, with an
+ * sites), the summary's ranking and advice after the sites are pooled. A new section is one row and its write function (and, with an
  * analysis of its own, that function at the next stage). */
 typedef struct rsection {
     const char *id;          /* its anchor */
@@ -1011,7 +1011,7 @@ typedef struct rsection {
 static bool has_drill(const report *r) { return r->o->drill && r->nsites; }
 
 static const rsection sections[] = {
-    {"summary", "Summary", NULL, false, 0, NULL, NULL, write_summary},
+    {"summary", "Summary", NULL, false, 3, analyze_advice, NULL, write_summary},
     {"profiles", "Profiles", "Do the engines quantize alike? Profile disagreement per site", true, 3,
      analyze_disagreement, NULL, sec_profiles},
     {"decomposition", "Decomposition", "What the error is made of: the decomposition per site and step", true, 1,

@@ -83,6 +83,45 @@ double pool_err_wfq(const rem_pool *p) { return p->ref2_wfq > 0 ? sqrt(p->err2_w
 double pool_flops(const rem_pool *p) { return p->flops_base > 0 ? p->flops_eq / p->flops_base : NAN; }
 
 /* ---- the summary ----------------------------------------------------------------------------- */
+/* What to do, site by site: the sites that hold 80% of the mismatch (at most 5). */
+static void write_advice(report *r, text *pg)
+{
+    const report_opts *o = r->o;
+    tx_add(pg, "<li>What to do (target: %s; times on %s from the GEMM time model):<ul>\n", r->target_src,
+           r->acc ? r->acc->title : o->accel);
+    double cum = 0;
+    for (size_t i = 0; i < r->nsites && i < 5 && cum < 0.8; i++) {
+        size_t s = r->order[i];
+        const site_advice *x = &r->adv[s];
+        if (!x->have) continue;
+        cum += x->share;
+        char lab[600], what[300];
+        site_label(r, s, lab, sizeof lab);
+        advice_label(r, s, what, sizeof what);
+        tx_add(pg, "<li><b>");
+        html_esc(pg, lab);
+        tx_add(pg, "</b> (%.1f%% of the mismatch, error %.3g, target %.3g): <b>", 100 * x->share, x->rel, x->target);
+        html_esc(pg, what);
+        tx_add(pg, "</b>");
+        switch (x->adv.kind) {
+        case FP4S_ADVICE_KEEP: break;
+        case FP4S_ADVICE_REMEDY:
+            tx_add(pg, ": error %.3g, %.2fx the time of W4A4, %.2fx FP8's", x->adv.err, x->adv.vs_w4a4, x->adv.vs_fp8);
+            break;
+        case FP4S_ADVICE_FP8:
+            tx_add(pg, ": no FP4 fix of the list reaches the target faster than FP8%s; FP8 gives %.3g",
+                   x->adv.slower_than_fp8 ? " (some reach it, but slower than FP8)" : "", x->fp8_err);
+            break;
+        case FP4S_ADVICE_BF16: tx_add(pg, ": FP8 (%.3g) is not under the target either", x->fp8_err); break;
+        }
+        tx_add(pg, ". %s: ", fp4s_error_source_name(x->dominant));
+        html_esc(pg, fp4s_error_source_advice(x->dominant));
+        tx_add(pg, " (each cause alone: activation %.3g, weight %.3g, input %.3g).</li>\n", x->act_only,
+               x->weight_only, x->input);
+    }
+    tx_add(pg, "</ul></li>\n");
+}
+
 void write_summary(report *r, text *pg, const rem_pool *rp)
 {
     const report_opts *o = r->o;
@@ -92,16 +131,38 @@ void write_summary(report *r, text *pg, const rem_pool *rp)
     char lab[600];
     site_label(r, w, lab, sizeof lab);
     double tot = ws->err2;
-    tx_add(pg, "<li>The largest %s error is at <b>", fp4s_format_name(o->spec.format));
-    html_esc(pg, lab);
-    tx_add(pg, "</b>: relative error %.3g (SNR %.1f dB) over %zu step%s. Its error energy is %.0f%% scale bias, "
-               "%.0f%% dead zone and %.0f%% grid noise, and the cross terms %+.0f%%%s.</li>\n",
-           ws->x2 > 0 ? sqrt(ws->err2 / ws->x2) : NAN, ws->err2 > 0 ? 10 * log10(ws->x2 / ws->err2) : NAN,
-           ws->nunits, ws->nunits == 1 ? "" : "s", 100 * share(ws->e_scale, tot), 100 * share(ws->e_dz, tot),
-           100 * share(ws->e_grid, tot), 100 * share(ws->e_cross, tot),
-           share(ws->e_cross, tot) < -0.05 ? " (negative: the scale bias partly cancels the dead-zone and grid "
-                                             "errors, so the three parts add up to more than 100%)"
-                                           : "");
+    if (r->by_share) {
+        const site_advice *x = &r->adv[w];
+        tx_add(pg, "<li>The largest share of the output mismatch against the <b>%s trainer</b> (%s) is at <b>",
+               fp4s_trainer_name(o->trainer), o->trainer_src);
+        html_esc(pg, lab);
+        tx_add(pg, "</b>: %.1f%% of it, relative output error %.3g with naive W4A4", 100 * x->share, x->rel);
+        size_t big = w; /* the largest relative error, beside the share */
+        for (size_t s = 0; s < r->nsites; s++)
+            if (r->adv[s].have && r->adv[s].rel > r->adv[big].rel) big = s;
+        if (big != w) {
+            char bl[600];
+            site_label(r, big, bl, sizeof bl);
+            tx_add(pg, " (the largest relative error, %.3g, is at ", r->adv[big].rel);
+            html_esc(pg, bl);
+            tx_add(pg, ", with %.1f%% of the mismatch)", 100 * r->adv[big].share);
+        }
+        tx_add(pg, ". Its %s error (activations) is %.0f%% scale bias, %.0f%% dead zone and %.0f%% grid noise, "
+                   "cross terms %+.0f%%.</li>\n", fp4s_format_name(o->spec.format), 100 * share(ws->e_scale, tot),
+               100 * share(ws->e_dz, tot), 100 * share(ws->e_grid, tot), 100 * share(ws->e_cross, tot));
+        write_advice(r, pg);
+    } else {
+        tx_add(pg, "<li>The largest %s error is at <b>", fp4s_format_name(o->spec.format));
+        html_esc(pg, lab);
+        tx_add(pg, "</b>: relative error %.3g (SNR %.1f dB) over %zu step%s. Its error energy is %.0f%% scale bias, "
+                   "%.0f%% dead zone and %.0f%% grid noise, and the cross terms %+.0f%%%s.</li>\n",
+               ws->x2 > 0 ? sqrt(ws->err2 / ws->x2) : NAN, ws->err2 > 0 ? 10 * log10(ws->x2 / ws->err2) : NAN,
+               ws->nunits, ws->nunits == 1 ? "" : "s", 100 * share(ws->e_scale, tot), 100 * share(ws->e_dz, tot),
+               100 * share(ws->e_grid, tot), 100 * share(ws->e_cross, tot),
+               share(ws->e_cross, tot) < -0.05 ? " (negative: the scale bias partly cancels the dead-zone and grid "
+                                                 "errors, so the three parts add up to more than 100%)"
+                                               : "");
+    }
     /* profiles */
     const disagree *dm = NULL;
     for (size_t i = 0; i < r->ndis; i++)

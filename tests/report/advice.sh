@@ -1,0 +1,60 @@
+#!/bin/sh
+# The report's answer on a capture with a planted one (issue 26 items 1, 2 and
+# the summary object): tests/report/make_planted.py plants a site with most of
+# the output mismatch in 8 hot activation channels (rac at 5% fixes it, faster
+# than FP8), a site with the largest relative error and a tiny share, and a
+# weight-dominated site. The headline, the drill-down pages, the advice and
+# fp4-report.json's "summary" must name them; on the shipped demo capture the
+# headline must name the site with the largest share (layers.1.self_attn.qkv_proj,
+# 40% of it), not the one with the largest relative error (1% of it).
+set -eu
+. "$FP4S_SRCDIR/tests/python.sh"
+. "$FP4S_SRCDIR/tests/lib.sh"
+jget() { $PY -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
+$PY "$SRC/tests/report/make_planted.py" p.h5 7
+fp4-report --quiet -r none,rac:0.05,rac:0.25,mbs:128,of:0.5,keep:1 -o rep p.h5 > /dev/null
+J=rep/fp4-report.json
+[ "$(jget $J 'j["summary"]["trainer"]')" = bf16 ] || fail "default trainer"
+[ "$(jget $J 'j["summary"]["mismatch_site"]')" = layers.0.mlp.down_proj ] || fail "mismatch_site"
+jget $J 'j["summary"]["mismatch_share"] > 0.9' | grep -q True || fail "mismatch_share"
+$PY - $J <<'PYEOF' || fail "recommendations"
+import json, sys
+s = json.load(open(sys.argv[1]))["summary"]
+r = {x["site"]: x for x in s["recommendations"]}
+need = {"site", "remedy", "share", "mismatch_after", "time_vs_fp8", "time_vs_w4a4", "dominant"}
+assert all(need <= set(x) for x in r.values()), r
+a = r["layers.0.mlp.down_proj"]          # hot channels: rac at 5% of them, faster than FP8
+assert a["remedy"] == "rac:0.05" and a["advice"] == "remedy", a
+assert a["dominant"] == "activation" and a["time_vs_fp8"] < 1 and a["mismatch_after"] < 0.1 * a["rel_error"], a
+b = r["layers.0.self_attn.o_proj"]       # the largest relative error, a tiny share
+assert b["rel_error"] == max(x["rel_error"] for x in r.values()) and b["share"] < 0.001, b
+c = r["layers.0.mlp.up_proj"]            # weight-dominated: no activation remedy; FP8 instead
+assert c["dominant"] == "weight" and c["advice"] == "fp8" and c["remedy"] == "fp8", c
+assert "align the trainer" in c["dominant_means"], c
+assert [x["site"] for x in s["recommendations"]][0] == "layers.0.mlp.down_proj"
+PYEOF
+grep -q "The largest share of the output mismatch against the <b>bf16 trainer</b> .* is at <b>layers.0.mlp.down_proj</b>" \
+    rep/index.html || fail "headline"
+grep -q "the largest relative error, 0.12[0-9]*, is at layers.0.self_attn.o_proj" rep/index.html || fail "relative error beside"
+grep -q "<b>rac:0.05</b>: error" rep/index.html || fail "advice in the page"
+grep -q "<title>layers.0.mlp.down_proj" rep/sites/0/index.html || fail "the first drill-down page is not the largest share"
+# against the asymmetric-QAT trainer the weight error is the trainer's too: up_proj has none left
+fp4-report --quiet --trainer wfq -r none,rac:0.05,of:0.5 -o rw p.h5 > /dev/null
+$PY - rw/fp4-report.json <<'PYEOF' || fail "--trainer wfq"
+import json, sys
+s = json.load(open(sys.argv[1]))["summary"]
+assert s["trainer"] == "wfq" and s["trainer_source"] == "--trainer", s
+r = {x["site"]: x for x in s["recommendations"]}
+assert r["layers.0.mlp.up_proj"]["rel_error"] < 1e-5 and r["layers.0.mlp.up_proj"]["advice"] == "keep", r
+PYEOF
+expect 2 "--trainer: unknown trainer 'fp16' (bf16, wfq or w4a4)" fp4-report --trainer fp16 -o x p.h5
+# --target: one relative error for every site
+fp4-report --quiet --target 0.5 -r none,rac:0.05 -o rt p.h5 > /dev/null
+[ "$(jget rt/fp4-report.json '[x["advice"] for x in j["summary"]["recommendations"]]')" = "['keep', 'keep', 'keep']" ] \
+    || fail "--target 0.5: every site under it"
+# the shipped demo: the headline by share
+fp4-report --quiet --demo -o demo > /dev/null
+[ "$(jget demo/fp4-report.json 'j["summary"]["mismatch_site"]')" = layers.1.self_attn.qkv_proj ] || fail "demo headline"
+jget demo/fp4-report.json '0.3 < j["summary"]["mismatch_share"] < 0.5' | grep -q True || fail "demo share"
+grep -q "is at <b>layers.1.self_attn.qkv_proj</b>" demo/index.html || fail "demo page headline"
+echo ok
