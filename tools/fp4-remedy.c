@@ -7,6 +7,7 @@
 #include "par.h"
 #include "remedy/table.h"
 
+#include <fp4scope/advise.h>
 #include <fp4scope/capture.h>
 #include <fp4scope/remedy.h>
 #include <fp4scope/spec.h>
@@ -59,7 +60,9 @@ static void usage_text(void)
         CLI_HELP_SELECT
         "      --plan BUDGET     choose a remedy per site within BUDGET extra FLOPs, a fraction\n"
         "                        of the W4A4 FLOPs priced at the FP4 rate (e.g. 0.1)\n"
-        "      --plan-ref R      the plan's mismatch: vs wfq (default), bf16 or w4a4qat\n"
+        "      --trainer T       the plan's trainer: bf16 (default; a trainer in BF16), wfq\n"
+        "                        (asymmetric QAT) or w4a4 (symmetric QAT); --plan-ref R is\n"
+        "                        the same (bf16, wfq, w4a4qat)\n"
         "      --logits          (CAPTURE) the LM head under each rollout remedy: per-token\n"
         "                        log-probs against the trainer's and fp4-mismatch's metrics\n"
         "      --logits-trainer T  the trainer of --logits: wfq (default), bf16 or w4a4qat\n"
@@ -210,12 +213,21 @@ static int run_plan(site_run *runs, size_t nruns, const fp4s_remedy *rem, size_t
             }
         }
     }
+    /* the objective: the output mismatch left, each site's error energy over the whole naive W4A4 mismatch
+     * (the shares of fp4-report: a site holding half of it weighs half; a sum of relative errors let a
+     * tiny layer with a large relative error take the budget from the layer that holds the mismatch) */
+    size_t none_c0 = (size_t)-1;
+    for (size_t c = 0; c < nc; c++)
+        if (fp4s_remedy_is_plain(&rem[cand[c]])) none_c0 = c;
+    if (none_c0 == (size_t)-1) cli_usage("--plan: the remedy list needs none (naive W4A4), the mismatch the plan shares out");
+    double naive_tot = 0;
+    for (size_t s = 0; s < ns; s++) naive_tot += ps[s].err2[none_c0];
     fp4s_plan_item *items = calloc(ns * nc, sizeof *items);
     double total_base = 0;
     for (size_t s = 0; s < ns; s++) {
         total_base += ps[s].base;
         for (size_t c = 0; c < nc; c++)
-            items[s * nc + c] = (fp4s_plan_item){.err = ps[s].ref2[c] > 0 ? ps[s].err2[c] / ps[s].ref2[c] : 0,
+            items[s * nc + c] = (fp4s_plan_item){.err = naive_tot > 0 ? ps[s].err2[c] / naive_tot : 0,
                                                  .cost = ps[s].cost[c], .ok = true};
     }
     size_t *choice = calloc(ns, sizeof *choice);
@@ -224,10 +236,8 @@ static int run_plan(site_run *runs, size_t nruns, const fp4s_remedy *rem, size_t
     if (rc) return cli_report(rc);
     /* none's total, for the comparison */
     double e_none = 0;
-    size_t none_c = (size_t)-1;
-    for (size_t c = 0; c < nc; c++)
-        if (fp4s_remedy_is_plain(&rem[cand[c]])) none_c = c;
-    for (size_t s = 0; s < ns && none_c != (size_t)-1; s++) e_none += items[s * nc + none_c].err;
+    size_t none_c = none_c0;
+    for (size_t s = 0; s < ns; s++) e_none += items[s * nc + none_c].err;
 
     json_t *root = json_object(), *sites = json_array(), *bf16 = json_array(), *chs = json_object(),
            *map = json_object();
@@ -237,8 +247,9 @@ static int run_plan(site_run *runs, size_t nruns, const fp4s_remedy *rem, size_t
         json_t *o = json_object();
         json_object_set_new(o, "site", json_string(ps[s].site));
         json_object_set_new(o, "remedy", json_string(fp4s_remedy_label(rm)));
-        json_object_set_new(o, "rel_error2", cli_json_real(items[s * nc + c].err));
-        json_object_set_new(o, "rel_error", cli_json_real(sqrt(items[s * nc + c].err)));
+        json_object_set_new(o, "share_before", cli_json_real(items[s * nc + none_c0].err));
+        json_object_set_new(o, "share_after", cli_json_real(items[s * nc + c].err));
+        json_object_set_new(o, "rel_error", cli_json_real(ps[s].ref2[c] > 0 ? sqrt(ps[s].err2[c] / ps[s].ref2[c]) : NAN));
         json_object_set_new(o, "extra_flops_fp4_equiv", cli_json_real(items[s * nc + c].cost));
         json_object_set_new(o, "flops_base", cli_json_real(ps[s].base));
         json_object_set_new(map, ps[s].site, json_string(fp4s_remedy_label(rm)));
@@ -266,26 +277,30 @@ static int run_plan(site_run *runs, size_t nruns, const fp4s_remedy *rem, size_t
     json_object_set_new(root, "extra_flops", cli_json_real(ct));
     json_object_set_new(root, "extra_fraction", cli_json_real(total_base > 0 ? ct / total_base : NAN));
     json_object_set_new(root, "reference", json_string(ref));
+    json_object_set_new(root, "trainer", json_string(ref));
+    json_object_set_new(root, "objective", json_string("the output mismatch left, as a share of naive W4A4's"));
     json_object_set_new(root, "accelerator", json_string(acc->name));
-    json_object_set_new(root, "sum_rel_error2", cli_json_real(et));
-    json_object_set_new(root, "sum_rel_error2_none", none_c != (size_t)-1 ? cli_json_real(e_none) : json_null());
+    json_object_set_new(root, "mismatch_left", cli_json_real(et));
     json_object_set_new(root, "sites", sites);
     json_object_set_new(root, "remedy_per_site", map);
     json_object_set_new(root, "keep_bf16", bf16);
     json_object_set_new(root, "channels", chs);
     if (!json) {
-        printf("\nplan: budget %.4g of the W4A4 FLOPs (%.4g FP4-equivalent FLOPs on %s), mismatch vs %s\n", budget,
-               budget * total_base, acc->name, ref);
-        printf("  %-40s %-24s %10s %12s\n", "site", "remedy", "rel_err", "+FLOPs");
+        printf("\nplan: budget %.4g of the W4A4 FLOPs (%.4g FP4-equivalent FLOPs on %s); the output mismatch against "
+               "the %s trainer, as a share of naive W4A4's, minimised\n", budget, budget * total_base, acc->name, ref);
+        printf("  %-40s %-24s %10s %10s %10s %12s\n", "site", "remedy", "share", "after", "rel_err", "+FLOPs");
         for (size_t s = 0; s < ns; s++) {
             size_t c = choice[s];
-            char e[32], f[32];
-            fmtv(e, 32, "%.4g", sqrt(items[s * nc + c].err));
+            char e[32], f[32], b[32], a[32];
+            fmtv(b, 32, "%.2f%%", 100 * items[s * nc + none_c0].err);
+            fmtv(a, 32, "%.2f%%", 100 * items[s * nc + c].err);
+            fmtv(e, 32, "%.4g", ps[s].ref2[c] > 0 ? sqrt(ps[s].err2[c] / ps[s].ref2[c]) : NAN);
             fmtv(f, 32, "%.2f%%", ps[s].base > 0 ? 100 * items[s * nc + c].cost / ps[s].base : NAN);
-            printf("  %-40s %-24s %10s %12s\n", cli_safe(ps[s].site), fp4s_remedy_label(&rem[cand[c]]), e, f);
+            printf("  %-40s %-24s %10s %10s %10s %12s\n", cli_safe(ps[s].site), fp4s_remedy_label(&rem[cand[c]]), b, a, e, f);
         }
-        printf("  total: extra %.2f%% of the W4A4 FLOPs; sum of relative error^2 %.6g", 100 * ct / total_base, et);
-        if (none_c != (size_t)-1) printf(" (none everywhere: %.6g)", e_none);
+        printf("  total: extra %.2f%% of the W4A4 FLOPs; mismatch left %.2f%% of naive W4A4's", 100 * ct / total_base,
+               100 * et);
+        if (none_c != (size_t)-1) printf(" (none everywhere: %.0f%%)", 100 * e_none);
         printf("\n\n# sites to keep in BF16 (one per line)\n");
         size_t nb = json_array_size(bf16);
         for (size_t i = 0; i < nb; i++) printf("%s\n", json_string_value(json_array_get(bf16, i)));
@@ -525,7 +540,7 @@ static void parse_args(int argc, char **argv, args *a)
     cli_quant_init(&a->qo);
     cli_common_init(&a->common, usage_text, true);
     a->accel = "b200";
-    a->plan_ref = "wfq";
+    a->plan_ref = "bf16";
     a->ltrainer = FP4S_RK_WFQ;
     a->sr_seeds = 8;
     static const struct option lo[] = {
@@ -545,6 +560,7 @@ static void parse_args(int argc, char **argv, args *a)
         CLI_SELECT_LONGOPTS
         {"plan", required_argument, NULL, OPT_PLAN},
         {"plan-ref", required_argument, NULL, OPT_PLANREF},
+        {"trainer", required_argument, NULL, OPT_PLANREF},
         {"logits", no_argument, NULL, OPT_LOGITS},
         {"sr-seeds", required_argument, NULL, OPT_SRSEEDS},
         CLI_STRICT_LONGOPTS
@@ -572,11 +588,12 @@ static void parse_args(int argc, char **argv, args *a)
             a->budget = cli_parse_double("--plan", optarg, 0.0, 1e6);
             a->have_plan = true;
             break;
-        case OPT_PLANREF:
-            if (strcmp(optarg, "wfq") && strcmp(optarg, "bf16") && strcmp(optarg, "w4a4qat"))
-                cli_usage("--plan-ref: expected wfq, bf16 or w4a4qat, got '%s'", optarg);
-            a->plan_ref = optarg;
+        case OPT_PLANREF: {
+            fp4s_trainer tr;
+            if (fp4s_trainer_parse(optarg, &tr)) cli_usage("--trainer: %s", fp4s_last_error());
+            a->plan_ref = tr == FP4S_TRAINER_W4A4 ? "w4a4qat" : fp4s_trainer_name(tr);
             break;
+        }
         case OPT_LOGITS: a->logits = true; break;
         case OPT_LTRAINER:
             if (!strcmp(optarg, "wfq")) a->ltrainer = FP4S_RK_WFQ;

@@ -52,6 +52,40 @@ expect 2 "--trainer: unknown trainer 'fp16' (bf16, wfq or w4a4)" fp4-report --tr
 fp4-report --quiet --target 0.5 -r none,rac:0.05 -o rt p.h5 > /dev/null
 [ "$(jget rt/fp4-report.json '[x["advice"] for x in j["summary"]["recommendations"]]')" = "['keep', 'keep', 'keep']" ] \
     || fail "--target 0.5: every site under it"
+# the advice as vLLM's ModelOpt configuration (NVFP4: the layers in FP8 in MIXED_PRECISION's map)
+fp4-report --quiet -f nvfp4 -r none,rac:0.05,of:0.5 -o rn p.h5 > /dev/null
+$PY - rn/fp4-report.json <<'PYEOF' || fail "deploy"
+import json, sys
+d = json.load(open(sys.argv[1]))["summary"]["deploy"]
+q = d["modelopt_hf_quant_config"]["quantization"]
+assert d["run_fp8"] and q["quant_algo"] == "MIXED_PRECISION", d
+for s in d["run_fp8"]:
+    assert q["quantized_layers"][s] == {"quant_algo": "FP8"}, q
+assert d["vllm_quantization_config"]["quant_method"] == "modelopt" and "ignore" in d["vllm_quantization_config"]
+assert "00155cde" in d["source"], d["source"]
+PYEOF
+grep -q "hf_quant_config.json</code>" rn/index.html || fail "deploy in the page"
+jget $J 'j["summary"]["deploy"]["modelopt_hf_quant_config"]' | grep -q None || fail "deploy: MXFP4 has no ModelOpt config"
+
+# fp4-remedy --plan shares the budget out by the output mismatch, against the BF16 trainer by default:
+# 8% of the FLOPs buy rac:0.05 on down_proj (97% of the mismatch), not on o_proj (the largest relative
+# error, which a sum of relative errors favoured)
+fp4-remedy --json --plan 0.08 -r none,rac:0.05 p.h5 > plan.json
+$PY - plan.json <<'PYEOF' || fail "--plan"
+import json, sys
+p = json.load(open(sys.argv[1]))["plan"]
+assert p["trainer"] == "bf16", p["trainer"]
+m = p["remedy_per_site"]
+assert m["layers.0.mlp.down_proj"] == "rac:0.05" and m["layers.0.self_attn.o_proj"] == "none", m
+assert p["mismatch_left"] < 0.1, p["mismatch_left"]
+s = {x["site"]: x for x in p["sites"]}
+assert s["layers.0.mlp.down_proj"]["share_before"] > 0.9, s
+PYEOF
+fp4-remedy --plan 0.08 -r none,rac:0.05 --trainer wfq p.h5 > plan.txt
+grep -q "the output mismatch against the wfq trainer, as a share of naive W4A4's, minimised" plan.txt || fail "--plan text"
+expect 2 "" fp4-remedy --plan 0.08 -r rac:0.05 p.h5
+expect_err "--plan: the remedy list needs none"
+
 # the shipped demo: the headline by share
 fp4-report --quiet --demo -o demo > /dev/null
 [ "$(jget demo/fp4-report.json 'j["summary"]["mismatch_site"]')" = layers.1.self_attn.qkv_proj ] || fail "demo headline"

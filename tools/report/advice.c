@@ -174,6 +174,83 @@ const char *advice_label(const report *r, size_t s, char *buf, size_t n)
     return buf;
 }
 
+/* The advice as the engines' configurations (checked in vllm-project/vllm,
+ * vllm/model_executor/layers/quantization/modelopt.py at 00155cde): a
+ * ModelOpt NVFP4 checkpoint's hf_quant_config.json lists the layers left
+ * unquantized in "quantization"."exclude_modules" (fnmatch wildcards or
+ * module prefixes), config.json's quantization_config in "ignore"; quant_algo
+ * MIXED_PRECISION takes "quantized_layers" {layer: {"quant_algo": "FP8" |
+ * "NVFP4", ...}}, where a layer missing from the map stays unquantized. */
+#define DEPLOY_SOURCE                                                                                           \
+    "vllm-project/vllm vllm/model_executor/layers/quantization/modelopt.py at commit 00155cde: hf_quant_config.json " \
+    "\"quantization\": {\"quant_algo\", \"exclude_modules\"} and config.json quantization_config {\"quant_method\": " \
+    "\"modelopt\", \"quant_algo\", \"ignore\"}; quant_algo MIXED_PRECISION with \"quantized_layers\" (a layer missing " \
+    "from it stays unquantized: merge these captured sites into the checkpoint's own map). The site names are used " \
+    "as the capture names them: they must be the model's module names."
+static json_t *deploy_json(const report *r)
+{
+    const report_opts *o = r->o;
+    json_t *d = json_object(), *bf = json_array(), *f8 = json_array(), *rem = json_object(), *eng = json_object();
+    json_t *ql = json_object();
+    char lab[600];
+    bool nv = o->spec.format == FP4S_NVFP4;
+    for (size_t i = 0; r->adv && i < r->nsites; i++) {
+        size_t s = r->order[i];
+        const site_advice *y = &r->adv[s];
+        if (!y->have) continue;
+        snprintf(lab, sizeof lab, "%s", r->sites[s].site);
+        switch (y->adv.kind) {
+        case FP4S_ADVICE_BF16: json_array_append_new(bf, json_string(lab)); break;
+        case FP4S_ADVICE_FP8:
+            json_array_append_new(f8, json_string(lab));
+            json_object_set_new(ql, lab, json_pack("{ss}", "quant_algo", "FP8"));
+            break;
+        case FP4S_ADVICE_REMEDY:
+        case FP4S_ADVICE_KEEP: {
+            const fp4s_remedy *m = &r->rem[y->adv.cand];
+            if (y->adv.kind == FP4S_ADVICE_REMEDY) json_object_set_new(rem, lab, json_string(fp4s_remedy_label(m)));
+            if (nv) json_object_set_new(ql, lab, json_pack("{sssi}", "quant_algo", "NVFP4", "group_size", 16));
+            if (y->adv.kind == FP4S_ADVICE_REMEDY && !json_object_get(eng, fp4s_remedy_label(m)))
+                json_object_set_new(eng, fp4s_remedy_label(m),
+                                    json_string(m->e4over6 || m->rht || m->sr
+                                                    ? "an engine recipe option (fp4scope-formats(7) names the engines "
+                                                      "whose profiles carry it); not in vLLM's ModelOpt config"
+                                                    : "no engine's configuration runs it (a research remedy: QUADS's "
+                                                      "rac, the decomposition paper's mbs and of); vLLM's ModelOpt "
+                                                      "config has no such option"));
+            break;
+        }
+        }
+    }
+    json_object_set_new(d, "keep_bf16", bf);
+    json_object_set_new(d, "run_fp8", f8);
+    json_object_set_new(d, "remedies", rem);
+    json_object_set_new(d, "remedy_engines", eng);
+    bool mixed = json_array_size(f8) > 0;
+    if (nv) {
+        json_t *q = json_object();
+        json_object_set_new(q, "quant_algo", json_string(mixed ? "MIXED_PRECISION" : "NVFP4"));
+        json_object_set(q, "exclude_modules", bf);
+        if (mixed) json_object_set(q, "quantized_layers", ql);
+        json_object_set_new(d, "modelopt_hf_quant_config", json_pack("{so}", "quantization", q));
+        json_t *c = json_object();
+        json_object_set_new(c, "quant_method", json_string("modelopt"));
+        json_object_set_new(c, "quant_algo", json_string(mixed ? "MIXED_PRECISION" : "NVFP4"));
+        json_object_set(c, "ignore", bf);
+        if (mixed) json_object_set(c, "quantized_layers", ql);
+        json_object_set_new(d, "vllm_quantization_config", c);
+    } else {
+        json_object_set_new(d, "modelopt_hf_quant_config", json_null());
+        json_object_set_new(d, "vllm_quantization_config", json_null());
+        json_object_set_new(d, "note", json_string("the ModelOpt configurations are for NVFP4 (vLLM's ModelOpt loader "
+                                                   "takes FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4, "
+                                                   "W4A16_NVFP4, MXFP8 and MIXED_PRECISION, no MXFP4)"));
+    }
+    json_decref(ql);
+    json_object_set_new(d, "source", json_string(DEPLOY_SOURCE));
+    return d;
+}
+
 void write_summary_json(const report *r, json_t *j)
 {
     const report_opts *o = r->o;
@@ -225,6 +302,7 @@ void write_summary_json(const report *r, json_t *j)
         json_array_append_new(recs, e);
     }
     json_object_set_new(sm, "recommendations", recs);
+    json_object_set_new(sm, "deploy", deploy_json(r));
     json_object_set_new(j, "summary", sm);
 }
 

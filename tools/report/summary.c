@@ -120,6 +120,20 @@ static void write_advice(report *r, text *pg)
                x->weight_only, x->input);
     }
     tx_add(pg, "</ul></li>\n");
+    /* the advice as an engine's configuration (fp4-report.json: summary.deploy) */
+    json_t *sj = json_object();
+    write_summary_json(r, sj);
+    json_t *dep = json_object_get(json_object_get(sj, "summary"), "deploy");
+    json_t *cfg = json_object_get(dep, "modelopt_hf_quant_config");
+    if (json_is_object(cfg)) {
+        char *t = json_dumps(cfg, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        tx_add(pg, "<li>As a ModelOpt NVFP4 checkpoint's <code>hf_quant_config.json</code> (what vLLM reads; the "
+                   "layers in FP8 or kept in BF16 must be stored so; merge it with the layers not captured):<pre>");
+        html_esc(pg, t ? t : "");
+        tx_add(pg, "</pre></li>\n");
+        free(t);
+    }
+    json_decref(sj);
 }
 
 void write_summary(report *r, text *pg, const rem_pool *rp)
