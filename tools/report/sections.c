@@ -683,7 +683,9 @@ static void sec_remedies(report *r, text *pg, const rem_pool *rp)
         {"out_rel_error", "error vs BF16", "%.4g", "||Y^ - X_t W^T|| / ||X_t W^T||"},
         {"out_rel_error_vs_wfq", "vs wfq", "%.4g", "against the aligned asymmetric-QAT trainer"},
         {"act_rel_error", "act. error", "%.4g", "mean ||X^ - X|| / ||X||"},
-        {"flops_fp4_equiv_extra", "+FLOPs", "pct", "extra FLOPs at the FP4 rate over the W4A4 GEMM"},
+        {"flops_fp4_equiv_extra", "+FP4-eq. FLOPs", "pct",
+         "extra FLOPs priced at the FP4 rate (a BF16 FLOP costs FP4 rate / BF16 rate) over the W4A4 GEMM's; "
+         "fp4-remedy's +FLOPs counts them unpriced"},
         {"bytes_extra", "+bytes", "pct", NULL},
         {"act_extra_bits", "+bits/act", "%.3g", NULL},
         {"time_vs_w4a4", "time / W4A4", "%.3g", NULL}, {"time_vs_fp8", "time / FP8", "%.3g", "below 1: faster than FP8"}};

@@ -228,7 +228,7 @@ void write_summary(report *r, text *pg, const rem_pool *rp)
                 continue;
             if (best == (size_t)-1 || pool_err(&rp[q]) < pool_err(&rp[best])) best = q;
             if (none != (size_t)-1 && pool_err(&rp[q]) <= 0.5 * pool_err(&rp[none]) &&
-                (cheap == (size_t)-1 || pool_flops(&rp[q]) < pool_flops(&rp[cheap])))
+                (cheap == (size_t)-1 || rp[q].secs < rp[cheap].secs))
                 cheap = q;
         }
         if (best != (size_t)-1) {
@@ -237,13 +237,17 @@ void write_summary(report *r, text *pg, const rem_pool *rp)
                                            pool_err(&rp[none]));
             tx_add(pg, "The lowest is <b>");
             html_esc(pg, fp4s_remedy_label(&r->rem[best]));
-            tx_add(pg, "</b> (%.3g, %+.1f%% FP4-equivalent FLOPs)", pool_err(&rp[best]), 100 * pool_flops(&rp[best]));
+            tx_add(pg, "</b> (%.3g, %.2fx the time of W4A4, %.2fx FP8's)", pool_err(&rp[best]),
+                   rp[best].base_secs > 0 ? rp[best].secs / rp[best].base_secs : NAN,
+                   rp[best].fp8_secs > 0 ? rp[best].secs / rp[best].fp8_secs : NAN);
             if (cheap == best) {
                 tx_add(pg, ", also the cheapest that halves naive's error");
             } else if (cheap != (size_t)-1) {
                 tx_add(pg, "; the cheapest that halves naive's error is <b>");
                 html_esc(pg, fp4s_remedy_label(&r->rem[cheap]));
-                tx_add(pg, "</b> (%.3g, %+.1f%%)", pool_err(&rp[cheap]), 100 * pool_flops(&rp[cheap]));
+                tx_add(pg, "</b> (%.3g, %.2fx W4A4, %.2fx FP8)", pool_err(&rp[cheap]),
+                       rp[cheap].base_secs > 0 ? rp[cheap].secs / rp[cheap].base_secs : NAN,
+                       rp[cheap].fp8_secs > 0 ? rp[cheap].secs / rp[cheap].fp8_secs : NAN);
             } else if (none != (size_t)-1) {
                 tx_add(pg, "; none of them halves naive's error");
             }
