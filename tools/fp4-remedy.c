@@ -281,6 +281,7 @@ static int run_plan(site_run *runs, size_t nruns, const fp4s_remedy *rem, size_t
     json_object_set_new(root, "objective", json_string("the output mismatch left, as a share of naive W4A4's"));
     json_object_set_new(root, "accelerator", json_string(acc->name));
     json_object_set_new(root, "mismatch_left", cli_json_real(et));
+    json_object_set_new(root, "naive_mismatch2", cli_json_real(naive_tot)); /* what the shares are of */
     json_object_set_new(root, "sites", sites);
     json_object_set_new(root, "remedy_per_site", map);
     json_object_set_new(root, "keep_bf16", bf16);

@@ -126,11 +126,12 @@ expect 0 "" $R --plan 0 "$FP4S_SRCDIR/datasets/synth-tiny.h5"
 grep -q "^# sites to keep in BF16" out.txt || fail "--plan text lists"
 grep -q "total: extra 0.00% of the W4A4 FLOPs" out.txt || fail "--plan 0 must spend nothing"
 expect 2 "no rollout item" $R --plan 0.1 --remedy wfq,bf16 "$FP4S_SRCDIR/datasets/synth-tiny.h5"
-# the plan's "none everywhere" total is the plain item's, wherever it stands in the list and
-# whatever other item follows it (sr, rht and 4over6 are remedies, not none)
+# the plan's naive W4A4 mismatch (what its shares are of) is the plain item's, wherever it stands
+# in the list and whatever other item follows it (sr, rht and 4over6 are remedies, not none)
 for l in none,sr:1 sr:1,none none,rht none,4over6:mse; do
     expect 0 "" $R -f nvfp4 -p te --plan 0.1 --json --remedy $l "$FP4S_SRCDIR/datasets/synth-tiny.h5"
-    grep -o '"sum_rel_error2_none": [^,]*' out.txt > "none.$l.txt"
+    grep -o '"naive_mismatch2": [^,]*' out.txt > "none.$l.txt"
+    [ -s "none.$l.txt" ] || fail "--plan --json: no naive_mismatch2"
 done
 for l in sr:1,none none,rht none,4over6:mse; do
     cmp -s none.none,sr:1.txt "none.$l.txt" ||
