@@ -217,6 +217,7 @@ static void parse_args(int argc, char **argv, report_opts *o, const char **out, 
     if (!o->demo && !ncap) cli_usage("no input: give one or more CAPTURE.h5, or --demo");
     cli_quant_spec(&qo, CLI_FORMATS_FP4, "the report is", &o->spec);
     fp4s_remedy_weight_spec(&o->spec, -1, &o->wspec);
+    o->quant_given = qo.format || qo.profile;
     if (fp4s_spec_profile(&o->fp8spec, FP4S_FP8, fp4s_default_profile(FP4S_FP8))) cli_fail(FP4S_EINTERNAL);
     if (o->steps_s) o->steps = cli_parse_int_list("--steps", o->steps_s, &o->nsteps);
     o->cmdline = join_cmdline(argc, argv);

@@ -38,6 +38,9 @@ grep -q "The largest share of the output mismatch against the <b>bf16 trainer</b
 grep -q "the largest relative error, 0.12[0-9]*, is at layers.0.self_attn.o_proj" rep/index.html || fail "relative error beside"
 grep -q "<b>rac:0.05</b>: error" rep/index.html || fail "advice in the page"
 grep -q "<title>layers.0.mlp.down_proj" rep/sites/0/index.html || fail "the first drill-down page is not the largest share"
+# the captures record neither quantizer (issue 26 item 5): the page says what it assumed, at its top
+grep -q '<p class="meta" id="assumed"><b>Assumed, not recorded:</b> the capture does not say .* quantizer to be <b>ocp</b>, from the default (MXFP4, its default profile), and the trainer to be <b>bf16</b>, from the default' \
+    rep/index.html || fail "the assumed quantizer and trainer at the top"
 # against the asymmetric-QAT trainer the weight error is the trainer's too: up_proj has none left
 fp4-report --quiet --trainer wfq -r none,rac:0.05,of:0.5 -o rw p.h5 > /dev/null
 $PY - rw/fp4-report.json <<'PYEOF' || fail "--trainer wfq"
@@ -54,6 +57,7 @@ fp4-report --quiet --target 0.5 -r none,rac:0.05 -o rt p.h5 > /dev/null
     || fail "--target 0.5: every site under it"
 # the advice as vLLM's ModelOpt configuration (NVFP4: the layers in FP8 in MIXED_PRECISION's map)
 fp4-report --quiet -f nvfp4 -r none,rac:0.05,of:0.5 -o rn p.h5 > /dev/null
+grep -q 'quantizer to be <b>[a-z0-9-]*</b>, from -f/-p, and the trainer' rn/index.html || fail "-f named as the source"
 $PY - rn/fp4-report.json <<'PYEOF' || fail "deploy"
 import json, sys
 d = json.load(open(sys.argv[1]))["summary"]["deploy"]

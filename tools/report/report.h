@@ -175,6 +175,7 @@ typedef struct report_opts {
     const char *title;
     fp4s_trainer trainer;     /* what the shares are against (--trainer; default bf16) */
     const char *trainer_src;  /* where that came from ("--trainer", "the default") */
+    bool quant_given;         /* -f or -p was given (else the rollout's quantizer is the default's) */
     double target;            /* --target: relative output error a site must get under (NaN: the default) */
     size_t top, drill;
     fp4s_mm_opts mo;

@@ -943,6 +943,14 @@ static void header(report *r, text *pg)
     fp4s_spec_describe(&o->wspec, desc, sizeof desc);
     tx_add(pg, "<br>Weights: ");
     html_esc(pg, desc);
+    /* a capture records neither quantizer (fp4scope-capture(5)): what the report assumes is said first */
+    tx_add(pg, "</p>\n<p class=\"meta\" id=\"assumed\"><b>Assumed, not recorded:</b> the capture%s %s not say "
+               "which quantizer the rollout used or what the trainer computes. This report takes the rollout's "
+               "quantizer to be <b>", o->ncaptures > 1 ? "s" : "", o->ncaptures > 1 ? "do" : "does");
+    html_esc(pg, o->spec.profile);
+    tx_add(pg, "</b>, from %s, and the trainer to be <b>%s</b>, from %s: give <code>-f</code>/<code>-p</code> and "
+               "<code>--trainer</code> for your run.", o->quant_given ? "-f/-p" : "the default (MXFP4, its default "
+               "profile)", fp4s_trainer_name(o->trainer), o->trainer_src);
     time_t now = time(NULL);
     char ts[64];
     strftime(ts, sizeof ts, "%Y-%m-%d %H:%M UTC", gmtime(&now));
