@@ -95,4 +95,16 @@ fp4-report --quiet --demo -o demo > /dev/null
 [ "$(jget demo/fp4-report.json 'j["summary"]["mismatch_site"]')" = layers.1.self_attn.qkv_proj ] || fail "demo headline"
 jget demo/fp4-report.json '0.3 < j["summary"]["mismatch_share"] < 0.5' | grep -q True || fail "demo share"
 grep -q "is at <b>layers.1.self_attn.qkv_proj</b>" demo/index.html || fail "demo page headline"
+# ... and the drill-down pages are the three sites of the largest share (they were the three of the smallest)
+$PY - demo <<'PYEOF' || fail "demo drill-down pages"
+import json, os, re, sys
+d = sys.argv[1]
+s = json.load(open(os.path.join(d, "fp4-report.json")))["summary"]
+top = [x["site"] for x in sorted(s["recommendations"], key=lambda x: -x["share"])[:3]]
+pages = set()
+for n in os.listdir(os.path.join(d, "sites")):
+    pages.add(re.search(r"<title>([^< ]*)", open(os.path.join(d, "sites", n, "index.html")).read()).group(1))
+assert pages == set(top), (pages, top)
+assert all(x["dominant"] in ("weight", "activation", "input") for x in s["recommendations"]), s
+PYEOF
 echo ok
