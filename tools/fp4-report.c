@@ -51,6 +51,8 @@ static void usage_text(void)
         "      --accel NAME      accelerator of the remedies' time model (default b200)\n"
         "      --trainer T       what the rollout is compared with for the shares and the\n"
         "                        advice: bf16 (default), wfq (asymmetric QAT) or w4a4\n"
+        "      --trainer-profile P  the profile of the trainer's quantizer (wfq, w4a4):\n"
+        "                        its agreement with the rollout's is the summary's\n"
         "      --target REL      the relative output error a site's fix must reach\n"
         "                        (default: half of the site's naive W4A4 error)\n"
         "      --top N           channels shown per table (default 10)\n"
@@ -72,7 +74,7 @@ static void usage_text(void)
 
 enum {
     OPT_DEMO = 256, OPT_TRACE, OPT_PROFILES, OPT_METRIC, OPT_ACCEL, OPT_TOP,
-    OPT_DRILL, OPT_TITLE, OPT_TRAINER, OPT_TARGET
+    OPT_DRILL, OPT_TITLE, OPT_TRAINER, OPT_TARGET, OPT_TRAINER_PROFILE
 };
 
 static char *join_cmdline(int argc, char **argv)
@@ -175,6 +177,7 @@ static void parse_args(int argc, char **argv, report_opts *o, const char **out, 
         CLI_STRICT_LONGOPTS
         {"trainer", required_argument, NULL, OPT_TRAINER},
         {"target", required_argument, NULL, OPT_TARGET},
+        {"trainer-profile", required_argument, NULL, OPT_TRAINER_PROFILE},
         CLI_THREADS_LONGOPTS
         CLI_COMMON_LONGOPTS
         CLI_TRACE_LONGOPTS
@@ -201,6 +204,7 @@ static void parse_args(int argc, char **argv, report_opts *o, const char **out, 
             o->trainer_src = "--trainer";
             break;
         case OPT_TARGET: o->target = cli_parse_double("--target", optarg, 0, 10); break;
+        case OPT_TRAINER_PROFILE: o->trainer_profile = optarg; break;
         case CLI_OPT_FORCE: *force = true; break;
         case CLI_OPT_QUIET:
             cli_quiet();
@@ -218,6 +222,13 @@ static void parse_args(int argc, char **argv, report_opts *o, const char **out, 
     cli_quant_spec(&qo, CLI_FORMATS_FP4, "the report is", &o->spec);
     fp4s_remedy_weight_spec(&o->spec, -1, &o->wspec);
     o->quant_given = qo.format || qo.profile;
+    if (o->trainer_profile) { /* a profile of the report's format, checked before any work */
+        fp4s_spec tp;
+        if (fp4s_spec_profile(&tp, o->spec.format, o->trainer_profile))
+            cli_usage("--trainer-profile: %s", fp4s_last_error());
+        if (o->trainer == FP4S_TRAINER_BF16)
+            cli_usage("--trainer-profile: the trainer is bf16 (--trainer), which quantizes nothing");
+    }
     if (fp4s_spec_profile(&o->fp8spec, FP4S_FP8, fp4s_default_profile(FP4S_FP8))) cli_fail(FP4S_EINTERNAL);
     if (o->steps_s) o->steps = cli_parse_int_list("--steps", o->steps_s, &o->nsteps);
     o->cmdline = join_cmdline(argc, argv);

@@ -51,6 +51,27 @@ r = {x["site"]: x for x in s["recommendations"]}
 assert r["layers.0.mlp.up_proj"]["rel_error"] < 1e-5 and r["layers.0.mlp.up_proj"]["advice"] == "keep", r
 PYEOF
 expect 2 "--trainer: unknown trainer 'fp16' (bf16, wfq or w4a4)" fp4-report --trainer fp16 -o x p.h5
+# trainer vs rollout quantizer agreement for the pair the run has (issue 26 item 5), not "engines disagree"
+grep -q "<li>Trainer vs rollout quantizer agreement: the trainer is <b>bf16</b>, which quantizes nothing" rep/index.html \
+    || fail "agreement: bf16 trainer"
+grep -q "Engines disagree" rep/index.html && fail "the engines-disagree headline is still there"
+grep -q "agreement: not checked: the capture does not name the trainer's quantizer" rw/index.html \
+    || fail "agreement: wfq without --trainer-profile"
+fp4-report --quiet --trainer wfq --trainer-profile brevitas-ceil --profiles torchao -r none -o ra p.h5 > /dev/null
+$PY - ra/fp4-report.json <<'PYEOF' || fail "agreement: compared"
+import json, sys
+a = json.load(open(sys.argv[1]))["summary"]["quantizer_agreement"]
+assert a["status"] == "compared" and a["trainer_profile"] == "brevitas-ceil" and a["rollout_profile"] == "ocp", a
+assert 0 < a["weight_values_differ"] <= 1 and a["worst_site"], a
+PYEOF
+grep -q "the trainer's <b>brevitas-ceil</b> and the rollout's <b>ocp</b> quantize [0-9.]*% of the activation" \
+    ra/index.html || fail "agreement line"
+fp4-report --quiet -f nvfp4 -p te --trainer w4a4 --trainer-profile te-rht --profiles vllm -r none -o rr p.h5 > /dev/null
+grep -q "<b>te-rht</b> applies a random Hadamard transform before quantizing and <b>te</b> does not: .* not compared value by value" \
+    rr/index.html || fail "agreement: a rotation is not compared as if it were plain"
+fp4-report --quiet --trainer wfq --trainer-profile ocp -r none -o rs p.h5 > /dev/null
+grep -q "are the same profile, <b>ocp</b>" rs/index.html || fail "agreement: same profile"
+expect 2 "--trainer-profile: the trainer is bf16" fp4-report --trainer-profile te -o x p.h5
 # --target: one relative error for every site
 fp4-report --quiet --target 0.5 -r none,rac:0.05 -o rt p.h5 > /dev/null
 [ "$(jget rt/fp4-report.json '[x["advice"] for x in j["summary"]["recommendations"]]')" = "['keep', 'keep', 'keep']" ] \

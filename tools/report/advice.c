@@ -303,7 +303,31 @@ void write_summary_json(const report *r, json_t *j)
     }
     json_object_set_new(sm, "recommendations", recs);
     json_object_set_new(sm, "deploy", deploy_json(r));
+    agreement ag;
+    agreement_of(r, &ag);
+    json_t *qa = json_object();
+    json_object_set_new(qa, "rollout_profile", json_string(o->spec.profile));
+    json_object_set_new(qa, "trainer_profile", o->trainer_profile ? json_string(o->trainer_profile) : json_null());
+    json_object_set_new(qa, "status", json_string(agree_status_name(ag.status)));
+    bool cmpd = ag.status == AGREE_COMPARED;
+    json_object_set_new(qa, "activation_values_differ", cmpd ? cli_json_real(ag.frac[0]) : json_null());
+    json_object_set_new(qa, "weight_values_differ", cmpd ? cli_json_real(ag.frac[1]) : json_null());
+    if (cmpd && ag.worst != (size_t)-1) site_label(r, ag.worst, lab, sizeof lab);
+    json_object_set_new(qa, "worst_site", cmpd && ag.worst != (size_t)-1 ? json_string(lab) : json_null());
+    json_object_set_new(sm, "quantizer_agreement", qa);
     json_object_set_new(j, "summary", sm);
+}
+
+const char *agree_status_name(agree_status s)
+{
+    switch (s) {
+    case AGREE_BF16: return "bf16 trainer";
+    case AGREE_UNKNOWN: return "unknown";
+    case AGREE_SAME: return "same profile";
+    case AGREE_TRANSFORM: return "not comparable (one applies a transform)";
+    case AGREE_COMPARED: return "compared";
+    }
+    return "?";
 }
 
 void advice_free(report *r)

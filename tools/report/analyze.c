@@ -385,6 +385,15 @@ void analyze_disagreement(report *r)
             r->profiles[r->nprofiles++] = xstrdup(p->name);
         }
     }
+    /* the trainer's quantizer is compared with the rollout's even when --profiles leaves it out */
+    if (o->trainer_profile && strcmp(o->trainer_profile, ref->profile)) {
+        bool have = false;
+        for (size_t p = 0; p < r->nprofiles && !have; p++) have = !strcmp(r->profiles[p], o->trainer_profile);
+        if (!have) {
+            r->profiles = xrealloc(r->profiles, (r->nprofiles + 1) * sizeof *r->profiles);
+            r->profiles[r->nprofiles++] = xstrdup(o->trainer_profile);
+        }
+    }
     rep_step(r, "%zu profiles against %s on the first step of each site", r->nprofiles, ref->profile);
     size_t bs = ref->block;
     for (size_t s = 0; s < r->nsites; s++) {

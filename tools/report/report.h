@@ -176,6 +176,7 @@ typedef struct report_opts {
     fp4s_trainer trainer;     /* what the shares are against (--trainer; default bf16) */
     const char *trainer_src;  /* where that came from ("--trainer", "the default") */
     bool quant_given;         /* -f or -p was given (else the rollout's quantizer is the default's) */
+    const char *trainer_profile; /* --trainer-profile: the trainer's quantizer (NULL: not known) */
     double target;            /* --target: relative output error a site must get under (NaN: the default) */
     size_t top, drill;
     fp4s_mm_opts mo;
@@ -269,6 +270,24 @@ double pool_err(const rem_pool *p);              /* output error vs the BF16 tra
 double pool_err_wfq(const rem_pool *p);          /* ... vs the aligned wfq trainer */
 double pool_flops(const rem_pool *p);            /* extra FP4-equivalent FLOPs / W4A4's */
 void write_summary(report *r, text *pg, const rem_pool *rp);
+/* Trainer vs rollout quantizer agreement (--trainer, --trainer-profile and the
+ * profiles' disagreement): the summary's line and fp4-report.json's. */
+typedef enum agree_status {
+    AGREE_BF16,       /* a BF16 trainer quantizes nothing */
+    AGREE_UNKNOWN,    /* the trainer's quantizer is not known */
+    AGREE_SAME,       /* the same profile */
+    AGREE_TRANSFORM,  /* one rotates (RHT), the other does not: not compared value by value */
+    AGREE_COMPARED
+} agree_status;
+typedef struct agreement {
+    agree_status status;
+    const char *rotated, *plain; /* AGREE_TRANSFORM */
+    uint64_t differ[2];          /* values that differ: rollout activations, weights */
+    double frac[2], bfrac[2];    /* of the values, of the blocks */
+    size_t worst;                /* the site of the largest share of differing values, or SIZE_MAX */
+} agreement;
+void agreement_of(const report *r, agreement *a);
+const char *agree_status_name(agree_status s);
 
 /* ---- sections.c / drill.c ------------------------------------------------------------ */
 /* Every section's analysis, stage by stage (sections.c: the sections as rows). */

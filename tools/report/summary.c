@@ -82,6 +82,58 @@ double pool_err(const rem_pool *p) { return p->ref2_bf16 > 0 ? sqrt(p->err2_bf16
 double pool_err_wfq(const rem_pool *p) { return p->ref2_wfq > 0 ? sqrt(p->err2_wfq / p->ref2_wfq) : NAN; }
 double pool_flops(const rem_pool *p) { return p->flops_base > 0 ? p->flops_eq / p->flops_base : NAN; }
 
+void agreement_of(const report *r, agreement *a)
+{
+    const report_opts *o = r->o;
+    memset(a, 0, sizeof *a);
+    a->worst = (size_t)-1;
+    if (o->trainer == FP4S_TRAINER_BF16) {
+        a->status = AGREE_BF16;
+        return;
+    }
+    if (!o->trainer_profile) {
+        a->status = AGREE_UNKNOWN;
+        return;
+    }
+    fp4s_spec tp;
+    if (fp4s_spec_profile(&tp, o->spec.format, o->trainer_profile)) cli_fail(FP4S_EINVAL);
+    const fp4s_profile_info *ti = fp4s_profile_find(o->trainer_profile), *ri = fp4s_profile_find(o->spec.profile);
+    const char *tn = ti && ti->alias_of ? ti->alias_of : o->trainer_profile;
+    const char *rn = ri && ri->alias_of ? ri->alias_of : o->spec.profile;
+    if (!strcmp(tn, rn)) {
+        a->status = AGREE_SAME;
+        return;
+    }
+    if (tp.rht != o->spec.rht) {
+        a->status = AGREE_TRANSFORM;
+        a->rotated = tp.rht ? o->trainer_profile : o->spec.profile;
+        a->plain = tp.rht ? o->spec.profile : o->trainer_profile;
+        return;
+    }
+    a->status = AGREE_COMPARED;
+    uint64_t n[2] = {0}, d[2] = {0}, b[2] = {0}, bd[2] = {0};
+    double wf = -1;
+    for (size_t i = 0; i < r->ndis; i++) {
+        const disagree *x = &r->dis[i];
+        if (strcmp(x->profile, o->trainer_profile)) continue;
+        int t = !strcmp(x->tensor, "weight");
+        n[t] += x->n;
+        d[t] += x->differ;
+        b[t] += x->blocks;
+        bd[t] += x->blocks_differ;
+        double f = x->n ? (double)x->differ / (double)x->n : 0;
+        if (x->differ && f > wf) {
+            wf = f;
+            a->worst = x->site;
+        }
+    }
+    for (int t = 0; t < 2; t++) {
+        a->differ[t] = d[t];
+        a->frac[t] = n[t] ? (double)d[t] / (double)n[t] : NAN;
+        a->bfrac[t] = b[t] ? (double)bd[t] / (double)b[t] : NAN;
+    }
+}
+
 /* ---- the summary ----------------------------------------------------------------------------- */
 /* What to do, site by site: the sites that hold 80% of the mismatch (at most 5). */
 static void write_advice(report *r, text *pg)
@@ -136,6 +188,63 @@ static void write_advice(report *r, text *pg)
     json_decref(sj);
 }
 
+/* Trainer vs rollout quantizer agreement, for the pair the run has (issue: a
+ * headline "engines disagree" over every profile was noise; the engines
+ * against each other are section 1's). */
+static void write_agreement(report *r, text *pg)
+{
+    const report_opts *o = r->o;
+    agreement a;
+    agreement_of(r, &a);
+    tx_add(pg, "<li>Trainer vs rollout quantizer agreement: ");
+    switch (a.status) {
+    case AGREE_BF16:
+        tx_add(pg, "the trainer is <b>bf16</b>, which quantizes nothing: no quantizer pair to compare (the weight "
+                   "and activation errors of the rollout are the shares above).");
+        break;
+    case AGREE_UNKNOWN:
+        tx_add(pg, "not checked: the capture does not name the trainer's quantizer; <code>--trainer-profile P</code> "
+                   "compares it with the rollout's <b>");
+        html_esc(pg, o->spec.profile);
+        tx_add(pg, "</b>.");
+        break;
+    case AGREE_SAME:
+        tx_add(pg, "the trainer's and the rollout's quantizers are the same profile, <b>");
+        html_esc(pg, o->spec.profile);
+        tx_add(pg, "</b>: they agree on every value.");
+        break;
+    case AGREE_TRANSFORM:
+        tx_add(pg, "<b>");
+        html_esc(pg, a.rotated);
+        tx_add(pg, "</b> applies a random Hadamard transform before quantizing and <b>");
+        html_esc(pg, a.plain);
+        tx_add(pg, "</b> does not: their codes are of different values, so they are not compared value by value; "
+                   "compare them on the output (fp4-remedy with and without rht).");
+        break;
+    case AGREE_COMPARED:
+        tx_add(pg, "the trainer's <b>");
+        html_esc(pg, o->trainer_profile);
+        tx_add(pg, "</b> and the rollout's <b>");
+        html_esc(pg, o->spec.profile);
+        if (a.differ[0] + a.differ[1] == 0) {
+            tx_add(pg, "</b> quantize every value alike (activations and weights, first step of each site).");
+            break;
+        }
+        tx_add(pg, "</b> quantize %.3g%% of the activation values and %.3g%% of the weight values differently (first "
+                   "step of each site; %.3g%% and %.3g%% of the blocks)", 100 * a.frac[0], 100 * a.frac[1],
+               100 * a.bfrac[0], 100 * a.bfrac[1]);
+        if (a.worst != (size_t)-1) {
+            char sl[600];
+            site_label(r, a.worst, sl, sizeof sl);
+            tx_add(pg, ", most at ");
+            html_esc(pg, sl);
+        }
+        tx_add(pg, ".");
+        break;
+    }
+    tx_add(pg, "</li>\n");
+}
+
 void write_summary(report *r, text *pg, const rem_pool *rp)
 {
     const report_opts *o = r->o;
@@ -177,26 +286,7 @@ void write_summary(report *r, text *pg, const rem_pool *rp)
                                                  "errors, so the three parts add up to more than 100%)"
                                                : "");
     }
-    /* profiles */
-    const disagree *dm = NULL;
-    for (size_t i = 0; i < r->ndis; i++)
-        if (!dm || (double)r->dis[i].differ / (double)r->dis[i].n > (double)dm->differ / (double)dm->n) dm = &r->dis[i];
-    if (dm && dm->differ) {
-        char sl[600];
-        site_label(r, dm->site, sl, sizeof sl);
-        tx_add(pg, "<li>Engines disagree: profile <b>");
-        html_esc(pg, dm->profile);
-        tx_add(pg, "</b> quantizes %.3g%% of the values of the %s tensor of ", 100.0 * (double)dm->differ / (double)dm->n,
-               dm->tensor);
-        html_esc(pg, sl);
-        tx_add(pg, " differently from <b>");
-        html_esc(pg, o->spec.profile);
-        tx_add(pg, "</b> (%.1f%% of its blocks).</li>\n", 100.0 * (double)dm->blocks_differ / (double)dm->blocks);
-    } else if (r->nprofiles) {
-        tx_add(pg, "<li>All %zu profiles compared quantize every value as <b>", r->nprofiles);
-        html_esc(pg, o->spec.profile);
-        tx_add(pg, "</b> does.</li>\n");
-    }
+    write_agreement(r, pg);
     const fp4s_channels_report *c = ws->ch;
     if (c && c->k) {
         size_t k1 = (c->k + 99) / 100, k8 = (c->k + 7) / 8;
