@@ -135,6 +135,46 @@ static void write_manifest(report *r, outdir *od)
     free(t);
 }
 
+/* Defaults from what the first capture records (fp4scope-capture(5) "Root
+ * attributes"): the rollout's format and profile unless -f or -p is given,
+ * the trainer unless --trainer, its profile unless --trainer-profile. A
+ * capture that cannot be opened is left to the inputs' checks. */
+static void capture_defaults(const char *cap, cli_quant *qo, report_opts *o)
+{
+    static char fmt[32], prof[64], tr[32], tprof[64];
+    const char *names[] = {"rollout_format", "rollout_profile", "trainer", "trainer_profile"};
+    char *bufs[] = {fmt, prof, tr, tprof};
+    size_t lens[] = {sizeof fmt, sizeof prof, sizeof tr, sizeof tprof};
+    int got[4];
+    for (int i = 0; i < 4; i++) {
+        got[i] = fp4s_capture_root_str(cap, names[i], bufs[i], lens[i]);
+        if (got[i] == FP4S_EOPEN) {
+            fp4s_error_clear();
+            return;
+        }
+        if (got[i] < 0) exit(cli_report(got[i]));
+    }
+    if (got[0]) snprintf(o->cap_quant, sizeof o->cap_quant, "%s%s%s", fmt, got[1] ? " " : "", got[1] ? prof : "");
+    if (got[2]) snprintf(o->cap_trainer, sizeof o->cap_trainer, "%s", tr);
+    if (got[0] && !qo->format && !qo->profile) {
+        qo->format = fmt;
+        qo->profile = got[1] ? prof : NULL;
+        o->quant_src = got[1] ? "the capture's rollout_format and rollout_profile"
+                              : "the capture's rollout_format (its default profile)";
+        o->quant_recorded = true;
+    }
+    if (got[2] && strcmp(o->trainer_src, "--trainer")) {
+        if (fp4s_trainer_parse(tr, &o->trainer))
+            cli_die(FP4S_EXIT_INPUT, "%s: root attribute trainer: %s", cap, fp4s_last_error());
+        o->trainer_src = "the capture's trainer attribute";
+        o->trainer_recorded = true;
+    }
+    if (got[3] && !o->trainer_profile) {
+        o->trainer_profile = tprof;
+        o->trainer_profile_recorded = true;
+    }
+}
+
 /* The command line into o (and *out, *force; the traces into o->traces),
  * checked; the quantizer specs made. */
 static void parse_args(int argc, char **argv, report_opts *o, const char **out, bool *force)
@@ -219,10 +259,16 @@ static void parse_args(int argc, char **argv, report_opts *o, const char **out, 
     size_t ncap = (size_t)(argc - optind);
     if (o->demo && ncap) cli_usage("--demo makes its own capture: give no CAPTURE with it");
     if (!o->demo && !ncap) cli_usage("no input: give one or more CAPTURE.h5, or --demo");
+    o->quant_src = qo.format || qo.profile ? "-f/-p" : "the default (MXFP4, its default profile)";
+    if (!o->demo) capture_defaults(argv[optind], &qo, o);
     cli_quant_spec(&qo, CLI_FORMATS_FP4, "the report is", &o->spec);
     fp4s_remedy_weight_spec(&o->spec, -1, &o->wspec);
-    o->quant_given = qo.format || qo.profile;
-    if (o->trainer_profile) { /* a profile of the report's format, checked before any work */
+    if (o->trainer_profile && o->trainer_profile_recorded) { /* the capture's, checked against its format */
+        fp4s_spec tp;
+        if (o->trainer == FP4S_TRAINER_BF16) o->trainer_profile = NULL; /* a BF16 trainer quantizes nothing */
+        else if (fp4s_spec_profile(&tp, o->spec.format, o->trainer_profile))
+            cli_die(FP4S_EXIT_INPUT, "%s: root attribute trainer_profile: %s", argv[optind], fp4s_last_error());
+    } else if (o->trainer_profile) { /* a profile of the report's format, checked before any work */
         fp4s_spec tp;
         if (fp4s_spec_profile(&tp, o->spec.format, o->trainer_profile))
             cli_usage("--trainer-profile: %s", fp4s_last_error());

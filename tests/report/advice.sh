@@ -72,6 +72,33 @@ grep -q "<b>te-rht</b> applies a random Hadamard transform before quantizing and
 fp4-report --quiet --trainer wfq --trainer-profile ocp -r none -o rs p.h5 > /dev/null
 grep -q "are the same profile, <b>ocp</b>" rs/index.html || fail "agreement: same profile"
 expect 2 "--trainer-profile: the trainer is bf16" fp4-report --trainer-profile te -o x p.h5
+# defaults from what the capture records (root attributes rollout_format, rollout_profile, trainer,
+# trainer_profile): the report takes them unless the command line says otherwise, and says where from
+cp p.h5 q.h5
+$PY - q.h5 <<'PYEOF' || fail "setting the root attributes"
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    f.attrs["rollout_format"], f.attrs["rollout_profile"] = "nvfp4", "vllm"
+    f.attrs["trainer"], f.attrs["trainer_profile"] = "wfq", "te"
+PYEOF
+fp4-report --quiet -r none -o rq q.h5 > /dev/null
+$PY - rq/fp4-report.json <<'PYEOF' || fail "defaults from the capture"
+import json, sys
+j = json.load(open(sys.argv[1]))
+s = j["summary"]
+assert s["trainer"] == "wfq" and s["trainer_source"] == "the capture's trainer attribute", s
+assert s["rollout_profile"] == "vllm" and "rollout_profile" in s["rollout_quantizer_source"], s
+assert j["quantizer"].startswith("format=nvfp4 profile=vllm"), j["quantizer"]
+a = s["quantizer_agreement"]
+assert a["status"] == "compared" and a["trainer_profile"] == "te" and a["rollout_profile"] == "vllm", a
+PYEOF
+grep -q "<b>Rollout and trainer:</b> the rollout's quantizer is <b>vllm</b>, from the capture's rollout_format and rollout_profile, and the trainer <b>wfq</b>, from the capture's trainer attribute." \
+    rq/index.html || fail "the recorded quantizers at the top"
+fp4-report --quiet -r none -f mxfp4 --trainer bf16 -o rq2 q.h5 > /dev/null
+grep -q "from -f/-p (over the capture's nvfp4 vllm), and the trainer <b>bf16</b>, from --trainer (over the capture's wfq)" \
+    rq2/index.html || fail "the command line over the capture's attributes"
+$PY -c "import h5py; h5py.File('q.h5', 'r+').attrs['trainer'] = 'fp16'"
+expect 3 "q.h5: root attribute trainer: unknown trainer 'fp16'" fp4-report -r none -o rq3 q.h5
 # --target: one relative error for every site
 fp4-report --quiet --target 0.5 -r none,rac:0.05 -o rt p.h5 > /dev/null
 [ "$(jget rt/fp4-report.json '[x["advice"] for x in j["summary"]["recommendations"]]')" = "['keep', 'keep', 'keep']" ] \

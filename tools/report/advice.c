@@ -257,6 +257,8 @@ void write_summary_json(const report *r, json_t *j)
     json_t *sm = json_object();
     json_object_set_new(sm, "trainer", json_string(fp4s_trainer_name(o->trainer)));
     json_object_set_new(sm, "trainer_source", json_string(o->trainer_src));
+    json_object_set_new(sm, "rollout_profile", json_string(o->spec.profile));
+    json_object_set_new(sm, "rollout_quantizer_source", json_string(o->quant_src));
     json_object_set_new(sm, "ranking", json_string(r->by_share ? "share of the output mismatch against the trainer"
                                                                : "relative error (no remedies ran: no shares)"));
     size_t w = r->nsites ? r->order[0] : 0;

@@ -175,8 +175,11 @@ typedef struct report_opts {
     const char *title;
     fp4s_trainer trainer;     /* what the shares are against (--trainer; default bf16) */
     const char *trainer_src;  /* where that came from ("--trainer", "the default") */
-    bool quant_given;         /* -f or -p was given (else the rollout's quantizer is the default's) */
-    const char *trainer_profile; /* --trainer-profile: the trainer's quantizer (NULL: not known) */
+    const char *quant_src;    /* where the rollout's quantizer came from (-f/-p, the capture, the default) */
+    bool quant_recorded, trainer_recorded; /* from the capture's root attributes */
+    char cap_quant[100], cap_trainer[32]; /* what the capture records ("nvfp4 vllm", "wfq"; "" nothing) */
+    const char *trainer_profile; /* the trainer's quantizer (--trainer-profile or the capture's; NULL: not known) */
+    bool trainer_profile_recorded;
     double target;            /* --target: relative output error a site must get under (NaN: the default) */
     size_t top, drill;
     fp4s_mm_opts mo;

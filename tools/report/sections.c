@@ -943,14 +943,36 @@ static void header(report *r, text *pg)
     fp4s_spec_describe(&o->wspec, desc, sizeof desc);
     tx_add(pg, "<br>Weights: ");
     html_esc(pg, desc);
-    /* a capture records neither quantizer (fp4scope-capture(5)): what the report assumes is said first */
-    tx_add(pg, "</p>\n<p class=\"meta\" id=\"assumed\"><b>Assumed, not recorded:</b> the capture%s %s not say "
-               "which quantizer the rollout used or what the trainer computes. This report takes the rollout's "
-               "quantizer to be <b>", o->ncaptures > 1 ? "s" : "", o->ncaptures > 1 ? "do" : "does");
-    html_esc(pg, o->spec.profile);
-    tx_add(pg, "</b>, from %s, and the trainer to be <b>%s</b>, from %s: give <code>-f</code>/<code>-p</code> and "
-               "<code>--trainer</code> for your run.", o->quant_given ? "-f/-p" : "the default (MXFP4, its default "
-               "profile)", fp4s_trainer_name(o->trainer), o->trainer_src);
+    /* what the report takes the rollout's quantizer and the trainer to be, and where each came from:
+     * the capture's root attributes (fp4scope-capture(5)), the command line or the defaults */
+    if (!o->cap_quant[0] && !o->cap_trainer[0]) {
+        tx_add(pg, "</p>\n<p class=\"meta\" id=\"assumed\"><b>Assumed, not recorded:</b> the capture%s %s not say "
+                   "which quantizer the rollout used or what the trainer computes. This report takes the rollout's "
+                   "quantizer to be <b>", o->ncaptures > 1 ? "s" : "", o->ncaptures > 1 ? "do" : "does");
+        html_esc(pg, o->spec.profile);
+        tx_add(pg, "</b>, from %s, and the trainer to be <b>%s</b>, from %s: give <code>-f</code>/<code>-p</code> and "
+                   "<code>--trainer</code> for your run.", o->quant_src, fp4s_trainer_name(o->trainer), o->trainer_src);
+    } else {
+        tx_add(pg, "</p>\n<p class=\"meta\" id=\"assumed\"><b>Rollout and trainer:</b> the rollout's quantizer is <b>");
+        html_esc(pg, o->spec.profile);
+        tx_add(pg, "</b>, from %s", o->quant_src);
+        if (!o->quant_recorded && o->cap_quant[0]) {
+            tx_add(pg, " (over the capture's ");
+            html_esc(pg, o->cap_quant);
+            tx_add(pg, ")");
+        } else if (!o->quant_recorded) {
+            tx_add(pg, " (the capture does not record it)");
+        }
+        tx_add(pg, ", and the trainer <b>%s</b>, from %s", fp4s_trainer_name(o->trainer), o->trainer_src);
+        if (!o->trainer_recorded && o->cap_trainer[0]) {
+            tx_add(pg, " (over the capture's ");
+            html_esc(pg, o->cap_trainer);
+            tx_add(pg, ")");
+        } else if (!o->trainer_recorded) {
+            tx_add(pg, " (the capture does not record it)");
+        }
+        tx_add(pg, ".");
+    }
     time_t now = time(NULL);
     char ts[64];
     strftime(ts, sizeof ts, "%Y-%m-%d %H:%M UTC", gmtime(&now));

@@ -142,6 +142,13 @@ FP4S_API size_t fp4s_capture_info_size(void);
  * missing or malformed fp4scope_schema), FP4S_EVERSION (newer major version). */
 FP4S_API int fp4s_capture_info_read(const char *file, fp4s_capture_info *info);
 
+/* A root string attribute of a capture (such as the quantizers a producer
+ * records, rollout_format, rollout_profile, trainer and trainer_profile:
+ * fp4scope-capture(5)) into buf (truncated to n - 1 bytes): 1 when present,
+ * 0 when absent (buf ""), FP4S_EOPEN when the file cannot be opened,
+ * FP4S_EFORMAT when the attribute is not a string. */
+FP4S_API int fp4s_capture_root_str(const char *file, const char *name, char *buf, size_t n);
+
 /* Find the trainer and rollout entries of (step, site). FP4S_ENOTFOUND names
  * the missing step, site or side; FP4S_ESHAPE when the two shapes differ (the
  * row counts may differ where both sides carry token ids).
