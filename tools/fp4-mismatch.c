@@ -658,6 +658,16 @@ static void write_csv(FILE *f, const cfg *c, const fp4s_mm_result *res)
     }
     for (size_t j = 0; j < u.n; j++) {
         fputc(',', f);
+        /* one name per column (pandas would read a repeated one as k3.1): a scalar named as
+         * a column before it is "scalar.NAME" */
+        bool taken = false;
+        static const char *const fixed[] = {"run", "part", "step", "tokens", "sequences", "masked", "nonfinite"};
+        for (size_t i = 0; i < sizeof fixed / sizeof *fixed && !taken; i++) taken = !strcmp(fixed[i], u.names[j]);
+        for (size_t i = 0; i < fp4s_mm_metric_count() && !taken; i++) {
+            const char *k = fp4s_mm_metric_alias(i, c->names);
+            taken = !strcmp(k ? k : fp4s_mm_metric_name(i), u.names[j]);
+        }
+        if (taken) fputs("scalar.", f);
         csv_quote(f, u.names[j]);
     }
     fputc('\n', f);

@@ -147,6 +147,17 @@ assert float(rows[3]["critic/score/mean"]) == 3.5, rows[3]
 assert float(rows[14]["actor/a_rather_long_metric_name_8"]) == 22
 assert float(rows[0]["rollout_corr/k3_kl"]) == 1e-3
 PYEOF
+# a scalar named as a column (a logged k3, fp4-rl's is_frac_high) keeps one name per column
+printf 'step,k3,is_frac_high,reward\n0,0.001,0.5,1\n1,0.002,0.25,2\n' > named.csv
+fp4-mismatch --csv named.csv > n.csv
+$PY - n.csv <<'PYEOF' || fail "--csv: a scalar named as a column"
+import csv, sys
+head = next(csv.reader(open(sys.argv[1])))
+assert len(head) == len(set(head)), [h for h in head if head.count(h) > 1]
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert float(rows[1]["scalar.k3"]) == 0.002 and float(rows[1]["k3"]) == 0.002, rows[1]
+assert float(rows[0]["scalar.is_frac_high"]) == 0.5 and float(rows[1]["reward"]) == 2, rows
+PYEOF
 expect_exit 0 fp4-mismatch wide.jsonl
 grep -q " actor/a_rather_long_metric_name_0 " out.txt || { head -3 out.txt; fail "scalar header cut"; }
 grep -q "more columns: --json or --csv has them" out.txt || fail "footer"

@@ -15,7 +15,7 @@
 # printed by `FP4S_SRCDIR=. sh tests/rl/digest.sh --print`.
 . "$FP4S_SRCDIR/tests/rl/common.sh"
 count_failures
-DIGEST=3c62dac7d28e3111f70eccf8386f3bb7ba50e9da3cc0019cc7b0ea022fa0c199
+DIGEST=a721b02e6a9edf977cd27a4b5ce10a3d4bf8c6d19847a045d81181b9e1250176
 
 tiny="--width 32 --prompts 4 --group 4 --steps 3 --sft-max-steps 10 --eval-every 2 --eval-prompts 16 --act-every 0"
 digest() { # label, environment assignments...: the digest of the two runs
