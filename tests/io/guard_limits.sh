@@ -59,8 +59,12 @@ fp4-capture synth -o c.h5 --steps 2 --tokens 64 > /dev/null
 spec=c.h5:/steps/0/layers.0.self_attn.qkv_proj/trainer
 fp4-quant "$spec" > ref-quant.txt
 fp4-capture ls c.h5 > ref-ls.txt
+# The tool starts with the signals the shim sends at their default action: a
+# runner under nohup (SIGHUP ignored, which the tool and its guard child keep)
+# would otherwise leave the child alive after its "kill", waiting out its
+# wall-clock limit, and the file refused for a reason of the runner's.
 pre() {
-    LD_PRELOAD="$FP4S_SHIM" "$@"
+    LD_PRELOAD="$FP4S_SHIM" env --default-signal=HUP,TERM "$@"
 }
 for sig in 9 15 1; do
     rm -f mark
