@@ -3,7 +3,8 @@
 # quantization does to one RL run's numbers, and where to look first.
 #   1. engines disagree: the same weight through two quantizer profiles
 #   2. what the error is made of: the three-way decomposition per site
-#   3. which channels carry it: the compensation set QUADS-style rollouts need
+#   3. which channels carry it: the compensation set QUADS-style rollouts need;
+#      3b. what compensating 5% of them removes, against the Gaussian control
 #   4. the symptom: rollout/trainer log-prob mismatch per step, its onset
 #   5. plots of all of it in out/ (PNG + the gnuplot script and data)
 #   6. all of it as one report to read: out/report/index.html (fp4-report)
@@ -39,6 +40,26 @@ fp4-channels -f nvfp4 -p te --ratio 0.125 --show 10 \
     -o "$OUT/channels-set.h5" --force  # the set of an earlier run is replaced
 fp4-channels -f nvfp4 -p te --ratio 0.125 --weight "$cap:/weights/$site" \
     "$cap:/steps/0/$site/rollout" --json > "$OUT/channels.json"
+
+step "3b. the regime: what compensating the top 5% of channels removes, outlier channels vs the Gaussian control"
+# synth-moe.h5 has persistent outlier channels as real LLMs' activations do;
+# synth-moe-gauss.h5 is the same capture without them (datasets/README.md, Regimes)
+ctl=datasets/synth-moe-gauss.h5
+if command -v fp4-remedy > /dev/null; then
+    for c in "$cap" "$ctl"; do
+        printf '%s, NVFP4 (vllm): vs_wfq is the error against the aligned (QAT) trainer\n' "$c"
+        fp4-remedy -f nvfp4 -p vllm -r none,rac:0.05 --sites "$site" --steps 0 "$c" | awk '
+            /^  (remedy|none|rac)/ { print }
+            $1 == "none" { w = $3 } $1 == "rac:0.05" { r = $3 }
+            END { printf "  => rac:0.05 removes %.0f%% of the error against the aligned trainer\n", 100 * (1 - r / w) }'
+    done
+else
+    echo "fp4-remedy is not built (it needs a BLAS): the comparison is skipped"
+fi
+for c in "$cap" "$ctl"; do
+    printf '%s: NVFP4 activation error energy held by the top 1%% of channels: ' "$c"
+    fp4-channels -f nvfp4 -p te --show 1 "$c:/steps/0/$site/rollout" | awk '$1 == "1.0%" { print $3 }'
+done
 
 step "4. rollout/trainer log-prob mismatch per step, with the onset found (planted at step 50)"
 fp4-mismatch --every 10 datasets/traces/planted.csv
