@@ -13,7 +13,8 @@ set -eu
 cd "$(dirname "$0")/.."
 B=${1:-build}
 OUT=${FP4S_OUT:-out}
-PATH="$PWD/$B/tools:$PATH"
+case $B in /*) ;; *) B="$PWD/$B" ;; esac # BUILD_DIR absolute or relative to the repository
+PATH="$B/tools:$PATH"
 mkdir -p "$OUT"
 cap=datasets/synth-moe.h5
 site=layers.0.self_attn.qkv_proj
