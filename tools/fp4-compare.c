@@ -298,33 +298,43 @@ static void flips_table(const flips *f)
     }
 }
 
-/* ---- per expert: the sites of each (layer, expert), pooled over steps ---- */
-typedef struct expert_row {
-    int64_t layer, expert;
-    size_t sites, both, rollout_only, trainer_only;
-    double m2, routing;
-} expert_row;
+/* ---- per expert and per layer: the sites of each (layer, expert), or of each
+ * layer, pooled over steps ---- */
+typedef struct pool_row {
+    int64_t layer, expert; /* expert -1 in the per-layer view; layer -1: the site names none */
+    size_t sites, both, rollout_only, trainer_only; /* sites: (site, step) pairs */
+    double m2, r2, routing; /* sum ||D||^2, sum ||X_t Qw^T||^2, the routing component's part of m2 */
+} pool_row;
 
-static int cmp_expert(const void *a, const void *b)
+static int cmp_pool(const void *a, const void *b)
 {
-    const expert_row *x = a, *y = b;
-    if (x->layer != y->layer) return x->layer < y->layer ? -1 : 1;
+    const pool_row *x = a, *y = b;
+    if (x->layer != y->layer) { /* sites that name no layer last */
+        if (x->layer < 0 || y->layer < 0) return x->layer < 0 ? 1 : -1;
+        return x->layer < y->layer ? -1 : 1;
+    }
     return (x->expert > y->expert) - (x->expert < y->expert);
 }
 
-static expert_row *experts_of(const run *runs, size_t nr, size_t *n)
+/* by_expert: the sites that name an expert, per (layer, expert); else every
+ * site per layer (none when no site names a layer). Sorted by layer. */
+static pool_row *pool_of(const run *runs, size_t nr, bool by_expert, size_t *n)
 {
-    expert_row *v = NULL;
+    pool_row *v = NULL;
     *n = 0;
+    bool any_layer = false;
+    for (size_t i = 0; i < nr; i++) any_layer |= runs[i].layer >= 0;
+    if (!by_expert && !any_layer) return NULL;
     for (size_t i = 0; i < nr; i++) {
-        if (runs[i].expert < 0) continue;
+        if (by_expert && runs[i].expert < 0) continue;
+        int64_t e = by_expert ? runs[i].expert : -1;
         size_t j = 0;
-        while (j < *n && (v[j].layer != runs[i].layer || v[j].expert != runs[i].expert)) j++;
+        while (j < *n && (v[j].layer != runs[i].layer || v[j].expert != e)) j++;
         if (j == *n) {
             v = xrealloc(v, (*n + 1) * sizeof *v);
             memset(&v[j], 0, sizeof v[j]);
             v[j].layer = runs[i].layer;
-            v[j].expert = runs[i].expert;
+            v[j].expert = e;
             (*n)++;
         }
         const fp4s_compare_site *s = &runs[i].r;
@@ -333,22 +343,26 @@ static expert_row *experts_of(const run *runs, size_t nr, size_t *n)
         v[j].rollout_only += s->rollout_only;
         v[j].trainer_only += s->trainer_only;
         v[j].m2 += s->mismatch2;
+        v[j].r2 += s->ref2;
         v[j].routing += s->contrib[FP4S_CMP_ROUTING];
     }
-    if (*n) qsort(v, *n, sizeof *v, cmp_expert);
+    if (*n) qsort(v, *n, sizeof *v, cmp_pool);
     return v;
 }
 
-static json_t *experts_json(const run *runs, size_t nr, double total)
+/* The pooled relative output error sqrt(sum ||D||^2 / sum ||X_t Qw^T||^2). */
+static double pool_rel(const pool_row *p) { return p->r2 > 0 ? sqrt(p->m2 / p->r2) : NAN; }
+
+static json_t *pool_json(const run *runs, size_t nr, bool by_expert, double total)
 {
     size_t n;
-    expert_row *v = experts_of(runs, nr, &n);
+    pool_row *v = pool_of(runs, nr, by_expert, &n);
     if (!n) return NULL;
     json_t *a = json_array();
     for (size_t j = 0; j < n; j++) {
         json_t *o = json_object();
         json_object_set_new(o, "layer", v[j].layer >= 0 ? json_integer((json_int_t)v[j].layer) : json_null());
-        json_object_set_new(o, "expert", json_integer((json_int_t)v[j].expert));
+        if (by_expert) json_object_set_new(o, "expert", json_integer((json_int_t)v[j].expert));
         json_object_set_new(o, "sites", json_integer((json_int_t)v[j].sites));
         json_object_set_new(o, "tokens", json_integer((json_int_t)v[j].both));
         if (ncomp > FP4S_CMP_ROUTING) {
@@ -356,6 +370,8 @@ static json_t *experts_json(const run *runs, size_t nr, double total)
             json_object_set_new(o, "trainer_only", json_integer((json_int_t)v[j].trainer_only));
         }
         json_object_set_new(o, "mismatch2", cli_json_real(v[j].m2));
+        json_object_set_new(o, "ref2", cli_json_real(v[j].r2));
+        json_object_set_new(o, "mismatch_rel", cli_json_real(pool_rel(&v[j])));
         json_object_set_new(o, "share", cli_json_real(total > 0 ? v[j].m2 / total : NAN));
         if (ncomp > FP4S_CMP_ROUTING)
             json_object_set_new(o, "routing_share", cli_json_real(v[j].m2 > 0 ? v[j].routing / v[j].m2 : NAN));
@@ -365,32 +381,41 @@ static json_t *experts_json(const run *runs, size_t nr, double total)
     return a;
 }
 
-static void experts_table(const run *runs, size_t nr, double total)
+static void pool_table(const run *runs, size_t nr, bool by_expert, double total)
 {
     size_t n;
-    expert_row *v = experts_of(runs, nr, &n);
+    pool_row *v = pool_of(runs, nr, by_expert, &n);
     if (!n) return;
     bool ids = ncomp > FP4S_CMP_ROUTING;
-    printf("\nper expert (its sites pooled over steps; tokens summed over its sites and steps):\n");
+    if (by_expert) printf("\nper expert (its sites pooled over steps; tokens summed over its sites and steps):\n");
+    else printf("\nper layer (every site of the layer pooled over steps; tokens summed over its sites and steps):\n");
+    printf("  %5s", "layer");
+    if (by_expert) printf(" %6s", "expert");
     if (ids)
-        printf("  %5s %6s %5s %10s %12s %12s %11s %9s\n", "layer", "expert", "sites", "both", "rollout only",
-               "trainer only", "share", "routing");
+        printf(" %5s %10s %12s %12s %10s %11s %9s\n", "sites", "both", "rollout only", "trainer only", "rel.error",
+               "share", "routing");
     else
-        printf("  %5s %6s %5s %10s %11s\n", "layer", "expert", "sites", "tokens", "share");
+        printf(" %5s %10s %10s %11s\n", "sites", "tokens", "rel.error", "share");
     for (size_t j = 0; j < n; j++) {
-        char sh[32], ro[32], ly[24];
+        char sh[32], ro[32], ly[24], re[32];
         fmtv(sh, 32, "%.2f%%", total > 0 ? 100 * v[j].m2 / total : NAN);
         fmtv(ro, 32, "%.1f%%", v[j].m2 > 0 ? 100 * v[j].routing / v[j].m2 : NAN);
+        fmtv(re, 32, "%.4g", pool_rel(&v[j]));
         if (v[j].layer >= 0) snprintf(ly, sizeof ly, "%lld", (long long)v[j].layer);
         else snprintf(ly, sizeof ly, "-");
+        printf("  %5s", ly);
+        if (by_expert) printf(" %6lld", (long long)v[j].expert);
         if (ids)
-            printf("  %5s %6lld %5zu %10zu %12zu %12zu %11s %9s\n", ly, (long long)v[j].expert, v[j].sites,
-                   v[j].both, v[j].rollout_only, v[j].trainer_only, sh, ro);
+            printf(" %5zu %10zu %12zu %12zu %10s %11s %9s\n", v[j].sites, v[j].both, v[j].rollout_only,
+                   v[j].trainer_only, re, sh, ro);
         else
-            printf("  %5s %6lld %5zu %10zu %11s\n", ly, (long long)v[j].expert, v[j].sites, v[j].both, sh);
+            printf(" %5zu %10zu %10s %11s\n", v[j].sites, v[j].both, re, sh);
     }
-    printf("  share: of the total output mismatch energy%s\n",
-           ids ? "; routing: of the expert's own, carried by tokens routed to it on one side only" : "");
+    printf("  rel.error: sqrt(sum ||D||^2 / sum ||X_t Qw^T||^2) over the pooled sites; share: of the total output\n"
+           "  mismatch energy%s\n",
+           ids ? (by_expert ? "; routing: of the expert's own, carried by tokens routed to it on one side only"
+                            : "; routing: of the layer's own, carried by tokens routed on one side only")
+               : "");
     free(v);
 }
 
@@ -512,7 +537,9 @@ static json_t *doc_json(const fp4s_spec *as, const fp4s_spec *ws, const run *run
         json_array_append_new(ra, o);
     }
     json_object_set_new(doc, "ranking", ra);
-    json_t *ex = experts_json(runs, nr, total);
+    json_t *ly = pool_json(runs, nr, false, total);
+    if (ly) json_object_set_new(doc, "layers", ly);
+    json_t *ex = pool_json(runs, nr, true, total);
     if (ex) json_object_set_new(doc, "experts", ex);
     if (fl->nsteps) json_object_set_new(doc, "routing_flips", flips_json(fl));
     return doc;
@@ -582,7 +609,8 @@ static int print_table(const fp4s_spec *as, const run *runs, size_t nr, const ra
         }
     }
     if (nr > 1) pooled_table(runs, nr, show);
-    experts_table(runs, nr, total);
+    pool_table(runs, nr, false, total);
+    pool_table(runs, nr, true, total);
     flips_table(fl);
     printf("\nranking (pooled over steps): share of the total output mismatch energy %.6g\n", total);
     printf("  %5s  %-40s %8s  %-9s %12s %9s %9s\n", "rank", "site", "channel", "component", "contribution",

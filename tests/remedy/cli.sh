@@ -197,5 +197,70 @@ head -1 out.txt | grep -q '^source,site,step,channel,input_rel_diff,code_flips,s
 expect 0 "" $C --steps 0 "$FP4S_SRCDIR/datasets/synth-tiny.h5"
 grep -q "^ranking (pooled over steps)" out.txt || fail "fp4-compare table"
 
+# per expert and per layer: each pooled row's relative error, share and
+# routing share recomputed from the per-site records of the same document
+fp4-capture synth -o moe.h5 --seed 5 --layers 2 --experts 2 --top-k 1 --tokens 64 --hidden 64 \
+    --out-features 32 --steps 2 --act-every 1 --seqs 4 --seq-len 16 --f32 > /dev/null 2>&1 || fail "synth moe.h5"
+"$PY" - <<'EOF2' || fail "moe.h5: token ids"
+import h5py, numpy as np
+with h5py.File("moe.h5", "r+") as f:
+    g = f["steps/0/layers.1.mlp.experts.0.up_proj"]   # the rollout routed its last token elsewhere
+    x = g["rollout"][()]
+    ids = np.stack([np.zeros(len(x), np.int64), np.arange(len(x), dtype=np.int64)], axis=1)
+    del g["rollout"]
+    g["rollout"] = x[:-1]
+    g["trainer_ids"] = ids
+    g["rollout_ids"] = ids[:-1]
+EOF2
+for ids in no yes; do
+    cap=moe.h5
+    if [ $ids = no ]; then # the same rows without ids: both sides hold the same tokens
+        cap=moe_noids.h5
+        cp moe.h5 $cap
+        "$PY" - <<'EOF2' || fail "moe_noids.h5"
+import h5py
+with h5py.File("moe_noids.h5", "r+") as f:
+    g = f["steps/0/layers.1.mlp.experts.0.up_proj"]
+    x = g["trainer"][()][:-1]
+    for k in ("trainer_ids", "rollout_ids", "trainer"):
+        del g[k]
+    g["trainer"] = x
+EOF2
+    fi
+    expect 0 "" $C --json $cap
+    IDS=$ids "$PY" - <<'EOF2' || fail "fp4-compare per expert / per layer (ids $ids)"
+import json, math, os
+d = json.load(open("out.txt"))
+ids = os.environ["IDS"] == "yes"
+S, total = d["sites"], d["total_mismatch2"]
+def check(rows, key):
+    seen = []
+    for r in rows:
+        mine = [s for s in S if all(s.get(k) == r[k] for k in key)]
+        m2, r2 = sum(s["mismatch2"] for s in mine), sum(s["ref2"] for s in mine)
+        assert r["sites"] == len(mine) > 0 and r["tokens"] == sum(s["m"] for s in mine), r
+        assert math.isclose(r["mismatch2"], m2, rel_tol=1e-12) and math.isclose(r["ref2"], r2, rel_tol=1e-12), r
+        assert math.isclose(r["mismatch_rel"], math.sqrt(m2 / r2), rel_tol=1e-12), r
+        assert math.isclose(r["share"], m2 / total, rel_tol=1e-12), r
+        assert ("routing_share" in r) == ids and ("trainer_only" in r) == ids, r
+        if ids:
+            rt = sum(s["shares"]["routing"] * s["mismatch2"] for s in mine)
+            assert math.isclose(r["routing_share"], rt / m2, rel_tol=1e-9, abs_tol=1e-15), r
+            assert r["trainer_only"] == sum(s.get("trainer_only", 0) for s in mine), r
+        seen.append(tuple(r[k] for k in key))
+    assert seen == sorted(seen), seen
+    return seen
+assert check(d["layers"], ("layer",)) == [(0,), (1,)]
+assert len(check(d["experts"], ("layer", "expert"))) == 4
+assert math.isclose(sum(r["share"] for r in d["layers"]), 1, rel_tol=1e-12)
+if ids:
+    e = [r for r in d["experts"] if (r["layer"], r["expert"]) == (1, 0)][0]
+    assert e["trainer_only"] == 1 and e["rollout_only"] == 0 and e["routing_share"] > 0, e
+EOF2
+    expect 0 "" $C $cap
+    grep -q "^per layer (every site of the layer pooled over steps" out.txt || fail "per-layer table (ids $ids)"
+    grep -A2 "^per expert" out.txt | grep -q "rel.error" || fail "per-expert table: rel.error column (ids $ids)"
+done
+
 failures_end
 echo "fp4-remedy and fp4-compare CLI: all checks passed"
