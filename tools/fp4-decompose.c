@@ -149,7 +149,7 @@ static void num(char *buf, size_t n, double v, const char *fmt)
     else snprintf(buf, n, "%s", isnan(v) ? "-" : (v > 0 ? "inf" : "-inf"));
 }
 
-static void human_result(const fp4s_decomp_result *r, bool blockstats)
+static void human_result(const fp4s_decomp_result *r, bool blockstats, bool nvfp4)
 {
     char a[32], b[32], m[32];
     num(a, sizeof a, r->relative_error, "%.4g");
@@ -198,6 +198,11 @@ static void human_result(const fp4s_decomp_result *r, bool blockstats)
         pct(a, sizeof a, r->underflow_fraction);
         printf("  delta = log2 gamma: mean %s std %s min %s max %s   scale underflow %s of blocks (%llu)\n",
                d1, d2, d3, d4, a, (unsigned long long)r->underflow_blocks);
+        if (nvfp4) {
+            pct(a, sizeof a, r->blocks ? (double)r->scale_clamped / (double)r->blocks : NAN);
+            printf("  block scales clamped at 448 (unrounded scale > 464) %s of blocks (%llu)\n", a,
+                   (unsigned long long)r->scale_clamped);
+        }
     }
     num(a, sizeof a, r->max_residual, "%.3g");
     num(b, sizeof b, r->identity_residual, "%.3g");
@@ -271,6 +276,22 @@ static void experts_free(expert_acc *v, size_t n)
 {
     for (size_t i = 0; i < n; i++) fp4s_decomp_close(&v[i].acc);
     free(v);
+}
+
+/* The error energy ||e||^2 of every input of a side, summed: what an expert's
+ * share is of (NaN when there is none). */
+static double side_energy(const item *items, size_t n, const char *side)
+{
+    double e = 0;
+    bool any = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!items[i].side || strcmp(items[i].side, side)) continue;
+        fp4s_decomp_result r;
+        fp4s_decomp_summary(items[i].acc, &r);
+        e += r.energy_total;
+        any = true;
+    }
+    return any ? e : NAN;
 }
 
 /* The inputs: each INPUT as it is, or the datasets of each capture that the
@@ -390,6 +411,8 @@ static json_t *doc_json(const fp4s_spec *sp, const fp4s_decomp_opts *op, const i
             json_object_set_new(o, "expert", json_integer((json_int_t)ex[j].expert));
             json_object_set_new(o, "side", json_string(ex[j].side));
             json_object_set_new(o, "inputs", json_integer((json_int_t)ex[j].inputs));
+            double tot = side_energy(items, n, ex[j].side);
+            json_object_set_new(o, "share", cli_json_real(tot > 0 ? r.energy_total / tot : NAN));
             json_object_set_new(o, "summary", cli_decomp_json(&r, NULL));
             json_array_append_new(ea, o);
         }
@@ -419,17 +442,50 @@ static int print_csv(const item *items, size_t n, const fp4s_decomp_result *rrp)
     return cli_stdout_flush();
 }
 
+/* Saturation per input of a capture (site, step, side), in the capture's
+ * order: blocks, NVFP4 block scales clamped at 448, values clipped; so that
+ * drift of a static input scale over the steps shows. */
+static void saturation_table(const fp4s_spec *spec, const item *items, size_t n)
+{
+    bool any = false;
+    for (size_t i = 0; i < n; i++) any |= items[i].step >= 0 && items[i].site && items[i].side;
+    if (!any) return;
+    const bool nv = spec->format == FP4S_NVFP4;
+    printf("\nsaturation per input (%s values clipped at the top of the grid):\n",
+           nv ? "NVFP4 block scales clamped at E4M3's 448, and" : "MXFP4:");
+    printf("  %6s %-40s %-8s %10s %10s %9s %12s %9s\n", "step", "site", "side", "blocks", "clamped", "of blocks",
+           "clipped", "of values");
+    for (size_t i = 0; i < n; i++) {
+        const item *it = &items[i];
+        if (it->step < 0 || !it->site || !it->side) continue;
+        fp4s_decomp_result r;
+        fp4s_decomp_summary(it->acc, &r);
+        char cl[32], cf[32], vf[32];
+        if (nv) {
+            snprintf(cl, sizeof cl, "%llu", (unsigned long long)r.scale_clamped);
+            pct(cf, sizeof cf, r.blocks ? (double)r.scale_clamped / (double)r.blocks : NAN);
+        } else {
+            snprintf(cl, sizeof cl, "-");
+            snprintf(cf, sizeof cf, "%9s", "-");
+        }
+        pct(vf, sizeof vf, r.clip_fraction);
+        printf("  %6lld %-40s %-8s %10llu %10s %9s %12llu %9s\n", (long long)it->step, cli_safe(it->site),
+               cli_safe(it->side), (unsigned long long)r.blocks, cl, cf, (unsigned long long)r.clipped, vf);
+    }
+}
+
 /* The table: each input, its first `show` groups, the roll-up over several. */
-static void experts_table(const expert_acc *ex, size_t nex)
+static void experts_table(const expert_acc *ex, size_t nex, const item *items, size_t n)
 {
     if (!nex) return;
-    printf("\nper expert (the inputs of each layer, expert and side merged; shares of ||e||^2):\n");
-    printf("  %5s %6s %-8s %6s %12s %11s %9s %9s %9s %9s %9s\n", "layer", "expert", "side", "inputs", "n",
-           "rel.error", "scale", "deadzone", "grid", "cross", "dz frac");
+    printf("\nper expert (the inputs of each layer, expert and side merged; share: of the ||e||^2 of every\n"
+           "input of that side; scale, deadzone, grid, cross: of the expert's own ||e||^2):\n");
+    printf("  %5s %6s %-8s %6s %12s %11s %9s %9s %9s %9s %9s %9s\n", "layer", "expert", "side", "inputs", "n",
+           "rel.error", "share", "scale", "deadzone", "grid", "cross", "dz frac");
     for (size_t j = 0; j < nex; j++) {
         fp4s_decomp_result r;
         fp4s_decomp_summary(ex[j].acc, &r);
-        char ly[24], re[32], s1[32], s2[32], s3[32], s4[32], dz[32];
+        char ly[24], re[32], s1[32], s2[32], s3[32], s4[32], dz[32], sh[32];
         if (ex[j].layer >= 0) snprintf(ly, sizeof ly, "%lld", (long long)ex[j].layer);
         else snprintf(ly, sizeof ly, "-");
         num(re, 32, r.relative_error, "%11.4g");
@@ -438,8 +494,10 @@ static void experts_table(const expert_acc *ex, size_t nex)
         pct(s3, 32, r.ratio_grid);
         pct(s4, 32, 1.0 - r.ratio_scale - r.ratio_deadzone - r.ratio_grid);
         pct(dz, 32, r.deadzone_fraction);
-        printf("  %5s %6lld %-8s %6zu %12llu %11s %9s %9s %9s %9s %9s\n", ly, (long long)ex[j].expert, ex[j].side,
-               ex[j].inputs, (unsigned long long)r.n, re, s1, s2, s3, s4, dz);
+        double tot = side_energy(items, n, ex[j].side);
+        pct(sh, 32, tot > 0 ? r.energy_total / tot : NAN);
+        printf("  %5s %6lld %-8s %6zu %12llu %11s %9s %9s %9s %9s %9s %9s\n", ly, (long long)ex[j].expert,
+               ex[j].side, ex[j].inputs, (unsigned long long)r.n, re, sh, s1, s2, s3, s4, dz);
     }
 }
 
@@ -459,7 +517,7 @@ static int print_table(const fp4s_spec *sp, const fp4s_decomp_opts *op, const it
         fp4s_decomp_summary(it->acc, &r);
         printf("\n[%zu] %s  [%zu x %zu]%s\n", i, cli_safe(it->label), it->rows, it->cols,
                it->synthetic ? "  (synthetic capture)" : "");
-        human_result(&r, true);
+        human_result(&r, true, spec.format == FP4S_NVFP4);
         size_t ng = fp4s_decomp_ngroups(it->acc);
         if (ng) {
             printf("  %s groups (shares of ||e||^2; cross = 1 - scale - deadzone - grid, the cross terms):\n"
@@ -485,9 +543,10 @@ static int print_table(const fp4s_spec *sp, const fp4s_decomp_opts *op, const it
     }
     if (n > 1) {
         printf("\nroll-up over %zu inputs\n", n);
-        human_result(&rr, true);
+        human_result(&rr, true, spec.format == FP4S_NVFP4);
     }
-    experts_table(ex, nex);
+    saturation_table(&spec, items, n);
+    experts_table(ex, nex, items, n);
     return cli_stdout_flush();
 }
 

@@ -123,7 +123,8 @@ void fp4s_decomp_opts_defaults(fp4s_decomp_opts *o)
     X(inf, COUNT, "elements", "Inf inputs") \
     X(nonfinite_blocks, COUNT, "blocks", "blocks excluded for non-finite input") \
     X(excluded, COUNT, "elements", "finite elements excluded with those blocks") \
-    X(nonfinite_output, COUNT, "blocks", "blocks excluded because Q(x) was not finite")
+    X(nonfinite_output, COUNT, "blocks", "blocks excluded because Q(x) was not finite") \
+    X(scale_clamped, COUNT, "blocks", "NVFP4 blocks whose unrounded E4M3 scale clamps at 448")
 
 #define FIELD_ROW(f, kind, unit, d) {#f, FT_##kind == FP4S_FT_U64, offsetof(fp4s_decomp_result, f), d},
 #define FT_COUNT FP4S_FT_U64
@@ -134,7 +135,7 @@ static const fp4s_decomp_field fields[] = {DECOMP_FIELDS(FIELD_ROW)};
     {#f, FT_##kind, offsetof(fp4s_decomp_result, f), 1, -1, 0, NULL, FP4S_FF_OUTPUT, unit, d, -1},
 static const fp4s_rfield record_rows[] = {
     DECOMP_FIELDS(RECORD_ROW)
-    {"reserved", FP4S_FT_U32, offsetof(fp4s_decomp_result, reserved), 16, -1, 0, NULL, 0, "", "zero", -1},
+    {"reserved", FP4S_FT_U32, offsetof(fp4s_decomp_result, reserved), 14, -1, 0, NULL, 0, "", "zero", -1},
 };
 
 const fp4s_rtype *fp4s_rtype_decomp_result(void)
@@ -256,6 +257,7 @@ static void finish(const double *s, int ns, const uint64_t *c, int nc, const dex
         r->gamma_blocks = c[C_GB];
         r->nonfinite_blocks = c[C_NFB];
         r->nonfinite_output = c[C_NFOUT];
+        r->scale_clamped = c[C_CLAMP];
     }
     r->energy_x = s[S_X2];
     r->energy_total = s[S_E2];

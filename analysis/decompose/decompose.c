@@ -373,13 +373,22 @@ static int add_rows(void *arg, size_t begin, size_t end, int w)
         out.ld_scales = d->nblk;
         out.dequant = wk->q;
         out.ld_dequant = d->cols;
+        /* NVFP4: the quantizer's count of clamped block scales (decompose.h,
+         * "Saturation"); it is counted only with a stats struct, the slower
+         * path, so only where a block can clamp: a static input scale (a
+         * tensor scale from the tensor's own amax keeps every block scale
+         * at or below 448, quant.h) */
+        const bool clamps = d->spec.format == FP4S_NVFP4 && d->spec.nv_input_scale > 0;
         for (size_t r = r0; r < r1 && !rc; r += wk->piece_rows) {
             size_t n = r1 - r < wk->piece_rows ? r1 - r : wk->piece_rows;
             const float *xr = j->x + r * j->ld;
-            rc = fp4s_quantize(&qs, &d->ts, xr, n, d->cols, j->ld, j->row0 + r, &out, NULL);
+            fp4s_qstats st;
+            memset(&st, 0, sizeof st);
+            rc = fp4s_quantize(&qs, &d->ts, xr, n, d->cols, j->ld, j->row0 + r, &out, clamps ? &st : NULL);
             if (!rc)
                 rc = process_rows(d, wk, xr, j->ld, wk->q, d->cols, wk->codes, d->cols, wk->scales, d->nblk, n,
                                   j->row0 + r);
+            wk->tot.c[C_CLAMP] += st.scale_clamped;
         }
     }
     return rc; /* fp4s_parallel_dynamic carries this thread's detail back */

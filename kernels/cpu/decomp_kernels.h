@@ -49,6 +49,7 @@ enum {
     C_ELEM, C_DZ, C_DZTIE, C_ZEROS, C_CLIP, C_NAN, C_INF, C_EXCL,
     C_CH,
     C_BLOCKS = C_CH, C_ZB, C_UFB, C_GB, C_NFB, C_NFOUT,
+    C_CLAMP, /* NVFP4 blocks whose scale clamps: the quantizer's count, totals only (decompose.h) */
     C_NUM
 };
 

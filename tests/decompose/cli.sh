@@ -280,6 +280,62 @@ for k in -1 abc lots "" " 1" 1M Auto; do
 done
 expect 2 "--keep: expected an integer in \[0, 1073741824\], got '1073741825'" fp4-decompose -f nvfp4 --keep 1073741825 a.npy
 
+# ---- saturation under a static input scale, and the per-expert share -----------------
+# A scale small enough that block scales clamp: every input's clamped blocks and
+# clipped values against an independent count (TransformerEngine's arithmetic
+# of the te profile in float32: S_enc = fl(1/input_scale), the unrounded block
+# scale fl(amax_b * fl(S_enc * fl(1/6))) clamps where it exceeds 464; a value
+# clips where |x * fl(1 / fl(s_b * S_dec))| > 6, s_b the E4M3 scale).
+fp4-capture synth -o sat.h5 --seed 3 --layers 1 --experts 2 --top-k 1 --tokens 64 --hidden 64 \
+    --out-features 32 --steps 3 --act-every 1 --f32 > /dev/null 2>&1 || fail "synth sat.h5"
+expect 0 "" fp4-decompose -f nvfp4 -p te --input-scale 0.004 --sites '*' --sides trainer,rollout --json sat.h5
+"$PY" - <<'EOF' || fail "fp4-decompose: saturation against numpy"
+import json, h5py, numpy as np
+d = json.load(open("out.txt"))
+f32 = np.float32
+sinv = f32(1) / f32(0.004)
+mult = sinv * (f32(1) / f32(6))
+def e4m3(v):  # round to nearest even onto E4M3 (v >= 0, saturating at 448)
+    v = np.minimum(v.astype(np.float64), 448.0)
+    e = np.floor(np.log2(np.maximum(v, 2.0 ** -6)))
+    step = 2.0 ** (e - 3)
+    return np.minimum(np.round(v / step) * step, 448.0).astype(np.float32)
+tot_cl = tot_sat = 0
+with h5py.File("sat.h5") as h:
+    assert len(d["inputs"]) == 18
+    for i in d["inputs"]:
+        x = h["steps/%d/%s/%s" % (i["step"], i["site"], i["side"])][()].astype(np.float32)
+        b = x.reshape(-1, 16)
+        amax = np.abs(b).max(axis=1).astype(np.float32)
+        sbf = amax * mult
+        clamped = int((sbf > f32(464)).sum())
+        enc = f32(1) / (e4m3(sbf) * f32(0.004))
+        clipped = int((np.abs(b * enc[:, None]) > f32(6)).sum())
+        s = i["summary"]
+        assert s["scale_clamped"] == clamped and s["clipped"] == clipped, \
+            (i["site"], i["step"], s["scale_clamped"], clamped, s["clipped"], clipped)
+        tot_cl += clamped
+        tot_sat += clipped
+assert 0 < tot_cl < sum(i["summary"]["blocks"] for i in d["inputs"]), tot_cl
+assert d["rollup"]["scale_clamped"] == tot_cl and d["rollup"]["clipped"] == tot_sat
+# the per-expert share: of the error energy of every input of that side
+for e in d["experts"]:
+    side = sum(i["summary"]["energy_total"] for i in d["inputs"] if i["side"] == e["side"])
+    assert abs(e["share"] - e["summary"]["energy_total"] / side) < 1e-12, e
+    assert e["summary"]["scale_clamped"] == sum(i["summary"]["scale_clamped"] for i in d["inputs"]
+        if i["side"] == e["side"] and ".experts.%d." % e["expert"] in i["site"]), e
+EOF
+expect 0 "" fp4-decompose -f nvfp4 -p te --input-scale 0.004 --sites '*' --sides rollout sat.h5
+grep -q "^saturation per input (NVFP4 block scales clamped" out.txt || fail "saturation table"
+grep -Eq "^ +2 layers.0.mlp.experts.1.up_proj +rollout +[0-9]+ +[1-9][0-9]* " out.txt || fail "saturation row"
+grep -q "block scales clamped at 448 (unrounded scale > 464)" out.txt || fail "clamped line"
+grep -A2 "^per expert" out.txt | grep -q " share " || fail "per-expert share column"
+# without a static scale nothing clamps; MXFP4 reports clipped values only
+expect 0 "" fp4-decompose -f nvfp4 -p te --sites '*' --sides rollout --json sat.h5
+"$PY" -c "import json; d = json.load(open('out.txt')); assert d['rollup']['scale_clamped'] == 0" || fail "dynamic: clamped"
+expect 0 "" fp4-decompose --sites '*' --sides rollout sat.h5
+grep -q "^saturation per input (MXFP4: values clipped" out.txt || fail "MXFP4 saturation table"
+
 fp4-plot --version | grep -q "^features:.* cuda" && fail "fp4-plot --version lists cuda (it has no GPU path)"
 fp4-plot --version | grep -q "^gpu: " && fail "fp4-plot --version has a gpu line"
 

@@ -36,6 +36,17 @@
  * 2^-416 are truncated toward zero, deterministically). Results therefore do
  * not depend on chunking, thread count or merge order: bit for bit.
  *
+ * Saturation: clipped counts the elements that saturate (top code with
+ * |x| > |Q(x)|), in every group. NVFP4's scale_clamped counts the blocks
+ * whose unrounded block scale clamps at E4M3's 448 (quant.h): where a
+ * static input scale (spec nv_input_scale) meets activations that grew
+ * past its calibrated amax. It is the quantizer's own count, taken where
+ * the decomposition quantizes on the CPU (fp4s_decomp_add, the streaming
+ * driver), for tensor summaries, their merges and roll-ups; it is 0 in
+ * row, block and channel groups, in rows added with
+ * fp4s_decomp_add_quantized (the caller quantized) and in rows decomposed
+ * on the GPU (the CUDA decomposition does not count it).
+ *
  * Formats: MXFP4 (every scale rule and profile) and NVFP4 (every profile).
  * FP8 is refused (FP4S_ENOTSUP).
  *
@@ -163,7 +174,10 @@ typedef struct fp4s_decomp_result {
     double identity_residual;  /* |energy_total - (3 energies + 3 cross terms)| / energy_total */
     double ratio_removable;    /* 1 - ratio_deadzone - ratio_grid: the share of ||e||^2 a perfect
                                 * scale would remove (e_dz and e_grid depend only on x and s*) */
-    uint32_t reserved[16]; /* zero; room for fields added later */
+    uint64_t scale_clamped;    /* NVFP4: blocks whose unrounded E4M3 scale exceeds 464 and clamps at
+                                * 448 (fp4s_qstats.scale_clamped, counted by the CPU quantizer as
+                                * fp4s_decomp_add quantizes: see "Saturation" above); 0 for MXFP4 */
+    uint32_t reserved[14]; /* zero; room for fields added later */
 } fp4s_decomp_result;
 FP4S_API size_t fp4s_decomp_result_size(void);
 
