@@ -149,7 +149,15 @@ static void num(char *buf, size_t n, double v, const char *fmt)
     else snprintf(buf, n, "%s", isnan(v) ? "-" : (v > 0 ? "inf" : "-inf"));
 }
 
-static void human_result(const fp4s_decomp_result *r, bool blockstats, bool nvfp4)
+/* Whether the inputs' block scales clamped at 448 are counted and worth a
+ * line: NVFP4 with a static input scale (the only case where a block can
+ * clamp), decomposed on the CPU (decompose.h: the GPU does not count them). */
+static bool clamps_counted(const fp4s_spec *s, const fp4s_decomp *acc)
+{
+    return s->format == FP4S_NVFP4 && s->nv_input_scale > 0 && fp4s_decomp_device(acc) == FP4S_DEVICE_CPU;
+}
+
+static void human_result(const fp4s_decomp_result *r, bool blockstats, bool clamps)
 {
     char a[32], b[32], m[32];
     num(a, sizeof a, r->relative_error, "%.4g");
@@ -198,7 +206,7 @@ static void human_result(const fp4s_decomp_result *r, bool blockstats, bool nvfp
         pct(a, sizeof a, r->underflow_fraction);
         printf("  delta = log2 gamma: mean %s std %s min %s max %s   scale underflow %s of blocks (%llu)\n",
                d1, d2, d3, d4, a, (unsigned long long)r->underflow_blocks);
-        if (nvfp4) {
+        if (clamps) {
             pct(a, sizeof a, r->blocks ? (double)r->scale_clamped / (double)r->blocks : NAN);
             printf("  block scales clamped at 448 (unrounded scale > 464) %s of blocks (%llu)\n", a,
                    (unsigned long long)r->scale_clamped);
@@ -461,7 +469,7 @@ static void saturation_table(const fp4s_spec *spec, const item *items, size_t n)
         fp4s_decomp_result r;
         fp4s_decomp_summary(it->acc, &r);
         char cl[32], cf[32], vf[32];
-        if (nv) {
+        if (nv && (spec->nv_input_scale <= 0 || fp4s_decomp_device(it->acc) == FP4S_DEVICE_CPU)) {
             snprintf(cl, sizeof cl, "%llu", (unsigned long long)r.scale_clamped);
             pct(cf, sizeof cf, r.blocks ? (double)r.scale_clamped / (double)r.blocks : NAN);
         } else {
@@ -517,7 +525,7 @@ static int print_table(const fp4s_spec *sp, const fp4s_decomp_opts *op, const it
         fp4s_decomp_summary(it->acc, &r);
         printf("\n[%zu] %s  [%zu x %zu]%s\n", i, cli_safe(it->label), it->rows, it->cols,
                it->synthetic ? "  (synthetic capture)" : "");
-        human_result(&r, true, spec.format == FP4S_NVFP4);
+        human_result(&r, true, clamps_counted(&spec, it->acc));
         size_t ng = fp4s_decomp_ngroups(it->acc);
         if (ng) {
             printf("  %s groups (shares of ||e||^2; cross = 1 - scale - deadzone - grid, the cross terms):\n"
@@ -543,7 +551,7 @@ static int print_table(const fp4s_spec *sp, const fp4s_decomp_opts *op, const it
     }
     if (n > 1) {
         printf("\nroll-up over %zu inputs\n", n);
-        human_result(&rr, true, spec.format == FP4S_NVFP4);
+        human_result(&rr, true, clamps_counted(&spec, items[0].acc));
     }
     saturation_table(&spec, items, n);
     experts_table(ex, nex, items, n);
