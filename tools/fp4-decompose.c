@@ -232,41 +232,54 @@ static long long parse_keep(const char *arg)
     return cli_parse_int("--keep", arg, 0, hi);
 }
 
-/* ---- per expert: the inputs of each (layer, expert, side) of a capture merged ---- */
-typedef struct expert_acc {
-    int64_t layer, expert;
+/* ---- per expert and per layer: the inputs of each (layer, expert, side), or
+ * of each (layer, side), of a capture merged ---- */
+typedef struct pool_acc {
+    int64_t layer, expert; /* expert -1 in the per-layer view; layer -1: the site names none */
     const char *side;
     size_t inputs;
     fp4s_decomp *acc;
-} expert_acc;
+} pool_acc;
 
-static int cmp_expert_acc(const void *a, const void *b)
+static int cmp_pool_acc(const void *a, const void *b)
 {
-    const expert_acc *x = a, *y = b;
-    if (x->layer != y->layer) return x->layer < y->layer ? -1 : 1;
+    const pool_acc *x = a, *y = b;
+    if (x->layer != y->layer) { /* sites that name no layer last */
+        if (x->layer < 0 || y->layer < 0) return x->layer < 0 ? 1 : -1;
+        return x->layer < y->layer ? -1 : 1;
+    }
     if (x->expert != y->expert) return x->expert < y->expert ? -1 : 1;
     return strcmp(x->side, y->side);
 }
 
-/* The inputs whose site names an expert, merged per (layer, expert, side)
- * into tensor-grouped accumulators of spec s: *n of them, sorted. */
-static expert_acc *experts_merge(const item *items, size_t n, const fp4s_spec *s, const fp4s_decomp_opts *o,
-                                 size_t *nout)
+/* by_expert: the inputs whose site names an expert, merged per (layer,
+ * expert, side); else every input of a capture site merged per (layer, side),
+ * none when no site names a layer. Tensor-grouped accumulators of spec s:
+ * *nout of them, sorted by layer. */
+static pool_acc *pool_merge(const item *items, size_t n, const fp4s_spec *s, const fp4s_decomp_opts *o,
+                            bool by_expert, size_t *nout)
 {
-    expert_acc *v = NULL;
+    pool_acc *v = NULL;
     size_t ne = 0;
+    *nout = 0;
+    if (!by_expert) {
+        bool any_layer = false;
+        for (size_t i = 0; i < n; i++)
+            any_layer |= items[i].site && items[i].side && cli_site_layer(items[i].site) >= 0;
+        if (!any_layer) return NULL;
+    }
     fp4s_decomp_opts eo = *o;
     eo.by = FP4S_GROUP_TENSOR;
     for (size_t i = 0; i < n; i++) {
         if (!items[i].site || !items[i].side) continue;
-        int64_t e = cli_site_index(items[i].site, "experts");
-        if (e < 0) continue;
+        int64_t e = by_expert ? cli_site_index(items[i].site, "experts") : -1;
+        if (by_expert && e < 0) continue;
         int64_t l = cli_site_layer(items[i].site);
         size_t j = 0;
         while (j < ne && (v[j].layer != l || v[j].expert != e || strcmp(v[j].side, items[i].side))) j++;
         if (j == ne) {
             v = xrealloc(v, (ne + 1) * sizeof *v);
-            v[j] = (expert_acc){l, e, items[i].side, 0, NULL};
+            v[j] = (pool_acc){l, e, items[i].side, 0, NULL};
             int rc = fp4s_decomp_open(s, NULL, &eo, 0, 0, &v[j].acc);
             if (rc) exit(cli_report(rc));
             ne++;
@@ -275,18 +288,18 @@ static expert_acc *experts_merge(const item *items, size_t n, const fp4s_spec *s
         int rc = fp4s_decomp_merge(v[j].acc, items[i].acc);
         if (rc) exit(cli_report(rc));
     }
-    if (ne) qsort(v, ne, sizeof *v, cmp_expert_acc);
+    if (ne) qsort(v, ne, sizeof *v, cmp_pool_acc);
     *nout = ne;
     return v;
 }
 
-static void experts_free(expert_acc *v, size_t n)
+static void pool_free(pool_acc *v, size_t n)
 {
     for (size_t i = 0; i < n; i++) fp4s_decomp_close(&v[i].acc);
     free(v);
 }
 
-/* The error energy ||e||^2 of every input of a side, summed: what an expert's
+/* The error energy ||e||^2 of every input of a side, summed: what a pooled row's
  * share is of (NaN when there is none). */
 static double side_energy(const item *items, size_t n, const char *side)
 {
@@ -353,9 +366,32 @@ static item *collect_items(char **inputs, int ninputs, const fp4s_unit_select *s
     return items;
 }
 
-/* --json: the inputs with their summaries, histograms and groups, and the roll-up. */
+/* --json: the per-layer or per-expert rows, NULL when there are none. */
+static json_t *pool_json(const pool_acc *v, size_t nv, bool by_expert, const item *items, size_t n)
+{
+    if (!nv) return NULL;
+    json_t *a = json_array();
+    for (size_t j = 0; j < nv; j++) {
+        fp4s_decomp_result r;
+        fp4s_decomp_summary(v[j].acc, &r);
+        json_t *o = json_object();
+        json_object_set_new(o, "layer", v[j].layer >= 0 ? json_integer((json_int_t)v[j].layer) : json_null());
+        if (by_expert) json_object_set_new(o, "expert", json_integer((json_int_t)v[j].expert));
+        json_object_set_new(o, "side", json_string(v[j].side));
+        json_object_set_new(o, "inputs", json_integer((json_int_t)v[j].inputs));
+        double tot = side_energy(items, n, v[j].side);
+        json_object_set_new(o, "share", cli_json_real(tot > 0 ? r.energy_total / tot : NAN));
+        json_object_set_new(o, "summary", cli_decomp_json(&r, NULL));
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
+/* --json: the inputs with their summaries, histograms and groups, the roll-up,
+ * the per-layer and per-expert rows. */
 static json_t *doc_json(const fp4s_spec *sp, const fp4s_decomp_opts *op, const item *items, size_t n,
-                        const fp4s_decomp_result *rrp, const expert_acc *ex, size_t nex)
+                        const fp4s_decomp_result *rrp, const pool_acc *ly, size_t nly, const pool_acc *ex,
+                        size_t nex)
 {
     const fp4s_spec spec = *sp;
     const fp4s_decomp_opts opts = *op;
@@ -409,23 +445,10 @@ static json_t *doc_json(const fp4s_spec *sp, const fp4s_decomp_opts *op, const i
     }
     json_object_set_new(root, "inputs", ins);
     json_object_set_new(root, "rollup", cli_decomp_json(&rr, NULL));
-    if (nex) {
-        json_t *ea = json_array();
-        for (size_t j = 0; j < nex; j++) {
-            fp4s_decomp_result r;
-            fp4s_decomp_summary(ex[j].acc, &r);
-            json_t *o = json_object();
-            json_object_set_new(o, "layer", ex[j].layer >= 0 ? json_integer((json_int_t)ex[j].layer) : json_null());
-            json_object_set_new(o, "expert", json_integer((json_int_t)ex[j].expert));
-            json_object_set_new(o, "side", json_string(ex[j].side));
-            json_object_set_new(o, "inputs", json_integer((json_int_t)ex[j].inputs));
-            double tot = side_energy(items, n, ex[j].side);
-            json_object_set_new(o, "share", cli_json_real(tot > 0 ? r.energy_total / tot : NAN));
-            json_object_set_new(o, "summary", cli_decomp_json(&r, NULL));
-            json_array_append_new(ea, o);
-        }
-        json_object_set_new(root, "experts", ea);
-    }
+    json_t *la = pool_json(ly, nly, false, items, n);
+    if (la) json_object_set_new(root, "layers", la);
+    json_t *ea = pool_json(ex, nex, true, items, n);
+    if (ea) json_object_set_new(root, "experts", ea);
     return root;
 }
 
@@ -482,19 +505,26 @@ static void saturation_table(const fp4s_spec *spec, const item *items, size_t n)
     }
 }
 
-/* The table: each input, its first `show` groups, the roll-up over several. */
-static void experts_table(const expert_acc *ex, size_t nex, const item *items, size_t n)
+/* The per-layer or per-expert table (nothing when there are no rows). */
+static void pool_table(const pool_acc *v, size_t nv, bool by_expert, const item *items, size_t n)
 {
-    if (!nex) return;
-    printf("\nper expert (the inputs of each layer, expert and side merged; share: of the ||e||^2 of every\n"
-           "input of that side; scale, deadzone, grid, cross: of the expert's own ||e||^2):\n");
-    printf("  %5s %6s %-8s %6s %12s %11s %9s %9s %9s %9s %9s %9s\n", "layer", "expert", "side", "inputs", "n",
-           "rel.error", "share", "scale", "deadzone", "grid", "cross", "dz frac");
-    for (size_t j = 0; j < nex; j++) {
+    if (!nv) return;
+    if (by_expert)
+        printf("\nper expert (the inputs of each layer, expert and side merged; share: of the ||e||^2 of every\n"
+               "input of that side; scale, deadzone, grid, cross: of the expert's own ||e||^2):\n");
+    else
+        printf("\nper layer (the inputs of each layer and side merged, attention and experts alike; share: of\n"
+               "the ||e||^2 of every input of that side; scale, deadzone, grid, cross: of the layer's own\n"
+               "||e||^2; layer -: the sites that name none):\n");
+    printf("  %5s", "layer");
+    if (by_expert) printf(" %6s", "expert");
+    printf(" %-8s %6s %12s %11s %9s %9s %9s %9s %9s %9s\n", "side", "inputs", "n", "rel.error", "share", "scale",
+           "deadzone", "grid", "cross", "dz frac");
+    for (size_t j = 0; j < nv; j++) {
         fp4s_decomp_result r;
-        fp4s_decomp_summary(ex[j].acc, &r);
+        fp4s_decomp_summary(v[j].acc, &r);
         char ly[24], re[32], s1[32], s2[32], s3[32], s4[32], dz[32], sh[32];
-        if (ex[j].layer >= 0) snprintf(ly, sizeof ly, "%lld", (long long)ex[j].layer);
+        if (v[j].layer >= 0) snprintf(ly, sizeof ly, "%lld", (long long)v[j].layer);
         else snprintf(ly, sizeof ly, "-");
         num(re, 32, r.relative_error, "%11.4g");
         pct(s1, 32, r.ratio_scale);
@@ -502,15 +532,20 @@ static void experts_table(const expert_acc *ex, size_t nex, const item *items, s
         pct(s3, 32, r.ratio_grid);
         pct(s4, 32, 1.0 - r.ratio_scale - r.ratio_deadzone - r.ratio_grid);
         pct(dz, 32, r.deadzone_fraction);
-        double tot = side_energy(items, n, ex[j].side);
+        double tot = side_energy(items, n, v[j].side);
         pct(sh, 32, tot > 0 ? r.energy_total / tot : NAN);
-        printf("  %5s %6lld %-8s %6zu %12llu %11s %9s %9s %9s %9s %9s %9s\n", ly, (long long)ex[j].expert,
-               ex[j].side, ex[j].inputs, (unsigned long long)r.n, re, sh, s1, s2, s3, s4, dz);
+        printf("  %5s", ly);
+        if (by_expert) printf(" %6lld", (long long)v[j].expert);
+        printf(" %-8s %6zu %12llu %11s %9s %9s %9s %9s %9s %9s\n", v[j].side, v[j].inputs,
+               (unsigned long long)r.n, re, sh, s1, s2, s3, s4, dz);
     }
 }
 
+/* The table: each input, its first `show` groups, the roll-up over several,
+ * saturation, the per-layer and per-expert rows. */
 static int print_table(const fp4s_spec *sp, const fp4s_decomp_opts *op, const item *items, size_t n,
-                       const fp4s_decomp_result *rrp, size_t show, const expert_acc *ex, size_t nex)
+                       const fp4s_decomp_result *rrp, size_t show, const pool_acc *ly, size_t nly,
+                       const pool_acc *ex, size_t nex)
 {
     const fp4s_spec spec = *sp;
     const fp4s_decomp_opts opts = *op;
@@ -554,7 +589,8 @@ static int print_table(const fp4s_spec *sp, const fp4s_decomp_opts *op, const it
         human_result(&rr, true, clamps_counted(&spec, items[0].acc));
     }
     saturation_table(&spec, items, n);
-    experts_table(ex, nex, items, n);
+    pool_table(ly, nly, false, items, n);
+    pool_table(ex, nex, true, items, n);
     return cli_stdout_flush();
 }
 
@@ -699,12 +735,13 @@ int main(int argc, char **argv)
     cli_progress_end();
     fp4s_decomp_result rr;
     fp4s_decomp_summary(roll, &rr);
-    size_t nex = 0;
-    expert_acc *ex = experts_merge(items, n, &spec, &opts, &nex);
+    size_t nly = 0, nex = 0;
+    pool_acc *ly = pool_merge(items, n, &spec, &opts, false, &nly);
+    pool_acc *ex = pool_merge(items, n, &spec, &opts, true, &nex);
     int status;
-    if (a.common.json) status = cli_json_print(doc_json(&spec, &opts, items, n, &rr, ex, nex));
+    if (a.common.json) status = cli_json_print(doc_json(&spec, &opts, items, n, &rr, ly, nly, ex, nex));
     else if (a.common.csv) status = print_csv(items, n, &rr);
-    else status = print_table(&spec, &opts, items, n, &rr, a.show, ex, nex);
+    else status = print_table(&spec, &opts, items, n, &rr, a.show, ly, nly, ex, nex);
     for (size_t i = 0; i < n; i++) {
         fp4s_decomp_close(&items[i].acc);
         free(items[i].source);
@@ -712,7 +749,8 @@ int main(int argc, char **argv)
         free(items[i].site);
         free(items[i].side);
     }
-    experts_free(ex, nex);
+    pool_free(ly, nly);
+    pool_free(ex, nex);
     free(items);
     free(steps);
     fp4s_decomp_close(&roll);

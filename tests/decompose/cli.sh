@@ -336,6 +336,64 @@ expect 0 "" fp4-decompose -f nvfp4 -p te --sites '*' --sides rollout --json sat.
 expect 0 "" fp4-decompose --sites '*' --sides rollout sat.h5
 grep -q "^saturation per input (MXFP4: values clipped" out.txt || fail "MXFP4 saturation table"
 
+# ---- the per-layer view: every input of a (layer, side) merged ----------------------
+# Two layers of attention and experts, one site renamed so that it names no
+# layer: each "layers" row against the per-input records of the same document
+# (its inputs, the summed energies and counts, the ratios they make, the share
+# of its side's ||e||^2), the rows in layer order with the unnamed ones last.
+fp4-capture synth -o lay.h5 --seed 4 --layers 2 --experts 2 --top-k 1 --tokens 64 --hidden 64 \
+    --out-features 32 --steps 2 --act-every 1 --f32 > /dev/null 2>&1 || fail "synth lay.h5"
+"$PY" - <<'EOF2' || fail "rename a site of lay.h5"
+import h5py
+with h5py.File("lay.h5", "r+") as h:
+    for s in h["steps"]:
+        h.move("steps/%s/layers.1.self_attn.qkv_proj" % s, "steps/%s/lm_head" % s)
+EOF2
+expect 0 "" fp4-decompose -f nvfp4 -p te --input-scale 0.004 --sites '*' --sides trainer,rollout --json lay.h5
+"$PY" - <<'EOF2' || fail "fp4-decompose: per-layer rows against the per-input records"
+import json, math, re
+d = json.load(open("out.txt"))
+def layer(site):  # the capture writer's rule: a "layers.<n>" or "layer.<n>" component
+    for key in ("layers", "layer"):
+        m = re.search(r"(?:^|\.)%s\.(\d+)(?:\.|$)" % key, site)
+        if m: return int(m.group(1))
+    return None
+groups = {}
+for i in d["inputs"]:
+    groups.setdefault((layer(i["site"]), i["side"]), []).append(i["summary"])
+keys = sorted(groups, key=lambda k: (k[0] is None, k[0] if k[0] is not None else 0, k[1]))
+assert [(r["layer"], r["side"]) for r in d["layers"]] == keys, [(r["layer"], r["side"]) for r in d["layers"]]
+assert keys[-1][0] is None and {k[0] for k in keys} == {0, 1, None}, keys
+side_e = {}
+for i in d["inputs"]:
+    side_e[i["side"]] = side_e.get(i["side"], 0) + i["summary"]["energy_total"]
+close = lambda a, b: abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1e-300)
+for r in d["layers"]:
+    ins, s = groups[(r["layer"], r["side"])], r["summary"]
+    assert r["inputs"] == len(ins) == (6 if r["layer"] == 0 else 4 if r["layer"] == 1 else 2), r
+    for k in ("n", "blocks", "deadzone", "clipped", "scale_clamped"):
+        assert s[k] == sum(x[k] for x in ins), (r["layer"], r["side"], k)
+    for k in ("energy_total", "energy_scale", "energy_deadzone", "energy_grid", "energy_x"):
+        assert close(s[k], sum(x[k] for x in ins)), (r["layer"], r["side"], k)
+    et = s["energy_total"]
+    assert close(s["relative_error"], math.sqrt(et / s["energy_x"])), r
+    for k in ("scale", "deadzone", "grid"):
+        assert close(s["ratio_" + k], s["energy_" + k] / et), (r, k)
+    assert close(s["deadzone_fraction"], s["deadzone"] / s["n"]), r
+    assert close(r["share"], et / side_e[r["side"]]), r
+assert sum(s["summary"]["scale_clamped"] for s in d["layers"]) == d["rollup"]["scale_clamped"] > 0
+for side in ("trainer", "rollout"):
+    assert close(sum(r["share"] for r in d["layers"] if r["side"] == side), 1.0), side
+EOF2
+expect 0 "" fp4-decompose -f nvfp4 --sites '*' --sides rollout lay.h5
+grep -A3 "^per layer" out.txt | grep -Eq "^ +layer +side +inputs +n +rel.error +share +scale " ||
+    fail "per-layer table header"
+grep -Eq "^ +1 +rollout +4 " out.txt || fail "per-layer row of layer 1"
+grep -Eq "^ +- +rollout +2 " out.txt || fail "per-layer row of the sites that name no layer"
+# no site names a layer: no per-layer view
+expect 0 "" fp4-decompose -f nvfp4 --sites 'lm_head' --sides rollout --json lay.h5
+"$PY" -c "import json; assert 'layers' not in json.load(open('out.txt'))" || fail "layers without a layer"
+
 fp4-plot --version | grep -q "^features:.* cuda" && fail "fp4-plot --version lists cuda (it has no GPU path)"
 fp4-plot --version | grep -q "^gpu: " && fail "fp4-plot --version has a gpu line"
 
