@@ -91,16 +91,7 @@ static double op_apply(mm_op op, double a, double b)
 }
 
 /* ---- sequence table (open addressing, int64 keys) ----------------------------- */
-static uint64_t hash64(int64_t k)
-{
-    uint64_t x = (uint64_t)k;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
+static uint64_t hash64(int64_t k) { return mm_mix64((uint64_t)k); }
 
 static int seq_grow(fp4s_mm_acc *a)
 {

@@ -207,4 +207,16 @@ int mm_scalar_log_sniff(const char *path, const fp4s_trace_opts *t);
 int mm_scalar_log_read(const char *path, const char *name, const fp4s_trace_opts *t, fp4s_mm_result *res);
 int mm_capture_scalars(const char *path, const char *name, fp4s_mm_result *res, size_t run_index, int add_run);
 
+/* A 64-bit finalizer (MurmurHash3's fmix64): the hash of the module's
+ * open-addressing tables (the accumulator's sequences, mm_map's keys). */
+static inline uint64_t mm_mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
 #endif

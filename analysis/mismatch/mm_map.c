@@ -13,16 +13,6 @@ _Thread_local uint64_t mm_work; /* per thread: readers on several threads do not
 uint64_t fp4s_mm_work_internal(void);
 uint64_t fp4s_mm_work_internal(void) { return mm_work; } /* of the calling thread */
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
 static uint64_t hash_bytes(const char *s, size_t n)
 {
     uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a, then mixed */
@@ -30,7 +20,7 @@ static uint64_t hash_bytes(const char *s, size_t n)
         h ^= (unsigned char)s[i];
         h *= 0x100000001b3ULL;
     }
-    return mix64(h ^ n);
+    return mm_mix64(h ^ n);
 }
 
 /* ---- names ----------------------------------------------------------------------------- */
@@ -80,7 +70,7 @@ void mm_strmap_free(mm_strmap *m)
 long mm_i64map_get(const mm_i64map *m, int64_t key)
 {
     if (!m->cap) return -1;
-    for (size_t i = mix64((uint64_t)key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+    for (size_t i = mm_mix64((uint64_t)key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
         mm_work++;
         if (!m->used[i]) return -1;
         if (m->key[i] == key) return (long)m->value[i];
@@ -102,7 +92,7 @@ int mm_i64map_put(mm_i64map *m, int64_t key, size_t value)
         }
         for (size_t i = 0; i < m->cap; i++) {
             if (!m->used[i]) continue;
-            size_t j = mix64((uint64_t)m->key[i]) & (nc - 1);
+            size_t j = mm_mix64((uint64_t)m->key[i]) & (nc - 1);
             while (nu[j]) j = (j + 1) & (nc - 1);
             nu[j] = 1;
             nk[j] = m->key[i];
@@ -116,7 +106,7 @@ int mm_i64map_put(mm_i64map *m, int64_t key, size_t value)
         m->used = nu;
         m->cap = nc;
     }
-    size_t i = mix64((uint64_t)key) & (m->cap - 1);
+    size_t i = mm_mix64((uint64_t)key) & (m->cap - 1);
     while (m->used[i] && m->key[i] != key) i = (i + 1) & (m->cap - 1);
     if (!m->used[i]) m->n++;
     m->used[i] = 1;
