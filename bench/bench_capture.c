@@ -26,7 +26,7 @@
 
 enum { STEPS = 4, SITES = 8, ROWS = 2048, COLS = 1024 };
 
-static int die(const char *what)
+static _Noreturn void die(const char *what)
 {
     fprintf(stderr, "bench_capture: %s: %s\n", what, fp4s_last_error());
     exit(1);
